@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Build loopsmith's images from Debian packages, for machines where no container registry
+# answers: debootstrap Debian's trixie suite into a folder, install the packages an image
+# needs in a chroot, then `docker import` the folder with its entry point and user.
+#
+# The mirror is read from this host's own apt sources (never written here).
+# Image names come from the environment (the same names loopsmith's configuration reads):
+#   LOOPSMITH_NATS_IMAGE             default loopsmith/nats:local            (nats-server 2.10, JetStream)
+#   LOOPSMITH_POSTGRES_IMAGE         default loopsmith/postgres:local        (PostgreSQL 17 + pgvector 0.8)
+#   LOOPSMITH_SANDBOX_PYTHON_IMAGE   default loopsmith/sandbox-python:local  (python3, pytest, hypothesis)
+#   LOOPSMITH_SANDBOX_NODE_IMAGE     default loopsmith/sandbox-node:local    (nodejs)
+# Usage: deploy/build-images.sh [--force] [nats|postgres|python|node ...]
+# An image that already exists is kept unless --force is given. Needs root and debootstrap.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+work="${LOOPSMITH_ROOTFS_DIR:-/var/tmp/loopsmith-rootfs}"
+suite=trixie
+force=0
+wanted=()
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=1 ;;
+    nats|postgres|python|node) wanted+=("$arg") ;;
+    *) echo "build-images: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+[ ${#wanted[@]} -gt 0 ] || wanted=(nats postgres python node)
+
+NATS_IMAGE="${LOOPSMITH_NATS_IMAGE:-loopsmith/nats:local}"
+POSTGRES_IMAGE="${LOOPSMITH_POSTGRES_IMAGE:-loopsmith/postgres:local}"
+PYTHON_IMAGE="${LOOPSMITH_SANDBOX_PYTHON_IMAGE:-loopsmith/sandbox-python:local}"
+NODE_IMAGE="${LOOPSMITH_SANDBOX_NODE_IMAGE:-loopsmith/sandbox-node:local}"
+
+# The first Debian mirror named in the host's apt sources (deb822 or one-line format).
+mirror() {
+  local uri=""
+  if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
+    uri=$(grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' | grep -v -- '-security' | grep '/debian' | head -n1 || true)
+  fi
+  if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+    uri=$(grep -hE '^deb ' /etc/apt/sources.list | awk '{for (i=2;i<=NF;i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' | grep -v -- '-security' | head -n1 || true)
+  fi
+  if [ -z "$uri" ]; then
+    echo "build-images: no Debian mirror found in /etc/apt/sources*" >&2
+    exit 1
+  fi
+  echo "$uri"
+}
+
+need_image() { [ "$force" = 1 ] || ! docker image inspect "$1" >/dev/null 2>&1; }
+
+ensure_debootstrap() {
+  command -v debootstrap >/dev/null 2>&1 && return 0
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap
+}
+
+# A minimal trixie root file system, made once and copied for every image.
+base_rootfs() {
+  if [ ! -f "$work/base/.complete" ]; then
+    ensure_debootstrap
+    rm -rf "$work/base"
+    mkdir -p "$work"
+    local m; m=$(mirror)
+    echo "build-images: debootstrap $suite from $m"
+    debootstrap --variant=minbase "$suite" "$work/base" "$m" >"$work/debootstrap.log" 2>&1 || {
+      tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
+    printf '#!/bin/sh\nexit 101\n' >"$work/base/usr/sbin/policy-rc.d"
+    chmod +x "$work/base/usr/sbin/policy-rc.d"
+    touch "$work/base/.complete"
+  fi
+}
+
+# rootfs NAME PACKAGES...: copy the base and install packages into it; prints the folder.
+rootfs() {
+  local name=$1; shift
+  local dir="$work/$name"
+  rm -rf "$dir"
+  cp -a "$work/base" "$dir"
+  rm -f "$dir/.complete"
+  cp /etc/resolv.conf "$dir/etc/resolv.conf"
+  chroot "$dir" /usr/bin/env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
+  chroot "$dir" /usr/bin/env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "$@" >"$work/$name.apt.log" 2>&1 || {
+      tail -n 30 "$work/$name.apt.log" >&2; exit 1; }
+  # A sandbox user with a fixed uid, the same in every image.
+  chroot "$dir" /usr/sbin/useradd --uid 10001 --user-group --create-home --shell /bin/sh sandbox 2>/dev/null || true
+  chroot "$dir" apt-get clean
+  rm -rf "$dir/var/lib/apt/lists/"* "$dir/var/cache/apt/"*.bin "$dir/usr/share/doc" "$dir/usr/share/man"
+  : >"$dir/etc/resolv.conf"
+}
+
+# import NAME IMAGE CHANGES...: docker import the folder with its Dockerfile-style changes.
+import() {
+  local name=$1 image=$2; shift 2
+  local args=()
+  for c in "$@"; do args+=(--change "$c"); done
+  tar -C "$work/$name" -c . | docker import "${args[@]}" - "$image" >/dev/null
+  rm -rf "${work:?}/$name"
+  echo "build-images: built $image"
+}
+
+build_nats() {
+  need_image "$NATS_IMAGE" || { echo "build-images: $NATS_IMAGE exists"; return; }
+  rootfs nats nats-server ca-certificates
+  mkdir -p "$work/nats/data"
+  import nats "$NATS_IMAGE" 'ENTRYPOINT ["/usr/sbin/nats-server"]' 'CMD ["-js", "-sd", "/data", "-m", "8222"]' \
+    'EXPOSE 4222 8222' 'LABEL org.loopsmith.image=nats'
+}
+
+build_postgres() {
+  need_image "$POSTGRES_IMAGE" || { echo "build-images: $POSTGRES_IMAGE exists"; return; }
+  rootfs postgres postgresql-17 postgresql-17-pgvector locales-all
+  install -m 0755 "$here/rootfs/postgres-entrypoint.sh" "$work/postgres/usr/local/bin/postgres-entrypoint"
+  rm -rf "$work/postgres/var/lib/postgresql/17" "$work/postgres/etc/postgresql/17"
+  mkdir -p "$work/postgres/var/lib/postgresql/data"
+  chroot "$work/postgres" chown -R postgres:postgres /var/lib/postgresql
+  import postgres "$POSTGRES_IMAGE" 'USER postgres' 'ENV PGDATA=/var/lib/postgresql/data' \
+    'ENTRYPOINT ["/usr/local/bin/postgres-entrypoint"]' 'EXPOSE 5432' 'LABEL org.loopsmith.image=postgres'
+}
+
+build_python() {
+  need_image "$PYTHON_IMAGE" || { echo "build-images: $PYTHON_IMAGE exists"; return; }
+  rootfs python python3 python3-pytest python3-hypothesis
+  import python "$PYTHON_IMAGE" 'USER 10001:10001' 'WORKDIR /workspace' 'ENV PYTHONDONTWRITEBYTECODE=1' \
+    'CMD ["python3"]' 'LABEL org.loopsmith.image=sandbox-python'
+}
+
+build_node() {
+  need_image "$NODE_IMAGE" || { echo "build-images: $NODE_IMAGE exists"; return; }
+  rootfs node nodejs
+  import node "$NODE_IMAGE" 'USER 10001:10001' 'WORKDIR /workspace' 'CMD ["node"]' \
+    'LABEL org.loopsmith.image=sandbox-node'
+}
+
+if [ "$(id -u)" != "0" ]; then
+  echo "build-images: must run as root (debootstrap and chroot)" >&2
+  exit 1
+fi
+todo=()
+for w in "${wanted[@]}"; do
+  case "$w" in
+    nats) need_image "$NATS_IMAGE" && todo+=(nats) ;;
+    postgres) need_image "$POSTGRES_IMAGE" && todo+=(postgres) ;;
+    python) need_image "$PYTHON_IMAGE" && todo+=(python) ;;
+    node) need_image "$NODE_IMAGE" && todo+=(node) ;;
+  esac
+done
+if [ ${#todo[@]} -eq 0 ]; then echo "build-images: all images present"; exit 0; fi
+base_rootfs
+for w in "${todo[@]}"; do "build_$w"; done

@@ -1,0 +1,258 @@
+/**
+ * The typed bus: request/reply endpoints served through `@nats-io/services` (queue groups,
+ * `$SRV` PING/INFO/STATS) with zod validation in both directions and typed errors.
+ *
+ * Replies are `{ok: true, value}` or `{ok: false, error: {code, message, retryable}}`.
+ * A request that is not JSON or fails its schema is answered with `bad_request`; the
+ * handler never sees it and the service keeps serving.
+ */
+import type { NatsConnection } from "@nats-io/transport-node";
+import { RequestError, TimeoutError, NoRespondersError } from "@nats-io/transport-node";
+import { Svcm, type Service, type ServiceMsg } from "@nats-io/services";
+import type { Logger } from "pino";
+import { z } from "zod";
+import { LoopsmithError, toErrorData, type ErrorData } from "./errors.js";
+import { Reply } from "./contracts/common.js";
+import * as C from "./contracts/index.js";
+import { Subjects } from "./subjects.js";
+
+/** One endpoint: its name in `$SRV` INFO, its subject, and both schemas. */
+export interface EndpointDef<Req extends z.ZodType = z.ZodType, Res extends z.ZodType = z.ZodType> {
+  readonly name: string;
+  readonly subject: string;
+  readonly request: Req;
+  readonly response: Res;
+}
+
+function endpoint<Req extends z.ZodType, Res extends z.ZodType>(
+  name: string,
+  subject: string,
+  request: Req,
+  response: Res,
+): EndpointDef<Req, Res> {
+  return { name, subject, request, response };
+}
+
+/** Every endpoint of every service. */
+export const Endpoints = {
+  architect: {
+    status: endpoint("status", Subjects.architect.status, C.StatusRequest, z.object({ state: z.unknown().nullable() })),
+    cancel: endpoint("cancel", Subjects.architect.cancel, C.CancelRequest, z.object({ cancelled: z.boolean() })),
+  },
+  builder: {
+    build: endpoint("build", Subjects.builder.build, C.BuildRequest, C.BuildReply),
+  },
+  reviewer: {
+    gate: endpoint("gate", Subjects.reviewer.gate, C.GateRequest, C.GateResult),
+    review: endpoint("review", Subjects.reviewer.review, C.ReviewRequest, C.ReviewReply),
+  },
+  executor: {
+    run: endpoint("run", Subjects.executor.run, C.ExecutionRequest, C.ExecutionResult),
+  },
+  memory: {
+    recall: endpoint("recall", Subjects.memory.recall, C.RecallRequest, C.Recall),
+    rememberFailure: endpoint("remember_failure", Subjects.memory.rememberFailure, C.FailureRecord, C.Remembered),
+    attachFix: endpoint("attach_fix", Subjects.memory.attachFix, C.FailureFix, C.Remembered),
+    rememberSuccess: endpoint("remember_success", Subjects.memory.rememberSuccess, C.SuccessRecord, C.Remembered),
+    recordTask: endpoint("record_task", Subjects.memory.recordTask, C.TaskRecord, C.Remembered),
+    history: endpoint("history", Subjects.memory.history, C.HistoryRequest, C.History),
+    stats: endpoint("stats", Subjects.memory.stats, C.Empty, C.MemoryStats),
+  },
+} as const;
+
+/** A handler: gets the parsed request, returns the response value or throws. */
+export type Handler<E extends EndpointDef> = (
+  request: z.infer<E["request"]>,
+  ctx: { log: Logger; subject: string },
+) => Promise<z.input<E["response"]>>;
+
+/** Pairs an endpoint with its handler, keeping their types together. */
+export interface Registration {
+  def: EndpointDef;
+  handler: Handler<EndpointDef>;
+}
+
+/** Typed helper to build a {@link Registration}. */
+export function handle<E extends EndpointDef>(def: E, handler: Handler<E>): Registration {
+  return { def, handler: handler as unknown as Handler<EndpointDef> };
+}
+
+const encoder = new TextEncoder();
+
+function encodeReply(reply: Reply<unknown>): Uint8Array {
+  return encoder.encode(JSON.stringify(reply));
+}
+
+/** HTTP-like status for `$SRV` error stats: 400 for the caller's fault, 500 otherwise. */
+function statusOf(error: ErrorData): number {
+  return error.code === "bad_request" || error.code === "workspace_invalid" ? 400 : 500;
+}
+
+/**
+ * Decodes, validates and answers one request. Never throws: every failure becomes a typed
+ * error reply.
+ */
+export async function answer(
+  msg: ServiceMsg,
+  def: EndpointDef,
+  handler: Handler<EndpointDef>,
+  log: Logger,
+): Promise<void> {
+  const fail = (error: ErrorData): void => {
+    // The description travels in a header: one line, bounded.
+    const description = error.message.replace(/[\r\n]+/g, " ").slice(0, 200);
+    msg.respondError(statusOf(error), description, encodeReply({ ok: false, error }));
+  };
+  let raw: unknown;
+  try {
+    raw = JSON.parse(msg.string());
+  } catch {
+    fail({ code: "bad_request", message: `the request to ${def.subject} is not valid JSON`, retryable: false });
+    return;
+  }
+  const parsed = def.request.safeParse(raw);
+  if (!parsed.success) {
+    fail({
+      code: "bad_request",
+      message: `the request to ${def.subject} does not match its schema: ${z.prettifyError(parsed.error)}`,
+      retryable: false,
+      details: parsed.error.issues,
+    });
+    return;
+  }
+  const taskId = (parsed.data as { taskId?: string }).taskId;
+  const child = log.child({ endpoint: def.name, ...(taskId ? { taskId } : {}) });
+  try {
+    const value = await handler(parsed.data, { log: child, subject: def.subject });
+    const checked = def.response.safeParse(value);
+    if (!checked.success) {
+      child.error({ issues: checked.error.issues }, "handler returned a value that fails the reply schema");
+      fail({ code: "internal", message: `${def.subject} produced an invalid reply`, retryable: false });
+      return;
+    }
+    msg.respond(encodeReply({ ok: true, value: checked.data }));
+  } catch (err) {
+    const error = toErrorData(err);
+    if (error.code === "internal") child.error({ err }, "handler failed");
+    else child.warn({ code: error.code, msg: error.message }, "handler returned an error");
+    fail(error);
+  }
+}
+
+/** Options of {@link startService}. */
+export interface ServiceOptions {
+  name: string;
+  version: string;
+  description: string;
+  log: Logger;
+  registrations: Registration[];
+  metadata?: Record<string, string>;
+}
+
+/**
+ * Registers a `@nats-io/services` service with its endpoints. Each endpoint uses the
+ * service's queue group, so several instances share the load. Answers `$SRV.PING/INFO/STATS`.
+ * @throws whatever `Svcm.add` throws when the connection is closed.
+ */
+export async function startService(nc: NatsConnection, opts: ServiceOptions): Promise<Service> {
+  const svcm = new Svcm(nc as unknown as ConstructorParameters<typeof Svcm>[0]);
+  const service = await svcm.add({
+    name: opts.name,
+    version: opts.version,
+    description: opts.description,
+    ...(opts.metadata ? { metadata: opts.metadata } : {}),
+  });
+  for (const { def, handler } of opts.registrations) {
+    service.addEndpoint(def.name, {
+      subject: def.subject,
+      handler: (err, msg) => {
+        if (err) {
+          opts.log.error({ err }, "endpoint subscription failed");
+          return;
+        }
+        void answer(msg, def, handler, opts.log);
+      },
+    });
+  }
+  return service;
+}
+
+/** Options of one {@link call}. */
+export interface CallOptions {
+  /** Time to wait for one reply, in ms. @defaultValue 30000 */
+  timeoutMs?: number;
+  /** Further attempts after a retryable failure (timeout, no responder, retryable error). @defaultValue 2 */
+  retries?: number;
+  /** Wait before the first retry, in ms; doubles each time. @defaultValue 250 */
+  backoffMs?: number;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function busError(err: unknown, subject: string, timeoutMs: number): LoopsmithError {
+  const cause = err instanceof RequestError ? (err.cause ?? err) : err;
+  if (err instanceof RequestError && err.isNoResponders()) {
+    return new LoopsmithError("unavailable", `no service answers on ${subject}; is it running?`, { cause: err });
+  }
+  if (cause instanceof NoRespondersError) {
+    return new LoopsmithError("unavailable", `no service answers on ${subject}; is it running?`, { cause: err });
+  }
+  if (cause instanceof TimeoutError || err instanceof TimeoutError) {
+    return new LoopsmithError("timeout", `${subject} did not answer within ${timeoutMs} ms`, { cause: err });
+  }
+  return new LoopsmithError("unavailable", `the request to ${subject} failed: ${String(err)}`, { cause: err });
+}
+
+/**
+ * Calls an endpoint and returns its validated value.
+ * Retries (bounded, with backoff) on timeouts, missing responders and retryable error replies.
+ * @throws LoopsmithError `bad_request` when `request` fails its own schema (nothing is sent),
+ *   the error the service replied with, `timeout`/`unavailable` once retries are used up, or
+ *   `internal` when the reply fails its schema.
+ */
+export async function call<E extends EndpointDef>(
+  nc: NatsConnection,
+  def: E,
+  request: z.input<E["request"]>,
+  opts: CallOptions = {},
+): Promise<z.infer<E["response"]>> {
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+  const retries = opts.retries ?? 2;
+  let backoff = opts.backoffMs ?? 250;
+  const checked = def.request.safeParse(request);
+  if (!checked.success) {
+    throw new LoopsmithError("bad_request", `invalid request for ${def.subject}: ${z.prettifyError(checked.error)}`, {
+      details: checked.error.issues,
+    });
+  }
+  const payload = JSON.stringify(checked.data);
+  const replySchema = Reply(def.response);
+  for (let attempt = 0; ; attempt++) {
+    let error: LoopsmithError;
+    try {
+      const msg = await nc.request(def.subject, payload, { timeout: timeoutMs });
+      let body: unknown;
+      try {
+        body = JSON.parse(msg.string());
+      } catch (err) {
+        throw new LoopsmithError("internal", `${def.subject} answered with something that is not JSON`, { cause: err });
+      }
+      const reply = replySchema.safeParse(body);
+      if (!reply.success) {
+        throw new LoopsmithError("internal", `${def.subject} answered with a reply that fails its schema`, {
+          details: reply.error.issues,
+        });
+      }
+      if (reply.data.ok) return reply.data.value as z.infer<E["response"]>;
+      error = LoopsmithError.fromData(reply.data.error);
+    } catch (err) {
+      if (err instanceof LoopsmithError) throw err;
+      error = busError(err, def.subject, timeoutMs);
+    }
+    if (!error.retryable || attempt >= retries) throw error;
+    await sleep(backoff);
+    backoff *= 2;
+  }
+}

@@ -1,0 +1,281 @@
+/**
+ * Configuration: one zod schema, parsed once at boot. Layers, later wins:
+ * defaults < file (`--config` or `LOOPSMITH_CONFIG`, JSON) < environment < flags
+ * (`LOOPSMITH_CONFIG_JSON` carries flags to child processes).
+ */
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { z } from "zod";
+import { LoopsmithError } from "./errors.js";
+
+/** Price of one model in USD per million tokens. */
+export const ModelPrice = z.object({
+  inputPerMTok: z.number().nonnegative(),
+  outputPerMTok: z.number().nonnegative(),
+  cacheReadPerMTok: z.number().nonnegative().default(0),
+  cacheWritePerMTok: z.number().nonnegative().default(0),
+});
+export type ModelPrice = z.infer<typeof ModelPrice>;
+
+/**
+ * Default prices, USD per million tokens, from Anthropic's public price list
+ * (cache reads at 0.1x and 5-minute cache writes at 1.25x the input price).
+ * Models not listed cost 0 unless the configuration prices them; local models are free.
+ */
+export const DEFAULT_PRICES: Record<string, ModelPrice> = {
+  "claude-opus-4-1": { inputPerMTok: 15, outputPerMTok: 75, cacheReadPerMTok: 1.5, cacheWritePerMTok: 18.75 },
+  "claude-sonnet-4-5": { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
+  "claude-haiku-4-5": { inputPerMTok: 1, outputPerMTok: 5, cacheReadPerMTok: 0.1, cacheWritePerMTok: 1.25 },
+  "gpt-4o": { inputPerMTok: 2.5, outputPerMTok: 10, cacheReadPerMTok: 1.25, cacheWritePerMTok: 0 },
+  "gpt-4o-mini": { inputPerMTok: 0.15, outputPerMTok: 0.6, cacheReadPerMTok: 0.075, cacheWritePerMTok: 0 },
+};
+
+export const ProviderName = z.enum(["anthropic", "openai-compatible", "bedrock", "scripted"]);
+export type ProviderName = z.infer<typeof ProviderName>;
+
+/** The whole configuration. Every default is documented with `@defaultValue`. */
+export const Config = z
+  .object({
+    /** NATS server URL. When unset, `loopsmith solve` starts a NATS container itself. */
+    natsUrl: z.string().optional(),
+    /** PostgreSQL URL (with pgvector). When unset, memory runs embedded PGlite under `dataDir`. */
+    databaseUrl: z.string().optional(),
+    /** Where embedded memory and local state live. @defaultValue ~/.local/share/loopsmith */
+    dataDir: z.string().default(join(process.env.XDG_DATA_HOME ?? join(homedir(), ".local", "share"), "loopsmith")),
+    /** Image names; the official images where a registry answers, locally built ones where not. */
+    images: z
+      .object({
+        /** @defaultValue loopsmith/nats:local (build with deploy/build-images.sh; or nats:2.10) */
+        nats: z.string().default("loopsmith/nats:local"),
+        /** @defaultValue loopsmith/postgres:local (or pgvector/pgvector:pg17) */
+        postgres: z.string().default("loopsmith/postgres:local"),
+        /** @defaultValue loopsmith/sandbox-python:local */
+        python: z.string().default("loopsmith/sandbox-python:local"),
+        /** @defaultValue loopsmith/sandbox-node:local */
+        node: z.string().default("loopsmith/sandbox-node:local"),
+      })
+      .default({
+        nats: "loopsmith/nats:local",
+        postgres: "loopsmith/postgres:local",
+        python: "loopsmith/sandbox-python:local",
+        node: "loopsmith/sandbox-node:local",
+      }),
+    llm: z
+      .object({
+        /** @defaultValue "anthropic" */
+        provider: ProviderName.default("anthropic"),
+        /** Model id. @defaultValue "claude-sonnet-4-5" */
+        model: z.string().default("claude-sonnet-4-5"),
+        apiKey: z.string().optional(),
+        baseUrl: z.string().optional(),
+        /** Scripted provider: the file of replies to replay. */
+        scriptPath: z.string().optional(),
+        /** When set, every prompt and reply is appended to this JSONL file. */
+        transcriptPath: z.string().optional(),
+        /** SDK retries on 408/409/429/5xx (the SDK's own retry loop). @defaultValue 2 */
+        maxRetries: z.number().int().min(0).max(10).default(2),
+        /** SDK timeout of one HTTP call, in ms. @defaultValue 120000 */
+        timeoutMs: z.number().int().min(100).default(120_000),
+        /** Output token limit of one call. @defaultValue 8192 */
+        maxOutputTokens: z.number().int().min(16).default(8192),
+        /** AWS region for Bedrock. */
+        awsRegion: z.string().optional(),
+        /** USD per million tokens per model; merged over {@link DEFAULT_PRICES}. */
+        prices: z.record(z.string(), ModelPrice).default({}),
+        /** Ceiling on USD spent by one process, over all tasks; unlimited when absent. */
+        processCeilingUsd: z.number().positive().optional(),
+      })
+      .default({
+        provider: "anthropic",
+        model: "claude-sonnet-4-5",
+        maxRetries: 2,
+        timeoutMs: 120_000,
+        maxOutputTokens: 8192,
+        prices: {},
+      }),
+    executor: z
+      .object({
+        /** Runs at once per executor. @defaultValue 2 */
+        concurrency: z.number().int().min(1).max(64).default(2),
+        /** Runs waiting beyond `concurrency` before new ones are refused. @defaultValue 32 */
+        queueLimit: z.number().int().min(0).max(10_000).default(32),
+        /** Pre-created containers kept per image. @defaultValue 2 */
+        warmPoolSize: z.number().int().min(0).max(32).default(2),
+        /** OCI runtime, e.g. "runsc" for gVisor; the engine's default when absent. */
+        runtime: z.string().optional(),
+        /** Cap of stdout and of stderr, each, in bytes. @defaultValue 1048576 */
+        outputLimitBytes: z.number().int().min(1024).default(1_048_576),
+        /** Processes and threads per container. @defaultValue 128 */
+        pidsLimit: z.number().int().min(8).default(128),
+        /** CPUs per container (CPU quota). @defaultValue 1 */
+        cpus: z.number().positive().max(64).default(1),
+        /** Size of the writable workspace tmpfs, in MiB. @defaultValue 128 */
+        tmpfsMb: z.number().int().min(8).default(128),
+      })
+      .default({
+        concurrency: 2,
+        queueLimit: 32,
+        warmPoolSize: 2,
+        outputLimitBytes: 1_048_576,
+        pidsLimit: 128,
+        cpus: 1,
+        tmpfsMb: 128,
+      }),
+    bus: z
+      .object({
+        /** Timeout of one step call, in ms (LLM steps and sandbox runs can be long). @defaultValue 300000 */
+        stepTimeoutMs: z.number().int().min(100).default(300_000),
+        /** Timeout of a memory call, in ms. @defaultValue 30000 */
+        memoryTimeoutMs: z.number().int().min(100).default(30_000),
+        /** Retries of a step call on a retryable failure. @defaultValue 2 */
+        retries: z.number().int().min(0).max(10).default(2),
+      })
+      .default({ stepTimeoutMs: 300_000, memoryTimeoutMs: 30_000, retries: 2 }),
+  })
+  .superRefine((cfg, ctx) => {
+    if (cfg.llm.provider === "scripted" && !cfg.llm.scriptPath) {
+      ctx.addIssue({ code: "custom", path: ["llm", "scriptPath"], message: "the scripted provider needs a script file" });
+    }
+    if (cfg.llm.provider === "openai-compatible" && !cfg.llm.baseUrl) {
+      ctx.addIssue({ code: "custom", path: ["llm", "baseUrl"], message: "the openai-compatible provider needs a base URL" });
+    }
+  });
+export type Config = z.infer<typeof Config>;
+export type ConfigInput = z.input<typeof Config>;
+
+type Json = { [k: string]: unknown };
+
+/** Environment variables and where they go. */
+export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = [
+  ["NATS_URL", ["natsUrl"], "string"],
+  ["DATABASE_URL", ["databaseUrl"], "string"],
+  ["LOOPSMITH_DATA_DIR", ["dataDir"], "string"],
+  ["LOOPSMITH_NATS_IMAGE", ["images", "nats"], "string"],
+  ["LOOPSMITH_POSTGRES_IMAGE", ["images", "postgres"], "string"],
+  ["LOOPSMITH_SANDBOX_PYTHON_IMAGE", ["images", "python"], "string"],
+  ["LOOPSMITH_SANDBOX_NODE_IMAGE", ["images", "node"], "string"],
+  ["LOOPSMITH_PROVIDER", ["llm", "provider"], "string"],
+  ["LOOPSMITH_MODEL", ["llm", "model"], "string"],
+  ["ANTHROPIC_API_KEY", ["llm", "apiKey"], "string"],
+  ["ANTHROPIC_BASE_URL", ["llm", "baseUrl"], "string"],
+  ["LOOPSMITH_API_KEY", ["llm", "apiKey"], "string"],
+  ["LOOPSMITH_BASE_URL", ["llm", "baseUrl"], "string"],
+  ["LOOPSMITH_SCRIPT", ["llm", "scriptPath"], "string"],
+  ["LOOPSMITH_TRANSCRIPT", ["llm", "transcriptPath"], "string"],
+  ["LOOPSMITH_LLM_MAX_RETRIES", ["llm", "maxRetries"], "number"],
+  ["LOOPSMITH_LLM_TIMEOUT_MS", ["llm", "timeoutMs"], "number"],
+  ["LOOPSMITH_PROCESS_CEILING_USD", ["llm", "processCeilingUsd"], "number"],
+  ["AWS_REGION", ["llm", "awsRegion"], "string"],
+  ["LOOPSMITH_EXECUTOR_CONCURRENCY", ["executor", "concurrency"], "number"],
+  ["LOOPSMITH_WARM_POOL_SIZE", ["executor", "warmPoolSize"], "number"],
+  ["LOOPSMITH_OCI_RUNTIME", ["executor", "runtime"], "string"],
+];
+
+function setPath(target: Json, path: string[], value: unknown): void {
+  let node = target;
+  for (const key of path.slice(0, -1)) {
+    const next = node[key];
+    if (typeof next !== "object" || next === null) node[key] = {};
+    node = node[key] as Json;
+  }
+  node[path[path.length - 1] as string] = value;
+}
+
+/** Deep merge of plain objects; arrays and scalars from `over` replace. */
+export function mergeConfig(base: Json, over: Json): Json {
+  const out: Json = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    if (v === undefined) continue;
+    const b = out[k];
+    out[k] =
+      typeof v === "object" && v !== null && !Array.isArray(v) && typeof b === "object" && b !== null && !Array.isArray(b)
+        ? mergeConfig(b as Json, v as Json)
+        : v;
+  }
+  return out;
+}
+
+/** The environment layer as a partial configuration. */
+export function configFromEnv(env: NodeJS.ProcessEnv): Json {
+  const out: Json = {};
+  for (const [name, path, kind] of ENV_KEYS) {
+    const raw = env[name];
+    if (raw === undefined || raw === "") continue;
+    setPath(out, path, kind === "number" ? Number(raw) : raw);
+  }
+  // OPENAI_* fill in for the openai-compatible provider when no loopsmith key is set.
+  const provider = (out.llm as Json | undefined)?.provider;
+  if (provider === "openai-compatible") {
+    if (env.OPENAI_API_KEY && !env.LOOPSMITH_API_KEY) setPath(out, ["llm", "apiKey"], env.OPENAI_API_KEY);
+    if (env.OPENAI_BASE_URL && !env.LOOPSMITH_BASE_URL) setPath(out, ["llm", "baseUrl"], env.OPENAI_BASE_URL);
+  }
+  return out;
+}
+
+/** Options of {@link loadConfig}. */
+export interface LoadConfigOptions {
+  /** A JSON configuration file; else `LOOPSMITH_CONFIG`. */
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+  /** The flags layer (highest). */
+  flags?: Json;
+}
+
+/**
+ * Loads and validates the configuration.
+ * @throws LoopsmithError `config_invalid` naming the bad keys, or a file that cannot be read.
+ */
+export function loadConfig(opts: LoadConfigOptions = {}): Config {
+  const env = opts.env ?? process.env;
+  let layered: Json = {};
+  const file = opts.file ?? env.LOOPSMITH_CONFIG;
+  if (file) {
+    try {
+      layered = JSON.parse(readFileSync(file, "utf8")) as Json;
+    } catch (err) {
+      throw new LoopsmithError("config_invalid", `cannot read the configuration file ${file}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+  layered = mergeConfig(layered, configFromEnv(env));
+  if (env.LOOPSMITH_CONFIG_JSON) {
+    try {
+      layered = mergeConfig(layered, JSON.parse(env.LOOPSMITH_CONFIG_JSON) as Json);
+    } catch (err) {
+      throw new LoopsmithError("config_invalid", "LOOPSMITH_CONFIG_JSON is not valid JSON", { cause: err });
+    }
+  }
+  if (opts.flags) layered = mergeConfig(layered, opts.flags);
+  const parsed = Config.safeParse(layered);
+  if (!parsed.success) {
+    throw new LoopsmithError("config_invalid", `invalid configuration: ${z.prettifyError(parsed.error)}`, {
+      details: parsed.error.issues,
+    });
+  }
+  return parsed.data;
+}
+
+/** The price of `model`: configured prices first, then {@link DEFAULT_PRICES}, else free. */
+export function priceOf(cfg: Config, model: string): ModelPrice {
+  return (
+    cfg.llm.prices[model] ??
+    DEFAULT_PRICES[model] ?? { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 }
+  );
+}
+
+const SECRET_KEYS = new Set(["apiKey", "password"]);
+
+/** A copy of the configuration with secrets and URL passwords masked, for `config show`. */
+export function maskConfig(cfg: Config): Json {
+  const mask = (v: unknown, key: string): unknown => {
+    if (typeof v === "string" && SECRET_KEYS.has(key)) return v.length > 8 ? `${v.slice(0, 4)}…[masked]` : "[masked]";
+    if (typeof v === "string" && /:\/\/[^/]*:[^@]*@/.test(v)) return v.replace(/(:\/\/[^:/]*:)[^@]*@/, "$1[masked]@");
+    if (typeof v === "object" && v !== null && !Array.isArray(v)) {
+      return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mask(x, k)]));
+    }
+    return v;
+  };
+  return mask(cfg, "") as Json;
+}

@@ -1,0 +1,81 @@
+/** Progress events and the task result. */
+import { z } from "zod";
+import { ErrorData } from "../errors.js";
+import { FileChange, TaskId, Usage, V1 } from "./common.js";
+import { ExecutionStatus, TestCase } from "./execution.js";
+
+/** Why a task stopped. */
+export const StopReason = z.enum([
+  "passed", // all tests pass
+  "max_iterations",
+  "budget", // the USD or token budget would be passed
+  "stuck", // the same error signature N times in a row (circuit breaker)
+  "cancelled",
+  "error", // an unrecoverable error outside the candidate (configuration, auth, …)
+]);
+export type StopReason = z.infer<typeof StopReason>;
+
+/** Phases of one iteration, in loop order. */
+export const Phase = z.enum([
+  "recall",
+  "plan",
+  "build",
+  "gate",
+  "review",
+  "execute",
+  "remember",
+  "reflect",
+  "score",
+  "done",
+]);
+export type Phase = z.infer<typeof Phase>;
+
+/** Usage of one task, summed in total, per role and per iteration. */
+export const UsageReport = z.object({
+  total: Usage,
+  byRole: z.record(z.string(), Usage),
+  byIteration: z.array(Usage),
+});
+export type UsageReport = z.infer<typeof UsageReport>;
+
+/** The final result of a task. */
+export const TaskResult = z.object({
+  v: V1,
+  taskId: TaskId,
+  status: z.enum(["passed", "failed", "cancelled", "error"]),
+  stopReason: StopReason,
+  iterations: z.number().int().nonnegative(),
+  files: z.array(FileChange),
+  tests: z.array(FileChange),
+  lastExecution: z
+    .object({ status: ExecutionStatus, tests: z.array(TestCase), durationMs: z.number() })
+    .nullable(),
+  /** Score on the hidden tests, when the task had any. */
+  hidden: z.object({ status: ExecutionStatus, passed: z.number().int(), total: z.number().int() }).nullable(),
+  /** Ids of the failure records memory stored for this task. */
+  failureIds: z.array(z.string()),
+  usage: UsageReport,
+  /** True when any reply came from the scripted provider: no model was called for it. */
+  scripted: z.boolean(),
+  providers: z.array(z.string()),
+  durationMs: z.number().nonnegative(),
+  error: ErrorData.optional(),
+  message: z.string(),
+});
+export type TaskResult = z.infer<typeof TaskResult>;
+
+/** A progress event on `loopsmith.events.<taskId>`. `seq` increases by one per task. */
+export const TaskEvent = z.object({
+  v: V1,
+  taskId: TaskId,
+  seq: z.number().int().nonnegative(),
+  /** ISO-8601 time. */
+  at: z.string(),
+  iteration: z.number().int().nonnegative(),
+  kind: z.enum(["accepted", "phase", "step", "iteration", "usage", "warning", "result"]),
+  phase: Phase.optional(),
+  message: z.string(),
+  data: z.record(z.string(), z.unknown()).optional(),
+  result: TaskResult.optional(),
+});
+export type TaskEvent = z.infer<typeof TaskEvent>;

@@ -1,0 +1,68 @@
+/** Running a command over a workspace in the sandbox. */
+import { z } from "zod";
+import { FileChange, Language, StepHeader } from "./common.js";
+
+/**
+ * How a run ended.
+ * - `passed`: the command exited 0 (tests ran and passed).
+ * - `failed`: tests ran, some failed.
+ * - `error`: the code could not run (syntax error, import error, collection error).
+ * - `timeout`: the wall-clock limit killed it.
+ * - `oom`: the memory limit killed it.
+ * - `output_limit`: stdout/stderr passed the cap and the run was stopped.
+ * - `killed`: ended by a signal other than the above (for example a cancel).
+ * - `blocked`: refused before running (static gate, invalid workspace).
+ * - `sandbox_error`: the infrastructure failed; never counted against the candidate.
+ */
+export const ExecutionStatus = z.enum([
+  "passed",
+  "failed",
+  "error",
+  "timeout",
+  "oom",
+  "output_limit",
+  "killed",
+  "blocked",
+  "sandbox_error",
+]);
+export type ExecutionStatus = z.infer<typeof ExecutionStatus>;
+
+/** One test case's outcome. `durationMs` in ms. */
+export const TestCase = z.object({
+  name: z.string(),
+  classname: z.string().default(""),
+  status: z.enum(["passed", "failed", "error", "skipped"]),
+  message: z.string().max(8_000).optional(),
+  durationMs: z.number().nonnegative().default(0),
+});
+export type TestCase = z.infer<typeof TestCase>;
+
+/** Ask the executor to run `command` over `files` in a fresh container. */
+export const ExecutionRequest = z.object({
+  ...StepHeader,
+  language: Language,
+  files: z.array(FileChange).min(1).max(500),
+  /** argv inside the container; defaults to the language's test command. */
+  command: z.array(z.string()).min(1).max(64).optional(),
+  /** Wall-clock limit in ms. @defaultValue 30000 */
+  timeoutMs: z.number().int().min(100).max(600_000).default(30_000),
+  /** Memory limit in MiB (swap equal to memory). @defaultValue 512 */
+  memoryMb: z.number().int().min(32).max(16_384).default(512),
+});
+export type ExecutionRequest = z.infer<typeof ExecutionRequest>;
+
+/** What a sandbox run produced. Output fields are UTF-8 text, capped in bytes by configuration. */
+export const ExecutionResult = z.object({
+  status: ExecutionStatus,
+  exitCode: z.number().int().nullable(),
+  /** Wall time of the command in the container, in ms. */
+  durationMs: z.number().nonnegative(),
+  tests: z.array(TestCase),
+  stdout: z.string(),
+  stderr: z.string(),
+  /** True when stdout or stderr was cut at the cap. */
+  truncated: z.boolean(),
+  /** Why the run was blocked or errored in the sandbox, when it was. */
+  reason: z.string().optional(),
+});
+export type ExecutionResult = z.infer<typeof ExecutionResult>;

@@ -1,0 +1,58 @@
+/** The task a user submits, and its limits. */
+import { z } from "zod";
+import { FileChange, Language, TaskId, V1 } from "./common.js";
+
+/** Per-task limits. Every field has a documented default. */
+export const TaskLimits = z.object({
+  /** Build/execute iterations at most. @defaultValue 5 */
+  maxIterations: z.number().int().min(1).max(50).default(5),
+  /** Total LLM budget in USD for the task; unlimited when absent. */
+  maxCostUsd: z.number().positive().optional(),
+  /** Total LLM budget in tokens (input + output) for the task; unlimited when absent. */
+  maxTokens: z.number().int().positive().optional(),
+  /** Wall-clock limit of one sandbox run, in ms. @defaultValue 30000 */
+  runTimeoutMs: z.number().int().min(100).max(600_000).default(30_000),
+  /** Memory limit of one sandbox run, in MiB. @defaultValue 512 */
+  memoryMb: z.number().int().min(32).max(16_384).default(512),
+  /** Same error signature this many times in a row stops the task (`stuck`). @defaultValue 3 */
+  stuckAfter: z.number().int().min(2).max(20).default(3),
+});
+export type TaskLimits = z.infer<typeof TaskLimits>;
+
+/** Where a task came from, when it came from a benchmark. */
+export const TaskSource = z.object({
+  kind: z.enum(["user", "humaneval"]),
+  id: z.string().optional(),
+});
+export type TaskSource = z.infer<typeof TaskSource>;
+
+/**
+ * A coding task. `files` are the starting workspace; `acceptanceTests` are visible to the
+ * model; `hiddenTests` never reach a prompt and are run once at the end to score.
+ */
+export const Task = z.object({
+  v: V1,
+  taskId: TaskId,
+  goal: z.string().min(1).max(100_000),
+  language: Language,
+  files: z.array(FileChange).max(200).default([]),
+  acceptanceTests: z.array(FileChange).max(200).default([]),
+  hiddenTests: z.array(FileChange).max(200).default([]),
+  /** Run the review step (LLM) before executing. @defaultValue false */
+  review: z.boolean().default(false),
+  limits: TaskLimits.default(TaskLimits.parse({})),
+  source: TaskSource.default({ kind: "user" }),
+  /** ISO-8601 time of submission. */
+  submittedAt: z.string(),
+});
+export type Task = z.infer<typeof Task>;
+/** A task as a client writes it (defaults not yet applied). */
+export type TaskInput = z.input<typeof Task>;
+
+/** Request to cancel a running task. */
+export const CancelRequest = z.object({ v: V1, taskId: TaskId, reason: z.string().max(500).optional() });
+export type CancelRequest = z.infer<typeof CancelRequest>;
+
+/** Request for a task's current state. */
+export const StatusRequest = z.object({ v: V1, taskId: TaskId });
+export type StatusRequest = z.infer<typeof StatusRequest>;

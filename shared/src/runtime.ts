@@ -1,0 +1,144 @@
+/**
+ * The life of a service process: load configuration, log, connect to NATS, register the
+ * endpoints, and on SIGTERM/SIGINT stop in order (stop taking work, drain in-flight work,
+ * run named shutdown hooks, close the connection) within a deadline, then exit 128 + signal.
+ */
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { Service } from "@nats-io/services";
+import type { Logger } from "pino";
+import { loadConfig, type Config } from "./config.js";
+import { createLogger } from "./log.js";
+import { startService, type Registration } from "./bus.js";
+import { ServiceNames, type ServiceName } from "./subjects.js";
+import { LoopsmithError } from "./errors.js";
+
+/** Version reported in `$SRV` INFO. */
+export const LOOPSMITH_VERSION = "0.1.0";
+
+/** A named step of shutdown. */
+export interface ShutdownHook {
+  name: string;
+  run: () => Promise<void>;
+}
+
+/** What a service module gives the runtime. */
+export interface ServiceModule {
+  registrations: Registration[];
+  /** Run after the endpoints are registered (e.g. the conductor's consumer loop). */
+  start?: () => Promise<void>;
+  /** Hooks run after the endpoints stop, in order. */
+  hooks?: ShutdownHook[];
+  metadata?: Record<string, string>;
+}
+
+/** A running service process. */
+export interface RunningService {
+  nc: NatsConnection;
+  service: Service;
+  config: Config;
+  log: Logger;
+  /** Stops everything; safe to call twice; resolves with the error that stopped it, if any. */
+  stop: () => Promise<Error | null>;
+}
+
+/**
+ * Connects to NATS, with a clear error when it cannot.
+ * @throws LoopsmithError `unavailable` naming the URL.
+ */
+export async function connectNats(url: string, name: string): Promise<NatsConnection> {
+  try {
+    return await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+  } catch (err) {
+    throw new LoopsmithError("unavailable", `cannot connect to NATS at ${url}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * Starts a service: `build` gets the connection, configuration and logger and returns its
+ * endpoints and hooks.
+ * @throws LoopsmithError `config_invalid` when NATS_URL is missing, `unavailable` when NATS is down.
+ */
+export async function runService(
+  name: ServiceName,
+  build: (deps: { nc: NatsConnection; config: Config; log: Logger }) => Promise<ServiceModule>,
+  opts: { config?: Config; log?: Logger } = {},
+): Promise<RunningService> {
+  const config = opts.config ?? loadConfig();
+  const log = opts.log ?? createLogger({ service: name });
+  if (!config.natsUrl) throw new LoopsmithError("config_invalid", "NATS_URL is not set; a service needs a NATS server");
+  const nc = await connectNats(config.natsUrl, ServiceNames[name]);
+  const mod = await build({ nc, config, log });
+  const service = await startService(nc, {
+    name: ServiceNames[name],
+    version: LOOPSMITH_VERSION,
+    description: `loopsmith ${name}`,
+    log,
+    registrations: mod.registrations,
+    ...(mod.metadata ? { metadata: mod.metadata } : {}),
+  });
+  log.info({ endpoints: mod.registrations.map((r) => r.def.subject) }, "service started");
+  let stopping: Promise<Error | null> | undefined;
+  const stop = (): Promise<Error | null> => {
+    stopping ??= (async () => {
+      let firstError: Error | null = null;
+      const step = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
+        try {
+          await fn();
+        } catch (err) {
+          log.error({ err, step: what }, "shutdown step failed");
+          firstError ??= err as Error;
+        }
+      };
+      await step("service", () => service.stop());
+      for (const hook of mod.hooks ?? []) await step(hook.name, hook.run);
+      await step("nats", () => nc.drain());
+      log.info("service stopped");
+      return firstError;
+    })();
+    return stopping;
+  };
+  if (mod.start) await mod.start();
+  return { nc, service, config, log, stop };
+}
+
+/**
+ * Installs the one signal handler of a process: on SIGTERM or SIGINT, runs `stop` within
+ * `deadlineMs`, then exits with 128 + the signal number (143 for SIGTERM, 130 for SIGINT).
+ */
+export function exitOnSignals(stop: () => Promise<unknown>, log: Logger, deadlineMs = 10_000): void {
+  const numbers: Record<string, number> = { SIGINT: 2, SIGTERM: 15 };
+  let handled = false;
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.on(signal, () => {
+      if (handled) return;
+      handled = true;
+      log.info({ signal }, "stopping");
+      const timer = setTimeout(() => {
+        log.error({ deadlineMs }, "shutdown deadline passed; exiting");
+        process.exit(128 + (numbers[signal] ?? 0));
+      }, deadlineMs);
+      timer.unref();
+      void stop().finally(() => process.exit(128 + (numbers[signal] ?? 0)));
+    });
+  }
+}
+
+/**
+ * The `main` of a service process: runs it, installs the signal handler, and exits 1 with
+ * one clear sentence when it cannot start.
+ */
+export async function serviceMain(
+  name: ServiceName,
+  build: (deps: { nc: NatsConnection; config: Config; log: Logger }) => Promise<ServiceModule>,
+): Promise<void> {
+  const log = createLogger({ service: name });
+  try {
+    const running = await runService(name, build, { log });
+    exitOnSignals(running.stop, log);
+    const err = await running.service.stopped;
+    if (err) log.error({ err }, "service stopped with an error");
+  } catch (err) {
+    log.fatal({ err }, err instanceof Error ? err.message : String(err));
+    process.exit(1);
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * Every NATS subject, stream, consumer and bucket name loopsmith uses. No subject string is
+ * written anywhere else. Step subjects are `loopsmith.<service>.<verb>`.
+ */
+export const SUBJECT_PREFIX = "loopsmith";
+
+/** Request/reply step subjects, served through `@nats-io/services` endpoints. */
+export const Subjects = {
+  architect: { status: "loopsmith.architect.status", cancel: "loopsmith.architect.cancel" },
+  builder: { build: "loopsmith.builder.build" },
+  reviewer: { gate: "loopsmith.reviewer.gate", review: "loopsmith.reviewer.review" },
+  executor: { run: "loopsmith.executor.run" },
+  memory: {
+    recall: "loopsmith.memory.recall",
+    rememberFailure: "loopsmith.memory.remember_failure",
+    attachFix: "loopsmith.memory.attach_fix",
+    rememberSuccess: "loopsmith.memory.remember_success",
+    recordTask: "loopsmith.memory.record_task",
+    history: "loopsmith.memory.history",
+    stats: "loopsmith.memory.stats",
+  },
+  /** Task intake (JetStream work queue); the message id is the task id. */
+  tasksSubmit: "loopsmith.tasks.submit",
+  /** Events of all tasks (JetStream stream filter). */
+  eventsAll: "loopsmith.events.>",
+} as const;
+
+/** Subject of one task's progress events. */
+export function eventsSubject(taskId: string): string {
+  return `${SUBJECT_PREFIX}.events.${taskId}`;
+}
+
+/** JetStream and KV names. */
+export const Streams = {
+  tasks: "LOOPSMITH_TASKS",
+  events: "LOOPSMITH_EVENTS",
+  conductorConsumer: "conductor",
+  taskStateBucket: "loopsmith_tasks",
+} as const;
+
+/** `@nats-io/services` service names (one per service process). */
+export const ServiceNames = {
+  architect: "loopsmith-architect",
+  builder: "loopsmith-builder",
+  reviewer: "loopsmith-reviewer",
+  executor: "loopsmith-executor",
+  memory: "loopsmith-memory",
+} as const;
+export type ServiceName = keyof typeof ServiceNames;
