@@ -6,4 +6,4 @@ export * from "./bus.js";
 export * from "./config.js";
 export * from "./log.js";
 export * from "./runtime.js";
-export * from "./llm/types.js";
+export * from "./llm/index.js";
