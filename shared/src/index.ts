@@ -7,3 +7,4 @@ export * from "./config.js";
 export * from "./log.js";
 export * from "./runtime.js";
 export * from "./llm/index.js";
+export * from "./prompts.js";

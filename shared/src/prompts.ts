@@ -1,0 +1,137 @@
+/**
+ * Prompts as files: one versioned prompt per role in `shared/prompts/<role>.v<N>.md`, each
+ * with a worked example, plus the helpers that render the parts of a user message: the
+ * task brief, recalled memory (clearly marked as hints), a failure (output trimmed to a
+ * token budget, head and tail kept) and a summary of older iterations.
+ */
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import type { FileChange } from "./contracts/common.js";
+import type { Recall } from "./contracts/memory.js";
+import type { FailureBrief, TaskBrief } from "./contracts/steps.js";
+import type { Role } from "./llm/types.js";
+import { LoopsmithError } from "./errors.js";
+
+/** The prompt version each role uses now. Bump it with a new file, never edit an old one. */
+export const PROMPT_VERSIONS: Readonly<Record<Role, number>> = { spec: 1, plan: 1, build: 1, review: 1, reflect: 1 };
+
+/** A loaded prompt: its system text (rules and worked example) and version. */
+export interface Prompt {
+  role: Role;
+  version: number;
+  system: string;
+}
+
+/**
+ * Loads the current prompt of `role` from `shared/prompts/`.
+ * @throws LoopsmithError `internal` when the file is missing or its header is wrong.
+ */
+export function loadPrompt(role: Role): Prompt {
+  const version = PROMPT_VERSIONS[role];
+  const file = fileURLToPath(new URL(`../prompts/${role}.v${version}.md`, import.meta.url));
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new LoopsmithError("internal", `the prompt file for ${role} is missing: ${file}`, { cause: err });
+  }
+  const match = /^---\nrole: (\w+)\nversion: (\d+)\n---\n([\s\S]*)$/.exec(text);
+  if (!match || match[1] !== role || Number(match[2]) !== version) {
+    throw new LoopsmithError("internal", `the prompt file ${file} does not start with its role and version header`);
+  }
+  return { role, version, system: (match[3] ?? "").trim() };
+}
+
+/** Rough token count of English text or code: 4 characters a token (OpenAI's and Anthropic's rule of thumb). */
+export function approxTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+/**
+ * Trims `text` to about `maxTokens` tokens, keeping the head (1/3) and the tail (2/3),
+ * where errors usually are, with a marker saying how much was cut.
+ */
+export function trimToTokens(text: string, maxTokens: number): string {
+  const maxChars = Math.max(16, maxTokens * 4);
+  if (text.length <= maxChars) return text;
+  const head = Math.floor(maxChars / 3);
+  const tail = maxChars - head;
+  const cut = text.length - head - tail;
+  return `${text.slice(0, head)}\n… [${cut} characters trimmed] …\n${text.slice(text.length - tail)}`;
+}
+
+/** A file as a fenced block with its path. Each file is trimmed to `maxTokens`. */
+export function renderFile(file: FileChange, maxTokens = 4_000): string {
+  return `--- ${file.path}\n\`\`\`\n${trimToTokens(file.content, maxTokens)}\n\`\`\``;
+}
+
+/** A titled section; empty bodies give an empty string. */
+export function section(title: string, body: string): string {
+  return body.trim() ? `## ${title}\n${body.trim()}\n` : "";
+}
+
+/** The task as the model may see it (never hidden tests). */
+export function renderTask(task: TaskBrief): string {
+  return [
+    section("Task", `Language: ${task.language}\n\n${task.goal}`),
+    section("Starting files", task.files.map((f) => renderFile(f)).join("\n")),
+    section(
+      "Visible acceptance tests (fixed; do not change them)",
+      task.acceptanceTests.map((f) => renderFile(f)).join("\n"),
+    ),
+  ].join("\n");
+}
+
+/**
+ * Recalled memory, marked as hints. Each failure carries its id (`memory:failure:<id>`) so
+ * a transcript shows which recalled rows reached which prompt.
+ */
+export function renderHints(recall: Recall | undefined, maxTokens = 2_000): string {
+  if (!recall || (recall.failures.length === 0 && recall.successes.length === 0)) return "";
+  const lines: string[] = [
+    "These are HINTS recalled from memory of earlier, similar tasks. They may not apply; use them only where they fit.",
+  ];
+  for (const f of recall.failures) {
+    lines.push(
+      `- [memory:failure:${f.id}] similarity ${f.similarity.toFixed(2)}; signature "${f.signature}"` +
+        (f.failingTests.length ? `; failing tests ${f.failingTests.join(", ")}` : "") +
+        `; goal: ${trimToTokens(f.goal.replace(/\s+/g, " "), 60)}` +
+        (f.reflection ? `\n  root cause: ${f.reflection.rootCause}\n  fix that was planned: ${f.reflection.fixPlan}` : ""),
+    );
+  }
+  for (const s of recall.successes) {
+    lines.push(
+      `- [memory:success:${s.id}] similarity ${s.similarity.toFixed(2)}; solved: ${trimToTokens(s.goal.replace(/\s+/g, " "), 60)}`,
+    );
+  }
+  return section("Hints from memory", trimToTokens(lines.join("\n"), maxTokens));
+}
+
+/** A failed run: status, signature, failing tests, findings and the trimmed output. */
+export function renderFailure(failure: FailureBrief, maxOutputTokens = 1_500): string {
+  const findings = failure.findings.map((f) => `- ${f.severity}: ${f.message}${f.path ? ` (${f.path})` : ""}`);
+  return section(
+    `What happened in iteration ${failure.iteration}`,
+    [
+      `Status: ${failure.status}`,
+      `Error signature: ${failure.signature || "(none)"}`,
+      failure.failingTests.length ? `Failing tests: ${failure.failingTests.join(", ")}` : "",
+      findings.length ? `Findings:\n${findings.join("\n")}` : "",
+      failure.output ? `Output (trimmed):\n\`\`\`\n${trimToTokens(failure.output, maxOutputTokens)}\n\`\`\`` : "",
+    ]
+      .filter(Boolean)
+      .join("\n"),
+  );
+}
+
+/**
+ * Older iterations as one line each; only the last `keep` are listed in full, the rest are
+ * counted, so a long task never overflows the context window.
+ */
+export function renderHistory(history: string[], keep = 5): string {
+  if (history.length === 0) return "";
+  const dropped = history.length - keep;
+  const shown = dropped > 0 ? history.slice(dropped) : history;
+  const lines = dropped > 0 ? [`(${dropped} earlier iterations not shown)`, ...shown] : shown;
+  return section("Earlier iterations", lines.map((l) => `- ${l}`).join("\n"));
+}
