@@ -8,3 +8,4 @@ export * from "./log.js";
 export * from "./runtime.js";
 export * from "./llm/index.js";
 export * from "./prompts.js";
+export * from "./streams.js";

@@ -16,6 +16,8 @@ export const TaskLimits = z.object({
   memoryMb: z.number().int().min(32).max(16_384).default(512),
   /** Same error signature this many times in a row stops the task (`stuck`). @defaultValue 3 */
   stuckAfter: z.number().int().min(2).max(20).default(3),
+  /** When the circuit breaker fires, re-plan once before stopping with `stuck`. @defaultValue false */
+  replanOnStuck: z.boolean().default(false),
 });
 export type TaskLimits = z.infer<typeof TaskLimits>;
 

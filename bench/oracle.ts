@@ -1,0 +1,80 @@
+/**
+ * The oracle benchmark: every canonical solution of a HumanEval-format file through the
+ * executor (hardened container, warm pool), and the first mutant of each, then counts and
+ * timing. Run: npm run --silent bench:oracle -- --dataset <path> [--limit N] [--concurrency N]
+ * Prints: canonical solutions passed, mutants failed, total, median and p95 wall time per run.
+ */
+import Docker from "dockerode";
+import { Command } from "commander";
+import { createLogger, loadConfig, type ExecutionResult } from "@loopsmith/shared";
+import { createExecutor } from "@loopsmith/executor";
+import { loadHumanEval, mutantsOf, runCompletion, type HumanEvalRecord } from "@loopsmith/cli";
+
+const program = new Command()
+  .requiredOption("--dataset <path>", "HumanEval JSONL file")
+  .option("--limit <n>", "only the first n records", (v) => Number(v))
+  .option("--concurrency <n>", "runs at once (default: the executor's concurrency)", (v) => Number(v))
+  .parse(process.argv);
+const opts = program.opts<{ dataset: string; limit?: number; concurrency?: number }>();
+
+const config = loadConfig();
+const concurrency = opts.concurrency ?? config.executor.concurrency;
+const cfg = { ...config, executor: { ...config.executor, concurrency } };
+const log = createLogger({ service: "bench", level: "warn" });
+const records = loadHumanEval(opts.dataset).slice(0, opts.limit ?? Infinity);
+const executor = createExecutor({ docker: new Docker(), config: cfg, log });
+
+interface Row {
+  id: string;
+  canonical: ExecutionResult;
+  canonicalMs: number;
+  mutant: ExecutionResult | null;
+  mutantMs: number;
+}
+
+async function timed(rec: HumanEvalRecord, completion: string): Promise<[ExecutionResult, number]> {
+  const t0 = performance.now();
+  const r = await runCompletion(executor, rec, completion);
+  return [r, performance.now() - t0];
+}
+
+function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? (s[Math.min(s.length - 1, Math.floor(q * s.length))] as number) : NaN;
+}
+
+await executor.start();
+const rows: Row[] = [];
+const started = performance.now();
+try {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < records.length) {
+      const rec = records[next++] as HumanEvalRecord;
+      const [canonical, canonicalMs] = await timed(rec, rec.canonical_solution);
+      const m = mutantsOf(rec.canonical_solution)[0];
+      const [mutant, mutantMs] = m ? await timed(rec, m.text) : [null, 0];
+      rows.push({ id: rec.task_id, canonical, canonicalMs, mutant, mutantMs });
+      if (canonical.status !== "passed") process.stderr.write(`canonical ${rec.task_id}: ${canonical.status} ${canonical.reason ?? ""}\n`);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+} finally {
+  await executor.stop();
+}
+const wall = performance.now() - started;
+const times = rows.flatMap((r) => (r.mutant ? [r.canonicalMs, r.mutantMs] : [r.canonicalMs]));
+const passed = rows.filter((r) => r.canonical.status === "passed").length;
+const withMutant = rows.filter((r) => r.mutant);
+const killed = withMutant.filter((r) => r.mutant && r.mutant.status !== "passed").length;
+const byStatus: Record<string, number> = {};
+for (const r of withMutant) byStatus[r.mutant?.status ?? "none"] = (byStatus[r.mutant?.status ?? "none"] ?? 0) + 1;
+const lines = [
+  `oracle benchmark on ${opts.dataset} (${records.length} records, concurrency ${concurrency})`,
+  `canonical passed: ${passed}/${records.length}`,
+  `mutants failed:   ${killed}/${withMutant.length} (first mutant of each; statuses ${JSON.stringify(byStatus)})`,
+  `total runs:       ${times.length}`,
+  `per run: median ${quantile(times, 0.5).toFixed(0)} ms, p95 ${quantile(times, 0.95).toFixed(0)} ms; wall ${(wall / 1000).toFixed(1)} s (${((times.length * 1000) / wall).toFixed(2)} runs/s)`,
+];
+process.stdout.write(`${lines.join("\n")}\n`);
+process.exitCode = passed === records.length ? 0 : 1;

@@ -1,0 +1,190 @@
+/**
+ * What `loopsmith solve` starts when it is missing: a NATS container on the local Docker
+ * engine (when `NATS_URL` is unset) and the services that do not answer `$SRV.PING`, each
+ * as its own child process. Everything it started is stopped by `stop()`.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream, mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import Docker from "dockerode";
+import type { Logger } from "pino";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { Svcm } from "@nats-io/services";
+import { LoopsmithError, ServiceNames, type Config, type ServiceName } from "@loopsmith/shared";
+
+/** Label on containers the CLI starts, so leftovers can be found. */
+export const CLI_LABEL = "org.loopsmith.cli";
+const ALL: ServiceName[] = ["memory", "executor", "builder", "reviewer", "architect"];
+const REPO = fileURLToPath(new URL("../../", import.meta.url));
+
+/** A started stack. */
+export interface LocalStack {
+  natsUrl: string;
+  /** The services this stack started (not the ones that were already running). */
+  started: ServiceName[];
+  /** Where each started service writes its log. */
+  logDir: string;
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startLocalStack}. */
+export interface StackOptions {
+  config: Config;
+  log: Logger;
+  /** Services that must answer; the missing ones are started. @defaultValue all five */
+  services?: ServiceName[];
+  /** Environment for the children (the flags layer travels as LOOPSMITH_CONFIG_JSON). */
+  env?: NodeJS.ProcessEnv;
+  /** How long to wait for everything to answer, in ms. @defaultValue 60000 */
+  readyTimeoutMs?: number;
+}
+
+async function startNatsContainer(config: Config, log: Logger): Promise<{ url: string; stop: () => Promise<void> }> {
+  const docker = new Docker();
+  try {
+    await docker.ping();
+  } catch (err) {
+    throw new LoopsmithError("unavailable", "no Docker engine answers; start dockerd or set NATS_URL", { cause: err });
+  }
+  try {
+    await docker.getImage(config.images.nats).inspect();
+  } catch (err) {
+    throw new LoopsmithError("unavailable", `the NATS image ${config.images.nats} is missing; build it with \`npm run images\` or set LOOPSMITH_NATS_IMAGE`, { cause: err });
+  }
+  const container = await docker.createContainer({
+    Image: config.images.nats,
+    Cmd: ["-js", "-sd", "/tmp/js"],
+    Labels: { [CLI_LABEL]: String(process.pid) },
+    ExposedPorts: { "4222/tcp": {} },
+    HostConfig: { AutoRemove: true, PortBindings: { "4222/tcp": [{ HostIp: "127.0.0.1", HostPort: "" }] } },
+  });
+  await container.start();
+  const info = await container.inspect();
+  const port = info.NetworkSettings.Ports["4222/tcp"]?.[0]?.HostPort;
+  if (!port) throw new LoopsmithError("sandbox_error", "the NATS container has no mapped port");
+  const url = `nats://127.0.0.1:${port}`;
+  log.debug({ url, id: info.Id.slice(0, 12) }, "started a NATS container");
+  return {
+    url,
+    stop: async () => {
+      await container.stop({ t: 1 }).catch(() => undefined);
+      await container.remove({ force: true }).catch(() => undefined);
+    },
+  };
+}
+
+async function waitForNats(url: string, deadline: number): Promise<NatsConnection> {
+  for (;;) {
+    try {
+      return await connect({ servers: url, timeout: 1_000 });
+    } catch (err) {
+      if (Date.now() > deadline) throw new LoopsmithError("unavailable", `NATS at ${url} did not answer`, { cause: err });
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+/** Names of the loopsmith services that answer `$SRV.PING` on this connection. */
+export async function answeringServices(nc: NatsConnection): Promise<Set<ServiceName>> {
+  const found = new Set<ServiceName>();
+  const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: 500 });
+  const byName = new Map<string, ServiceName>(Object.entries(ServiceNames).map(([k, v]) => [v, k as ServiceName]));
+  for await (const p of await client.ping()) {
+    const name = byName.get(p.name);
+    if (name) found.add(name);
+  }
+  return found;
+}
+
+function tail(path: string, lines = 5): string {
+  try {
+    return readFileSync(path, "utf8").trim().split("\n").slice(-lines).join("\n");
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * Starts what is missing and waits until every requested service answers.
+ * @throws LoopsmithError `unavailable` when Docker, the NATS image or a service does not come up
+ *   (the message quotes the service's last log lines).
+ */
+export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
+  const { config, log } = opts;
+  const want = opts.services ?? ALL;
+  const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
+  const nats = config.natsUrl ? null : await startNatsContainer(config, log);
+  const natsUrl = config.natsUrl ?? (nats as { url: string }).url;
+  const children: Array<{ name: ServiceName; child: ChildProcess; logFile: string }> = [];
+  const logDir = join(config.dataDir, "logs");
+  const stop = async (): Promise<void> => {
+    await Promise.all(
+      children.map(
+        ({ child }) =>
+          new Promise<void>((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) return resolve();
+            const kill = setTimeout(() => child.kill("SIGKILL"), 10_000);
+            child.once("exit", () => {
+              clearTimeout(kill);
+              resolve();
+            });
+            child.kill("SIGTERM");
+          }),
+      ),
+    );
+    await nats?.stop();
+  };
+  try {
+    const nc = await waitForNats(natsUrl, deadline);
+    try {
+      const present = await answeringServices(nc);
+      const missing = want.filter((s) => !present.has(s));
+      mkdirSync(logDir, { recursive: true });
+      const tsx = import.meta.resolve("tsx");
+      for (const name of missing) {
+        const logFile = join(logDir, `${name}.log`);
+        const out = createWriteStream(logFile, { flags: "a" });
+        await new Promise((r) => out.once("open", r));
+        const child = spawn(process.execPath, ["--import", tsx, join(REPO, "services", name, "src", "main.ts")], {
+          env: { ...process.env, ...opts.env, NATS_URL: natsUrl },
+          stdio: ["ignore", out, out],
+        });
+        children.push({ name, child, logFile });
+      }
+      for (;;) {
+        const dead = children.find((c) => c.child.exitCode !== null);
+        if (dead) {
+          throw new LoopsmithError("unavailable", `the ${dead.name} service exited at start (code ${dead.child.exitCode}): ${lastMessage(dead.logFile)}`);
+        }
+        const up = await answeringServices(nc);
+        if (want.every((s) => up.has(s))) break;
+        if (Date.now() > deadline) {
+          const late = want.filter((s) => !up.has(s));
+          throw new LoopsmithError("unavailable", `services did not answer in time: ${late.join(", ")} (logs in ${logDir})`);
+        }
+      }
+      log.debug({ started: missing, natsUrl }, "stack ready");
+      return { natsUrl, started: missing, logDir, stop };
+    } finally {
+      await nc.close();
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** The `msg` of the last fatal/error JSON log line of a service, or its last lines. */
+function lastMessage(logFile: string): string {
+  const lines = tail(logFile, 20).split("\n").reverse();
+  for (const line of lines) {
+    try {
+      const rec = JSON.parse(line) as { level?: number; msg?: string };
+      if ((rec.level ?? 0) >= 50 && rec.msg) return rec.msg;
+    } catch {
+      /* not JSON */
+    }
+  }
+  return lines.slice(0, 3).reverse().join(" | ");
+}

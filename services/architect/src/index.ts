@@ -1,0 +1,51 @@
+/** @loopsmith/architect: the conductor (task lifecycle) and planning/reflection. */
+import type { Logger } from "pino";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { Endpoints, LoopsmithError, createProvider, handle, type Config, type LlmProvider, type ServiceModule } from "@loopsmith/shared";
+import { startConductor } from "./conductor.js";
+import { createPlanner } from "./planner.js";
+import { busSteps } from "./steps.js";
+
+export { startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
+export { createPlanner, type Planner } from "./planner.js";
+export { runLoop, finalState, workspaceFiles, fallbackPlan, RetryLater } from "./loop.js";
+export { busSteps, type LoopIO, type Steps } from "./steps.js";
+export { TaskState, initialState, addStepUsage, kvStateStore, type StateStore } from "./state.js";
+export { errorTextOf, failingTests, outputOf } from "./failure.js";
+
+/**
+ * The architect's service module: the conductor's consumer loop (started after the
+ * endpoints), and `loopsmith.architect.status` / `.cancel`.
+ * @throws LoopsmithError `config_invalid` when no provider can be built from the configuration.
+ */
+export async function architectService(deps: {
+  nc: NatsConnection;
+  config: Config;
+  log: Logger;
+  provider?: LlmProvider;
+  concurrency?: number;
+}): Promise<ServiceModule> {
+  const provider = deps.provider ?? createProvider({ config: deps.config, log: deps.log });
+  const planner = createPlanner({ provider, log: deps.log });
+  let conductor: Awaited<ReturnType<typeof startConductor>> | undefined;
+  const need = () => {
+    if (!conductor) throw new LoopsmithError("unavailable", "the conductor is starting; try again");
+    return conductor;
+  };
+  return {
+    registrations: [
+      handle(Endpoints.architect.status, async (req) => ({ state: await need().status(req.taskId) })),
+      handle(Endpoints.architect.cancel, async (req) => ({ cancelled: await need().cancel(req.taskId) })),
+    ],
+    start: async () => {
+      conductor = await startConductor({
+        nc: deps.nc,
+        steps: busSteps(deps.nc, deps.config, planner),
+        log: deps.log,
+        ...(deps.concurrency ? { concurrency: deps.concurrency } : {}),
+      });
+    },
+    hooks: [{ name: "conductor", run: async () => conductor?.stop() }],
+    metadata: { provider: provider.info.name, model: provider.info.model, scripted: String(provider.info.scripted) },
+  };
+}

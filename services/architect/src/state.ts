@@ -1,0 +1,140 @@
+/**
+ * A task's durable state, checkpointed in the KV bucket after every step with
+ * revision-checked updates: a conductor that crashes mid-task resumes from here.
+ */
+import { z } from "zod";
+import type { KV } from "@nats-io/kv";
+import {
+  Candidate,
+  ExecutionResult,
+  FailureBrief,
+  LoopsmithError,
+  Phase,
+  Plan,
+  Recall,
+  Reflection,
+  Task,
+  TaskResult,
+  UsageReport,
+  V1,
+  type Usage,
+  addUsage,
+  emptyUsage,
+} from "@loopsmith/shared";
+
+/** The conductor's checkpoint of one task. */
+export const TaskState = z.object({
+  v: V1,
+  task: Task,
+  status: z.enum(["running", "final"]),
+  phase: Phase,
+  /** 1-based once building starts; 0 before. */
+  iteration: z.number().int().nonnegative(),
+  recall: Recall.optional(),
+  plan: Plan.optional(),
+  candidate: Candidate.optional(),
+  lastExecution: ExecutionResult.optional(),
+  /** The failure of the latest iteration, while it is being remembered and reflected on. */
+  failure: FailureBrief.optional(),
+  failureId: z.string().optional(),
+  reflection: Reflection.optional(),
+  /** One line per finished iteration. */
+  history: z.array(z.string()),
+  failures: z.array(FailureBrief),
+  failureIds: z.array(z.string()),
+  usage: UsageReport,
+  lastSignature: z.string().optional(),
+  sameSignatureCount: z.number().int().nonnegative(),
+  replanned: z.boolean(),
+  scripted: z.boolean(),
+  providers: z.array(z.string()),
+  /** Sandbox infrastructure failures in a row (never counted against the candidate). */
+  sandboxErrors: z.number().int().nonnegative(),
+  cancelRequested: z.boolean(),
+  eventSeq: z.number().int().nonnegative(),
+  startedAt: z.string(),
+  startedAtMs: z.number(),
+  result: TaskResult.optional(),
+});
+export type TaskState = z.infer<typeof TaskState>;
+
+/** A fresh state for a newly accepted task. */
+export function initialState(task: Task, nowMs = Date.now()): TaskState {
+  return {
+    v: 1,
+    task,
+    status: "running",
+    phase: "recall",
+    iteration: 0,
+    history: [],
+    failures: [],
+    failureIds: [],
+    usage: { total: emptyUsage(), byRole: {}, byIteration: [] },
+    sameSignatureCount: 0,
+    replanned: false,
+    scripted: false,
+    providers: [],
+    sandboxErrors: 0,
+    cancelRequested: false,
+    eventSeq: 0,
+    startedAt: new Date(nowMs).toISOString(),
+    startedAtMs: nowMs,
+  };
+}
+
+/** Adds one step's usage to the task's totals, per role and per iteration (a new report). */
+export function addStepUsage(report: UsageReport, role: string, iteration: number, usage: Usage): UsageReport {
+  const byIteration = [...report.byIteration];
+  while (byIteration.length <= iteration) byIteration.push(emptyUsage());
+  byIteration[iteration] = addUsage(byIteration[iteration] ?? emptyUsage(), usage);
+  return {
+    total: addUsage(report.total, usage),
+    byRole: { ...report.byRole, [role]: addUsage(report.byRole[role] ?? emptyUsage(), usage) },
+    byIteration,
+  };
+}
+
+/** The KV store of task states, with revision-checked writes. */
+export interface StateStore {
+  /** The state and its revision, or null when the task is unknown. */
+  get(taskId: string): Promise<{ state: TaskState; revision: number } | null>;
+  /** Creates the state; returns its revision. @throws LoopsmithError `bad_request` when it exists. */
+  create(state: TaskState): Promise<number>;
+  /**
+   * Writes the state if nobody wrote since `revision`; returns the new revision.
+   * @throws LoopsmithError `unavailable` (retryable) when another writer got there first.
+   */
+  update(state: TaskState, revision: number): Promise<number>;
+}
+
+/** A {@link StateStore} over a JetStream KV bucket. */
+export function kvStateStore(kv: KV): StateStore {
+  return {
+    async get(taskId) {
+      const entry = await kv.get(taskId);
+      if (!entry || entry.operation !== "PUT" || entry.length === 0) return null;
+      const parsed = TaskState.safeParse(entry.json());
+      if (!parsed.success) {
+        throw new LoopsmithError("internal", `the checkpoint of task ${taskId} fails its schema`, { details: parsed.error.issues });
+      }
+      return { state: parsed.data, revision: entry.revision };
+    },
+    async create(state) {
+      try {
+        return await kv.create(state.task.taskId, JSON.stringify(state));
+      } catch (err) {
+        throw new LoopsmithError("bad_request", `task ${state.task.taskId} already has a checkpoint`, { cause: err });
+      }
+    },
+    async update(state, revision) {
+      try {
+        return await kv.update(state.task.taskId, JSON.stringify(state), revision);
+      } catch (err) {
+        throw new LoopsmithError("unavailable", `the checkpoint of task ${state.task.taskId} changed under this conductor`, {
+          cause: err,
+          retryable: true,
+        });
+      }
+    },
+  };
+}

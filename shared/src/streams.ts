@@ -1,0 +1,126 @@
+/**
+ * The durable parts of the bus (JetStream): the task intake work queue, the events stream
+ * a watcher can replay from the start, the conductor's durable pull consumer, and the KV
+ * bucket where the conductor checkpoints each task's state.
+ */
+import type { NatsConnection } from "@nats-io/transport-node";
+import { nanos } from "@nats-io/transport-node";
+import {
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  jetstream,
+  jetstreamManager,
+} from "@nats-io/jetstream";
+import { Kvm, type KV } from "@nats-io/kv";
+import { Task, type TaskInput } from "./contracts/task.js";
+import { TaskEvent } from "./contracts/events.js";
+import { LoopsmithError } from "./errors.js";
+import { Streams, Subjects, eventsSubject } from "./subjects.js";
+
+/** Redeliveries of a task message before the conductor gives up on it. */
+export const TASK_MAX_DELIVER = 10;
+/** Ack wait of the conductor's consumer, in ms; the conductor heartbeats well within it. */
+export const TASK_ACK_WAIT_MS = 60_000;
+/** Window in which a resubmitted task id is a duplicate, in ms (24 h). */
+export const TASK_DUPLICATE_WINDOW_MS = 24 * 3600_000;
+/** How long events are kept, in ms (7 days). */
+export const EVENTS_MAX_AGE_MS = 7 * 24 * 3600_000;
+
+/**
+ * Creates (or updates) the streams, the conductor consumer and the task-state bucket.
+ * Idempotent; every service that needs them may call it at start.
+ */
+export async function ensureStreams(nc: NatsConnection): Promise<void> {
+  const jsm = await jetstreamManager(nc);
+  const ensure = async (config: Parameters<typeof jsm.streams.add>[0]): Promise<void> => {
+    try {
+      await jsm.streams.info(config.name as string);
+      await jsm.streams.update(config.name as string, config);
+    } catch (err) {
+      if (err instanceof JetStreamApiError && err.code === 404) await jsm.streams.add(config);
+      else throw err;
+    }
+  };
+  await ensure({
+    name: Streams.tasks,
+    subjects: [Subjects.tasksSubmit],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+    duplicate_window: nanos(TASK_DUPLICATE_WINDOW_MS),
+  });
+  await ensure({
+    name: Streams.events,
+    subjects: [Subjects.eventsAll],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    max_age: nanos(EVENTS_MAX_AGE_MS),
+  });
+  await jsm.consumers.add(Streams.tasks, {
+    durable_name: Streams.conductorConsumer,
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: nanos(TASK_ACK_WAIT_MS),
+    max_deliver: TASK_MAX_DELIVER,
+  });
+  await openTaskStates(nc);
+}
+
+/** Opens (creating when missing) the KV bucket of task states. */
+export async function openTaskStates(nc: NatsConnection): Promise<KV> {
+  return new Kvm(nc).create(Streams.taskStateBucket, { history: 1 });
+}
+
+/** What {@link submitTask} did. `duplicate` is true when a task with that id was already submitted. */
+export interface Submitted {
+  taskId: string;
+  duplicate: boolean;
+  seq: number;
+}
+
+/**
+ * Publishes a task to the intake work queue with message id = task id, so a resubmit is a
+ * duplicate, not a second task.
+ * @throws LoopsmithError `bad_request` when the task fails its schema (nothing is sent).
+ */
+export async function submitTask(nc: NatsConnection, input: TaskInput): Promise<Submitted> {
+  const parsed = Task.safeParse(input);
+  if (!parsed.success) {
+    throw new LoopsmithError("bad_request", `the task is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  }
+  const ack = await jetstream(nc).publish(Subjects.tasksSubmit, JSON.stringify(parsed.data), { msgID: parsed.data.taskId });
+  return { taskId: parsed.data.taskId, duplicate: ack.duplicate, seq: ack.seq };
+}
+
+/** Publishes one progress event to the events stream. */
+export async function publishEvent(nc: NatsConnection, event: TaskEvent): Promise<void> {
+  await jetstream(nc).publish(eventsSubject(event.taskId), JSON.stringify(TaskEvent.parse(event)), {
+    msgID: `${event.taskId}:${event.seq}`,
+  });
+}
+
+/**
+ * Replays a task's events from the start and follows new ones, until the `result` event
+ * (inclusive) or until `signal` aborts. Events that fail their schema are skipped.
+ */
+export async function* watchEvents(nc: NatsConnection, taskId: string, signal?: AbortSignal): AsyncGenerator<TaskEvent> {
+  const consumer = await jetstream(nc).consumers.get(Streams.events, {
+    filter_subjects: [eventsSubject(taskId)],
+    deliver_policy: DeliverPolicy.All,
+  });
+  const messages = await consumer.consume();
+  const onAbort = (): void => void messages.close();
+  signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    for await (const m of messages) {
+      const parsed = TaskEvent.safeParse(m.json());
+      if (!parsed.success) continue;
+      yield parsed.data;
+      if (parsed.data.kind === "result") break;
+    }
+  } finally {
+    signal?.removeEventListener("abort", onAbort);
+    await messages.close();
+  }
+}
