@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Everything the tests and the demo need on this machine, installed when missing:
+# node dependencies (npm ci), a Docker engine that answers, and the images (built from
+# Debian packages by deploy/build-images.sh when they are not present).
+# Idempotent and quick when all is in place.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -d node_modules/vitest ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "prepare: installing node dependencies (npm ci)"
+  npm ci --no-audit --no-fund
+fi
+
+bash deploy/ensure-docker.sh
+
+images=(
+  "${LOOPSMITH_NATS_IMAGE:-loopsmith/nats:local}"
+  "${LOOPSMITH_POSTGRES_IMAGE:-loopsmith/postgres:local}"
+  "${LOOPSMITH_SANDBOX_PYTHON_IMAGE:-loopsmith/sandbox-python:local}"
+  "${LOOPSMITH_SANDBOX_NODE_IMAGE:-loopsmith/sandbox-node:local}"
+)
+missing=0
+for image in "${images[@]}"; do
+  if ! docker image inspect "$image" >/dev/null 2>&1; then
+    # An official image name may be pulled where a registry answers.
+    case "$image" in
+      loopsmith/*) missing=1 ;;
+      *) docker pull -q "$image" >/dev/null || missing=1 ;;
+    esac
+  fi
+done
+if [ "$missing" = 1 ]; then
+  echo "prepare: building images from Debian packages (deploy/build-images.sh)"
+  if [ "$(id -u)" != "0" ]; then
+    echo "prepare: building images needs root (debootstrap); run: sudo bash deploy/build-images.sh" >&2
+    exit 1
+  fi
+  if ! command -v debootstrap >/dev/null 2>&1; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap
+  fi
+  bash deploy/build-images.sh
+fi
