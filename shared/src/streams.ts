@@ -23,7 +23,7 @@ import { Streams, Subjects, eventsSubject } from "./subjects.js";
 /** Redeliveries of a task message before the conductor gives up on it. */
 export const TASK_MAX_DELIVER = 10;
 /** Ack wait of the conductor's consumer, in ms; the conductor heartbeats well within it. */
-export const TASK_ACK_WAIT_MS = 60_000;
+export const TASK_ACK_WAIT_MS = 30_000;
 /** Window in which a resubmitted task id is a duplicate, in ms (24 h). */
 export const TASK_DUPLICATE_WINDOW_MS = 24 * 3600_000;
 /** How long events are kept, in ms (7 days). */
@@ -40,7 +40,7 @@ export async function ensureStreams(nc: NatsConnection): Promise<void> {
       await jsm.streams.info(config.name as string);
       await jsm.streams.update(config.name as string, config);
     } catch (err) {
-      if (err instanceof JetStreamApiError && err.code === 404) await jsm.streams.add(config);
+      if (err instanceof JetStreamApiError && err.status === 404) await jsm.streams.add(config);
       else throw err;
     }
   };
@@ -58,12 +58,19 @@ export async function ensureStreams(nc: NatsConnection): Promise<void> {
     storage: StorageType.File,
     max_age: nanos(EVENTS_MAX_AGE_MS),
   });
-  await jsm.consumers.add(Streams.tasks, {
+  const consumer = {
     durable_name: Streams.conductorConsumer,
     ack_policy: AckPolicy.Explicit,
     ack_wait: nanos(TASK_ACK_WAIT_MS),
     max_deliver: TASK_MAX_DELIVER,
-  });
+  };
+  try {
+    await jsm.consumers.info(Streams.tasks, Streams.conductorConsumer);
+    await jsm.consumers.update(Streams.tasks, Streams.conductorConsumer, consumer);
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.status === 404) await jsm.consumers.add(Streams.tasks, consumer);
+    else throw err;
+  }
   await openTaskStates(nc);
 }
 

@@ -21,8 +21,8 @@ import { RetryLater, finalState, runLoop } from "./loop.js";
 import { initialState, kvStateStore, type StateStore, type TaskState } from "./state.js";
 import type { Steps } from "./steps.js";
 
-/** Heartbeat period while a task runs, in ms (well within the consumer's 60 s ack wait). */
-export const HEARTBEAT_MS = 15_000;
+/** Heartbeat period while a task runs, in ms (well within the consumer's 30 s ack wait). */
+export const HEARTBEAT_MS = 10_000;
 /** Delay before a task whose step failed for infrastructure reasons is tried again, in ms. */
 export const RETRY_DELAY_MS = 5_000;
 
@@ -104,13 +104,18 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
       msg.ack();
     } catch (err) {
       const infra = err instanceof RetryLater || (err instanceof LoopsmithError && err.retryable);
-      if (msg.info.deliveryCount >= TASK_MAX_DELIVER) {
-        tlog.error({ err, deliveries: msg.info.deliveryCount }, "task failed on its last delivery; giving up");
-        await giveUp(task.taskId, err).catch((e: unknown) => tlog.error({ err: e }, "could not record the failed task"));
-        msg.term("failed on its last delivery");
-      } else {
-        tlog.warn({ err, infra }, "task step failed; the task will be redelivered and resume from its checkpoint");
-        msg.nak(RETRY_DELAY_MS);
+      try {
+        if (msg.info.deliveryCount >= TASK_MAX_DELIVER) {
+          tlog.error({ err, deliveries: msg.info.deliveryCount }, "task failed on its last delivery; giving up");
+          await giveUp(task.taskId, err).catch((e: unknown) => tlog.error({ err: e }, "could not record the failed task"));
+          msg.term("failed on its last delivery");
+        } else {
+          tlog.warn({ err, infra }, "task step failed; the task will be redelivered and resume from its checkpoint");
+          msg.nak(RETRY_DELAY_MS);
+        }
+      } catch (ackErr) {
+        // The connection is gone: the broker redelivers after the ack wait.
+        tlog.warn({ err: ackErr }, "could not nak the task message; it will be redelivered after the ack wait");
       }
     } finally {
       clearInterval(heartbeat);
