@@ -25,6 +25,7 @@ export type ModelPrice = z.infer<typeof ModelPrice>;
  */
 export const DEFAULT_PRICES: Record<string, ModelPrice> = {
   "claude-opus-4-1": { inputPerMTok: 15, outputPerMTok: 75, cacheReadPerMTok: 1.5, cacheWritePerMTok: 18.75 },
+  "claude-sonnet-4-6": { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
   "claude-sonnet-4-5": { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
   "claude-haiku-4-5": { inputPerMTok: 1, outputPerMTok: 5, cacheReadPerMTok: 0.1, cacheWritePerMTok: 1.25 },
   "gpt-4o": { inputPerMTok: 2.5, outputPerMTok: 10, cacheReadPerMTok: 1.25, cacheWritePerMTok: 0 },
@@ -65,8 +66,8 @@ export const Config = z
       .object({
         /** @defaultValue "anthropic" */
         provider: ProviderName.default("anthropic"),
-        /** Model id. @defaultValue "claude-sonnet-4-5" */
-        model: z.string().default("claude-sonnet-4-5"),
+        /** Model id. @defaultValue "claude-sonnet-4-6" */
+        model: z.string().default("claude-sonnet-4-6"),
         apiKey: z.string().optional(),
         baseUrl: z.string().optional(),
         /** Scripted provider: the file of replies to replay. */
@@ -88,7 +89,7 @@ export const Config = z
       })
       .default({
         provider: "anthropic",
-        model: "claude-sonnet-4-5",
+        model: "claude-sonnet-4-6",
         maxRetries: 2,
         timeoutMs: 120_000,
         maxOutputTokens: 8192,
@@ -165,6 +166,7 @@ export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = 
   ["LOOPSMITH_TRANSCRIPT", ["llm", "transcriptPath"], "string"],
   ["LOOPSMITH_LLM_MAX_RETRIES", ["llm", "maxRetries"], "number"],
   ["LOOPSMITH_LLM_TIMEOUT_MS", ["llm", "timeoutMs"], "number"],
+  ["LOOPSMITH_MAX_OUTPUT_TOKENS", ["llm", "maxOutputTokens"], "number"],
   ["LOOPSMITH_PROCESS_CEILING_USD", ["llm", "processCeilingUsd"], "number"],
   ["AWS_REGION", ["llm", "awsRegion"], "string"],
   ["LOOPSMITH_EXECUTOR_CONCURRENCY", ["executor", "concurrency"], "number"],

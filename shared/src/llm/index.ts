@@ -1,1 +1,28 @@
+/** The LLM module: one provider interface, its implementations, the tolerant reader, cost and budgets. */
 export * from "./types.js";
+export { createProvider, resolvePrice, basePriceKey, type CreateProviderDeps } from "./create.js";
+export {
+  parseStructured,
+  readStructured,
+  validateValue,
+  jsonCandidates,
+  formatIssues,
+  type ReplyIssue,
+  type BadReplyDetails,
+  type ReadResult,
+} from "./parse.js";
+export {
+  costOf,
+  estimateCost,
+  checkBudget,
+  SpendMeter,
+  CHARS_PER_TOKEN,
+  type TokenCounts,
+  type EstimateInput,
+  type CostEstimate,
+  type BudgetCheck,
+} from "./cost.js";
+export { REASK_INSTRUCTION } from "./engine.js";
+export { loadScript, ScriptFile } from "./scripted.js";
+export { outputSchema, type OutputSchema } from "./schema.js";
+export type { TranscriptLine } from "./transcript.js";

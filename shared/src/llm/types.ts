@@ -48,4 +48,12 @@ export interface Completion<T> {
 export interface LlmProvider {
   readonly info: ProviderInfo;
   complete<T>(request: CompletionRequest<T>): Promise<Completion<T>>;
+  /**
+   * Optional pre-flight check that costs no tokens (an authenticated `GET /v1/models`), so a
+   * bad key or an unreachable server fails before a task starts. Absent where the API has
+   * no such request (Bedrock's runtime API).
+   * @throws LoopsmithError `llm_auth`, `unavailable` or `timeout`; other answers (a server
+   *   without a models endpoint) pass
+   */
+  verify?(): Promise<void>;
 }

@@ -1,0 +1,131 @@
+/**
+ * The Anthropic Messages API backend, used by the `anthropic` provider
+ * (`@anthropic-ai/sdk`) and the `bedrock` provider (`@anthropic-ai/bedrock-sdk`, whose
+ * client is the same `BaseAnthropic` with Bedrock's URL rewriting and SigV4 signing).
+ *
+ * Structured output is a forced tool call: one tool named `request.schemaName` whose
+ * `input_schema` is generated from the zod schema, and `tool_choice: {type: "tool", name}`.
+ * Prompt caching: `cache_control: {type: "ephemeral"}` on the system block (tools and
+ * system form the cached prefix) and on the last message marked `cache: true`.
+ */
+import type Anthropic from "@anthropic-ai/sdk";
+import type { ModelPrice } from "../config.js";
+import { LoopsmithError } from "../errors.js";
+import type { Backend, Conversation, TurnReply } from "./engine.js";
+import { outputSchema, unwrapValue } from "./schema.js";
+import { mapAnthropicError, type ErrorContext } from "./sdk-errors.js";
+import type { ChatMessage, CompletionRequest } from "./types.js";
+
+/** The part of an Anthropic (or Bedrock) client this backend uses. */
+export interface AnthropicMessagesClient {
+  messages: {
+    create(params: Anthropic.MessageCreateParamsNonStreaming): PromiseLike<Anthropic.Message>;
+  };
+}
+
+/** Options of {@link createAnthropicBackend}. */
+export interface AnthropicBackendOptions {
+  client: AnthropicMessagesClient;
+  /** Provider name in `info` ("anthropic" or "bedrock"). */
+  name: string;
+  model: string;
+  price: ModelPrice;
+  /** `max_tokens` of every call (`config.llm.maxOutputTokens`). */
+  maxOutputTokens: number;
+  /** Names used in error messages. */
+  errors: ErrorContext;
+  /** The provider's pre-flight check, when its API has one. */
+  verify?: () => Promise<void>;
+}
+
+const EPHEMERAL = { type: "ephemeral" } as const;
+
+function toParams(messages: ChatMessage[]): Anthropic.MessageParam[] {
+  let lastCached = -1;
+  messages.forEach((m, i) => {
+    if (m.cache) lastCached = i;
+  });
+  return messages.map((m, i) => ({
+    role: m.role,
+    content: [{ type: "text", text: m.content, ...(i === lastCached ? { cache_control: EPHEMERAL } : {}) }],
+  }));
+}
+
+function readMessage(msg: Anthropic.Message, toolName: string, wrapped: boolean, errors: ErrorContext): TurnReply {
+  if (msg.stop_reason === "refusal") {
+    throw new LoopsmithError("llm_refused", `${errors.provider} declined to answer (stop_reason "refusal")`);
+  }
+  const content = Array.isArray(msg.content) ? msg.content : [];
+  const tool = content.find((b): b is Anthropic.ToolUseBlock => b.type === "tool_use" && b.name === toolName);
+  const text = content
+    .filter((b): b is Anthropic.TextBlock => b.type === "text")
+    .map((b) => b.text)
+    .join("\n");
+  const u = msg.usage;
+  return {
+    content: tool ? { kind: "json", value: unwrapValue(tool.input, wrapped) } : { kind: "text", text },
+    tokens: {
+      inputTokens: u?.input_tokens ?? 0,
+      outputTokens: u?.output_tokens ?? 0,
+      cacheReadTokens: u?.cache_read_input_tokens ?? 0,
+      cacheWriteTokens: u?.cache_creation_input_tokens ?? 0,
+    },
+    truncated: msg.stop_reason === "max_tokens",
+  };
+}
+
+/** Builds the backend; the client comes in configured (retries, timeout, base URL). */
+export function createAnthropicBackend(opts: AnthropicBackendOptions): Backend {
+  return {
+    info: { name: opts.name, model: opts.model, scripted: false },
+    price: opts.price,
+    ...(opts.verify ? { verify: opts.verify } : {}),
+    open<T>(request: CompletionRequest<T>): Conversation {
+      const { jsonSchema, wrapped } = outputSchema(request.schema);
+      const tool: Anthropic.Tool = {
+        name: request.schemaName,
+        description: `Give your answer (${request.schemaName}) as this tool's input.`,
+        input_schema: jsonSchema as Anthropic.Tool.InputSchema,
+      };
+      const neutral: ChatMessage[] = [...request.messages];
+      const wire: Anthropic.MessageParam[] = toParams(request.messages);
+      let last: Anthropic.Message | undefined;
+      return {
+        system: request.system,
+        extraChars: JSON.stringify(tool).length,
+        messages: () => [...neutral],
+        async send(): Promise<TurnReply> {
+          try {
+            last = await opts.client.messages.create({
+              model: opts.model,
+              max_tokens: opts.maxOutputTokens,
+              system: [{ type: "text", text: request.system, cache_control: EPHEMERAL }],
+              messages: wire,
+              tools: [tool],
+              tool_choice: { type: "tool", name: request.schemaName },
+            });
+          } catch (err) {
+            throw mapAnthropicError(err, opts.errors);
+          }
+          return readMessage(last, request.schemaName, wrapped, opts.errors);
+        },
+        reask(reply: TurnReply, feedback: string): void {
+          const content = Array.isArray(last?.content) ? last.content : [];
+          const toolUse = content.find((b): b is Anthropic.ToolUseBlock => b.type === "tool_use");
+          if (toolUse) {
+            // After a tool_use the next user turn must carry its tool_result.
+            wire.push({ role: "assistant", content: [{ type: "tool_use", id: toolUse.id, name: toolUse.name, input: toolUse.input }] });
+            wire.push({ role: "user", content: [{ type: "tool_result", tool_use_id: toolUse.id, is_error: true, content: feedback }] });
+          } else {
+            const text = reply.content.kind === "text" ? reply.content.text.trim() : "";
+            if (text) wire.push({ role: "assistant", content: [{ type: "text", text }] });
+            wire.push({ role: "user", content: [{ type: "text", text: feedback }] });
+          }
+          const said = reply.content.kind === "json" ? JSON.stringify(reply.content.value) ?? "" : reply.content.text;
+          if (said.trim()) neutral.push({ role: "assistant", content: said });
+          neutral.push({ role: "user", content: feedback });
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,72 @@
+import { describe, expect, it } from "vitest";
+import { emptyUsage } from "../contracts/common.js";
+import type { LoopsmithError } from "../errors.js";
+import { checkBudget, costOf, estimateCost, SpendMeter } from "./cost.js";
+
+const sonnet = { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 };
+
+describe("costOf", () => {
+  it("prices each kind of token per million", () => {
+    expect(costOf(sonnet, { inputTokens: 1_000_000, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 })).toBe(3);
+    expect(costOf(sonnet, { inputTokens: 0, outputTokens: 2_000_000, cacheReadTokens: 0, cacheWriteTokens: 0 })).toBe(30);
+    expect(costOf(sonnet, { inputTokens: 1200, outputTokens: 300, cacheReadTokens: 1000, cacheWriteTokens: 200 })).toBeCloseTo(
+      (1200 * 3 + 300 * 15 + 1000 * 0.3 + 200 * 3.75) / 1e6,
+      12,
+    );
+  });
+
+  it("is zero for a free model", () => {
+    const free = { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 };
+    expect(costOf(free, { inputTokens: 5e6, outputTokens: 5e6, cacheReadTokens: 1, cacheWriteTokens: 1 })).toBe(0);
+  });
+});
+
+describe("estimateCost", () => {
+  it("counts ceil(chars / 4) input tokens and the full output limit", () => {
+    const est = estimateCost(sonnet, {
+      system: "x".repeat(10),
+      messages: [{ content: "y".repeat(21) }, { content: "z".repeat(4) }],
+      extraChars: 5,
+      maxOutputTokens: 1000,
+    });
+    expect(est.inputTokens).toBe(10); // ceil(40 / 4)
+    expect(est.outputTokens).toBe(1000);
+    expect(est.tokens).toBe(1010);
+    expect(est.usd).toBeCloseTo((10 * 3 + 1000 * 15) / 1e6, 12);
+  });
+});
+
+describe("checkBudget", () => {
+  const estimate = estimateCost(sonnet, { system: "s".repeat(400), messages: [], maxOutputTokens: 1000 }); // 100 in, 1000 out
+  const code = (fn: () => void): string | undefined => {
+    try {
+      fn();
+    } catch (err) {
+      return (err as LoopsmithError).code;
+    }
+    return undefined;
+  };
+
+  it("admits a call within the budget, unlimited fields included", () => {
+    const meter = new SpendMeter();
+    expect(code(() => checkBudget({ estimate, budget: {}, spent: emptyUsage(), meter }))).toBeUndefined();
+    expect(code(() => checkBudget({ estimate, budget: { remainingUsd: 1, remainingTokens: 1100 }, spent: emptyUsage(), meter }))).toBeUndefined();
+  });
+
+  it("refuses by USD, by tokens, and counts what the call already spent", () => {
+    const meter = new SpendMeter();
+    expect(code(() => checkBudget({ estimate, budget: { remainingUsd: 0.01 }, spent: emptyUsage(), meter }))).toBe("budget_exceeded");
+    expect(code(() => checkBudget({ estimate, budget: { remainingTokens: 1099 }, spent: emptyUsage(), meter }))).toBe("budget_exceeded");
+    const spent = { ...emptyUsage(), inputTokens: 500, outputTokens: 100, costUsd: 0.5 };
+    expect(code(() => checkBudget({ estimate, budget: { remainingTokens: 1500 }, spent, meter }))).toBe("budget_exceeded");
+    expect(code(() => checkBudget({ estimate, budget: { remainingUsd: 0.51 }, spent, meter }))).toBe("budget_exceeded");
+  });
+
+  it("refuses past the process ceiling", () => {
+    const meter = new SpendMeter();
+    expect(code(() => checkBudget({ estimate, spent: emptyUsage(), ceilingUsd: 0.02, meter }))).toBeUndefined();
+    meter.add(0.01);
+    expect(code(() => checkBudget({ estimate, spent: emptyUsage(), ceilingUsd: 0.02, meter }))).toBe("budget_exceeded");
+    expect(meter.spentUsd).toBe(0.01);
+  });
+});

@@ -1,0 +1,134 @@
+/**
+ * Usage, cost and budgets of LLM calls (issue #4 items 4 and 5).
+ *
+ * Prices are USD per million tokens ({@link ModelPrice}, from `config.llm.prices` over
+ * `DEFAULT_PRICES`). The budget check runs BEFORE every HTTP call with a worst-case
+ * estimate, so a task never passes its budget by more than an estimate's error.
+ */
+import type { Budget, Usage } from "../contracts/common.js";
+import type { ModelPrice } from "../config.js";
+import { LoopsmithError } from "../errors.js";
+import type { ChatMessage } from "./types.js";
+
+/** Tokens of one or more calls, the part of {@link Usage} that has a price. */
+export type TokenCounts = Pick<Usage, "inputTokens" | "outputTokens" | "cacheReadTokens" | "cacheWriteTokens">;
+
+/** Characters per token of the estimate: the usual rule of thumb for English and code. */
+export const CHARS_PER_TOKEN = 4;
+
+/**
+ * Cost in USD of `usage` at `price`:
+ * `(input·inputPerMTok + output·outputPerMTok + cacheRead·cacheReadPerMTok + cacheWrite·cacheWritePerMTok) / 1e6`.
+ * Token counts follow Anthropic's convention: `inputTokens` excludes cached tokens
+ * (the OpenAI provider converts to it).
+ */
+export function costOf(price: ModelPrice, usage: TokenCounts): number {
+  return (
+    (usage.inputTokens * price.inputPerMTok +
+      usage.outputTokens * price.outputPerMTok +
+      usage.cacheReadTokens * (price.cacheReadPerMTok ?? 0) +
+      usage.cacheWriteTokens * (price.cacheWritePerMTok ?? 0)) /
+    1_000_000
+  );
+}
+
+/** The prompt of one call, as far as the estimate needs it. */
+export interface EstimateInput {
+  system: string;
+  messages: ReadonlyArray<Pick<ChatMessage, "content">>;
+  /** Extra text sent with the prompt: the tool's JSON schema, re-ask feedback. */
+  extraChars?: number;
+  /** The call's output limit (`config.llm.maxOutputTokens`), in tokens. */
+  maxOutputTokens: number;
+}
+
+/** A worst-case estimate of one call. */
+export interface CostEstimate {
+  /** `ceil(prompt characters / 4)`. */
+  inputTokens: number;
+  /** The output limit: a reply can never bill more. */
+  outputTokens: number;
+  /** `inputTokens + outputTokens`. */
+  tokens: number;
+  /** USD, every input token priced as uncached input. */
+  usd: number;
+}
+
+/**
+ * The pre-call estimate used by the budget check. Rule: input tokens are
+ * `ceil(characters of system + messages + extra / 4)` ({@link CHARS_PER_TOKEN}); output
+ * tokens are the full `maxOutputTokens` (the most the provider can bill); the cost prices
+ * all input as uncached. It over-estimates on purpose: a call it admits cannot overrun
+ * the budget by more than the input-token error of the 4-characters rule.
+ */
+export function estimateCost(price: ModelPrice, input: EstimateInput): CostEstimate {
+  let chars = input.system.length + (input.extraChars ?? 0);
+  for (const m of input.messages) chars += m.content.length;
+  const inputTokens = Math.ceil(chars / CHARS_PER_TOKEN);
+  const outputTokens = input.maxOutputTokens;
+  const usd = costOf(price, { inputTokens, outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 });
+  return { inputTokens, outputTokens, tokens: inputTokens + outputTokens, usd };
+}
+
+/**
+ * USD spent by one process over all its tasks, for the per-process ceiling
+ * (`config.llm.processCeilingUsd`). One meter per process: pass the same meter to every
+ * provider the process builds (`createProvider({..., meter})`).
+ */
+export class SpendMeter {
+  #spentUsd = 0;
+  /** USD spent so far. */
+  get spentUsd(): number {
+    return this.#spentUsd;
+  }
+  /** Adds a call's cost, in USD. */
+  add(usd: number): void {
+    this.#spentUsd += usd;
+  }
+}
+
+/** What the budget check compares against. */
+export interface BudgetCheck {
+  estimate: CostEstimate;
+  /** The task's remaining budget when the step started; `undefined` fields are unlimited. */
+  budget?: Budget | undefined;
+  /** What this `complete()` has already spent (the first attempt, before a re-ask). */
+  spent: Pick<Usage, "costUsd" | "inputTokens" | "outputTokens" | "cacheReadTokens" | "cacheWriteTokens">;
+  ceilingUsd?: number | undefined;
+  meter: SpendMeter;
+}
+
+const usd = (n: number): string => `$${n.toFixed(4)}`;
+
+/**
+ * Refuses a call that could pass the task's budget or the process ceiling.
+ * Tokens counted against `remainingTokens` are input + output + cache tokens.
+ * @throws LoopsmithError `budget_exceeded` (one sentence naming the limit and the figures)
+ *   with `details: {estimate, budget, spent, ceilingUsd, processSpentUsd}`
+ */
+export function checkBudget(check: BudgetCheck): void {
+  const { estimate, budget, spent, ceilingUsd, meter } = check;
+  const spentTokens = spent.inputTokens + spent.outputTokens + spent.cacheReadTokens + spent.cacheWriteTokens;
+  const details = { estimate, budget, spent, ceilingUsd, processSpentUsd: meter.spentUsd };
+  if (budget?.remainingUsd !== undefined && estimate.usd > budget.remainingUsd - spent.costUsd) {
+    throw new LoopsmithError(
+      "budget_exceeded",
+      `the next LLM call could cost up to ${usd(estimate.usd)} but only ${usd(budget.remainingUsd - spent.costUsd)} of the task's budget is left`,
+      { details },
+    );
+  }
+  if (budget?.remainingTokens !== undefined && estimate.tokens > budget.remainingTokens - spentTokens) {
+    throw new LoopsmithError(
+      "budget_exceeded",
+      `the next LLM call could use up to ${estimate.tokens} tokens but only ${budget.remainingTokens - spentTokens} of the task's token budget are left`,
+      { details },
+    );
+  }
+  if (ceilingUsd !== undefined && meter.spentUsd + estimate.usd > ceilingUsd) {
+    throw new LoopsmithError(
+      "budget_exceeded",
+      `the next LLM call could cost up to ${usd(estimate.usd)}, which would pass this process's ceiling of ${usd(ceilingUsd)} (${usd(meter.spentUsd)} spent)`,
+      { details },
+    );
+  }
+}

@@ -1,0 +1,181 @@
+/**
+ * The flow every provider shares (issue #4 items 3–5): budget check before each HTTP
+ * call, the call, the structured read, validation, ONE re-ask with the validation errors,
+ * usage and cost per call, the transcript line. A provider only supplies a
+ * {@link Backend}: how to send a conversation and how to append a re-ask to it.
+ */
+import type { Logger } from "pino";
+import { z } from "zod";
+import { addUsage, emptyUsage, type Usage } from "../contracts/common.js";
+import type { ProviderInfo } from "../contracts/steps.js";
+import type { ModelPrice } from "../config.js";
+import { LoopsmithError } from "../errors.js";
+import { checkBudget, costOf, estimateCost, type SpendMeter, type TokenCounts } from "./cost.js";
+import { formatIssues, readStructured, validateValue, type BadReplyDetails, type ReadResult } from "./parse.js";
+import type { TranscriptWriter } from "./transcript.js";
+import type { ChatMessage, Completion, CompletionRequest, LlmProvider } from "./types.js";
+
+/** What one HTTP call (or one scripted entry) returned. */
+export interface TurnReply {
+  /** `json`: a forced tool call's input or a scripted JSON value; `text`: raw text to read tolerantly. */
+  content: { kind: "json"; value: unknown } | { kind: "text"; text: string; wrapped?: boolean };
+  tokens: TokenCounts;
+  /** True when the reply stopped at the output limit (`max_tokens` / `length`). */
+  truncated: boolean;
+}
+
+/** One `complete()` in progress: a conversation that can be sent and re-asked. */
+export interface Conversation {
+  /** The system prompt as sent (provider additions included). */
+  readonly system: string;
+  /** Characters sent besides system and messages (a tool's JSON schema), for the estimate. */
+  readonly extraChars: number;
+  /** The messages as they would be sent now, provider-neutral. */
+  messages(): ChatMessage[];
+  /**
+   * Makes one call.
+   * @throws LoopsmithError mapped from the SDK (`llm_auth`, `llm_rate_limited`,
+   *   `llm_overloaded`, `timeout`, `unavailable`, `bad_request`, `llm_refused`, …)
+   */
+  send(): Promise<TurnReply>;
+  /** Appends the reply and the feedback so the next {@link send} is the re-ask. */
+  reask(reply: TurnReply, feedback: string): void;
+}
+
+/** A provider's own part. */
+export interface Backend {
+  readonly info: ProviderInfo;
+  /** The model's price, USD per million tokens (`priceOf(config, model)`). */
+  readonly price: ModelPrice;
+  open<T>(request: CompletionRequest<T>): Conversation;
+  /** See {@link LlmProvider.verify}. */
+  verify?: () => Promise<void>;
+}
+
+/** What the shared flow needs. */
+export interface EngineDeps {
+  log: Logger;
+  meter: SpendMeter;
+  transcript: TranscriptWriter;
+  /** `config.llm.maxOutputTokens`, for the estimate. */
+  maxOutputTokens: number;
+  /** `config.llm.processCeilingUsd`. */
+  processCeilingUsd?: number | undefined;
+}
+
+/** The sentence that ends every re-ask (issue #4 item 3). */
+export const REASK_INSTRUCTION = "Reply with only valid JSON that matches the required schema: no prose, no code fences.";
+
+/** The re-ask text: what was wrong, the validation errors, and the instruction. */
+export function reaskFeedback(error: LoopsmithError, truncated: boolean, maxOutputTokens: number): string {
+  const details = error.details as BadReplyDetails | undefined;
+  const parts = [`Your previous reply could not be used: ${error.message}.`];
+  if (details?.issues.length) parts.push(`Validation errors:\n${formatIssues(details.issues)}`);
+  if (truncated) {
+    parts.push(`It was cut off at the output limit of ${maxOutputTokens} tokens; give a shorter, complete reply.`);
+  }
+  parts.push(REASK_INSTRUCTION);
+  return parts.join("\n\n");
+}
+
+/** A copy of `err` whose details also carry the usage spent so far (so no cost is lost). */
+function withUsage(err: LoopsmithError, usage: Usage): LoopsmithError {
+  if (usage.calls === 0) return err;
+  const base = typeof err.details === "object" && err.details !== null ? err.details : { detail: err.details };
+  return new LoopsmithError(err.code, err.message, { retryable: err.retryable, cause: err, details: { ...base, usage } });
+}
+
+function asLoopsmithError(err: unknown): LoopsmithError {
+  if (err instanceof LoopsmithError) return err;
+  return new LoopsmithError("internal", `the LLM call failed unexpectedly: ${(err as Error)?.message ?? String(err)}`, {
+    cause: err,
+  });
+}
+
+function readReply<T>(reply: TurnReply, request: CompletionRequest<T>): ReadResult<T> {
+  if (reply.content.kind === "json") return validateValue(reply.content.value, request.schema);
+  if (!reply.content.wrapped) return readStructured(reply.content.text, request.schema);
+  // The provider was sent a `{value: …}` wrapper schema; accept the wrapper or the bare value.
+  const either = z.union([z.object({ value: request.schema }).transform((o) => o.value), request.schema]);
+  return readStructured(reply.content.text, either as z.ZodType<T>);
+}
+
+function replyText(reply: TurnReply): string {
+  return reply.content.kind === "json" ? JSON.stringify(reply.content.value) ?? "" : reply.content.text;
+}
+
+/**
+ * Wraps a {@link Backend} into an {@link LlmProvider}.
+ *
+ * `complete()` makes at most two calls (the second is the re-ask). Before each, the
+ * worst-case estimate ({@link estimateCost}) is checked against `request.budget` minus
+ * what this `complete()` already spent, and against the process ceiling.
+ * @throws LoopsmithError `budget_exceeded` before a call; the backend's codes from a
+ *   call; `llm_bad_reply` after the re-ask (details: `{raw, issues, truncated, usage}`).
+ *   Any error thrown after a successful call carries `details.usage`, the usage so far.
+ */
+export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmProvider {
+  const { info, price } = backend;
+  async function complete<T>(request: CompletionRequest<T>): Promise<Completion<T>> {
+    const log = deps.log.child({ taskId: request.context.taskId, iteration: request.context.iteration, llmRole: request.role });
+    const conv = backend.open(request);
+    let usage = emptyUsage();
+    for (let attempt = 1; ; attempt++) {
+      const messages = conv.messages();
+      const estimate = estimateCost(price, {
+        system: conv.system,
+        messages,
+        extraChars: conv.extraChars,
+        maxOutputTokens: deps.maxOutputTokens,
+      });
+      try {
+        checkBudget({ estimate, budget: request.budget, spent: usage, ceilingUsd: deps.processCeilingUsd, meter: deps.meter });
+      } catch (err) {
+        log.warn({ code: (err as LoopsmithError).code, estimate }, (err as Error).message);
+        throw withUsage(asLoopsmithError(err), usage);
+      }
+      const line = {
+        provider: info.name,
+        model: info.model,
+        role: request.role,
+        taskId: request.context.taskId,
+        iteration: request.context.iteration,
+        attempt,
+        system: conv.system,
+        messages: messages.map((m) => ({ role: m.role, content: m.content })),
+      };
+      const started = performance.now();
+      let reply: TurnReply;
+      try {
+        reply = await conv.send();
+      } catch (err) {
+        const e = asLoopsmithError(err);
+        log.warn({ code: e.code, attempt, err }, `LLM call failed: ${e.message}`);
+        await deps.transcript({ ...line, at: new Date().toISOString(), reply: null, usage: emptyUsage(), error: e.toData() });
+        throw withUsage(e, usage);
+      }
+      const call: Usage = {
+        calls: 1,
+        ...reply.tokens,
+        costUsd: costOf(price, reply.tokens),
+        latencyMs: Math.round(performance.now() - started),
+      };
+      deps.meter.add(call.costUsd);
+      usage = addUsage(usage, call);
+      await deps.transcript({ ...line, at: new Date().toISOString(), reply: replyText(reply), usage: call });
+      const read = readReply(reply, request);
+      if (read.ok) return { value: read.value, usage };
+      const details = read.error.details as BadReplyDetails;
+      log.warn({ attempt, issues: details.issues.slice(0, 5), truncated: reply.truncated }, `bad LLM reply: ${read.error.message}`);
+      if (attempt >= 2) {
+        throw new LoopsmithError(
+          "llm_bad_reply",
+          `the model's reply was still unusable after one re-ask (${read.error.message}${reply.truncated ? ", cut off at the output limit" : ""})`,
+          { details: { ...details, truncated: reply.truncated, usage } },
+        );
+      }
+      conv.reask(reply, reaskFeedback(read.error, reply.truncated, deps.maxOutputTokens));
+    }
+  }
+  return backend.verify ? { info, complete, verify: backend.verify } : { info, complete };
+}

@@ -1,0 +1,111 @@
+/**
+ * The scripted provider: replays replies from a file instead of calling a model. It drives
+ * the tests and the offline demo, and says so: `info.scripted` is `true` and its model is
+ * `script:<file basename>`.
+ *
+ * File format (`config.llm.scriptPath`, JSON):
+ * `{"v": 1, "kind": "loopsmith-script", "description": "…", "replies": {"plan": [...], "build": [...], ...}}`.
+ * The n-th call for a role within one task (`context.taskId`) gets `replies[role][n]`
+ * (0-based); once the list is used up the last entry repeats. A string entry is raw reply
+ * text (so garbage and fenced JSON can be scripted); any other JSON value is the reply as
+ * JSON. Replies go through the same reader, validation and re-ask as real providers: the
+ * re-ask is simply the next call, which takes the next entry. Usage counts calls, with
+ * zero tokens and zero cost.
+ */
+import { readFileSync } from "node:fs";
+import { basename } from "node:path";
+import { z } from "zod";
+import { LoopsmithError } from "../errors.js";
+import type { Backend, Conversation, TurnReply } from "./engine.js";
+import type { ChatMessage, CompletionRequest, Role } from "./types.js";
+
+const Entries = z.array(z.unknown());
+
+/** The script file. Unknown roles are an error, so a typo does not silently fall through. */
+export const ScriptFile = z.object({
+  v: z.literal(1),
+  kind: z.literal("loopsmith-script"),
+  description: z.string().optional(),
+  replies: z
+    .object({
+      spec: Entries.optional(),
+      plan: Entries.optional(),
+      build: Entries.optional(),
+      review: Entries.optional(),
+      reflect: Entries.optional(),
+    })
+    .strict(),
+});
+export type ScriptFile = z.infer<typeof ScriptFile>;
+
+/**
+ * Reads and checks a script file.
+ * @throws LoopsmithError `config_invalid` with one sentence: the file cannot be read, is
+ *   not JSON, or is not a loopsmith script (the zod problems follow the sentence)
+ */
+export function loadScript(path: string): ScriptFile {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new LoopsmithError("config_invalid", `cannot read the script file ${path} (LOOPSMITH_SCRIPT): ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new LoopsmithError("config_invalid", `the script file ${path} is not valid JSON: ${(err as Error).message}`, { cause: err });
+  }
+  const parsed = ScriptFile.safeParse(json);
+  if (!parsed.success) {
+    throw new LoopsmithError(
+      "config_invalid",
+      `the script file ${path} is not a loopsmith script ({"v": 1, "kind": "loopsmith-script", "replies": {role: [...]}}): ${z.prettifyError(parsed.error)}`,
+      { details: parsed.error.issues },
+    );
+  }
+  return parsed.data;
+}
+
+/** Builds the scripted backend over a loaded script; `file` names it in `info.model`. */
+export function createScriptedBackend(script: ScriptFile, file: string): Backend {
+  const used = new Map<string, number>();
+  const model = `script:${basename(file)}`;
+  const next = (role: Role, taskId: string): unknown => {
+    const entries = script.replies[role];
+    if (!entries || entries.length === 0) {
+      throw new LoopsmithError("llm_bad_reply", `the script ${basename(file)} has no replies for the role "${role}"`);
+    }
+    const key = `${taskId}\u0000${role}`;
+    const n = used.get(key) ?? 0;
+    used.set(key, n + 1);
+    return entries[Math.min(n, entries.length - 1)];
+  };
+  return {
+    info: { name: "scripted", model, scripted: true },
+    price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
+    open<T>(request: CompletionRequest<T>): Conversation {
+      const neutral: ChatMessage[] = [...request.messages];
+      return {
+        system: request.system,
+        extraChars: 0,
+        messages: () => [...neutral],
+        async send(): Promise<TurnReply> {
+          const entry = next(request.role, request.context.taskId);
+          return {
+            content: typeof entry === "string" ? { kind: "text", text: entry } : { kind: "json", value: entry },
+            tokens: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+            truncated: false,
+          };
+        },
+        reask(reply: TurnReply, feedback: string): void {
+          const said = reply.content.kind === "text" ? reply.content.text : JSON.stringify(reply.content.value) ?? "";
+          if (said.trim()) neutral.push({ role: "assistant", content: said });
+          neutral.push({ role: "user", content: feedback });
+        },
+      };
+    },
+  };
+}
