@@ -15,6 +15,11 @@ describe("mutantsOf", () => {
     expect(ms.some((m) => m.text.includes("return 1"))).toBe(true);
   });
 
+  it("mutates float constants and the modulo operator", () => {
+    const ms = mutantsOf("    return number % 1.0\n");
+    expect(ms.map((m) => m.text.trim())).toEqual(["return number // 1.0", "return number % 2"]);
+  });
+
   it("never mutates strings, comments or docstrings", () => {
     const body = '    """a < b and 0"""\n    s = "x == y"  # 1 + 1\n    return s\n';
     expect(mutantsOf(body)).toEqual([]);

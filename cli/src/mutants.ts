@@ -33,7 +33,17 @@ const RULES: ReadonlyArray<{ pattern: RegExp; to: (m: string) => string }> = [
   { pattern: /(?<=\w|\)|\]) - (?=\w|\(|\[)/g, to: () => " + " },
   { pattern: /(?<=\w|\)|\]) \* (?=\w|\(|\[)/g, to: () => " + " },
   { pattern: /\/\//g, to: () => "%" },
+  { pattern: / % /g, to: () => " // " },
+  { pattern: /(?<=\w|\)|\]) \/ (?=\w|\(|\[)/g, to: () => " * " },
+  { pattern: / \+= /g, to: () => " -= " },
+  { pattern: / -= /g, to: () => " += " },
+  { pattern: /(?<![\w.])\d+\.\d+(?![\w.])/g, to: (m) => String(Number(m) + 1) },
+  { pattern: /\bmax\(/g, to: () => "min(" },
+  { pattern: /\bmin\(/g, to: () => "max(" },
+  { pattern: /\.upper\(\)/g, to: () => ".lower()" },
+  { pattern: /\.lower\(\)/g, to: () => ".upper()" },
   { pattern: /\breturn not\b/g, to: () => "return" },
+  { pattern: /\bnot (?=\w)/g, to: () => "" },
 ];
 
 /** The code part of a line: what precedes a `#` comment, with string literals blanked. */

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import type { Logger } from "pino";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { NoRespondersError, RequestError, connect, type NatsConnection } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
 import { LoopsmithError, ServiceNames, type Config, type ServiceName } from "@loopsmith/shared";
 
@@ -90,9 +90,15 @@ export async function answeringServices(nc: NatsConnection): Promise<Set<Service
   const found = new Set<ServiceName>();
   const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: 500 });
   const byName = new Map<string, ServiceName>(Object.entries(ServiceNames).map(([k, v]) => [v, k as ServiceName]));
-  for await (const p of await client.ping()) {
-    const name = byName.get(p.name);
-    if (name) found.add(name);
+  try {
+    for await (const p of await client.ping()) {
+      const name = byName.get(p.name);
+      if (name) found.add(name);
+    }
+  } catch (err) {
+    // No service at all answers: the request has no responders. Anything else is a real failure.
+    const noResponders = err instanceof NoRespondersError || (err instanceof RequestError && err.isNoResponders());
+    if (!noResponders) throw err;
   }
   return found;
 }

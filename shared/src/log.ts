@@ -36,7 +36,7 @@ export function createLogger(opts: LoggerOptions): Logger {
   const format = opts.format ?? (process.env.LOG_FORMAT === "pretty" ? "pretty" : "json");
   const level = opts.level ?? process.env.LOG_LEVEL ?? "info";
   const fd = opts.fd ?? 2;
-  const base = { service: opts.service };
+  const base = { service: opts.service, pid: process.pid };
   const redact = { paths: REDACT_PATHS, censor: "[redacted]" };
   if (format === "pretty") {
     return pino({

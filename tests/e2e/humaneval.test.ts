@@ -69,7 +69,7 @@ describe("loopsmith solve on HumanEval, scripted, end to end", () => {
     const build2 = calls.find((c) => c.role === "build" && c.iteration === 2);
     expect(build2).toBeDefined();
     const prompt = JSON.stringify(build2?.messages);
-    const recalled = first.events.filter((e) => e.phase === "recall" && e.iteration === 1).flatMap((e) => (e.data as { failureIds: string[] }).failureIds);
+    const recalled = first.events.filter((e) => e.kind === "step" && e.phase === "recall" && e.iteration === 1).flatMap((e) => (e.data as { failureIds: string[] }).failureIds);
     expect(recalled).toContain((first.result.failureIds as string[])[0]);
     for (const id of recalled) expect(prompt).toContain(`[memory:failure:${id}]`);
     expect(prompt).toContain("Reflection on the failure");
@@ -88,7 +88,7 @@ describe("loopsmith solve on HumanEval, scripted, end to end", () => {
     const second = await solve("HumanEval/2", await scriptFor("HumanEval/2"), join(dataDir, "t2.jsonl"));
     expect(second.run.code, second.run.stderr).toBe(0);
     expect(second.result.iterations).toBe(2);
-    const recalled = second.events.filter((e) => e.phase === "recall").flatMap((e) => (e.data as { failureIds?: string[] }).failureIds ?? []);
+    const recalled = second.events.filter((e) => e.kind === "step" && e.phase === "recall").flatMap((e) => (e.data as { failureIds?: string[] }).failureIds ?? []);
     expect(recalled).toContain((first.result.failureIds as string[])[0]);
   });
 });

@@ -1,0 +1,60 @@
+/** The memory suite against embedded PGlite + pgvector behind pglite-socket; one data dir per test. */
+import { afterAll, describe, expect, it } from "vitest";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { spawnSync } from "node:child_process";
+import { loadConfig } from "@loopsmith/shared";
+import { openMemoryStore } from "@loopsmith/memory";
+import { log, memorySuite, type Fresh } from "./suite.js";
+
+const dirs: string[] = [];
+afterAll(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+async function freshDataDir(): Promise<Fresh> {
+  const dir = await mkdtemp(join(tmpdir(), "loopsmith-memory-"));
+  dirs.push(dir);
+  return { config: loadConfig({ env: { LOOPSMITH_DATA_DIR: dir } }), backend: "pglite" };
+}
+
+describe("memory on embedded PGlite", () => {
+  memorySuite((name, fn) => it(name, async () => fn(await freshDataDir())));
+});
+
+describe("embedded PGlite that cannot open", () => {
+  it("fails with a typed db_error naming the data directory, not a crash", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "loopsmith-memory-"));
+    dirs.push(dir);
+    const blocker = join(dir, "not-a-dir");
+    await writeFile(blocker, "a file where the data directory should be");
+    const err = await openMemoryStore({ config: loadConfig({ env: { LOOPSMITH_DATA_DIR: blocker } }), log }).then(
+      () => null,
+      (e: unknown) => e as { code?: string; message?: string },
+    );
+    expect(err?.code).toBe("db_error");
+    expect(err?.message).toContain(join(blocker, "memory"));
+  });
+});
+
+describe("embedded PGlite's data directory lock", () => {
+  it("refuses a second opener while the first holds it, and takes over a stale lock", async () => {
+    const { config } = await freshDataDir();
+    const first = await openMemoryStore({ config, log });
+    try {
+      const err = await openMemoryStore({ config, log }).then(
+        () => null,
+        (e: unknown) => e as { code?: string; retryable?: boolean },
+      );
+      expect(err).toMatchObject({ code: "db_error", retryable: false });
+    } finally {
+      await first.close();
+    }
+    // A lock left by a process that is gone (a child that has exited) is stale.
+    const dead = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" });
+    await writeFile(join(config.dataDir, "memory.lock"), `${dead.stdout}\n`);
+    const second = await openMemoryStore({ config, log });
+    await second.close();
+  });
+});

@@ -1,0 +1,251 @@
+/**
+ * The memory store's behaviour suite, run against each back end (PostgreSQL + pgvector in a
+ * container, and embedded PGlite in a temp dir). `fresh` gives each test an empty database.
+ */
+import { expect } from "vitest";
+import pino from "pino";
+import type { Config, LoopsmithError } from "@loopsmith/shared";
+import { createHashingEmbedder, hnswIndexName, openDatabase, openMemoryStore, type Embedder, type MemoryStore } from "@loopsmith/memory";
+
+export const log = pino({ level: "silent" });
+
+/** What a test of the suite gets: a fresh, empty database's configuration. */
+export interface Fresh {
+  config: Config;
+  backend: "postgres" | "pglite";
+}
+
+/**
+ * Registers one test: the back end's file wraps its own `it`, makes a fresh database and
+ * passes it to `fn` (so only the PostgreSQL file asks for the `postgres` fixture).
+ */
+export type TestWithFresh = (name: string, fn: (fresh: Fresh) => Promise<void>) => void;
+
+const usage = { calls: 2, inputTokens: 100, outputTokens: 50, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.25, latencyMs: 900 };
+
+/** HumanEval-like goals of two different tasks. */
+export const GOAL_A = "Write has_close_elements(numbers, threshold): return True if any two numbers are closer than threshold.";
+export const GOAL_B = "Write below_zero(operations): given deposits and withdrawals, return True if the balance falls below zero.";
+
+/** A failure record of `taskId` whose mutant referenced an undefined name. */
+export function nameErrorFailure(taskId: string, goal: string, name: string, language: "python" | "javascript" = "python") {
+  return {
+    v: 1 as const,
+    taskId,
+    iteration: 1,
+    idempotencyKey: `${taskId}/1/remember_failure`,
+    language,
+    goal,
+    errorText: `Traceback (most recent call last):\n  File "/workspace/${taskId}/solution.py", line 7, in f\n    return ${name} + 1\nNameError: name '${name}' is not defined`,
+    failingTests: [`test_solution.py::test_${taskId}`],
+    outputTail: "1 failed",
+    status: "failed",
+  };
+}
+
+export const fixPlan = {
+  rootCause: "A variable was used before it was defined (a misspelt name).",
+  hypothesis: "The loop variable was renamed in one place only.",
+  fixPlan: "Use the parameter's real name everywhere; run the tests again.",
+};
+
+async function errorOf(p: Promise<unknown>): Promise<LoopsmithError> {
+  return p.then(
+    () => {
+      throw new Error("expected a rejection");
+    },
+    (e: unknown) => e as LoopsmithError,
+  );
+}
+
+/** Registers the suite's tests with `test`, which gives each an empty database. */
+export function memorySuite(test: TestWithFresh): void {
+  const open = async (f: Fresh, embedder?: Embedder): Promise<MemoryStore> =>
+    openMemoryStore({ config: f.config, log, ...(embedder ? { embedder } : {}) });
+
+  test("remembers a failure and recalls it, with its fix, for another task that fails the same way", async (f) => {
+    const store = await open(f);
+    try {
+      expect(store.backend).toBe(f.backend);
+      const a = await store.rememberFailure(nameErrorFailure("task-a", GOAL_A, "numbrs"));
+      expect(a.signature).toBe("NameError: name <id> is not defined");
+      expect(a.id).toMatch(/^\d+$/);
+      await expect(store.attachFix({ v: 1, taskId: "task-a", iteration: 1, idempotencyKey: "task-a/1/attach_fix", failureId: a.id, reflection: fixPlan })).resolves.toEqual(a);
+      // An unrelated failure, to be ranked below.
+      await store.rememberFailure({
+        ...nameErrorFailure("task-c", "Write fib(n).", "x"),
+        errorText: "ZeroDivisionError: division by zero",
+      });
+
+      const b = nameErrorFailure("task-b", GOAL_B, "balanse");
+      const recall = await store.recall({ v: 1, taskId: "task-b", language: "python", text: `${GOAL_B}\n${b.errorText}`, errorText: b.errorText, k: 3 });
+      expect(recall.embedder).toBe("hash-v1-256");
+      expect(recall.signature).toBe("NameError: name <id> is not defined");
+      expect(recall.failures.map((x) => x.taskId)).toEqual(["task-a", "task-c"]);
+      const top = recall.failures[0]!;
+      expect(top).toMatchObject({ id: a.id, goal: GOAL_A, signature: a.signature, reflection: fixPlan, failingTests: ["test_solution.py::test_task-a"] });
+      expect(top.similarity).toBeGreaterThan(0.8);
+      expect(top.similarity).toBeGreaterThan(recall.failures[1]!.similarity);
+
+      // The task's own failures are left out unless asked for.
+      const own = await store.recall({ v: 1, taskId: "task-a", language: "python", text: GOAL_A, errorText: b.errorText });
+      expect(own.failures.map((x) => x.taskId)).toEqual(["task-c"]);
+      const all = await store.recall({ v: 1, taskId: "task-a", language: "python", text: GOAL_A, errorText: b.errorText, excludeSameTask: false, k: 1 });
+      expect(all.failures.map((x) => x.taskId)).toEqual(["task-a"]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("recalls only the request's language", async (f) => {
+    const store = await open(f);
+    try {
+      await store.rememberFailure(nameErrorFailure("py-task", GOAL_A, "n"));
+      const js = await store.recall({ v: 1, taskId: "other", language: "javascript", text: GOAL_A, errorText: "NameError: name 'n' is not defined" });
+      expect(js.failures).toEqual([]);
+      const py = await store.recall({ v: 1, taskId: "other", language: "python", text: GOAL_A, errorText: "NameError: name 'n' is not defined" });
+      expect(py.failures).toHaveLength(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("compares only rows of the same embedder", async (f) => {
+    const first = await open(f);
+    await first.rememberFailure(nameErrorFailure("t256", GOAL_A, "a"));
+    await first.close();
+    const small = await open(f, createHashingEmbedder({ dimensions: 128 }));
+    try {
+      const req = { v: 1 as const, taskId: "q", language: "python" as const, text: GOAL_A, errorText: "NameError: name 'a' is not defined" };
+      expect((await small.recall(req)).failures).toEqual([]);
+      await small.rememberFailure(nameErrorFailure("t128", GOAL_A, "a"));
+      const r = await small.recall(req);
+      expect(r.embedder).toBe("hash-v1-128");
+      expect(r.failures.map((x) => x.taskId)).toEqual(["t128"]);
+      expect((await small.stats()).failures).toBe(2);
+    } finally {
+      await small.close();
+    }
+  });
+
+  test("stores nothing new for a repeated idempotency key", async (f) => {
+    const store = await open(f);
+    try {
+      const rec = nameErrorFailure("idem", GOAL_A, "q");
+      const one = await store.rememberFailure(rec);
+      const two = await store.rememberFailure({ ...rec, goal: "changed", errorText: "TypeError: other" });
+      expect(two).toEqual(one);
+      const success = { v: 1 as const, taskId: "idem", iteration: 2, idempotencyKey: "idem/2/remember_success", language: "python" as const, goal: GOAL_A, files: [{ path: "solution.py", content: "def f(): pass\n" }] };
+      const s1 = await store.rememberSuccess(success);
+      const s2 = await store.rememberSuccess(success);
+      expect(s2).toEqual(s1);
+      const stats = await store.stats();
+      expect(stats.failures).toBe(1);
+      expect(stats.successes).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("recalls successes, records tasks, lists history newest first and computes stats", async (f) => {
+    const store = await open(f);
+    try {
+      const files = [{ path: "solution.py", content: "def has_close_elements(n, t):\n    return False\n" }];
+      await store.rememberSuccess({ v: 1, taskId: "s1", iteration: 3, idempotencyKey: "s1/3/remember_success", language: "python", goal: GOAL_A, files });
+      await store.rememberSuccess({ v: 1, taskId: "s2", iteration: 1, idempotencyKey: "s2/1/remember_success", language: "python", goal: GOAL_B, files });
+      const r = await store.recall({ v: 1, taskId: "new", language: "python", text: GOAL_A, k: 1 });
+      expect(r.signature).toBeUndefined();
+      expect(r.successes).toHaveLength(1);
+      expect(r.successes[0]).toMatchObject({ taskId: "s1", goal: GOAL_A, files });
+      expect(r.successes[0]!.similarity).toBeCloseTo(1, 5);
+
+      const task = { v: 1 as const, goal: GOAL_A, language: "python" as const, stopReason: "passed", usage, durationMs: 1234, scripted: true };
+      await store.recordTask({ ...task, taskId: "t1", status: "passed", iterations: 2, finishedAt: "2025-01-01T10:00:00Z" });
+      await store.recordTask({ ...task, taskId: "t2", status: "failed", stopReason: "max_iterations", iterations: 5, finishedAt: "2025-01-02T10:00:00Z" });
+      await store.recordTask({ ...task, taskId: "t3", status: "passed", iterations: 4, finishedAt: "2025-01-03T10:00:00Z" });
+      const history = await store.history({ v: 1, limit: 2 });
+      expect(history.tasks.map((t) => t.taskId)).toEqual(["t3", "t2"]);
+      expect(history.tasks[1]).toEqual({ ...task, taskId: "t2", status: "failed", stopReason: "max_iterations", iterations: 5, finishedAt: "2025-01-02T10:00:00.000Z" });
+      expect((await store.history({ v: 1 })).tasks).toHaveLength(3);
+      expect(await store.stats()).toEqual({
+        tasks: 3,
+        passed: 2,
+        failures: 0,
+        successes: 2,
+        meanIterationsToPass: 3,
+        totalCostUsd: 0.75,
+        backend: f.backend,
+      });
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("answers bad input with bad_request and an unknown failure with not_found, losing nothing", async (f) => {
+    const store = await open(f);
+    try {
+      await store.rememberFailure(nameErrorFailure("keep", GOAL_A, "z"));
+      expect((await errorOf(store.recall({ v: 1, taskId: "bad id!", language: "python", text: "x" }))).code).toBe("bad_request");
+      expect((await errorOf(store.rememberFailure({ ...nameErrorFailure("x", GOAL_A, "y"), language: "cobol" as never }))).code).toBe("bad_request");
+      const badDate = await errorOf(store.recordTask({ v: 1, taskId: "d", goal: "g", language: "python", status: "passed", stopReason: "passed", iterations: 1, usage, durationMs: 1, scripted: false, finishedAt: "yesterday" }));
+      expect(badDate.code).toBe("bad_request");
+      const fix = { v: 1 as const, taskId: "keep", iteration: 1, idempotencyKey: "keep/1/attach_fix", reflection: fixPlan };
+      expect((await errorOf(store.attachFix({ ...fix, failureId: "999999" }))).code).toBe("not_found");
+      expect((await errorOf(store.attachFix({ ...fix, failureId: "1; DROP TABLE x" }))).code).toBe("not_found");
+      expect(await store.stats()).toMatchObject({ failures: 1, tasks: 0 });
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("keeps memory across close and reopen, so a second run recalls the first run's failure", async (f) => {
+    const run1 = await open(f);
+    const { id } = await run1.rememberFailure(nameErrorFailure("humaneval-0", GOAL_A, "numbrs"));
+    await run1.attachFix({ v: 1, taskId: "humaneval-0", iteration: 1, idempotencyKey: "humaneval-0/1/attach_fix", failureId: id, reflection: fixPlan });
+    await run1.close();
+    await run1.close(); // safe twice
+
+    const run2 = await open(f);
+    try {
+      const err = "NameError: name 'balance_' is not defined";
+      const r = await run2.recall({ v: 1, taskId: "humaneval-3", language: "python", text: `${GOAL_B}\n${err}`, errorText: err });
+      expect(r.failures).toHaveLength(1);
+      expect(r.failures[0]).toMatchObject({ id, taskId: "humaneval-0", reflection: fixPlan });
+    } finally {
+      await run2.close();
+    }
+  });
+
+  test("creates cosine HNSW indexes per embedder that the recall query can use", async (f) => {
+    const embedder = createHashingEmbedder();
+    const db = await openDatabase({ config: f.config, log, embedders: [embedder] });
+    try {
+      const { rows } = await db.pool.query<{ indexname: string; indexdef: string }>(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'loopsmith' AND indexdef ILIKE '%USING hnsw%' ORDER BY indexname",
+      );
+      expect(rows.map((r) => r.indexname)).toEqual([hnswIndexName("failures", embedder.id), hnswIndexName("successes", embedder.id)]);
+      for (const r of rows) {
+        expect(r.indexdef).toContain("vector_cosine_ops");
+        expect(r.indexdef).toContain("hash-v1-256");
+      }
+      const client = await db.pool.connect();
+      try {
+        await client.query("SET enable_seqscan = off");
+        const zero = `[${new Array(256).fill(0).map((_, i) => (i === 0 ? 1 : 0)).join(",")}]`;
+        const plan = await client.query(
+          `EXPLAIN SELECT id FROM loopsmith.failures WHERE embedder = 'hash-v1-256' AND language = 'python'
+            ORDER BY (embedding::vector(256)) <=> '${zero}'::vector(256) LIMIT 3`,
+        );
+        const text = plan.rows.map((r: Record<string, string>) => Object.values(r)[0]).join("\n");
+        expect(text).toContain(hnswIndexName("failures", embedder.id));
+        await client.query("RESET enable_seqscan");
+      } finally {
+        client.release();
+      }
+      const migrations = await db.pool.query("SELECT name FROM loopsmith.memory_migrations");
+      expect(migrations.rows.map((r: { name: string }) => r.name)).toEqual(["1767225600000_memory-init"]);
+    } finally {
+      await db.close();
+    }
+  });
+}
