@@ -9,7 +9,7 @@ export function usd(n: number): string {
 /** One human line for an event, or null to print nothing. */
 export function eventLine(e: TaskEvent): string | null {
   if (e.kind === "result") return null;
-  if (e.kind === "phase") return null;
+  if (e.kind === "phase" || e.kind === "usage") return null;
   const tag = e.iteration > 0 ? `[iteration ${e.iteration}]` : "[start]";
   if (e.kind === "warning") return `${tag} warning: ${e.message}`;
   return `${tag} ${e.phase ? `${e.phase}: ` : ""}${e.message}`;

@@ -133,12 +133,11 @@ export async function solve(goal: string | undefined, o: SolveOptions, log: Logg
   }
   if (provider.verify) await provider.verify();
 
-  let stack: LocalStack | undefined;
   const childEnv: NodeJS.ProcessEnv = {
     LOOPSMITH_CONFIG_JSON: JSON.stringify(flags),
     ...(o.config ? { LOOPSMITH_CONFIG: resolve(o.config) } : {}),
   };
-  stack = await startLocalStack({ config, log, env: childEnv });
+  const stack: LocalStack = await startLocalStack({ config, log, env: childEnv });
   const nc = await connect({ servers: stack.natsUrl });
   const abort = new AbortController();
   const onSignal = (): void => {
@@ -165,6 +164,6 @@ export async function solve(goal: string | undefined, o: SolveOptions, log: Logg
   } finally {
     process.off("SIGINT", onSignal);
     await nc.close();
-    await stack?.stop();
+    await stack.stop();
   }
 }

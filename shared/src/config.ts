@@ -158,8 +158,6 @@ export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = 
   ["LOOPSMITH_SANDBOX_NODE_IMAGE", ["images", "node"], "string"],
   ["LOOPSMITH_PROVIDER", ["llm", "provider"], "string"],
   ["LOOPSMITH_MODEL", ["llm", "model"], "string"],
-  ["ANTHROPIC_API_KEY", ["llm", "apiKey"], "string"],
-  ["ANTHROPIC_BASE_URL", ["llm", "baseUrl"], "string"],
   ["LOOPSMITH_API_KEY", ["llm", "apiKey"], "string"],
   ["LOOPSMITH_BASE_URL", ["llm", "baseUrl"], "string"],
   ["LOOPSMITH_SCRIPT", ["llm", "scriptPath"], "string"],
@@ -206,13 +204,29 @@ export function configFromEnv(env: NodeJS.ProcessEnv): Json {
     if (raw === undefined || raw === "") continue;
     setPath(out, path, kind === "number" ? Number(raw) : raw);
   }
-  // OPENAI_* fill in for the openai-compatible provider when no loopsmith key is set.
-  const provider = (out.llm as Json | undefined)?.provider;
-  if (provider === "openai-compatible") {
-    if (env.OPENAI_API_KEY && !env.LOOPSMITH_API_KEY) setPath(out, ["llm", "apiKey"], env.OPENAI_API_KEY);
-    if (env.OPENAI_BASE_URL && !env.LOOPSMITH_BASE_URL) setPath(out, ["llm", "baseUrl"], env.OPENAI_BASE_URL);
-  }
   return out;
+}
+
+/**
+ * Provider-specific variables, resolved once the provider is known (after every layer):
+ * an explicit `llm.apiKey`/`llm.baseUrl` (file, LOOPSMITH_API_KEY/LOOPSMITH_BASE_URL, flags)
+ * wins; else `ANTHROPIC_*` for anthropic and `OPENAI_*` for openai-compatible. A key meant
+ * for one provider is never sent to another.
+ */
+export function withProviderCredentials(layered: Json, env: NodeJS.ProcessEnv): Json {
+  const llm = { ...((layered.llm as Json | undefined) ?? {}) };
+  const provider = (llm.provider as string | undefined) ?? "anthropic";
+  const vars: Record<string, [string, string]> = {
+    anthropic: ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"],
+    "openai-compatible": ["OPENAI_API_KEY", "OPENAI_BASE_URL"],
+  };
+  const names = vars[provider];
+  if (names) {
+    const [keyVar, urlVar] = names;
+    if (llm.apiKey === undefined && env[keyVar]) llm.apiKey = env[keyVar];
+    if (llm.baseUrl === undefined && env[urlVar]) llm.baseUrl = env[urlVar];
+  }
+  return { ...layered, llm };
 }
 
 /** Options of {@link loadConfig}. */
@@ -250,6 +264,7 @@ export function loadConfig(opts: LoadConfigOptions = {}): Config {
     }
   }
   if (opts.flags) layered = mergeConfig(layered, opts.flags);
+  layered = withProviderCredentials(layered, env);
   const parsed = Config.safeParse(layered);
   if (!parsed.success) {
     throw new LoopsmithError("config_invalid", `invalid configuration: ${z.prettifyError(parsed.error)}`, {

@@ -86,7 +86,8 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
     await io.checkpoint(s);
     io.heartbeat();
   };
-  const noteProvider = (role: string, reply: { usage: BuildReply["usage"]; provider: ProviderInfo }): void => {
+  /** Adds a step's usage to the task's sums and publishes it as a `usage` event. */
+  const noteProvider = async (role: string, reply: { usage: BuildReply["usage"]; provider: ProviderInfo }): Promise<void> => {
     const label = `${reply.provider.name}:${reply.provider.model}`;
     s = {
       ...s,
@@ -94,6 +95,11 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
       scripted: s.scripted || reply.provider.scripted,
       providers: s.providers.includes(label) ? s.providers : [...s.providers, label],
     };
+    const u = reply.usage;
+    const total = s.usage.total;
+    await emit("usage", `${role}: ${u.calls} call${u.calls === 1 ? "" : "s"}, ${u.inputTokens}+${u.outputTokens} tokens, $${u.costUsd.toFixed(4)}; task total $${total.costUsd.toFixed(4)}`, {
+      data: { role, provider: reply.provider, call: u, total },
+    });
   };
   const stop = async (reason: StopReason, message: string, error?: LoopsmithError): Promise<TaskState> => {
     const passed = reason === "passed";
@@ -172,7 +178,7 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
         let plan: Plan;
         try {
           const reply = await steps.plan({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: key(s, "plan"), task: brief(s), recall: s.recall, previousFailures: s.replanned ? s.failures.slice(-3) : [], budget: budgetOf(s) });
-          noteProvider(s.task.acceptanceTests.length ? "plan" : "spec", reply);
+          await noteProvider(s.task.acceptanceTests.length ? "plan" : "spec", reply);
           plan = reply.value;
         } catch (err) {
           const outcome = await llmFailure(err, "plan");
@@ -192,7 +198,7 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
             ...(s.candidate && s.failure ? { previous: { candidate: s.candidate, failure: s.failure, ...(s.reflection ? { reflection: s.reflection } : {}) } } : {}),
             history: s.history, recall: s.recall, budget: budgetOf(s),
           });
-          noteProvider("build", reply);
+          await noteProvider("build", reply);
           await emit("step", `candidate: ${reply.value.files.map((f) => f.path).join(", ")}${reply.value.tests.length ? ` + tests ${reply.value.tests.map((f) => f.path).join(", ")}` : ""}`, { phase: "build", data: { provider: reply.provider } });
           await go("gate", { candidate: reply.value });
         } catch (err) {
@@ -219,7 +225,7 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
         await emit("phase", "reviewing the candidate", { phase: "review" });
         try {
           const reply = await steps.review({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: key(s, "review"), task: brief(s), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? { files: [], tests: [], notes: "" }, budget: budgetOf(s) });
-          noteProvider("review", reply);
+          await noteProvider("review", reply);
           const blockers = reply.value.findings.filter((f) => f.severity === "blocker");
           await emit("step", `review: ${reply.value.approved ? "approved" : "not approved"}, score ${reply.value.score.toFixed(2)}`, { phase: "review", data: { review: reply.value } });
           if (blockers.length > 0) {
@@ -300,7 +306,7 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
         await emit("phase", "reflecting on the failure", { phase: "reflect" });
         try {
           const reply = await steps.reflect({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: key(s, "reflect"), task: brief(s), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? { files: [], tests: [], notes: "" }, failure: s.failure ?? briefFromError(s.iteration, "unknown", ""), recall: s.recall, budget: budgetOf(s) });
-          noteProvider("reflect", reply);
+          await noteProvider("reflect", reply);
           await emit("step", `reflection: ${reply.value.rootCause}`, { phase: "reflect", data: { reflection: reply.value } });
           const failureId = s.failureId;
           if (failureId) {

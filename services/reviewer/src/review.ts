@@ -1,0 +1,128 @@
+/**
+ * The review step (DESIGN.md §1 reviewer, §2 REVIEW): asks the LLM whether a candidate
+ * meets the task and the plan, and whether it is safe to run.
+ */
+import type { Logger } from "pino";
+import {
+  loadPrompt,
+  renderFile,
+  renderTask,
+  Review,
+  section,
+  type LlmProvider,
+  type Plan,
+  type Prompt,
+  type ReviewReply,
+  type ReviewRequest,
+} from "@loopsmith/shared";
+
+/** Dependencies and options of {@link createReviewer}. */
+export interface ReviewerDeps {
+  provider: LlmProvider;
+  log: Logger;
+  /** The review prompt. @defaultValue `loadPrompt("review")` */
+  prompt?: Prompt;
+  /**
+   * How many replies are kept by idempotency key, so a retried request (same
+   * `taskId/iteration/step`) is answered without a second model call. @defaultValue 128
+   */
+  cacheSize?: number;
+}
+
+/** The reviewer: one method per LLM step it serves. */
+export interface Reviewer {
+  /**
+   * Reviews a candidate against its task and plan.
+   * A second request with the same idempotency key gets the first one's reply (or waits for
+   * it while it is in flight); a failed call is not kept, so a retry calls the model again.
+   * @returns the model's validated `{approved, score, findings}`, the usage of the call
+   *   (tokens, USD, ms) and the provider that answered
+   * @throws LoopsmithError from the provider, unchanged (`llm_auth`, `llm_rate_limited`,
+   *   `llm_overloaded`, `timeout`, `llm_bad_reply`, `budget_exceeded`, `unavailable`)
+   */
+  review(request: ReviewRequest): Promise<ReviewReply>;
+}
+
+/** The plan as the reviewer's prompt shows it. */
+export function renderPlan(plan: Plan): string {
+  const list = (items: string[], numbered: boolean): string =>
+    items.map((item, i) => `${numbered ? `${i + 1}.` : "-"} ${item}`).join("\n");
+  return section(
+    "Plan",
+    [
+      plan.summary,
+      plan.acceptanceCriteria.length ? `Acceptance criteria:\n${list(plan.acceptanceCriteria, false)}` : "",
+      plan.steps.length ? `Steps:\n${list(plan.steps, true)}` : "",
+      plan.files.length ? `Files to write: ${plan.files.join(", ")}` : "",
+    ]
+      .filter(Boolean)
+      .join("\n\n"),
+  );
+}
+
+/**
+ * The user message of a review: the task (never hidden tests: `TaskBrief` has none), the
+ * plan, the candidate's files, its generated tests and the builder's notes. Each file is
+ * trimmed to about 4,000 tokens by `renderFile`.
+ */
+export function renderReviewMessage(request: ReviewRequest): string {
+  const { candidate } = request;
+  return [
+    renderTask(request.task),
+    renderPlan(request.plan),
+    section("Candidate files", candidate.files.map((f) => renderFile(f)).join("\n")),
+    section("Generated tests", candidate.tests.map((f) => renderFile(f)).join("\n")),
+    section("Builder's notes", candidate.notes),
+    "Review this candidate against the task and the plan. Reply with the structured output only.",
+  ]
+    .filter(Boolean)
+    .join("\n");
+}
+
+/**
+ * Creates the reviewer.
+ * @throws LoopsmithError `internal` when the review prompt file is missing or malformed
+ *   (only when `deps.prompt` is not given).
+ */
+export function createReviewer(deps: ReviewerDeps): Reviewer {
+  const prompt = deps.prompt ?? loadPrompt("review");
+  const cacheSize = deps.cacheSize ?? 128;
+  const replies = new Map<string, Promise<ReviewReply>>();
+
+  const run = async (request: ReviewRequest): Promise<ReviewReply> => {
+    const log = deps.log.child({ taskId: request.taskId, iteration: request.iteration, phase: "review" });
+    const { value, usage } = await deps.provider.complete({
+      role: "review",
+      system: prompt.system,
+      messages: [{ role: "user", content: renderReviewMessage(request) }],
+      schema: Review,
+      schemaName: "review",
+      context: { taskId: request.taskId, iteration: request.iteration },
+      budget: request.budget,
+    });
+    log.info(
+      { approved: value.approved, score: value.score, findings: value.findings.length, costUsd: usage.costUsd },
+      "candidate reviewed",
+    );
+    return { value, usage, provider: deps.provider.info };
+  };
+
+  return {
+    review(request) {
+      const key = request.idempotencyKey;
+      const known = replies.get(key);
+      if (known) return known;
+      const reply = run(request);
+      replies.set(key, reply);
+      void reply.catch(() => {
+        if (replies.get(key) === reply) replies.delete(key);
+      });
+      while (replies.size > cacheSize) {
+        const oldest = replies.keys().next().value;
+        if (oldest === undefined) break;
+        replies.delete(oldest);
+      }
+      return reply;
+    },
+  };
+}
