@@ -112,6 +112,7 @@ describe("conductor on JetStream", () => {
       ["max_iterations", { limits: { maxIterations: 2, stuckAfter: 5 } as never }, {}, "max_iterations"],
       ["stuck", { limits: { maxIterations: 9, stuckAfter: 3 } as never }, {}, "stuck"],
       ["budget", { limits: { maxCostUsd: 0.001 } as never }, { plan: async () => { throw new LoopsmithError("budget_exceeded", "the plan call would cost more than the $0.001 left"); } }, "budget"],
+      ["replan", { limits: { maxIterations: 9, stuckAfter: 2, replanOnStuck: true } as never }, {}, "stuck"],
       ["auth", {}, { build: async () => { throw new LoopsmithError("llm_auth", "the API key was rejected"); } }, "error"],
     ];
     for (const [name, over, stepOver, reason] of cases) {
@@ -123,6 +124,8 @@ describe("conductor on JetStream", () => {
         if (name === "stuck") expect(calls.execute).toBe(3);
         if (name === "max_iterations") expect(calls.execute).toBe(2);
         if (name === "budget") expect(calls.build ?? 0).toBe(0);
+        // The breaker fires after 2 identical failures, re-plans once, then fires again and stops.
+        if (name === "replan") expect([calls.plan, calls.execute]).toEqual([2, 4]);
       } finally {
         await conductor.stop();
       }
