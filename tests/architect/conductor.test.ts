@@ -172,6 +172,40 @@ describe("conductor on JetStream", () => {
     }
   });
 
+  it("cancels a running task at its next step", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    let release!: () => void;
+    const inBuild = new Promise<void>((r) => (release = r));
+    let building!: () => void;
+    const started = new Promise<void>((r) => (building = r));
+    const base = steps([passed]);
+    const { steps: s, calls } = steps([passed], {
+      build: async (req) => {
+        building();
+        await inBuild;
+        return base.steps.build(req);
+      },
+    });
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      const input = task();
+      await submitTask(nc, input);
+      await started;
+      expect(await conductor.cancel(input.taskId)).toBe(true);
+      release();
+      const events: TaskEvent[] = [];
+      for await (const e of watchEvents(nc, input.taskId)) events.push(e);
+      const result = events[events.length - 1]?.result;
+      expect(result?.status).toBe("cancelled");
+      expect(result?.stopReason).toBe("cancelled");
+      expect(calls.execute ?? 0).toBe(0);
+      expect(await conductor.cancel(input.taskId)).toBe(false);
+    } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
   it("treats a resubmitted task id as a duplicate", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
     const { steps: s, calls } = steps([passed]);

@@ -91,4 +91,15 @@ describe("loopsmith solve on HumanEval, scripted, end to end", () => {
     const recalled = second.events.filter((e) => e.kind === "step" && e.phase === "recall").flatMap((e) => (e.data as { failureIds?: string[] }).failureIds ?? []);
     expect(recalled).toContain((first.result.failureIds as string[])[0]);
   });
+
+  it("lists both tasks in history and counts them in stats", async () => {
+    const history = await loopsmith(["history", "--json"], env);
+    expect(history.code, history.stderr).toBe(0);
+    const tasks = (JSON.parse(history.stdout) as { tasks: Array<{ taskId: string; status: string; scripted: boolean }> }).tasks;
+    expect(tasks).toHaveLength(2);
+    expect(tasks.every((t) => t.status === "passed" && t.scripted)).toBe(true);
+    const stats = await loopsmith(["stats", "--json"], env);
+    const s = JSON.parse(stats.stdout) as { tasks: number; passed: number; failures: number; meanIterationsToPass: number; backend: string };
+    expect(s).toMatchObject({ tasks: 2, passed: 2, failures: 2, meanIterationsToPass: 2, backend: "pglite" });
+  });
 });

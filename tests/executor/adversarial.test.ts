@@ -1,0 +1,405 @@
+/**
+ * The adversarial suite: hostile code in the real sandbox on the real Docker engine. Every
+ * case states the status it must get, and after every case the host must be as it was:
+ * only the warm containers exist, no sandbox process lives outside them, no volume appeared.
+ * Nothing here is aimed at an address off this machine.
+ */
+import { createServer as createTcpServer, type AddressInfo } from "node:net";
+import { createSocket } from "node:dgram";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { hasCode } from "@loopsmith/shared";
+import { readWorkspaceDir, type Executor } from "@loopsmith/executor";
+import { docker, expectIdleHost, py, request, sh, startExecutor, volumeNames } from "./helpers.js";
+
+const OUTPUT_CAP = 256 * 1024;
+const POOL = 2; // per image: python and node
+let ex: Executor;
+let volumesBefore: string[];
+
+beforeAll(async () => {
+  volumesBefore = await volumeNames();
+  ex = await startExecutor({ warmPoolSize: POOL, concurrency: 2, queueLimit: 32, outputLimitBytes: OUTPUT_CAP, pidsLimit: 128 });
+});
+
+afterEach(async () => {
+  await expectIdleHost(ex, 2 * POOL);
+  expect(await volumeNames()).toEqual(volumesBefore);
+});
+
+afterAll(async () => {
+  await ex?.stop();
+});
+
+describe("resource exhaustion", () => {
+  it("python fork bomb: timeout", async () => {
+    const r = await ex.run(
+      py("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", { timeoutMs: 3_000 }),
+    );
+    expect(r.status).toBe("timeout");
+  });
+
+  it("shell fork bomb: timeout, the pids limit holds it", async () => {
+    // The classic bomb returns at once; the builtin loop keeps the command alive without forking.
+    const r = await ex.run(sh("bomb() { bomb | bomb & }\nbomb\nwhile :; do :; done\n", { timeoutMs: 3_000 }));
+    expect(r.status).toBe("timeout");
+    expect(r.stderr).toMatch(/fork/i);
+  });
+
+  it("CPU spin: timeout", async () => {
+    const r = await ex.run(py("while True:\n    pass\n", { timeoutMs: 2_000 }));
+    expect(r.status).toBe("timeout");
+  });
+
+  it("a process that ignores SIGTERM: timeout (killed with SIGKILL)", async () => {
+    const r = await ex.run(
+      py("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('armed', flush=True)\ntime.sleep(60)\n", {
+        timeoutMs: 2_000,
+      }),
+    );
+    expect(r.status).toBe("timeout");
+    expect(r.stdout).toContain("armed");
+  });
+
+  it("memory bomb: oom", async () => {
+    const r = await ex.run(
+      py("blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))\n", { memoryMb: 128, timeoutMs: 20_000 }),
+    );
+    expect(r.status).toBe("oom");
+  });
+
+  it("infinite stdout: output_limit, stdout cut at the cap", async () => {
+    const r = await ex.run(py("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", { timeoutMs: 20_000 }));
+    expect(r.status).toBe("output_limit");
+    expect(r.truncated).toBe(true);
+    expect(Buffer.byteLength(r.stdout)).toBe(OUTPUT_CAP);
+  });
+
+  it("stderr flood: output_limit", async () => {
+    const r = await ex.run(py("import sys\nwhile True:\n    sys.stderr.write('e' * 4096)\n", { timeoutMs: 20_000 }));
+    expect(r.status).toBe("output_limit");
+    expect(Buffer.byteLength(r.stderr)).toBe(OUTPUT_CAP);
+  });
+
+  it("a large binary output under the cap comes back byte-exact", async () => {
+    const n = 200 * 1024;
+    const { result, stdout } = await ex.runDetailed(
+      py(`import sys\ndata = bytes((i * 7 + (i >> 8)) % 256 for i in range(${n}))\nsys.stdout.buffer.write(data)\n`),
+    );
+    expect(result.status).toBe("passed");
+    expect(result.truncated).toBe(false);
+    const want = Buffer.from(Array.from({ length: n }, (_, i) => (i * 7 + (i >> 8)) % 256));
+    expect(stdout.equals(want)).toBe(true);
+  });
+
+  it("a 200 MB file write: failed (the tmpfs and the file-size limit stop it)", async () => {
+    const r = await ex.run(
+      py("chunk = b'\\0' * (1024 * 1024)\nwith open('big.bin', 'wb') as f:\n    for _ in range(200):\n        f.write(chunk)\n", {
+        timeoutMs: 20_000,
+      }),
+    );
+    expect(r.status).toBe("failed");
+    expect(r.stderr).toMatch(/No space left on device|File too large/);
+  });
+
+  it("100 000 small files: failed (the tmpfs inode bound stops it)", async () => {
+    const r = await ex.run(
+      py("import os\nos.mkdir('many')\nfor i in range(100_000):\n    open(f'many/{i}', 'w').close()\nprint('all written')\n", {
+        timeoutMs: 30_000,
+      }),
+    );
+    expect(r.status).toBe("failed");
+    expect(r.stdout).not.toContain("all written");
+    expect(r.stderr).toContain("No space left on device");
+  });
+
+  it("reading /dev/urandom forever: timeout", async () => {
+    const r = await ex.run(sh("cat /dev/urandom > /dev/null\n", { timeoutMs: 2_000 }));
+    expect(r.status).toBe("timeout");
+  });
+
+  it("opening files in a loop: failed at the open-files limit", async () => {
+    const r = await ex.run(py("files = []\nwhile True:\n    files.append(open('/dev/null'))\n"));
+    expect(r.status).toBe("failed");
+    expect(r.stderr).toContain("Too many open files");
+  });
+});
+
+describe("escapes", () => {
+  it("writes outside the workspace and to the read-only root are refused", async () => {
+    const r = await ex.run(
+      py(
+        [
+          "import os",
+          "refused = []",
+          "for p in ['/etc/evil', '/usr/evil', '/evil', '/home/sandbox/evil', '/var/evil', '/proc/sys/kernel/evil', '/sys/evil']:",
+          "    try:",
+          "        open(p, 'w').write('x')",
+          "        print('WROTE', p)",
+          "    except OSError as e:",
+          "        refused.append(p)",
+          "open('/workspace/ok', 'w').write('fine')",
+          "open('/tmp/ok', 'w').write('fine')",
+          "print('refused', len(refused))",
+        ].join("\n"),
+      ),
+    );
+    expect(r.status).toBe("passed");
+    expect(r.stdout).not.toContain("WROTE");
+    expect(r.stdout).toContain("refused 7");
+  });
+
+  it("`../`, absolute paths and a link to /etc among the input files: blocked", async () => {
+    for (const path of ["../escape.py", "/etc/cron.d/evil", "sub/../../escape.py"]) {
+      const r = await ex.run({ ...request("python", [{ path: "ok.py", content: "" }]), files: [{ path, content: "x" }] });
+      expect(r.status, path).toBe("blocked");
+    }
+    const dir = mkdtempSync(join(tmpdir(), "loopsmith-ws-"));
+    try {
+      writeFileSync(join(dir, "test_ok.py"), "def test_ok():\n    pass\n");
+      mkdirSync(join(dir, "sub"));
+      symlinkSync("/etc", join(dir, "sub", "etc"));
+      const err = await readWorkspaceDir(dir).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(hasCode(err, "workspace_invalid")).toBe(true);
+      rmSync(join(dir, "sub", "etc"));
+      symlinkSync("/etc/passwd", join(dir, "passwd"));
+      expect(hasCode(await readWorkspaceDir(dir).catch((e: unknown) => e), "workspace_invalid")).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a result file replaced by a link to /etc/passwd is not followed", async () => {
+    const conftest = [
+      "import os",
+      "def pytest_unconfigure(config):",
+      "    p = '/tmp/.loopsmith/result.xml'",
+      "    os.remove(p)",
+      "    os.symlink('/etc/passwd', p)",
+    ].join("\n");
+    const r = await ex.run(
+      request("python", [
+        { path: "conftest.py", content: conftest },
+        { path: "test_a.py", content: "def test_a():\n    pass\n" },
+      ]),
+    );
+    expect(r.status).toBe("passed");
+    expect(r.tests).toEqual([]);
+    expect(JSON.stringify(r)).not.toContain("root:x:0:0");
+  });
+
+  it("setuid and su do not give root", async () => {
+    const r = await ex.run(
+      sh(
+        [
+          "su -c id root </dev/null >/dev/null 2>&1 && echo SU-WORKED",
+          "python3 -c 'import os; os.setuid(0)' 2>/dev/null && echo SETUID-WORKED",
+          "find / -xdev -perm -4000 -type f 2>/dev/null | while read f; do \"$f\" --version >/dev/null 2>&1; done",
+          "echo uid=$(id -u) euid=$(id -u)",
+          "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status",
+        ].join("\n"),
+      ),
+    );
+    expect(r.status).toBe("passed");
+    expect(r.stdout).not.toMatch(/SU-WORKED|SETUID-WORKED/);
+    expect(r.stdout).toContain("uid=10001 euid=10001");
+    expect(r.stdout).toMatch(/CapEff:\s+0+\n/);
+    expect(r.stdout).toMatch(/NoNewPrivs:\s+1/);
+  });
+
+  it("mount and unshare are refused", async () => {
+    const r = await ex.run(
+      py(
+        [
+          "import os, subprocess",
+          "for flag in ('CLONE_NEWUSER', 'CLONE_NEWNS', 'CLONE_NEWNET'):",
+          "    try:",
+          "        os.unshare(getattr(os, flag))",
+          "        print('UNSHARED', flag)",
+          "    except OSError as e:",
+          "        print('refused', flag, e.errno)",
+          "rc = subprocess.call(['mount', '-t', 'tmpfs', 'none', '/tmp'], stderr=subprocess.DEVNULL)",
+          "print('mount rc', rc)",
+          "rc = subprocess.call(['unshare', '-r', 'id'], stderr=subprocess.DEVNULL)",
+          "print('unshare rc', rc)",
+        ].join("\n"),
+      ),
+    );
+    expect(r.status).toBe("passed");
+    expect(r.stdout).not.toContain("UNSHARED");
+    expect(r.stdout).toMatch(/mount rc [1-9]/);
+    expect(r.stdout).toMatch(/unshare rc [1-9]/);
+  });
+
+  it("the Docker socket is not there", async () => {
+    const r = await ex.run(
+      py(
+        [
+          "import os, socket",
+          "for p in ['/var/run/docker.sock', '/run/docker.sock', '/run/containerd/containerd.sock']:",
+          "    print(p, os.path.exists(p))",
+          "s = socket.socket(socket.AF_UNIX)",
+          "try:",
+          "    s.connect('/var/run/docker.sock')",
+          "    print('CONNECTED')",
+          "except OSError as e:",
+          "    print('refused', e.errno)",
+        ].join("\n"),
+      ),
+    );
+    expect(r.status).toBe("passed");
+    expect(r.stdout).not.toContain("True");
+    expect(r.stdout).not.toContain("CONNECTED");
+  });
+
+  it("the host's environment does not reach the command", async () => {
+    process.env.LOOPSMITH_TEST_SECRET = "canary-7f3a9c";
+    try {
+      const r = await ex.run(
+        sh("env\ncat /proc/1/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n'\ncat /proc/$PPID/environ 2>/dev/null | tr '\\0' '\\n'\n"),
+      );
+      expect(r.status).toBe("passed");
+      expect(r.stdout).not.toContain("canary-7f3a9c");
+      for (const name of ["ANTHROPIC_API_KEY", "NATS_URL", "DATABASE_URL", "DOCKER_HOST", "LOOPSMITH_TEST_SECRET"]) {
+        expect(r.stdout).not.toContain(`${name}=`);
+      }
+      expect(r.stdout).toContain("HOME=/tmp");
+    } finally {
+      delete process.env.LOOPSMITH_TEST_SECRET;
+    }
+  });
+});
+
+describe("network", () => {
+  it("only loopback; DNS fails; the host's bridge address and a host port are unreachable", async () => {
+    const hits: string[] = [];
+    const tcp = createTcpServer((s) => {
+      hits.push("tcp");
+      s.destroy();
+    });
+    await new Promise<void>((resolve) => tcp.listen(0, "0.0.0.0", resolve));
+    const udp = createSocket("udp4");
+    udp.on("message", () => hits.push("udp"));
+    await new Promise<void>((resolve) => udp.bind(0, "0.0.0.0", resolve));
+    const tcpPort = (tcp.address() as AddressInfo).port;
+    const udpPort = udp.address().port;
+    const bridge = (await docker.getNetwork("bridge").inspect()) as { IPAM: { Config: { Gateway?: string }[] } };
+    const gateway = bridge.IPAM.Config[0]?.Gateway ?? "172.17.0.1";
+    try {
+      const r = await ex.run(
+        py(
+          [
+            "import os, socket",
+            "print('ifaces', ','.join(sorted(os.listdir('/sys/class/net'))))",
+            "try:",
+            "    socket.getaddrinfo('loopsmith-probe.example', 80)",
+            "    print('DNS-RESOLVED')",
+            "except socket.gaierror as e:",
+            "    print('dns failed', e.errno)",
+            `for host in ['${gateway}', '127.0.0.1']:`,
+            "    s = socket.socket()",
+            "    s.settimeout(2)",
+            "    try:",
+            `        s.connect((host, ${tcpPort}))`,
+            "        print('CONNECTED', host)",
+            "    except OSError as e:",
+            "        print('refused', host, e.errno)",
+            "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
+            "try:",
+            `    u.sendto(b'x', ('${gateway}', ${udpPort}))`,
+            "    print('SENT')",
+            "except OSError as e:",
+            "    print('udp refused', e.errno)",
+          ].join("\n"),
+        ),
+      );
+      expect(r.status).toBe("passed");
+      expect(r.stdout).toContain("ifaces lo\n");
+      expect(r.stdout).toContain("dns failed");
+      expect(r.stdout).not.toMatch(/DNS-RESOLVED|CONNECTED|SENT/);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(hits).toEqual([]);
+    } finally {
+      tcp.close();
+      udp.close();
+    }
+  });
+});
+
+describe("processes", () => {
+  it("background children left running after the command exits are killed", async () => {
+    const r = await ex.run(
+      sh("sleep 300 &\n(setsid sleep 301 &)\nnohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 &\necho started\n"),
+    );
+    expect(r.status).toBe("passed");
+    expect(r.stdout).toContain("started");
+    // afterEach: no sandbox process outside the warm containers.
+  });
+
+  it("orphaned children are reaped by the init process (no zombies)", async () => {
+    const r = await ex.run(
+      py(
+        [
+          "import os, time",
+          "for _ in range(5):",
+          "    if os.fork() == 0:",
+          "        if os.fork() == 0:",
+          "            os._exit(0)",
+          "        os._exit(0)",
+          "time.sleep(1)",
+          "zombies = []",
+          "for p in os.listdir('/proc'):",
+          "    if p.isdigit():",
+          "        try:",
+          "            st = open(f'/proc/{p}/stat').read()",
+          "        except OSError:",
+          "            continue",
+          "        if st.rsplit(')', 1)[1].split()[0] == 'Z' and int(p) != os.getpid():",
+          "            zombies.append(p)",
+          "print('zombies', len(zombies))",
+          "print('init', open('/proc/1/cmdline').read().split('\\0')[0])",
+        ].join("\n"),
+      ),
+    );
+    expect(r.status).toBe("passed");
+    // The direct children are our own zombies until waited; their orphans are reaped by init.
+    expect(r.stdout).toMatch(/zombies [0-5]\n/);
+    expect(r.stdout).toContain("init /sbin/docker-init");
+  });
+
+  it("a segfault: killed, by SIGSEGV", async () => {
+    const r = await ex.run(py("import ctypes\nctypes.string_at(0)\n"));
+    expect(r.status).toBe("killed");
+    expect(r.exitCode).toBe(139);
+    expect(r.reason).toContain("SIGSEGV");
+  });
+
+  it("ten runs in parallel each get their own result", async () => {
+    const runs = Array.from({ length: 10 }, (_, i) =>
+      ex.run(request("python", [{ path: `test_n${i}.py`, content: `def test_n${i}():\n    assert ${i} == ${i}\n` }])),
+    );
+    const results = await Promise.all(runs);
+    results.forEach((r, i) => {
+      expect(r.status).toBe("passed");
+      expect(r.tests.map((t) => t.name)).toEqual([`test_n${i}`]);
+    });
+  });
+
+  it("cancel mid-run: killed, promptly", async () => {
+    const controller = new AbortController();
+    const started = Date.now();
+    const pending = ex.run(py("import time\nprint('running', flush=True)\ntime.sleep(60)\n", { timeoutMs: 60_000 }), {
+      signal: controller.signal,
+    });
+    setTimeout(() => controller.abort(), 1_000);
+    const r = await pending;
+    expect(r.status).toBe("killed");
+    expect(r.reason).toContain("cancelled");
+    expect(Date.now() - started).toBeLessThan(30_000);
+  });
+});

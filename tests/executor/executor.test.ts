@@ -1,0 +1,266 @@
+/**
+ * The executor on the real Docker engine: pytest results per test, statuses, limits,
+ * idempotency, the queue, leftover cleanup, and the bus endpoint over real NATS.
+ */
+import { afterAll, beforeAll, describe, expect, it as plainIt } from "vitest";
+import { connect } from "@nats-io/transport-node";
+import { Endpoints, call, hasCode, runService, type ExecutionResult } from "@loopsmith/shared";
+import { createExecutor, executorService, LABEL, LABEL_HOST, LABEL_PID, type Executor } from "@loopsmith/executor";
+import { hostname } from "node:os";
+import { it } from "../fixtures/index.js";
+import { containersOf, docker, expectIdleHost, log, py, request, startExecutor, testConfig } from "./helpers.js";
+
+const TESTS = `
+def add(a, b):
+    return a + b
+
+def test_add():
+    assert add(1, 2) == 3
+
+def test_check():
+    assert add(2, 2) == 5, "two and two"
+
+def test_negative():
+    assert add(-1, -1) == -2
+`;
+
+let ex: Executor;
+
+beforeAll(async () => {
+  ex = await startExecutor({ warmPoolSize: 1, concurrency: 2 });
+});
+
+afterAll(async () => {
+  await ex?.stop();
+  const left = ex ? await containersOf(ex.instanceId) : [];
+  expect(left).toHaveLength(0);
+});
+
+describe("executor: python with pytest", () => {
+  plainIt("passes when every test passes, naming each test", async () => {
+    const passing = TESTS.replace("assert add(2, 2) == 5", "assert add(2, 2) == 4");
+    const result = await ex.run(request("python", [{ path: "test_math.py", content: passing }]));
+    expect(result.status).toBe("passed");
+    expect(result.exitCode).toBe(0);
+    expect(result.tests.map((t) => [t.name, t.status])).toEqual([
+      ["test_add", "passed"],
+      ["test_check", "passed"],
+      ["test_negative", "passed"],
+    ]);
+    expect(result.tests[0]?.classname).toBe("test_math");
+    expect(result.stdout).toContain("3 passed");
+    await expectIdleHost(ex, 2);
+  });
+
+  plainIt("fails and names the failing test with its message", async () => {
+    const result = await ex.run(request("python", [{ path: "test_math.py", content: TESTS }]));
+    expect(result.status).toBe("failed");
+    expect(result.exitCode).toBe(1);
+    const failing = result.tests.filter((t) => t.status === "failed");
+    expect(failing.map((t) => t.name)).toEqual(["test_check"]);
+    expect(failing[0]?.message).toContain("two and two");
+    expect(result.tests.filter((t) => t.status === "passed")).toHaveLength(2);
+  });
+
+  plainIt("reports a syntax error as error, and an import error as error", async () => {
+    const syntax = await ex.run(request("python", [{ path: "test_bad.py", content: "def test_x(:\n    pass\n" }]));
+    expect(syntax.status).toBe("error");
+    expect(syntax.exitCode).toBe(2);
+    expect(syntax.stdout).toContain("SyntaxError");
+    const imports = await ex.run(request("python", [{ path: "test_imp.py", content: "import no_such_module\n\ndef test_x():\n    pass\n" }]));
+    expect(imports.status).toBe("error");
+    expect(imports.stdout).toContain("no_such_module");
+  });
+
+  plainIt("reports no collected tests as error", async () => {
+    const result = await ex.run(request("python", [{ path: "helper.py", content: "X = 1\n" }]));
+    expect(result.status).toBe("error");
+    expect(result.exitCode).toBe(5);
+  });
+
+  plainIt("kills a run that passes its time limit", async () => {
+    const result = await ex.run(py("import time\nprint('start', flush=True)\ntime.sleep(60)\n", { timeoutMs: 1_500 }));
+    expect(result.status).toBe("timeout");
+    expect(result.stdout).toContain("start");
+    await expectIdleHost(ex, 2);
+  });
+
+  plainIt("runs custom commands in packages, with the workspace as the current directory", async () => {
+    const result = await ex.run(
+      request(
+        "python",
+        [
+          { path: "pkg/__init__.py", content: "" },
+          { path: "pkg/core.py", content: "def hello():\n    return 'hi'\n" },
+          { path: "main.py", content: "import os\nfrom pkg.core import hello\nprint(hello(), os.getcwd(), os.getuid())\n" },
+        ],
+        { command: ["python3", "main.py"] },
+      ),
+    );
+    expect(result.status).toBe("passed");
+    expect(result.stdout.trim()).toBe("hi /workspace 10001");
+    const missing = await ex.run(request("python", [{ path: "a.py", content: "" }], { command: ["no-such-binary"] }));
+    expect(missing.status).toBe("error");
+    expect(missing.exitCode).toBe(127);
+    const exit3 = await ex.run(py("import sys\nsys.exit(3)\n"));
+    expect(exit3.status).toBe("failed");
+    expect(exit3.exitCode).toBe(3);
+  });
+
+  plainIt("applies the request's memory limit with swap equal to it", async () => {
+    const result = await ex.run(
+      py(
+        "print(open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read().strip(), open('/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes').read().strip())\n",
+        { memoryMb: 256 },
+      ),
+    );
+    expect(result.status).toBe("passed");
+    expect(result.stdout.trim()).toBe(`${256 * 1024 * 1024} ${256 * 1024 * 1024}`);
+  });
+
+  plainIt("runs a request once per idempotency key", async () => {
+    const req = py("import uuid\nprint(uuid.uuid4())\n");
+    const [a, b] = await Promise.all([ex.run(req), ex.run(req)]);
+    const c = await ex.run(req);
+    expect(a.status).toBe("passed");
+    expect(b.stdout).toBe(a.stdout);
+    expect(c.stdout).toBe(a.stdout);
+    const other = await ex.run({ ...req, idempotencyKey: `${req.taskId}/999/execute` });
+    expect(other.stdout).not.toBe(a.stdout);
+  });
+
+  plainIt("blocks files that escape the workspace and rejects malformed requests", async () => {
+    const base = (): ReturnType<typeof request> => request("python", [{ path: "test_a.py", content: "def test_a():\n    pass\n" }]);
+    for (const path of ["../evil.py", "/etc/passwd", "a/../../b.py", "a//b.py"]) {
+      const result = await ex.run({ ...base(), files: [{ path, content: "x" }] });
+      expect(result.status, path).toBe("blocked");
+    }
+    const dup = await ex.run({ ...base(), files: [{ path: "a.py", content: "" }, { path: "a.py", content: "" }] });
+    expect(dup.status).toBe("blocked");
+    const both = await ex.run({ ...base(), files: [{ path: "a", content: "" }, { path: "a/b.py", content: "" }] });
+    expect(both.status).toBe("blocked");
+    const err = await ex.run({ ...base(), language: "cobol" } as never).then(
+      () => null,
+      (e: unknown) => e as { code?: string },
+    );
+    expect(err?.code).toBe("bad_request");
+  });
+});
+
+describe("executor: queue and leftovers", () => {
+  plainIt("refuses runs beyond the bounded queue with sandbox_error, and cancels a queued run", async () => {
+    const small = await startExecutor({ warmPoolSize: 0, concurrency: 1, queueLimit: 1 });
+    try {
+      const slow = small.run(py("import time\ntime.sleep(3)\n"));
+      await new Promise((r) => setTimeout(r, 200));
+      const controller = new AbortController();
+      const queued = small.run(py("print('queued')\n"), { signal: controller.signal });
+      const refused = await small.run(py("print('refused')\n"));
+      expect(refused.status).toBe("sandbox_error");
+      expect(refused.reason).toMatch(/busy/);
+      controller.abort();
+      expect((await queued).status).toBe("killed");
+      expect((await slow).status).toBe("passed");
+      await expectIdleHost(small, 0);
+    } finally {
+      await small.stop();
+    }
+    expect(await containersOf(small.instanceId)).toHaveLength(0);
+  });
+
+  plainIt("removes containers an earlier executor left behind, and keeps a live owner's", async () => {
+    const plant = async (pid: string, instance: string) => {
+      const c = await docker.createContainer({
+        Image: testConfig().images.python,
+        Cmd: ["sleep", "300"],
+        Labels: { [LABEL]: instance, [LABEL_HOST]: hostname(), [LABEL_PID]: pid },
+        HostConfig: { NetworkMode: "none" },
+      });
+      await c.start();
+      return c;
+    };
+    const dead = await plant("999999", "deadbeef0000");
+    const alive = await plant(String(process.pid), "a1a1a1a1a1a1");
+    const next = await startExecutor({ warmPoolSize: 0 });
+    try {
+      await expect(dead.inspect()).rejects.toMatchObject({ statusCode: 404 });
+      expect((await alive.inspect()).State.Running).toBe(true);
+    } finally {
+      await next.stop();
+      await alive.remove({ force: true });
+    }
+  });
+});
+
+describe("executor: start-up checks", () => {
+  plainIt("refuses to start (sandbox_error) when the sandbox cannot be confined as configured, and leaves nothing", async () => {
+    const broken = createExecutor({ docker, config: testConfig({ runtime: "no-such-runtime", warmPoolSize: 1 }), log });
+    const err = await broken.start().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(hasCode(err, "sandbox_error")).toBe(true);
+    const result = await broken.run(py("print('never')\n"));
+    expect(result.status).toBe("sandbox_error");
+    await broken.stop();
+    expect(await containersOf(broken.instanceId)).toHaveLength(0);
+  });
+});
+
+describe("executor service over NATS", () => {
+  it("answers runs, rejects garbage with bad_request, and keeps serving", async ({ nats }) => {
+    const config = { ...testConfig({ warmPoolSize: 1 }), natsUrl: nats.url };
+    const running = await runService("executor", (deps) => executorService(deps), { config, log });
+    const nc = await connect({ servers: nats.url });
+    try {
+      const ok: ExecutionResult = await call(nc, Endpoints.executor.run, request("python", [{ path: "test_math.py", content: TESTS }]), {
+        timeoutMs: 60_000,
+        retries: 0,
+      });
+      expect(ok.status).toBe("failed");
+      expect(ok.tests.find((t) => t.status === "failed")?.name).toBe("test_check");
+
+      const notJson = JSON.parse((await nc.request(Endpoints.executor.run.subject, "{nope", { timeout: 5_000 })).string());
+      expect(notJson).toMatchObject({ ok: false, error: { code: "bad_request" } });
+      const badSchema = JSON.parse(
+        (await nc.request(Endpoints.executor.run.subject, JSON.stringify({ v: 1, language: "python", files: [] }), { timeout: 5_000 })).string(),
+      );
+      expect(badSchema).toMatchObject({ ok: false, error: { code: "bad_request" } });
+      const escape = JSON.parse(
+        (
+          await nc.request(
+            Endpoints.executor.run.subject,
+            JSON.stringify({ ...request("python", [{ path: "x.py", content: "" }]), files: [{ path: "../x.py", content: "" }] }),
+            { timeout: 5_000 },
+          )
+        ).string(),
+      );
+      expect(escape).toMatchObject({ ok: false, error: { code: "bad_request" } });
+
+      // A large output still fits one NATS message (max_payload 1 MiB): head and tail kept.
+      const big: ExecutionResult = await call(
+        nc,
+        Endpoints.executor.run,
+        request("python", [{ path: "m.py", content: "import sys\nsys.stdout.write('o' * 900_000)\nsys.stderr.write('e' * 900_000)\n" }], {
+          command: ["python3", "m.py"],
+        }),
+        { timeoutMs: 60_000, retries: 0 },
+      );
+      expect(big.status).toBe("passed");
+      expect(big.truncated).toBe(true);
+      expect(big.stdout.length + big.stderr.length).toBeLessThan(1024 * 1024);
+
+      const again: ExecutionResult = await call(nc, Endpoints.executor.run, request("python", [{ path: "test_ok.py", content: "def test_ok():\n    pass\n" }]), {
+        timeoutMs: 60_000,
+        retries: 0,
+      });
+      expect(again.status).toBe("passed");
+      expect(again.tests.map((t) => t.name)).toEqual(["test_ok"]);
+    } finally {
+      await nc.close();
+      expect(await running.stop()).toBeNull();
+    }
+    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL}=${running.service.info().metadata?.instance ?? "?"}`] } });
+    expect(left).toHaveLength(0);
+  });
+});
