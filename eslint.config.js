@@ -20,5 +20,5 @@ export default tseslint.config(
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
     },
   },
-  { files: ["**/*.js"], languageOptions: { globals: globals.node } },
+  { files: ["**/*.js", "**/*.mjs"], languageOptions: { globals: globals.node } },
 );

@@ -129,7 +129,13 @@ build_python() {
 
 build_node() {
   need_image "$NODE_IMAGE" || { echo "build-images: $NODE_IMAGE exists"; return; }
-  rootfs node nodejs
+  # node-typescript: TypeScript runs with no build step through module hooks
+  # (node --import /opt/loopsmith/ts-register.mjs), types erased by transpileModule.
+  rootfs node nodejs node-typescript
+  local ts; ts=$(cd "$work/node" && ls usr/share/nodejs/typescript/lib/typescript.js 2>/dev/null || true)
+  [ -n "$ts" ] || { echo "build-images: node-typescript did not install typescript.js" >&2; exit 1; }
+  install -d -m 0755 "$work/node/opt/loopsmith"
+  install -m 0644 "$here/rootfs/sandbox-node/ts-register.mjs" "$here/rootfs/sandbox-node/ts-hooks.mjs" "$work/node/opt/loopsmith/"
   import node "$NODE_IMAGE" 'USER 10001:10001' 'WORKDIR /workspace' 'CMD ["node"]' \
     'LABEL org.loopsmith.image=sandbox-node'
 }

@@ -6,7 +6,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { LoopsmithError, createLogger, loadConfig, maskConfig } from "@loopsmith/shared";
 import { solve } from "./solve.js";
 import { historyCommand, statsCommand } from "./history.js";
-// import { registerSandboxCommand } from "./commands/sandbox.js";
+import { registerSandboxCommand } from "./commands/sandbox.js";
 
 const log = createLogger({ service: "cli", level: process.env.LOG_LEVEL ?? "warn" });
 
@@ -93,6 +93,6 @@ program
     })(),
   );
 
-// registerSandboxCommand(program);
+registerSandboxCommand(program);
 
 await program.parseAsync(process.argv);

@@ -1,0 +1,69 @@
+import { describe, expect, it } from "vitest";
+import { Capture, type CaptureEvent } from "./capture.js";
+
+/** One Docker multiplexed frame. */
+function frame(stream: 1 | 2, data: string | Buffer): Buffer {
+  const body = typeof data === "string" ? Buffer.from(data) : data;
+  const header = Buffer.alloc(8);
+  header[0] = stream;
+  header.writeUInt32BE(body.length, 4);
+  return Buffer.concat([header, body]);
+}
+
+const MARK = "\u0000LOOPSMITH-abc:";
+
+describe("Capture", () => {
+  it("demultiplexes frames split at any byte and splits the trailer off stdout", () => {
+    const events: CaptureEvent[] = [];
+    const c = new Capture(1024, MARK, (e) => events.push(e));
+    const raw = Buffer.concat([frame(1, "hello "), frame(2, "warn"), frame(2, MARK), frame(1, `world${MARK}{"phase":"run"}\n`)]);
+    for (let i = 0; i < raw.length; i += 3) c.write(raw.subarray(i, i + 3));
+    c.end();
+    expect(c.stdout().toString()).toBe("hello world");
+    expect(c.stderr().toString()).toBe("warn");
+    expect(c.trailer()).toBe('{"phase":"run"}');
+    expect(events).toEqual(["trailer"]);
+    expect(c.truncated).toBe(false);
+  });
+
+  it("reports the trailer only once stderr's marker has arrived too", () => {
+    const events: CaptureEvent[] = [];
+    const c = new Capture(1024, MARK, (e) => events.push(e));
+    c.write(frame(1, `out${MARK}{"phase":"run"}\n`));
+    expect(events).toEqual([]);
+    c.write(frame(2, "late stderr"));
+    c.write(frame(2, MARK.slice(0, 5)));
+    expect(events).toEqual([]);
+    c.write(frame(2, MARK.slice(5)));
+    expect(events).toEqual(["trailer"]);
+    expect(c.stderr().toString()).toBe("late stderr");
+    expect(c.stdout().toString()).toBe("out");
+  });
+
+  it("keeps exactly the cap and reports output_limit once", () => {
+    const events: CaptureEvent[] = [];
+    const c = new Capture(10, MARK, (e) => events.push(e));
+    c.write(frame(1, "0123456789abc"));
+    c.write(frame(1, "more"));
+    c.end();
+    expect(c.stdout().toString()).toBe("0123456789");
+    expect(c.truncated).toBe(true);
+    expect(events).toEqual(["output_limit"]);
+  });
+
+  it("returns binary bytes unchanged and releases held-back bytes at the end", () => {
+    const bytes = Buffer.from(Array.from({ length: 300 }, (_, i) => i % 256));
+    const c = new Capture(1024, MARK, () => undefined);
+    c.write(frame(1, bytes));
+    c.end();
+    expect(c.stdout().equals(bytes)).toBe(true);
+    expect(c.trailer()).toBeNull();
+  });
+
+  it("has no trailer when the marker never completes", () => {
+    const c = new Capture(1024, MARK, () => undefined);
+    c.write(frame(1, `${MARK}{"partial":`));
+    c.end();
+    expect(c.trailer()).toBeNull();
+  });
+});

@@ -1,0 +1,298 @@
+/**
+ * The executor: runs an {@link ExecutionRequest} in a fresh hardened container from a warm
+ * pool, under a concurrency limit with a bounded queue, and reports an {@link ExecutionResult}.
+ */
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import type Docker from "dockerode";
+import type { Logger } from "pino";
+import {
+  ExecutionRequest,
+  LoopsmithError,
+  hasCode,
+  type Config,
+  type ExecutionResult,
+  type Language,
+  type TestCase,
+} from "@loopsmith/shared";
+import { commandEnv, customCommand, defaultCommand, imageOf, kindOf, RESULT_PATH, type ImageKind } from "./commands.js";
+import { parseJUnit } from "./junit.js";
+import { removeLeftovers } from "./leftovers.js";
+import { Limiter } from "./limiter.js";
+import { verdict } from "./outcome.js";
+import { WarmPool } from "./pool.js";
+import { LABEL, LABEL_HOST, LABEL_PID, Sandbox, STOPPED_REASON, type RawRun, type SandboxSpec } from "./sandbox.js";
+import { PROBE, selfTest } from "./selftest.js";
+import { checkFiles } from "./workspace.js";
+
+/** Options of one run. */
+export interface RunOptions {
+  /** Aborting kills the run (status `killed`), or drops it from the queue. */
+  signal?: AbortSignal;
+}
+
+/** A result with the exact bytes of the output (the result's strings are UTF-8 decoded). */
+export interface DetailedResult {
+  result: ExecutionResult;
+  /** stdout as produced, at most `outputLimitBytes`. */
+  stdout: Buffer;
+  /** stderr as produced, at most `outputLimitBytes`. */
+  stderr: Buffer;
+}
+
+/** The executor service's engine. */
+export interface Executor {
+  /**
+   * Starts: removes containers an earlier executor left (label `org.loopsmith.executor`),
+   * runs the self-test in each image, fills the warm pools. Safe to call twice.
+   * @throws LoopsmithError `sandbox_error` when confinement is missing or an image cannot run.
+   */
+  start(): Promise<void>;
+  /**
+   * Runs one request in a fresh container. Never throws for anything the candidate does:
+   * returns a result with a status. Infrastructure failures return `sandbox_error`; files
+   * that escape the workspace return `blocked`. A second call with the same
+   * `idempotencyKey` joins the first (or gets its result, for {@link IDEMPOTENCY_TTL_MS}).
+   * @throws LoopsmithError `bad_request` when `req` fails the {@link ExecutionRequest} schema.
+   */
+  run(req: ExecutionRequest, opts?: RunOptions): Promise<ExecutionResult>;
+  /** Like {@link Executor.run}, plus stdout/stderr as exact bytes (binary output). */
+  runDetailed(req: ExecutionRequest, opts?: RunOptions): Promise<DetailedResult>;
+  /** Stops: refuses new runs, kills in-flight runs, removes every container. Safe to call twice. */
+  stop(): Promise<void>;
+  /** Resolves when used containers are removed and the warm pools are refilled. */
+  settled(): Promise<void>;
+  /** This executor's instance id: the value of its containers' `org.loopsmith.executor` label. */
+  readonly instanceId: string;
+}
+
+/** How long a finished run's result answers a repeated idempotency key, in ms. */
+export const IDEMPOTENCY_TTL_MS = 10 * 60_000;
+/** Most results kept for idempotency. */
+const IDEMPOTENCY_MAX = 1_000;
+/** Largest JUnit file read back from a sandbox, in bytes. */
+const RESULT_LIMIT_BYTES = 4 * 1024 * 1024;
+/** Memory of the warm containers, MiB (the request's default; others are updated per run). */
+const POOL_MEMORY_MB = 512;
+const MiB = 1024 * 1024;
+
+/** Dependencies of {@link createExecutor}. */
+export interface ExecutorDeps {
+  docker: Docker;
+  config: Config;
+  log: Logger;
+  /** Image kinds served (self-tested and pooled). @defaultValue ["python", "node"] */
+  kinds?: readonly ImageKind[];
+}
+
+function sandboxError(reason: string): ExecutionResult {
+  return { status: "sandbox_error", exitCode: null, durationMs: 0, tests: [], stdout: "", stderr: "", truncated: false, reason };
+}
+
+/** Creates an executor; call `start()` before `run()` (run starts it when needed). */
+export function createExecutor(deps: ExecutorDeps): Executor {
+  const { docker, config, log } = deps;
+  const cfg = config.executor;
+  const instanceId = randomBytes(6).toString("hex");
+  const labels = { [LABEL]: instanceId, [LABEL_HOST]: hostname(), [LABEL_PID]: String(process.pid) };
+  const limiter = new Limiter(cfg.concurrency, cfg.queueLimit);
+  const live = new Set<Sandbox>();
+  const removals = new Set<Promise<void>>();
+  const inflight = new Set<AbortController>();
+  const idempotent = new Map<string, { at: number; promise: Promise<DetailedResult> }>();
+  const pools = new Map<ImageKind, WarmPool>();
+  let starting: Promise<void> | undefined;
+  let stopping: Promise<void> | undefined;
+
+  const specFor = (kind: ImageKind): SandboxSpec => ({
+    image: imageOf(config, kind),
+    kind,
+    memoryBytes: POOL_MEMORY_MB * MiB,
+    cpus: cfg.cpus,
+    pidsLimit: cfg.pidsLimit,
+    tmpfsMb: cfg.tmpfsMb,
+    labels,
+    ...(cfg.runtime ? { runtime: cfg.runtime } : {}),
+  });
+  for (const kind of deps.kinds ?? (["python", "node"] as const)) {
+    pools.set(kind, new WarmPool(docker, specFor(kind), cfg.warmPoolSize, log, (s) => live.add(s)));
+  }
+  /** @throws LoopsmithError `sandbox_error` when this executor does not serve the language's image */
+  const poolOf = (language: Language): WarmPool => {
+    const pool = pools.get(kindOf(language));
+    if (!pool) throw new LoopsmithError("sandbox_error", `this executor does not run ${language}`, { retryable: false });
+    return pool;
+  };
+
+  const dispose = (sandbox: Sandbox): void => {
+    const p = sandbox
+      .destroy()
+      .catch((err: unknown) => log.warn({ err, id: sandbox.id }, "could not remove a sandbox container"))
+      .finally(() => {
+        live.delete(sandbox);
+        removals.delete(p);
+      });
+    removals.add(p);
+  };
+
+  const start = (): Promise<void> => {
+    starting ??= (async () => {
+      await removeLeftovers(docker, instanceId, log);
+      await Promise.all(
+        [...pools.values()].map(async (pool) => {
+          const want = { memoryBytes: pool.spec.memoryBytes, pidsLimit: cfg.pidsLimit, cpus: cfg.cpus };
+          await selfTest(pool.spec.image, want, async () => {
+            // Not from the pool: nothing is pooled until the self-test has passed.
+            const sandbox = await Sandbox.create(docker, pool.spec);
+            live.add(sandbox);
+            try {
+              return await sandbox.run(
+                { argv: ["sh", "-c", PROBE], env: commandEnv("python"), files: [], resultPath: RESULT_PATH, resultLimitBytes: 1024 },
+                { timeoutMs: 20_000, outputLimitBytes: 64 * 1024, memoryBytes: pool.spec.memoryBytes },
+              );
+            } finally {
+              dispose(sandbox);
+            }
+          });
+        }),
+      );
+      for (const pool of pools.values()) pool.fill();
+      log.info({ instanceId, warmPoolSize: cfg.warmPoolSize, concurrency: cfg.concurrency }, "executor started");
+    })();
+    return starting;
+  };
+
+  const execute = async (req: ExecutionRequest, signal: AbortSignal): Promise<DetailedResult> => {
+    const started = performance.now();
+    try {
+      checkFiles(req.files, cfg.tmpfsMb * MiB);
+    } catch (err) {
+      if (!hasCode(err, "workspace_invalid")) throw err;
+      const result: ExecutionResult = { ...sandboxError(err.message), status: "blocked" };
+      return { result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
+    }
+    const { argv, runner } = req.command
+      ? { argv: customCommand(req.language, req.command), runner: "custom" as const }
+      : defaultCommand(req.language, req.files);
+    const sandbox = await poolOf(req.language).take();
+    let raw: RawRun;
+    try {
+      raw = await sandbox.run(
+        { argv, env: commandEnv(req.language), files: req.files, resultPath: RESULT_PATH, resultLimitBytes: RESULT_LIMIT_BYTES },
+        { timeoutMs: req.timeoutMs, outputLimitBytes: cfg.outputLimitBytes, memoryBytes: req.memoryMb * MiB, signal },
+      );
+    } finally {
+      dispose(sandbox);
+      poolOf(req.language).fill();
+    }
+    let tests: TestCase[] = [];
+    if (raw.trailer?.result) tests = parseJUnit(Buffer.from(raw.trailer.result, "base64").toString("utf8")) ?? [];
+    const v = verdict({
+      runner,
+      stopReason: raw.stopReason,
+      oomKilled: raw.oomKilled,
+      trailer: raw.trailer,
+      containerExitCode: raw.containerExitCode,
+      tests,
+      timeoutMs: req.timeoutMs,
+      memoryMb: req.memoryMb,
+    });
+    const result: ExecutionResult = {
+      status: v.status,
+      exitCode: v.exitCode,
+      durationMs: Math.round((raw.trailer?.durationMs ?? raw.wallMs) * 1000) / 1000,
+      tests,
+      stdout: raw.stdout.toString("utf8"),
+      stderr: raw.stderr.toString("utf8"),
+      truncated: raw.truncated,
+      ...(v.reason ? { reason: v.reason } : {}),
+    };
+    log.debug({ status: result.status, wallMs: Math.round(performance.now() - started) }, "run finished");
+    return { result, stdout: raw.stdout, stderr: raw.stderr };
+  };
+
+  /** Runs `req`; calls `forget` when the result must not answer a repeated key (infrastructure failure, cancel). */
+  const runOnce = async (req: ExecutionRequest, opts: RunOptions, forget: () => void): Promise<DetailedResult> => {
+    const empty = (result: ExecutionResult): DetailedResult => ({ result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) });
+    if (stopping) return empty(sandboxError("the executor is stopping"));
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort();
+    if (opts.signal?.aborted) controller.abort();
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    inflight.add(controller);
+    let release: (() => void) | undefined;
+    try {
+      await start();
+      release = await limiter.acquire(controller.signal);
+      const done = await execute(req, controller.signal);
+      if (done.result.status === "sandbox_error") forget();
+      return done;
+    } catch (err) {
+      forget();
+      if (hasCode(err, "cancelled")) return empty({ ...sandboxError(err.message), status: "killed" });
+      log.error({ err }, "sandbox run failed");
+      return empty(sandboxError(err instanceof Error ? err.message : String(err)));
+    } finally {
+      release?.();
+      if (controller.signal.aborted) forget();
+      inflight.delete(controller);
+      opts.signal?.removeEventListener("abort", onAbort);
+    }
+  };
+
+  const runDetailed = (input: ExecutionRequest, opts: RunOptions = {}): Promise<DetailedResult> => {
+    const parsed = ExecutionRequest.safeParse(input);
+    if (!parsed.success) {
+      const paths = parsed.error.issues.some((i) => i.path[0] === "files" && i.path[2] === "path");
+      if (paths) {
+        const result: ExecutionResult = { ...sandboxError("a file path escapes the workspace"), status: "blocked" };
+        return Promise.resolve({ result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) });
+      }
+      return Promise.reject(new LoopsmithError("bad_request", "invalid execution request", { details: parsed.error.issues }));
+    }
+    const req = parsed.data;
+    const now = Date.now();
+    for (const [key, entry] of idempotent) {
+      if (now - entry.at > IDEMPOTENCY_TTL_MS || idempotent.size > IDEMPOTENCY_MAX) idempotent.delete(key);
+      else break;
+    }
+    const known = idempotent.get(req.idempotencyKey);
+    if (known) return known.promise;
+    const entry = { at: now, promise: Promise.resolve(null as unknown as DetailedResult) };
+    entry.promise = runOnce(req, opts, () => {
+      if (idempotent.get(req.idempotencyKey) === entry) idempotent.delete(req.idempotencyKey);
+    });
+    idempotent.set(req.idempotencyKey, entry);
+    return entry.promise;
+  };
+
+  const settled = async (): Promise<void> => {
+    for (;;) {
+      await Promise.all([...removals, ...[...pools.values()].map((p) => p.settled())]);
+      if (removals.size === 0) return;
+    }
+  };
+
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      limiter.close();
+      for (const c of inflight) c.abort(STOPPED_REASON);
+      await starting?.catch(() => undefined);
+      await Promise.all([...pools.values()].map((p) => p.close()));
+      while (inflight.size) await new Promise((resolve) => setTimeout(resolve, 20));
+      for (const s of live) dispose(s);
+      await settled();
+      log.info({ instanceId }, "executor stopped");
+    })();
+    return stopping;
+  };
+
+  return {
+    instanceId,
+    start,
+    runDetailed,
+    run: async (req, opts) => (await runDetailed(req, opts)).result,
+    stop,
+    settled,
+  };
+}

@@ -1,0 +1,89 @@
+/**
+ * A concurrency limit with a bounded queue: at most `concurrency` holders at once, at most
+ * `queueLimit` waiting; beyond that `acquire` refuses at once.
+ */
+import { LoopsmithError } from "@loopsmith/shared";
+
+interface Waiter {
+  resolve: (release: () => void) => void;
+  reject: (err: LoopsmithError) => void;
+  signal?: AbortSignal | undefined;
+  onAbort?: () => void;
+}
+
+/** Concurrency limit plus bounded FIFO queue. */
+export class Limiter {
+  private active = 0;
+  private readonly waiting: Waiter[] = [];
+  private closed = false;
+
+  constructor(
+    private readonly concurrency: number,
+    private readonly queueLimit: number,
+  ) {}
+
+  /** Runs holding a slot now. */
+  get running(): number {
+    return this.active;
+  }
+
+  /** Runs waiting for a slot. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
+  /**
+   * Waits for a slot; returns the function that frees it (call it exactly once).
+   * @throws LoopsmithError `unavailable` when the queue is full or the limiter is closed,
+   *   `cancelled` when `signal` aborts while waiting.
+   */
+  acquire(signal?: AbortSignal): Promise<() => void> {
+    if (this.closed) return Promise.reject(new LoopsmithError("unavailable", "the executor is stopping"));
+    if (signal?.aborted) return Promise.reject(new LoopsmithError("cancelled", "the run was cancelled before it started"));
+    if (this.active < this.concurrency) {
+      this.active++;
+      return Promise.resolve(this.releaser());
+    }
+    if (this.waiting.length >= this.queueLimit) {
+      return Promise.reject(
+        new LoopsmithError("unavailable", `the executor is busy: ${this.active} runs running and ${this.waiting.length} waiting`),
+      );
+    }
+    return new Promise((resolve, reject) => {
+      const waiter: Waiter = { resolve, reject, signal };
+      if (signal) {
+        waiter.onAbort = () => {
+          const i = this.waiting.indexOf(waiter);
+          if (i >= 0) this.waiting.splice(i, 1);
+          reject(new LoopsmithError("cancelled", "the run was cancelled before it started"));
+        };
+        signal.addEventListener("abort", waiter.onAbort, { once: true });
+      }
+      this.waiting.push(waiter);
+    });
+  }
+
+  private releaser(): () => void {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const next = this.waiting.shift();
+      if (next) {
+        if (next.onAbort) next.signal?.removeEventListener("abort", next.onAbort);
+        next.resolve(this.releaser());
+      } else {
+        this.active--;
+      }
+    };
+  }
+
+  /** Refuses new work and fails every waiter with `unavailable`. */
+  close(): void {
+    this.closed = true;
+    for (const w of this.waiting.splice(0)) {
+      if (w.onAbort) w.signal?.removeEventListener("abort", w.onAbort);
+      w.reject(new LoopsmithError("unavailable", "the executor stopped before the run started"));
+    }
+  }
+}

@@ -1,0 +1,279 @@
+/**
+ * One hardened sandbox container. It is created, attached and started ahead of time (the
+ * supervisor waits on stdin), used for exactly one run, then destroyed.
+ */
+import { randomBytes } from "node:crypto";
+import type { Duplex } from "node:stream";
+import type Docker from "dockerode";
+import { LoopsmithError } from "@loopsmith/shared";
+import { encodeSpec, type BootSpec, type BootTrailer } from "./bootstrap.js";
+import { Capture, type CaptureEvent } from "./capture.js";
+import { supervisorCmd, type ImageKind } from "./commands.js";
+import type { StopReason } from "./outcome.js";
+
+/** Label every executor container carries; its value is the executor's instance id. */
+export const LABEL = "org.loopsmith.executor";
+/** Labels naming the host and process that own a container (for leftover cleanup). */
+export const LABEL_HOST = "org.loopsmith.executor.host";
+export const LABEL_PID = "org.loopsmith.executor.pid";
+
+/** The limits and identity of a sandbox container. */
+export interface SandboxSpec {
+  image: string;
+  kind: ImageKind;
+  /** Memory limit, bytes; swap is set equal (no swap use). */
+  memoryBytes: number;
+  /** CPUs (CPU quota), e.g. 1 or 0.5. */
+  cpus: number;
+  /** Processes and threads in the container (cgroup pids limit). */
+  pidsLimit: number;
+  /** Size of each tmpfs (`/workspace`, `/tmp`), MiB. */
+  tmpfsMb: number;
+  /** OCI runtime such as `runsc`; the engine's default when undefined. */
+  runtime?: string;
+  labels: Record<string, string>;
+}
+
+/** Files per tmpfs (`nr_inodes`): bounded so many small files cannot exhaust the host. */
+export function inodesFor(tmpfsMb: number): number {
+  return Math.max(1024, tmpfsMb * 128);
+}
+
+/** The container's create options: every confinement in one place. */
+export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions {
+  // Owned by the sandbox user (mode=1777 alone is overridden by the image's directory).
+  const size = `size=${spec.tmpfsMb}m,nr_inodes=${inodesFor(spec.tmpfsMb)},uid=10001,gid=10001,mode=0700`;
+  const fileBytes = spec.tmpfsMb * 1024 * 1024;
+  return {
+    Image: spec.image,
+    Cmd: supervisorCmd(spec.kind),
+    Entrypoint: [],
+    User: "10001:10001",
+    WorkingDir: "/workspace",
+    Hostname: "sandbox",
+    Env: ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"],
+    Labels: spec.labels,
+    NetworkDisabled: true,
+    OpenStdin: true,
+    StdinOnce: false,
+    AttachStdin: true,
+    AttachStdout: true,
+    AttachStderr: true,
+    Tty: false,
+    HostConfig: {
+      NetworkMode: "none",
+      // The host's resolver address is not shown to the sandbox; lookups go to its own loopback.
+      Dns: ["127.0.0.1"],
+      DnsSearch: ["."],
+      Memory: spec.memoryBytes,
+      MemorySwap: spec.memoryBytes,
+      NanoCpus: Math.round(spec.cpus * 1e9),
+      PidsLimit: spec.pidsLimit,
+      ReadonlyRootfs: true,
+      Tmpfs: {
+        "/workspace": `rw,exec,nosuid,nodev,${size}`,
+        "/tmp": `rw,noexec,nosuid,nodev,${size}`,
+      },
+      ShmSize: 16 * 1024 * 1024,
+      CapDrop: ["ALL"],
+      SecurityOpt: ["no-new-privileges"],
+      Init: true,
+      OomScoreAdj: 1000,
+      Ulimits: [
+        { Name: "nofile", Soft: 1024, Hard: 1024 },
+        { Name: "fsize", Soft: fileBytes, Hard: fileBytes },
+        { Name: "core", Soft: 0, Hard: 0 },
+      ],
+      LogConfig: { Type: "none", Config: {} },
+      AutoRemove: false,
+      ...(spec.runtime ? { Runtime: spec.runtime } : {}),
+    },
+  };
+}
+
+/** What one run produced, before it is turned into an `ExecutionResult`. */
+export interface RawRun {
+  trailer: BootTrailer | null;
+  stdout: Buffer;
+  stderr: Buffer;
+  truncated: boolean;
+  stopReason: StopReason | null;
+  oomKilled: boolean;
+  containerExitCode: number | null;
+  /** Host wall time from sending the work to the report, ms. */
+  wallMs: number;
+}
+
+/** Options of {@link Sandbox.run}. */
+export interface SandboxRunOptions {
+  timeoutMs: number;
+  outputLimitBytes: number;
+  /** Memory for this run, bytes (updated on the container when it differs). */
+  memoryBytes: number;
+  signal?: AbortSignal;
+}
+
+/** The abort reason that means "the executor is stopping" rather than a cancel. */
+export const STOPPED_REASON = "executor-stopped";
+
+/** How long to wait for a killed container's stream to end before giving up, ms. */
+const KILL_GRACE_MS = 15_000;
+
+function ignoreGone(err: unknown): void {
+  const status = (err as { statusCode?: number }).statusCode;
+  if (status === 404 || status === 409 || status === 304) return;
+  throw err;
+}
+
+function parseTrailer(raw: string | null): BootTrailer | null {
+  if (raw === null) return null;
+  try {
+    return JSON.parse(raw) as BootTrailer;
+  } catch {
+    return null;
+  }
+}
+
+/** A started sandbox container whose supervisor waits for work. */
+export class Sandbox {
+  private ended = false;
+  private readonly endedPromise: Promise<void>;
+  private sink: ((data: Buffer) => void) | null = null;
+  private used = false;
+
+  private constructor(
+    readonly container: Docker.Container,
+    private readonly stream: Duplex,
+    readonly spec: SandboxSpec,
+  ) {
+    this.endedPromise = new Promise((resolve) => {
+      const done = (): void => {
+        this.ended = true;
+        resolve();
+      };
+      stream.on("end", done);
+      stream.on("close", done);
+      stream.on("error", done);
+    });
+    stream.on("data", (data: Buffer) => this.sink?.(data));
+  }
+
+  /** Container id. */
+  get id(): string {
+    return this.container.id;
+  }
+
+  /** False once the container has ended (it can no longer be used). */
+  get alive(): boolean {
+    return !this.ended && !this.used;
+  }
+
+  /**
+   * Creates, attaches and starts a sandbox container.
+   * @throws LoopsmithError `sandbox_error` when the engine refuses (missing image, bad runtime, …);
+   *   the container is removed when it was created.
+   */
+  static async create(docker: Docker, spec: SandboxSpec): Promise<Sandbox> {
+    let container: Docker.Container | undefined;
+    try {
+      container = await docker.createContainer(createOptions(spec));
+      const stream = (await container.attach({
+        stream: true,
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        hijack: true,
+      })) as unknown as Duplex;
+      const sandbox = new Sandbox(container, stream, spec);
+      await container.start();
+      return sandbox;
+    } catch (err) {
+      if (container) await container.remove({ force: true }).catch(() => undefined);
+      throw new LoopsmithError("sandbox_error", `cannot start a sandbox container from ${spec.image}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+
+  /**
+   * Runs one piece of work. Never throws for anything the command does.
+   * @throws LoopsmithError `sandbox_error` when the engine fails (update, inspect) or the
+   *   container never ends after being killed.
+   */
+  async run(work: Omit<BootSpec, "marker">, opts: SandboxRunOptions): Promise<RawRun> {
+    if (this.used) throw new LoopsmithError("sandbox_error", "a sandbox container is used for one run only");
+    this.used = true;
+    if (this.ended) throw new LoopsmithError("sandbox_error", "the sandbox container ended before the run");
+    if (opts.memoryBytes !== this.spec.memoryBytes) {
+      await this.container.update({ Memory: opts.memoryBytes, MemorySwap: opts.memoryBytes });
+    }
+    const marker = `\u0000LOOPSMITH-${randomBytes(16).toString("hex")}:`;
+    let stopReason: StopReason | null = null;
+    const stop = (reason: StopReason): void => {
+      stopReason ??= reason;
+      this.container.kill({ signal: "SIGKILL" }).catch(ignoreGone);
+    };
+    let reported: () => void = () => undefined;
+    const reportedPromise = new Promise<void>((resolve) => (reported = resolve));
+    const capture = new Capture(opts.outputLimitBytes, marker, (event: CaptureEvent) => {
+      if (event === "output_limit") stop("output_limit");
+      else if (event === "trailer_too_large") stop("trailer_too_large");
+      else reported();
+    });
+    this.sink = (data) => capture.write(data);
+    const onAbort = (): void => stop(opts.signal?.reason === STOPPED_REASON ? "stopped" : "cancelled");
+    if (opts.signal?.aborted) onAbort();
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    const started = performance.now();
+    const timer = setTimeout(() => stop("timeout"), opts.timeoutMs);
+    let trailer: BootTrailer | null = null;
+    let early = false;
+    try {
+      if (!stopReason) this.stream.write(encodeSpec({ ...work, marker }));
+      let grace: NodeJS.Timeout | undefined;
+      const deadline = new Promise<"stuck">((resolve) => {
+        grace = setTimeout(() => resolve("stuck"), opts.timeoutMs + KILL_GRACE_MS);
+      });
+      const ended = this.endedPromise.then(() => "ended" as const);
+      let how = await Promise.race([ended, reportedPromise.then(() => "reported" as const), deadline]);
+      if (how === "reported") {
+        trailer = parseTrailer(capture.trailer());
+        // A command that ended by itself needs nothing from the engine: answer now and let
+        // the container finish exiting while it is removed. A signal may be the OOM killer.
+        early = stopReason === null && trailer !== null && (trailer.phase === "setup" || trailer.signal === null);
+        if (!early) how = await Promise.race([ended, deadline]);
+      }
+      clearTimeout(grace);
+      if (how === "stuck") throw new LoopsmithError("sandbox_error", "the sandbox container did not end after it was killed");
+    } finally {
+      clearTimeout(timer);
+      opts.signal?.removeEventListener("abort", onAbort);
+    }
+    const wallMs = performance.now() - started;
+    capture.end();
+    trailer ??= parseTrailer(capture.trailer());
+    let oomKilled = false;
+    let containerExitCode: number | null = null;
+    if (!early) {
+      const info = await this.container.inspect();
+      oomKilled = info.State.OOMKilled === true;
+      containerExitCode = typeof info.State.ExitCode === "number" ? info.State.ExitCode : null;
+    }
+    return {
+      trailer,
+      stdout: capture.stdout(),
+      stderr: capture.stderr(),
+      truncated: capture.truncated,
+      stopReason,
+      oomKilled,
+      containerExitCode,
+      wallMs,
+    };
+  }
+
+  /** Kills and removes the container; never throws for a container that is already gone. */
+  async destroy(): Promise<void> {
+    this.stream.destroy();
+    await this.container.remove({ force: true, v: true }).catch(ignoreGone);
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * The executor as a bus service: `Endpoints.executor.run` over `@nats-io/services`, with
+ * the executor started before the endpoint is registered and stopped on shutdown.
+ */
+import Docker from "dockerode";
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Logger } from "pino";
+import { Endpoints, handle, type Config, type ServiceModule } from "@loopsmith/shared";
+import { createExecutor, type Executor } from "./executor.js";
+import { fitResult } from "./fit.js";
+
+/** Dependencies of {@link executorService}; `docker` defaults to the local engine (DOCKER_HOST or the socket). */
+export interface ExecutorServiceDeps {
+  nc: NatsConnection;
+  config: Config;
+  log: Logger;
+  docker?: Docker;
+  /** An executor to serve instead of creating one (it is started and stopped here). */
+  executor?: Executor;
+}
+
+/** `max_payload` assumed when the server does not say, in bytes (NATS's default). */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/**
+ * The service module for `runService`/`serviceMain`: starts the executor (self-test,
+ * leftover cleanup, warm pools) and registers `Endpoints.executor.run`. A reply that would
+ * pass the server's `max_payload` keeps the head and tail of stdout and stderr.
+ * @throws LoopsmithError `sandbox_error` when the executor refuses to start (confinement missing).
+ */
+export async function executorService(deps: ExecutorServiceDeps): Promise<ServiceModule> {
+  const executor = deps.executor ?? createExecutor({ docker: deps.docker ?? new Docker(), config: deps.config, log: deps.log });
+  await executor.start();
+  return {
+    registrations: [
+      handle(Endpoints.executor.run, async (req) => {
+        const result = await executor.run(req);
+        return fitResult(result, deps.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
+      }),
+    ],
+    hooks: [{ name: "executor", run: () => executor.stop() }],
+    metadata: { instance: executor.instanceId },
+  };
+}
