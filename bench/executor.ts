@@ -4,6 +4,10 @@
  *   bare        `python3 -m pytest` on the host, in a temp folder (the interpreter, not a shim)
  *   bare-noplug the same with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 (the host may have many
  *               pytest plugins installed that the sandbox image does not; shown for honesty)
+ *   bare-image  the sandbox image's own python3 and pytest (same versions, same plugins) as a
+ *               plain host process: the image's files exported to a folder and run with
+ *               chroot, no namespaces, no cgroups, no container. The like-for-like baseline
+ *               (needs root; left out otherwise)
  *   docker-run  `docker run --rm` with the executor's limits, the file fed on stdin
  *   docker-exec `docker exec` into one long-lived container with the same limits
  *   executor    the executor (warm pool, a fresh container per run)
@@ -11,7 +15,7 @@
  * 1, 2 and 4. Usage: node --import tsx bench/executor.ts [--rounds N] [--throughput-runs M]
  */
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Docker from "dockerode";
@@ -92,6 +96,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "loopsmith-bench-"));
   writeFileSync(join(dir, "test_bench.py"), TEST_FILE);
   const bareArgs = [...PYTEST.slice(1), `--junitxml=${join(dir, "junit.xml")}`];
+  const rootfs = process.getuid?.() === 0 ? await exportImage(image) : null;
   const feed = `cat > /workspace/test_bench.py && exec ${PYTEST.join(" ")} --junitxml=/tmp/junit.xml`;
 
   // The long-lived container for docker exec.
@@ -106,6 +111,12 @@ async function main(): Promise<void> {
   const ways: Record<string, () => Promise<unknown>> = {
     bare: () => run(python, bareArgs, { cwd: dir }),
     "bare-noplug": () => run(python, bareArgs, { cwd: dir, env: { ...process.env, PYTEST_DISABLE_PLUGIN_AUTOLOAD: "1" } }),
+    ...(rootfs
+      ? {
+          "bare-image": () =>
+            run("chroot", [rootfs, "/bin/sh", "-c", `cd /bench && exec ${PYTEST.join(" ")} --junitxml=/bench/junit.xml`]),
+        }
+      : {}),
     "docker-run": () => run("docker", ["run", "--rm", "-i", ...LIMITS, image, "sh", "-c", feed], { input: TEST_FILE }),
     "docker-exec": () =>
       run("docker", ["exec", "-i", "-w", "/workspace", longName, "sh", "-c", `rm -rf /workspace/* && ${feed}`], { input: TEST_FILE }),
@@ -145,7 +156,12 @@ async function main(): Promise<void> {
   const run50 = pct(times["docker-run"] ?? [], 50);
   console.log(`executor p50 / bare p50 = ${(ex50 / bare50).toFixed(2)} (target <= 1.3)`);
   console.log(`docker-run p50 / executor p50 = ${(run50 / ex50).toFixed(2)} (target >= 1.5)`);
-  console.log(`executor p50 / bare-noplug p50 = ${(ex50 / pct(times["bare-noplug"] ?? [], 50)).toFixed(2)} (stricter baseline)`);
+  console.log(`executor p50 / bare-noplug p50 = ${(ex50 / pct(times["bare-noplug"] ?? [], 50)).toFixed(2)} (host pytest without plugins)`);
+  if (rootfs) {
+    console.log(`executor p50 / bare-image p50 = ${(ex50 / pct(times["bare-image"] ?? [], 50)).toFixed(2)} (like for like: the image's python and pytest without a sandbox)`);
+  } else {
+    console.log("bare-image left out: exporting the image and chroot need root");
+  }
 
   for (const concurrency of [1, 2, 4]) {
     const ex = createExecutor({
@@ -166,6 +182,22 @@ async function main(): Promise<void> {
     }
   }
   rmSync(dir, { recursive: true, force: true });
+  if (rootfs) rmSync(rootfs, { recursive: true, force: true });
+}
+
+/** Exports `image`'s files to a new folder with the bench test file in `/bench`; returns the folder. */
+async function exportImage(image: string): Promise<string> {
+  const root = mkdtempSync(join(tmpdir(), "loopsmith-bench-rootfs-"));
+  const name = `loopsmith-bench-export-${process.pid}`;
+  await run("docker", ["create", "--name", name, "--label", "org.loopsmith.bench=1", image, "true"]);
+  try {
+    await run("sh", ["-c", `docker export ${name} | tar -x -C ${root}`]);
+  } finally {
+    await run("docker", ["rm", "-f", name]).catch(() => undefined);
+  }
+  mkdirSync(join(root, "bench"), { recursive: true });
+  writeFileSync(join(root, "bench", "test_bench.py"), TEST_FILE);
+  return root;
 }
 
 await main();

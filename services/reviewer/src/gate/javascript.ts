@@ -6,7 +6,7 @@
  */
 import type { SyntaxNode } from "@lezer/common";
 import { parser } from "@lezer/javascript";
-import { children, SourceFile, walk } from "./source.js";
+import { children, isBound, SourceFile, walk } from "./source.js";
 import { isRootOrHomePath, JS_NETWORK_GLOBALS, JS_NETWORK_MODULES, JS_PROCESS_MODULES } from "./rules.js";
 
 /** The dialects of `@lezer/javascript` this gate uses. */
@@ -183,10 +183,7 @@ class JsAnalyser {
 
   /** True when `name` is bound by the file in a scope that encloses `node`. */
   private isBound(name: string, node: SyntaxNode): boolean {
-    for (let scope = enclosingFunction(node); scope; scope = enclosingFunction(scope)) {
-      if (this.bound.get(scope.from)?.has(name)) return true;
-    }
-    return this.bound.get(-1)?.has(name) ?? false;
+    return isBound(this.bound, name, node, enclosingFunction);
   }
 
   /** The module or qualified name an expression refers to (`fs`, `fs.rmSync`, `fetch`), if known. */

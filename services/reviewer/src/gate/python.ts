@@ -5,7 +5,7 @@
  */
 import type { SyntaxNode } from "@lezer/common";
 import { parser } from "@lezer/python";
-import { children, SourceFile, walk } from "./source.js";
+import { children, isBound, SourceFile, walk } from "./source.js";
 import {
   isRootOrHomePath,
   PY_MODULE_ALIASES,
@@ -215,10 +215,7 @@ class PythonAnalyser {
 
   /** True when `name` is bound by the file in a scope that encloses `node`. */
   private isBound(name: string, node: SyntaxNode): boolean {
-    for (let scope = enclosingFunction(node); scope; scope = enclosingFunction(scope)) {
-      if (this.bound.get(scope.from)?.has(name)) return true;
-    }
-    return this.bound.get(-1)?.has(name) ?? false;
+    return isBound(this.bound, name, node, enclosingFunction);
   }
 
   /** The qualified name an expression refers to (`os.system`, `builtins.eval`), if known. */

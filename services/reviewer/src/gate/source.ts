@@ -115,6 +115,23 @@ function nearToken(text: string, from: number, to: number): string {
 }
 
 /** The children of a node, in order. */
+/**
+ * Names a file binds (by `def`/`function`, class, parameter or assignment), per scope: the
+ * scope's start offset, or -1 for the module.
+ */
+export type Bindings = Map<number, Set<string>>;
+
+/**
+ * True when `name` is bound in a scope that encloses `node` (the innermost function outward,
+ * then the module). `enclosing` finds a node's enclosing function scope in its language.
+ */
+export function isBound(bound: Bindings, name: string, node: SyntaxNode, enclosing: (n: SyntaxNode) => SyntaxNode | null): boolean {
+  for (let scope = enclosing(node); scope; scope = enclosing(scope)) {
+    if (bound.get(scope.from)?.has(name)) return true;
+  }
+  return bound.get(-1)?.has(name) ?? false;
+}
+
 export function children(node: SyntaxNode): SyntaxNode[] {
   const out: SyntaxNode[] = [];
   for (let c = node.firstChild; c; c = c.nextSibling) out.push(c);
