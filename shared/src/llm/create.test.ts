@@ -15,7 +15,7 @@ describe("createProvider", () => {
 
   it("builds each real provider with its info", () => {
     const a = createProvider({ config: Config.parse({ llm: { provider: "anthropic", apiKey: "k" } }), log });
-    expect(a.info).toEqual({ name: "anthropic", model: "claude-sonnet-4-5", scripted: false });
+    expect(a.info).toEqual({ name: "anthropic", model: "claude-sonnet-4-6", scripted: false });
     const o = createProvider({
       config: Config.parse({ llm: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", model: "llama3" } }),
       log,
