@@ -2,7 +2,8 @@
  * The oracle benchmark: every canonical solution of a HumanEval-format file through the
  * executor (hardened container, warm pool), and the first mutant of each, then counts and
  * timing. Run: npm run --silent bench:oracle -- --dataset <path> [--limit N] [--concurrency N]
- * Prints: canonical solutions passed, mutants failed, total, median and p95 wall time per run.
+ * Prints: canonical solutions passed, first mutants failed, records with a failing mutant
+ * within 20 tries, total, median and p95 wall time per run.
  */
 import Docker from "dockerode";
 import { Command } from "commander";
@@ -30,6 +31,8 @@ interface Row {
   canonicalMs: number;
   mutant: ExecutionResult | null;
   mutantMs: number;
+  /** Tries until a mutant's tests failed (what `script:humaneval --mutant-first` searches), or null. */
+  triesToFail: number | null;
 }
 
 async function timed(rec: HumanEvalRecord, completion: string): Promise<[ExecutionResult, number]> {
@@ -52,9 +55,15 @@ try {
     while (next < records.length) {
       const rec = records[next++] as HumanEvalRecord;
       const [canonical, canonicalMs] = await timed(rec, rec.canonical_solution);
-      const m = mutantsOf(rec.canonical_solution)[0];
-      const [mutant, mutantMs] = m ? await timed(rec, m.text) : [null, 0];
-      rows.push({ id: rec.task_id, canonical, canonicalMs, mutant, mutantMs });
+      const all = mutantsOf(rec.canonical_solution).slice(0, 20);
+      const first = all[0];
+      const [mutant, mutantMs] = first ? await timed(rec, first.text) : [null, 0];
+      let triesToFail: number | null = mutant?.status === "failed" ? 1 : null;
+      for (let i = 1; triesToFail === null && i < all.length; i++) {
+        const [r] = await timed(rec, (all[i] as { text: string }).text);
+        if (r.status === "failed") triesToFail = i + 1;
+      }
+      rows.push({ id: rec.task_id, canonical, canonicalMs, mutant, mutantMs, triesToFail });
       if (canonical.status !== "passed") process.stderr.write(`canonical ${rec.task_id}: ${canonical.status} ${canonical.reason ?? ""}\n`);
     }
   };
@@ -73,7 +82,9 @@ const lines = [
   `oracle benchmark on ${opts.dataset} (${records.length} records, concurrency ${concurrency})`,
   `canonical passed: ${passed}/${records.length}`,
   `mutants failed:   ${killed}/${withMutant.length} (first mutant of each; statuses ${JSON.stringify(byStatus)})`,
-  `total runs:       ${times.length}`,
+  `failing mutant within 20 tries (what script:humaneval --mutant-first needs): ${rows.filter((r) => r.triesToFail !== null).length}/${records.length}` +
+    `${rows.some((r) => r.triesToFail === null) ? ` (none for ${rows.filter((r) => r.triesToFail === null).map((r) => r.id).join(", ")})` : ""}`,
+  `timed runs:       ${times.length} (canonical and first mutant)`,
   `per run: median ${quantile(times, 0.5).toFixed(0)} ms, p95 ${quantile(times, 0.95).toFixed(0)} ms; wall ${(wall / 1000).toFixed(1)} s (${((times.length * 1000) / wall).toFixed(2)} runs/s)`,
 ];
 process.stdout.write(`${lines.join("\n")}\n`);

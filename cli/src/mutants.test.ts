@@ -17,11 +17,18 @@ describe("mutantsOf", () => {
 
   it("mutates float constants and the modulo operator", () => {
     const ms = mutantsOf("    return number % 1.0\n");
-    expect(ms.map((m) => m.text.trim())).toEqual(["return number // 1.0", "return number % 2"]);
+    expect(ms.map((m) => m.text.trim())).toEqual(["return number // 1.0", "return number % 2", "return None"]);
   });
 
   it("never mutates strings, comments or docstrings", () => {
     const body = '    """a < b and 0"""\n    s = "x == y"  # 1 + 1\n    return s\n';
-    expect(mutantsOf(body)).toEqual([]);
+    // Only the null-return mutator applies: nothing inside the docstring, string or comment.
+    expect(mutantsOf(body).map((m) => m.text.split("\n")[2])).toEqual(["    return None"]);
+  });
+
+  it("negates conditions and mutates string separators", () => {
+    const ms = mutantsOf("    return ' '.join([x for x in xs if x])\n").map((m) => m.text.trim());
+    expect(ms).toContain("return ' '.join([x for x in xs if not x])");
+    expect(ms).toContain("return ''.join([x for x in xs if x])");
   });
 });
