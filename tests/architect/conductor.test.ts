@@ -206,6 +206,37 @@ describe("conductor on JetStream", () => {
     }
   });
 
+  it("reviews when asked, never shows hidden tests to a prompt, and scores them once after a pass", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const seen: string[] = [];
+    const executed: string[][] = [];
+    const base = steps([passed]);
+    const { steps: s } = steps([passed], {
+      plan: async (req) => (seen.push(JSON.stringify(req)), base.steps.plan(req)),
+      build: async (req) => (seen.push(JSON.stringify(req)), base.steps.build(req)),
+      review: async (req) => (seen.push(JSON.stringify(req)), base.steps.review(req)),
+      execute: async (req) => {
+        executed.push(req.files.map((f) => f.path));
+        return req.files.some((f) => f.path === "test_hidden.py")
+          ? { ...passed, tests: [...passed.tests, { name: "test_hidden", classname: "", status: "failed" as const, durationMs: 1 }] }
+          : passed;
+      },
+    });
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      const { result } = await runTask(nc, task({ review: true, hiddenTests: [{ path: "test_hidden.py", content: "SECRET_HIDDEN_ASSERTION = 1\n" }] }));
+      expect(result.status).toBe("passed");
+      expect(base.calls.review).toBe(1);
+      expect(seen.length).toBe(3); // plan, build, review
+      for (const req of seen) expect(req).not.toContain("SECRET_HIDDEN_ASSERTION");
+      expect(executed).toEqual([["solution.py", "test_add.py"], ["solution.py", "test_add.py", "test_hidden.py"]]);
+      expect(result.hidden).toEqual({ status: "passed", passed: 1, total: 2 });
+    } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
   it("treats a resubmitted task id as a duplicate", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
     const { steps: s, calls } = steps([passed]);
