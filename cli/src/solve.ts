@@ -1,12 +1,12 @@
 /**
  * `loopsmith solve`: build a task (goal string, task file or HumanEval record), make sure
  * NATS and the five services answer (starting what is missing), submit the task, show its
- * progress and print the result. Exit code 0 only when the tests pass.
+ * progress and print the result. Exit code 0 only when the tests pass; 130 when interrupted.
  */
 import { readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { resolve } from "node:path";
-import { connect } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import {
   Endpoints,
@@ -111,6 +111,9 @@ export function buildTask(goal: string | undefined, o: SolveOptions): TaskInput 
   };
 }
 
+/** Exit code after an interruption (128 + SIGINT). */
+export const INTERRUPTED = 130;
+
 /** Writes one line to stdout. */
 function out(line: string): void {
   process.stdout.write(`${line}\n`);
@@ -137,16 +140,32 @@ export async function solve(goal: string | undefined, o: SolveOptions, log: Logg
     LOOPSMITH_CONFIG_JSON: JSON.stringify(flags),
     ...(o.config ? { LOOPSMITH_CONFIG: resolve(o.config) } : {}),
   };
-  const stack: LocalStack = await startLocalStack({ config, log, env: childEnv });
-  const nc = await connect({ servers: stack.natsUrl });
+  // One handler from the start: the first signal cancels a submitted task (the result is
+  // still awaited and printed); a second one, or one before submission, stops waiting.
+  // Either way everything this command started is stopped before it exits.
   const abort = new AbortController();
+  let nc: NatsConnection | undefined;
+  let submittedId: string | undefined;
+  let signals = 0;
   const onSignal = (): void => {
-    void call(nc, Endpoints.architect.cancel, { v: 1, taskId: task.taskId, reason: "interrupted" }, { timeoutMs: 5_000, retries: 0 }).catch(() => abort.abort());
+    signals += 1;
+    if (signals === 1 && nc && submittedId) {
+      process.stderr.write("loopsmith: cancelling the task (press Ctrl-C again to stop waiting)\n");
+      void call(nc, Endpoints.architect.cancel, { v: 1, taskId: submittedId, reason: "interrupted" }, { timeoutMs: 5_000, retries: 0 }).catch(() => abort.abort());
+    } else {
+      abort.abort();
+    }
   };
-  process.once("SIGINT", onSignal);
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  let stack: LocalStack | undefined;
   try {
+    stack = await startLocalStack({ config, log, env: childEnv });
+    if (abort.signal.aborted) return INTERRUPTED;
+    nc = await connect({ servers: stack.natsUrl });
     await ensureStreams(nc);
     const submitted = await submitTask(nc, task);
+    submittedId = submitted.taskId;
     if (!o.json) out(`task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`);
     let result: TaskResult | undefined;
     for await (const event of watchEvents(nc, task.taskId, abort.signal)) {
@@ -158,12 +177,16 @@ export async function solve(goal: string | undefined, o: SolveOptions, log: Logg
       }
       if (event.kind === "result" && event.result) result = event.result;
     }
-    if (!result) throw new LoopsmithError("cancelled", "stopped before the task finished");
+    if (!result) {
+      process.stderr.write(`loopsmith: stopped waiting; task ${task.taskId} may still be running\n`);
+      return INTERRUPTED;
+    }
     out(o.json ? JSON.stringify(result) : resultText(result));
-    return result.status === "passed" ? 0 : 1;
+    return result.status === "passed" ? 0 : result.status === "cancelled" ? INTERRUPTED : 1;
   } finally {
     process.off("SIGINT", onSignal);
-    await nc.close();
-    await stack.stop();
+    process.off("SIGTERM", onSignal);
+    await nc?.close().catch(() => undefined);
+    await stack?.stop();
   }
 }

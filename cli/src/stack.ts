@@ -52,6 +52,7 @@ async function startNatsContainer(config: Config, log: Logger): Promise<{ url: s
   } catch (err) {
     throw new LoopsmithError("unavailable", `the NATS image ${config.images.nats} is missing; build it with \`npm run images\` or set LOOPSMITH_NATS_IMAGE`, { cause: err });
   }
+  await removeOrphanedNats(docker, log);
   const container = await docker.createContainer({
     Image: config.images.nats,
     Cmd: ["-js", "-sd", "/tmp/js"],
@@ -72,6 +73,27 @@ async function startNatsContainer(config: Config, log: Logger): Promise<{ url: s
       await container.remove({ force: true }).catch(() => undefined);
     },
   };
+}
+
+/** True when a process with this pid runs on this host. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Removes NATS containers an earlier CLI started and could not stop (its process is gone). */
+async function removeOrphanedNats(docker: Docker, log: Logger): Promise<void> {
+  const leftovers = await docker.listContainers({ all: true, filters: { label: [CLI_LABEL] } });
+  for (const c of leftovers) {
+    const pid = Number(c.Labels[CLI_LABEL]);
+    if (Number.isInteger(pid) && pid > 0 && alive(pid)) continue;
+    log.debug({ id: c.Id.slice(0, 12), pid }, "removing a NATS container left by an earlier run");
+    await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+  }
 }
 
 async function waitForNats(url: string, deadline: number): Promise<NatsConnection> {
@@ -152,10 +174,16 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
         const logFile = join(logDir, `${name}.log`);
         const out = createWriteStream(logFile, { flags: "a" });
         await new Promise((r) => out.once("open", r));
+        // Own process group (a terminal's Ctrl-C reaches only the CLI, which stops the task
+        // and then its children in order) and an IPC channel (a child whose parent dies, even
+        // by SIGKILL, sees it close and shuts down).
         const child = spawn(process.execPath, ["--import", tsx, join(REPO, "services", name, "src", "main.ts")], {
           env: { ...process.env, ...opts.env, NATS_URL: natsUrl },
-          stdio: ["ignore", out, out],
+          stdio: ["ignore", out, out, "ipc"],
+          detached: true,
         });
+        child.unref();
+        child.channel?.unref();
         children.push({ name, child, logFile });
       }
       for (;;) {

@@ -135,6 +135,13 @@ export async function serviceMain(
   try {
     const running = await runService(name, build, { log });
     exitOnSignals(running.stop, log);
+    // Started by a parent with an IPC channel (the CLI): when the parent is gone, stop.
+    if (process.connected) {
+      process.on("disconnect", () => {
+        log.info("the parent process is gone; stopping");
+        void running.stop().finally(() => process.exit(0));
+      });
+    }
     const err = await running.service.stopped;
     if (err) log.error({ err }, "service stopped with an error");
   } catch (err) {
