@@ -7,7 +7,15 @@
  * handler never sees it and the service keeps serving.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
-import { RequestError, TimeoutError, NoRespondersError } from "@nats-io/transport-node";
+import {
+  ClosedConnectionError,
+  ConnectionError,
+  DrainingConnectionError,
+  InvalidArgumentError,
+  NoRespondersError,
+  RequestError,
+  TimeoutError,
+} from "@nats-io/transport-node";
 import { Svcm, type Service, type ServiceMsg } from "@nats-io/services";
 import type { Logger } from "pino";
 import { z } from "zod";
@@ -191,18 +199,26 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/**
+ * Maps a failed request to a typed error. Only what a retry can cure is retryable: a timeout,
+ * no responder, a closed or draining connection. A request the client refuses (larger than
+ * the server's max_payload) or anything unknown is not.
+ */
 function busError(err: unknown, subject: string, timeoutMs: number): LoopsmithError {
   const cause = err instanceof RequestError ? (err.cause ?? err) : err;
-  if (err instanceof RequestError && err.isNoResponders()) {
-    return new LoopsmithError("unavailable", `no service answers on ${subject}; is it running?`, { cause: err });
-  }
-  if (cause instanceof NoRespondersError) {
+  if ((err instanceof RequestError && err.isNoResponders()) || cause instanceof NoRespondersError) {
     return new LoopsmithError("unavailable", `no service answers on ${subject}; is it running?`, { cause: err });
   }
   if (cause instanceof TimeoutError || err instanceof TimeoutError) {
     return new LoopsmithError("timeout", `${subject} did not answer within ${timeoutMs} ms`, { cause: err });
   }
-  return new LoopsmithError("unavailable", `the request to ${subject} failed: ${String(err)}`, { cause: err });
+  if (cause instanceof ClosedConnectionError || cause instanceof DrainingConnectionError || cause instanceof ConnectionError) {
+    return new LoopsmithError("unavailable", `the connection to NATS is not usable for ${subject}: ${(cause as Error).message}`, { cause: err });
+  }
+  if (cause instanceof InvalidArgumentError) {
+    return new LoopsmithError("bad_request", `the request to ${subject} cannot be sent: ${(cause as Error).message}`, { cause: err });
+  }
+  return new LoopsmithError("internal", `the request to ${subject} failed: ${String((cause as Error)?.message ?? cause)}`, { cause: err });
 }
 
 /**

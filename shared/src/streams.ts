@@ -100,11 +100,32 @@ export async function submitTask(nc: NatsConnection, input: TaskInput): Promise<
   return { taskId: parsed.data.taskId, duplicate: ack.duplicate, seq: ack.seq };
 }
 
-/** Publishes one progress event to the events stream. */
+/**
+ * Publishes one progress event to the events stream. The message id is `taskId:seq`, and
+ * `taskId:result` for the result, so a result published again after a crash is a duplicate.
+ */
 export async function publishEvent(nc: NatsConnection, event: TaskEvent): Promise<void> {
   await jetstream(nc).publish(eventsSubject(event.taskId), JSON.stringify(TaskEvent.parse(event)), {
-    msgID: `${event.taskId}:${event.seq}`,
+    msgID: event.kind === "result" ? `${event.taskId}:result` : `${event.taskId}:${event.seq}`,
   });
+}
+
+/**
+ * The `seq` of the last event published for a task, or -1 when there is none. A conductor
+ * that resumes a task continues numbering after it (events published after the last
+ * checkpoint were not checkpointed).
+ */
+export async function lastEventSeq(nc: NatsConnection, taskId: string): Promise<number> {
+  const jsm = await jetstreamManager(nc);
+  try {
+    const msg = await jsm.streams.getMessage(Streams.events, { last_by_subj: eventsSubject(taskId) });
+    if (!msg) return -1;
+    const parsed = TaskEvent.safeParse(msg.json());
+    return parsed.success ? parsed.data.seq : -1;
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.status === 404) return -1;
+    throw err;
+  }
 }
 
 /**

@@ -237,6 +237,85 @@ describe("conductor on JetStream", () => {
     }
   });
 
+  it("ends a task at once on an error a retry cannot cure, and counts usage paid before a bad reply", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const broken = steps([passed], {
+      gate: async () => {
+        throw new LoopsmithError("internal", "the gate crashed");
+      },
+    });
+    const c1 = await startConductor({ nc, steps: broken.steps, log });
+    try {
+      const { result } = await runTask(nc, task());
+      expect(result.stopReason).toBe("error");
+      expect(result.error?.code).toBe("internal");
+      expect(broken.calls.build).toBe(1); // not redelivered and rebuilt
+    } finally {
+      await c1.stop();
+    }
+    let builds = 0;
+    const base = steps([passed]);
+    const paid = steps([passed], {
+      build: async (req) => {
+        builds += 1;
+        if (builds === 1) {
+          throw new LoopsmithError("llm_bad_reply", "unreadable twice", { details: { usage: { ...usage(0.05, 1000), calls: 2 } } });
+        }
+        return base.steps.build(req);
+      },
+    });
+    const c2 = await startConductor({ nc, steps: paid.steps, log });
+    try {
+      const { result } = await runTask(nc, task());
+      expect(result.status).toBe("passed");
+      // plan (1) + the two paid calls of the unreadable build (2) + the good build (1)
+      expect(result.usage.total.calls).toBe(4);
+      expect(result.usage.total.costUsd).toBeCloseTo(0.07);
+    } finally {
+      await c2.stop();
+      await nc.close();
+    }
+  });
+
+  it("keeps a cancel that arrives before the task starts, and checkpoints a 1 MB output", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const huge: ExecutionResult = { ...failed(), stdout: "x".repeat(1_000_000), truncated: true, status: "output_limit" };
+    let runs = 0;
+    const { steps: s, calls } = steps([passed], {
+      execute: async () => {
+        runs += 1;
+        if (runs === 1) {
+          await gate;
+          return huge;
+        }
+        return passed;
+      },
+    });
+    const conductor = await startConductor({ nc, steps: s, log, concurrency: 1 });
+    try {
+      const first = task();
+      const second = task();
+      await submitTask(nc, first);
+      while (runs < 1) await new Promise((r) => setTimeout(r, 50));
+      await submitTask(nc, second);
+      expect(await conductor.cancel(second.taskId)).toBe(true); // queued: no checkpoint yet
+      release();
+      const events: TaskEvent[] = [];
+      for await (const e of watchEvents(nc, first.taskId)) events.push(e);
+      expect(events[events.length - 1]?.result?.status).toBe("passed");
+      expect(events[events.length - 1]?.result?.iterations).toBe(2);
+      const other: TaskEvent[] = [];
+      for await (const e of watchEvents(nc, second.taskId)) other.push(e);
+      expect(other[other.length - 1]?.result?.status).toBe("cancelled");
+      expect(calls.plan).toBe(1); // only the first task was planned
+    } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
   it("treats a resubmitted task id as a duplicate", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
     const { steps: s, calls } = steps([passed]);

@@ -3,6 +3,10 @@
  * message per free slot, heartbeats (`working()`) while the task runs, checkpoints the
  * task's state in KV after every step, and acks only when the task reached a final state.
  * A redelivered message resumes from the last checkpoint.
+ *
+ * Failures: a retryable infrastructure error (`timeout`, `unavailable`, a checkpoint written
+ * by another runner) naks the message so the task resumes later; anything else ends the task
+ * at once with an `error` result, as does a task still failing on its last delivery.
  */
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -13,6 +17,7 @@ import {
   TASK_MAX_DELIVER,
   Task,
   ensureStreams,
+  lastEventSeq,
   openTaskStates,
   publishEvent,
   type TaskEvent,
@@ -28,11 +33,14 @@ export const RETRY_DELAY_MS = 5_000;
 
 /** The running conductor. */
 export interface Conductor {
-  /** Asks a task to stop; true when the task was known and not final. */
+  /** Asks a task to stop at its next step; true unless the task is already final. */
   cancel(taskId: string): Promise<boolean>;
   /** The task's checkpoint, or null. */
   status(taskId: string): Promise<TaskState | null>;
-  /** Stops taking tasks, waits for in-flight tasks to reach a checkpoint; safe to call twice. */
+  /**
+   * Stops taking tasks; running tasks hand back at their next step (their messages are
+   * nak'd and resume elsewhere from the checkpoint). Safe to call twice.
+   */
   stop(): Promise<void>;
 }
 
@@ -43,6 +51,14 @@ export interface ConductorOptions {
   log: Logger;
   /** Tasks run at once by this conductor. @defaultValue 4 */
   concurrency?: number;
+}
+
+function parseTask(msg: JsMsg) {
+  try {
+    return Task.safeParse(msg.json());
+  } catch {
+    return Task.safeParse(null);
+  }
 }
 
 /** Starts the conductor's consumer loop. */
@@ -56,28 +72,44 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
   let stopped = false;
   let wake: (() => void) | undefined;
 
-  const processMessage = async (msg: JsMsg, abort: AbortController): Promise<void> => {
-    const parsed = Task.safeParse((() => { try { return msg.json(); } catch { return null; } })());
-    if (!parsed.success) {
-      log.error({ issues: parsed.success ? undefined : parsed.error.issues }, "task message fails its schema; dropped");
-      msg.term("invalid task");
-      return;
-    }
-    const task = parsed.data;
+  /** Publishes the final result of a state (idempotent: the result's message id is fixed). */
+  const publishResult = async (state: TaskState): Promise<void> => {
+    if (!state.result) return;
+    const seq = Math.max(state.eventSeq - 1, (await lastEventSeq(nc, state.task.taskId)) + 1);
+    await publishEvent(nc, { v: 1, taskId: state.task.taskId, seq, at: new Date().toISOString(), iteration: state.iteration, kind: "result", phase: "done", message: state.result.message, result: state.result });
+  };
+
+  /** Ends a task with an `error` result from its checkpoint (or from the task alone). */
+  const endWithError = async (task: Task, err: unknown): Promise<void> => {
+    const error = err instanceof LoopsmithError ? err : new LoopsmithError("internal", (err as Error)?.message ?? String(err), { cause: err });
+    const current = await store.get(task.taskId);
+    const base = current?.state ?? initialState(task);
+    const next = Math.max(base.eventSeq, (await lastEventSeq(nc, task.taskId)) + 1);
+    const final = finalState({ ...base, eventSeq: next + 1 }, "error", `stopped: ${error.message}`, error);
+    if (current) await store.update(final, current.revision);
+    else await store.create(final);
+    await publishResult(final);
+  };
+
+  const processMessage = async (msg: JsMsg, task: Task, abort: AbortController): Promise<void> => {
     const tlog = log.child({ taskId: task.taskId });
     let cancelSeen = false;
     const heartbeat = setInterval(() => msg.working(), HEARTBEAT_MS);
     try {
-      let existing = await store.get(task.taskId);
+      const existing = await store.get(task.taskId);
       if (existing?.state.status === "final") {
-        tlog.info("task already final; acknowledging the duplicate");
+        tlog.info("task already final; publishing its result again and acknowledging");
+        await publishResult(existing.state);
         msg.ack();
         return;
       }
-      let revision: number;
       let state: TaskState;
+      let revision: number;
       if (existing) {
-        ({ state, revision } = existing);
+        // Events published after the last checkpoint were not counted in it.
+        const next = Math.max(existing.state.eventSeq, (await lastEventSeq(nc, task.taskId)) + 1);
+        state = { ...existing.state, eventSeq: next };
+        revision = existing.revision;
         tlog.info({ phase: state.phase, iteration: state.iteration }, "resuming task from its checkpoint");
       } else {
         state = initialState(task);
@@ -86,50 +118,61 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
         state = { ...state, eventSeq: 1 };
         revision = await store.update(state, revision);
       }
-      existing = null;
+      cancelSeen = await store.cancelRequested(task.taskId);
       const final = await runLoop(state, steps, {
         checkpoint: async (s) => {
-          // Keep a cancel that arrived through the store.
-          const current = await store.get(s.task.taskId);
-          if (current?.state.cancelRequested) cancelSeen = true;
-          const merged = cancelSeen ? { ...s, cancelRequested: true } : s;
-          revision = await store.update(merged, current?.revision ?? revision);
+          revision = await store.update(s, revision);
+          if (!cancelSeen) cancelSeen = await store.cancelRequested(s.task.taskId);
         },
         emit: (event: TaskEvent) => publishEvent(nc, event),
         heartbeat: () => msg.working(),
         cancelled: () => cancelSeen || abort.signal.aborted,
+        stopping: () => stopped,
         log: tlog,
       });
       tlog.info({ status: final.result?.status, stopReason: final.result?.stopReason, iterations: final.iteration }, "task finished");
       msg.ack();
     } catch (err) {
-      const infra = err instanceof RetryLater || (err instanceof LoopsmithError && err.retryable);
+      const retryable = err instanceof RetryLater || (err instanceof LoopsmithError && err.retryable);
       try {
-        if (msg.info.deliveryCount >= TASK_MAX_DELIVER) {
-          tlog.error({ err, deliveries: msg.info.deliveryCount }, "task failed on its last delivery; giving up");
-          await giveUp(task.taskId, err).catch((e: unknown) => tlog.error({ err: e }, "could not record the failed task"));
-          msg.term("failed on its last delivery");
+        if (retryable && msg.info.deliveryCount < TASK_MAX_DELIVER) {
+          tlog.warn({ err }, "task step failed for infrastructure reasons; the task will resume from its checkpoint");
+          msg.nak(stopped ? 0 : RETRY_DELAY_MS);
         } else {
-          tlog.warn({ err, infra }, "task step failed; the task will be redelivered and resume from its checkpoint");
-          msg.nak(RETRY_DELAY_MS);
+          tlog.error({ err, deliveries: msg.info.deliveryCount }, retryable ? "task still failing on its last delivery; ending it" : "task failed; ending it");
+          await endWithError(task, err);
+          msg.term(retryable ? "failed on its last delivery" : "failed");
         }
       } catch (ackErr) {
         // The connection is gone: the broker redelivers after the ack wait.
-        tlog.warn({ err: ackErr }, "could not nak the task message; it will be redelivered after the ack wait");
+        tlog.warn({ err: ackErr }, "could not settle the task message; it will be redelivered after the ack wait");
       }
     } finally {
       clearInterval(heartbeat);
     }
   };
 
-  /** Final `error` result for a task that failed on its last delivery. */
-  const giveUp = async (taskId: string, err: unknown): Promise<void> => {
-    const current = await store.get(taskId);
-    if (!current) return;
-    const error = err instanceof LoopsmithError ? err : new LoopsmithError("internal", (err as Error)?.message ?? String(err));
-    const final = finalState(current.state, "error", `stopped: ${error.message}`, error);
-    await publishEvent(nc, { v: 1, taskId, seq: final.eventSeq, at: new Date().toISOString(), iteration: final.iteration, kind: "result", phase: "done", message: final.result?.message ?? "", ...(final.result ? { result: final.result } : {}) });
-    await store.update({ ...final, eventSeq: final.eventSeq + 1 }, current.revision);
+  const take = (msg: JsMsg): void => {
+    const parsed = parseTask(msg);
+    if (!parsed.success) {
+      log.error({ issues: parsed.error.issues }, "task message fails its schema; dropped");
+      msg.term("invalid task");
+      return;
+    }
+    const taskId = parsed.data.taskId;
+    if (running.has(taskId)) {
+      // Already running here (a redelivery): let the broker try again later.
+      msg.nak(RETRY_DELAY_MS);
+      return;
+    }
+    const abort = new AbortController();
+    const done = processMessage(msg, parsed.data, abort)
+      .catch((err: unknown) => log.error({ err, taskId }, "task processing failed"))
+      .finally(() => {
+        running.delete(taskId);
+        wake?.();
+      });
+    running.set(taskId, { abort, done });
   };
 
   const loop = (async () => {
@@ -138,46 +181,24 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
         await new Promise<void>((resolve) => (wake = resolve));
         continue;
       }
-      let batch;
       try {
-        batch = await consumer.fetch({ max_messages: 1, expires: 2_000 });
+        const batch = await consumer.fetch({ max_messages: 1, expires: 2_000 });
+        for await (const msg of batch) take(msg);
       } catch (err) {
         if (stopped) break;
         log.warn({ err }, "fetching tasks failed; retrying");
         await new Promise((r) => setTimeout(r, 1_000));
-        continue;
-      }
-      for await (const msg of batch) {
-        let id = `seq-${msg.seq}`;
-        try {
-          id = String((msg.json() as { taskId?: unknown }).taskId ?? id);
-        } catch {
-          /* invalid task; processMessage terminates it */
-        }
-        const abort = new AbortController();
-        const done = processMessage(msg, abort).finally(() => {
-          running.delete(id);
-          wake?.();
-        });
-        running.set(id, { abort, done });
       }
     }
   })();
 
   return {
     async cancel(taskId) {
-      for (let attempt = 0; attempt < 5; attempt++) {
-        const current = await store.get(taskId);
-        if (!current || current.state.status === "final") return false;
-        try {
-          await store.update({ ...current.state, cancelRequested: true }, current.revision);
-          running.get(taskId)?.abort.abort();
-          return true;
-        } catch {
-          /* raced with a checkpoint; read again */
-        }
-      }
-      return false;
+      const current = await store.get(taskId);
+      if (current?.state.status === "final") return false;
+      await store.requestCancel(taskId);
+      running.get(taskId)?.abort.abort();
+      return true;
     },
     async status(taskId) {
       return (await store.get(taskId))?.state ?? null;
@@ -185,7 +206,7 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
     async stop() {
       stopped = true;
       wake?.();
-      await loop.catch(() => undefined);
+      await loop;
       await Promise.allSettled([...running.values()].map((r) => r.done));
     },
   };

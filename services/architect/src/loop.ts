@@ -7,7 +7,9 @@
  */
 import {
   LoopsmithError,
+  Usage,
   hasCode,
+  trimToTokens,
   type Budget,
   type BuildReply,
   type ExecutionResult,
@@ -44,7 +46,9 @@ function budgetOf(s: TaskState): Budget {
   const b: Budget = {};
   const used = s.usage.total;
   if (s.task.limits.maxCostUsd !== undefined) b.remainingUsd = s.task.limits.maxCostUsd - used.costUsd;
-  if (s.task.limits.maxTokens !== undefined) b.remainingTokens = s.task.limits.maxTokens - used.inputTokens - used.outputTokens;
+  // Every token billed counts, cached ones included (the same sum the providers' estimate uses).
+  const tokens = used.inputTokens + used.outputTokens + used.cacheReadTokens + used.cacheWriteTokens;
+  if (s.task.limits.maxTokens !== undefined) b.remainingTokens = s.task.limits.maxTokens - tokens;
   return b;
 }
 
@@ -132,8 +136,10 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
         finishedAt: new Date().toISOString(),
       }),
     );
+    // Checkpoint the final state first, then publish the result (message id `taskId:result`):
+    // a conductor that dies in between finds the task final and publishes the result again.
+    await io.checkpoint({ ...s, eventSeq: s.eventSeq + 1 });
     await emit("result", message, { phase: "done", result });
-    await io.checkpoint(s);
     return s;
   };
   /** Memory is advisory: a memory failure is logged and the loop goes on without it. */
@@ -148,6 +154,9 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
   };
   /** Classifies an LLM step's error: a stop, a failed iteration, or retry later. */
   const llmFailure = async (err: unknown, role: string): Promise<TaskState | "iteration_failed"> => {
+    // Calls that were paid for before the error (an unreadable reply, a re-ask) still count.
+    const paid = Usage.safeParse((err as { details?: { usage?: unknown } } | undefined)?.details?.usage);
+    if (paid.success && paid.data.calls > 0) s = { ...s, usage: addStepUsage(s.usage, role, s.iteration, paid.data) };
     if (hasCode(err, "budget_exceeded")) return stop("budget", `stopped: ${err.message}`, err);
     if (hasCode(err, "cancelled")) return stop("cancelled", "cancelled");
     if (hasCode(err, "llm_bad_reply")) {
@@ -162,6 +171,7 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
   for (;;) {
     if (s.status === "final") return s;
     if (io.cancelled() || s.cancelRequested) return stop("cancelled", "cancelled on request");
+    if (io.stopping()) throw new RetryLater("the conductor is stopping; the task resumes from its checkpoint");
     io.heartbeat();
     switch (s.phase) {
       case "recall": {
@@ -249,7 +259,7 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
           await go("execute", { sandboxErrors: n });
           break;
         }
-        s = { ...s, sandboxErrors: 0, lastExecution: result };
+        s = { ...s, sandboxErrors: 0, lastExecution: forCheckpoint(result) };
         const failing = result.tests.filter((t) => t.status === "failed" || t.status === "error").map((t) => t.name);
         await emit("step", `iteration ${s.iteration}: ${result.status}${failing.length ? `; failing tests: ${failing.join(", ")}` : ""} (${result.tests.length} tests, ${Math.round(result.durationMs)} ms)`, {
           phase: "execute",
@@ -349,6 +359,22 @@ export function finalState(s: TaskState, reason: StopReason, message: string, er
     ...(error ? { error: error.toData() } : {}),
   };
   return { ...s, status: "final", phase: "done", result };
+}
+
+/** Output kept in a checkpoint per stream, in characters (head and tail); the state must fit a NATS message. */
+export const CHECKPOINT_OUTPUT_CHARS = 16_000;
+
+/** An execution result small enough to checkpoint: stdout and stderr trimmed, test messages capped. */
+export function forCheckpoint(r: ExecutionResult): ExecutionResult {
+  const cut = (t: string): string => (t.length > CHECKPOINT_OUTPUT_CHARS ? trimToTokens(t, CHECKPOINT_OUTPUT_CHARS / 4) : t);
+  const trimmed = r.stdout.length > CHECKPOINT_OUTPUT_CHARS || r.stderr.length > CHECKPOINT_OUTPUT_CHARS;
+  return {
+    ...r,
+    stdout: cut(r.stdout),
+    stderr: cut(r.stderr),
+    truncated: r.truncated || trimmed,
+    tests: r.tests.slice(0, 500).map((t) => (t.message && t.message.length > 2_000 ? { ...t, message: t.message.slice(0, 2_000) } : t)),
+  };
 }
 
 function isGeneratedTest(s: TaskState, f: FileChange): boolean {

@@ -4,6 +4,8 @@
  */
 import { z } from "zod";
 import type { KV } from "@nats-io/kv";
+import { JetStreamApiError } from "@nats-io/jetstream";
+import { InvalidArgumentError } from "@nats-io/transport-node";
 import {
   Candidate,
   ExecutionResult,
@@ -94,18 +96,40 @@ export function addStepUsage(report: UsageReport, role: string, iteration: numbe
   };
 }
 
-/** The KV store of task states, with revision-checked writes. */
+/** The KV store of task states, with revision-checked writes, and cancel markers. */
 export interface StateStore {
   /** The state and its revision, or null when the task is unknown. */
   get(taskId: string): Promise<{ state: TaskState; revision: number } | null>;
-  /** Creates the state; returns its revision. @throws LoopsmithError `bad_request` when it exists. */
+  /** Creates the state; returns its revision. @throws LoopsmithError `unavailable` (retryable) when it exists. */
   create(state: TaskState): Promise<number>;
   /**
-   * Writes the state if nobody wrote since `revision`; returns the new revision.
-   * @throws LoopsmithError `unavailable` (retryable) when another writer got there first.
+   * Writes the state if nobody wrote since `revision` (the revision this runner last wrote);
+   * returns the new revision.
+   * @throws LoopsmithError `unavailable` (retryable) when another runner wrote in between;
+   *   `internal` (not retryable) when the state is too large for the bucket.
    */
   update(state: TaskState, revision: number): Promise<number>;
+  /** Marks a task as cancelled; works before its first checkpoint too. */
+  requestCancel(taskId: string): Promise<void>;
+  /** True once a cancel was asked for. */
+  cancelRequested(taskId: string): Promise<boolean>;
 }
+
+/** JetStream's API error code for a write whose expected last sequence does not match. */
+const WRONG_LAST_SEQUENCE = 10071;
+
+function writeError(err: unknown, taskId: string): LoopsmithError {
+  if (err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE) {
+    return new LoopsmithError("unavailable", `the checkpoint of task ${taskId} was written by another runner`, { cause: err, retryable: true });
+  }
+  // A state larger than the server's max_payload, or a request the server refuses: retrying cannot help.
+  if (err instanceof JetStreamApiError || err instanceof InvalidArgumentError) {
+    return new LoopsmithError("internal", `the checkpoint of task ${taskId} could not be written: ${(err as Error).message}`, { cause: err, retryable: false });
+  }
+  return new LoopsmithError("unavailable", `the checkpoint of task ${taskId} could not be written: ${(err as Error)?.message ?? err}`, { cause: err, retryable: true });
+}
+
+const cancelKey = (taskId: string): string => `cancel.${taskId}`;
 
 /** A {@link StateStore} over a JetStream KV bucket. */
 export function kvStateStore(kv: KV): StateStore {
@@ -123,18 +147,22 @@ export function kvStateStore(kv: KV): StateStore {
       try {
         return await kv.create(state.task.taskId, JSON.stringify(state));
       } catch (err) {
-        throw new LoopsmithError("bad_request", `task ${state.task.taskId} already has a checkpoint`, { cause: err });
+        throw writeError(err, state.task.taskId);
       }
     },
     async update(state, revision) {
       try {
         return await kv.update(state.task.taskId, JSON.stringify(state), revision);
       } catch (err) {
-        throw new LoopsmithError("unavailable", `the checkpoint of task ${state.task.taskId} changed under this conductor`, {
-          cause: err,
-          retryable: true,
-        });
+        throw writeError(err, state.task.taskId);
       }
+    },
+    async requestCancel(taskId) {
+      await kv.put(cancelKey(taskId), "1");
+    },
+    async cancelRequested(taskId) {
+      const entry = await kv.get(cancelKey(taskId));
+      return !!entry && entry.operation === "PUT" && entry.length > 0;
     },
   };
 }

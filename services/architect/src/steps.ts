@@ -54,6 +54,8 @@ export interface LoopIO {
   heartbeat(): void;
   /** True once a cancel was asked for. */
   cancelled(): boolean;
+  /** True when the conductor is shutting down: the task hands back at its next step. */
+  stopping(): boolean;
   log: Logger;
 }
 
