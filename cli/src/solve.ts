@@ -162,6 +162,12 @@ export async function solve(goal: string | undefined, o: SolveOptions, log: Logg
   try {
     stack = await startLocalStack({ config, log, env: childEnv });
     if (abort.signal.aborted) return INTERRUPTED;
+    const reused = 5 - stack.started.length;
+    if (reused > 0 && Object.keys(flags).length > 0) {
+      process.stderr.write(
+        `loopsmith: ${reused} service(s) were already running on ${stack.natsUrl} and keep their own configuration; --provider/--model/--script/--base-url apply only to the ${stack.started.length} started now\n`,
+      );
+    }
     nc = await connect({ servers: stack.natsUrl });
     await ensureStreams(nc);
     const submitted = await submitTask(nc, task);

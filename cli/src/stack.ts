@@ -187,9 +187,10 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
         children.push({ name, child, logFile });
       }
       for (;;) {
-        const dead = children.find((c) => c.child.exitCode !== null);
+        const dead = children.find((c) => c.child.exitCode !== null || c.child.signalCode !== null);
         if (dead) {
-          throw new LoopsmithError("unavailable", `the ${dead.name} service exited at start (code ${dead.child.exitCode}): ${lastMessage(dead.logFile)}`);
+          const how = dead.child.signalCode ? `signal ${dead.child.signalCode}` : `code ${dead.child.exitCode}`;
+          throw new LoopsmithError("unavailable", `the ${dead.name} service exited at start (${how}): ${lastMessage(dead.logFile)}`);
         }
         const up = await answeringServices(nc);
         if (want.every((s) => up.has(s))) break;
@@ -197,6 +198,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
           const late = want.filter((s) => !up.has(s));
           throw new LoopsmithError("unavailable", `services did not answer in time: ${late.join(", ")} (logs in ${logDir})`);
         }
+        await new Promise((r) => setTimeout(r, 200));
       }
       log.debug({ started: missing, natsUrl }, "stack ready");
       return { natsUrl, started: missing, logDir, stop };

@@ -35,5 +35,8 @@ describe("configuration", () => {
     expect(text).not.toContain("hunter2");
     expect(text).not.toContain("0123456789");
     expect(text).toContain("[masked]");
+    const tokenOnly = maskConfig(loadConfig({ env: { NATS_URL: "nats://s3cr3t@host:4222", DATABASE_URL: "postgres://db/x?sslmode=require&password=pw123" } }));
+    expect(JSON.stringify(tokenOnly)).not.toMatch(/s3cr3t|pw123/);
+    expect(tokenOnly.natsUrl).toBe("nats://[masked]@host:4222");
   });
 });

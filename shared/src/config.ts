@@ -284,11 +284,23 @@ export function priceOf(cfg: Config, model: string): ModelPrice {
 
 const SECRET_KEYS = new Set(["apiKey", "password"]);
 
-/** A copy of the configuration with secrets and URL passwords masked, for `config show`. */
+/**
+ * A URL with its credentials masked: the password of `user:password@` (or a token-only
+ * `token@`), and `password=`/`token=` query parameters.
+ */
+export function maskUrl(url: string): string {
+  return url
+    .replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/@]*)@/i, (_m, scheme: string, userinfo: string) =>
+      userinfo.includes(":") ? `${scheme}${userinfo.slice(0, userinfo.indexOf(":"))}:[masked]@` : `${scheme}[masked]@`,
+    )
+    .replace(/([?&](?:password|pass|token|secret)=)[^&]*/gi, "$1[masked]");
+}
+
+/** A copy of the configuration with secrets and URL credentials masked, for `config show`. */
 export function maskConfig(cfg: Config): Json {
   const mask = (v: unknown, key: string): unknown => {
     if (typeof v === "string" && SECRET_KEYS.has(key)) return v.length > 8 ? `${v.slice(0, 4)}…[masked]` : "[masked]";
-    if (typeof v === "string" && /:\/\/[^/]*:[^@]*@/.test(v)) return v.replace(/(:\/\/[^:/]*:)[^@]*@/, "$1[masked]@");
+    if (typeof v === "string" && /^[a-z][a-z0-9+.-]*:\/\//i.test(v)) return maskUrl(v);
     if (typeof v === "object" && v !== null && !Array.isArray(v)) {
       return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mask(x, k)]));
     }

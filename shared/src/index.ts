@@ -9,3 +9,4 @@ export * from "./runtime.js";
 export * from "./llm/index.js";
 export * from "./prompts.js";
 export * from "./streams.js";
+export * from "./idempotency.js";

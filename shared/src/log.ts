@@ -17,6 +17,8 @@ export const REDACT_PATHS = [
   "*.headers[\"x-api-key\"]",
   "databaseUrl",
   "*.databaseUrl",
+  "natsUrl",
+  "*.natsUrl",
 ];
 
 /** Options of {@link createLogger}. */

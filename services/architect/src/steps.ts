@@ -65,13 +65,17 @@ export interface LoopIO {
  */
 export function busSteps(nc: NatsConnection, config: Config, planner: Planner): Steps {
   const step = { timeoutMs: config.bus.stepTimeoutMs, retries: config.bus.retries };
+  // An LLM step may take the SDK's timeout for each attempt, twice (the one re-ask): wait
+  // at least that long before calling again (the builder and reviewer join a repeated key).
+  const llmWorstMs = config.llm.timeoutMs * (config.llm.maxRetries + 1) * 2 + 30_000;
+  const llmStep = { ...step, timeoutMs: Math.max(step.timeoutMs, llmWorstMs) };
   const mem = { timeoutMs: config.bus.memoryTimeoutMs, retries: config.bus.retries };
   return {
     recall: (req) => call(nc, Endpoints.memory.recall, req, mem),
     plan: (req) => planner.plan(req),
-    build: (req) => call(nc, Endpoints.builder.build, req, step),
+    build: (req) => call(nc, Endpoints.builder.build, req, llmStep),
     gate: (req) => call(nc, Endpoints.reviewer.gate, req, mem),
-    review: (req) => call(nc, Endpoints.reviewer.review, req, step),
+    review: (req) => call(nc, Endpoints.reviewer.review, req, llmStep),
     execute: (req) => call(nc, Endpoints.executor.run, req, { ...step, timeoutMs: Math.max(step.timeoutMs, req.timeoutMs + 60_000) }),
     rememberFailure: (req) => call(nc, Endpoints.memory.rememberFailure, req, mem),
     attachFix: (req) => call(nc, Endpoints.memory.attachFix, req, mem),

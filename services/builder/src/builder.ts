@@ -5,6 +5,7 @@
 import type { Logger } from "pino";
 import {
   Candidate,
+  createIdempotencyCache,
   loadPrompt,
   renderFailure,
   renderFile,
@@ -63,8 +64,14 @@ export function buildMessages(req: BuildRequest): ChatMessage[] {
 /** Creates a builder over a provider. */
 export function createBuilder(deps: { provider: LlmProvider; log: Logger }): Builder {
   const prompt = loadPrompt("build");
+  // A retried request (same idempotency key, e.g. after a bus timeout) joins the model call
+  // in flight instead of paying for a second one.
+  const calls = createIdempotencyCache<BuildReply>();
   return {
-    async build(req) {
+    build: (req) => calls.run(req.idempotencyKey, () => build(req)),
+  };
+
+  async function build(req: BuildRequest): Promise<BuildReply> {
       const { value, usage } = await deps.provider.complete({
         role: "build",
         system: prompt.system,
@@ -83,6 +90,5 @@ export function createBuilder(deps: { provider: LlmProvider; log: Logger }): Bui
       }
       const candidate: Candidate = { files: files.length ? files : value.files, tests, notes: value.notes };
       return { value: candidate, usage, provider: deps.provider.info };
-    },
-  };
+  }
 }

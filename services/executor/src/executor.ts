@@ -9,6 +9,7 @@ import type { Logger } from "pino";
 import {
   ExecutionRequest,
   LoopsmithError,
+  createIdempotencyCache,
   hasCode,
   type Config,
   type ExecutionResult,
@@ -99,7 +100,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   const live = new Set<Sandbox>();
   const removals = new Set<Promise<void>>();
   const inflight = new Set<AbortController>();
-  const idempotent = new Map<string, { at: number; promise: Promise<DetailedResult> }>();
+  const idempotent = createIdempotencyCache<DetailedResult>({ ttlMs: IDEMPOTENCY_TTL_MS, maxEntries: IDEMPOTENCY_MAX });
   const pools = new Map<ImageKind, WarmPool>();
   let starting: Promise<void> | undefined;
   let stopping: Promise<void> | undefined;
@@ -251,19 +252,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       return Promise.reject(new LoopsmithError("bad_request", "invalid execution request", { details: parsed.error.issues }));
     }
     const req = parsed.data;
-    const now = Date.now();
-    for (const [key, entry] of idempotent) {
-      if (now - entry.at > IDEMPOTENCY_TTL_MS || idempotent.size > IDEMPOTENCY_MAX) idempotent.delete(key);
-      else break;
-    }
-    const known = idempotent.get(req.idempotencyKey);
-    if (known) return known.promise;
-    const entry = { at: now, promise: Promise.resolve(null as unknown as DetailedResult) };
-    entry.promise = runOnce(req, opts, () => {
-      if (idempotent.get(req.idempotencyKey) === entry) idempotent.delete(req.idempotencyKey);
-    });
-    idempotent.set(req.idempotencyKey, entry);
-    return entry.promise;
+    return idempotent.run(req.idempotencyKey, (forget) => runOnce(req, opts, forget));
   };
 
   const settled = async (): Promise<void> => {

@@ -4,6 +4,7 @@
  */
 import type { Logger } from "pino";
 import {
+  createIdempotencyCache,
   loadPrompt,
   renderFile,
   renderTask,
@@ -87,7 +88,7 @@ export function renderReviewMessage(request: ReviewRequest): string {
 export function createReviewer(deps: ReviewerDeps): Reviewer {
   const prompt = deps.prompt ?? loadPrompt("review");
   const cacheSize = deps.cacheSize ?? 128;
-  const replies = new Map<string, Promise<ReviewReply>>();
+  const replies = createIdempotencyCache<ReviewReply>({ maxEntries: cacheSize });
 
   const run = async (request: ReviewRequest): Promise<ReviewReply> => {
     const log = deps.log.child({ taskId: request.taskId, iteration: request.iteration, phase: "review" });
@@ -107,22 +108,5 @@ export function createReviewer(deps: ReviewerDeps): Reviewer {
     return { value, usage, provider: deps.provider.info };
   };
 
-  return {
-    review(request) {
-      const key = request.idempotencyKey;
-      const known = replies.get(key);
-      if (known) return known;
-      const reply = run(request);
-      replies.set(key, reply);
-      void reply.catch(() => {
-        if (replies.get(key) === reply) replies.delete(key);
-      });
-      while (replies.size > cacheSize) {
-        const oldest = replies.keys().next().value;
-        if (oldest === undefined) break;
-        replies.delete(oldest);
-      }
-      return reply;
-    },
-  };
+  return { review: (request) => replies.run(request.idempotencyKey, () => run(request)) };
 }
