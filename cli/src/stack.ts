@@ -11,7 +11,7 @@ import Docker from "dockerode";
 import type { Logger } from "pino";
 import { NoRespondersError, RequestError, connect, type NatsConnection } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { LoopsmithError, ServiceNames, type Config, type ServiceName } from "@loopsmith/shared";
+import { LoopsmithError, ServiceNames, processAlive, type Config, type ServiceName } from "@loopsmith/shared";
 
 /** Label on containers the CLI starts, so leftovers can be found. */
 export const CLI_LABEL = "org.loopsmith.cli";
@@ -75,22 +75,12 @@ async function startNatsContainer(config: Config, log: Logger): Promise<{ url: s
   };
 }
 
-/** True when a process with this pid runs on this host. */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 /** Removes NATS containers an earlier CLI started and could not stop (its process is gone). */
 async function removeOrphanedNats(docker: Docker, log: Logger): Promise<void> {
   const leftovers = await docker.listContainers({ all: true, filters: { label: [CLI_LABEL] } });
   for (const c of leftovers) {
     const pid = Number(c.Labels[CLI_LABEL]);
-    if (Number.isInteger(pid) && pid > 0 && alive(pid)) continue;
+    if (processAlive(pid)) continue;
     log.debug({ id: c.Id.slice(0, 12), pid }, "removing a NATS container left by an earlier run");
     await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
   }

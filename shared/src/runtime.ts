@@ -15,6 +15,20 @@ import { LoopsmithError } from "./errors.js";
 /** Version reported in `$SRV` INFO. */
 export const LOOPSMITH_VERSION = "0.1.0";
 
+/**
+ * True when a process with this pid runs on this host (EPERM: it exists but belongs to
+ * someone else). Used to tell leftovers of dead processes (locks, containers) from live ones.
+ */
+export function processAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 /** A named step of shutdown. */
 export interface ShutdownHook {
   name: string;

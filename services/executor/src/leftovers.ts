@@ -7,17 +7,8 @@
 import { hostname } from "node:os";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
+import { processAlive } from "@loopsmith/shared";
 import { LABEL, LABEL_HOST, LABEL_PID } from "./sandbox.js";
-
-function processAlive(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /**
  * Removes leftover sandbox containers.

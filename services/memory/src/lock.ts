@@ -4,22 +4,12 @@
  * whose process is gone is stale and taken over.
  */
 import { open, readFile, rm } from "node:fs/promises";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError, processAlive } from "@loopsmith/shared";
 
 /** A held lock; `release` is safe to call twice and never rejects. */
 export interface HeldLock {
   readonly path: string;
   release(): Promise<void>;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: the process exists but belongs to someone else.
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /**
@@ -39,7 +29,7 @@ export async function acquireLock(path: string, what: string): Promise<HeldLock>
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
     const pid = Number.parseInt(await readFile(path, "utf8").catch(() => ""), 10);
-    if (Number.isInteger(pid) && pid > 0 && alive(pid)) {
+    if (Number.isInteger(pid) && pid > 0 && processAlive(pid)) {
       throw new LoopsmithError(
         "db_error",
         `embedded memory at ${what} is in use by process ${pid}; stop it, or set DATABASE_URL to share a PostgreSQL server`,
