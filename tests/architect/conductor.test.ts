@@ -71,10 +71,16 @@ function steps(executions: Array<ExecutionResult | "sandbox_error">, over: Parti
   return { steps: s, calls };
 }
 
+/** Every event of a task up to and including its result. */
+async function eventsOf(nc: NatsConnection, taskId: string): Promise<TaskEvent[]> {
+  const events: TaskEvent[] = [];
+  for await (const e of watchEvents(nc, taskId)) events.push(e);
+  return events;
+}
+
 async function runTask(nc: NatsConnection, input: TaskInput): Promise<{ result: TaskResult; events: TaskEvent[] }> {
   await submitTask(nc, input);
-  const events: TaskEvent[] = [];
-  for await (const e of watchEvents(nc, input.taskId)) events.push(e);
+  const events = await eventsOf(nc, input.taskId);
   const last = events[events.length - 1];
   if (!last?.result) throw new Error("no result");
   return { result: last.result, events };
@@ -193,8 +199,7 @@ describe("conductor on JetStream", () => {
       await started;
       expect(await conductor.cancel(input.taskId)).toBe(true);
       release();
-      const events: TaskEvent[] = [];
-      for await (const e of watchEvents(nc, input.taskId)) events.push(e);
+      const events = await eventsOf(nc, input.taskId);
       const result = events[events.length - 1]?.result;
       expect(result?.status).toBe("cancelled");
       expect(result?.stopReason).toBe("cancelled");
@@ -302,12 +307,10 @@ describe("conductor on JetStream", () => {
       await submitTask(nc, second);
       expect(await conductor.cancel(second.taskId)).toBe(true); // queued: no checkpoint yet
       release();
-      const events: TaskEvent[] = [];
-      for await (const e of watchEvents(nc, first.taskId)) events.push(e);
+      const events = await eventsOf(nc, first.taskId);
       expect(events[events.length - 1]?.result?.status).toBe("passed");
       expect(events[events.length - 1]?.result?.iterations).toBe(2);
-      const other: TaskEvent[] = [];
-      for await (const e of watchEvents(nc, second.taskId)) other.push(e);
+      const other = await eventsOf(nc, second.taskId);
       expect(other[other.length - 1]?.result?.status).toBe("cancelled");
       expect(calls.plan).toBe(1); // only the first task was planned
     } finally {
@@ -358,8 +361,7 @@ describe("conductor on JetStream", () => {
     const second = steps([passed]);
     const c2 = await startConductor({ nc: nc2, steps: second.steps, log });
     try {
-      const events: TaskEvent[] = [];
-      for await (const e of watchEvents(nc2, input.taskId)) events.push(e);
+      const events = await eventsOf(nc2, input.taskId);
       const result = events[events.length - 1]?.result;
       expect(result?.status).toBe("passed");
       expect(result?.iterations).toBe(2);

@@ -7,7 +7,7 @@
 import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { humanevalPath, jsonLines, loopsmith, runNode, REPO } from "../fixtures/cli.js";
 
 const dataset = humanevalPath();
@@ -40,7 +40,6 @@ describe("loopsmith solve on HumanEval, scripted, end to end", () => {
   beforeAll(async () => {
     first = await solve("HumanEval/0", await scriptFor("HumanEval/0"), transcript1);
   });
-  afterAll(() => undefined);
 
   it("passes after exactly two iterations and says it was scripted", () => {
     expect(first.run.code, first.run.stderr).toBe(0);

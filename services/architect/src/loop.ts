@@ -170,7 +170,7 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
 
   for (;;) {
     if (s.status === "final") return s;
-    if (io.cancelled() || s.cancelRequested) return stop("cancelled", "cancelled on request");
+    if (io.cancelled()) return stop("cancelled", "cancelled on request");
     if (io.stopping()) throw new RetryLater("the conductor is stopping; the task resumes from its checkpoint");
     io.heartbeat();
     switch (s.phase) {
@@ -394,4 +394,3 @@ function executionRequest(s: TaskState, step: string, files: FileChange[]) {
   };
 }
 
-export type { ExecutionResult };

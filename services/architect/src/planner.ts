@@ -1,5 +1,6 @@
 /** Planning and reflection: the architect's own LLM roles. */
 import type { Logger } from "pino";
+import type { z } from "zod";
 import {
   Plan,
   Reflection,
@@ -13,8 +14,10 @@ import {
   type LlmProvider,
   type PlanReply,
   type PlanRequest,
+  type ProviderInfo,
   type ReflectReply,
   type ReflectRequest,
+  type Usage,
 } from "@loopsmith/shared";
 
 /** The architect's LLM steps. Both throw the provider's `LoopsmithError`s. */
@@ -28,59 +31,45 @@ export interface Planner {
 /** Creates the planner over a provider. */
 export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Planner {
   const prompts = { plan: loadPrompt("plan"), spec: loadPrompt("spec"), reflect: loadPrompt("reflect") };
+
+  /** One structured call: the task and recalled hints as the cached prefix, then `parts`. */
+  async function ask<T>(
+    role: "plan" | "spec" | "reflect",
+    schema: z.ZodType<T>,
+    schemaName: string,
+    req: PlanRequest | ReflectRequest,
+    parts: string[],
+  ): Promise<{ value: T; usage: Usage; provider: ProviderInfo }> {
+    const messages: ChatMessage[] = [
+      { role: "user", content: [renderTask(req.task), renderHints(req.recall)].filter(Boolean).join("\n"), cache: true },
+      { role: "user", content: parts.filter(Boolean).join("\n") },
+    ];
+    const { value, usage } = await deps.provider.complete({
+      role,
+      system: prompts[role].system,
+      messages,
+      schema,
+      schemaName,
+      context: { taskId: req.taskId, iteration: req.iteration },
+      budget: req.budget,
+    });
+    return { value, usage, provider: deps.provider.info };
+  }
+
   return {
-    async plan(req) {
-      const role = req.task.acceptanceTests.length ? "plan" : "spec";
-      const messages: ChatMessage[] = [
-        { role: "user", content: [renderTask(req.task), renderHints(req.recall)].filter(Boolean).join("\n"), cache: true },
-        {
-          role: "user",
-          content: [
-            ...req.previousFailures.map((f) => renderFailure(f, 400)),
-            req.previousFailures.length ? "The earlier plan kept failing the same way: plan a different approach." : "",
-            "Reply with the plan as structured output.",
-          ]
-            .filter(Boolean)
-            .join("\n"),
-        },
-      ];
-      const { value, usage } = await deps.provider.complete({
-        role,
-        system: prompts[role].system,
-        messages,
-        schema: Plan,
-        schemaName: "plan",
-        context: { taskId: req.taskId, iteration: req.iteration },
-        budget: req.budget,
-      });
-      return { value, usage, provider: deps.provider.info };
-    },
-    async reflect(req) {
-      const messages: ChatMessage[] = [
-        { role: "user", content: [renderTask(req.task), renderHints(req.recall)].filter(Boolean).join("\n"), cache: true },
-        {
-          role: "user",
-          content: [
-            section("Plan", req.plan.summary),
-            section("Candidate", req.candidate.files.map((f) => renderFile(f)).join("\n")),
-            req.candidate.tests.length ? section("Generated tests", req.candidate.tests.map((f) => renderFile(f)).join("\n")) : "",
-            renderFailure(req.failure),
-            "Reply with the reflection as structured output.",
-          ]
-            .filter(Boolean)
-            .join("\n"),
-        },
-      ];
-      const { value, usage } = await deps.provider.complete({
-        role: "reflect",
-        system: prompts.reflect.system,
-        messages,
-        schema: Reflection,
-        schemaName: "reflection",
-        context: { taskId: req.taskId, iteration: req.iteration },
-        budget: req.budget,
-      });
-      return { value, usage, provider: deps.provider.info };
-    },
+    plan: (req) =>
+      ask(req.task.acceptanceTests.length ? "plan" : "spec", Plan, "plan", req, [
+        ...req.previousFailures.map((f) => renderFailure(f, 400)),
+        req.previousFailures.length ? "The earlier plan kept failing the same way: plan a different approach." : "",
+        "Reply with the plan as structured output.",
+      ]),
+    reflect: (req) =>
+      ask("reflect", Reflection, "reflection", req, [
+        section("Plan", req.plan.summary),
+        section("Candidate", req.candidate.files.map((f) => renderFile(f)).join("\n")),
+        req.candidate.tests.length ? section("Generated tests", req.candidate.tests.map((f) => renderFile(f)).join("\n")) : "",
+        renderFailure(req.failure),
+        "Reply with the reflection as structured output.",
+      ]),
   };
 }

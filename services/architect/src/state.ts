@@ -52,7 +52,6 @@ export const TaskState = z.object({
   providers: z.array(z.string()),
   /** Sandbox infrastructure failures in a row (never counted against the candidate). */
   sandboxErrors: z.number().int().nonnegative(),
-  cancelRequested: z.boolean(),
   eventSeq: z.number().int().nonnegative(),
   startedAt: z.string(),
   startedAtMs: z.number(),
@@ -77,7 +76,6 @@ export function initialState(task: Task, nowMs = Date.now()): TaskState {
     scripted: false,
     providers: [],
     sandboxErrors: 0,
-    cancelRequested: false,
     eventSeq: 0,
     startedAt: new Date(nowMs).toISOString(),
     startedAtMs: nowMs,
