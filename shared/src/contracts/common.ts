@@ -1,6 +1,6 @@
 /** Building blocks shared by every contract. */
 import { z } from "zod";
-import { ErrorData } from "../errors.js";
+import { ErrorData, LoopsmithError } from "../errors.js";
 
 /** Every payload carries its contract version so a rolling upgrade can tell old from new. */
 export const V1 = z.literal(1);
@@ -37,11 +37,34 @@ export const FileChange = z.object({
 });
 export type FileChange = z.infer<typeof FileChange>;
 
+/** A step's name inside an idempotency key: lower-case letters and `_` (`execute`, `score`). */
+export const STEP_NAME_PATTERN = /^[a-z][a-z_]*$/;
+
 /**
- * Idempotency key of a step request: `taskId/iteration/step`. A handler that sees the same
- * key twice must not do the work twice.
+ * Idempotency key of a step request: `taskId/iteration/step`, or `taskId/iteration/step.attempt`
+ * for a deliberate new attempt of the same step (a sandbox run retried after an
+ * infrastructure failure must run again, not be answered from the first attempt's result).
+ * A handler that sees the same key twice must not do the work twice. Built only by
+ * {@link idempotencyKey}; this schema is the same rule, so whatever one side builds the other
+ * side accepts.
  */
-export const IdempotencyKey = z.string().regex(/^[A-Za-z0-9_-]{1,64}\/\d+\/[a-z_]+$/);
+export const IdempotencyKey = z.string().regex(/^[A-Za-z0-9_-]{1,64}\/\d+\/[a-z][a-z_]*(\.[1-9]\d*)?$/, "idempotency keys are taskId/iteration/step[.attempt]");
+export type IdempotencyKey = z.infer<typeof IdempotencyKey>;
+
+/**
+ * Builds the idempotency key of a step request (the one definition both sides use).
+ * @param taskId - a {@link TaskId}
+ * @param iteration - the task's iteration, a whole number ≥ 0
+ * @param step - the step's name ({@link STEP_NAME_PATTERN})
+ * @param attempt - 0 for the first attempt; n ≥ 1 appends `.n` (a new attempt runs again)
+ * @throws LoopsmithError `bad_request` when a part cannot form a valid key
+ */
+export function idempotencyKey(taskId: string, iteration: number, step: string, attempt = 0): IdempotencyKey {
+  const key = `${taskId}/${iteration}/${step}${attempt > 0 ? `.${attempt}` : ""}`;
+  const ok = Number.isInteger(attempt) && attempt >= 0 && STEP_NAME_PATTERN.test(step) && IdempotencyKey.safeParse(key).success;
+  if (!ok) throw new LoopsmithError("bad_request", `cannot form an idempotency key from task ${JSON.stringify(taskId)}, iteration ${iteration}, step ${JSON.stringify(step)}, attempt ${attempt}`);
+  return key;
+}
 
 /** Token usage and cost of one or more LLM calls. Tokens are counts; cost in USD; latency in ms. */
 export const Usage = z.object({

@@ -1,6 +1,6 @@
 /** Running a command over a workspace in the sandbox. */
 import { z } from "zod";
-import { FileChange, Language, StepHeader } from "./common.js";
+import { FileChange, Language, RelativePath, StepHeader } from "./common.js";
 
 /**
  * How a run ended.
@@ -44,6 +44,12 @@ export const ExecutionRequest = z.object({
   files: z.array(FileChange).min(1).max(500),
   /** argv inside the container; defaults to the language's test command. */
   command: z.array(z.string()).min(1).max(64).optional(),
+  /**
+   * With the default command: exactly the test files to run (paths among `files`). Absent:
+   * every file the runner's naming conventions find. The hidden-test score names the hidden
+   * test files, so nothing else is run or counted.
+   */
+  tests: z.array(RelativePath).min(1).max(500).optional(),
   /** Wall-clock limit in ms. @defaultValue 30000 */
   timeoutMs: z.number().int().min(100).max(600_000).default(30_000),
   /** Memory limit in MiB (swap equal to memory). @defaultValue 512 */
@@ -51,13 +57,26 @@ export const ExecutionRequest = z.object({
 });
 export type ExecutionRequest = z.infer<typeof ExecutionRequest>;
 
+/** Test cases of a run counted by status (all of them, also when `tests` was trimmed). */
+export const TestSummary = z.object({
+  total: z.number().int().nonnegative(),
+  passed: z.number().int().nonnegative(),
+  failed: z.number().int().nonnegative(),
+  error: z.number().int().nonnegative(),
+  skipped: z.number().int().nonnegative(),
+});
+export type TestSummary = z.infer<typeof TestSummary>;
+
 /** What a sandbox run produced. Output fields are UTF-8 text, capped in bytes by configuration. */
 export const ExecutionResult = z.object({
   status: ExecutionStatus,
   exitCode: z.number().int().nullable(),
   /** Wall time of the command in the container, in ms. */
   durationMs: z.number().nonnegative(),
+  /** Test cases; failing ones first when the list was trimmed to fit (see `summary`). */
   tests: z.array(TestCase),
+  /** Counts over every test case of the run; absent only from an older executor. */
+  summary: TestSummary.optional(),
   stdout: z.string(),
   stderr: z.string(),
   /** True when stdout or stderr was cut at the cap. */
@@ -66,3 +85,26 @@ export const ExecutionResult = z.object({
   reason: z.string().optional(),
 });
 export type ExecutionResult = z.infer<typeof ExecutionResult>;
+
+/** Counts of `tests` by status. */
+export function summarizeTests(tests: readonly TestCase[]): TestSummary {
+  const s: TestSummary = { total: tests.length, passed: 0, failed: 0, error: 0, skipped: 0 };
+  for (const t of tests) s[t.status] += 1;
+  return s;
+}
+
+/** A result's test counts: its `summary`, or counted from `tests` when it has none. */
+export function testSummary(result: Pick<ExecutionResult, "tests" | "summary">): TestSummary {
+  return result.summary ?? summarizeTests(result.tests);
+}
+
+/**
+ * At most `max` test cases, failing and erroring ones first (then the others, in run order),
+ * so a run with 90 000 cases still reports what broke. The run's counts stay in `summary`.
+ */
+export function trimTests(tests: readonly TestCase[], max: number): TestCase[] {
+  if (tests.length <= max) return [...tests];
+  const bad = tests.filter((t) => t.status === "failed" || t.status === "error");
+  const rest = tests.filter((t) => t.status !== "failed" && t.status !== "error");
+  return [...bad, ...rest].slice(0, Math.max(0, max));
+}
