@@ -21,7 +21,7 @@ import { join } from "node:path";
 import Docker from "dockerode";
 import pino from "pino";
 import { loadConfig, type Config, type ExecutionRequest } from "@loopsmith/shared";
-import { createExecutor } from "@loopsmith/executor";
+import { createExecutor, PYTEST_ISOLATED, SHIPPED_SECCOMP_PROFILE } from "@loopsmith/executor";
 
 const arg = (name: string, def: number): number => {
   const i = process.argv.indexOf(name);
@@ -45,7 +45,9 @@ def test_sorted():
 def test_strings():
     assert "loop" + "smith" == "loopsmith"
 `;
-const PYTEST = ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"];
+// The executor's own pytest invocation (PYTEST_ISOLATED) without `--rootdir=/workspace`,
+// which names a folder only the sandbox has: every way runs the same pytest work.
+const PYTEST = PYTEST_ISOLATED.filter((a) => !a.startsWith("--rootdir"));
 
 const config: Config = loadConfig({ env: { ...process.env, NATS_URL: "" } });
 const cfg = config.executor;
@@ -55,7 +57,8 @@ const LIMITS = [
   "--tmpfs", `/workspace:rw,exec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0700`,
   "--tmpfs", `/tmp:rw,noexec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0700`,
   "--memory", "512m", "--memory-swap", "512m", `--cpus=${cfg.cpus}`, "--pids-limit", String(cfg.pidsLimit),
-  "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--log-driver", "none", "-w", "/workspace",
+  "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--security-opt", `seccomp=${SHIPPED_SECCOMP_PROFILE}`,
+  "--log-driver", "none", "-w", "/workspace",
 ];
 
 /** Runs a process to its end; resolves with its exit code. */

@@ -105,6 +105,12 @@ export const Config = z
         warmPoolSize: z.number().int().min(0).max(32).default(2),
         /** OCI runtime, e.g. "runsc" for gVisor; the engine's default when absent. */
         runtime: z.string().optional(),
+        /**
+         * Path of the sandbox's seccomp profile (Docker's JSON format). @defaultValue the
+         * profile shipped in `deploy/seccomp/sandbox.json` (Docker's default plus io_uring,
+         * pidfd_getfd and the other calls no test needs, denied; docs/SANDBOX.md).
+         */
+        seccompProfile: z.string().optional(),
         /** Cap of stdout and of stderr, each, in bytes. @defaultValue 1048576 */
         outputLimitBytes: z.number().int().min(1024).default(1_048_576),
         /** Processes and threads per container. @defaultValue 128 */
@@ -170,6 +176,7 @@ export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = 
   ["LOOPSMITH_EXECUTOR_CONCURRENCY", ["executor", "concurrency"], "number"],
   ["LOOPSMITH_WARM_POOL_SIZE", ["executor", "warmPoolSize"], "number"],
   ["LOOPSMITH_OCI_RUNTIME", ["executor", "runtime"], "string"],
+  ["LOOPSMITH_SECCOMP_PROFILE", ["executor", "seccompProfile"], "string"],
 ];
 
 function setPath(target: Json, path: string[], value: unknown): void {

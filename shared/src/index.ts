@@ -10,3 +10,4 @@ export * from "./llm/index.js";
 export * from "./prompts.js";
 export * from "./streams.js";
 export * from "./idempotency.js";
+export * from "./runner-config.js";

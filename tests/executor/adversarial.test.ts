@@ -175,19 +175,19 @@ describe("escapes", () => {
   });
 
   it("a result file replaced by a link to /etc/passwd is not followed", async () => {
-    const conftest = [
-      "import os",
-      "def pytest_unconfigure(config):",
+    // After pytest has written its JUnit file (at interpreter exit), swap it for a link.
+    const swap = [
+      "import atexit, os",
+      "def _swap():",
       "    p = '/tmp/.loopsmith/result.xml'",
       "    os.remove(p)",
       "    os.symlink('/etc/passwd', p)",
+      "atexit.register(_swap)",
+      "def test_a():",
+      "    pass",
+      "",
     ].join("\n");
-    const r = await ex.run(
-      request("python", [
-        { path: "conftest.py", content: conftest },
-        { path: "test_a.py", content: "def test_a():\n    pass\n" },
-      ]),
-    );
+    const r = await ex.run(request("python", [{ path: "test_a.py", content: swap }]));
     expect(r.status).toBe("passed");
     expect(r.tests).toEqual([]);
     expect(JSON.stringify(r)).not.toContain("root:x:0:0");
@@ -210,6 +210,35 @@ describe("escapes", () => {
     expect(r.stdout).toContain("uid=10001 euid=10001");
     expect(r.stdout).toMatch(/CapEff:\s+0+\n/);
     expect(r.stdout).toMatch(/NoNewPrivs:\s+1/);
+  });
+
+  it("the sandbox's seccomp profile denies io_uring and reaching into processes, even its own", async () => {
+    // Each call would succeed on this kernel without the profile (the targets are the process itself).
+    const r = await ex.run(
+      py(
+        [
+          "import ctypes, os",
+          "libc = ctypes.CDLL(None, use_errno=True)",
+          "def call(name, nr, *args):",
+          "    rc = libc.syscall(nr, *args)",
+          "    print(name, 'ALLOWED' if rc >= 0 else 'denied', ctypes.get_errno())",
+          "params = ctypes.create_string_buffer(120)",
+          "call('io_uring_setup', 425, 4, params)",
+          "pidfd = libc.syscall(434, os.getpid(), 0)",
+          "call('pidfd_getfd', 438, pidfd, 1, 0)",
+          "buf = ctypes.create_string_buffer(8); iov = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 8)",
+          "call('process_vm_readv', 310, os.getpid(), iov, 1, iov, 1, 0)",
+          "call('userfaultfd', 323, 0)",
+          "print(open('/proc/self/status').read().split('Seccomp:')[1].split()[0])",
+        ].join("\n"),
+      ),
+    );
+    expect(r.status).toBe("passed");
+    expect(r.stdout).toMatch(/io_uring_setup denied 1/);
+    expect(r.stdout).toMatch(/pidfd_getfd denied 1/);
+    expect(r.stdout).toMatch(/process_vm_readv denied 1/);
+    expect(r.stdout).toMatch(/userfaultfd denied 1/);
+    expect(r.stdout).not.toContain("ALLOWED");
   });
 
   it("mount and unshare are refused", async () => {

@@ -250,6 +250,24 @@ describe("executor service over NATS", () => {
       expect(big.truncated).toBe(true);
       expect(big.stdout.length + big.stderr.length).toBeLessThan(1024 * 1024);
 
+      // A run with 15 000 test cases (about 1.4 MB of results) still fits: the failing case first,
+      // the whole run counted in summary.
+      const many = [
+        "import pytest",
+        "@pytest.mark.parametrize('n', range(15_000))",
+        "def test_case(n):",
+        "    assert n != 12_345, 'the one failing case'",
+        "",
+      ].join("\n");
+      const huge: ExecutionResult = await call(nc, Endpoints.executor.run, request("python", [{ path: "test_many.py", content: many }], { timeoutMs: 180_000 }), {
+        timeoutMs: 240_000,
+        retries: 0,
+      });
+      expect(huge.status).toBe("failed");
+      expect(huge.summary).toEqual({ total: 15_000, passed: 14_999, failed: 1, error: 0, skipped: 0 });
+      expect(huge.tests[0]).toMatchObject({ name: "test_case[12345]", status: "failed" });
+      expect(huge.tests.length).toBeLessThan(15_000);
+
       const again: ExecutionResult = await call(nc, Endpoints.executor.run, request("python", [{ path: "test_ok.py", content: "def test_ok():\n    pass\n" }]), {
         timeoutMs: 60_000,
         retries: 0,

@@ -3,29 +3,49 @@
  * image's own language so that no extra file is needed in the image.
  *
  * A warm container runs it from the moment it is created; it blocks reading stdin. A run
- * then sends one {@link BootSpec} (`<length>\n<json>`), and the supervisor:
- * 1. writes the files under `/workspace` (relative paths only, `O_EXCL|O_NOFOLLOW`),
- * 2. runs the command with stdin from /dev/null, stdout/stderr inherited, the given env,
- * 3. when it exits, SIGKILLs every other process of the sandbox user (background children),
- * 4. reads the result file (JUnit XML) without following a link, and
+ * then sends one {@link BootSpec} and the workspace as a tar archive
+ * (`<json length>\n<json><archive>`, see {@link encodeSpec}), and the supervisor:
+ * 1. extracts the archive with `tar` running as the sandbox user (so the files are the
+ *    sandbox user's, and nothing is written with more rights than the command has),
+ * 2. runs the command as the sandbox user, stdin from /dev/null, stdout/stderr inherited,
+ *    the given env,
+ * 3. when it exits, SIGKILLs every other process in the container (background children),
+ * 4. reads the result file (JUnit XML) with `dd` running as the sandbox user, without
+ *    following a link and without blocking on a FIFO, at most `resultLimitBytes`, and
  * 5. writes the marker to stderr, then a trailer to stdout: `MARKER + json + "\n"`
  *    ({@link BootTrailer}), then exits, which ends the container (docker-init's child is gone).
+ * Every step run as the sandbox user goes through {@link dropTo} (`setpriv`: real and
+ * effective uid and gid, no supplementary groups, empty capability sets).
+ *
+ * The supervisor produces the verdict, so it runs as a different user from the command
+ * (root inside the container, holding only CAP_SETUID, CAP_SETGID, CAP_SETPCAP and
+ * CAP_KILL; see `createOptions`): the command cannot signal it, trace it, or open its
+ * memory, environment or descriptors under /proc, so it cannot learn the per-run marker
+ * nor forge the trailer. The executor's self-test checks this at every start.
  */
 
-/** What the host sends to the supervisor. */
+/** The sandbox user that runs every command (the images create it with this uid and gid). */
+export const SANDBOX_UID = 10001;
+
+/** What the host sends to the supervisor, besides the workspace archive. */
 export interface BootSpec {
   /** argv of the command. */
   argv: string[];
   /** The command's whole environment (an allowlist; nothing from the host). */
   env: Record<string, string>;
-  /** Files to write under `/workspace`: relative path and UTF-8 content. */
-  files: { path: string; content: string }[];
   /** Absolute path, outside the workspace, where the command may leave JUnit XML. */
   resultPath: string;
-  /** Largest result file read back, in bytes. */
+  /** Largest result file read back, in bytes (a multiple of 64 KiB). */
   resultLimitBytes: number;
   /** Per-run secret that starts the trailer; never shown to the command. */
   marker: string;
+  /** uid and gid the command runs as ({@link SANDBOX_UID}). */
+  uid: number;
+}
+
+/** The argv prefix that runs a program as `uid` with no capabilities (util-linux `setpriv`). */
+export function dropTo(uid: number): string[] {
+  return ["setpriv", `--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"];
 }
 
 /** What the supervisor reports after the command ended. */
@@ -39,21 +59,35 @@ export interface BootTrailer {
   signal: number | null;
   /** Wall time of the command, in ms. */
   durationMs: number;
-  /** The result file, base64, when it existed as a regular file. */
+  /** The result file, base64, when it could be read. */
   result?: string;
   /** Processes still alive after the command exited, which were killed. */
   stragglers: number;
 }
 
-/** Writes the spec in the framing the supervisor reads. */
-export function encodeSpec(spec: BootSpec): Buffer {
-  const body = Buffer.from(JSON.stringify(spec), "utf8");
-  return Buffer.concat([Buffer.from(`${body.length}\n`, "ascii"), body]);
+/** Block size of the result read (`dd bs=`), in bytes. */
+const RESULT_BLOCK = 64 * 1024;
+
+/**
+ * Frames one run for the supervisor: the spec as JSON (with the argv prefixes it needs),
+ * then the workspace archive ({@link workspaceArchive}) as raw bytes.
+ */
+export function encodeSpec(spec: BootSpec, archive: Buffer): Buffer {
+  const drop = dropTo(spec.uid);
+  const wire = {
+    ...spec,
+    archiveBytes: archive.length,
+    extract: [...drop, "tar", "-x", "-f", "-", "-C", "/", "--no-same-permissions", "--no-overwrite-dir"],
+    read: [...drop, "dd", `if=${spec.resultPath}`, "iflag=nofollow,nonblock", `bs=${RESULT_BLOCK}`, `count=${Math.ceil(spec.resultLimitBytes / RESULT_BLOCK)}`, "status=none"],
+    drop,
+  };
+  const body = Buffer.from(JSON.stringify(wire), "utf8");
+  return Buffer.concat([Buffer.from(`${body.length}\n`, "ascii"), body, archive]);
 }
 
-/** Python 3.8+ supervisor (for the Python image); makes itself non-dumpable where it can. */
+/** Python 3.8+ supervisor (for the Python image); makes itself non-dumpable too. */
 export const PYTHON_BOOTSTRAP = String.raw`
-import os, sys, json, time, signal, subprocess, base64, stat
+import os, sys, json, time, signal, subprocess, base64
 try:
     import ctypes
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
@@ -86,47 +120,23 @@ def read_line():
         if len(line) > 20:
             raise ValueError("bad header")
     return line
-def write_files(files):
-    root = "/workspace"
-    for f in files:
-        p = f["path"]
-        parts = p.split("/")
-        if p.startswith("/") or any(s in ("", ".", "..") for s in parts) or "\0" in p:
-            raise ValueError("path escapes the workspace: " + p)
-        d = root
-        for s in parts[:-1]:
-            d = d + "/" + s
-            try:
-                os.mkdir(d, 0o755)
-            except FileExistsError:
-                st = os.lstat(d)
-                if not stat.S_ISDIR(st.st_mode):
-                    raise ValueError("not a directory: " + d)
-        fd = os.open(root + "/" + p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        try:
-            view = memoryview(f["content"].encode("utf-8"))
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-        finally:
-            os.close(fd)
 def others():
     me = os.getpid()
     return [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
 def main():
     global marker
     spec = json.loads(read_exact(int(read_line())))
+    archive = read_exact(spec["archiveBytes"])
     marker = spec["marker"].encode()
-    try:
-        write_files(spec["files"])
-        os.makedirs(os.path.dirname(spec["resultPath"]), 0o700, exist_ok=True)
-    except Exception as e:
-        out({"phase": "setup", "error": type(e).__name__ + ": " + str(e), "exitCode": None, "signal": None, "durationMs": 0, "stragglers": 0})
+    env = spec["env"]
+    setup = subprocess.run(spec["extract"], input=archive, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, close_fds=True)
+    if setup.returncode != 0:
+        out({"phase": "setup", "error": setup.stderr.decode("utf-8", "replace")[-2000:] or "tar exit %d" % setup.returncode, "exitCode": None, "signal": None, "durationMs": 0, "stragglers": 0})
         return
     start = time.monotonic()
     code, sig = None, None
     try:
-        p = subprocess.Popen(spec["argv"], cwd="/workspace", env=spec["env"], stdin=subprocess.DEVNULL, close_fds=True)
+        p = subprocess.Popen(spec["drop"] + spec["argv"], cwd="/workspace", env=env, stdin=subprocess.DEVNULL, close_fds=True)
         rc = p.wait()
         code, sig = (rc, None) if rc >= 0 else (None, -rc)
     except OSError as e:
@@ -137,21 +147,13 @@ def main():
     for _ in range(5000):
         try:
             os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            break
-        except PermissionError:
+        except (ProcessLookupError, PermissionError):
             break
         time.sleep(0.0005)
     trailer = {"phase": "run", "exitCode": code, "signal": sig, "durationMs": duration, "stragglers": stragglers}
-    try:
-        fd = os.open(spec["resultPath"], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                trailer["result"] = base64.b64encode(os.read(fd, spec["resultLimitBytes"])).decode()
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+    r = subprocess.run(spec["read"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+    if r.returncode == 0 and r.stdout:
+        trailer["result"] = base64.b64encode(r.stdout[: spec["resultLimitBytes"]]).decode()
     out(trailer)
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 main()
@@ -180,51 +182,29 @@ function readLine() {
 }
 function writeAll(fd, data) { let off = 0; while (off < data.length) off += fs.writeSync(fd, data, off, data.length - off); }
 function out(obj) { writeAll(2, Buffer.from(marker)); writeAll(1, Buffer.from(marker + JSON.stringify(obj) + "\n")); }
-function writeFiles(files) {
-  const root = "/workspace";
-  for (const f of files) {
-    const p = f.path, parts = p.split("/");
-    if (p.startsWith("/") || p.includes("\0") || parts.some((s) => s === "" || s === "." || s === "..")) throw new Error("path escapes the workspace: " + p);
-    let d = root;
-    for (const s of parts.slice(0, -1)) {
-      d += "/" + s;
-      try { fs.mkdirSync(d, 0o755); } catch (e) { if (e.code !== "EEXIST" || !fs.lstatSync(d).isDirectory()) throw e; }
-    }
-    const c = fs.constants;
-    const fd = fs.openSync(root + "/" + p, c.O_WRONLY | c.O_CREAT | c.O_EXCL | c.O_NOFOLLOW, 0o644);
-    try { writeAll(fd, Buffer.from(f.content, "utf8")); } finally { fs.closeSync(fd); }
-  }
-}
 function others() { return fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p) && +p !== 1 && +p !== process.pid); }
 function main() {
   const spec = JSON.parse(readExact(parseInt(readLine(), 10)).toString("utf8"));
+  const archive = readExact(spec.archiveBytes);
   marker = spec.marker;
-  try {
-    writeFiles(spec.files);
-    fs.mkdirSync(require("path").dirname(spec.resultPath), { recursive: true, mode: 0o700 });
-  } catch (e) {
-    out({ phase: "setup", error: String(e && e.message || e), exitCode: null, signal: null, durationMs: 0, stragglers: 0 });
+  const env = spec.env;
+  const setup = cp.spawnSync(spec.extract[0], spec.extract.slice(1), { input: archive, env, stdio: ["pipe", "ignore", "pipe"], maxBuffer: 1 << 20 });
+  if (setup.status !== 0) {
+    const why = (setup.stderr ? setup.stderr.toString("utf8").slice(-2000) : "") || (setup.error ? String(setup.error.code) : "tar exit " + setup.status);
+    out({ phase: "setup", error: why, exitCode: null, signal: null, durationMs: 0, stragglers: 0 });
     return;
   }
   const start = process.hrtime.bigint();
-  const r = cp.spawnSync(spec.argv[0], spec.argv.slice(1), { cwd: "/workspace", env: spec.env, stdio: ["ignore", "inherit", "inherit"] });
+  const argv = spec.drop.concat(spec.argv);
+  const r = cp.spawnSync(argv[0], argv.slice(1), { cwd: "/workspace", env, stdio: ["ignore", "inherit", "inherit"] });
   let code = r.status, sig = r.signal ? require("os").constants.signals[r.signal] : null;
   if (r.error) { writeAll(2, Buffer.from("loopsmith: cannot run " + spec.argv[0] + ": " + r.error.code + "\n")); code = r.error.code === "ENOENT" ? 127 : 126; sig = null; }
   const durationMs = Number(process.hrtime.bigint() - start) / 1e6;
   const stragglers = others().length;
   for (let i = 0; i < 5000; i++) { try { process.kill(-1, "SIGKILL"); } catch { break; } sleep(1); }
   const trailer = { phase: "run", exitCode: code, signal: sig, durationMs, stragglers };
-  try {
-    const c = fs.constants;
-    const fd = fs.openSync(spec.resultPath, c.O_RDONLY | c.O_NOFOLLOW | c.O_NONBLOCK);
-    try {
-      if (fs.fstatSync(fd).isFile()) {
-        const buf = Buffer.alloc(spec.resultLimitBytes); let off = 0, k = 0;
-        while (off < buf.length && (k = fs.readSync(fd, buf, off, buf.length - off, null)) > 0) off += k;
-        trailer.result = buf.subarray(0, off).toString("base64");
-      }
-    } finally { fs.closeSync(fd); }
-  } catch {}
+  const res = cp.spawnSync(spec.read[0], spec.read.slice(1), { env, stdio: ["ignore", "pipe", "ignore"], maxBuffer: spec.resultLimitBytes + (1 << 16) });
+  if (res.status === 0 && res.stdout && res.stdout.length) trailer.result = res.stdout.subarray(0, spec.resultLimitBytes).toString("base64");
   out(trailer);
 }
 main();

@@ -9,7 +9,7 @@ const STDOUT = 1;
 const STDERR = 2;
 
 /** Largest trailer accepted, in bytes (it carries the base64 result file). */
-export const TRAILER_LIMIT_BYTES = 8 * 1024 * 1024;
+export const TRAILER_LIMIT_BYTES = 24 * 1024 * 1024;
 
 /** One capped byte sink. */
 class Sink {

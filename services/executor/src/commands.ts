@@ -2,7 +2,7 @@
  * Per-language defaults: the supervisor, the default test command, the environment
  * allowlist the command runs with (nothing comes from the host), and which image.
  */
-import type { Config, FileChange, Language } from "@loopsmith/shared";
+import { isTestFile, type Config, type FileChange, type Language } from "@loopsmith/shared";
 import { NODE_BOOTSTRAP, PYTHON_BOOTSTRAP } from "./bootstrap.js";
 
 /** Where the default test commands write JUnit XML: outside the workspace, read back by the supervisor. */
@@ -51,15 +51,11 @@ export function commandEnv(language: Language): Record<string, string> {
   return env;
 }
 
-const NODE_TEST_FILE = /(^|\/)(test\/.*\.(c|m)?[jt]s$|[^/]*[._-]test\.(c|m)?[jt]s$|test[._-][^/]*\.(c|m)?[jt]s$|test_[^/]*\.(c|m)?[jt]s$)/;
-
 /** Test files node's runner should run, by its naming conventions (plus `test_*.js`). */
 export function nodeTestFiles(files: readonly FileChange[], language: Language): string[] {
-  const ts = language === "typescript";
   return files
     .map((f) => f.path)
-    .filter((p) => NODE_TEST_FILE.test(p) && !p.split("/").includes("node_modules"))
-    .filter((p) => (ts ? /\.(c|m)?ts$/.test(p) : /\.(c|m)?js$/.test(p)))
+    .filter((p) => isTestFile(p, language))
     .sort();
 }
 
@@ -67,15 +63,32 @@ export function nodeTestFiles(files: readonly FileChange[], language: Language):
 export const TS_NODE_OPTIONS = ["--import", "/opt/loopsmith/ts-register.mjs"];
 
 /**
- * The default test command of a language, and its runner.
- * - python: pytest over the workspace, JUnit XML to {@link RESULT_PATH}.
- * - javascript/typescript: node's test runner with the spec reporter on stdout and the
- *   JUnit reporter to {@link RESULT_PATH}, over the files that look like tests.
+ * pytest with a runner configuration that no file in the workspace can change:
+ * - `python3 -I`: isolated mode — no `PYTHON*` variables, no user site directory, and the
+ *   workspace is not on `sys.path` at start-up, so a workspace `sitecustomize.py`,
+ *   `usercustomize.py` or `.pth` file is never run and plugins load only from the image;
+ *   `-B` and `-u` stand in for the `PYTHONDONTWRITEBYTECODE`/`PYTHONUNBUFFERED` that `-I` ignores;
+ * - `-c /dev/null --rootdir=/workspace`: an empty ini file, so `pytest.ini`, `.pytest.ini`,
+ *   `pyproject.toml`, `tox.ini` and `setup.cfg` are not read (no `addopts`, no `-p`);
+ * - `--noconftest`: no `conftest.py` is loaded (the task's own included: tests must be
+ *   self-contained);
+ * - `-p no:cacheprovider`: nothing is read from or written to `.pytest_cache`.
  */
-export function defaultCommand(language: Language, files: readonly FileChange[]): { argv: string[]; runner: Runner } {
+export const PYTEST_ISOLATED = ["python3", "-I", "-B", "-u", "-m", "pytest", "-q", "-c", "/dev/null", "--rootdir=/workspace", "--noconftest", "-p", "no:cacheprovider"];
+
+/**
+ * The default test command of a language, and its runner.
+ * - python: pytest ({@link PYTEST_ISOLATED}), JUnit XML to {@link RESULT_PATH}, over `tests`
+ *   when given, else every file pytest's naming conventions find.
+ * - javascript/typescript: node's test runner with the spec reporter on stdout and the
+ *   JUnit reporter to {@link RESULT_PATH}, over `tests` when given, else the files that
+ *   look like tests.
+ * @param tests - exactly the test files to run (workspace-relative), or undefined
+ */
+export function defaultCommand(language: Language, files: readonly FileChange[], tests?: readonly string[]): { argv: string[]; runner: Runner } {
   if (language === "python") {
     return {
-      argv: ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", `--junitxml=${RESULT_PATH}`],
+      argv: [...PYTEST_ISOLATED, `--junitxml=${RESULT_PATH}`, ...(tests ? ["--", ...tests] : [])],
       runner: "pytest",
     };
   }
@@ -87,7 +100,7 @@ export function defaultCommand(language: Language, files: readonly FileChange[])
     "--test-reporter-destination=stdout",
     "--test-reporter=junit",
     `--test-reporter-destination=${RESULT_PATH}`,
-    ...nodeTestFiles(files, language),
+    ...(tests ?? nodeTestFiles(files, language)),
   ];
   return { argv, runner: "node" };
 }

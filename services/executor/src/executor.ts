@@ -11,6 +11,8 @@ import {
   LoopsmithError,
   createIdempotencyCache,
   hasCode,
+  summarizeTests,
+  trimTests,
   type Config,
   type ExecutionResult,
   type Language,
@@ -23,6 +25,7 @@ import { Limiter } from "./limiter.js";
 import { verdict } from "./outcome.js";
 import { WarmPool } from "./pool.js";
 import { LABEL, LABEL_HOST, LABEL_PID, Sandbox, STOPPED_REASON, type RawRun, type SandboxSpec } from "./sandbox.js";
+import { loadSeccompProfile } from "./seccomp.js";
 import { PROBE, selfTest } from "./selftest.js";
 import { checkFiles } from "./workspace.js";
 
@@ -71,8 +74,10 @@ export interface Executor {
 export const IDEMPOTENCY_TTL_MS = 10 * 60_000;
 /** Most results kept for idempotency. */
 const IDEMPOTENCY_MAX = 1_000;
-/** Largest JUnit file read back from a sandbox, in bytes. */
-const RESULT_LIMIT_BYTES = 4 * 1024 * 1024;
+/** Most test cases listed in a result (failing ones first); `summary` counts them all. */
+export const MAX_TESTS_REPORTED = 1_000;
+/** Largest JUnit file read back from a sandbox, in bytes (about 100 000 pytest cases). */
+const RESULT_LIMIT_BYTES = 16 * 1024 * 1024;
 /** Memory of the warm containers, MiB (the request's default; others are updated per run). */
 const POOL_MEMORY_MB = 512;
 const MiB = 1024 * 1024;
@@ -90,7 +95,10 @@ function sandboxError(reason: string): ExecutionResult {
   return { status: "sandbox_error", exitCode: null, durationMs: 0, tests: [], stdout: "", stderr: "", truncated: false, reason };
 }
 
-/** Creates an executor; call `start()` before `run()` (run starts it when needed). */
+/**
+ * Creates an executor; call `start()` before `run()` (run starts it when needed).
+ * @throws LoopsmithError `config_invalid` when the seccomp profile cannot be used
+ */
 export function createExecutor(deps: ExecutorDeps): Executor {
   const { docker, config, log } = deps;
   const cfg = config.executor;
@@ -105,6 +113,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   let starting: Promise<void> | undefined;
   let stopping: Promise<void> | undefined;
 
+  const seccomp = loadSeccompProfile(cfg.seccompProfile);
   const specFor = (kind: ImageKind): SandboxSpec => ({
     image: imageOf(config, kind),
     kind,
@@ -113,6 +122,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     pidsLimit: cfg.pidsLimit,
     tmpfsMb: cfg.tmpfsMb,
     labels,
+    seccomp,
     ...(cfg.runtime ? { runtime: cfg.runtime } : {}),
   });
   for (const kind of deps.kinds ?? (["python", "node"] as const)) {
@@ -172,9 +182,14 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       const result: ExecutionResult = { ...sandboxError(err.message), status: "blocked" };
       return { result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
     }
+    const missing = (req.tests ?? []).filter((t) => !req.files.some((f) => f.path === t));
+    if (missing.length) {
+      const result: ExecutionResult = { ...sandboxError(`the test files to run are not in the workspace: ${missing.join(", ")}`), status: "blocked" };
+      return { result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
+    }
     const { argv, runner } = req.command
       ? { argv: customCommand(req.language, req.command), runner: "custom" as const }
-      : defaultCommand(req.language, req.files);
+      : defaultCommand(req.language, req.files, req.tests);
     const sandbox = await poolOf(req.language).take();
     let raw: RawRun;
     try {
@@ -188,6 +203,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     }
     let tests: TestCase[] = [];
     if (raw.trailer?.result) tests = parseJUnit(Buffer.from(raw.trailer.result, "base64").toString("utf8")) ?? [];
+    const summary = summarizeTests(tests);
     const v = verdict({
       runner,
       stopReason: raw.stopReason,
@@ -202,7 +218,8 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       status: v.status,
       exitCode: v.exitCode,
       durationMs: Math.round((raw.trailer?.durationMs ?? raw.wallMs) * 1000) / 1000,
-      tests,
+      tests: trimTests(tests, MAX_TESTS_REPORTED),
+      summary,
       stdout: raw.stdout.toString("utf8"),
       stderr: raw.stderr.toString("utf8"),
       truncated: raw.truncated,
@@ -249,7 +266,8 @@ export function createExecutor(deps: ExecutorDeps): Executor {
         const result: ExecutionResult = { ...sandboxError("a file path escapes the workspace"), status: "blocked" };
         return Promise.resolve({ result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) });
       }
-      return Promise.reject(new LoopsmithError("bad_request", "invalid execution request", { details: parsed.error.issues }));
+      const fields = parsed.error.issues.map((i) => `${i.path.join(".") || "(request)"}: ${i.message}`).join("; ");
+      return Promise.reject(new LoopsmithError("bad_request", `invalid execution request: ${fields}`, { details: parsed.error.issues }));
     }
     const req = parsed.data;
     return idempotent.run(req.idempotencyKey, (forget) => runOnce(req, opts, forget));

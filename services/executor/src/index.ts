@@ -5,4 +5,5 @@ export { readWorkspaceDir, checkFiles, isSafeRelativePath, type ReadDirOptions }
 export { parseJUnit } from "./junit.js";
 export { fitResult } from "./fit.js";
 export { LABEL, LABEL_HOST, LABEL_PID, createOptions, type SandboxSpec } from "./sandbox.js";
-export type { ImageKind } from "./commands.js";
+export { PYTEST_ISOLATED, type ImageKind } from "./commands.js";
+export { SHIPPED_SECCOMP_PROFILE, loadSeccompProfile } from "./seccomp.js";

@@ -3,10 +3,12 @@
  * supervisor waits on stdin), used for exactly one run, then destroyed.
  */
 import { randomBytes } from "node:crypto";
+import { posix } from "node:path";
 import type { Duplex } from "node:stream";
 import type Docker from "dockerode";
-import { LoopsmithError } from "@loopsmith/shared";
-import { encodeSpec, type BootSpec, type BootTrailer } from "./bootstrap.js";
+import { LoopsmithError, type FileChange } from "@loopsmith/shared";
+import { workspaceArchive } from "./archive.js";
+import { encodeSpec, SANDBOX_UID, type BootSpec, type BootTrailer } from "./bootstrap.js";
 import { Capture, type CaptureEvent } from "./capture.js";
 import { supervisorCmd, type ImageKind } from "./commands.js";
 import type { StopReason } from "./outcome.js";
@@ -31,8 +33,16 @@ export interface SandboxSpec {
   tmpfsMb: number;
   /** OCI runtime such as `runsc`; the engine's default when undefined. */
   runtime?: string;
+  /** The seccomp profile as JSON text ({@link loadSeccompProfile}). */
+  seccomp: string;
   labels: Record<string, string>;
 }
+
+/**
+ * The supervisor's capabilities: switch to the sandbox user (SETUID, SETGID), empty the
+ * command's bounding set (SETPCAP), and kill the command's leftover processes (KILL).
+ */
+export const SUPERVISOR_CAPS = ["SETUID", "SETGID", "SETPCAP", "KILL"] as const;
 
 /** Files per tmpfs (`nr_inodes`): bounded so many small files cannot exhaust the host. */
 export function inodesFor(tmpfsMb: number): number {
@@ -42,16 +52,21 @@ export function inodesFor(tmpfsMb: number): number {
 /** The container's create options: every confinement in one place. */
 export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions {
   // Owned by the sandbox user (mode=1777 alone is overridden by the image's directory).
-  const size = `size=${spec.tmpfsMb}m,nr_inodes=${inodesFor(spec.tmpfsMb)},uid=10001,gid=10001,mode=0700`;
+  const size = `size=${spec.tmpfsMb}m,nr_inodes=${inodesFor(spec.tmpfsMb)},uid=${SANDBOX_UID},gid=${SANDBOX_UID},mode=0700`;
   const fileBytes = spec.tmpfsMb * 1024 * 1024;
   return {
     Image: spec.image,
     Cmd: supervisorCmd(spec.kind),
     Entrypoint: [],
-    User: "10001:10001",
+    // The supervisor (PID 2, under docker-init) runs as root with four capabilities and no
+    // others, so that the command it starts as SANDBOX_UID cannot reach it (bootstrap.ts).
+    User: "0:0",
     WorkingDir: "/workspace",
     Hostname: "sandbox",
-    Env: ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"],
+    // The supervisor's own environment (the command gets an allowlist, commands.ts). Node
+    // refuses seteuid() while libuv may use io_uring (CVE-2024-22017); the sandbox's
+    // seccomp profile denies io_uring anyway.
+    Env: ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "UV_USE_IO_URING=0"],
     Labels: spec.labels,
     NetworkDisabled: true,
     OpenStdin: true,
@@ -76,7 +91,9 @@ export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions 
       },
       ShmSize: 16 * 1024 * 1024,
       CapDrop: ["ALL"],
-      SecurityOpt: ["no-new-privileges"],
+      // Kept only by the supervisor: the command drops to SANDBOX_UID with empty sets.
+      CapAdd: [...SUPERVISOR_CAPS],
+      SecurityOpt: ["no-new-privileges", `seccomp=${spec.seccomp}`],
       Init: true,
       OomScoreAdj: 1000,
       Ulimits: [
@@ -103,6 +120,9 @@ export interface RawRun {
   /** Host wall time from sending the work to the report, ms. */
   wallMs: number;
 }
+
+/** One run's work: the spec without its per-run secret, and the files of the workspace. */
+export type SandboxWork = Omit<BootSpec, "marker" | "uid"> & { files: readonly FileChange[] };
 
 /** Options of {@link Sandbox.run}. */
 export interface SandboxRunOptions {
@@ -200,10 +220,12 @@ export class Sandbox {
    * @throws LoopsmithError `sandbox_error` when the engine fails (update, inspect) or the
    *   container never ends after being killed.
    */
-  async run(work: Omit<BootSpec, "marker">, opts: SandboxRunOptions): Promise<RawRun> {
+  async run(work: SandboxWork, opts: SandboxRunOptions): Promise<RawRun> {
     if (this.used) throw new LoopsmithError("sandbox_error", "a sandbox container is used for one run only");
     this.used = true;
     if (this.ended) throw new LoopsmithError("sandbox_error", "the sandbox container ended before the run");
+    const { files, ...boot } = work;
+    const archive = await workspaceArchive(files, posix.dirname(work.resultPath));
     if (opts.memoryBytes !== this.spec.memoryBytes) {
       await this.container.update({ Memory: opts.memoryBytes, MemorySwap: opts.memoryBytes });
     }
@@ -229,7 +251,7 @@ export class Sandbox {
     let trailer: BootTrailer | null = null;
     let early = false;
     try {
-      if (!stopReason) this.stream.write(encodeSpec({ ...work, marker }));
+      if (!stopReason) this.stream.write(encodeSpec({ ...boot, marker, uid: SANDBOX_UID }, archive));
       let grace: NodeJS.Timeout | undefined;
       const deadline = new Promise<"stuck">((resolve) => {
         grace = setTimeout(() => resolve("stuck"), opts.timeoutMs + KILL_GRACE_MS);

@@ -1,7 +1,8 @@
 /**
  * The self-test run at executor start: a probe in a real sandbox container reports what
  * confinement it actually sees (network interfaces and routes, user, capabilities,
- * no-new-privileges, cgroup limits, read-only root). Anything missing refuses the start.
+ * no-new-privileges, cgroup limits, read-only root, and whether it can reach the supervisor
+ * that reports its result). Anything missing refuses the start.
  */
 import { LoopsmithError } from "@loopsmith/shared";
 import type { RawRun } from "./sandbox.js";
@@ -11,7 +12,7 @@ export const PROBE = String.raw`
 echo "uid=$(id -u)"
 echo "net=$(ls /sys/class/net | tr '\n' ',')"
 echo "routes=$(tail -n +2 /proc/net/route | wc -l)"
-grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status | tr -d ' \t' | sed 's/:/=/'
+grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status | tr -d ' \t' | sed 's/:/=/'
 if [ -r /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
   echo "mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes)"
   echo "swap=$(( $(cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes) - $(cat /sys/fs/cgroup/memory/memory.limit_in_bytes) ))"
@@ -24,6 +25,9 @@ else
   echo "cpu=$(cut -d' ' -f1 /sys/fs/cgroup/cpu.max)/$(cut -d' ' -f2 /sys/fs/cgroup/cpu.max)"
 fi
 if touch /usr/.loopsmith-probe 2>/dev/null; then echo rootfs=rw; else echo rootfs=ro; fi
+echo "supervisor_uid=$(stat -c %u /proc/$PPID 2>/dev/null || echo unknown)"
+if head -c 1 /proc/$PPID/environ >/dev/null 2>&1; then echo supervisor_readable=1; else echo supervisor_readable=0; fi
+if kill -0 $PPID 2>/dev/null; then echo supervisor_signalable=1; else echo supervisor_signalable=0; fi
 `;
 
 /** What the sandbox must show. */
@@ -53,6 +57,7 @@ export function checkProbe(report: string, want: Expected): string[] {
   expect(/^0+$/.test(kv.get("CapEff") ?? "x"), `effective capabilities are not empty (${kv.get("CapEff") ?? "?"})`);
   expect(/^0+$/.test(kv.get("CapBnd") ?? "x"), `the capability bounding set is not empty (${kv.get("CapBnd") ?? "?"})`);
   expect(kv.get("NoNewPrivs") === "1", "no-new-privileges is not set");
+  expect(kv.get("Seccomp") === "2", `no seccomp filter is in force (Seccomp ${kv.get("Seccomp") ?? "?"})`);
   expect(Number(kv.get("mem")) === want.memoryBytes, `the memory limit is ${kv.get("mem") ?? "?"} bytes, not ${want.memoryBytes}`);
   expect(kv.get("swap") === "0", `swap is allowed beyond the memory limit (${kv.get("swap") ?? "?"})`);
   expect(Number(kv.get("pids")) === want.pidsLimit, `the pids limit is ${kv.get("pids") ?? "?"}, not ${want.pidsLimit}`);
@@ -62,6 +67,10 @@ export function checkProbe(report: string, want: Expected): string[] {
     `the CPU quota is ${kv.get("cpu") ?? "?"}, not ${want.cpus} CPUs`,
   );
   expect(kv.get("rootfs") === "ro", "the root file system is writable");
+  // The verdict's producer must be out of the command's reach (docs/SANDBOX.md, "Verdicts").
+  expect(/^\d+$/.test(kv.get("supervisor_uid") ?? "") && kv.get("supervisor_uid") !== kv.get("uid"), `the supervisor runs as the command's user (uid ${kv.get("supervisor_uid") ?? "?"})`);
+  expect(kv.get("supervisor_readable") === "0", "the command can read the supervisor's /proc entries");
+  expect(kv.get("supervisor_signalable") === "0", "the command can signal the supervisor");
   return problems;
 }
 
