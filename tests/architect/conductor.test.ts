@@ -7,8 +7,13 @@ import { describe, expect } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import pino from "pino";
 import {
+  Endpoints,
   LoopsmithError,
+  ServiceNames,
+  call,
   emptyUsage,
+  handle,
+  startService,
   ensureStreams,
   submitTask,
   watchEvents,
@@ -174,6 +179,38 @@ describe("conductor on JetStream", () => {
       expect(calls.build).toBe(1);
     } finally {
       await conductor.stop();
+      await nc.close();
+    }
+  });
+
+  it("retries a sandbox error as a new attempt the executor's contract accepts, over the real bus, and passes", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    // A stand-in executor on the bus: its endpoint validates requests with the real contract.
+    const keys: string[] = [];
+    const executor = await startService(nc, {
+      name: ServiceNames.executor,
+      version: "0.0.0",
+      description: "test executor",
+      log,
+      registrations: [
+        handle(Endpoints.executor.run, async (req) => {
+          keys.push(req.idempotencyKey);
+          return keys.length === 1 ? { ...failed(), status: "sandbox_error" as const, tests: [], reason: "the container died" } : passed;
+        }),
+      ],
+    });
+    const { steps: s } = steps([passed], { execute: (req) => call(nc, Endpoints.executor.run, req, { timeoutMs: 10_000, retries: 0 }) });
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      const input = task();
+      const { result, events } = await runTask(nc, input);
+      expect(result.status).toBe("passed");
+      expect(result.iterations).toBe(1);
+      expect(keys).toEqual([`${input.taskId}/1/execute`, `${input.taskId}/1/execute.1`]);
+      expect(events.some((e) => e.kind === "warning" && e.message.includes("the container died"))).toBe(true);
+    } finally {
+      await conductor.stop();
+      await executor.stop();
       await nc.close();
     }
   });

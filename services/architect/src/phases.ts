@@ -1,0 +1,200 @@
+/**
+ * The loop's phases, one function each. A phase advances `run.s` and checkpoints with
+ * `run.go(next)`; it returns a final state when the task stops, or nothing to go on.
+ * RECALL → PLAN → BUILD → GATE → REVIEW? → EXECUTE → (pass: stop) | (fail: REMEMBER → REFLECT → BUILD …)
+ */
+import { LoopsmithError, type FailureBrief, type Plan } from "@loopsmith/shared";
+import { briefFromError, briefFromExecution, briefFromFindings, errorTextOf } from "./failure.js";
+import { MAX_SANDBOX_ERRORS, type TaskRun } from "./run.js";
+import type { TaskState } from "./state.js";
+import { fallbackPlan, forCheckpoint, verdictFiles } from "./verdict.js";
+
+/** A phase's outcome: a final state (the task stopped), or undefined (go on). */
+export type PhaseOutcome = TaskState | undefined;
+
+const EMPTY_CANDIDATE = { files: [], tests: [], notes: "" };
+
+/** RECALL: similar past failures and successes for the goal (not this task's own). */
+export async function recallPhase(run: TaskRun): Promise<PhaseOutcome> {
+  const s = run.s;
+  await run.emit("phase", "recalling similar past tasks", { phase: "recall" });
+  const recall = await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: s.task.goal, k: 3, excludeSameTask: true }));
+  if (recall) await run.emit("step", `recalled ${recall.failures.length} failures and ${recall.successes.length} successes`, { phase: "recall", data: { failureIds: recall.failures.map((f) => f.id) } });
+  await run.go("plan", recall ? { recall } : {});
+  return undefined;
+}
+
+/** PLAN (role `spec` when the task has no visible tests): one call; a fallback plan when unreadable. */
+export async function planPhase(run: TaskRun): Promise<PhaseOutcome> {
+  const s = run.s;
+  await run.emit("phase", "planning", { phase: "plan" });
+  let plan: Plan;
+  try {
+    const reply = await run.steps.plan({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("plan"), task: run.brief(), recall: s.recall, previousFailures: s.replanned ? s.failures.slice(-3) : [], budget: run.budget() });
+    await run.noteProvider(s.task.acceptanceTests.length ? "plan" : "spec", reply);
+    plan = reply.value;
+  } catch (err) {
+    const outcome = await run.llmFailure(err, "plan");
+    if (outcome !== "iteration_failed") return outcome;
+    plan = fallbackPlan(run.s);
+  }
+  await run.emit("step", `plan: ${plan.summary}`, { phase: "plan", data: { plan } });
+  await run.go("build", { plan, iteration: Math.max(1, run.s.iteration) });
+  return undefined;
+}
+
+/** BUILD: a candidate from the plan, the last failure and its reflection. */
+export async function buildPhase(run: TaskRun): Promise<PhaseOutcome> {
+  const s = run.s;
+  await run.emit("iteration", `iteration ${s.iteration} of at most ${s.task.limits.maxIterations}`);
+  await run.emit("phase", "building a candidate", { phase: "build" });
+  try {
+    const reply = await run.steps.build({
+      v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("build"), task: run.brief(), plan: s.plan ?? fallbackPlan(s),
+      ...(s.candidate && s.failure ? { previous: { candidate: s.candidate, failure: s.failure, ...(s.reflection ? { reflection: s.reflection } : {}) } } : {}),
+      history: s.history, recall: s.recall, budget: run.budget(),
+    });
+    await run.noteProvider("build", reply);
+    const c = reply.value;
+    await run.emit("step", `candidate: ${c.files.map((f) => f.path).join(", ")}${c.tests.length ? ` + tests ${c.tests.map((f) => f.path).join(", ")}` : ""}`, { phase: "build", data: { provider: reply.provider } });
+    await run.go("gate", { candidate: c });
+  } catch (err) {
+    const outcome = await run.llmFailure(err, "build");
+    if (outcome !== "iteration_failed") return outcome;
+    await run.go("remember", { failure: briefFromError(run.s.iteration, "llm_bad_reply", (err as Error).message) });
+  }
+  return undefined;
+}
+
+/** GATE: the deterministic static check; a blocked candidate is a failed iteration, never run. */
+export async function gatePhase(run: TaskRun): Promise<PhaseOutcome> {
+  const s = run.s;
+  await run.emit("phase", "static safety gate", { phase: "gate" });
+  const files = [...(s.candidate?.files ?? []), ...(s.candidate?.tests ?? [])];
+  const verdict = await run.steps.gate({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("gate"), language: s.task.language, files });
+  if (verdict.blocked) {
+    await run.emit("step", `gate blocked the candidate: ${verdict.findings.filter((f) => f.severity === "blocker").map((f) => f.message).join("; ")}`, { phase: "gate", data: { findings: verdict.findings } });
+    await run.go("remember", { failure: briefFromFindings(s.iteration, "blocked", verdict.findings) });
+  } else {
+    await run.emit("step", `gate passed (${verdict.findings.length} findings)`, { phase: "gate" });
+    await run.go(s.task.review ? "review" : "execute");
+  }
+  return undefined;
+}
+
+/** REVIEW (when the task asks for it): a `blocker` finding fails the iteration without running. */
+export async function reviewPhase(run: TaskRun): Promise<PhaseOutcome> {
+  const s = run.s;
+  await run.emit("phase", "reviewing the candidate", { phase: "review" });
+  try {
+    const reply = await run.steps.review({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("review"), task: run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, budget: run.budget() });
+    await run.noteProvider("review", reply);
+    const blockers = reply.value.findings.filter((f) => f.severity === "blocker");
+    await run.emit("step", `review: ${reply.value.approved ? "approved" : "not approved"}, score ${reply.value.score.toFixed(2)}`, { phase: "review", data: { review: reply.value } });
+    if (blockers.length > 0) {
+      await run.go("remember", { failure: briefFromFindings(s.iteration, "blocked", blockers) });
+      return undefined;
+    }
+  } catch (err) {
+    const outcome = await run.llmFailure(err, "review");
+    if (outcome !== "iteration_failed") return outcome;
+  }
+  await run.go("execute");
+  return undefined;
+}
+
+/**
+ * EXECUTE: the visible and generated tests in a fresh sandbox. A sandbox failure is not the
+ * candidate's: it is retried as a new attempt (at most {@link MAX_SANDBOX_ERRORS} in a row).
+ */
+export async function executePhase(run: TaskRun): Promise<PhaseOutcome> {
+  await run.emit("phase", "running the tests in the sandbox", { phase: "execute" });
+  const { files, ignored, tests } = verdictFiles(run.s);
+  if (ignored.length && run.s.sandboxErrors === 0) {
+    await run.emit("warning", `the candidate's ${ignored.join(", ")} ${ignored.length === 1 ? "was" : "were"} not used: a candidate may not configure the test runner or replace the acceptance tests`, { phase: "execute", data: { ignored } });
+  }
+  const result = await run.steps.execute(run.executionRequest("execute", files, tests));
+  if (result.status === "sandbox_error") {
+    const n = run.s.sandboxErrors + 1;
+    await run.emit("warning", `the sandbox failed (${result.reason ?? "unknown"}); not counted against the candidate`, { phase: "execute" });
+    if (n >= MAX_SANDBOX_ERRORS) return run.stop("error", `stopped: the sandbox failed ${n} times in a row: ${result.reason ?? ""}`, new LoopsmithError("sandbox_error", result.reason ?? "sandbox failure"));
+    await run.go("execute", { sandboxErrors: n });
+    return undefined;
+  }
+  run.s = { ...run.s, sandboxErrors: 0, lastExecution: forCheckpoint(result) };
+  const failing = result.tests.filter((t) => t.status === "failed" || t.status === "error").map((t) => t.name);
+  const shown = failing.slice(0, 20);
+  await run.emit("step", `iteration ${run.s.iteration}: ${result.status}${failing.length ? `; failing tests: ${shown.join(", ")}${failing.length > shown.length ? ` and ${failing.length - shown.length} more` : ""}` : ""} (${result.summary?.total ?? result.tests.length} tests, ${Math.round(result.durationMs)} ms)`, {
+    phase: "execute",
+    data: { status: result.status, failingTests: shown, summary: result.summary, tests: result.tests.slice(0, 100).map((t) => ({ name: t.name, status: t.status })) },
+  });
+  if (result.status === "passed") {
+    run.s = { ...run.s, history: [...run.s.history, `iteration ${run.s.iteration}: passed`] };
+    return run.stop("passed", `passed after ${run.s.iteration} iteration${run.s.iteration === 1 ? "" : "s"}`);
+  }
+  await run.go("remember", { failure: briefFromExecution(run.s.iteration, result) });
+  return undefined;
+}
+
+/** REMEMBER: store the failure, recall similar ones, apply the circuit breaker and the iteration limit. */
+export async function rememberPhase(run: TaskRun): Promise<PhaseOutcome> {
+  const s = run.s;
+  await run.emit("phase", "remembering the failure", { phase: "remember" });
+  const failure = s.failure ?? briefFromError(s.iteration, "unknown", "no failure recorded");
+  const errorText = s.lastExecution && failure.status !== "blocked" && failure.status !== "llm_bad_reply" ? errorTextOf(s.lastExecution) : failure.output.slice(0, 2_000) || failure.status;
+  const stored = await run.safely(() =>
+    run.steps.rememberFailure({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("failure"), language: s.task.language, goal: s.task.goal, errorText, failingTests: failure.failingTests, outputTail: failure.output.slice(-4_000), status: failure.status }),
+  );
+  const signature = stored?.signature ?? `${failure.status}: ${errorText.split("\n")[0] ?? ""}`.slice(0, 300);
+  const withSig: FailureBrief = { ...failure, signature };
+  const recall = await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: `${signature}\n${s.task.goal}`, errorText, k: 3, excludeSameTask: false }));
+  const same = s.lastSignature === signature ? s.sameSignatureCount + 1 : 1;
+  if (stored) await run.emit("step", `failure stored as ${stored.id} (signature: ${signature})`, { phase: "remember", data: { failureId: stored.id, signature } });
+  if (recall) await run.emit("step", `recalled ${recall.failures.length} similar failures`, { phase: "recall", data: { failureIds: recall.failures.map((f) => f.id) } });
+  run.s = {
+    ...run.s,
+    failure: withSig,
+    failures: [...run.s.failures, withSig],
+    failureIds: stored ? [...run.s.failureIds, stored.id] : run.s.failureIds,
+    ...(stored ? { failureId: stored.id } : {}),
+    history: [...run.s.history, `iteration ${s.iteration}: ${failure.status} (${signature})${failure.failingTests.length ? ` failing ${failure.failingTests.join(", ")}` : ""}`],
+    lastSignature: signature,
+    sameSignatureCount: same,
+    ...(recall ? { recall } : {}),
+  };
+  const limits = s.task.limits;
+  if (same >= limits.stuckAfter) {
+    if (limits.replanOnStuck && !run.s.replanned && s.iteration < limits.maxIterations) {
+      await run.emit("warning", `the same error ${same} times in a row; re-planning once`);
+      await run.go("plan", { replanned: true, sameSignatureCount: 0, iteration: s.iteration + 1, reflection: undefined });
+      return undefined;
+    }
+    return run.stop("stuck", `stopped: the same error signature ${same} times in a row (${signature})`);
+  }
+  if (s.iteration >= limits.maxIterations) return run.stop("max_iterations", `stopped after ${s.iteration} iterations without passing`);
+  // Reflect on a candidate that ran or was blocked; a step that produced no candidate goes straight on.
+  const reflectable = run.s.candidate && failure.status !== "llm_bad_reply";
+  await run.go(reflectable ? "reflect" : "build", reflectable ? {} : { iteration: s.iteration + 1 });
+  return undefined;
+}
+
+/** REFLECT: root cause, hypothesis and fix plan for the next build; attached to the stored failure. */
+export async function reflectPhase(run: TaskRun): Promise<PhaseOutcome> {
+  const s = run.s;
+  await run.emit("phase", "reflecting on the failure", { phase: "reflect" });
+  try {
+    const reply = await run.steps.reflect({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("reflect"), task: run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, failure: s.failure ?? briefFromError(s.iteration, "unknown", ""), recall: s.recall, budget: run.budget() });
+    await run.noteProvider("reflect", reply);
+    await run.emit("step", `reflection: ${reply.value.rootCause}`, { phase: "reflect", data: { reflection: reply.value } });
+    const failureId = run.s.failureId;
+    if (failureId) {
+      await run.safely(() => run.steps.attachFix({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("fix"), failureId, reflection: reply.value }));
+    }
+    await run.go("build", { reflection: reply.value, iteration: s.iteration + 1 });
+  } catch (err) {
+    const outcome = await run.llmFailure(err, "reflect");
+    if (outcome !== "iteration_failed") return outcome;
+    await run.go("build", { reflection: undefined, iteration: s.iteration + 1 });
+  }
+  return undefined;
+}
