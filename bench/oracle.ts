@@ -2,14 +2,17 @@
  * The oracle benchmark: every canonical solution of a HumanEval-format file through the
  * executor (hardened container, warm pool), and the first mutant of each, then counts and
  * timing. Run: npm run --silent bench:oracle -- --dataset <path> [--limit N] [--concurrency N]
- * Prints: canonical solutions passed, first mutants failed, records with a failing mutant
- * within 20 tries, total, median and p95 wall time per run.
+ * Prints: canonical solutions passed under loopsmith's harness and under the baseline (plain
+ * `python3` running HumanEval's own program, in the same sandbox image) with every record
+ * where they disagree, first mutants failed, records with a failing mutant within 20 tries,
+ * total, median and p95 wall time per run. Exits 1 when a canonical solution that plain
+ * python3 passes does not pass loopsmith's harness.
  */
 import Docker from "dockerode";
 import { Command } from "commander";
 import { createLogger, loadConfig, type ExecutionResult } from "@loopsmith/shared";
 import { createExecutor } from "@loopsmith/executor";
-import { loadHumanEval, mutantsOf, runCompletion, type HumanEvalRecord } from "@loopsmith/cli";
+import { loadHumanEval, mutantsOf, plainRequest, runCompletion, type HumanEvalRecord } from "@loopsmith/cli";
 
 const program = new Command()
   .requiredOption("--dataset <path>", "HumanEval JSONL file")
@@ -29,6 +32,8 @@ interface Row {
   id: string;
   canonical: ExecutionResult;
   canonicalMs: number;
+  /** The same canonical solution under plain python3 (the baseline). */
+  plain: ExecutionResult;
   mutant: ExecutionResult | null;
   mutantMs: number;
   /** Tries until a mutant's tests failed (what `script:humaneval --mutant-first` searches), or null. */
@@ -55,6 +60,7 @@ try {
     while (next < records.length) {
       const rec = records[next++] as HumanEvalRecord;
       const [canonical, canonicalMs] = await timed(rec, rec.canonical_solution);
+      const plain = await executor.run(plainRequest(rec, rec.canonical_solution));
       const all = mutantsOf(rec.canonical_solution).slice(0, 20);
       const first = all[0];
       const [mutant, mutantMs] = first ? await timed(rec, first.text) : [null, 0];
@@ -63,7 +69,7 @@ try {
         const [r] = await timed(rec, (all[i] as { text: string }).text);
         if (r.status === "failed") triesToFail = i + 1;
       }
-      rows.push({ id: rec.task_id, canonical, canonicalMs, mutant, mutantMs, triesToFail });
+      rows.push({ id: rec.task_id, canonical, canonicalMs, plain, mutant, mutantMs, triesToFail });
       if (canonical.status !== "passed") process.stderr.write(`canonical ${rec.task_id}: ${canonical.status} ${canonical.reason ?? ""}\n`);
     }
   };
@@ -78,9 +84,15 @@ const withMutant = rows.filter((r) => r.mutant);
 const killed = withMutant.filter((r) => r.mutant && r.mutant.status !== "passed").length;
 const byStatus: Record<string, number> = {};
 for (const r of withMutant) byStatus[r.mutant?.status ?? "none"] = (byStatus[r.mutant?.status ?? "none"] ?? 0) + 1;
+const plainPassed = rows.filter((r) => r.plain.status === "passed");
+const missed = plainPassed.filter((r) => r.canonical.status !== "passed");
+const stricterPlain = rows.filter((r) => r.plain.status !== "passed" && r.canonical.status === "passed");
 const lines = [
   `oracle benchmark on ${opts.dataset} (${records.length} records, concurrency ${concurrency})`,
-  `canonical passed: ${passed}/${records.length}`,
+  `canonical passed: ${passed}/${records.length} (loopsmith's harness: pytest, isolated)`,
+  `baseline:         ${plainPassed.length}/${records.length} under plain python3 (HumanEval's own program)`,
+  `passed plain python3 but not loopsmith: ${missed.length}${missed.length ? ` (${missed.map((r) => `${r.id}: ${r.canonical.status} ${r.canonical.reason ?? ""}`.trim()).join("; ")})` : ""}`,
+  `passed loopsmith but not plain python3: ${stricterPlain.length}${stricterPlain.length ? ` (${stricterPlain.map((r) => `${r.id}: ${r.plain.status}`).join("; ")})` : ""}`,
   `mutants failed:   ${killed}/${withMutant.length} (first mutant of each; statuses ${JSON.stringify(byStatus)})`,
   `failing mutant within 20 tries (what script:humaneval --mutant-first needs): ${rows.filter((r) => r.triesToFail !== null).length}/${records.length}` +
     `${rows.some((r) => r.triesToFail === null) ? ` (none for ${rows.filter((r) => r.triesToFail === null).map((r) => r.id).join(", ")})` : ""}`,
@@ -88,4 +100,4 @@ const lines = [
   `per run: median ${quantile(times, 0.5).toFixed(0)} ms, p95 ${quantile(times, 0.95).toFixed(0)} ms; wall ${(wall / 1000).toFixed(1)} s (${((times.length * 1000) / wall).toFixed(2)} runs/s)`,
 ];
 process.stdout.write(`${lines.join("\n")}\n`);
-process.exitCode = passed === records.length ? 0 : 1;
+process.exitCode = missed.length === 0 ? 0 : 1;

@@ -1,8 +1,8 @@
 /**
  * OpenAI's HumanEval (164 Python problems) as loopsmith tasks. A record's prompt (signature
  * and docstring) becomes the goal and the starting `solution.py`; its `check` function
- * becomes the visible acceptance test `test_solution.py`, one pytest test named
- * `test_<entry_point>`. Format: `task_id`, `prompt`, `entry_point`, `canonical_solution`,
+ * becomes the visible acceptance test (`humaneval_check.py` run by `test_solution.py`, one
+ * pytest test named `test_<entry_point>`). Format: `task_id`, `prompt`, `entry_point`, `canonical_solution`,
  * `test` (see the dataset's README).
  */
 import { readFileSync } from "node:fs";
@@ -58,19 +58,53 @@ export function findHumanEval(records: HumanEvalRecord[], id: string): HumanEval
   return rec;
 }
 
-/** The pytest file that runs a record's `check` against `solution.py`. */
-export function humanevalTestFile(rec: HumanEvalRecord): FileChange {
-  const content = [
-    "# Acceptance test generated from the HumanEval record's check function.",
-    "from solution import *  # noqa: F401,F403  (helpers the prompt defines)",
-    `from solution import ${rec.entry_point}`,
-    rec.test,
+/** The file that holds a record's `test` code verbatim (not a test module: pytest does not collect it). */
+export const HUMANEVAL_CHECK_PATH = "humaneval_check.py";
+
+/**
+ * The acceptance test of a record, as two files:
+ * - {@link HUMANEVAL_CHECK_PATH}: the record's `test` code, byte for byte;
+ * - `test_solution.py`: one pytest test, `test_<entry_point>`, that runs that code in a copy
+ *   of the candidate module's namespace (every name `solution.py` defines, `_private` ones
+ *   too, as HumanEval's own harness sees them) and calls `check(<entry_point>)`.
+ * Nothing of the candidate is imported into the test module, so a candidate function named
+ * `test_*` is never collected as a test, and the record's code is never joined to loopsmith's
+ * own lines (its indentation, tabs included, stands alone). Assertions are rewritten by
+ * pytest's rewriter when it accepts the code, for informative failure messages; when it
+ * does not, the code runs as plain Python.
+ */
+export function humanevalTestFiles(rec: HumanEvalRecord): FileChange[] {
+  const harness = [
+    `"""Acceptance test of ${rec.task_id}: runs the record's check function (${HUMANEVAL_CHECK_PATH}) against solution.py."""`,
+    "import ast",
+    "import pathlib",
+    "",
+    "import solution",
+    "",
+    `CHECK = pathlib.Path(__file__).with_name(${JSON.stringify(HUMANEVAL_CHECK_PATH)})`,
+    "",
+    "",
+    "def _compiled(path):",
+    "    source = path.read_bytes()",
+    "    tree = ast.parse(source, filename=str(path))",
+    "    try:",
+    "        from _pytest.assertion.rewrite import rewrite_asserts",
+    "        rewrite_asserts(tree, source, str(path))",
+    "    except Exception:",
+    "        tree = ast.parse(source, filename=str(path))",
+    '    return compile(tree, str(path), "exec")',
+    "",
     "",
     `def test_${rec.entry_point}():`,
-    `    check(${rec.entry_point})`,
+    "    namespace = dict(vars(solution))",
+    "    exec(_compiled(CHECK), namespace)",
+    `    namespace["check"](namespace[${JSON.stringify(rec.entry_point)}])`,
     "",
   ].join("\n");
-  return { path: "test_solution.py", content };
+  return [
+    { path: HUMANEVAL_CHECK_PATH, content: rec.test },
+    { path: "test_solution.py", content: harness },
+  ];
 }
 
 /** The full solution file for a completion (prompt + body). */
@@ -92,7 +126,7 @@ export function humanevalTask(rec: HumanEvalRecord, opts: { taskId?: string; lim
     goal: `Complete the Python function \`${rec.entry_point}\` in solution.py so that it behaves as its docstring says.\n\n${rec.prompt}`,
     language: "python",
     files: [{ path: "solution.py", content: rec.prompt }],
-    acceptanceTests: [humanevalTestFile(rec)],
+    acceptanceTests: humanevalTestFiles(rec),
     source: { kind: "humaneval", id: rec.task_id },
     ...(opts.limits ? { limits: opts.limits } : {}),
     submittedAt: new Date().toISOString(),

@@ -1,6 +1,6 @@
 /** Running HumanEval completions through the executor (the same code the service uses). */
 import type { ExecutionRequest, ExecutionResult } from "@loopsmith/shared";
-import { humanevalTestFile, solutionFile, type HumanEvalRecord } from "./humaneval.js";
+import { humanevalTestFiles, solutionFile, type HumanEvalRecord } from "./humaneval.js";
 import { mutantsOf, type Mutant } from "./mutants.js";
 
 /** The part of the executor this needs. */
@@ -20,10 +20,20 @@ export function makeRequest(rec: HumanEvalRecord, completion: string, opts: { ti
     iteration: counter,
     idempotencyKey: `oracle-${n}/${counter}/execute`,
     language: "python" as const,
-    files: [solutionFile(rec, completion), humanevalTestFile(rec)],
+    files: [solutionFile(rec, completion), ...humanevalTestFiles(rec)],
     timeoutMs: opts.timeoutMs ?? 30_000,
     memoryMb: 512,
   };
+}
+
+/**
+ * The reference: HumanEval's own check of a completion, run by plain `python3` (in the same
+ * sandbox image) as one program — prompt + completion + test + `check(<entry_point>)` — with
+ * no test runner. A completion this passes must pass loopsmith's harness too.
+ */
+export function plainRequest(rec: HumanEvalRecord, completion: string, opts: { timeoutMs?: number } = {}): ExecutionRequest {
+  const program = `${rec.prompt}${completion}\n${rec.test}\ncheck(${rec.entry_point})\n`;
+  return { ...makeRequest(rec, completion, opts), files: [{ path: "program.py", content: program }], command: ["python3", "program.py"] };
 }
 
 /** Runs one completion; returns the result. */
