@@ -6,7 +6,7 @@ describe("gate: files and verdict", () => {
   it("blocks when any file has a blocker and reports each file's path", () => {
     const r = check([
       { path: "solution.py", content: src("def add(a, b):", "    return a + b") },
-      { path: "tests/test_add.py", content: src("import socket") },
+      { path: "tests/test_add.py", content: src("import smtplib") },
       { path: "helper.js", content: src("eval(x);") },
     ]);
     expect(r.blocked).toBe(true);

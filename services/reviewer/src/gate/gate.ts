@@ -82,17 +82,22 @@ function analyseFile(path: string, content: string): Finding[] {
 /**
  * Checks every file of a request (sources and tests alike) and returns the verdict.
  *
- * Rules (see `rules.ts` for the lists, DESIGN.md §2 for where they come from):
- * `eval`/`exec`/`compile`/`Function`/`vm.run*` on anything but a string literal (the
- * literal's own content is analysed as code); `os.system`, `os.popen`, `os.exec*`,
- * `os.spawn*`, `pty.spawn`; `subprocess.*(…, shell=<not False>)`, `subprocess.getoutput`;
- * `pickle`/`marshal` loads, `shelve.open`, unsafe `yaml.load`; `__import__`,
- * `importlib.import_module`, `require` and `import()` with computed names; network
- * modules and globals (Python `socket`, `urllib.request`, `http.client`, `requests`,
- * `ftplib`, `smtplib`, …; Node `net`, `http`, `https`, `dgram`, `fetch`, …); Node's
- * `child_process`; `shutil.rmtree`/`fs.rmSync` on `/` or `~`; and destructive or network
- * shell commands in any string (`rm -rf /`, `mkfs`, `dd of=/dev/…`, fork bombs, `curl URL`).
- * Names are resolved through aliases (`import os as o`, `from os import system as s`).
+ * The gate is a first filter tuned for precision; the sandbox is the security boundary
+ * (docs/GATE.md, docs/SANDBOX.md). Each blocking rule says why a call is dangerous where it
+ * is (`RULES[rule].why` in `rules.ts`, DESIGN.md §2 for where they come from):
+ * `os.system`, `os.popen`, `os.exec*`, `os.spawn*`, `pty.spawn`; `subprocess.*(…,
+ * shell=<not False>)`, `subprocess.getoutput`; `pickle`/`marshal` loads (except a round
+ * trip of the program's own `dumps`), `shelve.open`, unsafe `yaml.load`; network modules
+ * (`urllib.request`, `http.client`, `requests`, `smtplib`, …; Node `net`, `http`, `fetch`,
+ * …) and `socket` calls that connect, serve or resolve; Node's `child_process`;
+ * `shutil.rmtree`/`fs.rmSync` on `/` or `~`; destructive or network shell commands in any
+ * string (`rm -rf /`, `mkfs`, `dd of=/dev/…`, fork bombs, `curl URL`). Python's
+ * `eval`/`exec` (and `__import__`, `importlib.import_module`, `getattr` on a sensitive
+ * module) block a computed string only when its origin, traced within the file, says why:
+ * it comes from outside the program, is decoded, or is assembled from pieces that name a
+ * way out; a constant string is analysed as code. JavaScript's `eval`/`Function`/`vm.*`,
+ * `require` and `import()` still block any computed string. Names are resolved through
+ * aliases (`import os as o`, `from os import system as s`).
  *
  * A syntax error is one finding (severity `error`, rule `syntax`, with its line) and does
  * not block: the executor will report the interpreter's own message (status `error`),

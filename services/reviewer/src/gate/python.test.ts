@@ -4,10 +4,11 @@ import { blockers, checkOne, src } from "./testing.js";
 const py = (...lines: string[]) => checkOne("solution.py", src(...lines));
 
 describe("gate: Python rules that block", () => {
-  it("blocks eval/exec/compile on computed strings, with the call's line", () => {
-    const r = py("x = input()", "eval(x)", "exec(x + '1')", "compile(code, 'f', 'exec')", "exec(f'print({x})')");
+  it("blocks eval/exec of strings from outside the program, also through compile, with the call's line", () => {
+    const r = py("x = input()", "eval(x)", "exec(x + '1')", "exec(compile(x, 'f', 'exec'))", "exec(f'print({x})')");
     expect(r.blocked).toBe(true);
     expect(blockers(r)).toEqual(["dynamic-eval@2", "dynamic-eval@3", "dynamic-eval@4", "dynamic-eval@5"]);
+    expect(r.findings[0]?.message).toBe("`eval` of a string read from outside the program (`input()`): it can run code the gate cannot check");
   });
 
   it("analyses the content of a literal passed to exec as code", () => {
@@ -19,13 +20,19 @@ describe("gate: Python rules that block", () => {
   it("blocks eval passed around as a value", () => {
     expect(blockers(py("f = eval", "f(s)"))).toEqual(["dynamic-eval@1"]);
     // A parameter named eval shadows the builtin only inside its own function.
-    expect(blockers(py("def f(eval, s):", "    return eval(s)", "f(eval, x)", "eval(x)"))).toEqual(["dynamic-eval@3", "dynamic-eval@4"]);
+    expect(blockers(py("def f(eval, s):", "    return eval(s)", "f(eval, x)", "eval(input())"))).toEqual(["dynamic-eval@3", "dynamic-eval@4"]);
     expect(blockers(py("results = list(map(eval, lines))"))).toEqual(["dynamic-eval@1"]);
   });
 
   it("blocks os.system, os.popen, os.exec* and os.spawn*", () => {
     const r = py("import os", "os.system('ls')", "os.popen('ls')", "os.execvp('ls', ['ls'])", "os.spawnl(os.P_WAIT, '/bin/ls')");
     expect(blockers(r)).toEqual(["os-command@2", "os-command@3", "os-command@4", "os-command@5"]);
+    expect(r.findings.map((f) => f.message)).toEqual([
+      "`os.system` runs a shell command",
+      "`os.popen` runs a shell command",
+      "`os.execvp` runs another program",
+      "`os.spawnl` runs another program",
+    ]);
   });
 
   it("follows aliased imports", () => {
@@ -51,7 +58,7 @@ describe("gate: Python rules that block", () => {
       "import importlib",
       "importlib.import_module('os').popen('ls')",
       "getattr(__import__('os'), 'system')('ls')",
-      "__builtins__.eval(s)",
+      "__builtins__.eval(input())",
     );
     expect(blockers(r)).toEqual(["os-command@2", "os-command@3", "os-command@5", "os-command@6", "dynamic-eval@7"]);
   });
@@ -89,14 +96,19 @@ describe("gate: Python rules that block", () => {
     ]);
   });
 
-  it("blocks __import__ and importlib with computed names", () => {
-    const r = py("import importlib", "m = __import__(name)", "importlib.import_module(mod_name)", "getattr(importlib, attr)");
+  it("blocks __import__, importlib and getattr on a sensitive module with names from outside or decoded", () => {
+    const r = py(
+      "import importlib, sys, base64",
+      "m = __import__(input())",
+      "importlib.import_module(base64.b64decode(b'b3M=').decode())",
+      "getattr(importlib, sys.argv[1])",
+    );
     expect(blockers(r)).toEqual(["dynamic-import@2", "dynamic-import@3", "dynamic-attribute@4"]);
   });
 
   it("blocks network modules at the import and at the use", () => {
     const r = py(
-      "import socket",
+      "import http.server",
       "import urllib.request",
       "from http import client",
       "import requests as rq",

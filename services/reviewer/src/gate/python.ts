@@ -6,10 +6,13 @@
 import type { SyntaxNode } from "@lezer/common";
 import { parser } from "@lezer/python";
 import { children, isBound, SourceFile, walk } from "./source.js";
+import { danger, PyFlow } from "./pyflow.js";
+import { binding, enclosingFunction, parseArgs, patchForParser, type Args } from "./pysyntax.js";
+import { isNetworkName, normaliseModule, readImport, type Scope } from "./pyimports.js";
 import {
   isRootOrHomePath,
-  PY_MODULE_ALIASES,
-  PY_NETWORK_MODULES,
+  PY_CODE_ESCAPES,
+  PY_NETWORK_CALLS,
   PY_OS_COMMAND,
   PY_SENSITIVE_MODULES,
   PY_SHELL_ALWAYS,
@@ -22,91 +25,24 @@ import { decodePyString, pyConstString } from "./pystrings.js";
 const MAX_DEPTH = 2;
 
 const EVAL_LIKE = new Set(["builtins.eval", "builtins.exec", "builtins.compile"]);
+/** The evaluators that run code (`compile` only makes a code object, which one of these must run). */
+const RUNS_CODE = new Set(["builtins.eval", "builtins.exec"]);
 const IMPORT_LIKE = new Set(["builtins.__import__", "importlib.import_module", "importlib.__import__"]);
 const DELETE_TREE = new Set(["shutil.rmtree", "os.removedirs"]);
 
-/** Imports in scope: local name → qualified name, and modules imported with `*`. */
-interface Scope {
-  aliases: Map<string, string>;
-  starModules: string[];
-}
-
-function normaliseModule(name: string): string {
-  const [head, ...rest] = name.split(".");
-  const canonical = PY_MODULE_ALIASES[head ?? ""] ?? head ?? "";
-  return [canonical, ...rest].join(".");
-}
-
-function isNetworkName(q: string): boolean {
-  return PY_NETWORK_MODULES.some((m) => q === m || q.startsWith(`${m}.`));
-}
-
-/** True for the qualified names that are dangerous whatever their arguments. */
+/** True for the qualified names the gate watches (for names that a star import brings). */
 function isWatchedName(q: string): boolean {
-  return PY_OS_COMMAND.test(q) || PY_SHELL_ALWAYS.test(q) || PY_UNSAFE_LOAD.test(q) || isNetworkName(q);
+  return PY_OS_COMMAND.test(q) || PY_SHELL_ALWAYS.test(q) || PY_UNSAFE_LOAD.test(q) || isNetworkName(q) || PY_NETWORK_CALLS.test(q);
 }
 
-/** Arguments of a call: positional expressions, keyword values, and whether `*`/`**` appear. */
-interface Args {
-  positional: SyntaxNode[];
-  keywords: Map<string, SyntaxNode>;
-  starStar: boolean;
+/** True for a module name that `__import__` must not be handed in disguise. */
+function isSensitiveModule(name: string): boolean {
+  const top = normaliseModule(name).split(".")[0] ?? "";
+  return PY_SENSITIVE_MODULES.has(top) || top === "sys" || isNetworkName(normaliseModule(name));
 }
 
-function parseArgs(argList: SyntaxNode | null, src: SourceFile): Args {
-  const args: Args = { positional: [], keywords: new Map(), starStar: false };
-  if (!argList || argList.name !== "ArgList") return args;
-  const kids = children(argList).filter((c) => !["(", ")", ","].includes(c.name));
-  if (kids.some((c) => c.name === "for")) {
-    if (kids[0]) args.positional.push(kids[0]);
-    return args;
-  }
-  for (let i = 0; i < kids.length; i++) {
-    const kid = kids[i]!;
-    const next = kids[i + 1];
-    if (kid.name === "**") {
-      args.starStar = true;
-      i++;
-    } else if (kid.name === "*") {
-      i++;
-    } else if (kid.name === "VariableName" && next?.name === "AssignOp") {
-      const value = kids[i + 2];
-      if (value) args.keywords.set(src.textOf(kid), value);
-      i += 2;
-    } else {
-      args.positional.push(kid);
-    }
-  }
-  return args;
-}
-
-const FUNCTION_SCOPES = new Set(["FunctionDefinition", "LambdaExpression"]);
-
-/** The function (`def` or `lambda`) a node is inside, or null at module level. */
-function enclosingFunction(node: SyntaxNode): SyntaxNode | null {
-  for (let p = node.parent; p; p = p.parent) if (FUNCTION_SCOPES.has(p.name)) return p;
-  return null;
-}
-
-/**
- * The name a node binds and the scope it binds it in: `def f`/`class C` bind in the whole
- * file (kept simple: a function named like a builtin is the file's own), a parameter binds
- * in its function, `x = …` binds in the function (or module) it is in.
- * @returns `[name node, scope node or null for the module]`, or null when nothing is bound
- */
-function binding(node: SyntaxNode): [SyntaxNode, SyntaxNode | null] | null {
-  if (node.name === "FunctionDefinition" || node.name === "ClassDefinition") {
-    const name = node.getChild("VariableName");
-    return name ? [name, null] : null;
-  }
-  if (node.name !== "VariableName" || !node.parent) return null;
-  if (node.parent.name === "ParamList" && node.prevSibling?.name !== "AssignOp" && node.parent.parent) {
-    return [node, node.parent.parent];
-  }
-  const next = node.nextSibling?.name;
-  if (node.parent.name === "AssignStatement" && (next === "AssignOp" || next === "TypeDef")) return [node, enclosingFunction(node)];
-  return null;
-}
+/** Loads that take bytes (not a file): a round trip of the program's own `dumps` is harmless. */
+const BYTES_LOAD = /^(pickle|_pickle|cPickle|dill|cloudpickle|marshal)\.loads$/;
 
 /**
  * Builtins that a star import replaces: `from re import *` brings `re.compile`, which is
@@ -123,6 +59,8 @@ class PythonAnalyser {
    * scope (`def run(cmd, exec=False)`), never an import.
    */
   private readonly bound = new Map<number, Set<string>>();
+  /** Where computed values come from (built lazily, on the first question). */
+  private readonly flow: PyFlow;
 
   constructor(
     private readonly src: SourceFile,
@@ -132,6 +70,7 @@ class PythonAnalyser {
       aliases: new Map(inherited?.aliases ?? []),
       starModules: [...(inherited?.starModules ?? [])],
     };
+    this.flow = new PyFlow({ src, resolve: (n) => this.resolve(n), isBound: (name, at) => this.isBound(name, at) });
   }
 
   run(): void {
@@ -139,7 +78,7 @@ class PythonAnalyser {
     // First pass: imports and definitions, wherever they are (a function may use a module
     // imported below it).
     walk(this.src.tree, (node) => {
-      if (node.name === "ImportStatement") this.readImport(node);
+      if (node.name === "ImportStatement") readImport(node, this.src, this.scope);
       const bind = binding(node);
       if (bind) {
         const key = bind[1]?.from ?? -1;
@@ -155,62 +94,6 @@ class PythonAnalyser {
       }
       this.checkString(node);
     });
-  }
-
-  /** Records the names an import binds and reports network modules. */
-  private readImport(node: SyntaxNode): void {
-    const tokens = children(node).map((c) => ({ name: c.name, text: this.src.textOf(c), from: c.from }));
-    const fromIdx = tokens.findIndex((t) => t.name === "from");
-    const importIdx = tokens.findIndex((t) => t.name === "import");
-    if (importIdx < 0) return;
-    // Groups of `a.b.c [as d]` separated by commas.
-    const groups: { dotted: string; alias?: string }[] = [];
-    let current: { dotted: string; alias?: string } | undefined;
-    for (const t of tokens.slice(importIdx + 1)) {
-      if (t.name === "," || t.name === "(" || t.name === ")") {
-        current = undefined;
-      } else if (t.name === "*") {
-        groups.push({ dotted: "*" });
-      } else if (t.name === "as") {
-        if (current) current.alias = "";
-      } else if (t.name === "VariableName" && current?.alias === "") {
-        current.alias = t.text;
-      } else if (t.name === "VariableName" && current && current.dotted.endsWith(".")) {
-        current.dotted += t.text;
-      } else if (t.name === "VariableName") {
-        current = { dotted: t.text };
-        groups.push(current);
-      } else if (t.name === "." && current) {
-        current.dotted += ".";
-      }
-    }
-    if (fromIdx >= 0) {
-      const moduleTokens = tokens.slice(fromIdx + 1, importIdx);
-      if (moduleTokens[0]?.name === ".") return; // a relative import: the task's own modules
-      const mod = normaliseModule(moduleTokens.map((t) => t.text).join(""));
-      for (const g of groups) {
-        if (g.dotted === "*") {
-          this.scope.starModules.push(mod);
-          if (isNetworkName(mod)) this.src.report("network", node.from, `\`from ${mod} import *\` imports a network module`);
-          continue;
-        }
-        const qualified = `${mod}.${g.dotted}`;
-        this.scope.aliases.set(g.alias || g.dotted, qualified);
-        if (isNetworkName(mod) || isNetworkName(qualified)) {
-          this.src.report("network", node.from, `\`${isNetworkName(mod) ? mod : qualified}\` opens network connections`);
-        }
-      }
-      return;
-    }
-    for (const g of groups) {
-      const mod = normaliseModule(g.dotted);
-      if (g.alias) this.scope.aliases.set(g.alias, mod);
-      else {
-        const head = g.dotted.split(".")[0]!;
-        this.scope.aliases.set(head, normaliseModule(head));
-      }
-      if (isNetworkName(mod)) this.src.report("network", node.from, `\`import ${g.dotted}\`: \`${mod}\` opens network connections`);
-    }
   }
 
   /** True when `name` is bound by the file in a scope that encloses `node`. */
@@ -262,18 +145,36 @@ class PythonAnalyser {
     }
   }
 
-  /** The value of a plain (non-f) string literal, decoded; undefined for anything else. */
+  /**
+   * The value of a constant string expression, decoded: a plain (non-f) literal, adjacent
+   * literals, a `+` of constant strings, or one in parentheses (`"o" + "s"` is `"os"`);
+   * undefined for anything computed.
+   */
   private literal(node: SyntaxNode | null): string | undefined {
     if (!node) return undefined;
-    if (node.name === "String") {
-      const s = decodePyString(this.src.textOf(node), "code");
-      return s.format ? undefined : s.value;
+    switch (node.name) {
+      case "String": {
+        const s = decodePyString(this.src.textOf(node), "code");
+        return s.format ? undefined : s.value;
+      }
+      case "ContinuedString": {
+        const parts = children(node).map((c) => this.literal(c));
+        return parts.every((p) => p !== undefined) ? parts.join("") : undefined;
+      }
+      case "ParenthesizedExpression": {
+        const inner = node.firstChild?.nextSibling ?? null;
+        return inner?.nextSibling?.name === ")" ? this.literal(inner) : undefined;
+      }
+      case "BinaryExpression": {
+        const [left, op, right] = children(node);
+        if (!left || !op || !right || this.src.textOf(op) !== "+") return undefined;
+        const l = this.literal(left);
+        const r = l === undefined ? undefined : this.literal(right);
+        return l === undefined || r === undefined ? undefined : l + r;
+      }
+      default:
+        return undefined;
     }
-    if (node.name === "ContinuedString") {
-      const parts = children(node).map((c) => this.literal(c));
-      return parts.every((p) => p !== undefined) ? parts.join("") : undefined;
-    }
-    return undefined;
   }
 
   /** A name that is dangerous whatever its arguments, called or passed as a value. */
@@ -286,14 +187,50 @@ class PythonAnalyser {
     const q = this.resolve(node);
     if (!q) return;
     const isCallee = parent.name === "CallExpression" && parent.firstChild?.from === node.from && parent.firstChild.to === node.to;
-    if (PY_OS_COMMAND.test(q)) this.src.report("os-command", node.from, `\`${q}\` runs a shell command`);
-    else if (PY_SHELL_ALWAYS.test(q)) this.src.report("subprocess-shell", node.from, `\`${q}\` runs its command through a shell`);
+    if (PY_OS_COMMAND.test(q)) {
+      const what = /^(os\.(system|popen\d?)|platform\.popen|commands\.)/.test(q) ? "runs a shell command" : "runs another program";
+      this.src.report("os-command", node.from, `\`${q}\` ${what}`);
+    } else if (PY_SHELL_ALWAYS.test(q)) this.src.report("subprocess-shell", node.from, `\`${q}\` runs its command through a shell`);
     else if (PY_UNSAFE_LOAD.test(q)) {
+      if (isCallee && BYTES_LOAD.test(q) && this.isRoundTrip(parent)) return;
       this.src.report("unsafe-deserialization", node.from, `\`${q}\` can run code hidden in the data it loads`);
     } else if (isNetworkName(q)) this.src.report("network", node.from, `\`${q}\` opens network connections`);
-    else if (EVAL_LIKE.has(q) && !isCallee) {
-      this.src.report("dynamic-eval", node.from, `\`${q.slice(9)}\` is used as a value, so it may run any string`);
+    else if (PY_NETWORK_CALLS.test(q)) {
+      if (this.usesNetwork(node, q, isCallee)) this.src.report("network", node.from, `\`${q}\` opens a network connection or resolves a name`);
+    } else if (RUNS_CODE.has(q) && !isCallee) {
+      this.src.report("dynamic-eval", node.from, `\`${q.slice(9)}\` is handed on as a value, so the gate cannot see the string it will run`);
     }
+  }
+
+  /**
+   * True when a reference to a `socket` network name uses it: a call (but a socket of
+   * family `AF_UNIX` is a local file), a subclass (its instances are sockets), or a
+   * connecting function passed on or stored. Looking at it
+   * (`isinstance`, `hasattr`, an annotation, an `except` clause) or using the socket class
+   * as a value (a registry key) is not.
+   */
+  private usesNetwork(node: SyntaxNode, q: string, isCallee: boolean): boolean {
+    if (isCallee && /\.socket$/.test(q)) {
+      // `socket.socket(socket.AF_UNIX, …)`: a local socket file, not the network.
+      const args = parseArgs(node.parent?.lastChild ?? null, this.src);
+      return this.resolve(args.positional[0] ?? args.keywords.get("family") ?? null) !== "socket.AF_UNIX";
+    }
+    if (isCallee) return true;
+    const parent = node.parent;
+    if (!parent || parent.name === "TypeDef" || parent.name === "TryStatement") return false;
+    const owner = parent.name === "ArgList" ? parent.parent : null;
+    if (owner?.name === "ClassDefinition") return true;
+    const callee = owner?.name === "CallExpression" ? owner.firstChild : null;
+    if (callee?.name === "VariableName" && /^(isinstance|issubclass|hasattr|getattr)$/.test(this.src.textOf(callee))) return false;
+    return !/\.(socket|SocketType)$/.test(q);
+  }
+
+  /** True when a `loads` call's data is only what the program itself serialised (`loads(dumps(x))`). */
+  private isRoundTrip(call: SyntaxNode): boolean {
+    const data = parseArgs(call.lastChild, this.src).positional[0];
+    if (!data) return false;
+    const o = this.flow.origin(data);
+    return o.serialised && !o.unknown && o.external.length === 0 && o.decoded.length === 0 && o.material.length === 0;
   }
 
   private checkCall(node: SyntaxNode): void {
@@ -303,17 +240,17 @@ class PythonAnalyser {
     if (EVAL_LIKE.has(q)) return this.checkEval(q.slice(9), args.positional[0] ?? args.keywords.get("source"), node);
     if (IMPORT_LIKE.has(q)) {
       const name = args.positional[0] ?? args.keywords.get("name");
-      if (name && this.literal(name) === undefined) {
-        this.src.report("dynamic-import", node.from, `\`${q.replace("builtins.", "")}\` imports a module whose name is computed at run time`);
-      }
+      const why = name && this.literal(name) === undefined ? danger(this.flow.origin(name), isSensitiveModule) : undefined;
+      if (why) this.src.report("dynamic-import", node.from, `\`${q.replace("builtins.", "")}\` of a module name ${why}`);
       return;
     }
     if (q === "builtins.getattr") {
       const base = this.resolve(args.positional[0] ?? null);
       const top = base?.split(".")[0];
-      if (top && PY_SENSITIVE_MODULES.has(top) && args.positional[1] && this.literal(args.positional[1]) === undefined) {
-        this.src.report("dynamic-attribute", node.from, `\`getattr(${base}, …)\` fetches an attribute of \`${top}\` by a computed name`);
-      }
+      const attr = args.positional[1];
+      if (!base || !top || !PY_SENSITIVE_MODULES.has(top) || !attr || this.literal(attr) !== undefined) return;
+      const why = danger(this.flow.origin(attr), (m) => this.isDangerousMember(`${base}.${m}`));
+      if (why) this.src.report("dynamic-attribute", node.from, `\`getattr(${base}, …)\` with a name ${why}`);
       return;
     }
     if (q.startsWith("subprocess.")) return this.checkSubprocess(q, args, node);
@@ -329,11 +266,25 @@ class PythonAnalyser {
     }
   }
 
+  /** True when `base.member` is a name some rule watches (`os.system`, `builtins.eval`, `shutil.rmtree`). */
+  private isDangerousMember(q: string): boolean {
+    const n = normaliseModule(q);
+    return isWatchedName(n) || EVAL_LIKE.has(n) || IMPORT_LIKE.has(n) || DELETE_TREE.has(n) || n === "builtins.getattr";
+  }
+
+  /**
+   * `eval`/`exec`/`compile`: a constant string is analysed as code; a computed one given to
+   * `eval`/`exec` blocks only when its origin says why (outside data, decoded, or pieces
+   * that name a way out). A computed `compile` runs nothing: the `exec` of its code object
+   * is checked, and the trace follows it back through `compile` to the source.
+   */
   private checkEval(fn: string, arg: SyntaxNode | undefined, call: SyntaxNode): void {
     if (!arg) return;
     const code = this.literal(arg);
+    if (code === undefined && fn === "compile") return;
     if (code === undefined) {
-      this.src.report("dynamic-eval", call.from, `\`${fn}\` of a computed string can run any code; only string literals are allowed`);
+      const why = danger(this.flow.origin(arg), (w) => PY_CODE_ESCAPES.has(w));
+      if (why) this.src.report("dynamic-eval", call.from, `\`${fn}\` of a string ${why}: it can run code the gate cannot check`);
       return;
     }
     if (this.src.depth >= MAX_DEPTH) return;
@@ -392,21 +343,6 @@ class PythonAnalyser {
     const folded = pyConstString(node, this.src);
     if (folded !== undefined) this.src.scanString(folded, () => node.from);
   }
-}
-
-/**
- * Works around three gaps of `@lezer/python` 1.1 that make valid code look like a syntax
- * error (found by parsing CPython 3.11's own library): a bare `yield` (pytest fixtures,
- * context managers), a float with a trailing dot (`24.`), and a form feed between
- * definitions. Each replacement has the same length as what it replaces (`yield` → `_y_()`,
- * `24.` → `24 `, form feed → space), so every offset and line stays exact; none of them
- * changes what the gate looks for.
- */
-export function patchForParser(text: string): string {
-  return text
-    .replace(/\f/g, " ")
-    .replace(/\byield\b(?=[ \t]*(?:[)\]},;#\r\n]|$))/g, "_y_()")
-    .replace(/(?<![\w.])(\d+)\.(?![\w.])/g, "$1 ");
 }
 
 /**

@@ -1,46 +1,76 @@
 /**
  * The gate's rules and the names they watch. The rule set comes from DESIGN.md §2 (GATE):
  * block `eval`/`exec` on dynamic strings, shell commands, unsafe deserialisation, network
- * access and destructive shell commands before anything runs. The module lists are the
- * standard-library and common third-party modules that do those things.
+ * access and destructive shell commands before anything runs. The gate is a first filter,
+ * tuned for precision; the sandbox (docs/SANDBOX.md) is the security boundary. So a rule
+ * blocks a call only where it can say why that call is dangerous there (docs/GATE.md).
+ * The module lists are the standard-library and common third-party modules that do those
+ * things.
  */
 import type { Finding } from "@loopsmith/shared";
 
-/** Every rule id a finding can carry, with its severity. Only `blocker` findings block. */
+/**
+ * Every rule id a finding can carry, with its severity and why it blocks. Only `blocker`
+ * findings block. Every finding the gate returns carries its rule id in `Finding.rule`.
+ */
 export const RULES = {
-  /** The gate's parser found a syntax error. Not blocking: the run reports the interpreter's own message. */
-  syntax: { severity: "error" },
-  /** `eval`/`exec`/`compile`/`Function`/`vm.run*` on something that is not a string literal. */
-  "dynamic-eval": { severity: "blocker" },
-  /** `__import__`/`importlib.import_module`/`require`/`import()` with a computed module name. */
-  "dynamic-import": { severity: "blocker" },
-  /** `getattr` on a sensitive module with a computed attribute name. */
-  "dynamic-attribute": { severity: "blocker" },
-  /** Running a shell or a program: `os.system`, `os.popen`, `os.exec*`, `os.spawn*`, `pty.spawn`. */
-  "os-command": { severity: "blocker" },
-  /** `subprocess` through a shell (`shell=True`, `getoutput`, `create_subprocess_shell`). */
-  "subprocess-shell": { severity: "blocker" },
-  /** Node's `child_process` and `cluster`: spawning programs. */
-  "child-process": { severity: "blocker" },
-  /** `pickle`/`marshal`/`shelve` loads and their relatives: running code hidden in data. */
-  "unsafe-deserialization": { severity: "blocker" },
-  /** Network modules and calls; network commands in strings (`curl URL`, `/dev/tcp/`). */
-  network: { severity: "blocker" },
-  /** Recursive deletion of `/` or the home directory through the language (`shutil.rmtree`, `fs.rmSync`). */
-  "destructive-delete": { severity: "blocker" },
-  /** Destructive shell commands in any string (`rm -rf /`, `mkfs`, `dd of=/dev/…`, fork bombs). */
-  "destructive-shell": { severity: "blocker" },
-  /** Node's native bindings (`process.binding`, `process.dlopen`): a way around `child_process`. */
-  "native-binding": { severity: "blocker" },
-} as const satisfies Record<string, { severity: Finding["severity"] }>;
+  syntax: {
+    severity: "error",
+    why: "the gate's parser found a syntax error; not blocking: the run reports the interpreter's own, better message",
+  },
+  "dynamic-eval": {
+    severity: "blocker",
+    why:
+      "`eval`/`exec`/`compile` of a string the gate cannot read: one that comes from outside the program (input, files, " +
+      "environment, argv, pipes, network), one decoded from another form (base64, hex, codecs, compression, `chr`, reversal), " +
+      "or one assembled from pieces that name a way out (`__import__`, `os`, `open`, `__subclasses__`, …); and an evaluator " +
+      "handed on as a value. A string literal is analysed as code instead; a string built from the program's own values " +
+      "(HumanEval/160's arithmetic) is not blocked",
+  },
+  "dynamic-import": {
+    severity: "blocker",
+    why: "`__import__`/`importlib.import_module`/`require`/`import()` of a module name that comes from outside, is decoded, or is assembled from pieces that name a dangerous module: a way to reach `os` without writing `import os`",
+  },
+  "dynamic-attribute": {
+    severity: "blocker",
+    why: "`getattr` on a sensitive module (`os`, `subprocess`, `builtins`, …) with a name that comes from outside, is decoded, or is assembled from pieces that name a watched function: a way to call `os.system` without writing it",
+  },
+  "os-command": {
+    severity: "blocker",
+    why: "`os.system`, `os.popen`, `os.exec*`, `os.spawn*`, `posix_spawn`, `pty.spawn`: the process primitives that run a shell or another program",
+  },
+  "subprocess-shell": {
+    severity: "blocker",
+    why: "`subprocess` through a shell (`shell=True`, `getoutput`, `create_subprocess_shell`): the shell interprets the string, so what runs is not what the code shows",
+  },
+  "child-process": { severity: "blocker", why: "Node's `child_process` and `cluster`: spawning programs" },
+  "unsafe-deserialization": {
+    severity: "blocker",
+    why: "`pickle`/`marshal`/`shelve` loads, unsafe `yaml.load`: loading such bytes runs code hidden in the data; a round trip of the program's own `pickle.dumps` is not blocked",
+  },
+  network: {
+    severity: "blocker",
+    why: "a module whose purpose is the network (`urllib.request`, `http.client`, `requests`, `smtplib`, …), a `socket` call that connects, serves or resolves a name, a network command in a string (`curl URL`, `/dev/tcp/`): exfiltration and fetching code; importing `socket` for a constant or the host name is not blocked",
+  },
+  "destructive-delete": {
+    severity: "blocker",
+    why: "recursive deletion of `/`, the home directory or a system directory through the language (`shutil.rmtree`, `fs.rmSync`)",
+  },
+  "destructive-shell": {
+    severity: "blocker",
+    why: "a destructive shell command in any string (`rm -rf /`, `mkfs /dev/…`, `dd of=/dev/…`, fork bombs): it does harm wherever it ends up being run",
+  },
+  "native-binding": { severity: "blocker", why: "Node's native bindings (`process.binding`, `process.dlopen`): a way around `child_process`" },
+} as const satisfies Record<string, { severity: Finding["severity"]; why: string }>;
 export type RuleId = keyof typeof RULES;
 
 /**
- * Python modules that open network connections or serve. A qualified name is a network
- * name when it equals one of these or starts with one followed by `.`.
+ * Python modules whose purpose is to open network connections or to serve. A qualified
+ * name is a network name when it equals one of these or starts with one followed by `.`.
+ * `socket` is not one: it is also where the host name, address constants and socket
+ * exceptions live; its connecting calls are {@link PY_NETWORK_CALLS}.
  */
 export const PY_NETWORK_MODULES = [
-  "socket",
   "socketserver",
   "urllib.request",
   "urllib2",
@@ -67,6 +97,10 @@ export const PY_NETWORK_MODULES = [
   "asyncio.start_server",
   "asyncio.open_unix_connection",
 ] as const;
+
+/** `socket` calls that open a connection, serve, or resolve a name over the network (blocked where called). */
+export const PY_NETWORK_CALLS =
+  /^_?socket\.(socket|SocketType|create_connection|create_server|getaddrinfo|gethostbyname(_ex)?|gethostbyaddr|getfqdn|getnameinfo)$/;
 
 /** Python callables that run a command (always blocked, called or passed as a value). */
 export const PY_OS_COMMAND = /^(os\.(system|popen[234]?|exec[a-z]*|spawn[a-z]*|posix_spawnp?)|pty\.spawn|platform\.popen|commands\.[a-z_]+)$/;
@@ -98,6 +132,79 @@ export const PY_MODULE_ALIASES: Readonly<Record<string, string>> = { posix: "os"
 
 /** Python builtins the gate watches when they are not shadowed by the file. */
 export const PY_WATCHED_BUILTINS = new Set(["eval", "exec", "compile", "__import__", "getattr"]);
+
+/*
+ * Where a computed string comes from (pyflow.ts). These lists say what makes a string that
+ * reaches `exec`, `__import__` or `getattr` dangerous there.
+ */
+
+/** Calls that bring data from outside the program: the console, files, the environment, pipes, other programs. */
+export const PY_EXTERNAL_CALLS =
+  /^(builtins\.(input|open)|io\.open|codecs\.open|os\.(read|getenv|getenvb|environ\.get|environb\.get)|sys\.stdin\.\w+|fileinput\.\w+|subprocess\.(check_output|getoutput|getstatusoutput|run|Popen)|urllib\.request\.\w+)$/;
+
+/** Names whose value comes from outside the program: the command line, standard input, the environment. */
+export const PY_EXTERNAL_NAMES = /^(sys\.(argv|orig_argv|stdin)|os\.(environ|environb))$/;
+
+/** Methods that read from a file, a socket or a pipe, whatever the object. */
+export const PY_READ_METHODS = new Set(["read", "readline", "readlines", "readall", "read_text", "read_bytes", "recv", "recvfrom", "recv_into", "communicate"]);
+
+/**
+ * Calls that turn one form of text into another, hiding what it says: encodings,
+ * compression, character codes. (`bytes([...])`/`bytearray([...])` of numbers count too;
+ * the trace checks their argument.)
+ */
+export const PY_DECODERS =
+  /^((base64|binascii|codecs|zlib|gzip|bz2|lzma|quopri|uu|marshal)\.\w+|builtins\.chr)$/;
+
+/** Methods that decode or rewrite text, whatever the object (`.translate`, `bytes.fromhex`, `.decompress`). */
+export const PY_DECODER_METHODS = new Set(["fromhex", "translate", "maketrans", "decompress", "unhexlify", "b64decode", "b32decode", "b85decode", "a85decode", "urlsafe_b64decode"]);
+
+/** A codec name passed to `.decode`/`.encode`/`codecs.decode` that hides text (`rot13`, `base64`, `hex`, …). */
+export const PY_HIDING_CODECS = /rot|base64|hex|zip|bz2|uu|quopri|punycode|unicode.escape|idna/i;
+
+/** Calls whose result is bytes the program serialised itself (a `pickle.loads` of them is a round trip). */
+export const PY_SERIALISERS = /^(pickle|_pickle|cPickle|dill|cloudpickle|marshal)\.dumps$/;
+
+/**
+ * Names that, written in code given to `exec`/`eval`, reach beyond computation: the OS and
+ * the modules that reach it, files, the interpreter's internals (the way out of a
+ * restricted namespace), and evaluation itself. (`import` itself is not one: `import os`
+ * names `os`, `import bdb` is harmless.)
+ */
+export const PY_CODE_ESCAPES = new Set([
+  "__import__",
+  "__builtins__",
+  "__globals__",
+  "__subclasses__",
+  "__bases__",
+  "__base__",
+  "__mro__",
+  "__code__",
+  "__loader__",
+  "os",
+  "posix",
+  "sys",
+  "subprocess",
+  "socket",
+  "shutil",
+  "pty",
+  "ctypes",
+  "pickle",
+  "marshal",
+  "builtins",
+  "importlib",
+  "open",
+  "exec",
+  "eval",
+  "compile",
+  "getattr",
+  "setattr",
+  "globals",
+  "breakpoint",
+  "input",
+  "system",
+  "popen",
+]);
 
 /** Node modules that reach the network (after removing `node:`). */
 export const JS_NETWORK_MODULES = new Set([
