@@ -146,9 +146,13 @@ export async function serviceMain(
   build: (deps: { nc: NatsConnection; config: Config; log: Logger }) => Promise<ServiceModule>,
 ): Promise<void> {
   const log = createLogger({ service: name });
+  // The handler is installed before start-up: a SIGTERM while the service is still starting
+  // (a `docker compose down` during the executor's self-test and pool fill) waits for the
+  // start to finish and then stops it in order, so nothing it created is left behind.
+  const starting = runService(name, build, { log });
+  exitOnSignals(async () => (await starting.catch(() => undefined))?.stop(), log);
   try {
-    const running = await runService(name, build, { log });
-    exitOnSignals(running.stop, log);
+    const running = await starting;
     // Started by a parent with an IPC channel (the CLI): when the parent is gone, stop.
     if (process.connected) {
       process.on("disconnect", () => {
