@@ -7,6 +7,8 @@ import { connect } from "@nats-io/transport-node";
 import { Endpoints, call, hasCode, runService, type ExecutionResult } from "@loopsmith/shared";
 import { createExecutor, executorService, LABEL, LABEL_HOST, LABEL_PID, type Executor } from "@loopsmith/executor";
 import { hostname } from "node:os";
+import { join } from "node:path";
+import { REPO, runNode } from "../fixtures/cli.js";
 import { it } from "../fixtures/index.js";
 import { containersOf, docker, expectIdleHost, log, py, request, startExecutor, testConfig } from "./helpers.js";
 
@@ -168,26 +170,39 @@ describe("executor: queue and leftovers", () => {
     expect(await containersOf(small.instanceId)).toHaveLength(0);
   });
 
-  plainIt("removes containers an earlier executor left behind, and keeps a live owner's", async () => {
-    const plant = async (pid: string, instance: string) => {
-      const c = await docker.createContainer({
-        Image: testConfig().images.python,
-        Cmd: ["sleep", "300"],
-        Labels: { [LABEL]: instance, [LABEL_HOST]: hostname(), [LABEL_PID]: pid },
-        HostConfig: { NetworkMode: "none" },
-      });
-      await c.start();
-      return c;
+  plainIt("a dead executor's sandboxes end by themselves and the next executor removes them; a live owner's are kept, whatever pid they name", async () => {
+    // Owners that die in another pid namespace (their labels say pid 1, alive on every host).
+    const orphan = async (mode: "idle" | "running"): Promise<string> => {
+      const run = await runNode(join(REPO, "tests", "executor", "dead-owner.ts"), [`dead-${mode}`, mode]);
+      const id = run.stdout.trim();
+      expect(id, run.stderr).toMatch(/^[0-9a-f]{64}$/);
+      return id;
     };
-    const dead = await plant("999999", "deadbeef0000");
-    const alive = await plant(String(process.pid), "a1a1a1a1a1a1");
+    const idle = await orphan("idle");
+    const running = await orphan("running");
+    // A live owner (this process) whose label names a pid that does not exist.
+    const live = await docker.createContainer({
+      Image: testConfig().images.python,
+      Cmd: ["sleep", "300"],
+      Labels: { [LABEL]: "a1a1a1a1a1a1", [LABEL_HOST]: hostname(), [LABEL_PID]: "999999" },
+      HostConfig: { NetworkMode: "none" },
+    });
+    await live.start();
+    const state = async (id: string) => (await docker.getContainer(id).inspect()).State;
+    // The idle sandbox exits when its owner's connection drops; the running one at its deadline.
+    const deadline = Date.now() + 30_000;
+    while ((await state(idle)).Running || (await state(running)).Running) {
+      if (Date.now() > deadline) throw new Error("a dead owner's sandbox is still running after 30 s");
+      await new Promise((r) => setTimeout(r, 250));
+    }
     const next = await startExecutor({ warmPoolSize: 0 });
     try {
-      await expect(dead.inspect()).rejects.toMatchObject({ statusCode: 404 });
-      expect((await alive.inspect()).State.Running).toBe(true);
+      await expect(docker.getContainer(idle).inspect()).rejects.toMatchObject({ statusCode: 404 });
+      await expect(docker.getContainer(running).inspect()).rejects.toMatchObject({ statusCode: 404 });
+      expect((await live.inspect()).State.Running).toBe(true);
     } finally {
       await next.stop();
-      await alive.remove({ force: true });
+      await live.remove({ force: true });
     }
   });
 });

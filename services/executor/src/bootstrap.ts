@@ -2,7 +2,11 @@
  * The supervisor that runs inside every sandbox container (under docker-init), in the
  * image's own language so that no extra file is needed in the image.
  *
- * A warm container runs it from the moment it is created; it blocks reading stdin. A run
+ * A warm container runs it from the moment it is created; it blocks reading stdin. Its
+ * stdin is the executor's attach connection (`StdinOnce`): when the executor dies, the
+ * engine closes it, the supervisor reads end-of-file and exits, and the container ends —
+ * a warm container lives no longer than its owner, whatever host or pid namespace that
+ * owner was in. A run
  * then sends one {@link BootSpec} and the workspace as a tar archive
  * (`<json length>\n<json><archive>`, see {@link encodeSpec}), and the supervisor:
  * 1. extracts the archive with `tar` running as the sandbox user (so the files are the
@@ -41,6 +45,12 @@ export interface BootSpec {
   marker: string;
   /** uid and gid the command runs as ({@link SANDBOX_UID}). */
   uid: number;
+  /**
+   * The supervisor's own limit on the command, in ms: it kills the command when this passes.
+   * Longer than the run's timeout (the executor kills first while it lives); it bounds a run
+   * whose executor died mid-run.
+   */
+  deadlineMs: number;
 }
 
 /** The argv prefix that runs a program as `uid` with no capabilities (util-linux `setpriv`). */
@@ -137,7 +147,11 @@ def main():
     code, sig = None, None
     try:
         p = subprocess.Popen(spec["drop"] + spec["argv"], cwd="/workspace", env=env, stdin=subprocess.DEVNULL, close_fds=True)
-        rc = p.wait()
+        try:
+            rc = p.wait(timeout=spec["deadlineMs"] / 1000.0)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
         code, sig = (rc, None) if rc >= 0 else (None, -rc)
     except OSError as e:
         os.write(2, ("loopsmith: cannot run %s: %s\n" % (spec["argv"][0], e.strerror)).encode())
@@ -196,7 +210,7 @@ function main() {
   }
   const start = process.hrtime.bigint();
   const argv = spec.drop.concat(spec.argv);
-  const r = cp.spawnSync(argv[0], argv.slice(1), { cwd: "/workspace", env, stdio: ["ignore", "inherit", "inherit"] });
+  const r = cp.spawnSync(argv[0], argv.slice(1), { cwd: "/workspace", env, stdio: ["ignore", "inherit", "inherit"], timeout: spec.deadlineMs, killSignal: "SIGKILL" });
   let code = r.status, sig = r.signal ? require("os").constants.signals[r.signal] : null;
   if (r.error) { writeAll(2, Buffer.from("loopsmith: cannot run " + spec.argv[0] + ": " + r.error.code + "\n")); code = r.error.code === "ENOENT" ? 127 : 126; sig = null; }
   const durationMs = Number(process.hrtime.bigint() - start) / 1e6;

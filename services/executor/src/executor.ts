@@ -20,7 +20,7 @@ import {
 } from "@loopsmith/shared";
 import { commandEnv, customCommand, defaultCommand, imageOf, kindOf, RESULT_PATH, type ImageKind } from "./commands.js";
 import { parseJUnit } from "./junit.js";
-import { removeLeftovers } from "./leftovers.js";
+import { removeLeftovers, SWEEP_EVERY_MS } from "./leftovers.js";
 import { Limiter } from "./limiter.js";
 import { verdict } from "./outcome.js";
 import { WarmPool } from "./pool.js";
@@ -112,6 +112,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   const pools = new Map<ImageKind, WarmPool>();
   let starting: Promise<void> | undefined;
   let stopping: Promise<void> | undefined;
+  let sweeper: NodeJS.Timeout | undefined;
 
   const seccomp = loadSeccompProfile(cfg.seccompProfile);
   const specFor = (kind: ImageKind): SandboxSpec => ({
@@ -168,6 +169,9 @@ export function createExecutor(deps: ExecutorDeps): Executor {
         }),
       );
       for (const pool of pools.values()) pool.fill();
+      // Sandboxes of an executor that died end by themselves; remove them as they do.
+      sweeper = setInterval(() => void removeLeftovers(docker, instanceId, log).catch((err: unknown) => log.warn({ err }, "leftover sweep failed")), SWEEP_EVERY_MS);
+      sweeper.unref();
       log.info({ instanceId, warmPoolSize: cfg.warmPoolSize, concurrency: cfg.concurrency }, "executor started");
     })();
     return starting;
@@ -283,8 +287,10 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       limiter.close();
+      clearInterval(sweeper);
       for (const c of inflight) c.abort(STOPPED_REASON);
       await starting?.catch(() => undefined);
+      clearInterval(sweeper);
       await Promise.all([...pools.values()].map((p) => p.close()));
       while (inflight.size) await new Promise((resolve) => setTimeout(resolve, 20));
       for (const s of live) dispose(s);

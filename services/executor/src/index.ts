@@ -4,6 +4,6 @@ export { executorService, type ExecutorServiceDeps } from "./service.js";
 export { readWorkspaceDir, checkFiles, isSafeRelativePath, type ReadDirOptions } from "./workspace.js";
 export { parseJUnit } from "./junit.js";
 export { fitResult } from "./fit.js";
-export { LABEL, LABEL_HOST, LABEL_PID, createOptions, type SandboxSpec } from "./sandbox.js";
+export { LABEL, LABEL_HOST, LABEL_PID, Sandbox, createOptions, type SandboxSpec } from "./sandbox.js";
 export { PYTEST_ISOLATED, type ImageKind } from "./commands.js";
 export { SHIPPED_SECCOMP_PROFILE, loadSeccompProfile } from "./seccomp.js";

@@ -1,33 +1,38 @@
 /**
  * Removal of sandbox containers that an earlier executor left behind (it crashed or was
- * killed). A container is a leftover when it carries the executor label and its owner
- * (the host name and pid on its labels) is this host and that process is gone, or when it
- * has exited. Containers of a live executor, here or on another host, are kept.
+ * killed). A sandbox's life is tied to its executor's attach connection (`StdinOnce`): when
+ * the executor dies, the engine closes the supervisor's stdin and a waiting container
+ * exits; a container in the middle of a run ends when the supervisor's own deadline passes
+ * (the run's timeout plus `SUPERVISOR_GRACE_MS`). So a container of another executor that
+ * is still running belongs to a live executor (or ends soon by itself), and one that has
+ * stopped is a leftover, whoever and wherever its owner was. No pid is consulted: a pid
+ * says nothing across pid namespaces (every executor in compose is pid 1) or hosts.
  */
-import { hostname } from "node:os";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
-import { processAlive } from "@loopsmith/shared";
-import { LABEL, LABEL_HOST, LABEL_PID } from "./sandbox.js";
+import { LABEL } from "./sandbox.js";
+
+/** How long a created-but-not-started container is left alone (a live owner may start it), in s. */
+const CREATED_GRACE_S = 60;
+
+/** How often a running executor sweeps leftovers, in ms. */
+export const SWEEP_EVERY_MS = 60_000;
 
 /**
- * Removes leftover sandbox containers.
+ * Removes leftover sandbox containers: every labelled container of another executor that
+ * has stopped (exited, dead, or created and never started for a minute).
  * @param ownId - this executor's instance id (its containers are never touched)
  * @returns the ids removed
  * @throws whatever the engine throws when it cannot list containers
  */
 export async function removeLeftovers(docker: Docker, ownId: string, log: Logger): Promise<string[]> {
   const list = await docker.listContainers({ all: true, filters: { label: [LABEL] } });
-  const me = hostname();
   const removed: string[] = [];
   await Promise.all(
     list.map(async (c) => {
-      const labels = c.Labels ?? {};
-      if (labels[LABEL] === ownId) return;
-      const sameHost = labels[LABEL_HOST] === me;
-      const ownerGone = sameHost && !processAlive(Number(labels[LABEL_PID]));
-      const notRunning = c.State === "exited" || c.State === "dead";
-      if (!ownerGone && !notRunning) return;
+      if (c.Labels?.[LABEL] === ownId || c.State === "running" || c.State === "restarting") return;
+      // A live executor creates, attaches, then starts: leave a young created one alone.
+      if (c.State === "created" && Date.now() / 1000 - c.Created < CREATED_GRACE_S) return;
       try {
         await docker.getContainer(c.Id).remove({ force: true, v: true });
         removed.push(c.Id);

@@ -70,7 +70,7 @@ export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions 
     Labels: spec.labels,
     NetworkDisabled: true,
     OpenStdin: true,
-    StdinOnce: false,
+    StdinOnce: true,
     AttachStdin: true,
     AttachStdout: true,
     AttachStderr: true,
@@ -122,7 +122,7 @@ export interface RawRun {
 }
 
 /** One run's work: the spec without its per-run secret, and the files of the workspace. */
-export type SandboxWork = Omit<BootSpec, "marker" | "uid"> & { files: readonly FileChange[] };
+export type SandboxWork = Omit<BootSpec, "marker" | "uid" | "deadlineMs"> & { files: readonly FileChange[] };
 
 /** Options of {@link Sandbox.run}. */
 export interface SandboxRunOptions {
@@ -135,6 +135,9 @@ export interface SandboxRunOptions {
 
 /** The abort reason that means "the executor is stopping" rather than a cancel. */
 export const STOPPED_REASON = "executor-stopped";
+
+/** How much longer than the run's timeout the supervisor lets a command run on its own, ms. */
+export const SUPERVISOR_GRACE_MS = 5_000;
 
 /** How long to wait for a killed container's stream to end before giving up, ms. */
 const KILL_GRACE_MS = 15_000;
@@ -251,7 +254,7 @@ export class Sandbox {
     let trailer: BootTrailer | null = null;
     let early = false;
     try {
-      if (!stopReason) this.stream.write(encodeSpec({ ...boot, marker, uid: SANDBOX_UID }, archive));
+      if (!stopReason) this.stream.write(encodeSpec({ ...boot, marker, uid: SANDBOX_UID, deadlineMs: opts.timeoutMs + SUPERVISOR_GRACE_MS }, archive));
       let grace: NodeJS.Timeout | undefined;
       const deadline = new Promise<"stuck">((resolve) => {
         grace = setTimeout(() => resolve("stuck"), opts.timeoutMs + KILL_GRACE_MS);
