@@ -1,9 +1,11 @@
-import { describe, expect } from "vitest";
+import { createServer, type AddressInfo } from "node:net";
+import { describe, expect, it as plainIt } from "vitest";
+import { GenericContainer, Wait } from "testcontainers";
 import { z } from "zod";
 import { connect } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
 import pino from "pino";
-import { Endpoints, LoopsmithError, call, handle, startService, type EndpointDef } from "@loopsmith/shared";
+import { Endpoints, LoopsmithError, call, handle, loadConfig, startService, type EndpointDef } from "@loopsmith/shared";
 import { it } from "./fixtures/index.js";
 
 const log = pino({ level: "silent" });
@@ -87,4 +89,106 @@ describe("typed bus on @nats-io/services", () => {
       await nc.close();
     }
   });
+
+  it("sends a step again when its service dies mid-request, within the liveness limit; a slow live one is not sent twice", async ({ nats }) => {
+    const caller = await connect({ servers: nats.url });
+    const dying = await connect({ servers: nats.url });
+    const healthy = await connect({ servers: nats.url });
+    let received!: () => void;
+    const gotIt = new Promise<void>((r) => (received = r));
+    const serve = (nc: typeof caller, answer: (text: string) => Promise<{ text: string }>) =>
+      startService(nc, { name: "loopsmith-liveness", version: "0.0.1", description: "test", log, registrations: [handle(echo, (req) => answer((req as { text: string }).text))] });
+    await serve(dying, async () => {
+      received();
+      return new Promise(() => undefined); // works forever, then its process dies
+    });
+    try {
+      const started = Date.now();
+      const reply = call(caller, echo, { v: 1, text: "hi" }, { timeoutMs: 120_000, retries: 2, livenessMs: 3_000 });
+      await gotIt;
+      await dying.close(); // the replica that took the request is gone
+      await serve(healthy, async (text) => ({ text: `healthy ${text}` }));
+      await expect(reply).resolves.toEqual({ text: "healthy hi" });
+      expect(Date.now() - started).toBeLessThan(10_000);
+
+      // A handler slower than the liveness limit, but alive: heartbeats keep the one attempt.
+      let calls = 0;
+      const slowNc = await connect({ servers: nats.url });
+      const slow: EndpointDef = { ...echo, name: "slow", subject: "loopsmith.test.slow" };
+      await startService(slowNc, {
+        name: "loopsmith-slow", version: "0.0.1", description: "test", log,
+        registrations: [handle(slow, async () => {
+          calls += 1;
+          await new Promise((r) => setTimeout(r, 7_000));
+          return { text: "done" };
+        })],
+      });
+      await expect(call(caller, slow, { v: 1, text: "x" }, { timeoutMs: 60_000, retries: 2, livenessMs: 3_000 })).resolves.toEqual({ text: "done" });
+      expect(calls).toBe(1);
+      await slowNc.close();
+    } finally {
+      await healthy.close();
+      await caller.close();
+    }
+  });
+
+  plainIt("a step in flight when NATS restarts is answered within seconds of NATS coming back, not at its timeout", async () => {
+    // A NATS server on a fixed port that can be killed and started again (a fresh server).
+    const port = await freePort();
+    const start = () =>
+      new GenericContainer(natsImage())
+        .withCommand(["-js", "-sd", "/tmp/js"])
+        .withExposedPorts({ container: 4222, host: port })
+        .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
+        .start();
+    let server = await start();
+    const url = `nats://127.0.0.1:${port}`;
+    const opts = { servers: url, maxReconnectAttempts: -1, reconnectTimeWait: 250 };
+    const caller = await connect(opts);
+    const worker = await connect(opts);
+    // Idempotent by request, as every step handler is by its key: a repeat joins the work.
+    const work = new Map<string, Promise<{ text: string }>>();
+    let handled = 0;
+    let received!: () => void;
+    const gotIt = new Promise<void>((r) => (received = r));
+    await startService(worker, {
+      name: "loopsmith-restart", version: "0.0.1", description: "test", log,
+      registrations: [handle(echo, async (req) => {
+        const text = (req as { text: string }).text;
+        handled += 1;
+        received();
+        if (!work.has(text)) work.set(text, new Promise((r) => setTimeout(() => r({ text: `done ${text}` }), 3_000)));
+        return work.get(text) as Promise<{ text: string }>;
+      })],
+    });
+    try {
+      const reply = call(caller, echo, { v: 1, text: "build" }, { timeoutMs: 120_000, retries: 3, livenessMs: 3_000 });
+      await gotIt;
+      await server.stop({ timeout: 0 }); // NATS is killed while the step works; it finishes during the outage
+      await new Promise((r) => setTimeout(r, 5_000));
+      const back = Date.now();
+      server = await start();
+      await expect(reply).resolves.toEqual({ text: "done build" });
+      expect(Date.now() - back).toBeLessThan(12_000);
+      expect(handled).toBeGreaterThanOrEqual(1);
+    } finally {
+      await caller.close();
+      await worker.close();
+      await server.stop({ timeout: 0 });
+    }
+  }, 120_000);
 });
+
+/** A TCP port nothing listens on now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const natsImage = () => loadConfig({ env: { ...process.env, NATS_URL: "" } }).images.nats;

@@ -15,6 +15,8 @@ import {
   NoRespondersError,
   RequestError,
   TimeoutError,
+  createInbox,
+  headers,
 } from "@nats-io/transport-node";
 import { Svcm, type Service, type ServiceMsg } from "@nats-io/services";
 import type { Logger } from "pino";
@@ -97,15 +99,37 @@ function statusOf(error: ErrorData): number {
 }
 
 /**
+ * Header of a request whose caller wants a sign of life while the handler works: its value
+ * is an inbox the service publishes an empty message to every {@link HEARTBEAT_EVERY_MS}
+ * until it replies (see {@link CallOptions.livenessMs}).
+ */
+export const HEARTBEAT_HEADER = "Loopsmith-Heartbeat";
+/** How often a service signals that it is still working on a request, in ms. */
+export const HEARTBEAT_EVERY_MS = 2_000;
+
+/**
  * Decodes, validates and answers one request. Never throws: every failure becomes a typed
- * error reply.
+ * error reply. While the handler works, publishes heartbeats to the inbox the request names
+ * in {@link HEARTBEAT_HEADER} (through `publish`), so the caller can tell a slow step from
+ * a dead service.
  */
 export async function answer(
   msg: ServiceMsg,
   def: EndpointDef,
   handler: Handler<EndpointDef>,
   log: Logger,
+  publish?: (subject: string) => void,
 ): Promise<void> {
+  const beatTo = msg.headers?.get(HEARTBEAT_HEADER);
+  const beat = beatTo && publish && beatTo.startsWith("_INBOX.") ? setInterval(() => publish(beatTo), HEARTBEAT_EVERY_MS) : undefined;
+  try {
+    await answerOnce(msg, def, handler, log);
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+async function answerOnce(msg: ServiceMsg, def: EndpointDef, handler: Handler<EndpointDef>, log: Logger): Promise<void> {
   const fail = (error: ErrorData): void => {
     // The description travels in a header: one line, bounded.
     const description = error.message.replace(/[\r\n]+/g, " ").slice(0, 200);
@@ -178,7 +202,13 @@ export async function startService(nc: NatsConnection, opts: ServiceOptions): Pr
           opts.log.error({ err }, "endpoint subscription failed");
           return;
         }
-        void answer(msg, def, handler, opts.log);
+        void answer(msg, def, handler, opts.log, (subject) => {
+          try {
+            nc.publish(subject);
+          } catch {
+            // The connection is closing or reconnecting; the caller's liveness limit decides.
+          }
+        });
       },
     });
   }
@@ -193,6 +223,15 @@ export interface CallOptions {
   retries?: number;
   /** Wait before the first retry, in ms; doubles each time. @defaultValue 250 */
   backoffMs?: number;
+  /**
+   * Longest silence accepted from the service while it works, in ms: the request carries a
+   * heartbeat inbox, the service signals every {@link HEARTBEAT_EVERY_MS}, and an attempt
+   * that hears nothing (no heartbeat, no reply) for this long fails as a retryable
+   * `timeout` and is sent again — to another replica if the first died, or after NATS came
+   * back if the request or its reply was lost (handlers are idempotent by key, so a retry
+   * joins work in flight). Undefined: only `timeoutMs` bounds an attempt.
+   */
+  livenessMs?: number;
 }
 
 function sleep(ms: number): Promise<void> {
@@ -208,6 +247,9 @@ function busError(err: unknown, subject: string, timeoutMs: number): LoopsmithEr
   const cause = err instanceof RequestError ? (err.cause ?? err) : err;
   if ((err instanceof RequestError && err.isNoResponders()) || cause instanceof NoRespondersError) {
     return new LoopsmithError("unavailable", `no service answers on ${subject}; is it running?`, { cause: err });
+  }
+  if (err instanceof SilentServiceError) {
+    return new LoopsmithError("timeout", `${err.message}; sending it again (the service died, or NATS lost the request or its reply)`, { cause: err });
   }
   if (cause instanceof TimeoutError || err instanceof TimeoutError) {
     return new LoopsmithError("timeout", `${subject} did not answer within ${timeoutMs} ms`, { cause: err });
@@ -248,7 +290,7 @@ export async function call<E extends EndpointDef>(
   for (let attempt = 0; ; attempt++) {
     let error: LoopsmithError;
     try {
-      const msg = await nc.request(def.subject, payload, { timeout: timeoutMs });
+      const msg = await requestOnce(nc, def.subject, payload, timeoutMs, opts.livenessMs);
       let body: unknown;
       try {
         body = JSON.parse(msg.string());
@@ -270,5 +312,44 @@ export async function call<E extends EndpointDef>(
     if (!error.retryable || attempt >= retries) throw error;
     await sleep(backoff);
     backoff *= 2;
+  }
+}
+
+/** Thrown when a service went silent for longer than the caller's liveness limit. */
+class SilentServiceError extends Error {
+  override readonly name = "SilentServiceError";
+}
+
+/**
+ * One request: `nc.request`, or with `livenessMs`, the same raced against a watchdog that
+ * heartbeats from the service reset.
+ * @throws SilentServiceError when no heartbeat or reply came for `livenessMs`; whatever
+ *   `nc.request` throws otherwise
+ */
+async function requestOnce(nc: NatsConnection, subject: string, payload: string, timeoutMs: number, livenessMs?: number) {
+  if (livenessMs === undefined) return nc.request(subject, payload, { timeout: timeoutMs });
+  const inbox = createInbox();
+  const beats = nc.subscribe(inbox);
+  const h = headers();
+  h.set(HEARTBEAT_HEADER, inbox);
+  let timer: NodeJS.Timeout | undefined;
+  const silence = new Promise<never>((_, reject) => {
+    const arm = (): void => {
+      clearTimeout(timer);
+      timer = setTimeout(() => reject(new SilentServiceError(`no sign of life from ${subject} for ${livenessMs} ms`)), livenessMs);
+    };
+    arm();
+    void (async () => {
+      for await (const _ of beats) arm();
+    })();
+  });
+  const reply = nc.request(subject, payload, { timeout: timeoutMs, headers: h });
+  // An abandoned request still settles later (its own timeout); nobody waits for it then.
+  reply.catch(() => undefined);
+  try {
+    return await Promise.race([reply, silence]);
+  } finally {
+    clearTimeout(timer);
+    beats.unsubscribe();
   }
 }

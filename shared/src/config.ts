@@ -137,8 +137,14 @@ export const Config = z
         memoryTimeoutMs: z.number().int().min(100).default(30_000),
         /** Retries of a step call on a retryable failure. @defaultValue 2 */
         retries: z.number().int().min(0).max(10).default(2),
+        /**
+         * Longest silence accepted from a service working on a step, in ms: a step whose
+         * service died (or whose request NATS lost) is sent again after this, to another
+         * replica (services signal every 2 s while they work). @defaultValue 10000
+         */
+        livenessMs: z.number().int().min(3_000).default(10_000),
       })
-      .default({ stepTimeoutMs: 300_000, memoryTimeoutMs: 30_000, retries: 2 }),
+      .default({ stepTimeoutMs: 300_000, memoryTimeoutMs: 30_000, retries: 2, livenessMs: 10_000 }),
   })
   .superRefine((cfg, ctx) => {
     if (cfg.llm.provider === "scripted" && !cfg.llm.scriptPath) {

@@ -22,8 +22,12 @@ import { Streams, Subjects, eventsSubject } from "./subjects.js";
 
 /** Redeliveries of a task message before the conductor gives up on it. */
 export const TASK_MAX_DELIVER = 10;
-/** Ack wait of the conductor's consumer, in ms; the conductor heartbeats well within it. */
-export const TASK_ACK_WAIT_MS = 30_000;
+/**
+ * Ack wait of the conductor's consumer, in ms. Short, so that the tasks of a conductor that
+ * died are redelivered within seconds; a live conductor keeps each task's message with
+ * `working()` every few seconds (`HEARTBEAT_MS` in the architect).
+ */
+export const TASK_ACK_WAIT_MS = 10_000;
 /** Window in which a resubmitted task id is a duplicate, in ms (24 h). */
 export const TASK_DUPLICATE_WINDOW_MS = 24 * 3600_000;
 /** How long events are kept, in ms (7 days). */

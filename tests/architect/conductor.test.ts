@@ -391,6 +391,7 @@ describe("conductor on JetStream", () => {
     await submitTask(nc1, input);
     while (executes < 2) await new Promise((r) => setTimeout(r, 50));
     await nc1.close(); // the conductor's process is gone: no ack, no more heartbeats
+    const died = Date.now();
     release();
     await c1.stop();
 
@@ -402,6 +403,8 @@ describe("conductor on JetStream", () => {
       const result = events[events.length - 1]?.result;
       expect(result?.status).toBe("passed");
       expect(result?.iterations).toBe(2);
+      // The dead conductor's task came back within the short ack wait, not after 30 s or more.
+      expect(Date.now() - died).toBeLessThan(20_000);
       // Resumed at iteration 2's execution: no new plan, no new first build.
       expect(second.calls.plan ?? 0).toBe(0);
       expect(second.calls.build ?? 0).toBe(0);

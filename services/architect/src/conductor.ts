@@ -26,8 +26,8 @@ import { RetryLater, finalState, runLoop } from "./loop.js";
 import { initialState, kvStateStore, type StateStore, type TaskState } from "./state.js";
 import type { Steps } from "./steps.js";
 
-/** Heartbeat period while a task runs, in ms (well within the consumer's 30 s ack wait). */
-export const HEARTBEAT_MS = 10_000;
+/** Heartbeat period while a task runs, in ms (well within the consumer's 10 s ack wait, TASK_ACK_WAIT_MS). */
+export const HEARTBEAT_MS = 3_000;
 /** Delay before a task whose step failed for infrastructure reasons is tried again, in ms. */
 export const RETRY_DELAY_MS = 5_000;
 

@@ -61,15 +61,18 @@ export interface LoopIO {
 
 /**
  * Steps over the bus: builder, reviewer, executor and memory through their endpoints, with
- * the configured timeouts and retries; planning and reflection in-process.
+ * the configured timeouts, retries and liveness limit; planning and reflection in-process.
  */
 export function busSteps(nc: NatsConnection, config: Config, planner: Planner): Steps {
-  const step = { timeoutMs: config.bus.stepTimeoutMs, retries: config.bus.retries };
+  // Every step call carries a heartbeat inbox: a service that goes silent for livenessMs
+  // (it died, or NATS lost the request or its reply) gets the step sent again at once,
+  // instead of the conductor waiting out the whole step timeout.
+  const step = { timeoutMs: config.bus.stepTimeoutMs, retries: config.bus.retries, livenessMs: config.bus.livenessMs };
   // An LLM step may take the SDK's timeout for each attempt, twice (the one re-ask): wait
   // at least that long before calling again (the builder and reviewer join a repeated key).
   const llmWorstMs = config.llm.timeoutMs * (config.llm.maxRetries + 1) * 2 + 30_000;
   const llmStep = { ...step, timeoutMs: Math.max(step.timeoutMs, llmWorstMs) };
-  const mem = { timeoutMs: config.bus.memoryTimeoutMs, retries: config.bus.retries };
+  const mem = { timeoutMs: config.bus.memoryTimeoutMs, retries: config.bus.retries, livenessMs: config.bus.livenessMs };
   return {
     recall: (req) => call(nc, Endpoints.memory.recall, req, mem),
     plan: (req) => planner.plan(req),
