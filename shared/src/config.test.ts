@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { loadConfig, maskConfig } from "./config.js";
+import { loadConfig, maskConfig, maskUrl } from "./config.js";
 
 describe("configuration", () => {
   it("layers defaults < file < environment < flags", () => {
@@ -38,5 +38,58 @@ describe("configuration", () => {
     const tokenOnly = maskConfig(loadConfig({ env: { NATS_URL: "nats://s3cr3t@host:4222", DATABASE_URL: "postgres://db/x?sslmode=require&password=pw123" } }));
     expect(JSON.stringify(tokenOnly)).not.toMatch(/s3cr3t|pw123/);
     expect(tokenOnly.natsUrl).toBe("nats://[masked]@host:4222");
+  });
+
+  describe("config show masks every secret wherever it sits", () => {
+    const shown = (env: NodeJS.ProcessEnv, flags?: Record<string, unknown>): string => JSON.stringify(maskConfig(loadConfig({ env, ...(flags ? { flags } : {}) })));
+
+    it("URL user info: user:password, a token alone, a password holding @ / :, every URL of a server list", () => {
+      expect(maskUrl("postgres://app:hunter2@db:5432/x")).toBe("postgres://[masked]@db:5432/x");
+      expect(maskUrl("nats://s3cr3t@host:4222")).toBe("nats://[masked]@host:4222");
+      expect(maskUrl("postgres://app:p@ss/w:rd@db/x")).toBe("postgres://[masked]@db/x");
+      expect(maskUrl("nats://a:pw1@h1:4222,nats://b:pw2@h2:4222")).toBe("nats://[masked]@h1:4222,nats://[masked]@h2:4222");
+      expect(maskUrl("https://api.example.com/v1")).toBe("https://api.example.com/v1");
+    });
+
+    it("query, fragment and libpq parameters named like secrets; other parameters kept", () => {
+      const url = "postgres://db/x?sslmode=require&sslpassword=pw1&password=pw2&application_name=loopsmith";
+      expect(maskUrl(url)).toBe("postgres://db/x?sslmode=require&sslpassword=[masked]&password=[masked]&application_name=loopsmith");
+      expect(maskUrl("https://gw.example.com/v1?key=k1&api_key=k2&api-key=k3&token=t1&access_token=t2&model=x")).toBe(
+        "https://gw.example.com/v1?key=[masked]&api_key=[masked]&api-key=[masked]&token=[masked]&access_token=[masked]&model=x",
+      );
+      expect(maskUrl("https://h/cb#access_token=t3&state=s")).toBe("https://h/cb#access_token=[masked]&state=s");
+      expect(maskUrl("host=db user=app password=pw4 sslmode=require")).toBe("host=db user=app password=[masked] sslmode=require");
+    });
+
+    it("every URL-valued field: databaseUrl, natsUrl (also without a scheme), llm.baseUrl, a role's baseUrl", () => {
+      const text = shown({
+        DATABASE_URL: "postgres://u:dbpass1@db/x?sslpassword=dbpass2",
+        NATS_URL: "natsuser:natspass@127.0.0.1:4222",
+        LOOPSMITH_PROVIDER: "openai-compatible",
+        LOOPSMITH_BASE_URL: "https://proxy.example.com/v1?key=basekey1",
+      });
+      for (const secret of ["dbpass1", "dbpass2", "natsuser", "natspass", "basekey1"]) expect(text).not.toContain(secret);
+      expect(text).toContain("127.0.0.1:4222");
+      expect(text).toContain("proxy.example.com/v1");
+    });
+
+    it("keys named like secrets anywhere in the tree, in objects and arrays, from env, file or flags", () => {
+      const masked = maskConfig({
+        llm: { apiKey: "sk-ant-api03-abcdefghijklmnop", fallback: [{ provider: "openai-compatible", apiKey: "fallbackkey1", baseUrl: "http://u:fbpass@h/v1" }] },
+        executor: { env: { GITHUB_TOKEN: "ghtoken1", DB_PASSWORD: "dbpw1", CLIENT_SECRET: "cs1", HOME: "/home/x" } },
+        tokens: ["tok1", "tok2"],
+        maxTokens: 100,
+      });
+      const text = JSON.stringify(masked);
+      for (const secret of ["abcdefghijklmnop", "fallbackkey1", "fbpass", "ghtoken1", "dbpw1", "cs1", "tok1", "tok2"]) expect(text).not.toContain(secret);
+      expect(text).toContain("/home/x");
+      expect((masked as { maxTokens: number }).maxTokens).toBe(100);
+    });
+
+    it("values that look like API keys, wherever they sit (a key in a URL path)", () => {
+      expect(maskUrl("https://gw.example.com/sk-ant-api03-0123456789abcdef/v1")).toBe("https://gw.example.com/[masked]/v1");
+      expect(JSON.stringify(maskConfig({ note: "ghp_0123456789abcdefghij0123" }))).not.toContain("0123456789abcdefghij");
+      expect(maskConfig({ dataDir: "/tmp/loopsmith-task-0123456789abcdef" })).toEqual({ dataDir: "/tmp/loopsmith-task-0123456789abcdef" });
+    });
   });
 });

@@ -8,32 +8,10 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { LoopsmithError } from "./errors.js";
+import { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "./llm/config-schema.js";
+import { ROLES, type Role } from "./llm/types.js";
 
-/** Price of one model in USD per million tokens. */
-export const ModelPrice = z.object({
-  inputPerMTok: z.number().nonnegative(),
-  outputPerMTok: z.number().nonnegative(),
-  cacheReadPerMTok: z.number().nonnegative().default(0),
-  cacheWritePerMTok: z.number().nonnegative().default(0),
-});
-export type ModelPrice = z.infer<typeof ModelPrice>;
-
-/**
- * Default prices, USD per million tokens, from Anthropic's public price list
- * (cache reads at 0.1x and 5-minute cache writes at 1.25x the input price).
- * Models not listed cost 0 unless the configuration prices them; local models are free.
- */
-export const DEFAULT_PRICES: Record<string, ModelPrice> = {
-  "claude-opus-4-1": { inputPerMTok: 15, outputPerMTok: 75, cacheReadPerMTok: 1.5, cacheWritePerMTok: 18.75 },
-  "claude-sonnet-4-6": { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
-  "claude-sonnet-4-5": { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
-  "claude-haiku-4-5": { inputPerMTok: 1, outputPerMTok: 5, cacheReadPerMTok: 0.1, cacheWritePerMTok: 1.25 },
-  "gpt-4o": { inputPerMTok: 2.5, outputPerMTok: 10, cacheReadPerMTok: 1.25, cacheWritePerMTok: 0 },
-  "gpt-4o-mini": { inputPerMTok: 0.15, outputPerMTok: 0.6, cacheReadPerMTok: 0.075, cacheWritePerMTok: 0 },
-};
-
-export const ProviderName = z.enum(["anthropic", "openai-compatible", "bedrock", "scripted"]);
-export type ProviderName = z.infer<typeof ProviderName>;
+export { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "./llm/config-schema.js";
 
 /** The whole configuration. Every default is documented with `@defaultValue`. */
 export const Config = z
@@ -86,6 +64,19 @@ export const Config = z
         prices: z.record(z.string(), ModelPrice).default({}),
         /** Ceiling on USD spent by one process, over all tasks; unlimited when absent. */
         processCeilingUsd: z.number().positive().optional(),
+        /** Sampling temperature of every call; the provider's own default when absent. */
+        temperature: z.number().min(0).max(2).optional(),
+        /** Per-role overrides (`spec`, `plan`, `build`, `review`, `reflect`). @defaultValue {} */
+        roles: z
+          .strictObject(Object.fromEntries(ROLES.map((r) => [r, RoleLlm.optional()])) as Record<Role, z.ZodOptional<typeof RoleLlm>>)
+          .default({}),
+        /** Fallbacks of every role that sets none. @defaultValue [] */
+        fallback: z.array(FallbackTarget).default([]),
+        /**
+         * After a model failed over to its fallback, how long its later calls go straight to
+         * the fallback, in ms; 0 tries it first every time. @defaultValue 60000
+         */
+        fallbackCooldownMs: z.number().int().min(0).default(60_000),
       })
       .default({
         provider: "anthropic",
@@ -94,6 +85,9 @@ export const Config = z
         timeoutMs: 120_000,
         maxOutputTokens: 8192,
         prices: {},
+        roles: {},
+        fallback: [],
+        fallbackCooldownMs: 60_000,
       }),
     executor: z
       .object({
@@ -179,6 +173,14 @@ export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = 
   ["LOOPSMITH_MAX_OUTPUT_TOKENS", ["llm", "maxOutputTokens"], "number"],
   ["LOOPSMITH_PROCESS_CEILING_USD", ["llm", "processCeilingUsd"], "number"],
   ["AWS_REGION", ["llm", "awsRegion"], "string"],
+  // Per role: LOOPSMITH_PROVIDER_PLAN, LOOPSMITH_MODEL_BUILD, LOOPSMITH_BASE_URL_REVIEW, LOOPSMITH_API_KEY_REFLECT, …
+  ...ROLES.flatMap((role): Array<[string, string[], "string"]> =>
+    (["provider", "model", "baseUrl", "apiKey"] as const).map((key) => [
+      `LOOPSMITH_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}_${role.toUpperCase()}`,
+      ["llm", "roles", role, key],
+      "string",
+    ]),
+  ),
   ["LOOPSMITH_EXECUTOR_CONCURRENCY", ["executor", "concurrency"], "number"],
   ["LOOPSMITH_WARM_POOL_SIZE", ["executor", "warmPoolSize"], "number"],
   ["LOOPSMITH_OCI_RUNTIME", ["executor", "runtime"], "string"],
@@ -223,23 +225,45 @@ export function configFromEnv(env: NodeJS.ProcessEnv): Json {
 /**
  * Provider-specific variables, resolved once the provider is known (after every layer):
  * an explicit `llm.apiKey`/`llm.baseUrl` (file, LOOPSMITH_API_KEY/LOOPSMITH_BASE_URL, flags)
- * wins; else `ANTHROPIC_*` for anthropic and `OPENAI_*` for openai-compatible. A key meant
- * for one provider is never sent to another.
+ * wins; else `ANTHROPIC_*` for anthropic and `OPENAI_*` for openai-compatible. A role or a
+ * fallback whose provider differs from the level it would inherit from (the role, then
+ * `llm`) gets its own provider's variables the same way. A key meant for one provider is
+ * never sent to another.
  */
 export function withProviderCredentials(layered: Json, env: NodeJS.ProcessEnv): Json {
-  const llm = { ...((layered.llm as Json | undefined) ?? {}) };
-  const provider = (llm.provider as string | undefined) ?? "anthropic";
   const vars: Record<string, [string, string]> = {
     anthropic: ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"],
     "openai-compatible": ["OPENAI_API_KEY", "OPENAI_BASE_URL"],
   };
-  const names = vars[provider];
-  if (names) {
-    const [keyVar, urlVar] = names;
-    if (llm.apiKey === undefined && env[keyVar]) llm.apiKey = env[keyVar];
-    if (llm.baseUrl === undefined && env[urlVar]) llm.baseUrl = env[urlVar];
+  const fill = (target: Json, provider: string): Json => {
+    const names = vars[provider];
+    if (!names) return target;
+    const out = { ...target };
+    if (out.apiKey === undefined && env[names[0]]) out.apiKey = env[names[0]];
+    if (out.baseUrl === undefined && env[names[1]]) out.baseUrl = env[names[1]];
+    return out;
+  };
+  const obj = (v: unknown): Json => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Json) : {});
+  const fallbacks = (list: unknown, inherits: string[]): unknown =>
+    Array.isArray(list)
+      ? list.map((f: unknown) => (inherits.includes(obj(f).provider as string) ? f : fill(obj(f), obj(f).provider as string)))
+      : list;
+  const llm = obj(layered.llm);
+  const provider = (llm.provider as string | undefined) ?? "anthropic";
+  const out: Json = { ...fill(llm, provider), fallback: fallbacks(llm.fallback, [provider]) };
+  if (llm.roles !== undefined) {
+    out.roles = Object.fromEntries(
+      Object.entries(obj(llm.roles)).map(([name, raw]) => {
+        const role = obj(raw);
+        const own = (role.provider as string | undefined) ?? provider;
+        const filled = own === provider ? { ...role } : fill(role, own);
+        if (role.fallback !== undefined) filled.fallback = fallbacks(role.fallback, [own, provider]);
+        return [name, raw === undefined ? raw : filled];
+      }),
+    );
   }
-  return { ...layered, llm };
+  if (llm.fallback === undefined) delete out.fallback;
+  return { ...layered, llm: out };
 }
 
 /** Options of {@link loadConfig}. */
@@ -295,28 +319,77 @@ export function priceOf(cfg: Config, model: string): ModelPrice {
   );
 }
 
-const SECRET_KEYS = new Set(["apiKey", "password"]);
+/**
+ * Names (configuration keys, environment variable names, URL query parameters) whose values
+ * are secrets: `apiKey`, `api_key`, `key`, `token`, `access_token`, `password`, `sslpassword`,
+ * `pass`, `pwd`, `secret`, `client_secret`, `credential`, `signature`, `sig`, `auth`, …
+ */
+const SECRET_NAME =
+  /^(?:key|pass|pwd|auth|sig|code)$|api[-_]?key|access[-_]?key|private[-_]?key|secret|token|passw(?:or)?d|passphrase|credential|signature|authori[sz]ation|cookie/i;
+/** Names of URL-valued keys (`natsUrl`, `databaseUrl`, `baseUrl`, `NATS_URL`, …). */
+const URL_NAME = /(?:url|uri|dsn|endpoint)$/i;
+/** Values that are secrets by their form wherever they sit (Anthropic/OpenAI, GitHub, Slack, AWS, Google, Hugging Face keys). */
+const SECRET_VALUE =
+  /(?<![A-Za-z0-9_-])(?:sk-(?:ant-)?[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|hf_[A-Za-z0-9]{30,})/g;
+const MASK = "[masked]";
+
+function isSecretName(name: string): boolean {
+  let decoded = name;
+  try {
+    decoded = decodeURIComponent(name);
+  } catch {
+    /* keep as is */
+  }
+  return SECRET_NAME.test(decoded);
+}
+
+/** One URL (or a libpq-style `key=value` string): user info and secret parameters masked. */
+function maskOneUrl(url: string): string {
+  const scheme = /^\s*[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0] ?? "";
+  const rest = url.slice(scheme.length);
+  const q = rest.search(/[?#]/);
+  const beforeQuery = q < 0 ? rest : rest.slice(0, q);
+  // User info runs to the last "@" before the query: a password may hold "@", "/" or ":".
+  const at = beforeQuery.lastIndexOf("@");
+  const head = at < 0 ? beforeQuery : `${MASK}@${beforeQuery.slice(at + 1)}`;
+  return `${scheme}${head}${q < 0 ? "" : rest.slice(q)}`.replace(
+    /(^|[?&#;\s])([^=&?#;\s]+)=([^&#;\s]*)/g,
+    (m, sep: string, name: string, value: string) => (value && isSecretName(name) ? `${sep}${name}=${MASK}` : m),
+  );
+}
 
 /**
- * A URL with its credentials masked: the password of `user:password@` (or a token-only
- * `token@`), and `password=`/`token=` query parameters.
+ * A URL with its credentials masked: the whole user info (`user:password@`, a token-only
+ * `token@`), query, fragment and `;`-parameters named like secrets (`key`, `api_key`,
+ * `token`, `password`, `sslpassword`, `secret`, …), `key=value` pairs of a libpq-style
+ * connection string, and values that look like API keys. A comma-separated list of URLs
+ * (NATS servers) is masked URL by URL. Pure; never throws.
  */
 export function maskUrl(url: string): string {
   return url
-    .replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/@]*)@/i, (_m, scheme: string, userinfo: string) =>
-      userinfo.includes(":") ? `${scheme}${userinfo.slice(0, userinfo.indexOf(":"))}:[masked]@` : `${scheme}[masked]@`,
-    )
-    .replace(/([?&](?:password|pass|token|secret)=)[^&]*/gi, "$1[masked]");
+    .split(/,(?=\s*[a-z][a-z0-9+.-]*:\/\/)/i)
+    .map(maskOneUrl)
+    .join(",")
+    .replace(SECRET_VALUE, MASK);
 }
 
-/** A copy of the configuration with secrets and URL credentials masked, for `config show`. */
-export function maskConfig(cfg: Config): Json {
+/**
+ * A copy of the configuration (or any JSON tree) with secrets masked, for `config show`:
+ * string values under secret-looking keys anywhere in the tree, in objects and arrays
+ * (`apiKey`, `token`, `password`, `secret`, `ANTHROPIC_API_KEY`, …; a long API key keeps
+ * its first 4 characters); URL-valued keys (`natsUrl`, `databaseUrl`, `baseUrl`, …) and every
+ * string that looks like a URL, through {@link maskUrl}; and API-key-looking values anywhere.
+ */
+export function maskConfig(cfg: Config | Json): Json {
   const mask = (v: unknown, key: string): unknown => {
-    if (typeof v === "string" && SECRET_KEYS.has(key)) return v.length > 8 ? `${v.slice(0, 4)}…[masked]` : "[masked]";
-    if (typeof v === "string" && /^[a-z][a-z0-9+.-]*:\/\//i.test(v)) return maskUrl(v);
-    if (typeof v === "object" && v !== null && !Array.isArray(v)) {
-      return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mask(x, k)]));
+    if (typeof v === "string") {
+      // An API key keeps its first 4 characters (which key it is); other secrets show nothing.
+      if (isSecretName(key)) return /api[-_]?key/i.test(key) && v.length > 16 ? `${v.slice(0, 4)}…${MASK}` : MASK;
+      if (URL_NAME.test(key) || /^\s*[a-z][a-z0-9+.-]*:\/\//i.test(v)) return maskUrl(v);
+      return v.replace(SECRET_VALUE, MASK);
     }
+    if (Array.isArray(v)) return v.map((x) => mask(x, key));
+    if (typeof v === "object" && v !== null) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mask(x, k)]));
     return v;
   };
   return mask(cfg, "") as Json;

@@ -95,14 +95,22 @@ describe("conductor on JetStream", () => {
   it("fails, reflects, passes; sums usage per role and iteration; acks the task", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
     await ensureStreams(nc);
-    const { steps: s, calls } = steps([failed(), passed]);
+    const seen: Array<[string, number | undefined]> = [];
+    const base = steps([failed(), passed]);
+    const { steps: s, calls } = steps([failed(), passed], {
+      plan: async (req) => (seen.push(["plan", req.callsBefore]), base.steps.plan(req)),
+      build: async (req) => (seen.push(["build", req.callsBefore]), base.steps.build(req)),
+      reflect: async (req) => (seen.push(["reflect", req.callsBefore]), base.steps.reflect(req)),
+    });
     const conductor = await startConductor({ nc, steps: s, log });
     try {
       const { result, events } = await runTask(nc, task());
       expect(result.status).toBe("passed");
       expect(result.iterations).toBe(2);
+      // Each LLM step names the calls the task already made for its role (what a script replays by).
+      expect(seen).toEqual([["plan", 0], ["build", 0], ["reflect", 0], ["build", 1]]);
       expect(result.failureIds).toEqual(["f-1"]);
-      expect(calls).toMatchObject({ plan: 1, build: 2, execute: 2, reflect: 1, attachFix: 1, rememberSuccess: 1, recordTask: 1 });
+      expect({ ...calls, ...base.calls }).toMatchObject({ plan: 1, build: 2, execute: 2, reflect: 1, attachFix: 1, rememberSuccess: 1, recordTask: 1 });
       // plan + 2 builds + reflect = 4 calls at $0.01
       expect(result.usage.total.calls).toBe(4);
       expect(result.usage.total.costUsd).toBeCloseTo(0.04);
@@ -211,6 +219,26 @@ describe("conductor on JetStream", () => {
     } finally {
       await conductor.stop();
       await executor.stop();
+      await nc.close();
+    }
+  });
+
+  it("shows a switch to a fallback model as a warning and counts the fallback among the providers", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const fallbackFrom = { name: "anthropic", model: "claude-opus-4-1", code: "llm_overloaded", message: "529 overloaded" };
+    const base = steps([passed]);
+    const { steps: s } = steps([passed], {
+      build: async (req) => ({ ...(await base.steps.build(req)), provider: { name: "bedrock", model: "us.anthropic.claude-opus", scripted: false, fallbackFrom } }),
+    });
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      const { result, events } = await runTask(nc, task());
+      expect(result.status).toBe("passed");
+      const warning = events.find((e) => e.kind === "warning" && e.message.includes("answered instead"));
+      expect(warning?.message).toBe("build: anthropic:claude-opus-4-1 failed (llm_overloaded); bedrock:us.anthropic.claude-opus answered instead");
+      expect(result.providers).toContain("bedrock:us.anthropic.claude-opus");
+    } finally {
+      await conductor.stop();
       await nc.close();
     }
   });

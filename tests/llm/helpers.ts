@@ -1,5 +1,9 @@
-/** Shared bits of the LLM provider tests: a config builder, a schema, a request builder. */
+/** Shared bits of the LLM provider tests: a config builder, a schema, a request builder, AWS env. */
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import pino from "pino";
+import { vi } from "vitest";
 import { z } from "zod";
 import { Config, type Budget, type ChatMessage, type CompletionRequest, type ConfigInput } from "@loopsmith/shared";
 
@@ -41,3 +45,33 @@ export async function rejection(p: Promise<unknown>): Promise<Error & { code?: s
 /** A request body as the fake received it, for assertions on wire fields. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- arbitrary wire JSON, checked by the assertions
 export type Wire = Record<string, any>;
+
+/** Static AWS credentials of the tests; the fake Bedrock runtime checks signatures with them. */
+export const AWS_TEST_CREDS = { accessKeyId: "AKIDFAKEFORTESTS", secretAccessKey: "fake-secret-for-tests" };
+
+// An empty home for the AWS chain: no ~/.aws files, so only what a test sets is a credential.
+const awsHome = mkdtempSync(join(tmpdir(), "loopsmith-aws-"));
+
+/**
+ * Stubs the AWS environment (undo with `vi.unstubAllEnvs()`): every source of the AWS
+ * credential chain is cleared (env keys, profile files, container and instance metadata)
+ * except the variables in `vars`.
+ */
+export function awsEnv(vars: Record<string, string>): void {
+  for (const name of [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+  ]) {
+    vi.stubEnv(name, vars[name] ?? "");
+  }
+  vi.stubEnv("AWS_SHARED_CREDENTIALS_FILE", join(awsHome, "credentials"));
+  vi.stubEnv("AWS_CONFIG_FILE", join(awsHome, "config"));
+  vi.stubEnv("AWS_EC2_METADATA_DISABLED", "true");
+}

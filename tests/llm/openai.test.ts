@@ -52,7 +52,7 @@ describe("openai-compatible provider (real SDK, fake server)", () => {
     expect(body.max_tokens).toBe(1000);
   });
 
-  it("falls back to plain JSON when the server rejects response_format, and remembers it", async () => {
+  it("a server without json_schema: JSON mode with the schema in the prompt, remembered for later calls", async () => {
     const provider = await openai([
       { status: 400, body: openaiError("response_format json_schema is not supported") },
       { body: openaiReply("The plan: " + JSON.stringify(GOOD)) },
@@ -60,12 +60,32 @@ describe("openai-compatible provider (real SDK, fake server)", () => {
     ]);
     await expect(provider.complete(planRequest())).resolves.toMatchObject({ value: GOOD, usage: { calls: 1 } });
     expect(fake!.count).toBe(2);
-    expect(bodyOf(1).response_format).toBeUndefined();
+    expect(bodyOf(1).response_format).toEqual({ type: "json_object" });
     expect(bodyOf(1).messages[0]!.content).toContain('"required":["steps","done"]');
-    // The next call goes straight to plain mode.
+    // The next call goes straight to JSON mode.
     await expect(provider.complete(planRequest())).resolves.toMatchObject({ value: GOOD });
     expect(fake!.count).toBe(3);
+    expect(bodyOf(2).response_format).toEqual({ type: "json_object" });
+  });
+
+  it("a server without any response_format (422 twice): plain JSON, tolerant reading, one re-ask", async () => {
+    const rejected = { status: 422, body: openaiError("unsupported response_format") };
+    const provider = await openai([
+      rejected,
+      rejected,
+      { body: openaiReply("Sure! Steps: write add, test it.") },
+      { body: openaiReply("```json\n" + JSON.stringify(GOOD) + "\n```") },
+      { body: openaiReply(JSON.stringify(GOOD)) },
+    ]);
+    await expect(provider.complete(planRequest())).resolves.toMatchObject({ value: GOOD, usage: { calls: 2 } });
+    expect(fake!.count).toBe(4);
+    expect(bodyOf(0).response_format).toMatchObject({ type: "json_schema" });
+    expect(bodyOf(1).response_format).toEqual({ type: "json_object" });
     expect(bodyOf(2).response_format).toBeUndefined();
+    expect(bodyOf(2).messages[0]!.content).toContain('"required":["steps","done"]');
+    expect(bodyOf(3).messages.at(-1)!.content).toContain(REASK_INSTRUCTION);
+    await expect(provider.complete(planRequest())).resolves.toMatchObject({ value: GOOD });
+    expect(bodyOf(4).response_format).toBeUndefined();
   });
 
   it("401: llm_auth after exactly one HTTP call, naming the API key", async () => {

@@ -37,6 +37,24 @@ describe("scripted provider", () => {
     await expect(provider.complete(planRequest({ taskId: "task-2" }))).resolves.toMatchObject({ value: step(1) });
   });
 
+  it("replays by the task's own call count: a step retried on another replica or after a restart gets the same reply", async () => {
+    // Two processes (a restart, or two replicas) over the same script, serving one task's calls.
+    const { provider: first, file } = await scripted({ plan: ["not json", step(1), step(2), step(3)] });
+    const second = createProvider({ config: testConfig({ provider: "scripted", scriptPath: file }), log });
+    const at = (callsBefore: number) => ({ ...planRequest(), context: { taskId: "t-topology", iteration: 1, callsBefore } });
+    // Call 0 is garbage, so the first step re-asks: it pays two calls and gets entry 1.
+    const a = await first.complete(at(0));
+    expect(a.value).toEqual(step(1));
+    expect(a.usage.calls).toBe(2);
+    // The step is retried before its usage was recorded (the conductor resumed it): the same
+    // reply again, on the same process (a per-process count would move on to entry 3)...
+    await expect(first.complete(at(0))).resolves.toMatchObject({ value: step(1) });
+    // ...and a fresh process that starts mid-task answers the task's third call with entry 2
+    // (a per-process count would start over at the garbage entry).
+    await expect(second.complete(at(2))).resolves.toMatchObject({ value: step(2), usage: { calls: 1 } });
+    await expect(second.complete(at(3))).resolves.toMatchObject({ value: step(3) });
+  });
+
   it("counts calls with zero tokens and zero cost", async () => {
     const { provider } = await scripted({ plan: [GOOD] });
     const { usage } = await provider.complete(planRequest());

@@ -30,7 +30,7 @@ export async function planPhase(run: TaskRun): Promise<PhaseOutcome> {
   await run.emit("phase", "planning", { phase: "plan" });
   let plan: Plan;
   try {
-    const reply = await run.steps.plan({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("plan"), task: run.brief(), recall: s.recall, previousFailures: s.replanned ? s.failures.slice(-3) : [], budget: run.budget() });
+    const reply = await run.steps.plan({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("plan"), callsBefore: run.callsBefore(s.task.acceptanceTests.length ? "plan" : "spec"), task: run.brief(), recall: s.recall, previousFailures: s.replanned ? s.failures.slice(-3) : [], budget: run.budget() });
     await run.noteProvider(s.task.acceptanceTests.length ? "plan" : "spec", reply);
     plan = reply.value;
   } catch (err) {
@@ -50,7 +50,7 @@ export async function buildPhase(run: TaskRun): Promise<PhaseOutcome> {
   await run.emit("phase", "building a candidate", { phase: "build" });
   try {
     const reply = await run.steps.build({
-      v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("build"), task: run.brief(), plan: s.plan ?? fallbackPlan(s),
+      v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("build"), callsBefore: run.callsBefore("build"), task: run.brief(), plan: s.plan ?? fallbackPlan(s),
       ...(s.candidate && s.failure ? { previous: { candidate: s.candidate, failure: s.failure, ...(s.reflection ? { reflection: s.reflection } : {}) } } : {}),
       history: s.history, recall: s.recall, budget: run.budget(),
     });
@@ -87,7 +87,7 @@ export async function reviewPhase(run: TaskRun): Promise<PhaseOutcome> {
   const s = run.s;
   await run.emit("phase", "reviewing the candidate", { phase: "review" });
   try {
-    const reply = await run.steps.review({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("review"), task: run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, budget: run.budget() });
+    const reply = await run.steps.review({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("review"), callsBefore: run.callsBefore("review"), task: run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, budget: run.budget() });
     await run.noteProvider("review", reply);
     const blockers = reply.value.findings.filter((f) => f.severity === "blocker");
     await run.emit("step", `review: ${reply.value.approved ? "approved" : "not approved"}, score ${reply.value.score.toFixed(2)}`, { phase: "review", data: { review: reply.value } });
@@ -183,7 +183,7 @@ export async function reflectPhase(run: TaskRun): Promise<PhaseOutcome> {
   const s = run.s;
   await run.emit("phase", "reflecting on the failure", { phase: "reflect" });
   try {
-    const reply = await run.steps.reflect({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("reflect"), task: run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, failure: s.failure ?? briefFromError(s.iteration, "unknown", ""), recall: s.recall, budget: run.budget() });
+    const reply = await run.steps.reflect({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("reflect"), callsBefore: run.callsBefore("reflect"), task: run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, failure: s.failure ?? briefFromError(s.iteration, "unknown", ""), recall: s.recall, budget: run.budget() });
     await run.noteProvider("reflect", reply);
     await run.emit("step", `reflection: ${reply.value.rootCause}`, { phase: "reflect", data: { reflection: reply.value } });
     const failureId = run.s.failureId;

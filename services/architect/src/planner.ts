@@ -44,16 +44,16 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
       { role: "user", content: [renderTask(req.task), renderHints(req.recall)].filter(Boolean).join("\n"), cache: true },
       { role: "user", content: parts.filter(Boolean).join("\n") },
     ];
-    const { value, usage } = await deps.provider.complete({
+    const { value, usage, provider } = await deps.provider.complete({
       role,
       system: prompts[role].system,
       messages,
       schema,
       schemaName,
-      context: { taskId: req.taskId, iteration: req.iteration },
+      context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}) },
       budget: req.budget,
     });
-    return { value, usage, provider: deps.provider.info };
+    return { value, usage, provider: provider ?? deps.provider.info };
   }
 
   return {

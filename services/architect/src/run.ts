@@ -55,6 +55,11 @@ export class TaskRun {
     return { goal: t.goal, language: t.language, files: t.files, acceptanceTests: t.acceptanceTests };
   }
 
+  /** The LLM calls this task already made for `role` (re-asks included): a step's `callsBefore`. */
+  callsBefore(role: string): number {
+    return this.s.usage.byRole[role]?.calls ?? 0;
+  }
+
   /** What is left of the task's budget. */
   budget(): Budget {
     const b: Budget = {};
@@ -115,6 +120,10 @@ export class TaskRun {
       scripted: s.scripted || reply.provider.scripted,
       providers: s.providers.includes(label) ? s.providers : [...s.providers, label],
     };
+    const from = reply.provider.fallbackFrom;
+    if (from) {
+      await this.emit("warning", `${role}: ${from.name}:${from.model} failed (${from.code}); ${label} answered instead`, { data: { role, provider: reply.provider, fallbackFrom: from } });
+    }
     const u = reply.usage;
     const total = this.s.usage.total;
     await this.emit("usage", `${role}: ${u.calls} call${u.calls === 1 ? "" : "s"}, ${u.inputTokens}+${u.outputTokens} tokens, $${u.costUsd.toFixed(4)}; task total $${total.costUsd.toFixed(4)}`, {

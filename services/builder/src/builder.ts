@@ -72,13 +72,13 @@ export function createBuilder(deps: { provider: LlmProvider; log: Logger }): Bui
   };
 
   async function build(req: BuildRequest): Promise<BuildReply> {
-      const { value, usage } = await deps.provider.complete({
+      const { value, usage, provider } = await deps.provider.complete({
         role: "build",
         system: prompt.system,
         messages: buildMessages(req),
         schema: Candidate,
         schemaName: "candidate",
-        context: { taskId: req.taskId, iteration: req.iteration },
+        context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}) },
         budget: req.budget,
       });
       // The visible acceptance tests are fixed: a candidate may not replace them.
@@ -89,6 +89,6 @@ export function createBuilder(deps: { provider: LlmProvider; log: Logger }): Bui
         deps.log.warn({ taskId: req.taskId, iteration: req.iteration }, "the candidate tried to replace acceptance tests; ignored");
       }
       const candidate: Candidate = { files: files.length ? files : value.files, tests, notes: value.notes };
-      return { value: candidate, usage, provider: deps.provider.info };
+      return { value: candidate, usage, provider: provider ?? deps.provider.info };
   }
 }

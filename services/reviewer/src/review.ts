@@ -92,20 +92,20 @@ export function createReviewer(deps: ReviewerDeps): Reviewer {
 
   const run = async (request: ReviewRequest): Promise<ReviewReply> => {
     const log = deps.log.child({ taskId: request.taskId, iteration: request.iteration, phase: "review" });
-    const { value, usage } = await deps.provider.complete({
+    const { value, usage, provider } = await deps.provider.complete({
       role: "review",
       system: prompt.system,
       messages: [{ role: "user", content: renderReviewMessage(request) }],
       schema: Review,
       schemaName: "review",
-      context: { taskId: request.taskId, iteration: request.iteration },
+      context: { taskId: request.taskId, iteration: request.iteration, ...(request.callsBefore !== undefined ? { callsBefore: request.callsBefore } : {}) },
       budget: request.budget,
     });
     log.info(
       { approved: value.approved, score: value.score, findings: value.findings.length, costUsd: usage.costUsd },
       "candidate reviewed",
     );
-    return { value, usage, provider: deps.provider.info };
+    return { value, usage, provider: provider ?? deps.provider.info };
   };
 
   return { review: (request) => replies.run(request.idempotencyKey, () => run(request)) };

@@ -10,6 +10,8 @@ export const ProviderInfo = z.object({
   model: z.string(),
   /** True when replies were replayed from a file: no model was called. */
   scripted: z.boolean(),
+  /** Set when a fallback answered: the model that failed first, and why (its error code). */
+  fallbackFrom: z.object({ name: z.string(), model: z.string(), code: z.string(), message: z.string() }).optional(),
 });
 export type ProviderInfo = z.infer<typeof ProviderInfo>;
 
@@ -34,9 +36,18 @@ export const FailureBrief = z.object({
 });
 export type FailureBrief = z.infer<typeof FailureBrief>;
 
+/**
+ * Fields of every LLM step request: the header, and the calls the task already made for
+ * the step's role (re-asks included, from its usage), which a scripted provider replays by.
+ */
+const LlmStepHeader = {
+  ...StepHeader,
+  callsBefore: z.number().int().nonnegative().optional(),
+};
+
 /** Ask the architect's planner for a plan. */
 export const PlanRequest = z.object({
-  ...StepHeader,
+  ...LlmStepHeader,
   task: TaskBrief,
   recall: Recall.optional(),
   /** A re-plan after the circuit breaker fired carries the failures so far. */
@@ -47,7 +58,7 @@ export type PlanRequest = z.infer<typeof PlanRequest>;
 
 /** Ask for a reflection on a failure. */
 export const ReflectRequest = z.object({
-  ...StepHeader,
+  ...LlmStepHeader,
   task: TaskBrief,
   plan: Plan,
   candidate: Candidate,
@@ -59,7 +70,7 @@ export type ReflectRequest = z.infer<typeof ReflectRequest>;
 
 /** Ask the builder for a candidate. */
 export const BuildRequest = z.object({
-  ...StepHeader,
+  ...LlmStepHeader,
   task: TaskBrief,
   plan: Plan,
   /** The previous candidate, its failure and the reflection on it (absent on iteration 1). */
@@ -75,7 +86,7 @@ export type BuildRequest = z.infer<typeof BuildRequest>;
 
 /** Ask the reviewer to review a candidate. */
 export const ReviewRequest = z.object({
-  ...StepHeader,
+  ...LlmStepHeader,
   task: TaskBrief,
   plan: Plan,
   candidate: Candidate,

@@ -36,6 +36,8 @@ export interface AnthropicBackendOptions {
   errors: ErrorContext;
   /** The provider's pre-flight check, when its API has one. */
   verify?: () => Promise<void>;
+  /** Sampling temperature; the API's default when absent. */
+  temperature?: number | undefined;
 }
 
 const EPHEMERAL = { type: "ephemeral" } as const;
@@ -99,6 +101,7 @@ export function createAnthropicBackend(opts: AnthropicBackendOptions): Backend {
             last = await opts.client.messages.create({
               model: opts.model,
               max_tokens: opts.maxOutputTokens,
+              ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
               system: [{ type: "text", text: request.system, cache_control: EPHEMERAL }],
               messages: wire,
               tools: [tool],

@@ -24,6 +24,24 @@ describe("createProvider", () => {
   });
 });
 
+describe("createProvider with per-role models", () => {
+  it("info names the llm default; a role's anthropic model without a key is refused naming the role", () => {
+    const routed = createProvider({
+      config: Config.parse({
+        llm: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", model: "llama3", roles: { plan: { model: "qwen3" } } },
+      }),
+      log,
+    });
+    expect(routed.info).toEqual({ name: "openai-compatible", model: "llama3", scripted: false });
+    const config = Config.parse({
+      llm: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", roles: { plan: { provider: "anthropic", model: "claude-opus-4-1" } } },
+    });
+    expect(() => createProvider({ config, log })).toThrow(
+      expect.objectContaining({ code: "config_invalid", message: expect.stringContaining("llm.roles.plan") }),
+    );
+  });
+});
+
 describe("prices", () => {
   it("maps Bedrock and dated ids to the base model", () => {
     expect(basePriceKey("us.anthropic.claude-sonnet-4-5-20250929-v1:0")).toBe("claude-sonnet-4-5");

@@ -4,6 +4,7 @@
  * loops (408/409/429/5xx, connection errors, timeouts; `retry-after`/`retry-after-ms`
  * honoured) are the only retries; nothing here loops around them.
  */
+import { basename } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import { AnthropicBedrock } from "@anthropic-ai/bedrock-sdk";
 import OpenAI from "openai";
@@ -17,7 +18,10 @@ import { createOpenAIBackend } from "./openai.js";
 import { createScriptedBackend, loadScript } from "./scripted.js";
 import { mapAnthropicError, mapOpenAIError } from "./sdk-errors.js";
 import { createTranscriptWriter } from "./transcript.js";
-import type { LlmProvider } from "./types.js";
+import { resolveRoutes, targetKey, type LlmTarget } from "./roles.js";
+import { createRoutingProvider } from "./router.js";
+import { ROLES, type LlmProvider, type Role } from "./types.js";
+import type { ProviderInfo } from "../contracts/steps.js";
 
 /** Dependencies of {@link createProvider}. */
 export interface CreateProviderDeps {
@@ -48,10 +52,15 @@ export function basePriceKey(model: string): string {
  * `info` for the openai-compatible provider, which is usually a free local model).
  */
 export function resolvePrice(config: Config, model: string, log: Logger): ModelPrice {
-  const table = { ...DEFAULT_PRICES, ...config.llm.prices };
+  return priceIn(config.llm.prices, model, config.llm.provider, log);
+}
+
+/** {@link resolvePrice} over a given configured table (a role's prices merged over `llm.prices`). */
+function priceIn(prices: Record<string, ModelPrice>, model: string, provider: string, log: Logger): ModelPrice {
+  const table = { ...DEFAULT_PRICES, ...prices };
   const found = table[model] ?? table[basePriceKey(model)];
   if (found) return found;
-  const level = config.llm.provider === "openai-compatible" ? "info" : "warn";
+  const level = provider === "openai-compatible" ? "info" : "warn";
   log[level]({ model }, `no price for model ${model} in llm.prices; its calls count as $0`);
   return { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 };
 }
@@ -72,16 +81,29 @@ function verifier(run: () => PromiseLike<unknown>, map: (err: unknown) => Loopsm
   };
 }
 
-function backendFor(config: Config, log: Logger): Backend {
-  const llm = config.llm;
-  const common = { maxRetries: llm.maxRetries, timeout: llm.timeoutMs };
-  const errorsBase = { model: llm.model, maxRetries: llm.maxRetries, timeoutMs: llm.timeoutMs };
+/** The backend of one target (a role's primary or a fallback). */
+function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
+  const common = { maxRetries: config.llm.maxRetries, timeout: config.llm.timeoutMs };
+  const errorsBase = {
+    model: llm.model,
+    maxRetries: config.llm.maxRetries,
+    timeoutMs: config.llm.timeoutMs,
+    modelSetting: llm.modelVar ?? `${llm.source}.model`,
+  };
+  const shared = {
+    model: llm.model,
+    price: priceIn(llm.prices, llm.model, llm.provider, log),
+    maxOutputTokens: llm.maxOutputTokens,
+    temperature: llm.temperature,
+  };
   switch (llm.provider) {
     case "anthropic": {
       if (!llm.apiKey) {
         throw new LoopsmithError(
           "config_invalid",
-          "ANTHROPIC_API_KEY is not set: the anthropic provider needs an API key (or choose another provider with LOOPSMITH_PROVIDER)",
+          llm.source === "llm"
+            ? "ANTHROPIC_API_KEY is not set: the anthropic provider needs an API key (or choose another provider with LOOPSMITH_PROVIDER)"
+            : `ANTHROPIC_API_KEY is not set: ${llm.source} uses the anthropic provider, which needs an API key (or set ${llm.source}.apiKey)`,
         );
       }
       const errors = { ...errorsBase, provider: "Anthropic", credential: "the API key (ANTHROPIC_API_KEY)" };
@@ -94,9 +116,7 @@ function backendFor(config: Config, log: Logger): Backend {
       return createAnthropicBackend({
         client,
         name: "anthropic",
-        model: llm.model,
-        price: resolvePrice(config, llm.model, log),
-        maxOutputTokens: llm.maxOutputTokens,
+        ...shared,
         errors,
         verify: verifier(() => client.models.list({ limit: 1 }), (err) => mapAnthropicError(err, errors), log),
       });
@@ -112,9 +132,7 @@ function backendFor(config: Config, log: Logger): Backend {
       return createAnthropicBackend({
         client,
         name: "bedrock",
-        model: llm.model,
-        price: resolvePrice(config, llm.model, log),
-        maxOutputTokens: llm.maxOutputTokens,
+        ...shared,
         errors: {
           ...errorsBase,
           provider: "Amazon Bedrock",
@@ -124,7 +142,7 @@ function backendFor(config: Config, log: Logger): Backend {
     }
     case "openai-compatible": {
       if (!llm.baseUrl) {
-        throw new LoopsmithError("config_invalid", "LOOPSMITH_BASE_URL is not set: the openai-compatible provider needs the server's base URL");
+        throw new LoopsmithError("config_invalid", `LOOPSMITH_BASE_URL is not set: the openai-compatible provider (${llm.source}) needs the server's base URL`);
       }
       // Local servers need no key; the SDK insists on one, so a placeholder stands in.
       const client = new OpenAI({ ...common, apiKey: llm.apiKey ?? "no-key", baseURL: llm.baseUrl });
@@ -135,39 +153,69 @@ function backendFor(config: Config, log: Logger): Backend {
       };
       return createOpenAIBackend({
         client,
-        model: llm.model,
-        price: resolvePrice(config, llm.model, log),
-        maxOutputTokens: llm.maxOutputTokens,
+        ...shared,
         log,
         errors,
         verify: verifier(() => client.models.list(), (err) => mapOpenAIError(err, errors), log),
       });
     }
     case "scripted": {
-      if (!llm.scriptPath) {
+      const path = config.llm.scriptPath;
+      if (!path) {
         throw new LoopsmithError("config_invalid", "LOOPSMITH_SCRIPT is not set: the scripted provider needs a script file");
       }
-      return createScriptedBackend(loadScript(llm.scriptPath), llm.scriptPath);
+      return createScriptedBackend(loadScript(path), path);
     }
   }
 }
 
 /**
- * Builds the configured provider (`config.llm.provider`: "anthropic" | "openai-compatible"
- * | "bedrock" | "scripted"). Reads the script file now for the scripted provider.
+ * Builds the configured provider. Every role calls its own model (`llm.roles.<role>` over
+ * the `llm` defaults; see `resolveRoutes`), with its fallbacks (`llm.roles.<role>.fallback`,
+ * else `llm.fallback`) tried after retryable failures. One provider object serves every
+ * role with the same target; when all roles share one and none has a fallback, that
+ * provider is returned as is. Reads the script file now for the scripted provider.
  * @throws LoopsmithError `config_invalid` with one sentence: the Anthropic API key is
- *   missing, the openai-compatible base URL is missing, the script file is missing,
- *   unreadable or malformed
+ *   missing, an openai-compatible base URL is missing, a role switches provider without a
+ *   model, the script file is missing, unreadable or malformed
  */
 export function createProvider(deps: CreateProviderDeps): LlmProvider {
   const { config } = deps;
   const log = deps.log.child({ component: "llm" });
-  const backend = backendFor(config, log);
-  return createEngineProvider(backend, {
+  const meter = deps.meter ?? new SpendMeter();
+  const transcript = createTranscriptWriter(config.llm.transcriptPath, log);
+  const built = new Map<string, LlmProvider>();
+  const providerFor = (target: LlmTarget): LlmProvider => {
+    const key = targetKey(target);
+    let provider = built.get(key);
+    if (!provider) {
+      provider = createEngineProvider(backendFor(config, target, log), {
+        log,
+        meter,
+        transcript,
+        maxOutputTokens: target.maxOutputTokens,
+        processCeilingUsd: config.llm.processCeilingUsd,
+      });
+      built.set(key, provider);
+    }
+    return provider;
+  };
+  const routes = resolveRoutes(config);
+  const chains = Object.fromEntries(
+    ROLES.map((role) => [role, [routes[role].primary, ...routes[role].fallbacks].map(providerFor)]),
+  ) as Record<Role, LlmProvider[]>;
+  const single = [...built.values()];
+  if (single.length === 1 && ROLES.every((r) => chains[r].length === 1)) return single[0] as LlmProvider;
+  return createRoutingProvider({
+    info: { ...defaultInfo(config), scripted: single.some((p) => p.info.scripted) },
+    chains,
     log,
-    meter: deps.meter ?? new SpendMeter(),
-    transcript: createTranscriptWriter(config.llm.transcriptPath, log),
-    maxOutputTokens: config.llm.maxOutputTokens,
-    processCeilingUsd: config.llm.processCeilingUsd,
+    cooldownMs: config.llm.fallbackCooldownMs,
   });
+}
+
+/** `info` of the `llm` defaults, as the engine names them. */
+function defaultInfo(config: Config): ProviderInfo {
+  const { provider, model, scriptPath } = config.llm;
+  return { name: provider, model: provider === "scripted" ? `script:${basename(scriptPath ?? "")}` : model, scripted: provider === "scripted" };
 }

@@ -164,7 +164,7 @@ export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmPro
       usage = addUsage(usage, call);
       await deps.transcript({ ...line, at: new Date().toISOString(), reply: replyText(reply), usage: call });
       const read = readReply(reply, request);
-      if (read.ok) return { value: read.value, usage };
+      if (read.ok) return { value: read.value, usage, provider: info };
       const details = read.error.details as BadReplyDetails;
       log.warn({ attempt, issues: details.issues.slice(0, 5), truncated: reply.truncated }, `bad LLM reply: ${read.error.message}`);
       if (attempt >= 2) {

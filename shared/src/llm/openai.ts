@@ -1,13 +1,15 @@
 /**
  * The OpenAI Chat Completions backend (`openai` SDK, any base URL: Ollama, vLLM,
- * llama.cpp server, LM Studio, OpenRouter, OpenAI).
+ * llama.cpp server, LM Studio, OpenRouter, OpenAI). It never uses tool calling, so a
+ * server without it works.
  *
- * Structured output: `response_format: {type: "json_schema", json_schema: {name, schema,
- * strict: false}}` first. When the server rejects that request (400 or 422), the backend
- * switches to plain mode for the rest of its life: no `response_format`, and the system
- * prompt asks for JSON matching the schema (which it quotes). Either way the reply text
- * goes through the tolerant reader, so a server that ignores the format and answers with
- * fenced or prose-wrapped JSON still works.
+ * Structured output, a ladder the backend walks down once per process:
+ * `response_format: {type: "json_schema", json_schema: {name, schema, strict: false}}`;
+ * when the server rejects that request (400 or 422), JSON mode
+ * (`response_format: {type: "json_object"}`) with the schema quoted in the system prompt;
+ * when that is rejected too, plain mode (no `response_format`, the schema in the prompt).
+ * Every rung's reply text goes through the tolerant reader and the one re-ask, so a server
+ * that ignores the format and answers with fenced or prose-wrapped JSON still works.
  */
 import OpenAI from "openai";
 import type { Logger } from "pino";
@@ -35,12 +37,20 @@ export interface OpenAIBackendOptions {
   maxOutputTokens: number;
   errors: ErrorContext;
   log: Logger;
+  /** Sampling temperature; the server's default when absent. */
+  temperature?: number | undefined;
   /** The provider's pre-flight check. */
   verify?: () => Promise<void>;
 }
 
-/** Structured-output mode: `json_schema` until the server rejects it, then `plain`. */
-export type OpenAIOutputMode = "json_schema" | "plain";
+/** Structured-output mode: `json_schema` until the server rejects it, then `json_object`, then `plain`. */
+export type OpenAIOutputMode = "json_schema" | "json_object" | "plain";
+
+const NEXT_MODE: Record<OpenAIOutputMode, OpenAIOutputMode | undefined> = {
+  json_schema: "json_object",
+  json_object: "plain",
+  plain: undefined,
+};
 
 function plainInstruction(schemaJson: string): string {
   return (
@@ -84,15 +94,20 @@ export function createOpenAIBackend(opts: OpenAIBackendOptions): Backend & { rea
       const { jsonSchema, wrapped } = outputSchema(request.schema);
       const schemaJson = JSON.stringify(jsonSchema);
       const neutral: ChatMessage[] = [...request.messages];
-      const systemNow = (): string => (mode === "plain" ? request.system + plainInstruction(schemaJson) : request.system);
+      const systemNow = (): string => (mode === "json_schema" ? request.system : request.system + plainInstruction(schemaJson));
+      const format = (): Pick<ChatParams, "response_format"> =>
+        mode === "json_schema"
+          ? { response_format: { type: "json_schema", json_schema: { name: request.schemaName, schema: jsonSchema, strict: false } } }
+          : mode === "json_object"
+            ? { response_format: { type: "json_object" } }
+            : {};
       const call = (): PromiseLike<ChatCompletion> =>
         opts.client.chat.completions.create({
           model: opts.model,
           max_tokens: opts.maxOutputTokens,
+          ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
           messages: [{ role: "system", content: systemNow() }, ...neutral.map((m) => ({ role: m.role, content: m.content }))],
-          ...(mode === "json_schema"
-            ? { response_format: { type: "json_schema", json_schema: { name: request.schemaName, schema: jsonSchema, strict: false } } }
-            : {}),
+          ...format(),
         });
       const read = (resp: ChatCompletion): TurnReply => {
         const reply = readCompletion(resp, opts.errors);
@@ -106,18 +121,16 @@ export function createOpenAIBackend(opts: OpenAIBackendOptions): Backend & { rea
         extraChars: schemaJson.length,
         messages: () => [...neutral],
         async send(): Promise<TurnReply> {
-          try {
-            return read(await call());
-          } catch (err) {
-            const rejected = err instanceof OpenAI.BadRequestError || err instanceof OpenAI.UnprocessableEntityError;
-            if (mode !== "json_schema" || !rejected) throw mapOpenAIError(err, opts.errors);
-            mode = "plain";
-            opts.log.info({ status: err.status }, "the server rejected response_format json_schema; using plain JSON");
-          }
-          try {
-            return read(await call());
-          } catch (err) {
-            throw mapOpenAIError(err, opts.errors);
+          for (;;) {
+            try {
+              return read(await call());
+            } catch (err) {
+              const rejected = err instanceof OpenAI.BadRequestError || err instanceof OpenAI.UnprocessableEntityError;
+              const next = NEXT_MODE[mode];
+              if (!rejected || !next) throw mapOpenAIError(err, opts.errors);
+              opts.log.info({ status: err.status, from: mode, to: next }, `the server rejected response_format ${mode}; using ${next}`);
+              mode = next;
+            }
           }
         },
         reask(reply: TurnReply, feedback: string): void {

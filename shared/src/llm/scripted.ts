@@ -5,12 +5,17 @@
  *
  * File format (`config.llm.scriptPath`, JSON):
  * `{"v": 1, "kind": "loopsmith-script", "description": "…", "replies": {"plan": [...], "build": [...], ...}}`.
- * The n-th call for a role within one task (`context.taskId`) gets `replies[role][n]`
- * (0-based); once the list is used up the last entry repeats. A string entry is raw reply
- * text (so garbage and fenced JSON can be scripted); any other JSON value is the reply as
- * JSON. Replies go through the same reader, validation and re-ask as real providers: the
- * re-ask is simply the next call, which takes the next entry. Usage counts calls, with
- * zero tokens and zero cost.
+ * The n-th call for a role within one task gets `replies[role][n]` (0-based); once the list
+ * is used up the last entry repeats. n is the task's own count — `context.callsBefore`, the
+ * calls the task already made for the role as its state records them, plus the turns of
+ * this conversation — so a step retried on another replica, or after the service or the
+ * conductor restarted, gets the same reply: a scripted run is the same whatever the
+ * topology. (Without `callsBefore`, as when the library is used directly, this process
+ * counts the calls per task and role.) A string entry is raw reply text (so garbage and
+ * fenced JSON can be scripted); any other JSON value is the reply as JSON. Replies go
+ * through the same reader, validation and re-ask as real providers: the re-ask is simply
+ * the next call, which takes the next entry. Usage counts calls, with zero tokens and zero
+ * cost.
  */
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
@@ -73,27 +78,31 @@ export function loadScript(path: string): ScriptFile {
 export function createScriptedBackend(script: ScriptFile, file: string): Backend {
   const used = new Map<string, number>();
   const model = `script:${basename(file)}`;
-  const next = (role: Role, taskId: string): unknown => {
+  /** The entry for `role`'s call number `n` of a task (or this process's count when n is undefined). */
+  const next = (role: Role, taskId: string, n: number | undefined): unknown => {
     const entries = script.replies[role];
     if (!entries || entries.length === 0) {
       throw new LoopsmithError("llm_bad_reply", `the script ${basename(file)} has no replies for the role "${role}"`);
     }
     const key = `${taskId}\u0000${role}`;
-    const n = used.get(key) ?? 0;
-    used.set(key, n + 1);
-    return entries[Math.min(n, entries.length - 1)];
+    const counted = used.get(key) ?? 0;
+    used.set(key, counted + 1);
+    return entries[Math.min(n ?? counted, entries.length - 1)];
   };
   return {
     info: { name: "scripted", model, scripted: true },
     price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
     open<T>(request: CompletionRequest<T>): Conversation {
       const neutral: ChatMessage[] = [...request.messages];
+      const { callsBefore } = request.context;
+      let turn = 0;
       return {
         system: request.system,
         extraChars: 0,
         messages: () => [...neutral],
         async send(): Promise<TurnReply> {
-          const entry = next(request.role, request.context.taskId);
+          const entry = next(request.role, request.context.taskId, callsBefore === undefined ? undefined : callsBefore + turn);
+          turn += 1;
           return {
             content: typeof entry === "string" ? { kind: "text", text: entry } : { kind: "json", value: entry },
             tokens: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },

@@ -18,6 +18,8 @@ export interface ErrorContext {
   maxRetries: number;
   /** `config.llm.timeoutMs`. */
   timeoutMs: number;
+  /** Where the model is set, named in 404 messages. @defaultValue "LOOPSMITH_MODEL" */
+  modelSetting?: string | undefined;
 }
 
 const said = (apiMessage: string | null | undefined): string => (apiMessage ? `: ${apiMessage}` : "");
@@ -68,7 +70,7 @@ export function errorForStatus(
   if (status === 404) {
     return new LoopsmithError(
       "config_invalid",
-      `${ctx.provider} does not know model ${ctx.model} or the URL (404)${said(opts.apiMessage)}; check LOOPSMITH_MODEL and the base URL`,
+      `${ctx.provider} does not know model ${ctx.model} or the URL (404)${said(opts.apiMessage)}; check ${ctx.modelSetting ?? "LOOPSMITH_MODEL"} and the base URL`,
       { cause },
     );
   }
@@ -87,6 +89,15 @@ function timeoutError(ctx: ErrorContext, cause: unknown): LoopsmithError {
 }
 
 function connectionError(ctx: ErrorContext, cause: unknown): LoopsmithError {
+  // The Bedrock SDK resolves AWS credentials inside its request and reports a failure as a
+  // connection error whose cause is the chain's CredentialsProviderError: none were found.
+  if ((cause as { cause?: { name?: unknown } } | undefined)?.cause?.name === "CredentialsProviderError") {
+    return new LoopsmithError(
+      "llm_auth",
+      `no credentials found for ${ctx.provider}: set ${ctx.credential} in the environment or in an AWS profile`,
+      { cause },
+    );
+  }
   return new LoopsmithError("unavailable", `cannot reach ${ctx.provider} (connection failed after ${ctx.maxRetries} retries)`, {
     cause,
   });

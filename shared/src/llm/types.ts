@@ -29,15 +29,47 @@ export interface CompletionRequest<T> {
   /** Name of the structured output (tool name / JSON schema name), `[a-z_]+`. */
   schemaName: string;
   /** Which task and iteration this call serves (for the scripted provider, logs, transcripts). */
-  context: { taskId: string; iteration: number };
+  /**
+   * Which task asks. `callsBefore`: the calls this task already made for the role (re-asks
+   * included), from the task's own state; the scripted provider replays by it, so a step
+   * retried on another replica or after a restart gets the same reply.
+   */
+  context: { taskId: string; iteration: number; callsBefore?: number };
   /** What is left of the task's budget; a call that would pass it is not made. */
   budget?: Budget;
+}
+
+/** The model a role's call failed over from: who failed, and how. */
+export interface FallbackNote {
+  /** Provider name of the model that failed (or was skipped while cooling down). */
+  name: string;
+  model: string;
+  /** Its error code: `llm_overloaded`, `llm_rate_limited`, `timeout` or `unavailable`. */
+  code: string;
+  /** Its error's sentence (or why it was skipped). */
+  message: string;
+}
+
+/** Who answered one `complete()`: {@link ProviderInfo}, plus the switch when a fallback answered. */
+export interface AnsweredBy extends ProviderInfo {
+  /** Set when a fallback answered: the model tried before it (the role's primary). */
+  fallbackFrom?: FallbackNote;
 }
 
 /** A validated completion and what it cost (summed over the re-ask, if there was one). */
 export interface Completion<T> {
   value: T;
+  /**
+   * Usage of every call this `complete()` made, each priced at the model that made it (a
+   * primary's calls before it failed over are included).
+   */
   usage: Usage;
+  /**
+   * The model that produced `value`: the role's primary, or a fallback (then with
+   * `fallbackFrom`). Set by every built-in provider; put it in the step reply rather than
+   * `LlmProvider.info`, which names only the default model.
+   */
+  provider?: AnsweredBy;
 }
 
 /**
@@ -46,6 +78,10 @@ export interface Completion<T> {
  * `llm_bad_reply` (after the one re-ask), `budget_exceeded` (before the call) or `unavailable`.
  */
 export interface LlmProvider {
+  /**
+   * The default model (`llm.provider`/`llm.model`); with per-role models or fallbacks, the
+   * model of one call is {@link Completion.provider}. `scripted` is true when any role replays a script.
+   */
   readonly info: ProviderInfo;
   complete<T>(request: CompletionRequest<T>): Promise<Completion<T>>;
   /**

@@ -1,0 +1,66 @@
+/**
+ * The LLM parts of the configuration schema that stand alone: prices, provider names, and
+ * what a role (`llm.roles.<role>`) or a fallback may set. `config.ts` assembles them into
+ * `llm` and re-exports them; they are here to keep that file short.
+ */
+import { z } from "zod";
+
+/** Price of one model in USD per million tokens. */
+export const ModelPrice = z.object({
+  inputPerMTok: z.number().nonnegative(),
+  outputPerMTok: z.number().nonnegative(),
+  cacheReadPerMTok: z.number().nonnegative().default(0),
+  cacheWritePerMTok: z.number().nonnegative().default(0),
+});
+export type ModelPrice = z.infer<typeof ModelPrice>;
+
+/**
+ * Default prices, USD per million tokens, from Anthropic's public price list
+ * (cache reads at 0.1x and 5-minute cache writes at 1.25x the input price).
+ * Models not listed cost 0 unless the configuration prices them; local models are free.
+ */
+export const DEFAULT_PRICES: Record<string, ModelPrice> = {
+  "claude-opus-4-1": { inputPerMTok: 15, outputPerMTok: 75, cacheReadPerMTok: 1.5, cacheWritePerMTok: 18.75 },
+  "claude-sonnet-4-6": { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
+  "claude-sonnet-4-5": { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
+  "claude-haiku-4-5": { inputPerMTok: 1, outputPerMTok: 5, cacheReadPerMTok: 0.1, cacheWritePerMTok: 1.25 },
+  "gpt-4o": { inputPerMTok: 2.5, outputPerMTok: 10, cacheReadPerMTok: 1.25, cacheWritePerMTok: 0 },
+  "gpt-4o-mini": { inputPerMTok: 0.15, outputPerMTok: 0.6, cacheReadPerMTok: 0.075, cacheWritePerMTok: 0 },
+};
+
+export const ProviderName = z.enum(["anthropic", "openai-compatible", "bedrock", "scripted"]);
+export type ProviderName = z.infer<typeof ProviderName>;
+
+/**
+ * Where one model is called, as a role or a fallback overrides it; each absent field comes
+ * from the role, then from `llm` (`apiKey` and `baseUrl` only from a level whose provider is
+ * the same, so a key meant for one provider is never sent to another).
+ */
+const TargetFields = {
+  apiKey: z.string().optional(),
+  /** The server URL (openai-compatible: including `/v1`). */
+  baseUrl: z.string().optional(),
+  /** Bedrock region. */
+  awsRegion: z.string().optional(),
+  /** Output token limit of one call (`max_tokens`). @defaultValue `llm.maxOutputTokens` */
+  maxTokens: z.number().int().min(16).optional(),
+  /** Sampling temperature; the provider's own default when absent. */
+  temperature: z.number().min(0).max(2).optional(),
+};
+
+/** A fallback model: tried after the one before it failed with a retryable error. */
+export const FallbackTarget = z.strictObject({ provider: ProviderName, model: z.string().min(1), ...TargetFields });
+export type FallbackTarget = z.infer<typeof FallbackTarget>;
+
+/** One role's model (`llm.roles.<role>`); every absent field falls back to `llm`. */
+export const RoleLlm = z.strictObject({
+  provider: ProviderName.optional(),
+  /** Model id. Required when `provider` differs from `llm.provider`. */
+  model: z.string().min(1).optional(),
+  ...TargetFields,
+  /** USD per million tokens, merged over `llm.prices` for this role's models. */
+  prices: z.record(z.string(), ModelPrice).optional(),
+  /** Tried in order after retryable failures (429, 529, 5xx, timeouts). @defaultValue `llm.fallback` */
+  fallback: z.array(FallbackTarget).optional(),
+});
+export type RoleLlm = z.infer<typeof RoleLlm>;
