@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { LoopsmithError, type FileChange, type TaskInput, type TaskLimits } from "@loopsmith/shared";
+import { humanevalId } from "./preflight.js";
 
 /** One HumanEval record. */
 export const HumanEvalRecord = z.object({
@@ -52,7 +53,7 @@ export function loadHumanEval(path: string): HumanEvalRecord[] {
  * @throws LoopsmithError `not_found`.
  */
 export function findHumanEval(records: HumanEvalRecord[], id: string): HumanEvalRecord {
-  const want = /^\d+$/.test(id) ? `HumanEval/${id}` : id;
+  const want = humanevalId(id);
   const rec = records.find((r) => r.task_id === want);
   if (!rec) throw new LoopsmithError("not_found", `no task ${want} in the dataset (it has ${records.length})`);
   return rec;

@@ -1,84 +1,107 @@
 /**
- * The `loopsmith` command line (commander). Errors print one sentence on stderr; details
- * go to the log (LOG_LEVEL=debug for more).
+ * The `loopsmith` command line (commander). Flags, files and a configured NATS URL are
+ * checked first (`preflight.ts`), before the shared code, the LLM SDKs, Docker or NATS are
+ * loaded or touched; each command's module is imported only when it runs. Errors print one
+ * sentence on stderr and, with `--json`, one error object as the last line of stdout; exit
+ * codes are {@link ExitCode}. Details go to the log (LOG_LEVEL=debug for more).
  */
-import { Command, InvalidArgumentError, Option } from "commander";
-import { LoopsmithError, createLogger, loadConfig, maskConfig } from "@loopsmith/shared";
-import { solve } from "./solve.js";
-import { historyCommand, statsCommand } from "./history.js";
+import { Command, CommanderError, Option } from "commander";
+import type { Logger } from "pino";
 import { registerSandboxCommand } from "./commands/sandbox.js";
+import { errorCodeOf, report, runCommand } from "./errors.js";
+import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
+import type { SolveOptions } from "./solve.js";
+import { LANGUAGES, MAX_ITERATIONS, PROVIDERS, ROLES, checkNatsListening, checkSolveInput, configuredNats, positiveNumber, wholeNumber } from "./preflight.js";
 
-const log = createLogger({ service: "cli", level: process.env.LOG_LEVEL ?? "warn" });
-
-function int(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a whole number");
-  return n;
-}
-function num(value: string): number {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError("expected a number");
-  return n;
+async function logger(): Promise<Logger> {
+  const { createLogger } = await import("@loopsmith/shared");
+  return createLogger({ service: "cli", level: process.env.LOG_LEVEL ?? "warn" });
 }
 
-/** Runs an action, printing one sentence on failure; sets the exit code. */
-function run(action: () => Promise<number>): () => Promise<void> {
-  return async () => {
-    try {
-      process.exitCode = await action();
-    } catch (err) {
-      if (err instanceof LoopsmithError) {
-        process.stderr.write(`loopsmith: ${err.message}\n`);
-        log.debug({ err }, "command failed");
-        process.exitCode = err.code === "bad_request" || err.code === "config_invalid" ? 2 : 1;
-      } else {
-        process.stderr.write(`loopsmith: unexpected error: ${(err as Error)?.message ?? String(err)}\n`);
-        log.error({ err }, "command failed");
-        process.exitCode = 1;
-      }
-    }
-  };
+/** Runs an action (see `runCommand`); the stack of an unexpected error goes to the log, the others at debug level. */
+function run(json: boolean | undefined, action: () => Promise<number>): Promise<void> {
+  return runCommand(json, action, async (err) => {
+    const unexpected = errorCodeOf(err) === "internal";
+    if (!unexpected && process.env.LOG_LEVEL !== "debug") return;
+    const log = await logger();
+    if (unexpected) log.error({ err }, "command failed");
+    else log.debug({ err }, "command failed");
+  });
+}
+
+/** Fails fast (exit 3) when a configured NATS URL has nothing listening. */
+async function natsFirst(opts: { config?: string }): Promise<void> {
+  const nats = configuredNats(opts);
+  if (nats) await checkNatsListening(nats);
 }
 
 const program = new Command()
   .name("loopsmith")
   .description("A self-improving coding agent: plan, build, review, run in a sandbox, reflect, remember.")
-  .version("0.1.0");
+  .version("0.1.0")
+  .exitOverride()
+  .addHelpText("after", `\nExit codes:\n${Object.entries(EXIT_CODE_MEANINGS).map(([code, meaning]) => `  ${code.padStart(3)}  ${meaning}`).join("\n")}\n`);
 
-program
+const solveCommand = program
   .command("solve")
   .description("solve a coding task end to end; exit 0 only when its tests pass")
   .argument("[goal]", "what to build, in words")
   .option("-f, --file <task.json>", "a task file (goal, language, files, acceptanceTests, limits)")
   .option("--humaneval <task_id>", "a HumanEval task, e.g. HumanEval/12")
   .option("--dataset <path>", "the HumanEval JSONL file for --humaneval")
-  .addOption(new Option("-l, --language <language>", "language of a goal string").choices(["python", "javascript", "typescript"]))
-  .addOption(new Option("--provider <name>", "LLM provider").choices(["anthropic", "openai-compatible", "bedrock", "scripted"]))
-  .option("--model <id>", "model id")
+  .addOption(new Option("-l, --language <language>", "language of a goal string").choices(LANGUAGES))
+  .addOption(new Option("--provider <name>", "LLM provider").choices(PROVIDERS))
+  .option("--model <id>", "model id (every role that names none)")
   .option("--script <file>", "replies file for the scripted provider")
   .option("--base-url <url>", "provider base URL (openai-compatible servers, proxies)")
   .option("--transcript <file>", "append every prompt and reply to this JSONL file")
   .option("--config <file>", "configuration file (JSON)")
-  .option("--max-iterations <n>", "iterations at most", int)
-  .option("--budget-usd <usd>", "LLM budget of the task in USD", num)
-  .option("--budget-tokens <n>", "LLM budget of the task in tokens", int)
+  .option("--max-iterations <n>", `iterations at most (${MAX_ITERATIONS.min} to ${MAX_ITERATIONS.max}; default 5)`, wholeNumber(MAX_ITERATIONS.min, MAX_ITERATIONS.max))
+  .option("--budget-usd <usd>", "LLM budget of the task in USD", positiveNumber)
+  .option("--budget-tokens <n>", "LLM budget of the task in tokens", wholeNumber(1))
   .option("--review", "run the LLM review step before executing")
   .option("--task-id <id>", "task id (default: generated)")
-  .option("--json", "print one JSON event per line, then the result object")
-  .action(async (goal: string | undefined, opts) => run(() => solve(goal, opts, log))());
+  .option("--json", "print one JSON event per line, then the result object");
+// A model per role (llm.roles.<role>; env LOOPSMITH_MODEL_<ROLE>, LOOPSMITH_PROVIDER_<ROLE>).
+for (const role of ROLES) {
+  solveCommand.option(`--model-${role} <id>`, `model of the ${role} role`);
+  solveCommand.addOption(new Option(`--provider-${role} <name>`, `provider of the ${role} role`).choices(PROVIDERS));
+}
+solveCommand.action(async (goal: string | undefined, opts: SolveOptions) =>
+  run(opts.json, async () => {
+    checkSolveInput(goal, opts);
+    await natsFirst(opts);
+    const { solve } = await import("./solve.js");
+    return solve(goal, opts, await logger());
+  }),
+);
 
 program
   .command("history")
   .description("recent tasks from memory")
-  .option("-n, --limit <n>", "how many", int, 20)
+  .option("-n, --limit <n>", "how many (1 to 500)", wholeNumber(1, 500), 20)
+  .option("--config <file>", "configuration file (JSON)")
   .option("--json", "print JSON")
-  .action(async (opts) => run(() => historyCommand(opts, log))());
+  .action(async (opts: { limit: number; json?: boolean; config?: string }) =>
+    run(opts.json, async () => {
+      await natsFirst(opts);
+      const { historyCommand } = await import("./history.js");
+      return historyCommand(opts, await logger());
+    }),
+  );
 
 program
   .command("stats")
   .description("memory statistics: tasks, pass rate, iterations to pass, cost")
+  .option("--config <file>", "configuration file (JSON)")
   .option("--json", "print JSON")
-  .action(async (opts) => run(() => statsCommand(opts, log))());
+  .action(async (opts: { json?: boolean; config?: string }) =>
+    run(opts.json, async () => {
+      await natsFirst(opts);
+      const { statsCommand } = await import("./history.js");
+      return statsCommand(opts, await logger());
+    }),
+  );
 
 program
   .command("config")
@@ -86,13 +109,39 @@ program
   .command("show")
   .description("print the effective configuration with secrets masked")
   .option("--config <file>", "configuration file (JSON)")
-  .action(async (opts: { config?: string }) =>
-    run(async () => {
-      process.stdout.write(`${JSON.stringify(maskConfig(loadConfig(opts.config ? { file: opts.config } : {})), null, 2)}\n`);
-      return 0;
-    })(),
+  .option("--json", "on failure, end with a JSON error object (the configuration is always JSON)")
+  .action(async (opts: { config?: string; json?: boolean }) =>
+    run(opts.json, async () => {
+      const { effectiveRoles, loadConfig, maskConfig } = await import("@loopsmith/shared");
+      const { jsonLine } = await import("./terminal.js");
+      const config = loadConfig(opts.config ? { file: opts.config } : {});
+      // The configuration as loaded, then what each role will really call; all of it masked.
+      process.stdout.write(`${jsonLine(maskConfig({ ...config, effectiveRoles: effectiveRoles(config) }), 2)}\n`);
+      return ExitCode.ok;
+    }),
   );
 
-registerSandboxCommand(program);
+registerSandboxCommand(program, run);
 
-await program.parseAsync(process.argv);
+/**
+ * Once the command is done, exits as soon as stdout and stderr are flushed, even when a
+ * library left a handle open (nats.js keeps its socket after a connect timeout against a
+ * port that accepts but never speaks NATS). The timer is unref'd: when nothing lingers the
+ * process ends on its own first.
+ */
+function exitWhenFlushed(): void {
+  setInterval(() => {
+    if (process.stdout.writableLength === 0 && process.stderr.writableLength === 0) process.exit();
+  }, 500).unref();
+}
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (!(err instanceof CommanderError)) throw err;
+  // Help and version exit 0; every other commander error is a usage error, already printed.
+  const shown = err.code === "commander.helpDisplayed" || err.code === "commander.version";
+  const message = err.code === "commander.help" ? "no command given; see loopsmith --help" : err.message.replace(/^error: /, "");
+  process.exitCode = shown ? ExitCode.ok : report({ kind: "error", code: "bad_request", message, exitCode: ExitCode.usage }, { json: process.argv.includes("--json"), quiet: true });
+}
+exitWhenFlushed();

@@ -1,5 +1,11 @@
-/** How `solve` shows progress: one line per event for people, or JSON lines with `--json`. */
-import type { TaskEvent, TaskResult } from "@loopsmith/shared";
+/**
+ * What the CLI prints for people: progress lines, the result of `solve`, history and
+ * statistics. Everything that came from a sandbox or a model (messages, test names, file
+ * names and contents, goals) goes through {@link printable}; `--json` output is written with
+ * `jsonLine` instead and stays lossless.
+ */
+import type { ExecutionResult, History, MemoryStats, TaskEvent, TaskResult } from "@loopsmith/shared";
+import { printable } from "./terminal.js";
 
 /** USD with enough digits for small sums. */
 export function usd(n: number): string {
@@ -11,24 +17,75 @@ export function eventLine(e: TaskEvent): string | null {
   if (e.kind === "result") return null;
   if (e.kind === "phase" || e.kind === "usage") return null;
   const tag = e.iteration > 0 ? `[iteration ${e.iteration}]` : "[start]";
-  if (e.kind === "warning") return `${tag} warning: ${e.message}`;
-  return `${tag} ${e.phase ? `${e.phase}: ` : ""}${e.message}`;
+  if (e.kind === "warning") return `${tag} warning: ${printable(e.message)}`;
+  return `${tag} ${e.phase ? `${e.phase}: ` : ""}${printable(e.message)}`;
 }
 
-/** The human summary of a result. */
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+/**
+ * The human summary of a result. Failure records are named by count with where to look,
+ * never by bare id (the ids are in the `--json` result, `failureIds`).
+ */
 export function resultText(r: TaskResult): string {
   const u = r.usage.total;
   const lines = [
     "",
-    `${r.status === "passed" ? "PASSED" : r.status.toUpperCase()}: ${r.message}`,
-    `  task ${r.taskId} · ${r.iterations} iteration${r.iterations === 1 ? "" : "s"} · stop reason ${r.stopReason} · ${(r.durationMs / 1000).toFixed(1)} s`,
+    `${r.status === "passed" ? "PASSED" : r.status.toUpperCase()}: ${printable(r.message)}`,
+    `  task ${r.taskId} · ${plural(r.iterations, "iteration")} · stop reason ${r.stopReason} · ${(r.durationMs / 1000).toFixed(1)} s`,
     `  LLM: ${u.calls} calls, ${u.inputTokens} input + ${u.outputTokens} output tokens (${u.cacheReadTokens} cache read), ${usd(u.costUsd)}${r.scripted ? " (scripted replies: no model was called)" : ""}`,
   ];
-  const byRole = Object.entries(r.usage.byRole).map(([role, x]) => `${role} ${usd(x.costUsd)}/${x.calls}`);
+  const byRole = Object.entries(r.usage.byRole).map(([role, x]) => `${printable(role)} ${usd(x.costUsd)}/${x.calls}`);
   if (byRole.length) lines.push(`  cost by role: ${byRole.join(", ")}`);
   if (r.hidden) lines.push(`  hidden tests: ${r.hidden.passed}/${r.hidden.total} passed`);
-  if (r.failureIds.length) lines.push(`  failures remembered: ${r.failureIds.join(", ")}`);
-  if (r.error) lines.push(`  error: ${r.error.message}`);
-  for (const f of r.files) lines.push(`\n--- ${f.path}\n${f.content.trimEnd()}`);
+  if (r.failureIds.length) {
+    lines.push(
+      `  ${plural(r.failureIds.length, "failure")} of this task stored in memory, recalled for similar tasks; ` +
+        "`loopsmith stats` counts the failures remembered, `loopsmith history` lists the tasks",
+    );
+  }
+  if (r.error) lines.push(`  error: ${printable(r.error.message)}`);
+  for (const f of r.files) lines.push(`\n--- ${printable(f.path)}\n${printable(f.content.trimEnd())}`);
   return lines.join("\n");
+}
+
+/** `loopsmith history` for people: one line per task, newest first, ending in a newline. */
+export function historyText(history: History): string {
+  if (history.tasks.length === 0) return "no tasks yet\n";
+  return history.tasks
+    .map((t) => {
+      const goal = printable(t.goal.replace(/\s+/g, " ").slice(0, 60));
+      return `${printable(t.finishedAt)}  ${printable(t.status).padEnd(9)} ${String(t.iterations).padStart(2)} it  ${usd(t.usage.costUsd).padStart(8)}${t.scripted ? " scripted" : ""}  ${t.taskId}  ${goal}\n`;
+    })
+    .join("");
+}
+
+/** `loopsmith stats` for people, ending in a newline. */
+export function statsText(stats: MemoryStats): string {
+  const rate = stats.tasks ? ((100 * stats.passed) / stats.tasks).toFixed(0) : "0";
+  return [
+    `tasks: ${stats.tasks} (${stats.passed} passed, ${rate}%)`,
+    `mean iterations to pass: ${stats.meanIterationsToPass?.toFixed(2) ?? "n/a"}`,
+    `failures remembered: ${stats.failures}; successes remembered: ${stats.successes}`,
+    `total LLM cost: ${usd(stats.totalCostUsd)}`,
+    `memory back end: ${stats.backend}`,
+    "",
+  ].join("\n");
+}
+
+/** `sandbox run` for people: the command's output, then a summary and one line per test. */
+export function resultSummary(r: ExecutionResult): string {
+  const lines: string[] = [];
+  if (r.stdout) lines.push(printable(r.stdout.trimEnd()));
+  if (r.stderr) lines.push(printable(r.stderr.trimEnd()));
+  lines.push("");
+  lines.push(`${r.status.toUpperCase()} · exit code ${r.exitCode ?? "none"} · ${(r.durationMs / 1000).toFixed(2)} s${r.truncated ? " · output truncated" : ""}`);
+  if (r.reason) lines.push(`  ${printable(r.reason)}`);
+  for (const t of r.tests) {
+    const mark = t.status === "passed" ? "✔" : t.status === "skipped" ? "-" : "✖";
+    lines.push(`  ${mark} ${printable(`${t.classname ? `${t.classname}::` : ""}${t.name}`)}${t.status === "failed" || t.status === "error" ? ` (${t.status})` : ""}`);
+  }
+  return `${lines.join("\n")}\n`;
 }

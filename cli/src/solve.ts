@@ -20,16 +20,24 @@ import {
   watchEvents,
   type Config,
   type Language,
+  type Role,
   type TaskInput,
   type TaskLimits,
   type TaskResult,
 } from "@loopsmith/shared";
 import { findHumanEval, humanevalTask, loadHumanEval } from "./humaneval.js";
+import { CliError, errorCodeOf, report } from "./errors.js";
+import { ExitCode, exitCodeForResult } from "./exit-codes.js";
 import { eventLine, resultText } from "./output.js";
+import { ROLES, shownNatsUrl } from "./preflight.js";
 import { startLocalStack, type LocalStack } from "./stack.js";
+import { jsonLine, printable } from "./terminal.js";
+
+/** `--model-<role>` and `--provider-<role>`, as commander names them (`modelPlan`, `providerBuild`, …). */
+export type RoleFlags = Partial<Record<`model${Capitalize<Role>}` | `provider${Capitalize<Role>}`, string>>;
 
 /** Options of `solve`, as commander gives them. */
-export interface SolveOptions {
+export interface SolveOptions extends RoleFlags {
   file?: string;
   humaneval?: string;
   dataset?: string;
@@ -56,6 +64,14 @@ export function flagsOf(o: SolveOptions): Record<string, unknown> {
   if (o.script) llm.scriptPath = resolve(o.script);
   if (o.baseUrl) llm.baseUrl = o.baseUrl;
   if (o.transcript) llm.transcriptPath = resolve(o.transcript);
+  const roles: Record<string, Record<string, string>> = {};
+  for (const role of ROLES) {
+    const cap = `${role[0]?.toUpperCase() ?? ""}${role.slice(1)}` as Capitalize<Role>;
+    const model = o[`model${cap}`];
+    const provider = o[`provider${cap}`];
+    if (model || provider) roles[role] = { ...(model ? { model } : {}), ...(provider ? { provider } : {}) };
+  }
+  if (Object.keys(roles).length) llm.roles = roles;
   return Object.keys(llm).length ? { llm } : {};
 }
 
@@ -67,16 +83,41 @@ function limitsOf(o: SolveOptions): Partial<TaskLimits> {
   return l;
 }
 
+/** Flags whose values end up in these task fields, to name them in errors. */
+const FIELD_FLAGS: Record<string, string> = {
+  taskId: "--task-id",
+  language: "--language",
+  review: "--review",
+  "limits.maxIterations": "--max-iterations",
+  "limits.maxCostUsd": "--budget-usd",
+  "limits.maxTokens": "--budget-tokens",
+};
+
+/** `input` when it is a valid task; else a `bad_request` naming the fields (and their flags). */
+function validated(input: TaskInput, what: string): TaskInput {
+  const parsed = Task.safeParse(input);
+  if (parsed.success) return input;
+  const issues = parsed.error.issues.map((i) => {
+    const path = i.path.join(".");
+    const flag = FIELD_FLAGS[path];
+    return `${flag ? `${flag} (${path})` : path || "task"}: ${i.message}`;
+  });
+  throw new LoopsmithError("bad_request", `${what} is invalid: ${issues.join("; ")}`);
+}
+
 /**
- * The task to submit.
- * @throws LoopsmithError `bad_request` for a missing goal, an unreadable or invalid task file.
+ * The task to submit, validated against the `Task` contract.
+ * @throws LoopsmithError `bad_request` for a missing goal, an unreadable or invalid task file,
+ *   a missing dataset or an invalid value (naming the flag); `not_found` for an unknown
+ *   HumanEval id.
  */
 export function buildTask(goal: string | undefined, o: SolveOptions): TaskInput {
   const limits = limitsOf(o);
   if (o.humaneval) {
     if (!o.dataset) throw new LoopsmithError("bad_request", "--humaneval needs --dataset <path to humaneval.jsonl>");
     const rec = findHumanEval(loadHumanEval(o.dataset), o.humaneval);
-    return humanevalTask(rec, { ...(o.taskId ? { taskId: o.taskId } : {}), limits });
+    const task = humanevalTask(rec, { ...(o.taskId ? { taskId: o.taskId } : {}), limits });
+    return validated(o.review !== undefined ? { ...task, review: o.review } : task, `the task for ${rec.task_id}`);
   }
   if (o.file) {
     let raw: Record<string, unknown>;
@@ -85,34 +126,33 @@ export function buildTask(goal: string | undefined, o: SolveOptions): TaskInput 
     } catch (err) {
       throw new LoopsmithError("bad_request", `cannot read the task file ${o.file}: ${(err as Error).message}`, { cause: err });
     }
-    const input = {
-      v: 1,
-      taskId: o.taskId ?? `task-${randomBytes(5).toString("hex")}`,
-      submittedAt: new Date().toISOString(),
-      ...raw,
-      limits: { ...((raw.limits as object | undefined) ?? {}), ...limits },
-      ...(o.review !== undefined ? { review: o.review } : {}),
-    };
-    const parsed = Task.safeParse(input);
-    if (!parsed.success) {
-      throw new LoopsmithError("bad_request", `the task file ${o.file} is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
-    }
-    return input as TaskInput;
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new LoopsmithError("bad_request", `the task file ${o.file} is not a JSON object`);
+    return validated(
+      {
+        v: 1,
+        taskId: o.taskId ?? `task-${randomBytes(5).toString("hex")}`,
+        submittedAt: new Date().toISOString(),
+        ...(raw as Partial<TaskInput>),
+        limits: { ...((raw.limits as object | undefined) ?? {}), ...limits },
+        ...(o.review !== undefined ? { review: o.review } : {}),
+      } as TaskInput,
+      `the task file ${o.file}`,
+    );
   }
   if (!goal?.trim()) throw new LoopsmithError("bad_request", "give a goal, --file <task.json> or --humaneval <id> --dataset <path>");
-  return {
-    v: 1,
-    taskId: o.taskId ?? `task-${randomBytes(5).toString("hex")}`,
-    goal,
-    language: o.language ?? "python",
-    limits,
-    ...(o.review !== undefined ? { review: o.review } : {}),
-    submittedAt: new Date().toISOString(),
-  };
+  return validated(
+    {
+      v: 1,
+      taskId: o.taskId ?? `task-${randomBytes(5).toString("hex")}`,
+      goal,
+      language: o.language ?? "python",
+      limits,
+      ...(o.review !== undefined ? { review: o.review } : {}),
+      submittedAt: new Date().toISOString(),
+    },
+    "the task",
+  );
 }
-
-/** Exit code after an interruption (128 + SIGINT). */
-export const INTERRUPTED = 130;
 
 /** Writes one line to stdout. */
 function out(line: string): void {
@@ -120,8 +160,14 @@ function out(line: string): void {
 }
 
 /**
- * Runs `solve` end to end. Returns the process exit code: 0 when the tests pass, 1 when the
- * task stopped without passing, 2 for a usage or configuration error.
+ * Runs `solve` end to end and prints its progress and result (`--json`: one JSON event per
+ * line, then the result object, then, when the exit code is neither 0 nor 1, one error object).
+ * @returns the exit code (see `ExitCode`): 0 the tests pass; 1 they fail or a limit stopped
+ *   the task; 2 or 3 when the task ended with a configuration or infrastructure error; 130
+ *   when it was cancelled
+ * @throws LoopsmithError before submission: `config_invalid`, `bad_request`, `not_found`,
+ *   `llm_auth` (exit 2), `unavailable` (exit 3); CliError `cancelled` when interrupted before
+ *   a result came. After submission errors are reported here, with the task id.
  */
 export async function solve(goal: string | undefined, o: SolveOptions, log: Logger): Promise<number> {
   const flags = flagsOf(o);
@@ -131,8 +177,7 @@ export async function solve(goal: string | undefined, o: SolveOptions, log: Logg
   const provider = createProvider({ config, log });
   if (provider.info.scripted) {
     const banner = `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath}; no model is called.`;
-    if (o.json) out(JSON.stringify({ kind: "notice", scripted: true, message: banner }));
-    else out(banner);
+    out(o.json ? jsonLine({ kind: "notice", scripted: true, message: banner }) : printable(banner));
   }
   if (provider.verify) await provider.verify();
 
@@ -161,11 +206,11 @@ export async function solve(goal: string | undefined, o: SolveOptions, log: Logg
   let stack: LocalStack | undefined;
   try {
     stack = await startLocalStack({ config, log, env: childEnv });
-    if (abort.signal.aborted) return INTERRUPTED;
+    if (abort.signal.aborted) throw new CliError("cancelled", "interrupted before the task was submitted");
     const reused = 5 - stack.started.length;
     if (reused > 0 && Object.keys(flags).length > 0) {
       process.stderr.write(
-        `loopsmith: ${reused} service(s) were already running on ${stack.natsUrl} and keep their own configuration; --provider/--model/--script/--base-url apply only to the ${stack.started.length} started now\n`,
+        `loopsmith: ${reused} service(s) were already running on ${shownNatsUrl(stack.natsUrl)} and keep their own configuration; --provider/--model/--script/--base-url apply only to the ${stack.started.length} started now\n`,
       );
     }
     nc = await connect({ servers: stack.natsUrl });
@@ -173,26 +218,36 @@ export async function solve(goal: string | undefined, o: SolveOptions, log: Logg
     const submitted = await submitTask(nc, task);
     submittedId = submitted.taskId;
     if (!o.json) out(`task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`);
-    let result: TaskResult | undefined;
-    for await (const event of watchEvents(nc, task.taskId, abort.signal)) {
-      if (o.json) {
-        if (event.kind !== "result") out(JSON.stringify(event));
-      } else {
-        const line = eventLine(event);
-        if (line) out(line);
-      }
-      if (event.kind === "result" && event.result) result = event.result;
-    }
-    if (!result) {
-      process.stderr.write(`loopsmith: stopped waiting; task ${task.taskId} may still be running\n`);
-      return INTERRUPTED;
-    }
-    out(o.json ? JSON.stringify(result) : resultText(result));
-    return result.status === "passed" ? 0 : result.status === "cancelled" ? INTERRUPTED : 1;
+    const result = await follow(nc, task.taskId, o, abort.signal).catch((err: unknown) => {
+      throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), { cause: err, taskId: task.taskId });
+    });
+    if (!result) throw new CliError("cancelled", `stopped waiting; task ${task.taskId} may still be running`, { taskId: task.taskId });
+    out(o.json ? jsonLine(result) : resultText(result));
+    const code = exitCodeForResult(result);
+    if (code === ExitCode.ok || code === ExitCode.failed) return code;
+    // A task that ended in error or was cancelled: the result (above) says so for people;
+    // --json ends with one error object, like every other failure.
+    const message = result.status === "cancelled" ? `task ${result.taskId} was cancelled` : (result.error?.message ?? result.message);
+    return report({ kind: "error", code: result.status === "cancelled" ? "cancelled" : (result.error?.code ?? "internal"), message, exitCode: code, taskId: result.taskId }, { json: o.json, quiet: !o.json });
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
     await nc?.close().catch(() => undefined);
     await stack?.stop();
   }
+}
+
+/** Prints a task's events until its result (returned) or until `signal` aborts (undefined). */
+async function follow(nc: NatsConnection, taskId: string, o: SolveOptions, signal: AbortSignal): Promise<TaskResult | undefined> {
+  let result: TaskResult | undefined;
+  for await (const event of watchEvents(nc, taskId, signal)) {
+    if (o.json) {
+      if (event.kind !== "result") out(jsonLine(event));
+    } else {
+      const line = eventLine(event);
+      if (line) out(line);
+    }
+    if (event.kind === "result" && event.result) result = event.result;
+  }
+  return result;
 }

@@ -7,14 +7,15 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createWriteStream, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import Docker from "dockerode";
 import type { Logger } from "pino";
 import { NoRespondersError, RequestError, connect, type NatsConnection } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { LoopsmithError, ServiceNames, processAlive, type Config, type ServiceName } from "@loopsmith/shared";
+import { LoopsmithError, ServiceNames, type Config, type ServiceName } from "@loopsmith/shared";
+import { startNatsContainer } from "./nats-container.js";
+import { natsUnreachableMessage } from "./preflight.js";
 
-/** Label on containers the CLI starts, so leftovers can be found. */
-export const CLI_LABEL = "org.loopsmith.cli";
+/** How long an external NATS (one the configuration names) gets to answer, in ms. */
+const EXTERNAL_NATS_WAIT_MS = 2_000;
 const ALL: ServiceName[] = ["memory", "executor", "builder", "reviewer", "architect"];
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -40,58 +41,21 @@ export interface StackOptions {
   readyTimeoutMs?: number;
 }
 
-async function startNatsContainer(config: Config, log: Logger): Promise<{ url: string; stop: () => Promise<void> }> {
-  const docker = new Docker();
-  try {
-    await docker.ping();
-  } catch (err) {
-    throw new LoopsmithError("unavailable", "no Docker engine answers; start dockerd or set NATS_URL", { cause: err });
-  }
-  try {
-    await docker.getImage(config.images.nats).inspect();
-  } catch (err) {
-    throw new LoopsmithError("unavailable", `the NATS image ${config.images.nats} is missing; build it with \`npm run images\` or set LOOPSMITH_NATS_IMAGE`, { cause: err });
-  }
-  await removeOrphanedNats(docker, log);
-  const container = await docker.createContainer({
-    Image: config.images.nats,
-    Cmd: ["-js", "-sd", "/tmp/js"],
-    Labels: { [CLI_LABEL]: String(process.pid) },
-    ExposedPorts: { "4222/tcp": {} },
-    HostConfig: { AutoRemove: true, PortBindings: { "4222/tcp": [{ HostIp: "127.0.0.1", HostPort: "" }] } },
-  });
-  await container.start();
-  const info = await container.inspect();
-  const port = info.NetworkSettings.Ports["4222/tcp"]?.[0]?.HostPort;
-  if (!port) throw new LoopsmithError("sandbox_error", "the NATS container has no mapped port");
-  const url = `nats://127.0.0.1:${port}`;
-  log.debug({ url, id: info.Id.slice(0, 12) }, "started a NATS container");
-  return {
-    url,
-    stop: async () => {
-      await container.stop({ t: 1 }).catch(() => undefined);
-      await container.remove({ force: true }).catch(() => undefined);
-    },
-  };
-}
-
-/** Removes NATS containers an earlier CLI started and could not stop (its process is gone). */
-async function removeOrphanedNats(docker: Docker, log: Logger): Promise<void> {
-  const leftovers = await docker.listContainers({ all: true, filters: { label: [CLI_LABEL] } });
-  for (const c of leftovers) {
-    const pid = Number(c.Labels[CLI_LABEL]);
-    if (processAlive(pid)) continue;
-    log.debug({ id: c.Id.slice(0, 12), pid }, "removing a NATS container left by an earlier run");
-    await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
-  }
-}
-
-async function waitForNats(url: string, deadline: number): Promise<NatsConnection> {
+/**
+ * Connects, retrying until `deadline` (ms since the epoch).
+ * @throws LoopsmithError `unavailable`: for an external NATS the sentence says what was
+ *   tried and how to start one; for the CLI's own container, that it did not come up
+ */
+async function waitForNats(url: string, deadline: number, external: boolean): Promise<NatsConnection> {
   for (;;) {
     try {
       return await connect({ servers: url, timeout: 1_000 });
     } catch (err) {
-      if (Date.now() > deadline) throw new LoopsmithError("unavailable", `NATS at ${url} did not answer`, { cause: err });
+      if (Date.now() > deadline) {
+        const why = `no NATS handshake (${(err as Error).message})`;
+        const message = external ? natsUnreachableMessage(url, undefined, why) : `the NATS container at ${url} did not answer: ${why}`;
+        throw new LoopsmithError("unavailable", message, { cause: err });
+      }
       await new Promise((r) => setTimeout(r, 100));
     }
   }
@@ -154,7 +118,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
     await nats?.stop();
   };
   try {
-    const nc = await waitForNats(natsUrl, deadline);
+    const nc = await waitForNats(natsUrl, nats ? deadline : Math.min(deadline, Date.now() + EXTERNAL_NATS_WAIT_MS), !nats);
     try {
       const present = await answeringServices(nc);
       const missing = want.filter((s) => !present.has(s));

@@ -1,0 +1,85 @@
+import { describe, expect, it } from "vitest";
+import type { ExecutionResult, History, TaskEvent, TaskResult } from "@loopsmith/shared";
+import { eventLine, historyText, resultSummary, resultText } from "./output.js";
+
+const ESC = "\u001b";
+const OSC_TITLE = `${ESC}]0;owned${ESC}\\`;
+const CLEAR = `${ESC}[2J`;
+// eslint-disable-next-line no-control-regex
+const RAW_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+
+const usage = { calls: 1, inputTokens: 10, outputTokens: 5, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.001, latencyMs: 5 };
+
+function result(over: Partial<TaskResult> = {}): TaskResult {
+  return {
+    v: 1,
+    taskId: "task-1",
+    status: "failed",
+    stopReason: "max_iterations",
+    iterations: 2,
+    files: [{ path: `solution${CLEAR}.py`, content: `print("${OSC_TITLE}")\n` }],
+    tests: [],
+    lastExecution: null,
+    hidden: null,
+    failureIds: ["0b7c1d2e-aaaa-bbbb-cccc-000000000001", "0b7c1d2e-aaaa-bbbb-cccc-000000000002"],
+    usage: { total: usage, byRole: { build: usage }, byIteration: [usage] },
+    scripted: false,
+    providers: ["anthropic"],
+    durationMs: 1200,
+    error: { code: "internal", message: `boom ${CLEAR}`, retryable: false },
+    message: `tests still fail ${OSC_TITLE}`,
+    ...over,
+  } as TaskResult;
+}
+
+describe("what people see is neutralised", () => {
+  it("event messages and warnings", () => {
+    const event = { v: 1, taskId: "task-1", seq: 3, at: "2026-01-01T00:00:00Z", iteration: 1, kind: "step", phase: "execute", message: `FAILED test_${CLEAR}x` } as TaskEvent;
+    expect(eventLine(event)).not.toMatch(RAW_CONTROL);
+    expect(eventLine(event)).toContain("\\x1b[2J");
+    expect(eventLine({ ...event, kind: "warning" })).not.toMatch(RAW_CONTROL);
+  });
+
+  it("the result: message, error, file names and contents", () => {
+    const text = resultText(result());
+    expect(text).not.toMatch(RAW_CONTROL);
+    expect(text).toContain("\\x1b]0;owned");
+  });
+
+  it("sandbox run output, reasons and test names", () => {
+    const r: ExecutionResult = {
+      status: "failed",
+      exitCode: 1,
+      durationMs: 300,
+      tests: [{ name: `test_${OSC_TITLE}`, classname: `mod${CLEAR}`, status: "failed", durationMs: 1 }],
+      stdout: `out ${OSC_TITLE}`,
+      stderr: `Traceback ${CLEAR}\r\n`,
+      truncated: false,
+      reason: `why ${CLEAR}`,
+    };
+    const text = resultSummary(r);
+    expect(text).not.toMatch(RAW_CONTROL);
+    expect(text).toContain("test_\\x1b]0;owned");
+  });
+
+  it("history goals", () => {
+    const history: History = {
+      tasks: [{ v: 1, taskId: "task-1", goal: `a goal ${OSC_TITLE}`, language: "python", status: "passed", stopReason: "passed", iterations: 1, usage, durationMs: 1, scripted: false, finishedAt: "2026-01-01T00:00:00Z" }],
+    };
+    expect(historyText(history)).not.toMatch(RAW_CONTROL);
+  });
+});
+
+describe("the result names failures by count and where to see them", () => {
+  it("prints no bare failure id", () => {
+    const text = resultText(result({ error: undefined }));
+    expect(text).not.toContain("0b7c1d2e");
+    expect(text).toMatch(/2 failures of this task stored in memory/);
+    expect(text).toContain("loopsmith stats");
+    expect(text).toContain("loopsmith history");
+  });
+
+  it("says nothing about failures when none were stored", () => {
+    expect(resultText(result({ failureIds: [], error: undefined }))).not.toMatch(/failure/);
+  });
+});

@@ -1,0 +1,108 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { Language, ProviderName, ROLES as SHARED_ROLES, TaskLimits, loadConfig } from "@loopsmith/shared";
+import { LANGUAGES, MAX_ITERATIONS, PROVIDERS, ROLES, checkNatsListening, checkSolveInput, configuredNats, natsServers, shownNatsUrl, wholeNumber } from "./preflight.js";
+
+const dir = mkdtempSync(join(tmpdir(), "loopsmith-preflight-"));
+const dataset = join(dir, "he.jsonl");
+writeFileSync(dataset, ["HumanEval/0", "HumanEval/1", "HumanEval/2"].map((id) => JSON.stringify({ task_id: id })).join("\n"));
+
+function usage(fn: () => void): string {
+  try {
+    fn();
+  } catch (err) {
+    expect((err as { code?: string }).code).toBe("bad_request");
+    return (err as Error).message;
+  }
+  throw new Error("expected a usage error");
+}
+
+describe("preflight mirrors shared", () => {
+  it("languages, providers and the iteration range", () => {
+    expect([...LANGUAGES]).toEqual(Language.options);
+    expect([...PROVIDERS]).toEqual(ProviderName.options);
+    expect([...ROLES]).toEqual([...SHARED_ROLES]);
+    const max = TaskLimits.shape.maxIterations.unwrap();
+    expect([max.minValue, max.maxValue]).toEqual([MAX_ITERATIONS.min, MAX_ITERATIONS.max]);
+  });
+
+  it("the configured NATS URL follows loadConfig's layers", () => {
+    const file = join(dir, "cfg.json");
+    writeFileSync(file, JSON.stringify({ natsUrl: "nats://from-file:4222" }));
+    const cases: NodeJS.ProcessEnv[] = [
+      {},
+      { LOOPSMITH_CONFIG: file },
+      { LOOPSMITH_CONFIG: file, NATS_URL: "nats://from-env:4222" },
+      { NATS_URL: "nats://from-env:4222", LOOPSMITH_CONFIG_JSON: JSON.stringify({ natsUrl: "nats://from-json:4222" }) },
+      { LOOPSMITH_CONFIG: file, NATS_URL: "" },
+    ];
+    for (const env of cases) expect(configuredNats({}, env)?.url).toBe(loadConfig({ env }).natsUrl);
+    expect(configuredNats({ config: file }, {})).toEqual({ url: "nats://from-file:4222", source: `natsUrl in ${file}` });
+  });
+});
+
+describe("solve's flags and files", () => {
+  it("--max-iterations outside 1..50 names the range", () => {
+    const parse = wholeNumber(MAX_ITERATIONS.min, MAX_ITERATIONS.max);
+    expect(() => parse("0")).toThrow("expected a whole number from 1 to 50");
+    expect(() => parse("2.5")).toThrow("from 1 to 50");
+    expect(parse("7")).toBe(7);
+  });
+
+  it("an unknown --humaneval id names the flag and the ids the dataset has", () => {
+    const message = usage(() => checkSolveInput(undefined, { humaneval: "HumanEval/999", dataset }));
+    expect(message).toContain("--humaneval HumanEval/999");
+    expect(message).toContain("HumanEval/0, HumanEval/1, HumanEval/2");
+    expect(() => checkSolveInput(undefined, { humaneval: "2", dataset })).not.toThrow();
+  });
+
+  it("a missing --dataset, --file, --script or --config file names the flag", () => {
+    expect(usage(() => checkSolveInput(undefined, { humaneval: "1", dataset: join(dir, "nope.jsonl") }))).toMatch(/^--dataset .*nope\.jsonl: no such file; give the HumanEval JSONL file/);
+    expect(usage(() => checkSolveInput(undefined, { humaneval: "1" }))).toContain("--humaneval needs --dataset");
+    expect(usage(() => checkSolveInput(undefined, { file: join(dir, "nope.json") }))).toMatch(/^--file /);
+    expect(usage(() => checkSolveInput("goal", { script: join(dir, "nope.json") }))).toMatch(/^--script /);
+    expect(usage(() => checkSolveInput("goal", { config: join(dir, "nope.json") }))).toMatch(/^--config /);
+  });
+
+  it("exactly one task source; --language only with a goal", () => {
+    expect(usage(() => checkSolveInput(undefined, {}))).toContain("give a goal, --file");
+    expect(usage(() => checkSolveInput("goal", { file: dataset }))).toContain("a goal and --file");
+    expect(usage(() => checkSolveInput(undefined, { file: dataset, language: "python" }))).toContain("--language applies to a goal only");
+    expect(() => checkSolveInput("goal", { language: "python" })).not.toThrow();
+  });
+});
+
+describe("a configured NATS with nothing listening", () => {
+  it("servers are shown without credentials", () => {
+    expect(natsServers("nats://u:p@a:1,tls://b,c:5")).toEqual([
+      { host: "a", port: 1, shown: "nats://a:1" },
+      { host: "b", port: 4222, shown: "tls://b:4222" },
+      { host: "c", port: 5, shown: "nats://c:5" },
+    ]);
+    expect(shownNatsUrl("nats://tok3n@127.0.0.1:4222")).toBe("nats://127.0.0.1:4222");
+  });
+
+  it("fails fast naming the URL, its source and how to get a NATS; passes when a port accepts", async () => {
+    const server: Server = createServer((s) => s.destroy());
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const open = (server.address() as { port: number }).port;
+    await new Promise<void>((r) => server.close(() => r()));
+    const started = Date.now();
+    const err = (await checkNatsListening({ url: `nats://secret@127.0.0.1:${open}`, source: "NATS_URL" }).catch((e: unknown) => e)) as Error & { code: string };
+    expect(Date.now() - started).toBeLessThan(1_600);
+    expect(err.code).toBe("unavailable");
+    expect(err.message).toContain(`nats://127.0.0.1:${open} (from NATS_URL)`);
+    expect(err.message).toContain("docker compose up");
+    expect(err.message).toContain("unset NATS_URL");
+    expect(err.message).not.toContain("secret");
+
+    const listening: Server = createServer((s) => s.destroy());
+    await new Promise<void>((r) => listening.listen(0, "127.0.0.1", r));
+    const port = (listening.address() as { port: number }).port;
+    await expect(checkNatsListening({ url: `nats://127.0.0.1:1,nats://127.0.0.1:${port}`, source: "NATS_URL" })).resolves.toBeUndefined();
+    await new Promise<void>((r) => listening.close(() => r()));
+  });
+});

@@ -1,0 +1,231 @@
+/**
+ * Checks made before anything heavy is loaded or started (no NATS, Docker, service or LLM
+ * SDK): flag values, the files a command names, the HumanEval id, and whether anything
+ * listens at a configured NATS URL. A usage error is reported in well under a second and a
+ * closed NATS port in about one. Loads only `node:` modules and `commander`.
+ *
+ * The ranges and names here mirror `@loopsmith/shared` (`Language`, `TaskLimits`, the
+ * configuration layers); `preflight.test.ts` checks they agree.
+ */
+import { readFileSync } from "node:fs";
+import { createConnection } from "node:net";
+import { InvalidArgumentError } from "commander";
+import { CliError, usageError } from "./errors.js";
+
+/** Languages the sandbox runs (`Language` in shared). */
+export const LANGUAGES = ["python", "javascript", "typescript"] as const;
+/** LLM providers (`ProviderName` in shared). */
+export const PROVIDERS = ["anthropic", "openai-compatible", "bedrock", "scripted"] as const;
+/** LLM roles, each with its own `--model-<role>`/`--provider-<role>` (`ROLES` in shared). */
+export const ROLES = ["spec", "plan", "build", "review", "reflect"] as const;
+/** `--max-iterations` bounds (`TaskLimits.maxIterations` in shared). */
+export const MAX_ITERATIONS = { min: 1, max: 50 } as const;
+
+/**
+ * A commander parser for a whole number in `[min, max]`.
+ * @throws InvalidArgumentError naming the allowed range (commander adds the flag)
+ */
+export function wholeNumber(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(max === Number.MAX_SAFE_INTEGER ? `expected a whole number of at least ${min}` : `expected a whole number from ${min} to ${max}`);
+    }
+    return n;
+  };
+}
+
+/**
+ * A commander parser for a number greater than 0.
+ * @throws InvalidArgumentError
+ */
+export function positiveNumber(value: string): number {
+  const n = Number(value);
+  if (!value.trim() || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("expected a number greater than 0");
+  return n;
+}
+
+/** `12` → `HumanEval/12`; anything else as given. */
+export function humanevalId(id: string): string {
+  return /^\d+$/.test(id) ? `HumanEval/${id}` : id;
+}
+
+function readable(flag: string, path: string, what: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err) {
+    const why = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
+    throw usageError(`${flag} ${path}: ${why}; give ${what}`);
+  }
+}
+
+/** The `task_id`s of a HumanEval JSONL text (lines that are not JSON are left to the full reader). */
+function datasetIds(text: string): string[] {
+  const ids: string[] = [];
+  for (const line of text.split("\n")) {
+    if (!line.trim()) continue;
+    try {
+      const id = (JSON.parse(line) as { task_id?: unknown }).task_id;
+      if (typeof id === "string") ids.push(id);
+    } catch {
+      /* reported with its line number by loadHumanEval */
+    }
+  }
+  return ids;
+}
+
+function describeIds(ids: string[]): string {
+  if (ids.length === 0) return "none: the file has no HumanEval records";
+  if (ids.length <= 8) return ids.join(", ");
+  return `${ids[0]} … ${ids[ids.length - 1]} (${ids.length} tasks; the number alone also works, e.g. ${ids[0]?.split("/")[1] ?? "0"})`;
+}
+
+/** What `solve` was given, as far as the checks here need. */
+export interface SolveInput {
+  file?: string;
+  humaneval?: string;
+  dataset?: string;
+  language?: string;
+  script?: string;
+  config?: string;
+}
+
+/**
+ * Checks the task source and the files `solve` names: exactly one of a goal, `--file` or
+ * `--humaneval`; `--language` only with a goal; `--humaneval` with a readable `--dataset`
+ * that holds the id; readable
+ * `--file`, `--script` and `--config` files.
+ * @throws CliError `bad_request` naming the flag and what it accepts
+ */
+export function checkSolveInput(goal: string | undefined, o: SolveInput): void {
+  const sources = [goal?.trim() ? "a goal" : "", o.file ? "--file" : "", o.humaneval ? "--humaneval" : ""].filter(Boolean);
+  if (sources.length === 0) throw usageError("give a goal, --file <task.json> or --humaneval <id> --dataset <humaneval.jsonl>");
+  if (sources.length > 1) throw usageError(`give one task: ${sources.join(" and ")} were given together`);
+  if (o.dataset && !o.humaneval) throw usageError("--dataset is read only with --humaneval <id>");
+  if (o.language && !sources.includes("a goal")) throw usageError(`--language applies to a goal only; ${o.file ? "the task file sets its own language" : "HumanEval tasks are python"}`);
+  if (o.humaneval) {
+    if (!o.dataset) throw usageError("--humaneval needs --dataset <path to humaneval.jsonl>");
+    const ids = datasetIds(readable("--dataset", o.dataset, "the HumanEval JSONL file (e.g. ../shared/datasets/humaneval.jsonl)"));
+    const want = humanevalId(o.humaneval);
+    if (!ids.includes(want)) throw usageError(`--humaneval ${o.humaneval}: no such task in ${o.dataset}; allowed: ${describeIds(ids)}`);
+  }
+  if (o.file) readable("--file", o.file, "a task file (JSON with goal, language, files, acceptanceTests, limits)");
+  if (o.script) readable("--script", o.script, "a replies file for the scripted provider");
+  if (o.config) readable("--config", o.config, "a JSON configuration file");
+}
+
+/** A configured NATS URL and where it came from. */
+export interface ConfiguredNats {
+  url: string;
+  /** `NATS_URL`, or `natsUrl in <file>`. */
+  source: string;
+}
+
+function natsUrlIn(json: string | undefined): string | undefined {
+  if (!json) return undefined;
+  try {
+    const v = (JSON.parse(json) as { natsUrl?: unknown } | null)?.natsUrl;
+    return typeof v === "string" && v !== "" ? v : undefined;
+  } catch {
+    return undefined; // loadConfig reports it
+  }
+}
+
+/**
+ * The NATS URL the configuration will hold, by the same layers as `loadConfig` (file <
+ * `NATS_URL` < `LOOPSMITH_CONFIG_JSON`), or undefined when none is set (then the CLI starts
+ * its own NATS). A file that cannot be read is skipped here; `loadConfig` reports it.
+ */
+export function configuredNats(opts: { config?: string }, env: NodeJS.ProcessEnv = process.env): ConfiguredNats | undefined {
+  const file = opts.config ?? env.LOOPSMITH_CONFIG;
+  let found: ConfiguredNats | undefined;
+  if (file) {
+    let text: string | undefined;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch {
+      text = undefined;
+    }
+    const url = natsUrlIn(text);
+    if (url) found = { url, source: `natsUrl in ${file}` };
+  }
+  if (env.NATS_URL) found = { url: env.NATS_URL, source: "NATS_URL" };
+  const fromJson = natsUrlIn(env.LOOPSMITH_CONFIG_JSON);
+  if (fromJson) found = { url: fromJson, source: "LOOPSMITH_CONFIG_JSON" };
+  return found;
+}
+
+/** One server of a NATS URL list: where to connect, and how to show it (no credentials). */
+export interface NatsServer {
+  host: string;
+  port: number;
+  /** `scheme://host:port`, without user info, path or query. */
+  shown: string;
+}
+
+/** The servers of a NATS URL (`nats://a:4222,nats://b:4222`, `host:port`, `tls://…`); unparsable ones are left out. */
+export function natsServers(url: string): NatsServer[] {
+  const out: NatsServer[] = [];
+  for (const part of url.split(",").map((s) => s.trim()).filter(Boolean)) {
+    try {
+      const u = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(part) ? part : `nats://${part}`);
+      const host = u.hostname.replace(/^\[(.*)\]$/, "$1");
+      const port = u.port ? Number(u.port) : 4222;
+      if (host) out.push({ host, port, shown: `${u.protocol}//${u.hostname}:${port}` });
+    } catch {
+      /* left to the NATS client */
+    }
+  }
+  return out;
+}
+
+/** `url` shown without credentials: its servers as `scheme://host:port`, comma-separated. */
+export function shownNatsUrl(url: string): string {
+  const servers = natsServers(url);
+  return servers.length ? servers.map((s) => s.shown).join(",") : "(an unparsable URL)";
+}
+
+/**
+ * The one sentence for an unreachable NATS: what was tried, why it failed, and how to get one.
+ * @param source - where the URL came from (`NATS_URL`, `natsUrl in <file>`, `LOOPSMITH_CONFIG_JSON`); unknown when absent
+ */
+export function natsUnreachableMessage(url: string, source: string | undefined, why: string): string {
+  const fix =
+    source === "NATS_URL"
+      ? "unset NATS_URL"
+      : source?.startsWith("natsUrl in ")
+        ? `remove ${source.replace(/^natsUrl in /, "natsUrl from ")}`
+        : source
+          ? `remove natsUrl from ${source}`
+          : "unset NATS_URL (or remove natsUrl from the configuration file)";
+  return `no NATS server at ${shownNatsUrl(url)} (from ${source ?? "NATS_URL or natsUrl in the configuration"}): ${why}; start one (\`docker compose up\`) or ${fix} so that loopsmith starts its own`;
+}
+
+/** How a TCP connection to `host:port` went within `timeoutMs`: `open`, or why not. */
+function tcpProbe(host: string, port: number, timeoutMs: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host, port });
+    const done = (how: string): void => {
+      socket.destroy();
+      resolve(how);
+    };
+    socket.setTimeout(timeoutMs, () => done(`no answer within ${(timeoutMs / 1000).toFixed(1)} s`));
+    socket.once("connect", () => done("open"));
+    socket.once("error", (err: NodeJS.ErrnoException) => done(err.code === "ECONNREFUSED" ? "the connection was refused" : (err.code ?? err.message)));
+  });
+}
+
+/**
+ * Fails fast when nothing listens at a configured NATS URL: one TCP connection per server,
+ * in parallel, each given `timeoutMs`. Passes when any server accepts (the NATS client then
+ * does the real handshake) or when no server can be parsed (left to the client).
+ * @throws CliError `unavailable` with {@link natsUnreachableMessage}
+ */
+export async function checkNatsListening(nats: ConfiguredNats, timeoutMs = 1_500): Promise<void> {
+  const servers = natsServers(nats.url);
+  if (servers.length === 0) return;
+  const probes = await Promise.all(servers.map((s) => tcpProbe(s.host, s.port, timeoutMs)));
+  if (!probes.includes("open")) {
+    throw new CliError("unavailable", natsUnreachableMessage(nats.url, nats.source, [...new Set(probes)].join("; ")));
+  }
+}
