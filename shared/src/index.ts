@@ -1,13 +1,60 @@
-/** @loopsmith/shared: contracts, subjects, the typed bus, configuration, logging, errors, LLM types. */
-export * from "./errors.js";
-export * from "./contracts/index.js";
-export * from "./subjects.js";
-export * from "./bus.js";
-export * from "./config.js";
-export * from "./log.js";
-export * from "./runtime.js";
-export * from "./llm/index.js";
-export * from "./prompts.js";
-export * from "./streams.js";
-export * from "./idempotency.js";
-export * from "./runner-config.js";
+/**
+ * @loopsmith/shared: contracts, subjects, the typed bus, configuration, logging, errors, the
+ * process runtime, LLM providers, prompts, JetStream set-up, idempotency and runner rules.
+ * An explicit list: what is not named here is internal to the package.
+ */
+export {
+  ErrorCode, ErrorData, LoopsmithError, RETRYABLE_BY_DEFAULT, hasCode, toErrorData,
+} from "./errors.js";
+export {
+  Budget, BuildReply, BuildRequest, CancelRequest, Candidate, Empty, ExecutionRequest, ExecutionResult,
+  ExecutionStatus, FailureBrief, FailureFix, FailureRecord, FileChange, Finding, GateRequest,
+  GateResult, History, HistoryRequest, IdempotencyKey, Language, LlmStepReply, MemoryStats, Phase,
+  Plan, PlanReply, PlanRequest, ProviderInfo, Recall, RecallRequest, RecalledFailure, RecalledSuccess,
+  ReflectReply, ReflectRequest, Reflection, RelativePath, Remembered, Reply, Review, ReviewReply,
+  ReviewRequest, STEP_NAME_PATTERN, StatusRequest, StepHeader, StopReason, SuccessRecord, Task,
+  TaskBrief, TaskEvent, TaskId, TaskLimits, TaskRecord, TaskResult, TaskSource, TestCase, TestSummary,
+  Usage, UsageReport, V1, addUsage, emptyUsage, idempotencyKey, summarizeTests, testSummary, trimTests,
+} from "./contracts/index.js";
+export type { TaskInput } from "./contracts/index.js";
+export { SUBJECT_PREFIX, ServiceNames, Streams, Subjects, eventsSubject } from "./subjects.js";
+export type { ServiceName } from "./subjects.js";
+export {
+  Endpoints, HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, startService,
+} from "./bus.js";
+export type { CallOptions, EndpointDef, Handler, Registration, ServiceOptions } from "./bus.js";
+export {
+  Config, DEFAULT_PRICES, ENV_KEYS, FallbackTarget, ModelPrice, ProviderName, RoleLlm, configFromEnv,
+  loadConfig, maskConfig, maskUrl, mergeConfig, priceOf, withProviderCredentials,
+} from "./config.js";
+export type { ConfigInput, LoadConfigOptions } from "./config.js";
+export { REDACT_PATHS, createLogger } from "./log.js";
+export type { LoggerOptions } from "./log.js";
+export {
+  LOOPSMITH_VERSION, connectNats, exitOnSignals, processAlive, runService, serviceMain,
+} from "./runtime.js";
+export type { RunningService, ServiceModule, ShutdownHook } from "./runtime.js";
+export {
+  CHARS_PER_TOKEN, FALLBACK_CODES, REASK_INSTRUCTION, ROLES, ScriptFile, SpendMeter, basePriceKey,
+  checkBudget, costOf, createProvider, createRoutingProvider, effectiveRoles, estimateCost,
+  formatIssues, jsonCandidates, loadScript, outputSchema, parseStructured, readStructured,
+  resolvePrice, resolveRoutes, validateValue,
+} from "./llm/index.js";
+export type {
+  AnsweredBy, BadReplyDetails, BudgetCheck, ChatMessage, Completion, CompletionRequest, CostEstimate,
+  CreateProviderDeps, EffectiveRole, EstimateInput, FallbackNote, LlmProvider, LlmTarget, OutputSchema,
+  ReadResult, ReplyIssue, Role, RoleRoute, RouterDeps, TokenCounts, TranscriptLine,
+} from "./llm/index.js";
+export {
+  PROMPT_VERSIONS, approxTokens, loadPrompt, renderFailure, renderFile, renderHints, renderHistory,
+  renderTask, section, trimToTokens,
+} from "./prompts.js";
+export type { Prompt } from "./prompts.js";
+export {
+  EVENTS_MAX_AGE_MS, TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, TASK_MAX_DELIVER, ensureStreams,
+  lastEventSeq, openTaskStates, publishEvent, submitTask, watchEvents,
+} from "./streams.js";
+export type { Submitted } from "./streams.js";
+export { createIdempotencyCache } from "./idempotency.js";
+export type { IdempotencyCache, IdempotencyOptions } from "./idempotency.js";
+export { isRunnerConfig, isTestFile } from "./runner-config.js";
