@@ -5,6 +5,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import Docker from "dockerode";
 import pino from "pino";
+import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { loadConfig, type Config, type ExecutionRequest, type FileChange, type Language } from "@loopsmith/shared";
 import { createExecutor, LABEL, type Executor } from "@loopsmith/executor";
 
@@ -116,4 +117,32 @@ export async function expectIdleHost(ex: Executor, poolContainers: number): Prom
     (p) => !all.has(p.containerId) || (mineIds.has(p.containerId) && !/docker-init|python3 -I -S -c|node -e/.test(p.args)),
   );
   if (stray.length) throw new Error(`sandbox processes left on the host: ${stray.map((p) => `${p.pid} ${p.args.slice(0, 80)}`).join(" | ")}`);
+}
+
+/**
+ * The hooks of a hostile suite, registered for the calling test file: one executor for the
+ * file (warm pool of `pool` per image), and after every case the host as it was — only the
+ * warm containers exist, no sandbox process lives outside them, no volume appeared.
+ * @returns the suite, whose `ex` is the executor once `beforeAll` has run
+ */
+export function hostileSuite(executor: Partial<Config["executor"]> & { warmPoolSize: number }): { readonly ex: Executor } {
+  let ex: Executor | undefined;
+  let volumesBefore: string[] = [];
+  beforeAll(async () => {
+    volumesBefore = await volumeNames();
+    ex = await startExecutor({ concurrency: 2, queueLimit: 32, pidsLimit: 128, ...executor });
+  });
+  afterEach(async () => {
+    await expectIdleHost(ex as Executor, 2 * executor.warmPoolSize);
+    expect(await volumeNames()).toEqual(volumesBefore);
+  });
+  afterAll(async () => {
+    await ex?.stop();
+  });
+  return {
+    get ex(): Executor {
+      if (!ex) throw new Error("the hostile suite's executor is not started");
+      return ex;
+    },
+  };
 }

@@ -1,0 +1,120 @@
+/**
+ * The conductor recovering from what is not the candidate's fault, on real NATS JetStream:
+ * a sandbox that fails (not counted, retried as a new attempt over the real bus contract), a
+ * resubmitted task id, and a conductor that dies mid-task.
+ */
+import { describe, expect } from "vitest";
+import { connect } from "@nats-io/transport-node";
+import { Endpoints, ServiceNames, call, handle, startService, submitTask } from "@loopsmith/shared";
+import { startConductor } from "@loopsmith/architect";
+import { it } from "../fixtures/index.js";
+import { eventsOf, failed, log, passed, runTask, steps, task } from "./helpers.js";
+
+describe("conductor recovery on JetStream", () => {
+  it("does not count a sandbox failure against the candidate", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const { steps: s, calls } = steps(["sandbox_error", passed]);
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      const { result } = await runTask(nc, task());
+      expect(result.status).toBe("passed");
+      expect(result.iterations).toBe(1);
+      expect(calls.execute).toBe(2);
+      expect(calls.build).toBe(1);
+    } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
+  it("retries a sandbox error as a new attempt the executor's contract accepts, over the real bus, and passes", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    // A stand-in executor on the bus: its endpoint validates requests with the real contract.
+    const keys: string[] = [];
+    const executor = await startService(nc, {
+      name: ServiceNames.executor,
+      version: "0.0.0",
+      description: "test executor",
+      log,
+      registrations: [
+        handle(Endpoints.executor.run, async (req) => {
+          keys.push(req.idempotencyKey);
+          return keys.length === 1 ? { ...failed(), status: "sandbox_error" as const, tests: [], reason: "the container died" } : passed;
+        }),
+      ],
+    });
+    const { steps: s } = steps([passed], { execute: (req) => call(nc, Endpoints.executor.run, req, { timeoutMs: 10_000, retries: 0 }) });
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      const input = task();
+      const { result, events } = await runTask(nc, input);
+      expect(result.status).toBe("passed");
+      expect(result.iterations).toBe(1);
+      expect(keys).toEqual([`${input.taskId}/1/execute`, `${input.taskId}/1/execute.1`]);
+      expect(events.some((e) => e.kind === "warning" && e.message.includes("the container died"))).toBe(true);
+    } finally {
+      await conductor.stop();
+      await executor.stop();
+      await nc.close();
+    }
+  });
+
+  it("treats a resubmitted task id as a duplicate", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const { steps: s, calls } = steps([passed]);
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      const input = task();
+      await runTask(nc, input);
+      const again = await submitTask(nc, input);
+      expect(again.duplicate).toBe(true);
+      await new Promise((r) => setTimeout(r, 500));
+      expect(calls.plan).toBe(1);
+    } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
+  it("resumes a task from its checkpoint after the conductor dies mid-task", async ({ nats }) => {
+    const nc1 = await connect({ servers: nats.url });
+    let release!: () => void;
+    const blocked = new Promise<void>((r) => (release = r));
+    let executes = 0;
+    const first = steps([failed()], {
+      // The first conductor hangs in its second execution; then its connection dies.
+      execute: async () => {
+        executes += 1;
+        if (executes === 2) await blocked;
+        return failed();
+      },
+    });
+    const c1 = await startConductor({ nc: nc1, steps: first.steps, log });
+    const input = task();
+    await submitTask(nc1, input);
+    while (executes < 2) await new Promise((r) => setTimeout(r, 50));
+    await nc1.close(); // the conductor's process is gone: no ack, no more heartbeats
+    const died = Date.now();
+    release();
+    await c1.stop();
+
+    const nc2 = await connect({ servers: nats.url });
+    const second = steps([passed]);
+    const c2 = await startConductor({ nc: nc2, steps: second.steps, log });
+    try {
+      const events = await eventsOf(nc2, input.taskId);
+      const result = events[events.length - 1]?.result;
+      expect(result?.status).toBe("passed");
+      expect(result?.iterations).toBe(2);
+      // The dead conductor's task came back within the short ack wait, not after 30 s or more.
+      expect(Date.now() - died).toBeLessThan(20_000);
+      // Resumed at iteration 2's execution: no new plan, no new first build.
+      expect(second.calls.plan ?? 0).toBe(0);
+      expect(second.calls.build ?? 0).toBe(0);
+      expect(second.calls.execute).toBe(1);
+    } finally {
+      await c2.stop();
+      await nc2.close();
+    }
+  }, 150_000);
+});
