@@ -91,6 +91,21 @@ program
   );
 
 program
+  .command("failures")
+  .description("failures stored in memory: one task's, or the latest of all")
+  .option("--task <id>", "only this task's failures, oldest first")
+  .option("-n, --limit <n>", "how many (1 to 500)", wholeNumber(1, 500), 20)
+  .option("--config <file>", "configuration file (JSON)")
+  .option("--json", "print JSON")
+  .action(async (opts: { task?: string; limit: number; json?: boolean; config?: string }) =>
+    run(opts.json, async () => {
+      await natsFirst(opts);
+      const { failuresCommand } = await import("./history.js");
+      return failuresCommand(opts, await logger());
+    }),
+  );
+
+program
   .command("stats")
   .description("memory statistics: tasks, pass rate, iterations to pass, cost")
   .option("--config <file>", "configuration file (JSON)")

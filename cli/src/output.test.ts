@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { ExecutionResult, History, TaskEvent, TaskResult } from "@loopsmith/shared";
-import { eventLine, historyText, resultSummary, resultText } from "./output.js";
+import type { ExecutionResult, Failures, History, TaskEvent, TaskResult } from "@loopsmith/shared";
+import { eventLine, failuresText, historyText, resultSummary, resultText } from "./output.js";
 
 const ESC = "\u001b";
 const OSC_TITLE = `${ESC}]0;owned${ESC}\\`;
@@ -68,6 +68,17 @@ describe("what people see is neutralised", () => {
     };
     expect(historyText(history)).not.toMatch(RAW_CONTROL);
   });
+
+  it("stored failures: signature, failing tests and fix", () => {
+    const failures: Failures = {
+      failures: [{ id: "7", taskId: "task-1", iteration: 1, status: "failed", signature: `AssertionError ${OSC_TITLE}`, failingTests: [`test_x ${OSC_TITLE}`], errorText: "", reflection: { rootCause: "r", hypothesis: "h", fixPlan: `use + ${OSC_TITLE}` }, createdAt: "2026-01-01T00:00:00Z" }],
+    };
+    const text = failuresText(failures);
+    expect(text).not.toMatch(RAW_CONTROL);
+    expect(text).toContain("task task-1 · iteration 1 · failed · failure 7");
+    expect(text).toContain("fix: use +");
+    expect(failuresText({ failures: [] })).toBe("no failures stored\n");
+  });
 });
 
 describe("the result names failures by count and where to see them", () => {
@@ -75,8 +86,7 @@ describe("the result names failures by count and where to see them", () => {
     const text = resultText(result({ error: undefined }));
     expect(text).not.toContain("0b7c1d2e");
     expect(text).toMatch(/2 failures of this task stored in memory/);
-    expect(text).toContain("loopsmith stats");
-    expect(text).toContain("loopsmith history");
+    expect(text).toMatch(/see them with `loopsmith failures --task [\w-]+`/);
   });
 
   it("says nothing about failures when none were stored", () => {

@@ -4,7 +4,7 @@
  * names and contents, goals) goes through {@link printable}; `--json` output is written with
  * `jsonLine` instead and stays lossless.
  */
-import type { ExecutionResult, History, MemoryStats, TaskEvent, TaskResult } from "@loopsmith/shared";
+import type { ExecutionResult, Failures, History, MemoryStats, TaskEvent, TaskResult } from "@loopsmith/shared";
 import { printable } from "./terminal.js";
 
 /** USD with enough digits for small sums. */
@@ -43,7 +43,7 @@ export function resultText(r: TaskResult): string {
   if (r.failureIds.length) {
     lines.push(
       `  ${plural(r.failureIds.length, "failure")} of this task stored in memory, recalled for similar tasks; ` +
-        "`loopsmith stats` counts the failures remembered, `loopsmith history` lists the tasks",
+        `see ${r.failureIds.length === 1 ? "it" : "them"} with \`loopsmith failures --task ${r.taskId}\``,
     );
   }
   if (r.error) lines.push(`  error: ${printable(r.error.message)}`);
@@ -58,6 +58,19 @@ export function historyText(history: History): string {
     .map((t) => {
       const goal = printable(t.goal.replace(/\s+/g, " ").slice(0, 60));
       return `${printable(t.finishedAt)}  ${printable(t.status).padEnd(9)} ${String(t.iterations).padStart(2)} it  ${usd(t.usage.costUsd).padStart(8)}${t.scripted ? " scripted" : ""}  ${t.taskId}  ${goal}\n`;
+    })
+    .join("");
+}
+
+/** `loopsmith failures` for people: each failure with its signature, failing tests and fix, ending in a newline. */
+export function failuresText(f: Failures): string {
+  if (f.failures.length === 0) return "no failures stored\n";
+  return f.failures
+    .map((x) => {
+      const lines = [`${printable(x.createdAt)}  task ${x.taskId} · iteration ${x.iteration} · ${printable(x.status)} · failure ${x.id}`, `  signature: ${printable(x.signature)}`];
+      if (x.failingTests.length) lines.push(`  failing tests: ${x.failingTests.map(printable).join(", ")}`);
+      if (x.reflection) lines.push(`  fix: ${printable(x.reflection.fixPlan.replace(/\s+/g, " ").slice(0, 300))}`);
+      return `${lines.join("\n")}\n`;
     })
     .join("");
 }

@@ -66,6 +66,7 @@ export const Endpoints = {
     rememberSuccess: endpoint("remember_success", Subjects.memory.rememberSuccess, C.SuccessRecord, C.Remembered),
     recordTask: endpoint("record_task", Subjects.memory.recordTask, C.TaskRecord, C.Remembered),
     history: endpoint("history", Subjects.memory.history, C.HistoryRequest, C.History),
+    failures: endpoint("failures", Subjects.memory.failures, C.FailuresRequest, C.Failures),
     stats: endpoint("stats", Subjects.memory.stats, C.Empty, C.MemoryStats),
   },
 } as const;

@@ -8,13 +8,14 @@ export {
 } from "./errors.js";
 export {
   Budget, BuildReply, BuildRequest, CancelRequest, Candidate, Empty, ExecutionRequest, ExecutionResult,
-  ExecutionStatus, FailureBrief, FailureFix, FailureRecord, FileChange, Finding, GateRequest,
-  GateResult, History, HistoryRequest, IdempotencyKey, Language, LlmStepReply, MemoryStats, Phase,
-  Plan, PlanReply, PlanRequest, ProviderInfo, Recall, RecallRequest, RecalledFailure, RecalledSuccess,
-  ReflectReply, ReflectRequest, Reflection, RelativePath, Remembered, Reply, Review, ReviewReply,
-  ReviewRequest, STEP_NAME_PATTERN, StatusRequest, StepHeader, StopReason, SuccessRecord, Task,
-  TaskBrief, TaskEvent, TaskId, TaskLimits, TaskRecord, TaskResult, TaskSource, TestCase, TestSummary,
-  Usage, UsageReport, V1, addUsage, emptyUsage, idempotencyKey, summarizeTests, testSummary, trimTests,
+  ExecutionStatus, FailureBrief, FailureFix, FailureRecord, Failures, FailuresRequest, FileChange,
+  Finding, GateRequest, GateResult, History, HistoryRequest, IdempotencyKey, Language, LlmStepReply,
+  MemoryStats, Phase, Plan, PlanReply, PlanRequest, ProviderInfo, Recall, RecallRequest,
+  RecalledFailure, RecalledSuccess, ReflectReply, ReflectRequest, Reflection, RelativePath, Remembered,
+  Reply, Review, ReviewReply, ReviewRequest, STEP_NAME_PATTERN, StatusRequest, StepHeader, StopReason,
+  StoredFailure, SuccessRecord, Task, TaskBrief, TaskEvent, TaskId, TaskLimits, TaskRecord, TaskResult,
+  TaskSource, TestCase, TestSummary, Usage, UsageReport, V1, addUsage, emptyUsage, idempotencyKey,
+  summarizeTests, testSummary, trimTests,
 } from "./contracts/index.js";
 export type { TaskInput } from "./contracts/index.js";
 export { SUBJECT_PREFIX, ServiceNames, Streams, Subjects, eventsSubject } from "./subjects.js";

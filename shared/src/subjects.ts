@@ -17,6 +17,7 @@ export const Subjects = {
     rememberSuccess: "loopsmith.memory.remember_success",
     recordTask: "loopsmith.memory.record_task",
     history: "loopsmith.memory.history",
+    failures: "loopsmith.memory.failures",
     stats: "loopsmith.memory.stats",
   },
   /** Task intake (JetStream work queue); the message id is the task id. */

@@ -47,7 +47,7 @@ describe("the README's example, without a key", () => {
 
   it("names how many failures were stored and where to see them, not bare ids", () => {
     expect(solved.stdout).toMatch(/1 failure of this task stored in memory/);
-    expect(solved.stdout).toMatch(/loopsmith stats/);
+    expect(solved.stdout).toMatch(/see it with `loopsmith failures --task [\w-]+`/);
     expect(solved.stdout).not.toMatch(/failures remembered: [0-9a-f-]{8,}/);
   });
 
@@ -56,6 +56,16 @@ describe("the README's example, without a key", () => {
     expect(logs).toEqual(["architect.log", "builder.log", "executor.log", "memory.log", "reviewer.log"]);
     const pids = new Set(logs.map((f) => (JSON.parse(readFileSync(join(dataDir, "logs", f), "utf8").split("\n")[0] as string) as { pid: number }).pid));
     expect(pids.size).toBe(5);
+  });
+
+  it("`loopsmith failures --task <id>`, as the result says, shows the stored failure and its fix", async () => {
+    const command = /`(loopsmith failures --task [\w-]+)`/.exec(solved.stdout)?.[1];
+    expect(command).toBeDefined();
+    const failures = await readme(`npx ${command as string}`);
+    expect(failures.code, failures.stderr).toBe(0);
+    expect(failures.stdout).toMatch(/iteration 1 · failed/);
+    expect(failures.stdout).toMatch(/signature: \S+/);
+    expect(failures.stdout).toMatch(/fix: \S+/);
   });
 
   it("history and stats show the task and its stored failure", async () => {

@@ -97,6 +97,27 @@ export function memorySuite(test: TestWithFresh): void {
     }
   });
 
+  test("lists a task's stored failures with their fix, oldest first, and the latest of all tasks", async (f) => {
+    const store = await open(f);
+    try {
+      const first = await store.rememberFailure(nameErrorFailure("task-a", GOAL_A, "numbrs"));
+      await store.attachFix({ v: 1, taskId: "task-a", iteration: 1, idempotencyKey: "task-a/1/attach_fix", failureId: first.id, reflection: fixPlan });
+      const second = await store.rememberFailure({ ...nameErrorFailure("task-a", GOAL_A, "x"), iteration: 2, idempotencyKey: "task-a/2/remember_failure", errorText: "E".repeat(5_000) });
+      const other = await store.rememberFailure(nameErrorFailure("task-b", GOAL_B, "y"));
+      const own = await store.failures({ v: 1, taskId: "task-a" });
+      expect(own.failures.map((x) => [x.id, x.iteration])).toEqual([[first.id, 1], [second.id, 2]]);
+      expect(own.failures[0]).toMatchObject({ taskId: "task-a", status: "failed", signature: first.signature, reflection: fixPlan, failingTests: ["test_solution.py::test_task-a"] });
+      expect(own.failures[1]?.reflection).toBeNull();
+      expect(own.failures[1]?.errorText).toHaveLength(2_000);
+      expect(new Date(own.failures[0]?.createdAt ?? "").getTime()).not.toBeNaN();
+      const latest = await store.failures({ v: 1, limit: 2 });
+      expect(latest.failures.map((x) => x.id)).toEqual([other.id, second.id]);
+      expect((await store.failures({ v: 1, taskId: "nobody" })).failures).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
   test("recalls only the request's language", async (f) => {
     const store = await open(f);
     try {

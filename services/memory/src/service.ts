@@ -27,6 +27,7 @@ export function memoryRegistrations(store: MemoryStore): ServiceModule["registra
     handle(m.rememberSuccess, (req) => store.rememberSuccess(req)),
     handle(m.recordTask, (req) => store.recordTask(req)),
     handle(m.history, (req) => store.history(req)),
+    handle(m.failures, (req) => store.failures(req)),
     handle(m.stats, () => store.stats()),
   ];
 }

@@ -9,12 +9,15 @@ import type { Logger } from "pino";
 import {
   FailureFix,
   FailureRecord,
+  FailuresRequest,
   HistoryRequest,
   LoopsmithError,
   RecallRequest,
   SuccessRecord,
+  Reflection,
   TaskRecord,
   type Config,
+  type Failures,
   type History,
   type MemoryStats,
   type Recall,
@@ -77,6 +80,12 @@ export interface MemoryStore {
    * @throws LoopsmithError `bad_request`; `db_error`
    */
   history(request: z.input<typeof HistoryRequest>): Promise<History>;
+  /**
+   * Stored failures: one task's, oldest first, or the most recent of all, newest first;
+   * `createdAt` as ISO-8601 UTC, the error text cut to 2 000 characters.
+   * @throws LoopsmithError `bad_request`; `db_error`
+   */
+  failures(request: z.input<typeof FailuresRequest>): Promise<Failures>;
   /**
    * Counts and totals: tasks, passed tasks, failures, successes, mean iterations of passed
    * tasks (null when none), total cost in USD, and the back end.
@@ -297,6 +306,33 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
         ),
       );
       return { tasks: rows.map(rowToTaskRecord) };
+    },
+
+    async failures(input) {
+      const req = parse(FailuresRequest, input, "failures request");
+      const { rows } = await withDb("read the stored failures", () =>
+        db.pool.query<{ id: string; task_id: string; iteration: number; status: string; signature: string; failing_tests: string[]; error_text: string; reflection: unknown; created_at: Date }>(
+          `SELECT id::text, task_id, iteration, status, signature, failing_tests, left(error_text, 2000) AS error_text, reflection, created_at
+             FROM loopsmith.failures
+            WHERE $1::text IS NULL OR task_id = $1
+            ORDER BY CASE WHEN $1::text IS NULL THEN 0 ELSE id END ASC, created_at DESC, id DESC
+            LIMIT $2`,
+          [req.taskId ?? null, req.limit],
+        ),
+      );
+      return {
+        failures: rows.map((r) => ({
+          id: r.id,
+          taskId: r.task_id,
+          iteration: r.iteration,
+          status: r.status,
+          signature: r.signature,
+          failingTests: r.failing_tests,
+          errorText: r.error_text,
+          reflection: Reflection.nullable().catch(null).parse(r.reflection ?? null),
+          createdAt: new Date(r.created_at).toISOString(),
+        })),
+      };
     },
 
     async stats() {

@@ -111,6 +111,36 @@ export type HistoryRequest = z.infer<typeof HistoryRequest>;
 export const History = z.object({ tasks: z.array(TaskRecord) });
 export type History = z.infer<typeof History>;
 
+/** Ask for the failures memory stored: one task's, or the most recent of all. */
+export const FailuresRequest = z.object({
+  v: V1,
+  /** Only this task's failures, oldest first; absent: the most recent of every task, newest first. */
+  taskId: TaskId.optional(),
+  limit: z.number().int().min(1).max(500).default(20),
+});
+export type FailuresRequest = z.infer<typeof FailuresRequest>;
+
+/** One stored failure as a person or a tool reads it back. */
+export const StoredFailure = z.object({
+  id: z.string(),
+  taskId: z.string(),
+  iteration: z.number().int(),
+  status: z.string(),
+  /** The normalised error signature recall matches on. */
+  signature: z.string(),
+  failingTests: z.array(z.string()),
+  /** The error text, at most 2 000 characters. */
+  errorText: z.string(),
+  /** The reflection attached as its fix, when one was. */
+  reflection: Reflection.nullable(),
+  createdAt: z.string(),
+});
+export type StoredFailure = z.infer<typeof StoredFailure>;
+
+/** Stored failures. */
+export const Failures = z.object({ failures: z.array(StoredFailure) });
+export type Failures = z.infer<typeof Failures>;
+
 /** Memory's statistics. */
 export const MemoryStats = z.object({
   tasks: z.number().int(),
