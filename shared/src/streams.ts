@@ -4,7 +4,7 @@
  * bucket where the conductor checkpoints each task's state.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
-import { nanos } from "@nats-io/transport-node";
+import { InvalidArgumentError, nanos } from "@nats-io/transport-node";
 import {
   AckPolicy,
   DeliverPolicy,
@@ -107,11 +107,23 @@ export async function submitTask(nc: NatsConnection, input: TaskInput): Promise<
 /**
  * Publishes one progress event to the events stream. The message id is `taskId:seq`, and
  * `taskId:result` for the result, so a result published again after a crash is a duplicate.
+ * @throws LoopsmithError `unavailable` (retryable) when JetStream does not take it — a
+ *   timeout or a closed connection while NATS restarts, a stream without a leader — so the
+ *   task resumes from its checkpoint instead of ending; `bad_request` (not retryable) when
+ *   the client refuses the message (larger than the server's max_payload)
  */
 export async function publishEvent(nc: NatsConnection, event: TaskEvent): Promise<void> {
-  await jetstream(nc).publish(eventsSubject(event.taskId), JSON.stringify(TaskEvent.parse(event)), {
-    msgID: event.kind === "result" ? `${event.taskId}:result` : `${event.taskId}:${event.seq}`,
-  });
+  const data = JSON.stringify(TaskEvent.parse(event));
+  try {
+    await jetstream(nc).publish(eventsSubject(event.taskId), data, {
+      msgID: event.kind === "result" ? `${event.taskId}:result` : `${event.taskId}:${event.seq}`,
+    });
+  } catch (err) {
+    if (err instanceof InvalidArgumentError) {
+      throw new LoopsmithError("bad_request", `an event of task ${event.taskId} cannot be sent: ${err.message}`, { cause: err, retryable: false });
+    }
+    throw new LoopsmithError("unavailable", `an event of task ${event.taskId} could not be published: ${(err as Error)?.message ?? err}`, { cause: err, retryable: true });
+  }
 }
 
 /**

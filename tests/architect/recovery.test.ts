@@ -5,7 +5,7 @@
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { Endpoints, ServiceNames, call, handle, startService, submitTask } from "@loopsmith/shared";
+import { Endpoints, LoopsmithError, ServiceNames, call, ensureStreams, handle, publishEvent, startService, submitTask } from "@loopsmith/shared";
 import { startConductor } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task } from "./helpers.js";
@@ -117,4 +117,14 @@ describe("conductor recovery on JetStream", () => {
       await nc2.close();
     }
   }, 150_000);
+
+  it("an event JetStream does not take (NATS restarting) is a retryable error, so the task resumes instead of ending", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    await ensureStreams(nc);
+    await nc.close();
+    const event = { v: 1 as const, taskId: "t-publish", seq: 0, at: new Date().toISOString(), iteration: 1, kind: "warning" as const, message: "x" };
+    const err = await publishEvent(nc, event).then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(LoopsmithError);
+    expect(err).toMatchObject({ code: "unavailable", retryable: true });
+  });
 });
