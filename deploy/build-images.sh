@@ -32,20 +32,10 @@ POSTGRES_IMAGE="${LOOPSMITH_POSTGRES_IMAGE:-loopsmith/postgres:local}"
 PYTHON_IMAGE="${LOOPSMITH_SANDBOX_PYTHON_IMAGE:-loopsmith/sandbox-python:local}"
 NODE_IMAGE="${LOOPSMITH_SANDBOX_NODE_IMAGE:-loopsmith/sandbox-node:local}"
 
-# The first Debian mirror named in the host's apt sources (deb822 or one-line format).
+# shellcheck source=deploy/debian-mirror.sh
+. "$(dirname "$0")/debian-mirror.sh"
 mirror() {
-  local uri=""
-  if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
-    uri=$(grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' | grep -v -- '-security' | grep '/debian' | head -n1 || true)
-  fi
-  if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
-    uri=$(grep -hE '^deb ' /etc/apt/sources.list | awk '{for (i=2;i<=NF;i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' | grep -v -- '-security' | head -n1 || true)
-  fi
-  if [ -z "$uri" ]; then
-    echo "build-images: no Debian mirror found in /etc/apt/sources*" >&2
-    exit 1
-  fi
-  echo "$uri"
+  debian_mirror || { echo "build-images: no Debian mirror found in /etc/apt/sources*" >&2; exit 1; }
 }
 
 need_image() { [ "$force" = 1 ] || ! docker image inspect "$1" >/dev/null 2>&1; }

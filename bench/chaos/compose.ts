@@ -1,0 +1,164 @@
+/**
+ * The compose side of the chaos bench: one compose project of its own (a unique name, its
+ * own NATS port, scripted provider through an override file in a temp folder), the host
+ * pids of its containers, `kill -9`, logs, and the sandbox containers its executors left.
+ */
+import { execFile, spawn } from "node:child_process";
+import { appendFileSync, mkdirSync, openSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+
+/** Label every sandbox container carries (the executor's instance id). */
+export const SANDBOX_LABEL = "org.loopsmith.executor";
+/** Label naming the host of the executor that made a sandbox (in compose: its container id). */
+export const SANDBOX_HOST_LABEL = "org.loopsmith.executor.host";
+
+/** A compose project driven by the bench. */
+export interface Project {
+  /** Compose project name (unique per run). */
+  name: string;
+  /** Host port of the project's NATS. */
+  natsPort: number;
+  /** Folder of the override file, compose's output and saved logs. */
+  dir: string;
+  /** Runs `docker compose <args>` for this project; output goes to `compose.log`. @throws when compose fails (with its last lines) */
+  compose(args: string[], timeoutMs?: number): Promise<string>;
+  /** Ids of the project's running containers of a service (all replicas). */
+  containers(service: string): Promise<string[]>;
+  /** Saves `docker compose logs` of every service to `<dir>/logs/<service>.log`; returns the folder. */
+  saveLogs(services: string[]): Promise<string>;
+  /**
+   * Streams a service's logs (`logs -f`) into `<dir>/logs/<file>` until its containers are
+   * gone (for logs of containers a `down` removes); the promise settles when the stream ends.
+   */
+  followLogs(service: string, file: string): Promise<void>;
+}
+
+/** A free TCP port on 127.0.0.1 (published for NATS so a restarted container keeps it). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === "object" && addr ? resolve(addr.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+/** Runs `docker <args>` and returns its stdout. */
+export async function docker(args: string[], timeoutMs = 60_000): Promise<string> {
+  const { stdout } = await run("docker", args, { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
+  return stdout;
+}
+
+/**
+ * Prepares a compose project over the repository's docker-compose.yml: an override file
+ * that publishes NATS on `natsPort` only (`!override`), runs every service with the
+ * scripted provider on `scriptDir/script.json` (mounted read-only at /chaos) and leaves
+ * everything else as a user gets it.
+ */
+export function prepareProject(opts: { repo: string; name: string; natsPort: number; scriptDir: string; dir: string }): Project {
+  const { repo, name, natsPort, dir } = opts;
+  mkdirSync(dir, { recursive: true });
+  const app = ["memory", "executor", "builder", "reviewer", "architect"];
+  const lines = ["services:", "  nats:", `    ports: !override ["127.0.0.1:${natsPort}:4222"]`];
+  for (const s of app) {
+    lines.push(
+      `  ${s}:`,
+      "    environment:",
+      "      LOOPSMITH_PROVIDER: scripted",
+      "      LOOPSMITH_SCRIPT: /chaos/script.json",
+      `    volumes: [${JSON.stringify(`${opts.scriptDir}:/chaos:ro`)}]`,
+    );
+  }
+  const override = join(dir, "chaos.override.yml");
+  writeFileSync(override, lines.join("\n") + "\n");
+  const logFile = join(dir, "compose.log");
+  const env = {
+    ...process.env,
+    LOOPSMITH_NATS_IMAGE: process.env.LOOPSMITH_NATS_IMAGE ?? "loopsmith/nats:local",
+    LOOPSMITH_POSTGRES_IMAGE: process.env.LOOPSMITH_POSTGRES_IMAGE ?? "loopsmith/postgres:local",
+    LOOPSMITH_NODE_IMAGE: process.env.LOOPSMITH_NODE_IMAGE ?? "loopsmith/sandbox-node:local",
+  };
+  const base = ["compose", "-p", name, "-f", join(repo, "docker-compose.yml"), "-f", override];
+  const compose = async (args: string[], timeoutMs = 600_000): Promise<string> => {
+    appendFileSync(logFile, `\n$ docker compose ${args.join(" ")}\n`);
+    try {
+      const { stdout, stderr } = await run("docker", [...base, ...args], { env, cwd: repo, timeout: timeoutMs, maxBuffer: 256 * 1024 * 1024 });
+      appendFileSync(logFile, stdout + stderr);
+      return stdout;
+    } catch (err) {
+      const e = err as { stdout?: string; stderr?: string; message: string };
+      appendFileSync(logFile, `${e.stdout ?? ""}${e.stderr ?? ""}`);
+      const tail = `${e.stderr ?? ""}`.trim().split("\n").slice(-8).join("\n");
+      throw new Error(`docker compose ${args[0]} failed (${logFile}):\n${tail || e.message}`, { cause: err });
+    }
+  };
+  return {
+    name,
+    natsPort,
+    dir,
+    compose,
+    async containers(service) {
+      return (await compose(["ps", "-q", service], 30_000)).split("\n").filter(Boolean);
+    },
+    followLogs(service, file) {
+      mkdirSync(join(dir, "logs"), { recursive: true });
+      const fd = openSync(join(dir, "logs", file), "a");
+      const child = spawn("docker", [...base, "logs", "-f", "--no-color", "--timestamps", service], { env, cwd: repo, stdio: ["ignore", fd, fd] });
+      return new Promise((resolve) => child.once("close", () => resolve()).once("error", () => resolve()));
+    },
+    async saveLogs(services) {
+      const logs = join(dir, "logs");
+      mkdirSync(logs, { recursive: true });
+      for (const s of services) {
+        try {
+          writeFileSync(join(logs, `${s}.log`), await compose(["logs", "--no-color", "--timestamps", s], 120_000));
+        } catch (err) {
+          writeFileSync(join(logs, `${s}.log`), `could not read the logs: ${(err as Error).message}\n`);
+        }
+      }
+      return logs;
+    },
+  };
+}
+
+/** The host pid of a container's first process (with `init: true`, the init), or 0 when it is not running. */
+export async function hostPid(container: string): Promise<number> {
+  try {
+    return Number((await docker(["inspect", "-f", "{{.State.Pid}}", container], 10_000)).trim()) || 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** What is left on the engine after a `down`. */
+export interface Leftovers {
+  /** Sandbox containers made by this project's executors (by their host label). */
+  ours: string[];
+  /** Sandbox containers on the whole engine (other projects and tests included). */
+  all: number;
+}
+
+/**
+ * Sandbox containers left on the engine. `executors` are the (full or short) ids of the
+ * project's executor containers: in compose a sandbox's host label is its executor's
+ * container hostname, the first 12 characters of the container id.
+ */
+export async function sandboxLeftovers(executors: Iterable<string>): Promise<Leftovers> {
+  const hosts = new Set([...executors].map((id) => id.slice(0, 12)));
+  const out = await docker(["ps", "-a", "--filter", `label=${SANDBOX_LABEL}`, "--format", `{{.ID}} {{.State}} {{.Label "${SANDBOX_HOST_LABEL}"}} {{.Image}}`]);
+  const rows = out.split("\n").filter(Boolean);
+  const ours = rows.filter((r) => hosts.has(r.split(" ")[2] ?? ""));
+  return { ours, all: rows.length };
+}
+
+/** Removes the given sandbox containers (rows of {@link sandboxLeftovers}); errors are ignored. */
+export async function removeContainers(rows: string[]): Promise<void> {
+  const ids = rows.map((r) => r.split(" ")[0]).filter((id): id is string => Boolean(id));
+  if (ids.length) await docker(["rm", "-f", ...ids]).catch(() => "");
+}
