@@ -64,7 +64,7 @@ describe("what people see is neutralised", () => {
 
   it("history goals", () => {
     const history: History = {
-      tasks: [{ v: 1, taskId: "task-1", goal: `a goal ${OSC_TITLE}`, language: "python", status: "passed", stopReason: "passed", iterations: 1, usage, durationMs: 1, scripted: false, finishedAt: "2026-01-01T00:00:00Z" }],
+      tasks: [{ v: 1, taskId: "task-1", goal: `a goal ${OSC_TITLE}`, language: "python", status: "passed", stopReason: "passed", iterations: 1, usage, usageByRole: {}, durationMs: 1, scripted: false, finishedAt: "2026-01-01T00:00:00Z" }],
     };
     expect(historyText(history)).not.toMatch(RAW_CONTROL);
   });

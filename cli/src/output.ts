@@ -83,6 +83,9 @@ export function statsText(stats: MemoryStats): string {
     `mean iterations to pass: ${stats.meanIterationsToPass?.toFixed(2) ?? "n/a"}`,
     `failures remembered: ${stats.failures}; successes remembered: ${stats.successes}`,
     `total LLM cost: ${usd(stats.totalCostUsd)}`,
+    ...(Object.keys(stats.usageByRole).length
+      ? [`cost by role: ${Object.entries(stats.usageByRole).map(([role, u]) => `${printable(role)} ${usd(u.costUsd)} (${u.calls} calls, ${u.inputTokens}+${u.outputTokens} tokens)`).join(", ")}`]
+      : []),
     `memory back end: ${stats.backend}`,
     "",
   ].join("\n");

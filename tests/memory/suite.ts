@@ -180,7 +180,9 @@ export function memorySuite(test: TestWithFresh): void {
       expect(r.successes[0]).toMatchObject({ taskId: "s1", goal: GOAL_A, files });
       expect(r.successes[0]!.similarity).toBeCloseTo(1, 5);
 
-      const task = { v: 1 as const, goal: GOAL_A, language: "python" as const, stopReason: "passed", usage, durationMs: 1234, scripted: true };
+      const plan = { ...usage, calls: 1, inputTokens: 100, outputTokens: 10, costUsd: 0.05 };
+      const build = { ...usage, calls: 2, inputTokens: 300, outputTokens: 40, costUsd: 0.2 };
+      const task = { v: 1 as const, goal: GOAL_A, language: "python" as const, stopReason: "passed", usage, usageByRole: { plan, build }, durationMs: 1234, scripted: true };
       await store.recordTask({ ...task, taskId: "t1", status: "passed", iterations: 2, finishedAt: "2025-01-01T10:00:00Z" });
       await store.recordTask({ ...task, taskId: "t2", status: "failed", stopReason: "max_iterations", iterations: 5, finishedAt: "2025-01-02T10:00:00Z" });
       await store.recordTask({ ...task, taskId: "t3", status: "passed", iterations: 4, finishedAt: "2025-01-03T10:00:00Z" });
@@ -195,6 +197,11 @@ export function memorySuite(test: TestWithFresh): void {
         successes: 2,
         meanIterationsToPass: 3,
         totalCostUsd: 0.75,
+        // Per role, summed over the three tasks.
+        usageByRole: {
+          build: { ...build, calls: 6, inputTokens: 900, outputTokens: 120, costUsd: expect.closeTo(0.6, 9), latencyMs: build.latencyMs * 3 },
+          plan: { ...plan, calls: 3, inputTokens: 300, outputTokens: 30, costUsd: expect.closeTo(0.15, 9), latencyMs: plan.latencyMs * 3 },
+        },
         backend: f.backend,
       });
     } finally {
@@ -263,8 +270,8 @@ export function memorySuite(test: TestWithFresh): void {
       } finally {
         client.release();
       }
-      const migrations = await db.pool.query("SELECT name FROM loopsmith.memory_migrations");
-      expect(migrations.rows.map((r: { name: string }) => r.name)).toEqual(["1767225600000_memory-init"]);
+      const migrations = await db.pool.query("SELECT name FROM loopsmith.memory_migrations ORDER BY run_on, id");
+      expect(migrations.rows.map((r: { name: string }) => r.name)).toEqual(["1767225600000_memory-init", "1767312000000_usage-by-role"]);
     } finally {
       await db.close();
     }

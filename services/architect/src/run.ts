@@ -203,6 +203,7 @@ export class TaskRun {
         stopReason: reason,
         iterations: s.iteration,
         usage: s.usage.total,
+        usageByRole: s.usage.byRole,
         durationMs: result.durationMs,
         scripted: s.scripted,
         finishedAt: new Date().toISOString(),

@@ -42,6 +42,7 @@ export function rowToTaskRecord(row: Row): TaskRecord {
     stopReason: str(row.stop_reason),
     iterations: num(row.iterations),
     usage: row.usage as Usage,
+    usageByRole: (row.usage_by_role ?? {}) as Record<string, Usage>,
     durationMs: num(row.duration_ms),
     scripted: row.scripted === true,
     finishedAt: finished.toISOString(),

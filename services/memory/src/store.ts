@@ -16,6 +16,7 @@ import {
   SuccessRecord,
   Reflection,
   TaskRecord,
+  Usage,
   type Config,
   type Failures,
   type History,
@@ -271,13 +272,13 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
       await withDb("record the task", () =>
         db.pool.query(
           `INSERT INTO loopsmith.tasks
-             (task_id, goal, language, status, stop_reason, iterations, usage, cost_usd, duration_ms, scripted, finished_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11::timestamptz)
+             (task_id, goal, language, status, stop_reason, iterations, usage, cost_usd, duration_ms, scripted, finished_at, usage_by_role)
+           VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11::timestamptz, $12::jsonb)
            ON CONFLICT (task_id) DO UPDATE SET
              goal = EXCLUDED.goal, language = EXCLUDED.language, status = EXCLUDED.status,
              stop_reason = EXCLUDED.stop_reason, iterations = EXCLUDED.iterations, usage = EXCLUDED.usage,
              cost_usd = EXCLUDED.cost_usd, duration_ms = EXCLUDED.duration_ms, scripted = EXCLUDED.scripted,
-             finished_at = EXCLUDED.finished_at, recorded_at = now()`,
+             finished_at = EXCLUDED.finished_at, usage_by_role = EXCLUDED.usage_by_role, recorded_at = now()`,
           [
             rec.taskId,
             rec.goal,
@@ -290,6 +291,7 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
             rec.durationMs,
             rec.scripted,
             new Date(rec.finishedAt).toISOString(),
+            JSON.stringify(rec.usageByRole),
           ],
         ),
       );
@@ -300,7 +302,7 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
       const req = parse(HistoryRequest, input, "history request");
       const { rows } = await withDb("read the task history", () =>
         db.pool.query(
-          `SELECT task_id, goal, language, status, stop_reason, iterations, usage, duration_ms, scripted, finished_at
+          `SELECT task_id, goal, language, status, stop_reason, iterations, usage, usage_by_role, duration_ms, scripted, finished_at
              FROM loopsmith.tasks ORDER BY finished_at DESC, recorded_at DESC LIMIT $1`,
           [req.limit],
         ),
@@ -355,6 +357,19 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
       );
       const r = rows[0];
       if (!r) throw new LoopsmithError("db_error", "memory could not compute statistics: no row came back");
+      const byRole = await withDb("sum usage by role", () =>
+        db.pool.query<{ role: string; usage: Record<string, number> }>(
+          `SELECT r.key AS role,
+                  jsonb_build_object(
+                    'calls', sum((r.value->>'calls')::bigint), 'inputTokens', sum((r.value->>'inputTokens')::bigint),
+                    'outputTokens', sum((r.value->>'outputTokens')::bigint), 'cacheReadTokens', sum((r.value->>'cacheReadTokens')::bigint),
+                    'cacheWriteTokens', sum((r.value->>'cacheWriteTokens')::bigint), 'costUsd', sum((r.value->>'costUsd')::float8),
+                    'latencyMs', sum((r.value->>'latencyMs')::float8)) AS usage
+             FROM loopsmith.tasks t, jsonb_each(t.usage_by_role) r
+            GROUP BY r.key ORDER BY r.key`,
+        ),
+      );
+      const usageByRole = Object.fromEntries(byRole.rows.map((x) => [x.role, Usage.parse(Object.fromEntries(Object.entries(x.usage).map(([k, v]) => [k, Number(v)])))]));
       return {
         tasks: Number(r.tasks),
         passed: Number(r.passed),
@@ -362,6 +377,7 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
         successes: Number(r.successes),
         meanIterationsToPass: r.mean_iterations,
         totalCostUsd: r.cost ?? 0,
+        usageByRole,
         backend: db.backend,
       };
     },

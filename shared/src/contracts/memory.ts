@@ -97,6 +97,8 @@ export const TaskRecord = z.object({
   stopReason: z.string(),
   iterations: z.number().int().nonnegative(),
   usage: Usage,
+  /** The same usage per LLM role (`plan`, `build`, …), each at its own model's price. */
+  usageByRole: z.record(z.string(), Usage).default({}),
   durationMs: z.number().nonnegative(),
   scripted: z.boolean(),
   finishedAt: z.string(),
@@ -149,6 +151,8 @@ export const MemoryStats = z.object({
   successes: z.number().int(),
   meanIterationsToPass: z.number().nullable(),
   totalCostUsd: z.number(),
+  /** Tokens, calls and USD summed per LLM role over every task recorded. */
+  usageByRole: z.record(z.string(), Usage).default({}),
   backend: z.enum(["postgres", "pglite"]),
 });
 export type MemoryStats = z.infer<typeof MemoryStats>;
