@@ -8,13 +8,10 @@ import { appendFileSync, mkdirSync, openSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { LABEL as SANDBOX_LABEL, LABEL_HOST as SANDBOX_HOST_LABEL } from "@loopsmith/executor";
 
 const run = promisify(execFile);
 
-/** Label every sandbox container carries (the executor's instance id). */
-export const SANDBOX_LABEL = "org.loopsmith.executor";
-/** Label naming the host of the executor that made a sandbox (in compose: its container id). */
-export const SANDBOX_HOST_LABEL = "org.loopsmith.executor.host";
 
 /** A compose project driven by the bench. */
 export interface Project {

@@ -8,7 +8,7 @@ import { busSteps } from "./steps.js";
 
 export { startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
 export { createPlanner, type Planner } from "./planner.js";
-export { runLoop, finalState, workspaceFiles, verdictFiles, fallbackPlan, RetryLater, type VerdictFiles } from "./loop.js";
+export { runLoop, finalState, verdictFiles, fallbackPlan, RetryLater, type VerdictFiles } from "./loop.js";
 export { busSteps, type LoopIO, type Steps } from "./steps.js";
 export { TaskState, initialState, addStepUsage, kvStateStore, type StateStore } from "./state.js";
 export { errorTextOf, failingTests, outputOf } from "./failure.js";

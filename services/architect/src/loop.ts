@@ -13,7 +13,7 @@ import type { TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
 
 export { MAX_SANDBOX_ERRORS, RetryLater } from "./run.js";
-export { CHECKPOINT_OUTPUT_CHARS, fallbackPlan, finalState, forCheckpoint, verdictFiles, workspaceFiles, type VerdictFiles } from "./verdict.js";
+export { CHECKPOINT_OUTPUT_CHARS, fallbackPlan, finalState, forCheckpoint, verdictFiles, type VerdictFiles } from "./verdict.js";
 
 const PHASES: Record<Exclude<Phase, "score" | "done">, (run: TaskRun) => Promise<PhaseOutcome>> = {
   recall: recallPhase,

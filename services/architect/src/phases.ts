@@ -3,7 +3,7 @@
  * `run.go(next)`; it returns a final state when the task stops, or nothing to go on.
  * RECALL → PLAN → BUILD → GATE → REVIEW? → EXECUTE → (pass: stop) | (fail: REMEMBER → REFLECT → BUILD …)
  */
-import { LoopsmithError, type FailureBrief, type Plan } from "@loopsmith/shared";
+import { LoopsmithError, testSummary, type FailureBrief, type Plan } from "@loopsmith/shared";
 import { briefFromError, briefFromExecution, briefFromFindings, errorTextOf } from "./failure.js";
 import { MAX_SANDBOX_ERRORS, type TaskRun } from "./run.js";
 import type { TaskState } from "./state.js";
@@ -124,7 +124,7 @@ export async function executePhase(run: TaskRun): Promise<PhaseOutcome> {
   run.s = { ...run.s, sandboxErrors: 0, lastExecution: forCheckpoint(result) };
   const failing = result.tests.filter((t) => t.status === "failed" || t.status === "error").map((t) => t.name);
   const shown = failing.slice(0, 20);
-  await run.emit("step", `iteration ${run.s.iteration}: ${result.status}${failing.length ? `; failing tests: ${shown.join(", ")}${failing.length > shown.length ? ` and ${failing.length - shown.length} more` : ""}` : ""} (${result.summary?.total ?? result.tests.length} tests, ${Math.round(result.durationMs)} ms)`, {
+  await run.emit("step", `iteration ${run.s.iteration}: ${result.status}${failing.length ? `; failing tests: ${shown.join(", ")}${failing.length > shown.length ? ` and ${failing.length - shown.length} more` : ""}` : ""} (${testSummary(result).total} tests, ${Math.round(result.durationMs)} ms)`, {
     phase: "execute",
     data: { status: result.status, failingTests: shown, summary: result.summary, tests: result.tests.slice(0, 100).map((t) => ({ name: t.name, status: t.status })) },
   });

@@ -55,13 +55,6 @@ export function verdictFiles(s: TaskState, opts: { generatedTests?: boolean } = 
   return { files: [...byPath.values()], ignored: [...new Set(ignored)], ...(tests.length ? { tests: [...new Set(tests)] } : {}) };
 }
 
-/** The files an execution gets (see {@link verdictFiles}), plus `extra` last. */
-export function workspaceFiles(s: TaskState, extra: FileChange[] = []): FileChange[] {
-  const byPath = new Map<string, FileChange>();
-  for (const f of [...verdictFiles(s).files, ...extra]) byPath.set(f.path, f);
-  return [...byPath.values()];
-}
-
 /** A plan made from the task alone, used when the planner's reply could not be read. */
 export function fallbackPlan(s: TaskState): Plan {
   const firstLine = s.task.goal.split("\n").find((l) => l.trim()) ?? s.task.goal;

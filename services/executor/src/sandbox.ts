@@ -15,7 +15,7 @@ import type { StopReason } from "./outcome.js";
 
 /** Label every executor container carries; its value is the executor's instance id. */
 export const LABEL = "org.loopsmith.executor";
-/** Labels naming the host and process that own a container (for leftover cleanup). */
+/** Labels naming the host and process that own a container (for people and tools; leftover cleanup does not use them, see leftovers.ts). */
 export const LABEL_HOST = "org.loopsmith.executor.host";
 export const LABEL_PID = "org.loopsmith.executor.pid";
 
@@ -63,10 +63,8 @@ export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions 
     User: "0:0",
     WorkingDir: "/workspace",
     Hostname: "sandbox",
-    // The supervisor's own environment (the command gets an allowlist, commands.ts). Node
-    // refuses seteuid() while libuv may use io_uring (CVE-2024-22017); the sandbox's
-    // seccomp profile denies io_uring anyway.
-    Env: ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "UV_USE_IO_URING=0"],
+    // The supervisor's own environment (the command gets an allowlist, commands.ts).
+    Env: ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"],
     Labels: spec.labels,
     NetworkDisabled: true,
     OpenStdin: true,
