@@ -43,6 +43,8 @@ const BY_ERROR_CODE: Readonly<Record<ErrorCode, ExitCode>> = {
   not_found: ExitCode.usage,
   config_invalid: ExitCode.usage,
   workspace_invalid: ExitCode.usage,
+  command_not_found: ExitCode.usage,
+  repo_invalid: ExitCode.usage,
   llm_auth: ExitCode.usage,
   budget_exceeded: ExitCode.failed,
   cancelled: ExitCode.interrupted,

@@ -26,6 +26,8 @@ export const ErrorCode = z.enum([
   "db_error",
   "cancelled",
   "config_invalid",
+  "command_not_found", // repo mode: the test or setup command does not exist in the sandbox
+  "repo_invalid", // repo mode: not a git work tree, a bare repository, an unknown base, a dirty tree with --apply
   "internal",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
@@ -47,6 +49,8 @@ export const RETRYABLE_BY_DEFAULT: Readonly<Record<ErrorCode, boolean>> = {
   db_error: true,
   cancelled: false,
   config_invalid: false,
+  command_not_found: false,
+  repo_invalid: false,
   internal: false,
 };
 

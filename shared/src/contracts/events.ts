@@ -3,6 +3,7 @@ import { z } from "zod";
 import { ErrorData } from "../errors.js";
 import { FileChange, TaskId, Usage, V1 } from "./common.js";
 import { ExecutionStatus, TestCase } from "./execution.js";
+import { RepoChange } from "./repo.js";
 
 /** Why a task stopped. */
 export const StopReason = z.enum([
@@ -12,11 +13,13 @@ export const StopReason = z.enum([
   "stuck", // the same error signature N times in a row (circuit breaker)
   "cancelled",
   "error", // an unrecoverable error outside the candidate (configuration, auth, …)
+  "needs_approval", // repo mode, policy `ask`: the candidate changes dependencies; a person decides
 ]);
 export type StopReason = z.infer<typeof StopReason>;
 
 /** Phases of one iteration, in loop order. */
 export const Phase = z.enum([
+  "prepare", // repo mode: the base tree, the commands, the baseline run
   "recall",
   "plan",
   "build",
@@ -61,6 +64,8 @@ export const TaskResult = z.object({
   durationMs: z.number().nonnegative(),
   error: ErrorData.optional(),
   message: z.string(),
+  /** Repo mode: the change against the base commit (also when the task did not pass). */
+  repo: RepoChange.optional(),
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 

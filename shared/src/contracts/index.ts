@@ -1,4 +1,5 @@
 export * from "./common.js";
+export * from "./repo.js";
 export * from "./task.js";
 export * from "./plan.js";
 export * from "./execution.js";

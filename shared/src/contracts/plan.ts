@@ -1,13 +1,14 @@
 /** Planning and reflection: what the architect's LLM roles produce. */
 import { z } from "zod";
 import { FileChange, StepHeader } from "./common.js";
+import { Edit } from "./repo.js";
 
 /** A plan: acceptance criteria from the goal, steps, and the files to write. */
 export const Plan = z.object({
   summary: z.string().min(1).max(4_000),
   acceptanceCriteria: z.array(z.string().max(1_000)).max(30),
   steps: z.array(z.string().max(1_000)).max(30),
-  /** Workspace-relative paths the builder should produce. */
+  /** Workspace-relative paths the builder should produce (repo mode: the files to read in full and change). */
   files: z.array(z.string().max(255)).max(50),
 });
 export type Plan = z.infer<typeof Plan>;
@@ -20,12 +21,24 @@ export const Reflection = z.object({
 });
 export type Reflection = z.infer<typeof Reflection>;
 
-/** A candidate: the builder's files and, where the task had none, generated tests. */
-export const Candidate = z.object({
-  files: z.array(FileChange).min(1).max(50),
-  tests: z.array(FileChange).max(20).default([]),
-  notes: z.string().max(4_000).default(""),
-});
+/**
+ * A candidate: the builder's files and, where the task had none, generated tests. In repo
+ * mode the builder answers with `edits`; the conductor applies them to the base tree and
+ * `files` then holds every changed file in full, `deleted` the removed paths.
+ */
+export const Candidate = z
+  .object({
+    files: z.array(FileChange).max(50).default([]),
+    tests: z.array(FileChange).max(20).default([]),
+    notes: z.string().max(4_000).default(""),
+    /** Repo mode: the builder's search/replace edits, as it sent them. */
+    edits: z.array(Edit).max(50).optional(),
+    /** Repo mode: base paths the edits remove. */
+    deleted: z.array(z.string()).max(500).optional(),
+    /** Repo mode: one line saying what the change does (the commit subject). */
+    summary: z.string().max(500).optional(),
+  })
+  .refine((c) => c.files.length > 0 || (c.edits?.length ?? 0) > 0, { message: "a candidate needs at least one file or edit", path: ["files"] });
 export type Candidate = z.infer<typeof Candidate>;
 
 /** One finding of the gate or the review. */

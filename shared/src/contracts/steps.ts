@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { Budget, FileChange, Language, StepHeader, Usage } from "./common.js";
 import { Recall } from "./memory.js";
+import { RepoBrief } from "./repo.js";
 import { Candidate, Finding, GateResult, Plan, Reflection, Review } from "./plan.js";
 
 /** Which provider answered, so every output can say whether a model was involved. */
@@ -21,6 +22,8 @@ export const TaskBrief = z.object({
   language: Language,
   files: z.array(FileChange),
   acceptanceTests: z.array(FileChange),
+  /** Repo mode: the map and the picked files (the builder then answers with edits). */
+  repo: RepoBrief.optional(),
 });
 export type TaskBrief = z.infer<typeof TaskBrief>;
 

@@ -1,6 +1,7 @@
 /** The task a user submits, and its limits. */
 import { z } from "zod";
 import { FileChange, Language, TaskId, V1 } from "./common.js";
+import { RepoSpec } from "./repo.js";
 
 /** Per-task limits. Every field has a documented default. */
 export const TaskLimits = z.object({
@@ -40,6 +41,12 @@ export const Task = z.object({
   files: z.array(FileChange).max(200).default([]),
   acceptanceTests: z.array(FileChange).max(200).default([]),
   hiddenTests: z.array(FileChange).max(200).default([]),
+  /**
+   * Repo mode: change this repository (its snapshot is in the object store) instead of an
+   * inline workspace; `files`/`acceptanceTests` are then unused, the repository's own test
+   * command is the verdict.
+   */
+  repo: RepoSpec.optional(),
   /** Run the review step (LLM) before executing. @defaultValue false */
   review: z.boolean().default(false),
   limits: TaskLimits.default(TaskLimits.parse({})),

@@ -1,0 +1,121 @@
+/**
+ * Repo mode: a task that changes an existing git repository. The client resolves the base
+ * commit and puts a snapshot of its tracked files (a tar, no `.git`, nothing ignored) in the
+ * `loopsmith-repos` object store; every service reads the tree from there, so the stack never
+ * needs the user's checkout. The builder answers with search/replace edits, not whole files.
+ */
+import { z } from "zod";
+import { FileChange, RelativePath } from "./common.js";
+
+/** A full git object id (SHA-1, 40 hex; SHA-256, 64 hex), lower case. */
+export const CommitId = z.string().regex(/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/, "a full commit id (40 or 64 lower-case hex digits)");
+export type CommitId = z.infer<typeof CommitId>;
+
+/**
+ * What to do with a candidate that changes a dependency manifest (`requirements*.txt`,
+ * `pyproject.toml`, `setup.py`, `setup.cfg`, `package.json`, lock files):
+ * `reject` blocks it at the gate (the builder is told why); `ask` stops the task with the
+ * change shown (`needs_approval`) so a person decides; `allow` runs it, with a setup layer
+ * built for the changed manifests.
+ */
+export const DependencyPolicy = z.enum(["reject", "ask", "allow"]);
+export type DependencyPolicy = z.infer<typeof DependencyPolicy>;
+
+/** Name of the object that holds the snapshot of `commit` in the `loopsmith-repos` store. */
+export function snapshotName(commit: string): string {
+  return `tree-${commit}.tar`;
+}
+
+/** The repository a task works on. */
+export const RepoSpec = z.object({
+  /** The commit the task starts from, resolved by the client (never a branch name). */
+  baseCommit: CommitId,
+  /**
+   * Object in the `loopsmith-repos` object store: a POSIX tar of the tracked files at
+   * `baseCommit`, paths relative to the repository root. By convention {@link snapshotName}.
+   */
+  snapshot: z.string().min(1).max(255),
+  /** A label for reports: the repository's directory name or URL. */
+  name: z.string().max(500).optional(),
+  /**
+   * The repository's own test command, run with `sh -c` at the workspace root in the sandbox,
+   * network off. Absent: detected from the tree (`pytest -q` / `npm test`).
+   */
+  testCommand: z.string().min(1).max(4_000).optional(),
+  /**
+   * Installs the dependencies, once per base commit (and manifest content), network limited
+   * to the package registries. Absent: detected (`pip install -e .` / `npm ci`); `""` skips it.
+   */
+  setupCommand: z.string().max(4_000).optional(),
+  /** @defaultValue "reject" */
+  dependencies: DependencyPolicy.default("reject"),
+  /** Token budget of the repo map in a prompt (about 4 characters a token). @defaultValue 2048 */
+  mapTokens: z.number().int().min(256).max(32_000).default(2_048),
+});
+export type RepoSpec = z.infer<typeof RepoSpec>;
+
+/**
+ * One search/replace edit. `search` is exact text of the file that must occur exactly once;
+ * it becomes `replace`. An empty `search` creates the file (which must not exist) with
+ * `replace` as its content; `delete: true` removes the file.
+ */
+export const Edit = z.object({
+  path: RelativePath,
+  search: z.string().max(200_000).default(""),
+  replace: z.string().max(500_000).default(""),
+  delete: z.boolean().default(false),
+});
+export type Edit = z.infer<typeof Edit>;
+
+/** The builder's reply in repo mode. `summary` becomes the commit message's first line. */
+export const EditReply = z.object({
+  summary: z.string().min(1).max(500),
+  edits: z.array(Edit).min(1).max(50),
+  notes: z.string().max(4_000).default(""),
+});
+export type EditReply = z.infer<typeof EditReply>;
+
+/** Why an edit could not be applied. */
+export const EditFailureReason = z.enum([
+  "not_found", // `search` is not in the file
+  "ambiguous", // `search` occurs more than once
+  "missing_file", // the file to edit or delete does not exist
+  "file_exists", // an empty `search` names a file that exists
+  "path_escape", // the path leaves the repository (`..`, absolute, through a symlink) or enters `.git`
+]);
+export type EditFailureReason = z.infer<typeof EditFailureReason>;
+
+/** A typed edit failure, fed back to the builder. `nearest` quotes the closest lines of the file. */
+export const EditFailure = z.object({
+  index: z.number().int().nonnegative(),
+  path: z.string(),
+  reason: EditFailureReason,
+  message: z.string(),
+  nearest: z.string().optional(),
+});
+export type EditFailure = z.infer<typeof EditFailure>;
+
+/** The repository as a prompt sees it: the map, and the files the planner picked, in full. */
+export const RepoBrief = z.object({
+  name: z.string().optional(),
+  /** The ranked repo map, cut to the task's `mapTokens`. */
+  map: z.string(),
+  /** Full text of the picked files (and of the failing tests' files). */
+  files: z.array(FileChange),
+  testCommand: z.string(),
+  /** Tests failing at the base commit, before any change. */
+  failingAtBase: z.array(z.string()).default([]),
+});
+export type RepoBrief = z.infer<typeof RepoBrief>;
+
+/** The change a repo-mode task made, in its result. */
+export const RepoChange = z.object({
+  baseCommit: CommitId,
+  /** Unified diff against `baseCommit` (`git apply` reads it), `a/` and `b/` prefixes. */
+  patch: z.string(),
+  /** The model's one-line summary of the change (the commit message's subject). */
+  summary: z.string(),
+  changed: z.array(z.string()),
+  deleted: z.array(z.string()),
+});
+export type RepoChange = z.infer<typeof RepoChange>;

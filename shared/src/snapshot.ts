@@ -1,0 +1,166 @@
+/**
+ * Repository snapshots: the tracked files of one commit as a tar (what `git archive` writes),
+ * kept in the JetStream object store `loopsmith-repos` under {@link snapshotName}. The client
+ * puts it; the architect and the executor read it and keep an extracted copy on disk, one
+ * directory per commit, so no service needs the user's checkout and nothing of `.git` or of
+ * the ignored files travels.
+ */
+import { mkdir, mkdtemp, rename, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { dirname, join, posix } from "node:path";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { nanos } from "@nats-io/transport-node";
+import { Objm, StorageType, type ObjectStore } from "@nats-io/obj";
+import { extract } from "tar-stream";
+import { LoopsmithError } from "./errors.js";
+
+/** The object store bucket that holds snapshots. */
+export const REPOS_BUCKET = "loopsmith-repos";
+/** How long a snapshot is kept after it was put, in ms (7 days, like the events). */
+export const SNAPSHOT_TTL_MS = 7 * 24 * 3600_000;
+/** Largest snapshot accepted, in bytes (512 MiB). */
+export const MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024;
+
+/** Opens (creating when missing) the snapshot store. */
+export async function openSnapshots(nc: NatsConnection): Promise<ObjectStore> {
+  const objm = new Objm(nc);
+  try {
+    return await objm.open(REPOS_BUCKET);
+  } catch {
+    return objm.create(REPOS_BUCKET, { storage: StorageType.File, ttl: nanos(SNAPSHOT_TTL_MS), description: "loopsmith repository snapshots (tar of a commit's tracked files)" });
+  }
+}
+
+/**
+ * Puts a snapshot unless one of that name is already stored (names are content-addressed by
+ * commit, so an existing one is the same tree).
+ * @returns true when it was uploaded, false when it was already there
+ * @throws LoopsmithError `bad_request` over {@link MAX_SNAPSHOT_BYTES}; `unavailable` when the store fails
+ */
+export async function putSnapshot(nc: NatsConnection, name: string, tar: Uint8Array): Promise<boolean> {
+  if (tar.byteLength > MAX_SNAPSHOT_BYTES) {
+    throw new LoopsmithError("bad_request", `the repository snapshot is ${Math.round(tar.byteLength / 1048576)} MiB, over the ${MAX_SNAPSHOT_BYTES / 1048576} MiB limit`);
+  }
+  try {
+    const os = await openSnapshots(nc);
+    const info = await os.info(name);
+    if (info && !info.deleted && info.size === tar.byteLength) return false;
+    await os.putBlob({ name }, tar);
+    return true;
+  } catch (err) {
+    throw new LoopsmithError("unavailable", `cannot store the repository snapshot ${name}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * Reads a snapshot's bytes.
+ * @throws LoopsmithError `not_found` when the store has no such object (expired or never put);
+ *   `unavailable` when the store fails
+ */
+export async function getSnapshot(nc: NatsConnection, name: string): Promise<Uint8Array> {
+  let data: Uint8Array | null;
+  try {
+    data = await (await openSnapshots(nc)).getBlob(name);
+  } catch (err) {
+    throw new LoopsmithError("unavailable", `cannot read the repository snapshot ${name}: ${(err as Error).message}`, { cause: err });
+  }
+  if (!data) throw new LoopsmithError("not_found", `the repository snapshot ${name} is not in the ${REPOS_BUCKET} store (expired after 7 days, or never uploaded): submit the task again from the repository`);
+  return data;
+}
+
+/** What {@link extractTar} wrote. */
+export interface ExtractedTree {
+  /** Regular files, workspace-relative, sorted. */
+  files: string[];
+  /** Symbolic links, workspace-relative (kept as links; readers must not follow them). */
+  symlinks: string[];
+  /** Bytes of the regular files. */
+  bytes: number;
+}
+
+/** A tar member path made safe: relative, normalised, no `..`, no `.git`; undefined to skip it. */
+function safeMember(name: string): string | undefined {
+  const p = posix.normalize(name.replace(/^\.\/+/, "")).replace(/\/+$/, "");
+  if (!p || p === "." || p.startsWith("/") || p.startsWith("../") || p === ".." || p.includes("\0")) return undefined;
+  if (p.split("/").some((seg) => seg === ".git" || seg === "..")) return undefined;
+  return p;
+}
+
+/**
+ * Extracts a snapshot into `dir` (which must not exist): regular files with their mode's
+ * execute bit, directories, and symbolic links as links. Members outside the tree (absolute,
+ * `..`) or inside `.git` are skipped; other member types (devices, hard links) are skipped.
+ * @throws LoopsmithError `bad_request` when the bytes are not a tar archive
+ */
+export async function extractTar(tar: Uint8Array, dir: string): Promise<ExtractedTree> {
+  const out: ExtractedTree = { files: [], symlinks: [], bytes: 0 };
+  await mkdir(dir, { recursive: true });
+  const ex = extract();
+  const done = (async () => {
+    for await (const entry of ex) {
+      const h = entry.header;
+      const rel = safeMember(h.name);
+      const chunks: Buffer[] = [];
+      for await (const c of entry) chunks.push(c as Buffer);
+      if (!rel) continue;
+      const target = join(dir, rel);
+      if (h.type === "directory") {
+        await mkdir(target, { recursive: true });
+      } else if (h.type === "file" || h.type === "contiguous-file") {
+        await mkdir(dirname(target), { recursive: true });
+        const body = Buffer.concat(chunks);
+        await writeFile(target, body, { mode: (h.mode ?? 0o644) & 0o111 ? 0o755 : 0o644 });
+        out.files.push(rel);
+        out.bytes += body.byteLength;
+      } else if (h.type === "symlink" && h.linkname) {
+        await mkdir(dirname(target), { recursive: true });
+        await symlink(h.linkname, target);
+        out.symlinks.push(rel);
+      }
+    }
+  })();
+  try {
+    ex.end(Buffer.from(tar.buffer, tar.byteOffset, tar.byteLength));
+    await done;
+  } catch (err) {
+    throw new LoopsmithError("bad_request", `the repository snapshot is not a readable tar archive: ${(err as Error).message}`, { cause: err });
+  }
+  out.files.sort();
+  out.symlinks.sort();
+  return out;
+}
+
+const inFlight = new Map<string, Promise<string>>();
+
+/**
+ * The snapshot extracted under `cacheDir/<name without .tar>/`, fetched and extracted once per
+ * process and name (concurrent callers share the work; the directory appears atomically, by
+ * rename, so a crash never leaves a half tree that looks complete).
+ * @returns the directory
+ * @throws LoopsmithError as {@link getSnapshot} and {@link extractTar}
+ */
+export async function materializeSnapshot(nc: NatsConnection, name: string, cacheDir: string): Promise<string> {
+  const dir = join(cacheDir, name.replace(/\.tar$/, ""));
+  const existing = inFlight.get(dir);
+  if (existing) return existing;
+  const work = (async () => {
+    if (await stat(dir).then(() => true, () => false)) return dir;
+    await mkdir(cacheDir, { recursive: true });
+    const tmp = await mkdtemp(join(cacheDir, ".partial-"));
+    try {
+      await extractTar(await getSnapshot(nc, name), join(tmp, "tree"));
+      await rename(join(tmp, "tree"), dir).catch(async (err: NodeJS.ErrnoException) => {
+        // Another process won the race: its tree is the same commit.
+        if (err.code !== "ENOTEMPTY" && err.code !== "EEXIST") throw err;
+      });
+      return dir;
+    } finally {
+      await rm(tmp, { recursive: true, force: true });
+    }
+  })();
+  inFlight.set(dir, work);
+  try {
+    return await work;
+  } finally {
+    inFlight.delete(dir);
+  }
+}
