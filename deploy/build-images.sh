@@ -17,10 +17,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 work="${LOOPSMITH_ROOTFS_DIR:-/var/tmp/loopsmith-rootfs}"
 suite=trixie
 force=0
+check=0
 wanted=()
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
+    --check) check=1 ;;
     nats|postgres|python|node) wanted+=("$arg") ;;
     *) echo "build-images: unknown argument $arg" >&2; exit 2 ;;
   esac
@@ -38,7 +40,23 @@ mirror() {
   debian_mirror || { echo "build-images: no Debian mirror found in /etc/apt/sources*" >&2; exit 1; }
 }
 
-need_image() { [ "$force" = 1 ] || ! docker image inspect "$1" >/dev/null 2>&1; }
+# The content version of each image, as its org.loopsmith.version label says (an image built
+# before the label existed is version 1). A present image of an older version is rebuilt.
+# python 2: python3-pip (repo mode's setup phase); node 2: npm (`npm test`, `npm ci`).
+declare -A VERSION=([nats]=1 [postgres]=1 [python]=2 [node]=2)
+kind_of() {
+  case "$1" in
+    "$NATS_IMAGE") echo nats ;; "$POSTGRES_IMAGE") echo postgres ;;
+    "$PYTHON_IMAGE") echo python ;; "$NODE_IMAGE") echo node ;;
+  esac
+}
+need_image() {
+  [ "$force" = 1 ] && return 0
+  docker image inspect "$1" >/dev/null 2>&1 || return 0
+  local have; have=$(docker image inspect -f '{{ index .Config.Labels "org.loopsmith.version" }}' "$1" 2>/dev/null)
+  [ -n "$have" ] && [ "$have" != "<no value>" ] || have=1
+  [ "$have" != "${VERSION[$(kind_of "$1")]}" ]
+}
 
 ensure_debootstrap() {
   command -v debootstrap >/dev/null 2>&1 && return 0
@@ -86,6 +104,7 @@ import() {
   local name=$1 image=$2; shift 2
   local args=()
   for c in "$@"; do args+=(--change "$c"); done
+  args+=(--change "LABEL org.loopsmith.version=${VERSION[$name]}")
   tar -C "$work/$name" -c . | docker import "${args[@]}" - "$image" >/dev/null
   rm -rf "${work:?}/$name"
   echo "build-images: built $image"
@@ -112,7 +131,7 @@ build_postgres() {
 
 build_python() {
   need_image "$PYTHON_IMAGE" || { echo "build-images: $PYTHON_IMAGE exists"; return; }
-  rootfs python python3 python3-pytest python3-hypothesis
+  rootfs python python3 python3-pytest python3-hypothesis python3-pip
   import python "$PYTHON_IMAGE" 'USER 10001:10001' 'WORKDIR /workspace' 'ENV PYTHONDONTWRITEBYTECODE=1' \
     'CMD ["python3"]' 'LABEL org.loopsmith.image=sandbox-python'
 }
@@ -121,7 +140,7 @@ build_node() {
   need_image "$NODE_IMAGE" || { echo "build-images: $NODE_IMAGE exists"; return; }
   # node-typescript: TypeScript runs with no build step through module hooks
   # (node --import /opt/loopsmith/ts-register.mjs), types erased by transpileModule.
-  rootfs node nodejs node-typescript
+  rootfs node nodejs node-typescript npm
   local ts; ts=$(cd "$work/node" && ls usr/share/nodejs/typescript/lib/typescript.js 2>/dev/null || true)
   [ -n "$ts" ] || { echo "build-images: node-typescript did not install typescript.js" >&2; exit 1; }
   install -d -m 0755 "$work/node/opt/loopsmith"
@@ -130,6 +149,15 @@ build_node() {
     'LABEL org.loopsmith.image=sandbox-node'
 }
 
+if [ "$check" = 1 ]; then
+  # --check: exit 1 when an image is missing or older than this script builds (no root needed).
+  for w in "${wanted[@]}"; do
+    case "$w" in nats) i=$NATS_IMAGE ;; postgres) i=$POSTGRES_IMAGE ;; python) i=$PYTHON_IMAGE ;; node) i=$NODE_IMAGE ;; esac
+    case "$i" in loopsmith/*) ;; *) continue ;; esac
+    if need_image "$i"; then echo "build-images: $i is missing or out of date"; exit 1; fi
+  done
+  exit 0
+fi
 if [ "$(id -u)" != "0" ]; then
   echo "build-images: must run as root (debootstrap and chroot)" >&2
   exit 1

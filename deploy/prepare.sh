@@ -29,6 +29,8 @@ for image in "${images[@]}"; do
     esac
   fi
 done
+# An image of ours that is older than deploy/build-images.sh builds (its version label) is rebuilt.
+[ "$missing" = 1 ] || bash deploy/build-images.sh --check >/dev/null || missing=1
 if [ "$missing" = 1 ]; then
   echo "prepare: building images from Debian packages (deploy/build-images.sh)"
   if [ "$(id -u)" != "0" ]; then

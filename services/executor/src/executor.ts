@@ -18,7 +18,7 @@ import {
   type Language,
   type TestCase,
 } from "@loopsmith/shared";
-import { commandEnv, customCommand, defaultCommand, imageOf, kindOf, RESULT_PATH, type ImageKind } from "./commands.js";
+import { commandEnv, imageOf, kindOf, RESULT_PATH, type ImageKind } from "./commands.js";
 import { parseJUnit } from "./junit.js";
 import { removeLeftovers, SWEEP_EVERY_MS } from "./leftovers.js";
 import { Limiter } from "./limiter.js";
@@ -26,7 +26,10 @@ import { verdict } from "./outcome.js";
 import { WarmPool } from "./pool.js";
 import { LABEL, LABEL_HOST, LABEL_PID, Sandbox, STOPPED_REASON, type RawRun, type SandboxSpec } from "./sandbox.js";
 import { loadSeccompProfile } from "./seccomp.js";
+import { planRun, setupField } from "./repo-run.js";
 import { PROBE, selfTest } from "./selftest.js";
+import { SetupLayers } from "./setup.js";
+import { shellOutcome } from "./shell.js";
 import { checkFiles } from "./workspace.js";
 
 /** Options of one run. */
@@ -89,6 +92,18 @@ export interface ExecutorDeps {
   log: Logger;
   /** Image kinds served (self-tested and pooled). @defaultValue ["python", "node"] */
   kinds?: readonly ImageKind[];
+  /**
+   * Repo mode: the extracted base tree of a snapshot, as a directory on this host (service.ts
+   * passes `snapshotLoader(nc, <dataDir>/cache/repos)`). Absent: a request with `base` gets
+   * `sandbox_error`.
+   */
+  loadBase?: (snapshot: string) => Promise<string>;
+  /**
+   * Repo mode's setup layers (setup.ts): the longest a setup command runs, in ms
+   * (@defaultValue 240000), and the environment proxies, registries and `NODE_EXTRA_CA_CERTS`
+   * are read from (@defaultValue process.env).
+   */
+  setup?: { timeoutMs?: number; env?: NodeJS.ProcessEnv };
 }
 
 function sandboxError(reason: string): ExecutionResult {
@@ -110,6 +125,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   const inflight = new Set<AbortController>();
   const idempotent = createIdempotencyCache<DetailedResult>({ ttlMs: IDEMPOTENCY_TTL_MS, maxEntries: IDEMPOTENCY_MAX });
   const pools = new Map<ImageKind, WarmPool>();
+  const layers = new SetupLayers({ docker, log, track: (s) => live.add(s), dispose: (s) => dispose(s), ...deps.setup });
   let starting: Promise<void> | undefined;
   let stopping: Promise<void> | undefined;
   let sweeper: NodeJS.Timeout | undefined;
@@ -186,19 +202,23 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       const result: ExecutionResult = { ...sandboxError(err.message), status: "blocked" };
       return { result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
     }
-    const missing = (req.tests ?? []).filter((t) => !req.files.some((f) => f.path === t));
+    const missing = req.base ? [] : (req.tests ?? []).filter((t) => !req.files.some((f) => f.path === t));
     if (missing.length) {
       const result: ExecutionResult = { ...sandboxError(`the test files to run are not in the workspace: ${missing.join(", ")}`), status: "blocked" };
       return { result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
     }
-    const { argv, runner } = req.command
-      ? { argv: customCommand(req.language, req.command), runner: "custom" as const }
-      : defaultCommand(req.language, req.files, req.tests);
-    const sandbox = await poolOf(req.language).take();
+    const prepared = await planRun(req, { docker, config, log, layers, specFor, ...(deps.loadBase ? { loadBase: deps.loadBase } : {}) }, signal);
+    if ("blocked" in prepared) return { result: { ...sandboxError(prepared.blocked), status: "blocked" }, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
+    if ("error" in prepared) return { result: sandboxError(prepared.error), stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
+    const { plan } = prepared;
+    const pool = poolOf(req.language);
+    // A run with a setup layer mounted needs a container created with the mount.
+    const sandbox = plan.mounts ? await Sandbox.create(docker, { ...pool.spec, memoryBytes: req.memoryMb * MiB, mounts: plan.mounts }) : await pool.take();
+    live.add(sandbox);
     let raw: RawRun;
     try {
       raw = await sandbox.run(
-        { argv, env: commandEnv(req.language), files: req.files, resultPath: RESULT_PATH, resultLimitBytes: RESULT_LIMIT_BYTES },
+        { argv: plan.argv, env: plan.env, files: req.files, ...(plan.archive ? { archive: plan.archive } : {}), resultPath: RESULT_PATH, resultLimitBytes: RESULT_LIMIT_BYTES },
         { timeoutMs: req.timeoutMs, outputLimitBytes: cfg.outputLimitBytes, memoryBytes: req.memoryMb * MiB, signal },
       );
     } finally {
@@ -207,9 +227,8 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     }
     let tests: TestCase[] = [];
     if (raw.trailer?.result) tests = parseJUnit(Buffer.from(raw.trailer.result, "base64").toString("utf8")) ?? [];
-    const summary = summarizeTests(tests);
-    const v = verdict({
-      runner,
+    let v = verdict({
+      runner: plan.runner,
       stopReason: raw.stopReason,
       oomKilled: raw.oomKilled,
       trailer: raw.trailer,
@@ -218,16 +237,25 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       timeoutMs: req.timeoutMs,
       memoryMb: req.memoryMb,
     });
+    const durationMs = raw.trailer?.durationMs ?? raw.wallMs;
+    if (plan.shell !== undefined) {
+      ({ verdict: v, tests } = shellOutcome(v, { shell: plan.shell, tests, stdout: raw.stdout.toString("utf8"), stderr: raw.stderr.toString("utf8"), durationMs }));
+    }
+    if (plan.setup?.status === "failed" && v.status !== "passed") {
+      v = { ...v, reason: `${v.reason ? `${v.reason}; ` : ""}the setup command failed, so the run had no dependency layer` };
+    }
+    const summary = summarizeTests(tests);
     const result: ExecutionResult = {
       status: v.status,
       exitCode: v.exitCode,
-      durationMs: Math.round((raw.trailer?.durationMs ?? raw.wallMs) * 1000) / 1000,
+      durationMs: Math.round(durationMs * 1000) / 1000,
       tests: trimTests(tests, MAX_TESTS_REPORTED),
       summary,
       stdout: raw.stdout.toString("utf8"),
       stderr: raw.stderr.toString("utf8"),
       truncated: raw.truncated,
       ...(v.reason ? { reason: v.reason } : {}),
+      ...(plan.setup ? { setup: setupField(plan.setup) } : {}),
     };
     log.debug({ status: result.status, wallMs: Math.round(performance.now() - started) }, "run finished");
     return { result, stdout: raw.stdout, stderr: raw.stderr };
@@ -287,6 +315,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       limiter.close();
+      layers.close();
       clearInterval(sweeper);
       for (const c of inflight) c.abort(STOPPED_REASON);
       await starting?.catch(() => undefined);

@@ -36,6 +36,13 @@ export interface SandboxSpec {
   /** The seccomp profile as JSON text ({@link loadSeccompProfile}). */
   seccomp: string;
   labels: Record<string, string>;
+  /**
+   * A user-defined Docker network to join (repo mode's setup container only, setup.ts);
+   * absent: no network at all (`NetworkMode: none`), as every sandbox run.
+   */
+  network?: string;
+  /** Volume mounts (repo mode's dependency layer, setup.ts); absent: none. */
+  mounts?: Docker.MountSettings[];
 }
 
 /**
@@ -66,7 +73,7 @@ export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions 
     // The supervisor's own environment (the command gets an allowlist, commands.ts).
     Env: ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"],
     Labels: spec.labels,
-    NetworkDisabled: true,
+    NetworkDisabled: !spec.network,
     OpenStdin: true,
     StdinOnce: true,
     AttachStdin: true,
@@ -74,10 +81,10 @@ export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions 
     AttachStderr: true,
     Tty: false,
     HostConfig: {
-      NetworkMode: "none",
+      NetworkMode: spec.network ?? "none",
       // The host's resolver address is not shown to the sandbox; lookups go to its own loopback.
-      Dns: ["127.0.0.1"],
-      DnsSearch: ["."],
+      ...(spec.network ? {} : { Dns: ["127.0.0.1"], DnsSearch: ["."] }),
+      ...(spec.mounts?.length ? { Mounts: spec.mounts } : {}),
       Memory: spec.memoryBytes,
       MemorySwap: spec.memoryBytes,
       NanoCpus: Math.round(spec.cpus * 1e9),
@@ -119,8 +126,11 @@ export interface RawRun {
   wallMs: number;
 }
 
-/** One run's work: the spec without its per-run secret, and the files of the workspace. */
-export type SandboxWork = Omit<BootSpec, "marker" | "uid" | "deadlineMs"> & { files: readonly FileChange[] };
+/**
+ * One run's work: the spec without its per-run secret, and the files of the workspace, or
+ * (repo mode) the workspace archive already built from disk (`archive`, which then wins).
+ */
+export type SandboxWork = Omit<BootSpec, "marker" | "uid" | "deadlineMs"> & { files: readonly FileChange[]; archive?: Buffer };
 
 /** Options of {@link Sandbox.run}. */
 export interface SandboxRunOptions {
@@ -225,8 +235,8 @@ export class Sandbox {
     if (this.used) throw new LoopsmithError("sandbox_error", "a sandbox container is used for one run only");
     this.used = true;
     if (this.ended) throw new LoopsmithError("sandbox_error", "the sandbox container ended before the run");
-    const { files, ...boot } = work;
-    const archive = await workspaceArchive(files, posix.dirname(work.resultPath));
+    const { files, archive: built, ...boot } = work;
+    const archive = built ?? (await workspaceArchive(files, posix.dirname(work.resultPath)));
     if (opts.memoryBytes !== this.spec.memoryBytes) {
       await this.container.update({ Memory: opts.memoryBytes, MemorySwap: opts.memoryBytes });
     }

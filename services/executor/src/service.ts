@@ -2,12 +2,14 @@
  * The executor as a bus service: `Endpoints.executor.run` over `@nats-io/services`, with
  * the executor started before the endpoint is registered and stopped on shutdown.
  */
+import { join } from "node:path";
 import Docker from "dockerode";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { Endpoints, handle, type Config, type ServiceModule } from "@loopsmith/shared";
 import { createExecutor, type Executor } from "./executor.js";
 import { fitResult } from "./fit.js";
+import { snapshotLoader } from "./repo.js";
 
 /** Dependencies of {@link executorService}; `docker` defaults to the local engine (DOCKER_HOST or the socket). */
 export interface ExecutorServiceDeps {
@@ -24,12 +26,22 @@ const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
 /**
  * The service module for `runService`/`serviceMain`: starts the executor (self-test,
- * leftover cleanup, warm pools) and registers `Endpoints.executor.run`. A reply that would
- * pass the server's `max_payload` keeps the head and tail of stdout and stderr.
+ * leftover cleanup, warm pools) and registers `Endpoints.executor.run`. Repo-mode runs read
+ * their base trees through `deps.nc` (`snapshotLoader`, cached under `<dataDir>/cache/repos`).
+ * A reply that would pass the server's `max_payload` keeps the head and tail of stdout and
+ * stderr.
  * @throws LoopsmithError `sandbox_error` when the executor refuses to start (confinement missing).
  */
 export async function executorService(deps: ExecutorServiceDeps): Promise<ServiceModule> {
-  const executor = deps.executor ?? createExecutor({ docker: deps.docker ?? new Docker(), config: deps.config, log: deps.log });
+  const executor =
+    deps.executor ??
+    createExecutor({
+      docker: deps.docker ?? new Docker(),
+      config: deps.config,
+      log: deps.log,
+      // Repo mode: base trees from the `loopsmith-repos` object store, extracted once per commit.
+      loadBase: snapshotLoader(deps.nc, join(deps.config.dataDir, "cache", "repos")),
+    });
   await executor.start();
   return {
     registrations: [

@@ -1,6 +1,7 @@
 /** Running a command over a workspace in the sandbox. */
 import { z } from "zod";
 import { FileChange, Language, RelativePath, StepHeader } from "./common.js";
+import { CommitId } from "./repo.js";
 
 /**
  * How a run ended.
@@ -12,6 +13,8 @@ import { FileChange, Language, RelativePath, StepHeader } from "./common.js";
  * - `output_limit`: stdout/stderr passed the cap and the run was stopped.
  * - `killed`: ended by a signal other than the above (for example a cancel).
  * - `blocked`: refused before running (static gate, invalid workspace).
+ * - `command_not_found`: the command does not exist in the sandbox (shell exit 127, or exec
+ *   failed); a configuration error, never a test failure.
  * - `sandbox_error`: the infrastructure failed; never counted against the candidate.
  */
 export const ExecutionStatus = z.enum([
@@ -23,6 +26,7 @@ export const ExecutionStatus = z.enum([
   "output_limit",
   "killed",
   "blocked",
+  "command_not_found",
   "sandbox_error",
 ]);
 export type ExecutionStatus = z.infer<typeof ExecutionStatus>;
@@ -37,11 +41,34 @@ export const TestCase = z.object({
 });
 export type TestCase = z.infer<typeof TestCase>;
 
+/**
+ * Repo mode: the base tree a run's `files` overlay, and how to prepare it. The executor reads
+ * the tree from the object store (cached by commit) and never copies `.git` or ignored files.
+ */
+export const ExecutionBase = z.object({
+  /** Object name in the `loopsmith-repos` store (see `snapshotName`). */
+  snapshot: z.string().min(1).max(255),
+  commit: CommitId,
+  /** Base paths the candidate removes. */
+  deleted: z.array(RelativePath).max(500).default([]),
+  /**
+   * Installs dependencies, network limited to the package registries; its result is a layer
+   * reused by every run with the same commit and manifests. Absent or `""`: no setup.
+   */
+  setupCommand: z.string().max(4_000).optional(),
+});
+export type ExecutionBase = z.infer<typeof ExecutionBase>;
+
 /** Ask the executor to run `command` over `files` in a fresh container. */
 export const ExecutionRequest = z.object({
   ...StepHeader,
   language: Language,
-  files: z.array(FileChange).min(1).max(500),
+  /** The workspace (repo mode: the changed files, over `base`; may then be empty). */
+  files: z.array(FileChange).max(500),
+  /** Repo mode: the tree under `files`. */
+  base: ExecutionBase.optional(),
+  /** A command line run with `sh -c` at the workspace root (repo mode's test command), instead of `command`. */
+  shell: z.string().min(1).max(4_000).optional(),
   /** argv inside the container; defaults to the language's test command. */
   command: z.array(z.string()).min(1).max(64).optional(),
   /**
@@ -83,6 +110,21 @@ export const ExecutionResult = z.object({
   truncated: z.boolean(),
   /** Why the run was blocked or errored in the sandbox, when it was. */
   reason: z.string().optional(),
+  /**
+   * Repo mode, when the request's `base.setupCommand` is non-empty: the dependency layer the
+   * run used. `built` by this run, `reused` (built before, or by a concurrent run), `failed`
+   * (this build, or a recent one, failed: the run went on without the layer; `message` says
+   * why), `skipped` (not attempted, `message` says why). `key` is the layer's sha256 (hex);
+   * `durationMs` the time this run spent on it, in ms.
+   */
+  setup: z
+    .object({
+      key: z.string(),
+      status: z.enum(["built", "reused", "failed", "skipped"]),
+      durationMs: z.number().nonnegative(),
+      message: z.string().optional(),
+    })
+    .optional(),
 });
 export type ExecutionResult = z.infer<typeof ExecutionResult>;
 

@@ -1,0 +1,120 @@
+/**
+ * What a run executes, decided before a container is taken: the command (default, argv, or
+ * a `shell` line), its environment, and in repo mode the workspace archive built from the
+ * base tree and the setup layer to mount.
+ */
+import { posix } from "node:path";
+import type Docker from "dockerode";
+import type { Logger } from "pino";
+import { hasCode, type Config, type ExecutionRequest, type ExecutionResult } from "@loopsmith/shared";
+import { commandEnv, customCommand, defaultCommand, kindOf, RESULT_PATH, type ImageKind, type Runner } from "./commands.js";
+import { isManifest, repoArchive, type ArchiveLimits } from "./repo.js";
+import { inodesFor, type SandboxSpec } from "./sandbox.js";
+import { layerEnv, layerMount, setupKey } from "./layer.js";
+import type { SetupLayers, SetupOutcome } from "./setup.js";
+import { PYTEST_ADDOPTS, shellArgv } from "./shell.js";
+
+const MiB = 1024 * 1024;
+/** The setup container's workspace tmpfs is at least this big, MiB (setup.ts gives it as much). */
+const SETUP_TMPFS_MB = 512;
+
+/** How one run goes. */
+export interface RunPlan {
+  argv: string[];
+  runner: Runner;
+  /** The command's whole environment (the allowlist, plus what repo mode adds). */
+  env: Record<string, string>;
+  /** Repo mode: the workspace archive, built from disk. Absent: built from the request's files. */
+  archive?: Buffer;
+  /** The setup layer's mount; a run with mounts needs a container of its own (not a warm one). */
+  mounts?: Docker.MountSettings[];
+  /** The `shell` line of a shell run (its outcome is adjusted by `shellOutcome`). */
+  shell?: string;
+  /** The setup layer's outcome, when the request has a setup command. */
+  setup?: SetupOutcome;
+}
+
+/** A plan, or why the run cannot happen: `blocked` (the request's fault) or `error` (infrastructure). */
+export type Prepared = { plan: RunPlan } | { blocked: string } | { error: string };
+
+/** What {@link planRun} needs from the executor. */
+export interface PlanContext {
+  docker: Docker;
+  config: Config;
+  log: Logger;
+  layers: SetupLayers;
+  /** The sandbox spec of an image kind (the warm pool's). */
+  specFor: (kind: ImageKind) => SandboxSpec;
+  /** The extracted base tree of a snapshot; absent when the executor has no snapshot store. */
+  loadBase?: (snapshot: string) => Promise<string>;
+}
+
+/** The workspace tmpfs of `tmpfsMb` as archive limits (bytes in pages, and inodes). */
+export function limitsOf(tmpfsMb: number): ArchiveLimits {
+  return { maxBytes: tmpfsMb * MiB, maxEntries: inodesFor(tmpfsMb) };
+}
+
+/** The result's `setup` field: the outcome without the volume name. */
+export function setupField(s: SetupOutcome): NonNullable<ExecutionResult["setup"]> {
+  return { key: s.key, status: s.status, durationMs: s.durationMs, ...(s.message ? { message: s.message } : {}) };
+}
+
+/**
+ * Plans a run. Without `base`: the request's files, and `shell` (as `sh -c`, pytest writing
+ * JUnit through `PYTEST_ADDOPTS`), `command` or the language's default command. With
+ * `base`: the base tree from `loadBase`, minus `deleted`, overlaid by `files`, packed from
+ * disk under the workspace tmpfs's limits; then, when `base.setupCommand` is not blank, the
+ * setup layer of its key (built once; a failure leaves the run without it).
+ * @throws LoopsmithError `cancelled` when `signal` aborts while a setup layer is awaited;
+ *   engine errors (inspecting the image)
+ */
+export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: AbortSignal): Promise<Prepared> {
+  const kind = kindOf(req.language);
+  const plan: RunPlan = req.shell
+    ? { argv: shellArgv(req.shell), runner: "custom", env: { ...commandEnv(req.language), PYTEST_ADDOPTS }, shell: req.shell }
+    : req.command
+      ? { argv: customCommand(req.language, req.command), runner: "custom", env: commandEnv(req.language) }
+      : { ...defaultCommand(req.language, req.files, req.tests), env: commandEnv(req.language) };
+  const base = req.base;
+  if (!base) return { plan };
+  if (!ctx.loadBase) return { error: "this executor has no snapshot store (it was created without a NATS connection), so it cannot run over a repository's base tree" };
+  let treeDir: string;
+  try {
+    treeDir = await ctx.loadBase(base.snapshot);
+  } catch (err) {
+    return { error: `cannot read the repository snapshot ${base.snapshot}: ${(err as Error).message}` };
+  }
+  const resultDir = posix.dirname(RESULT_PATH);
+  const tmpfsMb = ctx.config.executor.tmpfsMb;
+  try {
+    const started = performance.now();
+    const built = await repoArchive({ treeDir, deleted: base.deleted, files: req.files }, { resultDir, limits: limitsOf(tmpfsMb), log: ctx.log });
+    ctx.log.debug({ files: built.files, bytes: built.bytes, ms: Math.round(performance.now() - started) }, "repo workspace packed");
+    plan.archive = built.archive;
+    const setupCommand = base.setupCommand ?? "";
+    if (!setupCommand.trim()) return { plan };
+    const spec = ctx.specFor(kind);
+    const imageId = (await ctx.docker.getImage(spec.image).inspect()).Id;
+    const key = setupKey({ imageId, commit: base.commit, setupCommand, manifests: built.manifests });
+    // The layer is a function of its key: the base tree with the changed manifests only.
+    const manifestsOnly = { treeDir, deleted: base.deleted.filter(isManifest), files: req.files.filter((f) => isManifest(f.path)) };
+    const setupLimits = limitsOf(Math.max(tmpfsMb, SETUP_TMPFS_MB));
+    plan.setup = await ctx.layers.ensure({
+      key,
+      kind,
+      spec,
+      setupCommand,
+      memoryMb: req.memoryMb,
+      ...(signal ? { signal } : {}),
+      archive: async (extra) => (await repoArchive(manifestsOnly, { resultDir, limits: setupLimits, extra, log: ctx.log })).archive,
+    });
+    if (plan.setup.volume) {
+      plan.mounts = [layerMount(kind, plan.setup.volume, true)];
+      plan.env = { ...plan.env, ...layerEnv(kind) };
+    }
+    return { plan };
+  } catch (err) {
+    if (hasCode(err, "workspace_invalid")) return { blocked: err.message };
+    throw err;
+  }
+}
