@@ -68,6 +68,7 @@ export const Endpoints = {
     history: endpoint("history", Subjects.memory.history, C.HistoryRequest, C.History),
     failures: endpoint("failures", Subjects.memory.failures, C.FailuresRequest, C.Failures),
     stats: endpoint("stats", Subjects.memory.stats, C.Empty, C.MemoryStats),
+    run: endpoint("run", Subjects.memory.run, C.RunRequest, C.RunPart),
   },
 } as const;
 

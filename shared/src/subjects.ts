@@ -19,6 +19,8 @@ export const Subjects = {
     history: "loopsmith.memory.history",
     failures: "loopsmith.memory.failures",
     stats: "loopsmith.memory.stats",
+    /** One recorded run (task, events, result), in parts. */
+    run: "loopsmith.memory.run",
   },
   /** Task intake (JetStream work queue); the message id is the task id. */
   tasksSubmit: "loopsmith.tasks.submit",

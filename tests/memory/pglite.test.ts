@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { loadConfig } from "@loopsmith/shared";
 import { openMemoryStore } from "@loopsmith/memory";
+import { runsSuite } from "./runs-suite.js";
 import { log, memorySuite, type Fresh } from "./suite.js";
 
 const dirs: string[] = [];
@@ -21,6 +22,7 @@ async function freshDataDir(): Promise<Fresh> {
 
 describe("memory on embedded PGlite", () => {
   memorySuite((name, fn) => it(name, async () => fn(await freshDataDir())));
+  runsSuite((name, fn) => it(name, async () => fn(await freshDataDir())));
 });
 
 describe("embedded PGlite that cannot open", () => {

@@ -4,6 +4,7 @@ import pg from "pg";
 import { randomBytes } from "node:crypto";
 import { loadConfig } from "@loopsmith/shared";
 import { it, type Started } from "../fixtures/index.js";
+import { runsSuite } from "./runs-suite.js";
 import { memorySuite, type Fresh } from "./suite.js";
 
 async function freshDatabase(postgres: Started): Promise<Fresh> {
@@ -22,4 +23,5 @@ async function freshDatabase(postgres: Started): Promise<Fresh> {
 
 describe("memory on PostgreSQL + pgvector", () => {
   memorySuite((name, fn) => it(name, async ({ postgres }) => fn(await freshDatabase(postgres))));
+  runsSuite((name, fn) => it(name, async ({ postgres }) => fn(await freshDatabase(postgres))));
 });

@@ -271,7 +271,7 @@ export function memorySuite(test: TestWithFresh): void {
         client.release();
       }
       const migrations = await db.pool.query("SELECT name FROM loopsmith.memory_migrations ORDER BY run_on, id");
-      expect(migrations.rows.map((r: { name: string }) => r.name)).toEqual(["1767225600000_memory-init", "1767312000000_usage-by-role"]);
+      expect(migrations.rows.map((r: { name: string }) => r.name)).toEqual(["1767225600000_memory-init", "1767312000000_usage-by-role", "1767398400000_runs"]);
     } finally {
       await db.close();
     }

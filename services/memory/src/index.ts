@@ -17,4 +17,6 @@ export {
   type MemoryStoreDeps,
 } from "./store.js";
 export { openDatabase, hnswIndexName, MIGRATIONS_DIR, type Backend, type Database, type OpenDatabaseOptions } from "./db.js";
-export { memoryService, memoryRegistrations, type MemoryServiceDeps } from "./service.js";
+export { memoryService, memoryRegistrations, type MemoryServiceDeps, type RegistrationDeps } from "./service.js";
+export { assembleRun, capEvents, jsonbText, readRun, runPart, saveRun, type ReadEvents } from "./runs.js";
+export { readTaskEvents, type EventsConnection, type ReadTaskEventsOptions } from "./run-events.js";

@@ -3,32 +3,73 @@
  * The typed bus validates requests (garbage gets `bad_request` and never reaches a handler);
  * store failures come back as typed errors (`db_error`, `not_found`) and the service keeps
  * serving. Shutdown closes the store (pool, then socket server, then PGlite).
+ *
+ * A `record_task` that carries the task also records the run: the task's events are read
+ * back from the events stream (this service's NATS connection), a result event is added
+ * from the request's `result` (the conductor publishes it right after), and the run is
+ * stored; `run` serves it back in parts that each fit one NATS message.
  */
 import type { Logger } from "pino";
-import { Endpoints, handle, type Config, type ServiceModule } from "@loopsmith/shared";
+import { Endpoints, handle, type Config, type ServiceModule, type TaskRecord } from "@loopsmith/shared";
 import type { Embedder } from "./embedder.js";
+import { readTaskEvents, type EventsConnection } from "./run-events.js";
+import { assembleRun, runPart } from "./runs.js";
 import { openMemoryStore, type MemoryStore } from "./store.js";
+
+/** `max_payload` assumed when the server does not say, in bytes (NATS's default, 1 MiB). */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
 /** Dependencies of {@link memoryService}. */
 export interface MemoryServiceDeps {
   config: Config;
   log: Logger;
+  /**
+   * The service's NATS connection, to read a task's events when its run is recorded.
+   * Absent: runs are recorded without events (`eventsTruncated`).
+   */
+  nc?: EventsConnection;
   /** @defaultValue the offline hashing embedder (`hash-v1-256`) */
   embedder?: Embedder;
 }
 
+/** What {@link memoryRegistrations} needs besides the store. */
+export interface RegistrationDeps {
+  /** To read events for runs, and the server's `max_payload` for run parts. */
+  nc?: EventsConnection;
+  log?: Logger;
+  /** Longest the events of one run may take to read, in ms. @defaultValue 10000 */
+  eventsTimeoutMs?: number;
+}
+
+/**
+ * Records the task and, when the record carries `task`, its run (events from the stream).
+ * @throws LoopsmithError `bad_request`; `db_error`
+ */
+async function recordTask(store: MemoryStore, record: TaskRecord, deps: RegistrationDeps): Promise<{ id: string }> {
+  const recorded = await store.recordTask(record);
+  if (record.task) {
+    const read = deps.nc
+      ? await readTaskEvents(deps.nc, record.taskId, { ...(deps.log ? { log: deps.log } : {}), ...(deps.eventsTimeoutMs !== undefined ? { timeoutMs: deps.eventsTimeoutMs } : {}) })
+      : { events: [], complete: false };
+    await store.saveRun(assembleRun(record, read, new Date().toISOString()));
+  }
+  return recorded;
+}
+
 /** The registrations of every memory endpoint over `store`. */
-export function memoryRegistrations(store: MemoryStore): ServiceModule["registrations"] {
+export function memoryRegistrations(store: MemoryStore, deps: RegistrationDeps = {}): ServiceModule["registrations"] {
   const m = Endpoints.memory;
+  const maxPayload = (): number => deps.nc?.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
   return [
     handle(m.recall, (req) => store.recall(req)),
     handle(m.rememberFailure, (req) => store.rememberFailure(req)),
     handle(m.attachFix, (req) => store.attachFix(req)),
     handle(m.rememberSuccess, (req) => store.rememberSuccess(req)),
-    handle(m.recordTask, (req) => store.recordTask(req)),
+    handle(m.recordTask, (req, ctx) => recordTask(store, req, { ...deps, log: ctx.log })),
     handle(m.history, (req) => store.history(req)),
     handle(m.failures, (req) => store.failures(req)),
     handle(m.stats, () => store.stats()),
+    handle(m.run, async (req) => runPart(await store.run(req.taskId), req.offset, maxPayload())),
   ];
 }
 
@@ -39,7 +80,7 @@ export function memoryRegistrations(store: MemoryStore): ServiceModule["registra
 export async function memoryService(deps: MemoryServiceDeps): Promise<ServiceModule> {
   const store = await openMemoryStore(deps);
   return {
-    registrations: memoryRegistrations(store),
+    registrations: memoryRegistrations(store, { ...(deps.nc ? { nc: deps.nc } : {}), log: deps.log }),
     hooks: [{ name: "memory store (pool, socket server, PGlite)", run: () => store.close() }],
     metadata: { backend: store.backend, embedder: store.embedder.id },
   };

@@ -13,7 +13,9 @@ import {
   HistoryRequest,
   LoopsmithError,
   RecallRequest,
+  RunRecord,
   SuccessRecord,
+  TaskId,
   TaskRecord,
   type Config,
   type Failures,
@@ -27,6 +29,7 @@ import { openDatabase, embeddingExpr, type Backend, type Database } from "./db.j
 import { withDb } from "./errors.js";
 import { signature as signatureOf } from "./signature.js";
 import { computeStats, readFailures } from "./reads.js";
+import { readRun, saveRun } from "./runs.js";
 import { rowToRecalledFailure, rowToRecalledSuccess, rowToTaskRecord } from "./rows.js";
 
 /** Weights of a failure's signature vector and of its context vector in its embedding. */
@@ -71,10 +74,22 @@ export interface MemoryStore {
    */
   rememberSuccess(record: z.input<typeof SuccessRecord>): Promise<Remembered>;
   /**
-   * Records (or replaces) a finished task; `id` in the reply is the task id.
+   * Records (or replaces) a finished task; `id` in the reply is the task id. The run itself
+   * (task, events, result) is stored by {@link saveRun}.
    * @throws LoopsmithError `bad_request` (also for a `finishedAt` that is not a date); `db_error`
    */
   recordTask(record: z.input<typeof TaskRecord>): Promise<Remembered>;
+  /**
+   * Stores (or replaces: one run per task) a recorded run; `id` in the reply is the task id.
+   * @throws LoopsmithError `bad_request` for a run that fails {@link RunRecord}; `db_error`
+   */
+  saveRun(run: z.input<typeof RunRecord>): Promise<Remembered>;
+  /**
+   * The recorded run of a task; `recordedAt` as ISO-8601 UTC.
+   * @throws LoopsmithError `not_found` when none was recorded; `bad_request` for an invalid
+   *   task id; `db_error`
+   */
+  run(taskId: string): Promise<RunRecord>;
   /**
    * Recent tasks, newest `finishedAt` first; `finishedAt` comes back as ISO-8601 UTC.
    * @throws LoopsmithError `bad_request`; `db_error`
@@ -295,6 +310,16 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
         ),
       );
       return { id: rec.taskId };
+    },
+
+    async saveRun(input) {
+      const run = parse(RunRecord, input, "run");
+      await saveRun(db, run);
+      return { id: run.taskId };
+    },
+
+    async run(taskId) {
+      return readRun(db, parse(TaskId, taskId, "task id"));
     },
 
     async history(input) {

@@ -1,7 +1,9 @@
 /** What memory stores and recalls. */
 import { z } from "zod";
 import { FileChange, Language, StepHeader, TaskId, Usage, V1 } from "./common.js";
+import { TaskEvent, TaskResult } from "./events.js";
 import { Reflection } from "./plan.js";
+import { Task } from "./task.js";
 
 /** A failure to remember: one failed iteration with its normalised signature. */
 export const FailureRecord = z.object({
@@ -102,8 +104,76 @@ export const TaskRecord = z.object({
   durationMs: z.number().nonnegative(),
   scripted: z.boolean(),
   finishedAt: z.string(),
+  /**
+   * The task as submitted. When present, memory also records the whole run (see
+   * {@link RunRecord}): the task, its events read from the events stream, and `result`.
+   * Optional, so that older senders still validate.
+   */
+  task: Task.optional(),
+  /** The task's final result, stored with the run (absent: the run has no result). */
+  result: TaskResult.optional(),
 });
 export type TaskRecord = z.infer<typeof TaskRecord>;
+
+/** Most events one recorded run keeps (see `RunRecord.eventsTruncated`). */
+export const RUN_EVENTS_CAP = 5_000;
+
+/**
+ * One recorded run, as `loopsmith show`, `export` and `replay` read it back: the task, every
+ * progress event it published (the LLM steps carry the validated model reply in
+ * `data.llm`), and the final result. Recorded by memory when a task ends.
+ */
+export const RunRecord = z.object({
+  v: V1,
+  taskId: TaskId,
+  task: Task,
+  /** The final result; null when the run was recorded without one. */
+  result: TaskResult.nullable(),
+  /** The task's events in `seq` order, ending with the `result` event when there is a result. */
+  events: z.array(TaskEvent),
+  /**
+   * True when `events` lacks some of the task's events: more than {@link RUN_EVENTS_CAP}
+   * (the `phase` events go first, then `usage`; model replies and the result stay), or the
+   * events stream could not be read completely when the run was recorded.
+   */
+  eventsTruncated: z.boolean().default(false),
+  /** How many events the task published (read from the stream), including those left out. */
+  eventsTotal: z.number().int().nonnegative().optional(),
+  /** ISO-8601 time the run was (last) recorded. */
+  recordedAt: z.string(),
+});
+export type RunRecord = z.infer<typeof RunRecord>;
+
+/**
+ * Ask for one task's recorded run. A run can be larger than one NATS message, so it comes
+ * in parts: the run's JSON text from `offset` (in UTF-16 code units, as JavaScript counts
+ * string length) on, as much as fits one reply.
+ */
+export const RunRequest = z.object({
+  v: V1,
+  taskId: TaskId,
+  /** Where in the run's JSON text this part starts. @defaultValue 0 */
+  offset: z.number().int().nonnegative().default(0),
+});
+export type RunRequest = z.infer<typeof RunRequest>;
+
+/**
+ * One part of a recorded run's JSON text (`JSON.stringify` of a {@link RunRecord}). The
+ * parts of one run, concatenated in `offset` order, are the whole text of `total` code
+ * units, whose SHA-256 (hex, over its UTF-8 bytes) is `sha256`. A part whose `sha256`
+ * differs from the first one's belongs to a run recorded again in between: start over.
+ */
+export const RunPart = z.object({
+  v: V1,
+  taskId: TaskId,
+  recordedAt: z.string(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  /** Length of the whole JSON text, in UTF-16 code units. */
+  total: z.number().int().nonnegative(),
+  offset: z.number().int().nonnegative(),
+  text: z.string(),
+});
+export type RunPart = z.infer<typeof RunPart>;
 
 /** Ask for recent tasks. */
 export const HistoryRequest = z.object({ v: V1, limit: z.number().int().min(1).max(500).default(20) });
