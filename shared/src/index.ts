@@ -7,11 +7,13 @@ export {
   ErrorCode, ErrorData, LoopsmithError, RETRYABLE_BY_DEFAULT, hasCode, toErrorData,
 } from "./errors.js";
 export {
-  Budget, BuildReply, BuildRequest, CancelRequest, Candidate, Empty, ExecutionRequest, ExecutionResult,
+  Budget, BuildReply, BuildRequest, CancelRequest, Candidate, CommitId, DependencyPolicy, Edit,
+  EditFailure, EditFailureReason, EditReply, Empty, ExecutionBase, ExecutionRequest, ExecutionResult,
   ExecutionStatus, FailureBrief, FailureFix, FailureRecord, Failures, FailuresRequest, FileChange,
   Finding, GateRequest, GateResult, History, HistoryRequest, IdempotencyKey, Language, LlmStepReply,
   MemoryStats, Phase, Plan, PlanReply, PlanRequest, ProviderInfo, Recall, RecallRequest,
   RecalledFailure, RecalledSuccess, ReflectReply, ReflectRequest, Reflection, RelativePath, Remembered,
+  RepoBrief, RepoChange, RepoSpec, RUN_EVENTS_CAP, RunPart, RunRecord, RunRequest, snapshotName,
   Reply, Review, ReviewReply, ReviewRequest, STEP_NAME_PATTERN, StatusRequest, StepHeader, StopReason,
   StoredFailure, SuccessRecord, Task, TaskBrief, TaskEvent, TaskId, TaskLimits, TaskRecord, TaskResult,
   TaskSource, TestCase, TestSummary, Usage, UsageReport, V1, addUsage, emptyUsage, idempotencyKey,
@@ -59,3 +61,10 @@ export type { Submitted } from "./streams.js";
 export { createIdempotencyCache } from "./idempotency.js";
 export type { IdempotencyCache, IdempotencyOptions } from "./idempotency.js";
 export { isRunnerConfig, isTestFile } from "./runner-config.js";
+export {
+  MAX_SNAPSHOT_BYTES, REPOS_BUCKET, SNAPSHOT_TTL_MS, extractTar, getSnapshot, materializeSnapshot, openSnapshots,
+  putSnapshot,
+} from "./snapshot.js";
+export type { ExtractedTree } from "./snapshot.js";
+export { applyEdits, checkEditPath, renderEditFailures, unifiedPatch } from "./edits.js";
+export type { ApplyResult, PathCheck, ReadBase } from "./edits.js";

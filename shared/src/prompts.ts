@@ -22,13 +22,18 @@ export interface Prompt {
   system: string;
 }
 
+/** Repo mode's prompt versions (`<role>.repo.v<N>.md`): the roles whose rules differ there. */
+export const REPO_PROMPT_VERSIONS: Readonly<Partial<Record<Role, number>>> = { plan: 1, build: 1 };
+
 /**
- * Loads the current prompt of `role` from `shared/prompts/`.
+ * Loads the current prompt of `role` from `shared/prompts/` (with `mode: "repo"`, the repo-mode
+ * variant when the role has one, else the common prompt).
  * @throws LoopsmithError `internal` when the file is missing or its header is wrong.
  */
-export function loadPrompt(role: Role): Prompt {
-  const version = PROMPT_VERSIONS[role];
-  const file = fileURLToPath(new URL(`../prompts/${role}.v${version}.md`, import.meta.url));
+export function loadPrompt(role: Role, mode: "inline" | "repo" = "inline"): Prompt {
+  const repoVersion = mode === "repo" ? REPO_PROMPT_VERSIONS[role] : undefined;
+  const version = repoVersion ?? PROMPT_VERSIONS[role];
+  const file = fileURLToPath(new URL(`../prompts/${role}${repoVersion ? ".repo" : ""}.v${version}.md`, import.meta.url));
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -70,8 +75,26 @@ export function section(title: string, body: string): string {
   return body.trim() ? `## ${title}\n${body.trim()}\n` : "";
 }
 
-/** The task as the model may see it (never hidden tests). */
+/** The task as the model may see it (never hidden tests); in repo mode, the repository's map and files. */
 export function renderTask(task: TaskBrief): string {
+  if (task.repo) {
+    const r = task.repo;
+    return [
+      section("Task", `Language: ${task.language}\n\n${task.goal}`),
+      section(
+        "Repository",
+        [
+          r.name ? `Name: ${r.name}` : "",
+          `Test command (run at the repository root, network off): ${r.testCommand}`,
+          r.failingAtBase.length ? `Failing before any change: ${r.failingAtBase.slice(0, 30).join(", ")}` : "All tests pass before any change.",
+        ]
+          .filter(Boolean)
+          .join("\n"),
+      ),
+      section("Repository map (files and their top-level symbols, most relevant first)", r.map),
+      section("Files (current text, in full)", r.files.map((f) => renderFile(f, 8_000)).join("\n")),
+    ].join("\n");
+  }
   return [
     section("Task", `Language: ${task.language}\n\n${task.goal}`),
     section("Starting files", task.files.map((f) => renderFile(f)).join("\n")),

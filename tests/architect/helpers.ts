@@ -4,7 +4,7 @@
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import pino from "pino";
-import { emptyUsage, submitTask, watchEvents, type ExecutionResult, type TaskEvent, type TaskInput, type TaskResult } from "@loopsmith/shared";
+import { LoopsmithError, emptyUsage, submitTask, watchEvents, type ExecutionResult, type TaskEvent, type TaskInput, type TaskResult } from "@loopsmith/shared";
 import type { Steps } from "@loopsmith/architect";
 
 export const log = pino({ level: "silent" });
@@ -53,6 +53,9 @@ export function steps(executions: Array<ExecutionResult | "sandbox_error">, over
     rememberSuccess: async () => (count("rememberSuccess"), { id: "s-1" }),
     recordTask: async () => (count("recordTask"), { id: "r-1" }),
     reflect: async () => (count("reflect"), { value: { rootCause: "subtracts", hypothesis: "add", fixPlan: "use +" }, usage: usage(), provider }),
+    tree: async (snapshot) => {
+      throw new LoopsmithError("not_found", `no snapshot ${snapshot} in these tests`);
+    },
     ...over,
   };
   return { steps: s, calls };

@@ -1,6 +1,6 @@
 /**
  * The loop of one task, as a resumable state machine:
- * RECALL → PLAN → BUILD → GATE → REVIEW? → EXECUTE → (pass: SCORE → DONE)
+ * (repo mode: PREPARE →) RECALL → PLAN → BUILD → GATE → REVIEW? → EXECUTE → (pass: SCORE → DONE)
  *                                                  → (fail: REMEMBER → REFLECT → BUILD …)
  * Every phase ends with a checkpoint, so a conductor that dies resumes at the phase it was in.
  * Steps are injected ({@link Steps}); the phases are in `phases.ts`, their shared mechanics
@@ -9,6 +9,7 @@
 import type { Phase } from "@loopsmith/shared";
 import { buildPhase, executePhase, gatePhase, planPhase, recallPhase, reflectPhase, rememberPhase, reviewPhase, type PhaseOutcome } from "./phases.js";
 import { RetryLater, TaskRun } from "./run.js";
+import { preparePhase } from "./repo/phases.js";
 import type { TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
 
@@ -16,6 +17,7 @@ export { MAX_SANDBOX_ERRORS, RetryLater } from "./run.js";
 export { CHECKPOINT_OUTPUT_CHARS, fallbackPlan, finalState, forCheckpoint, verdictFiles, type VerdictFiles } from "./verdict.js";
 
 const PHASES: Record<Exclude<Phase, "score" | "done">, (run: TaskRun) => Promise<PhaseOutcome>> = {
+  prepare: preparePhase,
   recall: recallPhase,
   plan: planPhase,
   build: buildPhase,

@@ -3,11 +3,12 @@
  * `run.go(next)`; it returns a final state when the task stops, or nothing to go on.
  * RECALL → PLAN → BUILD → GATE → REVIEW? → EXECUTE → (pass: stop) | (fail: REMEMBER → REFLECT → BUILD …)
  */
-import { LoopsmithError, testSummary, type FailureBrief, type Plan } from "@loopsmith/shared";
+import { LoopsmithError, testSummary, type Candidate, type FailureBrief, type Plan } from "@loopsmith/shared";
 import { briefFromError, briefFromExecution, briefFromFindings, errorTextOf } from "./failure.js";
 import { MAX_SANDBOX_ERRORS, type TaskRun } from "./run.js";
 import type { TaskState } from "./state.js";
 import { fallbackPlan, forCheckpoint, verdictFiles } from "./verdict.js";
+import { applyCandidate, policyOf, repoExecution } from "./repo/phases.js";
 
 /** A phase's outcome: a final state (the task stopped), or undefined (go on). */
 export type PhaseOutcome = TaskState | undefined;
@@ -29,16 +30,20 @@ export async function planPhase(run: TaskRun): Promise<PhaseOutcome> {
   const s = run.s;
   await run.emit("phase", "planning", { phase: "plan" });
   let plan: Plan;
+  let replyData: Record<string, unknown> = {};
   try {
-    const reply = await run.steps.plan({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("plan"), callsBefore: run.callsBefore(s.task.acceptanceTests.length ? "plan" : "spec"), task: run.brief(), recall: s.recall, previousFailures: s.replanned ? s.failures.slice(-3) : [], budget: run.budget() });
-    await run.noteProvider(s.task.acceptanceTests.length ? "plan" : "spec", reply);
+    const role = s.task.acceptanceTests.length || s.task.repo ? "plan" : "spec";
+    const callsBefore = run.callsBefore(role);
+    const reply = await run.steps.plan({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("plan"), callsBefore, task: await run.brief(), recall: s.recall, previousFailures: s.replanned ? s.failures.slice(-3) : [], budget: run.budget() });
+    await run.noteProvider(role, reply);
     plan = reply.value;
+    replyData = run.llmData(role, callsBefore, reply);
   } catch (err) {
     const outcome = await run.llmFailure(err, "plan");
     if (outcome !== "iteration_failed") return outcome;
     plan = fallbackPlan(run.s);
   }
-  await run.emit("step", `plan: ${plan.summary}`, { phase: "plan", data: { plan } });
+  await run.emit("step", `plan: ${plan.summary}`, { phase: "plan", data: { plan, ...replyData } });
   await run.go("build", { plan, iteration: Math.max(1, run.s.iteration) });
   return undefined;
 }
@@ -49,14 +54,17 @@ export async function buildPhase(run: TaskRun): Promise<PhaseOutcome> {
   await run.emit("iteration", `iteration ${s.iteration} of at most ${s.task.limits.maxIterations}`);
   await run.emit("phase", "building a candidate", { phase: "build" });
   try {
+    const callsBefore = run.callsBefore("build");
     const reply = await run.steps.build({
-      v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("build"), callsBefore: run.callsBefore("build"), task: run.brief(), plan: s.plan ?? fallbackPlan(s),
+      v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("build"), callsBefore, task: await run.brief(), plan: s.plan ?? fallbackPlan(s),
       ...(s.candidate && s.failure ? { previous: { candidate: s.candidate, failure: s.failure, ...(s.reflection ? { reflection: s.reflection } : {}) } } : {}),
       history: s.history, recall: s.recall, budget: run.budget(),
     });
     await run.noteProvider("build", reply);
+    const data = { provider: reply.provider, ...run.llmData("build", callsBefore, reply) };
+    if (s.task.repo) return await applyRepoCandidate(run, reply.value, data);
     const c = reply.value;
-    await run.emit("step", `candidate: ${c.files.map((f) => f.path).join(", ")}${c.tests.length ? ` + tests ${c.tests.map((f) => f.path).join(", ")}` : ""}`, { phase: "build", data: { provider: reply.provider } });
+    await run.emit("step", `candidate: ${c.files.map((f) => f.path).join(", ")}${c.tests.length ? ` + tests ${c.tests.map((f) => f.path).join(", ")}` : ""}`, { phase: "build", data });
     await run.go("gate", { candidate: c });
   } catch (err) {
     const outcome = await run.llmFailure(err, "build");
@@ -70,7 +78,16 @@ export async function buildPhase(run: TaskRun): Promise<PhaseOutcome> {
 export async function gatePhase(run: TaskRun): Promise<PhaseOutcome> {
   const s = run.s;
   await run.emit("phase", "static safety gate", { phase: "gate" });
+  if (s.task.repo) {
+    const stop = await repoPolicy(run);
+    if (stop !== "run") return stop;
+  }
   const files = [...(s.candidate?.files ?? []), ...(s.candidate?.tests ?? [])];
+  if (files.length === 0) {
+    await run.emit("step", "gate passed (nothing to check: the change only deletes files)", { phase: "gate" });
+    await run.go(s.task.review ? "review" : "execute");
+    return undefined;
+  }
   const verdict = await run.steps.gate({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("gate"), language: s.task.language, files });
   if (verdict.blocked) {
     await run.emit("step", `gate blocked the candidate: ${verdict.findings.filter((f) => f.severity === "blocker").map((f) => f.message).join("; ")}`, { phase: "gate", data: { findings: verdict.findings } });
@@ -87,10 +104,11 @@ export async function reviewPhase(run: TaskRun): Promise<PhaseOutcome> {
   const s = run.s;
   await run.emit("phase", "reviewing the candidate", { phase: "review" });
   try {
-    const reply = await run.steps.review({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("review"), callsBefore: run.callsBefore("review"), task: run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, budget: run.budget() });
+    const callsBefore = run.callsBefore("review");
+    const reply = await run.steps.review({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("review"), callsBefore, task: await run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, budget: run.budget() });
     await run.noteProvider("review", reply);
     const blockers = reply.value.findings.filter((f) => f.severity === "blocker");
-    await run.emit("step", `review: ${reply.value.approved ? "approved" : "not approved"}, score ${reply.value.score.toFixed(2)}`, { phase: "review", data: { review: reply.value } });
+    await run.emit("step", `review: ${reply.value.approved ? "approved" : "not approved"}, score ${reply.value.score.toFixed(2)}`, { phase: "review", data: { review: reply.value, ...run.llmData("review", callsBefore, reply) } });
     if (blockers.length > 0) {
       await run.go("remember", { failure: briefFromFindings(s.iteration, "blocked", blockers) });
       return undefined;
@@ -109,11 +127,20 @@ export async function reviewPhase(run: TaskRun): Promise<PhaseOutcome> {
  */
 export async function executePhase(run: TaskRun): Promise<PhaseOutcome> {
   await run.emit("phase", "running the tests in the sandbox", { phase: "execute" });
-  const { files, ignored, tests } = verdictFiles(run.s);
-  if (ignored.length && run.s.sandboxErrors === 0) {
-    await run.emit("warning", `the candidate's ${ignored.join(", ")} ${ignored.length === 1 ? "was" : "were"} not used: a candidate may not configure the test runner or replace the acceptance tests`, { phase: "execute", data: { ignored } });
+  let request;
+  if (run.s.task.repo) {
+    request = repoExecution(run, "execute", run.s.candidate);
+  } else {
+    const { files, ignored, tests } = verdictFiles(run.s);
+    if (ignored.length && run.s.sandboxErrors === 0) {
+      await run.emit("warning", `the candidate's ${ignored.join(", ")} ${ignored.length === 1 ? "was" : "were"} not used: a candidate may not configure the test runner or replace the acceptance tests`, { phase: "execute", data: { ignored } });
+    }
+    request = run.executionRequest("execute", files, tests);
   }
-  const result = await run.steps.execute(run.executionRequest("execute", files, tests));
+  const result = await run.steps.execute(request);
+  if (result.status === "command_not_found") {
+    return run.stop("error", `stopped: the test command is not found in the sandbox: ${result.reason ?? ""}`, new LoopsmithError("command_not_found", result.reason ?? "command not found"));
+  }
   if (result.status === "sandbox_error") {
     const n = run.s.sandboxErrors + 1;
     await run.emit("warning", `the sandbox failed (${result.reason ?? "unknown"}); not counted against the candidate`, { phase: "execute" });
@@ -173,7 +200,7 @@ export async function rememberPhase(run: TaskRun): Promise<PhaseOutcome> {
   }
   if (s.iteration >= limits.maxIterations) return run.stop("max_iterations", `stopped after ${s.iteration} iterations without passing`);
   // Reflect on a candidate that ran or was blocked; a step that produced no candidate goes straight on.
-  const reflectable = run.s.candidate && failure.status !== "llm_bad_reply";
+  const reflectable = run.s.candidate && failure.status !== "llm_bad_reply" && failure.status !== "edit_failed";
   await run.go(reflectable ? "reflect" : "build", reflectable ? {} : { iteration: s.iteration + 1 });
   return undefined;
 }
@@ -183,9 +210,10 @@ export async function reflectPhase(run: TaskRun): Promise<PhaseOutcome> {
   const s = run.s;
   await run.emit("phase", "reflecting on the failure", { phase: "reflect" });
   try {
-    const reply = await run.steps.reflect({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("reflect"), callsBefore: run.callsBefore("reflect"), task: run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, failure: s.failure ?? briefFromError(s.iteration, "unknown", ""), recall: s.recall, budget: run.budget() });
+    const callsBefore = run.callsBefore("reflect");
+    const reply = await run.steps.reflect({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("reflect"), callsBefore, task: await run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, failure: s.failure ?? briefFromError(s.iteration, "unknown", ""), recall: s.recall, budget: run.budget() });
     await run.noteProvider("reflect", reply);
-    await run.emit("step", `reflection: ${reply.value.rootCause}`, { phase: "reflect", data: { reflection: reply.value } });
+    await run.emit("step", `reflection: ${reply.value.rootCause}`, { phase: "reflect", data: { reflection: reply.value, ...run.llmData("reflect", callsBefore, reply) } });
     const failureId = run.s.failureId;
     if (failureId) {
       await run.safely(() => run.steps.attachFix({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("fix"), failureId, reflection: reply.value }));
@@ -196,5 +224,30 @@ export async function reflectPhase(run: TaskRun): Promise<PhaseOutcome> {
     if (outcome !== "iteration_failed") return outcome;
     await run.go("build", { reflection: undefined, iteration: s.iteration + 1 });
   }
+  return undefined;
+}
+
+/** Repo mode, after BUILD: the edits applied to the tree, or an `edit_failed` iteration fed back to the builder. */
+async function applyRepoCandidate(run: TaskRun, reply: Candidate, data: Record<string, unknown>): Promise<PhaseOutcome> {
+  const applied = await applyCandidate(run, reply);
+  if (!applied.ok) {
+    await run.emit("step", `the edits could not be applied: ${(applied.message ?? "").split("\n")[0] ?? ""}`, { phase: "build", data });
+    await run.go("remember", { candidate: applied.candidate, failure: briefFromError(run.s.iteration, "edit_failed", applied.message ?? "") });
+    return undefined;
+  }
+  const c = applied.candidate;
+  const what = [...c.files.map((f) => f.path), ...(c.deleted ?? []).map((p) => `-${p}`)];
+  await run.emit("step", `candidate: ${c.summary ?? "edits"} (${what.join(", ") || "no change"})`, { phase: "build", data });
+  await run.go("gate", { candidate: c });
+  return undefined;
+}
+
+/** Repo mode, before the gate: runner configuration blocks; dependencies follow the task's policy. */
+async function repoPolicy(run: TaskRun): Promise<PhaseOutcome | "run"> {
+  const decision = await policyOf(run);
+  if (decision.action === "run") return "run";
+  await run.emit("step", decision.reason, { phase: "gate", data: { policy: decision.action } });
+  if (decision.action === "ask") return run.stop("needs_approval", `stopped for approval: ${decision.reason}`);
+  await run.go("remember", { failure: briefFromFindings(run.s.iteration, "blocked", [{ severity: "blocker", message: decision.reason, rule: "repo-policy" }]) });
   return undefined;
 }

@@ -31,6 +31,7 @@ export interface Planner {
 /** Creates the planner over a provider. */
 export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Planner {
   const prompts = { plan: loadPrompt("plan"), spec: loadPrompt("spec"), reflect: loadPrompt("reflect") };
+  const repoPlan = loadPrompt("plan", "repo");
 
   /** One structured call: the task and recalled hints as the cached prefix, then `parts`. */
   async function ask<T>(
@@ -46,7 +47,7 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
     ];
     const { value, usage, provider } = await deps.provider.complete({
       role,
-      system: prompts[role].system,
+      system: role === "plan" && req.task.repo ? repoPlan.system : prompts[role].system,
       messages,
       schema,
       schemaName,
@@ -58,7 +59,7 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
 
   return {
     plan: (req) =>
-      ask(req.task.acceptanceTests.length ? "plan" : "spec", Plan, "plan", req, [
+      ask(req.task.acceptanceTests.length || req.task.repo ? "plan" : "spec", Plan, "plan", req, [
         ...req.previousFailures.map((f) => renderFailure(f, 400)),
         req.previousFailures.length ? "The earlier plan kept failing the same way: plan a different approach." : "",
         "Reply with the plan as structured output.",
@@ -66,7 +67,8 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
     reflect: (req) =>
       ask("reflect", Reflection, "reflection", req, [
         section("Plan", req.plan.summary),
-        section("Candidate", req.candidate.files.map((f) => renderFile(f)).join("\n")),
+        section(req.task.repo ? "Files the candidate changed (in full)" : "Candidate", req.candidate.files.map((f) => renderFile(f)).join("\n")),
+        req.candidate.deleted?.length ? section("Files the candidate deleted", req.candidate.deleted.join("\n")) : "",
         req.candidate.tests.length ? section("Generated tests", req.candidate.tests.map((f) => renderFile(f)).join("\n")) : "",
         renderFailure(req.failure),
         "Reply with the reflection as structured output.",

@@ -24,6 +24,13 @@ import {
 import { addStepUsage, type TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
 import { finalState, verdictFiles } from "./verdict.js";
+import { repoBrief, repoChange } from "./repo/phases.js";
+
+/**
+ * Largest task + result sent with the task record, in characters: under NATS's default 1 MiB
+ * `max_payload` with room for the rest. A larger run keeps its row in history, not its record.
+ */
+export const RUN_RECORD_MAX_CHARS = 900_000;
 
 /** Sandbox infrastructure failures in a row before the task stops with `error`. */
 export const MAX_SANDBOX_ERRORS = 3;
@@ -49,10 +56,20 @@ export class TaskRun {
     return idempotencyKey(this.s.task.taskId, this.s.iteration, step, attempt);
   }
 
-  /** The parts of the task a prompt may see (never the hidden tests). */
-  brief(): TaskBrief {
+  /** The parts of the task a prompt may see (never the hidden tests); in repo mode, the map and the picked files. */
+  async brief(): Promise<TaskBrief> {
     const t = this.s.task;
-    return { goal: t.goal, language: t.language, files: t.files, acceptanceTests: t.acceptanceTests };
+    const brief: TaskBrief = { goal: t.goal, language: t.language, files: t.files, acceptanceTests: t.acceptanceTests };
+    return t.repo ? { ...brief, repo: await repoBrief(this) } : brief;
+  }
+
+  /**
+   * A step event that carries the model's validated reply (`data.llm`), so a recorded run
+   * holds every reply in order and can be replayed: `callsBefore` is the role's calls before
+   * this step, `calls` the calls it used (2 after a re-ask).
+   */
+  llmData(role: string, callsBefore: number, reply: { value: unknown; usage: Usage; provider: ProviderInfo }): Record<string, unknown> {
+    return { llm: { role, callsBefore, calls: reply.usage.calls, value: reply.value, provider: { name: reply.provider.name, model: reply.provider.model, scripted: reply.provider.scripted } } };
   }
 
   /** The LLM calls this task already made for `role` (re-asks included): a step's `callsBefore`. */
@@ -180,6 +197,16 @@ export class TaskRun {
     return { status: (r as ExecutionResult).status, passed: counts.passed, total: counts.total };
   }
 
+  /** The repo-mode change for the result; a tree that cannot be read leaves it out (with a warning). */
+  private async repoChangeSafely(): Promise<TaskResult["repo"]> {
+    try {
+      return await repoChange(this);
+    } catch (err) {
+      await this.emit("warning", `the change could not be computed: ${(err as Error).message}`);
+      return undefined;
+    }
+  }
+
   /** Ends the task: scores a pass, remembers it, records the task, checkpoints, publishes the result. */
   async stop(reason: StopReason, message: string, error?: LoopsmithError): Promise<TaskState> {
     const passed = reason === "passed";
@@ -190,7 +217,8 @@ export class TaskRun {
         this.steps.rememberSuccess({ v: 1, taskId: s0.task.taskId, iteration: s0.iteration, idempotencyKey: this.key("success"), language: s0.task.language, goal: s0.task.goal, files: s0.candidate?.files ?? [] }),
       );
     }
-    this.s = finalState(this.s, reason, message, error, hidden);
+    const change = s0.task.repo ? await this.repoChangeSafely() : undefined;
+    this.s = finalState(this.s, reason, message, error, hidden, change);
     const s = this.s;
     const result = s.result as TaskResult;
     await this.safely(() =>
@@ -207,6 +235,8 @@ export class TaskRun {
         durationMs: result.durationMs,
         scripted: s.scripted,
         finishedAt: new Date().toISOString(),
+        // The run record (task, result; memory adds the events) unless it would not fit one message.
+        ...(JSON.stringify(s.task).length + JSON.stringify(result).length < RUN_RECORD_MAX_CHARS ? { task: s.task, result } : {}),
       }),
     );
     // Checkpoint the final state first, then publish the result (message id `taskId:result`):

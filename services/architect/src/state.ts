@@ -56,6 +56,15 @@ export const TaskState = z.object({
   startedAt: z.string(),
   startedAtMs: z.number(),
   result: TaskResult.optional(),
+  /** Repo mode: the commands in use and the base commit's own test outcome (the prepare phase). */
+  repo: z
+    .object({
+      testCommand: z.string(),
+      setupCommand: z.string(),
+      failingAtBase: z.array(z.string()),
+      baseStatus: z.string(),
+    })
+    .optional(),
 });
 export type TaskState = z.infer<typeof TaskState>;
 
@@ -65,7 +74,7 @@ export function initialState(task: Task, nowMs = Date.now()): TaskState {
     v: 1,
     task,
     status: "running",
-    phase: "recall",
+    phase: task.repo ? "prepare" : "recall",
     iteration: 0,
     history: [],
     failures: [],

@@ -1,9 +1,11 @@
 /** What the loop needs from the outside: the step calls, and its I/O (checkpoint, events). */
+import { join } from "node:path";
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
 import {
   Endpoints,
   call,
+  materializeSnapshot,
   type BuildReply,
   type BuildRequest,
   type Config,
@@ -42,6 +44,13 @@ export interface Steps {
   rememberSuccess(req: SuccessRecord): Promise<Remembered>;
   recordTask(req: TaskRecord): Promise<Remembered>;
   reflect(req: ReflectRequest): Promise<ReflectReply>;
+  /**
+   * Repo mode: the directory holding the base tree of a snapshot (fetched and extracted once
+   * per commit). @throws LoopsmithError `not_found` when the snapshot is not in the store
+   */
+  tree(snapshot: string): Promise<string>;
+  /** Where derived per-commit data (the repo map's tags) is cached; none when absent. */
+  cacheDir?: string;
 }
 
 /** The loop's I/O. */
@@ -85,5 +94,7 @@ export function busSteps(nc: NatsConnection, config: Config, planner: Planner): 
     rememberSuccess: (req) => call(nc, Endpoints.memory.rememberSuccess, req, mem),
     recordTask: (req) => call(nc, Endpoints.memory.recordTask, req, mem),
     reflect: (req) => planner.reflect(req),
+    tree: (snapshot) => materializeSnapshot(nc, snapshot, join(config.dataDir, "cache", "repos")),
+    cacheDir: join(config.dataDir, "cache", "repomap"),
   };
 }

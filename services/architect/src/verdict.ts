@@ -62,12 +62,12 @@ export function fallbackPlan(s: TaskState): Plan {
 }
 
 /** The state with its final result; pure. */
-export function finalState(s: TaskState, reason: StopReason, message: string, error?: LoopsmithError, hidden: TaskResult["hidden"] = null): TaskState {
+export function finalState(s: TaskState, reason: StopReason, message: string, error?: LoopsmithError, hidden: TaskResult["hidden"] = null, repo?: TaskResult["repo"]): TaskState {
   const passed = reason === "passed";
   const result: TaskResult = {
     v: 1,
     taskId: s.task.taskId,
-    status: passed ? "passed" : reason === "cancelled" ? "cancelled" : reason === "error" ? "error" : "failed",
+    status: passed ? "passed" : reason === "cancelled" ? "cancelled" : reason === "error" ? "error" : "failed", // needs_approval: failed (not passed; nothing broke)
     stopReason: reason,
     iterations: s.iteration,
     files: s.candidate?.files ?? [],
@@ -81,6 +81,7 @@ export function finalState(s: TaskState, reason: StopReason, message: string, er
     durationMs: Date.now() - s.startedAtMs,
     message,
     ...(error ? { error: error.toData() } : {}),
+    ...(repo ? { repo } : {}),
   };
   return { ...s, status: "final", phase: "done", result };
 }

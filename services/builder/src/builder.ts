@@ -5,6 +5,7 @@
 import type { Logger } from "pino";
 import {
   Candidate,
+  EditReply,
   createIdempotencyCache,
   loadPrompt,
   renderFailure,
@@ -43,7 +44,11 @@ export function buildMessages(req: BuildRequest): ChatMessage[] {
       .join("\n\n"),
   );
   const parts = [plan, renderHistory(req.history)];
-  if (req.previous) {
+  if (req.previous && req.task.repo) {
+    const edits = req.previous.candidate.edits ?? [];
+    parts.push(section("Your previous edits", edits.length ? "```json\n" + JSON.stringify(edits, null, 1).slice(0, 16_000) + "\n```" : ""));
+    parts.push(section("Files your change touched so far", [...req.previous.candidate.files.map((f) => f.path), ...(req.previous.candidate.deleted ?? []).map((p) => `${p} (deleted)`)].join("\n")));
+  } else if (req.previous) {
     parts.push(section("Your previous candidate", req.previous.candidate.files.map((f) => renderFile(f)).join("\n")));
     parts.push(renderFailure(req.previous.failure));
     if (req.previous.reflection) {
@@ -51,10 +56,14 @@ export function buildMessages(req: BuildRequest): ChatMessage[] {
       parts.push(section("Reflection on the failure", `Root cause: ${r.rootCause}\nHypothesis: ${r.hypothesis}\nFix plan: ${r.fixPlan}`));
     }
   }
-  const tests = req.task.acceptanceTests.length
-    ? "The visible acceptance tests are fixed; return only the files to write."
-    : "The task has no visible tests: also return tests that check the acceptance criteria.";
-  parts.push(`Iteration ${req.iteration}. ${tests} Reply with the candidate as structured output.`);
+  if (req.task.repo) {
+    parts.push(`Iteration ${req.iteration}. Reply with the summary and the search/replace edits as structured output.`);
+  } else {
+    const tests = req.task.acceptanceTests.length
+      ? "The visible acceptance tests are fixed; return only the files to write."
+      : "The task has no visible tests: also return tests that check the acceptance criteria.";
+    parts.push(`Iteration ${req.iteration}. ${tests} Reply with the candidate as structured output.`);
+  }
   return [
     { role: "user", content: stable, cache: true },
     { role: "user", content: parts.filter(Boolean).join("\n") },
@@ -64,6 +73,7 @@ export function buildMessages(req: BuildRequest): ChatMessage[] {
 /** Creates a builder over a provider. */
 export function createBuilder(deps: { provider: LlmProvider; log: Logger }): Builder {
   const prompt = loadPrompt("build");
+  const repoPrompt = loadPrompt("build", "repo");
   // A retried request (same idempotency key, e.g. after a bus timeout) joins the model call
   // in flight instead of paying for a second one.
   const calls = createIdempotencyCache<BuildReply>();
@@ -71,7 +81,23 @@ export function createBuilder(deps: { provider: LlmProvider; log: Logger }): Bui
     build: (req) => calls.run(req.idempotencyKey, () => build(req)),
   };
 
+  /** Repo mode: search/replace edits (applied by the conductor, which knows the tree). */
+  async function buildEdits(req: BuildRequest): Promise<BuildReply> {
+    const { value, usage, provider } = await deps.provider.complete({
+      role: "build",
+      system: repoPrompt.system,
+      messages: buildMessages(req),
+      schema: EditReply,
+      schemaName: "edits",
+      context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}) },
+      budget: req.budget,
+    });
+    const candidate: Candidate = { files: [], tests: [], notes: value.notes, edits: value.edits, summary: value.summary };
+    return { value: candidate, usage, provider: provider ?? deps.provider.info };
+  }
+
   async function build(req: BuildRequest): Promise<BuildReply> {
+      if (req.task.repo) return buildEdits(req);
       const { value, usage, provider } = await deps.provider.complete({
         role: "build",
         system: prompt.system,
