@@ -8,6 +8,8 @@
 import { Command, CommanderError, Option } from "commander";
 import type { Logger } from "pino";
 import { registerSandboxCommand } from "./commands/sandbox.js";
+import { registerScript } from "./commands/script.js";
+import { registerRunCommands } from "./commands/runs.js";
 import { errorCodeOf, report, runCommand } from "./errors.js";
 import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
 import type { SolveOptions } from "./solve.js";
@@ -61,6 +63,14 @@ const solveCommand = program
   .option("--budget-tokens <n>", "LLM budget of the task in tokens", wholeNumber(1))
   .option("--review", "run the LLM review step before executing")
   .option("--task-id <id>", "task id (default: generated)")
+  .option("--repo <path>", "repo mode: change this git repository (a new branch loopsmith/<taskId>; your checkout is not touched)")
+  .option("--base <ref>", "repo mode: the commit to start from (default HEAD)")
+  .option("--test-cmd <cmd>", "repo mode: the repository's test command (default detected: python3 -m pytest -q / npm test)")
+  .option("--setup-cmd <cmd>", "repo mode: installs dependencies once per base commit (default detected; \"\" for none)")
+  .addOption(new Option("--dependencies <policy>", "repo mode: a candidate that changes dependencies is rejected, asked about, or allowed (default reject)").choices(["reject", "ask", "allow"]))
+  .option("--map-tokens <n>", "repo mode: token budget of the repo map (default 2048)", wholeNumber(256, 32_000))
+  .option("--apply", "repo mode: also apply a passing change to your work tree (which must be clean)")
+  .option("--out <dir>", "write result.json, report.md (and change.patch in repo mode) here at the end")
   .option("--json", "print one JSON event per line, then the result object");
 // A model per role (llm.roles.<role>; env LOOPSMITH_MODEL_<ROLE>, LOOPSMITH_PROVIDER_<ROLE>).
 for (const role of ROLES) {
@@ -137,6 +147,15 @@ program
   );
 
 registerSandboxCommand(program, run);
+registerScript(program, run);
+registerRunCommands(program, {
+  run,
+  logger,
+  replayRunner: (opts, log) => async (taskFile, scriptFile) => {
+    const [{ solveForResult }, { replaySolveOptions }] = await Promise.all([import("./solve.js"), import("./replay.js")]);
+    return solveForResult(undefined, { ...replaySolveOptions(taskFile, scriptFile, opts), ...(opts.repo ? { snapshotFrom: opts.repo } : {}) }, log);
+  },
+});
 
 /**
  * Once the command is done, exits as soon as stdout and stderr are flushed, even when a

@@ -47,6 +47,12 @@ export function resultText(r: TaskResult): string {
     );
   }
   if (r.error) lines.push(`  error: ${printable(r.error.message)}`);
+  if (r.repo) {
+    // Repo mode: the change as a patch (whole files of a repository would drown the terminal).
+    lines.push(`  change against ${r.repo.baseCommit.slice(0, 12)}: ${printable(r.repo.summary)}`);
+    lines.push(`\n${printable(r.repo.patch.trimEnd())}`);
+    return lines.join("\n");
+  }
   for (const f of r.files) lines.push(`\n--- ${printable(f.path)}\n${printable(f.content.trimEnd())}`);
   return lines.join("\n");
 }

@@ -88,6 +88,13 @@ export interface SolveInput {
   language?: string;
   script?: string;
   config?: string;
+  repo?: string;
+  base?: string;
+  testCmd?: string;
+  setupCmd?: string;
+  dependencies?: string;
+  mapTokens?: number;
+  apply?: boolean;
 }
 
 /**
@@ -109,6 +116,9 @@ export function checkSolveInput(goal: string | undefined, o: SolveInput): void {
     const want = humanevalId(o.humaneval);
     if (!ids.includes(want)) throw usageError(`--humaneval ${o.humaneval}: no such task in ${o.dataset}; allowed: ${describeIds(ids)}`);
   }
+  if (o.repo && !sources.includes("a goal")) throw usageError("--repo needs a goal: loopsmith solve --repo <path> \"<what to change>\"");
+  const repoOnly = (["base", "testCmd", "setupCmd", "dependencies", "mapTokens", "apply"] as const).filter((k) => o[k] !== undefined);
+  if (!o.repo && repoOnly.length) throw usageError(`${repoOnly.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(", ")} apply to --repo only`);
   if (o.file) readable("--file", o.file, "a task file (JSON with goal, language, files, acceptanceTests, limits)");
   if (o.script) readable("--script", o.script, "a replies file for the scripted provider");
   if (o.config) readable("--config", o.config, "a JSON configuration file");

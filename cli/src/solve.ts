@@ -32,12 +32,18 @@ import { eventLine, resultText } from "./output.js";
 import { ROLES, shownNatsUrl } from "./preflight.js";
 import { startLocalStack, type LocalStack } from "./stack.js";
 import { jsonLine, printable } from "./terminal.js";
+import { exportRun } from "./runs.js";
+import { finishRepo, prepareRepoTask, uploadRecordedSnapshot, uploadSnapshot, type PreparedRepoTask, type RepoOptions } from "./solve-repo.js";
 
 /** `--model-<role>` and `--provider-<role>`, as commander names them (`modelPlan`, `providerBuild`, …). */
 export type RoleFlags = Partial<Record<`model${Capitalize<Role>}` | `provider${Capitalize<Role>}`, string>>;
 
 /** Options of `solve`, as commander gives them. */
-export interface SolveOptions extends RoleFlags {
+export interface SolveOptions extends RoleFlags, RepoOptions {
+  /** Write result.json, report.md (and change.patch in repo mode) here at the end. */
+  out?: string;
+  /** A task file in repo mode (a replay): snapshot its base commit from this checkout first. */
+  snapshotFrom?: string;
   file?: string;
   humaneval?: string;
   dataset?: string;
@@ -170,9 +176,25 @@ function out(line: string): void {
  *   a result came. After submission errors are reported here, with the task id.
  */
 export async function solve(goal: string | undefined, o: SolveOptions, log: Logger): Promise<number> {
+  return (await runSolve(goal, o, log)).code;
+}
+
+/**
+ * `solve`, returning the task's result instead of the exit code (what `replay` compares).
+ * @returns the result, or undefined when none came (interrupted)
+ * @throws as {@link solve}
+ */
+export async function solveForResult(goal: string | undefined, o: SolveOptions, log: Logger): Promise<TaskResult | undefined> {
+  return (await runSolve(goal, o, log)).result;
+}
+
+/** `solve`'s work: prints as it goes, returns the exit code and the result. */
+async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger): Promise<{ code: number; result?: TaskResult }> {
   const flags = flagsOf(o);
   const config: Config = loadConfig({ ...(o.config ? { file: o.config } : {}), flags });
-  const task = buildTask(goal, o);
+  // Repo mode checks the repository and makes its snapshot before anything starts.
+  const prepared: PreparedRepoTask | undefined = o.repo ? await prepareRepoTask(goal, o, limitsOf(o)) : undefined;
+  const task = prepared ? prepared.task : buildTask(goal, o);
   // Fail before starting anything when the provider cannot work (missing key, bad key).
   const provider = createProvider({ config, log });
   if (provider.info.scripted) {
@@ -215,6 +237,8 @@ export async function solve(goal: string | undefined, o: SolveOptions, log: Logg
     }
     nc = await connect({ servers: stack.natsUrl });
     await ensureStreams(nc);
+    if (prepared) await uploadSnapshot(nc, prepared);
+    else if (o.snapshotFrom && (task as Task).repo) await uploadRecordedSnapshot(nc, o.snapshotFrom, (task as Task).repo as NonNullable<Task["repo"]>);
     const submitted = await submitTask(nc, task);
     submittedId = submitted.taskId;
     if (!o.json) out(`task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`);
@@ -223,12 +247,20 @@ export async function solve(goal: string | undefined, o: SolveOptions, log: Logg
     });
     if (!result) throw new CliError("cancelled", `stopped waiting; task ${task.taskId} may still be running`, { taskId: task.taskId });
     out(o.json ? jsonLine(result) : resultText(result));
+    if (prepared) {
+      const done = await finishRepo(prepared, result, !!o.apply);
+      out(o.json ? jsonLine({ kind: "repo", ...done }) : done.lines.join("\n"));
+    }
+    if (o.out) {
+      const written = await exportRun(nc, result.taskId, o.out);
+      if (!o.json) out(`wrote ${written.join(", ")}`);
+    }
     const code = exitCodeForResult(result);
-    if (code === ExitCode.ok || code === ExitCode.failed) return code;
+    if (code === ExitCode.ok || code === ExitCode.failed) return { code, result };
     // A task that ended in error or was cancelled: the result (above) says so for people;
     // --json ends with one error object, like every other failure.
     const message = result.status === "cancelled" ? `task ${result.taskId} was cancelled` : (result.error?.message ?? result.message);
-    return report({ kind: "error", code: result.status === "cancelled" ? "cancelled" : (result.error?.code ?? "internal"), message, exitCode: code, taskId: result.taskId }, { json: o.json, quiet: !o.json });
+    return { code: report({ kind: "error", code: result.status === "cancelled" ? "cancelled" : (result.error?.code ?? "internal"), message, exitCode: code, taskId: result.taskId }, { json: o.json, quiet: !o.json }), result };
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);

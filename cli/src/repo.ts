@@ -1,0 +1,172 @@
+/**
+ * The client's side of repo mode, all done with `git` itself (simple-git, and `git archive`
+ * for the snapshot's bytes): checking the repository before anything starts, the snapshot of
+ * the base commit, and at the end the branch `loopsmith/<taskId>` with one commit — made
+ * with plumbing (a temporary index, `commit-tree`, `update-ref`), so the user's branch,
+ * index, work tree, stash and config are never touched. `--apply` then applies the change to
+ * a work tree that was clean.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { basename, join, resolve } from "node:path";
+import { promisify } from "node:util";
+import { simpleGit, type SimpleGit } from "simple-git";
+import { LoopsmithError, MAX_SNAPSHOT_BYTES, type RepoChange } from "@loopsmith/shared";
+
+const execFileAsync = promisify(execFile);
+
+/** A repository checked for a run. */
+export interface CheckedRepo {
+  /** The work tree's top-level directory. */
+  root: string;
+  /** The base commit, full id. */
+  baseCommit: string;
+  /** The directory's name, for reports. */
+  name: string;
+}
+
+/**
+ * The environment git runs with: what it needs to find itself and the user's configuration,
+ * and the user's GIT_* identity and location variables; no editor or pager (simple-git refuses
+ * an environment that names an editor or pager it did not vet, and nothing here needs one).
+ */
+function gitEnv(extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v === undefined) continue;
+    if (["PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_CONFIG_HOME", "SSL_CERT_FILE"].includes(k) || /^GIT_(AUTHOR|COMMITTER)_(NAME|EMAIL|DATE)$|^GIT_CONFIG_(GLOBAL|SYSTEM|NOSYSTEM)$/.test(k)) env[k] = v;
+  }
+  return { ...env, LC_ALL: "C", ...extra };
+}
+
+function git(dir: string, extra: Record<string, string> = {}): SimpleGit {
+  const env = gitEnv(extra);
+  // simple-git drops or refuses GIT_* variables unless they are named here.
+  return simpleGit({ baseDir: dir, trimmed: true, allowEnvironment: Object.keys(env).filter((k) => k.startsWith("GIT_")) }).env(env);
+}
+
+/**
+ * Checks `path` before anything starts.
+ * @param opts.base - the ref to start from (`HEAD` by default)
+ * @param opts.requireClean - `--apply`: the work tree must have no changes (untracked files included)
+ * @throws LoopsmithError `repo_invalid` for a path that is not a git work tree, a bare
+ *   repository, a repository without commits, an unknown base, or a dirty tree with `--apply`
+ */
+export async function checkRepo(path: string, opts: { base?: string; requireClean?: boolean } = {}): Promise<CheckedRepo> {
+  const dir = resolve(path);
+  const g = git(dir);
+  let inside: string;
+  try {
+    inside = await g.revparse(["--is-inside-work-tree"]);
+  } catch (err) {
+    const bare = await g.revparse(["--is-bare-repository"]).catch(() => "false");
+    if (bare === "true") throw new LoopsmithError("repo_invalid", `${dir} is a bare repository: repo mode needs a work tree (clone it first)`, { cause: err });
+    throw new LoopsmithError("repo_invalid", `${dir} is not a git repository (git: ${firstLine(err)})`, { cause: err });
+  }
+  if (inside !== "true") throw new LoopsmithError("repo_invalid", `${dir} is not inside a git work tree (a bare repository or a .git directory)`);
+  const root = await g.revparse(["--show-toplevel"]);
+  const base = opts.base ?? "HEAD";
+  let baseCommit: string;
+  try {
+    baseCommit = await git(root).raw(["rev-parse", "--verify", "--quiet", "--end-of-options", `${base}^{commit}`]);
+  } catch (err) {
+    throw new LoopsmithError("repo_invalid", base === "HEAD" ? `${root} has no commits yet: commit something to start from` : `unknown --base ${base}: not a commit in ${root}`, { cause: err });
+  }
+  if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(baseCommit)) throw new LoopsmithError("repo_invalid", `unknown --base ${base}: not a commit in ${root}`);
+  if (opts.requireClean) {
+    const status = await git(root).raw(["status", "--porcelain", "--untracked-files=normal"]);
+    if (status.trim()) throw new LoopsmithError("repo_invalid", `--apply needs a clean work tree, and ${root} has changes:\n${status.split("\n").slice(0, 10).join("\n")}`);
+  }
+  return { root, baseCommit, name: basename(root) };
+}
+
+function firstLine(err: unknown): string {
+  return String((err as Error)?.message ?? err).split("\n").find((l) => l.trim()) ?? "";
+}
+
+/**
+ * The snapshot of `commit`: `git archive --format=tar` (tracked files only, no `.git`,
+ * nothing ignored; `export-ignore` attributes apply).
+ * @throws LoopsmithError `repo_invalid` when git fails; `bad_request` over {@link MAX_SNAPSHOT_BYTES}
+ */
+export async function archiveCommit(root: string, commit: string): Promise<Buffer> {
+  try {
+    const { stdout } = await execFileAsync("git", ["-C", root, "archive", "--format=tar", commit], { encoding: "buffer", maxBuffer: MAX_SNAPSHOT_BYTES + 1 });
+    return stdout;
+  } catch (err) {
+    if ((err as { code?: string }).code === "ERR_CHILD_PROCESS_STDIO_MAXBUFFER") throw new LoopsmithError("bad_request", `the tracked files of ${commit} are over ${MAX_SNAPSHOT_BYTES / 1048576} MiB`);
+    throw new LoopsmithError("repo_invalid", `git archive failed in ${root}: ${firstLine(err)}`, { cause: err });
+  }
+}
+
+/** The branch a task's change is committed on. */
+export function branchOf(taskId: string): string {
+  return `loopsmith/${taskId}`;
+}
+
+/** The commit message: the model's summary, then why (the goal) and the task id. */
+export function commitMessage(taskId: string, goal: string, change: RepoChange, passed: boolean): string {
+  const subject = (change.summary.split("\n")[0] ?? "").trim().slice(0, 72) || `loopsmith: change for task ${taskId}`;
+  const why = goal.trim().split("\n").slice(0, 20).join("\n");
+  return `${subject}\n\nGoal:\n${why}\n\n${passed ? "The repository's tests pass with this change." : "The repository's tests did NOT all pass with this change."}\nloopsmith task: ${taskId}\n`;
+}
+
+/**
+ * Commits `change` on a new branch `loopsmith/<taskId>` from its base commit, without
+ * touching the user's HEAD, index, work tree, stash or config: the patch is applied to a
+ * temporary index, written as a tree, committed with `commit-tree` and the branch created
+ * with `update-ref` (which refuses an existing branch).
+ * @returns the branch name and the new commit id
+ * @throws LoopsmithError `repo_invalid` when the patch does not apply or the branch exists
+ */
+export async function commitChange(root: string, taskId: string, message: string, change: RepoChange): Promise<{ branch: string; commit: string }> {
+  const tmp = await mkdtemp(join(tmpdir(), "loopsmith-commit-"));
+  const index = join(tmp, "index");
+  const patch = join(tmp, "change.patch");
+  // The user's identity (environment or git config) when there is one; else "loopsmith".
+  const configured = async (key: string): Promise<string> => (await git(root).raw(["config", "--get", key]).catch(() => "")).trim();
+  const identity: Record<string, string> = {};
+  const name = process.env.GIT_AUTHOR_NAME ?? (await configured("user.name"));
+  const email = process.env.GIT_AUTHOR_EMAIL ?? (await configured("user.email"));
+  if (!name) Object.assign(identity, { GIT_AUTHOR_NAME: "loopsmith", GIT_COMMITTER_NAME: "loopsmith" });
+  if (!email) Object.assign(identity, { GIT_AUTHOR_EMAIL: "loopsmith@localhost", GIT_COMMITTER_EMAIL: "loopsmith@localhost" });
+  const g = git(root, { GIT_INDEX_FILE: index, ...identity });
+  const branch = branchOf(taskId);
+  try {
+    await writeFile(patch, change.patch, "utf8");
+    await g.raw(["read-tree", change.baseCommit]);
+    if (change.patch.trim()) await g.raw(["apply", "--cached", "--whitespace=nowarn", patch]);
+    const tree = await g.raw(["write-tree"]);
+    const commit = await g.raw(["commit-tree", tree, "-p", change.baseCommit, "-m", message]);
+    await g.raw(["update-ref", "-m", `loopsmith: task ${taskId}`, `refs/heads/${branch}`, commit, "0".repeat(commit.length)]);
+    return { branch, commit };
+  } catch (err) {
+    throw new LoopsmithError("repo_invalid", `cannot create the branch ${branch} in ${root}: ${firstLine(err)}`, { cause: err });
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+/**
+ * `--apply`: applies the change to the user's work tree (not the index), only when the tree
+ * is still clean and still at the base commit.
+ * @throws LoopsmithError `repo_invalid` when the tree changed since the start or the patch does not apply
+ */
+export async function applyToWorkTree(root: string, change: RepoChange): Promise<void> {
+  const g = git(root);
+  const head = await g.raw(["rev-parse", "HEAD"]);
+  const status = await g.raw(["status", "--porcelain", "--untracked-files=normal"]);
+  if (status.trim() || head !== change.baseCommit) {
+    throw new LoopsmithError("repo_invalid", `not applied: ${root} ${status.trim() ? "has changes now" : `is at ${head.slice(0, 12)}, not at the base ${change.baseCommit.slice(0, 12)}`}; the change stays on its branch`);
+  }
+  const tmp = await mkdtemp(join(tmpdir(), "loopsmith-apply-"));
+  try {
+    await writeFile(join(tmp, "change.patch"), change.patch, "utf8");
+    await g.raw(["apply", "--whitespace=nowarn", join(tmp, "change.patch")]);
+  } catch (err) {
+    throw new LoopsmithError("repo_invalid", `the change does not apply to ${root}: ${firstLine(err)}`, { cause: err });
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * `solve --repo`: the task for a repository (checked, its base commit's snapshot made) and,
+ * when the task ends, the branch with its commit and, with `--apply`, the change in the work
+ * tree. The user's repository is only read until the end; then one new branch is written.
+ */
+import { randomBytes } from "node:crypto";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { LoopsmithError, Task, putSnapshot, snapshotName, type DependencyPolicy, type Language, type TaskInput, type TaskLimits, type TaskResult } from "@loopsmith/shared";
+import { applyToWorkTree, archiveCommit, checkRepo, commitChange, commitMessage, type CheckedRepo } from "./repo.js";
+import { simpleGit } from "simple-git";
+
+/** The repo-mode options of `solve`. */
+export interface RepoOptions {
+  repo?: string;
+  base?: string;
+  testCmd?: string;
+  setupCmd?: string;
+  dependencies?: DependencyPolicy;
+  mapTokens?: number;
+  apply?: boolean;
+}
+
+/** A repo-mode task ready to submit, and what the end of the run needs. */
+export interface PreparedRepoTask {
+  task: TaskInput;
+  repo: CheckedRepo;
+  /** The snapshot's tar bytes, to put in the object store once connected. */
+  snapshot: Buffer;
+}
+
+/** The language a repository is mostly written in, from its tracked files at `commit`. */
+export async function detectLanguage(root: string, commit: string): Promise<Language> {
+  const files = (await simpleGit({ baseDir: root, trimmed: true }).env({ PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/" }).raw(["ls-tree", "-r", "--name-only", commit])).split("\n");
+  const count = (re: RegExp): number => files.filter((f) => re.test(f)).length;
+  if (files.includes("tsconfig.json") || count(/\.(c|m)?tsx?$/) > count(/\.py$/)) return count(/\.(c|m)?tsx?$/) ? "typescript" : "javascript";
+  if (files.includes("package.json") && count(/\.(c|m)?jsx?$/) > count(/\.py$/)) return "javascript";
+  return "python";
+}
+
+/**
+ * Checks the repository and builds the task (nothing is written anywhere).
+ * @throws LoopsmithError `repo_invalid` (see `checkRepo`), `bad_request` without a goal or
+ *   for an invalid value
+ */
+export async function prepareRepoTask(goal: string | undefined, o: RepoOptions & { language?: Language; taskId?: string; review?: boolean }, limits: Partial<TaskLimits>): Promise<PreparedRepoTask> {
+  if (!o.repo) throw new LoopsmithError("internal", "prepareRepoTask without --repo");
+  if (!goal?.trim()) throw new LoopsmithError("bad_request", "--repo needs a goal: loopsmith solve --repo <path> \"<what to change>\"");
+  const repo = await checkRepo(o.repo, { ...(o.base ? { base: o.base } : {}), requireClean: !!o.apply });
+  const snapshot = await archiveCommit(repo.root, repo.baseCommit);
+  const input: TaskInput = {
+    v: 1,
+    taskId: o.taskId ?? `task-${randomBytes(5).toString("hex")}`,
+    goal,
+    language: o.language ?? (await detectLanguage(repo.root, repo.baseCommit)),
+    limits,
+    ...(o.review !== undefined ? { review: o.review } : {}),
+    repo: {
+      baseCommit: repo.baseCommit,
+      snapshot: snapshotName(repo.baseCommit),
+      name: repo.name,
+      ...(o.testCmd ? { testCommand: o.testCmd } : {}),
+      ...(o.setupCmd !== undefined ? { setupCommand: o.setupCmd } : {}),
+      ...(o.dependencies ? { dependencies: o.dependencies } : {}),
+      ...(o.mapTokens ? { mapTokens: o.mapTokens } : {}),
+    },
+    submittedAt: new Date().toISOString(),
+  };
+  const parsed = Task.safeParse(input);
+  if (!parsed.success) throw new LoopsmithError("bad_request", `the task is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  return { task: input, repo, snapshot };
+}
+
+/** Puts the snapshot in the object store (skipped when the commit's is already there). */
+export async function uploadSnapshot(nc: NatsConnection, prepared: PreparedRepoTask): Promise<boolean> {
+  return putSnapshot(nc, snapshotName(prepared.repo.baseCommit), prepared.snapshot);
+}
+
+/**
+ * A recorded repo-mode task (a replay): puts the snapshot of its base commit, made from the
+ * checkout at `path`, unless the store still has it.
+ * @throws LoopsmithError `repo_invalid` when `path` is not a checkout holding that commit
+ */
+export async function uploadRecordedSnapshot(nc: NatsConnection, path: string, repo: { baseCommit: string; snapshot: string }): Promise<boolean> {
+  const checked = await checkRepo(path, { base: repo.baseCommit });
+  return putSnapshot(nc, repo.snapshot, await archiveCommit(checked.root, repo.baseCommit));
+}
+
+/** What the end of a repo-mode run did, for the terminal. */
+export interface RepoOutcome {
+  branch?: string;
+  commit?: string;
+  applied: boolean;
+  /** Sentences for the user (what was written, what was not and why). */
+  lines: string[];
+}
+
+/**
+ * After the result: a passed task's change is committed on `loopsmith/<taskId>`; with
+ * `apply`, also applied to the (still clean) work tree. A task that did not pass writes
+ * nothing to the repository (its patch is in `show`/`export`).
+ * @throws LoopsmithError `repo_invalid` when the branch cannot be made or the change not applied
+ */
+export async function finishRepo(prepared: PreparedRepoTask, result: TaskResult, apply: boolean): Promise<RepoOutcome> {
+  const change = result.repo;
+  if (!change) return { applied: false, lines: ["no change was produced; the repository is unchanged"] };
+  if (result.status !== "passed") return { applied: false, lines: [`the tests did not pass; the repository is unchanged (see the patch: loopsmith export ${result.taskId} --out <dir>)`] };
+  const message = commitMessage(result.taskId, String(prepared.task.goal), change, true);
+  const { branch, commit } = await commitChange(prepared.repo.root, result.taskId, message, change);
+  const lines = [`branch ${branch} (commit ${commit.slice(0, 12)}): ${change.changed.length} changed, ${change.deleted.length} deleted`];
+  if (!apply) return { branch, commit, applied: false, lines };
+  await applyToWorkTree(prepared.repo.root, change);
+  lines.push(`applied to the work tree of ${prepared.repo.root} (not staged; see git diff)`);
+  return { branch, commit, applied: true, lines };
+}
