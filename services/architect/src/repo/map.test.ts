@@ -91,12 +91,14 @@ describe("symbols", () => {
   });
 
   it("indexes the names a file seems to define and the identifiers it uses, without parsing", () => {
-    const py = indexText("a.py", "LIMIT = 3\nclass Node:\n    def walk(self):\n        return visit(self)\n");
+    const table = { tokens: [] as string[], ids: new Map<string, number>() };
+    const py = indexText("a.py", "LIMIT = 3\nclass Node:\n    def walk(self):\n        return visit(visit(self))\n", table);
     expect(py.names).toEqual(["LIMIT", "Node", "walk"]);
-    expect(py.refs).toBe("LIMIT 1 Node 1 walk 1 visit 1");
-    const ts = indexText("a.ts", 'export const MAX = 1;\nexport interface Opts {}\nclass K {\n  async get(key: string): Promise<void> {\n    if (key) {\n      describe("x", () => {});\n    }\n  }\n}\n');
+    expect(table.tokens).toEqual(["LIMIT", "Node", "walk", "visit"]);
+    expect(py.refs).toEqual([0, 1, 1, 1, 2, 1, 3, 2]);
+    const ts = indexText("a.ts", 'export const MAX = 1;\nexport interface Opts {}\nclass K {\n  async get(key: string): Promise<void> {\n    if (key) {\n      describe("x", () => {});\n    }\n  }\n}\n', table);
     expect(ts.names).toEqual(["K", "MAX", "Opts", "get"]);
-    expect(indexText("README.md", "see parse_header").names).toEqual([]);
+    expect(indexText("README.md", "see parse_header", table).names).toEqual([]);
   });
 
   it("still yields the definitions it can from a file with a syntax error", async () => {

@@ -1,22 +1,19 @@
 /**
- * The repo map of repo mode: the repository's files with their top-level symbols, ranked by
- * relevance to the goal and the failing tests, cut to a token budget. After aider's repo map:
- * a personalised PageRank over the reference graph (file A uses an identifier file B defines:
- * an edge A→B), each file's rank shared out over the definitions it points at, then as many
- * of the best definitions as fit, grouped by file, best file first.
- * The graph comes from every file's lexical index; tree-sitter signatures are extracted only
- * for the files whose definitions can still reach the map: files are parsed in the order of
- * an upper bound on their best entry, until the entries that fit are known. The text is the
- * one parsing every file would give, and the same whatever the cache held.
- * The PageRank is computed here, not with graphology-metrics: that one has no personalisation
- * vector (its teleport and dangling mass go to every node alike), and materialised edges cost
- * referencers × definers per identifier; factorised through the identifiers, an iteration
- * costs references + definitions.
+ * The repo map of repo mode: the files with their top-level symbols, ranked by relevance to the
+ * goal and the failing tests, cut to a token budget. After aider's repo map: a personalised
+ * PageRank over the reference graph (file A uses an identifier file B defines: an edge A→B),
+ * each file's rank shared out over the definitions it points at, then as many of the best
+ * definitions as fit, grouped by file, best file first. The graph comes from every file's
+ * lexical index; tree-sitter runs only on files whose definitions can still reach the map (in
+ * the order of an upper bound on their best entry), so the text is the one parsing every file
+ * would give. The PageRank is computed here, not with graphology-metrics: that one has no
+ * personalisation vector, and materialised edges cost referencers × definers per identifier
+ * where, factorised through the identifiers, an iteration costs references + definitions.
  */
 import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CHARS_PER_TOKEN, LoopsmithError, approxTokens } from "@loopsmith/shared";
-import { countsAsReference, indexText, languageOf, loadGrammars, readSource, readSymbols, walkTree, type FileIndex, type FileSymbols } from "./symbols.js";
+import { countsAsReference, indexFile, languageOf, loadGrammars, readSymbols, walkTree, type FileIndex, type FileSymbols, type TokenTable } from "./symbols.js";
 
 /** What to map. */
 export interface RepoMapInput {
@@ -26,6 +23,7 @@ export interface RepoMapInput {
   commit: string;
   /** Workspace-relative file paths to consider (tracked files); when absent, walk `root` (skip .git, node_modules, __pycache__, dist, build, .venv). */
   files?: string[];
+  /** The task, in words; its identifiers that some file defines count as mentioned (see `focusSymbols`). */
   goal: string;
   /** Files to favour (failing tests' files, files the planner named). */
   focusFiles?: string[];
@@ -33,6 +31,7 @@ export interface RepoMapInput {
   focusSymbols?: string[];
   /** Token budget (1 token ≈ 4 characters, use CHARS_PER_TOKEN or approxTokens from @loopsmith/shared). */
   maxTokens: number;
+  /** Directory for one JSON file per commit (index, parsed signatures), created when missing; no disk cache when absent. */
   cacheDir?: string;
 }
 
@@ -58,9 +57,10 @@ const IDENT = /[A-Za-z_$][\w$]*/g;
 const ALPHA = 0.85;
 const NO_SYMBOLS: FileSymbols = { defs: [], refs: [] };
 
-/** What is known at one commit: the walked file list, every file's index, the signatures parsed so far. */
+/** What is known at one commit: the walked file list, the tokens, every file's index, the signatures parsed so far. */
 interface CommitCache {
   walked?: string[];
+  table: TokenTable;
   index: Map<string, FileIndex | null>;
   tags: Map<string, FileSymbols>;
   graph?: { key: string; files: string[]; index: FileIndex[]; g: Graph };
@@ -73,9 +73,7 @@ export function clearRepoMapCache(): void {
 }
 
 /** `a[i]`, 0 when out of range (typed arrays under `noUncheckedIndexedAccess`). */
-function at(a: ArrayLike<number>, i: number): number {
-  return a[i] ?? 0;
-}
+const at = (a: ArrayLike<number>, i: number): number => a[i] ?? 0;
 
 /** A Float64Array of `n` values `fn(i)` (a loop: `Float64Array.from` with a mapper is ten times slower). */
 function fill(n: number, fn: (i: number) => number): Float64Array {
@@ -84,9 +82,7 @@ function fill(n: number, fn: (i: number) => number): Float64Array {
   return a;
 }
 
-function byCodeUnit(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
+const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 function cacheFile(cacheDir: string, commit: string): string {
   return join(cacheDir, `repomap-v${CACHE_VERSION}-${commit.replace(/[^\w.-]/g, "_")}.json`);
@@ -94,10 +90,11 @@ function cacheFile(cacheDir: string, commit: string): string {
 
 function loadDisk(cacheDir: string, commit: string): CommitCache | undefined {
   try {
-    type Stored = { v?: number; commit?: string; walked?: string[]; index?: Array<[string, FileIndex | null]>; tags?: Array<[string, FileSymbols]> };
+    type Stored = { v?: number; commit?: string; walked?: string[]; tokens?: string[]; index?: Array<[string, FileIndex | null]>; tags?: Array<[string, FileSymbols]> };
     const data = JSON.parse(readFileSync(cacheFile(cacheDir, commit), "utf8")) as Stored;
-    if (data.v !== CACHE_VERSION || data.commit !== commit || !Array.isArray(data.index) || !Array.isArray(data.tags)) return undefined;
-    return { walked: data.walked, index: new Map(data.index), tags: new Map(data.tags) };
+    const { walked, tokens, index, tags } = data;
+    if (data.v !== CACHE_VERSION || data.commit !== commit || !tokens || !index || !tags) return undefined;
+    return { walked, table: { tokens, ids: new Map(tokens.map((t, i) => [t, i])) }, index: new Map(index), tags: new Map(tags) };
   } catch {
     return undefined; // absent or unreadable: read the files again
   }
@@ -108,7 +105,7 @@ function saveDisk(cacheDir: string, commit: string, c: CommitCache): void {
   const [file, tmp] = [cacheFile(cacheDir, commit), `${cacheFile(cacheDir, commit)}.${process.pid}.tmp`];
   try {
     mkdirSync(cacheDir, { recursive: true });
-    writeFileSync(tmp, JSON.stringify({ v: CACHE_VERSION, commit, walked: c.walked, index: [...c.index], tags: [...c.tags] }));
+    writeFileSync(tmp, JSON.stringify({ v: CACHE_VERSION, commit, walked: c.walked, tokens: c.table.tokens, index: [...c.index], tags: [...c.tags] }));
     renameSync(tmp, file);
   } catch {
     /* best effort */
@@ -117,7 +114,8 @@ function saveDisk(cacheDir: string, commit: string, c: CommitCache): void {
 
 /** The commit's cache (memory, then disk, then empty), made the most recently used. */
 function commitCache(input: RepoMapInput): CommitCache {
-  const c = memory.get(input.commit) ?? (input.cacheDir ? loadDisk(input.cacheDir, input.commit) : undefined) ?? { index: new Map(), tags: new Map() };
+  const c = memory.get(input.commit) ??
+    (input.cacheDir ? loadDisk(input.cacheDir, input.commit) : undefined) ?? { table: { tokens: [], ids: new Map() }, index: new Map(), tags: new Map() };
   memory.delete(input.commit);
   memory.set(input.commit, c);
   while (memory.size > MEMORY_COMMITS) memory.delete(memory.keys().next().value ?? "");
@@ -134,15 +132,10 @@ function filesAndIndex(input: RepoMapInput, c: CommitCache, dirs: Map<string, st
     }
     files = c.walked ??= walkTree(input.root);
   }
-  let read = 0;
   const todo = files.filter((f) => !c.index.has(f));
   if (todo.length > 0) void loadGrammars(todo).catch(() => undefined); // compiles in the background meanwhile
-  for (const f of todo) {
-    const src = readSource(input.root, f, dirs);
-    c.index.set(f, src && (src.tooLarge ? { names: [], refs: "", skipped: "too-large" } : indexText(f, src.text ?? "")));
-    read++;
-  }
-  return { files, read };
+  for (const f of todo) c.index.set(f, indexFile(input.root, f, c.table, dirs));
+  return { files, read: todo.length };
 }
 
 /** How much the references to one identifier weigh (aider's factors). */
@@ -165,7 +158,7 @@ interface Graph {
   defFile: Int32Array;
   defIdent: Int32Array;
   refs: { file: Int32Array; ident: Int32Array; root: Float64Array; self: Int32Array };
-  /** aider's weight of each identifier, before the ×10 for a mentioned one. */
+  /** aider's weight of each identifier, before the boost of a mentioned one. */
   baseWeight: Float64Array;
 }
 
@@ -180,7 +173,7 @@ function slot(g: Pick<Graph, "defStart" | "defFile">, k: number, f: number): num
   return -1;
 }
 
-function buildGraph(index: FileIndex[]): Graph {
+function buildGraph(index: FileIndex[], table: TokenTable): Graph {
   const defines = new Map<string, number[]>();
   index.forEach((x, i) => x.names.forEach((name) => (defines.get(name) ?? defines.set(name, []).get(name))?.push(i)));
   const idents = [...defines.keys()];
@@ -196,18 +189,17 @@ function buildGraph(index: FileIndex[]): Graph {
     defStart[k + 1] = defFile.length;
   });
   const g = { defStart, defFile: new Int32Array(defFile) };
+  const identOf = new Int32Array(table.tokens.length).fill(-1); // token number → identifier, or -1
+  for (const [k, id] of idents.entries()) if (table.ids.has(id)) identOf[table.ids.get(id) ?? 0] = k;
   const refs = { file: [] as number[], ident: [] as number[], root: [] as number[], self: [] as number[] };
-  index.forEach(({ refs: text }, r) => {
-    for (let i = 0, space = text.indexOf(" "); space > 0; space = text.indexOf(" ", i)) {
-      const k = identIndex.get(text.slice(i, space));
-      let count = 0;
-      for (i = space + 1; i < text.length && text.charCodeAt(i) !== 32; i++) count = count * 10 + text.charCodeAt(i) - 48;
-      i++;
-      const own = k === undefined ? -1 : slot(g, k, r);
-      if (k === undefined || at(defStart, k + 1) - at(defStart, k) === (own >= 0 ? 1 : 0)) continue; // unknown, or defined only here
+  index.forEach((x, r) => {
+    for (let i = 0; i + 1 < x.refs.length; i += 2) {
+      const k = identOf[x.refs[i] ?? -1] ?? -1;
+      const own = k < 0 ? -1 : slot(g, k, r);
+      if (k < 0 || at(defStart, k + 1) - at(defStart, k) === (own >= 0 ? 1 : 0)) continue; // unknown, or defined only here
       refs.file.push(r);
       refs.ident.push(k);
-      refs.root.push(Math.sqrt(count));
+      refs.root.push(Math.sqrt(x.refs[i + 1] ?? 1));
       refs.self.push(own);
     }
   });
@@ -216,7 +208,7 @@ function buildGraph(index: FileIndex[]): Graph {
   return { idents, identIndex, defStart, defFile: g.defFile, defIdent: new Int32Array(defIdent), refs: { file, ident, root, self }, baseWeight };
 }
 
-function personalisation(files: string[], g: Graph, input: RepoMapInput, mentioned: Set<string>): Float64Array {
+function personalisation(files: string[], g: Graph, input: RepoMapInput, mentioned: Map<string, number>): Float64Array {
   const n = files.length;
   const p = new Float64Array(n);
   const index = new Map(files.map((f, i) => [f, i]));
@@ -231,15 +223,10 @@ function personalisation(files: string[], g: Graph, input: RepoMapInput, mention
     const b = base(f);
     if ((f.includes("/") && input.goal.includes(f)) || (basenames.get(b) === 1 && b.includes(".") && input.goal.includes(b))) p[i] = at(p, i) + 1;
   });
-  // A focus symbol weighs 1, a word of the goal 1 / (1 + files using it): "urlsplit" outweighs "when".
-  const users = new Int32Array(g.idents.length);
-  for (const k of g.refs.ident) users[k] = at(users, k) + 1;
-  const focus = new Set((input.focusSymbols ?? []).flatMap((s) => s.match(IDENT) ?? []));
-  for (const ident of [...mentioned].sort(byCodeUnit)) {
+  for (const [ident, w] of [...mentioned].sort((a, b) => byCodeUnit(a[0], b[0]))) {
     const k = g.identIndex.get(ident);
     const [from, to] = k === undefined ? [0, 0] : [at(g.defStart, k), at(g.defStart, k + 1)];
-    const share = (focus.has(ident) || k === undefined ? 1 : 1 / (1 + at(users, k))) / (to - from);
-    for (let d = from; d < to; d++) p[at(g.defFile, d)] = at(p, at(g.defFile, d)) + share;
+    for (let d = from; d < to; d++) p[at(g.defFile, d)] = at(p, at(g.defFile, d)) + w / (to - from);
   }
   const total = p.reduce((a, b) => a + b, 0);
   if (total === 0) p.fill(1 / Math.max(1, n));
@@ -248,7 +235,7 @@ function personalisation(files: string[], g: Graph, input: RepoMapInput, mention
 }
 
 /** File scores (PageRank + personalisation share) and the rank flowing into each definition slot. */
-type Ranking = { score: Float64Array; defFlow: Float64Array; mentioned: Set<string> };
+type Ranking = { score: Float64Array; p: Float64Array; defFlow: Float64Array; mentioned: Map<string, number> };
 
 /**
  * Personalised PageRank over the files: a referencer links to every other definer of an
@@ -258,11 +245,18 @@ type Ranking = { score: Float64Array; defFlow: Float64Array; mentioned: Set<stri
  */
 function rank(files: string[], g: Graph, input: RepoMapInput): Ranking {
   const n = files.length;
-  const mentioned = new Set<string>();
-  for (const s of input.focusSymbols ?? []) for (const m of s.matchAll(IDENT)) mentioned.add(m[0]);
-  for (const m of input.goal.matchAll(IDENT)) if (m[0].length >= 3 && g.identIndex.has(m[0])) mentioned.add(m[0]);
+  // Mentioned identifiers and how much: a focus symbol 1, a word of the goal 1 / (1 + files using it),
+  // so that "urlsplit" outweighs "when". A mention boosts references up to ×10 (aider's factor).
+  const users = new Int32Array(g.idents.length);
+  for (const k of g.refs.ident) users[k] = at(users, k) + 1;
+  const mentioned = new Map<string, number>();
+  for (const m of input.goal.matchAll(IDENT)) {
+    const k = g.identIndex.get(m[0]);
+    if (m[0].length >= 3 && k !== undefined) mentioned.set(m[0], 1 / (1 + at(users, k)));
+  }
+  for (const s of input.focusSymbols ?? []) for (const m of s.matchAll(IDENT)) mentioned.set(m[0], 1);
   const p = personalisation(files, g, input, mentioned);
-  const weight = fill(g.idents.length, (k) => (mentioned.has(g.idents[k] ?? "") ? 10 : 1) * at(g.baseWeight, k));
+  const weight = fill(g.idents.length, (k) => (1 + 9 * (mentioned.get(g.idents[k] ?? "") ?? 0)) * at(g.baseWeight, k));
   const { file: rFile, ident: rIdent, root: rRoot, self: rSelf } = g.refs;
   const R = rFile.length;
   const out = new Float64Array(n);
@@ -299,7 +293,7 @@ function rank(files: string[], g: Graph, input: RepoMapInput): Ranking {
     const d = at(rSelf, j);
     if (d >= 0) defFlow[d] = at(defFlow, d) - ALPHA * at(x, at(rFile, j)) * at(cn, j);
   }
-  return { score: fill(n, (i) => at(x, i) + at(p, i)), defFlow, mentioned };
+  return { score: fill(n, (i) => at(x, i) + at(p, i)), p, defFlow, mentioned };
 }
 
 /** One unit of the map: definition `def` of file `file`, or (def -1) a file without definitions. */
@@ -336,27 +330,27 @@ function render(files: string[], syms: Map<number, FileSymbols>, score: Float64A
  * @throws Error when a tree-sitter grammar cannot be loaded (a broken installation)
  */
 export async function buildRepoMap(input: RepoMapInput): Promise<RepoMap> {
-  const t0 = performance.now();
-  const c = commitCache(input);
-  const dirs = new Map<string, string>();
+  const [t0, c, dirs] = [performance.now(), commitCache(input), new Map<string, string>()];
   const { files: all, read } = filesAndIndex(input, c, dirs);
   const key = all.join("\n");
   if (c.graph?.key !== key) {
     const files = all.filter((f) => c.index.get(f));
     const index = files.map((f) => c.index.get(f) as FileIndex);
-    c.graph = { key, files, index, g: buildGraph(index) };
+    c.graph = { key, files, index, g: buildGraph(index, c.table) };
   }
   const { files, index, g } = c.graph;
-  const { score, defFlow, mentioned } = rank(files, g, input);
-
+  const { score, p, defFlow, mentioned } = rank(files, g, input);
+  // A file's own share (a tenth of its score, a third of its personalisation), spread over the names its
+  // index found: known before parsing, so the bound below is tight.
+  const own = fill(files.length, (f) => (0.1 * at(score, f) + 0.3 * at(p, f)) / Math.max(1, index[f]?.names.length ?? 0));
   // Upper bound of each file's best entry; files are parsed best bound first.
   const best = new Float64Array(files.length);
   for (let d = 0; d < defFlow.length; d++) best[at(g.defFile, d)] = Math.max(at(best, at(g.defFile, d)), at(defFlow, d));
-  // A definition named by a mentioned identifier has that name among its file's tokens (or may be anywhere,
-  // for a name the tokens leave out).
-  const has = (refs: string, m: string): boolean => refs.startsWith(`${m} `) || refs.includes(` ${m} `);
-  const named = (f: number): boolean => [...mentioned].some((m) => !countsAsReference(m) || has(index[f]?.refs ?? "", m));
-  const bound = fill(files.length, (f) => (at(best, f) + (named(f) ? 1.1 : 0.1) * at(score, f)) * (1 + 1e-9));
+  // A file defining a mentioned name has it among its tokens (a name the tokens leave out: any file may).
+  const ids = [...mentioned].map(([m, w]) => [countsAsReference(m) ? (c.table.ids.get(m) ?? -1) : -2, w] as const);
+  const has = (f: number, id: number): boolean => id === -2 || (id >= 0 && (index[f]?.refs ?? []).some((t, i) => i % 2 === 0 && t === id));
+  const named = (f: number): number => Math.max(0, ...ids.filter(([id]) => has(f, id)).map(([, w]) => w));
+  const bound = fill(files.length, (f) => (at(best, f) + at(own, f) + named(f) * at(score, f)) * (1 + 1e-9));
   const order = files.map((_, f) => f).sort((a, b) => at(bound, b) - at(bound, a) || a - b);
   const hi = Math.max(0, Math.floor((input.maxTokens * CHARS_PER_TOKEN) / 2)); // a line has ≥ 2 characters
   const syms = new Map<number, FileSymbols>();
@@ -373,11 +367,13 @@ export async function buildRepoMap(input: RepoMapInput): Promise<RepoMap> {
       }
       syms.set(f, s);
       const fs = at(score, f);
-      if (s.defs.length === 0) entries.push({ file: f, def: -1, score: 0.1 * fs, line: 0 });
+      if (s.defs.length === 0) entries.push({ file: f, def: -1, score: at(own, f), line: 0 });
+      const same = new Map<string, number>(); // definitions sharing a name share its flow
+      for (const d of s.defs) same.set(d.name, (same.get(d.name) ?? 0) + 1);
       s.defs.forEach((d, i) => {
         const k = g.identIndex.get(d.name);
-        const flow = k === undefined ? 0 : at(defFlow, slot(g, k, f));
-        entries.push({ file: f, def: i, score: flow + (0.1 * fs) / s.defs.length + (mentioned.has(d.name) ? fs : 0), line: d.line });
+        const flow = k === undefined ? 0 : at(defFlow, slot(g, k, f)) / (same.get(d.name) ?? 1);
+        entries.push({ file: f, def: i, score: flow + at(own, f) + (mentioned.get(d.name) ?? 0) * fs, line: d.line });
       });
     }
     entries.sort((a, b) => b.score - a.score || byCodeUnit(files[a.file] ?? "", files[b.file] ?? "") || a.line - b.line || a.def - b.def);
@@ -395,7 +391,6 @@ export async function buildRepoMap(input: RepoMapInput): Promise<RepoMap> {
     if (lo < known || lo >= hi || next >= files.length) break;
   }
   if ((read > 0 || parsed > 0) && input.cacheDir) saveDisk(input.cacheDir, input.commit, c);
-
   const ranked = files.map((path, i) => ({ path, score: at(score, i) })).sort((a, b) => b.score - a.score || byCodeUnit(a.path, b.path));
   return { text, ranked, tokens: approxTokens(text), fromCache: read === 0 && parsed === 0, ms: performance.now() - t0, files: files.length };
 }

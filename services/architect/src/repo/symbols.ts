@@ -12,7 +12,7 @@
  * Parsing is the cost (about 1 ms a 4 KB file on one core), so no more files are parsed than
  * the map needs; see map.ts.
  */
-import { lstatSync, readFileSync, readdirSync, realpathSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, readdirSync, realpathSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, extname, isAbsolute, join, normalize, sep } from "node:path";
 import { Language, Parser, Query } from "web-tree-sitter";
@@ -45,12 +45,18 @@ export interface FileSymbols {
   skipped?: "too-large";
 }
 
+/** Tokens numbered once for many files (one table per commit): `tokens[ids.get(t)] === t`. */
+export interface TokenTable {
+  tokens: string[];
+  ids: Map<string, number>;
+}
+
 /** The lexical index of one file (see the module comment). */
 export interface FileIndex {
   /** Names the file seems to define, sorted, unique. */
   names: string[];
-  /** Identifier tokens and counts in order of first use, `"name count name count …"` (one string: 10,000 files stay small). */
-  refs: string;
+  /** The identifier tokens it uses and their counts, `[token number, count, …]`, in order of first use. */
+  refs: number[];
   /** Set when the file was not read because it is larger than {@link MAX_FILE_BYTES}. */
   skipped?: "too-large";
 }
@@ -121,7 +127,7 @@ const WASM: Record<SourceLanguage, string> = {
   tsx: "tree-sitter-typescript/tree-sitter-tsx.wasm",
 };
 
-/** Keywords and other tokens that never name a definition, kept out of the references. */
+/** Keywords and the commonest built-in names: noise in every file, kept out of the references. */
 const NOT_REFS = new Set(
   ("self cls None True False and or not in is if elif else for while return def class import from as with try " +
     "except finally raise pass break continue lambda yield async await global nonlocal del assert this null " +
@@ -303,9 +309,9 @@ const CONTROL = new Set(["if", "for", "while", "switch", "catch", "with", "retur
  * The lexical index of one file's text: its identifier tokens, and the names its lines seem
  * to define (Python `def`/`class` at any depth and module-level assignments; JavaScript and
  * TypeScript declarations, top-level `const`/`let`/`var`, `exports.name =`, and one-line
- * method heads). Files without a grammar get tokens only.
+ * method heads). Files without a grammar get tokens only. New tokens are added to `table`.
  */
-export function indexText(path: string, text: string): FileIndex {
+export function indexText(path: string, text: string, table: TokenTable): FileIndex {
   const lang = languageOf(path);
   const names = new Set<string>();
   if (lang) {
@@ -314,9 +320,20 @@ export function indexText(path: string, text: string): FileIndex {
       if (name && !CONTROL.has(name)) names.add(name);
     }
   }
-  const refs: Array<string | number> = [];
-  for (const [id, n] of countTokens(text)) refs.push(id, n);
-  return { names: [...names].sort(), refs: refs.join(" ") };
+  const refs: number[] = [];
+  for (const [token, count] of countTokens(text)) {
+    let id = table.ids.get(token);
+    if (id === undefined) table.ids.set(token, (id = table.tokens.push(token) - 1));
+    refs.push(id, count);
+  }
+  return { names: [...names].sort(), refs };
+}
+
+/** The lexical index of one file under `root`, its tokens numbered in `table` (see {@link readSource} for what is null). */
+export function indexFile(root: string, path: string, table: TokenTable, dirs?: Map<string, string>): FileIndex | null {
+  const src = readSource(root, path, dirs);
+  if (!src) return null;
+  return src.tooLarge ? { names: [], refs: [], skipped: "too-large" } : indexText(path, src.text ?? "", table);
 }
 
 /**
@@ -327,19 +344,24 @@ export function indexText(path: string, text: string): FileIndex {
  * not read: `text` is undefined. `dirs` memoises real directory paths.
  */
 export function readSource(root: string, path: string, dirs = new Map<string, string>()): { text?: string; tooLarge?: true } | null {
-  if (isAbsolute(path) || normalize(path).startsWith("..") || isBinaryPath(path)) return null;
+  if (isAbsolute(path) || /^\.\.(?:[\\/]|$)/.test(normalize(path)) || isBinaryPath(path)) return null;
   const abs = join(root, path);
   const real = (dir: string): string => dirs.get(dir) ?? dirs.set(dir, realpathSync(dir)).get(dir) ?? dir;
+  let fd: number | undefined;
   try {
-    const st = lstatSync(abs);
-    const inside = (real(dirname(abs)) + sep).startsWith(real(root) + sep);
-    if (!st.isFile() || !inside) return null;
+    if (!(real(dirname(abs)) + sep).startsWith(real(root) + sep)) return null;
+    fd = openSync(abs, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK); // fails on a link; a FIFO does not block
+    const st = fstatSync(fd);
+    if (!st.isFile()) return null;
     if (st.size > MAX_FILE_BYTES) return { tooLarge: true };
     if (!languageOf(path)) return {};
-    const buf = readFileSync(abs);
-    return buf.subarray(0, 8192).includes(0) ? null : { text: buf.toString("utf8") };
+    const buf = Buffer.allocUnsafe(st.size);
+    const n = readSync(fd, buf, 0, st.size, 0);
+    return buf.subarray(0, Math.min(n, 8192)).includes(0) ? null : { text: buf.toString("utf8", 0, n) };
   } catch {
-    return null; // vanished or unreadable
+    return null; // vanished, unreadable, or a link
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
 
