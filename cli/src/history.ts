@@ -3,28 +3,12 @@
  * and memory when they are missing (and stopping what was started).
  * Exit codes: 0 done; 2 configuration error; 3 NATS, Docker or memory unavailable.
  */
-import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { Endpoints, call, loadConfig } from "@loopsmith/shared";
+import { Endpoints, call } from "@loopsmith/shared";
 import { ExitCode } from "./exit-codes.js";
 import { failuresText, historyText, statsText } from "./output.js";
-import { startLocalStack } from "./stack.js";
+import { withMemory } from "./runs.js";
 import { jsonLine } from "./terminal.js";
-
-async function withMemory<T>(log: Logger, configFile: string | undefined, fn: (nc: NatsConnection) => Promise<T>): Promise<T> {
-  const config = loadConfig(configFile ? { file: configFile } : {});
-  const stack = await startLocalStack({ config, log, services: ["memory"] });
-  try {
-    const nc = await connect({ servers: stack.natsUrl });
-    try {
-      return await fn(nc);
-    } finally {
-      await nc.close();
-    }
-  } finally {
-    await stack.stop();
-  }
-}
 
 /** Options of `history` and `stats`. */
 export interface MemoryCommandOptions {

@@ -128,6 +128,8 @@ describe("repo mode in the conductor", () => {
     }
     expect(outcomes.reject?.runs).toBe(1);
     expect(outcomes.reject?.told).toMatch(/dependencies.*requirements\.txt.*reject/);
+    // The change is shown, as a diff of the manifest.
+    expect(outcomes.reject?.told).toContain("+requests==2.32.0");
     expect(outcomes.ask).toMatchObject({ stop: "needs_approval", runs: 1 });
     expect(outcomes.allow).toMatchObject({ stop: "passed", runs: 2 });
   }, 90_000);

@@ -244,10 +244,11 @@ async function applyRepoCandidate(run: TaskRun, reply: Candidate, data: Record<s
 
 /** Repo mode, before the gate: runner configuration blocks; dependencies follow the task's policy. */
 async function repoPolicy(run: TaskRun): Promise<PhaseOutcome | "run"> {
-  const decision = await policyOf(run);
+  const { decision, diff } = await policyOf(run);
   if (decision.action === "run") return "run";
-  await run.emit("step", decision.reason, { phase: "gate", data: { policy: decision.action } });
+  await run.emit("step", `${decision.reason}\n${diff}`, { phase: "gate", data: { policy: decision.action, paths: decision.paths, diff } });
   if (decision.action === "ask") return run.stop("needs_approval", `stopped for approval: ${decision.reason}`);
-  await run.go("remember", { failure: briefFromFindings(run.s.iteration, "blocked", [{ severity: "blocker", message: decision.reason, rule: "repo-policy" }]) });
+  const failure = briefFromFindings(run.s.iteration, "blocked", [{ severity: "blocker", message: decision.reason, rule: "repo-policy" }]);
+  await run.go("remember", { failure: { ...failure, output: `${failure.output}\n${diff}`.slice(0, 8_000) } });
   return undefined;
 }

@@ -129,12 +129,19 @@ export async function applyCandidate(run: TaskRun, reply: Candidate): Promise<{ 
   return { ok: true, candidate: { ...reply, files: changed.sort((a, b) => a.path.localeCompare(b.path)), deleted: [...deleted].sort(), tests: [] } };
 }
 
-/** The policy decision on the current candidate (runner configuration, dependencies). */
-export async function policyOf(run: TaskRun): Promise<PolicyDecision> {
+/**
+ * The policy decision on the current candidate (runner configuration, dependencies), and the
+ * diff of the files it is about (what a person approving, or the builder, is shown).
+ */
+export async function policyOf(run: TaskRun): Promise<{ decision: PolicyDecision; diff: string }> {
   const repo = repoOf(run.s.task);
   const root = await run.steps.tree(repo.snapshot);
   const c = run.s.candidate;
-  return decide(policyFindings(c?.files ?? [], c?.deleted ?? [], (p) => readBaseFile(root, p)), repo.dependencies);
+  const read = (p: string): string | undefined => readBaseFile(root, p);
+  const decision = decide(policyFindings(c?.files ?? [], c?.deleted ?? [], read), repo.dependencies);
+  if (decision.action === "run") return { decision, diff: "" };
+  const about = new Set(decision.paths);
+  return { decision, diff: unifiedPatch(read, (c?.files ?? []).filter((f) => about.has(f.path)), (c?.deleted ?? []).filter((p) => about.has(p))) };
 }
 
 /** The change of the current candidate against the base commit (undefined before any candidate was applied). */

@@ -115,7 +115,7 @@ export function policyFindings(changed: readonly FileChange[], deleted: readonly
 }
 
 /** What the loop does with a candidate, given its findings and the task's policy. */
-export type PolicyDecision = { action: "run" } | { action: "block"; reason: string } | { action: "ask"; reason: string };
+export type PolicyDecision = { action: "run" } | { action: "block"; reason: string; paths: string[] } | { action: "ask"; reason: string; paths: string[] };
 
 /**
  * Runner changes always block; dependency changes follow `policy`.
@@ -123,11 +123,12 @@ export type PolicyDecision = { action: "run" } | { action: "block"; reason: stri
  */
 export function decide(findings: readonly PolicyFinding[], policy: DependencyPolicy): PolicyDecision {
   const runner = findings.filter((f) => f.kind === "runner");
-  if (runner.length) return { action: "block", reason: `the change touches the test runner's configuration, which a candidate may not change: ${runner.map((f) => f.message).join("; ")}` };
+  if (runner.length) return { action: "block", reason: `the change touches the test runner's configuration, which a candidate may not change: ${runner.map((f) => f.message).join("; ")}`, paths: runner.map((f) => f.path) };
   const deps = findings.filter((f) => f.kind === "dependencies");
   if (!deps.length || policy === "allow") return { action: "run" };
   const what = deps.map((f) => f.message).join("; ");
+  const paths = deps.map((f) => f.path);
   return policy === "ask"
-    ? { action: "ask", reason: `the change touches the dependencies (${what}); the task's policy is "ask": approve by running it again with dependencies "allow"` }
-    : { action: "block", reason: `the change touches the dependencies (${what}), and the task's dependency policy is "reject": solve the task without changing them` };
+    ? { action: "ask", reason: `the change touches the dependencies (${what}); the task's policy is "ask": approve by running it again with dependencies "allow"`, paths }
+    : { action: "block", reason: `the change touches the dependencies (${what}), and the task's dependency policy is "reject": solve the task without changing them`, paths };
 }
