@@ -63,11 +63,11 @@ function state(dir: string): Record<string, string> {
 }
 
 const cases = [
-  { example: "repo-bugfix", goal: "Fix the failing test tests/test_pricing.py::test_bulk_discount_starts_at_threshold", changed: "inventory/pricing.py", fix: "return quantity >= BULK_THRESHOLD" },
-  { example: "repo-bugfix-ts", goal: "Fix the failing pager test: a gap of one page shows that page instead (start)", changed: "src/links.js", fix: "" },
+  { example: "repo-bugfix", goal: "Fix the failing test tests/test_pricing.py::test_bulk_discount_starts_at_threshold", changed: "inventory/pricing.py", fix: "    return quantity >= BULK_THRESHOLD", undone: "(1 - BULK_DISCOUNT)" },
+  { example: "repo-bugfix-ts", goal: "Fix the failing pager test: a gap of one page shows that page instead (start)", changed: "src/links.js", fix: "", undone: "Math.max(2, page - radius)" },
 ];
 
-describe.each(cases)("solve --repo on examples/$example (scripted, real sandbox)", ({ example, goal, changed, fix }) => {
+describe.each(cases)("solve --repo on examples/$example (scripted, real sandbox)", ({ example, goal, changed, fix, undone }) => {
   it("fixes it in two iterations on a new branch, writes the report and the patch, and leaves the user's repository as it was", async () => {
     const dir = userRepo(example);
     const before = state(dir);
@@ -87,7 +87,9 @@ describe.each(cases)("solve --repo on examples/$example (scripted, real sandbox)
     expect(message).toContain(goal);
     const diff = git(dir, "diff", base, `loopsmith/${taskId}`);
     expect(git(dir, "diff", "--name-only", base, `loopsmith/${taskId}`).split("\n")).toContain(changed);
-    if (fix) expect(diff).toContain(`+    ${fix}`);
+    if (fix) expect(diff).toContain(`+${fix}`);
+    // Edits are cumulative: the second reply undid the first attempt's edit, so only the fix is committed.
+    expect(diff).not.toContain(undone);
     // The export: result, report (each failure with its signature and reflection), the patch.
     expect(readdirSync(out).sort()).toEqual(["change.patch", "report.md", "result.json"]);
     expect(readFileSync(join(out, "change.patch"), "utf8")).toContain(`b/${changed}`);
