@@ -60,7 +60,7 @@ export {
 export type { Submitted } from "./streams.js";
 export { createIdempotencyCache } from "./idempotency.js";
 export type { IdempotencyCache, IdempotencyOptions } from "./idempotency.js";
-export { isRunnerConfig, isTestFile } from "./runner-config.js";
+export { isDependencyManifest, isRunnerConfig, isTestFile } from "./runner-config.js";
 export {
   MAX_SNAPSHOT_BYTES, REPOS_BUCKET, SNAPSHOT_TTL_MS, extractTar, getSnapshot, materializeSnapshot, openSnapshots,
   putSnapshot,

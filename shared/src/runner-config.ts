@@ -46,3 +46,16 @@ export function isTestFile(path: string, language: Language): boolean {
   if (!NODE_TEST_FILE.test(path) || path.split("/").includes("node_modules")) return false;
   return language === "typescript" ? /\.(c|m)?ts$/.test(path) : /\.(c|m)?js$/.test(path);
 }
+
+/**
+ * Dependency manifests and lock files of pip, setuptools, Pipenv, Poetry, npm, yarn and pnpm,
+ * by file name anywhere in a tree. One rule for what a setup layer's key covers (executor)
+ * and what repo mode's dependency policy looks at (architect). `pyproject.toml`, `setup.cfg`
+ * and `package.json` hold more than dependencies; the policy tells their parts apart.
+ */
+const DEPENDENCY_MANIFEST = /^(requirements[^/]*\.txt|constraints[^/]*\.txt|Pipfile|Pipfile\.lock|poetry\.lock|pyproject\.toml|setup\.py|setup\.cfg|package\.json|package-lock\.json|npm-shrinkwrap\.json|yarn\.lock|pnpm-lock\.yaml)$/;
+
+/** True when `path` (workspace-relative) is a dependency manifest or lock file. */
+export function isDependencyManifest(path: string): boolean {
+  return DEPENDENCY_MANIFEST.test(path.slice(path.lastIndexOf("/") + 1));
+}

@@ -122,7 +122,7 @@ describe("repo mode in the conductor", () => {
     const outcomes: Record<string, { stop: string; runs: number; told?: string }> = {};
     for (const policy of ["reject", "ask", "allow"] as const) {
       const r = repoSteps(tree(), [change]);
-      const { result } = await withConductor(nats, r.steps, (nc) => runTask(nc, repoTask({ dependencies: policy, ...(policy === "reject" ? {} : {}) })));
+      const { result } = await withConductor(nats, r.steps, (nc) => runTask(nc, repoTask({ dependencies: policy })));
       outcomes[policy] = { stop: result.stopReason, runs: r.runs.length, ...(r.builds[1] ? { told: r.builds[1].previous?.failure.output ?? "" } : {}) };
       if (policy === "ask") expect(result.repo?.changed).toContain("requirements.txt");
     }

@@ -7,7 +7,7 @@ export { fitResult } from "./fit.js";
 export { LABEL, LABEL_HOST, LABEL_PID, Sandbox, createOptions, type SandboxSpec } from "./sandbox.js";
 export { PYTEST_ISOLATED, type ImageKind } from "./commands.js";
 export { SHIPPED_SECCOMP_PROFILE, loadSeccompProfile } from "./seccomp.js";
-export { repoArchive, snapshotLoader, isManifest, MANIFEST, type RepoArchive, type TreeOverlay, type ArchiveLimits, type Manifest, type ExtraEntry } from "./repo.js";
+export { repoArchive, snapshotLoader, isManifest, type RepoArchive, type TreeOverlay, type ArchiveLimits, type Manifest, type ExtraEntry } from "./repo.js";
 export { SetupLayers, type SetupOutcome, type SetupRequest, type SetupLayersDeps } from "./setup.js";
 export { setupKey, volumeName, layerEnv, setupEnv, SETUP_NETWORK, SETUP_VOLUME_PREFIX, LABEL_SETUP, DEPS_DIR, NODE_MODULES_DIR, SETUP_RETRY_MS, PASSED_THROUGH } from "./layer.js";
 export { PYTEST_ADDOPTS, shellOutcome } from "./shell.js";

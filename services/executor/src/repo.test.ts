@@ -125,7 +125,7 @@ describe("repoArchive", () => {
   });
 
   it("names the dependency manifests", () => {
-    for (const p of ["requirements.txt", "requirements-dev.txt", "a/pyproject.toml", "setup.py", "setup.cfg", "package.json", "web/package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml"]) expect(isManifest(p), p).toBe(true);
+    for (const p of ["requirements.txt", "requirements-dev.txt", "a/pyproject.toml", "setup.py", "setup.cfg", "package.json", "web/package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Pipfile.lock", "constraints.txt"]) expect(isManifest(p), p).toBe(true);
     for (const p of ["src/requirements.py", "package.jsonx", "setup.pyc", "README.md"]) expect(isManifest(p), p).toBe(false);
   });
 

@@ -12,18 +12,10 @@ import { join, posix, sep } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { pack, type Pack } from "tar-stream";
-import { LoopsmithError, materializeSnapshot, type FileChange } from "@loopsmith/shared";
+import { LoopsmithError, isDependencyManifest, materializeSnapshot, type FileChange } from "@loopsmith/shared";
 
-/**
- * Dependency manifests by file name, anywhere in the tree: what a setup layer's key covers
- * (the brief of repo mode; the architect's dependency policy names the same files).
- */
-export const MANIFEST = /^(requirements[^/]*\.txt|pyproject\.toml|setup\.py|setup\.cfg|package\.json|package-lock\.json|npm-shrinkwrap\.json|yarn\.lock|pnpm-lock\.yaml)$/;
-
-/** True when `path` (workspace-relative) is a dependency manifest ({@link MANIFEST}). */
-export function isManifest(path: string): boolean {
-  return MANIFEST.test(posix.basename(path));
-}
+/** True when `path` is a dependency manifest: what a setup layer's key covers (shared rule). */
+export const isManifest = isDependencyManifest;
 
 /** Directory (or file) names never taken from the tree, at any depth: git's data and installed packages. */
 export const NEVER_FROM_TREE: ReadonlySet<string> = new Set([".git", "node_modules"]);

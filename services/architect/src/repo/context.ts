@@ -3,31 +3,31 @@
  * default commands, reading base files without following links, and the files a prompt sees
  * in full (the plan's, the failing tests', the ones a traceback names), within a budget.
  */
-import { lstatSync, readFileSync, readdirSync } from "node:fs";
+import { lstatSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { approxTokens, type FileChange } from "@loopsmith/shared";
+import { walkTree } from "./symbols.js";
 
-/** Directories never walked: VCS data, installed dependencies, caches, build output. */
-const SKIP_DIRS = new Set([".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache", "dist", "build"]);
 /** Largest base file read into a prompt, in bytes (64 KiB). */
 export const MAX_PROMPT_FILE_BYTES = 64 * 1024;
 
+const listed = new Map<string, string[]>();
+/** Trees listed at most: each is one commit's, and never changes. */
+const LISTED_TREES = 8;
+
 /**
- * Every regular file under `root`, workspace-relative and sorted (links and the
- * {@link SKIP_DIRS} left out).
+ * Every regular file of an extracted tree, workspace-relative and sorted ({@link walkTree}:
+ * no links, no `.git`, `node_modules` or build output), walked once per tree: a commit's tree
+ * never changes, and every prompt of a task needs the list.
  */
 export function listTree(root: string): string[] {
-  const out: string[] = [];
-  const walk = (rel: string): void => {
-    for (const e of readdirSync(join(root, rel), { withFileTypes: true })) {
-      const p = rel ? `${rel}/${e.name}` : e.name;
-      if (e.isDirectory()) {
-        if (!SKIP_DIRS.has(e.name)) walk(p);
-      } else if (e.isFile()) out.push(p);
-    }
-  };
-  walk("");
-  return out.sort();
+  let files = listed.get(root);
+  if (!files) {
+    files = walkTree(root);
+    listed.set(root, files);
+    if (listed.size > LISTED_TREES) listed.delete(listed.keys().next().value as string);
+  }
+  return files;
 }
 
 /**

@@ -8,10 +8,8 @@
  *   {@link DependencyPolicy} — `reject` blocks, `ask` stops for a person, `allow` runs with a
  *   setup layer built for the new manifests.
  */
-import type { DependencyPolicy, FileChange } from "@loopsmith/shared";
+import { isDependencyManifest, type DependencyPolicy, type FileChange } from "@loopsmith/shared";
 
-/** Python and Node dependency manifests and lock files (pip, setuptools, npm, yarn, pnpm). */
-const MANIFEST = /(^|\/)(requirements[^/]*\.txt|constraints[^/]*\.txt|Pipfile|Pipfile\.lock|poetry\.lock|setup\.py|package-lock\.json|npm-shrinkwrap\.json|yarn\.lock|pnpm-lock\.yaml)$/;
 /** Files that always configure a test runner or the interpreter's start-up. */
 const RUNNER = /(^|\/)(conftest\.py|pytest\.ini|\.pytest\.ini|sitecustomize\.py|usercustomize\.py|[^/]*\.pth|\.npmrc|\.mocharc[^/]*|jest\.config\.[^/]+|vitest\.config\.[^/]+)$|(^|\/)node_modules(\/|$)/;
 /** ini/TOML files whose sections are told apart: runner sections vs dependency sections. */
@@ -107,9 +105,9 @@ export function policyFindings(changed: readonly FileChange[], deleted: readonly
     const before = readBase(path);
     const verb = after === undefined ? "deletes" : before === undefined ? "adds" : "changes";
     if (RUNNER.test(path)) out.push({ path, kind: "runner", message: `${verb} ${path}, which configures the test runner` });
-    else if (MANIFEST.test(path)) out.push({ path, kind: "dependencies", message: `${verb} ${path}` });
     else if (/(^|\/)package\.json$/.test(path)) out.push(...packageJson(path, before, after));
     else if (SECTIONED.test(path)) out.push(...sectioned(path, before ?? "", after ?? ""));
+    else if (isDependencyManifest(path)) out.push({ path, kind: "dependencies", message: `${verb} ${path}` });
   }
   return out;
 }
