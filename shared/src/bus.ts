@@ -48,6 +48,13 @@ export const Endpoints = {
   architect: {
     status: endpoint("status", Subjects.architect.status, C.StatusRequest, z.object({ state: z.unknown().nullable() })),
     cancel: endpoint("cancel", Subjects.architect.cancel, C.CancelRequest, z.object({ cancelled: z.boolean() })),
+    /** An improvement run: its state (null when unknown) and the reports of its generations so far. */
+    improveStatus: endpoint(
+      "improve_status",
+      Subjects.architect.improveStatus,
+      z.object({ runId: C.RunId }),
+      z.object({ state: z.unknown().nullable(), reports: z.array(C.GenerationReport) }),
+    ),
   },
   builder: {
     build: endpoint("build", Subjects.builder.build, C.BuildRequest, C.BuildReply),

@@ -139,6 +139,11 @@ export const Config = z
         livenessMs: z.number().int().min(3_000).default(10_000),
       })
       .default({ stepTimeoutMs: 300_000, memoryTimeoutMs: 30_000, retries: 2, livenessMs: 10_000 }),
+    /**
+     * `loopsmith improve`'s settings (ImproveSettings: goal, check, bench, repeats, alpha, …),
+     * so `loopsmith improve` alone works in a configured repository; flags override them.
+     */
+    improve: z.record(z.string(), z.unknown()).optional(),
   })
   .superRefine((cfg, ctx) => {
     if (cfg.llm.provider === "scripted" && !cfg.llm.scriptPath) {

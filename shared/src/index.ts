@@ -20,6 +20,12 @@ export {
   summarizeTests, testSummary, trimTests,
 } from "./contracts/index.js";
 export type { TaskInput } from "./contracts/index.js";
+export {
+  BenchFormat, CaseOutcome, CheckCounts, DEFAULT_IMPROVE_GOAL, DEFAULT_PROTECTED, DecisionReason,
+  GenerationReport, Hypothesis, ImproveRequest, ImproveSettings, ImproveSummary, RunId, RunStopReason,
+  SELF_PROTECTED, Statistic,
+} from "./contracts/index.js";
+export type { ImproveRequestInput, ImproveSettingsInput } from "./contracts/index.js";
 export { SUBJECT_PREFIX, ServiceNames, Streams, Subjects, eventsSubject } from "./subjects.js";
 export type { ServiceName } from "./subjects.js";
 export {
@@ -58,6 +64,7 @@ export {
   lastEventSeq, openTaskStates, publishEvent, submitTask, watchEvents,
 } from "./streams.js";
 export type { Submitted } from "./streams.js";
+export { IMPROVE_MAX_DELIVER, ensureImproveStreams, openImproveStates, submitImprove } from "./improve-streams.js";
 export { createIdempotencyCache } from "./idempotency.js";
 export type { IdempotencyCache, IdempotencyOptions } from "./idempotency.js";
 export { isDependencyManifest, isRunnerConfig, isTestFile } from "./runner-config.js";

@@ -6,7 +6,12 @@ export const SUBJECT_PREFIX = "loopsmith";
 
 /** Request/reply step subjects, served through `@nats-io/services` endpoints. */
 export const Subjects = {
-  architect: { status: "loopsmith.architect.status", cancel: "loopsmith.architect.cancel" },
+  architect: {
+    status: "loopsmith.architect.status",
+    cancel: "loopsmith.architect.cancel",
+    /** An improvement run's state and reports. */
+    improveStatus: "loopsmith.architect.improve_status",
+  },
   builder: { build: "loopsmith.builder.build" },
   reviewer: { gate: "loopsmith.reviewer.gate", review: "loopsmith.reviewer.review" },
   executor: { run: "loopsmith.executor.run" },
@@ -24,6 +29,8 @@ export const Subjects = {
   },
   /** Task intake (JetStream work queue); the message id is the task id. */
   tasksSubmit: "loopsmith.tasks.submit",
+  /** Improvement-run intake (JetStream work queue); the message id is the run id. */
+  improveSubmit: "loopsmith.improve.submit",
   /** Events of all tasks (JetStream stream filter). */
   eventsAll: "loopsmith.events.>",
 } as const;
@@ -39,6 +46,10 @@ export const Streams = {
   events: "LOOPSMITH_EVENTS",
   conductorConsumer: "conductor",
   taskStateBucket: "loopsmith_tasks",
+  improve: "LOOPSMITH_IMPROVE",
+  improveConsumer: "improver",
+  /** Improvement runs: `<runId>` holds the run's state, `<runId>.gen.<N>` each generation's report. */
+  improveStateBucket: "loopsmith_improve",
 } as const;
 
 /** `@nats-io/services` service names (one per service process). */

@@ -77,7 +77,8 @@ export const TaskEvent = z.object({
   /** ISO-8601 time. */
   at: z.string(),
   iteration: z.number().int().nonnegative(),
-  kind: z.enum(["accepted", "phase", "step", "iteration", "usage", "warning", "result"]),
+  /** `generation`: an improvement run's generation ended (`data.report` is its GenerationReport). */
+  kind: z.enum(["accepted", "phase", "step", "iteration", "usage", "warning", "generation", "result"]),
   phase: Phase.optional(),
   message: z.string(),
   data: z.record(z.string(), z.unknown()).optional(),

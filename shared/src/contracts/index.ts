@@ -6,3 +6,4 @@ export * from "./execution.js";
 export * from "./memory.js";
 export * from "./steps.js";
 export * from "./events.js";
+export * from "./improve.js";

@@ -1,0 +1,266 @@
+/**
+ * Self-improvement runs (issue #10). A run chains **generations**: each proposes one change to
+ * a repository (a repo-mode task), checks it, benchmarks the parent and the candidate on the
+ * same cases, and keeps the change only when the paired statistics say it is better and no
+ * guard fired. The benchmark command, the check command and the decision always come from
+ * the parent commit and from loopsmith, never from the candidate.
+ */
+import { z } from "zod";
+import { Usage, V1 } from "./common.js";
+import { CommitId, DependencyPolicy } from "./repo.js";
+
+/** An improvement run id: 1-48 letters, digits, `-` or `_` (a generation's task id is `<runId>-gen-<N>`). */
+export const RunId = z.string().regex(/^[A-Za-z0-9_-]{1,48}$/, "run ids are 1-48 letters, digits, '-' or '_'");
+export type RunId = z.infer<typeof RunId>;
+
+/** The goal when none is given. */
+export const DEFAULT_IMPROVE_GOAL = "make the benchmark better without breaking the checks";
+
+/**
+ * How the benchmark reports its cases. `json`: stdout holds one JSON object per case and line,
+ * `{"case": "<id>", "pass": true|false, "score": <number, optional>}` (other lines are
+ * ignored). `junit`: the cases are the test cases the sandbox read from the run's JUnit XML
+ * (pytest writes it by itself in the sandbox; see docs/SANDBOX.md).
+ */
+export const BenchFormat = z.enum(["json", "junit"]);
+export type BenchFormat = z.infer<typeof BenchFormat>;
+
+/** The settings of a run (`loopsmith improve` flags, or the `improve` section of the config file). */
+export const ImproveSettings = z.object({
+  goal: z.string().min(1).max(4_000).default(DEFAULT_IMPROVE_GOAL),
+  /** Must pass on every candidate (the repository's tests). Absent: the detected test command. */
+  check: z.string().min(1).max(4_000).optional(),
+  /** The benchmark command, run with `sh -c` at the workspace root in the sandbox, network off. */
+  bench: z.string().min(1).max(4_000),
+  benchFormat: BenchFormat.default("json"),
+  /** Benchmark runs per side (parent, candidate), interleaved. @defaultValue 1 */
+  repeats: z.number().int().min(1).max(20).default(1),
+  /** Significance level of the paired test. @defaultValue 0.05 */
+  alpha: z.number().gt(0).max(0.5).default(0.05),
+  /** Cases that passed on the parent and may fail on the candidate. @defaultValue 0 */
+  tolerance: z.number().int().min(0).max(1_000).default(0),
+  /** Generations to run. @defaultValue 3 */
+  generations: z.number().int().min(1).max(100).default(3),
+  /** LLM budget of the whole run, in USD; a generation that cannot fit is not started. */
+  budgetUsd: z.number().positive().optional(),
+  /** Wall-clock limit of one generation, in ms; past it the generation is recorded as `timeout`. @defaultValue 30 min */
+  generationTimeoutMs: z.number().int().min(10_000).max(24 * 3600_000).default(30 * 60_000),
+  /** Limit of one benchmark or check run in the sandbox, in ms. @defaultValue 5 min */
+  commandTimeoutMs: z.number().int().min(1_000).max(600_000).default(300_000),
+  /** Iterations of each generation's repo-mode task. @defaultValue 5 */
+  maxIterations: z.number().int().min(1).max(20).default(5),
+  /** Extra protected paths (globs, `**` allowed), added to the defaults ({@link DEFAULT_PROTECTED}). */
+  protected: z.array(z.string().min(1).max(500)).max(200).default([]),
+  /** Policy for candidates that change dependency manifests; anything but `allow` rejects them (`new_dependency`). */
+  dependencies: DependencyPolicy.default("reject"),
+  /** Plan and implement, show the change and the evidence it would need; benchmark and change nothing. */
+  dryRun: z.boolean().default(false),
+});
+export type ImproveSettings = z.infer<typeof ImproveSettings>;
+export type ImproveSettingsInput = z.input<typeof ImproveSettings>;
+
+/**
+ * Protected by default: the benchmark and its data, CI and test configuration, loopsmith's own
+ * settings file. A candidate that touches one is rejected (`protected`) before any benchmark runs.
+ * When the repository is loopsmith itself, {@link SELF_PROTECTED} is added.
+ */
+export const DEFAULT_PROTECTED: readonly string[] = [
+  "bench/**",
+  "benchmark/**",
+  "benchmarks/**",
+  ".github/**",
+  ".gitlab-ci.yml",
+  ".circleci/**",
+  ".ci/**",
+  "Jenkinsfile",
+  "azure-pipelines.yml",
+  ".travis.yml",
+  "pytest.ini",
+  "tox.ini",
+  "noxfile.py",
+  ".coveragerc",
+  "**/conftest.py",
+  "vitest.config.*",
+  "vitest.workspace.*",
+  "jest.config.*",
+  ".mocharc*",
+  "karma.conf.*",
+  "loopsmith.json",
+  "loopsmith.config.json",
+  ".loopsmith/**",
+];
+
+/** Added when improving loopsmith itself: its decision, guards, statistics, sandbox and evaluation code. */
+export const SELF_PROTECTED: readonly string[] = [
+  "services/architect/src/improve/**",
+  "shared/src/contracts/improve.ts",
+  "services/executor/src/**",
+  "services/reviewer/src/gate/**",
+  "deploy/**",
+  "examples/self-improve/**",
+  "tests/**",
+];
+
+/** A run as submitted on `loopsmith.improve.submit` (message id = run id, so a resubmit is a duplicate). */
+export const ImproveRequest = z.object({
+  v: V1,
+  runId: RunId,
+  /** The repository at the base commit, as in repo mode. */
+  repo: z.object({
+    baseCommit: CommitId,
+    snapshot: z.string().min(1).max(255),
+    name: z.string().max(500).optional(),
+    setupCommand: z.string().max(4_000).optional(),
+    mapTokens: z.number().int().min(256).max(32_000).default(2_048),
+  }),
+  language: z.enum(["python", "typescript", "javascript"]),
+  settings: ImproveSettings,
+  /** True when the repository is loopsmith itself ({@link SELF_PROTECTED} applies). */
+  self: z.boolean().default(false),
+  submittedAt: z.string(),
+});
+export type ImproveRequest = z.infer<typeof ImproveRequest>;
+export type ImproveRequestInput = z.input<typeof ImproveRequest>;
+
+/** The architect's one hypothesis for a generation (role `improve`). */
+export const Hypothesis = z.object({
+  /** One line: what to change. */
+  title: z.string().min(1).max(300),
+  /** Why it should make the benchmark better, from the map, the reports and the rejected attempts. */
+  rationale: z.string().max(4_000).default(""),
+  /** Which benchmark cases it should fix or score better on, in words. */
+  expected: z.string().max(2_000).default(""),
+  /** Files it expects to change. */
+  files: z.array(z.string().max(500)).max(20).default([]),
+});
+export type Hypothesis = z.infer<typeof Hypothesis>;
+
+/**
+ * Why a generation ended as it did: `accepted`, `dry_run`, or the closed reason for a rejection.
+ * - `protected`: the candidate touched a protected path.
+ * - `tests_deleted` / `tests_skipped`: a test file was deleted, or a skip marker was added.
+ * - `fewer_tests`: the check passed with fewer tests than on the parent.
+ * - `thresholds_lowered`: a threshold or timeout in test configuration went down.
+ * - `new_dependency`: a dependency manifest changed.
+ * - `bench_unparsed`: a benchmark run printed no case, or an unreadable one, or other cases than the parent's.
+ * - `regression`: cases that passed on the parent fail on the candidate (beyond the tolerance).
+ * - `no_improvement`: no significant improvement (a tie, or p ≥ alpha).
+ * - `check_failed` / `implement_failed` / `no_change`: the task did not produce a passing change.
+ * - `timeout`: the generation passed its time limit. `budget`: it could not fit the budget.
+ * - `error`: an infrastructure error ended it.
+ */
+export const DecisionReason = z.enum([
+  "accepted",
+  "dry_run",
+  "protected",
+  "tests_deleted",
+  "tests_skipped",
+  "fewer_tests",
+  "thresholds_lowered",
+  "new_dependency",
+  "bench_unparsed",
+  "regression",
+  "no_improvement",
+  "check_failed",
+  "implement_failed",
+  "no_change",
+  "timeout",
+  "budget",
+  "error",
+]);
+export type DecisionReason = z.infer<typeof DecisionReason>;
+
+/** The paired statistic behind a decision. */
+export const Statistic = z.object({
+  /** `mcnemar_exact` for pass/fail cases; `wilcoxon` (signed-rank) for scored cases. */
+  test: z.enum(["mcnemar_exact", "wilcoxon"]),
+  /** Paired cases compared. */
+  cases: z.number().int().nonnegative(),
+  /** Cases failing (or failing more often) on the parent that pass on the candidate. */
+  fixed: z.number().int().nonnegative(),
+  /** Cases passing on the parent that fail on the candidate. */
+  broken: z.number().int().nonnegative(),
+  /** Two-sided p-value of the test (1 when there is nothing to test). */
+  pValue: z.number().min(0).max(1),
+  alpha: z.number(),
+  /** pass/fail: change in pass rate (candidate − parent, −1..1); scored: mean paired score difference. */
+  effect: z.number(),
+  /** Scored benchmarks: pairs with a non-zero difference (the signed-rank test's n). */
+  nonZero: z.number().int().nonnegative().optional(),
+});
+export type Statistic = z.infer<typeof Statistic>;
+
+/** One benchmark case, parent against candidate over the repeats. */
+export const CaseOutcome = z.object({
+  case: z.string(),
+  parent: z.object({ passes: z.number().int().nonnegative(), runs: z.number().int().nonnegative(), scores: z.array(z.number()) }),
+  candidate: z.object({ passes: z.number().int().nonnegative(), runs: z.number().int().nonnegative(), scores: z.array(z.number()) }),
+});
+export type CaseOutcome = z.infer<typeof CaseOutcome>;
+
+/** Test counts of one check run. */
+export const CheckCounts = z.object({
+  status: z.string(),
+  total: z.number().int().nonnegative(),
+  passed: z.number().int().nonnegative(),
+  failed: z.number().int().nonnegative(),
+  skipped: z.number().int().nonnegative(),
+});
+export type CheckCounts = z.infer<typeof CheckCounts>;
+
+/** The report of one generation (`reports/gen-N.json` in the run's directory). */
+export const GenerationReport = z.object({
+  v: V1,
+  runId: RunId,
+  generation: z.number().int().min(1),
+  /** The tree the generation started from: the base commit, or an accepted generation's tree id. */
+  parent: CommitId,
+  /** The candidate's tree id (sha-256 of its snapshot), when there was a change. */
+  candidate: CommitId.optional(),
+  hypothesis: Hypothesis.optional(),
+  /** The repo-mode task that implemented it. */
+  taskId: z.string().optional(),
+  change: z
+    .object({
+      summary: z.string(),
+      patch: z.string(),
+      changed: z.array(z.string()),
+      deleted: z.array(z.string()),
+      stat: z.object({ files: z.number().int(), insertions: z.number().int(), deletions: z.number().int() }),
+    })
+    .optional(),
+  check: z.object({ command: z.string(), parent: CheckCounts.optional(), candidate: CheckCounts.optional() }).optional(),
+  bench: z.object({ command: z.string(), format: BenchFormat, repeats: z.number().int(), cases: z.array(CaseOutcome) }).optional(),
+  statistic: Statistic.optional(),
+  decision: z.object({
+    verdict: z.enum(["accepted", "rejected", "dry_run"]),
+    reason: DecisionReason,
+    /** One or two sentences: what fired, with the figures. */
+    message: z.string(),
+  }),
+  usage: Usage,
+  /** Wall time per phase, in ms (plan, implement, validate, bench, decide). */
+  phasesMs: z.record(z.string(), z.number().nonnegative()),
+  startedAt: z.string(),
+  finishedAt: z.string(),
+});
+export type GenerationReport = z.infer<typeof GenerationReport>;
+
+/** Why a run stopped. */
+export const RunStopReason = z.enum(["completed", "budget", "cancelled", "error"]);
+export type RunStopReason = z.infer<typeof RunStopReason>;
+
+/** The end of a run. */
+export const ImproveSummary = z.object({
+  v: V1,
+  runId: RunId,
+  status: z.enum(["done", "stopped", "error"]),
+  stopReason: RunStopReason,
+  generations: z.number().int().nonnegative(),
+  accepted: z.array(z.number().int()),
+  /** The tree id of the last accepted generation (the base commit when none was). */
+  head: CommitId,
+  usage: Usage,
+  message: z.string(),
+});
+export type ImproveSummary = z.infer<typeof ImproveSummary>;

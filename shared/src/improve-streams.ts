@@ -1,0 +1,68 @@
+/**
+ * The durable parts of improvement runs: the intake work queue (message id = run id, so a
+ * resubmitted run is a duplicate), the architect's durable consumer on it, and the KV bucket
+ * where each run's state and its generations' reports are checkpointed. A run's progress
+ * events go to the events stream under the run id (`loopsmith.events.<runId>`), like a task's.
+ */
+import type { NatsConnection } from "@nats-io/transport-node";
+import { nanos } from "@nats-io/transport-node";
+import { AckPolicy, JetStreamApiError, RetentionPolicy, StorageType, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm, type KV } from "@nats-io/kv";
+import { ImproveRequest, type ImproveRequestInput } from "./contracts/improve.js";
+import { LoopsmithError } from "./errors.js";
+import { TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, ensureStreams, type Submitted } from "./streams.js";
+import { Streams, Subjects } from "./subjects.js";
+
+/** Redeliveries of a run message before the architect gives up on it (a run resumes from its checkpoint each time). */
+export const IMPROVE_MAX_DELIVER = 20;
+
+/**
+ * Creates (or updates) the intake stream, its consumer and the state bucket, after the task
+ * streams (a generation is a task). Idempotent.
+ */
+export async function ensureImproveStreams(nc: NatsConnection): Promise<void> {
+  await ensureStreams(nc);
+  const jsm = await jetstreamManager(nc);
+  const stream = {
+    name: Streams.improve,
+    subjects: [Subjects.improveSubmit],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+    duplicate_window: nanos(TASK_DUPLICATE_WINDOW_MS),
+  };
+  try {
+    await jsm.streams.info(Streams.improve);
+    await jsm.streams.update(Streams.improve, stream);
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.status === 404) await jsm.streams.add(stream);
+    else throw err;
+  }
+  const consumer = { durable_name: Streams.improveConsumer, ack_policy: AckPolicy.Explicit, ack_wait: nanos(TASK_ACK_WAIT_MS), max_deliver: IMPROVE_MAX_DELIVER };
+  try {
+    await jsm.consumers.info(Streams.improve, Streams.improveConsumer);
+    await jsm.consumers.update(Streams.improve, Streams.improveConsumer, consumer);
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.status === 404) await jsm.consumers.add(Streams.improve, consumer);
+    else throw err;
+  }
+  await openImproveStates(nc);
+}
+
+/** Opens (creating when missing) the KV bucket of improvement runs. */
+export async function openImproveStates(nc: NatsConnection): Promise<KV> {
+  return new Kvm(nc).create(Streams.improveStateBucket, { history: 1 });
+}
+
+/**
+ * Publishes an improvement run to the intake work queue with message id = run id.
+ * @returns `duplicate` true when a run with that id was already submitted (within 24 h)
+ * @throws LoopsmithError `bad_request` when the request fails its schema (nothing is sent)
+ */
+export async function submitImprove(nc: NatsConnection, input: ImproveRequestInput): Promise<Submitted> {
+  const parsed = ImproveRequest.safeParse(input);
+  if (!parsed.success) {
+    throw new LoopsmithError("bad_request", `the improvement run is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  }
+  const ack = await jetstream(nc).publish(Subjects.improveSubmit, JSON.stringify(parsed.data), { msgID: parsed.data.runId });
+  return { taskId: parsed.data.runId, duplicate: ack.duplicate, seq: ack.seq };
+}
