@@ -14,8 +14,9 @@
  * counts the calls per task and role.) A string entry is raw reply text (so garbage and
  * fenced JSON can be scripted); any other JSON value is the reply as JSON. Replies go
  * through the same reader, validation and re-ask as real providers: the re-ask is simply
- * the next call, which takes the next entry. Usage counts calls, with zero tokens and zero
- * cost.
+ * the next call, which takes the next entry. `tasks` holds replies for particular tasks (by
+ * id or id suffix), as the generations of an improvement run need. Usage counts calls, with
+ * zero tokens and zero cost.
  */
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
@@ -26,20 +27,30 @@ import type { ChatMessage, CompletionRequest, Role } from "./types.js";
 
 const Entries = z.array(z.unknown());
 
+/** Replies per role. Unknown roles are an error, so a typo does not silently fall through. */
+const RoleReplies = z
+  .object({
+    spec: Entries.optional(),
+    plan: Entries.optional(),
+    build: Entries.optional(),
+    review: Entries.optional(),
+    reflect: Entries.optional(),
+    improve: Entries.optional(),
+  })
+  .strict();
+
 /** The script file. Unknown roles are an error, so a typo does not silently fall through. */
 export const ScriptFile = z.object({
   v: z.literal(1),
   kind: z.literal("loopsmith-script"),
   description: z.string().optional(),
-  replies: z
-    .object({
-      spec: Entries.optional(),
-      plan: Entries.optional(),
-      build: Entries.optional(),
-      review: Entries.optional(),
-      reflect: Entries.optional(),
-    })
-    .strict(),
+  replies: RoleReplies,
+  /**
+   * Replies for some tasks only: a key matches the task id itself or its last `-`-separated
+   * part(s) (`gen-2` matches `run7-gen-2`, the second generation of an improvement run). A
+   * role a matching entry names takes its replies from there; any other role from `replies`.
+   */
+  tasks: z.record(z.string().min(1), RoleReplies).optional(),
 });
 export type ScriptFile = z.infer<typeof ScriptFile>;
 
@@ -80,7 +91,8 @@ export function createScriptedBackend(script: ScriptFile, file: string): Backend
   const model = `script:${basename(file)}`;
   /** The entry for `role`'s call number `n` of a task (or this process's count when n is undefined). */
   const next = (role: Role, taskId: string, n: number | undefined): unknown => {
-    const entries = script.replies[role];
+    const own = Object.entries(script.tasks ?? {}).find(([k, r]) => (taskId === k || taskId.endsWith(`-${k}`)) && r[role]?.length);
+    const entries = own?.[1][role] ?? script.replies[role];
     if (!entries || entries.length === 0) {
       throw new LoopsmithError("llm_bad_reply", `the script ${basename(file)} has no replies for the role "${role}"`);
     }

@@ -8,7 +8,7 @@ import type { Budget, Usage } from "../contracts/common.js";
 import type { ProviderInfo } from "../contracts/steps.js";
 
 /** The LLM roles of the loop; each has one versioned prompt file. */
-export const ROLES = ["spec", "plan", "build", "review", "reflect"] as const;
+export const ROLES = ["spec", "plan", "build", "review", "reflect", "improve"] as const;
 export type Role = (typeof ROLES)[number];
 
 /** One chat message. `cache: true` marks the end of a stable prefix worth caching. */
