@@ -61,7 +61,7 @@ export function setupField(s: SetupOutcome): NonNullable<ExecutionResult["setup"
 
 /**
  * Plans a run. Without `base`: the request's files, and `shell` (as `sh -c`, pytest writing
- * JUnit through `PYTEST_ADDOPTS`), `command` or the language's default command. With
+ * JUnit through `PYTEST_ADDOPTS`; any other runner may write it to `$LOOPSMITH_JUNIT`), `command` or the language's default command. With
  * `base`: the base tree from `loadBase`, minus `deleted`, overlaid by `files`, packed from
  * disk under the workspace tmpfs's limits; then, when `base.setupCommand` is not blank, the
  * setup layer of its key (built once; a failure leaves the run without it).
@@ -71,7 +71,7 @@ export function setupField(s: SetupOutcome): NonNullable<ExecutionResult["setup"
 export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: AbortSignal): Promise<Prepared> {
   const kind = kindOf(req.language);
   const plan: RunPlan = req.shell
-    ? { argv: shellArgv(req.shell), runner: "custom", env: { ...commandEnv(req.language), PYTEST_ADDOPTS }, shell: req.shell }
+    ? { argv: shellArgv(req.shell), runner: "custom", env: { ...commandEnv(req.language), PYTEST_ADDOPTS, LOOPSMITH_JUNIT: RESULT_PATH }, shell: req.shell }
     : req.command
       ? { argv: customCommand(req.language, req.command), runner: "custom", env: commandEnv(req.language) }
       : { ...defaultCommand(req.language, req.files, req.tests), env: commandEnv(req.language) };
