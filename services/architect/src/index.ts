@@ -5,6 +5,7 @@ import { Endpoints, LoopsmithError, createProvider, handle, type Config, type Ll
 import { startConductor } from "./conductor.js";
 import { createPlanner } from "./planner.js";
 import { busSteps } from "./steps.js";
+import { startImprover, type Improver } from "./improve/consumer.js";
 
 export { startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
 export { createPlanner, type Planner } from "./planner.js";
@@ -28,24 +29,43 @@ export async function architectService(deps: {
   const provider = deps.provider ?? createProvider({ config: deps.config, log: deps.log });
   const planner = createPlanner({ provider, log: deps.log });
   let conductor: Awaited<ReturnType<typeof startConductor>> | undefined;
+  let improver: Improver | undefined;
   const need = () => {
     if (!conductor) throw new LoopsmithError("unavailable", "the conductor is starting; try again");
     return conductor;
   };
+  const steps = busSteps(deps.nc, deps.config, planner);
   return {
     registrations: [
       handle(Endpoints.architect.status, async (req) => ({ state: await need().status(req.taskId) })),
       handle(Endpoints.architect.cancel, async (req) => ({ cancelled: await need().cancel(req.taskId) })),
+      handle(Endpoints.architect.improveStatus, async (req) => {
+        if (!improver) throw new LoopsmithError("unavailable", "the improver is starting; try again");
+        return improver.status(req.runId);
+      }),
     ],
     start: async () => {
       conductor = await startConductor({
         nc: deps.nc,
-        steps: busSteps(deps.nc, deps.config, planner),
+        steps,
         log: deps.log,
         ...(deps.concurrency ? { concurrency: deps.concurrency } : {}),
       });
+      const tasks = conductor;
+      improver = await startImprover({
+        nc: deps.nc,
+        log: deps.log.child({ part: "improver" }),
+        provider,
+        execute: steps.execute,
+        tree: steps.tree,
+        ...(steps.cacheDir ? { cacheDir: steps.cacheDir } : {}),
+        cancelTask: async (taskId) => void (await tasks.cancel(taskId)),
+      });
     },
-    hooks: [{ name: "conductor", run: async () => conductor?.stop() }],
+    hooks: [
+      { name: "improver", run: async () => improver?.stop() },
+      { name: "conductor", run: async () => conductor?.stop() },
+    ],
     metadata: { provider: provider.info.name, model: provider.info.model, scripted: String(provider.info.scripted) },
   };
 }

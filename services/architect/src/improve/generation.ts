@@ -1,0 +1,254 @@
+/**
+ * One generation of an improvement run, phase by phase: PLAN (one hypothesis) → IMPLEMENT (a
+ * repo-mode task on the parent tree, until the check passes or a limit stops it) → VALIDATE
+ * (guards on the change, then the check's test counts against the parent's) → BENCH (parent
+ * and candidate, interleaved, in the sandbox) → DECIDE (paired statistics). The first phase
+ * that says no ends the generation with its reason code; nothing of a rejected candidate
+ * becomes a parent. Infrastructure errors that may pass (`retryable`) are thrown, so the
+ * run's message is redelivered and the generation starts again from the checkpoint.
+ */
+import type { Logger } from "pino";
+import type { NatsConnection } from "@nats-io/transport-node";
+import {
+  GenerationReport,
+  LoopsmithError,
+  addUsage,
+  emptyUsage,
+  getSnapshot,
+  isTestFile,
+  putSnapshot,
+  snapshotName,
+  submitTask,
+  watchEvents,
+  type CheckCounts,
+  type DecisionReason,
+  type ExecutionRequest,
+  type ExecutionResult,
+  type Hypothesis,
+  type LlmProvider,
+  type TaskResult,
+  type Usage,
+} from "@loopsmith/shared";
+import { detectCommands, listTree, readBaseFile } from "../repo/context.js";
+import { buildRepoMap } from "../repo/map.js";
+import { benchBoth, checkCounts, runCommand, type CommandContext } from "./commands.js";
+import { decide, neededFixes, pairCases } from "./decision.js";
+import { protectedGlobs, testCountViolation, validateChange } from "./guards.js";
+import { failingOnParent, hypothesize, taskGoal } from "./hypothesis.js";
+import type { ImproveState, Tree } from "./state.js";
+import { candidateFiles, candidateSnapshot, diffStat } from "./tree.js";
+
+/** What a generation needs from the outside. */
+export interface GenerationDeps {
+  nc: NatsConnection;
+  provider: LlmProvider;
+  execute(req: ExecutionRequest): Promise<ExecutionResult>;
+  /** The directory holding a snapshot's tree. */
+  tree(snapshot: string): Promise<string>;
+  cacheDir?: string;
+  /** Asks the conductor to stop a task (a generation past its time limit). */
+  cancelTask(taskId: string): Promise<void>;
+  /** Publishes a progress event of the run. */
+  emit(message: string, data: Record<string, unknown>): Promise<void>;
+  /** Checkpoints the hypothesis (and its usage) so a resumed generation does not ask again. */
+  saveHypothesis(h: Hypothesis, usage: Usage): Promise<void>;
+  log: Logger;
+}
+
+/** How a generation ended. */
+export interface GenerationOutcome {
+  report: GenerationReport;
+  /** The new parent, when accepted. */
+  accepted?: Tree;
+  /** The check's counts on the parent, when measured (kept while the parent stays). */
+  parentCheck?: CheckCounts;
+  /** The run cannot go on (no check command, a benchmark that does not run on the parent). */
+  fatal?: boolean;
+}
+
+class GenerationTimeout extends Error {}
+
+/** The task id of generation `n` of a run. */
+export function generationTaskId(runId: string, n: number): string {
+  return `${runId}-gen-${n}`;
+}
+
+/**
+ * Existing test files the check runs that the candidate changed. The check runs the test
+ * files under the paths its command line names (`pytest -q tests` → `tests/`), or every
+ * test file when it names none (`npm test`, `python3 -m pytest -q`).
+ */
+export function checkedTestsEdited(changed: readonly string[], check: string, files: ReadonlySet<string>, dirs: ReadonlySet<string>): string[] {
+  const named = check.split(/\s+/).map((w) => w.replace(/^['"]|['"]$/g, "").replace(/^\.\//, "")).filter((w) => files.has(w) || dirs.has(w));
+  const isTest = (p: string): boolean => isTestFile(p, "python") || isTestFile(p, "javascript") || isTestFile(p, "typescript");
+  return changed.filter((p) => files.has(p) && isTest(p) && (named.length === 0 || named.some((n) => p === n || p.startsWith(`${n}/`))));
+}
+
+/** Waits for a task's result event; undefined when `ms` passed first. */
+async function waitForResult(nc: NatsConnection, taskId: string, ms: number): Promise<TaskResult | undefined> {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), Math.max(0, ms));
+  try {
+    for await (const e of watchEvents(nc, taskId, abort.signal)) if (e.kind === "result" && e.result) return e.result;
+    return undefined;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Runs generation `state.generation` from `state.parent`.
+ * @param reports - the run's earlier reports (the hypothesis prompt shows them)
+ * @throws LoopsmithError when retryable (the run resumes later from its checkpoint)
+ */
+export async function runGeneration(state: ImproveState, reports: readonly GenerationReport[], deps: GenerationDeps): Promise<GenerationOutcome> {
+  const { request } = state;
+  const s = request.settings;
+  const n = state.generation;
+  const taskId = generationTaskId(request.runId, n);
+  const startedAt = new Date().toISOString();
+  const deadline = Date.now() + s.generationTimeoutMs;
+  const phasesMs: Record<string, number> = {};
+  let usage = state.hypothesisUsage ?? emptyUsage();
+  let mark = Date.now();
+  const lap = (phase: string): void => {
+    phasesMs[phase] = (phasesMs[phase] ?? 0) + (Date.now() - mark);
+    mark = Date.now();
+  };
+  const report = (part: Partial<GenerationReport> & Pick<GenerationReport, "decision">): GenerationReport =>
+    GenerationReport.parse({ v: 1, runId: request.runId, generation: n, parent: state.parent.commit, taskId, usage, phasesMs, startedAt, finishedAt: new Date().toISOString(), ...part });
+  const reject = (reason: DecisionReason, message: string, part: Partial<GenerationReport> = {}): GenerationOutcome => ({
+    report: report({ ...part, decision: { verdict: "rejected", reason, message } }),
+  });
+
+  const root = await deps.tree(state.parent.snapshot);
+  const files = listTree(root);
+  const read = (path: string): string | undefined => readBaseFile(root, path);
+  const detected = detectCommands(files, read);
+  const check = s.check ?? detected.testCommand;
+  if (!check) return { ...reject("error", "no check command: give --check (no pytest or npm test setup was found in the repository)"), fatal: true };
+  const fileSet = new Set(files);
+  const dirs = new Set(files.flatMap((f) => f.split("/").slice(0, -1).map((_, i, parts) => parts.slice(0, i + 1).join("/"))));
+  const globs = protectedGlobs({ self: request.self, extra: s.protected, commands: [s.bench, check], exists: (p) => (fileSet.has(p) ? "file" : dirs.has(p) ? "dir" : undefined) });
+  const ctx: CommandContext = { execute: deps.execute, request, taskId, generation: n, setupCommand: request.repo.setupCommand ?? detected.setupCommand ?? "" };
+
+  // PLAN
+  let hypothesis = state.hypothesis;
+  if (!hypothesis) {
+    const map = await buildRepoMap({ root, commit: state.parent.commit, files, goal: s.goal, maxTokens: request.repo.mapTokens, ...(deps.cacheDir ? { cacheDir: deps.cacheDir } : {}) });
+    const remaining = s.budgetUsd !== undefined ? Math.max(0, s.budgetUsd - state.usage.costUsd) : undefined;
+    const asked = await hypothesize(deps.provider, { request, generation: n, taskId, map: map.text, reports, failing: failingOnParent(reports, state.parent.commit), protectedGlobs: globs, check, ...(remaining !== undefined ? { budgetUsd: remaining } : {}) });
+    hypothesis = asked.hypothesis;
+    usage = addUsage(usage, asked.usage);
+    await deps.saveHypothesis(hypothesis, usage);
+  }
+  lap("plan");
+  await deps.emit(`generation ${n}: ${hypothesis.title}`, { generation: n, phase: "plan", hypothesis });
+
+  // IMPLEMENT
+  const remainingUsd = s.budgetUsd !== undefined ? s.budgetUsd - state.usage.costUsd - usage.costUsd : undefined;
+  await submitTask(deps.nc, {
+    v: 1,
+    taskId,
+    goal: taskGoal(request, n, hypothesis, check),
+    language: request.language,
+    limits: { maxIterations: s.maxIterations, runTimeoutMs: s.commandTimeoutMs, memoryMb: 1_024, ...(remainingUsd !== undefined && remainingUsd > 0 ? { maxCostUsd: remainingUsd } : {}) },
+    repo: {
+      baseCommit: state.parent.commit,
+      snapshot: state.parent.snapshot,
+      ...(request.repo.name ? { name: request.repo.name } : {}),
+      testCommand: check,
+      setupCommand: ctx.setupCommand,
+      dependencies: s.dependencies === "allow" ? "allow" : "reject",
+      mapTokens: request.repo.mapTokens,
+    },
+    submittedAt: new Date().toISOString(),
+  });
+  await deps.emit(`generation ${n}: implementing (task ${taskId})`, { generation: n, phase: "implement", taskId });
+  const result = await waitForResult(deps.nc, taskId, deadline - Date.now());
+  lap("implement");
+  if (!result) {
+    await deps.cancelTask(taskId).catch((err: unknown) => deps.log.warn({ err, taskId }, "could not cancel the generation's task"));
+    return reject("timeout", `the generation passed its time limit of ${Math.round(s.generationTimeoutMs / 1000)} s while its task was running`, { hypothesis });
+  }
+  usage = addUsage(usage, result.usage.total);
+  const change = result.repo;
+  if (!change || (!change.changed.length && !change.deleted.length)) {
+    return reject(result.status === "passed" ? "no_change" : "implement_failed", `the task ${result.status === "passed" ? "changed nothing" : `ended ${result.status} (${result.stopReason}) without a change`}: ${result.message}`, { hypothesis });
+  }
+  const changePart = { change: { summary: change.summary, patch: change.patch, changed: change.changed, deleted: change.deleted, stat: diffStat(change.patch) }, hypothesis };
+  if (result.status !== "passed") return reject("check_failed", `the check \`${check}\` did not pass on the candidate: ${result.message}`, changePart);
+
+  // VALIDATE
+  const violation = validateChange({ patch: change.patch, changed: change.changed, deleted: change.deleted }, { globs, dependencies: s.dependencies });
+  if (violation) return { ...reject(violation.reason, violation.message, changePart), ...(state.parentCheck ? { parentCheck: state.parentCheck } : {}) };
+  // The tests the check runs are its ground truth: a candidate may add tests, not rewrite them.
+  const rewritten = checkedTestsEdited(change.changed, check, fileSet, dirs);
+  if (rewritten.length) return reject("protected", `the candidate edits existing test files the check runs (${rewritten.slice(0, 5).join(", ")}); a generation may add tests but not change the ones it is checked by`, changePart);
+  const parentCheck = state.parentCheck ?? checkCounts(await runCommand(ctx, "check_parent", check, state.parent, undefined, 0));
+  const candidateCheck = result.lastExecution ? checkCounts(result.lastExecution) : undefined;
+  const checkPart = { ...changePart, check: { command: check, parent: parentCheck, ...(candidateCheck ? { candidate: candidateCheck } : {}) } };
+  const counted = candidateCheck ? testCountViolation(parentCheck, candidateCheck) : undefined;
+  lap("validate");
+  if (counted) return { ...reject(counted.reason, counted.message, checkPart), parentCheck };
+  const overlay = candidateFiles(change, read);
+
+  if (s.dryRun) {
+    const need = neededFixes(s.alpha);
+    return {
+      report: report({ ...checkPart, decision: { verdict: "dry_run", reason: "dry_run", message: `dry run: not measured. To be accepted it would need, over ${s.repeats} run(s) per side, at least ${need} case(s) fixed with none broken beyond the tolerance of ${s.tolerance} (exact McNemar, two-sided, p < ${s.alpha}), or a significant signed-rank gain on a scored benchmark` } }),
+      parentCheck,
+    };
+  }
+
+  // BENCH
+  await deps.emit(`generation ${n}: benchmarking parent and candidate (${s.repeats} run(s) each)`, { generation: n, phase: "bench" });
+  let bench: Awaited<ReturnType<typeof benchBoth>>;
+  try {
+    bench = await benchBoth(ctx, state.parent, overlay, () => {
+      if (Date.now() > deadline) throw new GenerationTimeout();
+    });
+  } catch (err) {
+    if (!(err instanceof GenerationTimeout)) throw err;
+    lap("bench");
+    return { ...reject("timeout", `the generation passed its time limit of ${Math.round(s.generationTimeoutMs / 1000)} s while benchmarking`, checkPart), parentCheck };
+  }
+  lap("bench");
+  if (!bench.ok) {
+    const onParent = bench.side === "parent";
+    return { ...reject("bench_unparsed", `${onParent ? "the PARENT's" : "the candidate's"} benchmark output cannot be read: ${bench.error}`, checkPart), parentCheck, fatal: onParent };
+  }
+  const paired = pairCases(bench.parent, bench.candidate);
+  if (!paired.ok) return { ...reject("bench_unparsed", paired.error, checkPart), parentCheck };
+
+  // DECIDE
+  const d = decide(paired.cases, { alpha: s.alpha, tolerance: s.tolerance });
+  const benchPart = { ...checkPart, bench: { command: s.bench, format: s.benchFormat, repeats: s.repeats, cases: paired.cases }, statistic: d.statistic };
+  if (d.verdict !== "accepted") {
+    lap("decide");
+    return { ...reject(d.reason, d.message, benchPart), parentCheck };
+  }
+  const snap = await candidateSnapshot(await getSnapshot(deps.nc, state.parent.snapshot), overlay.files, overlay.deleted);
+  const accepted: Tree = { commit: snap.id, snapshot: snapshotName(snap.id) };
+  await putSnapshot(deps.nc, accepted.snapshot, snap.tar);
+  lap("decide");
+  return { report: report({ ...benchPart, candidate: snap.id, decision: { verdict: "accepted", reason: "accepted", message: d.message } }), accepted };
+}
+
+/** A generation ended by an error that retrying cannot fix: its report, and the run goes on. */
+export function errorReport(state: ImproveState, err: unknown, startedAt: string): GenerationReport {
+  const e = err instanceof LoopsmithError ? err : new LoopsmithError("internal", (err as Error)?.message ?? String(err), { cause: err });
+  return GenerationReport.parse({
+    v: 1,
+    runId: state.request.runId,
+    generation: state.generation,
+    parent: state.parent.commit,
+    taskId: generationTaskId(state.request.runId, state.generation),
+    ...(state.hypothesis ? { hypothesis: state.hypothesis } : {}),
+    decision: { verdict: "rejected", reason: "error", message: `${e.code}: ${e.message}` },
+    usage: state.hypothesisUsage ?? emptyUsage(),
+    phasesMs: {},
+    startedAt,
+    finishedAt: new Date().toISOString(),
+  });
+}

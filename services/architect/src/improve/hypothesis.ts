@@ -1,0 +1,89 @@
+/**
+ * PLAN of a generation: the architect's one hypothesis (role `improve`), from the repo map of
+ * the parent, the benchmark cases the last measurement saw failing, and the earlier
+ * generations' reports (what was tried, and why it was rejected).
+ */
+import {
+  Hypothesis,
+  loadPrompt,
+  section,
+  type GenerationReport,
+  type ImproveRequest,
+  type LlmProvider,
+  type Usage,
+} from "@loopsmith/shared";
+
+/** Earlier generations shown in the prompt, newest last. */
+const REPORTS_SHOWN = 10;
+/** Failing cases named in the prompt. */
+const FAILING_SHOWN = 40;
+
+/** The cases failing on the newest measured tree that is the current parent (empty when none was measured). */
+export function failingOnParent(reports: readonly GenerationReport[], parentCommit: string): string[] {
+  for (const r of [...reports].reverse()) {
+    if (!r.bench) continue;
+    const side = r.parent === parentCommit ? "parent" : r.candidate === parentCommit ? "candidate" : undefined;
+    if (!side) continue;
+    return r.bench.cases.filter((c) => c[side].passes * 2 <= c[side].runs).map((c) => c.case);
+  }
+  return [];
+}
+
+/** One line per earlier generation: its hypothesis, decision and the figures behind it. */
+export function renderReports(reports: readonly GenerationReport[]): string {
+  return reports
+    .slice(-REPORTS_SHOWN)
+    .map((r) => {
+      const stat = r.statistic ? ` (fixed ${r.statistic.fixed}, broken ${r.statistic.broken}, p=${r.statistic.pValue.toPrecision(3)})` : "";
+      return `- gen ${r.generation}: "${r.hypothesis?.title ?? "no hypothesis"}" → ${r.decision.verdict} (${r.decision.reason})${stat}: ${r.decision.message}`;
+    })
+    .join("\n");
+}
+
+/**
+ * Asks for the hypothesis of generation `generation`.
+ * @param taskId - the generation's task id; the scripted provider replays by it
+ * @throws LoopsmithError from the provider (`llm_bad_reply` after the re-ask, `llm_auth`, …)
+ */
+export async function hypothesize(
+  provider: LlmProvider,
+  input: { request: ImproveRequest; generation: number; taskId: string; map: string; reports: readonly GenerationReport[]; failing: readonly string[]; protectedGlobs: readonly string[]; check: string; budgetUsd?: number },
+): Promise<{ hypothesis: Hypothesis; usage: Usage }> {
+  const { request, generation } = input;
+  const s = request.settings;
+  const user = [
+    section("Goal", s.goal),
+    section("Repository", `${request.repo.name ?? "(unnamed)"} at ${request.repo.baseCommit.slice(0, 12)}; language ${request.language}`),
+    section("Check (must keep passing)", s.check ?? input.check),
+    section("Benchmark", `${s.bench} (${s.benchFormat}; ${s.repeats} run(s) per side; accepted at p < ${s.alpha} with at most ${s.tolerance} case(s) broken)`),
+    section("Cases failing on the parent", input.failing.slice(0, FAILING_SHOWN).join("\n") + (input.failing.length > FAILING_SHOWN ? `\n… and ${input.failing.length - FAILING_SHOWN} more` : "")),
+    section("Earlier generations of this run", renderReports(input.reports)),
+    section("Protected paths (a change touching one is rejected)", input.protectedGlobs.join("\n")),
+    section("Repository map", input.map),
+    `This is generation ${generation}. Reply with one hypothesis as structured output.`,
+  ].filter(Boolean);
+  const { value, usage } = await provider.complete({
+    role: "improve",
+    system: loadPrompt("improve").system,
+    messages: [{ role: "user", content: user.join("\n") }],
+    schema: Hypothesis,
+    schemaName: "hypothesis",
+    context: { taskId: input.taskId, iteration: generation, callsBefore: 0 },
+    budget: input.budgetUsd !== undefined ? { remainingUsd: input.budgetUsd } : {},
+  });
+  return { hypothesis: value, usage };
+}
+
+/** The goal of the generation's repo-mode task: the hypothesis, the direction and the rules. */
+export function taskGoal(request: ImproveRequest, generation: number, h: Hypothesis, check: string): string {
+  return [
+    `Improvement run ${request.runId}, generation ${generation}: ${h.title}`,
+    h.rationale && `Why: ${h.rationale}`,
+    h.expected && `Expected effect on the benchmark: ${h.expected}`,
+    h.files.length ? `Files: ${h.files.join(", ")}` : "",
+    `Direction of the run: ${request.settings.goal}`,
+    `Make this one change. The check (\`${check}\`) must keep passing. Do not touch the benchmark, the tests, the test or CI configuration, or the dependencies.`,
+  ]
+    .filter(Boolean)
+    .join("\n\n");
+}

@@ -1,0 +1,99 @@
+/**
+ * An improvement run's checkpoint, in the `loopsmith_improve` KV bucket: key `<runId>` holds
+ * the run's state, key `<runId>.gen.<N>` the report of generation N. The state is written
+ * after every generation (and when a generation's hypothesis is known), so a run whose
+ * architect died resumes at the generation it was in, with the same parent.
+ */
+import { z } from "zod";
+import type { KV } from "@nats-io/kv";
+import { CheckCounts, CommitId, GenerationReport, Hypothesis, ImproveRequest, ImproveSummary, LoopsmithError, Usage, emptyUsage } from "@loopsmith/shared";
+
+/** A tree a generation can start from. */
+export const Tree = z.object({ commit: CommitId, snapshot: z.string() });
+export type Tree = z.infer<typeof Tree>;
+
+/** The checkpoint of a run. */
+export const ImproveState = z.object({
+  request: ImproveRequest,
+  status: z.enum(["running", "final"]),
+  /** The generation running now (or next), 1-based. */
+  generation: z.number().int().min(1),
+  parent: Tree,
+  /** Accepted generations in order, with their trees. */
+  accepted: z.array(z.object({ generation: z.number().int(), tree: Tree })),
+  /** The check's counts on the current parent, once measured. */
+  parentCheck: CheckCounts.optional(),
+  /** The hypothesis of the generation running now, so a resumed generation does not ask again. */
+  hypothesis: Hypothesis.optional(),
+  /** The LLM usage of asking for that hypothesis. */
+  hypothesisUsage: Usage.optional(),
+  /** LLM usage of the whole run so far. */
+  usage: Usage,
+  /** The highest cost of one generation so far, USD: the estimate a budget check uses. */
+  maxGenerationUsd: z.number().nonnegative().default(0),
+  /** Next event seq. */
+  eventSeq: z.number().int().nonnegative(),
+  summary: ImproveSummary.optional(),
+  startedAt: z.string(),
+});
+export type ImproveState = z.infer<typeof ImproveState>;
+
+/** The first state of a run. */
+export function initialImproveState(request: ImproveRequest): ImproveState {
+  return {
+    request,
+    status: "running",
+    generation: 1,
+    parent: { commit: request.repo.baseCommit, snapshot: request.repo.snapshot },
+    accepted: [],
+    usage: emptyUsage(),
+    maxGenerationUsd: 0,
+    eventSeq: 0,
+    startedAt: new Date().toISOString(),
+  };
+}
+
+/** Reads and writes runs in the KV bucket (revision-checked writes). */
+export interface ImproveStore {
+  get(runId: string): Promise<{ state: ImproveState; revision: number } | null>;
+  create(state: ImproveState): Promise<number>;
+  /** @throws LoopsmithError `unavailable` (retryable) when another runner wrote the run since `revision` */
+  update(state: ImproveState, revision: number): Promise<number>;
+  putReport(report: GenerationReport): Promise<void>;
+  reports(runId: string): Promise<GenerationReport[]>;
+}
+
+const reportKey = (runId: string, generation: number): string => `${runId}.gen.${generation}`;
+
+/** The store over the `loopsmith_improve` bucket. */
+export function kvImproveStore(kv: KV): ImproveStore {
+  return {
+    async get(runId) {
+      const e = await kv.get(runId);
+      if (!e || e.operation !== "PUT" || e.length === 0) return null;
+      const parsed = ImproveState.safeParse(e.json());
+      if (!parsed.success) throw new LoopsmithError("internal", `the checkpoint of run ${runId} fails its schema: ${parsed.error.message}`);
+      return { state: parsed.data, revision: e.revision };
+    },
+    create: (state) => kv.create(state.request.runId, JSON.stringify(state)),
+    async update(state, revision) {
+      try {
+        return await kv.update(state.request.runId, JSON.stringify(state), revision);
+      } catch (err) {
+        throw new LoopsmithError("unavailable", `the checkpoint of run ${state.request.runId} was written by another runner`, { cause: err, retryable: true });
+      }
+    },
+    async putReport(report) {
+      await kv.put(reportKey(report.runId, report.generation), JSON.stringify(report));
+    },
+    async reports(runId) {
+      const out: GenerationReport[] = [];
+      for (let n = 1; ; n++) {
+        const e = await kv.get(reportKey(runId, n));
+        if (!e || e.operation !== "PUT") break;
+        out.push(GenerationReport.parse(e.json()));
+      }
+      return out;
+    },
+  };
+}
