@@ -40,7 +40,8 @@ function gitEnv(extra: Record<string, string> = {}): Record<string, string> {
   return { ...env, LC_ALL: "C", ...extra };
 }
 
-function git(dir: string, extra: Record<string, string> = {}): SimpleGit {
+/** simple-git at `dir` with the environment of {@link gitEnv} (plus `extra`). */
+export function git(dir: string, extra: Record<string, string> = {}): SimpleGit {
   const env = gitEnv(extra);
   // simple-git drops or refuses GIT_* variables unless they are named here.
   return simpleGit({ baseDir: dir, trimmed: true, allowEnvironment: Object.keys(env).filter((k) => k.startsWith("GIT_")) }).env(env);
@@ -113,17 +114,16 @@ export function commitMessage(taskId: string, goal: string, change: RepoChange, 
 }
 
 /**
- * Commits `change` on a new branch `loopsmith/<taskId>` from its base commit, without
- * touching the user's HEAD, index, work tree, stash or config: the patch is applied to a
- * temporary index, written as a tree, committed with `commit-tree` and the branch created
- * with `update-ref` (which refuses an existing branch).
- * @returns the branch name and the new commit id
- * @throws LoopsmithError `repo_invalid` when the patch does not apply or the branch exists
+ * A commit of `patch` on `parent`, made without touching the user's HEAD, index, work tree,
+ * stash or config: the patch is applied to a temporary index, written as a tree and
+ * committed with `commit-tree`. No ref points at it yet.
+ * @returns the new commit id
+ * @throws LoopsmithError `repo_invalid` when the patch does not apply
  */
-export async function commitChange(root: string, taskId: string, message: string, change: RepoChange): Promise<{ branch: string; commit: string }> {
+export async function commitPatch(root: string, parent: string, patch: string, message: string): Promise<string> {
   const tmp = await mkdtemp(join(tmpdir(), "loopsmith-commit-"));
   const index = join(tmp, "index");
-  const patch = join(tmp, "change.patch");
+  const file = join(tmp, "change.patch");
   // The user's identity (environment or git config) when there is one; else "loopsmith".
   const configured = async (key: string): Promise<string> => (await git(root).raw(["config", "--get", key]).catch(() => "")).trim();
   const identity: Record<string, string> = {};
@@ -132,20 +132,49 @@ export async function commitChange(root: string, taskId: string, message: string
   if (!name) Object.assign(identity, { GIT_AUTHOR_NAME: "loopsmith", GIT_COMMITTER_NAME: "loopsmith" });
   if (!email) Object.assign(identity, { GIT_AUTHOR_EMAIL: "loopsmith@localhost", GIT_COMMITTER_EMAIL: "loopsmith@localhost" });
   const g = git(root, { GIT_INDEX_FILE: index, ...identity });
-  const branch = branchOf(taskId);
   try {
-    await writeFile(patch, change.patch, "utf8");
-    await g.raw(["read-tree", change.baseCommit]);
-    if (change.patch.trim()) await g.raw(["apply", "--cached", "--whitespace=nowarn", patch]);
+    await writeFile(file, patch, "utf8");
+    await g.raw(["read-tree", parent]);
+    if (patch.trim()) await g.raw(["apply", "--cached", "--whitespace=nowarn", file]);
     const tree = await g.raw(["write-tree"]);
-    const commit = await g.raw(["commit-tree", tree, "-p", change.baseCommit, "-m", message]);
-    await g.raw(["update-ref", "-m", `loopsmith: task ${taskId}`, `refs/heads/${branch}`, commit, "0".repeat(commit.length)]);
-    return { branch, commit };
+    return await g.raw(["commit-tree", tree, "-p", parent, "-m", message]);
   } catch (err) {
-    throw new LoopsmithError("repo_invalid", `cannot create the branch ${branch} in ${root}: ${firstLine(err)}`, { cause: err });
+    throw new LoopsmithError("repo_invalid", `cannot commit the change on ${parent.slice(0, 12)} in ${root}: ${firstLine(err)}`, { cause: err });
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
+}
+
+/**
+ * Points `refs/heads/<branch>` at `commit`, only if the branch is still at `expected`
+ * (absent: only if it does not exist yet), with `update-ref`'s compare-and-swap.
+ * @throws LoopsmithError `repo_invalid` when the branch exists, or moved since `expected`
+ */
+export async function setBranch(root: string, branch: string, commit: string, expected: string | undefined, reason: string): Promise<void> {
+  try {
+    await git(root).raw(["update-ref", "-m", reason, `refs/heads/${branch}`, commit, expected ?? "0".repeat(commit.length)]);
+  } catch (err) {
+    throw new LoopsmithError("repo_invalid", `cannot ${expected ? "move" : "create"} the branch ${branch} in ${root}: ${firstLine(err)}`, { cause: err });
+  }
+}
+
+/** The commit a branch points at, or undefined when there is no such branch. */
+export async function branchCommit(root: string, branch: string): Promise<string | undefined> {
+  const id = await git(root).raw(["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`]).catch(() => "");
+  return id.trim() || undefined;
+}
+
+/**
+ * Commits `change` on a new branch `loopsmith/<taskId>` from its base commit (see
+ * {@link commitPatch}; the branch is created with `update-ref`, which refuses an existing one).
+ * @returns the branch name and the new commit id
+ * @throws LoopsmithError `repo_invalid` when the patch does not apply or the branch exists
+ */
+export async function commitChange(root: string, taskId: string, message: string, change: RepoChange): Promise<{ branch: string; commit: string }> {
+  const branch = branchOf(taskId);
+  const commit = await commitPatch(root, change.baseCommit, change.patch, message);
+  await setBranch(root, branch, commit, undefined, `loopsmith: task ${taskId}`);
+  return { branch, commit };
 }
 
 /**

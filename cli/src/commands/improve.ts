@@ -1,0 +1,119 @@
+/**
+ * `loopsmith improve`, `loopsmith report` and `loopsmith dashboard`: a self-improvement run
+ * (generations of one change each, kept only on statistical evidence), its reports as a
+ * table, and its one-file HTML dashboard. Registration only: the work is in `../improve/`,
+ * loaded when a command runs.
+ *
+ * Exit codes (`ExitCode`): 0 the run completed (accepted or not) or stopped at its budget;
+ * 1 the run ended in error; 2 bad flags, repository or configuration, a missing GitHub
+ * token; 3 infrastructure (NATS, Docker); 130 interrupted.
+ */
+import { Option, type Command } from "commander";
+import type { Logger } from "pino";
+import { usageError, type CommandRunner } from "../errors.js";
+import { ExitCode } from "../exit-codes.js";
+import type { ImproveFlags } from "../improve/settings.js";
+import { PROVIDERS, positiveNumber, wholeNumber } from "../preflight.js";
+
+/** Run ids (`RunId` in shared): 1-48 letters, digits, `-` or `_`. */
+const RUN_ID = /^[A-Za-z0-9_-]{1,48}$/;
+
+function checkRunId(runId: string | undefined): void {
+  if (runId !== undefined && !RUN_ID.test(runId)) throw usageError(`run id ${JSON.stringify(runId.slice(0, 80))} is not valid: run ids are 1-48 letters, digits, '-' or '_'`);
+}
+
+function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+function alphaValue(v: string): number {
+  const n = Number(v);
+  if (!(n > 0 && n <= 0.5)) throw usageError(`--alpha must be a number in (0, 0.5], got ${v}`);
+  return n;
+}
+
+/** Registers `improve`, `report` and `dashboard`. */
+export function registerImprove(program: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
+  const improve = program
+    .command("improve")
+    .description("self-improvement generations: one change each, kept only when the benchmark improves significantly")
+    .option("--repo <path>", "the git repository to improve (default: the current directory)")
+    .option("--generations <n>", "generations to run (default 3)", wholeNumber(1, 100))
+    .option("--goal <text>", "what to improve (default: make the benchmark better without breaking the checks)")
+    .option("--check <cmd>", "must pass on every candidate (default: the detected test command)")
+    .option("--bench <cmd>", "the benchmark: prints one JSON object per case and line ({\"case\",\"pass\",\"score\"?})")
+    .addOption(new Option("--bench-format <format>", "json lines on stdout, or the JUnit cases pytest writes").choices(["json", "junit"]))
+    .option("--repeats <k>", "benchmark runs per side, interleaved (default 1)", wholeNumber(1, 20))
+    .option("--alpha <p>", "significance level of the paired test (default 0.05)", alphaValue)
+    .option("--tolerance <n>", "cases passing on the parent that may fail on the candidate (default 0)", wholeNumber(0, 1000))
+    .option("--budget-usd <usd>", "LLM budget of the whole run; a generation that cannot fit is not started", positiveNumber)
+    .option("--dry-run", "plan and implement one generation, show the change and the evidence it would need; benchmark and change nothing")
+    .option("--protect <glob>", "another protected path (repeatable)", collect)
+    .addOption(new Option("--dependencies <policy>", "a candidate changing dependencies is rejected unless allow (default reject)").choices(["reject", "ask", "allow"]))
+    .option("--max-iterations <n>", "iterations of each generation's task (default 5)", wholeNumber(1, 20))
+    .option("--generation-timeout <s>", "time limit of one generation, in seconds (default 1800)", wholeNumber(10, 86_400))
+    .option("--base <ref>", "the commit to start from (default HEAD)")
+    .option("--setup-cmd <cmd>", "installs dependencies in the sandbox once per tree (default detected; \"\" for none)")
+    .option("--run-id <id>", "run id (default: generated); a resubmitted id follows the run instead of starting it again")
+    .option("--out <dir>", "the run's directory: reports/gen-N.json, summary.json, dashboard.html (default <dataDir>/improve/<runId>)")
+    .option("--promote <branch>", "at the end, fast-forward this branch to the last accepted generation (only if it is still at the base)")
+    .addOption(new Option("--pr <host>", "open a pull request per accepted generation (token: GITHUB_TOKEN)").choices(["github"]))
+    .option("--github-repo <owner/name>", "--pr github: the repository (default: parsed from the remote's URL)")
+    .option("--remote <name>", "--pr github: the remote to push the branches to (default origin)")
+    .addOption(new Option("--provider <name>", "LLM provider").choices(PROVIDERS))
+    .option("--script <file>", "replies file for the scripted provider")
+    .option("--config <file>", "configuration file (JSON; its improve section holds these settings)")
+    .option("--json", "print one JSON event per line, then the summary");
+  improve.action(async (opts: ImproveFlags & { provider?: string; script?: string }) =>
+    run(opts.json, async () => {
+      checkRunId(opts.runId);
+      if (opts.provider) process.env.LOOPSMITH_PROVIDER = opts.provider;
+      if (opts.script) process.env.LOOPSMITH_SCRIPT = (await import("node:path")).resolve(opts.script);
+      const { improve: runImprove } = await import("../improve/run.js");
+      const outcome = await runImprove(opts, await logger());
+      return outcome.summary.stopReason === "error" ? ExitCode.failed : ExitCode.ok;
+    }),
+  );
+
+  program
+    .command("report")
+    .description("an improvement run's generations as a table")
+    .argument("<runId>", "the run's id")
+    .option("--dir <dir>", "the run's directory (default <dataDir>/improve/<runId>)")
+    .option("--config <file>", "configuration file (JSON)")
+    .option("--json", "print the reports as JSON")
+    .action(async (runId: string, opts: { dir?: string; config?: string; json?: boolean }) =>
+      run(opts.json, async () => {
+        checkRunId(runId);
+        const { loadConfig } = await import("@loopsmith/shared");
+        const { runDir } = await import("../improve/run.js");
+        const { readReports, reportTable } = await import("../improve/reports.js");
+        const reports = await readReports(runDir(loadConfig(opts.config ? { file: opts.config } : {}), runId, opts.dir));
+        process.stdout.write(opts.json ? `${JSON.stringify(reports)}\n` : `${reportTable(reports)}\n`);
+        return ExitCode.ok;
+      }),
+    );
+
+  program
+    .command("dashboard")
+    .description("write an improvement run's dashboard: one HTML file that opens from disk")
+    .argument("<runId>", "the run's id")
+    .option("--dir <dir>", "the run's directory (default <dataDir>/improve/<runId>)")
+    .option("--out <file>", "where to write it (default <run dir>/dashboard.html)")
+    .option("--config <file>", "configuration file (JSON)")
+    .action(async (runId: string, opts: { dir?: string; out?: string; config?: string }) =>
+      run(false, async () => {
+        checkRunId(runId);
+        const { join, resolve } = await import("node:path");
+        const { loadConfig } = await import("@loopsmith/shared");
+        const { runDir } = await import("../improve/run.js");
+        const { readReports } = await import("../improve/reports.js");
+        const { dashboardHtml, writeDashboard } = await import("../improve/dashboard.js");
+        const dir = runDir(loadConfig(opts.config ? { file: opts.config } : {}), runId, opts.dir);
+        const file = opts.out ? resolve(opts.out) : join(dir, "dashboard.html");
+        await writeDashboard(file, dashboardHtml(runId, await readReports(dir)));
+        process.stdout.write(`wrote ${file}\n`);
+        return ExitCode.ok;
+      }),
+    );
+}

@@ -1,0 +1,146 @@
+import { mkdtemp, readFile, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { GenerationReport } from "@loopsmith/shared";
+import { dashboardHtml, escapeHtml, writeDashboard } from "./dashboard.js";
+
+const BASE = "0123456789abcdef0123456789abcdef01234567";
+const XSS = "<script>alert(1)</script>";
+const usage = { calls: 3, inputTokens: 1500, outputTokens: 500, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.0421, latencyMs: 9 };
+
+/** 10 cases; the first `parent` pass on the parent and the first `candidate` on the candidate (2 runs each). */
+function cases(parent: number, candidate: number, scores?: (i: number) => [number, number]) {
+  return Array.from({ length: 10 }, (_, i) => ({
+    case: i === 0 ? "<img src=x onerror=alert(2)>" : `case-${i}`,
+    parent: { passes: i < parent ? 2 : 0, runs: 2, scores: scores ? [scores(i)[0]] : [] },
+    candidate: { passes: i < candidate ? 2 : 0, runs: 2, scores: scores ? [scores(i)[1]] : [] },
+  }));
+}
+
+function report(generation: number, verdict: "accepted" | "rejected" | "dry_run", reason: string, bench?: ReturnType<typeof cases>): GenerationReport {
+  return GenerationReport.parse({
+    v: 1,
+    runId: "run-7",
+    generation,
+    parent: BASE,
+    hypothesis: { title: generation === 1 ? XSS : `hypothesis ${generation}`, rationale: "why & how" },
+    change: { summary: "edit slug.py", patch: `--- a/slug.py\n+++ b/slug.py\n-</pre><script>x()</script>\n+return "&lt;"\n`, changed: ["slug.py"], deleted: [], stat: { files: 1, insertions: 1, deletions: 1 } },
+    ...(bench
+      ? { bench: { command: "python3 bench/run.py", format: "json", repeats: 2, cases: bench }, statistic: { test: "mcnemar_exact", cases: 10, fixed: 3, broken: 0, pValue: 0.125, alpha: 0.05, effect: 0.3 } }
+      : {}),
+    decision: { verdict, reason, message: `message of ${generation}: "quoted" <b>bold</b>` },
+    usage,
+    phasesMs: { plan: 1200, bench: 3400 },
+    startedAt: "2025-01-01T00:00:00.000Z",
+    finishedAt: "2025-01-01T00:00:05.000Z",
+  });
+}
+
+const reports = [report(1, "accepted", "accepted", cases(4, 7)), report(2, "rejected", "regression", cases(7, 5)), report(3, "rejected", "protected")];
+
+/** The chart's points: [generation, verdict, cy]. */
+function points(html: string): [number, string, number][] {
+  return [...html.matchAll(/<circle class="point [^"]*" data-generation="(\d+)" data-verdict="([a-z_]+)" cx="[\d.]+" cy="([\d.]+)"/g)].map((m) => [Number(m[1]), m[2] as string, Number(m[3])]);
+}
+
+describe("dashboardHtml", () => {
+  const html = dashboardHtml("run-7", reports, { repo: "acme/slug", scripted: true });
+
+  it("is one document titled with the run id, with the scripted notice only for scripted runs", () => {
+    expect(html).toMatch(/^<!doctype html>/);
+    expect(html).toContain("<title>loopsmith improve: run-7</title>");
+    expect(html).toContain("scripted run: no model was called");
+    expect(html).toContain("repository acme/slug");
+    expect(html).toContain("3 generations, 1 accepted, 6000 tokens, $0.1263");
+    expect(dashboardHtml("run-7", reports)).not.toContain("scripted run");
+  });
+
+  it("is self-contained: no script, no external resource", () => {
+    expect(html).not.toMatch(/<(script|link|img|iframe|object|embed)\b|@import|url\(|https?:\/\//i);
+    // The only links are to the page's own sections.
+    expect(html).not.toMatch(/<[a-z][^>]*\s(src|href)=(?!"#gen-\d+")/i);
+    expect(html.match(/ href="#gen-\d+"/g)).toHaveLength(3);
+    expect(html).toMatch(/<style>[^<]+<\/style>/);
+  });
+
+  it("plots one point per generation, placed by the candidate's pass rate, the unmeasured one on the parent's level", () => {
+    const pts = points(html);
+    expect(pts.map(([g, v]) => [g, v])).toEqual([
+      [1, "accepted"],
+      [2, "rejected"],
+      [3, "rejected"],
+    ]);
+    const [p1, p2, p3] = pts.map((p) => p[2]) as [number, number, number];
+    // 70% on gen 1, 50% on gen 2: a higher rate is drawn higher (smaller y).
+    expect(p1).toBeLessThan(p2);
+    // Gen 3 ran no benchmark: it sits on the parent's level carried from gen 2 (70%), i.e. gen 1's height.
+    expect(p3).toBe(p1);
+    expect(html).toMatch(/<circle class="point rejected unmeasured" data-generation="3"/);
+    expect(html).toMatch(/<polyline class="parent-level" points="[\d., ]+"\/>/);
+    expect(html).toContain("candidate pass rate");
+  });
+
+  it("has one section per generation with the decision, statistic, cases, cost and patch", () => {
+    const sections = html.split('<section class="generation" ').slice(1);
+    expect(sections.map((s) => /^id="gen-(\d+)"/.exec(s)?.[1])).toEqual(["1", "2", "3"]);
+    const [s1, s2, s3] = sections as [string, string, string];
+    expect(s1).toContain("<code>accepted</code>");
+    expect(s2).toContain("<code>regression</code>");
+    expect(s2).toContain("message of 2: &quot;quoted&quot; &lt;b&gt;bold&lt;/b&gt;");
+    expect(s1).toContain("mcnemar_exact on 10 cases: 3 fixed, 0 broken, p = 0.125 (α = 0.05), effect +30.0 pp pass rate");
+    expect(s1.match(/<tr( class="\w+")?><td>/g)).toHaveLength(10);
+    expect(s1).toContain(`<tr class="fixed"><td>case-4</td><td class="n">0/2</td><td class="n">2/2</td></tr>`);
+    expect(s2).toContain(`<tr class="broken"><td>case-5</td><td class="n">2/2</td><td class="n">0/2</td></tr>`);
+    expect(s3).toContain("no benchmark ran for this generation");
+    expect(s3).not.toContain("<table");
+    expect(s1).toContain("3 calls, 1500 input + 500 output tokens, $0.0421");
+    expect(s1).toContain("5.0 s (plan 1.2 s, bench 3.4 s)");
+    expect(s1).toMatch(/<pre class="patch">--- a\/slug.py\n\+\+\+ b\/slug.py\n-&lt;\/pre&gt;&lt;script&gt;x\(\)&lt;\/script&gt;\n\+return &quot;&amp;lt;&quot;\n<\/pre>/);
+  });
+
+  it("escapes every string from the reports", () => {
+    expect(html).not.toContain(XSS);
+    expect(html).toContain("&lt;script&gt;alert(1)&lt;/script&gt;");
+    expect(html).toContain("&lt;img src=x onerror=alert(2)&gt;");
+    expect(html).toContain("why &amp; how");
+    const evil = dashboardHtml(`"><script>`, reports, { repo: `</title><script>` });
+    expect(evil).not.toMatch(/<script/i);
+    expect(escapeHtml(`<a href="x" title='y'>&`)).toBe("&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;");
+  });
+
+  it("plots mean scores when the benchmark is scored", () => {
+    const scored = dashboardHtml("run-s", [report(1, "accepted", "accepted", cases(0, 0, (i) => [i, i + 2])), report(2, "dry_run", "dry_run", cases(0, 0, (i) => [i + 2, i + 1]))]);
+    expect(scored).toContain("mean score");
+    const [a, b] = points(scored) as [[number, string, number], [number, string, number]];
+    expect(b[1]).toBe("dry_run");
+    // Means 6.5 and 5.5 on the candidate side: gen 1 is drawn higher.
+    expect(a[2]).toBeLessThan(b[2]);
+    // Rows show the mean score per side and are marked by it, passes being equal.
+    expect(scored).toContain(`<tr class="fixed"><td>case-4</td><td class="n">0/2 (4.00)</td><td class="n">0/2 (6.00)</td></tr>`);
+    expect(scored).toContain(`<tr class="broken"><td>case-4</td><td class="n">0/2 (6.00)</td><td class="n">0/2 (5.00)</td></tr>`);
+  });
+
+  it("renders a run with no generation yet", () => {
+    const empty = dashboardHtml("run-0", []);
+    expect(empty).toContain("no generations yet");
+    expect(points(empty)).toEqual([]);
+  });
+});
+
+describe("writeDashboard", () => {
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+
+  it("creates the folder and writes the file without leaving a temp file", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "loopsmith-dash-test-"));
+    dirs.push(dir);
+    const file = join(dir, "nested", "dashboard.html");
+    await writeDashboard(file, "<!doctype html><p>one</p>");
+    await writeDashboard(file, "<!doctype html><p>two</p>");
+    expect(await readFile(file, "utf8")).toBe("<!doctype html><p>two</p>");
+    expect(await readdir(join(dir, "nested"))).toEqual(["dashboard.html"]);
+  });
+});

@@ -1,0 +1,195 @@
+/**
+ * An improvement run's dashboard: one self-contained HTML file (inline CSS and a static inline
+ * SVG chart; no script, no external URL) that opens from disk and works with JavaScript off.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import type { CaseOutcome, GenerationReport } from "@loopsmith/shared";
+import { benchTotals, formatP, generationMs } from "./reports.js";
+
+const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+/** `value` with `& < > " '` escaped for HTML text and attribute values. Pure. */
+export function escapeHtml(value: string | number): string {
+  return String(value).replace(/[&<>"']/g, (c) => ENTITIES[c] ?? c);
+}
+const e = escapeHtml;
+
+const mean = (xs: number[]): number | undefined => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : undefined);
+
+/** True when the run's benchmark reports scores (the chart shows mean scores, not pass rates). */
+function isScored(reports: GenerationReport[]): boolean {
+  return reports.some((r) => r.statistic?.test === "wilcoxon" || r.bench?.cases.some((c) => c.candidate.scores.length > 0));
+}
+
+/** One side's level in a generation: its pass rate (0..1) or its mean score; undefined without a benchmark. */
+function level(r: GenerationReport, side: "parent" | "candidate", scored: boolean): number | undefined {
+  if (!r.bench) return undefined;
+  if (scored) return mean(r.bench.cases.flatMap((c) => c[side].scores));
+  const t = benchTotals(r);
+  return t && t[side].runs > 0 ? t[side].passes / t[side].runs : undefined;
+}
+
+const W = 760;
+const H = 300;
+const M = { left: 56, right: 20, top: 20, bottom: 40 };
+
+/** The static SVG line chart: candidate level per generation, the parent's level as a dashed step line. */
+function chart(reports: GenerationReport[]): string {
+  const scored = isScored(reports);
+  const points = reports.map((r) => ({ r, y: level(r, "candidate", scored), parent: level(r, "parent", scored) }));
+  const values = points.flatMap((p) => [p.y, p.parent]).filter((v): v is number => v !== undefined);
+  let [lo, hi] = scored ? [Math.min(...values), Math.max(...values)] : [0, 1];
+  if (!values.length) [lo, hi] = [0, 1];
+  if (hi - lo < 1e-9) [lo, hi] = [lo - 1, hi + 1];
+  const gens = reports.map((r) => r.generation);
+  let [g0, g1] = [Math.min(...gens), Math.max(...gens)];
+  if (g1 === g0) [g0, g1] = [g0 - 1, g1 + 1];
+  const x = (g: number): number => M.left + ((g - g0) / (g1 - g0)) * (W - M.left - M.right);
+  const y = (v: number): number => H - M.bottom - ((v - lo) / (hi - lo)) * (H - M.top - M.bottom);
+  const fmt = (v: number): string => (scored ? v.toPrecision(3) : `${Math.round(v * 100)}%`);
+  const parts: string[] = [];
+  for (let i = 0; i <= 4; i++) {
+    const v = lo + ((hi - lo) * i) / 4;
+    parts.push(`<line class="grid" x1="${M.left}" x2="${W - M.right}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}"/>`);
+    parts.push(`<text class="tick" x="${M.left - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${e(fmt(v))}</text>`);
+  }
+  const step = Math.max(1, Math.ceil(gens.length / 20));
+  gens.forEach((g, i) => {
+    if (i % step === 0) parts.push(`<text class="tick" x="${x(g).toFixed(1)}" y="${H - M.bottom + 16}" text-anchor="middle">${g}</text>`);
+  });
+  parts.push(`<text class="axis" x="${(M.left + W - M.right) / 2}" y="${H - 6}" text-anchor="middle">generation</text>`);
+  parts.push(`<text class="axis" x="14" y="${(M.top + H - M.bottom) / 2}" text-anchor="middle" transform="rotate(-90 14 ${(M.top + H - M.bottom) / 2})">${scored ? "mean score" : "candidate pass rate"}</text>`);
+  // The parent's level: measured where a benchmark ran, carried forward where none did.
+  const half = (W - M.left - M.right) / (g1 - g0) / 2;
+  const clampX = (v: number): string => Math.min(W - M.right, Math.max(M.left, v)).toFixed(1);
+  let carried: number | undefined;
+  const steps: string[] = [];
+  for (const p of points) {
+    carried = p.parent ?? carried;
+    p.parent = carried;
+    if (carried !== undefined) steps.push(`${clampX(x(p.r.generation) - half)},${y(carried).toFixed(1)} ${clampX(x(p.r.generation) + half)},${y(carried).toFixed(1)}`);
+  }
+  if (steps.length) parts.push(`<polyline class="parent-level" points="${steps.join(" ")}"/>`);
+  const measured = points.filter((p) => p.y !== undefined);
+  if (measured.length > 1) parts.push(`<polyline class="candidate-line" points="${measured.map((p) => `${x(p.r.generation).toFixed(1)},${y(p.y as number).toFixed(1)}`).join(" ")}"/>`);
+  for (const p of points) {
+    const { verdict, reason } = p.r.decision;
+    const at = p.y ?? p.parent ?? lo;
+    const label = `generation ${p.r.generation}: ${verdict} (${reason})${p.y === undefined ? ", not benchmarked" : `, ${fmt(p.y)}`}`;
+    parts.push(
+      `<a href="#gen-${p.r.generation}"><circle class="point ${e(verdict)}${p.y === undefined ? " unmeasured" : ""}" data-generation="${p.r.generation}" data-verdict="${e(verdict)}" cx="${x(p.r.generation).toFixed(1)}" cy="${y(at).toFixed(1)}" r="6"><title>${e(label)}</title></circle></a>`,
+    );
+  }
+  return `<svg class="chart" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${scored ? "mean score" : "candidate pass rate"} per generation">${parts.join("")}</svg>`;
+}
+
+const CSS = `body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:980px;padding:0 1rem;color:#1b1f24;background:#fff}
+h1{font-size:1.5rem;margin:0 0 .25rem}h2{font-size:1.15rem;margin:0 0 .5rem}.muted{color:#57606a}
+.scripted{background:#fff4ce;border:1px solid #d4a72c;padding:.4rem .7rem;border-radius:4px;font-weight:600}
+.chart{max-width:100%;height:auto;border:1px solid #d0d7de;border-radius:6px;margin:1rem 0}
+.grid{stroke:#eaeef2}.tick,.axis{font-size:11px;fill:#57606a}.parent-level{fill:none;stroke:#6e7781;stroke-dasharray:5 4}
+.candidate-line{fill:none;stroke:#0969da;stroke-width:1.5}.point{stroke-width:2.5}.point.accepted{fill:#1a7f37;stroke:#1a7f37}
+.point.rejected{fill:#fff;stroke:#cf222e}.point.dry_run{fill:#fff;stroke:#8250df}.legend span{margin-right:1rem}.k-acc{color:#1a7f37}.k-rej{color:#cf222e}.k-dry{color:#8250df}.k-line{color:#0969da}
+.generation{border:1px solid #d0d7de;border-radius:6px;padding:1rem;margin:1rem 0}
+.badge{display:inline-block;padding:0 .5rem;border-radius:1rem;font-size:12px;color:#fff;vertical-align:middle}
+.badge.accepted{background:#1a7f37}.badge.rejected{background:#cf222e}.badge.dry_run{background:#8250df}
+table{border-collapse:collapse;margin:.5rem 0}th,td{border:1px solid #d0d7de;padding:.15rem .5rem;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}tr.fixed td{background:#dafbe1}tr.broken td{background:#ffebe9}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:.5rem 0}dt{font-weight:600}dd{margin:0}
+pre{background:#f6f8fa;padding:.75rem;overflow:auto;border-radius:4px;font-size:12px;white-space:pre}`;
+
+/** `passes/runs` with the mean score when the side has scores. */
+function side(s: CaseOutcome["parent"]): string {
+  const m = mean(s.scores);
+  return `${s.passes}/${s.runs}${m === undefined ? "" : ` (${m.toPrecision(3)})`}`;
+}
+
+/** One generation's section. */
+function section(r: GenerationReport): string {
+  const { verdict, reason, message } = r.decision;
+  const rows: [string, string][] = [];
+  if (r.hypothesis) {
+    rows.push(["hypothesis", e(r.hypothesis.title)]);
+    if (r.hypothesis.rationale) rows.push(["rationale", e(r.hypothesis.rationale)]);
+    if (r.hypothesis.expected) rows.push(["expected", e(r.hypothesis.expected)]);
+  }
+  rows.push(["decision", `${e(verdict)}, reason <code>${e(reason)}</code>`], ["message", e(message)]);
+  const s = r.statistic;
+  if (s) {
+    const effect = s.test === "mcnemar_exact" ? `${s.effect >= 0 ? "+" : ""}${(s.effect * 100).toFixed(1)} pp pass rate` : `${s.effect >= 0 ? "+" : ""}${s.effect.toPrecision(3)} median score`;
+    rows.push(["statistic", `${e(s.test)} on ${s.cases} cases: ${s.fixed} fixed, ${s.broken} broken, p = ${e(formatP(s.pValue))} (α = ${e(s.alpha)}), effect ${e(effect)}${s.nonZero === undefined ? "" : `, ${s.nonZero} non-zero pairs`}`]);
+  }
+  if (r.check) {
+    const counts = (c: typeof r.check.parent): string => (c ? `${e(c.status)}: ${c.passed}/${c.total} passed, ${c.failed} failed, ${c.skipped} skipped` : "-");
+    rows.push(["check", `<code>${e(r.check.command)}</code>; parent ${counts(r.check.parent)}; candidate ${counts(r.check.candidate)}`]);
+  }
+  if (r.change) {
+    const { stat } = r.change;
+    rows.push(["change", `${e(r.change.summary)} (${stat.files} file${stat.files === 1 ? "" : "s"}, +${stat.insertions}/-${stat.deletions})`]);
+    if (r.change.changed.length || r.change.deleted.length) rows.push(["files", [...r.change.changed.map((f) => `<code>${e(f)}</code>`), ...r.change.deleted.map((f) => `<code>${e(f)}</code> (deleted)`)].join(", ")]);
+  }
+  const u = r.usage;
+  rows.push(["cost", `${u.calls} calls, ${u.inputTokens} input + ${u.outputTokens} output tokens, $${u.costUsd.toFixed(4)}`]);
+  const phases = Object.entries(r.phasesMs).map(([k, v]) => `${e(k)} ${(v / 1000).toFixed(1)} s`);
+  rows.push(["time", `${(generationMs(r) / 1000).toFixed(1)} s${phases.length ? ` (${phases.join(", ")})` : ""}`]);
+  let cases = "";
+  if (r.bench) {
+    const trs = r.bench.cases.map((c) => {
+      const pr = mean(c.parent.scores) ?? (c.parent.runs ? c.parent.passes / c.parent.runs : 0);
+      const cr = mean(c.candidate.scores) ?? (c.candidate.runs ? c.candidate.passes / c.candidate.runs : 0);
+      const cls = cr > pr ? ` class="fixed"` : cr < pr ? ` class="broken"` : "";
+      return `<tr${cls}><td>${e(c.case)}</td><td class="n">${e(side(c.parent))}</td><td class="n">${e(side(c.candidate))}</td></tr>`;
+    });
+    cases = `<p class="muted">benchmark <code>${e(r.bench.command)}</code> (${e(r.bench.format)}, ${r.bench.repeats} repeats per side)</p><table class="cases"><thead><tr><th>case</th><th>parent passes/runs</th><th>candidate passes/runs</th></tr></thead><tbody>${trs.join("")}</tbody></table>`;
+  } else {
+    cases = `<p class="muted">no benchmark ran for this generation</p>`;
+  }
+  const patch = r.change ? `<details open><summary>patch</summary><pre class="patch">${e(r.change.patch)}</pre></details>` : "";
+  return `<section class="generation" id="gen-${r.generation}"><h2>Generation ${r.generation} <span class="badge ${e(verdict)}">${e(verdict)}</span></h2><dl>${rows.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join("")}</dl>${cases}${patch}</section>`;
+}
+
+/**
+ * The dashboard of run `runId`: one self-contained HTML document (inline CSS, static inline
+ * SVG, no script, no external URL). It holds the run id in the title, a "scripted run: no
+ * model was called" notice when `meta.scripted`, totals (generations, accepted, tokens, USD),
+ * an SVG chart of the candidate's benchmark pass rate per generation (mean score when the
+ * benchmark is scored) with one `circle.point[data-generation][data-verdict]` per generation
+ * (accepted filled green, rejected hollow red, dry runs hollow purple; a generation without a
+ * benchmark sits on the parent's level) and the parent's level as a dashed line, then one
+ * `section.generation#gen-N` per generation: hypothesis, decision, reason code, message,
+ * statistic, check counts, change, cost (tokens, USD), time (s), the per-case table and the
+ * patch in a `<pre>`. Every string taken from the reports is HTML-escaped. Pure.
+ */
+export function dashboardHtml(runId: string, reports: GenerationReport[], meta: { repo?: string; scripted?: boolean } = {}): string {
+  const sorted = [...reports].sort((a, b) => a.generation - b.generation);
+  const accepted = sorted.filter((r) => r.decision.verdict === "accepted").length;
+  const tokens = sorted.reduce((s, r) => s + r.usage.inputTokens + r.usage.outputTokens, 0);
+  const usd = sorted.reduce((s, r) => s + r.usage.costUsd, 0);
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>loopsmith improve: ${e(runId)}</title><style>${CSS}</style></head>
+<body><header><h1>Improvement run <code>${e(runId)}</code></h1>${meta.repo ? `<p class="muted">repository ${e(meta.repo)}</p>` : ""}${meta.scripted ? `<p class="scripted">scripted run: no model was called</p>` : ""}
+<p>${sorted.length} generations, ${accepted} accepted, ${tokens} tokens, $${usd.toFixed(4)}</p></header>
+<main>${sorted.length ? chart(sorted) : `<p class="muted">no generations yet</p>`}
+<p class="legend muted"><span><b class="k-acc">●</b> accepted</span><span><b class="k-rej">○</b> rejected</span><span><b class="k-dry">○</b> dry run</span><span><b>- - -</b> parent's level</span><span><b class="k-line">—</b> candidate</span></p>
+${sorted.map(section).join("\n")}</main></body></html>
+`;
+}
+
+/**
+ * Writes `html` to `path` atomically (a temp file beside it, then a rename), creating the folder.
+ * @throws the file system's error when it cannot be written
+ */
+export async function writeDashboard(path: string, html: string): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
+  const temp = `${path}.${process.pid}-${randomBytes(4).toString("hex")}.tmp`;
+  try {
+    await writeFile(temp, html);
+    await rename(temp, path);
+  } catch (err) {
+    await rm(temp, { force: true });
+    throw err;
+  }
+}

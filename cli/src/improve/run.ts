@@ -1,0 +1,246 @@
+/**
+ * `loopsmith improve`: checks the repository, uploads its base snapshot, submits the run to
+ * the architect's improver and follows it. As each generation's report arrives it is written
+ * to `<run dir>/reports/gen-N.json` and, when the generation made a change, committed on its
+ * own branch `loopsmith/improve/<runId>-gen-N` (a rejected one stays there for inspection);
+ * an accepted one also moves the run's branch `loopsmith/improve/<runId>`, the parent of the
+ * next generation. The user's branches move only with `--promote <branch>`, and only when
+ * that branch is still at the base commit.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import type { Logger } from "pino";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import {
+  Endpoints,
+  GenerationReport,
+  ImproveSummary,
+  call,
+  createProvider,
+  ensureImproveStreams,
+  loadConfig,
+  putSnapshot,
+  snapshotName,
+  submitImprove,
+  watchEvents,
+  type Config,
+  type ImproveSettings,
+} from "@loopsmith/shared";
+import { CliError } from "../errors.js";
+import { jsonLine, printable } from "../terminal.js";
+import { archiveCommit, branchCommit, checkRepo, commitPatch, setBranch } from "../repo.js";
+import { detectLanguage } from "../solve-repo.js";
+import { startLocalStack, type LocalStack } from "../stack.js";
+import { dashboardHtml, writeDashboard } from "./dashboard.js";
+import { checkGithubAccess, githubClient, openPullRequest, parseGithubRepo, prBody } from "./github.js";
+import { readReports, reportTable, writeReport } from "./reports.js";
+import { improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
+import { pushBranch, remoteUrl } from "./push.js";
+
+/** The run's branch (the accepted chain) and a generation's branch. */
+export function runBranch(runId: string): string {
+  return `loopsmith/improve/${runId}`;
+}
+/** A generation's branch. Not `<runBranch>/gen-N`: git cannot hold both `a/b` and `a/b/c` as branches. */
+export function generationBranch(runId: string, n: number): string {
+  return `loopsmith/improve/${runId}-gen-${n}`;
+}
+
+/** The directory of a run's reports, summary and dashboard. */
+export function runDir(config: Config, runId: string, outDir?: string): string {
+  return outDir ? resolve(outDir) : join(config.dataDir, "improve", runId);
+}
+
+/** What the run did to the repository, for the terminal and the tests. */
+export interface ImproveOutcome {
+  summary: ImproveSummary;
+  dir: string;
+  branches: string[];
+  promoted?: string;
+  pullRequests: string[];
+}
+
+/**
+ * Runs `loopsmith improve` end to end.
+ * @throws LoopsmithError `repo_invalid` (repository), `bad_request` (settings), `config_invalid`
+ *   (provider, GitHub token) before anything starts; CliError `cancelled` when interrupted
+ */
+export async function improve(flags: ImproveFlags, log: Logger): Promise<ImproveOutcome> {
+  const config = loadConfig({ ...(flags.config ? { file: flags.config } : {}) });
+  const repo = await checkRepo(flags.repo ?? ".", flags.base ? { base: flags.base } : {});
+  const section = repoImproveSection(repo.root);
+  const settings: ImproveSettings = improveSettings(flags, config, section);
+  const setupCommand = improveSetup(flags, config, section);
+  const runId = flags.runId ?? `improve-${randomBytes(4).toString("hex")}`;
+  const dir = runDir(config, runId, flags.out);
+  const finished = await finishedRun(dir, runId);
+  if (finished) return reopen(flags, repo, runId, dir, finished);
+  const self = await isLoopsmith(repo.root);
+  // GitHub first: a missing or refused token fails before any generation runs.
+  const gh = flags.pr === "github" ? await githubTarget(flags, repo.root) : undefined;
+  const provider = createProvider({ config, log });
+  const scripted = provider.info.scripted;
+  if (scripted) emit(flags, { kind: "notice", scripted: true, message: `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath}; no model is called.` });
+  if (provider.verify) await provider.verify();
+  const snapshot = await archiveCommit(repo.root, repo.baseCommit);
+  const language = await detectLanguage(repo.root, repo.baseCommit);
+
+  let stack: LocalStack | undefined;
+  let nc: NatsConnection | undefined;
+  const abort = new AbortController();
+  const onSignal = (): void => abort.abort();
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  try {
+    stack = await startLocalStack({ config, log, env: flags.config ? { LOOPSMITH_CONFIG: resolve(flags.config) } : {} });
+    nc = await connect({ servers: stack.natsUrl });
+    await ensureImproveStreams(nc);
+    await putSnapshot(nc, snapshotName(repo.baseCommit), snapshot);
+    const submitted = await submitImprove(nc, {
+      v: 1,
+      runId,
+      repo: { baseCommit: repo.baseCommit, snapshot: snapshotName(repo.baseCommit), name: repo.name, ...(setupCommand !== undefined ? { setupCommand } : {}) },
+      language,
+      settings,
+      self,
+      submittedAt: new Date().toISOString(),
+    });
+    emit(flags, { kind: "submitted", runId, duplicate: submitted.duplicate, message: `run ${runId} submitted${submitted.duplicate ? " (already submitted: following it)" : ""}; reports in ${dir}` });
+    await mkdir(join(dir, "reports"), { recursive: true });
+
+    const commits = new Map<string, string>([[repo.baseCommit, repo.baseCommit]]);
+    const reports: GenerationReport[] = [];
+    const branches: string[] = [];
+    const pullRequests: string[] = [];
+    let summary: ImproveSummary | undefined;
+    for await (const event of watchEvents(nc, runId, abort.signal)) {
+      if (event.kind === "generation") {
+        let report = GenerationReport.parse(event.data?.report);
+        if (report.change?.patch.startsWith("(patch of ")) report = await fullReport(nc, runId, report.generation);
+        reports.push(report);
+        await writeReport(dir, report);
+        if (!settings.dryRun && report.change) {
+          const done = await commitGeneration(repo.root, runId, report, commits);
+          branches.push(...done);
+          if (gh && report.decision.verdict === "accepted") {
+            const branch = generationBranch(runId, report.generation);
+            await pushBranch(repo.root, gh.remote, branch);
+            const pr = await openPullRequest(gh.client, gh.target, { head: branch, base: gh.base, title: `loopsmith: ${report.hypothesis?.title ?? report.change.summary}`.slice(0, 250), body: prBody(report, runId, { scripted }) });
+            pullRequests.push(pr.url);
+          }
+        }
+      }
+      emit(flags, flags.json ? event : { message: event.message });
+      if (event.kind === "result") summary = ImproveSummary.parse(event.data?.summary);
+    }
+    if (!summary) throw new CliError("cancelled", `stopped following; run ${runId} may still be running (loopsmith report ${runId})`);
+    await writeFile(join(dir, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
+    await writeDashboard(join(dir, "dashboard.html"), dashboardHtml(runId, reports, { repo: repo.name, scripted }));
+    let promoted: string | undefined;
+    if (flags.promote && summary.accepted.length) {
+      const head = commits.get(summary.head);
+      if (head) {
+        await setBranch(repo.root, flags.promote, head, repo.baseCommit, `loopsmith: promote improvement run ${runId}`);
+        promoted = flags.promote;
+      }
+    }
+    if (!flags.json) out(reportTable(reports));
+    emit(flags, { kind: "summary", ...summary, dir, branches, ...(promoted ? { promoted } : {}), pullRequests });
+    return { summary, dir, branches, ...(promoted ? { promoted } : {}), pullRequests };
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    await nc?.close().catch(() => undefined);
+    await stack?.stop();
+  }
+}
+
+function out(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+/** The summary of a run that already finished in `dir`, if it did. */
+async function finishedRun(dir: string, runId: string): Promise<ImproveSummary | undefined> {
+  try {
+    const summary = ImproveSummary.parse(JSON.parse(await readFile(join(dir, "summary.json"), "utf8")));
+    return summary.runId === runId ? summary : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A run id that already finished here is not run again: its reports are shown, and
+ * `--promote` still applies (to the run's branch, if it still points at the accepted head).
+ */
+async function reopen(flags: ImproveFlags, repo: { root: string; baseCommit: string }, runId: string, dir: string, summary: ImproveSummary): Promise<ImproveOutcome> {
+  emit(flags, { kind: "submitted", runId, duplicate: true, message: `run ${runId} already finished (${dir}/summary.json): not running it again` });
+  const reports = await readReports(dir);
+  let promoted: string | undefined;
+  const head = await branchCommit(repo.root, runBranch(runId));
+  if (flags.promote && summary.accepted.length && head) {
+    await setBranch(repo.root, flags.promote, head, repo.baseCommit, `loopsmith: promote improvement run ${runId}`);
+    promoted = flags.promote;
+  }
+  if (!flags.json) out(reportTable(reports));
+  emit(flags, { kind: "summary", ...summary, dir, branches: [], ...(promoted ? { promoted } : {}), pullRequests: [] });
+  return { summary, dir, branches: [], ...(promoted ? { promoted } : {}), pullRequests: [] };
+}
+
+/** Prints one line: JSON with --json, else the message. */
+function emit(flags: ImproveFlags, value: Record<string, unknown> | { message: string }): void {
+  if (flags.json) out(jsonLine(value));
+  else if ("message" in value && typeof value.message === "string") out(printable(value.message));
+}
+
+/** A report whose patch was too large for its event, from the architect's KV copy. */
+async function fullReport(nc: NatsConnection, runId: string, generation: number): Promise<GenerationReport> {
+  const { reports } = await call(nc, Endpoints.architect.improveStatus, { runId }, { timeoutMs: 10_000, retries: 1 });
+  const found = reports.find((r) => r.generation === generation);
+  if (!found) throw new CliError("internal", `the report of generation ${generation} of ${runId} is missing`);
+  return found;
+}
+
+/**
+ * Commits a generation's change on its parent's commit, on its own branch; an accepted one
+ * also moves (or creates) the run's branch. Tree ids are mapped to the commits made here.
+ */
+async function commitGeneration(root: string, runId: string, report: GenerationReport, commits: Map<string, string>): Promise<string[]> {
+  const parent = commits.get(report.parent);
+  if (!parent || !report.change) return [];
+  const subject = (report.hypothesis?.title ?? report.change.summary).split("\n")[0]?.slice(0, 72) ?? "loopsmith improvement";
+  const message = `${subject}\n\n${report.decision.verdict} (${report.decision.reason}): ${report.decision.message}\n\nloopsmith improvement run ${runId}, generation ${report.generation}\n`;
+  const branch = generationBranch(runId, report.generation);
+  // A run followed again (a resubmitted id) replays its reports: the branch made then stays.
+  const existing = await branchCommit(root, branch);
+  const commit = existing ?? (await commitPatch(root, parent, report.change.patch, message));
+  if (!existing) await setBranch(root, branch, commit, undefined, `loopsmith: improvement run ${runId} generation ${report.generation}`);
+  const made = [branch];
+  if (report.decision.verdict === "accepted" && report.candidate) {
+    commits.set(report.candidate, commit);
+    const run = runBranch(runId);
+    const at = await branchCommit(root, run);
+    if (at !== commit) await setBranch(root, run, commit, at, `loopsmith: improvement run ${runId} accepts generation ${report.generation}`);
+    made.push(run);
+  }
+  return made;
+}
+
+/** True when the repository is loopsmith itself (its root package.json is named "loopsmith"). */
+async function isLoopsmith(root: string): Promise<boolean> {
+  try {
+    return (JSON.parse(await readFile(join(root, "package.json"), "utf8")) as { name?: string }).name === "loopsmith";
+  } catch {
+    return false;
+  }
+}
+
+/** The GitHub repository, client and base branch for `--pr github`, checked now. */
+async function githubTarget(flags: ImproveFlags, root: string) {
+  const remote = flags.remote ?? "origin";
+  const target = parseGithubRepo(flags.githubRepo ?? (await remoteUrl(root, remote)));
+  const client = githubClient({});
+  const { defaultBranch } = await checkGithubAccess(client, target);
+  return { client, target, remote, base: defaultBranch };
+}

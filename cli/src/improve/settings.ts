@@ -1,0 +1,96 @@
+/**
+ * `loopsmith improve`'s options: flags over the `improve` section of the configuration file
+ * (`--config`, or `loopsmith.json` at the repository's root), checked against ImproveSettings.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { z } from "zod";
+import { ImproveSettings, LoopsmithError, type Config } from "@loopsmith/shared";
+
+/** The flags of `loopsmith improve`. */
+export interface ImproveFlags {
+  repo?: string;
+  base?: string;
+  generations?: number;
+  goal?: string;
+  check?: string;
+  bench?: string;
+  benchFormat?: "json" | "junit";
+  repeats?: number;
+  alpha?: number;
+  tolerance?: number;
+  budgetUsd?: number;
+  dryRun?: boolean;
+  protect?: string[];
+  dependencies?: "reject" | "ask" | "allow";
+  maxIterations?: number;
+  generationTimeout?: number;
+  setupCmd?: string;
+  runId?: string;
+  out?: string;
+  promote?: string;
+  pr?: "github";
+  githubRepo?: string;
+  remote?: string;
+  config?: string;
+  json?: boolean;
+}
+
+/** The `improve` section of `<root>/loopsmith.json`, when the repository has one. */
+export function repoImproveSection(root: string): Record<string, unknown> | undefined {
+  const file = join(root, "loopsmith.json");
+  if (!existsSync(file)) return undefined;
+  try {
+    const json = JSON.parse(readFileSync(file, "utf8")) as { improve?: unknown };
+    return json.improve && typeof json.improve === "object" ? (json.improve as Record<string, unknown>) : undefined;
+  } catch (err) {
+    throw new LoopsmithError("config_invalid", `cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * The run's settings: the flags, over the configuration file's `improve` section, over the
+ * repository's `loopsmith.json` section, over the defaults.
+ * @throws LoopsmithError `bad_request` naming the invalid or missing setting (`--bench` is required)
+ */
+export function improveSettings(flags: ImproveFlags, config: Config, fromRepo: Record<string, unknown> | undefined): ImproveSettings {
+  const fromFlags: Record<string, unknown> = {
+    goal: flags.goal,
+    check: flags.check,
+    bench: flags.bench,
+    benchFormat: flags.benchFormat,
+    repeats: flags.repeats,
+    alpha: flags.alpha,
+    tolerance: flags.tolerance,
+    generations: flags.generations,
+    budgetUsd: flags.budgetUsd,
+    dryRun: flags.dryRun,
+    protected: flags.protect,
+    dependencies: flags.dependencies,
+    maxIterations: flags.maxIterations,
+    generationTimeoutMs: flags.generationTimeout !== undefined ? flags.generationTimeout * 1000 : undefined,
+  };
+  const merged = { ...(fromRepo ?? {}), ...(config.improve ?? {}), ...Object.fromEntries(Object.entries(fromFlags).filter(([, v]) => v !== undefined)) };
+  if (merged.dryRun) merged.generations = 1;
+  const parsed = ImproveSettings.safeParse(merged);
+  if (!parsed.success) {
+    const missingBench = parsed.error.issues.some((i) => i.path[0] === "bench");
+    throw new LoopsmithError(
+      "bad_request",
+      missingBench
+        ? 'loopsmith improve needs a benchmark: --bench "<command>" (or "bench" in the improve section of the config file)'
+        : `invalid improve settings: ${z.prettifyError(parsed.error)}`,
+    );
+  }
+  return parsed.data;
+}
+
+/**
+ * The setup command of the run: `--setup-cmd`, else `setupCommand` in the improve section
+ * (config file over the repository's `loopsmith.json`); undefined leaves it to detection.
+ */
+export function improveSetup(flags: ImproveFlags, config: Config, fromRepo: Record<string, unknown> | undefined): string | undefined {
+  if (flags.setupCmd !== undefined) return flags.setupCmd;
+  const v = config.improve?.setupCommand ?? fromRepo?.setupCommand;
+  return typeof v === "string" ? v : undefined;
+}
