@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything the tests and the demo need on this machine, installed when missing:
-# node dependencies (npm ci), a Docker engine that answers, and the images (built from
-# Debian packages by deploy/build-images.sh when they are not present).
+# node dependencies (npm ci), a Docker engine that answers, the images (built from
+# Debian packages by deploy/build-images.sh when they are not present), and Debian's
+# chromium (the dashboard test renders the improvement dashboard in it, headless).
 # Idempotent and quick when all is in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,16 @@ if [ ! -d node_modules/vitest ] || [ package-lock.json -nt node_modules/.package
 fi
 
 bash deploy/ensure-docker.sh
+
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" != "0" ]; then
+    echo "prepare: the dashboard test needs Debian's chromium; run: sudo apt-get install -y chromium" >&2
+    exit 1
+  fi
+  echo "prepare: installing chromium (headless, for the dashboard test)"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+fi
 
 images=(
   "${LOOPSMITH_NATS_IMAGE:-loopsmith/nats:local}"

@@ -103,6 +103,19 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
     expect(git(repo, "rev-parse", "main")).toBe(git(repo, "rev-parse", `loopsmith/improve/${runId}`));
   });
 
+  it("--dry-run plans and implements one generation, shows the evidence it would need, and writes no branch", async () => {
+    const dry = mkdtempSync(join(tmpdir(), "loopsmith-improve-dry-"));
+    const refs = git(repo, "for-each-ref", "--format=%(refname)");
+    const run = await loopsmith(["improve", "--repo", repo, "--dry-run", "--run-id", `${runId}-dry`, "--out", dry, "--json", ...common], env, 300_000);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const report = GenerationReport.parse(JSON.parse(readFileSync(join(dry, "reports", "gen-1.json"), "utf8")));
+    expect(report.decision).toMatchObject({ verdict: "dry_run", reason: "dry_run" });
+    expect(report.decision.message).toMatch(/at least 6 case\(s\) fixed/);
+    expect(report.change?.changed).toEqual(["textkit/slug.py"]);
+    expect(report.bench).toBeUndefined();
+    expect(git(repo, "for-each-ref", "--format=%(refname)")).toBe(refs);
+  });
+
   it("refuses bad input before anything starts", async () => {
     const noBench = await loopsmith(["improve", "--repo", repo, "--provider", "scripted", "--script", join(REPO, "tests", "fixtures", "improve-script.json")], env, 60_000);
     expect(noBench.code).toBe(2);

@@ -145,8 +145,8 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
         promoted = flags.promote;
       }
     }
-    if (!flags.json) out(reportTable(reports));
-    emit(flags, { kind: "summary", ...summary, dir, branches, ...(promoted ? { promoted } : {}), pullRequests });
+    if (flags.json) out(jsonLine({ kind: "summary", ...summary, dir, branches, ...(promoted ? { promoted } : {}), pullRequests }));
+    else out([reportTable(reports), ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : []), `reports, summary and dashboard.html in ${dir}`].join("\n"));
     return { summary, dir, branches, ...(promoted ? { promoted } : {}), pullRequests };
   } finally {
     process.off("SIGINT", onSignal);
@@ -183,8 +183,8 @@ async function reopen(flags: ImproveFlags, repo: { root: string; baseCommit: str
     await setBranch(repo.root, flags.promote, head, repo.baseCommit, `loopsmith: promote improvement run ${runId}`);
     promoted = flags.promote;
   }
-  if (!flags.json) out(reportTable(reports));
-  emit(flags, { kind: "summary", ...summary, dir, branches: [], ...(promoted ? { promoted } : {}), pullRequests: [] });
+  if (flags.json) out(jsonLine({ kind: "summary", ...summary, dir, branches: [], ...(promoted ? { promoted } : {}), pullRequests: [] }));
+  else out([reportTable(reports), ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : [])].join("\n"));
   return { summary, dir, branches: [], ...(promoted ? { promoted } : {}), pullRequests: [] };
 }
 

@@ -13,6 +13,7 @@ export { runLoop, finalState, verdictFiles, fallbackPlan, RetryLater, type Verdi
 export { busSteps, type LoopIO, type Steps } from "./steps.js";
 export { TaskState, initialState, addStepUsage, kvStateStore, type StateStore } from "./state.js";
 export { errorTextOf, failingTests, outputOf } from "./failure.js";
+export { startImprover, type Improver, type ImproverOptions } from "./improve/consumer.js";
 
 /**
  * The architect's service module: the conductor's consumer loop (started after the

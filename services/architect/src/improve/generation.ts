@@ -91,6 +91,9 @@ async function waitForResult(nc: NatsConnection, taskId: string, ms: number): Pr
   try {
     for await (const e of watchEvents(nc, taskId, abort.signal)) if (e.kind === "result" && e.result) return e.result;
     return undefined;
+  } catch (err) {
+    // NATS went away while waiting: the run resumes from its checkpoint (the task is durable).
+    throw new LoopsmithError("unavailable", `lost the events of task ${taskId}: ${(err as Error)?.message ?? err}`, { cause: err, retryable: true });
   } finally {
     clearTimeout(timer);
   }

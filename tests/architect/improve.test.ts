@@ -1,0 +1,218 @@
+/**
+ * The improver on real NATS (JetStream work queue, KV, object store), with a fake conductor
+ * that answers each generation's task with a patch, a fake executor that runs the "benchmark"
+ * by reading the overlaid file, and a fake provider whose hypotheses cost money. Checks the
+ * run's durability (a runner that dies mid-run: the run resumes at its generation and no
+ * generation runs twice), the budget stop, a generation past its time limit, and a
+ * resubmitted run id.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, onTestFinished } from "vitest";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstream } from "@nats-io/jetstream";
+import {
+  Streams,
+  Task,
+  ensureStreams,
+  materializeSnapshot,
+  publishEvent,
+  putSnapshot,
+  snapshotName,
+  submitImprove,
+  unifiedPatch,
+  watchEvents,
+  type ExecutionRequest,
+  type ExecutionResult,
+  type ImproveRequestInput,
+  type ImproveSummary,
+  type LlmProvider,
+  type TaskResult,
+} from "@loopsmith/shared";
+import { startImprover, type Improver } from "@loopsmith/architect";
+import { it } from "../fixtures/index.js";
+import { log, usage } from "./helpers.js";
+
+const BASE = "a".repeat(40);
+const ORIGINAL = "def score(case):\n    return case < 2\n";
+const FIXED = "def score(case):\n    return case < 10\n";
+
+/** A snapshot with app.py, put in the object store; its name. */
+async function snapshot(nc: NatsConnection): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), "improver-tree-"));
+  writeFileSync(join(dir, "app.py"), ORIGINAL);
+  writeFileSync(join(dir, "bench.py"), "# prints the cases\n");
+  await putSnapshot(nc, snapshotName(BASE), execFileSync("tar", ["-cf", "-", "-C", dir, "app.py", "bench.py"]));
+  return snapshotName(BASE);
+}
+
+/**
+ * The executor: the check passes with 3 tests; the bench passes the cases app.py's threshold
+ * lets through, app.py read from the overlay or else from the base snapshot, as the real one does.
+ */
+function executor(nc: NatsConnection, calls: ExecutionRequest[]) {
+  const cache = mkdtempSync(join(tmpdir(), "fake-executor-"));
+  return async (req: ExecutionRequest): Promise<ExecutionResult> => {
+    calls.push(req);
+    const base = { exitCode: 0, durationMs: 1, stderr: "", truncated: false };
+    if (req.shell === "check") return { ...base, status: "passed", stdout: "", tests: ["a", "b", "c"].map((name) => ({ name, classname: "t", status: "passed", durationMs: 1 })) };
+    const app = req.files.find((f) => f.path === "app.py")?.content ?? readFileSync(join(await materializeSnapshot(nc, req.base?.snapshot ?? "", cache), "app.py"), "utf8");
+    const limit = Number(/case < (\d+)/.exec(app)?.[1] ?? 0);
+    const stdout = Array.from({ length: 10 }, (_, i) => JSON.stringify({ case: `c${i}`, pass: i < limit })).join("\n");
+    return { ...base, status: "passed", stdout, tests: [] };
+  };
+}
+
+/**
+ * A conductor stand-in: answers each task with a passing change that sets app.py to FIXED
+ * plus a comment naming the task (so later generations change nothing that matters), unless
+ * `hold` says to leave the task queued.
+ */
+function fakeConductor(nc: NatsConnection, hold: (taskId: string) => boolean): () => void {
+  let stopped = false;
+  const cache = mkdtempSync(join(tmpdir(), "fake-conductor-"));
+  void (async () => {
+    const consumer = await jetstream(nc).consumers.get(Streams.tasks, Streams.conductorConsumer);
+    while (!stopped) {
+      try {
+        const batch = await consumer.fetch({ max_messages: 1, expires: 1_000 });
+        for await (const msg of batch) {
+          const task = Task.parse(msg.json());
+          if (stopped || hold(task.taskId)) {
+            msg.nak(1_000); // as a busy conductor would: the task stays queued
+            continue;
+          }
+          msg.ack();
+          const root = await materializeSnapshot(nc, task.repo?.snapshot ?? "", cache);
+          const before = readFileSync(join(root, "app.py"), "utf8");
+          const patch = unifiedPatch((p) => (p === "app.py" ? before : undefined), [{ path: "app.py", content: `${FIXED}# ${task.taskId}\n` }], []);
+          const result: TaskResult = {
+            v: 1, taskId: task.taskId, status: "passed", stopReason: "passed", iterations: 1, files: [], tests: [],
+            lastExecution: { status: "passed", durationMs: 1, tests: ["a", "b", "c"].map((name) => ({ name, classname: "t", status: "passed" as const, durationMs: 1 })) },
+            hidden: null, failureIds: [], usage: { total: usage(0), byRole: {}, byIteration: [] }, scripted: true, providers: [], durationMs: 1, message: "passed",
+            repo: { baseCommit: task.repo?.baseCommit ?? BASE, patch, summary: "raise the threshold", changed: ["app.py"], deleted: [] },
+          };
+          await publishEvent(nc, { v: 1, taskId: task.taskId, seq: 0, at: new Date().toISOString(), iteration: 1, kind: "result", message: "passed", result });
+        }
+      } catch {
+        if (!stopped) await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  })();
+  return () => void (stopped = true);
+}
+
+/** A provider whose every hypothesis costs `usd`; counts calls per generation task. */
+function provider(usd: number, calls: Map<string, number>): LlmProvider {
+  return {
+    info: { name: "fake", model: "fake", scripted: true },
+    async complete<T>(req: { context: { taskId: string } }) {
+      calls.set(req.context.taskId, (calls.get(req.context.taskId) ?? 0) + 1);
+      return { value: { title: "raise the threshold", rationale: "", expected: "", files: ["app.py"] } as T, usage: usage(usd), provider: { name: "fake", model: "fake", scripted: true } };
+    },
+  } as unknown as LlmProvider;
+}
+
+function request(runId: string, snap: string, over: Partial<ImproveRequestInput["settings"]> = {}): ImproveRequestInput {
+  return { v: 1, runId, repo: { baseCommit: BASE, snapshot: snap, setupCommand: "" }, language: "python", settings: { bench: "bench", check: "check", generations: 3, ...over }, submittedAt: new Date().toISOString() };
+}
+
+async function summaryOf(nc: NatsConnection, runId: string): Promise<{ summary: ImproveSummary; generations: number[] }> {
+  const generations: number[] = [];
+  for await (const e of watchEvents(nc, runId, AbortSignal.timeout(120_000))) {
+    if (e.kind === "generation") generations.push(Number(e.data?.generation));
+    if (e.kind === "result") return { summary: e.data?.summary as ImproveSummary, generations };
+  }
+  throw new Error(`no result for ${runId}`);
+}
+
+function improver(nc: NatsConnection, deps: { usd: number; hypotheses: Map<string, number>; exec: ExecutionRequest[]; cancelled?: string[] }): Promise<Improver> {
+  const cache = mkdtempSync(join(tmpdir(), "improver-cache-"));
+  return startImprover({ nc, log, provider: provider(deps.usd, deps.hypotheses), execute: executor(nc, deps.exec), tree: (s) => materializeSnapshot(nc, s, cache), cancelTask: async (id) => void deps.cancelled?.push(id) });
+}
+
+/** NATS, a fake conductor and an improver for one test, stopped when the test ends (passed or not). */
+async function setup(url: string, opts: { usd?: number; hold?: (taskId: string) => boolean } = {}) {
+  const nc = await connect({ servers: url });
+  await ensureStreams(nc);
+  const stop = fakeConductor(nc, opts.hold ?? (() => false));
+  const deps = { usd: opts.usd ?? 0, hypotheses: new Map<string, number>(), exec: [] as ExecutionRequest[], cancelled: [] as string[] };
+  const imp = await improver(nc, deps);
+  onTestFinished(async () => {
+    stop();
+    await imp.stop();
+    await nc.close();
+  });
+  return { nc, deps, imp, snap: await snapshot(nc) };
+}
+
+describe("the improver", () => {
+  it("accepts a real fix once, then ties; a resubmitted run id is answered from the record", async ({ nats }) => {
+    const { nc, deps, imp, snap } = await setup(nats.url);
+    expect((await submitImprove(nc, request("run-a", snap))).duplicate).toBe(false);
+    const { summary, generations } = await summaryOf(nc, "run-a");
+    expect(generations).toEqual([1, 2, 3]);
+    expect(summary).toMatchObject({ stopReason: "completed", accepted: [1], generations: 3 });
+    const { reports } = await imp.status("run-a");
+    // Generation 1 fixes 8 cases (p = 2/2^8); 2 and 3 start from it and change only a comment.
+    expect(reports.map((r) => [r.decision.reason, r.statistic?.fixed])).toEqual([["accepted", 8], ["no_improvement", 0], ["no_improvement", 0]]);
+    expect(reports[1]?.parent).toBe(reports[0]?.candidate);
+    // The bench ran on the parent without an overlay, then on the candidate with app.py over it.
+    const benches = deps.exec.filter((r) => r.shell === "bench" && r.taskId === "run-a-gen-1").map((r) => r.files.map((f) => f.path));
+    expect(benches).toEqual([[], ["app.py"]]);
+    // Resubmitted: a duplicate; nothing runs again.
+    const before = deps.exec.length;
+    expect((await submitImprove(nc, request("run-a", snap))).duplicate).toBe(true);
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(deps.exec.length).toBe(before);
+  });
+
+  it("stops before a generation the budget cannot fit", async ({ nats }) => {
+    const { nc, snap } = await setup(nats.url, { usd: 0.4 });
+    await submitImprove(nc, request("run-budget", snap, { generations: 5, budgetUsd: 1 }));
+    const { summary } = await summaryOf(nc, "run-budget");
+    // $0.40 + $0.40 spent; $0.20 left is less than the $0.40 a generation has cost.
+    expect(summary).toMatchObject({ stopReason: "budget", generations: 2 });
+    expect(summary.usage.costUsd).toBeCloseTo(0.8, 10);
+  });
+
+  it("records a generation past its time limit as timeout, cancels its task, and goes on", async ({ nats }) => {
+    const { nc, deps, imp, snap } = await setup(nats.url, { hold: (taskId) => taskId === "run-slow-gen-1" });
+    await submitImprove(nc, request("run-slow", snap, { generations: 2, generationTimeoutMs: 10_000 }));
+    const { summary } = await summaryOf(nc, "run-slow");
+    const { reports } = await imp.status("run-slow");
+    expect(reports.map((r) => r.decision.reason)).toEqual(["timeout", "accepted"]);
+    expect(deps.cancelled).toEqual(["run-slow-gen-1"]);
+    expect(summary).toMatchObject({ stopReason: "completed", accepted: [2] });
+  });
+
+  it("resumes a run whose runner died at the generation it was in; no generation runs twice", async ({ nats }) => {
+    // The first runner's task for generation 2 stays queued until that runner is gone.
+    let release = false;
+    const { nc: control, deps, imp: own, snap } = await setup(nats.url, { hold: (taskId) => taskId === "run-crash-gen-2" && !release });
+    await own.stop(); // this test brings two runners of its own
+    const first = await connect({ servers: nats.url });
+    const dying = await improver(first, deps);
+    await submitImprove(control, request("run-crash", snap, { generations: 3 }));
+    const seen: number[] = [];
+    for await (const e of watchEvents(control, "run-crash", AbortSignal.timeout(60_000))) {
+      if (e.kind === "generation") seen.push(Number(e.data?.generation));
+      if (e.kind === "step" && e.data?.phase === "implement" && e.data?.generation === 2) break;
+    }
+    expect(seen).toEqual([1]);
+    await first.close(); // the runner is gone mid-generation: no heartbeat, no ack
+    await dying.stop();
+    release = true;
+    const second = await connect({ servers: nats.url });
+    onTestFinished(() => second.close());
+    const resumed = await improver(second, deps);
+    onTestFinished(() => resumed.stop());
+    const { summary, generations } = await summaryOf(control, "run-crash");
+    expect(summary).toMatchObject({ stopReason: "completed", generations: 3 });
+    expect(generations).toEqual([1, 2, 3]);
+    // Generation 2's hypothesis was checkpointed before the crash: asked once, not again.
+    expect([...deps.hypotheses.entries()].sort()).toEqual([["run-crash-gen-1", 1], ["run-crash-gen-2", 1], ["run-crash-gen-3", 1]]);
+  });
+});
