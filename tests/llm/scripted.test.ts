@@ -37,6 +37,17 @@ describe("scripted provider", () => {
     await expect(provider.complete(planRequest({ taskId: "task-2" }))).resolves.toMatchObject({ value: step(1) });
   });
 
+  it("takes a task's replies from its entry under tasks (by id or id suffix), other roles and tasks from replies", async () => {
+    const file = join(dir, "script-tasks.json");
+    await writeFile(file, JSON.stringify({ v: 1, kind: "loopsmith-script", replies: { plan: [step(0)] }, tasks: { "gen-2": { plan: [step(2)] }, "exact-id": { plan: [step(3)] } } }));
+    const provider = createProvider({ config: testConfig({ provider: "scripted", scriptPath: file }), log });
+    const valueFor = async (taskId: string) => (await provider.complete(planRequest({ taskId }))).value;
+    expect(await valueFor("run7-gen-2")).toEqual(step(2));
+    expect(await valueFor("exact-id")).toEqual(step(3));
+    expect(await valueFor("run7-gen-12")).toEqual(step(0)); // "-gen-12" does not end with "-gen-2"
+    expect(await valueFor("run7-gen-1")).toEqual(step(0));
+  });
+
   it("replays by the task's own call count: a step retried on another replica or after a restart gets the same reply", async () => {
     // Two processes (a restart, or two replicas) over the same script, serving one task's calls.
     const { provider: first, file } = await scripted({ plan: ["not json", step(1), step(2), step(3)] });

@@ -27,6 +27,16 @@ describe("validateScript", () => {
     expect(out).toContain("s.json: valid (plan 1, build 2, reflect 1)");
   });
 
+  it("checks the replies of tasks too: the improve role's hypotheses, unknown roles, bad shapes", async () => {
+    const hypothesis = { title: "keep the assert line", files: ["a.py"] };
+    const text = JSON.stringify({ v: 1, kind: "loopsmith-script", replies: {}, tasks: { "gen-1": { improve: [hypothesis], plan: [plan], build: [editReply] }, "gen-2": { improv: [hypothesis], improve: [{ rationale: "no title" }] } } }, null, 2);
+    const r = await validateScript(text);
+    expect(r.valid).toBe(false);
+    expect(r.entries.filter((e) => e.shape).map((e) => `${e.block}.${e.role}[${e.index}]:${e.shape}`)).toEqual(["tasks.gen-1.improve[0]:Hypothesis", "tasks.gen-1.plan[0]:Plan", "tasks.gen-1.build[0]:EditReply"]);
+    expect(r.problems.filter((p) => p.severity === "error").map((p) => p.where)).toEqual(["tasks.gen-2.improv", "tasks.gen-2.improve[0]"]);
+    expect(r.problems.find((p) => p.where === "tasks.gen-2.improv")?.message).toMatch(/did you mean "improve"/);
+  });
+
   it("accepts the bundled examples", async () => {
     for (const file of ["examples/roman/script.json", "examples/repo-bugfix/script.json", "examples/repo-bugfix-ts/script.json"]) {
       const r = await validateScript(readFileSync(join(import.meta.dirname, "../../..", file), "utf8"));

@@ -16,6 +16,7 @@ import type { z } from "zod";
 import { report, runCommand, usageError, type CommandRunner } from "../errors.js";
 import { ExitCode } from "../exit-codes.js";
 import { jsonLine, printable } from "../terminal.js";
+import { JsonSyntax, field, locator, nodeAt, parseLocated, suggest, type Locate, type Located } from "./located-json.js";
 
 /** The roles a script answers, and the shapes each accepts (tried in this order). */
 const SHAPES = {
@@ -24,10 +25,11 @@ const SHAPES = {
   build: ["EditReply", "Candidate"],
   review: ["Review"],
   reflect: ["Reflection"],
+  improve: ["Hypothesis"],
 } as const;
 type ScriptRole = keyof typeof SHAPES;
 /** A schema an entry can match. */
-export type EntryShape = "Plan" | "EditReply" | "Candidate" | "Review" | "Reflection";
+export type EntryShape = "Plan" | "EditReply" | "Candidate" | "Review" | "Reflection" | "Hypothesis";
 
 /** One finding: where (1-based line and column of the JSON text), what, how bad. */
 export interface ScriptProblem {
@@ -41,6 +43,8 @@ export interface ScriptProblem {
 
 /** One reply entry as checked. */
 export interface ScriptEntry {
+  /** `replies`, or `tasks.<key>` for the replies of some tasks. */
+  block: string;
   role: ScriptRole;
   index: number;
   line: number;
@@ -61,158 +65,11 @@ export interface ScriptReport {
   problems: ScriptProblem[];
 }
 
-// ---- A JSON reader that remembers where each value starts ------------------------------
-
-/** A parsed value and where it starts and ends (UTF-16 offsets into the text). */
-interface Located {
-  start: number;
-  end: number;
-  value: unknown;
-  items?: Located[];
-  entries?: Array<{ key: string; keyStart: number; node: Located }>;
-}
-
-class JsonSyntax extends Error {
-  constructor(readonly offset: number, message: string) {
-    super(message);
-  }
-}
-
-/** Parses strict JSON (RFC 8259) with positions. Duplicate keys: the last wins, each repeat is reported. */
-function parseLocated(text: string, duplicate: (keyStart: number, key: string) => void): Located {
-  let i = 0;
-  const ws = (): void => {
-    while (i < text.length && " \t\n\r".includes(text[i] ?? "")) i++;
-  };
-  const what = (at: number): string => (at >= text.length ? "the end of the file" : `${JSON.stringify(text[at])}`);
-  const expectChar = (c: string, context: string): void => {
-    if (text[i] !== c) throw new JsonSyntax(i, `expected '${c}' ${context}, found ${what(i)}`);
-    i++;
-  };
-  const str = (): string => {
-    const start = i++;
-    for (;;) {
-      const c = text[i];
-      if (c === undefined) throw new JsonSyntax(start, "a string is not closed");
-      if (c === '"') break;
-      if (c < " ") throw new JsonSyntax(i, "a control character (a raw line break or tab?) inside a string; write it as \\n or \\t");
-      if (c === "\\") {
-        const e = text[i + 1] ?? "";
-        if (e === "u" && /^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) i += 6;
-        else if ('"\\/bfnrt'.includes(e) && e !== "") i += 2;
-        else throw new JsonSyntax(i, `an invalid escape \\${e} in a string`);
-      } else i++;
-    }
-    i++;
-    return JSON.parse(text.slice(start, i)) as string;
-  };
-  const value = (depth: number): Located => {
-    ws();
-    const start = i;
-    if (depth > 256) throw new JsonSyntax(i, "values are nested too deeply");
-    const c = text[i];
-    if (c === "{") {
-      i++;
-      const obj: Record<string, unknown> = {};
-      const entries: NonNullable<Located["entries"]> = [];
-      ws();
-      if (text[i] === "}") return { start, end: ++i, value: obj, entries };
-      for (;;) {
-        ws();
-        if (text[i] !== '"') throw new JsonSyntax(i, `expected a key in double quotes, found ${what(i)}${text[i] === "}" ? " (a trailing comma?)" : ""}`);
-        const keyStart = i;
-        const key = str();
-        ws();
-        expectChar(":", `after the key ${JSON.stringify(key)}`);
-        const node = value(depth + 1);
-        if (Object.hasOwn(obj, key)) duplicate(keyStart, key);
-        Object.defineProperty(obj, key, { value: node.value, enumerable: true, writable: true, configurable: true });
-        entries.push({ key, keyStart, node });
-        ws();
-        if (text[i] === ",") i++;
-        else if (text[i] === "}") return { start, end: ++i, value: obj, entries };
-        else throw new JsonSyntax(i, `expected ',' or '}' after a value in an object, found ${what(i)}`);
-      }
-    }
-    if (c === "[") {
-      i++;
-      const items: Located[] = [];
-      ws();
-      if (text[i] === "]") return { start, end: ++i, value: [], items };
-      for (;;) {
-        ws();
-        if (text[i] === "]") throw new JsonSyntax(i, "expected a value, found ']' (a trailing comma?)");
-        items.push(value(depth + 1));
-        ws();
-        if (text[i] === ",") i++;
-        else if (text[i] === "]") return { start, end: ++i, value: items.map((n) => n.value), items };
-        else throw new JsonSyntax(i, `expected ',' or ']' after a value in an array, found ${what(i)}`);
-      }
-    }
-    if (c === '"') return { start, value: str(), end: i };
-    const lit = /^(?:true|false|null|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?)/.exec(text.slice(i, i + 400));
-    if (!lit) throw new JsonSyntax(i, `expected a value, found ${what(i)}`);
-    i += lit[0].length;
-    return { start, end: i, value: JSON.parse(lit[0]) as unknown };
-  };
-  const root = value(0);
-  ws();
-  if (i < text.length) throw new JsonSyntax(i, `unexpected ${what(i)} after the end of the JSON value`);
-  return root;
-}
-
-type Locate = (offset: number) => { line: number; column: number };
-
-/** Maps offsets of `text` to 1-based lines and columns (a binary search over line starts). */
-function locator(text: string): Locate {
-  const starts = [0];
-  for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) starts.push(i + 1);
-  return (offset) => {
-    let lo = 0;
-    let hi = starts.length - 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      if ((starts[mid] ?? 0) <= offset) lo = mid;
-      else hi = mid - 1;
-    }
-    return { line: lo + 1, column: offset - (starts[lo] ?? 0) + 1 };
-  };
-}
-
-/** The deepest node on a zod issue path (the entry itself when the path leaves the JSON). */
-function nodeAt(node: Located, path: readonly PropertyKey[]): Located {
-  let at = node;
-  for (const key of path) {
-    const next = typeof key === "number" ? at.items?.[key] : at.entries?.findLast((e) => e.key === String(key))?.node;
-    if (!next) break;
-    at = next;
-  }
-  return at;
-}
-
-/** The word of `options` nearest to a misspelt one (edit distance at most 2). */
-function suggest(word: string, options: readonly string[]): string | undefined {
-  const dist = (a: string, b: string): number => {
-    let prev = Array.from({ length: b.length + 1 }, (_, k) => k);
-    for (let x = 1; x <= a.length; x++) {
-      const row = [x];
-      for (let y = 1; y <= b.length; y++) row.push(Math.min((prev[y] ?? 0) + 1, (row[y - 1] ?? 0) + 1, (prev[y - 1] ?? 0) + (a[x - 1] === b[y - 1] ? 0 : 1)));
-      prev = row;
-    }
-    return prev[b.length] ?? 99;
-  };
-  return options.find((o) => dist(word.toLowerCase(), o.toLowerCase()) <= 2);
-}
-
 /** Keys of each edit; an unknown one (`serch`) is dropped by the schema, which can turn an edit into a file creation. */
 const EDIT_KEYS = ["path", "search", "replace", "delete"];
 
-const ROLE_OF_SHAPE: Record<EntryShape, string> = { Plan: "a plan", EditReply: "repo mode", Candidate: "inline files", Review: "a review", Reflection: "a reflection" };
+const ROLE_OF_SHAPE: Record<EntryShape, string> = { Plan: "a plan", EditReply: "repo mode", Candidate: "inline files", Review: "a review", Reflection: "a reflection", Hypothesis: "a hypothesis" };
 
-/** The last member of an object node named `key`. */
-function field(node: Located, key: string): { key: string; keyStart: number; node: Located } | undefined {
-  return node.entries?.findLast((e) => e.key === key);
-}
 
 type Shared = typeof SharedModule;
 type Add = (severity: ScriptProblem["severity"], offset: number, where: string, message: string) => void;
@@ -222,8 +79,8 @@ type Add = (severity: ScriptProblem["severity"], offset: number, where: string, 
  * any other value as a scripted JSON reply is validated) and fills in `entry.shape`.
  */
 function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEntry, add: Add): void {
-  const where = `replies.${entry.role}[${entry.index}]`;
-  const schemas = { Plan: shared.Plan, EditReply: shared.EditReply, Candidate: shared.Candidate, Review: shared.Review, Reflection: shared.Reflection } as const;
+  const where = `${entry.block}.${entry.role}[${entry.index}]`;
+  const schemas = { Plan: shared.Plan, EditReply: shared.EditReply, Candidate: shared.Candidate, Review: shared.Review, Reflection: shared.Reflection, Hypothesis: shared.Hypothesis } as const;
   const tried: Array<{ shape: EntryShape; issues: Array<{ path: string; message: string; line?: number }> }> = [];
   for (const shape of SHAPES[entry.role]) {
     const schema: z.ZodType<unknown> = schemas[shape];
@@ -312,30 +169,39 @@ export async function validateScript(text: string): Promise<ScriptReport> {
   const description = field(root, "description");
   if (description && typeof description.node.value !== "string") add("error", description.node.start, "description", '"description" must be a string');
   for (const e of root.entries) {
-    if (!["v", "kind", "description", "replies"].includes(e.key)) add("warning", e.keyStart, e.key, `unknown key ${JSON.stringify(e.key)} is ignored`);
+    if (!["v", "kind", "description", "replies", "tasks"].includes(e.key)) add("warning", e.keyStart, e.key, `unknown key ${JSON.stringify(e.key)} is ignored`);
   }
   const replies = field(root, "replies");
   if (!replies?.node.entries) {
     add("error", replies?.node.start ?? root.start, "replies", replies ? '"replies" must be an object of role → list of entries' : '"replies" is missing');
     return done();
   }
-  for (const { key, keyStart, node } of replies.node.entries) {
-    if (!Object.hasOwn(SHAPES, key)) {
-      const near = suggest(key, Object.keys(SHAPES));
-      add("error", keyStart, `replies.${key}`, `unknown role ${JSON.stringify(key)}${near ? ` (did you mean "${near}"?)` : ""}; the roles are ${Object.keys(SHAPES).join(", ")}`);
-      continue;
+  const roles = (block: string, node: Located): void => {
+    for (const { key, keyStart, node: list } of node.entries ?? []) {
+      if (!Object.hasOwn(SHAPES, key)) {
+        const near = suggest(key, Object.keys(SHAPES));
+        add("error", keyStart, `${block}.${key}`, `unknown role ${JSON.stringify(key)}${near ? ` (did you mean "${near}"?)` : ""}; the roles are ${Object.keys(SHAPES).join(", ")}`);
+        continue;
+      }
+      const role = key as ScriptRole;
+      if (!list.items) {
+        add("error", list.start, `${block}.${role}`, `${block}.${role} must be a list of entries`);
+        continue;
+      }
+      counts[role] = (counts[role] ?? 0) + list.items.length;
+      list.items.forEach((item, index) => {
+        const entry: ScriptEntry = { block, role, index, ...pos(item.start), raw: typeof item.value === "string" };
+        entries.push(entry);
+        checkEntry(shared, pos, item, entry, add);
+      });
     }
-    const role = key as ScriptRole;
-    if (!node.items) {
-      add("error", node.start, `replies.${role}`, `replies.${role} must be a list of entries`);
-      continue;
-    }
-    counts[role] = node.items.length;
-    node.items.forEach((item, index) => {
-      const entry: ScriptEntry = { role, index, ...pos(item.start), raw: typeof item.value === "string" };
-      entries.push(entry);
-      checkEntry(shared, pos, item, entry, add);
-    });
+  };
+  roles("replies", replies.node);
+  const tasks = field(root, "tasks");
+  if (tasks && !tasks.node.entries) add("error", tasks.node.start, "tasks", '"tasks" must be an object of task id (or id suffix such as "gen-2") → replies by role');
+  for (const t of tasks?.node.entries ?? []) {
+    if (t.node.entries) roles(`tasks.${t.key}`, t.node);
+    else add("error", t.node.start, `tasks.${t.key}`, `tasks.${t.key} must be an object of role → list of entries`);
   }
   const buildShapes = new Set(entries.flatMap((e) => (e.role === "build" && e.shape ? [e.shape] : [])));
   if (buildShapes.size > 1) add("warning", replies.node.start, "replies.build", "build mixes EditReply (repo mode) and Candidate (inline) entries; a task uses one or the other");
@@ -351,7 +217,7 @@ export function scriptReportText(file: string, r: ScriptReport): string {
     ...r.problems.map((p) => ({ line: p.line, column: p.column, text: `${name}:${p.line}:${p.column}: ${p.severity}: ${p.where ? `${p.where}: ` : ""}${printable(p.message)}` })),
     ...r.entries
       .filter((e) => e.shape)
-      .map((e) => ({ line: e.line, column: e.column, text: `${name}:${e.line}:${e.column}: ok: replies.${e.role}[${e.index}]: ${e.raw ? "raw text, reads as " : ""}${e.shape}${e.shape === "EditReply" || e.shape === "Candidate" ? ` (${ROLE_OF_SHAPE[e.shape]})` : ""}` })),
+      .map((e) => ({ line: e.line, column: e.column, text: `${name}:${e.line}:${e.column}: ok: ${e.block}.${e.role}[${e.index}]: ${e.raw ? "raw text, reads as " : ""}${e.shape}${e.shape === "EditReply" || e.shape === "Candidate" ? ` (${ROLE_OF_SHAPE[e.shape]})` : ""}` })),
   ].sort((a, b) => a.line - b.line || a.column - b.column);
   const errors = r.problems.filter((p) => p.severity === "error").length;
   const warnings = r.problems.length - errors;
