@@ -6,11 +6,11 @@
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import { nanos } from "@nats-io/transport-node";
-import { AckPolicy, JetStreamApiError, RetentionPolicy, StorageType, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { AckPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { ImproveRequest, type ImproveRequestInput } from "./contracts/improve.js";
 import { LoopsmithError } from "./errors.js";
-import { TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, ensureStreams, type Submitted } from "./streams.js";
+import { TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, ensureStreams, upsertConsumer, upsertStream, type Submitted } from "./streams.js";
 import { Streams, Subjects } from "./subjects.js";
 
 /** Redeliveries of a run message before the architect gives up on it (a run resumes from its checkpoint each time). */
@@ -23,28 +23,14 @@ export const IMPROVE_MAX_DELIVER = 20;
 export async function ensureImproveStreams(nc: NatsConnection): Promise<void> {
   await ensureStreams(nc);
   const jsm = await jetstreamManager(nc);
-  const stream = {
+  await upsertStream(jsm, {
     name: Streams.improve,
     subjects: [Subjects.improveSubmit],
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
     duplicate_window: nanos(TASK_DUPLICATE_WINDOW_MS),
-  };
-  try {
-    await jsm.streams.info(Streams.improve);
-    await jsm.streams.update(Streams.improve, stream);
-  } catch (err) {
-    if (err instanceof JetStreamApiError && err.status === 404) await jsm.streams.add(stream);
-    else throw err;
-  }
-  const consumer = { durable_name: Streams.improveConsumer, ack_policy: AckPolicy.Explicit, ack_wait: nanos(TASK_ACK_WAIT_MS), max_deliver: IMPROVE_MAX_DELIVER };
-  try {
-    await jsm.consumers.info(Streams.improve, Streams.improveConsumer);
-    await jsm.consumers.update(Streams.improve, Streams.improveConsumer, consumer);
-  } catch (err) {
-    if (err instanceof JetStreamApiError && err.status === 404) await jsm.consumers.add(Streams.improve, consumer);
-    else throw err;
-  }
+  });
+  await upsertConsumer(jsm, Streams.improve, { durable_name: Streams.improveConsumer, ack_policy: AckPolicy.Explicit, ack_wait: nanos(TASK_ACK_WAIT_MS), max_deliver: IMPROVE_MAX_DELIVER });
   await openImproveStates(nc);
 }
 

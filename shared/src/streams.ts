@@ -39,15 +39,7 @@ export const EVENTS_MAX_AGE_MS = 7 * 24 * 3600_000;
  */
 export async function ensureStreams(nc: NatsConnection): Promise<void> {
   const jsm = await jetstreamManager(nc);
-  const ensure = async (config: Parameters<typeof jsm.streams.add>[0]): Promise<void> => {
-    try {
-      await jsm.streams.info(config.name as string);
-      await jsm.streams.update(config.name as string, config);
-    } catch (err) {
-      if (err instanceof JetStreamApiError && err.status === 404) await jsm.streams.add(config);
-      else throw err;
-    }
-  };
+  const ensure = (config: StreamConfig): Promise<void> => upsertStream(jsm, config);
   await ensure({
     name: Streams.tasks,
     subjects: [Subjects.tasksSubmit],
@@ -68,14 +60,33 @@ export async function ensureStreams(nc: NatsConnection): Promise<void> {
     ack_wait: nanos(TASK_ACK_WAIT_MS),
     max_deliver: TASK_MAX_DELIVER,
   };
+  await upsertConsumer(jsm, Streams.tasks, consumer);
+  await openTaskStates(nc);
+}
+
+type Jsm = Awaited<ReturnType<typeof jetstreamManager>>;
+type StreamConfig = Parameters<Jsm["streams"]["add"]>[0];
+
+/** Creates a stream, or updates it to `config` when it exists. */
+export async function upsertStream(jsm: Jsm, config: StreamConfig): Promise<void> {
   try {
-    await jsm.consumers.info(Streams.tasks, Streams.conductorConsumer);
-    await jsm.consumers.update(Streams.tasks, Streams.conductorConsumer, consumer);
+    await jsm.streams.info(config.name as string);
+    await jsm.streams.update(config.name as string, config);
   } catch (err) {
-    if (err instanceof JetStreamApiError && err.status === 404) await jsm.consumers.add(Streams.tasks, consumer);
+    if (err instanceof JetStreamApiError && err.status === 404) await jsm.streams.add(config);
     else throw err;
   }
-  await openTaskStates(nc);
+}
+
+/** Creates a durable consumer on `stream`, or updates it when it exists. */
+export async function upsertConsumer(jsm: Jsm, stream: string, consumer: Parameters<Jsm["consumers"]["add"]>[1] & { durable_name: string }): Promise<void> {
+  try {
+    await jsm.consumers.info(stream, consumer.durable_name);
+    await jsm.consumers.update(stream, consumer.durable_name, consumer);
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.status === 404) await jsm.consumers.add(stream, consumer);
+    else throw err;
+  }
 }
 
 /** Opens (creating when missing) the KV bucket of task states. */
