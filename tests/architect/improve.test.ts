@@ -104,12 +104,16 @@ function fakeConductor(nc: NatsConnection, hold: (taskId: string) => boolean): (
   return () => void (stopped = true);
 }
 
+/** The hypothesis prompts, by generation task id. */
+const prompts = new Map<string, string>();
+
 /** A provider whose every hypothesis costs `usd`; counts calls per generation task. */
 function provider(usd: number, calls: Map<string, number>): LlmProvider {
   return {
     info: { name: "fake", model: "fake", scripted: true },
-    async complete<T>(req: { context: { taskId: string } }) {
+    async complete<T>(req: { context: { taskId: string }; messages: Array<{ content: string }> }) {
       calls.set(req.context.taskId, (calls.get(req.context.taskId) ?? 0) + 1);
+      prompts.set(req.context.taskId, req.messages.map((m) => m.content).join("\n"));
       return { value: { title: "raise the threshold", rationale: "", expected: "", files: ["app.py"] } as T, usage: usage(usd), provider: { name: "fake", model: "fake", scripted: true } };
     },
   } as unknown as LlmProvider;
@@ -186,6 +190,15 @@ describe("the improver", () => {
     expect(reports.map((r) => r.decision.reason)).toEqual(["timeout", "accepted"]);
     expect(deps.cancelled).toEqual(["run-slow-gen-1"]);
     expect(summary).toMatchObject({ stopReason: "completed", accepted: [2] });
+  });
+
+  it("shows a new run the attempts earlier runs made from the same tree and why they were rejected", async ({ nats }) => {
+    const { nc, snap } = await setup(nats.url);
+    await submitImprove(nc, request("run-memo", snap, { generations: 1 }));
+    await summaryOf(nc, "run-memo");
+    // run-slow's first generation started from the same base and timed out (the test above).
+    expect(prompts.get("run-memo-gen-1")).toContain('run-slow gen 1: "raise the threshold" → rejected (timeout)');
+    expect(prompts.get("run-memo-gen-1")).not.toContain("run-memo gen");
   });
 
   it("resumes a run whose runner died at the generation it was in; no generation runs twice", async ({ nats }) => {

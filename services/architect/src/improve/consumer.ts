@@ -36,7 +36,7 @@ export interface Improver {
 }
 
 /** Options of {@link startImprover}. */
-export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "nc" | "log"> & { nc: NatsConnection; log: Logger };
+export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "rejectedFrom" | "nc" | "log"> & { nc: NatsConnection; log: Logger };
 
 /** Publishes one event of a run; returns the state with the next seq. */
 async function publish(nc: NatsConnection, state: ImproveState, kind: "step" | "generation" | "warning" | "result", message: string, data?: Record<string, unknown>): Promise<ImproveState> {

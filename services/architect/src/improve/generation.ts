@@ -52,6 +52,8 @@ export interface GenerationDeps {
   emit(message: string, data: Record<string, unknown>): Promise<void>;
   /** Checkpoints the hypothesis (and its usage) so a resumed generation does not ask again. */
   saveHypothesis(h: Hypothesis, usage: Usage): Promise<void>;
+  /** Rejected generations of other runs from the same parent tree (the run's memory of failed attempts). */
+  rejectedFrom(parent: string): Promise<GenerationReport[]>;
   log: Logger;
 }
 
@@ -140,7 +142,7 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
   if (!hypothesis) {
     const map = await buildRepoMap({ root, commit: state.parent.commit, files, goal: s.goal, maxTokens: request.repo.mapTokens, ...(deps.cacheDir ? { cacheDir: deps.cacheDir } : {}) });
     const remaining = s.budgetUsd !== undefined ? Math.max(0, s.budgetUsd - state.usage.costUsd) : undefined;
-    const asked = await hypothesize(deps.provider, { request, generation: n, taskId, map: map.text, reports, failing: failingOnParent(reports, state.parent.commit), protectedGlobs: globs, check, ...(remaining !== undefined ? { budgetUsd: remaining } : {}) });
+    const asked = await hypothesize(deps.provider, { request, generation: n, taskId, map: map.text, reports, earlier: await deps.rejectedFrom(state.parent.commit), failing: failingOnParent(reports, state.parent.commit), protectedGlobs: globs, check, ...(remaining !== undefined ? { budgetUsd: remaining } : {}) });
     hypothesis = asked.hypothesis;
     usage = addUsage(usage, asked.usage);
     await deps.saveHypothesis(hypothesis, usage);

@@ -35,7 +35,7 @@ export function renderReports(reports: readonly GenerationReport[]): string {
     .slice(-REPORTS_SHOWN)
     .map((r) => {
       const stat = r.statistic ? ` (fixed ${r.statistic.fixed}, broken ${r.statistic.broken}, p=${r.statistic.pValue.toPrecision(3)})` : "";
-      return `- gen ${r.generation}: "${r.hypothesis?.title ?? "no hypothesis"}" → ${r.decision.verdict} (${r.decision.reason})${stat}: ${r.decision.message}`;
+      return `- ${r.runId} gen ${r.generation}: "${r.hypothesis?.title ?? "no hypothesis"}" → ${r.decision.verdict} (${r.decision.reason})${stat}: ${r.decision.message}`;
     })
     .join("\n");
 }
@@ -47,7 +47,19 @@ export function renderReports(reports: readonly GenerationReport[]): string {
  */
 export async function hypothesize(
   provider: LlmProvider,
-  input: { request: ImproveRequest; generation: number; taskId: string; map: string; reports: readonly GenerationReport[]; failing: readonly string[]; protectedGlobs: readonly string[]; check: string; budgetUsd?: number },
+  input: {
+    request: ImproveRequest;
+    generation: number;
+    taskId: string;
+    map: string;
+    reports: readonly GenerationReport[];
+    /** Rejected generations of earlier runs from the same parent tree. */
+    earlier: readonly GenerationReport[];
+    failing: readonly string[];
+    protectedGlobs: readonly string[];
+    check: string;
+    budgetUsd?: number;
+  },
 ): Promise<{ hypothesis: Hypothesis; usage: Usage }> {
   const { request, generation } = input;
   const s = request.settings;
@@ -58,6 +70,7 @@ export async function hypothesize(
     section("Benchmark", `${s.bench} (${s.benchFormat}; ${s.repeats} run(s) per side; accepted at p < ${s.alpha} with at most ${s.tolerance} case(s) broken)`),
     section("Cases failing on the parent", input.failing.slice(0, FAILING_SHOWN).join("\n") + (input.failing.length > FAILING_SHOWN ? `\n… and ${input.failing.length - FAILING_SHOWN} more` : "")),
     section("Earlier generations of this run", renderReports(input.reports)),
+    section("Rejected attempts of earlier runs on this same tree (do not repeat them)", renderReports(input.earlier)),
     section("Protected paths (a change touching one is rejected)", input.protectedGlobs.join("\n")),
     section("Repository map", input.map),
     `This is generation ${generation}. Reply with one hypothesis as structured output.`,

@@ -16,7 +16,7 @@ import { errorReport, runGeneration, type GenerationDeps } from "./generation.js
 import type { ImproveState, ImproveStore } from "./state.js";
 
 /** The run's I/O beyond a generation's. */
-export interface RunIO extends Omit<GenerationDeps, "saveHypothesis" | "emit"> {
+export interface RunIO extends Omit<GenerationDeps, "saveHypothesis" | "emit" | "rejectedFrom"> {
   store: ImproveStore;
   /** Publishes an event of the run (`kind`, message, data); returns when it is stored. */
   publish(state: ImproveState, kind: "step" | "generation" | "warning" | "result", message: string, data?: Record<string, unknown>): Promise<ImproveState>;
@@ -25,6 +25,9 @@ export interface RunIO extends Omit<GenerationDeps, "saveHypothesis" | "emit"> {
   /** True when the service is stopping: the run hands back before its next generation. */
   stopping(): boolean;
 }
+
+/** Rejected attempts of earlier runs shown to the hypothesis prompt. */
+const REJECTED_SHOWN = 10;
 
 /** Thrown when the service stops between generations: the run's message is handed back. */
 export class HandBack extends Error {}
@@ -82,6 +85,7 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
         ...io,
         emit: async (message, data) => save(await io.publish(state, "step", message, data)),
         saveHypothesis: (h: Hypothesis, usage: Usage) => save({ ...state, hypothesis: h, hypothesisUsage: usage }),
+        rejectedFrom: (parent) => io.store.rejectedFrom(parent, state.request.runId, REJECTED_SHOWN),
       });
       report = outcome.report;
     } catch (err) {

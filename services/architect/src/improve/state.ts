@@ -61,6 +61,11 @@ export interface ImproveStore {
   update(state: ImproveState, revision: number): Promise<number>;
   putReport(report: GenerationReport): Promise<void>;
   reports(runId: string): Promise<GenerationReport[]>;
+  /**
+   * Rejected generations of OTHER runs that started from the tree `parent` (newest first, at
+   * most `max`): what was already tried on this very code, and why it failed.
+   */
+  rejectedFrom(parent: string, exceptRunId: string, max: number): Promise<GenerationReport[]>;
 }
 
 const reportKey = (runId: string, generation: number): string => `${runId}.gen.${generation}`;
@@ -85,6 +90,17 @@ export function kvImproveStore(kv: KV): ImproveStore {
     },
     async putReport(report) {
       await kv.put(reportKey(report.runId, report.generation), JSON.stringify(report));
+    },
+    async rejectedFrom(parent, exceptRunId, max) {
+      const found: GenerationReport[] = [];
+      for await (const key of await kv.keys("*.gen.*")) {
+        if (key.startsWith(`${exceptRunId}.gen.`)) continue;
+        const e = await kv.get(key);
+        if (!e || e.operation !== "PUT") continue;
+        const r = GenerationReport.safeParse(e.json());
+        if (r.success && r.data.parent === parent && r.data.decision.verdict === "rejected") found.push(r.data);
+      }
+      return found.sort((a, b) => b.finishedAt.localeCompare(a.finishedAt)).slice(0, max);
     },
     async reports(runId) {
       const out: GenerationReport[] = [];
