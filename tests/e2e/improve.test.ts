@@ -122,6 +122,10 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
     expect(noBench.stderr).toMatch(/needs a benchmark/);
     const notRepo = await loopsmith(["improve", "--repo", tmpdir(), ...common], env, 60_000);
     expect(notRepo.code).toBe(2);
+    git(repo, "branch", "loopsmith/improve/leftover-gen-1", "main");
+    const leftover = await loopsmith(["improve", "--repo", repo, "--run-id", "leftover", ...common], env, 60_000);
+    expect(leftover.code).toBe(2);
+    expect(leftover.stderr).toMatch(/left branches .*loopsmith\/improve\/leftover-gen-1/);
     const noToken = await loopsmith(["improve", "--repo", repo, "--pr", "github", "--github-repo", "acme/widgets", ...common], { ...env, GITHUB_TOKEN: "", GH_TOKEN: "" }, 60_000);
     expect(noToken.code).toBe(2);
     expect(noToken.stderr).toMatch(/GITHUB_TOKEN/);

@@ -16,6 +16,7 @@ import {
   Endpoints,
   GenerationReport,
   ImproveSummary,
+  LoopsmithError,
   call,
   createProvider,
   ensureImproveStreams,
@@ -29,7 +30,7 @@ import {
 } from "@loopsmith/shared";
 import { CliError } from "../errors.js";
 import { jsonLine, printable } from "../terminal.js";
-import { archiveCommit, branchCommit, checkRepo, commitPatch, setBranch } from "../repo.js";
+import { archiveCommit, branchCommit, checkRepo, commitPatch, git, setBranch } from "../repo.js";
 import { detectLanguage } from "../solve-repo.js";
 import { startLocalStack, type LocalStack } from "../stack.js";
 import { dashboardHtml, writeDashboard } from "./dashboard.js";
@@ -76,6 +77,9 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   const dir = runDir(config, runId, flags.out);
   const finished = await finishedRun(dir, runId);
   if (finished) return reopen(flags, repo, runId, dir, finished);
+  // Branches of an unfinished run with this id would be mistaken for this run's.
+  const left = (await git(repo.root).raw(["for-each-ref", "--format=%(refname:short)", `refs/heads/${runBranch(runId)}`, `refs/heads/${runBranch(runId)}-gen-*`])).trim();
+  if (left) throw new LoopsmithError("repo_invalid", `an earlier run with the id ${runId} left branches that this run would mix with its own (${left.split("\n").join(", ")}): delete them (git branch -D …) or choose another --run-id`);
   const self = await isLoopsmith(repo.root);
   // GitHub first: a missing or refused token fails before any generation runs.
   const gh = flags.pr === "github" ? await githubTarget(flags, repo.root) : undefined;
@@ -134,7 +138,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
       emit(flags, flags.json ? event : { message: event.message });
       if (event.kind === "result") summary = ImproveSummary.parse(event.data?.summary);
     }
-    if (!summary) throw new CliError("cancelled", `stopped following; run ${runId} may still be running (loopsmith report ${runId})`);
+    if (!summary) throw new CliError("cancelled", `stopped following run ${runId}; a stack this command started stops with it (a stack that stays up, NATS_URL, goes on running it: loopsmith report ${runId} later)`);
     await writeFile(join(dir, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
     await writeDashboard(join(dir, "dashboard.html"), dashboardHtml(runId, reports, { repo: repo.name, scripted }));
     let promoted: string | undefined;

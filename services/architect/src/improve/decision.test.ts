@@ -34,7 +34,7 @@ function exactP(k: number, n: number): number {
 /** p-values agree to 1e-9 relative; stdlib's upper tail `1 − CDF` loses precision below ~1e-15. */
 const expectP = (actual: number, expected: number) => expect(Math.abs(actual - expected)).toBeLessThanOrEqual(1e-9 * expected + 1e-15);
 
-const passes = (s: CaseOutcome["parent"]) => 2 * s.passes > s.runs;
+const passes = (s: CaseOutcome["parent"]) => s.runs > 0 && s.passes === s.runs;
 
 describe("pairCases", () => {
   const run = (...xs: [string, boolean, number?][]): CaseRun[] => xs.map(([c, pass, score]) => (score === undefined ? { case: c, pass } : { case: c, pass, score }));
@@ -147,9 +147,9 @@ describe("decide: pass/fail (exact McNemar)", () => {
     expect(decide(tie, { alpha: 0.5, tolerance: 100 }).verdict).toBe("rejected");
   });
 
-  it("a case passes on a side only with more than half its runs passing", () => {
-    // 2 of 4 is not a pass; 3 of 4 is. 2/4 → 3/4 fixes, 3/4 → 2/4 breaks, 1/3 → 2/3 fixes.
-    const d = decide([pf("a", 2, 3, 4), pf("b", 3, 2, 4), pf("c", 1, 2, 3), pf("d", 0, 1, 2)], { alpha: 0.05, tolerance: 5 });
+  it("a case passes on a side only when every run passed it", () => {
+    // 3 of 4 is not a pass; 4 of 4 is. 3/4 → 4/4 fixes, 4/4 → 3/4 breaks, 1/3 → 2/3 neither, 0/2 → 2/2 fixes.
+    const d = decide([pf("a", 3, 4, 4), pf("b", 4, 3, 4), pf("c", 1, 2, 3), pf("d", 0, 2, 2)], { alpha: 0.05, tolerance: 5 });
     expect(d.statistic).toMatchObject({ fixed: 2, broken: 1 });
   });
 

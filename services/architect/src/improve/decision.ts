@@ -95,9 +95,13 @@ export interface Decision {
   statistic: Statistic;
 }
 
-/** A case passes on a side when it passed in more than half of that side's runs (none: fails). */
-function passesOn(side: CaseOutcome["parent"]): boolean {
-  return side.runs > 0 && 2 * side.passes > side.runs;
+/**
+ * A case passes on a side when it passed in every one of that side's runs (none: fails). A
+ * case that passes only sometimes is not fixed, and a passing case that fails once is broken:
+ * a nondeterministic candidate must not win on its lucky runs (bench/decision.ts measures it).
+ */
+export function passesOn(side: CaseOutcome["parent"]): boolean {
+  return side.runs > 0 && side.passes === side.runs;
 }
 
 /** The least of 1 and a p-value (stdlib's two-sided sums can pass 1 by rounding, or by 2·P for the signed-rank test). */
@@ -142,8 +146,9 @@ function fmt(x: number): string {
  * Decides a generation from its paired cases (see {@link pairCases}).
  *
  * Rules (issue #10; the order is the order of the checks):
- * 1. A case *passes* on a side when it passed in more than half of that side's runs (majority
- *    over the repeats; a tie of passes and failures is a failure).
+ * 1. A case *passes* on a side when it passed in every run of that side (unanimous over the
+ *    repeats: a flaky case is neither fixed by a candidate that passes it sometimes nor kept
+ *    by one that fails it once).
  * 2. `broken` = cases passing on the parent and not on the candidate; `fixed` = the reverse.
  *    `broken > tolerance` → rejected `regression`, whatever the test says (the message gives
  *    the counts and up to 5 broken ids).

@@ -24,7 +24,7 @@ export function failingOnParent(reports: readonly GenerationReport[], parentComm
     if (!r.bench) continue;
     const side = r.parent === parentCommit ? "parent" : r.candidate === parentCommit ? "candidate" : undefined;
     if (!side) continue;
-    return r.bench.cases.filter((c) => c[side].passes * 2 <= c[side].runs).map((c) => c.case);
+    return r.bench.cases.filter((c) => c[side].passes < c[side].runs || c[side].runs === 0).map((c) => c.case);
   }
   return [];
 }
