@@ -21,6 +21,7 @@ export interface ImproveFlags {
   tolerance?: number;
   budgetUsd?: number;
   dryRun?: boolean;
+  review?: boolean;
   protect?: string[];
   dependencies?: "reject" | "ask" | "allow";
   maxIterations?: number;
@@ -65,6 +66,7 @@ export function improveSettings(flags: ImproveFlags, config: Config, fromRepo: R
     generations: flags.generations,
     budgetUsd: flags.budgetUsd,
     dryRun: flags.dryRun,
+    review: flags.review,
     protected: flags.protect,
     dependencies: flags.dependencies,
     maxIterations: flags.maxIterations,

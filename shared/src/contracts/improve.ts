@@ -53,6 +53,8 @@ export const ImproveSettings = z.object({
   protected: z.array(z.string().min(1).max(500)).max(200).default([]),
   /** Policy for candidates that change dependency manifests; anything but `allow` rejects them (`new_dependency`). */
   dependencies: DependencyPolicy.default("reject"),
+  /** Run the LLM review of each generation's candidate before its check (the task's `review`). @defaultValue false */
+  review: z.boolean().default(false),
   /** Plan and implement, show the change and the evidence it would need; benchmark and change nothing. */
   dryRun: z.boolean().default(false),
 });

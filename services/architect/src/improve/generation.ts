@@ -157,6 +157,7 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
     taskId,
     goal: taskGoal(request, n, hypothesis, check),
     language: request.language,
+    review: s.review,
     limits: { maxIterations: s.maxIterations, runTimeoutMs: s.commandTimeoutMs, memoryMb: 1_024, ...(remainingUsd !== undefined && remainingUsd > 0 ? { maxCostUsd: remainingUsd } : {}) },
     repo: {
       baseCommit: state.parent.commit,

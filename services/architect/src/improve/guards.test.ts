@@ -92,7 +92,7 @@ describe("touchesProtected", () => {
   it("rejects an edit of the benchmark and names the glob it matched", () => {
     const v = touchesProtected(edit("bench/run.py", "N = 10\n", "N = 1\n"), defaults());
     expect(v?.reason).toBe("protected");
-    expect(v?.message).toContain("bench/run.py (bench/**)");
+    expect(v?.message).toContain("bench/run.py (matches bench/**)");
     expect(v?.paths).toEqual(["bench/run.py"]);
   });
 
@@ -100,7 +100,7 @@ describe("touchesProtected", () => {
     const globs = defaults({ commands: ["python3 scripts/score.py data/cases"], files: ["scripts/score.py", "data/cases/1.json"] });
     expect(touchesProtected(edit("scripts/score.py", "a\n", "b\n"), globs)?.paths).toEqual(["scripts/score.py"]);
     const del = change({ "data/cases/1.json": "{}\n" }, { "data/cases/1.json": null });
-    expect(touchesProtected(del, globs)?.message).toContain("data/cases/1.json (data/cases/**)");
+    expect(touchesProtected(del, globs)?.message).toContain("data/cases/1.json (matches data/cases/**)");
     expect(touchesProtected(edit("scripts/other.py", "a\n", "b\n"), globs)).toBeUndefined();
   });
 

@@ -150,7 +150,7 @@ export function touchesProtected(change: ChangeUnderReview, globs: readonly stri
     return m ? [{ path, glob: m.glob }] : [];
   });
   if (hits.length === 0) return undefined;
-  const listed = hits.slice(0, LISTED).map((h) => `${h.path} (${h.glob})`).join(", ");
+  const listed = hits.slice(0, LISTED).map((h) => (h.path === h.glob ? h.path : `${h.path} (matches ${h.glob})`)).join(", ");
   return { reason: "protected", message: `the change touches protected paths: ${listed}${more(hits.length)}`, paths: hits.map((h) => h.path) };
 }
 

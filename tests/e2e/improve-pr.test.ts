@@ -1,0 +1,94 @@
+/**
+ * `loopsmith improve --pr github` through the CLI: the token is checked against the GitHub API
+ * before anything runs (a 401 stops the command at once), and an accepted generation's branch
+ * is pushed to the remote (a local bare repository here) and opened as a pull request on a
+ * local fake GitHub API server that records every request.
+ */
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdtempSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REPO, loopsmith } from "../fixtures/cli.js";
+
+const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-improve-pr-"));
+const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", ANTHROPIC_API_KEY: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "info" };
+const gitEnv = { ...process.env, GIT_AUTHOR_NAME: "User", GIT_AUTHOR_EMAIL: "user@example.com", GIT_COMMITTER_NAME: "User", GIT_COMMITTER_EMAIL: "user@example.com" };
+const git = (dir: string, ...args: string[]): string => execFileSync("git", ["-C", dir, ...args], { env: gitEnv, encoding: "utf8" }).trim();
+
+interface Recorded { method: string; path: string; auth: string; body: Record<string, unknown> | undefined }
+const recorded: Recorded[] = [];
+let server: Server;
+let api = "";
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let text = "";
+    req.on("data", (c: Buffer) => (text += c.toString()));
+    req.on("end", () => {
+      const body = text ? (JSON.parse(text) as Record<string, unknown>) : undefined;
+      recorded.push({ method: req.method ?? "", path: req.url ?? "", auth: req.headers.authorization ?? "", body });
+      res.setHeader("content-type", "application/json");
+      if (req.headers.authorization !== "token good-token") {
+        res.statusCode = 401;
+        res.end(JSON.stringify({ message: "Bad credentials", documentation_url: "https://docs.github.com/rest", status: "401" }));
+      } else if (req.method === "GET" && req.url === "/repos/acme/textkit") {
+        res.end(JSON.stringify({ name: "textkit", full_name: "acme/textkit", default_branch: "main" }));
+      } else if (req.method === "POST" && req.url === "/repos/acme/textkit/pulls") {
+        res.statusCode = 201;
+        res.end(JSON.stringify({ number: 7, html_url: "https://github.example/acme/textkit/pull/7" }));
+      } else {
+        res.statusCode = 404;
+        res.end(JSON.stringify({ message: "Not Found" }));
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  api = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+function repoWithRemote(): { repo: string; remote: string } {
+  const repo = mkdtempSync(join(tmpdir(), "loopsmith-pr-repo-"));
+  const remote = mkdtempSync(join(tmpdir(), "loopsmith-pr-remote-"));
+  cpSync(join(REPO, "tests", "fixtures", "improve-repo"), repo, { recursive: true });
+  git(repo, "init", "-q", "-b", "main");
+  git(repo, "add", "-A");
+  git(repo, "commit", "-q", "-m", "initial");
+  execFileSync("git", ["init", "-q", "--bare", remote]);
+  git(repo, "remote", "add", "origin", remote);
+  git(repo, "push", "-q", "origin", "main");
+  return { repo, remote };
+}
+
+const args = (repo: string, runId: string) => ["improve", "--repo", repo, "--run-id", runId, "--generations", "1", "--check", "python3 -m pytest -q", "--bench", "python3 bench/run.py", "--setup-cmd", "", "--provider", "scripted", "--script", join(REPO, "tests", "fixtures", "improve-fix-script.json"), "--pr", "github", "--github-repo", "acme/textkit"];
+
+describe("loopsmith improve --pr github (fake GitHub API, local remote)", () => {
+  it("stops before anything runs when GitHub refuses the token", async () => {
+    const { repo } = repoWithRemote();
+    const run = await loopsmith(args(repo, "pr-refused"), { ...env, GITHUB_TOKEN: "bad-token", GITHUB_API_URL: api }, 60_000);
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toMatch(/GitHub refused the token \(401\)/);
+    expect(run.stdout).not.toMatch(/submitted/);
+    expect(git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/loopsmith")).toBe("");
+  });
+
+  it("pushes the accepted generation's branch and opens a pull request with its report", async () => {
+    const { repo, remote } = repoWithRemote();
+    recorded.length = 0;
+    const run = await loopsmith(args(repo, "pr-run"), { ...env, GITHUB_TOKEN: "good-token", GITHUB_API_URL: api }, 600_000);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    // The branch is on the remote, at the commit made locally.
+    expect(git(remote, "rev-parse", "loopsmith/improve/pr-run-gen-1")).toBe(git(repo, "rev-parse", "loopsmith/improve/pr-run-gen-1"));
+    const pulls = recorded.filter((r) => r.method === "POST" && r.path === "/repos/acme/textkit/pulls");
+    expect(pulls).toHaveLength(1);
+    expect(pulls[0]?.auth).toBe("token good-token");
+    expect(pulls[0]?.body).toMatchObject({ head: "loopsmith/improve/pr-run-gen-1", base: "main", title: expect.stringContaining("Transliterate accented letters") });
+    expect(String(pulls[0]?.body?.body)).toMatch(/McNemar/);
+    expect(String(pulls[0]?.body?.body)).toMatch(/scripted/i);
+    // The access check came first.
+    expect(recorded[0]).toMatchObject({ method: "GET", path: "/repos/acme/textkit" });
+  });
+});
