@@ -77,9 +77,12 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   const dir = runDir(config, runId, flags.out);
   const finished = await finishedRun(dir, runId);
   if (finished) return reopen(flags, repo, runId, dir, finished);
-  // Branches of an unfinished run with this id would be mistaken for this run's.
+  // Branches of an unfinished run with this id would be mistaken for this run's, unless a
+  // stack that stays up (NATS_URL) still has that run: then this command follows it.
   const left = (await git(repo.root).raw(["for-each-ref", "--format=%(refname:short)", `refs/heads/${runBranch(runId)}`, `refs/heads/${runBranch(runId)}-gen-*`])).trim();
-  if (left) throw new LoopsmithError("repo_invalid", `an earlier run with the id ${runId} left branches that this run would mix with its own (${left.split("\n").join(", ")}): delete them (git branch -D …) or choose another --run-id`);
+  const leftover = (): LoopsmithError =>
+    new LoopsmithError("repo_invalid", `an earlier run with the id ${runId} left branches that this run would mix with its own (${left.split("\n").join(", ")}): delete them (git branch -D …) or choose another --run-id`);
+  if (left && !config.natsUrl) throw leftover();
   const self = await isLoopsmith(repo.root);
   // GitHub first: a missing or refused token fails before any generation runs.
   const gh = flags.pr === "github" ? await githubTarget(flags, repo.root) : undefined;
@@ -100,6 +103,10 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
     stack = await startLocalStack({ config, log, env: flags.config ? { LOOPSMITH_CONFIG: resolve(flags.config) } : {} });
     nc = await connect({ servers: stack.natsUrl });
     await ensureImproveStreams(nc);
+    if (left) {
+      const known = await call(nc, Endpoints.architect.improveStatus, { runId }, { timeoutMs: 10_000, retries: 1 }).catch(() => undefined);
+      if (!known?.state) throw leftover();
+    }
     await putSnapshot(nc, snapshotName(repo.baseCommit), snapshot);
     const submitted = await submitImprove(nc, {
       v: 1,
