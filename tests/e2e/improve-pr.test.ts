@@ -1,11 +1,12 @@
 /**
- * `loopsmith improve --pr github` through the CLI: the token is checked against the GitHub API
- * before anything runs (a 401 stops the command at once), and an accepted generation's branch
- * is pushed to the remote (a local bare repository here) and opened as a pull request on a
- * local fake GitHub API server that records every request.
+ * `loopsmith improve` through the CLI, one generation (the real fix of the fixture):
+ * `--pr github` checks the token against the GitHub API before anything runs (a 401 stops the
+ * command at once), then pushes the accepted generation's branch to the remote (a local bare
+ * repository here) and opens a pull request on a local fake GitHub API server that records
+ * every request; and a benchmark that writes its own JUnit file (`--bench-junit`).
  */
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdtempSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -65,7 +66,7 @@ function repoWithRemote(): { repo: string; remote: string } {
 
 const args = (repo: string, runId: string) => ["improve", "--repo", repo, "--run-id", runId, "--generations", "1", "--check", "python3 -m pytest -q", "--bench", "python3 bench/run.py", "--setup-cmd", "", "--provider", "scripted", "--script", join(REPO, "tests", "fixtures", "improve-fix-script.json"), "--pr", "github", "--github-repo", "acme/textkit"];
 
-describe("loopsmith improve --pr github (fake GitHub API, local remote)", () => {
+describe("loopsmith improve: --pr github (fake GitHub API, local remote) and a JUnit benchmark", () => {
   it("stops before anything runs when GitHub refuses the token", async () => {
     const { repo } = repoWithRemote();
     const run = await loopsmith(args(repo, "pr-refused"), { ...env, GITHUB_TOKEN: "bad-token", GITHUB_API_URL: api }, 60_000);
@@ -90,5 +91,18 @@ describe("loopsmith improve --pr github (fake GitHub API, local remote)", () => 
     expect(String(pulls[0]?.body?.body)).toMatch(/scripted/i);
     // The access check came first.
     expect(recorded[0]).toMatchObject({ method: "GET", path: "/repos/acme/textkit" });
+  });
+
+  it("reads a benchmark's own JUnit file (--bench-format junit --bench-junit) and decides on its cases", async () => {
+    const { repo } = repoWithRemote();
+    const out = mkdtempSync(join(tmpdir(), "loopsmith-junit-out-"));
+    const junitArgs = args(repo, "junit-run").slice(0, -4).map((a) => (a === "python3 bench/run.py" ? "python3 bench/junit.py" : a));
+    const run = await loopsmith([...junitArgs, "--bench-format", "junit", "--bench-junit", "bench-out/junit.xml", "--out", out], env, 600_000);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const report = JSON.parse(readFileSync(join(out, "reports", "gen-1.json"), "utf8")) as { decision: { reason: string }; statistic: { fixed: number; broken: number }; bench: { format: string; cases: Array<{ case: string }> } };
+    expect(report.decision.reason).toBe("accepted");
+    expect(report.statistic).toMatchObject({ fixed: 8, broken: 0 });
+    expect(report.bench.format).toBe("junit");
+    expect(report.bench.cases.map((c) => c.case)).toContain("slugs::accent-cafe");
   });
 });

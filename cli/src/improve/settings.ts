@@ -16,6 +16,7 @@ export interface ImproveFlags {
   check?: string;
   bench?: string;
   benchFormat?: "json" | "junit";
+  benchJunit?: string;
   repeats?: number;
   alpha?: number;
   tolerance?: number;
@@ -60,6 +61,7 @@ export function improveSettings(flags: ImproveFlags, config: Config, fromRepo: R
     check: flags.check,
     bench: flags.bench,
     benchFormat: flags.benchFormat,
+    benchJunit: flags.benchJunit,
     repeats: flags.repeats,
     alpha: flags.alpha,
     tolerance: flags.tolerance,

@@ -6,7 +6,7 @@
  * the parent commit and from loopsmith, never from the candidate.
  */
 import { z } from "zod";
-import { Usage, V1 } from "./common.js";
+import { RelativePath, Usage, V1 } from "./common.js";
 import { CommitId, DependencyPolicy } from "./repo.js";
 
 /** An improvement run id: 1-48 letters, digits, `-` or `_` (a generation's task id is `<runId>-gen-<N>`). */
@@ -30,9 +30,14 @@ export const ImproveSettings = z.object({
   goal: z.string().min(1).max(4_000).default(DEFAULT_IMPROVE_GOAL),
   /** Must pass on every candidate (the repository's tests). Absent: the detected test command. */
   check: z.string().min(1).max(4_000).optional(),
-  /** The benchmark command, run with `sh -c` at the workspace root in the sandbox, network off. */
-  bench: z.string().min(1).max(4_000),
+  /** The benchmark command, run with `sh -c` at the workspace root in the sandbox, network off (3,500 characters at most: a JUnit copy may follow it). */
+  bench: z.string().min(1).max(3_500),
   benchFormat: BenchFormat.default("json"),
+  /**
+   * `junit`: the workspace path where the benchmark writes its JUnit XML, when it is not
+   * pytest (which writes JUnit in the sandbox by itself) and does not write `$LOOPSMITH_JUNIT`.
+   */
+  benchJunit: RelativePath.optional(),
   /** Benchmark runs per side (parent, candidate), interleaved. @defaultValue 1 */
   repeats: z.number().int().min(1).max(20).default(1),
   /** Significance level of the paired test. @defaultValue 0.05 */

@@ -70,6 +70,18 @@ export function checkCounts(result: Pick<ExecutionResult, "status" | "tests" | "
   return { status: result.status, total: s.total, passed: s.passed, failed: s.failed + s.error, skipped: s.skipped };
 }
 
+/**
+ * The benchmark's command line: the run's `bench`, and, when the run names a JUnit file
+ * (`benchJunit`), a copy of it to `$LOOPSMITH_JUNIT` afterwards, where the sandbox reads JUnit;
+ * the benchmark's exit status is kept.
+ */
+export function benchShell(bench: string, junit: string | undefined): string {
+  if (!junit) return bench;
+  const quoted = `'${junit.replace(/'/g, "'\\''")}'`;
+  // A subshell, so an `exit` in the benchmark ends the benchmark, not the copy after it.
+  return `(\n${bench}\n)\nstatus=$?\ncp -f -- ${quoted} "$LOOPSMITH_JUNIT" 2>/dev/null\nexit $status`;
+}
+
 /** One benchmark run read as cases, or why it could not be. */
 export type BenchRead = { ok: true; cases: CaseRun[] } | { ok: false; error: string; status: ExecutionResult["status"] };
 
@@ -98,7 +110,8 @@ export async function benchBoth(
   candidate: Overlay,
   onRun: (side: "parent" | "candidate", repeat: number) => void,
 ): Promise<{ ok: true; parent: CaseRun[][]; candidate: CaseRun[][] } | { ok: false; side: "parent" | "candidate"; error: string; status: string }> {
-  const { bench, benchFormat, repeats } = ctx.request.settings;
+  const { benchFormat, repeats } = ctx.request.settings;
+  const bench = benchShell(ctx.request.settings.bench, ctx.request.settings.benchJunit);
   const sides: { parent: CaseRun[][]; candidate: CaseRun[][] } = { parent: [], candidate: [] };
   for (let r = 0; r < repeats; r++) {
     for (const side of ["parent", "candidate"] as const) {
