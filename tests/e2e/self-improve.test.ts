@@ -25,6 +25,10 @@ describe("examples/self-improve (loopsmith on itself, scripted, real sandbox)", 
     const clone = mkdtempSync(join(tmpdir(), "loopsmith-self-clone-"));
     execFileSync("git", ["clone", "-q", REPO, clone]);
     const head = git(clone, "rev-parse", "HEAD");
+    // The example pins the commit it improves (its "base"), so its scripted edits still apply
+    // after the product's own signatures changed.
+    const config = JSON.parse(readFileSync(join(REPO, "examples/self-improve/loopsmith.json"), "utf8")) as { improve: { base: string } };
+    const base = config.improve.base;
     const out = join(clone, "..", `${clone.split("/").pop()}-run`);
     const run = await loopsmith(
       ["improve", "--repo", clone, "--config", join(REPO, "examples/self-improve/loopsmith.json"), "--provider", "scripted", "--script", join(REPO, "examples/self-improve/script.json"), "--run-id", "self-e2e", "--out", out],
@@ -52,8 +56,8 @@ describe("examples/self-improve (loopsmith on itself, scripted, real sandbox)", 
     expect(g3.bench).toBeUndefined();
     expect(g3.decision.message).toContain("shared/src/contracts/improve.ts");
     // The accepted chain is on the run's branch; the clone's own branch did not move.
-    expect(git(clone, "rev-parse", "loopsmith/improve/self-e2e^")).toBe(head);
-    expect(git(clone, "diff", "--name-only", head, "loopsmith/improve/self-e2e").split("\n").sort()).toEqual(["services/memory/src/signature.test.ts", "services/memory/src/signature.ts"]);
+    expect(git(clone, "rev-parse", "loopsmith/improve/self-e2e^")).toBe(base);
+    expect(git(clone, "diff", "--name-only", base, "loopsmith/improve/self-e2e").split("\n").sort()).toEqual(["services/memory/src/signature.test.ts", "services/memory/src/signature.ts"]);
     expect(git(clone, "rev-parse", "HEAD")).toBe(head);
     expect(git(clone, "status", "--porcelain")).toBe("");
   });

@@ -36,7 +36,7 @@ import { startLocalStack, type LocalStack } from "../stack.js";
 import { dashboardHtml, writeDashboard } from "./dashboard.js";
 import { checkGithubAccess, githubClient, openPullRequest, parseGithubRepo, prBody } from "./github.js";
 import { readReports, reportTable, writeReport } from "./reports.js";
-import { improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
+import { improveBase, improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
 import { pushBranch, remoteUrl } from "./push.js";
 
 /** The run's branch (the accepted chain) and a generation's branch. */
@@ -69,7 +69,8 @@ export interface ImproveOutcome {
  */
 export async function improve(flags: ImproveFlags, log: Logger): Promise<ImproveOutcome> {
   const config = loadConfig({ ...(flags.config ? { file: flags.config } : {}) });
-  const repo = await checkRepo(flags.repo ?? ".", flags.base ? { base: flags.base } : {});
+  const base = improveBase(flags, config);
+  const repo = await checkRepo(flags.repo ?? ".", base ? { base } : {});
   const section = repoImproveSection(repo.root);
   const settings: ImproveSettings = improveSettings(flags, config, section);
   const setupCommand = improveSetup(flags, config, section);

@@ -98,3 +98,14 @@ export function improveSetup(flags: ImproveFlags, config: Config, fromRepo: Reco
   const v = config.improve?.setupCommand ?? fromRepo?.setupCommand;
   return typeof v === "string" ? v : undefined;
 }
+
+/**
+ * The commit the run starts from: `--base`, else `base` in the improve section of the
+ * configuration file (a ref or a commit id; `examples/self-improve` pins one), else undefined
+ * (HEAD). The repository's own `loopsmith.json` cannot set it: it is read at the base.
+ */
+export function improveBase(flags: ImproveFlags, config: Config): string | undefined {
+  if (flags.base !== undefined) return flags.base;
+  const v = config.improve?.base;
+  return typeof v === "string" && v !== "" ? v : undefined;
+}

@@ -1,0 +1,64 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { LoopsmithError, loadConfig } from "@loopsmith/shared";
+import { improveBase, improveSettings, improveSetup, repoImproveSection } from "./settings.js";
+
+/** A configuration whose file holds `improve`, read from a temporary file. */
+function configWith(improve: Record<string, unknown>) {
+  const dir = mkdtempSync(join(tmpdir(), "loopsmith-improve-settings-"));
+  const file = join(dir, "config.json");
+  writeFileSync(file, JSON.stringify({ improve }));
+  return loadConfig({ file, env: {} });
+}
+
+describe("improve settings", () => {
+  it("takes flags over the config file over the repository's loopsmith.json", () => {
+    const config = configWith({ bench: "from-config", repeats: 2, alpha: 0.01 });
+    const settings = improveSettings({ repeats: 5 }, config, { bench: "from-repo", goal: "repo goal", repeats: 9 });
+    expect(settings.bench).toBe("from-config");
+    expect(settings.repeats).toBe(5);
+    expect(settings.alpha).toBe(0.01);
+    expect(settings.goal).toBe("repo goal");
+  });
+
+  it("says a benchmark is needed when none is set anywhere", () => {
+    const run = () => improveSettings({}, loadConfig({ env: {} }), undefined);
+    expect(run).toThrow(LoopsmithError);
+    expect(run).toThrow(/needs a benchmark/);
+  });
+
+  it("names an invalid setting", () => {
+    expect(() => improveSettings({ bench: "b", alpha: 2 }, loadConfig({ env: {} }), undefined)).toThrow(/alpha/);
+  });
+
+  it("runs one generation on a dry run", () => {
+    expect(improveSettings({ bench: "b", generations: 4, dryRun: true }, loadConfig({ env: {} }), undefined).generations).toBe(1);
+  });
+
+  it("starts from --base, else the config file's base, else HEAD", () => {
+    const config = configWith({ bench: "b", base: "abc123" });
+    expect(improveBase({ base: "v1.0" }, config)).toBe("v1.0");
+    expect(improveBase({}, config)).toBe("abc123");
+    expect(improveBase({}, configWith({ bench: "b", base: "" }))).toBeUndefined();
+    expect(improveBase({}, loadConfig({ env: {} }))).toBeUndefined();
+  });
+
+  it("takes the setup command from the flag, the config file, then the repository", () => {
+    const config = configWith({ bench: "b" });
+    expect(improveSetup({ setupCmd: "" }, config, { setupCommand: "npm ci" })).toBe("");
+    expect(improveSetup({}, config, { setupCommand: "npm ci" })).toBe("npm ci");
+    expect(improveSetup({}, configWith({ setupCommand: "make deps" }), { setupCommand: "npm ci" })).toBe("make deps");
+    expect(improveSetup({}, config, undefined)).toBeUndefined();
+  });
+
+  it("reads the repository's improve section and says which file is broken", () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopsmith-improve-repo-"));
+    expect(repoImproveSection(dir)).toBeUndefined();
+    writeFileSync(join(dir, "loopsmith.json"), JSON.stringify({ improve: { bench: "x" } }));
+    expect(repoImproveSection(dir)).toEqual({ bench: "x" });
+    writeFileSync(join(dir, "loopsmith.json"), "{ not json");
+    expect(() => repoImproveSection(dir)).toThrow(/loopsmith\.json/);
+  });
+});
