@@ -4,7 +4,7 @@
  * Exit codes: 0 done; 2 configuration error; 3 NATS, Docker or memory unavailable.
  */
 import type { Logger } from "pino";
-import { Endpoints, call } from "@loopsmith/shared";
+import { Endpoints, HISTORY_PAGE_MAX, LoopsmithError, call, type History, type TaskRecord } from "@loopsmith/shared";
 import { ExitCode } from "./exit-codes.js";
 import { failuresText, historyText, statsText } from "./output.js";
 import { withMemory } from "./runs.js";
@@ -16,24 +16,49 @@ export interface MemoryCommandOptions {
   config?: string;
 }
 
+/** Most tasks `history -n` reads (in pages of {@link HISTORY_PAGE_MAX}). */
+export const HISTORY_LIMIT_MAX = 100_000;
+
+/**
+ * Reads the newest `limit` tasks page by page ({@link HISTORY_PAGE_MAX} a request), stopping
+ * early when memory has fewer.
+ * @param page one history request (`limit`, `offset`) answered by memory
+ * @throws whatever `page` throws
+ */
+export async function readHistoryPages(limit: number, page: (limit: number, offset: number) => Promise<History>): Promise<History> {
+  const tasks: TaskRecord[] = [];
+  while (tasks.length < limit) {
+    const want = Math.min(HISTORY_PAGE_MAX, limit - tasks.length);
+    const got = await page(want, tasks.length);
+    tasks.push(...got.tasks);
+    if (got.tasks.length < want) break;
+  }
+  return { tasks };
+}
+
 /**
  * Prints recent tasks, newest first.
  * @returns {@link ExitCode.ok}
  * @throws LoopsmithError `config_invalid`, `unavailable` or `timeout` (NATS, Docker or memory)
  */
 export async function historyCommand(opts: MemoryCommandOptions & { limit: number }, log: Logger): Promise<number> {
-  const history = await withMemory(log, opts.config, (nc) => call(nc, Endpoints.memory.history, { v: 1, limit: opts.limit }));
+  if (opts.limit < 1 || opts.limit > HISTORY_LIMIT_MAX) throw new LoopsmithError("bad_request", `history reads 1 to ${HISTORY_LIMIT_MAX} tasks, not ${opts.limit}`);
+  const history = await withMemory(log, opts.config, (nc) =>
+    readHistoryPages(opts.limit, (limit, offset) => call(nc, Endpoints.memory.history, { v: 1, limit, offset })),
+  );
   process.stdout.write(opts.json ? `${jsonLine(history)}\n` : historyText(history));
   return ExitCode.ok;
 }
 
 /**
- * Prints memory statistics.
+ * Prints memory statistics over a window: tasks finished since `since` (ISO-8601, see
+ * `parseSince` in preflight.ts) and, of those, the `last` most recent; neither: every task.
  * @returns {@link ExitCode.ok}
  * @throws LoopsmithError `config_invalid`, `unavailable` or `timeout` (NATS, Docker or memory)
  */
-export async function statsCommand(opts: MemoryCommandOptions, log: Logger): Promise<number> {
-  const stats = await withMemory(log, opts.config, (nc) => call(nc, Endpoints.memory.stats, { v: 1 }));
+export async function statsCommand(opts: MemoryCommandOptions & { since?: string; last?: number }, log: Logger): Promise<number> {
+  const req = { v: 1 as const, ...(opts.since ? { since: opts.since } : {}), ...(opts.last ? { last: opts.last } : {}) };
+  const stats = await withMemory(log, opts.config, (nc) => call(nc, Endpoints.memory.stats, req));
   process.stdout.write(opts.json ? `${jsonLine(stats)}\n` : statsText(stats));
   return ExitCode.ok;
 }

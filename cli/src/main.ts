@@ -14,7 +14,7 @@ import { registerImprove } from "./commands/improve.js";
 import { errorCodeOf, report, runCommand } from "./errors.js";
 import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
 import type { SolveOptions } from "./solve.js";
-import { LANGUAGES, MAX_ITERATIONS, PROVIDERS, ROLES, checkNatsListening, checkSolveInput, configuredNats, positiveNumber, wholeNumber } from "./preflight.js";
+import { LANGUAGES, MAX_ITERATIONS, PROVIDERS, ROLES, checkNatsListening, checkSolveInput, configuredNats, parseSince, positiveNumber, wholeNumber } from "./preflight.js";
 
 async function logger(): Promise<Logger> {
   const { createLogger } = await import("@loopsmith/shared");
@@ -89,8 +89,8 @@ solveCommand.action(async (goal: string | undefined, opts: SolveOptions) =>
 
 program
   .command("history")
-  .description("recent tasks from memory")
-  .option("-n, --limit <n>", "how many (1 to 500)", wholeNumber(1, 500), 20)
+  .description("recent tasks from memory, newest first (read in pages of 500)")
+  .option("-n, --limit <n>", "how many (1 to 100000)", wholeNumber(1, 100_000), 20)
   .option("--config <file>", "configuration file (JSON)")
   .option("--json", "print JSON")
   .action(async (opts: { limit: number; json?: boolean; config?: string }) =>
@@ -118,10 +118,12 @@ program
 
 program
   .command("stats")
-  .description("memory statistics: tasks, pass rate, iterations to pass, cost")
+  .description("statistics over a window of tasks: pass rate, iterations, tokens, cost, recall hit rate")
+  .option("--since <when>", "tasks finished since an ISO-8601 date or an age (30m, 24h, 7d, 2w)", (v: string) => parseSince(v))
+  .option("--last <n>", "only the n most recent tasks (of those since --since)", wholeNumber(1, 1_000_000))
   .option("--config <file>", "configuration file (JSON)")
   .option("--json", "print JSON")
-  .action(async (opts: { json?: boolean; config?: string }) =>
+  .action(async (opts: { json?: boolean; config?: string; since?: string; last?: number }) =>
     run(opts.json, async () => {
       await natsFirst(opts);
       const { statsCommand } = await import("./history.js");

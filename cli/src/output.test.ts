@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { ExecutionResult, Failures, History, TaskEvent, TaskResult } from "@loopsmith/shared";
-import { eventLine, failuresText, historyText, resultSummary, resultText } from "./output.js";
+import { MemoryStats, type ExecutionResult, type Failures, type History, type TaskEvent, type TaskResult } from "@loopsmith/shared";
+import { eventLine, failuresText, historyText, resultSummary, resultText, statsText } from "./output.js";
 
 const ESC = "\u001b";
 const OSC_TITLE = `${ESC}]0;owned${ESC}\\`;
@@ -91,5 +91,24 @@ describe("the result names failures by count and where to see them", () => {
 
   it("says nothing about failures when none were stored", () => {
     expect(resultText(result({ failureIds: [], error: undefined }))).not.toMatch(/failure/);
+  });
+});
+
+describe("stats for people", () => {
+  it("names the window and shows pass rate, iterations, tokens, cost and the recall hit rate", () => {
+    const stats = MemoryStats.parse({
+      window: { since: "2026-11-18T12:00:00.000Z", last: 50 }, tasks: 4, passed: 3, passRate: 0.75, stopReasons: { passed: 3, error: 1 },
+      failures: 9, successes: 3, meanIterationsToPass: 2, meanIterations: 2.5, p90Iterations: 5, inputTokens: 1200, outputTokens: 300,
+      totalCostUsd: 0.4, meanCostUsd: 0.1, recall: { recalls: 8, hits: 6, withFix: 2, hitRate: 0.75 }, backend: "pglite",
+    });
+    const text = statsText(stats);
+    expect(text).toContain("window: last 50 tasks since 2026-11-18T12:00:00.000Z");
+    expect(text).toContain("tasks: 4 (3 passed, 75%); stop reasons: passed 3, error 1");
+    expect(text).toContain("iterations: mean 2.50, p90 5, mean to pass 2.00");
+    expect(text).toContain("tokens: 1200 in, 300 out");
+    expect(text).toContain("8 failure recalls, 6 found the same failure (hit rate 75%), 2 with its fix");
+    const none = statsText(MemoryStats.parse({ tasks: 0, passed: 0, failures: 0, successes: 0, meanIterationsToPass: null, totalCostUsd: 0, backend: "postgres" }));
+    expect(none).toContain("window: all tasks");
+    expect(none).toContain("hit rate n/a");
   });
 });

@@ -81,18 +81,27 @@ export function failuresText(f: Failures): string {
     .join("");
 }
 
+/** A share in [0, 1] as a whole percentage, or `n/a`. */
+function pct(share: number | null | undefined): string {
+  return share === null || share === undefined ? "n/a" : `${(100 * share).toFixed(0)}%`;
+}
+
 /** `loopsmith stats` for people, ending in a newline. */
 export function statsText(stats: MemoryStats): string {
-  const rate = stats.tasks ? ((100 * stats.passed) / stats.tasks).toFixed(0) : "0";
+  const w = stats.window;
+  const window = w.since || w.last ? `${w.last ? `last ${w.last} tasks` : "tasks"}${w.since ? ` since ${printable(w.since)}` : ""}` : "all tasks";
+  const reasons = Object.entries(stats.stopReasons).map(([r, n]) => `${printable(r)} ${n}`).join(", ");
+  const r = stats.recall;
   return [
-    `tasks: ${stats.tasks} (${stats.passed} passed, ${rate}%)`,
-    `mean iterations to pass: ${stats.meanIterationsToPass?.toFixed(2) ?? "n/a"}`,
-    `failures remembered: ${stats.failures}; successes remembered: ${stats.successes}`,
-    `total LLM cost: ${usd(stats.totalCostUsd)}`,
+    `window: ${window}`,
+    `tasks: ${stats.tasks} (${stats.passed} passed, ${pct(stats.passRate)})${reasons ? `; stop reasons: ${reasons}` : ""}`,
+    `iterations: mean ${stats.meanIterations?.toFixed(2) ?? "n/a"}, p90 ${stats.p90Iterations ?? "n/a"}, mean to pass ${stats.meanIterationsToPass?.toFixed(2) ?? "n/a"}`,
+    `tokens: ${stats.inputTokens} in, ${stats.outputTokens} out; cost ${usd(stats.totalCostUsd)} (${stats.meanCostUsd === null ? "n/a" : usd(stats.meanCostUsd)} a task)`,
     ...(Object.keys(stats.usageByRole).length
       ? [`cost by role: ${Object.entries(stats.usageByRole).map(([role, u]) => `${printable(role)} ${usd(u.costUsd)} (${u.calls} calls, ${u.inputTokens}+${u.outputTokens} tokens)`).join(", ")}`]
       : []),
-    `memory back end: ${stats.backend}`,
+    `recall: ${r.recalls} failure recalls, ${r.hits} found the same failure (hit rate ${pct(r.hitRate)}), ${r.withFix} with its fix`,
+    `memory: ${stats.failures} failures and ${stats.successes} successes remembered (${stats.backend})`,
     "",
   ].join("\n");
 }

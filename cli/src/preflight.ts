@@ -35,6 +35,25 @@ export function wholeNumber(min: number, max = Number.MAX_SAFE_INTEGER): (value:
   };
 }
 
+/** Units of a relative `--since`, in ms. */
+const SINCE_UNITS: Record<string, number> = { m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/**
+ * Parses `stats --since`: an ISO-8601 date or date-time (`2026-11-01`, `2026-11-01T08:00:00Z`),
+ * or an age such as `30m`, `24h`, `7d`, `2w` before `now`.
+ * @returns the start of the window as ISO-8601 UTC
+ * @throws InvalidArgumentError for anything else (commander prints it and exits 1)
+ */
+export function parseSince(value: string, now: Date = new Date()): string {
+  const age = /^\s*(\d{1,6})\s*([mhdw])\s*$/i.exec(value);
+  if (age?.[1] && age[2]) return new Date(now.getTime() - Number(age[1]) * (SINCE_UNITS[age[2].toLowerCase()] ?? 0)).toISOString();
+  if (/^\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?$/.test(value.trim())) {
+    const at = Date.parse(value.trim());
+    if (!Number.isNaN(at)) return new Date(at).toISOString();
+  }
+  throw new InvalidArgumentError("expected an ISO-8601 date (2026-11-01) or an age such as 30m, 24h, 7d, 2w");
+}
+
 /**
  * A commander parser for a number greater than 0.
  * @throws InvalidArgumentError

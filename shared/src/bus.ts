@@ -74,7 +74,7 @@ export const Endpoints = {
     recordTask: endpoint("record_task", Subjects.memory.recordTask, C.TaskRecord, C.Remembered),
     history: endpoint("history", Subjects.memory.history, C.HistoryRequest, C.History),
     failures: endpoint("failures", Subjects.memory.failures, C.FailuresRequest, C.Failures),
-    stats: endpoint("stats", Subjects.memory.stats, C.Empty, C.MemoryStats),
+    stats: endpoint("stats", Subjects.memory.stats, C.StatsRequest, C.MemoryStats),
     run: endpoint("run", Subjects.memory.run, C.RunRequest, C.RunPart),
   },
 } as const;

@@ -5,7 +5,7 @@
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { LoopsmithError, ensureStreams, submitTask, type ExecutionResult, type TaskInput } from "@loopsmith/shared";
+import { LoopsmithError, ensureStreams, submitTask, type ExecutionResult, type TaskInput, type TaskRecord } from "@loopsmith/shared";
 import { startConductor, type Steps } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task, usage } from "./helpers.js";
@@ -180,10 +180,12 @@ describe("conductor on JetStream", () => {
 
   it("ends a task at once on an error a retry cannot cure, and counts usage paid before a bad reply", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
+    const recorded: TaskRecord[] = [];
     const broken = steps([passed], {
       gate: async () => {
         throw new LoopsmithError("internal", "the gate crashed");
       },
+      recordTask: async (rec) => (recorded.push(rec), { id: rec.taskId }),
     });
     const c1 = await startConductor({ nc, steps: broken.steps, log });
     try {
@@ -191,6 +193,11 @@ describe("conductor on JetStream", () => {
       expect(result.stopReason).toBe("error");
       expect(result.error?.code).toBe("internal");
       expect(broken.calls.build).toBe(1); // not redelivered and rebuilt
+      // Ended on the conductor's error path, and still in history with its reason and its run.
+      expect(recorded).toHaveLength(1);
+      expect(recorded[0]).toMatchObject({ taskId: result.taskId, status: result.status, stopReason: "error", iterations: 1 });
+      expect(recorded[0]?.result?.error?.message).toContain("the gate crashed");
+      expect(recorded[0]?.task?.goal).toBeTruthy();
     } finally {
       await c1.stop();
     }

@@ -190,8 +190,9 @@ export function memorySuite(test: TestWithFresh): void {
       expect(history.tasks.map((t) => t.taskId)).toEqual(["t3", "t2"]);
       expect(history.tasks[1]).toEqual({ ...task, taskId: "t2", status: "failed", stopReason: "max_iterations", iterations: 5, finishedAt: "2025-01-02T10:00:00.000Z" });
       expect((await store.history({ v: 1 })).tasks).toHaveLength(3);
-      expect(await store.stats()).toEqual({
+      expect(await store.stats()).toMatchObject({
         tasks: 3,
+        passRate: 2 / 3,
         passed: 2,
         failures: 0,
         successes: 2,
@@ -271,7 +272,7 @@ export function memorySuite(test: TestWithFresh): void {
         client.release();
       }
       const migrations = await db.pool.query("SELECT name FROM loopsmith.memory_migrations ORDER BY run_on, id");
-      expect(migrations.rows.map((r: { name: string }) => r.name)).toEqual(["1767225600000_memory-init", "1767312000000_usage-by-role", "1767398400000_runs"]);
+      expect(migrations.rows.map((r: { name: string }) => r.name)).toEqual(["1767225600000_memory-init", "1767312000000_usage-by-role", "1767398400000_runs", "1767571200000_recall-log"]);
     } finally {
       await db.close();
     }

@@ -25,6 +25,7 @@ import {
 import { RetryLater, finalState, runLoop } from "./loop.js";
 import { initialState, kvStateStore, type StateStore, type TaskState } from "./state.js";
 import type { Steps } from "./steps.js";
+import { taskRecordOf } from "./task-record.js";
 
 /** Heartbeat period while a task runs, in ms (well within the consumer's 10 s ack wait, TASK_ACK_WAIT_MS). */
 export const HEARTBEAT_MS = 3_000;
@@ -88,6 +89,12 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
     const final = finalState({ ...base, eventSeq: next + 1 }, "error", `stopped: ${error.message}`, error);
     if (current) await store.update(final, current.revision);
     else await store.create(final);
+    // Recorded like any ended task (history, stats, `show`); memory is advisory here too.
+    try {
+      await steps.recordTask(taskRecordOf(final, "error"));
+    } catch (recordErr) {
+      log.warn({ err: recordErr, taskId: task.taskId }, "could not record the task that ended in an error");
+    }
     await publishResult(final);
   };
 

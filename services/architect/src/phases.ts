@@ -174,7 +174,7 @@ export async function rememberPhase(run: TaskRun): Promise<PhaseOutcome> {
   );
   const signature = stored?.signature ?? `${failure.status}: ${errorText.split("\n")[0] ?? ""}`.slice(0, 300);
   const withSig: FailureBrief = { ...failure, signature };
-  const recall = await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: `${signature}\n${s.task.goal}`, errorText, k: 3, excludeSameTask: false }));
+  const recall = await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: `${signature}\n${s.task.goal}`, errorText, k: 3, excludeSameTask: true }));
   const same = s.lastSignature === signature ? s.sameSignatureCount + 1 : 1;
   if (stored) await run.emit("step", `failure stored in memory (signature: ${signature})`, { phase: "remember", data: { failureId: stored.id, signature } });
   if (recall) await run.emit("step", `recalled ${recall.failures.length} similar failures`, { phase: "recall", data: { failureIds: recall.failures.map((f) => f.id) } });

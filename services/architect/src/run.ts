@@ -25,12 +25,7 @@ import { addStepUsage, type TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
 import { finalState, verdictFiles } from "./verdict.js";
 import { repoBrief, repoChange } from "./repo/phases.js";
-
-/**
- * Largest task + result sent with the task record, in characters: under NATS's default 1 MiB
- * `max_payload` with room for the rest. A larger run keeps its row in history, not its record.
- */
-export const RUN_RECORD_MAX_CHARS = 900_000;
+import { taskRecordOf } from "./task-record.js";
 
 /** Sandbox infrastructure failures in a row before the task stops with `error`. */
 export const MAX_SANDBOX_ERRORS = 3;
@@ -221,24 +216,7 @@ export class TaskRun {
     this.s = finalState(this.s, reason, message, error, hidden, change);
     const s = this.s;
     const result = s.result as TaskResult;
-    await this.safely(() =>
-      this.steps.recordTask({
-        v: 1,
-        taskId: s.task.taskId,
-        goal: s.task.goal,
-        language: s.task.language,
-        status: result.status,
-        stopReason: reason,
-        iterations: s.iteration,
-        usage: s.usage.total,
-        usageByRole: s.usage.byRole,
-        durationMs: result.durationMs,
-        scripted: s.scripted,
-        finishedAt: new Date().toISOString(),
-        // The run record (task, result; memory adds the events) unless it would not fit one message.
-        ...(JSON.stringify(s.task).length + JSON.stringify(result).length < RUN_RECORD_MAX_CHARS ? { task: s.task, result } : {}),
-      }),
-    );
+    await this.safely(() => this.steps.recordTask(taskRecordOf(s, reason)));
     // Checkpoint the final state first, then publish the result (message id `taskId:result`):
     // a conductor that dies in between finds the task final and publishes the result again.
     await this.io.checkpoint({ ...s, eventSeq: s.eventSeq + 1 });

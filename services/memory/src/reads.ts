@@ -1,10 +1,29 @@
 /**
- * Memory's read-only reports: the stored failures and the statistics. Pure queries over an
- * open database; the store (`store.ts`) validates requests and calls these.
+ * Memory's read-only reports: the stored failures and the task history. Pure queries over an
+ * open database; the store (`store.ts`) validates requests and calls these. Statistics are in
+ * `stats.ts`.
  */
-import { LoopsmithError, Reflection, Usage, type Failures, type FailuresRequest, type MemoryStats } from "@loopsmith/shared";
+import { HISTORY_GOAL_CHARS, Reflection, type Failures, type FailuresRequest, type History, type HistoryRequest } from "@loopsmith/shared";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
+import { rowToTaskRecord } from "./rows.js";
+
+/**
+ * One page of the task history, newest first: `req.limit` tasks after the `req.offset`
+ * newest, each goal cut to {@link HISTORY_GOAL_CHARS} characters (an ellipsis marks a cut).
+ * @throws LoopsmithError `db_error`
+ */
+export async function readHistory(db: Database, req: HistoryRequest): Promise<History> {
+  const { rows } = await withDb("read the task history", () =>
+    db.pool.query(
+      `SELECT task_id, CASE WHEN char_length(goal) > $3 THEN left(goal, $3 - 1) || '…' ELSE goal END AS goal,
+              language, status, stop_reason, iterations, usage, usage_by_role, duration_ms, scripted, finished_at
+         FROM loopsmith.tasks ORDER BY finished_at DESC, recorded_at DESC, task_id LIMIT $1 OFFSET $2`,
+      [req.limit, req.offset, HISTORY_GOAL_CHARS],
+    ),
+  );
+  return { tasks: rows.map(rowToTaskRecord) };
+}
 
 /**
  * Stored failures: one task's (`req.taskId`), oldest first, or the most recent of all, newest
@@ -34,55 +53,5 @@ export async function readFailures(db: Database, req: FailuresRequest): Promise<
         reflection: Reflection.nullable().catch(null).parse(r.reflection ?? null),
         createdAt: new Date(r.created_at).toISOString(),
       })),
-    };
-}
-
-/**
- * Counts and totals: tasks, passed tasks, failures, successes, mean iterations of passed
- * tasks (null when none), total cost in USD, usage summed per LLM role, and the back end.
- * @throws LoopsmithError `db_error`
- */
-export async function computeStats(db: Database): Promise<MemoryStats> {
-    const { rows } = await withDb("compute statistics", () =>
-      db.pool.query<{
-        tasks: string;
-        passed: string;
-        mean_iterations: number | null;
-        cost: number | null;
-        failures: string;
-        successes: string;
-      }>(
-        `SELECT (SELECT count(*) FROM loopsmith.tasks) AS tasks,
-                (SELECT count(*) FROM loopsmith.tasks WHERE status = 'passed') AS passed,
-                (SELECT avg(iterations)::float8 FROM loopsmith.tasks WHERE status = 'passed') AS mean_iterations,
-                (SELECT coalesce(sum(cost_usd), 0)::float8 FROM loopsmith.tasks) AS cost,
-                (SELECT count(*) FROM loopsmith.failures) AS failures,
-                (SELECT count(*) FROM loopsmith.successes) AS successes`,
-      ),
-    );
-    const r = rows[0];
-    if (!r) throw new LoopsmithError("db_error", "memory could not compute statistics: no row came back");
-    const byRole = await withDb("sum usage by role", () =>
-      db.pool.query<{ role: string; usage: Record<string, number> }>(
-        `SELECT r.key AS role,
-                jsonb_build_object(
-                  'calls', sum((r.value->>'calls')::bigint), 'inputTokens', sum((r.value->>'inputTokens')::bigint),
-                  'outputTokens', sum((r.value->>'outputTokens')::bigint), 'cacheReadTokens', sum((r.value->>'cacheReadTokens')::bigint),
-                  'cacheWriteTokens', sum((r.value->>'cacheWriteTokens')::bigint), 'costUsd', sum((r.value->>'costUsd')::float8),
-                  'latencyMs', sum((r.value->>'latencyMs')::float8)) AS usage
-           FROM loopsmith.tasks t, jsonb_each(t.usage_by_role) r
-          GROUP BY r.key ORDER BY r.key`,
-      ),
-    );
-    const usageByRole = Object.fromEntries(byRole.rows.map((x) => [x.role, Usage.parse(Object.fromEntries(Object.entries(x.usage).map(([k, v]) => [k, Number(v)])))]));
-    return {
-      tasks: Number(r.tasks),
-      passed: Number(r.passed),
-      failures: Number(r.failures),
-      successes: Number(r.successes),
-      meanIterationsToPass: r.mean_iterations,
-      totalCostUsd: r.cost ?? 0,
-      usageByRole,
-      backend: db.backend,
     };
 }

@@ -61,14 +61,19 @@ export function memoryRegistrations(store: MemoryStore, deps: RegistrationDeps =
   const m = Endpoints.memory;
   const maxPayload = (): number => deps.nc?.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
   return [
-    handle(m.recall, (req) => store.recall(req)),
+    handle(m.recall, async (req, ctx) => {
+      const recall = await store.recall(req);
+      // The log only feeds statistics: a recall answers even when it cannot be logged.
+      await store.logRecall(req.taskId, recall).catch((err: unknown) => ctx.log.warn({ err }, "could not log the recall"));
+      return recall;
+    }),
     handle(m.rememberFailure, (req) => store.rememberFailure(req)),
     handle(m.attachFix, (req) => store.attachFix(req)),
     handle(m.rememberSuccess, (req) => store.rememberSuccess(req)),
     handle(m.recordTask, (req, ctx) => recordTask(store, req, { ...deps, log: ctx.log })),
     handle(m.history, (req) => store.history(req)),
     handle(m.failures, (req) => store.failures(req)),
-    handle(m.stats, () => store.stats()),
+    handle(m.stats, (req) => store.stats(req)),
     handle(m.run, async (req) => runPart(await store.run(req.taskId), req.offset, maxPayload())),
   ];
 }

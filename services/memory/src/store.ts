@@ -14,6 +14,7 @@ import {
   LoopsmithError,
   RecallRequest,
   RunRecord,
+  StatsRequest,
   SuccessRecord,
   TaskId,
   TaskRecord,
@@ -28,9 +29,10 @@ import { checkEmbedder, combine, createHashingEmbedder, type Embedder } from "./
 import { openDatabase, embeddingExpr, type Backend, type Database } from "./db.js";
 import { withDb } from "./errors.js";
 import { signature as signatureOf } from "./signature.js";
-import { computeStats, readFailures } from "./reads.js";
+import { readFailures, readHistory } from "./reads.js";
+import { computeStats, logRecall } from "./stats.js";
 import { readRun, saveRun } from "./runs.js";
-import { rowToRecalledFailure, rowToRecalledSuccess, rowToTaskRecord } from "./rows.js";
+import { rowToRecalledFailure, rowToRecalledSuccess } from "./rows.js";
 
 /** Weights of a failure's signature vector and of its context vector in its embedding. */
 export const SIGNATURE_WEIGHT = 0.75;
@@ -91,7 +93,8 @@ export interface MemoryStore {
    */
   run(taskId: string): Promise<RunRecord>;
   /**
-   * Recent tasks, newest `finishedAt` first; `finishedAt` comes back as ISO-8601 UTC.
+   * One page of recent tasks, newest `finishedAt` first (`limit` after the `offset` newest);
+   * `finishedAt` comes back as ISO-8601 UTC, each goal cut to `HISTORY_GOAL_CHARS`.
    * @throws LoopsmithError `bad_request`; `db_error`
    */
   history(request: z.input<typeof HistoryRequest>): Promise<History>;
@@ -102,11 +105,18 @@ export interface MemoryStore {
    */
   failures(request: z.input<typeof FailuresRequest>): Promise<Failures>;
   /**
-   * Counts and totals: tasks, passed tasks, failures, successes, mean iterations of passed
-   * tasks (null when none), total cost in USD, and the back end.
+   * Statistics over a window of tasks (see `computeStats` in stats.ts): pass rate, stop
+   * reasons, iterations, tokens, USD, recall hit rate; absent request: every task.
+   * @throws LoopsmithError `bad_request` for input that fails {@link StatsRequest}; `db_error`
+   */
+  stats(request?: z.input<typeof StatsRequest>): Promise<MemoryStats>;
+  /**
+   * Logs a failure recall of `taskId` for the recall hit rate of {@link stats} (see
+   * `logRecall` in stats.ts); a recall without a signature is not logged.
+   * @returns whether a row was written
    * @throws LoopsmithError `db_error`
    */
-  stats(): Promise<MemoryStats>;
+  logRecall(taskId: string, recall: Recall): Promise<boolean>;
   /** Closes the pool, the socket server and PGlite (in that order). Safe to call twice. */
   close(): Promise<void>;
 }
@@ -323,22 +333,16 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
     },
 
     async history(input) {
-      const req = parse(HistoryRequest, input, "history request");
-      const { rows } = await withDb("read the task history", () =>
-        db.pool.query(
-          `SELECT task_id, goal, language, status, stop_reason, iterations, usage, usage_by_role, duration_ms, scripted, finished_at
-             FROM loopsmith.tasks ORDER BY finished_at DESC, recorded_at DESC LIMIT $1`,
-          [req.limit],
-        ),
-      );
-      return { tasks: rows.map(rowToTaskRecord) };
+      return readHistory(db, parse(HistoryRequest, input, "history request"));
     },
 
     async failures(input) {
       return readFailures(db, parse(FailuresRequest, input, "failures request"));
     },
 
-    stats: () => computeStats(db),
+    stats: async (input = { v: 1 }) => computeStats(db, parse(StatsRequest, input, "stats request")),
+
+    logRecall: (taskId, recall) => logRecall(db, taskId, recall),
 
     async close() {
       log.debug({ backend: db.backend }, "closing memory");

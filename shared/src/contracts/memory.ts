@@ -175,8 +175,21 @@ export const RunPart = z.object({
 });
 export type RunPart = z.infer<typeof RunPart>;
 
-/** Ask for recent tasks. */
-export const HistoryRequest = z.object({ v: V1, limit: z.number().int().min(1).max(500).default(20) });
+/** Most tasks one history reply carries; a longer history is read in pages (`offset`). */
+export const HISTORY_PAGE_MAX = 500;
+/** Longest goal a history row carries, in characters (the whole goal is in the run: `show`). */
+export const HISTORY_GOAL_CHARS = 200;
+
+/**
+ * Ask for recent tasks, newest first: `limit` of them (at most {@link HISTORY_PAGE_MAX}) after
+ * skipping the `offset` newest. Each row's goal is cut to {@link HISTORY_GOAL_CHARS}
+ * characters, so a full page stays under NATS's default 1 MiB `max_payload`.
+ */
+export const HistoryRequest = z.object({
+  v: V1,
+  limit: z.number().int().min(1).max(HISTORY_PAGE_MAX).default(20),
+  offset: z.number().int().nonnegative().default(0),
+});
 export type HistoryRequest = z.infer<typeof HistoryRequest>;
 
 /** Recent tasks, newest first. */
@@ -213,16 +226,58 @@ export type StoredFailure = z.infer<typeof StoredFailure>;
 export const Failures = z.object({ failures: z.array(StoredFailure) });
 export type Failures = z.infer<typeof Failures>;
 
-/** Memory's statistics. */
+/**
+ * Which tasks statistics cover: those finished at or after `since` (ISO-8601), and of those
+ * the `last` most recent. Both absent: every task recorded.
+ */
+export const StatsRequest = z.object({
+  v: V1,
+  since: z.iso.datetime({ offset: true }).optional(),
+  last: z.number().int().min(1).max(1_000_000).optional(),
+});
+export type StatsRequest = z.infer<typeof StatsRequest>;
+
+/**
+ * How often recall had the same failure to offer. A failure recall (one made with an error)
+ * is a hit when a recalled failure has the query's signature; `withFix` counts hits whose
+ * failure carries the reflection that fixed it.
+ */
+export const RecallStats = z.object({
+  /** Failure recalls made by the tasks of the window. */
+  recalls: z.number().int().nonnegative(),
+  hits: z.number().int().nonnegative(),
+  withFix: z.number().int().nonnegative(),
+  /** hits / recalls, in [0, 1]; null when there was no failure recall. */
+  hitRate: z.number().min(0).max(1).nullable(),
+});
+export type RecallStats = z.infer<typeof RecallStats>;
+
+/** Memory's statistics over a window of tasks (see {@link StatsRequest}). */
 export const MemoryStats = z.object({
+  /** The window asked for (absent fields: not limited that way). */
+  window: z.object({ since: z.string().optional(), last: z.number().int().optional() }).default({}),
   tasks: z.number().int(),
   passed: z.number().int(),
+  /** passed / tasks, in [0, 1]; null with no task. */
+  passRate: z.number().min(0).max(1).nullable().default(null),
+  /** Tasks per stop reason (`passed`, `max_iterations`, `error`, …). */
+  stopReasons: z.record(z.string(), z.number().int()).default({}),
+  /** Stored failures and successes (all of memory, not windowed). */
   failures: z.number().int(),
   successes: z.number().int(),
   meanIterationsToPass: z.number().nullable(),
+  /** Mean and 90th percentile (nearest rank) of iterations over every task; null with no task. */
+  meanIterations: z.number().nullable().default(null),
+  p90Iterations: z.number().nullable().default(null),
+  /** Tokens summed over the window's tasks. */
+  inputTokens: z.number().int().nonnegative().default(0),
+  outputTokens: z.number().int().nonnegative().default(0),
   totalCostUsd: z.number(),
-  /** Tokens, calls and USD summed per LLM role over every task recorded. */
+  /** Mean USD per task; null with no task. */
+  meanCostUsd: z.number().nullable().default(null),
+  /** Tokens, calls and USD summed per LLM role over the window's tasks. */
   usageByRole: z.record(z.string(), Usage).default({}),
+  recall: RecallStats.default({ recalls: 0, hits: 0, withFix: 0, hitRate: null }),
   backend: z.enum(["postgres", "pglite"]),
 });
 export type MemoryStats = z.infer<typeof MemoryStats>;
