@@ -5,8 +5,8 @@
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { LoopsmithError, ensureStreams, submitTask, type ExecutionResult, type TaskInput, type TaskRecord } from "@loopsmith/shared";
-import { startConductor, type Steps } from "@loopsmith/architect";
+import { LoopsmithError, ensureStreams, openTaskStates, submitTask, type ExecutionResult, type TaskInput, type TaskRecord } from "@loopsmith/shared";
+import { CANCEL_POLL_MS, kvStateStore, startConductor, type Steps } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task, usage } from "./helpers.js";
 
@@ -141,6 +141,35 @@ describe("conductor on JetStream", () => {
       expect(result?.stopReason).toBe("cancelled");
       expect(calls.execute ?? 0).toBe(0);
       expect(await conductor.cancel(input.taskId)).toBe(false);
+    } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
+  it("sees a cancel written by another instance (the KV marker) at a checkpoint within CANCEL_POLL_MS", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    let building!: () => void;
+    const started = new Promise<void>((r) => (building = r));
+    const base = steps([failed()]);
+    const { steps: s } = steps([failed()], {
+      build: async (req) => {
+        building();
+        // Longer than the poll period, so the checkpoint after this build reads the marker.
+        await new Promise((r) => setTimeout(r, CANCEL_POLL_MS + 200));
+        return base.steps.build(req);
+      },
+    });
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      const input = task({ limits: { maxIterations: 5 } });
+      await submitTask(nc, input);
+      await started;
+      // Another architect instance's cancel: only the marker in KV, no local abort.
+      await kvStateStore(await openTaskStates(nc)).requestCancel(input.taskId);
+      const events = await eventsOf(nc, input.taskId);
+      expect(events[events.length - 1]?.result?.status).toBe("cancelled");
+      expect(base.calls.build).toBe(1);
     } finally {
       await conductor.stop();
       await nc.close();

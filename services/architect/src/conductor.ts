@@ -29,6 +29,12 @@ import { taskRecordOf } from "./task-record.js";
 
 /** Heartbeat period while a task runs, in ms (well within the consumer's 10 s ack wait, TASK_ACK_WAIT_MS). */
 export const HEARTBEAT_MS = 3_000;
+/**
+ * Longest a running task goes without reading its cancel marker, in ms: a cancel asked of
+ * another conductor instance is seen at the first checkpoint after this long. Measured by
+ * `npm run bench:overhead`: reading the marker at every checkpoint cost a KV round trip each.
+ */
+export const CANCEL_POLL_MS = 1_000;
 /** Delay before a task whose step failed for infrastructure reasons is tried again, in ms. */
 export const RETRY_DELAY_MS = 5_000;
 
@@ -60,6 +66,29 @@ function parseTask(msg: JsMsg) {
   } catch {
     return Task.safeParse(null);
   }
+}
+
+/** Publishes events without waiting for each ack; {@link PipelinedEvents.flush} waits for them all. */
+interface PipelinedEvents {
+  emit(event: TaskEvent): Promise<void>;
+  /** Waits for every event emitted so far. @throws the first publish error (then forgets it) */
+  flush(): Promise<void>;
+}
+
+function pipelinedEvents(publish: (event: TaskEvent) => Promise<void>): PipelinedEvents {
+  let pending: Promise<void>[] = [];
+  return {
+    emit: async (event) => {
+      const p = publish(event);
+      p.catch(() => undefined); // surfaced by flush
+      pending.push(p);
+    },
+    flush: async () => {
+      const waiting = pending;
+      pending = [];
+      await Promise.all(waiting);
+    },
+  };
 }
 
 /** Starts the conductor's consumer loop. */
@@ -126,17 +155,29 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
         revision = await store.update(state, revision);
       }
       cancelSeen = await store.cancelRequested(task.taskId);
+      let cancelCheckedAt = Date.now();
+      // Events are published without waiting for each ack (the connection keeps their order);
+      // every checkpoint, and the end of the task, first waits for all of them, so a
+      // checkpoint never runs ahead of an event JetStream did not take (its error is thrown there).
+      const events = pipelinedEvents((event) => publishEvent(nc, event));
       const final = await runLoop(state, steps, {
         checkpoint: async (s) => {
+          await events.flush();
           revision = await store.update(s, revision);
-          if (!cancelSeen) cancelSeen = await store.cancelRequested(s.task.taskId);
+          // A cancel asked of this conductor aborts at once; one asked of another instance is
+          // a KV marker, read at most every CANCEL_POLL_MS (not a round trip per checkpoint).
+          if (!cancelSeen && Date.now() - cancelCheckedAt >= CANCEL_POLL_MS) {
+            cancelCheckedAt = Date.now();
+            cancelSeen = await store.cancelRequested(s.task.taskId);
+          }
         },
-        emit: (event: TaskEvent) => publishEvent(nc, event),
+        emit: events.emit,
         heartbeat: () => msg.working(),
         cancelled: () => cancelSeen || abort.signal.aborted,
         stopping: () => stopped,
         log: tlog,
       });
+      await events.flush();
       tlog.info({ status: final.result?.status, stopReason: final.result?.stopReason, iterations: final.iteration }, "task finished");
       msg.ack();
     } catch (err) {

@@ -7,7 +7,7 @@ import { createPlanner } from "./planner.js";
 import { busSteps } from "./steps.js";
 import { startImprover, type Improver } from "./improve/consumer.js";
 
-export { startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
+export { CANCEL_POLL_MS, startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
 export { createPlanner, type Planner } from "./planner.js";
 export { runLoop, finalState, verdictFiles, fallbackPlan, RetryLater, type VerdictFiles } from "./loop.js";
 export { busSteps, type LoopIO, type Steps } from "./steps.js";
