@@ -1,6 +1,9 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { effectiveRoles, loadConfig } from "@loopsmith/shared";
-import { flagsOf } from "./solve.js";
+import { Task, effectiveRoles, loadConfig } from "@loopsmith/shared";
+import { buildTask, flagsOf } from "./solve.js";
 
 describe("per-role flags", () => {
   it("--model-<role> and --provider-<role> become llm.roles and reach each role's effective model", () => {
@@ -15,5 +18,19 @@ describe("per-role flags", () => {
 
   it("no role flags, no roles", () => {
     expect(flagsOf({})).toEqual({});
+  });
+});
+
+describe("task flags", () => {
+  it("--memory off reaches the task, on every kind of task; absent, the task's default (on) applies", () => {
+    const goal = buildTask("write add(a, b)", { memory: "off" });
+    expect(Task.parse(goal).memory).toBe("off");
+    expect(Task.parse(buildTask("write add(a, b)", {})).memory).toBe("on");
+    const dir = mkdtempSync(join(tmpdir(), "loopsmith-flags-"));
+    const file = join(dir, "task.json");
+    writeFileSync(file, JSON.stringify({ goal: "write add(a, b)", language: "python", memory: "on" }));
+    // The flag wins over the task file.
+    expect(Task.parse(buildTask(undefined, { file, memory: "off" })).memory).toBe("off");
+    expect(() => buildTask("g", { memory: "sometimes" as "on" })).toThrow(/--memory \(memory\)/);
   });
 });

@@ -63,6 +63,7 @@ const solveCommand = program
   .option("--budget-usd <usd>", "LLM budget of the task in USD", positiveNumber)
   .option("--budget-tokens <n>", "LLM budget of the task in tokens", wholeNumber(1))
   .option("--review", "run the LLM review step before executing")
+  .addOption(new Option("--memory <mode>", "off: recall nothing, so no prompt carries a memory hint (the task's own failures are still stored)").choices(["on", "off"]))
   .option("--task-id <id>", "task id (default: generated)")
   .option("--repo <path>", "repo mode: change this git repository (a new branch loopsmith/<taskId>; your checkout is not touched)")
   .option("--base <ref>", "repo mode: the commit to start from (default HEAD)")

@@ -42,7 +42,7 @@ export async function detectLanguage(root: string, commit: string): Promise<Lang
  * @throws LoopsmithError `repo_invalid` (see `checkRepo`), `bad_request` without a goal or
  *   for an invalid value
  */
-export async function prepareRepoTask(goal: string | undefined, o: RepoOptions & { language?: Language; taskId?: string; review?: boolean }, limits: Partial<TaskLimits>): Promise<PreparedRepoTask> {
+export async function prepareRepoTask(goal: string | undefined, o: RepoOptions & { language?: Language; taskId?: string; review?: boolean; memory?: "on" | "off" }, limits: Partial<TaskLimits>): Promise<PreparedRepoTask> {
   if (!o.repo) throw new LoopsmithError("internal", "prepareRepoTask without --repo");
   if (!goal?.trim()) throw new LoopsmithError("bad_request", "--repo needs a goal: loopsmith solve --repo <path> \"<what to change>\"");
   const repo = await checkRepo(o.repo, { ...(o.base ? { base: o.base } : {}), requireClean: !!o.apply });
@@ -54,6 +54,7 @@ export async function prepareRepoTask(goal: string | undefined, o: RepoOptions &
     language: o.language ?? (await detectLanguage(repo.root, repo.baseCommit)),
     limits,
     ...(o.review !== undefined ? { review: o.review } : {}),
+    ...(o.memory !== undefined ? { memory: o.memory } : {}),
     repo: {
       baseCommit: repo.baseCommit,
       snapshot: snapshotName(repo.baseCommit),

@@ -58,8 +58,15 @@ export interface SolveOptions extends RoleFlags, RepoOptions {
   budgetUsd?: number;
   budgetTokens?: number;
   review?: boolean;
+  /** `off`: the task recalls nothing (no memory hints in its prompts). */
+  memory?: "on" | "off";
   taskId?: string;
   json?: boolean;
+}
+
+/** The task fields set by flags that every kind of task takes (`--review`, `--memory`). */
+function taskFlags(o: SolveOptions): Pick<TaskInput, "review" | "memory"> {
+  return { ...(o.review !== undefined ? { review: o.review } : {}), ...(o.memory !== undefined ? { memory: o.memory } : {}) };
 }
 
 /** The flags layer of the configuration, also handed to child services. */
@@ -94,6 +101,7 @@ const FIELD_FLAGS: Record<string, string> = {
   taskId: "--task-id",
   language: "--language",
   review: "--review",
+  memory: "--memory",
   "limits.maxIterations": "--max-iterations",
   "limits.maxCostUsd": "--budget-usd",
   "limits.maxTokens": "--budget-tokens",
@@ -123,7 +131,7 @@ export function buildTask(goal: string | undefined, o: SolveOptions): TaskInput 
     if (!o.dataset) throw new LoopsmithError("bad_request", "--humaneval needs --dataset <path to humaneval.jsonl>");
     const rec = findHumanEval(loadHumanEval(o.dataset), o.humaneval);
     const task = humanevalTask(rec, { ...(o.taskId ? { taskId: o.taskId } : {}), limits });
-    return validated(o.review !== undefined ? { ...task, review: o.review } : task, `the task for ${rec.task_id}`);
+    return validated({ ...task, ...taskFlags(o) }, `the task for ${rec.task_id}`);
   }
   if (o.file) {
     let raw: Record<string, unknown>;
@@ -140,7 +148,7 @@ export function buildTask(goal: string | undefined, o: SolveOptions): TaskInput 
         submittedAt: new Date().toISOString(),
         ...(raw as Partial<TaskInput>),
         limits: { ...((raw.limits as object | undefined) ?? {}), ...limits },
-        ...(o.review !== undefined ? { review: o.review } : {}),
+        ...taskFlags(o),
       } as TaskInput,
       `the task file ${o.file}`,
     );
@@ -153,7 +161,7 @@ export function buildTask(goal: string | undefined, o: SolveOptions): TaskInput 
       goal,
       language: o.language ?? "python",
       limits,
-      ...(o.review !== undefined ? { review: o.review } : {}),
+      ...taskFlags(o),
       submittedAt: new Date().toISOString(),
     },
     "the task",

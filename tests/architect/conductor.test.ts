@@ -44,6 +44,36 @@ describe("conductor on JetStream", () => {
     }
   });
 
+  it("with memory off recalls nothing and puts no hint in a prompt, yet stores the failure and its fix", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const hint = { failures: [{ id: "old-1", taskId: "other", goal: "g", signature: "AssertionError: assert <num> == <num>", failingTests: [], reflection: null, similarity: 0.9 }], successes: [], embedder: "test" };
+    const prompts: unknown[] = [];
+    const base = steps([failed(), passed]);
+    const { steps: s, calls } = steps([failed(), passed], {
+      recall: async () => hint,
+      plan: async (req) => (prompts.push(req.recall), base.steps.plan(req)),
+      build: async (req) => (prompts.push(req.recall), base.steps.build(req)),
+      reflect: async (req) => (prompts.push(req.recall), base.steps.reflect(req)),
+    });
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      const off = await runTask(nc, task({ memory: "off" }));
+      expect(off.result.status).toBe("passed");
+      expect(calls.recall ?? 0).toBe(0);
+      expect(prompts).toHaveLength(4);
+      expect(prompts.every((r) => r === undefined)).toBe(true);
+      expect(calls).toMatchObject({ rememberFailure: 1, attachFix: 1, rememberSuccess: 1 });
+      expect(off.events.some((e) => e.message === "memory is off for this task: nothing recalled")).toBe(true);
+      // The same task with memory on: the hint reaches the prompts.
+      prompts.length = 0;
+      await runTask(nc, task());
+      expect(prompts.some((r) => JSON.stringify(r ?? null).includes("old-1"))).toBe(true);
+    } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
   it("stops with max_iterations, stuck, budget and error by their rules", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
     const cases: Array<[string, Partial<TaskInput>, Partial<Steps>, string]> = [

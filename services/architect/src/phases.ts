@@ -18,6 +18,11 @@ const EMPTY_CANDIDATE = { files: [], tests: [], notes: "" };
 /** RECALL: similar past failures and successes for the goal (not this task's own). */
 export async function recallPhase(run: TaskRun): Promise<PhaseOutcome> {
   const s = run.s;
+  if (s.task.memory === "off") {
+    await run.emit("step", "memory is off for this task: nothing recalled", { phase: "recall" });
+    await run.go("plan");
+    return undefined;
+  }
   await run.emit("phase", "recalling similar past tasks", { phase: "recall" });
   const recall = await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: s.task.goal, k: 3, excludeSameTask: true }));
   if (recall) await run.emit("step", `recalled ${recall.failures.length} failures and ${recall.successes.length} successes`, { phase: "recall", data: { failureIds: recall.failures.map((f) => f.id) } });
@@ -174,7 +179,7 @@ export async function rememberPhase(run: TaskRun): Promise<PhaseOutcome> {
   );
   const signature = stored?.signature ?? `${failure.status}: ${errorText.split("\n")[0] ?? ""}`.slice(0, 300);
   const withSig: FailureBrief = { ...failure, signature };
-  const recall = await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: `${signature}\n${s.task.goal}`, errorText, k: 3, excludeSameTask: true }));
+  const recall = s.task.memory === "off" ? undefined : await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: `${signature}\n${s.task.goal}`, errorText, k: 3, excludeSameTask: true }));
   const same = s.lastSignature === signature ? s.sameSignatureCount + 1 : 1;
   if (stored) await run.emit("step", `failure stored in memory (signature: ${signature})`, { phase: "remember", data: { failureId: stored.id, signature } });
   if (recall) await run.emit("step", `recalled ${recall.failures.length} similar failures`, { phase: "recall", data: { failureIds: recall.failures.map((f) => f.id) } });

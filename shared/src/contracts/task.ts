@@ -49,6 +49,13 @@ export const Task = z.object({
   repo: RepoSpec.optional(),
   /** Run the review step (LLM) before executing. @defaultValue false */
   review: z.boolean().default(false),
+  /**
+   * `on`: recalled failures, fixes and successes of other tasks go into the prompts. `off`:
+   * nothing is recalled, so no prompt carries a memory hint (the control arm of a memory A/B
+   * comparison). Either way the task's own failures, fixes and success are stored, so its
+   * failure signatures, the circuit breaker and later tasks work the same. @defaultValue "on"
+   */
+  memory: z.enum(["on", "off"]).default("on"),
   limits: TaskLimits.default(TaskLimits.parse({})),
   source: TaskSource.default({ kind: "user" }),
   /** ISO-8601 time of submission. */
