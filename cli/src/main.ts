@@ -33,6 +33,9 @@ function run(json: boolean | undefined, action: () => Promise<number>): Promise<
 }
 
 /** Fails fast (exit 3) when a configured NATS URL has nothing listening. */
+/** Options of `up`, `down` and `status` (see `StackCommandOptions` in up.ts). */
+type StackOpts = { provider?: string; model?: string; script?: string; baseUrl?: string; transcript?: string; config?: string; json?: boolean };
+
 async function natsFirst(opts: { config?: string }): Promise<void> {
   const nats = configuredNats(opts);
   if (nats) await checkNatsListening(nats);
@@ -129,6 +132,48 @@ program
       await natsFirst(opts);
       const { statsCommand } = await import("./history.js");
       return statsCommand(opts, await logger());
+    }),
+  );
+
+program
+  .command("up")
+  .description("start the local stack (NATS, memory, the five services) in the background; solve, history, stats, show and improve then use it")
+  .addOption(new Option("--provider <name>", "LLM provider of the stack's services").choices(PROVIDERS))
+  .option("--model <id>", "model id")
+  .option("--script <file>", "replies file for the scripted provider")
+  .option("--base-url <url>", "provider base URL")
+  .option("--transcript <file>", "append every prompt and reply to this JSONL file")
+  .option("--config <file>", "configuration file (JSON)")
+  .option("--json", "print JSON")
+  .action(async (opts: StackOpts) =>
+    run(opts.json, async () => {
+      await natsFirst(opts);
+      const { upCommand } = await import("./up.js");
+      return upCommand(opts, await logger());
+    }),
+  );
+
+program
+  .command("down")
+  .description("stop the stack loopsmith up started")
+  .option("--config <file>", "configuration file (JSON)")
+  .option("--json", "print JSON")
+  .action(async (opts: StackOpts) =>
+    run(opts.json, async () => {
+      const { downCommand } = await import("./up.js");
+      return downCommand(opts, await logger());
+    }),
+  );
+
+program
+  .command("status")
+  .description("each service's $SRV health on the stack's NATS; exit 0 when all five answer")
+  .option("--config <file>", "configuration file (JSON)")
+  .option("--json", "print JSON")
+  .action(async (opts: StackOpts) =>
+    run(opts.json, async () => {
+      const { statusCommand } = await import("./up.js");
+      return statusCommand(opts);
     }),
   );
 

@@ -126,13 +126,18 @@ export interface NatsContainer {
   stop(): Promise<void>;
 }
 
+/** Label on the NATS container of a stack started by `loopsmith up`; its value is the data directory. */
+export const STACK_LABEL = "org.loopsmith.stack";
+
 /**
  * Starts nats-server with JetStream in a container on the local engine, owned by this CLI
- * (labels and heartbeat as described above), after removing orphans of other CLIs.
+ * (labels and heartbeat as described above), after removing orphans of other CLIs. With
+ * `keep` (`loopsmith up`) the container outlives this CLI: it carries {@link STACK_LABEL}
+ * instead of an owner and a heartbeat, so no orphan clean-up removes it; `loopsmith down` does.
  * @throws LoopsmithError `unavailable` when no Docker engine answers or the image is missing,
  *   `sandbox_error` when the container has no mapped port
  */
-export async function startNatsContainer(config: Config, log: Logger): Promise<NatsContainer> {
+export async function startNatsContainer(config: Config, log: Logger, opts: { keep?: boolean } = {}): Promise<NatsContainer> {
   const docker = new Docker();
   try {
     await docker.ping();
@@ -147,7 +152,7 @@ export async function startNatsContainer(config: Config, log: Logger): Promise<N
   await removeOrphanedNats(docker, log);
   let heartbeat: Heartbeat;
   try {
-    heartbeat = startHeartbeat(join(config.dataDir, "run"));
+    heartbeat = opts.keep ? { path: "", stop: () => undefined } : startHeartbeat(join(config.dataDir, "run"));
   } catch (err) {
     throw new LoopsmithError("config_invalid", `cannot write under the data directory ${config.dataDir}: ${(err as Error).message}`, { cause: err });
   }
@@ -156,7 +161,7 @@ export async function startNatsContainer(config: Config, log: Logger): Promise<N
     container = await docker.createContainer({
       Image: config.images.nats,
       Cmd: ["-js", "-sd", "/tmp/js"],
-      Labels: { [CLI_LABEL]: String(process.pid), [INSTANCE_LABEL]: INSTANCE_ID, [HEARTBEAT_LABEL]: heartbeat.path },
+      Labels: opts.keep ? { [STACK_LABEL]: config.dataDir } : { [CLI_LABEL]: String(process.pid), [INSTANCE_LABEL]: INSTANCE_ID, [HEARTBEAT_LABEL]: heartbeat.path },
       ExposedPorts: { "4222/tcp": {} },
       HostConfig: { AutoRemove: true, PortBindings: { "4222/tcp": [{ HostIp: "127.0.0.1", HostPort: "" }] } },
     });

@@ -31,6 +31,7 @@ import { ExitCode, exitCodeForResult } from "./exit-codes.js";
 import { eventLine, resultText } from "./output.js";
 import { ROLES, shownNatsUrl } from "./preflight.js";
 import { startLocalStack, type LocalStack } from "./stack.js";
+import { liveStack } from "./stack-record.js";
 import { jsonLine, printable } from "./terminal.js";
 import { exportRun } from "./runs.js";
 import { finishRepo, prepareRepoTask, uploadRecordedSnapshot, uploadSnapshot, type PreparedRepoTask, type RepoOptions } from "./solve-repo.js";
@@ -196,9 +197,22 @@ export async function solveForResult(goal: string | undefined, o: SolveOptions, 
   return (await runSolve(goal, o, log)).result;
 }
 
+/**
+ * The flags layer of a solve: its own provider flags; with none, on a running stack (`up`,
+ * and no NATS configured), the flags the stack was started with, so the provider checked
+ * here is the one its services run.
+ */
+async function stackFlags(o: SolveOptions): Promise<Record<string, unknown>> {
+  const own = flagsOf(o);
+  if (Object.keys(own).length) return own;
+  const config = loadConfig({ ...(o.config ? { file: o.config } : {}), flags: own });
+  if (config.natsUrl) return own;
+  return (await liveStack(config.dataDir))?.flags ?? own;
+}
+
 /** `solve`'s work: prints as it goes, returns the exit code and the result. */
 async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger): Promise<{ code: number; result?: TaskResult }> {
-  const flags = flagsOf(o);
+  const flags = await stackFlags(o);
   const config: Config = loadConfig({ ...(o.config ? { file: o.config } : {}), flags });
   // Repo mode checks the repository and makes its snapshot before anything starts.
   const prepared: PreparedRepoTask | undefined = o.repo ? await prepareRepoTask(goal, o, limitsOf(o)) : undefined;

@@ -1,7 +1,8 @@
 /**
  * What `loopsmith solve` starts when it is missing: a NATS container on the local Docker
- * engine (when `NATS_URL` is unset) and the services that do not answer `$SRV.PING`, each
- * as its own child process. Everything it started is stopped by `stop()`.
+ * engine (when `NATS_URL` is unset and no stack started by `loopsmith up` answers) and the
+ * services that do not answer `$SRV.PING`, each as its own child process. Everything it
+ * started is stopped by `stop()`. With `keep` (`loopsmith up`) what it starts outlives it.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { createWriteStream, mkdirSync, readFileSync } from "node:fs";
@@ -12,6 +13,7 @@ import { NoRespondersError, RequestError, connect, type NatsConnection } from "@
 import { Svcm } from "@nats-io/services";
 import { LoopsmithError, ServiceNames, type Config, type ServiceName } from "@loopsmith/shared";
 import { startNatsContainer } from "./nats-container.js";
+import { liveStack } from "./stack-record.js";
 import { natsUnreachableMessage } from "./preflight.js";
 
 /** How long an external NATS (one the configuration names) gets to answer, in ms. */
@@ -26,6 +28,12 @@ export interface LocalStack {
   started: ServiceName[];
   /** Where each started service writes its log. */
   logDir: string;
+  /** The pid of each service this stack started. */
+  pids: Partial<Record<ServiceName, number>>;
+  /** The id of the NATS container this stack started, if it started one. */
+  natsContainerId?: string;
+  /** True when NATS is the one of a stack `loopsmith up` started (see `stack-record.ts`). */
+  onRunningStack: boolean;
   stop(): Promise<void>;
 }
 
@@ -39,6 +47,12 @@ export interface StackOptions {
   env?: NodeJS.ProcessEnv;
   /** How long to wait for everything to answer, in ms. @defaultValue 60000 */
   readyTimeoutMs?: number;
+  /**
+   * `loopsmith up`: what is started outlives this process (services without the IPC channel
+   * that stops them with their parent; a NATS container no orphan clean-up removes), and a
+   * running stack is not reused. @defaultValue false
+   */
+  keep?: boolean;
 }
 
 /**
@@ -96,8 +110,9 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
   const { config, log } = opts;
   const want = opts.services ?? ALL;
   const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
-  const nats = config.natsUrl ? null : await startNatsContainer(config, log);
-  const natsUrl = config.natsUrl ?? (nats as { url: string }).url;
+  const running = config.natsUrl || opts.keep ? undefined : await liveStack(config.dataDir);
+  const nats = config.natsUrl || running ? null : await startNatsContainer(config, log, { keep: !!opts.keep });
+  const natsUrl = config.natsUrl ?? running?.natsUrl ?? (nats as { url: string }).url;
   const children: Array<{ name: ServiceName; child: ChildProcess; logFile: string }> = [];
   const logDir = join(config.dataDir, "logs");
   const stop = async (): Promise<void> => {
@@ -133,7 +148,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
         // by SIGKILL, sees it close and shuts down).
         const child = spawn(process.execPath, ["--import", tsx, join(REPO, "services", name, "src", "main.ts")], {
           env: { ...process.env, ...opts.env, NATS_URL: natsUrl },
-          stdio: ["ignore", out, out, "ipc"],
+          stdio: opts.keep ? ["ignore", out, out] : ["ignore", out, out, "ipc"],
           detached: true,
         });
         child.unref();
@@ -155,7 +170,8 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
         await new Promise((r) => setTimeout(r, 200));
       }
       log.debug({ started: missing, natsUrl }, "stack ready");
-      return { natsUrl, started: missing, logDir, stop };
+      const pids = Object.fromEntries(children.flatMap((c) => (c.child.pid ? [[c.name, c.child.pid]] : [])));
+      return { natsUrl, started: missing, logDir, pids, ...(nats ? { natsContainerId: nats.id } : {}), onRunningStack: !!running, stop };
     } finally {
       await nc.close();
     }

@@ -1,0 +1,185 @@
+/**
+ * `loopsmith up`, `loopsmith down` and `loopsmith status`: a local stack (a NATS container,
+ * embedded memory and the five services) that stays up between commands, so `solve`,
+ * `history`, `stats`, `show` and `improve` start no service of their own (see
+ * `stack-record.ts`). The services keep the provider settings `up` was given.
+ *
+ * Exit codes: 0 done (`status`: all five services answer); 2 configuration error; 3 Docker,
+ * NATS or a service unavailable (`status`: a service does not answer, or no stack is up).
+ */
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import Docker from "dockerode";
+import type { Logger } from "pino";
+import { connect } from "@nats-io/transport-node";
+import { Svcm } from "@nats-io/services";
+import { ServiceNames, createProvider, loadConfig, type ServiceName } from "@loopsmith/shared";
+import { ExitCode } from "./exit-codes.js";
+import { shownNatsUrl } from "./preflight.js";
+import { flagsOf, type SolveOptions } from "./solve.js";
+import { liveStack, readStackRecord, removeStackRecord, writeStackRecord } from "./stack-record.js";
+import { startLocalStack } from "./stack.js";
+import { jsonLine } from "./terminal.js";
+
+/** Options of `up` (the provider flags of `solve`), `down` and `status`. */
+export type StackCommandOptions = Pick<SolveOptions, "provider" | "model" | "script" | "baseUrl" | "transcript" | "config" | "json">;
+
+/** How long `down` waits for the services to stop after SIGTERM, in ms, before SIGKILL. */
+const DOWN_GRACE_MS = 15_000;
+
+function say(opts: { json?: boolean }, kind: string, message: string, data: Record<string, unknown> = {}): void {
+  process.stdout.write(opts.json ? `${jsonLine({ kind, message, ...data })}\n` : `${message}\n`);
+}
+
+function configOf(opts: StackCommandOptions) {
+  return loadConfig({ ...(opts.config ? { file: opts.config } : {}), flags: flagsOf(opts) });
+}
+
+/**
+ * Starts the stack in the background and records it; a stack that is already up is left as
+ * it is. The provider is checked first (a missing key fails before anything starts).
+ * @returns {@link ExitCode.ok}
+ * @throws LoopsmithError `config_invalid`, `llm_auth`; `unavailable` when Docker, the NATS
+ *   image or a service does not come up (what was started is stopped again)
+ */
+export async function upCommand(opts: StackCommandOptions, log: Logger): Promise<number> {
+  const t0 = performance.now();
+  const flags = flagsOf(opts);
+  const config = configOf(opts);
+  const running = await liveStack(config.dataDir);
+  if (running) {
+    say(opts, "up", `a stack is already up on ${shownNatsUrl(running.natsUrl)} (since ${running.startedAt}); loopsmith down stops it`, { natsUrl: running.natsUrl, already: true });
+    return ExitCode.ok;
+  }
+  const provider = createProvider({ config, log });
+  if (provider.verify) await provider.verify();
+  if (!opts.json) process.stderr.write(`loopsmith: starting ${config.natsUrl ? "" : "NATS and "}the five services…\n`);
+  const stack = await startLocalStack({
+    config,
+    log,
+    keep: true,
+    env: { LOOPSMITH_CONFIG_JSON: JSON.stringify(flags), ...(opts.config ? { LOOPSMITH_CONFIG: resolve(opts.config) } : {}) },
+  });
+  const readyMs = Math.round(performance.now() - t0);
+  try {
+    writeStackRecord(config.dataDir, {
+      v: 1, natsUrl: stack.natsUrl, ...(stack.natsContainerId ? { natsContainerId: stack.natsContainerId } : {}), pids: stack.pids,
+      flags, logDir: stack.logDir, startedAt: new Date().toISOString(), readyMs,
+    });
+  } catch (err) {
+    await stack.stop();
+    throw err;
+  }
+  const scripted = provider.info.scripted ? ` (SCRIPTED: replies from ${config.llm.scriptPath}; no model is called)` : "";
+  say(opts, "up", `up in ${(readyMs / 1000).toFixed(1)} s on ${shownNatsUrl(stack.natsUrl)}: ${stack.started.join(", ")}${scripted}; logs in ${stack.logDir}; loopsmith down stops it`, {
+    natsUrl: stack.natsUrl, started: stack.started, pids: stack.pids, readyMs, scripted: provider.info.scripted,
+  });
+  return ExitCode.ok;
+}
+
+/** True when `pid` runs (on Linux: and runs a loopsmith service's main module). */
+function isService(pid: number, name: string): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(`services/${name}/src/main.ts`);
+  } catch {
+    return true; // no /proc (macOS): the pid is alive, trust the record
+  }
+}
+
+/**
+ * Stops the recorded stack: SIGTERM to each service (they finish in order), SIGKILL to any
+ * still running after {@link DOWN_GRACE_MS}, then removes the NATS container and the record.
+ * @returns {@link ExitCode.ok}, also when no stack is up
+ */
+export async function downCommand(opts: StackCommandOptions, log: Logger): Promise<number> {
+  const config = configOf(opts);
+  const record = readStackRecord(config.dataDir);
+  if (!record) {
+    say(opts, "down", "no stack is up");
+    return ExitCode.ok;
+  }
+  const live = Object.entries(record.pids).filter(([name, pid]) => isService(pid, name));
+  for (const [, pid] of live) process.kill(pid, "SIGTERM");
+  const deadline = Date.now() + DOWN_GRACE_MS;
+  let left = live;
+  while (left.length && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    left = left.filter(([name, pid]) => isService(pid, name));
+  }
+  for (const [name, pid] of left) {
+    log.warn({ service: name, pid }, "a service did not stop after SIGTERM; killing it");
+    process.kill(pid, "SIGKILL");
+  }
+  if (record.natsContainerId) {
+    const c = new Docker().getContainer(record.natsContainerId);
+    await c.stop({ t: 1 }).catch(() => undefined);
+    await c.remove({ force: true }).catch(() => undefined);
+  }
+  removeStackRecord(config.dataDir);
+  say(opts, "down", `down: stopped ${live.map(([n]) => n).join(", ") || "no service (none was running)"}${record.natsContainerId ? " and NATS" : ""}`, { stopped: live.map(([n]) => n), killed: left.map(([n]) => n) });
+  return ExitCode.ok;
+}
+
+/** One service as `status` shows it. */
+interface ServiceStatus {
+  service: ServiceName;
+  instances: number;
+  version?: string;
+  metadata?: Record<string, string>;
+}
+
+/**
+ * Shows each service's `$SRV.INFO` (instances, version, metadata) on the stack's NATS (the
+ * configured NATS, else the recorded stack's).
+ * @returns {@link ExitCode.ok} when all five services answer, else {@link ExitCode.infrastructure}
+ */
+export async function statusCommand(opts: StackCommandOptions): Promise<number> {
+  const config = configOf(opts);
+  const record = readStackRecord(config.dataDir);
+  const url = config.natsUrl ?? record?.natsUrl;
+  if (!url) {
+    say(opts, "status", "no stack is up (loopsmith up starts one)", { up: false });
+    return ExitCode.infrastructure;
+  }
+  let nc;
+  try {
+    nc = await connect({ servers: url, timeout: 1_500, reconnect: false });
+  } catch {
+    say(opts, "status", `NATS at ${shownNatsUrl(url)} does not answer${record && !config.natsUrl ? " (a stale record: loopsmith down cleans it up)" : ""}`, { up: false, natsUrl: url });
+    return ExitCode.infrastructure;
+  }
+  const found = new Map<ServiceName, ServiceStatus>();
+  try {
+    const byName = new Map<string, ServiceName>(Object.entries(ServiceNames).map(([k, v]) => [v, k as ServiceName]));
+    const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: 500 });
+    try {
+      for await (const info of await client.info()) {
+        const name = byName.get(info.name);
+        if (!name) continue;
+        const had = found.get(name);
+        found.set(name, { service: name, instances: (had?.instances ?? 0) + 1, version: info.version, ...(info.metadata ? { metadata: info.metadata } : {}) });
+      }
+    } catch {
+      // no responders: no service answers
+    }
+  } finally {
+    await nc.close();
+  }
+  const services = (Object.keys(ServiceNames) as ServiceName[]).map((name) => found.get(name) ?? { service: name, instances: 0 });
+  const allUp = services.every((s) => s.instances > 0);
+  if (opts.json) {
+    process.stdout.write(`${jsonLine({ kind: "status", up: allUp, natsUrl: url, startedAt: record?.startedAt, services })}\n`);
+  } else {
+    process.stdout.write(`NATS ${shownNatsUrl(url)}${record ? ` · up since ${record.startedAt}` : ""}\n`);
+    for (const s of services) {
+      const meta = s.metadata ? Object.entries(s.metadata).map(([k, v]) => `${k}=${v}`).join(" ") : "";
+      process.stdout.write(`  ${s.instances ? "✔" : "✖"} ${s.service.padEnd(9)} ${s.instances ? `${s.instances} instance${s.instances === 1 ? "" : "s"}  ${meta}` : "does not answer"}\n`);
+    }
+  }
+  return allUp ? ExitCode.ok : ExitCode.infrastructure;
+}
