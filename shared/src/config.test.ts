@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { loadConfig, maskConfig, maskUrl } from "./config.js";
+import { loadConfig } from "./config.js";
+import { maskConfig, maskUrl } from "./mask.js";
 
 describe("configuration", () => {
   it("layers defaults < file < environment < flags", () => {
@@ -27,6 +28,16 @@ describe("configuration", () => {
   it("rejects an invalid configuration with the key named", () => {
     expect(() => loadConfig({ env: { LOOPSMITH_PROVIDER: "scripted" } })).toThrow(/scriptPath/);
     expect(() => loadConfig({ env: { LOOPSMITH_EXECUTOR_CONCURRENCY: "zero" } })).toThrow(/concurrency/);
+  });
+
+  it("memory's HNSW settings: defaults, file < environment, and pgvector's limits", () => {
+    expect(loadConfig({ env: {} }).memory).toEqual({ efSearch: 100, hnswM: 16, hnswEfConstruction: 64 });
+    const cfg = loadConfig({
+      env: { LOOPSMITH_HNSW_EF_SEARCH: "200", LOOPSMITH_HNSW_M: "24", LOOPSMITH_CONFIG_JSON: JSON.stringify({ memory: { hnswEfConstruction: 100 } }) },
+    });
+    expect(cfg.memory).toEqual({ efSearch: 200, hnswM: 24, hnswEfConstruction: 100 });
+    expect(() => loadConfig({ env: { LOOPSMITH_HNSW_EF_SEARCH: "1001" } })).toThrow(/efSearch/);
+    expect(() => loadConfig({ env: { LOOPSMITH_HNSW_M: "40", LOOPSMITH_HNSW_EF_CONSTRUCTION: "64" } })).toThrow(/2 × memory.hnswM[\s\S]*memory.hnswEfConstruction/);
   });
 
   it("masks secrets and URL passwords", () => {

@@ -9,7 +9,7 @@ export {
 export {
   Budget, BuildReply, BuildRequest, CancelRequest, Candidate, CommitId, DependencyPolicy, Edit,
   EditFailure, EditFailureReason, EditReply, Empty, ExecutionBase, ExecutionRequest, ExecutionResult,
-  ExecutionStatus, FailureBrief, FailureFix, FailureRecord, Failures, FailuresRequest, FileChange,
+  ExecutionStatus, FailureBrief, FailureFix, FailureFixedBy, FailureRecord, Failures, FailuresRequest, FileChange,
   Finding, GateRequest, GateResult, HISTORY_GOAL_CHARS, HISTORY_PAGE_MAX, History, HistoryRequest,
   IdempotencyKey, Language, LlmStepReply, MemoryStats, Phase, Plan, PlanReply, PlanRequest, ProviderInfo, Recall, RecallRequest,
   RecallStats, RecalledFailure, RecalledSuccess, ReflectReply, ReflectRequest, Reflection, RelativePath, Remembered,
@@ -34,8 +34,9 @@ export {
 export type { CallOptions, EndpointDef, Handler, Registration, ServiceOptions } from "./bus.js";
 export {
   Config, DEFAULT_PRICES, ENV_KEYS, FallbackTarget, ModelPrice, ProviderName, RoleLlm, configFromEnv,
-  loadConfig, maskConfig, maskUrl, mergeConfig, priceOf, withProviderCredentials,
+  loadConfig, mergeConfig, priceOf, withProviderCredentials,
 } from "./config.js";
+export { maskConfig, maskUrl } from "./mask.js";
 export type { ConfigInput, LoadConfigOptions } from "./config.js";
 export { REDACT_PATHS, createLogger } from "./log.js";
 export type { LoggerOptions } from "./log.js";

@@ -44,6 +44,26 @@ describe("prompts", () => {
     expect(renderHints(undefined)).toBe("");
   });
 
+  it("carries the fix a recalled failure was followed by: the files that then passed, cut to fit", () => {
+    const long = `def total(xs):\n    return sum(xs)\n${"# padding\n".repeat(2_000)}`;
+    const text = renderHints({
+      embedder: "hash-v1",
+      successes: [],
+      failures: [
+        {
+          id: "f2", taskId: "t1", goal: "sum a list", signature: "AssertionError", failingTests: [], reflection: null, similarity: 0.8,
+          fixedBy: { successId: "s9", iteration: 2, files: [{ path: "solution.py", content: long }] },
+        },
+        { id: "f3", taskId: "t2", goal: "sum a list", signature: "AssertionError", failingTests: [], reflection: null, similarity: 0.7, fixedBy: null },
+      ],
+    });
+    expect(text).toContain("what then passed (iteration 2):");
+    expect(text).toContain("solution.py:");
+    expect(text).toContain("return sum(xs)");
+    expect(text).toMatch(/characters trimmed/);
+    expect(text.split("what then passed")).toHaveLength(2);
+  });
+
   it("summarises older iterations", () => {
     const lines = Array.from({ length: 9 }, (_, i) => `iteration ${i + 1}: failed`);
     const out = renderHistory(lines, 3);

@@ -105,6 +105,15 @@ export function renderTask(task: TaskBrief): string {
   ].join("\n");
 }
 
+/** Tokens of code a recalled fix shows at most (all its files together). */
+const FIX_CODE_TOKENS = 400;
+
+/** The files of a recalled fix, each fenced and cut so that all of them fit {@link FIX_CODE_TOKENS}. */
+function fixedFiles(files: Array<{ path: string; content: string }>): string {
+  const each = Math.max(50, Math.floor(FIX_CODE_TOKENS / files.length));
+  return files.map((file) => `  ${file.path}:\n\`\`\`\n${trimToTokens(file.content, each)}\n\`\`\``).join("\n");
+}
+
 /**
  * Recalled memory, marked as hints. Each failure carries its id (`memory:failure:<id>`) so
  * a transcript shows which recalled rows reached which prompt.
@@ -119,7 +128,8 @@ export function renderHints(recall: Recall | undefined, maxTokens = 2_000): stri
       `- [memory:failure:${f.id}] similarity ${f.similarity.toFixed(2)}; signature "${f.signature}"` +
         (f.failingTests.length ? `; failing tests ${f.failingTests.join(", ")}` : "") +
         `; goal: ${trimToTokens(f.goal.replace(/\s+/g, " "), 60)}` +
-        (f.reflection ? `\n  root cause: ${f.reflection.rootCause}\n  fix that was planned: ${f.reflection.fixPlan}` : ""),
+        (f.reflection ? `\n  root cause: ${f.reflection.rootCause}\n  fix that was planned: ${f.reflection.fixPlan}` : "") +
+        (f.fixedBy?.files.length ? `\n  what then passed (iteration ${f.fixedBy.iteration}):\n${fixedFiles(f.fixedBy.files)}` : ""),
     );
   }
   for (const s of recall.successes) {

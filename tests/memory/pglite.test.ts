@@ -1,24 +1,15 @@
 /** The memory suite against embedded PGlite + pgvector behind pglite-socket; one data dir per test. */
 import { afterAll, describe, expect, it } from "vitest";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { loadConfig } from "@loopsmith/shared";
 import { openMemoryStore } from "@loopsmith/memory";
 import { runsSuite } from "./runs-suite.js";
-import { log, memorySuite, type Fresh } from "./suite.js";
+import { freshDataDir, removeFreshDirs } from "./fresh.js";
+import { log, memorySuite } from "./suite.js";
 
-const dirs: string[] = [];
-afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
-
-async function freshDataDir(): Promise<Fresh> {
-  const dir = await mkdtemp(join(tmpdir(), "loopsmith-memory-"));
-  dirs.push(dir);
-  return { config: loadConfig({ env: { LOOPSMITH_DATA_DIR: dir } }), backend: "pglite" };
-}
+afterAll(removeFreshDirs);
 
 describe("memory on embedded PGlite", () => {
   memorySuite((name, fn) => it(name, async () => fn(await freshDataDir())));
@@ -27,8 +18,7 @@ describe("memory on embedded PGlite", () => {
 
 describe("embedded PGlite that cannot open", () => {
   it("fails with a typed db_error naming the data directory, not a crash", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "loopsmith-memory-"));
-    dirs.push(dir);
+    const dir = (await freshDataDir()).config.dataDir;
     const blocker = join(dir, "not-a-dir");
     await writeFile(blocker, "a file where the data directory should be");
     const err = await openMemoryStore({ config: loadConfig({ env: { LOOPSMITH_DATA_DIR: blocker } }), log }).then(

@@ -58,6 +58,30 @@ async function errorOf(p: Promise<unknown>): Promise<LoopsmithError> {
   );
 }
 
+/** A pytest failure of below_zero as the executor reports it (JUnit entities left in), at `addr`. */
+export function belowZeroAssert(addr: string): string {
+  return `assert False == True&#10; +  where False = <function below_zero at ${addr}>([1, 2, -4, 5])
+def test_below_zero():
+>       namespace["check"](namespace["below_zero"])
+
+test_solution.py:24: 
+_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ 
+
+    def check(candidate):
+>       assert candidate([1, 2, -4, 5]) == True
+E       assert False == True
+
+humaneval_check.py:12: AssertionError`;
+}
+
+/** below_zero, and three mutants of it that all fail with {@link belowZeroAssert}. */
+const BELOW_ZERO = "def below_zero(operations):\n    balance = 0\n    for op in operations:\n        balance += op\n        if balance < 0:\n            return True\n    return False\n";
+export const BELOW_ZERO_MUTANTS = {
+  bound: BELOW_ZERO.replace("balance < 0", "balance < -1"),
+  sub: BELOW_ZERO.replace("balance += op", "balance -= op"),
+  early: BELOW_ZERO.replace("return True", "return False"),
+};
+
 /** Registers the suite's tests with `test`, which gives each an empty database. */
 export function memorySuite(test: TestWithFresh): void {
   const open = async (f: Fresh, embedder?: Embedder): Promise<MemoryStore> =>
@@ -84,8 +108,10 @@ export function memorySuite(test: TestWithFresh): void {
       expect(recall.failures.map((x) => x.taskId)).toEqual(["task-a", "task-c"]);
       const top = recall.failures[0]!;
       expect(top).toMatchObject({ id: a.id, goal: GOAL_A, signature: a.signature, reflection: fixPlan, failingTests: ["test_solution.py::test_task-a"] });
-      expect(top.similarity).toBeGreaterThan(0.8);
       expect(top.similarity).toBeGreaterThan(recall.failures[1]!.similarity);
+      expect(top.score).toBeGreaterThan(recall.failures[1]!.score!);
+      expect(top.key).toBe("NameError: name <id> is not defined | message name 'numbrs' is not defined | at f: return numbrs + 1");
+      expect(top.fixedBy).toBeNull();
 
       // The task's own failures are left out unless asked for.
       const own = await store.recall({ v: 1, taskId: "task-a", language: "python", text: GOAL_A, errorText: b.errorText });
@@ -192,7 +218,6 @@ export function memorySuite(test: TestWithFresh): void {
       expect((await store.history({ v: 1 })).tasks).toHaveLength(3);
       expect(await store.stats()).toMatchObject({
         tasks: 3,
-        passRate: 2 / 3,
         passed: 2,
         failures: 0,
         successes: 2,
@@ -272,9 +297,84 @@ export function memorySuite(test: TestWithFresh): void {
         client.release();
       }
       const migrations = await db.pool.query("SELECT name FROM loopsmith.memory_migrations ORDER BY run_on, id");
-      expect(migrations.rows.map((r: { name: string }) => r.name)).toEqual(["1767225600000_memory-init", "1767312000000_usage-by-role", "1767398400000_runs", "1767571200000_recall-log"]);
+      expect(migrations.rows.map((r: { name: string }) => r.name)).toEqual([
+        "1767225600000_memory-init",
+        "1767312000000_usage-by-role",
+        "1767398400000_runs",
+        "1767571200000_recall-log",
+        "1767657600000_recall-hybrid",
+      ]);
     } finally {
       await db.close();
+    }
+  });
+
+  test("ranks the failure with the same cause first among failures of the same test, error and goal", async (f) => {
+    const store = await open(f);
+    try {
+      const past = (name: keyof typeof BELOW_ZERO_MUTANTS, addr: string) => ({
+        ...nameErrorFailure(`past-${name}`, GOAL_B, "x"),
+        errorText: belowZeroAssert(addr),
+        failingTests: ["test_below_zero"],
+        code: BELOW_ZERO_MUTANTS[name],
+      });
+      for (const [name, addr] of [["bound", "0x7f01"], ["sub", "0x7f02"], ["early", "0x7f03"]] as const) await store.rememberFailure(past(name, `${addr}aa00`));
+      // Decoys: the same code with another goal and error, and an unrelated failure.
+      await store.rememberFailure({ ...nameErrorFailure("decoy-code", GOAL_A, "y"), code: BELOW_ZERO_MUTANTS.sub });
+      await store.rememberFailure({ ...nameErrorFailure("decoy-zero", "Write mean(xs).", "z"), errorText: "ZeroDivisionError: division by zero" });
+      for (const name of ["bound", "sub", "early"] as const) {
+        const now = past(name, "0x7fffbb00");
+        const r = await store.recall({ v: 1, taskId: "now", language: "python", text: GOAL_B, errorText: now.errorText, failingTests: now.failingTests, code: now.code, k: 5 });
+        expect(r.failures[0]?.taskId).toBe(`past-${name}`);
+        expect(r.signature).toBe("AssertionError: assert False == True");
+        expect(r.failures[0]?.key).toBe("AssertionError: assert False == True | test test_below_zero | assert candidate([1, 2, -4, 5]) == True");
+      }
+      // Without the code, the three same-goal, same-error failures come before the decoys.
+      const blind = await store.recall({ v: 1, taskId: "now", language: "python", text: GOAL_B, errorText: belowZeroAssert("0x7fffbb00"), k: 5 });
+      expect(new Set(blind.failures.slice(0, 3).map((x) => x.taskId))).toEqual(new Set(["past-bound", "past-sub", "past-early"]));
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("never recalls the asking task's own failures or successes unless asked, and tells what fixed a failure", async (f) => {
+    const store = await open(f);
+    try {
+      const files = [{ path: "solution.py", content: "def below_zero(ops):\n    return min(0, *ops) < 0\n" }];
+      const own = await store.rememberFailure(nameErrorFailure("loop-a", GOAL_B, "balanse"));
+      await store.attachFix({ v: 1, taskId: "loop-a", iteration: 1, idempotencyKey: "loop-a/1/attach_fix", failureId: own.id, reflection: fixPlan });
+      const success = await store.rememberSuccess({ v: 1, taskId: "loop-a", iteration: 2, idempotencyKey: "loop-a/2/remember_success", language: "python", goal: GOAL_B, files });
+      await store.rememberFailure({ ...nameErrorFailure("loop-b", GOAL_A, "numbrs"), iteration: 3, idempotencyKey: "loop-b/3/remember_failure" });
+      const err = nameErrorFailure("loop-a", GOAL_B, "balanse").errorText;
+      const mine = await store.recall({ v: 1, taskId: "loop-a", language: "python", text: GOAL_B, errorText: err, k: 5 });
+      expect(mine.failures.map((x) => x.taskId)).toEqual(["loop-b"]);
+      expect(mine.successes).toEqual([]);
+      const asked = await store.recall({ v: 1, taskId: "loop-a", language: "python", text: GOAL_B, errorText: err, k: 5, excludeSameTask: false });
+      expect(asked.failures.map((x) => x.taskId)).toEqual(["loop-a", "loop-b"]);
+      expect(asked.successes.map((x) => x.id)).toEqual([success.id]);
+      const other = await store.recall({ v: 1, taskId: "loop-c", language: "python", text: GOAL_B, errorText: err, k: 5 });
+      expect(other.failures[0]).toMatchObject({ id: own.id, reflection: fixPlan, fixedBy: { successId: success.id, iteration: 2, files } });
+      expect(other.failures[1]).toMatchObject({ taskId: "loop-b", fixedBy: null });
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("decodes JUnit entities in error text before signing, storing and recalling it", async (f) => {
+    const store = await open(f);
+    try {
+      const encoded = belowZeroAssert("0x7f0000aa");
+      const stored = await store.rememberFailure({ ...nameErrorFailure("xml-a", GOAL_B, "q"), errorText: encoded, outputTail: "a &lt; b" });
+      expect(stored.signature).toBe("AssertionError: assert False == True");
+      const [row] = (await store.failures({ v: 1, taskId: "xml-a" })).failures;
+      expect(row?.errorText).toContain("assert False == True\n +  where False = <function below_zero");
+      expect(row?.errorText).not.toContain("&#10;");
+      const decoded = encoded.replace("&#10;", "\n");
+      const r = await store.recall({ v: 1, taskId: "xml-b", language: "python", text: GOAL_B, errorText: decoded, k: 1 });
+      expect(r.signature).toBe(stored.signature);
+      expect(r.failures[0]).toMatchObject({ id: stored.id, signature: stored.signature });
+    } finally {
+      await store.close();
     }
   });
 }

@@ -168,18 +168,28 @@ export async function executePhase(run: TaskRun): Promise<PhaseOutcome> {
   return undefined;
 }
 
+/** Longest code sent to memory with a failure, in characters (`FailureRecord.code`'s limit). */
+const MEMORY_CODE_CHARS = 50_000;
+
+/** The candidate's files (not its tests) as one text for memory, or "" when there is none. */
+function codeOf(candidate: TaskState["candidate"]): string {
+  return (candidate?.files ?? []).map((f) => f.content).join("\n").slice(0, MEMORY_CODE_CHARS);
+}
+
 /** REMEMBER: store the failure, recall similar ones, apply the circuit breaker and the iteration limit. */
 export async function rememberPhase(run: TaskRun): Promise<PhaseOutcome> {
   const s = run.s;
   await run.emit("phase", "remembering the failure", { phase: "remember" });
   const failure = s.failure ?? briefFromError(s.iteration, "unknown", "no failure recorded");
+  const code = codeOf(s.candidate);
   const errorText = s.lastExecution && failure.status !== "blocked" && failure.status !== "llm_bad_reply" ? errorTextOf(s.lastExecution) : failure.output.slice(0, 2_000) || failure.status;
   const stored = await run.safely(() =>
-    run.steps.rememberFailure({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("failure"), language: s.task.language, goal: s.task.goal, errorText, failingTests: failure.failingTests, outputTail: failure.output.slice(-4_000), status: failure.status }),
+    run.steps.rememberFailure({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("failure"), language: s.task.language, goal: s.task.goal, errorText, failingTests: failure.failingTests, outputTail: failure.output.slice(-4_000), status: failure.status, ...(code ? { code } : {}) }),
   );
   const signature = stored?.signature ?? `${failure.status}: ${errorText.split("\n")[0] ?? ""}`.slice(0, 300);
   const withSig: FailureBrief = { ...failure, signature };
-  const recall = s.task.memory === "off" ? undefined : await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: `${signature}\n${s.task.goal}`, errorText, k: 3, excludeSameTask: true }));
+  // The goal, the error, the failing tests and the code each count in recall (memory builds one text of them).
+  const recall = s.task.memory === "off" ? undefined : await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: s.task.goal, errorText, failingTests: failure.failingTests, ...(code ? { code } : {}), k: 3, excludeSameTask: true }));
   const same = s.lastSignature === signature ? s.sameSignatureCount + 1 : 1;
   if (stored) await run.emit("step", `failure stored in memory (signature: ${signature})`, { phase: "remember", data: { failureId: stored.id, signature } });
   if (recall) await run.emit("step", `recalled ${recall.failures.length} similar failures`, { phase: "recall", data: { failureIds: recall.failures.map((f) => f.id) } });

@@ -7,8 +7,13 @@
  * PGlite does not lock its data directory, so memory holds `<dataDir>/memory.lock` (the
  * owner's pid) while open; a second process gets a clear `db_error`.
  *
- * Opening applies the migrations (node-pg-migrate's runner over `../migrations`) and creates
- * one partial HNSW index (cosine) per embedder in use.
+ * Opening applies the migrations (node-pg-migrate's runner over `../migrations`), creates
+ * one partial HNSW index (cosine; `m` and `ef_construction` from `config.memory`) per embedder
+ * in use, then analyses the tables that need it ({@link analyseStale}), so the planner has
+ * statistics and uses the HNSW index: PGlite has no autovacuum, and on a table analysed when
+ * empty the planner reads every row of the language and sorts them (292 ms at 89k rows before;
+ * see bench/memory.ts). Every pooled
+ * connection sets `hnsw.ef_search` to `config.memory.efSearch`.
  */
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
@@ -59,6 +64,54 @@ const CONNECT_TIMEOUT_MS = 10_000;
 /** Client-side limit of one query, in ms (below the bus's memory timeout of 30 s). */
 const QUERY_TIMEOUT_MS = 20_000;
 
+/** The tables memory analyses when their statistics are stale. */
+export type AnalysedTable = "failures" | "successes" | "tasks" | "runs";
+const ANALYSED_TABLES: readonly AnalysedTable[] = ["failures", "successes", "tasks", "runs"];
+/** Rows changed since the last ANALYZE before a table is analysed again: autovacuum's defaults. */
+const ANALYZE_BASE_ROWS = 50;
+const ANALYZE_SCALE = 0.1;
+
+/** Something that runs a query: a pool or a client. */
+type Queryable = Pick<pg.Pool, "query">;
+
+/**
+ * Analyses each of `tables` (schema `loopsmith`) whose statistics are stale, by the rule of
+ * PostgreSQL's autovacuum with its default settings: a table is analysed when it never was
+ * (`pg_class.reltuples` < 0), when it has rows but no column statistics (an index was built
+ * over rows never analysed), or when its live row count differs from the count the last
+ * ANALYZE saw by at least 50 + 10 % of that count. Memory applies it after opening (once the
+ * migrations and indexes are in place) and after every bulk insert ({@link insertFailures});
+ * PGlite has no autovacuum, so without it the planner never learns a table grew and scans
+ * it in full instead of using the HNSW index. Counting costs a scan of the table (about
+ * 10 ms per 100,000 rows on PostgreSQL).
+ *
+ * @param tables - which tables to check. @defaultValue all of memory's tables
+ * @returns the tables it analysed, in order
+ * @throws the database's error, untyped (callers wrap it in `db_error`)
+ */
+export async function analyseStale(db: Queryable, tables: readonly AnalysedTable[] = ANALYSED_TABLES): Promise<AnalysedTable[]> {
+  const analysed: AnalysedTable[] = [];
+  for (const table of tables) {
+    const { rows } = await db.query<{ reltuples: number; live: string; has_stats: boolean }>(
+      `SELECT c.reltuples::float8 AS reltuples, (SELECT count(*) FROM loopsmith.${table})::text AS live,
+              EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = 'loopsmith' AND s.tablename = $1) AS has_stats
+         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'loopsmith' AND c.relname = $1`,
+      [table],
+    );
+    const row = rows[0];
+    if (!row) continue;
+    const seen = Number(row.reltuples);
+    const live = Number(row.live);
+    // CREATE INDEX sets reltuples but gathers no column statistics: rows without statistics are stale too.
+    if (seen < 0 || (live > 0 && !row.has_stats) || Math.abs(live - seen) >= ANALYZE_BASE_ROWS + ANALYZE_SCALE * seen) {
+      await db.query(`ANALYZE loopsmith.${table}`);
+      analysed.push(table);
+    }
+  }
+  return analysed;
+}
+
 /** FNV-1a, 32 bits, as 8 hex digits: keeps index names unique after sanitising. */
 function shortHash(text: string): string {
   let h = 0x811c9dc5;
@@ -77,7 +130,31 @@ export function embeddingExpr(dimensions: number): string {
   return `(embedding::vector(${Math.trunc(dimensions)}))`;
 }
 
-async function migrate(client: pg.Client, log: Logger, embedders: Embedder[]): Promise<void> {
+/** The HNSW settings of `config.memory` that {@link openDatabase} applies. */
+type HnswSettings = Config["memory"];
+
+/**
+ * Warns when an existing HNSW index was built with other `m`/`ef_construction` than configured:
+ * `CREATE INDEX IF NOT EXISTS` keeps it as it is; dropping it rebuilds it at the next open.
+ */
+async function checkIndexOptions(client: pg.Client, log: Logger, name: string, hnsw: HnswSettings): Promise<void> {
+  const { rows } = await client.query<{ reloptions: string[] | null }>(
+    `SELECT c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = 'loopsmith' AND c.relname = $1`,
+    [name],
+  );
+  const opts = new Map((rows[0]?.reloptions ?? []).map((o) => o.split("=") as [string, string]));
+  const m = Number(opts.get("m") ?? 16);
+  const efConstruction = Number(opts.get("ef_construction") ?? 64);
+  if (m !== hnsw.hnswM || efConstruction !== hnsw.hnswEfConstruction) {
+    log.warn(
+      { index: name, m, efConstruction, configured: { m: hnsw.hnswM, efConstruction: hnsw.hnswEfConstruction } },
+      `HNSW index ${name} keeps the parameters it was built with; DROP INDEX loopsmith.${name} to rebuild it with the configured ones at the next open`,
+    );
+  }
+}
+
+async function migrate(client: pg.Client, log: Logger, embedders: Embedder[], hnsw: HnswSettings): Promise<void> {
   const applied = await runner({
     dbClient: client,
     dir: MIGRATIONS_DIR,
@@ -100,26 +177,33 @@ async function migrate(client: pg.Client, log: Logger, embedders: Embedder[]): P
     for (const e of embedders) {
       const id = e.id.replace(/'/g, "''"); // ids are checked by checkEmbedder; doubled quotes anyway
       for (const table of ["failures", "successes"] as const) {
+        const name = hnswIndexName(table, e.id);
+        // Integers checked by the configuration schema.
         await client.query(
-          `CREATE INDEX IF NOT EXISTS ${hnswIndexName(table, e.id)} ON loopsmith.${table} ` +
-            `USING hnsw (${embeddingExpr(e.dimensions)} vector_cosine_ops) WHERE embedder = '${id}'`,
+          `CREATE INDEX IF NOT EXISTS ${name} ON loopsmith.${table} ` +
+            `USING hnsw (${embeddingExpr(e.dimensions)} vector_cosine_ops) ` +
+            `WITH (m = ${hnsw.hnswM}, ef_construction = ${hnsw.hnswEfConstruction}) WHERE embedder = '${id}'`,
         );
+        await checkIndexOptions(client, log, name, hnsw);
       }
     }
+    const analysed = await analyseStale(client);
+    if (analysed.length > 0) log.debug({ tables: analysed }, "memory tables analysed");
   } finally {
     await client.query("SELECT pg_advisory_unlock($1)", [INDEX_LOCK_ID]);
   }
 }
 
-function createPool(connectionString: string, max: number, log: Logger): pg.Pool {
+function createPool(connectionString: string, max: number, log: Logger, hnsw: HnswSettings): pg.Pool {
   const pool = new pg.Pool({
     connectionString,
     max,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     query_timeout: QUERY_TIMEOUT_MS,
-    // pgvector 0.8: keep scanning the HNSW index until enough rows pass the WHERE filters.
+    // pgvector 0.8: keep scanning the HNSW index until enough rows pass the WHERE filters;
+    // ef_search (an integer checked by the configuration schema) trades speed for recall.
     onConnect: async (client) => {
-      await client.query("SET hnsw.iterative_scan = strict_order");
+      await client.query(`SET hnsw.iterative_scan = strict_order; SET hnsw.ef_search = ${hnsw.efSearch}`);
     },
   });
   // An idle client whose server went away: log it; the next query reconnects or fails typed.
@@ -128,18 +212,18 @@ function createPool(connectionString: string, max: number, log: Logger): pg.Pool
 }
 
 /** Connects one client, runs migrations and indexes on it, and always ends it. */
-async function prepare(connectionString: string, log: Logger, embedders: Embedder[]): Promise<void> {
+async function prepare(connectionString: string, log: Logger, embedders: Embedder[], hnsw: HnswSettings): Promise<void> {
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   client.on("error", (err) => log.warn({ err }, "memory migration connection lost"));
   try {
     await client.connect();
-    await migrate(client, log, embedders);
+    await migrate(client, log, embedders, hnsw);
   } finally {
     await client.end().catch(() => undefined);
   }
 }
 
-async function openPostgres(url: string, log: Logger, embedders: Embedder[]): Promise<Database> {
+async function openPostgres(url: string, log: Logger, embedders: Embedder[], hnsw: HnswSettings): Promise<Database> {
   let location = "postgres";
   try {
     const u = new URL(url);
@@ -148,11 +232,11 @@ async function openPostgres(url: string, log: Logger, embedders: Embedder[]): Pr
     throw new LoopsmithError("config_invalid", "DATABASE_URL is not a valid URL (expected postgres://user:password@host:port/db)");
   }
   try {
-    await prepare(url, log, embedders);
+    await prepare(url, log, embedders, hnsw);
   } catch (err) {
     throw toDbError(`open its database (${location})`, err);
   }
-  const pool = createPool(url, 4, log);
+  const pool = createPool(url, 4, log, hnsw);
   let closing: Promise<void> | undefined;
   return {
     pool,
@@ -162,7 +246,7 @@ async function openPostgres(url: string, log: Logger, embedders: Embedder[]): Pr
   };
 }
 
-async function openPglite(dataDir: string, log: Logger, embedders: Embedder[]): Promise<Database> {
+async function openPglite(dataDir: string, log: Logger, embedders: Embedder[], hnsw: HnswSettings): Promise<Database> {
   let db: PGlite;
   let lock: HeldLock | undefined;
   try {
@@ -197,13 +281,13 @@ async function openPglite(dataDir: string, log: Logger, embedders: Embedder[]): 
   try {
     await server.start();
     url = `postgres://postgres@${server.getServerConn()}/postgres?sslmode=disable`;
-    await prepare(url, log, embedders);
+    await prepare(url, log, embedders, hnsw);
   } catch (err) {
     await closeAll();
     throw toDbError(`open embedded memory at ${dataDir}`, err);
   }
   // PGlite runs one query at a time and has one session: one pooled connection.
-  const pool = createPool(url, 1, log);
+  const pool = createPool(url, 1, log, hnsw);
   log.info({ dataDir, listen: server.getServerConn() }, "embedded memory (PGlite) ready");
   let closing: Promise<void> | undefined;
   return { pool, backend: "pglite", location: dataDir, close: () => (closing ??= closeAll(pool)) };
@@ -213,12 +297,13 @@ async function openPglite(dataDir: string, log: Logger, embedders: Embedder[]): 
  * Opens memory's database and brings its schema up to date.
  *
  * @returns a {@link Database}: PostgreSQL when `config.databaseUrl` is set (pool of 4), else
- *   PGlite under `<config.dataDir>/memory` behind a socket server (pool of 1)
+ *   PGlite under `<config.dataDir>/memory` behind a socket server (pool of 1); every pooled
+ *   connection has `hnsw.ef_search = config.memory.efSearch`
  * @throws LoopsmithError `config_invalid` for a malformed DATABASE_URL; `db_error` when the
  *   database cannot be reached, the data directory cannot be opened, or a migration fails
  */
 export async function openDatabase(opts: OpenDatabaseOptions): Promise<Database> {
   const { config, log, embedders } = opts;
-  if (config.databaseUrl) return openPostgres(config.databaseUrl, log, embedders);
-  return openPglite(join(config.dataDir, "memory"), log, embedders);
+  if (config.databaseUrl) return openPostgres(config.databaseUrl, log, embedders, config.memory);
+  return openPglite(join(config.dataDir, "memory"), log, embedders, config.memory);
 }

@@ -1,5 +1,17 @@
 /** @loopsmith/memory: error signatures, embedders, the pgvector memory store and its service. */
-export { signature, normaliseMessage, type Signature } from "./signature.js";
+export { signature, normaliseMessage, decodeEntities, type Signature } from "./signature.js";
+export {
+  buildEmbedText,
+  prepareFailure,
+  embedParts,
+  embedPartsMany,
+  anyWordQuery,
+  PART_WEIGHTS,
+  type EmbedInput,
+  type EmbedText,
+  type PreparedFailure,
+} from "./embed-text.js";
+export { hybridRecall, RANKING_WEIGHTS, RRF_K } from "./recall.js";
 export {
   createHashingEmbedder,
   checkEmbedder,
@@ -11,12 +23,21 @@ export {
 export {
   openMemoryStore,
   createMemoryStore,
-  SIGNATURE_WEIGHT,
-  CONTEXT_WEIGHT,
   type MemoryStore,
   type MemoryStoreDeps,
 } from "./store.js";
-export { openDatabase, hnswIndexName, MIGRATIONS_DIR, type Backend, type Database, type OpenDatabaseOptions } from "./db.js";
+export {
+  openDatabase,
+  analyseStale,
+  embeddingExpr,
+  hnswIndexName,
+  MIGRATIONS_DIR,
+  type AnalysedTable,
+  type Backend,
+  type Database,
+  type OpenDatabaseOptions,
+} from "./db.js";
+export { insertFailures, type InsertFailuresOptions, type InsertFailuresResult } from "./bulk.js";
 export { memoryService, memoryRegistrations, type MemoryServiceDeps, type RegistrationDeps } from "./service.js";
 export { assembleRun, capEvents, jsonbText, readRun, runPart, saveRun, type ReadEvents } from "./runs.js";
 export { readTaskEvents, type EventsConnection, type ReadTaskEventsOptions } from "./run-events.js";

@@ -6,9 +6,12 @@ type Row = Record<string, unknown>;
 const str = (v: unknown): string => (typeof v === "string" ? v : String(v ?? ""));
 const num = (v: unknown): number => (typeof v === "number" ? v : Number(v));
 
-/** A `failures` row with `similarity` to a {@link RecalledFailure}. */
+/**
+ * A `failures` row with `similarity` to a {@link RecalledFailure}; with `signature_key`,
+ * `score` and `fix_id`/`fix_iteration`/`fix_files` (the success that followed) when selected.
+ */
 export function rowToRecalledFailure(row: Row): RecalledFailure {
-  return {
+  const out: RecalledFailure = {
     id: str(row.id),
     taskId: str(row.task_id),
     goal: str(row.goal),
@@ -17,6 +20,15 @@ export function rowToRecalledFailure(row: Row): RecalledFailure {
     reflection: (row.reflection ?? null) as Reflection | null,
     similarity: num(row.similarity),
   };
+  if (typeof row.signature_key === "string" && row.signature_key !== "") out.key = row.signature_key;
+  if (row.score !== undefined && row.score !== null) out.score = num(row.score);
+  if ("fix_id" in row) {
+    out.fixedBy =
+      row.fix_id === null || row.fix_id === undefined
+        ? null
+        : { successId: str(row.fix_id), iteration: num(row.fix_iteration), files: (Array.isArray(row.fix_files) ? row.fix_files : []) as FileChange[] };
+  }
+  return out;
 }
 
 /** A `successes` row with `similarity` to a {@link RecalledSuccess}. */

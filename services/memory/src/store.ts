@@ -1,7 +1,8 @@
 /**
  * The memory store: remembers failures (with their normalised signature and an embedding),
- * fixes, successes and finished tasks, and recalls the nearest past failures and successes
- * by cosine distance on pgvector HNSW indexes, same language and same embedder only.
+ * fixes, successes and finished tasks, and recalls the nearest past failures (hybrid: pgvector
+ * and full-text rankings fused by reciprocal rank, see `recall.ts`) and successes (cosine
+ * distance on pgvector HNSW indexes), same language and same embedder only.
  */
 import { z } from "zod";
 import pgvector from "pgvector/pg";
@@ -25,20 +26,14 @@ import {
   type Recall,
   type Remembered,
 } from "@loopsmith/shared";
-import { checkEmbedder, combine, createHashingEmbedder, type Embedder } from "./embedder.js";
-import { openDatabase, embeddingExpr, type Backend, type Database } from "./db.js";
+import { checkEmbedder, createHashingEmbedder, type Embedder } from "./embedder.js";
+import { openDatabase, type Backend, type Database } from "./db.js";
 import { withDb } from "./errors.js";
-import { signature as signatureOf } from "./signature.js";
+import { buildEmbedText, embedParts, prepareFailure } from "./embed-text.js";
+import { hybridRecall } from "./recall.js";
 import { readFailures, readHistory } from "./reads.js";
 import { computeStats, logRecall } from "./stats.js";
 import { readRun, saveRun } from "./runs.js";
-import { rowToRecalledFailure, rowToRecalledSuccess } from "./rows.js";
-
-/** Weights of a failure's signature vector and of its context vector in its embedding. */
-export const SIGNATURE_WEIGHT = 0.75;
-export const CONTEXT_WEIGHT = 0.25;
-/** Characters of the goal kept in a failure's embedded context. */
-const GOAL_CONTEXT_CHARS = 2_000;
 
 /** Memory's operations. Every method validates its input against its contract first. */
 export interface MemoryStore {
@@ -47,19 +42,21 @@ export interface MemoryStore {
   /** The embedder that makes and compares this store's vectors. */
   readonly embedder: Embedder;
   /**
-   * The k nearest past failures (with their fix, when attached) and successes of the same
-   * language, made by the same embedder, leaving out the same task when `excludeSameTask`.
-   * `similarity` is 1 − cosine distance. Failures are matched on the signature of `errorText`
-   * (weight 0.75) plus `text` (0.25); without `errorText`, on `text` alone. Successes are
-   * matched on `text` against their goal.
+   * The k nearest past failures (with their reflection, when attached, and `fixedBy`: the
+   * success that followed in their task) and successes of the same language, made by the same
+   * embedder, leaving out the request's own task (failures and successes) when
+   * `excludeSameTask`. Failures are ranked by reciprocal rank fusion of the vector ranking and
+   * the full-text rankings of goal, error and code (see `recall.ts`); the request's `text` is
+   * the goal, `errorText`, `failingTests` and `code` the failure's (see `embed-text.ts`).
+   * `similarity` is 1 − cosine distance. Successes are matched on `text` against their goal.
    * @throws LoopsmithError `bad_request` for input that fails {@link RecallRequest}; `db_error`
    */
   recall(request: z.input<typeof RecallRequest>): Promise<Recall>;
   /**
-   * Stores a failure. The signature is computed from `errorText` when absent. The embedded
-   * text is the signature (weight 0.75) and, as context (0.25), the failing test names and
-   * the trimmed goal (first 2,000 characters). The same `idempotencyKey` twice returns the
-   * first row and stores nothing new.
+   * Stores a failure. The signature is computed from `errorText` (entities decoded) when
+   * absent. The goal, the error's full signature with the failing tests, and the code are
+   * embedded and indexed for full-text search, as `embed-text.ts` builds them. The same
+   * `idempotencyKey` twice returns the first row and stores nothing new.
    * @returns the row id (a decimal string) and the signature
    * @throws LoopsmithError `bad_request`; `db_error`
    */
@@ -141,23 +138,7 @@ function parse<S extends z.ZodType>(schema: S, input: unknown, what: string): z.
 
 /** Builds a store over an open database. Exposed for tests; use {@link openMemoryStore}. */
 export function createMemoryStore(db: Database, embedder: Embedder, log: Logger): MemoryStore {
-  const vec = embeddingExpr(embedder.dimensions);
   const param = (n: number): string => `$${n}::vector(${embedder.dimensions})`;
-
-  const embedOne = async (text: string): Promise<number[]> => {
-    const [v] = await embedder.embed([text]);
-    if (!v || v.length !== embedder.dimensions) {
-      throw new LoopsmithError("internal", `embedder ${embedder.id} returned a vector of the wrong size`);
-    }
-    return v;
-  };
-  const embedFailure = async (sig: string, context: string): Promise<number[]> => {
-    const [s, c] = await embedder.embed([sig, context]);
-    if (!s || !c || s.length !== embedder.dimensions || c.length !== embedder.dimensions) {
-      throw new LoopsmithError("internal", `embedder ${embedder.id} returned a vector of the wrong size`);
-    }
-    return combine([s, c], [SIGNATURE_WEIGHT, CONTEXT_WEIGHT]);
-  };
 
   const existing = async (table: "failures" | "successes", key: string): Promise<Remembered | null> => {
     const cols = table === "failures" ? "id::text AS id, signature" : "id::text AS id";
@@ -175,52 +156,24 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
     embedder,
 
     async recall(input) {
-      const req = parse(RecallRequest, input, "recall request");
-      const sig = req.errorText !== undefined && req.errorText.trim() !== "" ? signatureOf(req.errorText).signature : undefined;
-      const textVec = await embedOne(req.text);
-      const failureVec = sig === undefined ? textVec : await embedFailure(sig, req.text);
-      const exclude = req.excludeSameTask ? req.taskId : null;
-      return withDb("recall past failures", async () => {
-        const failures = await db.pool.query(
-          `SELECT id::text AS id, task_id, goal, signature, failing_tests, reflection,
-                  1 - (${vec} <=> ${param(1)}) AS similarity
-             FROM loopsmith.failures
-            WHERE embedder = $2 AND language = $3 AND ($4::text IS NULL OR task_id <> $4::text)
-            ORDER BY ${vec} <=> ${param(1)}
-            LIMIT $5`,
-          [pgvector.toSql(failureVec), embedder.id, req.language, exclude, req.k],
-        );
-        const successes = await db.pool.query(
-          `SELECT id::text AS id, task_id, goal, files, 1 - (${vec} <=> ${param(1)}) AS similarity
-             FROM loopsmith.successes
-            WHERE embedder = $2 AND language = $3 AND ($4::text IS NULL OR task_id <> $4::text)
-            ORDER BY ${vec} <=> ${param(1)}
-            LIMIT $5`,
-          [pgvector.toSql(textVec), embedder.id, req.language, exclude, req.k],
-        );
-        return {
-          failures: failures.rows.map(rowToRecalledFailure),
-          successes: successes.rows.map(rowToRecalledSuccess),
-          ...(sig !== undefined ? { signature: sig } : {}),
-          embedder: embedder.id,
-        };
-      });
+      return hybridRecall(db, embedder, parse(RecallRequest, input, "recall request"));
     },
 
     async rememberFailure(input) {
       const rec = parse(FailureRecord, input, "failure record");
       const found = await withDb("look up the failure", () => existing("failures", rec.idempotencyKey));
       if (found) return found;
-      const normalised = signatureOf(rec.errorText);
-      const sig = rec.signature?.trim() ? rec.signature.trim() : normalised.signature;
-      const context = `${rec.failingTests.join(" ")}\n${rec.goal.trim().slice(0, GOAL_CONTEXT_CHARS)}`;
-      const embedding = await embedFailure(sig, context);
+      const prepared = prepareFailure(rec);
+      const sig = prepared.signature;
+      const embedding = await embedParts(embedder, prepared.parts);
       return withDb("store the failure", async () => {
         const { rows } = await db.pool.query<{ id: string }>(
           `INSERT INTO loopsmith.failures
              (idempotency_key, task_id, iteration, language, goal, signature, error_type, error_text,
-              failing_tests, output_tail, status, reflection, embedder, embedding)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12::jsonb, $13, ${param(14)})
+              failing_tests, output_tail, status, reflection, embedder, embedding,
+              code, signature_key, recall_goal, recall_error, recall_code)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12::jsonb, $13, ${param(14)},
+                   $15, $16, $17, $18, $19)
            ON CONFLICT (idempotency_key) DO NOTHING
            RETURNING id::text AS id`,
           [
@@ -230,14 +183,19 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
             rec.language,
             rec.goal,
             sig,
-            normalised.errorType,
-            rec.errorText,
+            prepared.errorType,
+            prepared.errorText,
             JSON.stringify(rec.failingTests),
-            rec.outputTail,
+            prepared.outputTail,
             rec.status,
             rec.reflection ? JSON.stringify(rec.reflection) : null,
             embedder.id,
             pgvector.toSql(embedding),
+            rec.code ?? "",
+            prepared.key,
+            prepared.parts.goal,
+            prepared.parts.error,
+            prepared.parts.code,
           ],
         );
         const id = rows[0]?.id;
@@ -270,7 +228,7 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
       const rec = parse(SuccessRecord, input, "success record");
       const found = await withDb("look up the success", () => existing("successes", rec.idempotencyKey));
       if (found) return found;
-      const embedding = await embedOne(rec.goal.trim().slice(0, GOAL_CONTEXT_CHARS * 4));
+      const embedding = await embedParts(embedder, { goal: buildEmbedText({ goal: rec.goal }).goal, error: "", code: "" });
       return withDb("store the success", async () => {
         const { rows } = await db.pool.query<{ id: string }>(
           `INSERT INTO loopsmith.successes

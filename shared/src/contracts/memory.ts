@@ -18,6 +18,11 @@ export const FailureRecord = z.object({
   outputTail: z.string().max(20_000),
   status: z.string(),
   reflection: Reflection.optional(),
+  /**
+   * The failing candidate's code (its files, or the part that changed). Recall compares it,
+   * so that two mistakes that fail the same test the same way can be told apart.
+   */
+  code: z.string().max(50_000).optional(),
 });
 export type FailureRecord = z.infer<typeof FailureRecord>;
 
@@ -51,22 +56,45 @@ export const RecallRequest = z.object({
   text: z.string().max(50_000),
   /** Raw error text of the latest failure, when there is one. */
   errorText: z.string().max(20_000).optional(),
+  /** The latest failure's failing tests, when there is one. */
+  failingTests: z.array(z.string()).max(200).optional(),
+  /** The code that failed (as in {@link FailureRecord}'s `code`), when there is one. */
+  code: z.string().max(50_000).optional(),
   /** Nearest neighbours to return per kind. @defaultValue 3 */
   k: z.number().int().min(1).max(20).default(3),
-  /** Leave out rows of this task (its own earlier iterations). @defaultValue true */
+  /** Leave out this task's own failures and successes (its earlier iterations). @defaultValue true */
   excludeSameTask: z.boolean().default(true),
 });
 export type RecallRequest = z.infer<typeof RecallRequest>;
 
-/** One recalled past failure. `similarity` is cosine similarity in [-1, 1]. */
+/** The success that followed a failure in its task: the files that then passed. */
+export const FailureFixedBy = z.object({
+  successId: z.string(),
+  iteration: z.number().int(),
+  files: z.array(FileChange),
+});
+export type FailureFixedBy = z.infer<typeof FailureFixedBy>;
+
+/**
+ * One recalled past failure. `similarity` is the cosine similarity of the embeddings, in
+ * [-1, 1]; failures come ranked by `score` (reciprocal rank fusion of vector and full-text
+ * ranks), highest first.
+ */
 export const RecalledFailure = z.object({
   id: z.string(),
   taskId: z.string(),
   goal: z.string(),
   signature: z.string(),
   failingTests: z.array(z.string()),
+  /** The reflection (root cause and fix plan) attached to the failure, when one was. */
   reflection: Reflection.nullable(),
   similarity: z.number(),
+  /** The full signature: headline, failing test, assertion, innermost frame in candidate code. */
+  key: z.string().optional(),
+  /** The fused rank score: sum over the rankings of weight / (60 + rank). */
+  score: z.number().optional(),
+  /** What fixed it: the task's first success after the failure; null when the task never passed. */
+  fixedBy: FailureFixedBy.nullable().optional(),
 });
 export type RecalledFailure = z.infer<typeof RecalledFailure>;
 

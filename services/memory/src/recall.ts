@@ -1,0 +1,128 @@
+/**
+ * Hybrid recall of past failures: four rankings fused by reciprocal rank fusion (RRF) in one
+ * SQL statement, and the nearest past successes.
+ *
+ * The rankings, each over the failures of the request's language and embedder (leaving out
+ * the request's own task when asked), each cut to {@link CANDIDATES} rows:
+ * - `vec`: cosine distance of the embeddings (pgvector, HNSW), goal + error + code;
+ * - `goal`, `err`, `code`: PostgreSQL full-text rank of the goal, error and code words (the
+ *   generated `fts_*` columns) against a query matching any of the request's words;
+ * - `same`: the failures whose full signature key equals the request's (all at rank 1): the
+ *   full-text rank says how much of the query a row holds, not that it holds nothing else.
+ * A failure's score is the sum over the rankings it appears in of `weight / (K + rank)`; ties
+ * in one ranking share a rank (`rank()`), so a ranking that cannot tell rows apart (the same
+ * goal, the same error) favours none of them. Ties in the score go to the higher cosine
+ * similarity, then to the newer row.
+ */
+import pgvector from "pgvector/pg";
+import type { Recall, RecallRequest } from "@loopsmith/shared";
+import type { Database } from "./db.js";
+import { embeddingExpr } from "./db.js";
+import { anyWordQuery, buildEmbedText, embedParts } from "./embed-text.js";
+import type { Embedder } from "./embedder.js";
+import { withDb } from "./errors.js";
+import { rowToRecalledFailure, rowToRecalledSuccess } from "./rows.js";
+
+/** Rows each ranking keeps before fusion. */
+export const CANDIDATES = 100;
+/** RRF's constant: a row's contribution is weight / (K + rank). */
+export const RRF_K = 60;
+/** Weight of each ranking in the fusion. */
+export const RANKING_WEIGHTS = { vec: 1, goal: 1, err: 1, code: 1, same: 1 } as const;
+
+/** One full-text ranking: the rows of `column` matching `query`, best first, ranked. */
+function ftsRanking(name: string, column: string, query: string, filters: string): string {
+  return `${name} AS (
+    SELECT id, rank() OVER (ORDER BY s DESC) AS r FROM (
+      SELECT f.id, ts_rank(f.${column}, q.${query}) AS s
+        FROM loopsmith.failures f, q
+       WHERE q.${query} IS NOT NULL AND f.${column} @@ q.${query} AND ${filters}
+       ORDER BY s DESC LIMIT $9) x)`;
+}
+
+/**
+ * Recalls the failures and successes nearest to a request (already validated).
+ * @returns the recalled rows, the signature of the request's error text, and the embedder
+ * @throws LoopsmithError `db_error` when the database fails; `internal` for a broken embedder
+ */
+export async function hybridRecall(db: Database, embedder: Embedder, req: RecallRequest): Promise<Recall> {
+  const parts = buildEmbedText({
+    goal: req.text,
+    language: req.language,
+    ...(req.errorText !== undefined ? { errorText: req.errorText } : {}),
+    ...(req.failingTests ? { failingTests: req.failingTests } : {}),
+    ...(req.code !== undefined ? { code: req.code } : {}),
+  });
+  const failureVec = await embedParts(embedder, parts);
+  const goalVec = await embedParts(embedder, { goal: parts.goal, error: "", code: "" });
+  const exclude = req.excludeSameTask ? req.taskId : null;
+  const vec = embeddingExpr(embedder.dimensions);
+  const param = `$1::vector(${embedder.dimensions})`;
+  const filters = "f.embedder = $2 AND f.language = $3 AND ($4::text IS NULL OR f.task_id <> $4::text)";
+  const w = RANKING_WEIGHTS;
+  const sql = `
+    WITH q AS (
+      SELECT CASE WHEN $5 <> '' THEN to_tsquery('simple', $5) END AS goal,
+             CASE WHEN $6 <> '' THEN to_tsquery('simple', $6) END AS err,
+             CASE WHEN $7 <> '' THEN to_tsquery('simple', $7) END AS code),
+    vec AS (
+      SELECT id, rank() OVER (ORDER BY d) AS r FROM (
+        SELECT f.id, ${vec} <=> ${param} AS d
+          FROM loopsmith.failures f
+         WHERE ${filters}
+         ORDER BY d LIMIT $9) x),
+    ${ftsRanking("goal_r", "fts_goal", "goal", filters)},
+    ${ftsRanking("err_r", "fts_error", "err", filters)},
+    ${ftsRanking("code_r", "fts_code", "code", filters)},
+    same_r AS (
+      SELECT f.id, 1 AS r FROM loopsmith.failures f
+       WHERE $10 <> '' AND md5(f.signature_key) = md5($10) AND f.signature_key = $10 AND ${filters}
+       LIMIT $9),
+    fused AS (
+      SELECT id, sum(w / (${RRF_K} + r)) AS score FROM (
+        SELECT id, r, ${w.vec}::float8 AS w FROM vec
+        UNION ALL SELECT id, r, ${w.goal}::float8 FROM goal_r
+        UNION ALL SELECT id, r, ${w.err}::float8 FROM err_r
+        UNION ALL SELECT id, r, ${w.code}::float8 FROM code_r
+        UNION ALL SELECT id, r, ${w.same}::float8 FROM same_r) u
+      GROUP BY id)
+    SELECT f.id::text AS id, f.task_id, f.goal, f.signature, f.signature_key, f.failing_tests, f.reflection,
+           fused.score, 1 - (${vec} <=> ${param}) AS similarity,
+           fix.id::text AS fix_id, fix.iteration AS fix_iteration, fix.files AS fix_files
+      FROM fused
+      JOIN loopsmith.failures f ON f.id = fused.id
+      LEFT JOIN LATERAL (
+        SELECT s.id, s.iteration, s.files FROM loopsmith.successes s
+         WHERE s.task_id = f.task_id AND s.iteration > f.iteration
+         ORDER BY s.iteration LIMIT 1) fix ON true
+     ORDER BY fused.score DESC, similarity DESC, f.id DESC
+     LIMIT $8`;
+  return withDb("recall past failures", async () => {
+    const failures = await db.pool.query(sql, [
+      pgvector.toSql(failureVec),
+      embedder.id,
+      req.language,
+      exclude,
+      anyWordQuery(parts.goal),
+      anyWordQuery(parts.error),
+      anyWordQuery(parts.code),
+      req.k,
+      CANDIDATES,
+      parts.signature?.key ?? "",
+    ]);
+    const successes = await db.pool.query(
+      `SELECT id::text AS id, task_id, goal, files, 1 - (${vec} <=> ${param}) AS similarity
+         FROM loopsmith.successes
+        WHERE embedder = $2 AND language = $3 AND ($4::text IS NULL OR task_id <> $4::text)
+        ORDER BY ${vec} <=> ${param}
+        LIMIT $5`,
+      [pgvector.toSql(goalVec), embedder.id, req.language, exclude, req.k],
+    );
+    return {
+      failures: failures.rows.map(rowToRecalledFailure),
+      successes: successes.rows.map(rowToRecalledSuccess),
+      ...(parts.signature ? { signature: parts.signature.signature } : {}),
+      embedder: embedder.id,
+    };
+  });
+}
