@@ -13,7 +13,7 @@ export {
   Finding, GateRequest, GateResult, HISTORY_GOAL_CHARS, HISTORY_PAGE_MAX, History, HistoryRequest,
   IdempotencyKey, Language, LlmStepReply, MemoryStats, Phase, Plan, PlanReply, PlanRequest, ProviderInfo, Recall, RecallRequest,
   RecallStats, RecalledFailure, RecalledSuccess, ReflectReply, ReflectRequest, Reflection, RelativePath, Remembered,
-  RepoBrief, RepoChange, RepoSpec, RUN_EVENTS_CAP, RunPart, RunRecord, RunRequest, snapshotName,
+  RepoBrief, RepoChange, RepoSpec, RoleReplies, SimulatedWrong, Simulation, TaskScript, RUN_EVENTS_CAP, RunPart, RunRecord, RunRequest, snapshotName,
   Reply, Review, ReviewReply, ReviewRequest, STEP_NAME_PATTERN, StatsRequest, StatusRequest, StepHeader, StopReason,
   StoredFailure, SuccessRecord, Task, TaskBrief, TaskEvent, TaskId, TaskLimits, TaskRecord, TaskResult,
   TaskSource, TestCase, TestSummary, Usage, UsageReport, V1, addUsage, emptyUsage, idempotencyKey,

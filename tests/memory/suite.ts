@@ -118,6 +118,11 @@ export function memorySuite(test: TestWithFresh): void {
       expect(own.failures.map((x) => x.taskId)).toEqual(["task-c"]);
       const all = await store.recall({ v: 1, taskId: "task-a", language: "python", text: GOAL_A, errorText: b.errorText, excludeSameTask: false, k: 1 });
       expect(all.failures.map((x) => x.taskId)).toEqual(["task-a"]);
+      // A scope (a benchmark arm's task-id prefix) keeps recall to those tasks only.
+      const scoped = await store.recall({ v: 1, taskId: "task-b", language: "python", text: `${GOAL_B}\n${b.errorText}`, errorText: b.errorText, k: 3, scope: "task-c" });
+      expect(scoped.failures.map((x) => x.taskId)).toEqual(["task-c"]);
+      const none = await store.recall({ v: 1, taskId: "task-b", language: "python", text: GOAL_B, k: 3, scope: "bench-x-" });
+      expect(none.failures).toEqual([]);
     } finally {
       await store.close();
     }

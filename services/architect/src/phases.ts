@@ -24,7 +24,7 @@ export async function recallPhase(run: TaskRun): Promise<PhaseOutcome> {
     return undefined;
   }
   await run.emit("phase", "recalling similar past tasks", { phase: "recall" });
-  const recall = await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: s.task.goal, k: 3, excludeSameTask: true }));
+  const recall = await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: s.task.goal, k: 3, excludeSameTask: true, ...run.recallScope() }));
   if (recall) await run.emit("step", `recalled ${recall.failures.length} failures and ${recall.successes.length} successes`, { phase: "recall", data: { failureIds: recall.failures.map((f) => f.id) } });
   await run.go("plan", recall ? { recall } : {});
   return undefined;
@@ -39,7 +39,7 @@ export async function planPhase(run: TaskRun): Promise<PhaseOutcome> {
   try {
     const role = s.task.acceptanceTests.length || s.task.repo ? "plan" : "spec";
     const callsBefore = run.callsBefore(role);
-    const reply = await run.steps.plan({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("plan"), callsBefore, task: await run.brief(), recall: s.recall, previousFailures: s.replanned ? s.failures.slice(-3) : [], budget: run.budget() });
+    const reply = await run.steps.plan({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("plan"), callsBefore, ...run.taskScript(), task: await run.brief(), recall: s.recall, previousFailures: s.replanned ? s.failures.slice(-3) : [], budget: run.budget() });
     await run.noteProvider(role, reply);
     plan = reply.value;
     replyData = run.llmData(role, callsBefore, reply);
@@ -61,7 +61,7 @@ export async function buildPhase(run: TaskRun): Promise<PhaseOutcome> {
   try {
     const callsBefore = run.callsBefore("build");
     const reply = await run.steps.build({
-      v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("build"), callsBefore, task: await run.brief(), plan: s.plan ?? fallbackPlan(s),
+      v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("build"), callsBefore, ...run.taskScript(), task: await run.brief(), plan: s.plan ?? fallbackPlan(s),
       ...(s.candidate && s.failure ? { previous: { candidate: s.candidate, failure: s.failure, ...(s.reflection ? { reflection: s.reflection } : {}) } } : {}),
       history: s.history, recall: s.recall, budget: run.budget(),
     });
@@ -110,7 +110,7 @@ export async function reviewPhase(run: TaskRun): Promise<PhaseOutcome> {
   await run.emit("phase", "reviewing the candidate", { phase: "review" });
   try {
     const callsBefore = run.callsBefore("review");
-    const reply = await run.steps.review({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("review"), callsBefore, task: await run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, budget: run.budget() });
+    const reply = await run.steps.review({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("review"), callsBefore, ...run.taskScript(), task: await run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, budget: run.budget() });
     await run.noteProvider("review", reply);
     const blockers = reply.value.findings.filter((f) => f.severity === "blocker");
     await run.emit("step", `review: ${reply.value.approved ? "approved" : "not approved"}, score ${reply.value.score.toFixed(2)}`, { phase: "review", data: { review: reply.value, ...run.llmData("review", callsBefore, reply) } });
@@ -189,7 +189,7 @@ export async function rememberPhase(run: TaskRun): Promise<PhaseOutcome> {
   const signature = stored?.signature ?? `${failure.status}: ${errorText.split("\n")[0] ?? ""}`.slice(0, 300);
   const withSig: FailureBrief = { ...failure, signature };
   // The goal, the error, the failing tests and the code each count in recall (memory builds one text of them).
-  const recall = s.task.memory === "off" ? undefined : await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: s.task.goal, errorText, failingTests: failure.failingTests, ...(code ? { code } : {}), k: 3, excludeSameTask: true }));
+  const recall = s.task.memory === "off" ? undefined : await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: s.task.goal, errorText, failingTests: failure.failingTests, ...(code ? { code } : {}), k: 3, excludeSameTask: true, ...run.recallScope() }));
   const same = s.lastSignature === signature ? s.sameSignatureCount + 1 : 1;
   if (stored) await run.emit("step", `failure stored in memory (signature: ${signature})`, { phase: "remember", data: { failureId: stored.id, signature } });
   if (recall) await run.emit("step", `recalled ${recall.failures.length} similar failures`, { phase: "recall", data: { failureIds: recall.failures.map((f) => f.id) } });
@@ -226,7 +226,7 @@ export async function reflectPhase(run: TaskRun): Promise<PhaseOutcome> {
   await run.emit("phase", "reflecting on the failure", { phase: "reflect" });
   try {
     const callsBefore = run.callsBefore("reflect");
-    const reply = await run.steps.reflect({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("reflect"), callsBefore, task: await run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, failure: s.failure ?? briefFromError(s.iteration, "unknown", ""), recall: s.recall, budget: run.budget() });
+    const reply = await run.steps.reflect({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("reflect"), callsBefore, ...run.taskScript(), task: await run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, failure: s.failure ?? briefFromError(s.iteration, "unknown", ""), recall: s.recall, budget: run.budget() });
     await run.noteProvider("reflect", reply);
     await run.emit("step", `reflection: ${reply.value.rootCause}`, { phase: "reflect", data: { reflection: reply.value, ...run.llmData("reflect", callsBefore, reply) } });
     const failureId = run.s.failureId;

@@ -51,7 +51,7 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
       messages,
       schema,
       schemaName,
-      context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}) },
+      context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}), ...(req.script ? { script: req.script } : {}) },
       budget: req.budget,
     });
     return { value, usage, provider: provider ?? deps.provider.info };

@@ -18,6 +18,7 @@ import {
   type ProviderInfo,
   type StopReason,
   type TaskBrief,
+  type TaskScript,
   type TaskEvent,
   type TaskResult,
 } from "@loopsmith/shared";
@@ -49,6 +50,16 @@ export class TaskRun {
   /** The idempotency key of a step of the current iteration. */
   key(step: string, attempt = 0): string {
     return idempotencyKey(this.s.task.taskId, this.s.iteration, step, attempt);
+  }
+
+  /** The task's own replies for an LLM step request (`Task.script`), or nothing. */
+  taskScript(): { script?: TaskScript } {
+    return this.s.task.script ? { script: this.s.task.script } : {};
+  }
+
+  /** The task's memory scope for a recall request (`Task.memoryScope`), or nothing. */
+  recallScope(): { scope?: string } {
+    return this.s.task.memoryScope ? { scope: this.s.task.memoryScope } : {};
   }
 
   /** The parts of the task a prompt may see (never the hidden tests); in repo mode, the map and the picked files. */

@@ -89,7 +89,7 @@ export function createBuilder(deps: { provider: LlmProvider; log: Logger }): Bui
       messages: buildMessages(req),
       schema: EditReply,
       schemaName: "edits",
-      context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}) },
+      context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}), ...(req.script ? { script: req.script } : {}) },
       budget: req.budget,
     });
     const candidate: Candidate = { files: [], tests: [], notes: value.notes, edits: value.edits, summary: value.summary };
@@ -104,7 +104,7 @@ export function createBuilder(deps: { provider: LlmProvider; log: Logger }): Bui
         messages: buildMessages(req),
         schema: Candidate,
         schemaName: "candidate",
-        context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}) },
+        context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}), ...(req.script ? { script: req.script } : {}) },
         budget: req.budget,
       });
       // The visible acceptance tests are fixed: a candidate may not replace them.

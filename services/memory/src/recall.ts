@@ -68,7 +68,8 @@ export async function hybridRecall(db: Database, embedder: Embedder, req: Recall
   const exclude = req.excludeSameTask ? req.taskId : null;
   const vec = embeddingExpr(embedder.dimensions);
   const param = `$1::vector(${embedder.dimensions})`;
-  const filters = "f.embedder = $2 AND f.language = $3 AND ($4::text IS NULL OR f.task_id <> $4::text)";
+  // A scope (a benchmark arm's task-id prefix) keeps recall to that run's own tasks.
+  const filters = "f.embedder = $2 AND f.language = $3 AND ($4::text IS NULL OR f.task_id <> $4::text) AND ($12::text IS NULL OR starts_with(f.task_id, $12::text))";
   const w = RANKING_WEIGHTS;
   const sql = `
     WITH q AS (
@@ -122,14 +123,16 @@ export async function hybridRecall(db: Database, embedder: Embedder, req: Recall
       CANDIDATES,
       parts.signature?.key ?? "",
       FTS_POOL,
+      req.scope ?? null,
     ]);
     const successes = await db.pool.query(
       `SELECT id::text AS id, task_id, goal, files, 1 - (${vec} <=> ${param}) AS similarity
          FROM loopsmith.successes
         WHERE embedder = $2 AND language = $3 AND ($4::text IS NULL OR task_id <> $4::text)
+          AND ($6::text IS NULL OR starts_with(task_id, $6::text))
         ORDER BY ${vec} <=> ${param}
         LIMIT $5`,
-      [pgvector.toSql(goalVec), embedder.id, req.language, exclude, req.k],
+      [pgvector.toSql(goalVec), embedder.id, req.language, exclude, req.k, req.scope ?? null],
     );
     return {
       failures: failures.rows.map(rowToRecalledFailure),

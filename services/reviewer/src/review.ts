@@ -98,7 +98,7 @@ export function createReviewer(deps: ReviewerDeps): Reviewer {
       messages: [{ role: "user", content: renderReviewMessage(request) }],
       schema: Review,
       schemaName: "review",
-      context: { taskId: request.taskId, iteration: request.iteration, ...(request.callsBefore !== undefined ? { callsBefore: request.callsBefore } : {}) },
+      context: { taskId: request.taskId, iteration: request.iteration, ...(request.callsBefore !== undefined ? { callsBefore: request.callsBefore } : {}), ...(request.script ? { script: request.script } : {}) },
       budget: request.budget,
     });
     log.info(

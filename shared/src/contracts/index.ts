@@ -1,5 +1,6 @@
 export * from "./common.js";
 export * from "./repo.js";
+export * from "./script.js";
 export * from "./task.js";
 export * from "./plan.js";
 export * from "./execution.js";

@@ -64,6 +64,8 @@ export const RecallRequest = z.object({
   k: z.number().int().min(1).max(20).default(3),
   /** Leave out this task's own failures and successes (its earlier iterations). @defaultValue true */
   excludeSameTask: z.boolean().default(true),
+  /** Only failures and successes of tasks whose id starts with this prefix (`Task.memoryScope`). */
+  scope: z.string().min(1).max(200).optional(),
 });
 export type RecallRequest = z.infer<typeof RecallRequest>;
 

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { Budget, FileChange, Language, StepHeader, Usage } from "./common.js";
 import { Recall } from "./memory.js";
 import { RepoBrief } from "./repo.js";
+import { TaskScript } from "./script.js";
 import { Candidate, Finding, GateResult, Plan, Reflection, Review } from "./plan.js";
 
 /** Which provider answered, so every output can say whether a model was involved. */
@@ -46,6 +47,8 @@ export type FailureBrief = z.infer<typeof FailureBrief>;
 const LlmStepHeader = {
   ...StepHeader,
   callsBefore: z.number().int().nonnegative().optional(),
+  /** The task's own replies (`Task.script`): the step is answered from them, never by a model. */
+  script: TaskScript.optional(),
 };
 
 /** Ask the architect's planner for a plan. */

@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { FileChange, Language, TaskId, V1 } from "./common.js";
 import { RepoSpec } from "./repo.js";
+import { TaskScript } from "./script.js";
 
 /** Per-task limits. Every field has a documented default. */
 export const TaskLimits = z.object({
@@ -24,7 +25,8 @@ export type TaskLimits = z.infer<typeof TaskLimits>;
 
 /** Where a task came from, when it came from a benchmark. */
 export const TaskSource = z.object({
-  kind: z.enum(["user", "humaneval"]),
+  /** `humaneval`, `mbpp`, `jsbench`: a task of `loopsmith bench`'s dataset formats. */
+  kind: z.enum(["user", "humaneval", "mbpp", "jsbench"]),
   id: z.string().optional(),
 });
 export type TaskSource = z.infer<typeof TaskSource>;
@@ -56,6 +58,18 @@ export const Task = z.object({
    * failure signatures, the circuit breaker and later tasks work the same. @defaultValue "on"
    */
   memory: z.enum(["on", "off"]).default("on"),
+  /**
+   * Recall only failures and successes of tasks whose id starts with this prefix (a
+   * benchmark arm's own run, so its memory starts empty and is warmed by its earlier tasks
+   * only). Absent: all of memory.
+   */
+  memoryScope: z.string().min(1).max(200).optional(),
+  /**
+   * Replies that travel with the task (a script or a simulation, see {@link TaskScript}):
+   * every LLM step of this task is answered from it, whatever provider the stack runs, and
+   * says `scripted: true`. Never shown to a prompt.
+   */
+  script: TaskScript.optional(),
   limits: TaskLimits.default(TaskLimits.parse({})),
   source: TaskSource.default({ kind: "user" }),
   /** ISO-8601 time of submission. */

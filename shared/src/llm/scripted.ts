@@ -22,37 +22,11 @@ import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 import { z } from "zod";
 import { LoopsmithError } from "../errors.js";
+import { ScriptFile } from "../contracts/script.js";
 import type { Backend, Conversation, TurnReply } from "./engine.js";
 import type { ChatMessage, CompletionRequest, Role } from "./types.js";
 
-const Entries = z.array(z.unknown());
-
-/** Replies per role. Unknown roles are an error, so a typo does not silently fall through. */
-const RoleReplies = z
-  .object({
-    spec: Entries.optional(),
-    plan: Entries.optional(),
-    build: Entries.optional(),
-    review: Entries.optional(),
-    reflect: Entries.optional(),
-    improve: Entries.optional(),
-  })
-  .strict();
-
-/** The script file. Unknown roles are an error, so a typo does not silently fall through. */
-export const ScriptFile = z.object({
-  v: z.literal(1),
-  kind: z.literal("loopsmith-script"),
-  description: z.string().optional(),
-  replies: RoleReplies,
-  /**
-   * Replies for some tasks only: a key matches the task id itself or its last `-`-separated
-   * part(s) (`gen-2` matches `run7-gen-2`, the second generation of an improvement run). A
-   * role a matching entry names takes its replies from there; any other role from `replies`.
-   */
-  tasks: z.record(z.string().min(1), RoleReplies).optional(),
-});
-export type ScriptFile = z.infer<typeof ScriptFile>;
+export { ScriptFile };
 
 /**
  * Reads and checks a script file.

@@ -6,6 +6,7 @@
 import type { z } from "zod";
 import type { Budget, Usage } from "../contracts/common.js";
 import type { ProviderInfo } from "../contracts/steps.js";
+import type { TaskScript } from "../contracts/script.js";
 
 /** The LLM roles of the loop; each has one versioned prompt file. */
 export const ROLES = ["spec", "plan", "build", "review", "reflect", "improve"] as const;
@@ -34,7 +35,11 @@ export interface CompletionRequest<T> {
    * included), from the task's own state; the scripted provider replays by it, so a step
    * retried on another replica or after a restart gets the same reply.
    */
-  context: { taskId: string; iteration: number; callsBefore?: number };
+  /**
+   * `script`: the task's own replies (`Task.script`); when set, the call is answered from
+   * them and no model is called.
+   */
+  context: { taskId: string; iteration: number; callsBefore?: number; script?: TaskScript };
   /** What is left of the task's budget; a call that would pass it is not made. */
   budget?: Budget;
 }

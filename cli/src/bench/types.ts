@@ -1,0 +1,143 @@
+/**
+ * The shapes of `loopsmith bench` (issue #11 item 1): a dataset task as the harness sees it,
+ * one result line of `results.jsonl`, and `summary.json`.
+ */
+import { z } from "zod";
+import { FileChange, Language } from "@loopsmith/shared";
+
+/** The dataset formats `bench` reads. */
+export const DatasetFormat = z.enum(["humaneval", "mbpp", "jsbench"]);
+export type DatasetFormat = z.infer<typeof DatasetFormat>;
+
+/**
+ * One dataset task. `visibleTests` go into the task's acceptance tests (the model sees
+ * them); `hiddenTests` go into `Task.hiddenTests` only (never a prompt) and score the final
+ * candidate once. `solution` is the reference file; only the scripted and simulated
+ * providers answer from it.
+ */
+export const BenchCase = z.object({
+  /** Dataset id: `HumanEval/12`, `mbpp/11`, `js/3`. */
+  id: z.string().min(1),
+  format: DatasetFormat,
+  language: Language,
+  goal: z.string().min(1),
+  /** The starting workspace (for HumanEval, `solution.py` holding the prompt). */
+  files: z.array(FileChange),
+  visibleTests: z.array(FileChange).min(1),
+  hiddenTests: z.array(FileChange).min(1),
+  /** Path of the file the candidate is. */
+  solutionPath: z.string().min(1),
+  /** The reference content of that file. */
+  solution: z.string(),
+  /** The function under test. */
+  entryPoint: z.string().min(1),
+  /** 1-based line of the dataset file. */
+  line: z.number().int().positive(),
+});
+export type BenchCase = z.infer<typeof BenchCase>;
+
+/** A dataset line that could not be used: its 1-based line number and why. */
+export interface SkippedLine {
+  line: number;
+  message: string;
+}
+
+/** The arm of a run: one arm (`on`/`off`, as `--memory` says), or both for `--memory ab`. */
+export const BenchArm = z.enum(["on", "off"]);
+export type BenchArm = z.infer<typeof BenchArm>;
+
+/** Who answered: a model, or no model at all (`scripted`, `simulated`). */
+export const ProviderLabel = z.enum(["model", "scripted", "simulated"]);
+export type ProviderLabel = z.infer<typeof ProviderLabel>;
+
+/** One line of `results.jsonl`: one task of one arm. */
+export const BenchResult = z.object({
+  v: z.literal(1),
+  runId: z.string(),
+  caseId: z.string(),
+  arm: BenchArm,
+  taskId: z.string(),
+  /** The task's status; `error` also when no result came (the message says why). */
+  status: z.enum(["passed", "failed", "cancelled", "error"]),
+  stopReason: z.string(),
+  /** The score: every hidden test passed. */
+  passed: z.boolean(),
+  /** The visible (acceptance) tests passed: the loop's own verdict. */
+  visiblePassed: z.boolean(),
+  hidden: z.object({ passed: z.number().int(), total: z.number().int() }).nullable(),
+  iterations: z.number().int().nonnegative(),
+  tokensIn: z.number().int().nonnegative(),
+  tokensOut: z.number().int().nonnegative(),
+  costUsd: z.number().nonnegative(),
+  /** Wall time from submission to result, ms. */
+  wallMs: z.number().nonnegative(),
+  provider: ProviderLabel,
+  /** Submissions it took (a task retried after an error counts each). */
+  attempts: z.number().int().positive(),
+  error: z.string().optional(),
+  /** ISO-8601. */
+  finishedAt: z.string(),
+});
+export type BenchResult = z.infer<typeof BenchResult>;
+
+/** Totals of one arm. Units: tokens per task, USD per task, iterations per task. */
+export const ArmSummary = z.object({
+  tasks: z.number().int(),
+  passed: z.number().int(),
+  /** passed / tasks (one sample per task: pass@1). */
+  passAt1: z.number(),
+  visiblePassRate: z.number(),
+  meanIterations: z.number(),
+  p90Iterations: z.number(),
+  tokensInPerTask: z.number(),
+  tokensOutPerTask: z.number(),
+  usdPerTask: z.number(),
+  meanWallMs: z.number(),
+  errors: z.number().int(),
+  stopReasons: z.record(z.string(), z.number().int()),
+  /** Tasks per iteration count (`"1"`: tasks that ended after one iteration). */
+  iterationsHistogram: z.record(z.string(), z.number().int()),
+});
+export type ArmSummary = z.infer<typeof ArmSummary>;
+
+/**
+ * `--memory ab`: per task, memory on minus memory off. Pass: discordant pairs and the exact
+ * McNemar p (two-sided); iterations and tokens: mean paired difference and the Wilcoxon
+ * signed-rank p (two-sided; null when every difference is 0).
+ */
+export const PairedSummary = z.object({
+  pairs: z.number().int(),
+  bothPass: z.number().int(),
+  onlyOn: z.number().int(),
+  onlyOff: z.number().int(),
+  neither: z.number().int(),
+  passDiff: z.number(),
+  mcnemarP: z.number(),
+  meanIterationsDiff: z.number(),
+  iterationsP: z.number().nullable(),
+  meanTokensDiff: z.number(),
+  tokensP: z.number().nullable(),
+});
+export type PairedSummary = z.infer<typeof PairedSummary>;
+
+/** `summary.json`. */
+export const BenchSummary = z.object({
+  v: z.literal(1),
+  runId: z.string(),
+  dataset: z.string(),
+  format: DatasetFormat,
+  provider: z.object({ label: ProviderLabel, name: z.string(), model: z.string() }),
+  /** The one sentence every output carries when no model answered. */
+  notice: z.string().optional(),
+  memory: z.enum(["on", "off", "ab"]),
+  concurrency: z.number().int(),
+  startedAt: z.string(),
+  finishedAt: z.string(),
+  wallMs: z.number(),
+  /** Tasks (of all arms) finished per minute of wall time. */
+  tasksPerMin: z.number(),
+  arms: z.object({ on: ArmSummary.optional(), off: ArmSummary.optional() }),
+  paired: PairedSummary.optional(),
+  skippedLines: z.array(z.object({ line: z.number().int(), message: z.string() })),
+});
+export type BenchSummary = z.infer<typeof BenchSummary>;
