@@ -70,7 +70,9 @@ export async function upCommand(opts: StackCommandOptions, log: Logger): Promise
     await stack.stop();
     throw err;
   }
-  const scripted = provider.info.scripted ? ` (SCRIPTED: replies from ${config.llm.scriptPath}; no model is called)` : "";
+  const scripted = provider.info.scripted
+    ? ` (SCRIPTED: ${config.llm.scriptPath ? `replies from ${config.llm.scriptPath}` : "replies only from the tasks (Task.script)"}; no model is called)`
+    : "";
   say(opts, "up", `up in ${(readyMs / 1000).toFixed(1)} s on ${shownNatsUrl(stack.natsUrl)}: ${stack.started.join(", ")}${scripted}; logs in ${stack.logDir}; loopsmith down stops it`, {
     natsUrl: stack.natsUrl, started: stack.started, pids: stack.pids, readyMs, scripted: provider.info.scripted,
   });

@@ -26,7 +26,8 @@ describe("configuration", () => {
   });
 
   it("rejects an invalid configuration with the key named", () => {
-    expect(() => loadConfig({ env: { LOOPSMITH_PROVIDER: "scripted" } })).toThrow(/scriptPath/);
+    // A scripted stack needs no script file: each task may carry its own replies (Task.script).
+    expect(loadConfig({ env: { LOOPSMITH_PROVIDER: "scripted" } }).llm.scriptPath).toBeUndefined();
     expect(() => loadConfig({ env: { LOOPSMITH_EXECUTOR_CONCURRENCY: "zero" } })).toThrow(/concurrency/);
   });
 

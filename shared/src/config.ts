@@ -167,9 +167,6 @@ export const Config = z
     improve: z.record(z.string(), z.unknown()).optional(),
   })
   .superRefine((cfg, ctx) => {
-    if (cfg.llm.provider === "scripted" && !cfg.llm.scriptPath) {
-      ctx.addIssue({ code: "custom", path: ["llm", "scriptPath"], message: "the scripted provider needs a script file" });
-    }
     if (cfg.llm.provider === "openai-compatible" && !cfg.llm.baseUrl) {
       ctx.addIssue({ code: "custom", path: ["llm", "baseUrl"], message: "the openai-compatible provider needs a base URL" });
     }

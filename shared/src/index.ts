@@ -45,15 +45,18 @@ export {
 } from "./runtime.js";
 export type { RunningService, ServiceModule, ShutdownHook } from "./runtime.js";
 export {
-  CHARS_PER_TOKEN, FALLBACK_CODES, REASK_INSTRUCTION, ROLES, ScriptFile, SpendMeter, basePriceKey,
-  checkBudget, costOf, createProvider, createRoutingProvider, effectiveRoles, estimateCost,
-  formatIssues, jsonCandidates, loadScript, outputSchema, parseStructured, readStructured,
-  resolvePrice, resolveRoutes, validateValue,
+  CHARS_PER_TOKEN, FALLBACK_CODES, REASK_INSTRUCTION, ROLES, SCRIPTLESS_MODEL, ScriptFile, SpendMeter,
+  TASK_SCRIPT_CACHE_MAX, TASK_SCRIPT_NAME, basePriceKey, causeMarker, checkBudget, costOf, createProvider,
+  createRoutingProvider, createScriptedBackend, createScriptlessBackend, createSimulatedBackend,
+  effectiveRoles, estimateCost, formatIssues, jsonCandidates, loadScript, outputSchema, parseStructured,
+  readStructured, resolvePrice, resolveRoutes, simulatedAnswer, simulatedDraw, taskScriptBackend,
+  validateValue, withTaskScripts,
 } from "./llm/index.js";
 export type {
-  AnsweredBy, BadReplyDetails, BudgetCheck, ChatMessage, Completion, CompletionRequest, CostEstimate,
-  CreateProviderDeps, EffectiveRole, EstimateInput, FallbackNote, LlmProvider, LlmTarget, OutputSchema,
-  ReadResult, ReplyIssue, Role, RoleRoute, RouterDeps, TokenCounts, TranscriptLine,
+  AnsweredBy, Backend, BadReplyDetails, BudgetCheck, ChatMessage, Completion, CompletionRequest, Conversation,
+  CostEstimate, CreateProviderDeps, EffectiveRole, EngineDeps, EstimateInput, FallbackNote, LlmProvider,
+  LlmTarget, OutputSchema, ReadResult, ReplyIssue, Role, RoleRoute, RouterDeps, TaskScriptDeps, TokenCounts,
+  TranscriptLine, TurnReply,
 } from "./llm/index.js";
 export {
   PROMPT_VERSIONS, approxTokens, loadPrompt, renderFailure, renderFile, renderHints, renderHistory,

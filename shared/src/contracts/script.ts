@@ -61,7 +61,8 @@ export type SimulatedWrong = z.infer<typeof SimulatedWrong>;
  * canonical solution) and applies the fix (the canonical solution) only when the prompt
  * carries it: its own earlier reflection found the cause, or a hint recalled from memory
  * names the same cause. A reflection finds the cause unaided with probability `findRate`
- * (drawn from `seed`, the task id and the iteration, so both arms of an A/B draw the same).
+ * (drawn from `seed`, `source` and the iteration, so both arms of an A/B, which have
+ * different task ids, draw the same).
  * It measures whether memory routes the right fix into the prompt; it is never a model's
  * performance, and every output says `simulated`.
  */
@@ -74,7 +75,10 @@ export const Simulation = z.object({
   path: z.string().min(1).max(500),
   /** The right file content (the canonical solution). */
   solution: z.string(),
-  /** Wrong candidates, answered in order until the fix is known (the last repeats). */
+  /**
+   * Wrong candidates: the first is answered, and answered again (a stuck model) until the fix
+   * is known; the others are recognised when a prompt shows them.
+   */
   wrong: z.array(SimulatedWrong).min(1).max(20),
   /** Probability in [0, 1] that a reflection finds the cause without a hint. @defaultValue 0.3 */
   findRate: z.number().min(0).max(1).default(0.3),

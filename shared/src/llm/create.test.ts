@@ -1,7 +1,10 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { Config } from "../config.js";
+import { Plan } from "../contracts/plan.js";
+import type { ScriptFile, Simulation, TaskScript } from "../contracts/script.js";
 import { basePriceKey, createProvider, resolvePrice } from "./create.js";
+import type { CompletionRequest } from "./types.js";
 
 const log = pino({ level: "silent" });
 
@@ -21,6 +24,66 @@ describe("createProvider", () => {
       log,
     });
     expect(o.info).toEqual({ name: "openai-compatible", model: "llama3", scripted: false });
+  });
+});
+
+const plan: Plan = { summary: "the task's own plan", acceptanceCriteria: [], steps: ["write it"], files: ["solution.py"] };
+const taskScript: ScriptFile = { v: 1, kind: "loopsmith-script", replies: { plan: [plan] } };
+const simulation: Simulation = {
+  v: 1,
+  kind: "loopsmith-simulation",
+  source: "HumanEval/3",
+  path: "solution.py",
+  solution: "x = 1\n",
+  wrong: [{ content: "x = 2\n", cause: "1 -> 2", description: "line 1" }],
+  findRate: 0.3,
+  seed: 1,
+};
+const planRequest = (taskId: string, script?: TaskScript): CompletionRequest<Plan> => ({
+  role: "plan",
+  system: "plan",
+  messages: [{ role: "user", content: "## Task\nWrite x." }],
+  schema: Plan,
+  schemaName: "plan",
+  context: { taskId, iteration: 1, ...(script ? { script } : {}) },
+});
+
+/** The scripted provider's configuration without a script file (Config's own check requires one today). */
+function scriptlessConfig(extra: Record<string, unknown> = {}): Config {
+  const parsed = Config.parse({ llm: { provider: "scripted", scriptPath: "/nonexistent/script.json", ...extra } });
+  const { scriptPath: _drop, ...llm } = parsed.llm;
+  return { ...parsed, llm };
+}
+
+describe("createProvider and the replies a task carries", () => {
+  it("builds the scripted provider without a script file; a task without replies is refused naming it", async () => {
+    const p = createProvider({ config: scriptlessConfig(), log });
+    expect(p.info).toEqual({ name: "scripted", model: "script:none", scripted: true });
+    await expect(p.complete(planRequest("task-7"))).rejects.toMatchObject({
+      code: "config_invalid",
+      message: "the scripted provider has no script file (LOOPSMITH_SCRIPT) and task task-7 carries no replies (Task.script)",
+    });
+    const done = await p.complete(planRequest("task-8", taskScript));
+    expect(done.value).toEqual(plan);
+    expect(done.provider).toEqual({ name: "scripted", model: "script:task", scripted: true });
+  });
+
+  it("builds it without a script file when roles route to several models too", async () => {
+    const p = createProvider({ config: scriptlessConfig({ roles: { build: { model: "other" } } }), log });
+    expect(p.info).toEqual({ name: "scripted", model: "script:none", scripted: true });
+    await expect(p.complete(planRequest("task-9"))).rejects.toMatchObject({ code: "config_invalid" });
+    await expect(p.complete(planRequest("task-9", simulation))).resolves.toMatchObject({ provider: { name: "simulated", model: "simulated:HumanEval/3" } });
+  });
+
+  it("every provider honours a task's script: a model provider answers it without calling the model", async () => {
+    // The base URL goes nowhere: a call that reached the model would fail.
+    const p = createProvider({ config: Config.parse({ llm: { provider: "anthropic", apiKey: "k", baseUrl: "http://127.0.0.1:1", maxRetries: 0 } }), log });
+    expect(p.info).toEqual({ name: "anthropic", model: "claude-sonnet-4-6", scripted: false });
+    const scripted = await p.complete(planRequest("task-1", taskScript));
+    expect(scripted).toMatchObject({ value: plan, provider: { name: "scripted", model: "script:task", scripted: true }, usage: { costUsd: 0 } });
+    const simulated = await p.complete(planRequest("task-2", simulation));
+    expect(simulated.provider).toEqual({ name: "simulated", model: "simulated:HumanEval/3", scripted: true });
+    await expect(p.complete(planRequest("task-3"))).rejects.toMatchObject({ code: "unavailable" });
   });
 });
 

@@ -15,11 +15,12 @@ import { createAnthropicBackend } from "./anthropic.js";
 import { SpendMeter } from "./cost.js";
 import { createEngineProvider, type Backend } from "./engine.js";
 import { createOpenAIBackend } from "./openai.js";
-import { createScriptedBackend, loadScript } from "./scripted.js";
+import { createScriptedBackend, createScriptlessBackend, loadScript, SCRIPTLESS_MODEL } from "./scripted.js";
 import { mapAnthropicError, mapOpenAIError } from "./sdk-errors.js";
 import { createTranscriptWriter } from "./transcript.js";
 import { resolveRoutes, targetKey, type LlmTarget } from "./roles.js";
 import { createRoutingProvider } from "./router.js";
+import { withTaskScripts } from "./task-script.js";
 import { ROLES, type LlmProvider, type Role } from "./types.js";
 import type { ProviderInfo } from "../contracts/steps.js";
 
@@ -160,11 +161,10 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
       });
     }
     case "scripted": {
+      // Without a file the scripted provider serves only tasks that carry their own replies
+      // (Task.script, answered by withTaskScripts before a call gets here); others are refused.
       const path = config.llm.scriptPath;
-      if (!path) {
-        throw new LoopsmithError("config_invalid", "LOOPSMITH_SCRIPT is not set: the scripted provider needs a script file");
-      }
-      return createScriptedBackend(loadScript(path), path);
+      return path ? createScriptedBackend(loadScript(path), path) : createScriptlessBackend();
     }
   }
 }
@@ -173,11 +173,17 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
  * Builds the configured provider. Every role calls its own model (`llm.roles.<role>` over
  * the `llm` defaults; see `resolveRoutes`), with its fallbacks (`llm.roles.<role>.fallback`,
  * else `llm.fallback`) tried after retryable failures. One provider object serves every
- * role with the same target; when all roles share one and none has a fallback, that
- * provider is returned as is. Reads the script file now for the scripted provider.
+ * role with the same target. The result is always wrapped by `withTaskScripts`: a request
+ * whose task carries its own replies (`context.script`, from `Task.script`) is answered
+ * from them whatever the configured provider, and the completion's `provider` names the
+ * script (`scripted`, `script:task`) or the simulation (`simulated`, `simulated:<source>`).
+ *
+ * Reads the script file now for the scripted provider. Without one (`LOOPSMITH_SCRIPT`
+ * unset) the scripted provider is still built (model `script:none`): it serves the tasks
+ * that carry replies, and a call from a task without any is refused with `config_invalid`.
  * @throws LoopsmithError `config_invalid` with one sentence: the Anthropic API key is
  *   missing, an openai-compatible base URL is missing, a role switches provider without a
- *   model, the script file is missing, unreadable or malformed
+ *   model, the script file is unreadable or malformed
  */
 export function createProvider(deps: CreateProviderDeps): LlmProvider {
   const { config } = deps;
@@ -205,17 +211,27 @@ export function createProvider(deps: CreateProviderDeps): LlmProvider {
     ROLES.map((role) => [role, [routes[role].primary, ...routes[role].fallbacks].map(providerFor)]),
   ) as Record<Role, LlmProvider[]>;
   const single = [...built.values()];
-  if (single.length === 1 && ROLES.every((r) => chains[r].length === 1)) return single[0] as LlmProvider;
-  return createRoutingProvider({
-    info: { ...defaultInfo(config), scripted: single.some((p) => p.info.scripted) },
-    chains,
+  const inner =
+    single.length === 1 && ROLES.every((r) => chains[r].length === 1)
+      ? (single[0] as LlmProvider)
+      : createRoutingProvider({
+          info: { ...defaultInfo(config), scripted: single.some((p) => p.info.scripted) },
+          chains,
+          log,
+          cooldownMs: config.llm.fallbackCooldownMs,
+        });
+  return withTaskScripts(inner, {
     log,
-    cooldownMs: config.llm.fallbackCooldownMs,
+    meter,
+    transcript,
+    maxOutputTokens: config.llm.maxOutputTokens,
+    processCeilingUsd: config.llm.processCeilingUsd,
   });
 }
 
 /** `info` of the `llm` defaults, as the engine names them. */
 function defaultInfo(config: Config): ProviderInfo {
   const { provider, model, scriptPath } = config.llm;
-  return { name: provider, model: provider === "scripted" ? `script:${basename(scriptPath ?? "")}` : model, scripted: provider === "scripted" };
+  const scriptModel = scriptPath ? `script:${basename(scriptPath)}` : SCRIPTLESS_MODEL;
+  return { name: provider, model: provider === "scripted" ? scriptModel : model, scripted: provider === "scripted" };
 }

@@ -24,7 +24,15 @@ export {
   type CostEstimate,
   type BudgetCheck,
 } from "./cost.js";
-export { REASK_INSTRUCTION } from "./engine.js";
-export { loadScript, ScriptFile } from "./scripted.js";
+export { REASK_INSTRUCTION, type Backend, type Conversation, type EngineDeps, type TurnReply } from "./engine.js";
+export { loadScript, ScriptFile, createScriptedBackend, createScriptlessBackend, SCRIPTLESS_MODEL } from "./scripted.js";
+export { createSimulatedBackend, simulatedAnswer, simulatedDraw, causeMarker } from "./simulated.js";
+export {
+  withTaskScripts,
+  taskScriptBackend,
+  TASK_SCRIPT_NAME,
+  TASK_SCRIPT_CACHE_MAX,
+  type TaskScriptDeps,
+} from "./task-script.js";
 export { outputSchema, type OutputSchema } from "./schema.js";
 export type { TranscriptLine } from "./transcript.js";

@@ -49,9 +49,6 @@ function check(t: LlmTarget, config: Config): LlmTarget {
       `${where} is not set: the openai-compatible provider needs the server's base URL (or set OPENAI_BASE_URL)`,
     );
   }
-  if (t.provider === "scripted" && !config.llm.scriptPath) {
-    throw new LoopsmithError("config_invalid", `${t.source} uses the scripted provider but LOOPSMITH_SCRIPT is not set`);
-  }
   return t;
 }
 
@@ -147,7 +144,7 @@ export function effectiveRoles(config: Config): Record<Role, EffectiveRole> {
     const { primary: p, fallbacks } = routes[role];
     out[role] = {
       provider: p.provider,
-      model: p.provider === "scripted" ? `script:${basename(config.llm.scriptPath ?? "")}` : p.model,
+      model: p.provider === "scripted" ? (config.llm.scriptPath ? `script:${basename(config.llm.scriptPath)}` : "script:none") : p.model,
       maxOutputTokens: p.maxOutputTokens,
       ...(p.temperature !== undefined ? { temperature: p.temperature } : {}),
       ...(p.baseUrl ? { baseUrl: p.baseUrl } : {}),

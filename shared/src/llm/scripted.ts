@@ -17,6 +17,10 @@
  * the next call, which takes the next entry. `tasks` holds replies for particular tasks (by
  * id or id suffix), as the generations of an improvement run need. Usage counts calls, with
  * zero tokens and zero cost.
+ *
+ * A task may also carry its own script (`Task.script`, see `withTaskScripts` in
+ * `task-script.ts`); it is then answered from that whatever the file. Without a file
+ * ({@link createScriptlessBackend}) the scripted provider answers only such tasks.
  */
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
@@ -59,7 +63,11 @@ export function loadScript(path: string): ScriptFile {
   return parsed.data;
 }
 
-/** Builds the scripted backend over a loaded script; `file` names it in `info.model`. */
+/**
+ * Builds the scripted backend over a loaded script; `file` names it in `info.model`
+ * (`script:<basename of file>`; a task's own script is named `task`, so `script:task`).
+ * Its conversations throw `llm_bad_reply` when the script has no replies for a role.
+ */
 export function createScriptedBackend(script: ScriptFile, file: string): Backend {
   const used = new Map<string, number>();
   const model = `script:${basename(file)}`;
@@ -101,6 +109,32 @@ export function createScriptedBackend(script: ScriptFile, file: string): Backend
           neutral.push({ role: "user", content: feedback });
         },
       };
+    },
+  };
+}
+
+/** `info.model` of the scripted provider when it has no script file. */
+export const SCRIPTLESS_MODEL = "script:none";
+
+/**
+ * The scripted provider's backend when no script file is configured (`LOOPSMITH_SCRIPT`
+ * unset): a stack that only serves tasks carrying their own replies (`Task.script`), which
+ * `withTaskScripts` answers before any call reaches this backend. Info
+ * `{name: "scripted", model: "script:none", scripted: true}`, price zero.
+ *
+ * Every call that does reach it is refused.
+ * @throws LoopsmithError `config_invalid` from `open()` (so from `complete()`), naming the
+ *   task: it carries no replies and there is no script file to fall back on
+ */
+export function createScriptlessBackend(): Backend {
+  return {
+    info: { name: "scripted", model: SCRIPTLESS_MODEL, scripted: true },
+    price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
+    open<T>(request: CompletionRequest<T>): Conversation {
+      throw new LoopsmithError(
+        "config_invalid",
+        `the scripted provider has no script file (LOOPSMITH_SCRIPT) and task ${request.context.taskId} carries no replies (Task.script)`,
+      );
     },
   };
 }
