@@ -40,7 +40,7 @@ export function targetKey(t: LlmTarget): string {
   return JSON.stringify(Object.entries(rest).sort(([a], [b]) => a.localeCompare(b)));
 }
 
-function check(t: LlmTarget, config: Config): LlmTarget {
+function check(t: LlmTarget): LlmTarget {
   if (t.provider === "openai-compatible" && !t.baseUrl) {
     const role = /^llm\.roles\.(\w+)$/.exec(t.source)?.[1];
     const where = t.source === "llm" ? "LOOPSMITH_BASE_URL" : `${t.source}.baseUrl${role ? ` (LOOPSMITH_BASE_URL_${role.toUpperCase()})` : ""}`;
@@ -106,13 +106,13 @@ export function resolveRoutes(config: Config): Record<Role, RoleRoute> {
   const out = {} as Record<Role, RoleRoute>;
   for (const role of ROLES) {
     const r = config.llm.roles[role];
-    const primary = check(primaryOf(config, role, r), config);
+    const primary = check(primaryOf(config, role, r));
     const list = r?.fallback ?? config.llm.fallback;
     const base = r?.fallback ? `llm.roles.${role}.fallback` : "llm.fallback";
     const seen = new Set([targetKey(primary)]);
     const fallbacks: LlmTarget[] = [];
     list.forEach((f, i) => {
-      const t = check(fallbackOf(config, primary, f, `${base}[${i}]`), config);
+      const t = check(fallbackOf(config, primary, f, `${base}[${i}]`));
       if (seen.has(targetKey(t))) return;
       seen.add(targetKey(t));
       fallbacks.push(t);
