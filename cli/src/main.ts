@@ -11,6 +11,7 @@ import { registerSandboxCommand } from "./commands/sandbox.js";
 import { registerScript } from "./commands/script.js";
 import { registerRunCommands } from "./commands/runs.js";
 import { registerImprove } from "./commands/improve.js";
+import { registerBench } from "./commands/bench.js";
 import { errorCodeOf, report, runCommand } from "./errors.js";
 import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
 import type { SolveOptions } from "./solve.js";
@@ -198,6 +199,7 @@ program
 registerSandboxCommand(program, run);
 registerScript(program, run);
 registerImprove(program, run, logger);
+registerBench(program, run, logger);
 registerRunCommands(program, {
   run,
   logger,

@@ -1,0 +1,411 @@
+/**
+ * `loopsmith bench` (issue #11 items 1 and 7): runs a dataset's tasks over one stack (the
+ * one `loopsmith up` started, or one started for the run), scores each on its hidden tests,
+ * and writes `results.jsonl` (one line as each task ends, so `--resume` continues an
+ * interrupted run), `summary.json`, `report.md` and `report.html`.
+ *
+ * Without a model (`--provider scripted|simulated`, or no API key) every task carries its own
+ * replies (`Task.script`), so one stack serves any number of different tasks at once, and
+ * every output says that no model was called. `--memory ab` runs each case twice from the
+ * same start: memory off, and memory on recalling only the earlier tasks of its own arm.
+ */
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { join, resolve } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import PQueue from "p-queue";
+import type { Logger } from "pino";
+import { z } from "zod";
+import {
+  Endpoints,
+  LoopsmithError,
+  call,
+  createProvider,
+  ensureStreams,
+  loadConfig,
+  submitTask,
+  watchEvents,
+  type Config,
+  type TaskResult,
+} from "@loopsmith/shared";
+import { answeringServices, startLocalStack, type LocalStack } from "../stack.js";
+import { jsonLine, printable } from "../terminal.js";
+import { loadDataset } from "./datasets.js";
+import { reportHtml, reportMarkdown } from "./report.js";
+import { summarize } from "./summary.js";
+import { benchTask, type BenchTaskOptions } from "./tasks.js";
+import { BenchResult, DatasetFormat, type BenchArm, type BenchCase, type BenchSummary, type ProviderLabel, type SkippedLine } from "./types.js";
+import { progressReporter } from "./progress.js";
+
+/** Options of `loopsmith bench`, as commander gives them. */
+export interface BenchOptions {
+  dataset: string;
+  format?: DatasetFormat;
+  /** Only these case ids (`HumanEval/3` or `3`). */
+  ids?: string[];
+  /** The first n cases (after `ids`). */
+  limit?: number;
+  /** Tasks in flight at once. @defaultValue 4 */
+  concurrency?: number;
+  /** `ab`: each case with memory off, then on. @defaultValue "on" */
+  memory?: "on" | "off" | "ab";
+  /** `scripted`, `simulated`, or a model provider; default: the configured model when a key is set, else `simulated`. */
+  provider?: string;
+  model?: string;
+  baseUrl?: string;
+  transcript?: string;
+  config?: string;
+  /** Output folder. @defaultValue `bench-runs/<runId>` */
+  out?: string;
+  /** Continue the run in `out` from its `results.jsonl`. */
+  resume?: boolean;
+  maxIterations?: number;
+  /** Simulation: probability a reflection finds the cause unaided. @defaultValue 0.3 */
+  findRate?: number;
+  seed?: number;
+  /** Wall-clock limit of one task, ms. @defaultValue 600000 */
+  taskTimeoutMs?: number;
+  /** Resubmissions of a task that ended in an infrastructure error. @defaultValue 1 */
+  retries?: number;
+  json?: boolean;
+}
+
+/** What a run's folder records about it, so `--resume` continues the same run. */
+const RunMeta = z.object({
+  v: z.literal(1),
+  runId: z.string(),
+  dataset: z.string(),
+  format: DatasetFormat,
+  memory: z.enum(["on", "off", "ab"]),
+  provider: z.object({ label: z.enum(["model", "scripted", "simulated"]), name: z.string(), model: z.string() }),
+  caseIds: z.array(z.string()),
+  startedAt: z.string(),
+});
+type RunMeta = z.infer<typeof RunMeta>;
+
+/** How often the run checks that all five services answer `$SRV.PING`, in ms. */
+const WATCH_EVERY_MS = 3_000;
+
+/** Error codes after which a task is submitted again (the stack is checked first). */
+const RETRYABLE = new Set(["unavailable", "timeout", "internal", "nats_error", "db_error"]);
+
+/** The sentence every output of a run without a model carries. */
+export function noticeFor(label: ProviderLabel): string | undefined {
+  if (label === "simulated") {
+    return "SIMULATED RUN: answers come from the dataset's reference solutions and their mutants; no model is called. It measures the harness and whether memory routes the right fix into the prompt, never a model.";
+  }
+  if (label === "scripted") return "SCRIPTED RUN: replies are replayed from scripts made of the dataset's reference solutions; no model is called.";
+  return undefined;
+}
+
+/** Which provider answers: the flag, else the configured model when it has credentials, else `simulated`. */
+function providerOf(o: BenchOptions, config: Config): RunMeta["provider"] {
+  const name = o.provider ?? (config.llm.provider === "scripted" ? "scripted" : config.llm.provider === "anthropic" && !config.llm.apiKey ? "simulated" : config.llm.provider);
+  if (name === "simulated") return { label: "simulated", name: "simulated", model: "simulated" };
+  if (name === "scripted") return { label: "scripted", name: "scripted", model: "script:task" };
+  return { label: "model", name, model: o.model ?? config.llm.model };
+}
+
+/** The configuration flags the stack's services get. */
+function stackFlags(o: BenchOptions, label: ProviderLabel): Record<string, unknown> {
+  const llm: Record<string, unknown> = {};
+  if (label !== "model") llm.provider = "scripted";
+  else {
+    if (o.provider) llm.provider = o.provider;
+    if (o.model) llm.model = o.model;
+    if (o.baseUrl) llm.baseUrl = o.baseUrl;
+  }
+  if (o.transcript) llm.transcriptPath = resolve(o.transcript);
+  return { llm };
+}
+
+/** The cases of the run: `ids` in dataset order, then the first `limit`. */
+export function selectCases(cases: BenchCase[], o: Pick<BenchOptions, "ids" | "limit">): BenchCase[] {
+  let out = cases;
+  if (o.ids?.length) {
+    const want = new Set(o.ids.flatMap((id) => [id, id.includes("/") ? id : ""]).filter(Boolean));
+    const bare = new Set(o.ids.filter((id) => !id.includes("/")));
+    out = cases.filter((c) => want.has(c.id) || bare.has(c.id.split("/").pop() ?? ""));
+    const missing = o.ids.filter((id) => !out.some((c) => c.id === id || c.id.split("/").pop() === id));
+    if (missing.length) throw new LoopsmithError("not_found", `no case ${missing.join(", ")} in the dataset`);
+  }
+  return o.limit ? out.slice(0, o.limit) : out;
+}
+
+/** Reads the result lines of a run folder; lines that are not results are left out. */
+export function readResults(path: string): BenchResult[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .filter((l) => l.trim())
+    .flatMap((l) => {
+      try {
+        const parsed = BenchResult.safeParse(JSON.parse(l));
+        return parsed.success ? [parsed.data] : [];
+      } catch {
+        return [];
+      }
+    });
+}
+
+/** One result line from a task's result. */
+export function resultLine(r: TaskResult, o: { runId: string; caseId: string; arm: BenchArm; wallMs: number; attempts: number; label: ProviderLabel }): BenchResult {
+  const label: ProviderLabel = r.scripted ? (r.providers.some((p) => p.startsWith("simulated:")) ? "simulated" : "scripted") : r.providers.length ? "model" : o.label;
+  return {
+    v: 1,
+    runId: o.runId,
+    caseId: o.caseId,
+    arm: o.arm,
+    taskId: r.taskId,
+    status: r.status,
+    stopReason: r.stopReason,
+    passed: r.hidden?.status === "passed",
+    visiblePassed: r.status === "passed",
+    hidden: r.hidden ? { passed: r.hidden.passed, total: r.hidden.total } : null,
+    iterations: r.iterations,
+    tokensIn: r.usage.total.inputTokens,
+    tokensOut: r.usage.total.outputTokens,
+    costUsd: r.usage.total.costUsd,
+    wallMs: o.wallMs,
+    provider: label,
+    attempts: o.attempts,
+    ...(r.error ? { error: `${r.error.code}: ${r.error.message}` } : {}),
+    finishedAt: new Date().toISOString(),
+  };
+}
+
+/** A result line for a task that gave no result (timeout, lost stack). */
+function errorLine(o: { runId: string; caseId: string; arm: BenchArm; taskId: string; wallMs: number; attempts: number; label: ProviderLabel; message: string }): BenchResult {
+  return {
+    v: 1, runId: o.runId, caseId: o.caseId, arm: o.arm, taskId: o.taskId, status: "error", stopReason: "error", passed: false, visiblePassed: false,
+    hidden: null, iterations: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, wallMs: o.wallMs, provider: o.label, attempts: o.attempts, error: o.message,
+    finishedAt: new Date().toISOString(),
+  };
+}
+
+/** Waits for a task's result; undefined when `signal` aborts first. */
+async function resultOf(nc: NatsConnection, taskId: string, signal: AbortSignal): Promise<TaskResult | undefined> {
+  for await (const event of watchEvents(nc, taskId, signal)) {
+    if (event.kind === "result" && event.result) return event.result;
+  }
+  return undefined;
+}
+
+/** The run: everything `benchCommand` sets up. */
+interface Run {
+  meta: RunMeta;
+  out: string;
+  resultsPath: string;
+  nc: NatsConnection;
+  /** Starts the services that stopped answering (after a task's infrastructure error). */
+  ensureStack(): Promise<void>;
+  options: BenchOptions;
+  log: Logger;
+  abort: AbortSignal;
+}
+
+/**
+ * One case in one arm: submit, wait, resubmit after an infrastructure error (at most
+ * `retries` times, once the stack answers again), and append the line.
+ */
+async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Promise<BenchResult | undefined> {
+  const { meta, options: o } = run;
+  const retries = o.retries ?? 1;
+  let line: BenchResult | undefined;
+  for (let attempt = 1; attempt <= retries + 1 && !run.abort.aborted; attempt++) {
+    const taskOpts: BenchTaskOptions = {
+      runId: meta.runId, arm, index, attempt, provider: meta.provider.label, paired: meta.memory === "ab",
+      ...(o.maxIterations !== undefined ? { maxIterations: o.maxIterations } : {}),
+      ...(o.findRate !== undefined ? { findRate: o.findRate } : {}),
+      ...(o.seed !== undefined ? { seed: o.seed } : {}),
+    };
+    const task = benchTask(c, taskOpts);
+    const started = Date.now();
+    const base = { runId: meta.runId, caseId: c.id, arm, attempts: attempt, label: meta.provider.label };
+    try {
+      await submitTask(run.nc, task);
+      const limit = AbortSignal.any([run.abort, AbortSignal.timeout(o.taskTimeoutMs ?? 600_000)]);
+      const result = await resultOf(run.nc, task.taskId, limit);
+      if (!result) {
+        if (run.abort.aborted) {
+          await call(run.nc, Endpoints.architect.cancel, { v: 1, taskId: task.taskId, reason: "bench interrupted" }, { timeoutMs: 3_000, retries: 0 }).catch(() => undefined);
+          return undefined;
+        }
+        await call(run.nc, Endpoints.architect.cancel, { v: 1, taskId: task.taskId, reason: "bench task timeout" }, { timeoutMs: 3_000, retries: 0 }).catch(() => undefined);
+        line = errorLine({ ...base, taskId: task.taskId, wallMs: Date.now() - started, message: `timeout: no result within ${o.taskTimeoutMs ?? 600_000} ms` });
+      } else {
+        line = resultLine(result, { ...base, wallMs: Date.now() - started });
+        if (result.status !== "error" || !RETRYABLE.has(result.error?.code ?? "internal")) break;
+      }
+    } catch (err) {
+      if (run.abort.aborted) return undefined;
+      line = errorLine({ ...base, taskId: task.taskId, wallMs: Date.now() - started, message: `${(err as LoopsmithError).code ?? "internal"}: ${(err as Error).message}` });
+    }
+    if (attempt <= retries) {
+      run.log.warn({ taskId: task.taskId, error: line.error }, "bench: the task ended in an infrastructure error; checking the stack and submitting it again");
+      await run.ensureStack().catch((err: unknown) => run.log.warn({ err }, "bench: the stack could not be restarted"));
+    }
+  }
+  if (line) appendFileSync(run.resultsPath, `${JSON.stringify(line)}\n`);
+  return line;
+}
+
+/** The run's metadata: a new run, or the one in `out` for `--resume` (which must match). */
+function openRun(o: BenchOptions, cases: BenchCase[], format: DatasetFormat, provider: RunMeta["provider"]): { meta: RunMeta; out: string } {
+  const memory = o.memory ?? "on";
+  if (o.resume) {
+    if (!o.out) throw new LoopsmithError("bad_request", "--resume needs --out <the run's folder>");
+    const metaPath = join(o.out, "run.json");
+    let meta: RunMeta;
+    try {
+      meta = RunMeta.parse(JSON.parse(readFileSync(metaPath, "utf8")));
+    } catch (err) {
+      throw new LoopsmithError("bad_request", `--resume: ${metaPath} is not a bench run's record: ${(err as Error).message}`, { cause: err });
+    }
+    if (meta.memory !== memory) throw new LoopsmithError("bad_request", `--resume: the run in ${o.out} used --memory ${meta.memory}, not ${memory}`);
+    if (meta.provider.label !== provider.label) throw new LoopsmithError("bad_request", `--resume: the run in ${o.out} was ${meta.provider.label}, not ${provider.label}`);
+    return { meta, out: o.out };
+  }
+  const runId = randomBytes(5).toString("hex");
+  const out = o.out ?? join("bench-runs", runId);
+  if (existsSync(join(out, "results.jsonl"))) throw new LoopsmithError("bad_request", `${out} already holds a run; use --resume to continue it or another --out`);
+  mkdirSync(out, { recursive: true });
+  const meta: RunMeta = { v: 1, runId, dataset: resolve(o.dataset), format, memory, provider, caseIds: cases.map((c) => c.id), startedAt: new Date().toISOString() };
+  writeFileSync(join(out, "run.json"), `${JSON.stringify(meta, null, 2)}\n`);
+  return { meta, out };
+}
+
+/** Writes summary.json, report.md and report.html; returns the summary. */
+function writeReports(run: { meta: RunMeta; out: string; resultsPath: string }, o: BenchOptions, skipped: SkippedLine[], finishedAt: Date): BenchSummary {
+  const results = readResults(run.resultsPath);
+  const notice = noticeFor(run.meta.provider.label);
+  const summary = summarize({
+    results,
+    runId: run.meta.runId,
+    dataset: run.meta.dataset,
+    format: run.meta.format,
+    provider: run.meta.provider,
+    ...(notice ? { notice } : {}),
+    memory: run.meta.memory,
+    concurrency: o.concurrency ?? 4,
+    startedAt: run.meta.startedAt,
+    finishedAt: finishedAt.toISOString(),
+    skipped,
+  });
+  writeFileSync(join(run.out, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
+  writeFileSync(join(run.out, "report.md"), reportMarkdown(summary, results));
+  writeFileSync(join(run.out, "report.html"), reportHtml(summary, results));
+  return summary;
+}
+
+/** The summary in a few lines for the terminal. */
+export function summaryText(s: BenchSummary, out: string): string {
+  const lines: string[] = [];
+  if (s.notice) lines.push(s.notice);
+  for (const arm of ["off", "on"] as const) {
+    const a = s.arms[arm];
+    if (!a) continue;
+    lines.push(
+      `memory ${arm}: pass@1 ${a.passAt1.toFixed(3)} (${a.passed}/${a.tasks}), iterations mean ${a.meanIterations.toFixed(2)} p90 ${a.p90Iterations}, ` +
+        `tokens/task ${Math.round(a.tokensInPerTask)} in ${Math.round(a.tokensOutPerTask)} out, $${a.usdPerTask.toFixed(4)}/task, ${a.errors} errors`,
+    );
+  }
+  if (s.paired) {
+    const p = s.paired;
+    lines.push(
+      `paired (on - off, ${p.pairs} cases): pass ${p.passDiff >= 0 ? "+" : ""}${p.passDiff.toFixed(3)} (only on ${p.onlyOn}, only off ${p.onlyOff}, McNemar p ${p.mcnemarP.toPrecision(3)}), ` +
+        `iterations ${p.meanIterationsDiff >= 0 ? "+" : ""}${p.meanIterationsDiff.toFixed(2)}${p.iterationsP === null ? "" : ` (Wilcoxon p ${p.iterationsP.toPrecision(3)})`}, tokens ${p.meanTokensDiff >= 0 ? "+" : ""}${Math.round(p.meanTokensDiff)}`,
+    );
+  }
+  lines.push(`${s.tasksPerMin.toFixed(1)} tasks/min over ${(s.wallMs / 1000).toFixed(1)} s (concurrency ${s.concurrency})`);
+  if (s.skippedLines.length) lines.push(`${s.skippedLines.length} dataset line(s) skipped (see report.md)`);
+  lines.push(`wrote ${["results.jsonl", "summary.json", "report.md", "report.html"].map((f) => join(out, f)).join(", ")}`);
+  return lines.join("\n");
+}
+
+/**
+ * Runs `loopsmith bench`.
+ * @returns exit code 0 when the run completed (whatever the pass rate), 130 when interrupted
+ * @throws LoopsmithError `bad_request` (unreadable dataset, no usable case, a bad `--resume`),
+ *   `not_found` (an unknown `--ids` entry), `config_invalid`/`llm_auth` (a model provider that
+ *   cannot work), `unavailable` (no stack could be started)
+ */
+export async function benchCommand(o: BenchOptions, log: Logger): Promise<number> {
+  const loaded = loadDataset(o.dataset, o.format ? { format: o.format } : {});
+  for (const s of loaded.skipped) process.stderr.write(`loopsmith bench: ${o.dataset} line ${s.line} skipped: ${printable(s.message)}\n`);
+  const cases = selectCases(loaded.cases, o);
+  if (cases.length === 0) throw new LoopsmithError("bad_request", `no usable case in ${o.dataset} (${loaded.skipped.length} line(s) skipped)`);
+
+  const config = loadConfig({ ...(o.config ? { file: o.config } : {}) });
+  const provider = providerOf(o, config);
+  const flags = stackFlags(o, provider.label);
+  const stackConfig = loadConfig({ ...(o.config ? { file: o.config } : {}), flags });
+  if (provider.label === "model") {
+    const p = createProvider({ config: stackConfig, log });
+    if (p.verify) await p.verify();
+  }
+  const { meta, out } = openRun(o, cases, loaded.format, provider);
+  const resultsPath = join(out, "results.jsonl");
+  const notice = noticeFor(provider.label);
+  if (notice) process.stderr.write(`${notice}\n`);
+  if (o.json && notice) process.stdout.write(`${jsonLine({ kind: "notice", simulated: provider.label === "simulated", scripted: true, message: notice })}\n`);
+
+  const arms: BenchArm[] = meta.memory === "ab" ? ["off", "on"] : [meta.memory];
+  const done = new Set(readResults(resultsPath).map((r) => `${r.arm}\u0000${r.caseId}`));
+  const runCases = cases.filter((c) => meta.caseIds.includes(c.id));
+  const todo = runCases.flatMap((c) => arms.map((arm) => ({ c, index: meta.caseIds.indexOf(c.id), arm }))).filter((t) => !done.has(`${t.arm}\u0000${t.c.id}`));
+
+  const abort = new AbortController();
+  const onSignal = (): void => {
+    if (!abort.signal.aborted) process.stderr.write("loopsmith bench: interrupted; cancelling the running tasks (resume with --resume)\n");
+    abort.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  const env: NodeJS.ProcessEnv = { LOOPSMITH_CONFIG_JSON: JSON.stringify(flags), ...(o.config ? { LOOPSMITH_CONFIG: resolve(o.config) } : {}) };
+  const stacks: LocalStack[] = [];
+  let nc: NatsConnection | undefined;
+  let watchdog: NodeJS.Timeout | undefined;
+  const progress = progressReporter({ total: runCases.length * arms.length, already: runCases.length * arms.length - todo.length, json: !!o.json });
+  try {
+    const stack = await startLocalStack({ config: stackConfig, log, env });
+    stacks.push(stack);
+    nc = await connect({ servers: stack.natsUrl });
+    await ensureStreams(nc);
+    // One restart at a time: a service that stopped answering (killed, crashed) is started
+    // again, and the tasks it left are redelivered to it by JetStream.
+    let restarting: Promise<void> | undefined;
+    const ensureStack = (): Promise<void> =>
+      (restarting ??= (async () => {
+        const s = await startLocalStack({ config: { ...stackConfig, natsUrl: stack.natsUrl }, log, env });
+        if (s.started.length) process.stderr.write(`loopsmith bench: restarted ${s.started.join(", ")}\n`);
+        stacks.push(s);
+      })().finally(() => (restarting = undefined)));
+    const conn = nc;
+    watchdog = setInterval(() => {
+      void answeringServices(conn)
+        .then((up) => (up.size < 5 ? ensureStack() : undefined))
+        .catch((err: unknown) => log.warn({ err }, "bench: the stack check failed"));
+    }, WATCH_EVERY_MS);
+    const run: Run = { meta, out, resultsPath, nc, options: o, log, abort: abort.signal, ensureStack };
+    const queue = new PQueue({ concurrency: o.concurrency ?? 4 });
+    for (const t of todo) {
+      void queue.add(async () => {
+        if (abort.signal.aborted) return;
+        const line = await runOne(run, t.c, t.index, t.arm);
+        if (line) progress.done(line);
+      });
+    }
+    await queue.onIdle();
+  } finally {
+    clearInterval(watchdog);
+    progress.stop();
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    await nc?.close().catch(() => undefined);
+    for (const s of stacks.reverse()) await s.stop();
+  }
+  const summary = writeReports({ meta, out, resultsPath }, o, loaded.skipped, new Date());
+  process.stdout.write(o.json ? `${jsonLine({ kind: "summary", ...summary })}\n` : `${summaryText(summary, out)}\n`);
+  return abort.signal.aborted ? 130 : 0;
+}
