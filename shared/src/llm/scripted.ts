@@ -87,28 +87,8 @@ export function createScriptedBackend(script: ScriptFile, file: string): Backend
     info: { name: "scripted", model, scripted: true },
     price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
     open<T>(request: CompletionRequest<T>): Conversation {
-      const neutral: ChatMessage[] = [...request.messages];
       const { callsBefore } = request.context;
-      let turn = 0;
-      return {
-        system: request.system,
-        extraChars: 0,
-        messages: () => [...neutral],
-        async send(): Promise<TurnReply> {
-          const entry = next(request.role, request.context.taskId, callsBefore === undefined ? undefined : callsBefore + turn);
-          turn += 1;
-          return {
-            content: typeof entry === "string" ? { kind: "text", text: entry } : { kind: "json", value: entry },
-            tokens: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
-            truncated: false,
-          };
-        },
-        reask(reply: TurnReply, feedback: string): void {
-          const said = reply.content.kind === "text" ? reply.content.text : JSON.stringify(reply.content.value) ?? "";
-          if (said.trim()) neutral.push({ role: "assistant", content: said });
-          neutral.push({ role: "user", content: feedback });
-        },
-      };
+      return replayConversation(request, (turn) => next(request.role, request.context.taskId, callsBefore === undefined ? undefined : callsBefore + turn));
     },
   };
 }
@@ -135,6 +115,36 @@ export function createScriptlessBackend(): Backend {
         "config_invalid",
         `the scripted provider has no script file (LOOPSMITH_SCRIPT) and task ${request.context.taskId} carries no replies (Task.script)`,
       );
+    },
+  };
+}
+
+/**
+ * A conversation answered without a model: turn n (0-based, re-asks included) replies with
+ * `answer(n)`, a string as raw text, any other value as JSON; zero tokens. A re-ask appends
+ * the reply and the feedback, as a model's conversation would. The scripted and simulated
+ * backends use it.
+ */
+export function replayConversation<T>(request: CompletionRequest<T>, answer: (turn: number) => unknown): Conversation {
+  const neutral: ChatMessage[] = [...request.messages];
+  let turn = 0;
+  return {
+    system: request.system,
+    extraChars: 0,
+    messages: () => [...neutral],
+    async send(): Promise<TurnReply> {
+      const entry = answer(turn);
+      turn += 1;
+      return {
+        content: typeof entry === "string" ? { kind: "text", text: entry } : { kind: "json", value: entry },
+        tokens: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+        truncated: false,
+      };
+    },
+    reask(reply: TurnReply, feedback: string): void {
+      const said = reply.content.kind === "text" ? reply.content.text : JSON.stringify(reply.content.value) ?? "";
+      if (said.trim()) neutral.push({ role: "assistant", content: said });
+      neutral.push({ role: "user", content: feedback });
     },
   };
 }

@@ -22,7 +22,8 @@ import type { Candidate, Plan, Reflection, Review } from "../contracts/plan.js";
 import type { SimulatedWrong, Simulation } from "../contracts/script.js";
 import { LoopsmithError } from "../errors.js";
 import { renderFile } from "../prompts.js";
-import type { Backend, Conversation, TurnReply } from "./engine.js";
+import type { Backend, Conversation } from "./engine.js";
+import { replayConversation } from "./scripted.js";
 import type { ChatMessage, CompletionRequest } from "./types.js";
 
 /** The section headers of the rendered prompts the simulation reads (see `section()` in prompts.ts). */
@@ -220,24 +221,7 @@ export function createSimulatedBackend(sim: Simulation): Backend {
     info: { name: "simulated", model: `simulated:${sim.source}`, scripted: true },
     price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
     open<T>(request: CompletionRequest<T>): Conversation {
-      const neutral: ChatMessage[] = [...request.messages];
-      return {
-        system: request.system,
-        extraChars: 0,
-        messages: () => [...neutral],
-        async send(): Promise<TurnReply> {
-          return {
-            content: { kind: "json", value: simulatedAnswer(sim, request) },
-            tokens: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
-            truncated: false,
-          };
-        },
-        reask(reply: TurnReply, feedback: string): void {
-          const said = reply.content.kind === "text" ? reply.content.text : JSON.stringify(reply.content.value) ?? "";
-          if (said.trim()) neutral.push({ role: "assistant", content: said });
-          neutral.push({ role: "user", content: feedback });
-        },
-      };
+      return replayConversation(request, () => simulatedAnswer(sim, request));
     },
   };
 }
