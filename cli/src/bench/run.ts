@@ -366,6 +366,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
   const stacks: LocalStack[] = [];
   let nc: NatsConnection | undefined;
   let watchdog: NodeJS.Timeout | undefined;
+  let ending = false;
   const progress = progressReporter({ total: runCases.length * arms.length, already: runCases.length * arms.length - todo.length, json: !!o.json });
   try {
     const stack = await startLocalStack({ config: stackConfig, log, env });
@@ -384,8 +385,9 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
     const conn = nc;
     watchdog = setInterval(() => {
       void answeringServices(conn)
-        .then((up) => (up.size < 5 ? ensureStack() : undefined))
-        .catch((err: unknown) => log.warn({ err }, "bench: the stack check failed"));
+        .then((up) => (up.size < 5 && !ending ? ensureStack() : undefined))
+        // A check cut short by the end of the run is no failure.
+        .catch((err: unknown) => (ending ? undefined : log.warn({ err }, "bench: the stack check failed")));
     }, WATCH_EVERY_MS);
     const run: Run = { meta, out, resultsPath, nc, options: o, log, abort: abort.signal, ensureStack };
     const queue = new PQueue({ concurrency: o.concurrency ?? 4 });
@@ -399,6 +401,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
     await queue.onIdle();
   } finally {
     clearInterval(watchdog);
+    ending = true;
     progress.stop();
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
