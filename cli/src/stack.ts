@@ -37,6 +37,14 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
+/** Where a start is, for {@link StackOptions.onProgress}. */
+export interface StackProgress {
+  phase: "nats" | "services" | "ready";
+  natsUrl?: string;
+  answered: ServiceName[];
+  want: ServiceName[];
+}
+
 /** Options of {@link startLocalStack}. */
 export interface StackOptions {
   config: Config;
@@ -47,6 +55,11 @@ export interface StackOptions {
   env?: NodeJS.ProcessEnv;
   /** How long to wait for everything to answer, in ms. @defaultValue 60000 */
   readyTimeoutMs?: number;
+  /**
+   * Called as the start goes on (NATS up, each service answering), for a status line.
+   * `answered` lists the wanted services that answer so far.
+   */
+  onProgress?: (p: StackProgress) => void;
   /**
    * `loopsmith up`: what is started outlives this process (services without the IPC channel
    * that stops them with their parent; a NATS container no orphan clean-up removes), and a
@@ -75,15 +88,20 @@ async function waitForNats(url: string, deadline: number, external: boolean): Pr
   }
 }
 
-/** Names of the loopsmith services that answer `$SRV.PING` on this connection. */
-export async function answeringServices(nc: NatsConnection): Promise<Set<ServiceName>> {
+/**
+ * Names of the loopsmith services that answer `$SRV.PING` on this connection. With `want`,
+ * it returns as soon as all of those have answered (a running stack answers in a few ms)
+ * instead of waiting out the 500 ms collection window.
+ */
+export async function answeringServices(nc: NatsConnection, want?: readonly ServiceName[], maxWaitMs = 500): Promise<Set<ServiceName>> {
   const found = new Set<ServiceName>();
-  const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: 500 });
+  const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: maxWaitMs });
   const byName = new Map<string, ServiceName>(Object.entries(ServiceNames).map(([k, v]) => [v, k as ServiceName]));
   try {
     for await (const p of await client.ping()) {
       const name = byName.get(p.name);
       if (name) found.add(name);
+      if (want?.length && want.every((s) => found.has(s))) break;
     }
   } catch (err) {
     // No service at all answers: the request has no responders. Anything else is a real failure.
@@ -110,6 +128,8 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
   const { config, log } = opts;
   const want = opts.services ?? ALL;
   const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
+  const progress = (p: Omit<StackProgress, "want">): void => opts.onProgress?.({ ...p, want });
+  progress({ phase: "nats", answered: [] });
   const running = config.natsUrl || opts.keep ? undefined : await liveStack(config.dataDir);
   const nats = config.natsUrl || running ? null : await startNatsContainer(config, log, { keep: !!opts.keep });
   const natsUrl = config.natsUrl ?? running?.natsUrl ?? (nats as { url: string }).url;
@@ -135,14 +155,22 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
   try {
     const nc = await waitForNats(natsUrl, nats ? deadline : Math.min(deadline, Date.now() + EXTERNAL_NATS_WAIT_MS), !nats);
     try {
-      const present = await answeringServices(nc);
+      const present = await answeringServices(nc, want);
       const missing = want.filter((s) => !present.has(s));
+      progress({ phase: "services", natsUrl, answered: want.filter((s) => present.has(s)) });
       mkdirSync(logDir, { recursive: true });
       const tsx = import.meta.resolve("tsx");
-      for (const name of missing) {
+      // All log files are opened at once, then every service is spawned at once.
+      const outs = await Promise.all(
+        missing.map(async (name) => {
+          const out = createWriteStream(join(logDir, `${name}.log`), { flags: "a" });
+          await new Promise((r) => out.once("open", r));
+          return out;
+        }),
+      );
+      for (const [i, name] of missing.entries()) {
         const logFile = join(logDir, `${name}.log`);
-        const out = createWriteStream(logFile, { flags: "a" });
-        await new Promise((r) => out.once("open", r));
+        const out = outs[i] as ReturnType<typeof createWriteStream>;
         // Own process group (a terminal's Ctrl-C reaches only the CLI, which stops the task
         // and then its children in order) and an IPC channel (a child whose parent dies, even
         // by SIGKILL, sees it close and shuts down).
@@ -161,14 +189,16 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
           const how = dead.child.signalCode ? `signal ${dead.child.signalCode}` : `code ${dead.child.exitCode}`;
           throw new LoopsmithError("unavailable", `the ${dead.name} service exited at start (${how}): ${lastMessage(dead.logFile)}`);
         }
-        const up = await answeringServices(nc);
+        const up = await answeringServices(nc, want, 250);
+        progress({ phase: "services", natsUrl, answered: want.filter((s) => up.has(s)) });
         if (want.every((s) => up.has(s))) break;
         if (Date.now() > deadline) {
           const late = want.filter((s) => !up.has(s));
           throw new LoopsmithError("unavailable", `services did not answer in time: ${late.join(", ")} (logs in ${logDir})`);
         }
-        await new Promise((r) => setTimeout(r, 200));
+        await new Promise((r) => setTimeout(r, 100));
       }
+      progress({ phase: "ready", natsUrl, answered: want });
       log.debug({ started: missing, natsUrl }, "stack ready");
       const pids = Object.fromEntries(children.flatMap((c) => (c.child.pid ? [[c.name, c.child.pid]] : [])));
       return { natsUrl, started: missing, logDir, pids, ...(nats ? { natsContainerId: nats.id } : {}), onRunningStack: !!running, stop };

@@ -18,7 +18,7 @@ import { ExitCode } from "./exit-codes.js";
 import { shownNatsUrl } from "./preflight.js";
 import { flagsOf, type SolveOptions } from "./solve.js";
 import { liveStack, readStackRecord, removeStackRecord, writeStackRecord } from "./stack-record.js";
-import { startLocalStack } from "./stack.js";
+import { startLocalStack, type StackProgress } from "./stack.js";
 import { jsonLine } from "./terminal.js";
 
 /** Options of `up` (the provider flags of `solve`), `down` and `status`. */
@@ -52,14 +52,23 @@ export async function upCommand(opts: StackCommandOptions, log: Logger): Promise
     return ExitCode.ok;
   }
   const provider = createProvider({ config, log });
-  if (provider.verify) await provider.verify();
-  if (!opts.json) process.stderr.write(`loopsmith: starting ${config.natsUrl ? "" : "NATS and "}the five services…\n`);
-  const stack = await startLocalStack({
-    config,
-    log,
-    keep: true,
-    env: { LOOPSMITH_CONFIG_JSON: JSON.stringify(flags), ...(opts.config ? { LOOPSMITH_CONFIG: resolve(opts.config) } : {}) },
-  });
+  const status = opts.json ? undefined : statusLine(t0, !config.natsUrl);
+  let stack;
+  try {
+    if (provider.verify) {
+      status?.update("checking the provider");
+      await provider.verify();
+    }
+    stack = await startLocalStack({
+      config,
+      log,
+      keep: true,
+      env: { LOOPSMITH_CONFIG_JSON: JSON.stringify(flags), ...(opts.config ? { LOOPSMITH_CONFIG: resolve(opts.config) } : {}) },
+      ...(status ? { onProgress: (p: StackProgress) => status.update(progressText(p)) } : {}),
+    });
+  } finally {
+    status?.done();
+  }
   const readyMs = Math.round(performance.now() - t0);
   try {
     writeStackRecord(config.dataDir, {
@@ -77,6 +86,56 @@ export async function upCommand(opts: StackCommandOptions, log: Logger): Promise
     natsUrl: stack.natsUrl, started: stack.started, pids: stack.pids, readyMs, scripted: provider.info.scripted,
   });
   return ExitCode.ok;
+}
+
+/** What a status line says about a start in progress. */
+export function progressText(p: StackProgress): string {
+  if (p.phase === "nats") return "starting NATS";
+  if (p.phase === "ready") return "ready";
+  const waiting = p.want.filter((s) => !p.answered.includes(s));
+  return `services answering ${p.answered.length}/${p.want.length}${waiting.length ? ` (waiting for ${waiting.join(", ")})` : ""}`;
+}
+
+/**
+ * The wait's status line on stderr, from the start of the command: on a terminal a spinner
+ * with the elapsed time redrawn every 100 ms (cleared when done); elsewhere one line now and
+ * one per change of what is awaited.
+ */
+function statusLine(t0: number, withNats: boolean): { update(text: string): void; done(): void } {
+  let text = `starting ${withNats ? "NATS and " : ""}the five services`;
+  const tty = process.stderr.isTTY;
+  if (!tty) {
+    process.stderr.write(`loopsmith: ${text}…\n`);
+    let last = text;
+    return {
+      update: (t) => {
+        // One line per phase, not per poll: only the "answering n/5" count changes are shown.
+        const head = t.replace(/ \(waiting for .*\)$/, "");
+        if (head !== last) process.stderr.write(`loopsmith: ${t}\n`);
+        last = head;
+      },
+      done: () => undefined,
+    };
+  }
+  const frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
+  let i = 0;
+  const draw = (): void => {
+    const secs = ((performance.now() - t0) / 1000).toFixed(1);
+    process.stderr.write(`\r\x1b[2K${frames[i++ % frames.length]} loopsmith up: ${text}… ${secs} s`);
+  };
+  draw();
+  const timer = setInterval(draw, 100);
+  timer.unref();
+  return {
+    update: (t) => {
+      text = t;
+      draw();
+    },
+    done: () => {
+      clearInterval(timer);
+      process.stderr.write("\r\x1b[2K");
+    },
+  };
 }
 
 /** True when `pid` runs (on Linux: and runs a loopsmith service's main module). */

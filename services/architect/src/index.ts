@@ -5,7 +5,7 @@ import { Endpoints, LoopsmithError, createProvider, handle, type Config, type Ll
 import { startConductor } from "./conductor.js";
 import { createPlanner } from "./planner.js";
 import { busSteps } from "./steps.js";
-import { startImprover, type Improver } from "./improve/consumer.js";
+import type { Improver, ImproverOptions } from "./improve/consumer.js";
 
 export { CANCEL_POLL_MS, startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
 export { createPlanner, type Planner } from "./planner.js";
@@ -13,7 +13,17 @@ export { runLoop, finalState, verdictFiles, fallbackPlan, RetryLater, type Verdi
 export { busSteps, type LoopIO, type Steps } from "./steps.js";
 export { TaskState, initialState, addStepUsage, kvStateStore, type StateStore } from "./state.js";
 export { errorTextOf, failingTests, outputOf } from "./failure.js";
-export { startImprover, type Improver, type ImproverOptions } from "./improve/consumer.js";
+export type { Improver, ImproverOptions } from "./improve/consumer.js";
+
+/**
+ * Starts the self-improvement consumer (see `improve/consumer.ts`). Its module (and its
+ * statistics and property-testing dependencies) is loaded on this first call, not when the
+ * architect starts importing: it is a good part of the service's start-up time.
+ */
+export async function startImprover(opts: ImproverOptions): Promise<Improver> {
+  const { startImprover: start } = await import("./improve/consumer.js");
+  return start(opts);
+}
 
 /**
  * The architect's service module: the conductor's consumer loop (started after the

@@ -7,13 +7,17 @@
  * `input_schema` is generated from the zod schema, and `tool_choice: {type: "tool", name}`.
  * Prompt caching: `cache_control: {type: "ephemeral"}` on the system block (tools and
  * system form the cached prefix) and on the last message marked `cache: true`.
+ *
+ * Start-up cost: this module loads no SDK. The client comes in from `create.ts` (which
+ * loads the SDK on the first call) and the SDK-error mapping is loaded when an error is
+ * first mapped, so a service that never calls a model never loads `@anthropic-ai/sdk`.
  */
 import type Anthropic from "@anthropic-ai/sdk";
 import type { ModelPrice } from "../config.js";
 import { LoopsmithError } from "../errors.js";
 import type { Backend, Conversation, TurnReply } from "./engine.js";
 import { outputSchema, unwrapValue } from "./schema.js";
-import { mapAnthropicError, type ErrorContext } from "./sdk-errors.js";
+import type { ErrorContext } from "./sdk-errors.js";
 import type { ChatMessage, CompletionRequest } from "./types.js";
 
 /** The part of an Anthropic (or Bedrock) client this backend uses. */
@@ -108,6 +112,7 @@ export function createAnthropicBackend(opts: AnthropicBackendOptions): Backend {
               tool_choice: { type: "tool", name: request.schemaName },
             });
           } catch (err) {
+            const { mapAnthropicError } = await import("./sdk-errors.js");
             throw mapAnthropicError(err, opts.errors);
           }
           return readMessage(last, request.schemaName, wrapped, opts.errors);

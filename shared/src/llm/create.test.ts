@@ -120,3 +120,25 @@ describe("prices", () => {
     expect(resolvePrice(config, "unknown", log)).toMatchObject({ inputPerMTok: 0, outputPerMTok: 0 });
   });
 });
+
+describe("createProvider loads no SDK until a model is called", () => {
+  it("importing @loopsmith/shared and building model providers imports none of the SDKs", async () => {
+    const { spawnSync } = await import("node:child_process");
+    // A resolve hook that fails any import of an SDK package: the child exits non-zero if one is loaded.
+    const hook = `export async function resolve(s, c, next) { if (/^(@anthropic-ai\\/|openai($|\\/))/.test(s)) throw new Error("SDK imported: " + s); return next(s, c); }`;
+    const code = [
+      "const { register } = await import('node:module');",
+      `register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(hook)}));`,
+      "const { createProvider, Config, createLogger } = await import('@loopsmith/shared');",
+      "const log = createLogger({ service: 't', level: 'silent' });",
+      "createProvider({ config: Config.parse({ llm: { provider: 'openai-compatible', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' } }), log });",
+      "createProvider({ config: Config.parse({ llm: { provider: 'anthropic', apiKey: 'k' } }), log });",
+      "createProvider({ config: Config.parse({ llm: { provider: 'bedrock' } }), log });",
+      "console.log('no SDK');",
+    ].join("\n");
+    const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { encoding: "utf8" });
+    expect(r.stderr).not.toMatch(/SDK imported/);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain("no SDK");
+  }, 60_000);
+});

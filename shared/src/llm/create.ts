@@ -3,20 +3,24 @@
  * The SDK clients get `maxRetries` and `timeout` from configuration: the SDKs' own retry
  * loops (408/409/429/5xx, connection errors, timeouts; `retry-after`/`retry-after-ms`
  * honoured) are the only retries; nothing here loops around them.
+ *
+ * The SDKs are loaded lazily: importing this module (and so `@loopsmith/shared`) loads none
+ * of `@anthropic-ai/sdk`, `@anthropic-ai/bedrock-sdk` (the AWS SDK) or `openai`; a backend
+ * loads its SDK and builds its client on its first call (or `verify`). Services that never
+ * call a model (executor, memory) never load them, which is most of their start-up time.
+ * `createProvider` stays synchronous and still refuses a bad configuration at once.
  */
 import { basename } from "node:path";
-import Anthropic from "@anthropic-ai/sdk";
-import { AnthropicBedrock } from "@anthropic-ai/bedrock-sdk";
-import OpenAI from "openai";
+import type Anthropic from "@anthropic-ai/sdk";
 import type { Logger } from "pino";
 import { DEFAULT_PRICES, type Config, type ModelPrice } from "../config.js";
 import { LoopsmithError } from "../errors.js";
-import { createAnthropicBackend } from "./anthropic.js";
+import { createAnthropicBackend, type AnthropicMessagesClient } from "./anthropic.js";
 import { SpendMeter } from "./cost.js";
 import { createEngineProvider, type Backend } from "./engine.js";
-import { createOpenAIBackend } from "./openai.js";
+import { createOpenAIBackend, type OpenAIChatClient } from "./openai.js";
 import { createScriptedBackend, createScriptlessBackend, loadScript, SCRIPTLESS_MODEL } from "./scripted.js";
-import { mapAnthropicError, mapOpenAIError } from "./sdk-errors.js";
+import type { ErrorContext } from "./sdk-errors.js";
 import { createTranscriptWriter } from "./transcript.js";
 import { resolveRoutes, targetKey, type LlmTarget } from "./roles.js";
 import { createRoutingProvider } from "./router.js";
@@ -66,20 +70,49 @@ function priceIn(prices: Record<string, ModelPrice>, model: string, provider: st
   return { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 };
 }
 
+/** `make` once, on the first call; a failed attempt is retried by the next call. */
+function once<T>(make: () => Promise<T>): () => Promise<T> {
+  let made: Promise<T> | undefined;
+  return () => {
+    made ??= make().catch((err: unknown) => {
+      made = undefined;
+      throw err;
+    });
+    return made;
+  };
+}
+
+/** An Anthropic SDK error mapped to a {@link LoopsmithError} (the mapping module is loaded on first use). */
+async function anthropicError(err: unknown, ctx: ErrorContext): Promise<LoopsmithError> {
+  const { mapAnthropicError } = await import("./sdk-errors.js");
+  return mapAnthropicError(err, ctx);
+}
+
+/** An OpenAI SDK error mapped to a {@link LoopsmithError} (the mapping module is loaded on first use). */
+async function openAIError(err: unknown, ctx: ErrorContext): Promise<LoopsmithError> {
+  const { mapOpenAIError } = await import("./sdk-errors.js");
+  return mapOpenAIError(err, ctx);
+}
+
 /**
  * A pre-flight check around one cheap request: it fails on `llm_auth`, `unavailable` and
  * `timeout` and lets anything else pass (a server without `GET /v1/models` still works).
  */
-function verifier(run: () => PromiseLike<unknown>, map: (err: unknown) => LoopsmithError, log: Logger): () => Promise<void> {
+function verifier(run: () => PromiseLike<unknown>, map: (err: unknown) => Promise<LoopsmithError>, log: Logger): () => Promise<void> {
   return async () => {
     try {
       await run();
     } catch (err) {
-      const e = map(err);
+      const e = await map(err);
       if (e.code === "llm_auth" || e.code === "unavailable" || e.code === "timeout") throw e;
       log.debug({ code: e.code }, "the provider check was inconclusive; going on");
     }
   };
+}
+
+/** A messages client whose SDK client is built on the first call. */
+function lazyMessages(client: () => Promise<{ messages: { create(p: Anthropic.MessageCreateParamsNonStreaming): PromiseLike<Anthropic.Message> } }>): AnthropicMessagesClient {
+  return { messages: { create: async (params) => (await client()).messages.create(params) } };
 }
 
 /** The backend of one target (a role's primary or a fallback). */
@@ -108,30 +141,32 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
         );
       }
       const errors = { ...errorsBase, provider: "Anthropic", credential: "the API key (ANTHROPIC_API_KEY)" };
-      const client = new Anthropic({
-        ...common,
-        apiKey: llm.apiKey,
-        authToken: null,
-        ...(llm.baseUrl ? { baseURL: llm.baseUrl } : {}),
+      const apiKey = llm.apiKey;
+      const client = once(async () => {
+        const { default: AnthropicSdk } = await import("@anthropic-ai/sdk");
+        return new AnthropicSdk({ ...common, apiKey, authToken: null, ...(llm.baseUrl ? { baseURL: llm.baseUrl } : {}) });
       });
       return createAnthropicBackend({
-        client,
+        client: lazyMessages(client),
         name: "anthropic",
         ...shared,
         errors,
-        verify: verifier(() => client.models.list({ limit: 1 }), (err) => mapAnthropicError(err, errors), log),
+        verify: verifier(async () => (await client()).models.list({ limit: 1 }), (err) => anthropicError(err, errors), log),
       });
     }
     case "bedrock": {
       // Credentials come from the AWS chain the SDK resolves itself: AWS_BEARER_TOKEN_BEDROCK,
       // AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance roles.
-      const client = new AnthropicBedrock({
-        ...common,
-        ...(llm.awsRegion ? { awsRegion: llm.awsRegion } : {}),
-        ...(llm.baseUrl ? { baseURL: llm.baseUrl } : {}),
+      const client = once(async () => {
+        const { AnthropicBedrock } = await import("@anthropic-ai/bedrock-sdk");
+        return new AnthropicBedrock({
+          ...common,
+          ...(llm.awsRegion ? { awsRegion: llm.awsRegion } : {}),
+          ...(llm.baseUrl ? { baseURL: llm.baseUrl } : {}),
+        });
       });
       return createAnthropicBackend({
-        client,
+        client: lazyMessages(client),
         name: "bedrock",
         ...shared,
         errors: {
@@ -146,18 +181,22 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
         throw new LoopsmithError("config_invalid", `LOOPSMITH_BASE_URL is not set: the openai-compatible provider (${llm.source}) needs the server's base URL`);
       }
       // Local servers need no key; the SDK insists on one, so a placeholder stands in.
-      const client = new OpenAI({ ...common, apiKey: llm.apiKey ?? "no-key", baseURL: llm.baseUrl });
+      const baseURL = llm.baseUrl;
+      const client = once(async () => {
+        const { default: OpenAI } = await import("openai");
+        return new OpenAI({ ...common, apiKey: llm.apiKey ?? "no-key", baseURL });
+      });
       const errors = {
         ...errorsBase,
         provider: `the OpenAI-compatible server at ${llm.baseUrl}`,
         credential: "the API key (LOOPSMITH_API_KEY or OPENAI_API_KEY)",
       };
       return createOpenAIBackend({
-        client,
+        client: { chat: { completions: { create: async (params) => (await client()).chat.completions.create(params) } } } satisfies OpenAIChatClient,
         ...shared,
         log,
         errors,
-        verify: verifier(() => client.models.list(), (err) => mapOpenAIError(err, errors), log),
+        verify: verifier(async () => (await client()).models.list(), (err) => openAIError(err, errors), log),
       });
     }
     case "scripted": {

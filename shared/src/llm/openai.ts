@@ -10,14 +10,18 @@
  * when that is rejected too, plain mode (no `response_format`, the schema in the prompt).
  * Every rung's reply text goes through the tolerant reader and the one re-ask, so a server
  * that ignores the format and answers with fenced or prose-wrapped JSON still works.
+ *
+ * Start-up cost: this module loads no SDK (the `openai` package and the SDK-error mapping
+ * are loaded when an error is first examined; the client comes in from `create.ts`, which
+ * loads the SDK on the first call).
  */
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import type { Logger } from "pino";
 import type { ModelPrice } from "../config.js";
 import { LoopsmithError } from "../errors.js";
 import type { Backend, Conversation, TurnReply } from "./engine.js";
 import { outputSchema } from "./schema.js";
-import { mapOpenAIError, type ErrorContext } from "./sdk-errors.js";
+import type { ErrorContext } from "./sdk-errors.js";
 import type { ChatMessage, CompletionRequest } from "./types.js";
 
 type ChatParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming;
@@ -125,6 +129,7 @@ export function createOpenAIBackend(opts: OpenAIBackendOptions): Backend & { rea
             try {
               return read(await call());
             } catch (err) {
+              const [{ default: OpenAI }, { mapOpenAIError }] = await Promise.all([import("openai"), import("./sdk-errors.js")]);
               const rejected = err instanceof OpenAI.BadRequestError || err instanceof OpenAI.UnprocessableEntityError;
               const next = NEXT_MODE[mode];
               if (!rejected || !next) throw mapOpenAIError(err, opts.errors);
