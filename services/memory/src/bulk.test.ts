@@ -95,18 +95,26 @@ describe("insertFailures", () => {
     expect((err as Error).message).toContain("index 1");
     await expect(insertFailures(db, embedder, [failure("bulk-d", 1)], { batchSize: 0 })).rejects.toMatchObject({ code: "bad_request" });
     expect(await count("bulk-d")).toBe(0);
-    await expect(insertFailures(db, embedder, [])).resolves.toEqual({ results: [], stored: 0, analysed: false });
+    await expect(insertFailures(db, embedder, [])).resolves.toEqual({ results: [], stored: 0, analysed: false, buildMs: 0 });
   });
 
   it("rebuildIndex drops the HNSW index for the load and builds it again with its parameters", async () => {
     const def = async (): Promise<string | undefined> =>
       (await db.pool.query<{ def: string }>("SELECT indexdef AS def FROM pg_indexes WHERE indexname = $1", [hnswIndexName("failures", embedder.id)])).rows[0]?.def;
+    const settings = async (): Promise<string> =>
+      (await db.pool.query<{ s: string }>("SELECT current_setting('maintenance_work_mem') || ' ' || current_setting('max_parallel_maintenance_workers') AS s")).rows[0]?.s ?? "";
     const before = await def();
+    const settingsBefore = await settings();
     expect(before).toContain("ef_construction");
     const res = await insertFailures(db, embedder, Array.from({ length: 30 }, (_, i) => failure("bulk-g", i + 1)), { rebuildIndex: true, batchSize: 10 });
     expect(res.stored).toBe(30);
+    expect(res.buildMs).toBeGreaterThan(0);
     expect(await def()).toBe(before);
     expect(await count("bulk-g")).toBe(30);
+    // The build's memory and worker settings do not outlive it (PGlite shares one session).
+    expect(await settings()).toBe(settingsBefore);
+    const plain = await insertFailures(db, embedder, [failure("bulk-g", 31)]);
+    expect(plain.buildMs).toBe(0);
   });
 
   it("analyses the table once enough rows changed (50 + 10 %)", async () => {

@@ -43,6 +43,8 @@ export interface InsertFailuresResult {
   stored: number;
   /** Whether the failures table was analysed afterwards. */
   analysed: boolean;
+  /** Time spent building the HNSW index again (`rebuildIndex`), in ms; 0 when none was built. */
+  buildMs: number;
 }
 
 /** One validated record with the columns derived from it (as the store derives them). */
@@ -66,11 +68,12 @@ function prepare(input: unknown, index: number): Prepared {
  * batch size), embedded with one embedder call. Generated columns (the full-text vectors) need
  * no value.
  */
-async function batchStatement(embedder: Embedder, batch: Prepared[]): Promise<pg.QueryConfig & { query_timeout: number }> {
+async function batchStatement(embedder: Embedder, batch: Prepared[]): Promise<pg.QueryConfig> {
   const embeddings = await embedPartsMany(embedder, batch.map((p) => p.derived.parts));
   const col = <T>(f: (p: Prepared, i: number) => T): T[] => batch.map(f);
   return {
-    query_timeout: BATCH_TIMEOUT_MS,
+    // One row (`rememberFailure`) keeps the pool's limit, below the bus's timeout.
+    ...(batch.length > 1 ? { query_timeout: BATCH_TIMEOUT_MS } : {}),
     text: `INSERT INTO loopsmith.failures
        (idempotency_key, task_id, iteration, language, goal, signature, error_type, error_text,
         failing_tests, output_tail, status, reflection, embedder, embedding,
@@ -113,7 +116,7 @@ type Settled<T> = { ok: T } | { err: unknown };
  * Sends a statement on a pooled client and settles (never rejects, so it can wait while the
  * next batch is embedded): the client is released as soon as the statement ends.
  */
-async function send(db: Database, statement: pg.QueryConfig & { query_timeout: number }): Promise<Settled<Map<string, Remembered>>> {
+async function send(db: Database, statement: pg.QueryConfig): Promise<Settled<Map<string, Remembered>>> {
   let client: pg.PoolClient;
   try {
     client = await db.pool.connect();
@@ -152,6 +155,33 @@ async function dropIndex(db: Database, embedder: Embedder): Promise<string | und
   if (def === undefined) return undefined;
   await db.pool.query(`DROP INDEX IF EXISTS loopsmith.${name}`);
   return def.replace(/^CREATE INDEX /, "CREATE INDEX IF NOT EXISTS ");
+}
+
+/**
+ * Memory a bulk load's HNSW build may use (`maintenance_work_mem`; a serial build allocates
+ * it as the graph grows, so this is a ceiling). With PostgreSQL's default of 64 MB the graph
+ * stops fitting at a few 10,000s of rows of 256 dimensions (roughly 2 KB a row), and pgvector
+ * goes on inserting into the on-disk index, much slower (50,000 rows on PostgreSQL, 2 busy
+ * cores: 43.8 s with 64 MB and two parallel workers, 24.7 s with 1 GB and none).
+ */
+const BUILD_MEMORY = "1GB";
+
+/**
+ * Runs the index build `statement` on one pooled client with {@link BUILD_MEMORY} and no
+ * parallel workers, then resets both settings (PGlite has one session for every connection).
+ * Parallel workers share the graph through dynamic shared memory of that size, which a
+ * container's default 64 MB `/dev/shm` cannot hold ("could not resize shared memory segment").
+ */
+async function buildIndex(db: Database, statement: string): Promise<void> {
+  const client = await db.pool.connect();
+  let broken = false;
+  try {
+    await client.query(`SET maintenance_work_mem = '${BUILD_MEMORY}'; SET max_parallel_maintenance_workers = 0`);
+    await client.query({ text: statement, query_timeout: BUILD_TIMEOUT_MS } as pg.QueryConfig);
+  } finally {
+    await client.query("RESET maintenance_work_mem; RESET max_parallel_maintenance_workers").catch(() => (broken = true));
+    client.release(broken);
+  }
 }
 
 /** The stored rows of `keys` (the first row of each key wins). */
@@ -206,8 +236,8 @@ async function insertBatches(
  * stale ({@link analyseStale}: ≥ 50 + 10 % rows changed since the last ANALYZE).
  *
  * @param records - failure records (the `FailureRecord` contract); an empty list stores nothing
- * @returns one result per record in input order, the number of rows stored, and whether the
- *   table was analysed
+ * @returns one result per record in input order, the number of rows stored, whether the
+ *   table was analysed, and the index build's time (ms)
  * @throws LoopsmithError `bad_request` naming the first invalid record's index, or a
  *   `batchSize` out of range; `internal` when the embedder returns vectors of the wrong size;
  *   `db_error` when the database fails
@@ -235,12 +265,15 @@ export async function insertFailures(
   for (let start = 0; start < firsts.length; start += batchSize) batches.push(firsts.slice(start, start + batchSize));
   const done = new Map<string, Remembered>();
   let stored = 0;
+  let buildMs = 0;
   const rebuild = opts.rebuildIndex === true && firsts.length > 0 ? await withDb("drop the HNSW index", () => dropIndex(db, embedder)) : undefined;
   try {
     await insertBatches(db, embedder, batches, done, (n) => (stored += n));
   } finally {
     if (rebuild !== undefined) {
-      await withDb("build the HNSW index", () => db.pool.query({ text: rebuild, query_timeout: BUILD_TIMEOUT_MS } as pg.QueryConfig));
+      const started = performance.now();
+      await withDb("build the HNSW index", () => buildIndex(db, rebuild));
+      buildMs = performance.now() - started;
     }
   }
   const results = prepared.map((p) => {
@@ -250,5 +283,5 @@ export async function insertFailures(
   });
   const analysed =
     opts.analyse !== false && stored > 0 ? (await withDb("analyse the failures", () => analyseStale(db.pool, ["failures"]))).length > 0 : false;
-  return { results, stored, analysed };
+  return { results, stored, analysed, buildMs };
 }

@@ -1,9 +1,69 @@
 import { describe, expect, it } from "vitest";
 import { LoopsmithError } from "@loopsmith/shared";
-import { checkEmbedder, combine, cosine, createHashingEmbedder } from "./embedder.js";
+import { checkEmbedder, combine, cosine, createHashingEmbedder, tokens } from "./embedder.js";
 import { signature } from "./signature.js";
 
+/** The hashing embedder as first written (feature strings hashed one by one): the vectors must not change. */
+function referenceEmbed(text: string, dimensions: number): number[] {
+  const fnv1a = (t: string): number => {
+    let h = 0x811c9dc5;
+    for (let i = 0; i < t.length; i++) {
+      h ^= t.charCodeAt(i);
+      h = Math.imul(h, 0x01000193);
+    }
+    return h >>> 0;
+  };
+  const toks = tokens(text.slice(0, 8_000));
+  const feats: Array<[string, number]> = [];
+  toks.forEach((t, i) => {
+    feats.push([`w:${t}`, 1]);
+    const next = toks[i + 1];
+    if (next !== undefined) feats.push([`b:${t} ${next}`, 0.7]);
+    if (!t.startsWith("<")) {
+      const padded = `^${t}$`;
+      for (let j = 0; j + 3 <= padded.length; j++) feats.push([`c:${padded.slice(j, j + 3)}`, 0.3]);
+    }
+  });
+  if (feats.length === 0) feats.push(["w:<empty>", 1]);
+  const v = new Array<number>(dimensions).fill(0);
+  for (const [f, w] of feats) {
+    const h = fnv1a(f);
+    const bucket = h % dimensions;
+    v[bucket] = (v[bucket] ?? 0) + ((h & 0x80000000) === 0 ? 1 : -1) * w;
+  }
+  let norm = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+  if (norm === 0) {
+    v[0] = 1;
+    norm = 1;
+  }
+  return v.map((x) => x / norm);
+}
+
 describe("createHashingEmbedder", () => {
+  it("makes exactly the vectors of the reference implementation (stored rows stay comparable)", async () => {
+    const texts = [
+      "",
+      "!!!",
+      "a",
+      "NameError: name <id> is not defined",
+      "Traceback (most recent call last):\n  File \"/w/a.py\", line 3\nNameError: name 'totl' is not defined",
+      "write sum_pairs numbers k return the numbers in ascending order ople opeq <num> <str>",
+      "ZÉRO División ıİ straße ﬁ 123_abc x".repeat(3),
+      "word ".repeat(2_500),
+    ];
+    let seed = 1;
+    const rand = (): number => ((seed = Math.imul(seed ^ (seed >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0) / 2 ** 32;
+    const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789_ <>:.'\"()[]=+-\n\t";
+    for (let n = 0; n < 300; n++) {
+      texts.push(Array.from({ length: Math.floor(rand() * 200) }, () => alphabet[Math.floor(rand() * alphabet.length)]).join(""));
+    }
+    for (const dimensions of [16, 256, 1000]) {
+      const got = await createHashingEmbedder({ dimensions }).embed(texts);
+      texts.forEach((t, i) => expect(got[i], JSON.stringify(t.slice(0, 60))).toEqual(referenceEmbed(t, dimensions)));
+    }
+  });
+
+
   it("is deterministic and names its settings", async () => {
     const a = createHashingEmbedder();
     const b = createHashingEmbedder();

@@ -35,15 +35,24 @@ export interface HashingEmbedderOptions {
 /** Only this much of a text is embedded, in characters. */
 const MAX_TEXT = 8_000;
 
-/** FNV-1a, 32 bits. */
-function fnv1a(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
+/** FNV-1a's offset basis and prime (32 bits). */
+const FNV_OFFSET = 0x811c9dc5;
+const FNV_PRIME = 0x01000193;
+
+/** Continues an FNV-1a hash state over `text` (unsigned result not yet taken). */
+function fold(h: number, text: string): number {
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), FNV_PRIME);
+  return h;
 }
+
+/** FNV-1a state after each feature kind's prefix (`w:`, `b:`, `c:`). */
+const PREFIX_W = fold(FNV_OFFSET, "w:");
+const PREFIX_B = fold(FNV_OFFSET, "b:");
+const PREFIX_C = fold(FNV_OFFSET, "c:");
+const CARET = "^".charCodeAt(0);
+const DOLLAR = "$".charCodeAt(0);
+const SPACE = " ".charCodeAt(0);
+const LT = "<".charCodeAt(0);
 
 /**
  * Word tokens: placeholders (`<id>`, `<num>`, …) stay whole, everything else is split on
@@ -53,21 +62,43 @@ export function tokens(text: string): string[] {
   return (text.toLowerCase().match(/<[a-z]+>|[a-z0-9_]+/g) ?? []).filter((t) => t.length > 0);
 }
 
-/** Weighted features of one text: tokens (1.0), token bigrams (0.7), character trigrams (0.3). */
-function features(text: string): Array<[string, number]> {
+/**
+ * Adds one text's weighted features to `v` (zeros on entry): each word token (1.0), each token
+ * bigram (0.7) and each character trigram of a token padded as `^token$` (0.3; not of
+ * placeholders such as `<num>`), in that order per token, each hashed (FNV-1a, 32 bits, of
+ * `w:token`, `b:token next`, `c:abc`) to a bucket and a sign. With no token, the feature
+ * `w:<empty>`. Hashes are folded from the prefix without building the feature strings.
+ */
+function addFeatures(text: string, v: Float64Array): void {
+  const dimensions = v.length;
+  const add = (hash: number, weight: number): void => {
+    const h = hash >>> 0;
+    const bucket = h % dimensions;
+    v[bucket] = (v[bucket] ?? 0) + ((h & 0x80000000) === 0 ? weight : -weight);
+  };
   const toks = tokens(text.slice(0, MAX_TEXT));
-  const out: Array<[string, number]> = [];
-  toks.forEach((t, i) => {
-    out.push([`w:${t}`, 1]);
+  if (toks.length === 0) {
+    add(fold(PREFIX_W, "<empty>"), 1);
+    return;
+  }
+  for (let i = 0; i < toks.length; i++) {
+    const t = toks[i] as string;
+    const word = fold(PREFIX_W, t);
+    add(word, 1);
     const next = toks[i + 1];
-    if (next !== undefined) out.push([`b:${t} ${next}`, 0.7]);
-    if (!t.startsWith("<")) {
-      const padded = `^${t}$`;
-      for (let j = 0; j + 3 <= padded.length; j++) out.push([`c:${padded.slice(j, j + 3)}`, 0.3]);
+    if (next !== undefined) add(fold(Math.imul(fold(PREFIX_B, t) ^ SPACE, FNV_PRIME), next), 0.7);
+    if (t.charCodeAt(0) !== LT) {
+      // Trigrams of `^t$`: position j covers padded[j..j+2].
+      const n = t.length + 2;
+      const at = (j: number): number => (j === 0 ? CARET : j === n - 1 ? DOLLAR : t.charCodeAt(j - 1));
+      for (let j = 0; j + 3 <= n; j++) {
+        let h = Math.imul(PREFIX_C ^ at(j), FNV_PRIME);
+        h = Math.imul(h ^ at(j + 1), FNV_PRIME);
+        h = Math.imul(h ^ at(j + 2), FNV_PRIME);
+        add(h, 0.3);
+      }
     }
-  });
-  if (out.length === 0) out.push(["w:<empty>", 1]);
-  return out;
+  }
 }
 
 /**
@@ -85,20 +116,19 @@ export function createHashingEmbedder(opts: HashingEmbedderOptions = {}): Embedd
     throw new LoopsmithError("config_invalid", `the hashing embedder needs 16 to 4096 dimensions, not ${dimensions}`);
   }
   const embedOne = (text: string): number[] => {
-    const v = new Array<number>(dimensions).fill(0);
-    for (const [feature, weight] of features(text)) {
-      const h = fnv1a(feature);
-      const sign = (h & 0x80000000) === 0 ? 1 : -1;
-      const bucket = h % dimensions;
-      v[bucket] = (v[bucket] ?? 0) + sign * weight;
-    }
-    let norm = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+    const v = new Float64Array(dimensions);
+    addFeatures(text, v);
+    let sum = 0;
+    for (let i = 0; i < dimensions; i++) sum += (v[i] ?? 0) * (v[i] ?? 0);
+    let norm = Math.sqrt(sum);
     if (norm === 0) {
       // Every feature cancelled out: fall back to one fixed bucket so cosine stays defined.
       v[0] = 1;
       norm = 1;
     }
-    return v.map((x) => x / norm);
+    const out = new Array<number>(dimensions);
+    for (let i = 0; i < dimensions; i++) out[i] = (v[i] ?? 0) / norm;
+    return out;
   };
   return {
     id: `hash-v1-${dimensions}`,

@@ -41,21 +41,25 @@ export async function computeStats(db: Database, req: StatsRequest = { v: 1 }): 
   const params = [req.since ?? null, req.last ?? null];
   const { rows } = await withDb("compute statistics", () =>
     db.pool.query<Totals>(
-      `${WINDOW}
-       SELECT count(*) AS tasks,
-              count(*) FILTER (WHERE status = 'passed') AS passed,
-              (avg(iterations) FILTER (WHERE status = 'passed'))::float8 AS mean_to_pass,
-              avg(iterations)::float8 AS mean_iterations,
-              percentile_disc(0.9) WITHIN GROUP (ORDER BY iterations) AS p90_iterations,
-              coalesce(sum(cost_usd), 0)::float8 AS cost,
-              coalesce(sum((usage->>'inputTokens')::bigint), 0) AS input_tokens,
-              coalesce(sum((usage->>'outputTokens')::bigint), 0) AS output_tokens,
-              (SELECT count(*) FROM loopsmith.failures) AS failures,
-              (SELECT count(*) FROM loopsmith.successes) AS successes,
-              (SELECT count(*) FROM loopsmith.recalls r WHERE r.task_id IN (SELECT task_id FROM w)) AS recalls,
-              (SELECT count(*) FROM loopsmith.recalls r WHERE r.hit AND r.task_id IN (SELECT task_id FROM w)) AS hits,
-              (SELECT count(*) FROM loopsmith.recalls r WHERE r.with_fix AND r.task_id IN (SELECT task_id FROM w)) AS with_fix
-         FROM w`,
+      `${WINDOW},
+       -- The window's failure recalls, counted in one pass over the recall log.
+       rc AS (
+         SELECT count(*) AS recalls, count(*) FILTER (WHERE r.hit) AS hits, count(*) FILTER (WHERE r.with_fix) AS with_fix
+           FROM loopsmith.recalls r
+          WHERE r.task_id IN (SELECT task_id FROM w)),
+       t AS (
+         SELECT count(*) AS tasks,
+                count(*) FILTER (WHERE status = 'passed') AS passed,
+                (avg(iterations) FILTER (WHERE status = 'passed'))::float8 AS mean_to_pass,
+                avg(iterations)::float8 AS mean_iterations,
+                percentile_disc(0.9) WITHIN GROUP (ORDER BY iterations) AS p90_iterations,
+                coalesce(sum(cost_usd), 0)::float8 AS cost,
+                coalesce(sum((usage->>'inputTokens')::bigint), 0) AS input_tokens,
+                coalesce(sum((usage->>'outputTokens')::bigint), 0) AS output_tokens,
+                (SELECT count(*) FROM loopsmith.failures) AS failures,
+                (SELECT count(*) FROM loopsmith.successes) AS successes
+           FROM w)
+       SELECT t.*, rc.recalls, rc.hits, rc.with_fix FROM t, rc`,
       params,
     ),
   );

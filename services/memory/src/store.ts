@@ -29,7 +29,8 @@ import {
 import { checkEmbedder, createHashingEmbedder, type Embedder } from "./embedder.js";
 import { openDatabase, type Backend, type Database } from "./db.js";
 import { withDb } from "./errors.js";
-import { buildEmbedText, embedParts, prepareFailure } from "./embed-text.js";
+import { buildEmbedText, embedParts } from "./embed-text.js";
+import { insertFailures } from "./bulk.js";
 import { hybridRecall } from "./recall.js";
 import { readFailures, readHistory } from "./reads.js";
 import { computeStats, logRecall } from "./stats.js";
@@ -163,48 +164,12 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
       const rec = parse(FailureRecord, input, "failure record");
       const found = await withDb("look up the failure", () => existing("failures", rec.idempotencyKey));
       if (found) return found;
-      const prepared = prepareFailure(rec);
-      const sig = prepared.signature;
-      const embedding = await embedParts(embedder, prepared.parts);
-      return withDb("store the failure", async () => {
-        const { rows } = await db.pool.query<{ id: string }>(
-          `INSERT INTO loopsmith.failures
-             (idempotency_key, task_id, iteration, language, goal, signature, error_type, error_text,
-              failing_tests, output_tail, status, reflection, embedder, embedding,
-              code, signature_key, recall_goal, recall_error, recall_code)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12::jsonb, $13, ${param(14)},
-                   $15, $16, $17, $18, $19)
-           ON CONFLICT (idempotency_key) DO NOTHING
-           RETURNING id::text AS id`,
-          [
-            rec.idempotencyKey,
-            rec.taskId,
-            rec.iteration,
-            rec.language,
-            rec.goal,
-            sig,
-            prepared.errorType,
-            prepared.errorText,
-            JSON.stringify(rec.failingTests),
-            prepared.outputTail,
-            rec.status,
-            rec.reflection ? JSON.stringify(rec.reflection) : null,
-            embedder.id,
-            pgvector.toSql(embedding),
-            rec.code ?? "",
-            prepared.key,
-            prepared.parts.goal,
-            prepared.parts.error,
-            prepared.parts.code,
-          ],
-        );
-        const id = rows[0]?.id;
-        if (id !== undefined) return { id, signature: sig };
-        // Lost a race with the same key: the first row wins.
-        const first = await existing("failures", rec.idempotencyKey);
-        if (!first) throw new LoopsmithError("db_error", "memory could not store the failure: the row vanished");
-        return first;
-      });
+      // One row of the bulk insert: one INSERT statement for both paths (a race with the same
+      // key is settled there: the first row wins).
+      const { results } = await insertFailures(db, embedder, [rec], { batchSize: 1, analyse: false });
+      const first = results[0];
+      if (!first) throw new LoopsmithError("db_error", "memory could not store the failure: the row vanished");
+      return first;
     },
 
     async attachFix(input) {
