@@ -4,6 +4,9 @@
  * the PostgreSQL wire protocol by `@electric-sql/pglite-socket` on 127.0.0.1. Either way the
  * rest of memory talks to one `pg` pool: one code path, two back ends.
  *
+ * A new PGlite data directory starts from a template of an empty cluster when one is cached
+ * (`pglite-template.ts`), instead of paying PGlite's `initdb` again.
+ *
  * PGlite does not lock its data directory, so memory holds `<dataDir>/memory.lock` (the
  * owner's pid) while open; a second process gets a clear `db_error`.
  *
@@ -20,14 +23,14 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { runner } from "node-pg-migrate";
-import { PGlite } from "@electric-sql/pglite";
-import { vector } from "@electric-sql/pglite-pgvector";
+import type { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 import type { Logger } from "pino";
 import { LoopsmithError, type Config } from "@loopsmith/shared";
 import type { Embedder } from "./embedder.js";
 import { toDbError } from "./errors.js";
 import { acquireLock, type HeldLock } from "./lock.js";
+import { createPglite } from "./pglite-template.js";
 
 /** Which back end a {@link Database} runs on. */
 export type Backend = "postgres" | "pglite";
@@ -252,7 +255,7 @@ async function openPglite(dataDir: string, log: Logger, embedders: Embedder[], h
   try {
     await mkdir(dataDir, { recursive: true });
     lock = await acquireLock(`${dataDir}.lock`, dataDir);
-    db = await PGlite.create({ dataDir, extensions: { vector } });
+    db = await createPglite(dataDir, log);
   } catch (err) {
     await lock?.release();
     if (err instanceof LoopsmithError) throw err;
