@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { createPglite } from "../../services/memory/src/pglite-template.js";
+import { createPglite, templatePath } from "../../services/memory/src/pglite-template.js";
 
 const log = pino({ level: "silent" });
 const dir = (): string => mkdtempSync(join(tmpdir(), "loopsmith-template-"));
@@ -26,6 +26,19 @@ describe("PGlite template", () => {
       expect(r.rows[0]?.d).toBe(0);
     } finally {
       await second.close();
+    }
+  });
+
+  it("keys the default template by PGlite's version under LOOPSMITH_CACHE_DIR", async () => {
+    const cache = dir();
+    process.env.LOOPSMITH_CACHE_DIR = cache;
+    try {
+      expect(templatePath()).toMatch(new RegExp(`^${cache}/pglite-\\d+\\.\\d+\\.\\d+\\.tar\\.gz$`));
+      const db = await createPglite(join(dir(), "e"), log);
+      await db.close();
+      expect(existsSync(templatePath())).toBe(true);
+    } finally {
+      delete process.env.LOOPSMITH_CACHE_DIR;
     }
   });
 

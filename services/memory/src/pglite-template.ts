@@ -7,21 +7,34 @@
  * to `<cacheDir>/pglite-<version>.tar.gz`; migrations then run on the copy as on any
  * database. A template that fails to load is deleted and the directory created the usual way.
  */
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import type { Logger } from "pino";
 
 const require = createRequire(import.meta.url);
 
-/** PGlite's version, which keys the template (a cluster is only valid for its own build). */
+/**
+ * PGlite's version, which keys the template (a cluster is only valid for its own build): read
+ * from the package.json above its entry point (the package does not export that file).
+ * @throws Error when no package.json with a version is found
+ */
 function pgliteVersion(): string {
-  const pkg = require("@electric-sql/pglite/package.json") as { version: string };
-  return pkg.version;
+  let dir = dirname(require.resolve("@electric-sql/pglite"));
+  for (;;) {
+    const file = join(dir, "package.json");
+    if (existsSync(file)) {
+      const pkg = JSON.parse(readFileSync(file, "utf8")) as { name?: string; version?: string };
+      if (pkg.name === "@electric-sql/pglite" && pkg.version) return pkg.version;
+    }
+    const up = dirname(dir);
+    if (up === dir) throw new Error("cannot find @electric-sql/pglite's package.json");
+    dir = up;
+  }
 }
 
 /**
@@ -47,8 +60,15 @@ function fresh(dataDir: string): boolean {
  * there is one, and the first new directory without one writes it.
  * @throws what `PGlite.create` throws for a directory it cannot open
  */
-export async function createPglite(dataDir: string, log: Logger, template = templatePath()): Promise<PGlite> {
+export async function createPglite(dataDir: string, log: Logger, templateFile?: string): Promise<PGlite> {
   if (!fresh(dataDir)) return PGlite.create({ dataDir, extensions: { vector } });
+  let template: string;
+  try {
+    template = templateFile ?? templatePath();
+  } catch (err) {
+    log.debug({ err }, "no PGlite template: its version is unknown");
+    return PGlite.create({ dataDir, extensions: { vector } });
+  }
   if (existsSync(template)) {
     try {
       const blob = new Blob([await readFile(template)]);
