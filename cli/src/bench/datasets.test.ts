@@ -6,19 +6,15 @@ import { afterAll, describe, expect, it } from "vitest";
 import { LoopsmithError } from "@loopsmith/shared";
 import { humanevalTestFiles, type HumanEvalRecord } from "../humaneval.js";
 import {
-  HUMANEVAL_VISIBLE_PATH,
   JSBENCH_HIDDEN_PATH,
   JSBENCH_VISIBLE_PATH,
   MBPP_HIDDEN_PATH,
   MBPP_VISIBLE_PATH,
-  docstringExamples,
-  humanevalVisibleTests,
-  informalExamples,
   loadDataset,
   mbppEntryPoint,
   parseDataset,
-  pyLiteral,
 } from "./datasets.js";
+import { HUMANEVAL_VISIBLE_PATH, docstringExamples, humanevalVisibleTests, informalExamples, pyLiteral } from "./humaneval-examples.js";
 import { BenchCase } from "./types.js";
 
 const dir = mkdtempSync(join(tmpdir(), "loopsmith-bench-datasets-"));

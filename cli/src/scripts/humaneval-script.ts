@@ -13,16 +13,11 @@ import { createExecutor } from "@loopsmith/executor";
 import { findHumanEval, loadHumanEval, type HumanEvalRecord } from "../humaneval.js";
 import { mutantsOf, type Mutant } from "../mutants.js";
 import { firstFailingMutant } from "../oracle.js";
+import { docstringExamples } from "../bench/humaneval-examples.js";
 
-/** Docstring examples (`>>> call` then the expected line) as acceptance criteria. */
+/** Docstring examples (`>>> call` then the expected output) as acceptance criteria. */
 function examples(rec: HumanEvalRecord): string[] {
-  const lines = rec.prompt.split("\n").map((l) => l.trim());
-  const out: string[] = [];
-  lines.forEach((l, i) => {
-    const next = lines[i + 1];
-    if (l.startsWith(">>> ") && next && !next.startsWith(">>>")) out.push(`${l.slice(4)} == ${next}`);
-  });
-  return out.slice(0, 10);
+  return docstringExamples(rec.prompt).filter((e) => e.expected).slice(0, 10).map((e) => `${e.call} == ${e.expected}`);
 }
 
 /** The script file's object. */

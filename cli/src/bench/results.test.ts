@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { emptyUsage, type TaskResult } from "@loopsmith/shared";
-import { noticeFor, readResults, resultLine, selectCases } from "./run.js";
+import { noticeFor, readResults, resultLine } from "./results.js";
+import { selectCases } from "./run.js";
 import type { BenchCase } from "./types.js";
 
 const kase = (id: string): BenchCase => ({
