@@ -14,12 +14,14 @@
  *          [--wait 180] [--throughput-tasks 12 (0: skip)] [--no-build]
  * Needs Docker with Compose v2 (deploy/ensure-compose.sh) and the locally built images.
  */
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { Command } from "commander";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { ensureStreams, type ServiceName } from "@loopsmith/shared";
@@ -101,6 +103,10 @@ async function upAndReady(project: Project, args: string[], expected: Record<Ser
 
 /** Phase 1: tasks in flight under kills. Returns whether every criterion held. */
 async function chaosPhase(project: Project, executors: Set<string>): Promise<boolean> {
+  if (BUILD) {
+    // The app image is built from dist/app (JavaScript), as a user's `npm run build` makes it.
+    await promisify(execFile)(process.execPath, ["--import", "tsx", join(REPO, "deploy", "build-app.ts")], { cwd: REPO });
+  }
   log(`phase 1: up${BUILD ? " --build" : ""} (project ${project.name}, NATS on 127.0.0.1:${project.natsPort})`);
   const nc = await upAndReady(project, [...(BUILD ? ["--build"] : []), ...SCALE], EXPECTED);
   await noteExecutors(project, executors);

@@ -9,7 +9,8 @@
 #   LOOPSMITH_POSTGRES_IMAGE         default loopsmith/postgres:local        (PostgreSQL 17 + pgvector 0.8)
 #   LOOPSMITH_SANDBOX_PYTHON_IMAGE   default loopsmith/sandbox-python:local  (python3, pytest, hypothesis)
 #   LOOPSMITH_SANDBOX_NODE_IMAGE     default loopsmith/sandbox-node:local    (nodejs)
-# Usage: deploy/build-images.sh [--force] [nats|postgres|python|node ...]
+#   LOOPSMITH_RUNTIME_IMAGE          default loopsmith/node-runtime:local    (nodejs only: the app image's base)
+# Usage: deploy/build-images.sh [--force] [nats|postgres|python|node|runtime ...]
 # An image that already exists is kept unless --force is given. Needs root and debootstrap.
 set -euo pipefail
 
@@ -23,16 +24,17 @@ for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
     --check) check=1 ;;
-    nats|postgres|python|node) wanted+=("$arg") ;;
+    nats|postgres|python|node|runtime) wanted+=("$arg") ;;
     *) echo "build-images: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
-[ ${#wanted[@]} -gt 0 ] || wanted=(nats postgres python node)
+[ ${#wanted[@]} -gt 0 ] || wanted=(nats postgres python node runtime)
 
 NATS_IMAGE="${LOOPSMITH_NATS_IMAGE:-loopsmith/nats:local}"
 POSTGRES_IMAGE="${LOOPSMITH_POSTGRES_IMAGE:-loopsmith/postgres:local}"
 PYTHON_IMAGE="${LOOPSMITH_SANDBOX_PYTHON_IMAGE:-loopsmith/sandbox-python:local}"
 NODE_IMAGE="${LOOPSMITH_SANDBOX_NODE_IMAGE:-loopsmith/sandbox-node:local}"
+RUNTIME_IMAGE="${LOOPSMITH_RUNTIME_IMAGE:-loopsmith/node-runtime:local}"
 
 # shellcheck source=deploy/debian-mirror.sh
 . "$(dirname "$0")/debian-mirror.sh"
@@ -43,11 +45,11 @@ mirror() {
 # The content version of each image, as its org.loopsmith.version label says (an image built
 # before the label existed is version 1). A present image of an older version is rebuilt.
 # python 2: python3-pip (repo mode's setup phase); node 2: npm (`npm test`, `npm ci`).
-declare -A VERSION=([nats]=1 [postgres]=1 [python]=2 [node]=2)
+declare -A VERSION=([nats]=1 [postgres]=1 [python]=2 [node]=2 [runtime]=1)
 kind_of() {
   case "$1" in
     "$NATS_IMAGE") echo nats ;; "$POSTGRES_IMAGE") echo postgres ;;
-    "$PYTHON_IMAGE") echo python ;; "$NODE_IMAGE") echo node ;;
+    "$PYTHON_IMAGE") echo python ;; "$NODE_IMAGE") echo node ;; "$RUNTIME_IMAGE") echo runtime ;;
   esac
 }
 need_image() {
@@ -149,10 +151,20 @@ build_node() {
     'LABEL org.loopsmith.image=sandbox-node'
 }
 
+# The application image's base: Node.js and CA certificates, nothing else (no npm, no shell
+# tools beyond the base's, no documentation or translations), so the app image stays small.
+build_runtime() {
+  need_image "$RUNTIME_IMAGE" || { echo "build-images: $RUNTIME_IMAGE exists"; return; }
+  rootfs runtime nodejs ca-certificates
+  rm -rf "$work/runtime/usr/share/locale" "$work/runtime/usr/share/info" "$work/runtime/usr/share/i18n" \
+    "$work/runtime/usr/share/zoneinfo" "$work/runtime/var/cache/debconf/"*-old "$work/runtime/var/log/"*
+  import runtime "$RUNTIME_IMAGE" 'CMD ["node"]' 'LABEL org.loopsmith.image=node-runtime'
+}
+
 if [ "$check" = 1 ]; then
   # --check: exit 1 when an image is missing or older than this script builds (no root needed).
   for w in "${wanted[@]}"; do
-    case "$w" in nats) i=$NATS_IMAGE ;; postgres) i=$POSTGRES_IMAGE ;; python) i=$PYTHON_IMAGE ;; node) i=$NODE_IMAGE ;; esac
+    case "$w" in nats) i=$NATS_IMAGE ;; postgres) i=$POSTGRES_IMAGE ;; python) i=$PYTHON_IMAGE ;; node) i=$NODE_IMAGE ;; runtime) i=$RUNTIME_IMAGE ;; esac
     case "$i" in loopsmith/*) ;; *) continue ;; esac
     if need_image "$i"; then echo "build-images: $i is missing or out of date"; exit 1; fi
   done
@@ -169,6 +181,7 @@ for w in "${wanted[@]}"; do
     postgres) need_image "$POSTGRES_IMAGE" && todo+=(postgres) ;;
     python) need_image "$PYTHON_IMAGE" && todo+=(python) ;;
     node) need_image "$NODE_IMAGE" && todo+=(node) ;;
+    runtime) need_image "$RUNTIME_IMAGE" && todo+=(runtime) ;;
   esac
 done
 if [ ${#todo[@]} -eq 0 ]; then echo "build-images: all images present"; exit 0; fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything the tests and the demo need on this machine, installed when missing:
-# node dependencies (npm ci), a Docker engine that answers, the images (built from
+# node dependencies (npm ci), a Docker engine that answers, Compose v2, the images (built from
 # Debian packages by deploy/build-images.sh when they are not present), and Debian's
 # chromium (the dashboard test renders the improvement dashboard in it, headless).
 # Idempotent and quick when all is in place.
@@ -13,6 +13,8 @@ if [ ! -d node_modules/vitest ] || [ package-lock.json -nt node_modules/.package
 fi
 
 bash deploy/ensure-docker.sh
+# Compose v2 (the compose test runs the README's `docker compose` lines as they are).
+bash deploy/ensure-compose.sh
 
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" != "0" ]; then
@@ -29,6 +31,7 @@ images=(
   "${LOOPSMITH_POSTGRES_IMAGE:-loopsmith/postgres:local}"
   "${LOOPSMITH_SANDBOX_PYTHON_IMAGE:-loopsmith/sandbox-python:local}"
   "${LOOPSMITH_SANDBOX_NODE_IMAGE:-loopsmith/sandbox-node:local}"
+  "${LOOPSMITH_RUNTIME_IMAGE:-loopsmith/node-runtime:local}"
 )
 missing=0
 for image in "${images[@]}"; do

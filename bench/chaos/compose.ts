@@ -4,7 +4,8 @@
  * pids of its containers, `kill -9`, logs, and the sandbox containers its executors left.
  */
 import { execFile, spawn } from "node:child_process";
-import { appendFileSync, mkdirSync, openSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { appendFileSync, mkdirSync, openSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -79,7 +80,10 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
     ...process.env,
     LOOPSMITH_NATS_IMAGE: process.env.LOOPSMITH_NATS_IMAGE ?? "loopsmith/nats:local",
     LOOPSMITH_POSTGRES_IMAGE: process.env.LOOPSMITH_POSTGRES_IMAGE ?? "loopsmith/postgres:local",
-    LOOPSMITH_NODE_IMAGE: process.env.LOOPSMITH_NODE_IMAGE ?? "loopsmith/sandbox-node:local",
+    LOOPSMITH_RUNTIME_IMAGE: process.env.LOOPSMITH_RUNTIME_IMAGE ?? "loopsmith/node-runtime:local",
+    // What deploy/compose-env.sh writes to .env for a user: a generated password, the socket's group.
+    POSTGRES_PASSWORD: process.env.POSTGRES_PASSWORD ?? randomBytes(18).toString("base64url"),
+    DOCKER_GID: process.env.DOCKER_GID ?? String(statSync(process.env.DOCKER_SOCKET ?? "/var/run/docker.sock").gid),
   };
   const base = ["compose", "-p", name, "-f", join(repo, "docker-compose.yml"), "-f", override];
   const compose = async (args: string[], timeoutMs = 600_000): Promise<string> => {

@@ -19,7 +19,7 @@ import { LANGUAGES, MAX_ITERATIONS, PROVIDERS, ROLES, checkNatsListening, checkS
 
 async function logger(): Promise<Logger> {
   const { createLogger } = await import("@loopsmith/shared");
-  return createLogger({ service: "cli", level: process.env.LOG_LEVEL ?? "warn" });
+  return createLogger({ service: "cli", level: process.env.LOG_LEVEL || "warn" });
 }
 
 /** Runs an action (see `runCommand`); the stack of an unexpected error goes to the log, the others at debug level. */
@@ -175,6 +175,21 @@ program
     run(opts.json, async () => {
       const { statusCommand } = await import("./up.js");
       return statusCommand(opts);
+    }),
+  );
+
+program
+  .command("health")
+  .argument("[service...]", "services to ping (architect, builder, reviewer, executor, memory); none: all five")
+  .description("$SRV ping of services on NATS_URL, for container health checks; exit 0 when each answers, 3 when one does not")
+  .option("--id-file <file>", "ping only the instance whose $SRV identity is in this file (LOOPSMITH_SERVICE_ID_FILE)")
+  .option("--timeout <ms>", "how long to wait for answers, in ms", positiveNumber, 2_000)
+  .option("--config <file>", "configuration file (JSON)")
+  .option("--json", "print JSON")
+  .action(async (services: string[], opts: { idFile?: string; timeout: number; config?: string; json?: boolean }) =>
+    run(opts.json, async () => {
+      const { healthCommand } = await import("./health.js");
+      return healthCommand(services, { ...(opts.idFile ? { idFile: opts.idFile } : {}), timeoutMs: opts.timeout, ...(opts.config ? { config: opts.config } : {}), ...(opts.json ? { json: true } : {}) });
     }),
   );
 

@@ -14,6 +14,7 @@ import {
   Task,
   call,
   createProvider,
+  loadScript,
   ensureStreams,
   loadConfig,
   submitTask,
@@ -216,14 +217,19 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
   const config: Config = loadConfig({ ...(o.config ? { file: o.config } : {}), flags });
   // Repo mode checks the repository and makes its snapshot before anything starts.
   const prepared: PreparedRepoTask | undefined = o.repo ? await prepareRepoTask(goal, o, limitsOf(o)) : undefined;
-  const task = prepared ? prepared.task : buildTask(goal, o);
-  // Fail before starting anything when the provider cannot work (missing key, bad key).
-  const provider = createProvider({ config, log });
-  if (provider.info.scripted) {
-    const banner = `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath}; no model is called.`;
+  let task = prepared ? prepared.task : buildTask(goal, o);
+  // Fail before starting anything when the provider cannot work (missing key, bad key). On a
+  // stack the configuration names (NATS_URL: compose, a cluster) the services' own provider
+  // answers, not this process's: there a task that needs a model and finds none ends with
+  // `provider_unconfigured`, and `--script` replies travel with the task.
+  const external = Boolean(config.natsUrl);
+  const provider = external ? undefined : createProvider({ config, log });
+  const script = o.script ? loadScript(resolve(o.script)) : undefined;
+  if (provider?.info.scripted || (external && script)) {
+    const banner = `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath ?? o.script}; no model is called.`;
     out(o.json ? jsonLine({ kind: "notice", scripted: true, message: banner }) : printable(banner));
   }
-  if (provider.verify) await provider.verify();
+  if (provider?.verify) await provider.verify();
 
   const childEnv: NodeJS.ProcessEnv = {
     LOOPSMITH_CONFIG_JSON: JSON.stringify(flags),
@@ -252,9 +258,13 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
     stack = await startLocalStack({ config, log, env: childEnv });
     if (abort.signal.aborted) throw new CliError("cancelled", "interrupted before the task was submitted");
     const reused = 5 - stack.started.length;
-    if (reused > 0 && Object.keys(flags).length > 0) {
+    // Services this command did not start have their own provider: the replies go with the task.
+    if (script && reused > 0) task = { ...task, script };
+    const ownLlm = { ...((flags.llm as Record<string, unknown> | undefined) ?? {}) };
+    delete ownLlm.scriptPath;
+    if (reused > 0 && Object.keys(ownLlm).length > 0) {
       process.stderr.write(
-        `loopsmith: ${reused} service(s) were already running on ${shownNatsUrl(stack.natsUrl)} and keep their own configuration; --provider/--model/--script/--base-url apply only to the ${stack.started.length} started now\n`,
+        `loopsmith: ${reused} service(s) were already running on ${shownNatsUrl(stack.natsUrl)} and keep their own configuration; --provider/--model/--base-url apply only to the ${stack.started.length} started now\n`,
       );
     }
     nc = await connect({ servers: stack.natsUrl });

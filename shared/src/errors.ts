@@ -26,6 +26,7 @@ export const ErrorCode = z.enum([
   "db_error",
   "cancelled",
   "config_invalid",
+  "provider_unconfigured", // a step needs a model and the service has none configured (no API key, no base URL)
   "command_not_found", // repo mode: the test or setup command does not exist in the sandbox
   "repo_invalid", // repo mode: not a git work tree, a bare repository, an unknown base, a dirty tree with --apply
   "internal",
@@ -49,6 +50,7 @@ export const RETRYABLE_BY_DEFAULT: Readonly<Record<ErrorCode, boolean>> = {
   db_error: true,
   cancelled: false,
   config_invalid: false,
+  provider_unconfigured: false,
   command_not_found: false,
   repo_invalid: false,
   internal: false,

@@ -6,6 +6,7 @@
 export {
   ErrorCode, ErrorData, LoopsmithError, RETRYABLE_BY_DEFAULT, hasCode, toErrorData,
 } from "./errors.js";
+export { assetPath, installRoot } from "./assets.js";
 export {
   Budget, BuildReply, BuildRequest, CancelRequest, Candidate, CommitId, DependencyPolicy, Edit,
   EditFailure, EditFailureReason, EditReply, Empty, ExecutionBase, ExecutionRequest, ExecutionResult,
@@ -41,9 +42,9 @@ export type { ConfigInput, LoadConfigOptions } from "./config.js";
 export { REDACT_PATHS, createLogger } from "./log.js";
 export type { LoggerOptions } from "./log.js";
 export {
-  LOOPSMITH_VERSION, connectNats, exitOnSignals, processAlive, runService, serviceMain,
+  LOOPSMITH_VERSION, SERVICE_NATS_WAIT_MS, connectNats, exitOnSignals, logConnectionStatus, processAlive, runService, serviceMain,
 } from "./runtime.js";
-export type { RunningService, ServiceModule, ShutdownHook } from "./runtime.js";
+export type { RunningService, ServiceIdentityFile, ServiceModule, ShutdownHook } from "./runtime.js";
 export {
   CHARS_PER_TOKEN, FALLBACK_CODES, REASK_INSTRUCTION, ROLES, SCRIPTLESS_MODEL, ScriptFile, SpendMeter,
   TASK_SCRIPT_CACHE_MAX, TASK_SCRIPT_NAME, basePriceKey, causeMarker, checkBudget, costOf, createProvider,

@@ -25,7 +25,7 @@ export const REDACT_PATHS = [
 export interface LoggerOptions {
   /** The service (or `cli`) this logger belongs to. */
   service: string;
-  /** pino level. @defaultValue process.env.LOG_LEVEL ?? "info" */
+  /** pino level; empty means the default. @defaultValue process.env.LOG_LEVEL, else "info" */
   level?: string;
   /** `json` or `pretty`. @defaultValue process.env.LOG_FORMAT ?? "json" */
   format?: "json" | "pretty";
@@ -36,7 +36,7 @@ export interface LoggerOptions {
 /** Creates the process logger. */
 export function createLogger(opts: LoggerOptions): Logger {
   const format = opts.format ?? (process.env.LOG_FORMAT === "pretty" ? "pretty" : "json");
-  const level = opts.level ?? process.env.LOG_LEVEL ?? "info";
+  const level = opts.level || process.env.LOG_LEVEL || "info";
   const fd = opts.fd ?? 2;
   const base = { service: opts.service, pid: process.pid };
   const redact = { paths: REDACT_PATHS, censor: "[redacted]" };

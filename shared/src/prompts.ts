@@ -5,11 +5,11 @@
  * token budget, head and tail kept) and a summary of older iterations.
  */
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import type { FileChange } from "./contracts/common.js";
 import type { Recall } from "./contracts/memory.js";
 import type { FailureBrief, TaskBrief } from "./contracts/steps.js";
 import type { Role } from "./llm/types.js";
+import { assetPath } from "./assets.js";
 import { LoopsmithError } from "./errors.js";
 
 /** The prompt version each role uses now. Bump it with a new file, never edit an old one. */
@@ -33,7 +33,7 @@ export const REPO_PROMPT_VERSIONS: Readonly<Partial<Record<Role, number>>> = { p
 export function loadPrompt(role: Role, mode: "inline" | "repo" = "inline"): Prompt {
   const repoVersion = mode === "repo" ? REPO_PROMPT_VERSIONS[role] : undefined;
   const version = repoVersion ?? PROMPT_VERSIONS[role];
-  const file = fileURLToPath(new URL(`../prompts/${role}${repoVersion ? ".repo" : ""}.v${version}.md`, import.meta.url));
+  const file = assetPath("shared", "prompts", `${role}${repoVersion ? ".repo" : ""}.v${version}.md`);
   let text: string;
   try {
     text = readFileSync(file, "utf8");

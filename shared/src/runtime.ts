@@ -5,6 +5,8 @@
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Service } from "@nats-io/services";
+import { rename, writeFile } from "node:fs/promises";
+import pRetry from "p-retry";
 import type { Logger } from "pino";
 import { loadConfig, type Config } from "./config.js";
 import { createLogger } from "./log.js";
@@ -56,14 +58,67 @@ export interface RunningService {
 }
 
 /**
- * Connects to NATS, with a clear error when it cannot.
+ * How long a starting service keeps trying to reach NATS, in ms: under compose the server may
+ * still be opening its port when the services start (they start together), and a service that
+ * exits at once only to be restarted would make every start noisy.
+ */
+export const SERVICE_NATS_WAIT_MS = 30_000;
+
+/**
+ * Connects to NATS, with a clear error when it cannot. Once connected the client reconnects
+ * on its own, forever (`maxReconnectAttempts: -1`).
+ * @param waitMs how long to keep retrying a refused or failed first connection (backoff
+ *   200 ms doubling to 2 s, by p-retry); 0 (the default) tries once
  * @throws LoopsmithError `unavailable` naming the URL.
  */
-export async function connectNats(url: string, name: string): Promise<NatsConnection> {
+export async function connectNats(url: string, name: string, opts: { waitMs?: number; log?: Logger } = {}): Promise<NatsConnection> {
+  const once = (): Promise<NatsConnection> => connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
   try {
-    return await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+    if (!opts.waitMs) return await once();
+    return await pRetry(once, {
+      retries: Number.POSITIVE_INFINITY,
+      maxRetryTime: opts.waitMs,
+      minTimeout: 200,
+      maxTimeout: 2_000,
+      onFailedAttempt: ({ error, attemptNumber }) => {
+        if (attemptNumber === 1) opts.log?.warn({ url, err: error.message }, "NATS does not answer yet; retrying");
+      },
+    });
   } catch (err) {
     throw new LoopsmithError("unavailable", `cannot connect to NATS at ${url}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * Logs what happens to a connection until it closes: a disconnect (warn, with the server), a
+ * reconnect (info), a server error (error), a stale connection or a slow consumer (warn), and
+ * a server entering lame-duck mode (warn). Pings and cluster updates are not logged.
+ * @returns a promise that settles when the connection is closed
+ */
+export async function logConnectionStatus(nc: NatsConnection, log: Logger): Promise<void> {
+  for await (const s of nc.status()) {
+    switch (s.type) {
+      case "disconnect":
+        log.warn({ server: s.server }, "NATS disconnected; reconnecting");
+        break;
+      case "reconnect":
+        log.info({ server: s.server }, "NATS reconnected");
+        break;
+      case "error":
+        log.error({ err: s.error }, "NATS reported an error");
+        break;
+      case "staleConnection":
+        log.warn("NATS connection is stale (no pong); reconnecting");
+        break;
+      case "slowConsumer":
+        log.warn({ subject: s.sub.getSubject(), pending: s.pending }, "slow consumer: messages are piling up");
+        break;
+      case "ldm":
+        log.warn({ server: s.server }, "the NATS server is shutting down (lame duck mode)");
+        break;
+      default:
+        break;
+    }
   }
 }
 
@@ -80,7 +135,8 @@ export async function runService(
   const config = opts.config ?? loadConfig();
   const log = opts.log ?? createLogger({ service: name });
   if (!config.natsUrl) throw new LoopsmithError("config_invalid", "NATS_URL is not set; a service needs a NATS server");
-  const nc = await connectNats(config.natsUrl, ServiceNames[name]);
+  const nc = await connectNats(config.natsUrl, ServiceNames[name], { waitMs: SERVICE_NATS_WAIT_MS, log });
+  void logConnectionStatus(nc, log).catch((err: unknown) => log.warn({ err }, "the NATS status watch ended"));
   const mod = await build({ nc, config, log });
   const service = await startService(nc, {
     name: ServiceNames[name],
@@ -91,6 +147,8 @@ export async function runService(
     ...(mod.metadata ? { metadata: mod.metadata } : {}),
   });
   log.info({ endpoints: mod.registrations.map((r) => r.def.subject) }, "service started");
+  const idFile = process.env.LOOPSMITH_SERVICE_ID_FILE;
+  if (idFile) await writeServiceIdFile(idFile, { name: ServiceNames[name], id: service.info().id }, log);
   let stopping: Promise<Error | null> | undefined;
   const stop = (): Promise<Error | null> => {
     stopping ??= (async () => {
@@ -113,6 +171,28 @@ export async function runService(
   };
   if (mod.start) await mod.start();
   return { nc, service, config, log, stop };
+}
+
+/** What {@link writeServiceIdFile} writes: the `$SRV` name and id of this process's service. */
+export interface ServiceIdentityFile {
+  name: string;
+  id: string;
+}
+
+/**
+ * Writes this process's `$SRV` name and id to `file` (JSON, mode 0644), so a health check in
+ * the same container (`loopsmith health --id-file <file>`) pings this instance, not any
+ * replica of the service. Written to a temporary name and renamed, so a reader never sees
+ * half a file. A failure is logged, never fatal: the service runs, its health check fails.
+ */
+async function writeServiceIdFile(file: string, identity: ServiceIdentityFile, log: Logger): Promise<void> {
+  try {
+    const tmp = `${file}.${process.pid}.tmp`;
+    await writeFile(tmp, `${JSON.stringify(identity)}\n`, { mode: 0o644 });
+    await rename(tmp, file);
+  } catch (err) {
+    log.error({ err, file }, "cannot write the service id file (LOOPSMITH_SERVICE_ID_FILE); the health check will fail");
+  }
 }
 
 /**

@@ -31,7 +31,7 @@ export interface SandboxRunOptions {
  */
 export async function sandboxRun(command: string[], opts: SandboxRunOptions): Promise<number> {
   const config = loadConfig(opts.config ? { file: opts.config } : {});
-  const log = createLogger({ service: "cli", level: process.env.LOG_LEVEL ?? "warn" });
+  const log = createLogger({ service: "cli", level: process.env.LOG_LEVEL || "warn" });
   const files = await readWorkspaceDir(opts.dir);
   if (files.length === 0) throw new LoopsmithError("workspace_invalid", `the directory ${opts.dir} has no files to run`);
   const req: ExecutionRequest = {

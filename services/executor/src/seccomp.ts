@@ -4,11 +4,10 @@
  * `deploy/seccomp/generate.mjs`), checked, and handed to the engine as JSON text.
  */
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError, assetPath } from "@loopsmith/shared";
 
 /** The profile shipped with loopsmith. */
-export const SHIPPED_SECCOMP_PROFILE = fileURLToPath(new URL("../../../deploy/seccomp/sandbox.json", import.meta.url));
+export const SHIPPED_SECCOMP_PROFILE = assetPath("deploy", "seccomp", "sandbox.json");
 
 /** System calls the sandbox must never allow, whatever profile is configured. */
 export const NEVER_ALLOWED = ["io_uring_setup", "io_uring_enter", "io_uring_register", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"];

@@ -20,13 +20,12 @@
  */
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { runner } from "node-pg-migrate";
 import type { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 import type { Logger } from "pino";
-import { LoopsmithError, type Config } from "@loopsmith/shared";
+import { LoopsmithError, assetPath, type Config } from "@loopsmith/shared";
 import type { Embedder } from "./embedder.js";
 import { toDbError } from "./errors.js";
 import { acquireLock, type HeldLock } from "./lock.js";
@@ -57,7 +56,7 @@ export interface OpenDatabaseOptions {
 }
 
 /** Folder of the SQL migrations applied by node-pg-migrate. */
-export const MIGRATIONS_DIR = fileURLToPath(new URL("../migrations", import.meta.url));
+export const MIGRATIONS_DIR = assetPath("services", "memory", "migrations");
 /** Table where node-pg-migrate records the migrations it applied (schema `loopsmith`). */
 const MIGRATIONS_TABLE = "memory_migrations";
 /** Advisory lock taken while creating embedder indexes, so two services do not race. */

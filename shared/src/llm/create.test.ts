@@ -9,11 +9,13 @@ import type { CompletionRequest } from "./types.js";
 const log = pino({ level: "silent" });
 
 describe("createProvider", () => {
-  it("refuses an anthropic provider without an API key, naming ANTHROPIC_API_KEY", () => {
-    const config = Config.parse({ llm: { provider: "anthropic" } });
-    expect(() => createProvider({ config, log })).toThrow(
-      expect.objectContaining({ code: "config_invalid", message: expect.stringContaining("ANTHROPIC_API_KEY") }),
-    );
+  it("builds an anthropic provider without an API key that refuses every model call with provider_unconfigured, naming ANTHROPIC_API_KEY, and still answers a task's own replies", async () => {
+    const p = createProvider({ config: Config.parse({ llm: { provider: "anthropic" } }), log });
+    expect(p.info).toEqual({ name: "anthropic", model: "claude-sonnet-4-6", scripted: false });
+    const refused = { code: "provider_unconfigured", retryable: false, message: expect.stringContaining("ANTHROPIC_API_KEY is not set") };
+    await expect(p.verify?.()).rejects.toMatchObject(refused);
+    await expect(p.complete(planRequest("task-1"))).rejects.toMatchObject(refused);
+    await expect(p.complete(planRequest("task-2", taskScript))).resolves.toMatchObject({ value: plan, provider: { name: "scripted" } });
   });
 
   it("builds each real provider with its info", () => {
@@ -60,7 +62,7 @@ describe("createProvider and the replies a task carries", () => {
     const p = createProvider({ config: scriptlessConfig(), log });
     expect(p.info).toEqual({ name: "scripted", model: "script:none", scripted: true });
     await expect(p.complete(planRequest("task-7"))).rejects.toMatchObject({
-      code: "config_invalid",
+      code: "provider_unconfigured",
       message: "the scripted provider has no script file (LOOPSMITH_SCRIPT) and task task-7 carries no replies (Task.script)",
     });
     const done = await p.complete(planRequest("task-8", taskScript));
@@ -71,7 +73,7 @@ describe("createProvider and the replies a task carries", () => {
   it("builds it without a script file when roles route to several models too", async () => {
     const p = createProvider({ config: scriptlessConfig({ roles: { build: { model: "other" } } }), log });
     expect(p.info).toEqual({ name: "scripted", model: "script:none", scripted: true });
-    await expect(p.complete(planRequest("task-9"))).rejects.toMatchObject({ code: "config_invalid" });
+    await expect(p.complete(planRequest("task-9"))).rejects.toMatchObject({ code: "provider_unconfigured" });
     await expect(p.complete(planRequest("task-9", simulation))).resolves.toMatchObject({ provider: { name: "simulated", model: "simulated:HumanEval/3" } });
   });
 
@@ -88,7 +90,7 @@ describe("createProvider and the replies a task carries", () => {
 });
 
 describe("createProvider with per-role models", () => {
-  it("info names the llm default; a role's anthropic model without a key is refused naming the role", () => {
+  it("info names the llm default; a role's anthropic model without a key is refused naming the role", async () => {
     const routed = createProvider({
       config: Config.parse({
         llm: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", model: "llama3", roles: { plan: { model: "qwen3" } } },
@@ -99,9 +101,8 @@ describe("createProvider with per-role models", () => {
     const config = Config.parse({
       llm: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", roles: { plan: { provider: "anthropic", model: "claude-opus-4-1" } } },
     });
-    expect(() => createProvider({ config, log })).toThrow(
-      expect.objectContaining({ code: "config_invalid", message: expect.stringContaining("llm.roles.plan") }),
-    );
+    const p = createProvider({ config, log });
+    await expect(p.complete(planRequest("task-4"))).rejects.toMatchObject({ code: "provider_unconfigured", message: expect.stringContaining("llm.roles.plan") });
   });
 });
 

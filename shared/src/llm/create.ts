@@ -110,6 +110,24 @@ function verifier(run: () => PromiseLike<unknown>, map: (err: unknown) => Promis
   };
 }
 
+/**
+ * The backend of a provider that lacks what it needs to call a model (an API key, a base
+ * URL): the service still starts (a stack without a key serves scripted tasks, whose replies
+ * travel with them), and every call, and `verify`, fails with `provider_unconfigured` and the
+ * sentence that says what to set.
+ */
+function createUnconfiguredBackend(info: ProviderInfo, message: string): Backend {
+  const refuse = (): never => {
+    throw new LoopsmithError("provider_unconfigured", message);
+  };
+  return {
+    info,
+    price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
+    open: refuse,
+    verify: async () => refuse(),
+  };
+}
+
 /** A messages client whose SDK client is built on the first call. */
 function lazyMessages(client: () => Promise<{ messages: { create(p: Anthropic.MessageCreateParamsNonStreaming): PromiseLike<Anthropic.Message> } }>): AnthropicMessagesClient {
   return { messages: { create: async (params) => (await client()).messages.create(params) } };
@@ -133,8 +151,8 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
   switch (llm.provider) {
     case "anthropic": {
       if (!llm.apiKey) {
-        throw new LoopsmithError(
-          "config_invalid",
+        return createUnconfiguredBackend(
+          { name: "anthropic", model: llm.model, scripted: false },
           llm.source === "llm"
             ? "ANTHROPIC_API_KEY is not set: the anthropic provider needs an API key (or choose another provider with LOOPSMITH_PROVIDER)"
             : `ANTHROPIC_API_KEY is not set: ${llm.source} uses the anthropic provider, which needs an API key (or set ${llm.source}.apiKey)`,
@@ -178,7 +196,10 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
     }
     case "openai-compatible": {
       if (!llm.baseUrl) {
-        throw new LoopsmithError("config_invalid", `LOOPSMITH_BASE_URL is not set: the openai-compatible provider (${llm.source}) needs the server's base URL`);
+        return createUnconfiguredBackend(
+          { name: "openai-compatible", model: llm.model, scripted: false },
+          `LOOPSMITH_BASE_URL is not set: the openai-compatible provider (${llm.source}) needs the server's base URL`,
+        );
       }
       // Local servers need no key; the SDK insists on one, so a placeholder stands in.
       const baseURL = llm.baseUrl;
@@ -219,10 +240,13 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
  *
  * Reads the script file now for the scripted provider. Without one (`LOOPSMITH_SCRIPT`
  * unset) the scripted provider is still built (model `script:none`): it serves the tasks
- * that carry replies, and a call from a task without any is refused with `config_invalid`.
- * @throws LoopsmithError `config_invalid` with one sentence: the Anthropic API key is
- *   missing, an openai-compatible base URL is missing, a role switches provider without a
- *   model, the script file is unreadable or malformed
+ * that carry replies, and a call from a task without any is refused with
+ * `provider_unconfigured`. So is every call (and `verify`) of a provider that lacks what it
+ * needs (the Anthropic API key, an openai-compatible base URL): a service without a key
+ * starts, serves scripted tasks, and ends any other task with that typed error.
+ * @throws LoopsmithError `config_invalid` with one sentence: a role switches provider without a
+ *   model or names an openai-compatible server without a URL, the script file is unreadable
+ *   or malformed
  */
 export function createProvider(deps: CreateProviderDeps): LlmProvider {
   const { config } = deps;

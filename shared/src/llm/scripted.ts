@@ -112,7 +112,7 @@ export function createScriptlessBackend(): Backend {
     price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
     open<T>(request: CompletionRequest<T>): Conversation {
       throw new LoopsmithError(
-        "config_invalid",
+        "provider_unconfigured",
         `the scripted provider has no script file (LOOPSMITH_SCRIPT) and task ${request.context.taskId} carries no replies (Task.script)`,
       );
     },

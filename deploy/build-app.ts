@@ -1,0 +1,134 @@
+/**
+ * Builds the application once to JavaScript for the app image (`npm run build`): each
+ * service's entry point and the CLI are bundled by esbuild into `dist/app/dist/*.js` (code
+ * shared between entry points in chunks), with the files they read at run time and the few
+ * packages that cannot be bundled (they load wasm or data files from beside themselves)
+ * copied beside. `deploy/Dockerfile` copies `dist/app` into the image as it is: no
+ * TypeScript compiler, no tsx, no development dependency at run time.
+ *
+ *   dist/app/package.json                 the root manifest (how `assetPath` finds the root)
+ *   dist/app/dist/<entry>.js, chunk-*.js  architect, builder, reviewer, executor, memory, cli
+ *   dist/app/shared/prompts/              the prompts
+ *   dist/app/services/memory/migrations/  the memory migrations
+ *   dist/app/deploy/seccomp/sandbox.json  the sandbox's seccomp profile
+ *   dist/app/node_modules/                PGlite (+ pgvector, socket), web-tree-sitter, grammars' wasm
+ *
+ * Usage: node --import tsx deploy/build-app.ts [--out <dir>] [--metafile]
+ */
+import { cp, mkdir, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build, type Plugin } from "esbuild";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** Entry points: output name → source. */
+const ENTRIES: Record<string, string> = {
+  architect: "services/architect/src/main.ts",
+  builder: "services/builder/src/main.ts",
+  reviewer: "services/reviewer/src/main.ts",
+  executor: "services/executor/src/main.ts",
+  memory: "services/memory/src/main.ts",
+  cli: "cli/src/main.ts",
+};
+
+/**
+ * Packages left out of the bundle and copied whole (less their source maps): they find wasm
+ * and data files next to their own modules.
+ */
+const COPIED = ["@electric-sql/pglite", "@electric-sql/pglite-pgvector", "@electric-sql/pglite-socket", "web-tree-sitter"];
+/** Grammar packages: only their manifest and wasm are read (`services/architect/src/repo/symbols.ts`). */
+const GRAMMARS = ["tree-sitter-python", "tree-sitter-javascript", "tree-sitter-typescript"];
+/**
+ * Optional native modules that bundled packages try to load inside `try` (pg's `pg-native`,
+ * ssh2's `cpu-features` and its crypto binding): left unresolved, so they fail as optional.
+ * `pino-pretty` is loaded by name in a worker thread; the image logs JSON and never asks for it.
+ */
+const OPTIONAL = ["pg-native", "cpu-features", "pino-pretty"];
+
+/** Files and folders read at run time, relative to the root. */
+const ASSETS = ["shared/prompts", "services/memory/migrations", "deploy/seccomp/sandbox.json"];
+
+/** Marks the copied and optional packages (and native `.node` files) external. */
+const externals: Plugin = {
+  name: "loopsmith-externals",
+  setup(b) {
+    const names = [...COPIED, ...GRAMMARS, ...OPTIONAL];
+    b.onResolve({ filter: /.*/ }, (args) => {
+      if (args.path.endsWith(".node")) return { path: args.path, external: true };
+      const hit = names.some((n) => args.path === n || args.path.startsWith(`${n}/`));
+      return hit ? { path: args.path, external: true } : undefined;
+    });
+  },
+};
+
+/** Copies a folder without source maps. */
+async function copyTree(from: string, to: string): Promise<void> {
+  await cp(from, to, { recursive: true, dereference: true, filter: (src) => !src.endsWith(".map") });
+}
+
+/** Size of a folder in bytes. */
+async function sizeOf(dir: string): Promise<number> {
+  let total = 0;
+  for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) total += (await stat(join(entry.parentPath, entry.name))).size;
+  }
+  return total;
+}
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const outIndex = args.indexOf("--out");
+  const out = resolve(outIndex >= 0 && args[outIndex + 1] ? (args[outIndex + 1] as string) : join(ROOT, "dist", "app"));
+  const started = Date.now();
+  await rm(out, { recursive: true, force: true });
+  await mkdir(out, { recursive: true });
+
+  const result = await build({
+    absWorkingDir: ROOT,
+    entryPoints: Object.fromEntries(Object.entries(ENTRIES).map(([name, src]) => [name, join(ROOT, src)])),
+    outdir: join(out, "dist"),
+    bundle: true,
+    splitting: true,
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    sourcemap: false,
+    legalComments: "none",
+    metafile: args.includes("--metafile"),
+    logLevel: "warning",
+    plugins: [externals],
+    // CommonJS packages bundled into ES modules call `require` for Node's built-ins and read
+    // `__dirname`; both are given as globals (a module-level name could clash with a bundled one).
+    banner: {
+      js: [
+        'import { createRequire as __loopsmithRequire } from "node:module";',
+        'import { dirname as __loopsmithDirname } from "node:path";',
+        'import { fileURLToPath as __loopsmithPath } from "node:url";',
+        "globalThis.require ??= __loopsmithRequire(import.meta.url);",
+        "globalThis.__filename ??= __loopsmithPath(import.meta.url);",
+        "globalThis.__dirname ??= __loopsmithDirname(globalThis.__filename);",
+      ].join(" "),
+    },
+  });
+  if (result.metafile) await writeFile(join(out, "meta.json"), JSON.stringify(result.metafile));
+
+  const manifest = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as { name: string; version: string; license?: string };
+  await writeFile(
+    join(out, "package.json"),
+    `${JSON.stringify({ name: manifest.name, version: manifest.version, private: true, type: "module", license: manifest.license, bin: { loopsmith: "dist/cli.js" } }, null, 2)}\n`,
+  );
+  for (const asset of ASSETS) await copyTree(join(ROOT, asset), join(out, asset));
+  for (const pkg of COPIED) await copyTree(join(ROOT, "node_modules", pkg), join(out, "node_modules", pkg));
+  for (const pkg of GRAMMARS) {
+    const from = join(ROOT, "node_modules", pkg);
+    await mkdir(join(out, "node_modules", pkg), { recursive: true });
+    for (const file of await readdir(from)) {
+      if (file === "package.json" || file.endsWith(".wasm")) await cp(join(from, file), join(out, "node_modules", pkg, file));
+    }
+  }
+  const bytes = await sizeOf(out);
+  process.stdout.write(`build: ${relative(process.cwd(), out) || "."} (${(bytes / 1e6).toFixed(1)} MB) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+}
+
+await main();

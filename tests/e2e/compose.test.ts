@@ -1,0 +1,188 @@
+/**
+ * The README's compose commands, run as they are written (the block after
+ * `<!-- compose-offline -->`), on this machine with no registry and no key: build the app,
+ * write `.env`, `docker compose up -d --build --wait`, a scripted task through the CLI,
+ * `loopsmith health`, `docker compose down`. Only the two install lines are not run here
+ * (`npm ci` and `sudo npm run images`: `deploy/prepare.sh` has done both before the tests).
+ * Between `health` and `down` it checks what the production-stack issue asks of the stack:
+ * the app image's size, user and read-only root; who gets the key and the Docker socket; a
+ * keyless task ending with `provider_unconfigured`; a killed service coming back healthy; a
+ * NATS restart logged as a disconnect and a reconnect.
+ */
+import { execFile, spawn } from "node:child_process";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REPO, jsonLines, type CliRun } from "../fixtures/cli.js";
+
+const run = promisify(execFile);
+const PROJECT = "loopsmith-e2e-compose";
+const APP = ["memory", "executor", "builder", "reviewer", "architect"];
+/** README lines this test does not run, because prepare.sh ran them already. */
+const INSTALL_LINES = ["npm ci", "sudo npm run images"];
+// No key and no NATS of the test environment: what a user's shell has.
+const env: NodeJS.ProcessEnv = { ...process.env, COMPOSE_PROJECT_NAME: PROJECT, ANTHROPIC_API_KEY: "", NATS_URL: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "" };
+
+/** The README's offline compose block, one command per line. */
+function readmeBlock(): string[] {
+  const text = readFileSync(join(REPO, "README.md"), "utf8");
+  const at = text.indexOf("<!-- compose-offline -->");
+  if (at < 0) throw new Error("README.md has no <!-- compose-offline --> block");
+  const block = /```sh\n([\s\S]*?)```/.exec(text.slice(at));
+  if (!block?.[1]) throw new Error("no ```sh block after <!-- compose-offline -->");
+  return block[1].split("\n").map((l) => l.trim()).filter(Boolean);
+}
+
+/** Runs one README line with bash from the repository root. */
+function shell(line: string, extra: NodeJS.ProcessEnv = {}, timeoutMs = 600_000): Promise<CliRun> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn("bash", ["-c", line], { cwd: REPO, env: { ...env, ...extra }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("error", reject);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+async function docker(args: string[]): Promise<string> {
+  return (await run("docker", args, { env, maxBuffer: 64 * 1024 * 1024 })).stdout;
+}
+
+/** The container of a compose service. */
+async function containerOf(service: string): Promise<string> {
+  const id = (await docker(["compose", "-p", PROJECT, "ps", "-q", service])).trim().split("\n")[0];
+  if (!id) throw new Error(`no container for ${service}`);
+  return id;
+}
+
+async function inspect(id: string): Promise<{ Config: { User: string; Env: string[] }; HostConfig: { ReadonlyRootfs: boolean; Binds: string[] | null }; State: { Health?: { Status: string } }; RestartCount: number }> {
+  return (JSON.parse(await docker(["inspect", id])) as never[])[0] as never;
+}
+
+/** Waits until a service's container reports healthy; returns how long it took, in ms. */
+async function healthy(service: string, timeoutMs: number): Promise<number> {
+  const started = Date.now();
+  for (;;) {
+    const info = await inspect(await containerOf(service)).catch(() => undefined);
+    if (info?.State.Health?.Status === "healthy") return Date.now() - started;
+    if (Date.now() - started > timeoutMs) throw new Error(`${service} not healthy after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 1_000));
+  }
+}
+
+/** The host pid of the `node` process in a service's container (not the init). */
+async function nodePid(service: string): Promise<number> {
+  const top = await docker(["top", await containerOf(service), "-eo", "pid,comm"]);
+  const row = top.split("\n").find((l) => /\bnode$/.test(l.trim()));
+  if (!row) throw new Error(`no node process in ${service}:\n${top}`);
+  return Number(row.trim().split(/\s+/)[0]);
+}
+
+const lines = readmeBlock();
+const envFileExisted = existsSync(join(REPO, ".env"));
+const outcomes = new Map<string, CliRun>();
+
+describe("the README's compose commands, offline and keyless", () => {
+  beforeAll(async () => {
+    expect(lines.filter((l) => INSTALL_LINES.includes(l))).toEqual(INSTALL_LINES);
+    for (const line of lines) {
+      if (INSTALL_LINES.includes(line) || line.startsWith("docker compose down")) continue;
+      const result = await shell(line);
+      outcomes.set(line, result);
+      if (result.code !== 0) throw new Error(`README line failed (exit ${result.code}): ${line}\n${result.stdout.slice(-3000)}\n${result.stderr.slice(-3000)}`);
+    }
+  }, 900_000);
+
+  afterAll(async () => {
+    await shell(`docker compose -p ${PROJECT} down -v --remove-orphans`, {}, 180_000);
+    if (!envFileExisted) rmSync(join(REPO, ".env"), { force: true });
+  }, 200_000);
+
+  it("runs the scripted example on the stack: the replies travel with the task, which passes", () => {
+    const solve = [...outcomes].find(([line]) => line.includes("loopsmith solve"))?.[1];
+    expect(solve?.code).toBe(0);
+    expect(solve?.stdout.split("\n")[0]).toMatch(/^SCRIPTED RUN/);
+    expect(solve?.stdout).toMatch(/passed/);
+    const health = [...outcomes].find(([line]) => line.includes("loopsmith health"))?.[1];
+    expect(health?.stdout.trim().split("\n").map((l) => l.split(" ")[0])).toEqual(Array(5).fill("healthy"));
+  });
+
+  it("writes .env with mode 0600, a generated password and the socket's group", async () => {
+    const { stdout } = await run("stat", ["-c", "%a", join(REPO, ".env")]);
+    expect(stdout.trim()).toBe("600");
+    const text = readFileSync(join(REPO, ".env"), "utf8");
+    expect(text).toMatch(/^POSTGRES_PASSWORD=[A-Za-z0-9]{32}$/m);
+    expect(text).toMatch(/^DOCKER_GID=\d+$/m);
+  });
+
+  it("runs the app as a non-root user on a read-only root, from an image of at most 250 MB", async () => {
+    const size = Number((await docker(["image", "inspect", "-f", "{{.Size}}", "loopsmith/app:local"])).trim());
+    expect(size).toBeLessThanOrEqual(250e6);
+    for (const service of APP) {
+      const info = await inspect(await containerOf(service));
+      expect(info.Config.User, service).toBe("10001:10001");
+      expect(info.HostConfig.ReadonlyRootfs, service).toBe(true);
+      expect(info.State.Health?.Status, service).toBe("healthy");
+    }
+  });
+
+  it("gives the model key only to the services that call a model, and the Docker socket only to the executor", async () => {
+    const rendered = JSON.parse(await docker(["compose", "-p", PROJECT, "config", "--format", "json"])) as {
+      services: Record<string, { environment?: Record<string, string>; volumes?: { source?: string; target: string }[] }>;
+    };
+    for (const service of APP) {
+      const s = rendered.services[service];
+      expect(s, service).toBeDefined();
+      expect("ANTHROPIC_API_KEY" in (s?.environment ?? {}), service).toBe(["architect", "builder", "reviewer"].includes(service));
+      expect("DATABASE_URL" in (s?.environment ?? {}), service).toBe(service === "memory");
+      const socket = (s?.volumes ?? []).some((v) => v.target === "/var/run/docker.sock");
+      expect(socket, service).toBe(service === "executor");
+    }
+  });
+
+  it("ends a task that needs a model, on a stack without a key, with provider_unconfigured (exit 2)", async () => {
+    const r = await shell(`NATS_URL=nats://127.0.0.1:4222 npx loopsmith solve "a function add(a, b) in solution.py" --language python --json`);
+    expect(r.code).toBe(2);
+    const error = jsonLines(r.stdout).at(-1);
+    expect(error).toMatchObject({ kind: "error", code: "provider_unconfigured", message: expect.stringContaining("ANTHROPIC_API_KEY") });
+  });
+
+  it("brings a service killed with kill -9 back, healthy", async () => {
+    const before = (await inspect(await containerOf("builder"))).RestartCount;
+    process.kill(await nodePid("builder"), "SIGKILL");
+    await new Promise((r) => setTimeout(r, 2_000));
+    await healthy("builder", 120_000);
+    expect((await inspect(await containerOf("builder"))).RestartCount).toBe(before + 1);
+  });
+
+  it("logs the NATS disconnect and the reconnect when the server is killed and comes back", async () => {
+    const natsPid = Number((await docker(["inspect", "-f", "{{.State.Pid}}", await containerOf("nats")])).trim());
+    process.kill(natsPid, "SIGKILL");
+    const started = Date.now();
+    let logs = "";
+    while (Date.now() - started < 90_000) {
+      logs = await docker(["compose", "-p", PROJECT, "logs", "--no-color", "reviewer"]);
+      if (logs.includes("NATS reconnected")) break;
+      await new Promise((r) => setTimeout(r, 1_000));
+    }
+    expect(logs).toContain("NATS disconnected; reconnecting");
+    expect(logs).toContain("NATS reconnected");
+    await healthy("reviewer", 60_000);
+  });
+
+  it("stops with the README's down", async () => {
+    const down = lines.find((l) => l.startsWith("docker compose down"));
+    expect(down).toBeDefined();
+    const r = await shell(down as string, {}, 180_000);
+    expect(r.code).toBe(0);
+    expect((await docker(["compose", "-p", PROJECT, "ps", "-q"])).trim()).toBe("");
+  });
+});
