@@ -16,7 +16,7 @@ export {
   RecallStats, RecalledFailure, RecalledSuccess, ReflectReply, ReflectRequest, Reflection, RelativePath, Remembered,
   RepoBrief, RepoChange, RepoSpec, RoleReplies, SimulatedWrong, Simulation, TaskScript, RUN_EVENTS_CAP, RunPart, RunRecord, RunRequest, snapshotName,
   Reply, Review, ReviewReply, ReviewRequest, STEP_NAME_PATTERN, StatsRequest, StatusRequest, StepHeader, StopReason,
-  StoredFailure, SuccessRecord, Task, TaskBrief, TaskEvent, TaskId, TaskLimits, TaskRecord, TaskResult,
+  RejectNotice, StoredFailure, SuccessRecord, Task, TaskBrief, TaskEvent, TaskId, TaskLimits, TaskRecord, TaskResult,
   TaskSource, TestCase, TestSummary, Usage, UsageReport, V1, addUsage, emptyUsage, idempotencyKey,
   summarizeTests, testSummary, trimTests,
 } from "./contracts/index.js";
@@ -27,7 +27,7 @@ export {
   SELF_PROTECTED, Statistic,
 } from "./contracts/index.js";
 export type { ImproveRequestInput, ImproveSettingsInput } from "./contracts/index.js";
-export { SUBJECT_PREFIX, ServiceNames, Streams, Subjects, eventsSubject } from "./subjects.js";
+export { SUBJECT_PREFIX, ServiceNames, Streams, Subjects, eventsSubject, rejectsSubject } from "./subjects.js";
 export type { ServiceName } from "./subjects.js";
 export {
   Endpoints, HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, startService,
@@ -66,9 +66,9 @@ export {
 export type { Prompt } from "./prompts.js";
 export {
   EVENTS_MAX_AGE_MS, TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, TASK_MAX_DELIVER, ensureStreams,
-  lastEventSeq, openTaskStates, publishEvent, submitTask, watchEvents,
+  issueLines, lastEventSeq, openTaskStates, publishEvent, rejectIntakeMessage, submitTask, watchEvents,
 } from "./streams.js";
-export type { Submitted } from "./streams.js";
+export type { IntakeMessage, Submitted } from "./streams.js";
 export { IMPROVE_MAX_DELIVER, ensureImproveStreams, openImproveStates, submitImprove } from "./improve-streams.js";
 export { createIdempotencyCache } from "./idempotency.js";
 export type { IdempotencyCache, IdempotencyOptions } from "./idempotency.js";

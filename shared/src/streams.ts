@@ -16,9 +16,10 @@ import {
 } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { Task, type TaskInput } from "./contracts/task.js";
-import { TaskEvent } from "./contracts/events.js";
+import { TaskEvent, type RejectNotice } from "./contracts/events.js";
+import type { Logger } from "pino";
 import { LoopsmithError } from "./errors.js";
-import { Streams, Subjects, eventsSubject } from "./subjects.js";
+import { Streams, Subjects, eventsSubject, rejectsSubject } from "./subjects.js";
 
 /** Redeliveries of a task message before the conductor gives up on it. */
 export const TASK_MAX_DELIVER = 10;
@@ -178,4 +179,51 @@ export async function* watchEvents(nc: NatsConnection, taskId: string, signal?: 
     signal?.removeEventListener("abort", onAbort);
     await messages.close();
   }
+}
+
+/** An intake message as {@link rejectIntakeMessage} needs it (a JetStream message has all of it). */
+export interface IntakeMessage {
+  subject: string;
+  data: Uint8Array;
+  info?: { streamSequence: number };
+}
+
+/**
+ * Rejects an intake message that is not JSON or fails its schema: one `error` log line (the
+ * subject, the stream sequence, the task id when the message carries one, the problems; never
+ * the message's content, which may hold secrets) and a {@link RejectNotice} on
+ * `loopsmith.rejects.<intake>`. The caller then terminates the message.
+ * @param problems - what is wrong, one line each (zod issues as `path: message`)
+ * @returns the notice published (also when publishing failed: that is logged, never thrown)
+ */
+export function rejectIntakeMessage(nc: NatsConnection, intake: "tasks" | "improve", msg: IntakeMessage, problems: string[], log: Logger): RejectNotice {
+  let taskId: string | undefined;
+  try {
+    const id = (JSON.parse(new TextDecoder().decode(msg.data)) as { taskId?: unknown; runId?: unknown } | null) ?? {};
+    const raw = intake === "tasks" ? id.taskId : id.runId;
+    if (typeof raw === "string" && raw.length <= 200) taskId = raw;
+  } catch {
+    // not JSON: no id to name
+  }
+  const notice: RejectNotice = {
+    v: 1,
+    subject: msg.subject,
+    ...(msg.info ? { streamSeq: msg.info.streamSequence } : {}),
+    ...(taskId !== undefined ? { taskId } : {}),
+    at: new Date().toISOString(),
+    error: { code: "bad_request", message: `the message on ${msg.subject} is not a valid ${intake === "tasks" ? "task" : "improvement run"}: ${problems.join("; ").slice(0, 2_000)}`, retryable: false },
+    bytes: msg.data.length,
+  };
+  log.error({ subject: msg.subject, streamSeq: notice.streamSeq, taskId, bytes: notice.bytes, problems }, "intake message rejected: it fails its schema");
+  try {
+    nc.publish(rejectsSubject(intake), JSON.stringify(notice));
+  } catch (err) {
+    log.warn({ err }, "could not publish the reject notice");
+  }
+  return notice;
+}
+
+/** Zod issues as `path: message` lines (the root as `message`). */
+export function issueLines(issues: readonly { path: readonly PropertyKey[]; message: string }[]): string[] {
+  return issues.map((i) => (i.path.length ? `${i.path.map(String).join(".")}: ${i.message}` : i.message));
 }

@@ -33,11 +33,21 @@ export const Subjects = {
   improveSubmit: "loopsmith.improve.submit",
   /** Events of all tasks (JetStream stream filter). */
   eventsAll: "loopsmith.events.>",
+  /** Every rejected intake message's notice (`loopsmith.rejects.tasks`, `loopsmith.rejects.improve`). */
+  rejectsAll: "loopsmith.rejects.>",
 } as const;
 
 /** Subject of one task's progress events. */
 export function eventsSubject(taskId: string): string {
   return `${SUBJECT_PREFIX}.events.${taskId}`;
+}
+
+/**
+ * Subject of the notices of rejected intake messages: a message on the submit subject that is
+ * not JSON or fails its schema gets a `RejectNotice` here (core NATS, not stored).
+ */
+export function rejectsSubject(intake: "tasks" | "improve"): string {
+  return `${SUBJECT_PREFIX}.rejects.${intake}`;
 }
 
 /** JetStream and KV names. */
@@ -50,6 +60,8 @@ export const Streams = {
   improveConsumer: "improver",
   /** Improvement runs: `<runId>` holds the run's state, `<runId>.gen.<N>` each generation's report. */
   improveStateBucket: "loopsmith_improve",
+  /** Task records memory could not take yet (key = task id), written again until it does. */
+  recordOutboxBucket: "loopsmith_record_outbox",
 } as const;
 
 /** `@nats-io/services` service names (one per service process). */

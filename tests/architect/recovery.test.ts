@@ -1,11 +1,15 @@
 /**
  * The conductor recovering from what is not the candidate's fault, on real NATS JetStream:
  * a sandbox that fails (not counted, retried as a new attempt over the real bus contract), a
- * resubmitted task id, and a conductor that dies mid-task.
+ * resubmitted task id (inside and past the duplicate window), a malformed intake message, and
+ * a conductor that dies mid-task.
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { Endpoints, LoopsmithError, ServiceNames, call, ensureStreams, handle, publishEvent, startService, submitTask } from "@loopsmith/shared";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import {
+  Endpoints, LoopsmithError, RejectNotice, ServiceNames, Streams, Subjects, call, ensureStreams, handle, publishEvent, rejectsSubject, startService, submitTask,
+} from "@loopsmith/shared";
 import { startConductor } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task } from "./helpers.js";
@@ -71,6 +75,56 @@ describe("conductor recovery on JetStream", () => {
       await new Promise((r) => setTimeout(r, 500));
       expect(calls.plan).toBe(1);
     } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
+  it("answers a finished task id submitted again after the duplicate window from its record, without running it again", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const { steps: s, calls } = steps([passed]);
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      const input = task();
+      await runTask(nc, input);
+      // Past JetStream's duplicate window a resubmit is a new message: another message id.
+      const js = jetstream(nc);
+      await js.publish(Subjects.tasksSubmit, JSON.stringify({ ...input, submittedAt: new Date().toISOString() }), { msgID: `${input.taskId}#late` });
+      const jsm = await jetstreamManager(nc);
+      const deadline = Date.now() + 15_000;
+      while ((await jsm.streams.info(Streams.tasks)).state.messages > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect((await jsm.streams.info(Streams.tasks)).state.messages).toBe(0);
+      expect(calls.plan).toBe(1);
+      expect(calls.execute).toBe(1);
+    } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
+  it("rejects a malformed message on the submit subject with a typed notice on loopsmith.rejects.tasks, never runs it, and goes on", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const { steps: s, calls } = steps([passed]);
+    const conductor = await startConductor({ nc, steps: s, log });
+    const notices: RejectNotice[] = [];
+    const sub = nc.subscribe(rejectsSubject("tasks"), { callback: (_err, m) => { notices.push(RejectNotice.parse(m.json())); } });
+    try {
+      const js = jetstream(nc);
+      await js.publish(Subjects.tasksSubmit, "this is not json", { msgID: "garbage-1" });
+      await js.publish(Subjects.tasksSubmit, JSON.stringify({ v: 1, taskId: "bad-task-1", goal: 5 }), { msgID: "garbage-2" });
+      const deadline = Date.now() + 15_000;
+      while (notices.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(notices).toHaveLength(2);
+      expect(notices[0]).toMatchObject({ subject: Subjects.tasksSubmit, error: { code: "bad_request", retryable: false, message: expect.stringContaining("not JSON") }, bytes: 16 });
+      expect(notices[0]?.taskId).toBeUndefined();
+      expect(notices[1]).toMatchObject({ taskId: "bad-task-1", error: { code: "bad_request", message: expect.stringContaining("goal") } });
+      expect(notices.every((n) => typeof n.streamSeq === "number")).toBe(true);
+      expect(calls.plan ?? 0).toBe(0);
+      // The conductor goes on with valid tasks.
+      const { result } = await runTask(nc, task());
+      expect(result.status).toBe("passed");
+    } finally {
+      sub.unsubscribe();
       await conductor.stop();
       await nc.close();
     }

@@ -17,9 +17,11 @@ import {
   TASK_MAX_DELIVER,
   Task,
   ensureStreams,
+  issueLines,
   lastEventSeq,
   openTaskStates,
   publishEvent,
+  rejectIntakeMessage,
   type TaskEvent,
 } from "@loopsmith/shared";
 import { RetryLater, finalState, runLoop } from "./loop.js";
@@ -58,6 +60,16 @@ export interface ConductorOptions {
   log: Logger;
   /** Tasks run at once by this conductor. @defaultValue 4 */
   concurrency?: number;
+}
+
+/** True when the message's data is not JSON at all. */
+function notJson(msg: JsMsg): boolean {
+  try {
+    msg.json();
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 function parseTask(msg: JsMsg) {
@@ -203,7 +215,7 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
   const take = (msg: JsMsg): void => {
     const parsed = parseTask(msg);
     if (!parsed.success) {
-      log.error({ issues: parsed.error.issues }, "task message fails its schema; dropped");
+      rejectIntakeMessage(nc, "tasks", msg, notJson(msg) ? ["not JSON"] : issueLines(parsed.error.issues), log);
       msg.term("invalid task");
       return;
     }

@@ -4,13 +4,15 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { Endpoints, LoopsmithError, createProvider, handle, type Config, type LlmProvider, type ServiceModule } from "@loopsmith/shared";
 import { startConductor } from "./conductor.js";
 import { createPlanner } from "./planner.js";
-import { busSteps } from "./steps.js";
+import { busSteps, type Steps } from "./steps.js";
+import { openRecordOutbox, type RecordOutbox } from "./outbox.js";
 import type { Improver, ImproverOptions } from "./improve/consumer.js";
 
 export { CANCEL_POLL_MS, startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
 export { createPlanner, type Planner } from "./planner.js";
 export { runLoop, finalState, verdictFiles, fallbackPlan, RetryLater, type VerdictFiles } from "./loop.js";
 export { busSteps, type LoopIO, type Steps } from "./steps.js";
+export { OUTBOX_RETRY_MS, openRecordOutbox, type RecordOutbox } from "./outbox.js";
 export { TaskState, initialState, addStepUsage, kvStateStore, type StateStore } from "./state.js";
 export { errorTextOf, failingTests, outputOf } from "./failure.js";
 export type { Improver, ImproverOptions } from "./improve/consumer.js";
@@ -45,7 +47,10 @@ export async function architectService(deps: {
     if (!conductor) throw new LoopsmithError("unavailable", "the conductor is starting; try again");
     return conductor;
   };
-  const steps = busSteps(deps.nc, deps.config, planner);
+  const bus = busSteps(deps.nc, deps.config, planner);
+  // A task's history record that memory cannot take now is kept and written later (outbox.ts).
+  let outbox: RecordOutbox | undefined;
+  const steps: Steps = { ...bus, recordTask: (record) => (outbox ? outbox.record(record) : bus.recordTask(record)) };
   return {
     registrations: [
       handle(Endpoints.architect.status, async (req) => ({ state: await need().status(req.taskId) })),
@@ -56,6 +61,7 @@ export async function architectService(deps: {
       }),
     ],
     start: async () => {
+      outbox = await openRecordOutbox(deps.nc, bus.recordTask, deps.log.child({ part: "outbox" }));
       conductor = await startConductor({
         nc: deps.nc,
         steps,
@@ -76,6 +82,7 @@ export async function architectService(deps: {
     hooks: [
       { name: "improver", run: async () => improver?.stop() },
       { name: "conductor", run: async () => conductor?.stop() },
+      { name: "outbox", run: async () => outbox?.stop() },
     ],
     metadata: { provider: provider.info.name, model: provider.info.model, scripted: String(provider.info.scripted) },
   };

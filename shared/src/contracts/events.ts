@@ -69,6 +69,28 @@ export const TaskResult = z.object({
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 
+/**
+ * What a rejected intake message gets on `loopsmith.rejects.<intake>` (`rejectsSubject`): a
+ * message on the submit subject that is not JSON or fails its schema is never run and never
+ * dropped in silence; the conductor logs it and publishes this.
+ */
+export const RejectNotice = z.object({
+  v: V1,
+  /** The subject the message came on (`loopsmith.tasks.submit`). */
+  subject: z.string(),
+  /** Its sequence number in the intake stream. */
+  streamSeq: z.number().int().nonnegative().optional(),
+  /** The task or run id, when the message carries a string one. */
+  taskId: z.string().optional(),
+  /** ISO-8601 time of the rejection. */
+  at: z.string(),
+  /** `bad_request`, with what is wrong (the schema's problems, or "not JSON"). */
+  error: ErrorData,
+  /** The message's size, in bytes. */
+  bytes: z.number().int().nonnegative(),
+});
+export type RejectNotice = z.infer<typeof RejectNotice>;
+
 /** A progress event on `loopsmith.events.<taskId>`. `seq` increases by one per task. */
 export const TaskEvent = z.object({
   v: V1,

@@ -14,9 +14,11 @@ import {
   LoopsmithError,
   Streams,
   ensureImproveStreams,
+  issueLines,
   lastEventSeq,
   openImproveStates,
   publishEvent,
+  rejectIntakeMessage,
   type GenerationReport,
 } from "@loopsmith/shared";
 import { HEARTBEAT_MS, RETRY_DELAY_MS } from "../conductor.js";
@@ -125,13 +127,15 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
         const batch = await consumer.fetch({ max_messages: 1, expires: 2_000 });
         for await (const msg of batch) {
           let parsed;
+          let json = true;
           try {
             parsed = ImproveRequest.safeParse(msg.json());
           } catch {
+            json = false;
             parsed = ImproveRequest.safeParse(null);
           }
           if (!parsed.success) {
-            log.error({ issues: parsed.error.issues }, "improvement run message fails its schema; dropped");
+            rejectIntakeMessage(nc, "improve", msg, json ? issueLines(parsed.error.issues) : ["not JSON"], log);
             msg.term("invalid run");
             continue;
           }
