@@ -1,8 +1,12 @@
 /**
  * The database behind memory: PostgreSQL + pgvector at `config.databaseUrl`, or, when that is
  * unset, embedded PGlite + pgvector persisted under `<config.dataDir>/memory` and served over
- * the PostgreSQL wire protocol by `@electric-sql/pglite-socket` on 127.0.0.1. Either way the
- * rest of memory talks to one `pg` pool: one code path, two back ends.
+ * the PostgreSQL wire protocol by `@electric-sql/pglite-socket`. Either way the rest of
+ * memory talks to one `pg` pool: one code path, two back ends.
+ *
+ * PGlite's wire server has no authentication, so it listens on no TCP port: its Unix socket is
+ * in a folder only this user can enter (a fresh `mkdtemp`, mode 0700), and the data directory
+ * is made 0700 too; no other local user can connect to memory or read its files.
  *
  * A new PGlite data directory starts from a template of an empty cluster when one is cached
  * (`pglite-template.ts`), instead of paying PGlite's `initdb` again.
@@ -18,7 +22,8 @@
  * see bench/memory.ts). Every pooled
  * connection sets `hnsw.ef_search` to `config.memory.efSearch`.
  */
-import { mkdir } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { runner } from "node-pg-migrate";
@@ -252,7 +257,8 @@ async function openPglite(dataDir: string, log: Logger, embedders: Embedder[], h
   let db: PGlite;
   let lock: HeldLock | undefined;
   try {
-    await mkdir(dataDir, { recursive: true });
+    await mkdir(dataDir, { recursive: true, mode: 0o700 });
+    await chmod(dataDir, 0o700);
     lock = await acquireLock(`${dataDir}.lock`, dataDir);
     db = await createPglite(dataDir, log);
   } catch (err) {
@@ -265,7 +271,10 @@ async function openPglite(dataDir: string, log: Logger, embedders: Embedder[], h
   }
   const held = lock;
   // Two connections at most: the migration client may still be closing when the pool connects.
-  const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 2 });
+  // A Unix socket in a private folder (see the top of this file); `.s.PGSQL.5432` is the name
+  // a PostgreSQL client derives from `host=<folder>` and port 5432.
+  const socketDir = await mkdtemp(join(tmpdir(), "loopsmith-pglite-"));
+  const server = new PGLiteSocketServer({ db, path: join(socketDir, ".s.PGSQL.5432"), maxConnections: 2 });
   const closeAll = async (pool?: pg.Pool): Promise<void> => {
     const step = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
       try {
@@ -277,12 +286,13 @@ async function openPglite(dataDir: string, log: Logger, embedders: Embedder[], h
     if (pool) await step("pool", () => pool.end());
     await step("socket server", () => server.stop());
     await step("pglite", () => db.close());
+    await step("socket folder", () => rm(socketDir, { recursive: true, force: true }));
     await held.release();
   };
   let url: string;
   try {
     await server.start();
-    url = `postgres://postgres@${server.getServerConn()}/postgres?sslmode=disable`;
+    url = `postgres://postgres@/postgres?host=${encodeURIComponent(socketDir)}&port=5432&sslmode=disable`;
     await prepare(url, log, embedders, hnsw);
   } catch (err) {
     await closeAll();
