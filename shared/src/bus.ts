@@ -18,6 +18,7 @@ import {
   createInbox,
   headers,
 } from "@nats-io/transport-node";
+import { JetStreamApiError } from "@nats-io/jetstream";
 import { Svcm, type Service, type ServiceMsg } from "@nats-io/services";
 import type { Logger } from "pino";
 import { z } from "zod";
@@ -245,6 +246,21 @@ export interface CallOptions {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Whether an error thrown by a NATS or JetStream call (a KV read, a publish, a fetch) is one
+ * that passes: a timeout, no responder, a closed, draining or failed connection (NATS
+ * restarting, a reconnect under way), or JetStream answering 503 (no stream leader yet). A
+ * task that meets one is handed back and resumed from its checkpoint, not ended: the chaos
+ * bench saw a task end with `error: timeout` when its checkpoint read met a NATS restart.
+ */
+export function isTransientNatsError(err: unknown): boolean {
+  const cause = err instanceof RequestError ? (err.cause ?? err) : err;
+  if (err instanceof RequestError && err.isNoResponders()) return true;
+  if ([cause, err].some((e) => e instanceof TimeoutError || e instanceof NoRespondersError)) return true;
+  if (cause instanceof ClosedConnectionError || cause instanceof DrainingConnectionError || cause instanceof ConnectionError) return true;
+  return err instanceof JetStreamApiError && err.status === 503;
 }
 
 /**

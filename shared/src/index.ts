@@ -30,7 +30,7 @@ export type { ImproveRequestInput, ImproveSettingsInput } from "./contracts/inde
 export { SUBJECT_PREFIX, ServiceNames, Streams, Subjects, eventsSubject, rejectsSubject } from "./subjects.js";
 export type { ServiceName } from "./subjects.js";
 export {
-  Endpoints, HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, startService,
+  Endpoints, HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, isTransientNatsError, startService,
 } from "./bus.js";
 export type { CallOptions, EndpointDef, Handler, Registration, ServiceOptions } from "./bus.js";
 export {

@@ -5,7 +5,8 @@
  * A redelivered message resumes from the last checkpoint.
  *
  * Failures: a retryable infrastructure error (`timeout`, `unavailable`, a checkpoint written
- * by another runner) naks the message so the task resumes later; anything else ends the task
+ * by another runner, a NATS call that met a restart or a reconnect: `isTransientNatsError`)
+ * naks the message so the task resumes later; anything else ends the task
  * at once with an `error` result, as does a task still failing on its last delivery.
  */
 import type { Logger } from "pino";
@@ -17,6 +18,7 @@ import {
   TASK_MAX_DELIVER,
   Task,
   ensureStreams,
+  isTransientNatsError,
   issueLines,
   lastEventSeq,
   openTaskStates,
@@ -193,7 +195,7 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
       tlog.info({ status: final.result?.status, stopReason: final.result?.stopReason, iterations: final.iteration }, "task finished");
       msg.ack();
     } catch (err) {
-      const retryable = err instanceof RetryLater || (err instanceof LoopsmithError && err.retryable);
+      const retryable = err instanceof RetryLater || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
       try {
         if (retryable && msg.info.deliveryCount < TASK_MAX_DELIVER) {
           tlog.warn({ err }, "task step failed for infrastructure reasons; the task will resume from its checkpoint");

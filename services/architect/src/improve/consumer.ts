@@ -14,6 +14,7 @@ import {
   LoopsmithError,
   Streams,
   ensureImproveStreams,
+  isTransientNatsError,
   issueLines,
   lastEventSeq,
   openImproveStates,
@@ -93,7 +94,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
       rlog.info({ summary: final.summary }, "run finished");
       msg.ack();
     } catch (err) {
-      const retryable = err instanceof HandBack || (err instanceof LoopsmithError && err.retryable);
+      const retryable = err instanceof HandBack || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
       try {
         if (retryable && msg.info.deliveryCount < IMPROVE_MAX_DELIVER) {
           rlog.warn({ err }, "the run hands back; it resumes from its checkpoint");
