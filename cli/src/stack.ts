@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { NoRespondersError, RequestError, connect, type NatsConnection } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { LoopsmithError, ServiceNames, type Config, type ServiceName } from "@loopsmith/shared";
+import { LoopsmithError, ServiceNames, natsConnectOptions, natsIdentity, natsRefusal, type Config, type ServiceName } from "@loopsmith/shared";
 import { startNatsContainer } from "./nats-container.js";
 import { liveStack } from "./stack-record.js";
 import { natsUnreachableMessage } from "./preflight.js";
@@ -73,11 +73,15 @@ export interface StackOptions {
  * @throws LoopsmithError `unavailable`: for an external NATS the sentence says what was
  *   tried and how to start one; for the CLI's own container, that it did not come up
  */
-async function waitForNats(url: string, deadline: number, external: boolean): Promise<NatsConnection> {
+async function waitForNats(url: string, deadline: number, external: boolean, config: Config): Promise<NatsConnection> {
+  // The CLI's own NATS container has no authentication; an external one gets the configured credentials.
+  const auth = external ? natsConnectOptions(config) : {};
   for (;;) {
     try {
-      return await connect({ servers: url, timeout: 1_000 });
+      return await connect({ ...auth, servers: url, timeout: 1_000 });
     } catch (err) {
+      const refused = natsRefusal(err, url, natsIdentity(config));
+      if (refused) throw refused;
       if (Date.now() > deadline) {
         const why = `no NATS handshake (${(err as Error).message})`;
         const message = external ? natsUnreachableMessage(url, undefined, why) : `the NATS container at ${url} did not answer: ${why}`;
@@ -153,7 +157,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
     await nats?.stop();
   };
   try {
-    const nc = await waitForNats(natsUrl, nats ? deadline : Math.min(deadline, Date.now() + EXTERNAL_NATS_WAIT_MS), !nats);
+    const nc = await waitForNats(natsUrl, nats ? deadline : Math.min(deadline, Date.now() + EXTERNAL_NATS_WAIT_MS), !nats, opts.config);
     try {
       const present = await answeringServices(nc, want);
       const missing = want.filter((s) => !present.has(s));

@@ -13,7 +13,7 @@ import Docker from "dockerode";
 import type { Logger } from "pino";
 import { connect } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { ServiceNames, createProvider, loadConfig, type ServiceName } from "@loopsmith/shared";
+import { ServiceNames, createProvider, loadConfig, natsConnectOptions, type ServiceName } from "@loopsmith/shared";
 import { ExitCode } from "./exit-codes.js";
 import { shownNatsUrl } from "./preflight.js";
 import { flagsOf, type SolveOptions } from "./solve.js";
@@ -209,7 +209,7 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
   }
   let nc;
   try {
-    nc = await connect({ servers: url, timeout: 1_500, reconnect: false });
+    nc = await connect({ ...(config.natsUrl ? natsConnectOptions(config) : {}), servers: url, timeout: 1_500, reconnect: false });
   } catch {
     say(opts, "status", `NATS at ${shownNatsUrl(url)} does not answer${record && !config.natsUrl ? " (a stale record: loopsmith down cleans it up)" : ""}`, { up: false, natsUrl: url });
     return ExitCode.infrastructure;

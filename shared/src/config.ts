@@ -18,6 +18,21 @@ export const Config = z
   .object({
     /** NATS server URL. When unset, `loopsmith solve` starts a NATS container itself. */
     natsUrl: z.string().optional(),
+    /**
+     * How this process proves who it is to NATS, and TLS: a user and password, a token, or a
+     * credentials file (JWT + nkey seed, `.creds`); the CA, certificate and key files when the
+     * server speaks TLS. All optional: a NATS without authentication needs none. Credentials
+     * in `natsUrl` (`nats://user:pass@host`) work too. See `natsConnectOptions`.
+     */
+    nats: z
+      .object({
+        user: z.string().optional(),
+        password: z.string().optional(),
+        token: z.string().optional(),
+        credsFile: z.string().optional(),
+        tls: z.object({ caFile: z.string().optional(), certFile: z.string().optional(), keyFile: z.string().optional() }).default({}),
+      })
+      .default({ tls: {} }),
     /** PostgreSQL URL (with pgvector). When unset, memory runs embedded PGlite under `dataDir`. */
     databaseUrl: z.string().optional(),
     /** Where embedded memory and local state live. @defaultValue ~/.local/share/loopsmith */
@@ -182,6 +197,13 @@ type Json = { [k: string]: unknown };
 /** Environment variables and where they go. */
 export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = [
   ["NATS_URL", ["natsUrl"], "string"],
+  ["NATS_USER", ["nats", "user"], "string"],
+  ["NATS_PASSWORD", ["nats", "password"], "string"],
+  ["NATS_TOKEN", ["nats", "token"], "string"],
+  ["NATS_CREDS", ["nats", "credsFile"], "string"],
+  ["NATS_CA", ["nats", "tls", "caFile"], "string"],
+  ["NATS_CERT", ["nats", "tls", "certFile"], "string"],
+  ["NATS_KEY", ["nats", "tls", "keyFile"], "string"],
   ["DATABASE_URL", ["databaseUrl"], "string"],
   ["LOOPSMITH_DATA_DIR", ["dataDir"], "string"],
   ["LOOPSMITH_NATS_IMAGE", ["images", "nats"], "string"],

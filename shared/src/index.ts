@@ -7,6 +7,7 @@ export {
   ErrorCode, ErrorData, LoopsmithError, RETRYABLE_BY_DEFAULT, hasCode, toErrorData,
 } from "./errors.js";
 export { assetPath, installRoot } from "./assets.js";
+export { natsConnectOptions, natsIdentity, natsRefusal } from "./nats-options.js";
 export {
   Budget, BuildReply, BuildRequest, CancelRequest, Candidate, CommitId, DependencyPolicy, Edit,
   EditFailure, EditFailureReason, EditReply, Empty, ExecutionBase, ExecutionRequest, ExecutionResult,

@@ -13,6 +13,8 @@ import { createLogger } from "./log.js";
 import { startService, type Registration } from "./bus.js";
 import { ServiceNames, type ServiceName } from "./subjects.js";
 import { LoopsmithError } from "./errors.js";
+import { maskUrl } from "./mask.js";
+import { natsConnectOptions, natsIdentity, natsRefusal } from "./nats-options.js";
 
 /** Version reported in `$SRV` INFO. */
 export const LOOPSMITH_VERSION = "0.1.0";
@@ -71,8 +73,14 @@ export const SERVICE_NATS_WAIT_MS = 30_000;
  *   200 ms doubling to 2 s, by p-retry); 0 (the default) tries once
  * @throws LoopsmithError `unavailable` naming the URL.
  */
-export async function connectNats(url: string, name: string, opts: { waitMs?: number; log?: Logger } = {}): Promise<NatsConnection> {
-  const once = (): Promise<NatsConnection> => connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+export async function connectNats(
+  url: string,
+  name: string,
+  opts: { waitMs?: number; log?: Logger; config?: Pick<Config, "nats" | "natsUrl"> } = {},
+): Promise<NatsConnection> {
+  const auth = opts.config ? natsConnectOptions(opts.config) : {};
+  const identity = opts.config ? natsIdentity(opts.config) : "no credentials";
+  const once = (): Promise<NatsConnection> => connect({ ...auth, servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
   try {
     if (!opts.waitMs) return await once();
     return await pRetry(once, {
@@ -80,12 +88,16 @@ export async function connectNats(url: string, name: string, opts: { waitMs?: nu
       maxRetryTime: opts.waitMs,
       minTimeout: 200,
       maxTimeout: 2_000,
+      // Refused credentials do not get better by waiting.
+      shouldRetry: ({ error }) => !natsRefusal(error, url, identity),
       onFailedAttempt: ({ error, attemptNumber }) => {
-        if (attemptNumber === 1) opts.log?.warn({ url, err: error.message }, "NATS does not answer yet; retrying");
+        if (attemptNumber === 1 && !natsRefusal(error, url, identity)) opts.log?.warn({ url: maskUrl(url), err: error.message }, "NATS does not answer yet; retrying");
       },
     });
   } catch (err) {
-    throw new LoopsmithError("unavailable", `cannot connect to NATS at ${url}: ${(err as Error).message}`, { cause: err });
+    const refused = natsRefusal(err, url, identity);
+    if (refused) throw refused;
+    throw new LoopsmithError("unavailable", `cannot connect to NATS at ${maskUrl(url)}: ${(err as Error).message}`, { cause: err });
   }
 }
 
@@ -135,8 +147,8 @@ export async function runService(
   const config = opts.config ?? loadConfig();
   const log = opts.log ?? createLogger({ service: name });
   if (!config.natsUrl) throw new LoopsmithError("config_invalid", "NATS_URL is not set; a service needs a NATS server");
-  const nc = await connectNats(config.natsUrl, ServiceNames[name], { waitMs: SERVICE_NATS_WAIT_MS, log });
-  void logConnectionStatus(nc, log).catch((err: unknown) => log.warn({ err }, "the NATS status watch ended"));
+  const nc = await connectNats(config.natsUrl, ServiceNames[name], { waitMs: SERVICE_NATS_WAIT_MS, log, config });
+  void logConnectionStatus(nc, log.child({ natsIdentity: natsIdentity(config) })).catch((err: unknown) => log.warn({ err }, "the NATS status watch ended"));
   const mod = await build({ nc, config, log });
   const service = await startService(nc, {
     name: ServiceNames[name],

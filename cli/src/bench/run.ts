@@ -17,6 +17,7 @@ import PQueue from "p-queue";
 import type { Logger } from "pino";
 import { z } from "zod";
 import {
+  natsConnectOptions,
   Endpoints,
   LoopsmithError,
   call,
@@ -288,7 +289,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
   try {
     const stack = await startLocalStack({ config: stackConfig, log, env });
     stacks.push(stack);
-    nc = await connect({ servers: stack.natsUrl });
+    nc = await connect({ ...natsConnectOptions(stackConfig), servers: stack.natsUrl });
     await ensureStreams(nc);
     // One restart at a time: a service that stopped answering (killed, crashed) is started
     // again, and the tasks it left are redelivered to it by JetStream.

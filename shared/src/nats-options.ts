@@ -1,0 +1,69 @@
+/**
+ * How every loopsmith process connects to NATS with the configured credentials and TLS
+ * (`config.nats`): the services' runtime and every CLI command use these options, so a NATS
+ * with authentication needs the same few variables everywhere (`NATS_USER` + `NATS_PASSWORD`,
+ * `NATS_TOKEN`, or `NATS_CREDS`; `NATS_CA`, `NATS_CERT`, `NATS_KEY` for TLS).
+ */
+import { readFileSync } from "node:fs";
+import { AuthorizationError, PermissionViolationError, UserAuthenticationExpiredError, credsAuthenticator, type ConnectionOptions } from "@nats-io/transport-node";
+import type { Config } from "./config.js";
+import { LoopsmithError } from "./errors.js";
+import { maskUrl } from "./mask.js";
+
+/**
+ * The connection options for `config.nats` (no `servers`: the caller gives the URL).
+ * @throws LoopsmithError `config_invalid` when the credentials file cannot be read
+ */
+export function natsConnectOptions(config: Pick<Config, "nats">): Partial<ConnectionOptions> {
+  const n = config.nats;
+  const out: Partial<ConnectionOptions> = {};
+  if (n.user !== undefined) out.user = n.user;
+  if (n.password !== undefined) out.pass = n.password;
+  if (n.token !== undefined) out.token = n.token;
+  if (n.credsFile) {
+    let creds: Uint8Array;
+    try {
+      creds = new Uint8Array(readFileSync(n.credsFile));
+    } catch (err) {
+      throw new LoopsmithError("config_invalid", `cannot read the NATS credentials file ${n.credsFile} (NATS_CREDS): ${(err as Error).message}`, { cause: err });
+    }
+    out.authenticator = credsAuthenticator(creds);
+  }
+  const tls = n.tls;
+  if (tls.caFile || tls.certFile || tls.keyFile) {
+    out.tls = { ...(tls.caFile ? { caFile: tls.caFile } : {}), ...(tls.certFile ? { certFile: tls.certFile } : {}), ...(tls.keyFile ? { keyFile: tls.keyFile } : {}) };
+  }
+  return out;
+}
+
+/** Who this process says it is to NATS, for messages (never a secret). */
+export function natsIdentity(config: Pick<Config, "nats" | "natsUrl">): string {
+  const n = config.nats;
+  if (n.credsFile) return `the credentials in ${n.credsFile}`;
+  if (n.user) return `user ${n.user}`;
+  if (n.token) return "a token";
+  try {
+    const user = config.natsUrl ? decodeURIComponent(new URL(config.natsUrl.split(",")[0] as string).username) : "";
+    if (user) return `user ${user}`;
+  } catch {
+    // not a URL: no user in it
+  }
+  return "no credentials";
+}
+
+/**
+ * A typed error for a NATS refusal of this connection: wrong or missing credentials
+ * (`config_invalid`, naming the user, never the secret), or a permission the user lacks
+ * (`bad_request`, naming the subject and the operation); undefined for anything else.
+ */
+export function natsRefusal(err: unknown, url: string, identity: string): LoopsmithError | undefined {
+  const e = err instanceof Error && err.cause instanceof Error && !(err instanceof AuthorizationError) ? (err.cause as Error) : err;
+  const shown = maskUrl(url);
+  if (e instanceof AuthorizationError || e instanceof UserAuthenticationExpiredError || /authorization violation/i.test((e as Error)?.message ?? "")) {
+    return new LoopsmithError("config_invalid", `NATS at ${shown} refused ${identity} (authorization violation): set NATS_USER and NATS_PASSWORD, NATS_TOKEN or NATS_CREDS`, { cause: err, retryable: false });
+  }
+  if (e instanceof PermissionViolationError) {
+    return new LoopsmithError("bad_request", `NATS at ${shown} refused ${identity} permission to ${e.operation === "publish" ? "publish to" : "subscribe to"} ${e.subject}`, { cause: err, retryable: false });
+  }
+  return undefined;
+}
