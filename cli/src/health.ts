@@ -86,11 +86,13 @@ export async function healthCommand(services: string[], opts: HealthOptions): Pr
   }
   const answers: HealthAnswer[] = [];
   try {
-    const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: timeoutMs });
+    // One instance answers a ping by id: stop at its answer. By name, collect for the window.
+    const byName = new Svcm(nc as never).client({ strategy: "timer", maxWait: timeoutMs });
+    const byId = new Svcm(nc as never).client({ strategy: "count", maxMessages: 1, maxWait: timeoutMs });
     for (const t of targets) {
       const ids: string[] = [];
       try {
-        for await (const ping of await client.ping(t.name, t.id)) ids.push(ping.id);
+        for await (const ping of await (t.id ? byId : byName).ping(t.name, t.id)) ids.push(ping.id);
       } catch {
         // no responders: nobody answers
       }
