@@ -70,8 +70,10 @@ async function copyTree(from: string, to: string): Promise<void> {
 /** Size of a folder in bytes. */
 async function sizeOf(dir: string): Promise<number> {
   let total = 0;
-  for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile()) total += (await stat(join(entry.parentPath, entry.name))).size;
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) total += await sizeOf(path);
+    else if (entry.isFile()) total += (await stat(path)).size;
   }
   return total;
 }

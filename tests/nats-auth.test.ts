@@ -4,6 +4,9 @@
  * missing credentials are refused at once with a typed `config_invalid` that names the user
  * and never the secret.
  */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GenericContainer, Wait, type StartedTestContainer } from "testcontainers";
 import pino from "pino";
@@ -75,5 +78,17 @@ describe("NATS with authentication", () => {
     expect(jsonLines(bad.stdout).at(-1)).toMatchObject({ kind: "error", code: "config_invalid" });
     expect(`${bad.stdout}${bad.stderr}`).not.toContain("not-the-password-77");
     expect(`${bad.stdout}${bad.stderr}`).toContain(`user ${USER}`);
+  });
+
+  it("loopsmith health --id-file: a missing file is not_found, a garbled one bad_request (exit 2 both)", async () => {
+    const env = { NATS_URL: url, NATS_USER: USER, NATS_PASSWORD: SECRET };
+    const dir = mkdtempSync(join(tmpdir(), "loopsmith-health-"));
+    const missing = await loopsmith(["health", "--id-file", join(dir, "none.json"), "--json"], env);
+    expect(missing.code).toBe(2);
+    expect(jsonLines(missing.stdout).at(-1)).toMatchObject({ kind: "error", code: "not_found" });
+    writeFileSync(join(dir, "garbled.json"), "{not json");
+    const garbled = await loopsmith(["health", "--id-file", join(dir, "garbled.json"), "--json"], env);
+    expect(garbled.code).toBe(2);
+    expect(jsonLines(garbled.stdout).at(-1)).toMatchObject({ kind: "error", code: "bad_request" });
   });
 });

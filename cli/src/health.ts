@@ -44,8 +44,13 @@ async function readIdentity(file: string): Promise<ServiceIdentityFile> {
   } catch (err) {
     throw new LoopsmithError("not_found", `no service id file at ${file}: the service has not registered on NATS yet`, { cause: err });
   }
-  const value = JSON.parse(text) as Partial<ServiceIdentityFile>;
-  if (typeof value.name !== "string" || typeof value.id !== "string") {
+  let value: Partial<ServiceIdentityFile> | null = null;
+  try {
+    value = JSON.parse(text) as Partial<ServiceIdentityFile> | null;
+  } catch {
+    // reported below
+  }
+  if (typeof value?.name !== "string" || typeof value.id !== "string") {
     throw new LoopsmithError("bad_request", `${file} is not a service id file ({"name", "id"})`);
   }
   return { name: value.name, id: value.id };

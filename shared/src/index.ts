@@ -67,7 +67,7 @@ export {
 export type { Prompt } from "./prompts.js";
 export {
   EVENTS_MAX_AGE_MS, TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, TASK_MAX_DELIVER, ensureStreams,
-  issueLines, lastEventSeq, openTaskStates, publishEvent, rejectIntakeMessage, submitTask, watchEvents,
+  lastEventSeq, openTaskStates, publishEvent, rejectIntakeMessage, submitTask, watchEvents,
 } from "./streams.js";
 export type { IntakeMessage, Submitted } from "./streams.js";
 export { IMPROVE_MAX_DELIVER, ensureImproveStreams, openImproveStates, submitImprove } from "./improve-streams.js";

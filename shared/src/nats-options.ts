@@ -5,7 +5,7 @@
  * `NATS_TOKEN`, or `NATS_CREDS`; `NATS_CA`, `NATS_CERT`, `NATS_KEY` for TLS).
  */
 import { readFileSync } from "node:fs";
-import { AuthorizationError, PermissionViolationError, UserAuthenticationExpiredError, credsAuthenticator, type ConnectionOptions } from "@nats-io/transport-node";
+import { AuthorizationError, UserAuthenticationExpiredError, credsAuthenticator, type ConnectionOptions } from "@nats-io/transport-node";
 import type { Config } from "./config.js";
 import { LoopsmithError } from "./errors.js";
 import { maskUrl } from "./mask.js";
@@ -52,18 +52,11 @@ export function natsIdentity(config: Pick<Config, "nats" | "natsUrl">): string {
 }
 
 /**
- * A typed error for a NATS refusal of this connection: wrong or missing credentials
- * (`config_invalid`, naming the user, never the secret), or a permission the user lacks
- * (`bad_request`, naming the subject and the operation); undefined for anything else.
+ * A typed error when NATS refused this connection's credentials (wrong, missing or expired):
+ * `config_invalid`, naming the identity (never the secret); undefined for any other failure.
  */
 export function natsRefusal(err: unknown, url: string, identity: string): LoopsmithError | undefined {
-  const e = err instanceof Error && err.cause instanceof Error && !(err instanceof AuthorizationError) ? (err.cause as Error) : err;
-  const shown = maskUrl(url);
-  if (e instanceof AuthorizationError || e instanceof UserAuthenticationExpiredError || /authorization violation/i.test((e as Error)?.message ?? "")) {
-    return new LoopsmithError("config_invalid", `NATS at ${shown} refused ${identity} (authorization violation): set NATS_USER and NATS_PASSWORD, NATS_TOKEN or NATS_CREDS`, { cause: err, retryable: false });
-  }
-  if (e instanceof PermissionViolationError) {
-    return new LoopsmithError("bad_request", `NATS at ${shown} refused ${identity} permission to ${e.operation === "publish" ? "publish to" : "subscribe to"} ${e.subject}`, { cause: err, retryable: false });
-  }
-  return undefined;
+  const refused = (e: unknown): boolean => e instanceof AuthorizationError || e instanceof UserAuthenticationExpiredError;
+  if (!refused(err) && !(err instanceof Error && refused(err.cause))) return undefined;
+  return new LoopsmithError("config_invalid", `NATS at ${maskUrl(url)} refused ${identity} (authorization violation): set NATS_USER and NATS_PASSWORD, NATS_TOKEN or NATS_CREDS`, { cause: err, retryable: false });
 }

@@ -69,9 +69,11 @@ export const SERVICE_NATS_WAIT_MS = 30_000;
 /**
  * Connects to NATS, with a clear error when it cannot. Once connected the client reconnects
  * on its own, forever (`maxReconnectAttempts: -1`).
- * @param waitMs how long to keep retrying a refused or failed first connection (backoff
- *   200 ms doubling to 2 s, by p-retry); 0 (the default) tries once
- * @throws LoopsmithError `unavailable` naming the URL.
+ * @param opts.waitMs how long to keep retrying a first connection that fails (backoff 200 ms
+ *   doubling to 2 s, by p-retry); 0 (the default) tries once. Refused credentials are not retried.
+ * @param opts.config where the credentials and TLS files come from (`config.nats`)
+ * @throws LoopsmithError `unavailable` naming the URL (passwords masked); `config_invalid` when
+ *   NATS refuses the credentials
  */
 export async function connectNats(
   url: string,

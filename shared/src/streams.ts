@@ -18,6 +18,7 @@ import { Kvm, type KV } from "@nats-io/kv";
 import { Task, type TaskInput } from "./contracts/task.js";
 import { TaskEvent, type RejectNotice } from "./contracts/events.js";
 import type { Logger } from "pino";
+import { z } from "zod";
 import { LoopsmithError } from "./errors.js";
 import { Streams, Subjects, eventsSubject, rejectsSubject } from "./subjects.js";
 
@@ -193,17 +194,19 @@ export interface IntakeMessage {
  * subject, the stream sequence, the task id when the message carries one, the problems; never
  * the message's content, which may hold secrets) and a {@link RejectNotice} on
  * `loopsmith.rejects.<intake>`. The caller then terminates the message.
- * @param problems - what is wrong, one line each (zod issues as `path: message`)
+ * @param schemaError - what the schema found (ignored when the data is not JSON at all)
  * @returns the notice published (also when publishing failed: that is logged, never thrown)
  */
-export function rejectIntakeMessage(nc: NatsConnection, intake: "tasks" | "improve", msg: IntakeMessage, problems: string[], log: Logger): RejectNotice {
+export function rejectIntakeMessage(nc: NatsConnection, intake: "tasks" | "improve", msg: IntakeMessage, schemaError: z.ZodError, log: Logger): RejectNotice {
   let taskId: string | undefined;
+  let problems: string;
   try {
     const id = (JSON.parse(new TextDecoder().decode(msg.data)) as { taskId?: unknown; runId?: unknown } | null) ?? {};
     const raw = intake === "tasks" ? id.taskId : id.runId;
     if (typeof raw === "string" && raw.length <= 200) taskId = raw;
+    problems = z.prettifyError(schemaError);
   } catch {
-    // not JSON: no id to name
+    problems = "not JSON";
   }
   const notice: RejectNotice = {
     v: 1,
@@ -211,7 +214,7 @@ export function rejectIntakeMessage(nc: NatsConnection, intake: "tasks" | "impro
     ...(msg.info ? { streamSeq: msg.info.streamSequence } : {}),
     ...(taskId !== undefined ? { taskId } : {}),
     at: new Date().toISOString(),
-    error: { code: "bad_request", message: `the message on ${msg.subject} is not a valid ${intake === "tasks" ? "task" : "improvement run"}: ${problems.join("; ").slice(0, 2_000)}`, retryable: false },
+    error: { code: "bad_request", message: `the message on ${msg.subject} is not a valid ${intake === "tasks" ? "task" : "improvement run"}: ${problems.slice(0, 2_000)}`, retryable: false },
     bytes: msg.data.length,
   };
   log.error({ subject: msg.subject, streamSeq: notice.streamSeq, taskId, bytes: notice.bytes, problems }, "intake message rejected: it fails its schema");
@@ -221,9 +224,4 @@ export function rejectIntakeMessage(nc: NatsConnection, intake: "tasks" | "impro
     log.warn({ err }, "could not publish the reject notice");
   }
   return notice;
-}
-
-/** Zod issues as `path: message` lines (the root as `message`). */
-export function issueLines(issues: readonly { path: readonly PropertyKey[]; message: string }[]): string[] {
-  return issues.map((i) => (i.path.length ? `${i.path.map(String).join(".")}: ${i.message}` : i.message));
 }

@@ -2,10 +2,10 @@
  * Helpers of the conductor tests: tasks, execution results, step functions that answer
  * from a list and count their calls, and reading a task's events to its result.
  */
-import type { NatsConnection } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import pino from "pino";
 import { LoopsmithError, emptyUsage, submitTask, watchEvents, type ExecutionResult, type TaskEvent, type TaskInput, type TaskResult } from "@loopsmith/shared";
-import type { Steps } from "@loopsmith/architect";
+import { startConductor, type Steps } from "@loopsmith/architect";
 
 export const log = pino({ level: "silent" });
 export const provider = { name: "test", model: "fake", scripted: true };
@@ -76,3 +76,21 @@ export async function runTask(nc: NatsConnection, input: TaskInput): Promise<{ r
   return { result: last.result, events };
 }
 
+
+/** Runs `fn` with a conductor over `s` on its own connection to `url`; stops both after. */
+export async function withConductor<T>(url: string, s: Steps, fn: (nc: NatsConnection) => Promise<T>): Promise<T> {
+  const nc = await connect({ servers: url });
+  const conductor = await startConductor({ nc, steps: s, log });
+  try {
+    return await fn(nc);
+  } finally {
+    await conductor.stop();
+    await nc.close();
+  }
+}
+
+/** Polls `done` every `everyMs` until it holds or `timeoutMs` passes (the caller asserts after). */
+export async function until(done: () => boolean | Promise<boolean>, timeoutMs = 15_000, everyMs = 100): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await done()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, everyMs));
+}

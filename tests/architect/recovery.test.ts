@@ -12,23 +12,18 @@ import {
 } from "@loopsmith/shared";
 import { startConductor } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
-import { eventsOf, failed, log, passed, runTask, steps, task } from "./helpers.js";
+import { eventsOf, failed, log, passed, runTask, steps, task, until, withConductor } from "./helpers.js";
 
 describe("conductor recovery on JetStream", () => {
   it("does not count a sandbox failure against the candidate", async ({ nats }) => {
-    const nc = await connect({ servers: nats.url });
     const { steps: s, calls } = steps(["sandbox_error", passed]);
-    const conductor = await startConductor({ nc, steps: s, log });
-    try {
+    await withConductor(nats.url, s, async (nc) => {
       const { result } = await runTask(nc, task());
       expect(result.status).toBe("passed");
       expect(result.iterations).toBe(1);
       expect(calls.execute).toBe(2);
       expect(calls.build).toBe(1);
-    } finally {
-      await conductor.stop();
-      await nc.close();
-    }
+    });
   });
 
   it("retries a sandbox error as a new attempt the executor's contract accepts, over the real bus, and passes", async ({ nats }) => {
@@ -64,56 +59,43 @@ describe("conductor recovery on JetStream", () => {
   });
 
   it("treats a resubmitted task id as a duplicate", async ({ nats }) => {
-    const nc = await connect({ servers: nats.url });
     const { steps: s, calls } = steps([passed]);
-    const conductor = await startConductor({ nc, steps: s, log });
-    try {
+    await withConductor(nats.url, s, async (nc) => {
       const input = task();
       await runTask(nc, input);
       const again = await submitTask(nc, input);
       expect(again.duplicate).toBe(true);
       await new Promise((r) => setTimeout(r, 500));
       expect(calls.plan).toBe(1);
-    } finally {
-      await conductor.stop();
-      await nc.close();
-    }
+    });
   });
 
   it("answers a finished task id submitted again after the duplicate window from its record, without running it again", async ({ nats }) => {
-    const nc = await connect({ servers: nats.url });
     const { steps: s, calls } = steps([passed]);
-    const conductor = await startConductor({ nc, steps: s, log });
-    try {
+    await withConductor(nats.url, s, async (nc) => {
       const input = task();
       await runTask(nc, input);
       // Past JetStream's duplicate window a resubmit is a new message: another message id.
-      const js = jetstream(nc);
-      await js.publish(Subjects.tasksSubmit, JSON.stringify({ ...input, submittedAt: new Date().toISOString() }), { msgID: `${input.taskId}#late` });
+      await jetstream(nc).publish(Subjects.tasksSubmit, JSON.stringify({ ...input, submittedAt: new Date().toISOString() }), { msgID: `${input.taskId}#late` });
       const jsm = await jetstreamManager(nc);
-      const deadline = Date.now() + 15_000;
-      while ((await jsm.streams.info(Streams.tasks)).state.messages > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      expect((await jsm.streams.info(Streams.tasks)).state.messages).toBe(0);
+      const queued = async (): Promise<number> => (await jsm.streams.info(Streams.tasks)).state.messages;
+      await until(async () => (await queued()) === 0);
+      expect(await queued()).toBe(0);
       expect(calls.plan).toBe(1);
       expect(calls.execute).toBe(1);
-    } finally {
-      await conductor.stop();
-      await nc.close();
-    }
+    });
   });
 
   it("rejects a malformed message on the submit subject with a typed notice on loopsmith.rejects.tasks, never runs it, and goes on", async ({ nats }) => {
-    const nc = await connect({ servers: nats.url });
     const { steps: s, calls } = steps([passed]);
-    const conductor = await startConductor({ nc, steps: s, log });
-    const notices: RejectNotice[] = [];
-    const sub = nc.subscribe(rejectsSubject("tasks"), { callback: (_err, m) => { notices.push(RejectNotice.parse(m.json())); } });
-    try {
+    await withConductor(nats.url, s, async (nc) => {
+      const notices: RejectNotice[] = [];
+      const sub = nc.subscribe(rejectsSubject("tasks"), { callback: (_err, m) => { notices.push(RejectNotice.parse(m.json())); } });
       const js = jetstream(nc);
       await js.publish(Subjects.tasksSubmit, "this is not json", { msgID: "garbage-1" });
       await js.publish(Subjects.tasksSubmit, JSON.stringify({ v: 1, taskId: "bad-task-1", goal: 5 }), { msgID: "garbage-2" });
-      const deadline = Date.now() + 15_000;
-      while (notices.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      await until(() => notices.length >= 2, 15_000, 50);
+      sub.unsubscribe();
       expect(notices).toHaveLength(2);
       expect(notices[0]).toMatchObject({ subject: Subjects.tasksSubmit, error: { code: "bad_request", retryable: false, message: expect.stringContaining("not JSON") }, bytes: 16 });
       expect(notices[0]?.taskId).toBeUndefined();
@@ -123,11 +105,7 @@ describe("conductor recovery on JetStream", () => {
       // The conductor goes on with valid tasks.
       const { result } = await runTask(nc, task());
       expect(result.status).toBe("passed");
-    } finally {
-      sub.unsubscribe();
-      await conductor.stop();
-      await nc.close();
-    }
+    });
   });
 
   it("resumes a task from its checkpoint after the conductor dies mid-task", async ({ nats }) => {

@@ -19,7 +19,6 @@ import {
   Task,
   ensureStreams,
   isTransientNatsError,
-  issueLines,
   lastEventSeq,
   openTaskStates,
   publishEvent,
@@ -62,16 +61,6 @@ export interface ConductorOptions {
   log: Logger;
   /** Tasks run at once by this conductor. @defaultValue 4 */
   concurrency?: number;
-}
-
-/** True when the message's data is not JSON at all. */
-function notJson(msg: JsMsg): boolean {
-  try {
-    msg.json();
-    return false;
-  } catch {
-    return true;
-  }
 }
 
 function parseTask(msg: JsMsg) {
@@ -217,7 +206,7 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
   const take = (msg: JsMsg): void => {
     const parsed = parseTask(msg);
     if (!parsed.success) {
-      rejectIntakeMessage(nc, "tasks", msg, notJson(msg) ? ["not JSON"] : issueLines(parsed.error.issues), log);
+      rejectIntakeMessage(nc, "tasks", msg, parsed.error, log);
       msg.term("invalid task");
       return;
     }

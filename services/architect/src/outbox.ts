@@ -32,11 +32,6 @@ export interface RecordOutbox {
   stop(): Promise<void>;
 }
 
-/** KV keys allow `[-/_=.a-zA-Z0-9]`; a task id is `[A-Za-z0-9._-]`, so it is its own key. */
-function keyOf(taskId: string): string {
-  return taskId;
-}
-
 /**
  * Opens the outbox bucket and starts the retry timer.
  * @param send - the bus call (`memory.record_task`)
@@ -50,8 +45,23 @@ export async function openRecordOutbox(nc: NatsConnection, send: (record: TaskRe
     throw new LoopsmithError("unavailable", `cannot open the record outbox (${Streams.recordOutboxBucket}): ${(err as Error).message}`, { cause: err });
   }
   let draining: Promise<number> | undefined;
+  // Whether the bucket may hold records: true at open (an earlier process may have kept some),
+  // after each record kept here, and when a drain leaves one behind. The timer lists the bucket
+  // (a JetStream consumer each time) only then, not at every tick of an idle architect.
+  let mayHoldRecords = true;
 
   const drainOnce = async (): Promise<number> => {
+    // Cleared before listing, so a record kept while this drain runs sets it again.
+    mayHoldRecords = false;
+    try {
+      return await sendKept();
+    } catch (err) {
+      mayHoldRecords = true;
+      throw err;
+    }
+  };
+  /** Offers each kept record once, in key order, until memory refuses one. */
+  const sendKept = async (): Promise<number> => {
     let taken = 0;
     const keys: string[] = [];
     for await (const key of await kv.keys()) keys.push(key);
@@ -68,6 +78,7 @@ export async function openRecordOutbox(nc: NatsConnection, send: (record: TaskRe
         await send(parsed.data);
       } catch (err) {
         log.debug({ err, taskId: key }, "memory still does not take the kept record");
+        mayHoldRecords = true;
         break; // memory is still away: try again at the next tick
       }
       // Delete only the revision sent: a newer record of the same task stays.
@@ -82,7 +93,7 @@ export async function openRecordOutbox(nc: NatsConnection, send: (record: TaskRe
     return draining;
   };
   const timer = setInterval(() => {
-    void drain().catch((err: unknown) => log.warn({ err }, "the record outbox could not be drained"));
+    if (mayHoldRecords) void drain().catch((err: unknown) => log.warn({ err }, "the record outbox could not be drained"));
   }, retryMs);
   timer.unref();
 
@@ -92,7 +103,9 @@ export async function openRecordOutbox(nc: NatsConnection, send: (record: TaskRe
         return await send(record);
       } catch (err) {
         if (!(err instanceof LoopsmithError) || !err.retryable) throw err;
-        await kv.put(keyOf(record.taskId), JSON.stringify(record));
+        // A task id (`[A-Za-z0-9._-]`) is a valid KV key as it is.
+        await kv.put(record.taskId, JSON.stringify(record));
+        mayHoldRecords = true;
         log.warn({ err, taskId: record.taskId }, "memory did not take the task record; kept, it is written when memory answers again");
         throw new LoopsmithError(err.code, `${err.message}; the task's record is kept and written to history when memory answers again`, { cause: err, retryable: true });
       }

@@ -15,7 +15,6 @@ import {
   Streams,
   ensureImproveStreams,
   isTransientNatsError,
-  issueLines,
   lastEventSeq,
   openImproveStates,
   publishEvent,
@@ -128,15 +127,13 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
         const batch = await consumer.fetch({ max_messages: 1, expires: 2_000 });
         for await (const msg of batch) {
           let parsed;
-          let json = true;
           try {
             parsed = ImproveRequest.safeParse(msg.json());
           } catch {
-            json = false;
             parsed = ImproveRequest.safeParse(null);
           }
           if (!parsed.success) {
-            rejectIntakeMessage(nc, "improve", msg, json ? issueLines(parsed.error.issues) : ["not JSON"], log);
+            rejectIntakeMessage(nc, "improve", msg, parsed.error, log);
             msg.term("invalid run");
             continue;
           }
