@@ -94,7 +94,7 @@ async function noteExecutors(project: Project, into: Set<string>): Promise<void>
 /** Starts the project and waits until every service answers with `expected` replicas. */
 async function upAndReady(project: Project, args: string[], expected: Record<ServiceName, number>): Promise<NatsConnection> {
   await project.compose(["up", "-d", ...args]);
-  const nc = await connectNats(`nats://127.0.0.1:${project.natsPort}`, 60_000);
+  const nc = await connectNats(`nats://127.0.0.1:${project.natsPort}`, 60_000, project.client);
   await ensureStreams(nc);
   const ms = await waitAnswering(nc, expected, 180_000);
   log(`every service answers (${secs(ms)} after up)`);

@@ -2,22 +2,30 @@
 # Writes the compose stack's .env (mode 0600) beside docker-compose.yml, keeping any value
 # already there (the database volume keeps the password it was created with):
 #   POSTGRES_PASSWORD  generated (32 random characters); compose has no default password
+#   LOOPSMITH_NATS_<ROLE>_PASSWORD
+#                      generated, one per NATS user (architect, builder, reviewer, executor,
+#                      memory, client, admin): deploy/nats.conf gives each its permissions
 #   DOCKER_GID         the group that owns the Docker socket, so the executor reaches the engine
 #                      without running as root (DOCKER_SOCKET names another socket)
 # With --local-images, also the names of the images built from Debian packages
 # (`sudo npm run images`), for machines where no container registry answers:
 #   LOOPSMITH_NATS_IMAGE, LOOPSMITH_POSTGRES_IMAGE, LOOPSMITH_RUNTIME_IMAGE
+# And client.env (mode 0600) beside it: what a client on this host needs to reach the stack as
+# the `client` user (NATS_URL, NATS_USER, NATS_PASSWORD, NATS_INBOX_PREFIX), for
+# `npx loopsmith --env-from client.env …` or any NATS client.
 # The model's API key is never written here: export ANTHROPIC_API_KEY in the shell that runs
 # `docker compose up`, or add it to .env yourself.
-# Usage: bash deploy/compose-env.sh [--local-images] [--file <path>]
+# Usage: bash deploy/compose-env.sh [--local-images] [--file <path>] [--client-file <path>]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 file=.env
+client_file=client.env
 local_images=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --local-images) local_images=1 ;;
     --file) file=$2; shift ;;
+    --client-file) client_file=$2; shift ;;
     *) echo "compose-env: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -37,7 +45,13 @@ set_default() {
   fi
 }
 
-set_default POSTGRES_PASSWORD "$(tr -dc 'A-Za-z0-9' </dev/urandom | head -c 32)"
+# A letter, then letters and digits: nats-server parses a `$VARIABLE`'s value as a token, so a
+# password such as 1e5… would be read as a number (deploy/nats.conf reads them that way).
+secret() { printf '%s%s' "$(tr -dc 'A-Za-z' </dev/urandom | head -c 1)" "$(tr -dc 'A-Za-z0-9' </dev/urandom | head -c 31)"; }
+set_default POSTGRES_PASSWORD "$(secret)"
+for role in ARCHITECT BUILDER REVIEWER EXECUTOR MEMORY CLIENT ADMIN; do
+  set_default "LOOPSMITH_NATS_${role}_PASSWORD" "$(secret)"
+done
 socket="${DOCKER_SOCKET:-/var/run/docker.sock}"
 if [ -S "$socket" ]; then
   set_default DOCKER_GID "$(stat -c %g "$socket")"
@@ -50,4 +64,16 @@ if [ "$local_images" = 1 ]; then
   set_default LOOPSMITH_POSTGRES_IMAGE loopsmith/postgres:local
   set_default LOOPSMITH_RUNTIME_IMAGE loopsmith/node-runtime:local
 fi
-echo "compose-env: $file ready (mode 600)"
+# The client's variables, from the password .env now holds (kept or generated).
+client_password=$(grep '^LOOPSMITH_NATS_CLIENT_PASSWORD=' "$file" | tail -n 1 | cut -d= -f2-)
+rm -f "$client_file"
+touch "$client_file"
+chmod 600 "$client_file"
+cat >"$client_file" <<EOF
+# The compose stack's client user (deploy/nats.conf): npx loopsmith --env-from client.env ...
+NATS_URL=nats://127.0.0.1:4222
+NATS_USER=client
+NATS_PASSWORD=$client_password
+NATS_INBOX_PREFIX=_INBOX_client
+EOF
+echo "compose-env: $file and $client_file ready (mode 600)"

@@ -10,6 +10,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { LABEL as SANDBOX_LABEL, LABEL_HOST as SANDBOX_HOST_LABEL } from "@loopsmith/executor";
+import { NATS_ROLES, inboxPrefixOf, passwordVariable } from "@loopsmith/shared";
 
 const run = promisify(execFile);
 
@@ -20,6 +21,8 @@ export interface Project {
   name: string;
   /** Host port of the project's NATS. */
   natsPort: number;
+  /** How the bench connects: as the stack's `client` user (the permission matrix of deploy/nats.conf). */
+  client: { user: string; pass: string; inboxPrefix: string };
   /** Folder of the override file, compose's output and saved logs. */
   dir: string;
   /** Runs `docker compose <args>` for this project; output goes to `compose.log`. @throws when compose fails (with its last lines) */
@@ -76,7 +79,7 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
   const override = join(dir, "chaos.override.yml");
   writeFileSync(override, lines.join("\n") + "\n");
   const logFile = join(dir, "compose.log");
-  const env = {
+  const env: NodeJS.ProcessEnv = {
     ...process.env,
     LOOPSMITH_NATS_IMAGE: process.env.LOOPSMITH_NATS_IMAGE ?? "loopsmith/nats:local",
     LOOPSMITH_POSTGRES_IMAGE: process.env.LOOPSMITH_POSTGRES_IMAGE ?? "loopsmith/postgres:local",
@@ -84,6 +87,8 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
     // What deploy/compose-env.sh writes to .env for a user: a generated password, the socket's group.
     POSTGRES_PASSWORD: process.env.POSTGRES_PASSWORD ?? randomBytes(18).toString("base64url"),
     DOCKER_GID: process.env.DOCKER_GID ?? String(statSync(process.env.DOCKER_SOCKET ?? "/var/run/docker.sock").gid),
+    // And a password per NATS user (a letter first: nats-server parses the value as a token).
+    ...Object.fromEntries(NATS_ROLES.map((r) => [passwordVariable(r), process.env[passwordVariable(r)] ?? `p${randomBytes(16).toString("hex")}`])),
   };
   const base = ["compose", "-p", name, "-f", join(repo, "docker-compose.yml"), "-f", override];
   const compose = async (args: string[], timeoutMs = 600_000): Promise<string> => {
@@ -102,6 +107,7 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
   return {
     name,
     natsPort,
+    client: { user: "client", pass: env[passwordVariable("client")] as string, inboxPrefix: inboxPrefixOf("client") },
     dir,
     compose,
     async containers(service) {

@@ -43,6 +43,7 @@ const BY_ERROR_CODE: Readonly<Record<ErrorCode, ExitCode>> = {
   not_found: ExitCode.usage,
   config_invalid: ExitCode.usage,
   provider_unconfigured: ExitCode.usage,
+  permission_denied: ExitCode.usage,
   workspace_invalid: ExitCode.usage,
   command_not_found: ExitCode.usage,
   repo_invalid: ExitCode.usage,

@@ -12,7 +12,9 @@ import { registerScript } from "./commands/script.js";
 import { registerRunCommands } from "./commands/runs.js";
 import { registerImprove } from "./commands/improve.js";
 import { registerBench } from "./commands/bench.js";
-import { errorCodeOf, report, runCommand } from "./errors.js";
+import { registerBus } from "./commands/bus.js";
+import { loadEnvFile } from "./env-file.js";
+import { errorCodeOf, report, reportError, runCommand } from "./errors.js";
 import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
 import type { SolveOptions } from "./solve.js";
 import { LANGUAGES, MAX_ITERATIONS, PROVIDERS, ROLES, checkNatsListening, checkSolveInput, configuredNats, parseSince, positiveNumber, wholeNumber } from "./preflight.js";
@@ -47,6 +49,11 @@ const program = new Command()
   .description("A self-improving coding agent: plan, build, review, run in a sandbox, reflect, remember.")
   .version("0.1.0")
   .exitOverride()
+  .option("--env-from <file>", "read variables (NATS_URL, NATS_USER, NATS_PASSWORD, …) from this file first; the environment wins where it sets one")
+  .hook("preAction", (root) => {
+    const file = (root.opts() as { envFrom?: string }).envFrom;
+    if (file) loadEnvFile(file);
+  })
   .addHelpText("after", `\nExit codes:\n${Object.entries(EXIT_CODE_MEANINGS).map(([code, meaning]) => `  ${code.padStart(3)}  ${meaning}`).join("\n")}\n`);
 
 const solveCommand = program
@@ -215,6 +222,7 @@ registerSandboxCommand(program, run);
 registerScript(program, run);
 registerImprove(program, run, logger);
 registerBench(program, run, logger);
+registerBus(program, run, logger);
 registerRunCommands(program, {
   run,
   logger,
@@ -239,10 +247,15 @@ function exitWhenFlushed(): void {
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  if (!(err instanceof CommanderError)) throw err;
-  // Help and version exit 0; every other commander error is a usage error, already printed.
-  const shown = err.code === "commander.helpDisplayed" || err.code === "commander.version";
-  const message = err.code === "commander.help" ? "no command given; see loopsmith --help" : err.message.replace(/^error: /, "");
-  process.exitCode = shown ? ExitCode.ok : report({ kind: "error", code: "bad_request", message, exitCode: ExitCode.usage }, { json: process.argv.includes("--json"), quiet: true });
+  if (!(err instanceof CommanderError)) {
+    if (errorCodeOf(err) === "internal") throw err;
+    // What the preAction hook threw (an unreadable --env-from): reported like an action's error.
+    process.exitCode = reportError(err, { json: process.argv.includes("--json") });
+  } else {
+    // Help and version exit 0; every other commander error is a usage error, already printed.
+    const shown = err.code === "commander.helpDisplayed" || err.code === "commander.version";
+    const message = err.code === "commander.help" ? "no command given; see loopsmith --help" : err.message.replace(/^error: /, "");
+    process.exitCode = shown ? ExitCode.ok : report({ kind: "error", code: "bad_request", message, exitCode: ExitCode.usage }, { json: process.argv.includes("--json"), quiet: true });
+  }
 }
 exitWhenFlushed();

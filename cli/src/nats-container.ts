@@ -21,6 +21,7 @@ import { basename, isAbsolute, join } from "node:path";
 import Docker from "dockerode";
 import type { Logger } from "pino";
 import { LoopsmithError, type Config } from "@loopsmith/shared";
+import { NATS_CONFIG_PATH, natsServerFiles, type StackUsers } from "./stack-auth.js";
 
 /** Label on NATS containers the CLI starts; its value is the owner's pid (informational). */
 export const CLI_LABEL = "org.loopsmith.cli";
@@ -132,12 +133,13 @@ export const STACK_LABEL = "org.loopsmith.stack";
 /**
  * Starts nats-server with JetStream in a container on the local engine, owned by this CLI
  * (labels and heartbeat as described above), after removing orphans of other CLIs. With
+ * `users` it runs the permission matrix with those passwords (stack-auth.ts). With
  * `keep` (`loopsmith up`) the container outlives this CLI: it carries {@link STACK_LABEL}
  * instead of an owner and a heartbeat, so no orphan clean-up removes it; `loopsmith down` does.
  * @throws LoopsmithError `unavailable` when no Docker engine answers or the image is missing,
  *   `sandbox_error` when the container has no mapped port
  */
-export async function startNatsContainer(config: Config, log: Logger, opts: { keep?: boolean } = {}): Promise<NatsContainer> {
+export async function startNatsContainer(config: Config, log: Logger, opts: { keep?: boolean; users?: StackUsers } = {}): Promise<NatsContainer> {
   const docker = new Docker();
   try {
     await docker.ping();
@@ -158,13 +160,17 @@ export async function startNatsContainer(config: Config, log: Logger, opts: { ke
   }
   let container: Docker.Container | undefined;
   try {
+    const auth = opts.users ? await natsServerFiles(opts.users) : undefined;
     container = await docker.createContainer({
       Image: config.images.nats,
-      Cmd: ["-js", "-sd", "/tmp/js"],
+      // With users: the permission matrix (stack-auth.ts), the passwords in the environment.
+      Cmd: auth ? ["-c", NATS_CONFIG_PATH] : ["-js", "-sd", "/tmp/js"],
+      ...(auth ? { Env: auth.env } : {}),
       Labels: opts.keep ? { [STACK_LABEL]: config.dataDir } : { [CLI_LABEL]: String(process.pid), [INSTANCE_LABEL]: INSTANCE_ID, [HEARTBEAT_LABEL]: heartbeat.path },
       ExposedPorts: { "4222/tcp": {} },
       HostConfig: { AutoRemove: true, PortBindings: { "4222/tcp": [{ HostIp: "127.0.0.1", HostPort: "" }] } },
     });
+    if (auth) await container.putArchive(auth.tar, { path: "/" });
     await container.start();
     const info = await container.inspect();
     const port = info.NetworkSettings.Ports["4222/tcp"]?.[0]?.HostPort;

@@ -15,7 +15,6 @@ import { join, resolve } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import {
-  natsConnectOptions,
   Endpoints,
   LoopsmithError,
   RUN_EVENTS_CAP,
@@ -78,7 +77,7 @@ export async function withMemory<T>(log: Logger, configFile: string | undefined,
   const config = loadConfig(configFile ? { file: configFile } : {});
   const stack = await startLocalStack({ config, log, services: ["memory"] });
   try {
-    const nc = await connect({ ...natsConnectOptions(config), servers: stack.natsUrl });
+    const nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
     try {
       return await fn(nc);
     } finally {

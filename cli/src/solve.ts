@@ -9,7 +9,6 @@ import { resolve } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import {
-  natsConnectOptions,
   Endpoints,
   LoopsmithError,
   Task,
@@ -268,7 +267,7 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
         `loopsmith: ${reused} service(s) were already running on ${shownNatsUrl(stack.natsUrl)} and keep their own configuration; --provider/--model/--base-url apply only to the ${stack.started.length} started now\n`,
       );
     }
-    nc = await connect({ ...natsConnectOptions(config), servers: stack.natsUrl });
+    nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
     await ensureStreams(nc);
     if (prepared) await uploadSnapshot(nc, prepared);
     else if (o.snapshotFrom && (task as Task).repo) await uploadRecordedSnapshot(nc, o.snapshotFrom, (task as Task).repo as NonNullable<Task["repo"]>);

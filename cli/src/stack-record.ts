@@ -8,6 +8,7 @@ import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node
 import { join } from "node:path";
 import { z } from "zod";
 import { connect } from "@nats-io/transport-node";
+import { readStackUsers, roleConnectOptions, type StackUsers } from "./stack-auth.js";
 
 /** The record's shape. */
 export const StackRecord = z.object({
@@ -16,6 +17,8 @@ export const StackRecord = z.object({
   natsUrl: z.string().min(1),
   /** The NATS container `up` started; absent when it ran on a configured NATS. */
   natsContainerId: z.string().optional(),
+  /** The file with the passwords of its NATS users (stack-auth.ts); absent on a configured NATS. */
+  usersFile: z.string().optional(),
   /** The pid of each service `up` started. */
   pids: z.record(z.string(), z.number().int().positive()),
   /** The flags layer the services were started with (provider, model, script …). */
@@ -63,17 +66,23 @@ export function removeStackRecord(dataDir: string): void {
   rmSync(stackRecordPath(dataDir), { force: true });
 }
 
+/** A running stack's record, with its NATS users when it has them. */
+export type LiveStack = StackRecord & { users?: StackUsers };
+
 /**
- * The record of a stack whose NATS answers a handshake within `timeoutMs` (ms), or undefined
- * (no record, or a stale one: the stack was killed without `down`).
+ * The record of a stack whose NATS answers a handshake (as its `client` user when it has
+ * users) within `timeoutMs` (ms), or undefined (no record, a stale one: the stack was killed
+ * without `down`, or its users file is gone).
  */
-export async function liveStack(dataDir: string, timeoutMs = 1_000): Promise<StackRecord | undefined> {
+export async function liveStack(dataDir: string, timeoutMs = 1_000): Promise<LiveStack | undefined> {
   const record = readStackRecord(dataDir);
   if (!record) return undefined;
+  const users = record.usersFile ? readStackUsers(record.usersFile) : undefined;
+  if (record.usersFile && !users) return undefined;
   try {
-    const nc = await connect({ servers: record.natsUrl, timeout: timeoutMs, reconnect: false });
+    const nc = await connect({ ...(users ? roleConnectOptions(users, "client") : {}), servers: record.natsUrl, timeout: timeoutMs, reconnect: false });
     await nc.close();
-    return record;
+    return users ? { ...record, users } : record;
   } catch {
     return undefined;
   }

@@ -9,9 +9,10 @@ import { createWriteStream, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
-import { NoRespondersError, RequestError, connect, type NatsConnection } from "@nats-io/transport-node";
+import { NoRespondersError, RequestError, connect, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { LoopsmithError, ServiceNames, natsConnectOptions, natsIdentity, natsRefusal, type Config, type ServiceName } from "@loopsmith/shared";
+import { LoopsmithError, ServiceNames, natsConnectOptions, natsIdentity, natsRefusal, setupBus, type Config, type ServiceName } from "@loopsmith/shared";
+import { newStackUsers, roleConnectOptions, roleEnv, writeStackUsers, type StackUsers } from "./stack-auth.js";
 import { startNatsContainer } from "./nats-container.js";
 import { liveStack } from "./stack-record.js";
 import { natsUnreachableMessage } from "./preflight.js";
@@ -34,6 +35,16 @@ export interface LocalStack {
   natsContainerId?: string;
   /** True when NATS is the one of a stack `loopsmith up` started (see `stack-record.ts`). */
   onRunningStack: boolean;
+  /**
+   * How a client connects to this stack's NATS (spread it before `servers`): the `client`
+   * user of a stack the CLI started (stack-auth.ts), or the configured credentials of an
+   * external NATS.
+   */
+  connectOptions: Partial<ConnectionOptions>;
+  /** With `keep`: the file that holds the passwords of its NATS users (mode 0600), for the stack record. */
+  usersFile?: string;
+  /** The NATS users of a stack the CLI started (pass them back as {@link StackOptions.users} to start services on it again). */
+  users?: StackUsers;
   stop(): Promise<void>;
 }
 
@@ -66,6 +77,11 @@ export interface StackOptions {
    * running stack is not reused. @defaultValue false
    */
   keep?: boolean;
+  /**
+   * The NATS users of the CLI-started stack at `config.natsUrl` (a {@link LocalStack.users}),
+   * so that services started on it again connect as their own users.
+   */
+  users?: StackUsers;
 }
 
 /**
@@ -73,9 +89,7 @@ export interface StackOptions {
  * @throws LoopsmithError `unavailable`: for an external NATS the sentence says what was
  *   tried and how to start one; for the CLI's own container, that it did not come up
  */
-async function waitForNats(url: string, deadline: number, external: boolean, config: Config): Promise<NatsConnection> {
-  // The CLI's own NATS container has no authentication; an external one gets the configured credentials.
-  const auth = external ? natsConnectOptions(config) : {};
+async function waitForNats(url: string, deadline: number, external: boolean, config: Config, auth: Partial<ConnectionOptions>): Promise<NatsConnection> {
   for (;;) {
     try {
       return await connect({ ...auth, servers: url, timeout: 1_000 });
@@ -135,8 +149,14 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
   const progress = (p: Omit<StackProgress, "want">): void => opts.onProgress?.({ ...p, want });
   progress({ phase: "nats", answered: [] });
   const running = config.natsUrl || opts.keep ? undefined : await liveStack(config.dataDir);
-  const nats = config.natsUrl || running ? null : await startNatsContainer(config, log, { keep: !!opts.keep });
+  // The CLI's own NATS runs the permission matrix with passwords made for this start; a
+  // running stack's come from its users file; an external NATS takes the configured credentials.
+  const users = opts.users ?? (config.natsUrl ? undefined : running ? running.users : newStackUsers());
+  const usersFile = opts.keep && users ? writeStackUsers(config.dataDir, users) : undefined;
+  const nats = config.natsUrl || running ? null : await startNatsContainer(config, log, { keep: !!opts.keep, ...(users ? { users } : {}) });
   const natsUrl = config.natsUrl ?? running?.natsUrl ?? (nats as { url: string }).url;
+  const connectOptions = users ? roleConnectOptions(users, "client") : config.natsUrl ? natsConnectOptions(config) : {};
+  const external = !nats && !users;
   const children: Array<{ name: ServiceName; child: ChildProcess; logFile: string }> = [];
   const logDir = join(config.dataDir, "logs");
   const stop = async (): Promise<void> => {
@@ -157,8 +177,12 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
     await nats?.stop();
   };
   try {
-    const nc = await waitForNats(natsUrl, nats ? deadline : Math.min(deadline, Date.now() + EXTERNAL_NATS_WAIT_MS), !nats, opts.config);
+    // The CLI manages its own stack as its admin: the bus setup, the pings.
+    const manage = users ? roleConnectOptions(users, "admin") : connectOptions;
+    const nc = await waitForNats(natsUrl, external ? Math.min(deadline, Date.now() + EXTERNAL_NATS_WAIT_MS) : deadline, external, opts.config, manage);
     try {
+      // Under the matrix only the admin may create the streams and buckets: before the services.
+      if (nats && users) await setupBus(nc);
       const present = await answeringServices(nc, want);
       const missing = want.filter((s) => !present.has(s));
       progress({ phase: "services", natsUrl, answered: want.filter((s) => present.has(s)) });
@@ -179,7 +203,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
         // and then its children in order) and an IPC channel (a child whose parent dies, even
         // by SIGKILL, sees it close and shuts down).
         const child = spawn(process.execPath, ["--import", tsx, join(REPO, "services", name, "src", "main.ts")], {
-          env: { ...process.env, ...opts.env, NATS_URL: natsUrl },
+          env: { ...process.env, ...opts.env, NATS_URL: natsUrl, ...(users ? roleEnv(users, name) : {}) },
           stdio: opts.keep ? ["ignore", out, out] : ["ignore", out, out, "ipc"],
           detached: true,
         });
@@ -205,7 +229,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
       progress({ phase: "ready", natsUrl, answered: want });
       log.debug({ started: missing, natsUrl }, "stack ready");
       const pids = Object.fromEntries(children.flatMap((c) => (c.child.pid ? [[c.name, c.child.pid]] : [])));
-      return { natsUrl, started: missing, logDir, pids, ...(nats ? { natsContainerId: nats.id } : {}), onRunningStack: !!running, stop };
+      return { natsUrl, started: missing, logDir, pids, ...(nats ? { natsContainerId: nats.id } : {}), onRunningStack: !!running, connectOptions, ...(usersFile ? { usersFile } : {}), ...(users ? { users } : {}), stop };
     } finally {
       await nc.close();
     }

@@ -18,6 +18,7 @@ import { ExitCode } from "./exit-codes.js";
 import { shownNatsUrl } from "./preflight.js";
 import { flagsOf, type SolveOptions } from "./solve.js";
 import { liveStack, readStackRecord, removeStackRecord, writeStackRecord } from "./stack-record.js";
+import { readStackUsers, removeStackUsers, roleConnectOptions } from "./stack-auth.js";
 import { startLocalStack, type StackProgress } from "./stack.js";
 import { jsonLine } from "./terminal.js";
 
@@ -72,7 +73,7 @@ export async function upCommand(opts: StackCommandOptions, log: Logger): Promise
   const readyMs = Math.round(performance.now() - t0);
   try {
     writeStackRecord(config.dataDir, {
-      v: 1, natsUrl: stack.natsUrl, ...(stack.natsContainerId ? { natsContainerId: stack.natsContainerId } : {}), pids: stack.pids,
+      v: 1, natsUrl: stack.natsUrl, ...(stack.natsContainerId ? { natsContainerId: stack.natsContainerId } : {}), ...(stack.usersFile ? { usersFile: stack.usersFile } : {}), pids: stack.pids,
       flags, logDir: stack.logDir, startedAt: new Date().toISOString(), readyMs,
     });
   } catch (err) {
@@ -182,6 +183,7 @@ export async function downCommand(opts: StackCommandOptions, log: Logger): Promi
     await c.remove({ force: true }).catch(() => undefined);
   }
   removeStackRecord(config.dataDir);
+  removeStackUsers(config.dataDir);
   say(opts, "down", `down: stopped ${live.map(([n]) => n).join(", ") || "no service (none was running)"}${record.natsContainerId ? " and NATS" : ""}`, { stopped: live.map(([n]) => n), killed: left.map(([n]) => n) });
   return ExitCode.ok;
 }
@@ -209,7 +211,9 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
   }
   let nc;
   try {
-    nc = await connect({ ...(config.natsUrl ? natsConnectOptions(config) : {}), servers: url, timeout: 1_500, reconnect: false });
+    const users = !config.natsUrl && record?.usersFile ? readStackUsers(record.usersFile) : undefined;
+    const auth = config.natsUrl ? natsConnectOptions(config) : users ? roleConnectOptions(users, "client") : {};
+    nc = await connect({ ...auth, servers: url, timeout: 1_500, reconnect: false });
   } catch {
     say(opts, "status", `NATS at ${shownNatsUrl(url)} does not answer${record && !config.natsUrl ? " (a stale record: loopsmith down cleans it up)" : ""}`, { up: false, natsUrl: url });
     return ExitCode.infrastructure;

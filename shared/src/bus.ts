@@ -13,6 +13,7 @@ import {
   DrainingConnectionError,
   InvalidArgumentError,
   NoRespondersError,
+  PermissionViolationError,
   RequestError,
   TimeoutError,
   createInbox,
@@ -25,7 +26,7 @@ import { z } from "zod";
 import { LoopsmithError, toErrorData, type ErrorData } from "./errors.js";
 import { Reply } from "./contracts/common.js";
 import * as C from "./contracts/index.js";
-import { Subjects } from "./subjects.js";
+import { BEATS_PREFIX, Subjects } from "./subjects.js";
 
 /** One endpoint: its name in `$SRV` INFO, its subject, and both schemas. */
 export interface EndpointDef<Req extends z.ZodType = z.ZodType, Res extends z.ZodType = z.ZodType> {
@@ -110,7 +111,7 @@ function statusOf(error: ErrorData): number {
 
 /**
  * Header of a request whose caller wants a sign of life while the handler works: its value
- * is an inbox the service publishes an empty message to every {@link HEARTBEAT_EVERY_MS}
+ * is a subject under `loopsmith.beats.` the service publishes an empty message to every {@link HEARTBEAT_EVERY_MS}
  * until it replies (see {@link CallOptions.livenessMs}).
  */
 export const HEARTBEAT_HEADER = "Loopsmith-Heartbeat";
@@ -131,7 +132,7 @@ export async function answer(
   publish?: (subject: string) => void,
 ): Promise<void> {
   const beatTo = msg.headers?.get(HEARTBEAT_HEADER);
-  const beat = beatTo && publish && beatTo.startsWith("_INBOX.") ? setInterval(() => publish(beatTo), HEARTBEAT_EVERY_MS) : undefined;
+  const beat = beatTo && publish && beatTo.startsWith(`${BEATS_PREFIX}.`) ? setInterval(() => publish(beatTo), HEARTBEAT_EVERY_MS) : undefined;
   try {
     await answerOnce(msg, def, handler, log);
   } finally {
@@ -264,6 +265,20 @@ export function isTransientNatsError(err: unknown): boolean {
 }
 
 /**
+ * A typed `permission_denied` when NATS refused a publish or a subscription to this
+ * connection's user (a {@link PermissionViolationError}, also as a cause of a cause, as
+ * JetStream wraps it); undefined otherwise.
+ * The message names the operation and the subject, never a credential.
+ */
+export function permissionDenied(err: unknown): LoopsmithError | undefined {
+  let pv: unknown = err;
+  for (let depth = 0; pv && !(pv instanceof PermissionViolationError) && depth < 5; depth++) pv = (pv as Error).cause;
+  if (!(pv instanceof PermissionViolationError)) return undefined;
+  const what = pv.operation === "subscription" ? "subscribe on" : "publish to";
+  return new LoopsmithError("permission_denied", `NATS does not let this user ${what} ${pv.subject}${pv.queue ? ` (queue ${pv.queue})` : ""}: its permissions forbid it`, { cause: err, retryable: false });
+}
+
+/**
  * Maps a failed request to a typed error. Only what a retry can cure is retryable: a timeout,
  * no responder, a closed or draining connection. A request the client refuses (larger than
  * the server's max_payload) or anything unknown is not.
@@ -282,6 +297,8 @@ function busError(err: unknown, subject: string, timeoutMs: number): LoopsmithEr
   if (cause instanceof ClosedConnectionError || cause instanceof DrainingConnectionError || cause instanceof ConnectionError) {
     return new LoopsmithError("unavailable", `the connection to NATS is not usable for ${subject}: ${(cause as Error).message}`, { cause: err });
   }
+  const refused = permissionDenied(err);
+  if (refused) return refused;
   if (cause instanceof InvalidArgumentError) {
     return new LoopsmithError("bad_request", `the request to ${subject} cannot be sent: ${(cause as Error).message}`, { cause: err });
   }
@@ -353,7 +370,7 @@ class SilentServiceError extends Error {
  */
 async function requestOnce(nc: NatsConnection, subject: string, payload: string, timeoutMs: number, livenessMs?: number) {
   if (livenessMs === undefined) return nc.request(subject, payload, { timeout: timeoutMs });
-  const inbox = createInbox();
+  const inbox = createInbox(BEATS_PREFIX);
   const beats = nc.subscribe(inbox);
   const h = headers();
   h.set(HEARTBEAT_HEADER, inbox);

@@ -30,6 +30,15 @@ export const Config = z
         password: z.string().optional(),
         token: z.string().optional(),
         credsFile: z.string().optional(),
+        /**
+         * Prefix of this connection's reply subjects (`NATS_INBOX_PREFIX`, NATS's default
+         * `_INBOX`). With the permission matrix each user gets its own (`_INBOX_<user>`) and may
+         * subscribe only there, so no user reads another's replies.
+         */
+        inboxPrefix: z
+          .string()
+          .regex(/^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/, "a NATS subject prefix without wildcards or spaces")
+          .optional(),
         tls: z.object({ caFile: z.string().optional(), certFile: z.string().optional(), keyFile: z.string().optional() }).default({}),
       })
       .default({ tls: {} }),
@@ -201,6 +210,7 @@ export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = 
   ["NATS_PASSWORD", ["nats", "password"], "string"],
   ["NATS_TOKEN", ["nats", "token"], "string"],
   ["NATS_CREDS", ["nats", "credsFile"], "string"],
+  ["NATS_INBOX_PREFIX", ["nats", "inboxPrefix"], "string"],
   ["NATS_CA", ["nats", "tls", "caFile"], "string"],
   ["NATS_CERT", ["nats", "tls", "certFile"], "string"],
   ["NATS_KEY", ["nats", "tls", "keyFile"], "string"],

@@ -26,6 +26,7 @@ export const ErrorCode = z.enum([
   "db_error",
   "cancelled",
   "config_invalid",
+  "permission_denied", // NATS refused a publish or subscription to this connection's user (its permissions)
   "provider_unconfigured", // a step needs a model and the service has none configured (no API key, no base URL)
   "command_not_found", // repo mode: the test or setup command does not exist in the sandbox
   "repo_invalid", // repo mode: not a git work tree, a bare repository, an unknown base, a dirty tree with --apply
@@ -50,6 +51,7 @@ export const RETRYABLE_BY_DEFAULT: Readonly<Record<ErrorCode, boolean>> = {
   db_error: true,
   cancelled: false,
   config_invalid: false,
+  permission_denied: false,
   provider_unconfigured: false,
   command_not_found: false,
   repo_invalid: false,

@@ -7,10 +7,11 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { nanos } from "@nats-io/transport-node";
 import { AckPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { Kvm, type KV } from "@nats-io/kv";
+import type { KV } from "@nats-io/kv";
 import { ImproveRequest, type ImproveRequestInput } from "./contracts/improve.js";
 import { LoopsmithError } from "./errors.js";
-import { TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, ensureStreams, upsertConsumer, upsertStream, type Submitted } from "./streams.js";
+import { permissionDenied } from "./bus.js";
+import { TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, ensureStreams, openBucket, upsertConsumer, upsertStream, type Submitted } from "./streams.js";
 import { Streams, Subjects } from "./subjects.js";
 
 /** Redeliveries of a run message before the architect gives up on it (a run resumes from its checkpoint each time). */
@@ -18,7 +19,8 @@ export const IMPROVE_MAX_DELIVER = 20;
 
 /**
  * Creates (or updates) the intake stream, its consumer and the state bucket, after the task
- * streams (a generation is a task). Idempotent.
+ * streams (a generation is a task), where missing or different. Idempotent.
+ * @throws LoopsmithError `permission_denied` as `ensureStreams`
  */
 export async function ensureImproveStreams(nc: NatsConnection): Promise<void> {
   await ensureStreams(nc);
@@ -36,19 +38,22 @@ export async function ensureImproveStreams(nc: NatsConnection): Promise<void> {
 
 /** Opens (creating when missing) the KV bucket of improvement runs. */
 export async function openImproveStates(nc: NatsConnection): Promise<KV> {
-  return new Kvm(nc).create(Streams.improveStateBucket, { history: 1 });
+  return openBucket(nc, Streams.improveStateBucket);
 }
 
 /**
  * Publishes an improvement run to the intake work queue with message id = run id.
  * @returns `duplicate` true when a run with that id was already submitted (within 24 h)
- * @throws LoopsmithError `bad_request` when the request fails its schema (nothing is sent)
+ * @throws LoopsmithError `bad_request` when the request fails its schema (nothing is sent);
+ *   `permission_denied` when this NATS user may not submit runs
  */
 export async function submitImprove(nc: NatsConnection, input: ImproveRequestInput): Promise<Submitted> {
   const parsed = ImproveRequest.safeParse(input);
   if (!parsed.success) {
     throw new LoopsmithError("bad_request", `the improvement run is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
   }
-  const ack = await jetstream(nc).publish(Subjects.improveSubmit, JSON.stringify(parsed.data), { msgID: parsed.data.runId });
+  const ack = await jetstream(nc)
+    .publish(Subjects.improveSubmit, JSON.stringify(parsed.data), { msgID: parsed.data.runId })
+    .catch((err: unknown) => Promise.reject(permissionDenied(err) ?? err));
   return { taskId: parsed.data.runId, duplicate: ack.duplicate, seq: ack.seq };
 }

@@ -8,6 +8,9 @@ export {
 } from "./errors.js";
 export { assetPath, installRoot } from "./assets.js";
 export { natsConnectOptions, natsIdentity, natsRefusal } from "./nats-options.js";
+export { NATS_ROLES, inboxPrefixOf, natsPermissions, passwordVariable, renderNatsServerConfig } from "./nats-permissions.js";
+export type { NatsPermission, NatsRole, NatsServerConfigOptions } from "./nats-permissions.js";
+export { setupBus } from "./bus-setup.js";
 export {
   Budget, BuildReply, BuildRequest, CancelRequest, Candidate, CommitId, DependencyPolicy, Edit,
   EditFailure, EditFailureReason, EditReply, Empty, ExecutionBase, ExecutionRequest, ExecutionResult,
@@ -28,10 +31,11 @@ export {
   SELF_PROTECTED, Statistic,
 } from "./contracts/index.js";
 export type { ImproveRequestInput, ImproveSettingsInput } from "./contracts/index.js";
-export { SUBJECT_PREFIX, ServiceNames, Streams, Subjects, eventsSubject, rejectsSubject } from "./subjects.js";
+export { BEATS_PREFIX, SUBJECT_PREFIX, ServiceNames, Streams, Subjects, eventsSubject, rejectsSubject } from "./subjects.js";
 export type { ServiceName } from "./subjects.js";
 export {
-  Endpoints, HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, isTransientNatsError, startService,
+  Endpoints, HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, isTransientNatsError, permissionDenied,
+  startService,
 } from "./bus.js";
 export type { CallOptions, EndpointDef, Handler, Registration, ServiceOptions } from "./bus.js";
 export {
@@ -66,8 +70,8 @@ export {
 } from "./prompts.js";
 export type { Prompt } from "./prompts.js";
 export {
-  EVENTS_MAX_AGE_MS, TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, TASK_MAX_DELIVER, ensureStreams,
-  lastEventSeq, openTaskStates, publishEvent, rejectIntakeMessage, submitTask, watchEvents,
+  EVENTS_MAX_AGE_MS, TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, TASK_MAX_DELIVER, differingSettings,
+  ensureStreams, lastEventSeq, openBucket, openTaskStates, publishEvent, rejectIntakeMessage, submitTask, watchEvents,
 } from "./streams.js";
 export type { IntakeMessage, Submitted } from "./streams.js";
 export { IMPROVE_MAX_DELIVER, ensureImproveStreams, openImproveStates, submitImprove } from "./improve-streams.js";

@@ -2,7 +2,8 @@
  * How every loopsmith process connects to NATS with the configured credentials and TLS
  * (`config.nats`): the services' runtime and every CLI command use these options, so a NATS
  * with authentication needs the same few variables everywhere (`NATS_USER` + `NATS_PASSWORD`,
- * `NATS_TOKEN`, or `NATS_CREDS`; `NATS_CA`, `NATS_CERT`, `NATS_KEY` for TLS).
+ * `NATS_TOKEN`, or `NATS_CREDS`; `NATS_INBOX_PREFIX` for the user's own reply subjects;
+ * `NATS_CA`, `NATS_CERT`, `NATS_KEY` for TLS).
  */
 import { readFileSync } from "node:fs";
 import { AuthorizationError, UserAuthenticationExpiredError, credsAuthenticator, type ConnectionOptions } from "@nats-io/transport-node";
@@ -20,6 +21,7 @@ export function natsConnectOptions(config: Pick<Config, "nats">): Partial<Connec
   if (n.user !== undefined) out.user = n.user;
   if (n.password !== undefined) out.pass = n.password;
   if (n.token !== undefined) out.token = n.token;
+  if (n.inboxPrefix) out.inboxPrefix = n.inboxPrefix;
   if (n.credsFile) {
     let creds: Uint8Array;
     try {

@@ -3,7 +3,7 @@
  * endpoints, and on SIGTERM/SIGINT stop in order (stop taking work, drain in-flight work,
  * run named shutdown hooks, close the connection) within a deadline, then exit 128 + signal.
  */
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { PermissionViolationError, connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Service } from "@nats-io/services";
 import { rename, writeFile } from "node:fs/promises";
 import pRetry from "p-retry";
@@ -119,7 +119,11 @@ export async function logConnectionStatus(nc: NatsConnection, log: Logger): Prom
         log.info({ server: s.server }, "NATS reconnected");
         break;
       case "error":
-        log.error({ err: s.error }, "NATS reported an error");
+        if (s.error instanceof PermissionViolationError) {
+          // The refusal of this user's publish or subscription: typed, with the subject; the
+          // user is on the logger (natsIdentity), never a secret.
+          log.error({ code: "permission_denied", operation: s.error.operation, subject: s.error.subject, ...(s.error.queue ? { queue: s.error.queue } : {}) }, `NATS refused a ${s.error.operation} on ${s.error.subject}: this user's permissions forbid it`);
+        } else log.error({ err: s.error }, "NATS reported an error");
         break;
       case "staleConnection":
         log.warn("NATS connection is stale (no pong); reconnecting");

@@ -20,6 +20,7 @@ import { TaskEvent, type RejectNotice } from "./contracts/events.js";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { LoopsmithError } from "./errors.js";
+import { permissionDenied } from "./bus.js";
 import { Streams, Subjects, eventsSubject, rejectsSubject } from "./subjects.js";
 
 /** Redeliveries of a task message before the conductor gives up on it. */
@@ -36,8 +37,13 @@ export const TASK_DUPLICATE_WINDOW_MS = 24 * 3600_000;
 export const EVENTS_MAX_AGE_MS = 7 * 24 * 3600_000;
 
 /**
- * Creates (or updates) the streams, the conductor consumer and the task-state bucket.
- * Idempotent; every service that needs them may call it at start.
+ * Creates the streams, the conductor consumer and the task-state bucket when missing, and
+ * updates those whose settings differ. Idempotent; every service that needs them may call it
+ * at start. Only what is missing or different needs the JetStream management API, so a user
+ * without it (a service or a client under the permission matrix) passes when an admin ran
+ * `loopsmith bus setup`.
+ * @throws LoopsmithError `permission_denied` when something is missing or different and this
+ *   user may not manage streams (the message names it and says to run `loopsmith bus setup`)
  */
 export async function ensureStreams(nc: NatsConnection): Promise<void> {
   const jsm = await jetstreamManager(nc);
@@ -69,31 +75,73 @@ export async function ensureStreams(nc: NatsConnection): Promise<void> {
 type Jsm = Awaited<ReturnType<typeof jetstreamManager>>;
 type StreamConfig = Parameters<Jsm["streams"]["add"]>[0];
 
-/** Creates a stream, or updates it to `config` when it exists. */
-export async function upsertStream(jsm: Jsm, config: StreamConfig): Promise<void> {
+/** The settings of `wanted` whose values `actual` does not have (compared as JSON). */
+export function differingSettings(wanted: object, actual: object): string[] {
+  const have = actual as Record<string, unknown>;
+  return Object.entries(wanted)
+    .filter(([key, value]) => value !== undefined && JSON.stringify(value) !== JSON.stringify(have[key]))
+    .map(([key]) => key);
+}
+
+/**
+ * Runs a JetStream management call; a permission refusal becomes a typed error that says what
+ * was needed and who may do it.
+ */
+async function manage<T>(what: string, fn: () => Promise<T>): Promise<T> {
   try {
-    await jsm.streams.info(config.name as string);
-    await jsm.streams.update(config.name as string, config);
+    return await fn();
   } catch (err) {
-    if (err instanceof JetStreamApiError && err.status === 404) await jsm.streams.add(config);
-    else throw err;
+    const refused = permissionDenied(err);
+    if (!refused) throw err;
+    throw new LoopsmithError("permission_denied", `${what}, and this NATS user may not manage JetStream: run \`loopsmith bus setup\` with the admin user's credentials (${refused.message})`, { cause: err, retryable: false });
   }
 }
 
-/** Creates a durable consumer on `stream`, or updates it when it exists. */
-export async function upsertConsumer(jsm: Jsm, stream: string, consumer: Parameters<Jsm["consumers"]["add"]>[1] & { durable_name: string }): Promise<void> {
+/** Creates a stream, or updates it to `config` when it exists with other settings. @throws LoopsmithError `permission_denied` (see {@link ensureStreams}) */
+export async function upsertStream(jsm: Jsm, config: StreamConfig): Promise<void> {
+  const name = config.name as string;
+  let actual: object;
   try {
-    await jsm.consumers.info(stream, consumer.durable_name);
-    await jsm.consumers.update(stream, consumer.durable_name, consumer);
+    actual = (await manage(`the stream ${name} cannot be read`, () => jsm.streams.info(name))).config;
   } catch (err) {
-    if (err instanceof JetStreamApiError && err.status === 404) await jsm.consumers.add(stream, consumer);
-    else throw err;
+    if (err instanceof JetStreamApiError && err.status === 404) {
+      await manage(`the stream ${name} is missing`, () => jsm.streams.add(config));
+      return;
+    }
+    throw err;
   }
+  const diff = differingSettings(config, actual);
+  if (diff.length) await manage(`the stream ${name} has other settings (${diff.join(", ")})`, () => jsm.streams.update(name, config));
+}
+
+/** Creates a durable consumer on `stream`, or updates it when it exists with other settings. @throws LoopsmithError `permission_denied` (see {@link ensureStreams}) */
+export async function upsertConsumer(jsm: Jsm, stream: string, consumer: Parameters<Jsm["consumers"]["add"]>[1] & { durable_name: string }): Promise<void> {
+  const name = consumer.durable_name;
+  let actual: object;
+  try {
+    actual = (await manage(`the consumer ${name} of ${stream} cannot be read`, () => jsm.consumers.info(stream, name))).config;
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.status === 404) {
+      await manage(`the consumer ${name} of ${stream} is missing`, () => jsm.consumers.add(stream, consumer));
+      return;
+    }
+    throw err;
+  }
+  const diff = differingSettings(consumer, actual);
+  if (diff.length) await manage(`the consumer ${name} of ${stream} has other settings (${diff.join(", ")})`, () => jsm.consumers.update(stream, name, consumer));
+}
+
+/**
+ * Opens the KV bucket `bucket`, creating it when missing.
+ * @throws LoopsmithError `permission_denied` when it is missing and this user may not create it
+ */
+export async function openBucket(nc: NatsConnection, bucket: string): Promise<KV> {
+  return manage(`the bucket ${bucket} is missing or cannot be read`, () => new Kvm(nc).create(bucket, { history: 1 }));
 }
 
 /** Opens (creating when missing) the KV bucket of task states. */
 export async function openTaskStates(nc: NatsConnection): Promise<KV> {
-  return new Kvm(nc).create(Streams.taskStateBucket, { history: 1 });
+  return openBucket(nc, Streams.taskStateBucket);
 }
 
 /** What {@link submitTask} did. `duplicate` is true when a task with that id was already submitted. */
@@ -106,14 +154,17 @@ export interface Submitted {
 /**
  * Publishes a task to the intake work queue with message id = task id, so a resubmit is a
  * duplicate, not a second task.
- * @throws LoopsmithError `bad_request` when the task fails its schema (nothing is sent).
+ * @throws LoopsmithError `bad_request` when the task fails its schema (nothing is sent);
+ *   `permission_denied` when this NATS user may not submit tasks
  */
 export async function submitTask(nc: NatsConnection, input: TaskInput): Promise<Submitted> {
   const parsed = Task.safeParse(input);
   if (!parsed.success) {
     throw new LoopsmithError("bad_request", `the task is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
   }
-  const ack = await jetstream(nc).publish(Subjects.tasksSubmit, JSON.stringify(parsed.data), { msgID: parsed.data.taskId });
+  const ack = await jetstream(nc)
+    .publish(Subjects.tasksSubmit, JSON.stringify(parsed.data), { msgID: parsed.data.taskId })
+    .catch((err: unknown) => Promise.reject(permissionDenied(err) ?? err));
   return { taskId: parsed.data.taskId, duplicate: ack.duplicate, seq: ack.seq };
 }
 
@@ -123,7 +174,8 @@ export async function submitTask(nc: NatsConnection, input: TaskInput): Promise<
  * @throws LoopsmithError `unavailable` (retryable) when JetStream does not take it — a
  *   timeout or a closed connection while NATS restarts, a stream without a leader — so the
  *   task resumes from its checkpoint instead of ending; `bad_request` (not retryable) when
- *   the client refuses the message (larger than the server's max_payload)
+ *   the client refuses the message (larger than the server's max_payload); `permission_denied`
+ *   (not retryable) when this NATS user may not publish events
  */
 export async function publishEvent(nc: NatsConnection, event: TaskEvent): Promise<void> {
   const data = JSON.stringify(TaskEvent.parse(event));
@@ -132,6 +184,8 @@ export async function publishEvent(nc: NatsConnection, event: TaskEvent): Promis
       msgID: event.kind === "result" ? `${event.taskId}:result` : `${event.taskId}:${event.seq}`,
     });
   } catch (err) {
+    const refused = permissionDenied(err);
+    if (refused) throw refused;
     if (err instanceof InvalidArgumentError) {
       throw new LoopsmithError("bad_request", `an event of task ${event.taskId} cannot be sent: ${err.message}`, { cause: err, retryable: false });
     }

@@ -50,6 +50,14 @@ export function rejectsSubject(intake: "tasks" | "improve"): string {
   return `${SUBJECT_PREFIX}.rejects.${intake}`;
 }
 
+/**
+ * Prefix of step heartbeat subjects (`loopsmith.beats.<nuid>`): a caller that wants a sign of
+ * life names one in the request's heartbeat header, and the service publishes there while it
+ * works. Not an inbox, so that NATS permissions can let services heartbeat to the conductor
+ * without letting them publish into anyone's replies.
+ */
+export const BEATS_PREFIX = `${SUBJECT_PREFIX}.beats`;
+
 /** JetStream and KV names. */
 export const Streams = {
   tasks: "LOOPSMITH_TASKS",

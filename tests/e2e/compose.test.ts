@@ -10,7 +10,8 @@
  * NATS restart logged as a disconnect and a reconnect.
  */
 import { execFile, spawn } from "node:child_process";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -88,6 +89,7 @@ async function nodePid(service: string): Promise<number> {
 
 const lines = readmeBlock();
 const envFileExisted = existsSync(join(REPO, ".env"));
+const clientFileExisted = existsSync(join(REPO, "client.env"));
 const outcomes = new Map<string, CliRun>();
 
 describe("the README's compose commands, offline and keyless", () => {
@@ -104,23 +106,63 @@ describe("the README's compose commands, offline and keyless", () => {
   afterAll(async () => {
     await shell(`docker compose -p ${PROJECT} down -v --remove-orphans`, {}, 180_000);
     if (!envFileExisted) rmSync(join(REPO, ".env"), { force: true });
+    if (!clientFileExisted) rmSync(join(REPO, "client.env"), { force: true });
   }, 200_000);
 
   it("runs the scripted example on the stack: the replies travel with the task, which passes", () => {
-    const solve = [...outcomes].find(([line]) => line.includes("loopsmith solve"))?.[1];
+    const solve = [...outcomes].find(([line]) => /\bloopsmith\b.* solve /.test(line))?.[1];
     expect(solve?.code).toBe(0);
     expect(solve?.stdout.split("\n")[0]).toMatch(/^SCRIPTED RUN/);
     expect(solve?.stdout).toMatch(/passed/);
-    const health = [...outcomes].find(([line]) => line.includes("loopsmith health"))?.[1];
+    const health = [...outcomes].find(([line]) => /\bloopsmith\b.* health\b/.test(line))?.[1];
     expect(health?.stdout.trim().split("\n").map((l) => l.split(" ")[0])).toEqual(Array(5).fill("healthy"));
   });
 
-  it("writes .env with mode 0600, a generated password and the socket's group", async () => {
-    const { stdout } = await run("stat", ["-c", "%a", join(REPO, ".env")]);
-    expect(stdout.trim()).toBe("600");
+  it("writes .env and client.env with mode 0600: generated passwords (the database, each NATS user), the socket's group, the client's variables", async () => {
+    const { stdout } = await run("stat", ["-c", "%a", join(REPO, ".env"), join(REPO, "client.env")]);
+    expect(stdout.trim().split("\n")).toEqual(["600", "600"]);
     const text = readFileSync(join(REPO, ".env"), "utf8");
     expect(text).toMatch(/^POSTGRES_PASSWORD=[A-Za-z0-9]{32}$/m);
     expect(text).toMatch(/^DOCKER_GID=\d+$/m);
+    for (const role of [...APP, "client", "admin"]) expect(text).toMatch(new RegExp(`^LOOPSMITH_NATS_${role.toUpperCase()}_PASSWORD=[A-Za-z][A-Za-z0-9]{31}$`, "m"));
+    const client = readFileSync(join(REPO, "client.env"), "utf8");
+    const password = /^LOOPSMITH_NATS_CLIENT_PASSWORD=(.*)$/m.exec(text)?.[1];
+    expect(client).toContain(`NATS_PASSWORD=${password}`);
+    expect(client).toMatch(/^NATS_USER=client$/m);
+    expect(client).toMatch(/^NATS_INBOX_PREFIX=_INBOX_client$/m);
+  });
+
+  it("runs NATS with a user per service: the admin's bus-setup ran once and exited 0, a connection without credentials is refused, and a client's forged event is refused and logged with the subject and the user", async () => {
+    const setup = JSON.parse(await docker(["compose", "-p", PROJECT, "ps", "-a", "--format", "json", "bus-setup"]).then((o) => o.trim().split("\n")[0] as string)) as { State: string; ExitCode: number };
+    expect(setup).toMatchObject({ State: "exited", ExitCode: 0 });
+    const rendered = JSON.parse(await docker(["compose", "-p", PROJECT, "config", "--format", "json"])) as { services: Record<string, { environment?: Record<string, string> }> };
+    for (const service of APP) {
+      expect(rendered.services[service]?.environment?.NATS_USER, service).toBe(service);
+      expect(rendered.services[service]?.environment?.NATS_INBOX_PREFIX, service).toBe(`_INBOX_${service}`);
+    }
+    const anonymous = await shell("npx loopsmith health --json", { NATS_URL: "nats://127.0.0.1:4222" });
+    expect(anonymous.code).toBe(2);
+    expect(jsonLines(anonymous.stdout).at(-1)).toMatchObject({ kind: "error", code: "config_invalid" });
+    // As the client (client.env), on core NATS: the server refuses and logs it.
+    const forged = await shell(
+      `set -a && . ./client.env && node -e 'const { connect } = require("@nats-io/transport-node"); (async () => { const nc = await connect({ servers: process.env.NATS_URL, user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD, inboxPrefix: process.env.NATS_INBOX_PREFIX }); nc.publish("loopsmith.events.forged-1", "{}"); await nc.flush(); await new Promise((r) => setTimeout(r, 500)); await nc.close(); })()'`,
+    );
+    expect(forged.code).toBe(0);
+    const logs = await docker(["compose", "-p", PROJECT, "logs", "--no-color", "nats"]);
+    expect(logs).toMatch(/Publish Violation - User "client", Subject "loopsmith\.events\.forged-1"/);
+    const password = /^NATS_PASSWORD=(.*)$/m.exec(readFileSync(join(REPO, "client.env"), "utf8"))?.[1] as string;
+    expect(logs).not.toContain(password);
+  });
+
+  it("runs a repo-mode task as the client: the snapshot goes through the object store to the executor", async () => {
+    const repo = mkdtempSync(join(tmpdir(), "loopsmith-compose-repo-"));
+    cpSync(join(REPO, "examples", "repo-bugfix", "repo"), repo, { recursive: true });
+    await run("bash", ["-c", "git init -q && git add -A && git -c user.name=t -c user.email=t@example.com commit -qm initial"], { cwd: repo });
+    const r = await shell(`npx loopsmith --env-from client.env solve --repo ${repo} "Fix the failing test tests/test_pricing.py::test_bulk_discount_starts_at_threshold" --script examples/repo-bugfix/script.json --task-id compose-repo-1 --json`);
+    expect(r.code, r.stderr.slice(-2000)).toBe(0);
+    expect(jsonLines(r.stdout).find((l) => "status" in l)).toMatchObject({ status: "passed" });
+    expect(jsonLines(r.stdout).at(-1)).toMatchObject({ kind: "repo", branch: "loopsmith/compose-repo-1" });
+    rmSync(repo, { recursive: true, force: true });
   });
 
   it("runs the app as a non-root user on a read-only root, from an image of at most 250 MB", async () => {
@@ -149,7 +191,7 @@ describe("the README's compose commands, offline and keyless", () => {
   });
 
   it("ends a task that needs a model, on a stack without a key, with provider_unconfigured (exit 2)", async () => {
-    const r = await shell(`NATS_URL=nats://127.0.0.1:4222 npx loopsmith solve "a function add(a, b) in solution.py" --language python --json`);
+    const r = await shell(`npx loopsmith --env-from client.env solve "a function add(a, b) in solution.py" --language python --json`);
     expect(r.code).toBe(2);
     const error = jsonLines(r.stdout).at(-1);
     expect(error).toMatchObject({ kind: "error", code: "provider_unconfigured", message: expect.stringContaining("ANTHROPIC_API_KEY") });

@@ -17,7 +17,6 @@ import PQueue from "p-queue";
 import type { Logger } from "pino";
 import { z } from "zod";
 import {
-  natsConnectOptions,
   Endpoints,
   LoopsmithError,
   call,
@@ -289,14 +288,14 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
   try {
     const stack = await startLocalStack({ config: stackConfig, log, env });
     stacks.push(stack);
-    nc = await connect({ ...natsConnectOptions(stackConfig), servers: stack.natsUrl });
+    nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
     await ensureStreams(nc);
     // One restart at a time: a service that stopped answering (killed, crashed) is started
     // again, and the tasks it left are redelivered to it by JetStream.
     let restarting: Promise<void> | undefined;
     const ensureStack = (): Promise<void> =>
       (restarting ??= (async () => {
-        const s = await startLocalStack({ config: { ...stackConfig, natsUrl: stack.natsUrl }, log, env });
+        const s = await startLocalStack({ config: { ...stackConfig, natsUrl: stack.natsUrl }, log, env, ...(stack.users ? { users: stack.users } : {}) });
         if (s.started.length) process.stderr.write(`loopsmith bench: restarted ${s.started.join(", ")}\n`);
         stacks.push(s);
       })().finally(() => (restarting = undefined)));

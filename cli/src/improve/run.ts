@@ -13,7 +13,6 @@ import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import {
-  natsConnectOptions,
   Endpoints,
   GenerationReport,
   ImproveSummary,
@@ -103,7 +102,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   process.on("SIGTERM", onSignal);
   try {
     stack = await startLocalStack({ config, log, env: flags.config ? { LOOPSMITH_CONFIG: resolve(flags.config) } : {} });
-    nc = await connect({ ...natsConnectOptions(config), servers: stack.natsUrl });
+    nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
     await ensureImproveStreams(nc);
     if (left) {
       const known = await call(nc, Endpoints.architect.improveStatus, { runId }, { timeoutMs: 10_000, retries: 1 }).catch(() => undefined);

@@ -8,9 +8,9 @@
  * lost after the write) is still one row.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Kvm, type KV } from "@nats-io/kv";
+import type { KV } from "@nats-io/kv";
 import type { Logger } from "pino";
-import { LoopsmithError, Streams, TaskRecord, type Remembered } from "@loopsmith/shared";
+import { LoopsmithError, Streams, TaskRecord, openBucket, type Remembered } from "@loopsmith/shared";
 
 /** How often kept records are offered to memory again, in ms. */
 export const OUTBOX_RETRY_MS = 5_000;
@@ -35,13 +35,15 @@ export interface RecordOutbox {
 /**
  * Opens the outbox bucket and starts the retry timer.
  * @param send - the bus call (`memory.record_task`)
- * @throws LoopsmithError `unavailable` when the bucket cannot be opened
+ * @throws LoopsmithError `unavailable` when the bucket cannot be opened, `permission_denied` when
+ *   it is missing and this user may not create it
  */
 export async function openRecordOutbox(nc: NatsConnection, send: (record: TaskRecord) => Promise<Remembered>, log: Logger, retryMs = OUTBOX_RETRY_MS): Promise<RecordOutbox> {
   let kv: KV;
   try {
-    kv = await new Kvm(nc).create(Streams.recordOutboxBucket, { history: 1 });
+    kv = await openBucket(nc, Streams.recordOutboxBucket);
   } catch (err) {
+    if (err instanceof LoopsmithError && err.code === "permission_denied") throw err;
     throw new LoopsmithError("unavailable", `cannot open the record outbox (${Streams.recordOutboxBucket}): ${(err as Error).message}`, { cause: err });
   }
   let draining: Promise<number> | undefined;

@@ -1,0 +1,64 @@
+/**
+ * `loopsmith bus setup` and `loopsmith bus config`: the JetStream streams, consumers and
+ * buckets created by the one user allowed to (the admin, under the permission matrix), and
+ * the nats-server configuration that carries the matrix (`deploy/nats.conf` is its output).
+ *
+ * Exit codes: 0 done; 2 bad configuration, refused credentials, or a user without the right
+ * to manage JetStream (`permission_denied`); 3 NATS does not answer.
+ */
+import { writeFileSync } from "node:fs";
+import type { Command } from "commander";
+import type { Logger } from "pino";
+import { usageError, type CommandRunner } from "../errors.js";
+import { ExitCode } from "../exit-codes.js";
+import { wholeNumber } from "../preflight.js";
+
+/** Registers `bus setup` and `bus config`. */
+export function registerBus(program: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
+  const bus = program.command("bus").description("the NATS side of a deployment: JetStream setup and the server's permission configuration");
+  bus
+    .command("setup")
+    .description("create or update every stream, consumer and bucket loopsmith uses (needs the right to manage JetStream: the admin user)")
+    .option("--wait <ms>", "keep trying a NATS that does not answer yet for this long, in ms", wholeNumber(0), 30_000)
+    .option("--config <file>", "configuration file (JSON)")
+    .option("--json", "print JSON")
+    .action(async (opts: { wait: number; config?: string; json?: boolean }) =>
+      run(opts.json, async () => {
+        const { LoopsmithError, connectNats, loadConfig, setupBus } = await import("@loopsmith/shared");
+        const { jsonLine } = await import("../terminal.js");
+        const config = loadConfig(opts.config ? { file: opts.config } : {});
+        if (!config.natsUrl) throw new LoopsmithError("config_invalid", "NATS_URL is not set: bus setup works on a NATS server");
+        const log = await logger();
+        const nc = await connectNats(config.natsUrl, "loopsmith-bus-setup", { waitMs: opts.wait, log, config });
+        try {
+          const ensured = await setupBus(nc);
+          if (opts.json) process.stdout.write(`${jsonLine({ kind: "bus_setup", ensured })}\n`);
+          else process.stdout.write(`bus ready: ${ensured.join(", ")}\n`);
+        } finally {
+          await nc.close();
+        }
+        return ExitCode.ok;
+      }),
+    );
+  bus
+    .command("config")
+    .description("print the nats-server configuration with one user per service, `client` and `admin`, and their permissions")
+    .option("--out <file>", "write it to this file instead of stdout")
+    .option("--store-dir <dir>", "JetStream's store directory inside the server", "/data")
+    .option("--http-port <port>", "the monitoring port (0: none)", wholeNumber(0, 65535), 8222)
+    .action(async (opts: { out?: string; storeDir: string; httpPort: number }) =>
+      run(false, async () => {
+        const { renderNatsServerConfig } = await import("@loopsmith/shared");
+        const text = renderNatsServerConfig({ storeDir: opts.storeDir, httpPort: opts.httpPort });
+        if (!opts.out) process.stdout.write(text);
+        else {
+          try {
+            writeFileSync(opts.out, text);
+          } catch (err) {
+            throw usageError(`cannot write ${opts.out}: ${(err as Error).message}`);
+          }
+        }
+        return ExitCode.ok;
+      }),
+    );
+}

@@ -1,0 +1,47 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { NATS_ROLES, inboxPrefixOf, natsPermissions, passwordVariable, renderNatsServerConfig } from "./nats-permissions.js";
+import { assetPath } from "./assets.js";
+import { differingSettings } from "./streams.js";
+
+describe("the NATS permission matrix", () => {
+  const perms = natsPermissions();
+
+  it("is what deploy/nats.conf holds (regenerate it with `loopsmith bus config --out deploy/nats.conf`)", () => {
+    expect(readFileSync(assetPath("deploy", "nats.conf"), "utf8")).toBe(renderNatsServerConfig());
+  });
+
+  it("lets only the architect publish events and call the step services; each service subscribes on its own endpoints only", () => {
+    for (const role of NATS_ROLES.filter((r) => r !== "admin")) {
+      const p = perms[role];
+      expect(p.publish.includes("loopsmith.events.>"), role).toBe(role === "architect");
+      expect(p.publish.includes("loopsmith.executor.>"), role).toBe(role === "architect");
+      const endpoints = p.subscribe.filter((s) => /^loopsmith\.(architect|builder|reviewer|executor|memory)\./.test(s));
+      expect(endpoints, role).toEqual(role === "client" ? [] : [`loopsmith.${role}.>`]);
+      // Replies: only its own inbox, never another user's or the shared default.
+      expect(p.subscribe.filter((s) => s.startsWith("_INBOX")), role).toEqual([`${inboxPrefixOf(role)}.>`]);
+    }
+  });
+
+  it("gives the JetStream management API to the admin alone", () => {
+    const management = /^\$JS\.API\.(STREAM\.(CREATE|UPDATE|DELETE|PURGE|MSG\.DELETE)|CONSUMER\.DURABLE\.CREATE|ACCOUNT)|^>$|^\$JS\.API\.>$/;
+    for (const role of NATS_ROLES) {
+      const allowed = perms[role].publish.filter((s) => management.test(s));
+      if (role === "admin") expect(allowed).toEqual([">"]);
+      else expect(allowed, role).toEqual([]);
+    }
+  });
+
+  it("reads each password from the server's environment, so the file holds no secret", () => {
+    const text = renderNatsServerConfig();
+    for (const role of NATS_ROLES) expect(text).toContain(`password: $${passwordVariable(role)}`);
+    expect(passwordVariable("client")).toBe("LOOPSMITH_NATS_CLIENT_PASSWORD");
+  });
+});
+
+describe("differingSettings", () => {
+  it("names the settings whose values differ, ignoring what the server adds", () => {
+    expect(differingSettings({ name: "S", subjects: ["a.>"], max_age: 5 }, { name: "S", subjects: ["a.>"], max_age: 5, num_replicas: 1 })).toEqual([]);
+    expect(differingSettings({ name: "S", subjects: ["a.>", "b"], max_age: 5 }, { name: "S", subjects: ["a.>"], max_age: 6 })).toEqual(["subjects", "max_age"]);
+  });
+});

@@ -1,0 +1,214 @@
+/**
+ * The permission matrix on a real nats-server started with the configuration loopsmith
+ * generates (`renderNatsServerConfig`, the same text as deploy/nats.conf): each forbidden
+ * action is refused by the server and surfaces as a typed `permission_denied` (or a permission
+ * violation on the connection), and what each user needs still works: the admin sets up the
+ * bus, a client submits and reads events, the architect publishes them.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GenericContainer, Wait, type StartedTestContainer } from "testcontainers";
+import pino from "pino";
+import { Writable } from "node:stream";
+import { PermissionViolationError, connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import {
+  LoopsmithError,
+  NATS_ROLES,
+  Streams,
+  Subjects,
+  ensureStreams,
+  eventsSubject,
+  inboxPrefixOf,
+  loadConfig,
+  logConnectionStatus,
+  natsConnectOptions,
+  natsIdentity,
+  passwordVariable,
+  permissionDenied,
+  publishEvent,
+  renderNatsServerConfig,
+  setupBus,
+  submitTask,
+  watchEvents,
+  type NatsRole,
+  type TaskEvent,
+} from "@loopsmith/shared";
+
+const password = (role: NatsRole): string => `pw-${role}-${role.length}x7Q`;
+let container: StartedTestContainer;
+let url: string;
+const open: NatsConnection[] = [];
+
+function configOf(role: NatsRole) {
+  return loadConfig({ env: { NATS_URL: url, NATS_USER: role, NATS_PASSWORD: password(role), NATS_INBOX_PREFIX: inboxPrefixOf(role) } });
+}
+
+async function as(role: NatsRole): Promise<NatsConnection> {
+  const config = configOf(role);
+  const nc = await connect({ ...natsConnectOptions(config), servers: url, name: `test-${role}` });
+  open.push(nc);
+  return nc;
+}
+
+/** The permission violation NATS reports for `subject` on `nc` within 2 s of `act`, or undefined. */
+async function violation(nc: NatsConnection, subject: string, act: () => unknown): Promise<PermissionViolationError | undefined> {
+  const seen = new Promise<PermissionViolationError | undefined>((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), 2_000);
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (s.type === "error" && s.error instanceof PermissionViolationError && s.error.subject === subject) {
+          clearTimeout(timer);
+          resolve(s.error);
+          return;
+        }
+      }
+    })();
+  });
+  await act();
+  await nc.flush();
+  return seen;
+}
+
+/** What a rejected promise rejected with. */
+async function rejection(p: Promise<unknown>): Promise<unknown> {
+  return p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+}
+
+const event = (taskId: string, message: string): TaskEvent => ({ v: 1, taskId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "step", message });
+const task = (taskId: string) => ({ v: 1 as const, taskId, goal: "a function add(a, b)", language: "python" as const, submittedAt: new Date().toISOString() });
+
+beforeAll(async () => {
+  const image = loadConfig({ env: { NATS_URL: "" } }).images.nats;
+  container = await new GenericContainer(image)
+    .withCopyContentToContainer([{ content: renderNatsServerConfig({ storeDir: "/tmp/js", httpPort: 0 }), target: "/etc/loopsmith-nats.conf" }])
+    .withEnvironment(Object.fromEntries(NATS_ROLES.map((r) => [passwordVariable(r), password(r)])))
+    .withCommand(["-c", "/etc/loopsmith-nats.conf"])
+    .withExposedPorts(4222)
+    .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
+    .start();
+  url = `nats://${container.getHost()}:${container.getMappedPort(4222)}`;
+});
+afterAll(async () => {
+  await Promise.all(open.map((nc) => nc.close().catch(() => undefined)));
+  await container?.stop({ timeout: 1_000 });
+});
+
+describe("NATS least privilege (the generated server configuration)", () => {
+  it("refuses a client that sets the bus up, with permission_denied naming what is missing and the command to run", async () => {
+    const err = await rejection(ensureStreams(await as("client")));
+    expect(err).toBeInstanceOf(LoopsmithError);
+    expect((err as LoopsmithError).code).toBe("permission_denied");
+    expect((err as LoopsmithError).message).toMatch(/the stream LOOPSMITH_TASKS is missing.*loopsmith bus setup.*\$JS\.API\.STREAM\.CREATE\.LOOPSMITH_TASKS/);
+  });
+
+  it("lets the admin set the bus up, after which a client's and the architect's checks pass without management rights", async () => {
+    const ensured = await setupBus(await as("admin"));
+    expect(ensured).toContain(Streams.tasks);
+    await expect(ensureStreams(await as("client"))).resolves.toBeUndefined();
+    await expect(ensureStreams(await as("architect"))).resolves.toBeUndefined();
+  });
+
+  it("lets a client submit a task and read the events the architect publishes for it", async () => {
+    const client = await as("client");
+    const architect = await as("architect");
+    const submitted = await submitTask(client, task("perm-allowed-1"));
+    expect(submitted.duplicate).toBe(false);
+    await publishEvent(architect, event("perm-allowed-1", "planning"));
+    const abort = new AbortController();
+    const got: string[] = [];
+    const timer = setTimeout(() => abort.abort(), 3_000);
+    for await (const e of watchEvents(client, "perm-allowed-1", abort.signal)) {
+      got.push(e.message);
+      abort.abort();
+    }
+    clearTimeout(timer);
+    expect(got).toEqual(["planning"]);
+  });
+
+  it("refuses a client that publishes events (a forged result), with permission_denied", async () => {
+    const client = await as("client");
+    const err = await rejection(publishEvent(client, event("perm-forge-1", "forged")));
+    expect((err as LoopsmithError).code).toBe("permission_denied");
+    expect((err as LoopsmithError).message).toContain(eventsSubject("perm-forge-1"));
+    // And on core NATS too.
+    expect(await violation(client, eventsSubject("perm-forge-2"), () => client.publish(eventsSubject("perm-forge-2"), "{}"))).toBeInstanceOf(PermissionViolationError);
+  });
+
+  it("refuses a client that calls the executor, builder, reviewer or a memory write endpoint directly (the gate cannot be bypassed)", async () => {
+    const client = await as("client");
+    for (const subject of [Subjects.executor.run, Subjects.builder.build, Subjects.reviewer.gate, Subjects.memory.rememberFailure, Subjects.memory.recordTask, Subjects.memory.recall]) {
+      const err = await rejection(client.request(subject, "{}", { timeout: 2_000 }));
+      const typed = permissionDenied(err);
+      expect(typed?.code, subject).toBe("permission_denied");
+      expect(typed?.message, subject).toContain(subject);
+    }
+  });
+
+  it("refuses a client that serves an endpoint (impersonating the executor to forge a verdict) or reads another user's replies", async () => {
+    const client = await as("client");
+    for (const [subject, queue] of [[Subjects.executor.run, "q"], [`${inboxPrefixOf("architect")}.>`, undefined], ["_INBOX.>", undefined], [Subjects.tasksSubmit, undefined]] as const) {
+      const sub = client.subscribe(subject, queue ? { queue } : {});
+      const closed = await Promise.race([sub.closed, new Promise((r) => setTimeout(() => r("open"), 2_000))]);
+      expect(closed, subject).toBeInstanceOf(PermissionViolationError);
+    }
+  });
+
+  it("refuses the JetStream management API to everyone but the admin: deleting or purging a stream, deleting the conductor's consumer, writing task state", async () => {
+    for (const role of ["client", "architect", "builder", "executor", "memory"] as const) {
+      const nc = await as(role);
+      const jsm = await jetstreamManager(nc, { checkAPI: false });
+      for (const [what, act] of [
+        ["delete stream", () => jsm.streams.delete(Streams.tasks)],
+        ["purge events", () => jsm.streams.purge(Streams.events)],
+        ["delete consumer", () => jsm.consumers.delete(Streams.tasks, Streams.conductorConsumer)],
+        ["create stream", () => jsm.streams.add({ name: "EVIL", subjects: ["evil.>"] })],
+      ] as const) {
+        const err = await rejection(act());
+        expect(permissionDenied(err)?.code, `${role}: ${what}`).toBe("permission_denied");
+      }
+    }
+    const client = await as("client");
+    const states = await new Kvm(client).open(Streams.taskStateBucket);
+    expect(permissionDenied(await rejection(states.put("perm-forge-1", "{}")))?.code).toBe("permission_denied");
+    // The streams are all still there.
+    const admin = await jetstreamManager(await as("admin"));
+    expect((await admin.streams.info(Streams.tasks)).config.name).toBe(Streams.tasks);
+  });
+
+  it("refuses a service what belongs to another: a builder publishing events or calling the executor, an executor submitting tasks or serving the builder, memory publishing events", async () => {
+    const builder = await as("builder");
+    expect(await violation(builder, eventsSubject("perm-b"), () => builder.publish(eventsSubject("perm-b"), "{}"))).toBeInstanceOf(PermissionViolationError);
+    expect(permissionDenied(await rejection(builder.request(Subjects.executor.run, "{}", { timeout: 2_000 })))?.code).toBe("permission_denied");
+    const executor = await as("executor");
+    expect(permissionDenied(await rejection(submitTask(executor, task("perm-exec-1"))))?.code).toBe("permission_denied");
+    const sub = executor.subscribe(Subjects.builder.build, { queue: "q" });
+    expect(await Promise.race([sub.closed, new Promise((r) => setTimeout(() => r("open"), 2_000))])).toBeInstanceOf(PermissionViolationError);
+    const memory = await as("memory");
+    expect(await violation(memory, eventsSubject("perm-m"), () => memory.publish(eventsSubject("perm-m"), "{}"))).toBeInstanceOf(PermissionViolationError);
+  });
+
+  it("logs a service's refusal as permission_denied with the subject and the user, never the password", async () => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const config = configOf("builder");
+    const nc = await as("builder");
+    const log = pino({ level: "info" }, sink);
+    void logConnectionStatus(nc, log.child({ natsIdentity: natsIdentity(config) }));
+    nc.publish(Subjects.tasksSubmit, "{}");
+    await nc.flush();
+    const deadline = Date.now() + 3_000;
+    while (!lines.some((l) => l.includes("permission_denied")) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const line = JSON.parse(lines.find((l) => l.includes("permission_denied")) ?? "{}") as Record<string, unknown>;
+    expect(line).toMatchObject({ level: 50, code: "permission_denied", operation: "publish", subject: Subjects.tasksSubmit, natsIdentity: "user builder" });
+    expect(lines.join("")).not.toContain(password("builder"));
+  });
+});
