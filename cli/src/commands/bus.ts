@@ -46,10 +46,18 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
     .option("--out <file>", "write it to this file instead of stdout")
     .option("--store-dir <dir>", "JetStream's store directory inside the server", "/data")
     .option("--http-port <port>", "the monitoring port (0: none)", wholeNumber(0, 65535), 8222)
-    .action(async (opts: { out?: string; storeDir: string; httpPort: number }) =>
+    .option("--tls-cert <file>", "TLS: the server's certificate (a path inside the server); clients then set NATS_CA")
+    .option("--tls-key <file>", "TLS: the server's private key")
+    .option("--tls-ca <file>", "TLS: the CA that signs client certificates")
+    .option("--tls-verify", "TLS: require a client certificate signed by --tls-ca (clients set NATS_CERT and NATS_KEY)")
+    .action(async (opts: { out?: string; storeDir: string; httpPort: number; tlsCert?: string; tlsKey?: string; tlsCa?: string; tlsVerify?: boolean }) =>
       run(false, async () => {
         const { renderNatsServerConfig } = await import("@loopsmith/shared");
-        const text = renderNatsServerConfig({ storeDir: opts.storeDir, httpPort: opts.httpPort });
+        if (!opts.tlsCert !== !opts.tlsKey) throw usageError("--tls-cert and --tls-key go together");
+        if ((opts.tlsCa || opts.tlsVerify) && !opts.tlsCert) throw usageError("--tls-ca and --tls-verify need --tls-cert and --tls-key");
+        if (opts.tlsVerify && !opts.tlsCa) throw usageError("--tls-verify needs --tls-ca (the CA that signs client certificates)");
+        const tls = opts.tlsCert && opts.tlsKey ? { certFile: opts.tlsCert, keyFile: opts.tlsKey, ...(opts.tlsCa ? { caFile: opts.tlsCa } : {}), ...(opts.tlsVerify ? { verify: true } : {}) } : undefined;
+        const text = renderNatsServerConfig({ storeDir: opts.storeDir, httpPort: opts.httpPort, ...(tls ? { tls } : {}) });
         if (!opts.out) process.stdout.write(text);
         else {
           try {
