@@ -13,12 +13,17 @@ import { PermissionViolationError, connect, type NatsConnection } from "@nats-io
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import {
+  Endpoints,
   LoopsmithError,
   NATS_ROLES,
+  REPOS_BUCKET,
+  ServiceNames,
   Streams,
   Subjects,
   ensureStreams,
   eventsSubject,
+  getSnapshot,
+  handle,
   inboxPrefixOf,
   loadConfig,
   logConnectionStatus,
@@ -27,8 +32,10 @@ import {
   passwordVariable,
   permissionDenied,
   publishEvent,
+  putSnapshot,
   renderNatsServerConfig,
   setupBus,
+  startService,
   submitTask,
   watchEvents,
   type NatsRole,
@@ -189,6 +196,62 @@ describe("NATS least privilege (the generated server configuration)", () => {
     expect(await Promise.race([sub.closed, new Promise((r) => setTimeout(() => r("open"), 2_000))])).toBeInstanceOf(PermissionViolationError);
     const memory = await as("memory");
     expect(await violation(memory, eventsSubject("perm-m"), () => memory.publish(eventsSubject("perm-m"), "{}"))).toBeInstanceOf(PermissionViolationError);
+  });
+
+  it("answers only to inboxes: a request whose reply names a KV subject (to cancel someone's task through the architect) is dropped, $SRV pings included", async () => {
+    const architect = await as("architect");
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const service = await startService(architect, {
+      name: ServiceNames.architect,
+      version: "0.0.0-test",
+      description: "test",
+      log: pino({ level: "info" }, sink),
+      registrations: [handle(Endpoints.architect.status, async () => ({ state: null }))],
+    });
+    const admin = await as("admin");
+    const written: string[] = [];
+    const spy = admin.subscribe("$KV.>", { callback: (_e, m) => void written.push(m.subject) });
+    await admin.flush();
+    const client = await as("client");
+    const trap = `$KV.${Streams.taskStateBucket}.cancel.perm-victim-1`;
+    client.publish(Subjects.architect.status, JSON.stringify({ v: 1, taskId: "perm-victim-1" }), { reply: trap });
+    client.publish("$SRV.PING", "", { reply: trap });
+    client.publish(`$SRV.PING.${ServiceNames.architect}`, "", { reply: trap });
+    await client.flush();
+    // A real request still gets its answer (to the client's own inbox).
+    const answered = await client.request(Subjects.architect.status, JSON.stringify({ v: 1, taskId: "perm-victim-1" }), { timeout: 2_000 });
+    expect(answered.json()).toMatchObject({ ok: true });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(written).toEqual([]);
+    expect(lines.filter((l) => l.includes("reply subject is not an inbox")).length).toBe(3);
+    spy.unsubscribe();
+    await service.stop();
+  });
+
+  it("lets no service answer $SRV for another (the builder cannot pose as the executor to health checks)", async () => {
+    const builder = await as("builder");
+    for (const subject of [`$SRV.PING.${ServiceNames.executor}`, `$SRV.INFO.${ServiceNames.executor}`, "$SRV.>"]) {
+      const sub = builder.subscribe(subject);
+      expect(await Promise.race([sub.closed, new Promise((r) => setTimeout(() => r("open"), 2_000))]), subject).toBeInstanceOf(PermissionViolationError);
+    }
+  });
+
+  it("lets a client put a repository snapshot but not read the store through a consumer, nor create one that pushes its data into memory's endpoints", async () => {
+    const client = await as("client");
+    expect(await putSnapshot(client, "tree-perm-1.tar", new Uint8Array([1, 2, 3]))).toBe(true);
+    const read = await rejection(getSnapshot(client, "tree-perm-1.tar"));
+    expect((read as LoopsmithError).code).toBe("permission_denied");
+    const jsm = await jetstreamManager(client, { checkAPI: false });
+    const push = await rejection(jsm.consumers.add(`OBJ_${REPOS_BUCKET}`, { name: "evil", deliver_subject: Subjects.memory.rememberFailure, filter_subject: `$O.${REPOS_BUCKET}.C.>` }));
+    expect(permissionDenied(push)?.code).toBe("permission_denied");
+    // The executor (a service) reads it.
+    expect([...(await getSnapshot(await as("executor"), "tree-perm-1.tar"))]).toEqual([1, 2, 3]);
   });
 
   it("logs a service's refusal as permission_denied with the subject and the user, never the password", async () => {

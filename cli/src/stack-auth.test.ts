@@ -1,4 +1,4 @@
-import { mkdtempSync, statSync } from "node:fs";
+import { mkdirSync, mkdtempSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -16,6 +16,8 @@ describe("the NATS users of a CLI-started stack", () => {
 
   it("keeps them in a 0600 file in a 0700 folder, and reads them back", () => {
     const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-stack-users-"));
+    // The stack record made the folder first, with the usual 0755.
+    mkdirSync(join(dataDir, "run"), { mode: 0o755 });
     const users = newStackUsers();
     const path = writeStackUsers(dataDir, users);
     expect(path).toBe(stackUsersPath(dataDir));

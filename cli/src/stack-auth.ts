@@ -42,6 +42,8 @@ export function newStackUsers(): StackUsers {
 export function writeStackUsers(dataDir: string, users: StackUsers): string {
   const path = stackUsersPath(dataDir);
   mkdirSync(join(dataDir, "run"), { recursive: true, mode: 0o700 });
+  // An existing folder keeps its mode through mkdir: narrowed here.
+  chmodSync(join(dataDir, "run"), 0o700);
   writeFileSync(`${path}.tmp`, `${JSON.stringify(users)}\n`, { mode: 0o600 });
   chmodSync(`${path}.tmp`, 0o600);
   renameSync(`${path}.tmp`, path);

@@ -152,7 +152,6 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
   // The CLI's own NATS runs the permission matrix with passwords made for this start; a
   // running stack's come from its users file; an external NATS takes the configured credentials.
   const users = opts.users ?? (config.natsUrl ? undefined : running ? running.users : newStackUsers());
-  const usersFile = opts.keep && users ? writeStackUsers(config.dataDir, users) : undefined;
   const nats = config.natsUrl || running ? null : await startNatsContainer(config, log, { keep: !!opts.keep, ...(users ? { users } : {}) });
   const natsUrl = config.natsUrl ?? running?.natsUrl ?? (nats as { url: string }).url;
   const connectOptions = users ? roleConnectOptions(users, "client") : config.natsUrl ? natsConnectOptions(config) : {};
@@ -229,6 +228,8 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
       progress({ phase: "ready", natsUrl, answered: want });
       log.debug({ started: missing, natsUrl }, "stack ready");
       const pids = Object.fromEntries(children.flatMap((c) => (c.child.pid ? [[c.name, c.child.pid]] : [])));
+      // Kept for later commands only once the stack answers (a failed start leaves no file).
+      const usersFile = opts.keep && users && nats ? writeStackUsers(config.dataDir, users) : undefined;
       return { natsUrl, started: missing, logDir, pids, ...(nats ? { natsContainerId: nats.id } : {}), onRunningStack: !!running, connectOptions, ...(usersFile ? { usersFile } : {}), ...(users ? { users } : {}), stop };
     } finally {
       await nc.close();

@@ -18,6 +18,7 @@ import {
   TimeoutError,
   createInbox,
   headers,
+  type SubscriptionOptions,
 } from "@nats-io/transport-node";
 import { JetStreamApiError } from "@nats-io/jetstream";
 import { Svcm, type Service, type ServiceMsg } from "@nats-io/services";
@@ -182,6 +183,43 @@ async function answerOnce(msg: ServiceMsg, def: EndpointDef, handler: Handler<En
   }
 }
 
+/** Whether a reply subject is an inbox: NATS's `_INBOX.…` or a user's own `_INBOX_<user>.…`. */
+export function isInboxSubject(reply: string): boolean {
+  return /^_INBOX(_[A-Za-z0-9-]+)?\./.test(reply);
+}
+
+/**
+ * The connection as a service's subscriptions should see it: a request whose reply subject
+ * is not an inbox never reaches a handler (logged, not answered). A reply goes out with the
+ * service's own permissions (and NATS's `allow_responses`), so without this a client could
+ * name `$KV.loopsmith_tasks.cancel.<id>` as the reply of a `$SRV.PING` and have the architect
+ * cancel someone's task, or write into any subject a service may publish to.
+ */
+export function repliesToInboxesOnly(nc: NatsConnection, log: Logger): NatsConnection {
+  return new Proxy(nc, {
+    get(target, prop, receiver) {
+      if (prop === "subscribe") {
+        return (subject: string, opts?: SubscriptionOptions) => {
+          const callback = opts?.callback;
+          if (!callback) return target.subscribe(subject, opts);
+          return target.subscribe(subject, {
+            ...opts,
+            callback: (err, msg) => {
+              if (!err && msg.reply && !isInboxSubject(msg.reply)) {
+                log.warn({ code: "permission_denied", subject: msg.subject, reply: msg.reply.slice(0, 200) }, "request dropped: its reply subject is not an inbox, and a service answers only to inboxes");
+                return;
+              }
+              return callback(err, msg);
+            },
+          });
+        };
+      }
+      const value: unknown = Reflect.get(target, prop, receiver);
+      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
 /** Options of {@link startService}. */
 export interface ServiceOptions {
   name: string;
@@ -195,10 +233,12 @@ export interface ServiceOptions {
 /**
  * Registers a `@nats-io/services` service with its endpoints. Each endpoint uses the
  * service's queue group, so several instances share the load. Answers `$SRV.PING/INFO/STATS`.
+ * Every request (its endpoints' and `$SRV`'s) whose reply subject is not an inbox is dropped
+ * (see {@link repliesToInboxesOnly}).
  * @throws whatever `Svcm.add` throws when the connection is closed.
  */
 export async function startService(nc: NatsConnection, opts: ServiceOptions): Promise<Service> {
-  const svcm = new Svcm(nc as unknown as ConstructorParameters<typeof Svcm>[0]);
+  const svcm = new Svcm(repliesToInboxesOnly(nc, opts.log) as unknown as ConstructorParameters<typeof Svcm>[0]);
   const service = await svcm.add({
     name: opts.name,
     version: opts.version,

@@ -32,12 +32,12 @@ export const Config = z
         credsFile: z.string().optional(),
         /**
          * Prefix of this connection's reply subjects (`NATS_INBOX_PREFIX`, NATS's default
-         * `_INBOX`). With the permission matrix each user gets its own (`_INBOX_<user>`) and may
+         * `_INBOX`; `_INBOX_<name>` otherwise, as services answer only to inboxes). With the permission matrix each user gets its own (`_INBOX_<user>`) and may
          * subscribe only there, so no user reads another's replies.
          */
         inboxPrefix: z
           .string()
-          .regex(/^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/, "a NATS subject prefix without wildcards or spaces")
+          .regex(/^_INBOX(_[A-Za-z0-9-]+)?$/, "_INBOX or _INBOX_<name> (letters, digits, '-'): services answer only to inboxes")
           .optional(),
         tls: z.object({ caFile: z.string().optional(), certFile: z.string().optional(), keyFile: z.string().optional() }).default({}),
       })

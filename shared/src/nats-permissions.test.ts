@@ -23,13 +23,16 @@ describe("the NATS permission matrix", () => {
     }
   });
 
-  it("gives the JetStream management API to the admin alone", () => {
+  it("gives the JetStream management API to the admin alone; a client creates consumers only on the events stream", () => {
     const management = /^\$JS\.API\.(STREAM\.(CREATE|UPDATE|DELETE|PURGE|MSG\.DELETE)|CONSUMER\.DURABLE\.CREATE|ACCOUNT)|^>$|^\$JS\.API\.>$/;
     for (const role of NATS_ROLES) {
       const allowed = perms[role].publish.filter((s) => management.test(s));
       if (role === "admin") expect(allowed).toEqual([">"]);
       else expect(allowed, role).toEqual([]);
+      // No consumer on the work queues but the architect's own durable ones (which it may not create).
+      expect(perms[role].publish.filter((s) => /CONSUMER\.CREATE\.LOOPSMITH_(TASKS|IMPROVE)/.test(s)), role).toEqual([]);
     }
+    expect(new Set(perms.client.publish.filter((s) => s.includes("CONSUMER.CREATE")).map((s) => s.split(".")[4]))).toEqual(new Set(["LOOPSMITH_EVENTS"]));
   });
 
   it("reads each password from the server's environment, so the file holds no secret", () => {

@@ -14,13 +14,14 @@
  *   executor and memory endpoints;
  * - each service subscribes only on its own endpoints;
  * - only the admin creates, updates, purges or deletes streams, buckets and durable consumers
- *   (`loopsmith bus setup`).
+ *   (`loopsmith bus setup`); a reader may create ephemeral consumers on what it reads.
  *
  * Not enforced: clients are one group; one client can read another client's task events
- * (the events subject carries no owner).
+ * (the events subject carries no owner). nats-server does not check a push consumer's
+ * delivery subject against its creator's permissions (see the README's limits).
  */
 import { REPOS_BUCKET } from "./snapshot.js";
-import { BEATS_PREFIX, Streams, Subjects, SUBJECT_PREFIX, type ServiceName } from "./subjects.js";
+import { BEATS_PREFIX, ServiceNames, Streams, Subjects, SUBJECT_PREFIX, type ServiceName } from "./subjects.js";
 
 /** The NATS users of a loopsmith deployment: one per service, `client` and `admin`. */
 export const NATS_ROLES = ["architect", "builder", "reviewer", "executor", "memory", "client", "admin"] as const;
@@ -71,11 +72,22 @@ function kv(bucket: string): string[] {
 
 /** What every service does: answer its own endpoints and `$SRV`, heartbeat, ping (its health check). */
 function serviceBase(role: ServiceName): NatsPermission {
+  const name = ServiceNames[role];
   return {
     publish: [`${BEATS_PREFIX}.>`, "$SRV.>"],
-    subscribe: [`${SUBJECT_PREFIX}.${role}.>`, "$SRV.>", `${inboxPrefixOf(role)}.>`],
+    // `$SRV` requests to every service and to its own name only: no service answers a ping
+    // meant for another (the health of the executor is the executor's). The verbs are
+    // literal: an allowed `$SRV.*` would also let a subscription on `$SRV.>` through (the
+    // server matches the subscription's `>` token against the `*`).
+    subscribe: [`${SUBJECT_PREFIX}.${role}.>`, "$SRV.PING", "$SRV.INFO", "$SRV.STATS", `$SRV.*.${name}`, `$SRV.*.${name}.*`, `${inboxPrefixOf(role)}.>`],
     respond: true,
   };
+}
+
+/** Reading one object's metadata and putting objects (no consumers: a put needs none). */
+function putObjects(bucket: string): string[] {
+  const stream = objStream(bucket);
+  return [`${API}.STREAM.INFO.${stream}`, `${API}.STREAM.MSG.GET.${stream}`, `${API}.DIRECT.GET.${stream}`, `${API}.DIRECT.GET.${stream}.>`, `$O.${bucket}.>`];
 }
 
 /** The streams whose existence the CLI checks before it submits (`ensureStreams`). */
@@ -105,6 +117,8 @@ export function natsPermissions(): Record<NatsRole, NatsPermission> {
     ...kv(Streams.improveStateBucket),
     ...kv(Streams.recordOutboxBucket),
     ...readStream(objStream(REPOS_BUCKET)),
+    // An improvement run stores each accepted generation's tree as a snapshot.
+    `$O.${REPOS_BUCKET}.>`,
   );
   architect.subscribe.push(`${BEATS_PREFIX}.>`);
   const executor = serviceBase("executor");
@@ -124,8 +138,7 @@ export function natsPermissions(): Record<NatsRole, NatsPermission> {
       `${API}.CONSUMER.INFO.${Streams.tasks}.${Streams.conductorConsumer}`,
       `${API}.CONSUMER.INFO.${Streams.improve}.${Streams.improveConsumer}`,
       ...readStream(Streams.events),
-      ...readStream(objStream(REPOS_BUCKET)),
-      `$O.${REPOS_BUCKET}.>`,
+      ...putObjects(REPOS_BUCKET),
     ],
     subscribe: [`${inboxPrefixOf("client")}.>`, Subjects.rejectsAll],
     respond: false,

@@ -12,6 +12,7 @@ import { nanos } from "@nats-io/transport-node";
 import { Objm, StorageType, type ObjectStore } from "@nats-io/obj";
 import { extract } from "tar-stream";
 import { LoopsmithError } from "./errors.js";
+import { permissionDenied } from "./bus.js";
 
 /** The object store bucket that holds snapshots. */
 export const REPOS_BUCKET = "loopsmith-repos";
@@ -34,7 +35,8 @@ export async function openSnapshots(nc: NatsConnection): Promise<ObjectStore> {
  * Puts a snapshot unless one of that name is already stored (names are content-addressed by
  * commit, so an existing one is the same tree).
  * @returns true when it was uploaded, false when it was already there
- * @throws LoopsmithError `bad_request` over {@link MAX_SNAPSHOT_BYTES}; `unavailable` when the store fails
+ * @throws LoopsmithError `bad_request` over {@link MAX_SNAPSHOT_BYTES}; `permission_denied` when
+ *   this NATS user may not put objects; `unavailable` when the store fails
  */
 export async function putSnapshot(nc: NatsConnection, name: string, tar: Uint8Array): Promise<boolean> {
   if (tar.byteLength > MAX_SNAPSHOT_BYTES) {
@@ -47,7 +49,7 @@ export async function putSnapshot(nc: NatsConnection, name: string, tar: Uint8Ar
     await os.putBlob({ name }, tar);
     return true;
   } catch (err) {
-    throw new LoopsmithError("unavailable", `cannot store the repository snapshot ${name}: ${(err as Error).message}`, { cause: err });
+    throw permissionDenied(err) ?? new LoopsmithError("unavailable", `cannot store the repository snapshot ${name}: ${(err as Error).message}`, { cause: err });
   }
 }
 
@@ -61,7 +63,7 @@ export async function getSnapshot(nc: NatsConnection, name: string): Promise<Uin
   try {
     data = await (await openSnapshots(nc)).getBlob(name);
   } catch (err) {
-    throw new LoopsmithError("unavailable", `cannot read the repository snapshot ${name}: ${(err as Error).message}`, { cause: err });
+    throw permissionDenied(err) ?? new LoopsmithError("unavailable", `cannot read the repository snapshot ${name}: ${(err as Error).message}`, { cause: err });
   }
   if (!data) throw new LoopsmithError("not_found", `the repository snapshot ${name} is not in the ${REPOS_BUCKET} store (expired after 7 days, or never uploaded): submit the task again from the repository`);
   return data;

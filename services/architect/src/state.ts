@@ -169,7 +169,9 @@ export function kvStateStore(kv: KV): StateStore {
     },
     async cancelRequested(taskId) {
       const entry = await kv.get(cancelKey(taskId));
-      return !!entry && entry.operation === "PUT" && entry.length > 0;
+      // Exactly the marker requestCancel writes: any other value there (a message a JetStream
+      // push consumer delivered to the subject, say) cancels nothing.
+      return !!entry && entry.operation === "PUT" && entry.string() === "1";
     },
   };
 }
