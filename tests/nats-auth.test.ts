@@ -10,10 +10,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GenericContainer, Wait, type StartedTestContainer } from "testcontainers";
 import pino from "pino";
-import { Svcm } from "@nats-io/services";
-import { connect } from "@nats-io/transport-node";
-import { LoopsmithError, ServiceNames, loadConfig, natsConnectOptions, runService } from "@loopsmith/shared";
+import { LoopsmithError, ServiceNames, loadConfig, runService } from "@loopsmith/shared";
 import { jsonLines, loopsmith } from "./fixtures/cli.js";
+import { pingBuilder } from "./fixtures/ping.js";
 
 const USER = "svc-builder";
 const SECRET = "s3cret-pass-8c1f2a";
@@ -37,16 +36,8 @@ afterAll(async () => {
 describe("NATS with authentication", () => {
   it("a service connects with NATS_USER and NATS_PASSWORD, registers, and answers $SRV pings from an authenticated client", async () => {
     const config = loadConfig({ env: { NATS_URL: url, NATS_USER: USER, NATS_PASSWORD: SECRET } });
-    const running = await runService("builder", async () => ({ registrations: [] }), { config, log });
-    const client = await connect({ ...natsConnectOptions(config), servers: url });
-    try {
-      const ids: string[] = [];
-      for await (const p of await new Svcm(client as never).client({ strategy: "timer", maxWait: 1_000 }).ping(ServiceNames.builder)) ids.push(p.id);
-      expect(ids).toEqual([running.service.info().id]);
-    } finally {
-      await client.close();
-      await running.stop();
-    }
+    const ping = await pingBuilder(config, config, url);
+    expect(ping.answered).toEqual([ping.serviceId]);
   });
 
   it("refuses a wrong password at once with config_invalid naming the user, never the password", async () => {

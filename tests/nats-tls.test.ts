@@ -11,13 +11,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GenericContainer, Wait, type StartedTestContainer } from "testcontainers";
-import pino from "pino";
-import { Svcm } from "@nats-io/services";
 import { connect } from "@nats-io/transport-node";
-import { NATS_ROLES, ServiceNames, inboxPrefixOf, loadConfig, natsConnectOptions, passwordVariable, renderNatsServerConfig, runService } from "@loopsmith/shared";
+import { NATS_ROLES, inboxPrefixOf, loadConfig, natsConnectOptions, passwordVariable, renderNatsServerConfig } from "@loopsmith/shared";
+import { pingBuilder } from "./fixtures/ping.js";
 
 const dir = mkdtempSync(join(tmpdir(), "loopsmith-nats-tls-"));
-const log = pino({ level: "silent" });
 const password = (role: string): string => `pw${role}TLS7`;
 let container: StartedTestContainer;
 let url: string;
@@ -66,17 +64,9 @@ const tlsFiles = { NATS_CA: join(dir, "ca.pem"), NATS_CERT: join(dir, "client.pe
 
 describe("NATS over TLS (NATS_CA, NATS_CERT, NATS_KEY)", () => {
   it("a service that trusts the CA and presents its certificate registers and answers a client's $SRV ping over TLS", async () => {
-    const running = await runService("builder", async () => ({ registrations: [] }), { config: loadConfig({ env: env("builder", tlsFiles) }), log });
-    const client = await connect({ ...natsConnectOptions(loadConfig({ env: env("client", tlsFiles) })), servers: url });
-    try {
-      expect(client.info?.tls_required).toBe(true);
-      const ids: string[] = [];
-      for await (const p of await new Svcm(client as never).client({ strategy: "timer", maxWait: 1_000 }).ping(ServiceNames.builder)) ids.push(p.id);
-      expect(ids).toEqual([running.service.info().id]);
-    } finally {
-      await client.close();
-      await running.stop();
-    }
+    const ping = await pingBuilder(loadConfig({ env: env("builder", tlsFiles) }), loadConfig({ env: env("client", tlsFiles) }), url);
+    expect(ping.tlsRequired).toBe(true);
+    expect(ping.answered).toEqual([ping.serviceId]);
   });
 
   it("refuses a process that does not trust the server's CA, and one without a client certificate", async () => {

@@ -13,14 +13,11 @@ import {
   DrainingConnectionError,
   InvalidArgumentError,
   NoRespondersError,
-  PermissionViolationError,
   RequestError,
   TimeoutError,
   createInbox,
   headers,
-  type SubscriptionOptions,
 } from "@nats-io/transport-node";
-import { JetStreamApiError } from "@nats-io/jetstream";
 import { Svcm, type Service, type ServiceMsg } from "@nats-io/services";
 import type { Logger } from "pino";
 import { z } from "zod";
@@ -28,6 +25,8 @@ import { LoopsmithError, toErrorData, type ErrorData } from "./errors.js";
 import { Reply } from "./contracts/common.js";
 import * as C from "./contracts/index.js";
 import { BEATS_PREFIX, Subjects } from "./subjects.js";
+import { permissionDenied } from "./nats-errors.js";
+import { repliesToInboxesOnly } from "./reply-guard.js";
 
 /** One endpoint: its name in `$SRV` INFO, its subject, and both schemas. */
 export interface EndpointDef<Req extends z.ZodType = z.ZodType, Res extends z.ZodType = z.ZodType> {
@@ -183,43 +182,6 @@ async function answerOnce(msg: ServiceMsg, def: EndpointDef, handler: Handler<En
   }
 }
 
-/** Whether a reply subject is an inbox: NATS's `_INBOX.…` or a user's own `_INBOX_<user>.…`. */
-export function isInboxSubject(reply: string): boolean {
-  return /^_INBOX(_[A-Za-z0-9-]+)?\./.test(reply);
-}
-
-/**
- * The connection as a service's subscriptions should see it: a request whose reply subject
- * is not an inbox never reaches a handler (logged, not answered). A reply goes out with the
- * service's own permissions (and NATS's `allow_responses`), so without this a client could
- * name `$KV.loopsmith_tasks.cancel.<id>` as the reply of a `$SRV.PING` and have the architect
- * cancel someone's task, or write into any subject a service may publish to.
- */
-export function repliesToInboxesOnly(nc: NatsConnection, log: Logger): NatsConnection {
-  return new Proxy(nc, {
-    get(target, prop, receiver) {
-      if (prop === "subscribe") {
-        return (subject: string, opts?: SubscriptionOptions) => {
-          const callback = opts?.callback;
-          if (!callback) return target.subscribe(subject, opts);
-          return target.subscribe(subject, {
-            ...opts,
-            callback: (err, msg) => {
-              if (!err && msg.reply && !isInboxSubject(msg.reply)) {
-                log.warn({ code: "permission_denied", subject: msg.subject, reply: msg.reply.slice(0, 200) }, "request dropped: its reply subject is not an inbox, and a service answers only to inboxes");
-                return;
-              }
-              return callback(err, msg);
-            },
-          });
-        };
-      }
-      const value: unknown = Reflect.get(target, prop, receiver);
-      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-}
-
 /** Options of {@link startService}. */
 export interface ServiceOptions {
   name: string;
@@ -287,35 +249,6 @@ export interface CallOptions {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/**
- * Whether an error thrown by a NATS or JetStream call (a KV read, a publish, a fetch) is one
- * that passes: a timeout, no responder, a closed, draining or failed connection (NATS
- * restarting, a reconnect under way), or JetStream answering 503 (no stream leader yet). A
- * task that meets one is handed back and resumed from its checkpoint, not ended: the chaos
- * bench saw a task end with `error: timeout` when its checkpoint read met a NATS restart.
- */
-export function isTransientNatsError(err: unknown): boolean {
-  const cause = err instanceof RequestError ? (err.cause ?? err) : err;
-  if (err instanceof RequestError && err.isNoResponders()) return true;
-  if ([cause, err].some((e) => e instanceof TimeoutError || e instanceof NoRespondersError)) return true;
-  if (cause instanceof ClosedConnectionError || cause instanceof DrainingConnectionError || cause instanceof ConnectionError) return true;
-  return err instanceof JetStreamApiError && err.status === 503;
-}
-
-/**
- * A typed `permission_denied` when NATS refused a publish or a subscription to this
- * connection's user (a {@link PermissionViolationError}, also as a cause of a cause, as
- * JetStream wraps it); undefined otherwise.
- * The message names the operation and the subject, never a credential.
- */
-export function permissionDenied(err: unknown): LoopsmithError | undefined {
-  let pv: unknown = err;
-  for (let depth = 0; pv && !(pv instanceof PermissionViolationError) && depth < 5; depth++) pv = (pv as Error).cause;
-  if (!(pv instanceof PermissionViolationError)) return undefined;
-  const what = pv.operation === "subscription" ? "subscribe on" : "publish to";
-  return new LoopsmithError("permission_denied", `NATS does not let this user ${what} ${pv.subject}${pv.queue ? ` (queue ${pv.queue})` : ""}: its permissions forbid it`, { cause: err, retryable: false });
 }
 
 /**

@@ -10,7 +10,7 @@ import { AckPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } 
 import type { KV } from "@nats-io/kv";
 import { ImproveRequest, type ImproveRequestInput } from "./contracts/improve.js";
 import { LoopsmithError } from "./errors.js";
-import { permissionDenied } from "./bus.js";
+import { permissionDenied } from "./nats-errors.js";
 import { TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, ensureStreams, openBucket, upsertConsumer, upsertStream, type Submitted } from "./streams.js";
 import { Streams, Subjects } from "./subjects.js";
 

@@ -34,9 +34,9 @@ export type { ImproveRequestInput, ImproveSettingsInput } from "./contracts/inde
 export { BEATS_PREFIX, SUBJECT_PREFIX, ServiceNames, Streams, Subjects, eventsSubject, rejectsSubject } from "./subjects.js";
 export type { ServiceName } from "./subjects.js";
 export {
-  Endpoints, HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, isTransientNatsError, permissionDenied,
-  startService,
+  Endpoints, HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, startService,
 } from "./bus.js";
+export { isTransientNatsError, permissionDenied } from "./nats-errors.js";
 export type { CallOptions, EndpointDef, Handler, Registration, ServiceOptions } from "./bus.js";
 export {
   Config, DEFAULT_PRICES, ENV_KEYS, FallbackTarget, ModelPrice, ProviderName, RoleLlm, configFromEnv,

@@ -12,7 +12,7 @@ import { nanos } from "@nats-io/transport-node";
 import { Objm, StorageType, type ObjectStore } from "@nats-io/obj";
 import { extract } from "tar-stream";
 import { LoopsmithError } from "./errors.js";
-import { permissionDenied } from "./bus.js";
+import { permissionDenied } from "./nats-errors.js";
 
 /** The object store bucket that holds snapshots. */
 export const REPOS_BUCKET = "loopsmith-repos";

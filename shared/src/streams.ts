@@ -20,7 +20,7 @@ import { TaskEvent, type RejectNotice } from "./contracts/events.js";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { LoopsmithError } from "./errors.js";
-import { permissionDenied } from "./bus.js";
+import { permissionDenied } from "./nats-errors.js";
 import { Streams, Subjects, eventsSubject, rejectsSubject } from "./subjects.js";
 
 /** Redeliveries of a task message before the conductor gives up on it. */

@@ -1,7 +1,7 @@
 import { ConnectionError, InvalidArgumentError, NoRespondersError, RequestError, TimeoutError } from "@nats-io/transport-node";
 import { JetStreamApiError } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
-import { isTransientNatsError } from "./bus.js";
+import { isTransientNatsError } from "./nats-errors.js";
 import { LoopsmithError } from "./errors.js";
 
 describe("isTransientNatsError", () => {

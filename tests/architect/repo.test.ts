@@ -9,11 +9,10 @@ import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect } from "vitest";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { ensureStreams, type BuildRequest, type Edit, type ExecutionRequest, type ExecutionResult, type TaskInput } from "@loopsmith/shared";
-import { startConductor, type Steps } from "@loopsmith/architect";
+import { type BuildRequest, type Edit, type ExecutionRequest, type ExecutionResult, type TaskInput } from "@loopsmith/shared";
 import { it } from "../fixtures/index.js";
-import { failed, log, passed, runTask, steps, task, usage } from "./helpers.js";
+import type { Steps } from "@loopsmith/architect";
+import { failed, passed, runTask, steps, task, usage, withConductor } from "./helpers.js";
 
 const COMMIT = "a".repeat(40);
 const BASE: Record<string, string> = {
@@ -62,23 +61,11 @@ function repoSteps(root: string, replies: Edit[][], over: Partial<Steps> = {}) {
   return { steps: s, calls: base.calls, builds, runs };
 }
 
-async function withConductor<T>(nats: { url: string }, s: Steps, fn: (nc: NatsConnection) => Promise<T>): Promise<T> {
-  const nc = await connect({ servers: nats.url });
-  await ensureStreams(nc);
-  const conductor = await startConductor({ nc, steps: s, log });
-  try {
-    return await fn(nc);
-  } finally {
-    await conductor.stop();
-    await nc.close();
-  }
-}
-
 describe("repo mode in the conductor", () => {
   it("feeds an edit that misses back with the nearest lines, then applies the right one; the patch applies with git", async ({ nats }) => {
     const root = tree();
     const r = repoSteps(root, [[edit({ path: "pkg/mod.py", search: "    return 40\n", replace: "    return 42\n" })], [edit({ path: "pkg/mod.py", search: "    return 41\n", replace: "    return 42\n" })]]);
-    const { result, events } = await withConductor(nats, r.steps, (nc) => runTask(nc, repoTask()));
+    const { result, events } = await withConductor(nats.url, r.steps, (nc) => runTask(nc, repoTask()));
     expect(result.status).toBe("passed");
     expect(result.iterations).toBe(2);
     // The baseline ran the repository's command over the base tree, with no files of its own.
@@ -109,7 +96,7 @@ describe("repo mode in the conductor", () => {
     symlinkSync(tmpdir(), join(root, "out"));
     const attempts = [[edit({ path: "../escape.py", replace: "x = 1\n" })], [edit({ path: "out/escape.py", replace: "x = 1\n" })], [edit({ path: ".git/config", replace: "x" })]];
     const r = repoSteps(root, attempts);
-    const { result } = await withConductor(nats, r.steps, (nc) => runTask(nc, repoTask()));
+    const { result } = await withConductor(nats.url, r.steps, (nc) => runTask(nc, repoTask()));
     expect(result.status).toBe("failed");
     expect(r.builds.length).toBeGreaterThanOrEqual(3);
     for (const b of r.builds.slice(1, 3)) expect(b.previous?.failure.output).toMatch(/path_escape|outside|escape/i);
@@ -122,7 +109,7 @@ describe("repo mode in the conductor", () => {
     const outcomes: Record<string, { stop: string; runs: number; told?: string }> = {};
     for (const policy of ["reject", "ask", "allow"] as const) {
       const r = repoSteps(tree(), [change]);
-      const { result } = await withConductor(nats, r.steps, (nc) => runTask(nc, repoTask({ dependencies: policy })));
+      const { result } = await withConductor(nats.url, r.steps, (nc) => runTask(nc, repoTask({ dependencies: policy })));
       outcomes[policy] = { stop: result.stopReason, runs: r.runs.length, ...(r.builds[1] ? { told: r.builds[1].previous?.failure.output ?? "" } : {}) };
       if (policy === "ask") expect(result.repo?.changed).toContain("requirements.txt");
     }
@@ -136,7 +123,7 @@ describe("repo mode in the conductor", () => {
 
   it("blocks a change to the test runner's configuration whatever the policy", async ({ nats }) => {
     const r = repoSteps(tree(), [[edit({ path: "conftest.py", replace: "import pytest\n" }), edit({ path: "pkg/mod.py", search: "    return 41\n", replace: "    return 42\n" })]]);
-    const { result } = await withConductor(nats, r.steps, (nc) => runTask(nc, repoTask({ dependencies: "allow" })));
+    const { result } = await withConductor(nats.url, r.steps, (nc) => runTask(nc, repoTask({ dependencies: "allow" })));
     expect(result.stopReason).not.toBe("passed");
     expect(r.runs).toHaveLength(1);
     expect(r.builds[1]?.previous?.failure.output).toMatch(/conftest\.py.*test runner/);
@@ -146,7 +133,7 @@ describe("repo mode in the conductor", () => {
     const r = repoSteps(tree(), [[]], {
       execute: async () => ({ status: "command_not_found", exitCode: 127, durationMs: 3, tests: [], stdout: "", stderr: "sh: 1: tox: not found", truncated: false, reason: "tox: not found" }),
     });
-    const { result } = await withConductor(nats, r.steps, (nc) => runTask(nc, repoTask({ testCommand: "tox" })));
+    const { result } = await withConductor(nats.url, r.steps, (nc) => runTask(nc, repoTask({ testCommand: "tox" })));
     expect(result.status).toBe("error");
     expect(result.error?.code).toBe("command_not_found");
     expect(r.calls.plan).toBeUndefined();
