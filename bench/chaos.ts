@@ -24,7 +24,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { Command } from "commander";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { ensureStreams, type ServiceName } from "@loopsmith/shared";
+import { ensureTaskIntake, type ServiceName } from "@loopsmith/shared";
 import { docker, freePort, hostPid, prepareProject, removeContainers, sandboxLeftovers, type Project } from "./chaos/compose.js";
 import { answering, complete, connectNats, waitAnswering } from "./chaos/ping.js";
 import { auditEvents, chaosTask, percentile, silences, submitAndWatch, type Tracked } from "./chaos/tasks.js";
@@ -95,7 +95,7 @@ async function noteExecutors(project: Project, into: Set<string>): Promise<void>
 async function upAndReady(project: Project, args: string[], expected: Record<ServiceName, number>): Promise<NatsConnection> {
   await project.compose(["up", "-d", ...args]);
   const nc = await connectNats(`nats://127.0.0.1:${project.natsPort}`, 60_000, project.client);
-  await ensureStreams(nc);
+  await ensureTaskIntake(nc);
   const ms = await waitAnswering(nc, expected, 180_000);
   log(`every service answers (${secs(ms)} after up)`);
   return nc;
@@ -180,7 +180,11 @@ async function chaosPhase(project: Project, executors: Set<string>): Promise<boo
   polling = false;
   await poller;
   await sleep(3_000); // an event published after a result would show in the audit
-  const audit = await auditEvents(nc).catch((err: Error) => (log(`audit failed: ${err.message}`), new Map()));
+  // The audit reads every task's events: as the admin (a client may read only its own, live).
+  const auditor = await connectNats(`nats://127.0.0.1:${project.natsPort}`, 60_000, project.admin);
+  const audit = await auditEvents(auditor)
+    .catch((err: Error) => (log(`audit failed: ${err.message}`), new Map()))
+    .finally(() => auditor.close());
   await noteExecutors(project, executors);
   const logs = await project.saveLogs(["nats", "postgres", ...APP]);
   await nc.close();

@@ -159,7 +159,7 @@ async function main(): Promise<void> {
       const t = performance.now();
       await submitTask(nc, { ...raw, v: 1, taskId, submittedAt: new Date().toISOString() } as TaskInput);
       let first = NaN;
-      for await (const e of watchEvents(nc, taskId, abort.signal)) {
+      for await (const e of watchEvents(nc, taskId, { signal: abort.signal })) {
         if (Number.isNaN(first) && (e.kind === "phase" || e.kind === "step")) first = performance.now() - t;
         if (e.kind === "result") break;
       }

@@ -12,7 +12,9 @@ import { Writable } from "node:stream";
 import { PermissionViolationError, connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
+import { readEventsPage } from "@loopsmith/architect";
 import {
+  DEFAULT_OWNER,
   Endpoints,
   LoopsmithError,
   NATS_ROLES,
@@ -20,7 +22,10 @@ import {
   ServiceNames,
   Streams,
   Subjects,
+  call,
+  clientPasswordVariable,
   ensureStreams,
+  ensureTaskIntake,
   eventsSubject,
   getSnapshot,
   handle,
@@ -42,16 +47,18 @@ import {
   type TaskEvent,
 } from "@loopsmith/shared";
 
-const password = (role: NatsRole): string => `pw-${role}-${role.length}x7Q`;
+const password = (role: string): string => `pw-${role}-${role.length}x7Q`;
+/** Two further client users: each owns its tasks, and neither may reach the other's. */
+const CLIENTS = ["alice", "bob"] as const;
 let container: StartedTestContainer;
 let url: string;
 const open: NatsConnection[] = [];
 
-function configOf(role: NatsRole) {
+function configOf(role: string) {
   return loadConfig({ env: { NATS_URL: url, NATS_USER: role, NATS_PASSWORD: password(role), NATS_INBOX_PREFIX: inboxPrefixOf(role) } });
 }
 
-async function as(role: NatsRole): Promise<NatsConnection> {
+async function as(role: NatsRole | (typeof CLIENTS)[number]): Promise<NatsConnection> {
   const config = configOf(role);
   const nc = await connect({ ...natsConnectOptions(config), servers: url, name: `test-${role}` });
   open.push(nc);
@@ -91,8 +98,11 @@ const task = (taskId: string) => ({ v: 1 as const, taskId, goal: "a function add
 beforeAll(async () => {
   const image = loadConfig({ env: { NATS_URL: "" } }).images.nats;
   container = await new GenericContainer(image)
-    .withCopyContentToContainer([{ content: renderNatsServerConfig({ storeDir: "/tmp/js", httpPort: 0 }), target: "/etc/loopsmith-nats.conf" }])
-    .withEnvironment(Object.fromEntries(NATS_ROLES.map((r) => [passwordVariable(r), password(r)])))
+    .withCopyContentToContainer([{ content: renderNatsServerConfig({ storeDir: "/tmp/js", httpPort: 0, clients: [...CLIENTS] }), target: "/etc/loopsmith-nats.conf" }])
+    .withEnvironment({
+      ...Object.fromEntries(NATS_ROLES.map((r) => [passwordVariable(r), password(r)])),
+      ...Object.fromEntries(CLIENTS.map((c) => [clientPasswordVariable(c), password(c)])),
+    })
     .withCommand(["-c", "/etc/loopsmith-nats.conf"])
     .withExposedPorts(4222)
     .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
@@ -115,34 +125,82 @@ describe("NATS least privilege (the generated server configuration)", () => {
   it("lets the admin set the bus up, after which a client's and the architect's checks pass without management rights", async () => {
     const ensured = await setupBus(await as("admin"));
     expect(ensured).toContain(Streams.tasks);
-    await expect(ensureStreams(await as("client"))).resolves.toBeUndefined();
+    await expect(ensureTaskIntake(await as("client"))).resolves.toBeUndefined();
     await expect(ensureStreams(await as("architect"))).resolves.toBeUndefined();
+    // The events stream's info lists every task's subject (other owners' too): not a client's to read.
+    expect(((await rejection(ensureStreams(await as("client")))) as LoopsmithError).code).toBe("permission_denied");
   });
 
-  it("lets a client submit a task and read the events the architect publishes for it", async () => {
+  it("lets a client submit a task and follow the events the architect publishes for it (stored ones through the architect, new ones live)", async () => {
     const client = await as("client");
     const architect = await as("architect");
+    const service = await startService(architect, {
+      name: ServiceNames.architect,
+      version: "0.0.0-test",
+      description: "test",
+      log: pino({ level: "silent" }),
+      registrations: [handle(Endpoints.architect.events, (req, ctx) => readEventsPage(architect, ctx.owner, req))],
+    });
     const submitted = await submitTask(client, task("perm-allowed-1"));
     expect(submitted.duplicate).toBe(false);
-    await publishEvent(architect, event("perm-allowed-1", "planning"));
-    const abort = new AbortController();
+    await publishEvent(architect, event("perm-allowed-1", "planning"), DEFAULT_OWNER);
     const got: string[] = [];
-    const timer = setTimeout(() => abort.abort(), 3_000);
-    for await (const e of watchEvents(client, "perm-allowed-1", abort.signal)) {
-      got.push(e.message);
-      abort.abort();
+    const watch = (async () => {
+      for await (const e of watchEvents(client, "perm-allowed-1", { signal: AbortSignal.timeout(5_000) })) got.push(e.message);
+    })();
+    await new Promise((r) => setTimeout(r, 300));
+    await publishEvent(architect, { ...event("perm-allowed-1", "done"), seq: 1, kind: "result" }, DEFAULT_OWNER);
+    await watch;
+    expect(got).toEqual(["planning", "done"]);
+    await service.stop();
+  });
+
+  it("keeps clients apart: bob can neither submit as alice, nor follow, read, cancel or list alice's tasks, nor hear her rejected messages", async () => {
+    const alice = await as("alice");
+    const bob = await as("bob");
+    const architect = await as("architect");
+    const service = await startService(architect, {
+      name: ServiceNames.architect,
+      version: "0.0.0-test",
+      description: "test",
+      log: pino({ level: "silent" }),
+      registrations: [handle(Endpoints.architect.events, (req, ctx) => readEventsPage(architect, ctx.owner, req))],
+    });
+    await submitTask(alice, task("perm-alice-1"), "alice");
+    await publishEvent(architect, { ...event("perm-alice-1", "alice's secret plan"), kind: "result" }, "alice");
+    // Alice follows her task.
+    const hers: string[] = [];
+    for await (const e of watchEvents(alice, "perm-alice-1", { owner: "alice", signal: AbortSignal.timeout(5_000) })) hers.push(e.message);
+    expect(hers).toEqual(["alice's secret plan"]);
+    // Bob, with his own token, reads only his own subject: the same task id shows nothing.
+    const page = await call(bob, Endpoints.architect.events, { v: 1, taskId: "perm-alice-1" }, { owner: "bob" });
+    expect(page.events).toEqual([]);
+    // With hers, the server refuses him.
+    expect(permissionDenied(await rejection(submitTask(bob, task("perm-bob-as-alice"), "alice")))?.code).toBe("permission_denied");
+    for (const def of [Endpoints.architect.events, Endpoints.architect.status, Endpoints.architect.cancel, Endpoints.memory.history, Endpoints.memory.run]) {
+      const err = await rejection(call(bob, def, { v: 1, taskId: "perm-alice-1", limit: 1 } as never, { owner: "alice", timeoutMs: 2_000, retries: 0 }));
+      expect((err as LoopsmithError).code, def.subject).toBe("permission_denied");
     }
-    clearTimeout(timer);
-    expect(got).toEqual(["planning"]);
+    for (const subject of [eventsSubject("alice", "perm-alice-1"), "loopsmith.events.>", "loopsmith.rejects.tasks.alice"]) {
+      const sub = bob.subscribe(subject);
+      expect(await Promise.race([sub.closed, new Promise((r) => setTimeout(() => r("open"), 2_000))]), subject).toBeInstanceOf(PermissionViolationError);
+    }
+    // No JetStream consumer on the events stream (a push consumer's delivery subject is not
+    // checked against its creator's rights), and no message reads by sequence.
+    const jsm = await jetstreamManager(bob, { checkAPI: false });
+    expect(permissionDenied(await rejection(jsm.consumers.add(Streams.events, { name: "peek", filter_subject: eventsSubject("alice", "perm-alice-1") })))?.code).toBe("permission_denied");
+    expect(permissionDenied(await rejection(jsm.streams.getMessage(Streams.events, { seq: 1 })))?.code).toBe("permission_denied");
+    await service.stop();
   });
 
   it("refuses a client that publishes events (a forged result), with permission_denied", async () => {
     const client = await as("client");
-    const err = await rejection(publishEvent(client, event("perm-forge-1", "forged")));
+    const err = await rejection(publishEvent(client, event("perm-forge-1", "forged"), DEFAULT_OWNER));
     expect((err as LoopsmithError).code).toBe("permission_denied");
-    expect((err as LoopsmithError).message).toContain(eventsSubject("perm-forge-1"));
+    expect((err as LoopsmithError).message).toContain(eventsSubject(DEFAULT_OWNER, "perm-forge-1"));
     // And on core NATS too.
-    expect(await violation(client, eventsSubject("perm-forge-2"), () => client.publish(eventsSubject("perm-forge-2"), "{}"))).toBeInstanceOf(PermissionViolationError);
+    const forged = eventsSubject(DEFAULT_OWNER, "perm-forge-2");
+    expect(await violation(client, forged, () => client.publish(forged, "{}"))).toBeInstanceOf(PermissionViolationError);
   });
 
   it("refuses a client that calls the executor, builder, reviewer or a memory write endpoint directly (the gate cannot be bypassed)", async () => {
@@ -188,14 +246,16 @@ describe("NATS least privilege (the generated server configuration)", () => {
 
   it("refuses a service what belongs to another: a builder publishing events or calling the executor, an executor submitting tasks or serving the builder, memory publishing events", async () => {
     const builder = await as("builder");
-    expect(await violation(builder, eventsSubject("perm-b"), () => builder.publish(eventsSubject("perm-b"), "{}"))).toBeInstanceOf(PermissionViolationError);
+    const b = eventsSubject(DEFAULT_OWNER, "perm-b");
+    expect(await violation(builder, b, () => builder.publish(b, "{}"))).toBeInstanceOf(PermissionViolationError);
     expect(permissionDenied(await rejection(builder.request(Subjects.executor.run, "{}", { timeout: 2_000 })))?.code).toBe("permission_denied");
     const executor = await as("executor");
     expect(permissionDenied(await rejection(submitTask(executor, task("perm-exec-1"))))?.code).toBe("permission_denied");
     const sub = executor.subscribe(Subjects.builder.build, { queue: "q" });
     expect(await Promise.race([sub.closed, new Promise((r) => setTimeout(() => r("open"), 2_000))])).toBeInstanceOf(PermissionViolationError);
     const memory = await as("memory");
-    expect(await violation(memory, eventsSubject("perm-m"), () => memory.publish(eventsSubject("perm-m"), "{}"))).toBeInstanceOf(PermissionViolationError);
+    const m = eventsSubject(DEFAULT_OWNER, "perm-m");
+    expect(await violation(memory, m, () => memory.publish(m, "{}"))).toBeInstanceOf(PermissionViolationError);
   });
 
   it("answers only to inboxes: a request whose reply names a KV subject (to cancel someone's task through the architect) is dropped, $SRV pings included", async () => {
@@ -220,12 +280,12 @@ describe("NATS least privilege (the generated server configuration)", () => {
     await admin.flush();
     const client = await as("client");
     const trap = `$KV.${Streams.taskStateBucket}.cancel.perm-victim-1`;
-    client.publish(Subjects.architect.status, JSON.stringify({ v: 1, taskId: "perm-victim-1" }), { reply: trap });
+    client.publish(`${Subjects.architect.status}.${DEFAULT_OWNER}`, JSON.stringify({ v: 1, taskId: "perm-victim-1" }), { reply: trap });
     client.publish("$SRV.PING", "", { reply: trap });
     client.publish(`$SRV.PING.${ServiceNames.architect}`, "", { reply: trap });
     await client.flush();
     // A real request still gets its answer (to the client's own inbox).
-    const answered = await client.request(Subjects.architect.status, JSON.stringify({ v: 1, taskId: "perm-victim-1" }), { timeout: 2_000 });
+    const answered = await client.request(`${Subjects.architect.status}.${DEFAULT_OWNER}`, JSON.stringify({ v: 1, taskId: "perm-victim-1" }), { timeout: 2_000 });
     expect(answered.json()).toMatchObject({ ok: true });
     await new Promise((r) => setTimeout(r, 500));
     expect(written).toEqual([]);

@@ -23,6 +23,8 @@ export interface Project {
   natsPort: number;
   /** How the bench connects: as the stack's `client` user (the permission matrix of deploy/nats.conf). */
   client: { user: string; pass: string; inboxPrefix: string };
+  /** The stack's `admin` user: the audit reads the whole events stream, which no client may. */
+  admin: { user: string; pass: string };
   /** Folder of the override file, compose's output and saved logs. */
   dir: string;
   /** Runs `docker compose <args>` for this project; output goes to `compose.log`. @throws when compose fails (with its last lines) */
@@ -108,6 +110,7 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
     name,
     natsPort,
     client: { user: "client", pass: env[passwordVariable("client")] as string, inboxPrefix: inboxPrefixOf("client") },
+    admin: { user: "admin", pass: env[passwordVariable("admin")] as string },
     dir,
     compose,
     async containers(service) {

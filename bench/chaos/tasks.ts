@@ -58,7 +58,7 @@ export function submitAndWatch(nc: NatsConnection, task: TaskInput, stop: AbortS
     }
     while (!t.result && !stop.aborted) {
       try {
-        for await (const event of watchEvents(nc, task.taskId, stop)) {
+        for await (const event of watchEvents(nc, task.taskId, { signal: stop })) {
           if (!t.events.has(event.seq)) t.events.set(event.seq, { event, receivedAt: Date.now() });
           if (event.kind === "result" && event.result) {
             t.result = event.result;

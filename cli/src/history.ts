@@ -43,8 +43,8 @@ export async function readHistoryPages(limit: number, page: (limit: number, offs
  */
 export async function historyCommand(opts: MemoryCommandOptions & { limit: number }, log: Logger): Promise<number> {
   if (opts.limit < 1 || opts.limit > HISTORY_LIMIT_MAX) throw new LoopsmithError("bad_request", `history reads 1 to ${HISTORY_LIMIT_MAX} tasks, not ${opts.limit}`);
-  const history = await withMemory(log, opts.config, (nc) =>
-    readHistoryPages(opts.limit, (limit, offset) => call(nc, Endpoints.memory.history, { v: 1, limit, offset })),
+  const history = await withMemory(log, opts.config, (nc, owner) =>
+    readHistoryPages(opts.limit, (limit, offset) => call(nc, Endpoints.memory.history, { v: 1, limit, offset }, { owner })),
   );
   process.stdout.write(opts.json ? `${jsonLine(history)}\n` : historyText(history));
   return ExitCode.ok;
@@ -58,7 +58,7 @@ export async function historyCommand(opts: MemoryCommandOptions & { limit: numbe
  */
 export async function statsCommand(opts: MemoryCommandOptions & { since?: string; last?: number }, log: Logger): Promise<number> {
   const req = { v: 1 as const, ...(opts.since ? { since: opts.since } : {}), ...(opts.last ? { last: opts.last } : {}) };
-  const stats = await withMemory(log, opts.config, (nc) => call(nc, Endpoints.memory.stats, req));
+  const stats = await withMemory(log, opts.config, (nc, owner) => call(nc, Endpoints.memory.stats, req, { owner }));
   process.stdout.write(opts.json ? `${jsonLine(stats)}\n` : statsText(stats));
   return ExitCode.ok;
 }
@@ -69,8 +69,8 @@ export async function statsCommand(opts: MemoryCommandOptions & { since?: string
  * @throws LoopsmithError `config_invalid`, `unavailable` or `timeout` (NATS, Docker or memory)
  */
 export async function failuresCommand(opts: MemoryCommandOptions & { task?: string; limit: number }, log: Logger): Promise<number> {
-  const failures = await withMemory(log, opts.config, (nc) =>
-    call(nc, Endpoints.memory.failures, { v: 1, limit: opts.limit, ...(opts.task ? { taskId: opts.task } : {}) }),
+  const failures = await withMemory(log, opts.config, (nc, owner) =>
+    call(nc, Endpoints.memory.failures, { v: 1, limit: opts.limit, ...(opts.task ? { taskId: opts.task } : {}) }, { owner }),
   );
   process.stdout.write(opts.json ? `${jsonLine(failures)}\n` : failuresText(failures));
   return ExitCode.ok;

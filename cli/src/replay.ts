@@ -199,7 +199,7 @@ export function replaySolveOptions(taskFile: string, scriptFile: string, opts: R
  *   the replay was interrupted before its result
  */
 export async function replayCommand(taskId: string, opts: ReplayOptions, log: Logger, runTask: RunTask): Promise<number> {
-  const record = await withMemory(log, opts.config, (nc) => fetchRun(nc, taskId));
+  const record = await withMemory(log, opts.config, (nc, owner) => fetchRun(nc, taskId, { owner }));
   const recorded = record.result;
   if (!recorded) throw new CliError("bad_request", `the run of ${taskId} has no recorded result, so a replay would have nothing to compare with`);
   const script = replayScript(record);

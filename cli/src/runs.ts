@@ -69,17 +69,17 @@ export interface RunCommandOptions {
 }
 
 /**
- * Runs `fn` with a connection to memory: NATS and memory are started when missing and
- * stopped afterwards (as `history` does).
+ * Runs `fn` with a connection to memory and the owner this client reads as (see `ownerOf`):
+ * NATS and memory are started when missing and stopped afterwards (as `history` does).
  * @throws LoopsmithError `config_invalid`, `unavailable` or `timeout`; whatever `fn` throws
  */
-export async function withMemory<T>(log: Logger, configFile: string | undefined, fn: (nc: NatsConnection) => Promise<T>): Promise<T> {
+export async function withMemory<T>(log: Logger, configFile: string | undefined, fn: (nc: NatsConnection, owner: string) => Promise<T>): Promise<T> {
   const config = loadConfig(configFile ? { file: configFile } : {});
   const stack = await startLocalStack({ config, log, services: ["memory"] });
   try {
     const nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
     try {
-      return await fn(nc);
+      return await fn(nc, stack.owner);
     } finally {
       await nc.close();
     }
@@ -140,10 +140,10 @@ export async function writeExport(record: RunRecord, dir: string): Promise<strin
  * @throws LoopsmithError `not_found` (no run, no fallback), `unavailable`/`timeout`,
  *   `bad_request` (the folder cannot be written)
  */
-export async function exportRun(nc: NatsConnection, taskId: string, dir: string, fallback?: RunRecord): Promise<string[]> {
+export async function exportRun(nc: NatsConnection, owner: string, taskId: string, dir: string, fallback?: RunRecord): Promise<string[]> {
   let record: RunRecord;
   try {
-    record = await fetchRun(nc, taskId);
+    record = await fetchRun(nc, taskId, { owner });
   } catch (err) {
     if (!fallback || (err as { code?: unknown }).code !== "not_found") throw err;
     record = fallback;
@@ -158,7 +158,7 @@ export async function exportRun(nc: NatsConnection, taskId: string, dir: string,
  *   or `timeout` (NATS, Docker or memory)
  */
 export async function showCommand(taskId: string, opts: RunCommandOptions, log: Logger): Promise<number> {
-  const record = await withMemory(log, opts.config, (nc) => fetchRun(nc, taskId));
+  const record = await withMemory(log, opts.config, (nc, owner) => fetchRun(nc, taskId, { owner }));
   process.stdout.write(opts.json ? `${jsonLine(record)}\n` : runText(record));
   return ExitCode.ok;
 }
@@ -171,7 +171,7 @@ export async function showCommand(taskId: string, opts: RunCommandOptions, log: 
  *   `config_invalid`, `unavailable` or `timeout`
  */
 export async function exportCommand(taskId: string, opts: RunCommandOptions & { out: string }, log: Logger): Promise<number> {
-  const record = await withMemory(log, opts.config, (nc) => fetchRun(nc, taskId));
+  const record = await withMemory(log, opts.config, (nc, owner) => fetchRun(nc, taskId, { owner }));
   const files = await writeExport(record, opts.out);
   process.stdout.write(opts.json ? `${jsonLine({ kind: "export", taskId, files })}\n` : `${files.map((f) => `wrote ${printable(f)}`).join("\n")}\n`);
   return ExitCode.ok;

@@ -15,7 +15,7 @@ import {
   call,
   createProvider,
   loadScript,
-  ensureStreams,
+  ensureTaskIntake,
   loadConfig,
   submitTask,
   watchEvents,
@@ -246,7 +246,7 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
     signals += 1;
     if (signals === 1 && nc && submittedId) {
       process.stderr.write("loopsmith: cancelling the task (press Ctrl-C again to stop waiting)\n");
-      void call(nc, Endpoints.architect.cancel, { v: 1, taskId: submittedId, reason: "interrupted" }, { timeoutMs: 5_000, retries: 0 }).catch(() => abort.abort());
+      void call(nc, Endpoints.architect.cancel, { v: 1, taskId: submittedId, reason: "interrupted" }, { timeoutMs: 5_000, retries: 0, owner: stack?.owner }).catch(() => abort.abort());
     } else {
       abort.abort();
     }
@@ -268,13 +268,14 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
       );
     }
     nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
-    await ensureStreams(nc);
+    await ensureTaskIntake(nc);
     if (prepared) await uploadSnapshot(nc, prepared);
     else if (o.snapshotFrom && (task as Task).repo) await uploadRecordedSnapshot(nc, o.snapshotFrom, (task as Task).repo as NonNullable<Task["repo"]>);
-    const submitted = await submitTask(nc, task);
+    const owner = stack.owner;
+    const submitted = await submitTask(nc, task, owner);
     submittedId = submitted.taskId;
     if (!o.json) out(`task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`);
-    const result = await follow(nc, task.taskId, o, abort.signal).catch((err: unknown) => {
+    const result = await follow(nc, owner, task.taskId, o, abort.signal).catch((err: unknown) => {
       throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), { cause: err, taskId: task.taskId });
     });
     if (!result) throw new CliError("cancelled", `stopped waiting; task ${task.taskId} may still be running`, { taskId: task.taskId });
@@ -284,7 +285,7 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
       out(o.json ? jsonLine({ kind: "repo", ...done }) : done.lines.join("\n"));
     }
     if (o.out) {
-      const written = await exportRun(nc, result.taskId, o.out);
+      const written = await exportRun(nc, owner, result.taskId, o.out);
       if (!o.json) out(`wrote ${written.join(", ")}`);
     }
     const code = exitCodeForResult(result);
@@ -302,9 +303,9 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
 }
 
 /** Prints a task's events until its result (returned) or until `signal` aborts (undefined). */
-async function follow(nc: NatsConnection, taskId: string, o: SolveOptions, signal: AbortSignal): Promise<TaskResult | undefined> {
+async function follow(nc: NatsConnection, owner: string, taskId: string, o: SolveOptions, signal: AbortSignal): Promise<TaskResult | undefined> {
   let result: TaskResult | undefined;
-  for await (const event of watchEvents(nc, taskId, signal)) {
+  for await (const event of watchEvents(nc, taskId, { owner, signal })) {
     if (o.json) {
       if (event.kind !== "result") out(jsonLine(event));
     } else {

@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { NoRespondersError, RequestError, connect, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { LoopsmithError, ServiceNames, natsConnectOptions, natsIdentity, natsRefusal, setupBus, type Config, type ServiceName } from "@loopsmith/shared";
+import { DEFAULT_OWNER, LoopsmithError, ServiceNames, ownerOf, natsConnectOptions, natsIdentity, natsRefusal, setupBus, type Config, type ServiceName } from "@loopsmith/shared";
 import { newStackUsers, roleConnectOptions, roleEnv, writeStackUsers, type StackUsers } from "./stack-auth.js";
 import { startNatsContainer } from "./nats-container.js";
 import { liveStack } from "./stack-record.js";
@@ -41,6 +41,11 @@ export interface LocalStack {
    * external NATS.
    */
   connectOptions: Partial<ConnectionOptions>;
+  /**
+   * The owner token this client's tasks carry (see `ownerOf`): `client` on a stack the CLI
+   * started (it connects as the `client` user), the configured owner on an external NATS.
+   */
+  owner: string;
   /** With `keep`: the file that holds the passwords of its NATS users (mode 0600), for the stack record. */
   usersFile?: string;
   /** The NATS users of a stack the CLI started (pass them back as {@link StackOptions.users} to start services on it again). */
@@ -230,7 +235,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
       const pids = Object.fromEntries(children.flatMap((c) => (c.child.pid ? [[c.name, c.child.pid]] : [])));
       // Kept for later commands only once the stack answers (a failed start leaves no file).
       const usersFile = opts.keep && users && nats ? writeStackUsers(config.dataDir, users) : undefined;
-      return { natsUrl, started: missing, logDir, pids, ...(nats ? { natsContainerId: nats.id } : {}), onRunningStack: !!running, connectOptions, ...(usersFile ? { usersFile } : {}), ...(users ? { users } : {}), stop };
+      return { natsUrl, started: missing, logDir, pids, ...(nats ? { natsContainerId: nats.id } : {}), onRunningStack: !!running, connectOptions, owner: users ? (config.nats.owner ?? DEFAULT_OWNER) : ownerOf(config), ...(usersFile ? { usersFile } : {}), ...(users ? { users } : {}), stop };
     } finally {
       await nc.close();
     }

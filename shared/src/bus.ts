@@ -24,7 +24,7 @@ import { z } from "zod";
 import { LoopsmithError, toErrorData, type ErrorData } from "./errors.js";
 import { Reply } from "./contracts/common.js";
 import * as C from "./contracts/index.js";
-import { BEATS_PREFIX, Subjects } from "./subjects.js";
+import { BEATS_PREFIX, DEFAULT_OWNER, OWNER_PATTERN, Subjects } from "./subjects.js";
 import { permissionDenied } from "./nats-errors.js";
 import { repliesToInboxesOnly } from "./reply-guard.js";
 
@@ -34,6 +34,13 @@ export interface EndpointDef<Req extends z.ZodType = z.ZodType, Res extends z.Zo
   readonly subject: string;
   readonly request: Req;
   readonly response: Res;
+  /**
+   * A client's endpoint: called on `<subject>.<owner>` (the caller's owner token, see
+   * `DEFAULT_OWNER` in `subjects.ts`), served on `<subject>.*`, and its handler gets the owner
+   * from the subject. The NATS permission matrix lets each client publish only with its own
+   * token, so the handler can answer with that owner's tasks alone.
+   */
+  readonly owned?: boolean;
 }
 
 function endpoint<Req extends z.ZodType, Res extends z.ZodType>(
@@ -41,17 +48,42 @@ function endpoint<Req extends z.ZodType, Res extends z.ZodType>(
   subject: string,
   request: Req,
   response: Res,
+  owned = false,
 ): EndpointDef<Req, Res> {
-  return { name, subject, request, response };
+  return { name, subject, request, response, owned };
+}
+
+/** A client's endpoint ({@link EndpointDef.owned}). */
+function ownedEndpoint<Req extends z.ZodType, Res extends z.ZodType>(name: string, subject: string, request: Req, response: Res): EndpointDef<Req, Res> {
+  return endpoint(name, subject, request, response, true);
+}
+
+/**
+ * The subject a caller sends a request to: the endpoint's, with the owner token for an owned one.
+ * @throws LoopsmithError `bad_request` when an owned endpoint's owner is not a valid token
+ */
+export function requestSubject(def: EndpointDef, owner: string = DEFAULT_OWNER): string {
+  if (!def.owned) return def.subject;
+  if (!OWNER_PATTERN.test(owner)) throw new LoopsmithError("bad_request", `the owner "${owner}" is not valid: use 1 to 64 letters, digits, "_" or "-"`);
+  return `${def.subject}.${owner}`;
+}
+
+/** The subject a service subscribes on for an endpoint (`<subject>.*` for an owned one). */
+export function servedSubject(def: EndpointDef): string {
+  return def.owned ? `${def.subject}.*` : def.subject;
 }
 
 /** Every endpoint of every service. */
 export const Endpoints = {
   architect: {
-    status: endpoint("status", Subjects.architect.status, C.StatusRequest, z.object({ state: z.unknown().nullable() })),
-    cancel: endpoint("cancel", Subjects.architect.cancel, C.CancelRequest, z.object({ cancelled: z.boolean() })),
+    /** A task's checkpoint; null when the task is unknown or belongs to another owner. */
+    status: ownedEndpoint("status", Subjects.architect.status, C.StatusRequest, z.object({ state: z.unknown().nullable() })),
+    /** Cancels a task of the caller's; false when it is final, unknown or another owner's. */
+    cancel: ownedEndpoint("cancel", Subjects.architect.cancel, C.CancelRequest, z.object({ cancelled: z.boolean() })),
+    /** One page of a task's events, for its owner (see {@link C.EventsRequest}). */
+    events: ownedEndpoint("events", Subjects.architect.events, C.EventsRequest, C.EventsPage),
     /** An improvement run: its state (null when unknown) and the reports of its generations so far. */
-    improveStatus: endpoint(
+    improveStatus: ownedEndpoint(
       "improve_status",
       Subjects.architect.improveStatus,
       z.object({ runId: C.RunId }),
@@ -74,18 +106,27 @@ export const Endpoints = {
     attachFix: endpoint("attach_fix", Subjects.memory.attachFix, C.FailureFix, C.Remembered),
     rememberSuccess: endpoint("remember_success", Subjects.memory.rememberSuccess, C.SuccessRecord, C.Remembered),
     recordTask: endpoint("record_task", Subjects.memory.recordTask, C.TaskRecord, C.Remembered),
-    history: endpoint("history", Subjects.memory.history, C.HistoryRequest, C.History),
-    failures: endpoint("failures", Subjects.memory.failures, C.FailuresRequest, C.Failures),
-    stats: endpoint("stats", Subjects.memory.stats, C.StatsRequest, C.MemoryStats),
-    run: endpoint("run", Subjects.memory.run, C.RunRequest, C.RunPart),
+    history: ownedEndpoint("history", Subjects.memory.history, C.HistoryRequest, C.History),
+    failures: ownedEndpoint("failures", Subjects.memory.failures, C.FailuresRequest, C.Failures),
+    stats: ownedEndpoint("stats", Subjects.memory.stats, C.StatsRequest, C.MemoryStats),
+    run: ownedEndpoint("run", Subjects.memory.run, C.RunRequest, C.RunPart),
   },
 } as const;
 
 /** A handler: gets the parsed request, returns the response value or throws. */
 export type Handler<E extends EndpointDef> = (
   request: z.infer<E["request"]>,
-  ctx: { log: Logger; subject: string },
+  ctx: HandlerContext,
 ) => Promise<z.input<E["response"]>>;
+
+/** What a handler knows besides the request. */
+export interface HandlerContext {
+  log: Logger;
+  /** The endpoint's subject (without the owner token). */
+  subject: string;
+  /** An owned endpoint's caller (the subject's last token); {@link DEFAULT_OWNER} for the others. */
+  owner: string;
+}
 
 /** Pairs an endpoint with its handler, keeping their types together. */
 export interface Registration {
@@ -164,9 +205,14 @@ async function answerOnce(msg: ServiceMsg, def: EndpointDef, handler: Handler<En
     return;
   }
   const taskId = (parsed.data as { taskId?: string }).taskId;
-  const child = log.child({ endpoint: def.name, ...(taskId ? { taskId } : {}) });
+  const owner = def.owned ? msg.subject.slice(def.subject.length + 1) : DEFAULT_OWNER;
+  if (!OWNER_PATTERN.test(owner)) {
+    fail({ code: "bad_request", message: `the request to ${def.subject} names no valid owner`, retryable: false });
+    return;
+  }
+  const child = log.child({ endpoint: def.name, ...(taskId ? { taskId } : {}), ...(def.owned ? { owner } : {}) });
   try {
-    const value = await handler(parsed.data, { log: child, subject: def.subject });
+    const value = await handler(parsed.data, { log: child, subject: def.subject, owner });
     const checked = def.response.safeParse(value);
     if (!checked.success) {
       child.error({ issues: checked.error.issues }, "handler returned a value that fails the reply schema");
@@ -209,7 +255,7 @@ export async function startService(nc: NatsConnection, opts: ServiceOptions): Pr
   });
   for (const { def, handler } of opts.registrations) {
     service.addEndpoint(def.name, {
-      subject: def.subject,
+      subject: servedSubject(def),
       handler: (err, msg) => {
         if (err) {
           opts.log.error({ err }, "endpoint subscription failed");
@@ -245,6 +291,8 @@ export interface CallOptions {
    * joins work in flight). Undefined: only `timeoutMs` bounds an attempt.
    */
   livenessMs?: number;
+  /** The caller's owner token, for an owned endpoint ({@link EndpointDef.owned}). @defaultValue DEFAULT_OWNER */
+  owner?: string;
 }
 
 function sleep(ms: number): Promise<void> {
@@ -302,10 +350,11 @@ export async function call<E extends EndpointDef>(
   }
   const payload = JSON.stringify(checked.data);
   const replySchema = Reply(def.response);
+  const subject = requestSubject(def, opts.owner);
   for (let attempt = 0; ; attempt++) {
     let error: LoopsmithError;
     try {
-      const msg = await requestOnce(nc, def.subject, payload, timeoutMs, opts.livenessMs);
+      const msg = await requestOnce(nc, subject, payload, timeoutMs, opts.livenessMs);
       let body: unknown;
       try {
         body = JSON.parse(msg.string());

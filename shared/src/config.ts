@@ -10,6 +10,7 @@ import { z } from "zod";
 import { LoopsmithError } from "./errors.js";
 import { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "./llm/config-schema.js";
 import { ROLES, type Role } from "./llm/types.js";
+import { DEFAULT_OWNER, OWNER_PATTERN } from "./subjects.js";
 
 export { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "./llm/config-schema.js";
 
@@ -40,6 +41,12 @@ export const Config = z
           .regex(/^_INBOX(_[A-Za-z0-9-]+)?$/, "_INBOX or _INBOX_<name> (letters, digits, '-'): services answer only to inboxes")
           .optional(),
         tls: z.object({ caFile: z.string().optional(), certFile: z.string().optional(), keyFile: z.string().optional() }).default({}),
+        /**
+         * The owner token this client submits, follows, cancels and reads tasks as
+         * (`LOOPSMITH_OWNER`; default: the NATS user's name, or `client`). Under the permission
+         * matrix a client user may use only its own name. See `ownerOf`.
+         */
+        owner: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "1-64 letters, digits, '-' or '_'").optional(),
       })
       .default({ tls: {} }),
     /** PostgreSQL URL (with pgvector). When unset, memory runs embedded PGlite under `dataDir`. */
@@ -211,6 +218,7 @@ export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = 
   ["NATS_TOKEN", ["nats", "token"], "string"],
   ["NATS_CREDS", ["nats", "credsFile"], "string"],
   ["NATS_INBOX_PREFIX", ["nats", "inboxPrefix"], "string"],
+  ["LOOPSMITH_OWNER", ["nats", "owner"], "string"],
   ["NATS_CA", ["nats", "tls", "caFile"], "string"],
   ["NATS_CERT", ["nats", "tls", "certFile"], "string"],
   ["NATS_KEY", ["nats", "tls", "keyFile"], "string"],
@@ -378,4 +386,14 @@ export function priceOf(cfg: Config, model: string): ModelPrice {
     cfg.llm.prices[model] ??
     DEFAULT_PRICES[model] ?? { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 }
   );
+}
+
+/**
+ * The owner token a client acts as: `nats.owner` (`LOOPSMITH_OWNER`) when set, else the NATS
+ * user's name when it is a valid token, else {@link DEFAULT_OWNER}. Under the permission
+ * matrix a client user's tasks carry its user name, so the default is right for it.
+ */
+export function ownerOf(config: Pick<Config, "nats">): string {
+  const user = config.nats.user;
+  return config.nats.owner ?? (user && OWNER_PATTERN.test(user) ? user : DEFAULT_OWNER);
 }

@@ -12,7 +12,7 @@ import { ImproveRequest, type ImproveRequestInput } from "./contracts/improve.js
 import { LoopsmithError } from "./errors.js";
 import { permissionDenied } from "./nats-errors.js";
 import { TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, ensureStreams, openBucket, upsertConsumer, upsertStream, type Submitted } from "./streams.js";
-import { Streams, Subjects } from "./subjects.js";
+import { DEFAULT_OWNER, Streams, Subjects, improveSubmitSubject } from "./subjects.js";
 
 /** Redeliveries of a run message before the architect gives up on it (a run resumes from its checkpoint each time). */
 export const IMPROVE_MAX_DELIVER = 20;
@@ -24,16 +24,24 @@ export const IMPROVE_MAX_DELIVER = 20;
  */
 export async function ensureImproveStreams(nc: NatsConnection): Promise<void> {
   await ensureStreams(nc);
+  await ensureImproveIntake(nc);
+  await openImproveStates(nc);
+}
+
+/**
+ * The improvement intake alone: its stream and the improver's consumer (what a client checks,
+ * after `ensureTaskIntake`). @throws LoopsmithError `permission_denied` as `ensureStreams`
+ */
+export async function ensureImproveIntake(nc: NatsConnection): Promise<void> {
   const jsm = await jetstreamManager(nc);
   await upsertStream(jsm, {
     name: Streams.improve,
-    subjects: [Subjects.improveSubmit],
+    subjects: [`${Subjects.improveSubmit}.>`],
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
     duplicate_window: nanos(TASK_DUPLICATE_WINDOW_MS),
   });
   await upsertConsumer(jsm, Streams.improve, { durable_name: Streams.improveConsumer, ack_policy: AckPolicy.Explicit, ack_wait: nanos(TASK_ACK_WAIT_MS), max_deliver: IMPROVE_MAX_DELIVER });
-  await openImproveStates(nc);
 }
 
 /** Opens (creating when missing) the KV bucket of improvement runs. */
@@ -47,13 +55,13 @@ export async function openImproveStates(nc: NatsConnection): Promise<KV> {
  * @throws LoopsmithError `bad_request` when the request fails its schema (nothing is sent);
  *   `permission_denied` when this NATS user may not submit runs
  */
-export async function submitImprove(nc: NatsConnection, input: ImproveRequestInput): Promise<Submitted> {
+export async function submitImprove(nc: NatsConnection, input: ImproveRequestInput, owner: string = DEFAULT_OWNER): Promise<Submitted> {
   const parsed = ImproveRequest.safeParse(input);
   if (!parsed.success) {
     throw new LoopsmithError("bad_request", `the improvement run is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
   }
   const ack = await jetstream(nc)
-    .publish(Subjects.improveSubmit, JSON.stringify(parsed.data), { msgID: parsed.data.runId })
+    .publish(improveSubmitSubject(owner), JSON.stringify(parsed.data), { msgID: `${owner}:${parsed.data.runId}` })
     .catch((err: unknown) => Promise.reject(permissionDenied(err) ?? err));
   return { taskId: parsed.data.runId, duplicate: ack.duplicate, seq: ack.seq };
 }

@@ -8,15 +8,18 @@ export {
 } from "./errors.js";
 export { assetPath, installRoot } from "./assets.js";
 export { natsConnectOptions, natsIdentity, natsRefusal } from "./nats-options.js";
-export { NATS_ROLES, inboxPrefixOf, natsPermissions, passwordVariable, renderNatsServerConfig } from "./nats-permissions.js";
+export {
+  NATS_ROLES, checkClientNames, clientPasswordVariable, clientPermission, inboxPrefixOf, natsPermissions, passwordVariable,
+  renderNatsServerConfig,
+} from "./nats-permissions.js";
 export type { NatsPermission, NatsRole, NatsServerConfigOptions } from "./nats-permissions.js";
 export { setupBus } from "./bus-setup.js";
 export {
   Budget, BuildReply, BuildRequest, CancelRequest, Candidate, CommitId, DependencyPolicy, Edit,
   EditFailure, EditFailureReason, EditReply, Empty, ExecutionBase, ExecutionRequest, ExecutionResult,
-  ExecutionStatus, FailureBrief, FailureFix, FailureFixedBy, FailureRecord, Failures, FailuresRequest, FileChange,
+  EVENTS_PAGE_MAX, EventsPage, EventsRequest, ExecutionStatus, FailureBrief, FailureFix, FailureFixedBy, FailureRecord, Failures, FailuresRequest, FileChange,
   Finding, GateRequest, GateResult, HISTORY_GOAL_CHARS, HISTORY_PAGE_MAX, History, HistoryRequest,
-  IdempotencyKey, Language, LlmStepReply, MemoryStats, Phase, Plan, PlanReply, PlanRequest, ProviderInfo, Recall, RecallRequest,
+  IdempotencyKey, Language, LlmStepReply, Owner, MemoryStats, Phase, Plan, PlanReply, PlanRequest, ProviderInfo, Recall, RecallRequest,
   RecallStats, RecalledFailure, RecalledSuccess, ReflectReply, ReflectRequest, Reflection, RelativePath, Remembered,
   RepoBrief, RepoChange, RepoSpec, RoleReplies, SimulatedWrong, Simulation, TaskScript, RUN_EVENTS_CAP, RunPart, RunRecord, RunRequest, snapshotName,
   Reply, Review, ReviewReply, ReviewRequest, STEP_NAME_PATTERN, StatsRequest, StatusRequest, StepHeader, StopReason,
@@ -31,16 +34,19 @@ export {
   SELF_PROTECTED, Statistic,
 } from "./contracts/index.js";
 export type { ImproveRequestInput, ImproveSettingsInput } from "./contracts/index.js";
-export { BEATS_PREFIX, SUBJECT_PREFIX, ServiceNames, Streams, Subjects, eventsSubject, rejectsSubject } from "./subjects.js";
+export {
+  BEATS_PREFIX, DEFAULT_OWNER, OWNER_PATTERN, SUBJECT_PREFIX, ServiceNames, Streams, Subjects, checkOwner, eventsSubject,
+  improveSubmitSubject, ownerOfSubject, rejectsSubject, tasksSubmitSubject,
+} from "./subjects.js";
 export type { ServiceName } from "./subjects.js";
 export {
-  Endpoints, HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, startService,
+  Endpoints, HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, requestSubject, servedSubject, startService,
 } from "./bus.js";
 export { isTransientNatsError, permissionDenied } from "./nats-errors.js";
-export type { CallOptions, EndpointDef, Handler, Registration, ServiceOptions } from "./bus.js";
+export type { CallOptions, EndpointDef, Handler, HandlerContext, Registration, ServiceOptions } from "./bus.js";
 export {
   Config, DEFAULT_PRICES, ENV_KEYS, FallbackTarget, ModelPrice, ProviderName, RoleLlm, configFromEnv,
-  loadConfig, mergeConfig, priceOf, withProviderCredentials,
+  loadConfig, mergeConfig, ownerOf, priceOf, withProviderCredentials,
 } from "./config.js";
 export { maskConfig, maskUrl } from "./mask.js";
 export type { ConfigInput, LoadConfigOptions } from "./config.js";
@@ -71,10 +77,13 @@ export {
 export type { Prompt } from "./prompts.js";
 export {
   EVENTS_MAX_AGE_MS, TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, TASK_MAX_DELIVER, differingSettings,
-  ensureStreams, lastEventSeq, openBucket, openTaskStates, publishEvent, rejectIntakeMessage, submitTask, watchEvents,
+  ensureStreams, ensureTaskIntake, followEvents, lastEventSeq, openBucket, openTaskStates, publishEvent, rejectIntakeMessage,
+  submitTask,
 } from "./streams.js";
+export { WATCH_POLL_MS, watchEvents } from "./watch.js";
+export type { WatchOptions } from "./watch.js";
 export type { IntakeMessage, Submitted } from "./streams.js";
-export { IMPROVE_MAX_DELIVER, ensureImproveStreams, openImproveStates, submitImprove } from "./improve-streams.js";
+export { IMPROVE_MAX_DELIVER, ensureImproveIntake, ensureImproveStreams, openImproveStates, submitImprove } from "./improve-streams.js";
 export { createIdempotencyCache } from "./idempotency.js";
 export type { IdempotencyCache, IdempotencyOptions } from "./idempotency.js";
 export { isDependencyManifest, isRunnerConfig, isTestFile } from "./runner-config.js";

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { NATS_ROLES, inboxPrefixOf, natsPermissions, passwordVariable, renderNatsServerConfig } from "./nats-permissions.js";
+import { NATS_ROLES, checkClientNames, clientPermission, inboxPrefixOf, natsPermissions, passwordVariable, renderNatsServerConfig } from "./nats-permissions.js";
 import { assetPath } from "./assets.js";
 import { differingSettings } from "./streams.js";
 
@@ -23,7 +23,7 @@ describe("the NATS permission matrix", () => {
     }
   });
 
-  it("gives the JetStream management API to the admin alone; a client creates consumers only on the events stream", () => {
+  it("gives the JetStream management API to the admin alone; a client creates no consumer at all", () => {
     const management = /^\$JS\.API\.(STREAM\.(CREATE|UPDATE|DELETE|PURGE|MSG\.DELETE)|CONSUMER\.DURABLE\.CREATE|ACCOUNT)|^>$|^\$JS\.API\.>$/;
     for (const role of NATS_ROLES) {
       const allowed = perms[role].publish.filter((s) => management.test(s));
@@ -32,7 +32,24 @@ describe("the NATS permission matrix", () => {
       // No consumer on the work queues but the architect's own durable ones (which it may not create).
       expect(perms[role].publish.filter((s) => /CONSUMER\.CREATE\.LOOPSMITH_(TASKS|IMPROVE)/.test(s)), role).toEqual([]);
     }
-    expect(new Set(perms.client.publish.filter((s) => s.includes("CONSUMER.CREATE")).map((s) => s.split(".")[4]))).toEqual(new Set(["LOOPSMITH_EVENTS"]));
+    // A push consumer's delivery subject is not checked against its creator's rights, and a
+    // consumer or a read by sequence would show other owners' events: clients get neither.
+    expect(perms.client.publish.filter((s) => s.includes("CONSUMER.CREATE") || s.includes("MSG.NEXT"))).toEqual([]);
+    expect(perms.client.publish.filter((s) => s.includes("LOOPSMITH_EVENTS"))).toEqual([]);
+  });
+
+  it("gives each client its own owner token on every subject that names one, and nothing of another's", () => {
+    const alice = clientPermission("alice");
+    const owned = [...alice.publish, ...alice.subscribe].filter((s) => /^loopsmith\.|^_INBOX/.test(s));
+    expect(owned.length).toBeGreaterThan(10);
+    for (const subject of owned) expect(subject.split(".").includes("alice") || subject.startsWith("_INBOX_alice."), subject).toBe(true);
+    expect(alice.subscribe).toEqual(["_INBOX_alice.>", "loopsmith.events.alice.>", "loopsmith.rejects.*.alice"]);
+    expect(() => clientPermission("a.b")).toThrow(/owner/);
+    expect(() => checkClientNames(["alice", "admin"])).toThrow(/role's name/);
+    expect(() => checkClientNames(["a-b", "a_b"])).toThrow(/twice/);
+    const text = renderNatsServerConfig({ clients: ["alice", "bob-2"] });
+    expect(text).toContain("password: $LOOPSMITH_NATS_CLIENT_ALICE_PASSWORD");
+    expect(text).toContain("password: $LOOPSMITH_NATS_CLIENT_BOB_2_PASSWORD");
   });
 
   it("reads each password from the server's environment, so the file holds no secret", () => {

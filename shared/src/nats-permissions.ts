@@ -5,23 +5,25 @@
  * nats-server configuration (`deploy/nats.conf` is this module's output, checked by a test).
  *
  * What the matrix enforces (nats-server refuses the rest with a permission violation):
- * - a client submits tasks and improvement runs, reads events, asks the architect for a
- *   task's state, cancels, reads history and stats from memory, uploads repository
- *   snapshots, pings `$SRV`; it cannot publish events or results, call a builder, reviewer,
- *   executor or memory write endpoint, serve any endpoint, read another user's inbox or use
- *   the JetStream management API;
+ * - a client submits tasks and improvement runs, follows their events, asks the architect for
+ *   their state, cancels them, reads their history, failures and stats from memory, uploads
+ *   repository snapshots, pings `$SRV` — each through subjects that carry its owner token
+ *   (`subjects.ts`), so it reaches only its own tasks; it cannot publish events or results,
+ *   call a builder, reviewer, executor or memory write endpoint, serve any endpoint, read
+ *   another user's inbox, create a JetStream consumer or use the JetStream management API;
  * - only the architect (the conductor) publishes events and calls the builder, reviewer,
  *   executor and memory endpoints;
  * - each service subscribes only on its own endpoints;
  * - only the admin creates, updates, purges or deletes streams, buckets and durable consumers
  *   (`loopsmith bus setup`); a reader may create ephemeral consumers on what it reads.
  *
- * Not enforced: clients are one group; one client can read another client's task events
- * (the events subject carries no owner). nats-server does not check a push consumer's
- * delivery subject against its creator's permissions (see the README's limits).
+ * Several clients: `renderNatsServerConfig({ clients })` adds one user per name, each the owner
+ * of its tasks. Not enforced (see the README's limits): the repository snapshot store is one
+ * bucket, and uploading needs the object store's message reads, so a client can read another
+ * client's snapshots by sequence number.
  */
 import { REPOS_BUCKET } from "./snapshot.js";
-import { BEATS_PREFIX, ServiceNames, Streams, Subjects, SUBJECT_PREFIX, type ServiceName } from "./subjects.js";
+import { BEATS_PREFIX, DEFAULT_OWNER, ServiceNames, Streams, Subjects, SUBJECT_PREFIX, checkOwner, type ServiceName } from "./subjects.js";
 
 /** The NATS users of a loopsmith deployment: one per service, `client` and `admin`. */
 export const NATS_ROLES = ["architect", "builder", "reviewer", "executor", "memory", "client", "admin"] as const;
@@ -35,9 +37,12 @@ export interface NatsPermission {
   respond: boolean;
 }
 
-/** The inbox prefix of a role's connection (`NATS_INBOX_PREFIX`): replies to one user go where no other user may subscribe. */
-export function inboxPrefixOf(role: NatsRole): string {
-  return `_INBOX_${role}`;
+/**
+ * The inbox prefix of a user's connection (`NATS_INBOX_PREFIX`): replies to one user go where
+ * no other user may subscribe. A role's, or a further client's (its name).
+ */
+export function inboxPrefixOf(user: string): string {
+  return `_INBOX_${user}`;
 }
 
 const API = "$JS.API";
@@ -90,15 +95,55 @@ function putObjects(bucket: string): string[] {
   return [`${API}.STREAM.INFO.${stream}`, `${API}.STREAM.MSG.GET.${stream}`, `${API}.DIRECT.GET.${stream}`, `${API}.DIRECT.GET.${stream}.>`, `$O.${bucket}.>`];
 }
 
-/** The streams whose existence the CLI checks before it submits (`ensureStreams`). */
-const CHECKED = [Streams.tasks, Streams.events, Streams.improve, kvStream(Streams.taskStateBucket), kvStream(Streams.improveStateBucket)];
+/**
+ * The intake streams whose existence a client checks before it submits (`checkIntake`). Not
+ * the events stream nor the state buckets: their info lists subjects, which name other
+ * owners' tasks.
+ */
+const CHECKED = [Streams.tasks, Streams.improve];
+
+/**
+ * What a client may do, all of it with its own owner token: submit tasks and improvement
+ * runs, call the architect's and memory's client endpoints, follow its events (core
+ * subscription), hear its rejected messages, ping `$SRV`, check the intake streams, upload
+ * snapshots.
+ * @param owner - the client's user name, which is the owner token of its tasks
+ * @throws Error when `owner` is not a valid owner token
+ */
+export function clientPermission(owner: string): NatsPermission {
+  checkOwner(owner);
+  const owned = [
+    Subjects.architect.status,
+    Subjects.architect.cancel,
+    Subjects.architect.events,
+    Subjects.architect.improveStatus,
+    Subjects.memory.history,
+    Subjects.memory.failures,
+    Subjects.memory.stats,
+    Subjects.memory.run,
+  ];
+  return {
+    publish: [
+      `${Subjects.tasksSubmit}.${owner}`,
+      `${Subjects.improveSubmit}.${owner}`,
+      ...owned.map((subject) => `${subject}.${owner}`),
+      "$SRV.>",
+      `${API}.INFO`,
+      ...CHECKED.map((s) => `${API}.STREAM.INFO.${s}`),
+      `${API}.CONSUMER.INFO.${Streams.tasks}.${Streams.conductorConsumer}`,
+      `${API}.CONSUMER.INFO.${Streams.improve}.${Streams.improveConsumer}`,
+      ...putObjects(REPOS_BUCKET),
+    ],
+    subscribe: [`${inboxPrefixOf(owner)}.>`, `${SUBJECT_PREFIX}.events.${owner}.>`, `${SUBJECT_PREFIX}.rejects.*.${owner}`],
+    respond: false,
+  };
+}
 
 /**
  * The permission matrix.
  * @returns each role's {@link NatsPermission}; `admin` may do everything
  */
 export function natsPermissions(): Record<NatsRole, NatsPermission> {
-  const memoryReads = [Subjects.memory.history, Subjects.memory.failures, Subjects.memory.stats, Subjects.memory.run];
   const architect = serviceBase("architect");
   architect.publish.push(
     `${SUBJECT_PREFIX}.builder.>`,
@@ -107,8 +152,8 @@ export function natsPermissions(): Record<NatsRole, NatsPermission> {
     `${SUBJECT_PREFIX}.memory.>`,
     Subjects.eventsAll,
     Subjects.rejectsAll,
-    // An improvement run's generations are tasks it submits.
-    Subjects.tasksSubmit,
+    // An improvement run's generations are tasks it submits (as the run's owner).
+    `${Subjects.tasksSubmit}.>`,
     `${API}.INFO`,
     ...consume(Streams.tasks, Streams.conductorConsumer),
     ...consume(Streams.improve, Streams.improveConsumer),
@@ -126,30 +171,13 @@ export function natsPermissions(): Record<NatsRole, NatsPermission> {
   const memory = serviceBase("memory");
   // Memory keeps each recorded run's events: it reads them from the events stream.
   memory.publish.push(`${API}.INFO`, ...readStream(Streams.events));
-  const client: NatsPermission = {
-    publish: [
-      Subjects.tasksSubmit,
-      Subjects.improveSubmit,
-      `${SUBJECT_PREFIX}.architect.>`,
-      ...memoryReads,
-      "$SRV.>",
-      `${API}.INFO`,
-      ...CHECKED.map((s) => `${API}.STREAM.INFO.${s}`),
-      `${API}.CONSUMER.INFO.${Streams.tasks}.${Streams.conductorConsumer}`,
-      `${API}.CONSUMER.INFO.${Streams.improve}.${Streams.improveConsumer}`,
-      ...readStream(Streams.events),
-      ...putObjects(REPOS_BUCKET),
-    ],
-    subscribe: [`${inboxPrefixOf("client")}.>`, Subjects.rejectsAll],
-    respond: false,
-  };
   return {
     architect,
     builder: serviceBase("builder"),
     reviewer: serviceBase("reviewer"),
     executor,
     memory,
-    client,
+    client: clientPermission(DEFAULT_OWNER),
     admin: { publish: [">"], subscribe: [">"], respond: true },
   };
 }
@@ -161,6 +189,28 @@ export function natsPermissions(): Record<NatsRole, NatsPermission> {
  */
 export function passwordVariable(role: NatsRole): string {
   return `LOOPSMITH_NATS_${role.toUpperCase()}_PASSWORD`;
+}
+
+/** The password variable of a further client user (`LOOPSMITH_NATS_CLIENT_<NAME>_PASSWORD`, `-` as `_`). */
+export function clientPasswordVariable(name: string): string {
+  return `LOOPSMITH_NATS_CLIENT_${checkOwner(name).toUpperCase().replace(/-/g, "_")}_PASSWORD`;
+}
+
+/**
+ * Checks the names of further client users: valid owner tokens, none a role's name, no two
+ * the same (also not after upper-casing, which their password variables do).
+ * @throws Error naming the first bad name
+ */
+export function checkClientNames(names: readonly string[]): string[] {
+  const seen = new Set<string>();
+  for (const name of names) {
+    checkOwner(name);
+    if ((NATS_ROLES as readonly string[]).includes(name)) throw new Error(`the client name "${name}" is a role's name: choose another`);
+    const key = clientPasswordVariable(name);
+    if (seen.has(key)) throw new Error(`the client name "${name}" is given twice (names differ in case or "-"/"_" only)`);
+    seen.add(key);
+  }
+  return [...names];
 }
 
 /** Options of {@link renderNatsServerConfig}. */
@@ -176,6 +226,11 @@ export interface NatsServerConfigOptions {
    * the server with `NATS_CA`.
    */
   tls?: { certFile: string; keyFile: string; caFile?: string; verify?: boolean };
+  /**
+   * Further client users besides `client`, by name: each is the owner of its own tasks and
+   * reads its password from {@link clientPasswordVariable}.
+   */
+  clients?: string[];
 }
 
 /**
@@ -187,20 +242,22 @@ export function renderNatsServerConfig(opts: NatsServerConfigOptions = {}): stri
   const q = (s: string): string => JSON.stringify(s);
   const list = (xs: string[]): string => `[\n${xs.map((x) => `          ${q(x)}`).join("\n")}\n        ]`;
   const perms = natsPermissions();
-  const users = NATS_ROLES.map((role) => {
-    const p = perms[role];
-    return [
+  const user = (name: string, variable: string, p: NatsPermission, admin = false): string =>
+    [
       "    {",
-      `      user: ${q(role)}`,
-      `      password: $${passwordVariable(role)}`,
+      `      user: ${q(name)}`,
+      `      password: $${variable}`,
       "      permissions: {",
       `        publish: { allow: ${list(p.publish)} }`,
       `        subscribe: { allow: ${list(p.subscribe)} }`,
-      ...(p.respond && role !== "admin" ? ["        allow_responses: true"] : []),
+      ...(p.respond && !admin ? ["        allow_responses: true"] : []),
       "      }",
       "    }",
     ].join("\n");
-  });
+  const users = [
+    ...NATS_ROLES.map((role) => user(role, passwordVariable(role), perms[role], role === "admin")),
+    ...checkClientNames(opts.clients ?? []).map((name) => user(name, clientPasswordVariable(name), clientPermission(name))),
+  ];
   const httpPort = opts.httpPort ?? 8222;
   const tls = opts.tls
     ? [

@@ -21,7 +21,7 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import { LoopsmithError } from "./errors.js";
 import { permissionDenied } from "./nats-errors.js";
-import { Streams, Subjects, eventsSubject, rejectsSubject } from "./subjects.js";
+import { DEFAULT_OWNER, Streams, Subjects, eventsSubject, ownerOfSubject, rejectsSubject, tasksSubmitSubject } from "./subjects.js";
 
 /** Redeliveries of a task message before the conductor gives up on it. */
 export const TASK_MAX_DELIVER = 10;
@@ -46,30 +46,39 @@ export const EVENTS_MAX_AGE_MS = 7 * 24 * 3600_000;
  *   user may not manage streams (the message names it and says to run `loopsmith bus setup`)
  */
 export async function ensureStreams(nc: NatsConnection): Promise<void> {
+  await ensureTaskIntake(nc);
   const jsm = await jetstreamManager(nc);
-  const ensure = (config: StreamConfig): Promise<void> => upsertStream(jsm, config);
-  await ensure({
-    name: Streams.tasks,
-    subjects: [Subjects.tasksSubmit],
-    retention: RetentionPolicy.Workqueue,
-    storage: StorageType.File,
-    duplicate_window: nanos(TASK_DUPLICATE_WINDOW_MS),
-  });
-  await ensure({
+  await upsertStream(jsm, {
     name: Streams.events,
     subjects: [Subjects.eventsAll],
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     max_age: nanos(EVENTS_MAX_AGE_MS),
   });
-  const consumer = {
+  await openTaskStates(nc);
+}
+
+/**
+ * The task intake alone: its stream and the conductor's consumer, created or updated when
+ * missing or different (read only otherwise). What a client checks before it submits: it may
+ * read neither the events stream's nor the state bucket's info (they list other owners' tasks).
+ * @throws LoopsmithError `permission_denied` as {@link ensureStreams}
+ */
+export async function ensureTaskIntake(nc: NatsConnection): Promise<void> {
+  const jsm = await jetstreamManager(nc);
+  await upsertStream(jsm, {
+    name: Streams.tasks,
+    subjects: [`${Subjects.tasksSubmit}.>`],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+    duplicate_window: nanos(TASK_DUPLICATE_WINDOW_MS),
+  });
+  await upsertConsumer(jsm, Streams.tasks, {
     durable_name: Streams.conductorConsumer,
     ack_policy: AckPolicy.Explicit,
     ack_wait: nanos(TASK_ACK_WAIT_MS),
     max_deliver: TASK_MAX_DELIVER,
-  };
-  await upsertConsumer(jsm, Streams.tasks, consumer);
-  await openTaskStates(nc);
+  });
 }
 
 type Jsm = Awaited<ReturnType<typeof jetstreamManager>>;
@@ -152,36 +161,39 @@ export interface Submitted {
 }
 
 /**
- * Publishes a task to the intake work queue with message id = task id, so a resubmit is a
- * duplicate, not a second task.
+ * Publishes a task to its owner's intake subject (`loopsmith.tasks.submit.<owner>`) with
+ * message id `<owner>:<taskId>`, so a resubmit is a duplicate, not a second task.
+ * @param owner - the client the task belongs to (under the permission matrix, the NATS
+ *   user's own token: see `subjects.ts`)
  * @throws LoopsmithError `bad_request` when the task fails its schema (nothing is sent);
- *   `permission_denied` when this NATS user may not submit tasks
+ *   `permission_denied` when this NATS user may not submit tasks as `owner`
  */
-export async function submitTask(nc: NatsConnection, input: TaskInput): Promise<Submitted> {
+export async function submitTask(nc: NatsConnection, input: TaskInput, owner: string = DEFAULT_OWNER): Promise<Submitted> {
   const parsed = Task.safeParse(input);
   if (!parsed.success) {
     throw new LoopsmithError("bad_request", `the task is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
   }
   const ack = await jetstream(nc)
-    .publish(Subjects.tasksSubmit, JSON.stringify(parsed.data), { msgID: parsed.data.taskId })
+    .publish(tasksSubmitSubject(owner), JSON.stringify(parsed.data), { msgID: `${owner}:${parsed.data.taskId}` })
     .catch((err: unknown) => Promise.reject(permissionDenied(err) ?? err));
   return { taskId: parsed.data.taskId, duplicate: ack.duplicate, seq: ack.seq };
 }
 
 /**
- * Publishes one progress event to the events stream. The message id is `taskId:seq`, and
- * `taskId:result` for the result, so a result published again after a crash is a duplicate.
+ * Publishes one progress event to the events stream, on its owner's subject
+ * (`loopsmith.events.<owner>.<taskId>`). The message id is `owner:taskId:seq`, and
+ * `owner:taskId:result` for the result, so a result published again after a crash is a duplicate.
  * @throws LoopsmithError `unavailable` (retryable) when JetStream does not take it — a
  *   timeout or a closed connection while NATS restarts, a stream without a leader — so the
  *   task resumes from its checkpoint instead of ending; `bad_request` (not retryable) when
  *   the client refuses the message (larger than the server's max_payload); `permission_denied`
  *   (not retryable) when this NATS user may not publish events
  */
-export async function publishEvent(nc: NatsConnection, event: TaskEvent): Promise<void> {
+export async function publishEvent(nc: NatsConnection, event: TaskEvent, owner: string = DEFAULT_OWNER): Promise<void> {
   const data = JSON.stringify(TaskEvent.parse(event));
   try {
-    await jetstream(nc).publish(eventsSubject(event.taskId), data, {
-      msgID: event.kind === "result" ? `${event.taskId}:result` : `${event.taskId}:${event.seq}`,
+    await jetstream(nc).publish(eventsSubject(owner, event.taskId), data, {
+      msgID: event.kind === "result" ? `${owner}:${event.taskId}:result` : `${owner}:${event.taskId}:${event.seq}`,
     });
   } catch (err) {
     const refused = permissionDenied(err);
@@ -198,10 +210,10 @@ export async function publishEvent(nc: NatsConnection, event: TaskEvent): Promis
  * that resumes a task continues numbering after it (events published after the last
  * checkpoint were not checkpointed).
  */
-export async function lastEventSeq(nc: NatsConnection, taskId: string): Promise<number> {
+export async function lastEventSeq(nc: NatsConnection, owner: string, taskId: string): Promise<number> {
   const jsm = await jetstreamManager(nc);
   try {
-    const msg = await jsm.streams.getMessage(Streams.events, { last_by_subj: eventsSubject(taskId) });
+    const msg = await jsm.streams.getMessage(Streams.events, { last_by_subj: eventsSubject(owner, taskId) });
     if (!msg) return -1;
     const parsed = TaskEvent.safeParse(msg.json());
     return parsed.success ? parsed.data.seq : -1;
@@ -213,11 +225,13 @@ export async function lastEventSeq(nc: NatsConnection, taskId: string): Promise<
 
 /**
  * Replays a task's events from the start and follows new ones, until the `result` event
- * (inclusive) or until `signal` aborts. Events that fail their schema are skipped.
+ * (inclusive) or until `signal` aborts, through an ordered JetStream consumer: for the
+ * services, which may create consumers on the events stream. Clients use `watchEvents`
+ * (`watch.ts`). Events that fail their schema are skipped.
  */
-export async function* watchEvents(nc: NatsConnection, taskId: string, signal?: AbortSignal): AsyncGenerator<TaskEvent> {
+export async function* followEvents(nc: NatsConnection, owner: string, taskId: string, signal?: AbortSignal): AsyncGenerator<TaskEvent> {
   const consumer = await jetstream(nc).consumers.get(Streams.events, {
-    filter_subjects: [eventsSubject(taskId)],
+    filter_subjects: [eventsSubject(owner, taskId)],
     deliver_policy: DeliverPolicy.All,
   });
   const messages = await consumer.consume();
@@ -247,11 +261,12 @@ export interface IntakeMessage {
  * Rejects an intake message that is not JSON or fails its schema: one `error` log line (the
  * subject, the stream sequence, the task id when the message carries one, the problems; never
  * the message's content, which may hold secrets) and a {@link RejectNotice} on
- * `loopsmith.rejects.<intake>`. The caller then terminates the message.
+ * `loopsmith.rejects.<intake>.<owner>` (the owner of the subject it came on). The caller then terminates the message.
  * @param schemaError - what the schema found (ignored when the data is not JSON at all)
  * @returns the notice published (also when publishing failed: that is logged, never thrown)
  */
 export function rejectIntakeMessage(nc: NatsConnection, intake: "tasks" | "improve", msg: IntakeMessage, schemaError: z.ZodError, log: Logger): RejectNotice {
+  const owner = ownerOfSubject(msg.subject, intake === "tasks" ? Subjects.tasksSubmit : Subjects.improveSubmit) ?? DEFAULT_OWNER;
   let taskId: string | undefined;
   let problems: string;
   try {
@@ -271,9 +286,9 @@ export function rejectIntakeMessage(nc: NatsConnection, intake: "tasks" | "impro
     error: { code: "bad_request", message: `the message on ${msg.subject} is not a valid ${intake === "tasks" ? "task" : "improvement run"}: ${problems.slice(0, 2_000)}`, retryable: false },
     bytes: msg.data.length,
   };
-  log.error({ subject: msg.subject, streamSeq: notice.streamSeq, taskId, bytes: notice.bytes, problems }, "intake message rejected: it fails its schema");
+  log.error({ subject: msg.subject, streamSeq: notice.streamSeq, taskId, owner, bytes: notice.bytes, problems }, "intake message rejected: it fails its schema");
   try {
-    nc.publish(rejectsSubject(intake), JSON.stringify(notice));
+    nc.publish(rejectsSubject(intake, owner), JSON.stringify(notice));
   } catch (err) {
     log.warn({ err }, "could not publish the reject notice");
   }

@@ -4,11 +4,16 @@
  */
 export const SUBJECT_PREFIX = "loopsmith";
 
-/** Request/reply step subjects, served through `@nats-io/services` endpoints. */
+/**
+ * Request/reply step subjects, served through `@nats-io/services` endpoints. A client's
+ * endpoints (the architect's, memory's reads) are called on `<subject>.<owner>`: see `bus.ts`.
+ */
 export const Subjects = {
   architect: {
     status: "loopsmith.architect.status",
     cancel: "loopsmith.architect.cancel",
+    /** One task's events so far, read from the events stream for its owner. */
+    events: "loopsmith.architect.events",
     /** An improvement run's state and reports. */
     improveStatus: "loopsmith.architect.improve_status",
   },
@@ -27,27 +32,75 @@ export const Subjects = {
     /** One recorded run (task, events, result), in parts. */
     run: "loopsmith.memory.run",
   },
-  /** Task intake (JetStream work queue); the message id is the task id. */
+  /**
+   * Task intake (JetStream work queue), one subject per owner: `loopsmith.tasks.submit.<owner>`
+   * (see {@link tasksSubmitSubject}); the message id is `<owner>:<taskId>`.
+   */
   tasksSubmit: "loopsmith.tasks.submit",
-  /** Improvement-run intake (JetStream work queue); the message id is the run id. */
+  /** Improvement-run intake (JetStream work queue), `loopsmith.improve.submit.<owner>`; the message id is `<owner>:<runId>`. */
   improveSubmit: "loopsmith.improve.submit",
-  /** Events of all tasks (JetStream stream filter). */
+  /** Events of all tasks (JetStream stream filter): `loopsmith.events.<owner>.<taskId>`. */
   eventsAll: "loopsmith.events.>",
-  /** Every rejected intake message's notice (`loopsmith.rejects.tasks`, `loopsmith.rejects.improve`). */
+  /** Every rejected intake message's notice (`loopsmith.rejects.<intake>.<owner>`). */
   rejectsAll: "loopsmith.rejects.>",
 } as const;
 
-/** Subject of one task's progress events. */
-export function eventsSubject(taskId: string): string {
-  return `${SUBJECT_PREFIX}.events.${taskId}`;
+/**
+ * The owner of a task: the client it belongs to. A client submits, watches, cancels and reads
+ * back only its own tasks, because every subject it uses for them carries its owner token and
+ * the NATS permission matrix lets each client user publish and subscribe only with its own
+ * token (`nats-permissions.ts`). The owner is taken from the subject a message arrived on,
+ * never from its body. Letters, digits, `_` and `-`, 1–64 characters (one subject token).
+ */
+export const OWNER_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+/**
+ * The owner of a client that names none: the default client user's name (`client`), so a
+ * stack without NATS users and the default compose client see the same tasks.
+ */
+export const DEFAULT_OWNER = "client";
+
+/**
+ * Checks an owner token.
+ * @throws Error naming the rule when `owner` is not one subject token of {@link OWNER_PATTERN}
+ */
+export function checkOwner(owner: string): string {
+  if (!OWNER_PATTERN.test(owner)) throw new Error(`the owner "${owner}" is not valid: use 1 to 64 letters, digits, "_" or "-"`);
+  return owner;
+}
+
+/** The intake subject of one owner's tasks. */
+export function tasksSubmitSubject(owner: string): string {
+  return `${Subjects.tasksSubmit}.${checkOwner(owner)}`;
+}
+
+/** The intake subject of one owner's improvement runs. */
+export function improveSubmitSubject(owner: string): string {
+  return `${Subjects.improveSubmit}.${checkOwner(owner)}`;
 }
 
 /**
- * Subject of the notices of rejected intake messages: a message on the submit subject that is
- * not JSON or fails its schema gets a `RejectNotice` here (core NATS, not stored).
+ * The owner token of a message that arrived on `<base>.<owner>`; {@link DEFAULT_OWNER} for one on
+ * `<base>` itself (a message queued before subjects carried owners).
+ * @returns null when the subject is neither (or its token is not a valid owner)
  */
-export function rejectsSubject(intake: "tasks" | "improve"): string {
-  return `${SUBJECT_PREFIX}.rejects.${intake}`;
+export function ownerOfSubject(subject: string, base: string): string | null {
+  if (subject === base) return DEFAULT_OWNER;
+  if (!subject.startsWith(`${base}.`)) return null;
+  const token = subject.slice(base.length + 1);
+  return OWNER_PATTERN.test(token) ? token : null;
+}
+
+/** Subject of one task's progress events: `loopsmith.events.<owner>.<taskId>`. */
+export function eventsSubject(owner: string, taskId: string): string {
+  return `${SUBJECT_PREFIX}.events.${checkOwner(owner)}.${taskId}`;
+}
+
+/**
+ * Subject of the notices of rejected intake messages of one owner: a message on the submit
+ * subject that is not JSON or fails its schema gets a `RejectNotice` here (core NATS, not stored).
+ */
+export function rejectsSubject(intake: "tasks" | "improve", owner: string): string {
+  return `${SUBJECT_PREFIX}.rejects.${intake}.${checkOwner(owner)}`;
 }
 
 /**

@@ -5,7 +5,7 @@
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { LoopsmithError, ensureStreams, openTaskStates, submitTask, type ExecutionResult, type TaskInput, type TaskRecord } from "@loopsmith/shared";
+import { DEFAULT_OWNER, LoopsmithError, ensureStreams, openTaskStates, submitTask, type ExecutionResult, type TaskInput, type TaskRecord } from "@loopsmith/shared";
 import { CANCEL_POLL_MS, kvStateStore, startConductor, type Steps } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task, usage } from "./helpers.js";
@@ -163,14 +163,14 @@ describe("conductor on JetStream", () => {
       const input = task();
       await submitTask(nc, input);
       await started;
-      expect(await conductor.cancel(input.taskId)).toBe(true);
+      expect(await conductor.cancel(input.taskId, DEFAULT_OWNER)).toBe(true);
       release();
       const events = await eventsOf(nc, input.taskId);
       const result = events[events.length - 1]?.result;
       expect(result?.status).toBe("cancelled");
       expect(result?.stopReason).toBe("cancelled");
       expect(calls.execute ?? 0).toBe(0);
-      expect(await conductor.cancel(input.taskId)).toBe(false);
+      expect(await conductor.cancel(input.taskId, DEFAULT_OWNER)).toBe(false);
     } finally {
       await conductor.stop();
       await nc.close();
@@ -196,7 +196,7 @@ describe("conductor on JetStream", () => {
       await submitTask(nc, input);
       await started;
       // Another architect instance's cancel: only the marker in KV, no local abort.
-      await kvStateStore(await openTaskStates(nc)).requestCancel(input.taskId);
+      await kvStateStore(await openTaskStates(nc)).requestCancel(input.taskId, DEFAULT_OWNER);
       const events = await eventsOf(nc, input.taskId);
       expect(events[events.length - 1]?.result?.status).toBe("cancelled");
       expect(base.calls.build).toBe(1);
@@ -307,7 +307,7 @@ describe("conductor on JetStream", () => {
       await submitTask(nc, first);
       while (runs < 1) await new Promise((r) => setTimeout(r, 50));
       await submitTask(nc, second);
-      expect(await conductor.cancel(second.taskId)).toBe(true); // queued: no checkpoint yet
+      expect(await conductor.cancel(second.taskId, DEFAULT_OWNER)).toBe(true); // queued: no checkpoint yet
       release();
       const events = await eventsOf(nc, first.taskId);
       expect(events[events.length - 1]?.result?.status).toBe("passed");

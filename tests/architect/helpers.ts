@@ -4,7 +4,7 @@
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import pino from "pino";
-import { LoopsmithError, emptyUsage, submitTask, watchEvents, type ExecutionResult, type TaskEvent, type TaskInput, type TaskResult } from "@loopsmith/shared";
+import { DEFAULT_OWNER, LoopsmithError, emptyUsage, followEvents, submitTask, type ExecutionResult, type TaskEvent, type TaskInput, type TaskResult } from "@loopsmith/shared";
 import { startConductor, type Steps } from "@loopsmith/architect";
 
 export const log = pino({ level: "silent" });
@@ -64,7 +64,7 @@ export function steps(executions: Array<ExecutionResult | "sandbox_error">, over
 /** Every event of a task up to and including its result. */
 export async function eventsOf(nc: NatsConnection, taskId: string): Promise<TaskEvent[]> {
   const events: TaskEvent[] = [];
-  for await (const e of watchEvents(nc, taskId)) events.push(e);
+  for await (const e of followEvents(nc, DEFAULT_OWNER, taskId)) events.push(e);
   return events;
 }
 

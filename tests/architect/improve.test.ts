@@ -23,7 +23,8 @@ import {
   snapshotName,
   submitImprove,
   unifiedPatch,
-  watchEvents,
+  DEFAULT_OWNER,
+  followEvents,
   type ExecutionRequest,
   type ExecutionResult,
   type ImproveRequestInput,
@@ -125,7 +126,7 @@ function request(runId: string, snap: string, over: Partial<ImproveRequestInput[
 
 async function summaryOf(nc: NatsConnection, runId: string): Promise<{ summary: ImproveSummary; generations: number[] }> {
   const generations: number[] = [];
-  for await (const e of watchEvents(nc, runId, AbortSignal.timeout(120_000))) {
+  for await (const e of followEvents(nc, DEFAULT_OWNER, runId, AbortSignal.timeout(120_000))) {
     if (e.kind === "generation") generations.push(Number(e.data?.generation));
     if (e.kind === "result") return { summary: e.data?.summary as ImproveSummary, generations };
   }
@@ -159,7 +160,7 @@ describe("the improver", () => {
     const { summary, generations } = await summaryOf(nc, "run-a");
     expect(generations).toEqual([1, 2, 3]);
     expect(summary).toMatchObject({ stopReason: "completed", accepted: [1], generations: 3 });
-    const { reports } = await imp.status("run-a");
+    const { reports } = await imp.status("run-a", DEFAULT_OWNER);
     // Generation 1 fixes 8 cases (p = 2/2^8); 2 and 3 start from it and change only a comment.
     expect(reports.map((r) => [r.decision.reason, r.statistic?.fixed])).toEqual([["accepted", 8], ["no_improvement", 0], ["no_improvement", 0]]);
     expect(reports[1]?.parent).toBe(reports[0]?.candidate);
@@ -186,7 +187,7 @@ describe("the improver", () => {
     const { nc, deps, imp, snap } = await setup(nats.url, { hold: (taskId) => taskId === "run-slow-gen-1" });
     await submitImprove(nc, request("run-slow", snap, { generations: 2, generationTimeoutMs: 10_000 }));
     const { summary } = await summaryOf(nc, "run-slow");
-    const { reports } = await imp.status("run-slow");
+    const { reports } = await imp.status("run-slow", DEFAULT_OWNER);
     expect(reports.map((r) => r.decision.reason)).toEqual(["timeout", "accepted"]);
     expect(deps.cancelled).toEqual(["run-slow-gen-1"]);
     expect(summary).toMatchObject({ stopReason: "completed", accepted: [2] });
@@ -210,7 +211,7 @@ describe("the improver", () => {
     const dying = await improver(first, deps);
     await submitImprove(control, request("run-crash", snap, { generations: 3 }));
     const seen: number[] = [];
-    for await (const e of watchEvents(control, "run-crash", AbortSignal.timeout(60_000))) {
+    for await (const e of followEvents(control, DEFAULT_OWNER, "run-crash", AbortSignal.timeout(60_000))) {
       if (e.kind === "generation") seen.push(Number(e.data?.generation));
       if (e.kind === "step" && e.data?.phase === "implement" && e.data?.generation === 2) break;
     }

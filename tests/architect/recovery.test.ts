@@ -8,7 +8,7 @@ import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import {
-  Endpoints, LoopsmithError, RejectNotice, ServiceNames, Streams, Subjects, call, ensureStreams, handle, publishEvent, rejectsSubject, startService, submitTask,
+  DEFAULT_OWNER, Endpoints, LoopsmithError, RejectNotice, ServiceNames, Streams, call, ensureStreams, handle, publishEvent, rejectsSubject, startService, submitTask, tasksSubmitSubject,
 } from "@loopsmith/shared";
 import { startConductor } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
@@ -76,7 +76,7 @@ describe("conductor recovery on JetStream", () => {
       const input = task();
       await runTask(nc, input);
       // Past JetStream's duplicate window a resubmit is a new message: another message id.
-      await jetstream(nc).publish(Subjects.tasksSubmit, JSON.stringify({ ...input, submittedAt: new Date().toISOString() }), { msgID: `${input.taskId}#late` });
+      await jetstream(nc).publish(tasksSubmitSubject(DEFAULT_OWNER), JSON.stringify({ ...input, submittedAt: new Date().toISOString() }), { msgID: `${input.taskId}#late` });
       const jsm = await jetstreamManager(nc);
       const queued = async (): Promise<number> => (await jsm.streams.info(Streams.tasks)).state.messages;
       await until(async () => (await queued()) === 0);
@@ -90,14 +90,14 @@ describe("conductor recovery on JetStream", () => {
     const { steps: s, calls } = steps([passed]);
     await withConductor(nats.url, s, async (nc) => {
       const notices: RejectNotice[] = [];
-      const sub = nc.subscribe(rejectsSubject("tasks"), { callback: (_err, m) => { notices.push(RejectNotice.parse(m.json())); } });
+      const sub = nc.subscribe(rejectsSubject("tasks", DEFAULT_OWNER), { callback: (_err, m) => { notices.push(RejectNotice.parse(m.json())); } });
       const js = jetstream(nc);
-      await js.publish(Subjects.tasksSubmit, "this is not json", { msgID: "garbage-1" });
-      await js.publish(Subjects.tasksSubmit, JSON.stringify({ v: 1, taskId: "bad-task-1", goal: 5 }), { msgID: "garbage-2" });
+      await js.publish(tasksSubmitSubject(DEFAULT_OWNER), "this is not json", { msgID: "garbage-1" });
+      await js.publish(tasksSubmitSubject(DEFAULT_OWNER), JSON.stringify({ v: 1, taskId: "bad-task-1", goal: 5 }), { msgID: "garbage-2" });
       await until(() => notices.length >= 2, 15_000, 50);
       sub.unsubscribe();
       expect(notices).toHaveLength(2);
-      expect(notices[0]).toMatchObject({ subject: Subjects.tasksSubmit, error: { code: "bad_request", retryable: false, message: expect.stringContaining("not JSON") }, bytes: 16 });
+      expect(notices[0]).toMatchObject({ subject: tasksSubmitSubject(DEFAULT_OWNER), error: { code: "bad_request", retryable: false, message: expect.stringContaining("not JSON") }, bytes: 16 });
       expect(notices[0]?.taskId).toBeUndefined();
       expect(notices[1]).toMatchObject({ taskId: "bad-task-1", error: { code: "bad_request", message: expect.stringContaining("goal") } });
       expect(notices.every((n) => typeof n.streamSeq === "number")).toBe(true);

@@ -7,7 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Svcm } from "@nats-io/services";
-import { Endpoints, LoopsmithError, call, loadConfig, runService } from "@loopsmith/shared";
+import { Endpoints, LoopsmithError, call, loadConfig, requestSubject, runService, servedSubject } from "@loopsmith/shared";
 import { memoryService, openMemoryStore } from "@loopsmith/memory";
 import { it, startPostgres } from "../fixtures/index.js";
 import { GOAL_A, fixPlan, log, nameErrorFailure } from "./suite.js";
@@ -40,9 +40,9 @@ describe("memory service over NATS", () => {
 
       // Not JSON, and JSON that fails its schema, on every endpoint.
       for (const def of Object.values(m)) {
-        const raw = JSON.parse((await nc.request(def.subject, "{not json", { timeout: 5_000 })).string());
+        const raw = JSON.parse((await nc.request(requestSubject(def), "{not json", { timeout: 5_000 })).string());
         expect(raw).toMatchObject({ ok: false, error: { code: "bad_request", retryable: false } });
-        const bad = JSON.parse((await nc.request(def.subject, JSON.stringify({ v: 2, taskId: 7 }), { timeout: 5_000 })).string());
+        const bad = JSON.parse((await nc.request(requestSubject(def), JSON.stringify({ v: 2, taskId: 7 }), { timeout: 5_000 })).string());
         expect(bad).toMatchObject({ ok: false, error: { code: "bad_request" } });
       }
 
@@ -70,7 +70,7 @@ describe("memory service over NATS", () => {
       const infos = [];
       for await (const i of await new Svcm(nc as never).client().info("loopsmith-memory")) infos.push(i);
       expect(infos[0]?.metadata).toMatchObject({ backend: "pglite", embedder: "hash-v1-256" });
-      expect(infos[0]?.endpoints.map((e) => e.subject).sort()).toEqual(Object.values(m).map((d) => d.subject).sort());
+      expect(infos[0]?.endpoints.map((e) => e.subject).sort()).toEqual(Object.values(m).map((d) => servedSubject(d)).sort());
     } finally {
       expect(await running.stop()).toBeNull();
     }
@@ -103,7 +103,7 @@ describe("memory service over NATS", () => {
       expect(recallDown.code).toBe("db_error");
 
       // The process and the service are still up.
-      const raw = JSON.parse((await running.nc.request(m.stats.subject, "garbage", { timeout: 5_000 })).string());
+      const raw = JSON.parse((await running.nc.request(requestSubject(m.stats), "garbage", { timeout: 5_000 })).string());
       expect(raw.error.code).toBe("bad_request");
     } finally {
       await running.stop();

@@ -8,7 +8,7 @@
 import { expect } from "vitest";
 import { HISTORY_GOAL_CHARS, HISTORY_PAGE_MAX, type Recall, type TaskRecord } from "@loopsmith/shared";
 import { openMemoryStore, type MemoryStore } from "@loopsmith/memory";
-import { log, type TestWithFresh } from "./suite.js";
+import { GOAL_A, log, nameErrorFailure, type TestWithFresh } from "./suite.js";
 
 const usage = (costUsd: number, inputTokens: number, outputTokens: number) => ({ calls: 1, inputTokens, outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd, latencyMs: 10 });
 
@@ -90,6 +90,36 @@ export function statsSuite(test: TestWithFresh): void {
       expect(await store.logRecall("t-00010", recall([failure(sig, true)], null))).toBe(false);
       expect((await store.stats()).recall).toEqual({ recalls: 4, hits: 3, withFix: 1, hitRate: 0.75 });
       expect((await store.stats({ v: 1, last: 1 })).recall).toEqual({ recalls: 3, hits: 2, withFix: 1, hitRate: 2 / 3 });
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("reads history, runs, failures and stats per owner: one client never sees another's tasks", async ({ config }) => {
+    const store: MemoryStore = await openMemoryStore({ config, log });
+    try {
+      await store.recordTask(taskAt(1, { taskId: "t-alice", owner: "alice" }));
+      await store.recordTask(taskAt(2, { taskId: "t-bob", owner: "bob", status: "failed", stopReason: "max_iterations" }));
+      // Recorded before owners existed (no owner): the default client's.
+      await store.recordTask(taskAt(3, { taskId: "t-old" }));
+      // Another owner's record under a taken id does not replace the first one's.
+      await store.recordTask(taskAt(4, { taskId: "t-alice", owner: "bob", goal: "bob's overwrite" }));
+      expect((await store.history({ v: 1 }, "alice")).tasks.map((t) => [t.taskId, t.goal])).toEqual([["t-alice", "goal of task 1"]]);
+      expect((await store.history({ v: 1 }, "bob")).tasks.map((t) => t.taskId)).toEqual(["t-bob"]);
+      expect((await store.history({ v: 1 })).tasks.map((t) => t.taskId)).toEqual(["t-old"]);
+      expect(await store.stats({ v: 1 }, "bob")).toMatchObject({ tasks: 1, passed: 0 });
+      expect(await store.stats({ v: 1 }, "alice")).toMatchObject({ tasks: 1, passed: 1 });
+
+      await store.rememberFailure({ ...nameErrorFailure("t-alice", GOAL_A, "numbrs"), owner: "alice" });
+      expect((await store.failures({ v: 1 }, "alice")).failures.map((f) => f.taskId)).toEqual(["t-alice"]);
+      expect((await store.failures({ v: 1, taskId: "t-alice" }, "bob")).failures).toEqual([]);
+
+      const result = null;
+      const task = { v: 1 as const, taskId: "t-alice", goal: "g", language: "python" as const, submittedAt: new Date().toISOString(), owner: "alice" };
+      await store.saveRun({ v: 1, taskId: "t-alice", task, result, events: [], recordedAt: new Date().toISOString() });
+      expect((await store.run("t-alice", "alice")).task.owner).toBe("alice");
+      await expect(store.run("t-alice", "bob")).rejects.toMatchObject({ code: "not_found" });
+      await expect(store.run("t-alice")).rejects.toMatchObject({ code: "not_found" });
     } finally {
       await store.close();
     }

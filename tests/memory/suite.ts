@@ -308,6 +308,7 @@ export function memorySuite(test: TestWithFresh): void {
         "1767398400000_runs",
         "1767571200000_recall-log",
         "1767657600000_recall-hybrid",
+        "1767744000000_owners",
       ]);
     } finally {
       await db.close();

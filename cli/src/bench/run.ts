@@ -21,7 +21,7 @@ import {
   LoopsmithError,
   call,
   createProvider,
-  ensureStreams,
+  ensureTaskIntake,
   loadConfig,
   submitTask,
   watchEvents,
@@ -126,8 +126,8 @@ export function selectCases(cases: BenchCase[], o: Pick<BenchOptions, "ids" | "l
 }
 
 /** Waits for a task's result; undefined when `signal` aborts first. */
-async function resultOf(nc: NatsConnection, taskId: string, signal: AbortSignal): Promise<TaskResult | undefined> {
-  for await (const event of watchEvents(nc, taskId, signal)) {
+async function resultOf(nc: NatsConnection, owner: string, taskId: string, signal: AbortSignal): Promise<TaskResult | undefined> {
+  for await (const event of watchEvents(nc, taskId, { owner, signal })) {
     if (event.kind === "result" && event.result) return event.result;
   }
   return undefined;
@@ -139,6 +139,8 @@ interface Run {
   out: string;
   resultsPath: string;
   nc: NatsConnection;
+  /** The owner token the run's tasks carry (the client's: see `ownerOf`). */
+  owner: string;
   /** Starts the services that stopped answering (after a task's infrastructure error). */
   ensureStack(): Promise<void>;
   options: BenchOptions;
@@ -165,15 +167,15 @@ async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Pro
     const started = Date.now();
     const base = { runId: meta.runId, caseId: c.id, arm, attempts: attempt, label: meta.provider.label };
     try {
-      await submitTask(run.nc, task);
+      await submitTask(run.nc, task, run.owner);
       const limit = AbortSignal.any([run.abort, AbortSignal.timeout(o.taskTimeoutMs ?? 600_000)]);
-      const result = await resultOf(run.nc, task.taskId, limit);
+      const result = await resultOf(run.nc, run.owner, task.taskId, limit);
       if (!result) {
         if (run.abort.aborted) {
-          await call(run.nc, Endpoints.architect.cancel, { v: 1, taskId: task.taskId, reason: "bench interrupted" }, { timeoutMs: 3_000, retries: 0 }).catch(() => undefined);
+          await call(run.nc, Endpoints.architect.cancel, { v: 1, taskId: task.taskId, reason: "bench interrupted" }, { timeoutMs: 3_000, retries: 0, owner: run.owner }).catch(() => undefined);
           return undefined;
         }
-        await call(run.nc, Endpoints.architect.cancel, { v: 1, taskId: task.taskId, reason: "bench task timeout" }, { timeoutMs: 3_000, retries: 0 }).catch(() => undefined);
+        await call(run.nc, Endpoints.architect.cancel, { v: 1, taskId: task.taskId, reason: "bench task timeout" }, { timeoutMs: 3_000, retries: 0, owner: run.owner }).catch(() => undefined);
         line = errorLine({ ...base, taskId: task.taskId, wallMs: Date.now() - started, message: `timeout: no result within ${o.taskTimeoutMs ?? 600_000} ms` });
       } else {
         line = resultLine(result, { ...base, wallMs: Date.now() - started });
@@ -289,7 +291,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
     const stack = await startLocalStack({ config: stackConfig, log, env });
     stacks.push(stack);
     nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
-    await ensureStreams(nc);
+    await ensureTaskIntake(nc);
     // One restart at a time: a service that stopped answering (killed, crashed) is started
     // again, and the tasks it left are redelivered to it by JetStream.
     let restarting: Promise<void> | undefined;
@@ -306,7 +308,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
         // A check cut short by the end of the run is no failure.
         .catch((err: unknown) => (ending ? undefined : log.warn({ err }, "bench: the stack check failed")));
     }, WATCH_EVERY_MS);
-    const run: Run = { meta, out, resultsPath, nc, options: o, log, abort: abort.signal, ensureStack };
+    const run: Run = { meta, out, resultsPath, nc, owner: stack.owner, options: o, log, abort: abort.signal, ensureStack };
     const queue = new PQueue({ concurrency: o.concurrency ?? 4 });
     for (const t of todo) {
       void queue.add(async () => {

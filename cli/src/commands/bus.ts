@@ -50,14 +50,25 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
     .option("--tls-key <file>", "TLS: the server's private key")
     .option("--tls-ca <file>", "TLS: the CA that signs client certificates")
     .option("--tls-verify", "TLS: require a client certificate signed by --tls-ca (clients set NATS_CERT and NATS_KEY)")
-    .action(async (opts: { out?: string; storeDir: string; httpPort: number; tlsCert?: string; tlsKey?: string; tlsCa?: string; tlsVerify?: boolean }) =>
+    .option(
+      "--client <name>",
+      "a further client user, the owner of its own tasks (repeatable; its password is LOOPSMITH_NATS_CLIENT_<NAME>_PASSWORD)",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .action(async (opts: { out?: string; storeDir: string; httpPort: number; tlsCert?: string; tlsKey?: string; tlsCa?: string; tlsVerify?: boolean; client?: string[] }) =>
       run(false, async () => {
-        const { renderNatsServerConfig } = await import("@loopsmith/shared");
+        const { checkClientNames, renderNatsServerConfig } = await import("@loopsmith/shared");
+        const clients = opts.client ?? [];
+        try {
+          checkClientNames(clients);
+        } catch (err) {
+          throw usageError((err as Error).message);
+        }
         if (!opts.tlsCert !== !opts.tlsKey) throw usageError("--tls-cert and --tls-key go together");
         if ((opts.tlsCa || opts.tlsVerify) && !opts.tlsCert) throw usageError("--tls-ca and --tls-verify need --tls-cert and --tls-key");
         if (opts.tlsVerify && !opts.tlsCa) throw usageError("--tls-verify needs --tls-ca (the CA that signs client certificates)");
         const tls = opts.tlsCert && opts.tlsKey ? { certFile: opts.tlsCert, keyFile: opts.tlsKey, ...(opts.tlsCa ? { caFile: opts.tlsCa } : {}), ...(opts.tlsVerify ? { verify: true } : {}) } : undefined;
-        const text = renderNatsServerConfig({ storeDir: opts.storeDir, httpPort: opts.httpPort, ...(tls ? { tls } : {}) });
+        const text = renderNatsServerConfig({ storeDir: opts.storeDir, httpPort: opts.httpPort, ...(tls ? { tls } : {}), ...(clients.length ? { clients } : {}) });
         if (!opts.out) process.stdout.write(text);
         else {
           try {

@@ -19,7 +19,8 @@ import {
   LoopsmithError,
   call,
   createProvider,
-  ensureImproveStreams,
+  ensureImproveIntake,
+  ensureTaskIntake,
   loadConfig,
   putSnapshot,
   snapshotName,
@@ -103,9 +104,11 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   try {
     stack = await startLocalStack({ config, log, env: flags.config ? { LOOPSMITH_CONFIG: resolve(flags.config) } : {} });
     nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
-    await ensureImproveStreams(nc);
+    const owner = stack.owner;
+    await ensureTaskIntake(nc);
+    await ensureImproveIntake(nc);
     if (left) {
-      const known = await call(nc, Endpoints.architect.improveStatus, { runId }, { timeoutMs: 10_000, retries: 1 }).catch(() => undefined);
+      const known = await call(nc, Endpoints.architect.improveStatus, { runId }, { timeoutMs: 10_000, retries: 1, owner }).catch(() => undefined);
       if (!known?.state) throw leftover();
     }
     await putSnapshot(nc, snapshotName(repo.baseCommit), snapshot);
@@ -117,7 +120,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
       settings,
       self,
       submittedAt: new Date().toISOString(),
-    });
+    }, owner);
     emit(flags, { kind: "submitted", runId, duplicate: submitted.duplicate, message: `run ${runId} submitted${submitted.duplicate ? " (already submitted: following it)" : ""}; reports in ${dir}` });
     await mkdir(join(dir, "reports"), { recursive: true });
 
@@ -126,10 +129,10 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
     const branches: string[] = [];
     const pullRequests: string[] = [];
     let summary: ImproveSummary | undefined;
-    for await (const event of watchEvents(nc, runId, abort.signal)) {
+    for await (const event of watchEvents(nc, runId, { owner, signal: abort.signal })) {
       if (event.kind === "generation") {
         let report = GenerationReport.parse(event.data?.report);
-        if (report.change?.patch.startsWith("(patch of ")) report = await fullReport(nc, runId, report.generation);
+        if (report.change?.patch.startsWith("(patch of ")) report = await fullReport(nc, owner, runId, report.generation);
         reports.push(report);
         await writeReport(dir, report);
         if (!settings.dryRun && report.change) {
@@ -207,8 +210,8 @@ function emit(flags: ImproveFlags, value: Record<string, unknown> | { message: s
 }
 
 /** A report whose patch was too large for its event, from the architect's KV copy. */
-async function fullReport(nc: NatsConnection, runId: string, generation: number): Promise<GenerationReport> {
-  const { reports } = await call(nc, Endpoints.architect.improveStatus, { runId }, { timeoutMs: 10_000, retries: 1 });
+async function fullReport(nc: NatsConnection, owner: string, runId: string, generation: number): Promise<GenerationReport> {
+  const { reports } = await call(nc, Endpoints.architect.improveStatus, { runId }, { timeoutMs: 10_000, retries: 1, owner });
   const found = reports.find((r) => r.generation === generation);
   if (!found) throw new CliError("internal", `the report of generation ${generation} of ${runId} is missing`);
   return found;

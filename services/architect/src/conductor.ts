@@ -13,8 +13,10 @@ import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, type JsMsg } from "@nats-io/jetstream";
 import {
+  DEFAULT_OWNER,
   LoopsmithError,
   Streams,
+  Subjects,
   TASK_MAX_DELIVER,
   Task,
   ensureStreams,
@@ -22,6 +24,7 @@ import {
   lastEventSeq,
   openTaskStates,
   publishEvent,
+  ownerOfSubject,
   rejectIntakeMessage,
   type TaskEvent,
 } from "@loopsmith/shared";
@@ -41,12 +44,20 @@ export const CANCEL_POLL_MS = 1_000;
 /** Delay before a task whose step failed for infrastructure reasons is tried again, in ms. */
 export const RETRY_DELAY_MS = 5_000;
 
+/** The owner of a task (`DEFAULT_OWNER` for one submitted before tasks carried owners). */
+export function ownerOfTask(task: Task): string {
+  return task.owner ?? DEFAULT_OWNER;
+}
+
 /** The running conductor. */
 export interface Conductor {
-  /** Asks a task to stop at its next step; true unless the task is already final. */
-  cancel(taskId: string): Promise<boolean>;
-  /** The task's checkpoint, or null. */
-  status(taskId: string): Promise<TaskState | null>;
+  /**
+   * Asks a task to stop at its next step; true unless the task is already final, unknown, or
+   * `owner`'s it is not.
+   */
+  cancel(taskId: string, owner: string): Promise<boolean>;
+  /** The task's checkpoint, or null (also when the task is not `owner`'s). */
+  status(taskId: string, owner: string): Promise<TaskState | null>;
   /**
    * Stops taking tasks; running tasks hand back at their next step (their messages are
    * nak'd and resume elsewhere from the checkpoint). Safe to call twice.
@@ -63,12 +74,19 @@ export interface ConductorOptions {
   concurrency?: number;
 }
 
+/**
+ * The task a message carries, its owner taken from the subject it came on (a body's `owner`
+ * is replaced: the permission matrix vouches for the subject, not the body).
+ */
 function parseTask(msg: JsMsg) {
+  let parsed;
   try {
-    return Task.safeParse(msg.json());
+    parsed = Task.safeParse(msg.json());
   } catch {
     return Task.safeParse(null);
   }
+  if (parsed.success) parsed.data.owner = ownerOfSubject(msg.subject, Subjects.tasksSubmit) ?? DEFAULT_OWNER;
+  return parsed;
 }
 
 /** Publishes events without waiting for each ack; {@link PipelinedEvents.flush} waits for them all. */
@@ -101,15 +119,16 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
   const store: StateStore = kvStateStore(await openTaskStates(nc));
   const consumer = await jetstream(nc).consumers.get(Streams.tasks, Streams.conductorConsumer);
   const limit = opts.concurrency ?? 4;
-  const running = new Map<string, { abort: AbortController; done: Promise<void> }>();
+  const running = new Map<string, { task: Task; abort: AbortController; done: Promise<void> }>();
   let stopped = false;
   let wake: (() => void) | undefined;
 
   /** Publishes the final result of a state (idempotent: the result's message id is fixed). */
   const publishResult = async (state: TaskState): Promise<void> => {
     if (!state.result) return;
-    const seq = Math.max(state.eventSeq - 1, (await lastEventSeq(nc, state.task.taskId)) + 1);
-    await publishEvent(nc, { v: 1, taskId: state.task.taskId, seq, at: new Date().toISOString(), iteration: state.iteration, kind: "result", phase: "done", message: state.result.message, result: state.result });
+    const owner = ownerOfTask(state.task);
+    const seq = Math.max(state.eventSeq - 1, (await lastEventSeq(nc, owner, state.task.taskId)) + 1);
+    await publishEvent(nc, { v: 1, taskId: state.task.taskId, seq, at: new Date().toISOString(), iteration: state.iteration, kind: "result", phase: "done", message: state.result.message, result: state.result }, owner);
   };
 
   /** Ends a task with an `error` result from its checkpoint (or from the task alone). */
@@ -117,7 +136,7 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
     const error = err instanceof LoopsmithError ? err : new LoopsmithError("internal", (err as Error)?.message ?? String(err), { cause: err });
     const current = await store.get(task.taskId);
     const base = current?.state ?? initialState(task);
-    const next = Math.max(base.eventSeq, (await lastEventSeq(nc, task.taskId)) + 1);
+    const next = Math.max(base.eventSeq, (await lastEventSeq(nc, ownerOfTask(task), task.taskId)) + 1);
     const final = finalState({ ...base, eventSeq: next + 1 }, "error", `stopped: ${error.message}`, error);
     if (current) await store.update(final, current.revision);
     else await store.create(final);
@@ -130,12 +149,29 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
     await publishResult(final);
   };
 
+  /**
+   * A task id another owner already has: the submitter gets an `error` result on its own
+   * events subject; the other owner's task and checkpoint are left as they are.
+   */
+  const refuseTakenId = async (task: Task): Promise<void> => {
+    const message = `the task id ${task.taskId} belongs to another client's task: submit with another id`;
+    const result = finalState(initialState(task), "error", message, new LoopsmithError("bad_request", message, { retryable: false })).result;
+    await publishEvent(nc, { v: 1, taskId: task.taskId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "result", phase: "done", message, ...(result ? { result } : {}) }, ownerOfTask(task));
+  };
+
   const processMessage = async (msg: JsMsg, task: Task, abort: AbortController): Promise<void> => {
-    const tlog = log.child({ taskId: task.taskId });
+    const owner = ownerOfTask(task);
+    const tlog = log.child({ taskId: task.taskId, owner });
     let cancelSeen = false;
     const heartbeat = setInterval(() => msg.working(), HEARTBEAT_MS);
     try {
       const existing = await store.get(task.taskId);
+      if (existing && ownerOfTask(existing.state.task) !== owner) {
+        tlog.warn("task id taken by another owner's task; refusing the submission");
+        await refuseTakenId(task);
+        msg.term("task id taken by another owner");
+        return;
+      }
       if (existing?.state.status === "final") {
         tlog.info("task already final; publishing its result again and acknowledging");
         await publishResult(existing.state);
@@ -146,23 +182,23 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
       let revision: number;
       if (existing) {
         // Events published after the last checkpoint were not counted in it.
-        const next = Math.max(existing.state.eventSeq, (await lastEventSeq(nc, task.taskId)) + 1);
+        const next = Math.max(existing.state.eventSeq, (await lastEventSeq(nc, owner, task.taskId)) + 1);
         state = { ...existing.state, eventSeq: next };
         revision = existing.revision;
         tlog.info({ phase: state.phase, iteration: state.iteration }, "resuming task from its checkpoint");
       } else {
         state = initialState(task);
         revision = await store.create(state);
-        await publishEvent(nc, { v: 1, taskId: task.taskId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "accepted", message: `task accepted (${task.language})` });
+        await publishEvent(nc, { v: 1, taskId: task.taskId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "accepted", message: `task accepted (${task.language})` }, owner);
         state = { ...state, eventSeq: 1 };
         revision = await store.update(state, revision);
       }
-      cancelSeen = await store.cancelRequested(task.taskId);
+      cancelSeen = await store.cancelRequested(task.taskId, owner);
       let cancelCheckedAt = Date.now();
       // Events are published without waiting for each ack (the connection keeps their order);
       // every checkpoint, and the end of the task, first waits for all of them, so a
       // checkpoint never runs ahead of an event JetStream did not take (its error is thrown there).
-      const events = pipelinedEvents((event) => publishEvent(nc, event));
+      const events = pipelinedEvents((event) => publishEvent(nc, event, owner));
       const final = await runLoop(state, steps, {
         checkpoint: async (s) => {
           await events.flush();
@@ -171,7 +207,7 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
           // a KV marker, read at most every CANCEL_POLL_MS (not a round trip per checkpoint).
           if (!cancelSeen && Date.now() - cancelCheckedAt >= CANCEL_POLL_MS) {
             cancelCheckedAt = Date.now();
-            cancelSeen = await store.cancelRequested(s.task.taskId);
+            cancelSeen = await store.cancelRequested(s.task.taskId, owner);
           }
         },
         emit: events.emit,
@@ -223,7 +259,7 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
         running.delete(taskId);
         wake?.();
       });
-    running.set(taskId, { abort, done });
+    running.set(taskId, { task: parsed.data, abort, done });
   };
 
   const loop = (async () => {
@@ -244,15 +280,20 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
   })();
 
   return {
-    async cancel(taskId) {
+    async cancel(taskId, owner) {
       const current = await store.get(taskId);
+      // A task not yet taken has no checkpoint: its marker stops it when it starts. One of
+      // another owner's is left alone (and the answer does not say whether it exists).
+      if (current && ownerOfTask(current.state.task) !== owner) return false;
       if (current?.state.status === "final") return false;
-      await store.requestCancel(taskId);
-      running.get(taskId)?.abort.abort();
+      await store.requestCancel(taskId, owner);
+      const mine = running.get(taskId);
+      if (mine && ownerOfTask(mine.task) === owner) mine.abort.abort();
       return true;
     },
-    async status(taskId) {
-      return (await store.get(taskId))?.state ?? null;
+    async status(taskId, owner) {
+      const state = (await store.get(taskId))?.state ?? null;
+      return state && ownerOfTask(state.task) === owner ? state : null;
     },
     async stop() {
       stopped = true;

@@ -3,12 +3,14 @@ import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Endpoints, LoopsmithError, createProvider, handle, type Config, type LlmProvider, type ServiceModule } from "@loopsmith/shared";
 import { startConductor } from "./conductor.js";
+import { readEventsPage } from "./events-page.js";
 import { createPlanner } from "./planner.js";
 import { busSteps, type Steps } from "./steps.js";
 import { openRecordOutbox, type RecordOutbox } from "./outbox.js";
 import type { Improver, ImproverOptions } from "./improve/consumer.js";
 
-export { CANCEL_POLL_MS, startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
+export { CANCEL_POLL_MS, ownerOfTask, startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
+export { readEventsPage } from "./events-page.js";
 export { createPlanner, type Planner } from "./planner.js";
 export { runLoop, finalState, verdictFiles, fallbackPlan, RetryLater, type VerdictFiles } from "./loop.js";
 export { busSteps, type LoopIO, type Steps } from "./steps.js";
@@ -53,11 +55,12 @@ export async function architectService(deps: {
   const steps: Steps = { ...bus, recordTask: (record) => (outbox ? outbox.record(record) : bus.recordTask(record)) };
   return {
     registrations: [
-      handle(Endpoints.architect.status, async (req) => ({ state: await need().status(req.taskId) })),
-      handle(Endpoints.architect.cancel, async (req) => ({ cancelled: await need().cancel(req.taskId) })),
-      handle(Endpoints.architect.improveStatus, async (req) => {
+      handle(Endpoints.architect.status, async (req, ctx) => ({ state: await need().status(req.taskId, ctx.owner) })),
+      handle(Endpoints.architect.cancel, async (req, ctx) => ({ cancelled: await need().cancel(req.taskId, ctx.owner) })),
+      handle(Endpoints.architect.events, async (req, ctx) => readEventsPage(deps.nc, ctx.owner, req)),
+      handle(Endpoints.architect.improveStatus, async (req, ctx) => {
         if (!improver) throw new LoopsmithError("unavailable", "the improver is starting; try again");
-        return improver.status(req.runId);
+        return improver.status(req.runId, ctx.owner);
       }),
     ],
     start: async () => {
@@ -76,7 +79,7 @@ export async function architectService(deps: {
         execute: steps.execute,
         tree: steps.tree,
         ...(steps.cacheDir ? { cacheDir: steps.cacheDir } : {}),
-        cancelTask: async (taskId) => void (await tasks.cancel(taskId)),
+        cancelTask: async (taskId, owner) => void (await tasks.cancel(taskId, owner)),
       });
     },
     hooks: [

@@ -184,7 +184,7 @@ export async function rememberPhase(run: TaskRun): Promise<PhaseOutcome> {
   const code = codeOf(s.candidate);
   const errorText = s.lastExecution && failure.status !== "blocked" && failure.status !== "llm_bad_reply" ? errorTextOf(s.lastExecution) : failure.output.slice(0, 2_000) || failure.status;
   const stored = await run.safely(() =>
-    run.steps.rememberFailure({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("failure"), language: s.task.language, goal: s.task.goal, errorText, failingTests: failure.failingTests, outputTail: failure.output.slice(-4_000), status: failure.status, ...(code ? { code } : {}) }),
+    run.steps.rememberFailure({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("failure"), language: s.task.language, goal: s.task.goal, errorText, failingTests: failure.failingTests, outputTail: failure.output.slice(-4_000), status: failure.status, ...(code ? { code } : {}), ...(s.task.owner ? { owner: s.task.owner } : {}) }),
   );
   const signature = stored?.signature ?? `${failure.status}: ${errorText.split("\n")[0] ?? ""}`.slice(0, 300);
   const withSig: FailureBrief = { ...failure, signature };

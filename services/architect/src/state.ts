@@ -116,10 +116,13 @@ export interface StateStore {
    *   `internal` (not retryable) when the state is too large for the bucket.
    */
   update(state: TaskState, revision: number): Promise<number>;
-  /** Marks a task as cancelled; works before its first checkpoint too. */
-  requestCancel(taskId: string): Promise<void>;
-  /** True once a cancel was asked for. */
-  cancelRequested(taskId: string): Promise<boolean>;
+  /**
+   * Marks `owner`'s task as cancelled; works before its first checkpoint too. The marker is
+   * per owner, so a cancel sent for another owner's task id stops nothing.
+   */
+  requestCancel(taskId: string, owner: string): Promise<void>;
+  /** True once `owner` asked to cancel the task. */
+  cancelRequested(taskId: string, owner: string): Promise<boolean>;
 }
 
 /** JetStream's API error code for a write whose expected last sequence does not match. */
@@ -136,7 +139,7 @@ function writeError(err: unknown, taskId: string): LoopsmithError {
   return new LoopsmithError("unavailable", `the checkpoint of task ${taskId} could not be written: ${(err as Error)?.message ?? err}`, { cause: err, retryable: true });
 }
 
-const cancelKey = (taskId: string): string => `cancel.${taskId}`;
+const cancelKey = (taskId: string, owner: string): string => `cancel.${owner}.${taskId}`;
 
 /** A {@link StateStore} over a JetStream KV bucket. */
 export function kvStateStore(kv: KV): StateStore {
@@ -164,11 +167,11 @@ export function kvStateStore(kv: KV): StateStore {
         throw writeError(err, state.task.taskId);
       }
     },
-    async requestCancel(taskId) {
-      await kv.put(cancelKey(taskId), "1");
+    async requestCancel(taskId, owner) {
+      await kv.put(cancelKey(taskId, owner), "1");
     },
-    async cancelRequested(taskId) {
-      const entry = await kv.get(cancelKey(taskId));
+    async cancelRequested(taskId, owner) {
+      const entry = await kv.get(cancelKey(taskId, owner));
       // Exactly the marker requestCancel writes: any other value there (a message a JetStream
       // push consumer delivered to the subject, say) cancels nothing.
       return !!entry && entry.operation === "PUT" && entry.string() === "1";

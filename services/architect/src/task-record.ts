@@ -39,5 +39,6 @@ export function taskRecordOf(state: TaskState, reason: StopReason, finishedAt = 
     scripted: state.scripted,
     finishedAt,
     ...(fits ? { task: state.task, result } : {}),
+    ...(state.task.owner ? { owner: state.task.owner } : {}),
   };
 }

@@ -6,7 +6,7 @@
 import { z } from "zod";
 import type pg from "pg";
 import pgvector from "pgvector/pg";
-import { FailureRecord, LoopsmithError, type Remembered } from "@loopsmith/shared";
+import { DEFAULT_OWNER, FailureRecord, LoopsmithError, type Remembered } from "@loopsmith/shared";
 import type { Embedder } from "./embedder.js";
 import { analyseStale, hnswIndexName, type Database } from "./db.js";
 import { embedPartsMany, prepareFailure, type PreparedFailure } from "./embed-text.js";
@@ -64,7 +64,7 @@ function prepare(input: unknown, index: number): Prepared {
 }
 
 /**
- * One batch's INSERT: each column is one array parameter, unnested (19 parameters whatever the
+ * One batch's INSERT: each column is one array parameter, unnested (20 parameters whatever the
  * batch size), embedded with one embedder call. Generated columns (the full-text vectors) need
  * no value.
  */
@@ -77,13 +77,13 @@ async function batchStatement(embedder: Embedder, batch: Prepared[]): Promise<pg
     text: `INSERT INTO loopsmith.failures
        (idempotency_key, task_id, iteration, language, goal, signature, error_type, error_text,
         failing_tests, output_tail, status, reflection, embedder, embedding,
-        code, signature_key, recall_goal, recall_error, recall_code)
+        code, signature_key, recall_goal, recall_error, recall_code, owner)
      SELECT k, t, i, l, g, s, et, tx, ft::jsonb, o, st, r::jsonb, $13, e::vector(${embedder.dimensions}),
-            c, sk, rg, re, rc
+            c, sk, rg, re, rc, ow
        FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
                    $9::text[], $10::text[], $11::text[], $12::text[], $14::text[],
-                   $15::text[], $16::text[], $17::text[], $18::text[], $19::text[])
-            AS u(k, t, i, l, g, s, et, tx, ft, o, st, r, e, c, sk, rg, re, rc)
+                   $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[])
+            AS u(k, t, i, l, g, s, et, tx, ft, o, st, r, e, c, sk, rg, re, rc, ow)
      ON CONFLICT (idempotency_key) DO NOTHING
      RETURNING id::text AS id, idempotency_key AS key, signature`,
     values: [
@@ -106,6 +106,7 @@ async function batchStatement(embedder: Embedder, batch: Prepared[]): Promise<pg
       col((p) => p.derived.parts.goal),
       col((p) => p.derived.parts.error),
       col((p) => p.derived.parts.code),
+      col((p) => p.rec.owner ?? DEFAULT_OWNER),
     ],
   };
 }

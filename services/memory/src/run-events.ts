@@ -5,11 +5,11 @@
  * instead of waiting for a result.
  */
 import type { Logger } from "pino";
-import { RUN_EVENTS_CAP, lastEventSeq, watchEvents, type TaskEvent } from "@loopsmith/shared";
+import { RUN_EVENTS_CAP, followEvents, lastEventSeq, type TaskEvent } from "@loopsmith/shared";
 import type { ReadEvents } from "./runs.js";
 
 /** A NATS connection, as the shared stream helpers take it. */
-export type EventsConnection = Parameters<typeof watchEvents>[0];
+export type EventsConnection = Parameters<typeof followEvents>[0];
 
 /** Options of {@link readTaskEvents}. */
 export interface ReadTaskEventsOptions {
@@ -21,19 +21,19 @@ export interface ReadTaskEventsOptions {
 }
 
 /**
- * Every event of `taskId` now in the events stream, from the first to the last (or up to the
+ * Every event of `owner`'s `taskId` now in the events stream, from the first to the last (or up to the
  * `result` event), in stream order. Never throws: when the stream cannot be read (no stream,
  * NATS down, the time is up), returns what it has with `complete: false` and logs a warning.
  */
-export async function readTaskEvents(nc: EventsConnection, taskId: string, opts: ReadTaskEventsOptions = {}): Promise<ReadEvents> {
+export async function readTaskEvents(nc: EventsConnection, owner: string, taskId: string, opts: ReadTaskEventsOptions = {}): Promise<ReadEvents> {
   const limit = opts.limit ?? 4 * RUN_EVENTS_CAP;
   const events: TaskEvent[] = [];
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), opts.timeoutMs ?? 10_000);
   try {
-    const last = await lastEventSeq(nc, taskId);
+    const last = await lastEventSeq(nc, owner, taskId);
     if (last < 0) return { events, complete: true };
-    for await (const e of watchEvents(nc, taskId, abort.signal)) {
+    for await (const e of followEvents(nc, owner, taskId, abort.signal)) {
       events.push(e);
       if (e.seq >= last || e.kind === "result") return { events, complete: true };
       if (events.length >= limit) break;

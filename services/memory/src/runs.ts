@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import {
   LoopsmithError,
+  DEFAULT_OWNER,
   RUN_EVENTS_CAP,
   RunRecord,
   TaskEvent,
@@ -128,11 +129,14 @@ export async function saveRun(db: Database, run: RunRecord): Promise<void> {
  * @throws LoopsmithError `not_found` when no run of that task was recorded; `db_error`;
  *   `internal` when the stored task or result no longer matches the contract
  */
-export async function readRun(db: Database, taskId: string): Promise<RunRecord> {
+export async function readRun(db: Database, taskId: string, owner: string = DEFAULT_OWNER): Promise<RunRecord> {
+  // A run's owner is its task's (`task.owner`; none: the default client's). Another owner's
+  // run is "not found", like one never recorded.
   const { rows } = await withDb("read the run", () =>
     db.pool.query<{ task: unknown; result: unknown; events: unknown; events_truncated: boolean; events_total: number | null; recorded_at: Date }>(
-      `SELECT task, result, events, events_truncated, events_total, recorded_at FROM loopsmith.runs WHERE task_id = $1`,
-      [taskId],
+      `SELECT task, result, events, events_truncated, events_total, recorded_at FROM loopsmith.runs
+        WHERE task_id = $1 AND coalesce(task->>'owner', $3) = $2`,
+      [taskId, owner, DEFAULT_OWNER],
     ),
   );
   const row = rows[0];

@@ -10,7 +10,7 @@
  * stored; `run` serves it back in parts that each fit one NATS message.
  */
 import type { Logger } from "pino";
-import { Endpoints, handle, type Config, type ServiceModule, type TaskRecord } from "@loopsmith/shared";
+import { DEFAULT_OWNER, Endpoints, handle, type Config, type ServiceModule, type TaskRecord } from "@loopsmith/shared";
 import type { Embedder } from "./embedder.js";
 import { readTaskEvents, type EventsConnection } from "./run-events.js";
 import { assembleRun, runPart } from "./runs.js";
@@ -49,7 +49,7 @@ async function recordTask(store: MemoryStore, record: TaskRecord, deps: Registra
   const recorded = await store.recordTask(record);
   if (record.task) {
     const read = deps.nc
-      ? await readTaskEvents(deps.nc, record.taskId, { ...(deps.log ? { log: deps.log } : {}), ...(deps.eventsTimeoutMs !== undefined ? { timeoutMs: deps.eventsTimeoutMs } : {}) })
+      ? await readTaskEvents(deps.nc, record.owner ?? record.task.owner ?? DEFAULT_OWNER, record.taskId, { ...(deps.log ? { log: deps.log } : {}), ...(deps.eventsTimeoutMs !== undefined ? { timeoutMs: deps.eventsTimeoutMs } : {}) })
       : { events: [], complete: false };
     await store.saveRun(assembleRun(record, read, new Date().toISOString()));
   }
@@ -71,10 +71,10 @@ export function memoryRegistrations(store: MemoryStore, deps: RegistrationDeps =
     handle(m.attachFix, (req) => store.attachFix(req)),
     handle(m.rememberSuccess, (req) => store.rememberSuccess(req)),
     handle(m.recordTask, (req, ctx) => recordTask(store, req, { ...deps, log: ctx.log })),
-    handle(m.history, (req) => store.history(req)),
-    handle(m.failures, (req) => store.failures(req)),
-    handle(m.stats, (req) => store.stats(req)),
-    handle(m.run, async (req) => runPart(await store.run(req.taskId), req.offset, maxPayload())),
+    handle(m.history, (req, ctx) => store.history(req, ctx.owner)),
+    handle(m.failures, (req, ctx) => store.failures(req, ctx.owner)),
+    handle(m.stats, (req, ctx) => store.stats(req, ctx.owner)),
+    handle(m.run, async (req, ctx) => runPart(await store.run(req.taskId, ctx.owner), req.offset, maxPayload())),
   ];
 }
 

@@ -3,14 +3,14 @@
  * from. A window is the tasks finished at or after `since` and, of those, the `last` most
  * recent (both optional). Percentiles are PostgreSQL's `percentile_disc` (nearest rank).
  */
-import { LoopsmithError, Usage, type MemoryStats, type Recall, type StatsRequest } from "@loopsmith/shared";
+import { DEFAULT_OWNER, LoopsmithError, Usage, type MemoryStats, type Recall, type StatsRequest } from "@loopsmith/shared";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
 
 /** The window's tasks as a CTE over `$1` (since, or null) and `$2` (last, or null: all). */
 const WINDOW = `WITH w AS (
   SELECT * FROM loopsmith.tasks
-   WHERE $1::timestamptz IS NULL OR finished_at >= $1::timestamptz
+   WHERE owner = $3 AND ($1::timestamptz IS NULL OR finished_at >= $1::timestamptz)
    ORDER BY finished_at DESC, recorded_at DESC
    LIMIT $2::bigint)`;
 
@@ -33,12 +33,12 @@ interface Totals {
 /**
  * Counts and totals of the window's tasks: pass rate, stop reasons, iterations (mean over
  * passed tasks, mean and p90 over all), tokens and USD (in all, mean per task, per LLM role),
- * and the recall hit rate of their failure recalls; stored failures and successes are counted
- * over all of memory.
+ * and the recall hit rate of their failure recalls, over `owner`'s tasks; stored failures and
+ * successes are counted over all of memory (the memory every task recalls from).
  * @throws LoopsmithError `db_error`
  */
-export async function computeStats(db: Database, req: StatsRequest = { v: 1 }): Promise<MemoryStats> {
-  const params = [req.since ?? null, req.last ?? null];
+export async function computeStats(db: Database, req: StatsRequest = { v: 1 }, owner: string = DEFAULT_OWNER): Promise<MemoryStats> {
+  const params = [req.since ?? null, req.last ?? null, owner];
   const { rows } = await withDb("compute statistics", () =>
     db.pool.query<Totals>(
       `${WINDOW},

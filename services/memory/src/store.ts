@@ -11,6 +11,7 @@ import {
   FailureFix,
   FailureRecord,
   FailuresRequest,
+  DEFAULT_OWNER,
   HistoryRequest,
   LoopsmithError,
   RecallRequest,
@@ -89,25 +90,25 @@ export interface MemoryStore {
    * @throws LoopsmithError `not_found` when none was recorded; `bad_request` for an invalid
    *   task id; `db_error`
    */
-  run(taskId: string): Promise<RunRecord>;
+  run(taskId: string, owner?: string): Promise<RunRecord>;
   /**
    * One page of recent tasks, newest `finishedAt` first (`limit` after the `offset` newest);
    * `finishedAt` comes back as ISO-8601 UTC, each goal cut to `HISTORY_GOAL_CHARS`.
    * @throws LoopsmithError `bad_request`; `db_error`
    */
-  history(request: z.input<typeof HistoryRequest>): Promise<History>;
+  history(request: z.input<typeof HistoryRequest>, owner?: string): Promise<History>;
   /**
    * Stored failures: one task's, oldest first, or the most recent of all, newest first;
    * `createdAt` as ISO-8601 UTC, the error text cut to 2 000 characters.
    * @throws LoopsmithError `bad_request`; `db_error`
    */
-  failures(request: z.input<typeof FailuresRequest>): Promise<Failures>;
+  failures(request: z.input<typeof FailuresRequest>, owner?: string): Promise<Failures>;
   /**
    * Statistics over a window of tasks (see `computeStats` in stats.ts): pass rate, stop
    * reasons, iterations, tokens, USD, recall hit rate; absent request: every task.
    * @throws LoopsmithError `bad_request` for input that fails {@link StatsRequest}; `db_error`
    */
-  stats(request?: z.input<typeof StatsRequest>): Promise<MemoryStats>;
+  stats(request?: z.input<typeof StatsRequest>, owner?: string): Promise<MemoryStats>;
   /**
    * Logs a failure recall of `taskId` for the recall hit rate of {@link stats} (see
    * `logRecall` in stats.ts); a recall without a signature is not logged.
@@ -219,13 +220,14 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
       await withDb("record the task", () =>
         db.pool.query(
           `INSERT INTO loopsmith.tasks
-             (task_id, goal, language, status, stop_reason, iterations, usage, cost_usd, duration_ms, scripted, finished_at, usage_by_role)
-           VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11::timestamptz, $12::jsonb)
+             (task_id, goal, language, status, stop_reason, iterations, usage, cost_usd, duration_ms, scripted, finished_at, usage_by_role, owner)
+           VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11::timestamptz, $12::jsonb, $13)
            ON CONFLICT (task_id) DO UPDATE SET
              goal = EXCLUDED.goal, language = EXCLUDED.language, status = EXCLUDED.status,
              stop_reason = EXCLUDED.stop_reason, iterations = EXCLUDED.iterations, usage = EXCLUDED.usage,
              cost_usd = EXCLUDED.cost_usd, duration_ms = EXCLUDED.duration_ms, scripted = EXCLUDED.scripted,
-             finished_at = EXCLUDED.finished_at, usage_by_role = EXCLUDED.usage_by_role, recorded_at = now()`,
+             finished_at = EXCLUDED.finished_at, usage_by_role = EXCLUDED.usage_by_role, recorded_at = now()
+           WHERE loopsmith.tasks.owner = EXCLUDED.owner`,
           [
             rec.taskId,
             rec.goal,
@@ -239,6 +241,7 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
             rec.scripted,
             new Date(rec.finishedAt).toISOString(),
             JSON.stringify(rec.usageByRole),
+            rec.owner ?? rec.task?.owner ?? DEFAULT_OWNER,
           ],
         ),
       );
@@ -251,19 +254,19 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
       return { id: run.taskId };
     },
 
-    async run(taskId) {
-      return readRun(db, parse(TaskId, taskId, "task id"));
+    async run(taskId, owner = DEFAULT_OWNER) {
+      return readRun(db, parse(TaskId, taskId, "task id"), owner);
     },
 
-    async history(input) {
-      return readHistory(db, parse(HistoryRequest, input, "history request"));
+    async history(input, owner = DEFAULT_OWNER) {
+      return readHistory(db, parse(HistoryRequest, input, "history request"), owner);
     },
 
-    async failures(input) {
-      return readFailures(db, parse(FailuresRequest, input, "failures request"));
+    async failures(input, owner = DEFAULT_OWNER) {
+      return readFailures(db, parse(FailuresRequest, input, "failures request"), owner);
     },
 
-    stats: async (input = { v: 1 }) => computeStats(db, parse(StatsRequest, input, "stats request")),
+    stats: async (input = { v: 1 }, owner = DEFAULT_OWNER) => computeStats(db, parse(StatsRequest, input, "stats request"), owner),
 
     logRecall: (taskId, recall) => logRecall(db, taskId, recall),
 

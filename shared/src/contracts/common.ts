@@ -15,6 +15,10 @@ export const TaskId = z
   .regex(/^[A-Za-z0-9_-]{1,64}$/, "task ids are 1-64 letters, digits, '-' or '_'");
 export type TaskId = z.infer<typeof TaskId>;
 
+/** The client a task belongs to (a subject token; see `OWNER_PATTERN` in `subjects.ts`). */
+export const Owner = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "owners are 1-64 letters, digits, '-' or '_'");
+export type Owner = z.infer<typeof Owner>;
+
 /**
  * A workspace-relative file path: no absolute paths, no `..` segments, no backslashes,
  * at most 255 bytes. The executor checks again on disk (symlinks).

@@ -70,13 +70,13 @@ export const TaskResult = z.object({
 export type TaskResult = z.infer<typeof TaskResult>;
 
 /**
- * What a rejected intake message gets on `loopsmith.rejects.<intake>` (`rejectsSubject`): a
+ * What a rejected intake message gets on `loopsmith.rejects.<intake>.<owner>` (`rejectsSubject`): a
  * message on the submit subject that is not JSON or fails its schema is never run and never
  * dropped in silence; the conductor logs it and publishes this.
  */
 export const RejectNotice = z.object({
   v: V1,
-  /** The subject the message came on (`loopsmith.tasks.submit`). */
+  /** The subject the message came on (`loopsmith.tasks.submit.<owner>`). */
   subject: z.string(),
   /** Its sequence number in the intake stream. */
   streamSeq: z.number().int().nonnegative().optional(),
@@ -91,7 +91,7 @@ export const RejectNotice = z.object({
 });
 export type RejectNotice = z.infer<typeof RejectNotice>;
 
-/** A progress event on `loopsmith.events.<taskId>`. `seq` increases by one per task. */
+/** A progress event on `loopsmith.events.<owner>.<taskId>`. `seq` increases by one per task. */
 export const TaskEvent = z.object({
   v: V1,
   taskId: TaskId,
@@ -107,3 +107,30 @@ export const TaskEvent = z.object({
   result: TaskResult.optional(),
 });
 export type TaskEvent = z.infer<typeof TaskEvent>;
+
+/** Most events one {@link EventsPage} carries. */
+export const EVENTS_PAGE_MAX = 200;
+
+/**
+ * Ask the architect for a task's events so far (a client reads its events this way and then
+ * follows new ones on a core subscription; it has no JetStream consumer rights). Pages go by
+ * the events stream's sequence: the first page from `after: 0`, the next from the last
+ * page's `cursor`.
+ */
+export const EventsRequest = z.object({
+  v: V1,
+  taskId: TaskId,
+  /** Events stored after this stream sequence number. @defaultValue 0 */
+  after: z.number().int().nonnegative().default(0),
+});
+export type EventsRequest = z.infer<typeof EventsRequest>;
+
+/** One page of a task's events, in stream order: at most {@link EVENTS_PAGE_MAX}, and under 512 KiB. */
+export const EventsPage = z.object({
+  events: z.array(TaskEvent),
+  /** The stream sequence number of the last event read (the next page's `after`). */
+  cursor: z.number().int().nonnegative(),
+  /** Whether more events were stored when this page was cut. */
+  more: z.boolean(),
+});
+export type EventsPage = z.infer<typeof EventsPage>;

@@ -6,7 +6,7 @@
  * the parent commit and from loopsmith, never from the candidate.
  */
 import { z } from "zod";
-import { RelativePath, Usage, V1 } from "./common.js";
+import { Owner, RelativePath, Usage, V1 } from "./common.js";
 import { CommitId, DependencyPolicy } from "./repo.js";
 
 /** An improvement run id: 1-48 letters, digits, `-` or `_` (a generation's task id is `<runId>-gen-<N>`). */
@@ -125,6 +125,11 @@ export const ImproveRequest = z.object({
   /** True when the repository is loopsmith itself ({@link SELF_PROTECTED} applies). */
   self: z.boolean().default(false),
   submittedAt: z.string(),
+  /**
+   * The client the run belongs to, and its generations' tasks. Set by the improver from the
+   * subject the run arrived on (`loopsmith.improve.submit.<owner>`); a value written here is replaced.
+   */
+  owner: Owner.optional(),
 });
 export type ImproveRequest = z.infer<typeof ImproveRequest>;
 export type ImproveRequestInput = z.input<typeof ImproveRequest>;

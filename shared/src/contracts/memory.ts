@@ -1,6 +1,6 @@
 /** What memory stores and recalls. */
 import { z } from "zod";
-import { FileChange, Language, StepHeader, TaskId, Usage, V1 } from "./common.js";
+import { FileChange, Language, Owner, StepHeader, TaskId, Usage, V1 } from "./common.js";
 import { TaskEvent, TaskResult } from "./events.js";
 import { Reflection } from "./plan.js";
 import { Task } from "./task.js";
@@ -23,6 +23,8 @@ export const FailureRecord = z.object({
    * so that two mistakes that fail the same test the same way can be told apart.
    */
   code: z.string().max(50_000).optional(),
+  /** The client whose task failed (who may list it); `client` when absent. */
+  owner: Owner.optional(),
 });
 export type FailureRecord = z.infer<typeof FailureRecord>;
 
@@ -142,6 +144,8 @@ export const TaskRecord = z.object({
   task: Task.optional(),
   /** The task's final result, stored with the run (absent: the run has no result). */
   result: TaskResult.optional(),
+  /** The client the task belongs to (who may read it back); `client` when absent. */
+  owner: Owner.optional(),
 });
 export type TaskRecord = z.infer<typeof TaskRecord>;
 

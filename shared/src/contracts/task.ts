@@ -1,6 +1,6 @@
 /** The task a user submits, and its limits. */
 import { z } from "zod";
-import { FileChange, Language, TaskId, V1 } from "./common.js";
+import { FileChange, Language, Owner, TaskId, V1 } from "./common.js";
 import { RepoSpec } from "./repo.js";
 import { TaskScript } from "./script.js";
 
@@ -74,6 +74,11 @@ export const Task = z.object({
   source: TaskSource.default({ kind: "user" }),
   /** ISO-8601 time of submission. */
   submittedAt: z.string(),
+  /**
+   * The client the task belongs to. Set by the conductor from the subject the task arrived on
+   * (`loopsmith.tasks.submit.<owner>`); a value a client writes here is replaced.
+   */
+  owner: Owner.optional(),
 });
 export type Task = z.infer<typeof Task>;
 /** A task as a client writes it (defaults not yet applied). */

@@ -9,14 +9,17 @@ import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, type JsMsg } from "@nats-io/jetstream";
 import {
+  DEFAULT_OWNER,
   IMPROVE_MAX_DELIVER,
   ImproveRequest,
   LoopsmithError,
   Streams,
+  Subjects,
   ensureImproveStreams,
   isTransientNatsError,
   lastEventSeq,
   openImproveStates,
+  ownerOfSubject,
   publishEvent,
   rejectIntakeMessage,
   type GenerationReport,
@@ -31,14 +34,19 @@ const EVENT_REPORT_MAX_CHARS = 400_000;
 
 /** The running improver. */
 export interface Improver {
-  /** A run's state and its reports so far. */
-  status(runId: string): Promise<{ state: ImproveState | null; reports: GenerationReport[] }>;
+  /** A run's state and its reports so far (none when the run is not `owner`'s). */
+  status(runId: string, owner: string): Promise<{ state: ImproveState | null; reports: GenerationReport[] }>;
   /** Stops taking runs; a running run hands back before its next generation. */
   stop(): Promise<void>;
 }
 
 /** Options of {@link startImprover}. */
 export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "rejectedFrom" | "nc" | "log"> & { nc: NatsConnection; log: Logger };
+
+/** The owner of a run (`DEFAULT_OWNER` for one submitted before runs carried owners). */
+function ownerOfRun(request: ImproveRequest): string {
+  return request.owner ?? DEFAULT_OWNER;
+}
 
 /** Publishes one event of a run; returns the state with the next seq. */
 async function publish(nc: NatsConnection, state: ImproveState, kind: "step" | "generation" | "warning" | "result", message: string, data?: Record<string, unknown>): Promise<ImproveState> {
@@ -47,7 +55,7 @@ async function publish(nc: NatsConnection, state: ImproveState, kind: "step" | "
   if (report?.change && JSON.stringify(report).length > EVENT_REPORT_MAX_CHARS) {
     payload = { ...data, report: { ...report, change: { ...report.change, patch: `(patch of ${report.change.patch.length} characters: loopsmith.architect.improve_status has it)` } } };
   }
-  await publishEvent(nc, { v: 1, taskId: state.request.runId, seq: state.eventSeq, at: new Date().toISOString(), iteration: Math.min(state.generation, 10_000), kind, message, ...(payload ? { data: payload } : {}) });
+  await publishEvent(nc, { v: 1, taskId: state.request.runId, seq: state.eventSeq, at: new Date().toISOString(), iteration: Math.min(state.generation, 10_000), kind, message, ...(payload ? { data: payload } : {}) }, ownerOfRun(state.request));
   return { ...state, eventSeq: state.eventSeq + 1 };
 }
 
@@ -65,6 +73,13 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
     const heartbeat = setInterval(() => msg.working(), HEARTBEAT_MS);
     try {
       const existing = await store.get(request.runId);
+      if (existing && ownerOfRun(existing.state.request) !== ownerOfRun(request)) {
+        const message = `the run id ${request.runId} belongs to another client's run: submit with another id`;
+        rlog.warn({ owner: ownerOfRun(request) }, "run id taken by another owner's run; refusing the submission");
+        await publishEvent(nc, { v: 1, taskId: request.runId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "result", message, data: { error: { code: "bad_request", message, retryable: false } } }, ownerOfRun(request));
+        msg.term("run id taken by another owner");
+        return;
+      }
       if (existing?.state.status === "final") {
         rlog.info("run already final; publishing its result again");
         await publish(nc, existing.state, "result", existing.state.summary?.message ?? "final", { summary: existing.state.summary });
@@ -74,7 +89,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
       let state: ImproveState;
       let revision: number;
       if (existing) {
-        state = { ...existing.state, eventSeq: Math.max(existing.state.eventSeq, (await lastEventSeq(nc, request.runId)) + 1) };
+        state = { ...existing.state, eventSeq: Math.max(existing.state.eventSeq, (await lastEventSeq(nc, ownerOfRun(request), request.runId)) + 1) };
         revision = existing.revision;
         rlog.info({ generation: state.generation }, "resuming the run from its checkpoint");
       } else {
@@ -115,7 +130,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
     const current = await store.get(request.runId);
     const base = current?.state ?? initialImproveState(request);
     const message = `stopped: ${(err as Error)?.message ?? String(err)}`;
-    const state = { ...base, eventSeq: Math.max(base.eventSeq, (await lastEventSeq(nc, request.runId)) + 1), status: "final" as const, summary: summarize(base, "error", message) };
+    const state = { ...base, eventSeq: Math.max(base.eventSeq, (await lastEventSeq(nc, ownerOfRun(request), request.runId)) + 1), status: "final" as const, summary: summarize(base, "error", message) };
     if (current) await store.update(state, current.revision);
     else await store.create(state);
     await publish(nc, state, "result", message, { summary: state.summary });
@@ -137,6 +152,8 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
             msg.term("invalid run");
             continue;
           }
+          // The owner is the subject's (the permission matrix vouches for it), never the body's.
+          parsed.data.owner = ownerOfSubject(msg.subject, Subjects.improveSubmit) ?? DEFAULT_OWNER;
           current = process(msg, parsed.data);
           await current;
           current = undefined;
@@ -150,8 +167,10 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
   })();
 
   return {
-    async status(runId) {
-      return { state: (await store.get(runId))?.state ?? null, reports: await store.reports(runId) };
+    async status(runId, owner) {
+      const state = (await store.get(runId))?.state ?? null;
+      if (!state || ownerOfRun(state.request) !== owner) return { state: null, reports: [] };
+      return { state, reports: await store.reports(runId) };
     },
     async stop() {
       stopped = true;

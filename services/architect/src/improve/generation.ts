@@ -18,8 +18,9 @@ import {
   isTestFile,
   putSnapshot,
   snapshotName,
+  DEFAULT_OWNER,
   submitTask,
-  watchEvents,
+  followEvents,
   type CheckCounts,
   type DecisionReason,
   type ExecutionRequest,
@@ -47,7 +48,8 @@ export interface GenerationDeps {
   tree(snapshot: string): Promise<string>;
   cacheDir?: string;
   /** Asks the conductor to stop a task (a generation past its time limit). */
-  cancelTask(taskId: string): Promise<void>;
+  /** Cancels one of `owner`'s tasks. */
+  cancelTask(taskId: string, owner: string): Promise<void>;
   /** Publishes a progress event of the run. */
   emit(message: string, data: Record<string, unknown>): Promise<void>;
   /** Checkpoints the hypothesis (and its usage) so a resumed generation does not ask again. */
@@ -87,11 +89,11 @@ export function checkedTestsEdited(changed: readonly string[], check: string, fi
 }
 
 /** Waits for a task's result event; undefined when `ms` passed first. */
-async function waitForResult(nc: NatsConnection, taskId: string, ms: number): Promise<TaskResult | undefined> {
+async function waitForResult(nc: NatsConnection, owner: string, taskId: string, ms: number): Promise<TaskResult | undefined> {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), Math.max(0, ms));
   try {
-    for await (const e of watchEvents(nc, taskId, abort.signal)) if (e.kind === "result" && e.result) return e.result;
+    for await (const e of followEvents(nc, owner, taskId, abort.signal)) if (e.kind === "result" && e.result) return e.result;
     return undefined;
   } catch (err) {
     // NATS went away while waiting: the run resumes from its checkpoint (the task is durable).
@@ -152,6 +154,7 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
 
   // IMPLEMENT
   const remainingUsd = s.budgetUsd !== undefined ? s.budgetUsd - state.usage.costUsd - usage.costUsd : undefined;
+  const owner = request.owner ?? DEFAULT_OWNER;
   await submitTask(deps.nc, {
     v: 1,
     taskId,
@@ -169,12 +172,12 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
       mapTokens: request.repo.mapTokens,
     },
     submittedAt: new Date().toISOString(),
-  });
+  }, owner);
   await deps.emit(`generation ${n}: implementing (task ${taskId})`, { generation: n, phase: "implement", taskId });
-  const result = await waitForResult(deps.nc, taskId, deadline - Date.now());
+  const result = await waitForResult(deps.nc, owner, taskId, deadline - Date.now());
   lap("implement");
   if (!result) {
-    await deps.cancelTask(taskId).catch((err: unknown) => deps.log.warn({ err, taskId }, "could not cancel the generation's task"));
+    await deps.cancelTask(taskId, owner).catch((err: unknown) => deps.log.warn({ err, taskId }, "could not cancel the generation's task"));
     return reject("timeout", `the generation passed its time limit of ${Math.round(s.generationTimeoutMs / 1000)} s while its task was running`, { hypothesis });
   }
   usage = addUsage(usage, result.usage.total);
