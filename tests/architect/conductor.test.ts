@@ -5,12 +5,42 @@
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { DEFAULT_OWNER, LoopsmithError, ensureStreams, openTaskStates, submitTask, type ExecutionResult, type TaskInput, type TaskRecord } from "@loopsmith/shared";
+import { DEFAULT_OWNER, LoopsmithError, ensureStreams, followEvents, openTaskStates, submitTask, type ExecutionResult, type TaskEvent, type TaskInput, type TaskRecord } from "@loopsmith/shared";
 import { CANCEL_POLL_MS, kvStateStore, startConductor, type Steps } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task, usage } from "./helpers.js";
 
 describe("conductor on JetStream", () => {
+  it("keeps owners apart: a task's owner is its subject's, another owner's status and cancel see nothing, and its id cannot be taken", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const { steps: s, calls } = steps([passed]);
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      // The body names bob; the subject (alice's) wins.
+      const input = task({ owner: "bob" });
+      await submitTask(nc, input, "alice");
+      const hers: TaskEvent[] = [];
+      for await (const e of followEvents(nc, "alice", input.taskId)) hers.push(e);
+      expect(hers.at(-1)?.result?.status).toBe("passed");
+      expect(((await conductor.status(input.taskId, "alice")) as { task: { owner?: string } } | null)?.task.owner).toBe("alice");
+      expect(await conductor.status(input.taskId, "bob")).toBeNull();
+      expect(await conductor.cancel(input.taskId, "bob")).toBe(false);
+      // Bob submits the same id: he gets an error result on his own subject; alice's task stays as it was.
+      await submitTask(nc, { ...input, goal: "bob's goal" }, "bob");
+      const his: TaskEvent[] = [];
+      for await (const e of followEvents(nc, "bob", input.taskId)) his.push(e);
+      expect(his).toHaveLength(1);
+      expect(his[0]?.result).toMatchObject({ status: "error", error: { code: "bad_request" } });
+      expect(his[0]?.message).toContain("belongs to another client");
+      expect(calls.recordTask).toBe(1);
+      const state = (await conductor.status(input.taskId, "alice")) as { task: { goal: string }; status: string } | null;
+      expect(state).toMatchObject({ status: "final", task: { goal: input.goal } });
+    } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
   it("fails, reflects, passes; sums usage per role and iteration; acks the task", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
     await ensureStreams(nc);
