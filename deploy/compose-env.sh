@@ -13,17 +13,25 @@
 # And client.env (mode 0600) beside it: what a client on this host needs to reach the stack as
 # the `client` user (NATS_URL, NATS_USER, NATS_PASSWORD, NATS_INBOX_PREFIX), for
 # `npx loopsmith --env-from client.env …` or any NATS client.
+# With --clients <names> (or LOOPSMITH_CLIENTS; names separated by commas or spaces), further
+# client users, each the owner of its own tasks: LOOPSMITH_CLIENTS and a password each
+# (LOOPSMITH_NATS_CLIENT_<NAME>_PASSWORD) in .env, client-<name>.env (mode 0600) per client,
+# nats-clients.env (mode 0600; the nats service reads those passwords from it) and nats.conf,
+# the server configuration with those users (`npx loopsmith bus config`: run `npm run build`
+# first), which compose then mounts (LOOPSMITH_NATS_CONF=./nats.conf in .env).
 # The model's API key is never written here: export ANTHROPIC_API_KEY in the shell that runs
 # `docker compose up`, or add it to .env yourself.
-# Usage: bash deploy/compose-env.sh [--local-images] [--file <path>] [--client-file <path>]
+# Usage: bash deploy/compose-env.sh [--local-images] [--clients <names>] [--file <path>] [--client-file <path>]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 file=.env
 client_file=client.env
 local_images=0
+clients="${LOOPSMITH_CLIENTS:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --local-images) local_images=1 ;;
+    --clients) clients=$2; shift ;;
     --file) file=$2; shift ;;
     --client-file) client_file=$2; shift ;;
     *) echo "compose-env: unknown argument $1" >&2; exit 2 ;;
@@ -34,6 +42,14 @@ done
 umask 077
 touch "$file"
 chmod 600 "$file"
+
+# set_value NAME VALUE: sets NAME=VALUE in .env, replacing a value already there.
+set_value() {
+  grep -v "^$1=" "$file" >"$file.tmp" || true
+  printf '%s=%s\n' "$1" "$2" >>"$file.tmp"
+  mv "$file.tmp" "$file"
+  echo "compose-env: $1 written"
+}
 
 # set_default NAME VALUE: appends NAME=VALUE unless .env already sets NAME.
 set_default() {
@@ -77,3 +93,30 @@ NATS_PASSWORD=$client_password
 NATS_INBOX_PREFIX=_INBOX_client
 EOF
 echo "compose-env: $file and $client_file ready (mode 600)"
+
+# Further client users.
+names=$(printf '%s' "$clients" | tr ', ' '\n\n' | grep -v '^$' || true)
+if [ -n "$names" ]; then
+  list=$(printf '%s' "$names" | paste -sd, -)
+  set_value LOOPSMITH_CLIENTS "$list"
+  rm -f nats-clients.env
+  touch nats-clients.env
+  chmod 600 nats-clients.env
+  for name in $names; do
+    case "$name" in
+      *[!A-Za-z0-9_-]*) echo "compose-env: the client name $name is not valid: use letters, digits, '_' or '-'" >&2; exit 2 ;;
+    esac
+    var="LOOPSMITH_NATS_CLIENT_$(printf '%s' "$name" | tr 'a-z-' 'A-Z_')_PASSWORD"
+    set_default "$var" "$(secret)"
+    password=$(grep "^$var=" "$file" | tail -n 1 | cut -d= -f2-)
+    printf '%s=%s\n' "$var" "$password" >>nats-clients.env
+    rm -f "client-$name.env"
+    touch "client-$name.env"
+    chmod 600 "client-$name.env"
+    printf '# The compose stack'"'"'s client user %s: npx loopsmith --env-from client-%s.env ...\nNATS_URL=nats://127.0.0.1:4222\nNATS_USER=%s\nNATS_PASSWORD=%s\nNATS_INBOX_PREFIX=_INBOX_%s\n' "$name" "$name" "$name" "$password" "$name" >"client-$name.env"
+  done
+  LOOPSMITH_CLIENTS="$list" npx --no-install loopsmith bus config --out nats.conf
+  chmod 644 nats.conf # no secret in it (passwords are $VARIABLES), and the server reads it
+  set_value LOOPSMITH_NATS_CONF ./nats.conf
+  echo "compose-env: clients $list: client-<name>.env, nats-clients.env and nats.conf ready"
+fi

@@ -40,6 +40,7 @@ import {
   putSnapshot,
   renderNatsServerConfig,
   setupBus,
+  snapshotBucket,
   startService,
   submitTask,
   watchEvents,
@@ -123,8 +124,9 @@ describe("NATS least privilege (the generated server configuration)", () => {
   });
 
   it("lets the admin set the bus up, after which a client's and the architect's checks pass without management rights", async () => {
-    const ensured = await setupBus(await as("admin"));
+    const ensured = await setupBus(await as("admin"), { clients: [...CLIENTS] });
     expect(ensured).toContain(Streams.tasks);
+    expect(ensured).toEqual(expect.arrayContaining([`obj:${REPOS_BUCKET}`, `obj:${snapshotBucket("alice")}`, `obj:${snapshotBucket("bob")}`]));
     await expect(ensureTaskIntake(await as("client"))).resolves.toBeUndefined();
     await expect(ensureStreams(await as("architect"))).resolves.toBeUndefined();
     // The events stream's info lists every task's subject (other owners' too): not a client's to read.
@@ -190,6 +192,12 @@ describe("NATS least privilege (the generated server configuration)", () => {
     const jsm = await jetstreamManager(bob, { checkAPI: false });
     expect(permissionDenied(await rejection(jsm.consumers.add(Streams.events, { name: "peek", filter_subject: eventsSubject("alice", "perm-alice-1") })))?.code).toBe("permission_denied");
     expect(permissionDenied(await rejection(jsm.streams.getMessage(Streams.events, { seq: 1 })))?.code).toBe("permission_denied");
+    // Snapshots: each owner has its own store; bob can neither read alice's nor put a tree in it.
+    expect(await putSnapshot(alice, "tree-alice-1.tar", new Uint8Array([7, 7]), "alice")).toBe(true);
+    expect(permissionDenied(await rejection(jsm.streams.getMessage(`OBJ_${snapshotBucket("alice")}`, { seq: 1 })))?.code).toBe("permission_denied");
+    expect((await rejection(putSnapshot(bob, "tree-alice-2.tar", new Uint8Array([6]), "alice")) as LoopsmithError).code).toBe("permission_denied");
+    expect([...(await getSnapshot(await as("executor"), "tree-alice-1.tar", "alice"))]).toEqual([7, 7]);
+    expect((await rejection(getSnapshot(await as("executor"), "tree-alice-1.tar"))) as LoopsmithError).toMatchObject({ code: "not_found" });
     await service.stop();
   });
 

@@ -71,19 +71,19 @@ export async function prepareRepoTask(goal: string | undefined, o: RepoOptions &
   return { task: input, repo, snapshot };
 }
 
-/** Puts the snapshot in the object store (skipped when the commit's is already there). */
-export async function uploadSnapshot(nc: NatsConnection, prepared: PreparedRepoTask): Promise<boolean> {
-  return putSnapshot(nc, snapshotName(prepared.repo.baseCommit), prepared.snapshot);
+/** Puts the snapshot in `owner`'s object store (skipped when the commit's is already there). */
+export async function uploadSnapshot(nc: NatsConnection, prepared: PreparedRepoTask, owner: string): Promise<boolean> {
+  return putSnapshot(nc, snapshotName(prepared.repo.baseCommit), prepared.snapshot, owner);
 }
 
 /**
  * A recorded repo-mode task (a replay): puts the snapshot of its base commit, made from the
- * checkout at `path`, unless the store still has it.
+ * checkout at `path`, in `owner`'s store unless it still has it.
  * @throws LoopsmithError `repo_invalid` when `path` is not a checkout holding that commit
  */
-export async function uploadRecordedSnapshot(nc: NatsConnection, path: string, repo: { baseCommit: string; snapshot: string }): Promise<boolean> {
+export async function uploadRecordedSnapshot(nc: NatsConnection, path: string, repo: { baseCommit: string; snapshot: string }, owner: string): Promise<boolean> {
   const checked = await checkRepo(path, { base: repo.baseCommit });
-  return putSnapshot(nc, repo.snapshot, await archiveCommit(checked.root, repo.baseCommit));
+  return putSnapshot(nc, repo.snapshot, await archiveCommit(checked.root, repo.baseCommit), owner);
 }
 
 /** What the end of a repo-mode run did, for the terminal. */

@@ -269,9 +269,9 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
     }
     nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
     await ensureTaskIntake(nc);
-    if (prepared) await uploadSnapshot(nc, prepared);
-    else if (o.snapshotFrom && (task as Task).repo) await uploadRecordedSnapshot(nc, o.snapshotFrom, (task as Task).repo as NonNullable<Task["repo"]>);
     const owner = stack.owner;
+    if (prepared) await uploadSnapshot(nc, prepared, owner);
+    else if (o.snapshotFrom && (task as Task).repo) await uploadRecordedSnapshot(nc, o.snapshotFrom, (task as Task).repo as NonNullable<Task["repo"]>, owner);
     const submitted = await submitTask(nc, task, owner);
     submittedId = submitted.taskId;
     if (!o.json) out(`task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`);

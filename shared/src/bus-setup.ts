@@ -7,19 +7,28 @@
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import { ensureImproveStreams } from "./improve-streams.js";
-import { openSnapshots, REPOS_BUCKET } from "./snapshot.js";
+import { checkClientNames } from "./nats-permissions.js";
+import { openSnapshots, snapshotBucket } from "./snapshot.js";
 import { openBucket } from "./streams.js";
-import { Streams } from "./subjects.js";
+import { DEFAULT_OWNER, Streams } from "./subjects.js";
+
+/** Options of {@link setupBus}. */
+export interface SetupBusOptions {
+  /** Further client users (as in the server configuration): each gets its own snapshot store. */
+  clients?: string[];
+}
 
 /**
  * Creates what is missing and updates what differs. Idempotent.
  * @returns the names of the streams, consumers, buckets and stores it ensured
- * @throws LoopsmithError `permission_denied` when this user may not manage JetStream
+ * @throws LoopsmithError `permission_denied` when this user may not manage JetStream;
+ *   Error for a client name that is not a valid owner or is a role's
  */
-export async function setupBus(nc: NatsConnection): Promise<string[]> {
+export async function setupBus(nc: NatsConnection, opts: SetupBusOptions = {}): Promise<string[]> {
+  const owners = [DEFAULT_OWNER, ...checkClientNames(opts.clients ?? [])];
   await ensureImproveStreams(nc);
   await openBucket(nc, Streams.recordOutboxBucket);
-  await openSnapshots(nc);
+  for (const owner of owners) await openSnapshots(nc, owner);
   return [
     Streams.tasks,
     `${Streams.tasks}/${Streams.conductorConsumer}`,
@@ -29,6 +38,6 @@ export async function setupBus(nc: NatsConnection): Promise<string[]> {
     `kv:${Streams.taskStateBucket}`,
     `kv:${Streams.improveStateBucket}`,
     `kv:${Streams.recordOutboxBucket}`,
-    `obj:${REPOS_BUCKET}`,
+    ...owners.map((owner) => `obj:${snapshotBucket(owner)}`),
   ];
 }

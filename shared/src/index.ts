@@ -14,6 +14,7 @@ export {
 } from "./nats-permissions.js";
 export type { NatsPermission, NatsRole, NatsServerConfigOptions } from "./nats-permissions.js";
 export { setupBus } from "./bus-setup.js";
+export type { SetupBusOptions } from "./bus-setup.js";
 export {
   Budget, BuildReply, BuildRequest, CancelRequest, Candidate, CommitId, DependencyPolicy, Edit,
   EditFailure, EditFailureReason, EditReply, Empty, ExecutionBase, ExecutionRequest, ExecutionResult,
@@ -36,7 +37,7 @@ export {
 export type { ImproveRequestInput, ImproveSettingsInput } from "./contracts/index.js";
 export {
   BEATS_PREFIX, DEFAULT_OWNER, OWNER_PATTERN, SUBJECT_PREFIX, ServiceNames, Streams, Subjects, checkOwner, eventsSubject,
-  improveSubmitSubject, ownerOfSubject, rejectsSubject, tasksSubmitSubject,
+  improveSubmitSubject, ownerOfSubject, ownerOfTask, rejectsSubject, tasksSubmitSubject,
 } from "./subjects.js";
 export type { ServiceName } from "./subjects.js";
 export {
@@ -88,7 +89,7 @@ export { createIdempotencyCache } from "./idempotency.js";
 export type { IdempotencyCache, IdempotencyOptions } from "./idempotency.js";
 export { isDependencyManifest, isRunnerConfig, isTestFile } from "./runner-config.js";
 export {
-  MAX_SNAPSHOT_BYTES, REPOS_BUCKET, SNAPSHOT_TTL_MS, extractTar, getSnapshot, materializeSnapshot, openSnapshots,
+  MAX_SNAPSHOT_BYTES, REPOS_BUCKET, SNAPSHOT_TTL_MS, extractTar, getSnapshot, materializeSnapshot, openSnapshots, snapshotBucket,
   putSnapshot,
 } from "./snapshot.js";
 export type { ExtractedTree } from "./snapshot.js";

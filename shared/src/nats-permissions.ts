@@ -22,7 +22,7 @@
  * bucket, and uploading needs the object store's message reads, so a client can read another
  * client's snapshots by sequence number.
  */
-import { REPOS_BUCKET } from "./snapshot.js";
+import { snapshotBucket } from "./snapshot.js";
 import { BEATS_PREFIX, DEFAULT_OWNER, ServiceNames, Streams, Subjects, SUBJECT_PREFIX, checkOwner, type ServiceName } from "./subjects.js";
 
 /** The NATS users of a loopsmith deployment: one per service, `client` and `admin`. */
@@ -132,7 +132,7 @@ export function clientPermission(owner: string): NatsPermission {
       ...CHECKED.map((s) => `${API}.STREAM.INFO.${s}`),
       `${API}.CONSUMER.INFO.${Streams.tasks}.${Streams.conductorConsumer}`,
       `${API}.CONSUMER.INFO.${Streams.improve}.${Streams.improveConsumer}`,
-      ...putObjects(REPOS_BUCKET),
+      ...putObjects(snapshotBucket(owner)),
     ],
     subscribe: [`${inboxPrefixOf(owner)}.>`, `${SUBJECT_PREFIX}.events.${owner}.>`, `${SUBJECT_PREFIX}.rejects.*.${owner}`],
     respond: false,
@@ -141,9 +141,13 @@ export function clientPermission(owner: string): NatsPermission {
 
 /**
  * The permission matrix.
+ * @param clients - further client users (see {@link checkClientNames}): the architect and the
+ *   executor read their snapshot stores too
  * @returns each role's {@link NatsPermission}; `admin` may do everything
+ * @throws Error for a client name that is not a valid owner or is a role's
  */
-export function natsPermissions(): Record<NatsRole, NatsPermission> {
+export function natsPermissions(clients: readonly string[] = []): Record<NatsRole, NatsPermission> {
+  const stores = [DEFAULT_OWNER, ...checkClientNames(clients)].map((owner) => snapshotBucket(owner));
   const architect = serviceBase("architect");
   architect.publish.push(
     `${SUBJECT_PREFIX}.builder.>`,
@@ -161,13 +165,13 @@ export function natsPermissions(): Record<NatsRole, NatsPermission> {
     ...kv(Streams.taskStateBucket),
     ...kv(Streams.improveStateBucket),
     ...kv(Streams.recordOutboxBucket),
-    ...readStream(objStream(REPOS_BUCKET)),
-    // An improvement run stores each accepted generation's tree as a snapshot.
-    `$O.${REPOS_BUCKET}.>`,
+    ...stores.flatMap((store) => readStream(objStream(store))),
+    // An improvement run stores each accepted generation's tree as a snapshot (its owner's).
+    ...stores.map((store) => `$O.${store}.>`),
   );
   architect.subscribe.push(`${BEATS_PREFIX}.>`);
   const executor = serviceBase("executor");
-  executor.publish.push(`${API}.INFO`, ...readStream(objStream(REPOS_BUCKET)));
+  executor.publish.push(`${API}.INFO`, ...stores.flatMap((store) => readStream(objStream(store))));
   const memory = serviceBase("memory");
   // Memory keeps each recorded run's events: it reads them from the events stream.
   memory.publish.push(`${API}.INFO`, ...readStream(Streams.events));
@@ -241,7 +245,7 @@ export interface NatsServerConfigOptions {
 export function renderNatsServerConfig(opts: NatsServerConfigOptions = {}): string {
   const q = (s: string): string => JSON.stringify(s);
   const list = (xs: string[]): string => `[\n${xs.map((x) => `          ${q(x)}`).join("\n")}\n        ]`;
-  const perms = natsPermissions();
+  const perms = natsPermissions(opts.clients ?? []);
   const user = (name: string, variable: string, p: NatsPermission, admin = false): string =>
     [
       "    {",

@@ -59,6 +59,11 @@ export const OWNER_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
  */
 export const DEFAULT_OWNER = "client";
 
+/** The owner of a task or run (`DEFAULT_OWNER` for one submitted before tasks carried owners). */
+export function ownerOfTask(task: { owner?: string | undefined }): string {
+  return task.owner ?? DEFAULT_OWNER;
+}
+
 /**
  * Checks an owner token.
  * @throws Error naming the rule when `owner` is not one subject token of {@link OWNER_PATTERN}

@@ -23,7 +23,9 @@ const APP = ["memory", "executor", "builder", "reviewer", "architect"];
 /** README lines this test does not run, because prepare.sh ran them already. */
 const INSTALL_LINES = ["npm ci", "sudo npm run images"];
 // No key and no NATS of the test environment: what a user's shell has.
-const env: NodeJS.ProcessEnv = { ...process.env, COMPOSE_PROJECT_NAME: PROJECT, ANTHROPIC_API_KEY: "", NATS_URL: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "" };
+// LOOPSMITH_CLIENTS: a further client user, alice (README, "More than one client"):
+// compose-env.sh reads it, and the README's lines then start a stack that has her.
+const env: NodeJS.ProcessEnv = { ...process.env, COMPOSE_PROJECT_NAME: PROJECT, ANTHROPIC_API_KEY: "", NATS_URL: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "", LOOPSMITH_CLIENTS: "alice" };
 
 /** The README's offline compose block, one command per line. */
 function readmeBlock(): string[] {
@@ -91,6 +93,8 @@ const lines = readmeBlock();
 const envFileExisted = existsSync(join(REPO, ".env"));
 const clientFileExisted = existsSync(join(REPO, "client.env"));
 const outcomes = new Map<string, CliRun>();
+/** Files compose-env.sh writes for a further client user (removed afterwards). */
+const CLIENT_FILES = ["client-alice.env", "nats-clients.env", "nats.conf"];
 
 describe("the README's compose commands, offline and keyless", () => {
   beforeAll(async () => {
@@ -107,7 +111,25 @@ describe("the README's compose commands, offline and keyless", () => {
     await shell(`docker compose -p ${PROJECT} down -v --remove-orphans`, {}, 180_000);
     if (!envFileExisted) rmSync(join(REPO, ".env"), { force: true });
     if (!clientFileExisted) rmSync(join(REPO, "client.env"), { force: true });
+    for (const f of CLIENT_FILES) rmSync(join(REPO, f), { force: true });
   }, 200_000);
+
+  it("keeps clients apart: alice's task is hers; the default client can neither list, show nor cancel it", async () => {
+    const solve = await shell(`npx loopsmith --env-from client-alice.env solve --file examples/roman/task.json --script examples/roman/script.json --task-id compose-alice-1 --json`);
+    expect(solve.code, solve.stderr.slice(-2000)).toBe(0);
+    const hers = await shell("npx loopsmith --env-from client-alice.env history --json");
+    expect(JSON.parse(hers.stdout.trim().split("\n").at(-1) as string).tasks.map((t: { taskId: string }) => t.taskId)).toContain("compose-alice-1");
+    const theirs = await shell("npx loopsmith --env-from client.env history --json");
+    expect(theirs.code).toBe(0);
+    expect(JSON.parse(theirs.stdout.trim().split("\n").at(-1) as string).tasks.map((t: { taskId: string }) => t.taskId)).not.toContain("compose-alice-1");
+    const show = await shell("npx loopsmith --env-from client.env show compose-alice-1 --json");
+    expect(show.code).not.toBe(0);
+    expect(jsonLines(show.stdout).at(-1)).toMatchObject({ kind: "error", code: "not_found" });
+    // The files hold her password at mode 0600; the server configuration holds none.
+    const { stdout } = await run("stat", ["-c", "%a", join(REPO, "client-alice.env"), join(REPO, "nats-clients.env"), join(REPO, "nats.conf")]);
+    expect(stdout.trim().split("\n")).toEqual(["600", "600", "644"]);
+    expect(readFileSync(join(REPO, "nats.conf"), "utf8")).toContain("password: $LOOPSMITH_NATS_CLIENT_ALICE_PASSWORD");
+  });
 
   it("runs the scripted example on the stack: the replies travel with the task, which passes", () => {
     const solve = [...outcomes].find(([line]) => /\bloopsmith\b.* solve /.test(line))?.[1];

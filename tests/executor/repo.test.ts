@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { putSnapshot, snapshotName, type ExecutionRequest, type FileChange } from "@loopsmith/shared";
+import { DEFAULT_OWNER, putSnapshot, snapshotName, type ExecutionRequest, type FileChange } from "@loopsmith/shared";
 import { createExecutor, snapshotLoader, type Executor } from "@loopsmith/executor";
 import { startNats, type Started } from "../fixtures/containers.js";
 import { containersOf, docker, log, testConfig } from "./helpers.js";
@@ -148,7 +148,8 @@ describe("repo mode: base tree and overlay", () => {
 
   it("never extracts .git from a snapshot into the cache", async () => {
     const { readdirSync } = await import("node:fs");
-    const tree = join(cacheDir, snapshotName(commit).replace(/\.tar$/, ""));
+    // One folder per owner: the task of another owner never gets this tree.
+    const tree = join(cacheDir, DEFAULT_OWNER, snapshotName(commit).replace(/\.tar$/, ""));
     expect(readdirSync(tree).sort()).toEqual(["calc", "link_in.py", "link_out", "node_modules", "obsolete.py", "tests"]);
   });
 });

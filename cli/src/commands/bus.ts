@@ -13,6 +13,24 @@ import { usageError, type CommandRunner } from "../errors.js";
 import { ExitCode } from "../exit-codes.js";
 import { wholeNumber } from "../preflight.js";
 
+/** A repeatable `--client <name>` option's value list. */
+const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
+
+/**
+ * The further client users: `--client` values, else `LOOPSMITH_CLIENTS` (names separated by
+ * commas or spaces), so `bus config` and `bus setup` can read the same list from the environment.
+ * @throws CliError (usage, exit 2) naming a bad name
+ */
+async function clientsOf(given: string[] | undefined): Promise<string[]> {
+  const { checkClientNames } = await import("@loopsmith/shared");
+  const clients = given ?? (process.env.LOOPSMITH_CLIENTS ?? "").split(/[\s,]+/).filter(Boolean);
+  try {
+    return checkClientNames(clients);
+  } catch (err) {
+    throw usageError((err as Error).message);
+  }
+}
+
 /** Registers `bus setup` and `bus config`. */
 export function registerBus(program: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
   const bus = program.command("bus").description("the NATS side of a deployment: JetStream setup and the server's permission configuration");
@@ -22,16 +40,18 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
     .option("--wait <ms>", "keep trying a NATS that does not answer yet for this long, in ms", wholeNumber(0), 30_000)
     .option("--config <file>", "configuration file (JSON)")
     .option("--json", "print JSON")
-    .action(async (opts: { wait: number; config?: string; json?: boolean }) =>
+    .option("--client <name>", "a further client user whose snapshot store to create (repeatable; default: LOOPSMITH_CLIENTS)", collect)
+    .action(async (opts: { wait: number; config?: string; json?: boolean; client?: string[] }) =>
       run(opts.json, async () => {
         const { LoopsmithError, connectNats, loadConfig, setupBus } = await import("@loopsmith/shared");
+        const clients = await clientsOf(opts.client);
         const { jsonLine } = await import("../terminal.js");
         const config = loadConfig(opts.config ? { file: opts.config } : {});
         if (!config.natsUrl) throw new LoopsmithError("config_invalid", "NATS_URL is not set: bus setup works on a NATS server");
         const log = await logger();
         const nc = await connectNats(config.natsUrl, "loopsmith-bus-setup", { waitMs: opts.wait, log, config });
         try {
-          const ensured = await setupBus(nc);
+          const ensured = await setupBus(nc, { clients });
           if (opts.json) process.stdout.write(`${jsonLine({ kind: "bus_setup", ensured })}\n`);
           else process.stdout.write(`bus ready: ${ensured.join(", ")}\n`);
         } finally {
@@ -52,18 +72,13 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
     .option("--tls-verify", "TLS: require a client certificate signed by --tls-ca (clients set NATS_CERT and NATS_KEY)")
     .option(
       "--client <name>",
-      "a further client user, the owner of its own tasks (repeatable; its password is LOOPSMITH_NATS_CLIENT_<NAME>_PASSWORD)",
-      (value: string, previous: string[] = []) => [...previous, value],
+      "a further client user, the owner of its own tasks (repeatable; its password is LOOPSMITH_NATS_CLIENT_<NAME>_PASSWORD; default: LOOPSMITH_CLIENTS)",
+      collect,
     )
     .action(async (opts: { out?: string; storeDir: string; httpPort: number; tlsCert?: string; tlsKey?: string; tlsCa?: string; tlsVerify?: boolean; client?: string[] }) =>
       run(false, async () => {
-        const { checkClientNames, renderNatsServerConfig } = await import("@loopsmith/shared");
-        const clients = opts.client ?? [];
-        try {
-          checkClientNames(clients);
-        } catch (err) {
-          throw usageError((err as Error).message);
-        }
+        const { renderNatsServerConfig } = await import("@loopsmith/shared");
+        const clients = await clientsOf(opts.client);
         if (!opts.tlsCert !== !opts.tlsKey) throw usageError("--tls-cert and --tls-key go together");
         if ((opts.tlsCa || opts.tlsVerify) && !opts.tlsCert) throw usageError("--tls-ca and --tls-verify need --tls-cert and --tls-key");
         if (opts.tlsVerify && !opts.tlsCa) throw usageError("--tls-verify needs --tls-ca (the CA that signs client certificates)");

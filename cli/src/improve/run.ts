@@ -111,7 +111,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
       const known = await call(nc, Endpoints.architect.improveStatus, { runId }, { timeoutMs: 10_000, retries: 1, owner }).catch(() => undefined);
       if (!known?.state) throw leftover();
     }
-    await putSnapshot(nc, snapshotName(repo.baseCommit), snapshot);
+    await putSnapshot(nc, snapshotName(repo.baseCommit), snapshot, owner);
     const submitted = await submitImprove(nc, {
       v: 1,
       runId,

@@ -25,6 +25,7 @@ import {
   openTaskStates,
   publishEvent,
   ownerOfSubject,
+  ownerOfTask,
   rejectIntakeMessage,
   type TaskEvent,
 } from "@loopsmith/shared";
@@ -43,11 +44,6 @@ export const HEARTBEAT_MS = 3_000;
 export const CANCEL_POLL_MS = 1_000;
 /** Delay before a task whose step failed for infrastructure reasons is tried again, in ms. */
 export const RETRY_DELAY_MS = 5_000;
-
-/** The owner of a task (`DEFAULT_OWNER` for one submitted before tasks carried owners). */
-export function ownerOfTask(task: Task): string {
-  return task.owner ?? DEFAULT_OWNER;
-}
 
 /** The running conductor. */
 export interface Conductor {

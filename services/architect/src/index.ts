@@ -9,7 +9,7 @@ import { busSteps, type Steps } from "./steps.js";
 import { openRecordOutbox, type RecordOutbox } from "./outbox.js";
 import type { Improver, ImproverOptions } from "./improve/consumer.js";
 
-export { CANCEL_POLL_MS, ownerOfTask, startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
+export { CANCEL_POLL_MS, startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
 export { readEventsPage } from "./events-page.js";
 export { createPlanner, type Planner } from "./planner.js";
 export { runLoop, finalState, verdictFiles, fallbackPlan, RetryLater, type VerdictFiles } from "./loop.js";

@@ -45,10 +45,11 @@ export interface Steps {
   recordTask(req: TaskRecord): Promise<Remembered>;
   reflect(req: ReflectRequest): Promise<ReflectReply>;
   /**
-   * Repo mode: the directory holding the base tree of a snapshot (fetched and extracted once
-   * per commit). @throws LoopsmithError `not_found` when the snapshot is not in the store
+   * Repo mode: the directory holding the base tree of a snapshot in `owner`'s store (fetched
+   * and extracted once per owner and commit). @throws LoopsmithError `not_found` when the
+   * snapshot is not in the store
    */
-  tree(snapshot: string): Promise<string>;
+  tree(snapshot: string, owner: string): Promise<string>;
   /** Where derived per-commit data (the repo map's tags) is cached; none when absent. */
   cacheDir?: string;
 }
@@ -94,7 +95,7 @@ export function busSteps(nc: NatsConnection, config: Config, planner: Planner): 
     rememberSuccess: (req) => call(nc, Endpoints.memory.rememberSuccess, req, mem),
     recordTask: (req) => call(nc, Endpoints.memory.recordTask, req, mem),
     reflect: (req) => planner.reflect(req),
-    tree: (snapshot) => materializeSnapshot(nc, snapshot, join(config.dataDir, "cache", "repos")),
+    tree: (snapshot, owner) => materializeSnapshot(nc, snapshot, join(config.dataDir, "cache", "repos"), owner),
     cacheDir: join(config.dataDir, "cache", "repomap"),
   };
 }

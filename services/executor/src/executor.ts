@@ -97,7 +97,7 @@ export interface ExecutorDeps {
    * passes `snapshotLoader(nc, <dataDir>/cache/repos)`). Absent: a request with `base` gets
    * `sandbox_error`.
    */
-  loadBase?: (snapshot: string) => Promise<string>;
+  loadBase?: (snapshot: string, owner: string) => Promise<string>;
   /**
    * Repo mode's setup layers (setup.ts): the longest a setup command runs, in ms
    * (@defaultValue 240000), and the environment proxies, registries and `NODE_EXTRA_CA_CERTS`

@@ -6,7 +6,7 @@
 import { posix } from "node:path";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
-import { hasCode, type Config, type ExecutionRequest, type ExecutionResult } from "@loopsmith/shared";
+import { hasCode, ownerOfTask, type Config, type ExecutionRequest, type ExecutionResult } from "@loopsmith/shared";
 import { commandEnv, customCommand, defaultCommand, kindOf, RESULT_PATH, type ImageKind, type Runner } from "./commands.js";
 import { isManifest, repoArchive, type ArchiveLimits } from "./repo.js";
 import { inodesFor, type SandboxSpec } from "./sandbox.js";
@@ -46,7 +46,7 @@ export interface PlanContext {
   /** The sandbox spec of an image kind (the warm pool's). */
   specFor: (kind: ImageKind) => SandboxSpec;
   /** The extracted base tree of a snapshot; absent when the executor has no snapshot store. */
-  loadBase?: (snapshot: string) => Promise<string>;
+  loadBase?: (snapshot: string, owner: string) => Promise<string>;
 }
 
 /** The workspace tmpfs of `tmpfsMb` as archive limits (bytes in pages, and inodes). */
@@ -80,7 +80,7 @@ export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: 
   if (!ctx.loadBase) return { error: "this executor has no snapshot store (it was created without a NATS connection), so it cannot run over a repository's base tree" };
   let treeDir: string;
   try {
-    treeDir = await ctx.loadBase(base.snapshot);
+    treeDir = await ctx.loadBase(base.snapshot, ownerOfTask(base));
   } catch (err) {
     return { error: `cannot read the repository snapshot ${base.snapshot}: ${(err as Error).message}` };
   }

@@ -294,13 +294,13 @@ export async function repoArchive(
 }
 
 /**
- * A base-tree loader for {@link ExecutorDeps.loadBase}: the snapshot from the
- * `loopsmith-repos` object store, extracted once per commit under `cacheDir`
- * (`materializeSnapshot`). The cache is never pruned by the executor.
+ * A base-tree loader for {@link ExecutorDeps.loadBase}: the snapshot from its owner's object
+ * store, extracted once per owner and commit under `cacheDir` (`materializeSnapshot`). The
+ * cache is never pruned by the executor.
  * @param cacheDir - e.g. `<dataDir>/cache/repos`
  * @returns a function from a snapshot name to the extracted tree's directory; it throws
  *   LoopsmithError `not_found` (snapshot expired or never put) or `unavailable` (store failed)
  */
-export function snapshotLoader(nc: NatsConnection, cacheDir: string): (snapshot: string) => Promise<string> {
-  return (snapshot) => materializeSnapshot(nc, snapshot, cacheDir);
+export function snapshotLoader(nc: NatsConnection, cacheDir: string): (snapshot: string, owner: string) => Promise<string> {
+  return (snapshot, owner) => materializeSnapshot(nc, snapshot, cacheDir, owner);
 }

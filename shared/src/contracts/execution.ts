@@ -1,6 +1,6 @@
 /** Running a command over a workspace in the sandbox. */
 import { z } from "zod";
-import { FileChange, Language, RelativePath, StepHeader } from "./common.js";
+import { FileChange, Language, Owner, RelativePath, StepHeader } from "./common.js";
 import { CommitId } from "./repo.js";
 
 /**
@@ -46,8 +46,10 @@ export type TestCase = z.infer<typeof TestCase>;
  * the tree from the object store (cached by commit) and never copies `.git` or ignored files.
  */
 export const ExecutionBase = z.object({
-  /** Object name in the `loopsmith-repos` store (see `snapshotName`). */
+  /** Object name in its owner's snapshot store (see `snapshotName`, `snapshotBucket`). */
   snapshot: z.string().min(1).max(255),
+  /** The owner of the task whose tree this is: whose snapshot store holds it. @defaultValue "client" */
+  owner: Owner.optional(),
   commit: CommitId,
   /** Base paths the candidate removes. */
   deleted: z.array(RelativePath).max(500).default([]),

@@ -7,6 +7,7 @@
  */
 import {
   idempotencyKey,
+  ownerOfTask,
   summarizeTests,
   type CheckCounts,
   type ExecutionRequest,
@@ -53,7 +54,7 @@ export async function runCommand(ctx: CommandContext, step: string, shell: strin
       idempotencyKey: idempotencyKey(ctx.taskId, ctx.generation, step, attempt * (SANDBOX_RETRIES + 1) + retry),
       language: ctx.request.language,
       files: overlay?.files ?? [],
-      base: { snapshot: parent.snapshot, commit: parent.commit, deleted: overlay?.deleted ?? [], setupCommand: ctx.setupCommand },
+      base: { snapshot: parent.snapshot, owner: ownerOfTask(ctx.request), commit: parent.commit, deleted: overlay?.deleted ?? [], setupCommand: ctx.setupCommand },
       shell,
       timeoutMs: ctx.request.settings.commandTimeoutMs,
       memoryMb: COMMAND_MEMORY_MB,

@@ -20,6 +20,7 @@ import {
   lastEventSeq,
   openImproveStates,
   ownerOfSubject,
+  ownerOfTask,
   publishEvent,
   rejectIntakeMessage,
   type GenerationReport,
@@ -43,10 +44,7 @@ export interface Improver {
 /** Options of {@link startImprover}. */
 export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "rejectedFrom" | "nc" | "log"> & { nc: NatsConnection; log: Logger };
 
-/** The owner of a run (`DEFAULT_OWNER` for one submitted before runs carried owners). */
-function ownerOfRun(request: ImproveRequest): string {
-  return request.owner ?? DEFAULT_OWNER;
-}
+const ownerOfRun = ownerOfTask;
 
 /** Publishes one event of a run; returns the state with the next seq. */
 async function publish(nc: NatsConnection, state: ImproveState, kind: "step" | "generation" | "warning" | "result", message: string, data?: Record<string, unknown>): Promise<ImproveState> {

@@ -19,6 +19,7 @@ import {
   putSnapshot,
   snapshotName,
   DEFAULT_OWNER,
+  ownerOfTask,
   submitTask,
   followEvents,
   type CheckCounts,
@@ -44,8 +45,8 @@ export interface GenerationDeps {
   nc: NatsConnection;
   provider: LlmProvider;
   execute(req: ExecutionRequest): Promise<ExecutionResult>;
-  /** The directory holding a snapshot's tree. */
-  tree(snapshot: string): Promise<string>;
+  /** The directory holding a snapshot's tree, from `owner`'s store. */
+  tree(snapshot: string, owner: string): Promise<string>;
   cacheDir?: string;
   /** Asks the conductor to stop a task (a generation past its time limit). */
   /** Cancels one of `owner`'s tasks. */
@@ -128,7 +129,7 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
     report: report({ ...part, decision: { verdict: "rejected", reason, message } }),
   });
 
-  const root = await deps.tree(state.parent.snapshot);
+  const root = await deps.tree(state.parent.snapshot, ownerOfTask(request));
   const files = listTree(root);
   const read = (path: string): string | undefined => readBaseFile(root, path);
   const detected = detectCommands(files, read);
@@ -237,9 +238,9 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
     lap("decide");
     return { ...reject(d.reason, d.message, benchPart), parentCheck };
   }
-  const snap = await candidateSnapshot(await getSnapshot(deps.nc, state.parent.snapshot), overlay.files, overlay.deleted);
+  const snap = await candidateSnapshot(await getSnapshot(deps.nc, state.parent.snapshot, ownerOfTask(request)), overlay.files, overlay.deleted);
   const accepted: Tree = { commit: snap.id, snapshot: snapshotName(snap.id) };
-  await putSnapshot(deps.nc, accepted.snapshot, snap.tar);
+  await putSnapshot(deps.nc, accepted.snapshot, snap.tar, ownerOfTask(request));
   lap("decide");
   return { report: report({ ...benchPart, candidate: snap.id, decision: { verdict: "accepted", reason: "accepted", message: d.message } }), accepted };
 }

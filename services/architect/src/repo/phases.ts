@@ -3,7 +3,7 @@
  * the repository's own checks), applying the builder's edits, the policy check before the
  * gate, the verdict's request over the base tree, and the change (patch) a task ends with.
  */
-import { LoopsmithError, applyEdits, renderEditFailures, testSummary, unifiedPatch, type Candidate, type ExecutionRequest, type RepoBrief, type RepoChange, type Task } from "@loopsmith/shared";
+import { LoopsmithError, applyEdits, ownerOfTask, renderEditFailures, testSummary, unifiedPatch, type Candidate, type ExecutionRequest, type RepoBrief, type RepoChange, type Task } from "@loopsmith/shared";
 import { failingTests } from "../failure.js";
 import { MAX_SANDBOX_ERRORS, type TaskRun } from "../run.js";
 import type { PhaseOutcome } from "../phases.js";
@@ -20,13 +20,18 @@ export function repoOf(task: Task): NonNullable<Task["repo"]> {
   return task.repo;
 }
 
+/** The task's base tree on disk: its snapshot from its owner's store (fetched once per owner and commit). */
+function baseTree(run: TaskRun): Promise<string> {
+  return run.steps.tree(repoOf(run.s.task).snapshot, ownerOfTask(run.s.task));
+}
+
 /** A verdict's request: the candidate's changed files over the base tree, the repository's command. */
 export function repoExecution(run: TaskRun, step: string, candidate: Candidate | undefined, attempt = run.s.sandboxErrors): ExecutionRequest {
   const s = run.s;
   const repo = repoOf(s.task);
   return {
     ...run.executionRequest(step, candidate?.files ?? [], undefined, attempt),
-    base: { snapshot: repo.snapshot, commit: repo.baseCommit, deleted: candidate?.deleted ?? [], setupCommand: s.repo?.setupCommand ?? "" },
+    base: { snapshot: repo.snapshot, owner: ownerOfTask(s.task), commit: repo.baseCommit, deleted: candidate?.deleted ?? [], setupCommand: s.repo?.setupCommand ?? "" },
     shell: s.repo?.testCommand ?? repo.testCommand ?? "",
   };
 }
@@ -42,7 +47,7 @@ export async function preparePhase(run: TaskRun): Promise<PhaseOutcome> {
   await run.emit("phase", `preparing the repository at ${repo.baseCommit.slice(0, 12)}`, { phase: "prepare" });
   let root: string;
   try {
-    root = await run.steps.tree(repo.snapshot);
+    root = await baseTree(run);
   } catch (err) {
     const e = err instanceof LoopsmithError ? err : new LoopsmithError("internal", (err as Error).message, { cause: err });
     if (e.retryable) throw err;
@@ -84,7 +89,7 @@ export async function preparePhase(run: TaskRun): Promise<PhaseOutcome> {
 export async function repoBrief(run: TaskRun): Promise<RepoBrief> {
   const s = run.s;
   const repo = repoOf(s.task);
-  const root = await run.steps.tree(repo.snapshot);
+  const root = await baseTree(run);
   const files = listTree(root);
   const failing = s.failure?.failingTests.length ? s.failure.failingTests : (s.repo?.failingAtBase ?? []);
   const named = pathsIn([...failing, s.failure?.output ?? "", s.task.goal], files);
@@ -108,7 +113,7 @@ export async function repoBrief(run: TaskRun): Promise<RepoBrief> {
  * failed edits, for the builder to see) and the failures come back rendered.
  */
 export async function applyCandidate(run: TaskRun, reply: Candidate): Promise<{ ok: boolean; candidate: Candidate; message?: string }> {
-  const root = await run.steps.tree(repoOf(run.s.task).snapshot);
+  const root = await baseTree(run);
   const previous = run.s.candidate;
   const read = currentReader(root, previous);
   const applied = applyEdits(reply.edits ?? [], read, { root });
@@ -135,7 +140,7 @@ export async function applyCandidate(run: TaskRun, reply: Candidate): Promise<{ 
  */
 export async function policyOf(run: TaskRun): Promise<{ decision: PolicyDecision; diff: string }> {
   const repo = repoOf(run.s.task);
-  const root = await run.steps.tree(repo.snapshot);
+  const root = await baseTree(run);
   const c = run.s.candidate;
   const read = (p: string): string | undefined => readBaseFile(root, p);
   const decision = decide(policyFindings(c?.files ?? [], c?.deleted ?? [], read), repo.dependencies);
@@ -149,7 +154,7 @@ export async function repoChange(run: TaskRun): Promise<RepoChange | undefined> 
   const repo = repoOf(run.s.task);
   const c = run.s.candidate;
   if (!c || (c.files.length === 0 && (c.deleted?.length ?? 0) === 0)) return undefined;
-  const root = await run.steps.tree(repo.snapshot);
+  const root = await baseTree(run);
   const deleted = c.deleted ?? [];
   return {
     baseCommit: repo.baseCommit,
