@@ -37,7 +37,7 @@ export interface WatchOptions {
  * schema are skipped. While the architect cannot answer (restarting, not yet up), the watch
  * keeps following live events and asks again every `pollMs`.
  * @throws LoopsmithError `permission_denied` when this NATS user may not read `owner`'s
- *   events; `bad_request` for an invalid owner
+ *   events; `bad_request` for an invalid owner; `unavailable` once the connection is closed
  */
 export async function* watchEvents(nc: NatsConnection, taskId: string, opts: WatchOptions = {}): AsyncGenerator<TaskEvent> {
   const owner = opts.owner ?? DEFAULT_OWNER;
@@ -71,6 +71,13 @@ export async function* watchEvents(nc: NatsConnection, taskId: string, opts: Wat
   } catch (err) {
     throw new LoopsmithError("bad_request", (err as Error).message, { cause: err });
   }
+  // A subscription the server refuses (another owner's subject) ends with the violation.
+  void sub.closed.then((ended) => {
+    if (ended instanceof Error) {
+      refused = permissionDenied(ended) ?? new LoopsmithError("unavailable", `the events of task ${taskId} cannot be followed: ${ended.message}`, { cause: ended });
+      notify();
+    }
+  });
   const onAbort = (): void => notify();
   signal?.addEventListener("abort", onAbort, { once: true });
   let last = -1;
@@ -83,6 +90,7 @@ export async function* watchEvents(nc: NatsConnection, taskId: string, opts: Wat
     await nc.flush();
     while (!signal?.aborted) {
       if (refused) throw refused;
+      if (nc.isClosed()) throw new LoopsmithError("unavailable", `the connection to NATS closed while following task ${taskId}`, { retryable: true });
       if (catchUp) {
         catchUp = false;
         try {
