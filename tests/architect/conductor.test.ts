@@ -74,6 +74,43 @@ describe("conductor on JetStream", () => {
     }
   });
 
+  it("refuses a taken task id at once while the other owner's task runs here, and lets that task finish", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let building!: () => void;
+    const started = new Promise<void>((r) => (building = r));
+    const base = steps([passed]);
+    const { steps: s } = steps([passed], {
+      build: async (req) => {
+        building();
+        await gate;
+        return base.steps.build(req);
+      },
+    });
+    const conductor = await startConductor({ nc, steps: s, log });
+    try {
+      const input = task();
+      await submitTask(nc, input, "alice");
+      await started;
+      const t0 = Date.now();
+      await submitTask(nc, input, "bob");
+      const his: TaskEvent[] = [];
+      for await (const e of followEvents(nc, "bob", input.taskId)) his.push(e);
+      // Well before the 10 redeliveries at 5 s each would have run out.
+      expect(Date.now() - t0).toBeLessThan(5_000);
+      expect(his.map((e) => e.result?.status)).toEqual(["error"]);
+      release();
+      const hers: TaskEvent[] = [];
+      for await (const e of followEvents(nc, "alice", input.taskId)) hers.push(e);
+      expect(hers.at(-1)?.result?.status).toBe("passed");
+    } finally {
+      release();
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
   it("with memory off recalls nothing and puts no hint in a prompt, yet stores the failure and its fix", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
     const hint = { failures: [{ id: "old-1", taskId: "other", goal: "g", signature: "AssertionError: assert <num> == <num>", failingTests: [], reflection: null, similarity: 0.9 }], successes: [], embedder: "test" };

@@ -243,7 +243,17 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
       return;
     }
     const taskId = parsed.data.taskId;
-    if (running.has(taskId)) {
+    const here = running.get(taskId);
+    if (here && ownerOfTask(here.task) !== ownerOfTask(parsed.data)) {
+      // Another owner's task with this id runs here: refused now, not after its redeliveries
+      // run out while that task runs (the submitter would never hear back).
+      void refuseTakenId(parsed.data).then(
+        () => msg.term("task id taken by another owner"),
+        (err: unknown) => (log.warn({ err, taskId }, "could not refuse a taken task id; it is offered again"), msg.nak(RETRY_DELAY_MS)),
+      );
+      return;
+    }
+    if (here) {
       // Already running here (a redelivery): let the broker try again later.
       msg.nak(RETRY_DELAY_MS);
       return;
