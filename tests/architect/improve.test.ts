@@ -30,6 +30,7 @@ import {
   type ImproveRequestInput,
   type ImproveSummary,
   type LlmProvider,
+  type TaskEvent,
   type TaskResult,
 } from "@loopsmith/shared";
 import { startImprover, type Improver } from "@loopsmith/architect";
@@ -171,6 +172,15 @@ describe("the improver", () => {
     const before = deps.exec.length;
     expect((await submitImprove(nc, request("run-a", snap))).duplicate).toBe(true);
     await new Promise((r) => setTimeout(r, 3_000));
+    expect(deps.exec.length).toBe(before);
+    // Another owner's run under the same id: refused on that owner's own subject; the run is not shown to it.
+    expect((await submitImprove(nc, request("run-a", snap), "bob")).duplicate).toBe(false);
+    const his: TaskEvent[] = [];
+    for await (const e of followEvents(nc, "bob", "run-a", AbortSignal.timeout(20_000))) his.push(e);
+    expect(his).toHaveLength(1);
+    expect(his[0]).toMatchObject({ kind: "result", data: { error: { code: "bad_request" } } });
+    expect(his[0]?.message).toContain("belongs to another client");
+    expect(await imp.status("run-a", "bob")).toEqual({ state: null, reports: [] });
     expect(deps.exec.length).toBe(before);
   });
 

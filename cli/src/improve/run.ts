@@ -147,7 +147,11 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
         }
       }
       emit(flags, flags.json ? event : { message: event.message });
-      if (event.kind === "result") summary = ImproveSummary.parse(event.data?.summary);
+      if (event.kind === "result") {
+        // A run the improver refused (its id is another client's run) ends with an error, no summary.
+        if (event.data?.summary === undefined && event.data?.error) throw new CliError("bad_request", event.message);
+        summary = ImproveSummary.parse(event.data?.summary);
+      }
     }
     if (!summary) throw new CliError("cancelled", `stopped following run ${runId}; a stack this command started stops with it (a stack that stays up, NATS_URL, goes on running it: loopsmith report ${runId} later)`);
     await writeFile(join(dir, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
