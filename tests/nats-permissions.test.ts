@@ -9,10 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GenericContainer, Wait, type StartedTestContainer } from "testcontainers";
 import pino from "pino";
 import { Writable } from "node:stream";
+import { startEventsEndpoint } from "./fixtures/architect-events.js";
 import { PermissionViolationError, connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { readEventsPage } from "@loopsmith/architect";
 import {
   DEFAULT_OWNER,
   Endpoints,
@@ -136,13 +136,7 @@ describe("NATS least privilege (the generated server configuration)", () => {
   it("lets a client submit a task and follow the events the architect publishes for it (stored ones through the architect, new ones live)", async () => {
     const client = await as("client");
     const architect = await as("architect");
-    const service = await startService(architect, {
-      name: ServiceNames.architect,
-      version: "0.0.0-test",
-      description: "test",
-      log: pino({ level: "silent" }),
-      registrations: [handle(Endpoints.architect.events, (req, ctx) => readEventsPage(architect, ctx.owner, req))],
-    });
+    const service = await startEventsEndpoint(architect);
     const submitted = await submitTask(client, task("perm-allowed-1"));
     expect(submitted.duplicate).toBe(false);
     await publishEvent(architect, event("perm-allowed-1", "planning"), DEFAULT_OWNER);
@@ -161,13 +155,7 @@ describe("NATS least privilege (the generated server configuration)", () => {
     const alice = await as("alice");
     const bob = await as("bob");
     const architect = await as("architect");
-    const service = await startService(architect, {
-      name: ServiceNames.architect,
-      version: "0.0.0-test",
-      description: "test",
-      log: pino({ level: "silent" }),
-      registrations: [handle(Endpoints.architect.events, (req, ctx) => readEventsPage(architect, ctx.owner, req))],
-    });
+    const service = await startEventsEndpoint(architect);
     await submitTask(alice, task("perm-alice-1"), "alice");
     await publishEvent(architect, { ...event("perm-alice-1", "alice's secret plan"), kind: "result" }, "alice");
     // Alice follows her task.

@@ -5,29 +5,18 @@
  * again. On real NATS JetStream, with the architect's real page reader.
  */
 import { describe, expect } from "vitest";
-import pino from "pino";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { readEventsPage } from "@loopsmith/architect";
-import { Endpoints, EVENTS_PAGE_MAX, ServiceNames, ensureStreams, handle, publishEvent, startService, watchEvents, type TaskEvent } from "@loopsmith/shared";
+import { connect } from "@nats-io/transport-node";
+import { EVENTS_PAGE_MAX, ensureStreams, publishEvent, watchEvents, type TaskEvent } from "@loopsmith/shared";
+import { startEventsEndpoint } from "./fixtures/architect-events.js";
 import { it } from "./fixtures/index.js";
 
 const event = (taskId: string, seq: number, kind: TaskEvent["kind"] = "step"): TaskEvent => ({ v: 1, taskId, seq, at: new Date().toISOString(), iteration: 0, kind, message: `event ${seq}` });
-
-async function architectEvents(nc: NatsConnection) {
-  return startService(nc, {
-    name: ServiceNames.architect,
-    version: "0.0.0-test",
-    description: "test",
-    log: pino({ level: "silent" }),
-    registrations: [handle(Endpoints.architect.events, (req, ctx) => readEventsPage(nc, ctx.owner, req))],
-  });
-}
 
 describe("watchEvents: stored events through the architect, new ones live", () => {
   it("replays more than a page of stored events, then live ones up to the result, each once and in order", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
     await ensureStreams(nc);
-    const service = await architectEvents(nc);
+    const service = await startEventsEndpoint(nc);
     try {
       const stored = EVENTS_PAGE_MAX + 50;
       for (let seq = 0; seq < stored; seq++) await publishEvent(nc, event("watch-1", seq));
@@ -59,7 +48,7 @@ describe("watchEvents: stored events through the architect, new ones live", () =
     })();
     await new Promise((r) => setTimeout(r, 800));
     expect(seen).toEqual([]);
-    const service = await architectEvents(nc);
+    const service = await startEventsEndpoint(nc);
     try {
       await new Promise((r) => setTimeout(r, 800));
       expect(seen).toEqual([0, 1]);

@@ -11,6 +11,7 @@ import { LoopsmithError } from "./errors.js";
 import { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "./llm/config-schema.js";
 import { ROLES, type Role } from "./llm/types.js";
 import { DEFAULT_OWNER, OWNER_PATTERN } from "./subjects.js";
+import { Owner } from "./contracts/common.js";
 
 export { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "./llm/config-schema.js";
 
@@ -46,7 +47,7 @@ export const Config = z
          * (`LOOPSMITH_OWNER`; default: the NATS user's name, or `client`). Under the permission
          * matrix a client user may use only its own name. See `ownerOf`.
          */
-        owner: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "1-64 letters, digits, '-' or '_'").optional(),
+        owner: Owner.optional(),
       })
       .default({ tls: {} }),
     /** PostgreSQL URL (with pgvector). When unset, memory runs embedded PGlite under `dataDir`. */

@@ -7,8 +7,7 @@
  * it may subscribe only on its own owner's events.
  */
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { call } from "./bus.js";
-import { Endpoints } from "./bus.js";
+import { Endpoints, call } from "./bus.js";
 import { TaskEvent } from "./contracts/events.js";
 import { LoopsmithError } from "./errors.js";
 import { permissionDenied } from "./nats-errors.js";

@@ -1,5 +1,6 @@
 /** Building blocks shared by every contract. */
 import { z } from "zod";
+import { OWNER_PATTERN } from "../subjects.js";
 import { ErrorData, LoopsmithError } from "../errors.js";
 
 /** Every payload carries its contract version so a rolling upgrade can tell old from new. */
@@ -16,7 +17,7 @@ export const TaskId = z
 export type TaskId = z.infer<typeof TaskId>;
 
 /** The client a task belongs to (a subject token; see `OWNER_PATTERN` in `subjects.ts`). */
-export const Owner = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "owners are 1-64 letters, digits, '-' or '_'");
+export const Owner = z.string().regex(OWNER_PATTERN, "owners are 1-64 letters, digits, '-' or '_'");
 export type Owner = z.infer<typeof Owner>;
 
 /**

@@ -44,8 +44,6 @@ export interface Improver {
 /** Options of {@link startImprover}. */
 export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "rejectedFrom" | "nc" | "log"> & { nc: NatsConnection; log: Logger };
 
-const ownerOfRun = ownerOfTask;
-
 /** Publishes one event of a run; returns the state with the next seq. */
 async function publish(nc: NatsConnection, state: ImproveState, kind: "step" | "generation" | "warning" | "result", message: string, data?: Record<string, unknown>): Promise<ImproveState> {
   let payload = data;
@@ -53,7 +51,7 @@ async function publish(nc: NatsConnection, state: ImproveState, kind: "step" | "
   if (report?.change && JSON.stringify(report).length > EVENT_REPORT_MAX_CHARS) {
     payload = { ...data, report: { ...report, change: { ...report.change, patch: `(patch of ${report.change.patch.length} characters: loopsmith.architect.improve_status has it)` } } };
   }
-  await publishEvent(nc, { v: 1, taskId: state.request.runId, seq: state.eventSeq, at: new Date().toISOString(), iteration: Math.min(state.generation, 10_000), kind, message, ...(payload ? { data: payload } : {}) }, ownerOfRun(state.request));
+  await publishEvent(nc, { v: 1, taskId: state.request.runId, seq: state.eventSeq, at: new Date().toISOString(), iteration: Math.min(state.generation, 10_000), kind, message, ...(payload ? { data: payload } : {}) }, ownerOfTask(state.request));
   return { ...state, eventSeq: state.eventSeq + 1 };
 }
 
@@ -71,10 +69,10 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
     const heartbeat = setInterval(() => msg.working(), HEARTBEAT_MS);
     try {
       const existing = await store.get(request.runId);
-      if (existing && ownerOfRun(existing.state.request) !== ownerOfRun(request)) {
+      if (existing && ownerOfTask(existing.state.request) !== ownerOfTask(request)) {
         const message = `the run id ${request.runId} belongs to another client's run: submit with another id`;
-        rlog.warn({ owner: ownerOfRun(request) }, "run id taken by another owner's run; refusing the submission");
-        await publishEvent(nc, { v: 1, taskId: request.runId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "result", message, data: { error: { code: "bad_request", message, retryable: false } } }, ownerOfRun(request));
+        rlog.warn({ owner: ownerOfTask(request) }, "run id taken by another owner's run; refusing the submission");
+        await publishEvent(nc, { v: 1, taskId: request.runId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "result", message, data: { error: { code: "bad_request", message, retryable: false } } }, ownerOfTask(request));
         msg.term("run id taken by another owner");
         return;
       }
@@ -87,7 +85,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
       let state: ImproveState;
       let revision: number;
       if (existing) {
-        state = { ...existing.state, eventSeq: Math.max(existing.state.eventSeq, (await lastEventSeq(nc, ownerOfRun(request), request.runId)) + 1) };
+        state = { ...existing.state, eventSeq: Math.max(existing.state.eventSeq, (await lastEventSeq(nc, ownerOfTask(request), request.runId)) + 1) };
         revision = existing.revision;
         rlog.info({ generation: state.generation }, "resuming the run from its checkpoint");
       } else {
@@ -128,7 +126,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
     const current = await store.get(request.runId);
     const base = current?.state ?? initialImproveState(request);
     const message = `stopped: ${(err as Error)?.message ?? String(err)}`;
-    const state = { ...base, eventSeq: Math.max(base.eventSeq, (await lastEventSeq(nc, ownerOfRun(request), request.runId)) + 1), status: "final" as const, summary: summarize(base, "error", message) };
+    const state = { ...base, eventSeq: Math.max(base.eventSeq, (await lastEventSeq(nc, ownerOfTask(request), request.runId)) + 1), status: "final" as const, summary: summarize(base, "error", message) };
     if (current) await store.update(state, current.revision);
     else await store.create(state);
     await publish(nc, state, "result", message, { summary: state.summary });
@@ -167,7 +165,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
   return {
     async status(runId, owner) {
       const state = (await store.get(runId))?.state ?? null;
-      if (!state || ownerOfRun(state.request) !== owner) return { state: null, reports: [] };
+      if (!state || ownerOfTask(state.request) !== owner) return { state: null, reports: [] };
       return { state, reports: await store.reports(runId) };
     },
     async stop() {
