@@ -7,13 +7,17 @@
  * 1. module load per service, in a fresh process (wall and CPU), against `node -e 1` and
  *    `node --import tsx -e 1`, and all five in one process;
  * 2. the NATS container, from create to a NATS handshake;
- * 3. each service alone on that NATS, from spawn to answering `$SRV.PING`;
- * 4. a cold `loopsmith up` (the CLI, fresh data directory), against the 5 s target;
- * 5. on that stack: submission → first `phase`/`step` event (in process), and CLI process
- *    start → first `phase`/`step` line of `solve --json`, against the 300 ms target;
- * then `loopsmith down`.
+ * 3. each service alone on that NATS, from spawn to answering `$SRV.PING`, from the
+ *    TypeScript sources (tsx) and from the build (`npm run build`, dist/app);
+ * 4. a cold `loopsmith up` through the `loopsmith` command (cli/bin/loopsmith.js, what a user
+ *    runs), fresh data directory and then the same one again, from the sources (the
+ *    baseline: `LOOPSMITH_FROM_SOURCE=1`) and from the build, against the 5 s target;
+ * 5. on that stack: submission → first `phase`/`step` event (in process, as the stack's
+ *    client user), and CLI process start → first `phase`/`step` line of `solve --json`,
+ *    against the 300 ms target;
+ * then `loopsmith down`. The build must be current (`npm run build` first; checked).
  *
- * Options: `--runs N` (solve repetitions, default 3), `--skip-up` (only 1–3).
+ * Options: `--runs N` (solve and `up` repetitions, default 3), `--skip-up` (only 1–3).
  */
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -21,12 +25,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
-import { createLogger, ensureStreams, loadConfig, submitTask, watchEvents, type ServiceName, type TaskInput } from "@loopsmith/shared";
+import { createLogger, loadConfig, loadScript, submitTask, watchEvents, type ServiceName, type TaskInput } from "@loopsmith/shared";
 import { startNatsContainer } from "../cli/src/nats-container.js";
-import { answeringServices } from "../cli/src/stack.js";
+import { answeringServices, serviceCommand } from "../cli/src/stack.js";
+import { roleConnectOptions } from "../cli/src/stack-auth.js";
+import { liveStack } from "../cli/src/stack-record.js";
+import { currentBuild } from "../cli/bin/build-stamp.js";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 const TSX = import.meta.resolve("tsx");
+const BIN = join(REPO, "cli", "bin", "loopsmith.js");
 const NAMES: ServiceName[] = ["memory", "executor", "builder", "reviewer", "architect"];
 const UP_TARGET_MS = 5_000;
 const FIRST_STEP_TARGET_MS = 300;
@@ -56,6 +64,7 @@ function processWall(argv: string[]): number {
 }
 
 async function main(): Promise<void> {
+  if (!currentBuild(REPO, {})) throw new Error("no current build in dist/app: run `npm run build` first");
   console.log(`bench:startup on ${(await import("node:os")).cpus().length} cores, load average ${(await import("node:os")).loadavg().map((x) => x.toFixed(1)).join(" ")}\n`);
 
   // 1. Module load.
@@ -106,58 +115,79 @@ async function main(): Promise<void> {
     LOG_LEVEL: "warn",
   };
   const alone: Record<string, number> = {};
-  // memory twice: on a fresh data directory (PGlite's initdb), then on the one it made.
-  for (const [label, name] of [["memory, fresh data dir", "memory"], ["memory, existing data dir", "memory"], ...NAMES.slice(1).map((n) => [n, n])] as Array<[string, ServiceName]>) {
-    const t = performance.now();
-    const child = spawn(process.execPath, ["--import", TSX, join(REPO, "services", name, "src", "main.ts")], { env, stdio: "ignore" });
-    while (!(await answeringServices(nc, [name], 100)).has(name)) {
-      if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode})`);
-      if (performance.now() - t > 120_000) throw new Error(`${name} did not answer`);
+  for (const from of ["source", "build"] as const) {
+    // memory twice: on a fresh data directory (PGlite's initdb or its template), then on the one it made.
+    const fresh = mkdtempSync(join(tmpdir(), "loopsmith-bench-startup-"));
+    for (const [label, name] of [["memory, fresh data dir", "memory"], ["memory, existing data dir", "memory"], ...NAMES.slice(1).map((n) => [n, n])] as Array<[string, ServiceName]>) {
+      const command = serviceCommand(name, from === "source" ? { LOOPSMITH_FROM_SOURCE: "1" } : {});
+      const t = performance.now();
+      const child = spawn(process.execPath, command.args, { env: { ...env, LOOPSMITH_DATA_DIR: fresh }, stdio: "ignore" });
+      while (!(await answeringServices(nc, [name], 100)).has(name)) {
+        if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode})`);
+        if (performance.now() - t > 120_000) throw new Error(`${name} did not answer`);
+      }
+      const key = `${label} (${from})`;
+      alone[key] = performance.now() - t;
+      console.log(`   ${key.padEnd(42)}${ms(alone[key] as number)}`);
+      await new Promise((r) => {
+        child.once("exit", r);
+        child.kill("SIGTERM");
+      });
     }
-    alone[label] = performance.now() - t;
-    console.log(`   ${label.padEnd(42)}${ms(alone[label] as number)}`);
-    await new Promise((r) => {
-      child.once("exit", r);
-      child.kill("SIGTERM");
-    });
   }
   await nc.close();
   await nats.stop();
-  const slowest = Math.max(...Object.entries(alone).filter(([k]) => !k.includes("fresh")).map(([, v]) => v));
-  console.log(`   slowest alone (existing data dir) + NATS = ${ms(slowest + natsMs)} (a lower bound of up with one idle core per service)\n`);
+  for (const from of ["source", "build"]) {
+    const slowest = Math.max(...Object.entries(alone).filter(([k]) => !k.includes("fresh") && k.endsWith(`(${from})`)).map(([, v]) => v));
+    console.log(`   ${from}: slowest alone (existing data dir) + NATS = ${ms(slowest + natsMs)} (an up that waited for NATS before any service, with one idle core per service)`);
+  }
+  console.log("");
   if (skipUp) return;
 
-  // 4. Cold `up`: a first one on a fresh data directory (PGlite's initdb), then, after
-  // `down`, a second one on the same directory (what a user's `up` usually is).
-  const upDir = mkdtempSync(join(tmpdir(), "loopsmith-bench-up-"));
-  const cliEnv = { ...process.env, LOOPSMITH_DATA_DIR: upDir, NATS_URL: "", DATABASE_URL: "", LOG_LEVEL: "warn" };
-  const cli = (argv: string[]) => spawnSync(process.execPath, ["--import", TSX, join(REPO, "cli", "src", "main.ts"), ...argv], { cwd: REPO, env: cliEnv, encoding: "utf8" });
-  const coldUp = (): { wall: number; readyMs: number; natsUrl: string } => {
+  // 4. Cold `up` through the `loopsmith` command: from the sources (the baseline) and from
+  // the build; each on a fresh data directory (PGlite's template) and then, after `down`, on
+  // the same directory (what a user's `up` usually is).
+  const cliEnv = (dir: string, from: "source" | "build") => ({ ...process.env, LOOPSMITH_DATA_DIR: dir, NATS_URL: "", DATABASE_URL: "", LOG_LEVEL: "warn", ...(from === "source" ? { LOOPSMITH_FROM_SOURCE: "1" } : {}) });
+  const cli = (dir: string, from: "source" | "build", argv: string[]) => spawnSync(process.execPath, [BIN, ...argv], { cwd: REPO, env: cliEnv(dir, from), encoding: "utf8" });
+  const coldUp = (dir: string, from: "source" | "build"): number => {
     const t = performance.now();
-    const up = cli(["up", "--provider", "scripted", "--script", script, "--json"]);
+    const up = cli(dir, from, ["up", "--provider", "scripted", "--json"]);
     const wall = performance.now() - t;
     if (up.status !== 0) throw new Error(`up failed: ${up.stderr}`);
-    return { wall, ...(JSON.parse(up.stdout.trim().split("\n").at(-1) as string) as { readyMs: number; natsUrl: string }) };
+    return wall;
   };
-  console.log("4. cold `loopsmith up` (no stack running; the NATS image is local)");
-  const first = coldUp();
-  console.log(`   fresh data directory: whole CLI process ${ms(first.wall)}   target ${UP_TARGET_MS} ms: ${first.wall <= UP_TARGET_MS ? "MET" : "NOT MET"}   (after the CLI's own load: ${ms(first.readyMs)})`);
-  cli(["down"]);
-  const said = coldUp();
-  console.log(`   existing data directory: whole CLI process ${ms(said.wall)}   target ${UP_TARGET_MS} ms: ${said.wall <= UP_TARGET_MS ? "MET" : "NOT MET"}   (after the CLI's own load: ${ms(said.readyMs)})\n`);
-
+  console.log(`4. cold \`loopsmith up\` through the loopsmith command (no stack running; the NATS image is local; median of ${runs} on an existing data dir)`);
+  const upMedian: Record<string, number> = {};
+  let upDir = "";
+  for (const from of ["source", "build"] as const) {
+    upDir = mkdtempSync(join(tmpdir(), "loopsmith-bench-up-"));
+    const first = coldUp(upDir, from);
+    cli(upDir, from, ["down"]);
+    const again: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      again.push(coldUp(upDir, from));
+      if (from === "source" || i < runs - 1) cli(upDir, from, ["down"]);
+    }
+    upMedian[from] = median(again);
+    const target = (x: number): string => `target ${UP_TARGET_MS} ms: ${x <= UP_TARGET_MS ? "MET" : "NOT MET"}`;
+    console.log(`   from the ${from.padEnd(6)}: fresh data dir ${ms(first)}   existing data dir ${ms(upMedian[from] as number)} (${again.map(Math.round).join(", ")})   ${target(upMedian[from] as number)}`);
+  }
+  console.log(`   build vs source: ${((upMedian.build as number) / (upMedian.source as number)).toFixed(2)}x\n`);
+  const live = await liveStack(upDir);
+  const users = live?.users;
+  if (!live || !users) throw new Error("the stack left by `up` is not recorded with its users");
   try {
     // 5. First step on the running stack.
     console.log(`5. first phase/step event on the running stack (median of ${runs})`);
-    nc = await connect({ servers: said.natsUrl });
-    await ensureStreams(nc);
+    nc = await connect({ ...roleConnectOptions(users, "client"), servers: live.natsUrl });
     const raw = JSON.parse(readFileSync(taskFile, "utf8")) as Partial<TaskInput>;
     const inProcess: number[] = [];
     for (let i = 0; i < runs; i++) {
       const taskId = `bench-startup-${Date.now()}-${i}`;
       const abort = new AbortController();
       const t = performance.now();
-      await submitTask(nc, { ...raw, v: 1, taskId, submittedAt: new Date().toISOString() } as TaskInput);
+      // The stack serves any scripted task; the replies travel with it (Task.script).
+      await submitTask(nc, { ...raw, v: 1, taskId, submittedAt: new Date().toISOString(), script: loadScript(script) } as TaskInput);
       let first = NaN;
       for await (const e of watchEvents(nc, taskId, { signal: abort.signal })) {
         if (Number.isNaN(first) && (e.kind === "phase" || e.kind === "step")) first = performance.now() - t;
@@ -173,7 +203,7 @@ async function main(): Promise<void> {
     const cliTotal: number[] = [];
     for (let i = 0; i < runs; i++) {
       const t = performance.now();
-      const child = spawn(process.execPath, ["--import", TSX, join(REPO, "cli", "src", "main.ts"), "solve", "--file", taskFile, "--json"], { cwd: REPO, env: cliEnv, stdio: ["ignore", "pipe", "ignore"] });
+      const child = spawn(process.execPath, [BIN, "solve", "--file", taskFile, "--script", script, "--provider", "scripted", "--json"], { cwd: REPO, env: cliEnv(upDir, "build"), stdio: ["ignore", "pipe", "ignore"] });
       let buf = "";
       let first = NaN;
       child.stdout.on("data", (d: Buffer) => {
@@ -184,10 +214,10 @@ async function main(): Promise<void> {
       fromCli.push(first);
       cliTotal.push(performance.now() - t);
     }
-    const bare = median([0, 1, 2].map(() => processWall(["--import", TSX, join(REPO, "cli", "src", "main.ts"), "--help"])));
+    const bare = median([0, 1, 2].map(() => processWall([BIN, "--help"])));
     console.log(`   CLI process start → first event line    ${ms(median(fromCli))}   (\`loopsmith --help\`, the CLI's load alone: ${ms(bare)}; whole solve ${ms(median(cliTotal))})   runs: ${fromCli.map(Math.round).join(", ")}`);
   } finally {
-    const down = cli(["down"]);
+    const down = cli(upDir, "build", ["down"]);
     console.log(`\n${down.stdout.trim()}`);
   }
 }

@@ -13,12 +13,19 @@
  *   dist/app/deploy/seccomp/sandbox.json  the sandbox's seccomp profile
  *   dist/app/node_modules/                PGlite (+ pgvector, socket), web-tree-sitter, grammars' wasm
  *
- * Usage: node --import tsx deploy/build-app.ts [--out <dir>] [--metafile]
+ * It also writes `dist/app/build.json` (cli/bin/build-stamp.js): the source files the bundles
+ * were made from and a fingerprint of their contents. The `loopsmith` command and the stacks
+ * it starts run the build only while that fingerprint matches the sources. A build of the
+ * default folder that is already current is not made again (`--force` makes it), so a running
+ * stack's build is not removed under it.
+ *
+ * Usage: node --import tsx deploy/build-app.ts [--out <dir>] [--metafile] [--force]
  */
 import { cp, mkdir, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build, type Plugin } from "esbuild";
+import { BUILD_DIR, BUILD_STAMP, currentBuild, makeStamp } from "../cli/bin/build-stamp.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -67,6 +74,13 @@ async function copyTree(from: string, to: string): Promise<void> {
   await cp(from, to, { recursive: true, dereference: true, filter: (src) => !src.endsWith(".map") });
 }
 
+/** The files under `path` (relative to the root, `/`-separated), or `path` itself when it is a file. */
+async function filesUnder(path: string): Promise<string[]> {
+  if (!(await stat(join(ROOT, path))).isDirectory()) return [path];
+  const entries = await readdir(join(ROOT, path), { withFileTypes: true });
+  return (await Promise.all(entries.map((e) => (e.isDirectory() ? filesUnder(`${path}/${e.name}`) : Promise.resolve(e.isFile() ? [`${path}/${e.name}`] : []))))).flat();
+}
+
 /** Size of a folder in bytes. */
 async function sizeOf(dir: string): Promise<number> {
   let total = 0;
@@ -81,8 +95,12 @@ async function sizeOf(dir: string): Promise<number> {
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const outIndex = args.indexOf("--out");
-  const out = resolve(outIndex >= 0 && args[outIndex + 1] ? (args[outIndex + 1] as string) : join(ROOT, "dist", "app"));
+  const out = resolve(outIndex >= 0 && args[outIndex + 1] ? (args[outIndex + 1] as string) : join(ROOT, BUILD_DIR));
   const started = Date.now();
+  if (out === join(ROOT, BUILD_DIR) && !args.includes("--force") && currentBuild(ROOT, {})) {
+    process.stdout.write(`build: ${relative(process.cwd(), out) || "."} is current (made from these sources); --force makes it again\n`);
+    return;
+  }
   await rm(out, { recursive: true, force: true });
   await mkdir(out, { recursive: true });
 
@@ -97,7 +115,7 @@ async function main(): Promise<void> {
     target: "node20",
     sourcemap: false,
     legalComments: "none",
-    metafile: args.includes("--metafile"),
+    metafile: true,
     logLevel: "warning",
     plugins: [externals],
     // CommonJS packages bundled into ES modules call `require` for Node's built-ins and read
@@ -113,7 +131,7 @@ async function main(): Promise<void> {
       ].join(" "),
     },
   });
-  if (result.metafile) await writeFile(join(out, "meta.json"), JSON.stringify(result.metafile));
+  if (args.includes("--metafile")) await writeFile(join(out, "meta.json"), JSON.stringify(result.metafile));
 
   const manifest = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as { name: string; version: string; license?: string };
   await writeFile(
@@ -129,6 +147,12 @@ async function main(): Promise<void> {
       if (file === "package.json" || file.endsWith(".wasm")) await cp(join(from, file), join(out, "node_modules", pkg, file));
     }
   }
+  // The stamp: the bundles' own sources, the files copied in, the lock file (the packages
+  // bundled) and this script. Written last, so a build that failed half-way is never current.
+  const sources = Object.keys(result.metafile.inputs).filter((f) => !f.split("/").includes("node_modules"));
+  const assets = (await Promise.all(ASSETS.map((a) => filesUnder(a)))).flat();
+  const stamp = makeStamp(ROOT, [...sources, ...assets, "package-lock.json", "deploy/build-app.ts", "cli/bin/build-stamp.js"]);
+  await writeFile(join(out, BUILD_STAMP), `${JSON.stringify(stamp, null, 2)}\n`);
   const bytes = await sizeOf(out);
   process.stdout.write(`build: ${relative(process.cwd(), out) || "."} (${(bytes / 1e6).toFixed(1)} MB) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Everything the tests and the demo need on this machine, installed when missing:
 # node dependencies (npm ci), a Docker engine that answers, Compose v2, the images (built from
-# Debian packages by deploy/build-images.sh when they are not present), and Debian's
-# chromium (the dashboard test renders the improvement dashboard in it, headless).
+# Debian packages by deploy/build-images.sh when they are not present), Debian's
+# chromium (the dashboard test renders the improvement dashboard in it, headless), and the
+# JavaScript build (dist/app, `npm run build`), so the stacks the tests start run the
+# services as users who built do (a build older than the sources is made again).
 # Idempotent and quick when all is in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +13,9 @@ if [ ! -d node_modules/vitest ] || [ package-lock.json -nt node_modules/.package
   echo "prepare: installing node dependencies (npm ci)"
   npm ci --no-audit --no-fund
 fi
+
+# Quick when the build is current (it checks the stamp and stops).
+npm run --silent build
 
 bash deploy/ensure-docker.sh
 # Compose v2 (the compose test runs the README's `docker compose` lines as they are).

@@ -52,6 +52,37 @@ describe("NATS with authentication", () => {
     expect(Date.now() - started).toBeLessThan(10_000);
   });
 
+  it("start-up work that needs no connection (PreparedStart) reaches build; it is undone when NATS refuses, and its own failure stops the start", async () => {
+    const good = loadConfig({ env: { NATS_URL: url, NATS_USER: USER, NATS_PASSWORD: SECRET } });
+    const seen: string[] = [];
+    const prepare = {
+      open: async () => {
+        seen.push("open");
+        return "the-store";
+      },
+      close: async (value: string) => {
+        seen.push(`close ${value}`);
+      },
+    };
+    const running = await runService<string>("builder", async ({ prepared }) => {
+      seen.push(`build with ${prepared}`);
+      return { registrations: [] };
+    }, { config: good, log, prepare });
+    await running.stop();
+    expect(seen).toEqual(["open", "build with the-store"]);
+
+    seen.length = 0;
+    const refused = loadConfig({ env: { NATS_URL: url, NATS_USER: USER, NATS_PASSWORD: "wrong-password-456" } });
+    const err = await runService<string>("builder", async () => ({ registrations: [] }), { config: refused, log, prepare }).then(() => undefined, (e: unknown) => e as LoopsmithError);
+    expect(err?.code).toBe("config_invalid");
+    expect(seen).toEqual(["open", "close the-store"]);
+
+    const broken = { open: async (): Promise<string> => Promise.reject(new LoopsmithError("db_error", "the disk is full")), close: async () => undefined };
+    const failed = await runService<string>("builder", async () => ({ registrations: [] }), { config: good, log, prepare: broken }).then(() => undefined, (e: unknown) => e as LoopsmithError);
+    expect(failed?.code).toBe("db_error");
+    expect(failed?.message).toBe("the disk is full");
+  });
+
   it("refuses a connection without credentials, saying which variables to set", async () => {
     const config = loadConfig({ env: { NATS_URL: url } });
     const err = await runService("builder", async () => ({ registrations: [] }), { config, log }).then(() => undefined, (e: unknown) => e as LoopsmithError);

@@ -83,8 +83,9 @@ export async function upCommand(opts: StackCommandOptions, log: Logger): Promise
   const scripted = provider.info.scripted
     ? ` (SCRIPTED: ${config.llm.scriptPath ? `replies from ${config.llm.scriptPath}` : "replies only from the tasks (Task.script)"}; no model is called)`
     : "";
-  say(opts, "up", `up in ${(readyMs / 1000).toFixed(1)} s on ${shownNatsUrl(stack.natsUrl)}: ${stack.started.join(", ")}${scripted}; logs in ${stack.logDir}; loopsmith down stops it`, {
-    natsUrl: stack.natsUrl, started: stack.started, pids: stack.pids, readyMs, scripted: provider.info.scripted,
+  const from = stack.from === "build" ? "" : " (from the TypeScript sources: no current build in dist/app; `npm run build` makes start-up about 3 times faster)";
+  say(opts, "up", `up in ${(readyMs / 1000).toFixed(1)} s on ${shownNatsUrl(stack.natsUrl)}: ${stack.started.join(", ")}${from}${scripted}; logs in ${stack.logDir}; loopsmith down stops it`, {
+    natsUrl: stack.natsUrl, started: stack.started, from: stack.from, pids: stack.pids, readyMs, scripted: provider.info.scripted,
   });
   return ExitCode.ok;
 }
@@ -139,7 +140,10 @@ function statusLine(t0: number, withNats: boolean): { update(text: string): void
   };
 }
 
-/** True when `pid` runs (on Linux: and runs a loopsmith service's main module). */
+/**
+ * True when `pid` runs (on Linux: and runs a loopsmith service's main module, from the
+ * sources or from a build; see `serviceCommand`).
+ */
 function isService(pid: number, name: string): boolean {
   try {
     process.kill(pid, 0);
@@ -147,7 +151,8 @@ function isService(pid: number, name: string): boolean {
     return false;
   }
   try {
-    return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(`services/${name}/src/main.ts`);
+    const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    return argv.some((a) => a.endsWith(`services/${name}/src/main.ts`) || a.endsWith(`dist/${name}.js`));
   } catch {
     return true; // no /proc (macOS): the pid is alive, trust the record
   }

@@ -56,7 +56,7 @@ export type { LoggerOptions } from "./log.js";
 export {
   LOOPSMITH_VERSION, SERVICE_NATS_WAIT_MS, connectNats, exitOnSignals, logConnectionStatus, processAlive, runService, serviceMain,
 } from "./runtime.js";
-export type { RunningService, ServiceIdentityFile, ServiceModule, ShutdownHook } from "./runtime.js";
+export type { PreparedStart, RunningService, ServiceDeps, ServiceIdentityFile, ServiceModule, ShutdownHook } from "./runtime.js";
 export {
   CHARS_PER_TOKEN, FALLBACK_CODES, REASK_INSTRUCTION, ROLES, SCRIPTLESS_MODEL, ScriptFile, SpendMeter,
   TASK_SCRIPT_CACHE_MAX, TASK_SCRIPT_NAME, basePriceKey, causeMarker, checkBudget, costOf, createProvider,

@@ -88,7 +88,9 @@ export async function connectNats(
     return await pRetry(once, {
       retries: Number.POSITIVE_INFINITY,
       maxRetryTime: opts.waitMs,
-      minTimeout: 200,
+      // A local stack starts its services while its NATS container starts: retry soon at first.
+      minTimeout: 100,
+      factor: 1.5,
       maxTimeout: 2_000,
       // Refused credentials do not get better by waiting.
       shouldRetry: ({ error }) => !natsRefusal(error, url, identity),
@@ -141,21 +143,62 @@ export async function logConnectionStatus(nc: NatsConnection, log: Logger): Prom
 }
 
 /**
- * Starts a service: `build` gets the connection, configuration and logger and returns its
- * endpoints and hooks.
- * @throws LoopsmithError `config_invalid` when NATS_URL is missing, `unavailable` when NATS is down.
+ * Start-up work of a service that needs no NATS connection (memory opens its database): it
+ * runs while the connection is made, so a service started beside its NATS server (a local
+ * stack's cold `up`) does not do the two one after the other.
  */
-export async function runService(
+export interface PreparedStart<T> {
+  /** Starts at once, in parallel with connecting to NATS; its value goes to `build` as `prepared`. */
+  open(deps: { config: Config; log: Logger }): Promise<T>;
+  /** Undoes `open` when the connection cannot be made (the process then exits). */
+  close(value: T): Promise<void>;
+}
+
+/** What a service's `build` gets. */
+export interface ServiceDeps<T = undefined> {
+  nc: NatsConnection;
+  config: Config;
+  log: Logger;
+  /** The value of {@link PreparedStart.open}, when the service has one. */
+  prepared: T;
+}
+
+/**
+ * Starts a service: `build` gets the connection, configuration and logger (and what
+ * `opts.prepare` opened, while the connection was made) and returns its endpoints and hooks.
+ * @throws LoopsmithError `config_invalid` when NATS_URL is missing, `unavailable` when NATS is
+ *   down; what `opts.prepare.open` throws (the connection is closed first)
+ */
+export async function runService<T = undefined>(
   name: ServiceName,
-  build: (deps: { nc: NatsConnection; config: Config; log: Logger }) => Promise<ServiceModule>,
-  opts: { config?: Config; log?: Logger } = {},
+  build: (deps: ServiceDeps<T>) => Promise<ServiceModule>,
+  opts: { config?: Config; log?: Logger; prepare?: PreparedStart<T> } = {},
 ): Promise<RunningService> {
   const config = opts.config ?? loadConfig();
   const log = opts.log ?? createLogger({ service: name });
   if (!config.natsUrl) throw new LoopsmithError("config_invalid", "NATS_URL is not set; a service needs a NATS server");
-  const nc = await connectNats(config.natsUrl, ServiceNames[name], { waitMs: SERVICE_NATS_WAIT_MS, log, config });
+  const { prepare } = opts;
+  const opening = prepare ? prepare.open({ config, log }) : Promise.resolve(undefined as T);
+  // Settled either way before anything awaits it (no unhandled rejection while connecting).
+  const opened = opening.then(
+    (value) => ({ ok: true as const, value }),
+    (err: unknown) => ({ ok: false as const, err }),
+  );
+  let nc: NatsConnection;
+  try {
+    nc = await connectNats(config.natsUrl, ServiceNames[name], { waitMs: SERVICE_NATS_WAIT_MS, log, config });
+  } catch (err) {
+    const o = await opened;
+    if (o.ok && prepare) await prepare.close(o.value).catch((e: unknown) => log.warn({ err: e }, "undoing the start-up work failed"));
+    throw err;
+  }
+  const o = await opened;
+  if (!o.ok) {
+    await nc.close().catch(() => undefined);
+    throw o.err;
+  }
   void logConnectionStatus(nc, log.child({ natsIdentity: natsIdentity(config) })).catch((err: unknown) => log.warn({ err }, "the NATS status watch ended"));
-  const mod = await build({ nc, config, log });
+  const mod = await build({ nc, config, log, prepared: o.value });
   const service = await startService(nc, {
     name: ServiceNames[name],
     version: LOOPSMITH_VERSION,
@@ -239,15 +282,16 @@ export function exitOnSignals(stop: () => Promise<unknown>, log: Logger, deadlin
  * The `main` of a service process: runs it, installs the signal handler, and exits 1 with
  * one clear sentence when it cannot start.
  */
-export async function serviceMain(
+export async function serviceMain<T = undefined>(
   name: ServiceName,
-  build: (deps: { nc: NatsConnection; config: Config; log: Logger }) => Promise<ServiceModule>,
+  build: (deps: ServiceDeps<T>) => Promise<ServiceModule>,
+  prepare?: PreparedStart<T>,
 ): Promise<void> {
   const log = createLogger({ service: name });
   // The handler is installed before start-up: a SIGTERM while the service is still starting
   // (a `docker compose down` during the executor's self-test and pool fill) waits for the
   // start to finish and then stops it in order, so nothing it created is left behind.
-  const starting = runService(name, build, { log });
+  const starting = runService(name, build, { log, ...(prepare ? { prepare } : {}) });
   exitOnSignals(async () => (await starting.catch(() => undefined))?.stop(), log);
   try {
     const running = await starting;

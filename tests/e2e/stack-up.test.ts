@@ -10,6 +10,7 @@ import { join } from "node:path";
 import Docker from "dockerode";
 import { afterAll, describe, expect, it } from "vitest";
 import { REPO, jsonLines, loopsmith } from "../fixtures/cli.js";
+import { currentBuild } from "../../cli/bin/build-stamp.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-up-"));
 const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", LOG_LEVEL: "info" };
@@ -49,11 +50,19 @@ describe("loopsmith up, status, solve on the running stack, down", () => {
   it("up starts and records the stack; a second up leaves it as it is", async () => {
     const up = await loopsmith(["up", "--provider", "scripted", "--script", script, "--json"], env, 120_000);
     expect(up.code, up.stderr).toBe(0);
-    const said = jsonLines(up.stdout).at(-1) as { started: string[]; scripted: boolean; readyMs: number };
+    const said = jsonLines(up.stdout).at(-1) as { started: string[]; scripted: boolean; readyMs: number; from: string };
     expect([...said.started].sort()).toEqual(["architect", "builder", "executor", "memory", "reviewer"]);
     expect(said.scripted).toBe(true);
     const r = record();
     expect(Object.values(r.pids).every(alive)).toBe(true);
+    // The build when it is current with the sources (npm test builds it first), else the sources.
+    const code = currentBuild(REPO) ? "build" : "source";
+    expect(said.from).toBe(code);
+    for (const [name, pid] of Object.entries(r.pids)) {
+      const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      const main = code === "build" ? `dist/app/dist/${name}.js` : `services/${name}/src/main.ts`;
+      expect(argv.some((a) => a.endsWith(main)), `${name}: ${argv.join(" ")}`).toBe(true);
+    }
     expect((await new Docker().getContainer(r.natsContainerId).inspect()).State.Running).toBe(true);
     const again = await loopsmith(["up", "--json"], env, 60_000);
     expect(again.code, again.stderr).toBe(0);

@@ -79,11 +79,12 @@ export function memoryRegistrations(store: MemoryStore, deps: RegistrationDeps =
 }
 
 /**
- * Opens the store and returns the service module for `runService("memory", …)`.
+ * Opens the store (or takes `deps.store`, opened while the service connected to NATS) and
+ * returns the service module for `runService("memory", …)`.
  * @throws LoopsmithError `config_invalid` or `db_error` when the store cannot be opened
  */
-export async function memoryService(deps: MemoryServiceDeps): Promise<ServiceModule> {
-  const store = await openMemoryStore(deps);
+export async function memoryService(deps: MemoryServiceDeps & { store?: MemoryStore }): Promise<ServiceModule> {
+  const store = deps.store ?? (await openMemoryStore(deps));
   return {
     registrations: memoryRegistrations(store, { ...(deps.nc ? { nc: deps.nc } : {}), log: deps.log }),
     hooks: [{ name: "memory store (pool, socket server, PGlite)", run: () => store.close() }],
