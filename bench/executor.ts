@@ -47,7 +47,9 @@ def test_strings():
 `;
 // The executor's own pytest invocation (PYTEST_ISOLATED) without `--rootdir=/workspace`,
 // which names a folder only the sandbox has: every way runs the same pytest work.
-const PYTEST = PYTEST_ISOLATED.filter((a) => !a.startsWith("--rootdir"));
+// Plugin autoloading off, as the executor runs a workspace whose files use no hypothesis
+// (`defaultCommand`), so every way loads the same plugins.
+const PYTEST = ["env", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", ...PYTEST_ISOLATED.filter((a) => !a.startsWith("--rootdir"))];
 
 const config: Config = loadConfig({ env: { ...process.env, NATS_URL: "" } });
 const cfg = config.executor;
@@ -98,7 +100,7 @@ async function main(): Promise<void> {
   const log = pino({ level: "warn" });
   const dir = mkdtempSync(join(tmpdir(), "loopsmith-bench-"));
   writeFileSync(join(dir, "test_bench.py"), TEST_FILE);
-  const bareArgs = [...PYTEST.slice(1), `--junitxml=${join(dir, "junit.xml")}`];
+  const bareArgs = [...PYTEST.slice(3), `--junitxml=${join(dir, "junit.xml")}`];
   const rootfs = process.getuid?.() === 0 ? await exportImage(image) : null;
   const feed = `cat > /workspace/test_bench.py && exec ${PYTEST.join(" ")} --junitxml=/tmp/junit.xml`;
 

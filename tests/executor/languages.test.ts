@@ -1,4 +1,5 @@
 /**
+ * Python with hypothesis (its pytest plugin loaded by name, plugin autoloading off),
  * JavaScript and TypeScript in the node sandbox (node's test runner, per-test results from
  * its JUnit reporter; TypeScript with no build step), and `loopsmith sandbox run`.
  */
@@ -35,6 +36,32 @@ const p: Pair = { a: 2, b: 2 };
 test("adds", () => assert.equal(add({ a: 1, b: 2 }), 3));
 test("test_check", () => assert.equal(add(p), 5));
 `;
+
+describe("python with hypothesis", () => {
+  it("runs property tests (the plugin loaded by name, autoloading off) and names the failing property", async () => {
+    const lib = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a + b\n";
+    const test = [
+      "from hypothesis import given, strategies as st",
+      "from lib import add, sub",
+      "",
+      "@given(st.integers(), st.integers())",
+      "def test_add_commutes(a, b):",
+      "    assert add(a, b) == add(b, a)",
+      "",
+      "@given(st.integers(), st.integers())",
+      "def test_sub_inverts_add(a, b):",
+      "    assert sub(add(a, b), b) == a",
+      "",
+    ].join("\n");
+    const r = await ex.run(request("python", [{ path: "lib.py", content: lib }, { path: "test_lib.py", content: test }]));
+    expect(r.status).toBe("failed");
+    expect(r.tests.map((t) => [t.name, t.status])).toEqual([
+      ["test_add_commutes", "passed"],
+      ["test_sub_inverts_add", "failed"],
+    ]);
+    expect(`${r.tests[1]?.message ?? ""}${r.stdout}`).toContain("Falsifying example");
+  });
+});
 
 describe("javascript", () => {
   it("runs node's test runner and names the failing test", async () => {

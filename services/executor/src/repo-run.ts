@@ -74,7 +74,7 @@ export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: 
     ? { argv: shellArgv(req.shell), runner: "custom", env: { ...commandEnv(req.language), PYTEST_ADDOPTS, LOOPSMITH_JUNIT: RESULT_PATH }, shell: req.shell }
     : req.command
       ? { argv: customCommand(req.language, req.command), runner: "custom", env: commandEnv(req.language) }
-      : { ...defaultCommand(req.language, req.files, req.tests), env: commandEnv(req.language) };
+      : defaultCommand(req.language, req.files, req.tests, { wholeWorkspace: !req.base });
   const base = req.base;
   if (!base) return { plan };
   if (!ctx.loadBase) return { error: "this executor has no snapshot store (it was created without a NATS connection), so it cannot run over a repository's base tree" };
