@@ -40,11 +40,11 @@ export {
   improveSubmitSubject, ownerOfSubject, ownerOfTask, rejectsSubject, tasksSubmitSubject,
 } from "./subjects.js";
 export type { ServiceName } from "./subjects.js";
-export {
-  Endpoints, HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, requestSubject, servedSubject, startService,
-} from "./bus.js";
+export { Endpoints, requestSubject, servedSubject } from "./endpoints.js";
+export type { EndpointDef } from "./endpoints.js";
+export { HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, startService } from "./bus.js";
 export { isTransientNatsError, permissionDenied } from "./nats-errors.js";
-export type { CallOptions, EndpointDef, Handler, HandlerContext, Registration, ServiceOptions } from "./bus.js";
+export type { CallOptions, Handler, HandlerContext, Registration, ServiceOptions } from "./bus.js";
 export {
   Config, DEFAULT_PRICES, ENV_KEYS, FallbackTarget, ModelPrice, ProviderName, RoleLlm, configFromEnv,
   loadConfig, mergeConfig, ownerOf, priceOf, withProviderCredentials,

@@ -7,7 +7,8 @@
  * it may subscribe only on its own owner's events.
  */
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { Endpoints, call } from "./bus.js";
+import { call } from "./bus.js";
+import { Endpoints } from "./endpoints.js";
 import { TaskEvent } from "./contracts/events.js";
 import { LoopsmithError } from "./errors.js";
 import { permissionDenied } from "./nats-errors.js";
