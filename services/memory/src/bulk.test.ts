@@ -6,7 +6,7 @@ import { join } from "node:path";
 import pino from "pino";
 import { loadConfig, type FailureRecord } from "@loopsmith/shared";
 import { insertFailures } from "./bulk.js";
-import { embeddingExpr, hnswIndexName, openDatabase, type Database } from "./db.js";
+import { embeddingExpr, FAILURES_TEXT_INDEXES, hnswIndexName, openDatabase, type Database } from "./db.js";
 import { createHashingEmbedder } from "./embedder.js";
 import { createMemoryStore, type MemoryStore } from "./store.js";
 
@@ -95,12 +95,21 @@ describe("insertFailures", () => {
     expect((err as Error).message).toContain("index 1");
     await expect(insertFailures(db, embedder, [failure("bulk-d", 1)], { batchSize: 0 })).rejects.toMatchObject({ code: "bad_request" });
     expect(await count("bulk-d")).toBe(0);
-    await expect(insertFailures(db, embedder, [])).resolves.toEqual({ results: [], stored: 0, analysed: false, buildMs: 0 });
+    await expect(insertFailures(db, embedder, [])).resolves.toEqual({ results: [], stored: 0, analysed: false, buildMs: 0, textIndexMs: 0 });
   });
 
-  it("rebuildIndex drops the HNSW index for the load and builds it again with its parameters", async () => {
+  it("rebuildIndex drops the HNSW and full-text indexes for the load and builds them again as they were", async () => {
     const def = async (): Promise<string | undefined> =>
       (await db.pool.query<{ def: string }>("SELECT indexdef AS def FROM pg_indexes WHERE indexname = $1", [hnswIndexName("failures", embedder.id)])).rows[0]?.def;
+    const textDefs = async (): Promise<string[]> =>
+      (
+        await db.pool.query<{ def: string }>("SELECT indexdef AS def FROM pg_indexes WHERE indexname = ANY($1::text[]) ORDER BY indexname", [
+          FAILURES_TEXT_INDEXES.map((i) => i.name),
+        ])
+      ).rows.map((r) => r.def);
+    const textBefore = await textDefs();
+    expect(textBefore).toHaveLength(3);
+    expect(textBefore.every((d) => d.includes("USING gin (fts_"))).toBe(true);
     const settings = async (): Promise<string> =>
       (await db.pool.query<{ s: string }>("SELECT current_setting('maintenance_work_mem') || ' ' || current_setting('max_parallel_maintenance_workers') AS s")).rows[0]?.s ?? "";
     const before = await def();
@@ -109,13 +118,31 @@ describe("insertFailures", () => {
     const res = await insertFailures(db, embedder, Array.from({ length: 30 }, (_, i) => failure("bulk-g", i + 1)), { rebuildIndex: true, batchSize: 10 });
     expect(res.stored).toBe(30);
     expect(res.buildMs).toBeGreaterThan(0);
+    expect(res.textIndexMs).toBeGreaterThan(0);
     expect(await def()).toBe(before);
+    expect(await textDefs()).toEqual(textBefore);
+    // Full-text search finds the loaded rows through the rebuilt index.
+    const { rows: found } = await db.pool.query<{ n: string }>(
+      "SELECT count(*)::text AS n FROM loopsmith.failures WHERE task_id = 'bulk-g' AND fts_goal @@ to_tsquery('simple', 'sum')",
+    );
+    expect(found[0]?.n).toBe("30");
     expect(await count("bulk-g")).toBe(30);
     // The build's memory and worker settings do not outlive it (PGlite shares one session).
     expect(await settings()).toBe(settingsBefore);
     const plain = await insertFailures(db, embedder, [failure("bulk-g", 31)]);
-    expect(plain.buildMs).toBe(0);
+    expect(plain).toMatchObject({ buildMs: 0, textIndexMs: 0 });
   });
+
+  it("opening builds a full-text index a bulk load dropped and never built again", async () => {
+    await db.pool.query(`DROP INDEX loopsmith.${FAILURES_TEXT_INDEXES[1]?.name ?? ""}`);
+    await db.close();
+    db = await openDatabase({ config: loadConfig({ env: { LOOPSMITH_DATA_DIR: dir } }), log, embedders: [embedder] });
+    store = createMemoryStore(db, embedder, log);
+    const { rows } = await db.pool.query<{ name: string }>("SELECT indexname AS name FROM pg_indexes WHERE indexname = ANY($1::text[])", [
+      FAILURES_TEXT_INDEXES.map((i) => i.name),
+    ]);
+    expect(rows.map((r) => r.name).sort()).toEqual(FAILURES_TEXT_INDEXES.map((i) => i.name).sort());
+  }, 60_000);
 
   it("analyses the table once enough rows changed (50 + 10 %)", async () => {
     await db.pool.query("ANALYZE loopsmith.failures");

@@ -16,7 +16,8 @@
  *
  * Opening applies the migrations (node-pg-migrate's runner over `../migrations`), creates
  * one partial HNSW index (cosine; `m` and `ef_construction` from `config.memory`) per embedder
- * in use, then analyses the tables that need it ({@link analyseStale}), so the planner has
+ * in use and any missing full-text index ({@link FAILURES_TEXT_INDEXES}), then analyses the
+ * tables that need it ({@link analyseStale}), so the planner has
  * statistics and uses the HNSW index: PGlite has no autovacuum, and on a table analysed when
  * empty the planner reads every row of the language and sorts them (292 ms at 89k rows before;
  * see bench/memory.ts). Every pooled
@@ -132,6 +133,18 @@ export function hnswIndexName(table: "failures" | "successes", embedderId: strin
   return `${table}_hnsw_${slug}_${shortHash(embedderId)}`;
 }
 
+/**
+ * The full-text (GIN) indexes of `failures`, as the migration recall-hybrid creates them. A bulk
+ * load may drop them and build them again after (`insertFailures` with `rebuildIndex`); opening
+ * builds any that is missing, as after a load that died before its build.
+ */
+export const FAILURES_TEXT_INDEXES: ReadonlyArray<{ readonly name: string; readonly create: string }> = (["goal", "error", "code"] as const).map(
+  (part) => ({
+    name: `failures_fts_${part}_idx`,
+    create: `CREATE INDEX IF NOT EXISTS failures_fts_${part}_idx ON loopsmith.failures USING gin (fts_${part})`,
+  }),
+);
+
 /** The SQL expression the HNSW index is built on; queries must use the same expression. */
 export function embeddingExpr(dimensions: number): string {
   return `(embedding::vector(${Math.trunc(dimensions)}))`;
@@ -193,6 +206,15 @@ async function migrate(client: pg.Client, log: Logger, embedders: Embedder[], hn
         );
         await checkIndexOptions(client, log, name, hnsw);
       }
+    }
+    const { rows: text } = await client.query<{ name: string }>(
+      "SELECT indexname AS name FROM pg_indexes WHERE schemaname = 'loopsmith' AND indexname = ANY($1::text[])",
+      [FAILURES_TEXT_INDEXES.map((i) => i.name)],
+    );
+    for (const index of FAILURES_TEXT_INDEXES) {
+      if (text.some((r) => r.name === index.name)) continue;
+      log.info({ index: index.name }, "building a missing full-text index of memory (a bulk load stopped before its build)");
+      await client.query(index.create);
     }
     const analysed = await analyseStale(client);
     if (analysed.length > 0) log.debug({ tables: analysed }, "memory tables analysed");

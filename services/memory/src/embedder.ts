@@ -62,40 +62,51 @@ export function tokens(text: string): string[] {
   return (text.toLowerCase().match(/<[a-z]+>|[a-z0-9_]+/g) ?? []).filter((t) => t.length > 0);
 }
 
+/** Adds `weight` to the bucket of `hash` (unsigned: `hash % dimensions`), negated when its top bit is set. */
+function addHashed(v: Float64Array, hash: number, weight: number): void {
+  const h = hash >>> 0;
+  const bucket = h % v.length;
+  v[bucket] = (v[bucket] as number) + ((h & 0x80000000) === 0 ? weight : -weight);
+}
+
 /**
  * Adds one text's weighted features to `v` (zeros on entry): each word token (1.0), each token
  * bigram (0.7) and each character trigram of a token padded as `^token$` (0.3; not of
  * placeholders such as `<num>`), in that order per token, each hashed (FNV-1a, 32 bits, of
  * `w:token`, `b:token next`, `c:abc`) to a bucket and a sign. With no token, the feature
- * `w:<empty>`. Hashes are folded from the prefix without building the feature strings.
+ * `w:<empty>`. Hashes are folded from the prefix without building the feature strings; the
+ * loops are written out (no closure per token: bulk inserts embed 10,000s of texts a second).
  */
 function addFeatures(text: string, v: Float64Array): void {
-  const dimensions = v.length;
-  const add = (hash: number, weight: number): void => {
-    const h = hash >>> 0;
-    const bucket = h % dimensions;
-    v[bucket] = (v[bucket] ?? 0) + ((h & 0x80000000) === 0 ? weight : -weight);
-  };
   const toks = tokens(text.slice(0, MAX_TEXT));
   if (toks.length === 0) {
-    add(fold(PREFIX_W, "<empty>"), 1);
+    addHashed(v, fold(PREFIX_W, "<empty>"), 1);
     return;
   }
   for (let i = 0; i < toks.length; i++) {
     const t = toks[i] as string;
-    const word = fold(PREFIX_W, t);
-    add(word, 1);
+    let word = PREFIX_W;
+    let pair = PREFIX_B;
+    for (let j = 0; j < t.length; j++) {
+      const c = t.charCodeAt(j);
+      word = Math.imul(word ^ c, FNV_PRIME);
+      pair = Math.imul(pair ^ c, FNV_PRIME);
+    }
+    addHashed(v, word, 1);
     const next = toks[i + 1];
-    if (next !== undefined) add(fold(Math.imul(fold(PREFIX_B, t) ^ SPACE, FNV_PRIME), next), 0.7);
+    if (next !== undefined) addHashed(v, fold(Math.imul(pair ^ SPACE, FNV_PRIME), next), 0.7);
     if (t.charCodeAt(0) !== LT) {
-      // Trigrams of `^t$`: position j covers padded[j..j+2].
-      const n = t.length + 2;
-      const at = (j: number): number => (j === 0 ? CARET : j === n - 1 ? DOLLAR : t.charCodeAt(j - 1));
-      for (let j = 0; j + 3 <= n; j++) {
-        let h = Math.imul(PREFIX_C ^ at(j), FNV_PRIME);
-        h = Math.imul(h ^ at(j + 1), FNV_PRIME);
-        h = Math.imul(h ^ at(j + 2), FNV_PRIME);
-        add(h, 0.3);
+      // Trigrams of `^t$`, in order: (a, b, c) slides one character at a time.
+      let a = CARET;
+      let b = t.charCodeAt(0);
+      for (let j = 1; j <= t.length; j++) {
+        const c = j === t.length ? DOLLAR : t.charCodeAt(j);
+        let h = Math.imul(PREFIX_C ^ a, FNV_PRIME);
+        h = Math.imul(h ^ b, FNV_PRIME);
+        h = Math.imul(h ^ c, FNV_PRIME);
+        addHashed(v, h, 0.3);
+        a = b;
+        b = c;
       }
     }
   }
@@ -115,11 +126,12 @@ export function createHashingEmbedder(opts: HashingEmbedderOptions = {}): Embedd
   if (!Number.isInteger(dimensions) || dimensions < 16 || dimensions > 4096) {
     throw new LoopsmithError("config_invalid", `the hashing embedder needs 16 to 4096 dimensions, not ${dimensions}`);
   }
+  const v = new Float64Array(dimensions);
   const embedOne = (text: string): number[] => {
-    const v = new Float64Array(dimensions);
+    v.fill(0);
     addFeatures(text, v);
     let sum = 0;
-    for (let i = 0; i < dimensions; i++) sum += (v[i] ?? 0) * (v[i] ?? 0);
+    for (let i = 0; i < dimensions; i++) sum += (v[i] as number) * (v[i] as number);
     let norm = Math.sqrt(sum);
     if (norm === 0) {
       // Every feature cancelled out: fall back to one fixed bucket so cosine stays defined.
@@ -127,7 +139,7 @@ export function createHashingEmbedder(opts: HashingEmbedderOptions = {}): Embedd
       norm = 1;
     }
     const out = new Array<number>(dimensions);
-    for (let i = 0; i < dimensions; i++) out[i] = (v[i] ?? 0) / norm;
+    for (let i = 0; i < dimensions; i++) out[i] = (v[i] as number) / norm;
     return out;
   };
   return {
@@ -159,13 +171,20 @@ export function cosine(a: number[], b: number[]): number {
 export function combine(vectors: number[][], weights: number[]): number[] {
   const first = vectors[0];
   if (!first) throw new LoopsmithError("internal", "combine needs at least one vector");
-  const out = new Array<number>(first.length).fill(0);
-  vectors.forEach((v, k) => {
+  const n = first.length;
+  const out = new Float64Array(n);
+  for (let k = 0; k < vectors.length; k++) {
+    const v = vectors[k] as number[];
     const w = weights[k] ?? 0;
-    for (let i = 0; i < out.length; i++) out[i] = (out[i] ?? 0) + w * (v[i] ?? 0);
-  });
-  const norm = Math.sqrt(out.reduce((s, x) => s + x * x, 0));
-  return norm === 0 ? first : out.map((x) => x / norm);
+    for (let i = 0; i < n; i++) out[i] = (out[i] as number) + w * (v[i] ?? 0);
+  }
+  let sum = 0;
+  for (let i = 0; i < n; i++) sum += (out[i] as number) * (out[i] as number);
+  const norm = Math.sqrt(sum);
+  if (norm === 0) return first;
+  const result = new Array<number>(n);
+  for (let i = 0; i < n; i++) result[i] = (out[i] as number) / norm;
+  return result;
 }
 
 /**
