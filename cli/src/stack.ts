@@ -35,9 +35,9 @@ export interface ServiceCommand {
 }
 
 /**
- * The command that starts service `name`. A service loads in about 0.4 s from the build
- * against about 2 s through tsx (`npm run bench:startup`), which is most of a cold `up`
- * on 2 cores; a stale build is never run.
+ * The command that starts service `name`. Alone on a quiet machine a service answers its
+ * first `$SRV.PING` in 0.7–0.9 s from the build against 1.6–2.3 s through tsx, and a cold
+ * `up` takes 0.65× the time (`npm run bench:startup`); a stale build is never run.
  * @throws LoopsmithError `internal` when the installation's root cannot be found
  */
 export function serviceCommand(name: ServiceName, env: NodeJS.ProcessEnv = process.env): ServiceCommand {

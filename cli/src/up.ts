@@ -83,7 +83,7 @@ export async function upCommand(opts: StackCommandOptions, log: Logger): Promise
   const scripted = provider.info.scripted
     ? ` (SCRIPTED: ${config.llm.scriptPath ? `replies from ${config.llm.scriptPath}` : "replies only from the tasks (Task.script)"}; no model is called)`
     : "";
-  const from = stack.from === "build" ? "" : " (from the TypeScript sources: no current build in dist/app; `npm run build` makes start-up about 3 times faster)";
+  const from = stack.from === "build" ? "" : " (from the TypeScript sources: no current build in dist/app; `npm run build` makes the services start faster)";
   say(opts, "up", `up in ${(readyMs / 1000).toFixed(1)} s on ${shownNatsUrl(stack.natsUrl)}: ${stack.started.join(", ")}${from}${scripted}; logs in ${stack.logDir}; loopsmith down stops it`, {
     natsUrl: stack.natsUrl, started: stack.started, from: stack.from, pids: stack.pids, readyMs, scripted: provider.info.scripted,
   });
