@@ -27,7 +27,7 @@ import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { createLogger, loadConfig, loadScript, submitTask, watchEvents, type ServiceName, type TaskInput } from "@loopsmith/shared";
 import { startNatsContainer } from "../cli/src/nats-container.js";
-import { answeringServices, serviceCommand } from "../cli/src/stack.js";
+import { answeringServices, serviceCode } from "../cli/src/stack.js";
 import { roleConnectOptions } from "../cli/src/stack-auth.js";
 import { liveStack } from "../cli/src/stack-record.js";
 import { currentBuild } from "../cli/bin/build-stamp.js";
@@ -119,9 +119,9 @@ async function main(): Promise<void> {
     // memory twice: on a fresh data directory (PGlite's initdb or its template), then on the one it made.
     const fresh = mkdtempSync(join(tmpdir(), "loopsmith-bench-startup-"));
     for (const [label, name] of [["memory, fresh data dir", "memory"], ["memory, existing data dir", "memory"], ...NAMES.slice(1).map((n) => [n, n])] as Array<[string, ServiceName]>) {
-      const command = serviceCommand(name, from === "source" ? { LOOPSMITH_FROM_SOURCE: "1" } : {});
+      const args = serviceCode(from === "source" ? { LOOPSMITH_FROM_SOURCE: "1" } : {}).args(name);
       const t = performance.now();
-      const child = spawn(process.execPath, command.args, { env: { ...env, LOOPSMITH_DATA_DIR: fresh }, stdio: "ignore" });
+      const child = spawn(process.execPath, args, { env: { ...env, LOOPSMITH_DATA_DIR: fresh }, stdio: "ignore" });
       while (!(await answeringServices(nc, [name], 100)).has(name)) {
         if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode})`);
         if (performance.now() - t > 120_000) throw new Error(`${name} did not answer`);

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { BUILD_DIR, BUILD_STAMP, currentBuild, makeStamp } from "../bin/build-stamp.js";
-import { serviceCommand } from "./stack.js";
+import { serviceCode } from "./stack.js";
 
 describe("build stamp: a build runs only while it matches the sources", () => {
   let root: string;
@@ -60,11 +60,14 @@ describe("build stamp: a build runs only while it matches the sources", () => {
   });
 });
 
-describe("serviceCommand", () => {
-  it("runs a service's TypeScript main module through tsx when told to run the sources", () => {
-    const command = serviceCommand("memory", { LOOPSMITH_FROM_SOURCE: "1" });
-    expect(command.from).toBe("source");
-    expect(command.args[0]).toBe("--import");
-    expect(command.args.at(-1)).toMatch(/services\/memory\/src\/main\.ts$/);
+describe("serviceCode", () => {
+  it("runs each service's TypeScript main module through tsx when told to run the sources", () => {
+    const code = serviceCode({ LOOPSMITH_FROM_SOURCE: "1" });
+    expect(code.from).toBe("source");
+    for (const name of ["memory", "architect"] as const) {
+      const args = code.args(name);
+      expect(args[0]).toBe("--import");
+      expect(args.at(-1)).toMatch(new RegExp(`services/${name}/src/main\\.ts$`));
+    }
   });
 });

@@ -22,32 +22,32 @@ import { currentBuild } from "../bin/build-stamp.js";
 const EXTERNAL_NATS_WAIT_MS = 2_000;
 const ALL: ServiceName[] = ["memory", "executor", "builder", "reviewer", "architect"];
 
-/** How a service process is started: node's arguments, and which code it runs. */
-export interface ServiceCommand {
-  /** Arguments to `node` (`process.execPath`). */
-  args: string[];
+/** Which code a stack's services run, and how each is started. */
+export interface ServiceCode {
   /**
    * `build`: the JavaScript `npm run build` made, current with the sources
    * (cli/bin/build-stamp.js), or this installation's own when it is a build (the image);
    * `source`: the TypeScript sources through tsx (no current build, or `LOOPSMITH_FROM_SOURCE=1`).
    */
   from: "build" | "source";
+  /** Arguments to `node` (`process.execPath`) that start service `name`. */
+  args(name: ServiceName): string[];
 }
 
 /**
- * The command that starts service `name`. Alone on a quiet machine a service answers its
- * first `$SRV.PING` in 0.7–0.9 s from the build against 1.6–2.3 s through tsx, and a cold
- * `up` takes 0.65× the time (`npm run bench:startup`); a stale build is never run.
+ * Which code the services run, decided once (the build check hashes its ~200 sources). Alone
+ * on a quiet machine a service answers its first `$SRV.PING` in 0.7–0.9 s from the build
+ * against 1.6–2.3 s through tsx, and a cold `up` takes 0.65× the time (`npm run
+ * bench:startup`); a stale build is never run.
  * @throws LoopsmithError `internal` when the installation's root cannot be found
  */
-export function serviceCommand(name: ServiceName, env: NodeJS.ProcessEnv = process.env): ServiceCommand {
+export function serviceCode(env: NodeJS.ProcessEnv = process.env): ServiceCode {
   const root = installRoot();
   // This process runs from a build (dist/app, or the image's /app): its services are beside it.
-  const own = join(root, "dist", `${name}.js`);
-  if (existsSync(own)) return { args: [own], from: "build" };
-  const build = currentBuild(root, env);
-  if (build) return { args: [join(build, "dist", `${name}.js`)], from: "build" };
-  return { args: ["--import", fileURLToPath(import.meta.resolve("tsx")), join(root, "services", name, "src", "main.ts")], from: "source" };
+  const build = existsSync(join(root, "dist", "cli.js")) ? root : currentBuild(root, env);
+  if (build) return { from: "build", args: (name) => [join(build, "dist", `${name}.js`)] };
+  const tsx = fileURLToPath(import.meta.resolve("tsx"));
+  return { from: "source", args: (name) => ["--import", tsx, join(root, "services", name, "src", "main.ts")] };
 }
 
 /** A started stack. */
@@ -55,8 +55,8 @@ export interface LocalStack {
   natsUrl: string;
   /** The services this stack started (not the ones that were already running). */
   started: ServiceName[];
-  /** Which code the started services run (see {@link serviceCommand}); `build` when none was started. */
-  from: ServiceCommand["from"];
+  /** Which code the services this stack starts run (see {@link serviceCode}). */
+  from: ServiceCode["from"];
   /** Where each started service writes its log. */
   logDir: string;
   /** The pid of each service this stack started. */
@@ -191,7 +191,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
   const natsUrl = config.natsUrl ?? running?.natsUrl ?? (nats as { url: string }).url;
   const connectOptions = users ? roleConnectOptions(users, "client") : config.natsUrl ? natsConnectOptions(config) : {};
   const external = !nats && !users;
-  const children: Array<{ name: ServiceName; child: ChildProcess; logFile: string; from: ServiceCommand["from"] }> = [];
+  const children: Array<{ name: ServiceName; child: ChildProcess; logFile: string }> = [];
   const stop = async (): Promise<void> => {
     await Promise.all(
       children.map(
@@ -211,8 +211,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
   };
   const logDir = join(config.dataDir, "logs");
   const env = { ...process.env, ...opts.env };
-  // Which code the services run is decided once per start (it hashes the build's sources).
-  const code = serviceCommand("memory", env).from;
+  const code = serviceCode(env);
   const spawnServices = async (names: ServiceName[]): Promise<void> => {
     mkdirSync(logDir, { recursive: true });
     // All log files are opened at once, then every service is spawned at once.
@@ -225,19 +224,18 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
     );
     for (const [i, name] of names.entries()) {
       const out = outs[i] as ReturnType<typeof createWriteStream>;
-      const command = code === "build" ? serviceCommand(name, env) : serviceCommand(name, { ...env, LOOPSMITH_FROM_SOURCE: "1" });
-      log.debug({ service: name, from: command.from }, "starting a service");
+      log.debug({ service: name, from: code.from }, "starting a service");
       // Own process group (a terminal's Ctrl-C reaches only the CLI, which stops the task
       // and then its children in order) and an IPC channel (a child whose parent dies, even
       // by SIGKILL, sees it close and shuts down).
-      const child = spawn(process.execPath, command.args, {
+      const child = spawn(process.execPath, code.args(name), {
         env: { ...env, NATS_URL: natsUrl, ...(users ? roleEnv(users, name) : {}) },
         stdio: opts.keep ? ["ignore", out, out] : ["ignore", out, out, "ipc"],
         detached: true,
       });
       child.unref();
       child.channel?.unref();
-      children.push({ name, child, logFile: join(logDir, `${name}.log`), from: command.from });
+      children.push({ name, child, logFile: join(logDir, `${name}.log`) });
     }
   };
   try {
@@ -277,8 +275,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
       const pids = Object.fromEntries(children.flatMap((c) => (c.child.pid ? [[c.name, c.child.pid]] : [])));
       // Kept for later commands only once the stack answers (a failed start leaves no file).
       const usersFile = opts.keep && users && nats ? writeStackUsers(config.dataDir, users) : undefined;
-      const from = children.some((c) => c.from === "source") ? "source" : "build";
-      return { natsUrl, started: [...early, ...missing], from, logDir, pids, ...(nats ? { natsContainerId: nats.id } : {}), onRunningStack: !!running, connectOptions, owner: users ? (config.nats.owner ?? DEFAULT_OWNER) : ownerOf(config), ...(usersFile ? { usersFile } : {}), ...(users ? { users } : {}), stop };
+      return { natsUrl, started: [...early, ...missing], from: code.from, logDir, pids, ...(nats ? { natsContainerId: nats.id } : {}), onRunningStack: !!running, connectOptions, owner: users ? (config.nats.owner ?? DEFAULT_OWNER) : ownerOf(config), ...(usersFile ? { usersFile } : {}), ...(users ? { users } : {}), stop };
     } finally {
       await nc.close();
     }

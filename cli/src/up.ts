@@ -142,7 +142,7 @@ function statusLine(t0: number, withNats: boolean): { update(text: string): void
 
 /**
  * True when `pid` runs (on Linux: and runs a loopsmith service's main module, from the
- * sources or from a build; see `serviceCommand`).
+ * sources or from a build; see `serviceCode`).
  */
 function isService(pid: number, name: string): boolean {
   try {
