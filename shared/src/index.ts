@@ -36,6 +36,11 @@ export {
 } from "./contracts/index.js";
 export type { ImproveRequestInput, ImproveSettingsInput } from "./contracts/index.js";
 export {
+  DagPlan, DagPlanProblem, DagState, InterfaceName, ProvidedInterface, Subtask, SubtaskChange, SubtaskId, SubtaskState,
+  SubtaskStatus, childTaskId, dependenciesOf, dependencyOrder, dependentsOf, validateDagPlan,
+} from "./contracts/index.js";
+export type { DagPlanInput } from "./contracts/index.js";
+export {
   BEATS_PREFIX, DEFAULT_OWNER, OWNER_PATTERN, SUBJECT_PREFIX, ServiceNames, Streams, Subjects, checkOwner, eventsSubject,
   improveSubmitSubject, ownerOfSubject, ownerOfTask, rejectsSubject, tasksSubmitSubject,
 } from "./subjects.js";

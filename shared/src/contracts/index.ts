@@ -8,3 +8,4 @@ export * from "./memory.js";
 export * from "./steps.js";
 export * from "./events.js";
 export * from "./improve.js";
+export * from "./dag.js";

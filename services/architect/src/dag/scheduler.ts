@@ -1,0 +1,249 @@
+/**
+ * The DAG scheduler of a project-scale task. It runs the subtasks of a validated plan
+ * ({@link validateDagPlan}) as child tasks:
+ * - a subtask starts as soon as every dependency has passed, at most `parallel` at once
+ *   (`p-queue`);
+ * - a failed attempt is retried with exponential backoff and full jitter up to the subtask's
+ *   own limit (`p-retry`); when the subtask gives up, every subtask that depends on it,
+ *   directly or not, is cancelled with reason `dependency_failed`, and independent subtasks
+ *   go on;
+ * - every change of a subtask's state is recorded (checkpoint and event) before the next
+ *   step, one at a time and in order, so a resumed scheduler finds passed subtasks passed
+ *   (not run again) and running ones re-attached to the same child task id.
+ * Nothing here does I/O of its own: running an attempt and recording are the caller's ({@link DagIO}).
+ */
+import { setMaxListeners } from "node:events";
+import PQueue from "p-queue";
+import pRetry from "p-retry";
+import {
+  LoopsmithError,
+  addUsage,
+  childTaskId,
+  dependenciesOf,
+  dependentsOf,
+  emptyUsage,
+  type DagState,
+  type Subtask,
+  type SubtaskChange,
+  type SubtaskState,
+  type Usage,
+} from "@loopsmith/shared";
+
+/** What one attempt of a subtask (one child task) ended with. */
+export interface AttemptOutcome {
+  passed: boolean;
+  /** The child task's stop reason (`passed`, `max_iterations`, `stuck`, `error`, …). */
+  reason: string;
+  message: string;
+  /** Iterations the child task ran. */
+  iterations: number;
+  usage: Usage;
+  /** A passed attempt's change, applied to the tree of the subtasks that depend on it. */
+  change?: SubtaskChange;
+  /** False when another attempt cannot help (the child task was refused as malformed, say). @defaultValue true */
+  retryable?: boolean;
+}
+
+/** One attempt to run: the subtask, its attempt number and child task id, and the tree it starts from. */
+export interface AttemptRequest {
+  subtask: Subtask;
+  /** 1 for the first attempt; it goes on counting after a re-open. */
+  attempt: number;
+  childTaskId: string;
+  /** The subtask's dependencies, direct or not, in dependency order, all passed: their changes make its starting tree. */
+  base: SubtaskState[];
+  /** Aborts when the parent task is cancelled or the conductor stops. */
+  signal: AbortSignal;
+}
+
+/** The scheduler's I/O. */
+export interface DagIO {
+  /**
+   * Runs one attempt as a child task, or re-attaches to it when a child task with that id
+   * exists (a resumed scheduler asks for the attempt it had started). A failed child task is
+   * a resolved outcome with `passed: false`; a throw is an infrastructure failure (a retryable
+   * `LoopsmithError` counts as a failed attempt and is retried; any other throw ends the subtask).
+   */
+  attempt(req: AttemptRequest): Promise<AttemptOutcome>;
+  /** Records the state after `changed` moved (checkpoint, then event). Called one at a time, in order. */
+  record(state: DagState, changed: SubtaskState): Promise<void>;
+  /** Fires when the parent task is cancelled or the conductor stops. */
+  signal: AbortSignal;
+  /** True when the signal fired because the parent task was cancelled (not because the conductor stops). */
+  cancelled(): boolean;
+}
+
+/** Scheduling limits. */
+export interface DagOptions {
+  parentTaskId: string;
+  /** Subtasks running at once (≥ 1); the CLI's `--parallel`, by default the builder replicas. */
+  parallel: number;
+  /** Attempts per subtask (≥ 1), each a child task with its own iteration limit. */
+  attempts: number;
+  /** Backoff before a retry, in ms: `min(maxMs, minMs · 2^(retry-1))`, times a random factor in [1, 2) (p-retry's `randomize`). */
+  backoff: { minMs: number; maxMs: number };
+}
+
+/** Thrown when the conductor stops mid-run: the parent's message is handed back and the run resumes from its checkpoint. */
+export class DagHandBack extends Error {
+  constructor() {
+    super("the conductor is stopping; the DAG resumes from its checkpoint");
+  }
+}
+
+/** A failed attempt, as p-retry sees it. */
+class AttemptFailed extends Error {
+  constructor(readonly outcome: AttemptOutcome) {
+    super(outcome.message);
+  }
+}
+
+const now = (): string => new Date().toISOString();
+
+/**
+ * Runs the subtasks of `initial` that have not finished, and returns the state when none can
+ * run any more: every subtask passed, failed or cancelled.
+ * @throws DagHandBack when the conductor stops before the run ends (running subtasks stay
+ *   `running`, to be re-attached on resume)
+ */
+export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Promise<DagState> {
+  if (opts.parallel < 1 || opts.attempts < 1) throw new LoopsmithError("bad_request", `a DAG run needs parallel ≥ 1 and attempts ≥ 1 (got ${opts.parallel} and ${opts.attempts})`);
+  let state = initial;
+  // One signal for every wait of this run (p-retry adds a listener per subtask), linked to the caller's.
+  const signal = AbortSignal.any([io.signal]);
+  setMaxListeners(initial.plan.subtasks.length * 4 + 10, signal);
+  const plan = state.plan;
+  const subtaskOf = new Map(plan.subtasks.map((s) => [s.id, s]));
+  const get = (id: string): SubtaskState => state.subtasks.find((s) => s.id === id)!;
+  const records = new PQueue({ concurrency: 1 });
+  const update = (id: string, patch: Partial<SubtaskState>): Promise<void> => {
+    state = { ...state, subtasks: state.subtasks.map((s) => (s.id === id ? { ...s, ...patch } : s)) };
+    const snapshot = state;
+    const changed = get(id);
+    return records.add(() => io.record(snapshot, changed));
+  };
+
+  const work = new PQueue({ concurrency: opts.parallel });
+  const queued = new Set<string>();
+  const ready = (s: SubtaskState): boolean => s.status === "pending" && subtaskOf.get(s.id)!.dependsOn.every((d) => get(d).status === "passed");
+  const schedule = (): void => {
+    if (io.signal.aborted) return;
+    for (const s of state.subtasks) {
+      if (queued.has(s.id) || !(s.status === "running" || ready(s))) continue;
+      queued.add(s.id);
+      void work.add(() => runSubtask(s.id));
+    }
+  };
+
+  async function runSubtask(id: string): Promise<void> {
+    const subtask = subtaskOf.get(id)!;
+    const reattach = get(id).status === "running";
+    const used = get(id).attempts - get(id).attemptsBefore - (reattach ? 1 : 0);
+    let first = true;
+    try {
+      const out = await pRetry(
+        async () => {
+          const cur = get(id);
+          const again = reattach && first;
+          first = false;
+          const attempt = again ? cur.attempts : cur.attempts + 1;
+          const child = childTaskId(opts.parentTaskId, id, attempt);
+          if (!again) await update(id, { status: "running", attempts: attempt, childTaskId: child, startedAt: cur.startedAt ?? now() });
+          const base = dependenciesOf(plan, id).map(get);
+          signal.throwIfAborted();
+          const outcome = await io.attempt({ subtask, attempt, childTaskId: child, base, signal });
+          if (!outcome.passed) throw new AttemptFailed(outcome);
+          return outcome;
+        },
+        {
+          retries: Math.max(0, opts.attempts - used - 1),
+          factor: 2,
+          minTimeout: opts.backoff.minMs,
+          maxTimeout: opts.backoff.maxMs,
+          randomize: true,
+          signal,
+          onFailedAttempt: async ({ error }) => {
+            const o = error instanceof AttemptFailed ? error.outcome : undefined;
+            const cur = get(id);
+            await update(id, {
+              reason: o?.reason ?? "error",
+              message: o?.message ?? error.message,
+              iterations: cur.iterations + (o?.iterations ?? 0),
+              usage: addUsage(cur.usage ?? emptyUsage(), o?.usage ?? emptyUsage()),
+            });
+          },
+          shouldRetry: ({ error }) =>
+            !io.signal.aborted && (error instanceof AttemptFailed ? error.outcome.retryable !== false : error instanceof LoopsmithError && error.retryable),
+        },
+      );
+      const cur = get(id);
+      await update(id, {
+        status: "passed",
+        reason: "passed",
+        message: out.message,
+        iterations: cur.iterations + out.iterations,
+        usage: addUsage(cur.usage ?? emptyUsage(), out.usage),
+        finishedAt: now(),
+        ...(out.change ? { change: out.change } : {}),
+      });
+      schedule();
+    } catch (err) {
+      if (io.signal.aborted) return;
+      const cur = get(id);
+      await update(id, { status: "failed", finishedAt: now(), ...(err instanceof AttemptFailed ? {} : { reason: "error", message: (err as Error)?.message ?? String(err) }) });
+      for (const d of dependentsOf(plan, id)) {
+        if (get(d).status !== "pending") continue;
+        await update(d, { status: "cancelled", reason: "dependency_failed", message: `"${id}" failed after ${cur.attempts - cur.attemptsBefore} attempt(s): ${get(id).message ?? ""}`.slice(0, 4_000), finishedAt: now() });
+      }
+    }
+  }
+
+  schedule();
+  await work.onIdle();
+  await records.onIdle();
+  if (io.signal.aborted) {
+    if (!io.cancelled()) throw new DagHandBack();
+    for (const s of state.subtasks) {
+      if (s.status === "pending" || s.status === "running") await update(s.id, { status: "cancelled", reason: "cancelled", message: "the task was cancelled", finishedAt: now() });
+    }
+    await records.onIdle();
+  }
+  return state;
+}
+
+/** The outcome of a finished DAG run: `passed` when every subtask passed. */
+export function dagOutcome(state: DagState): { status: "passed" | "failed" | "cancelled"; passed: string[]; failed: string[]; cancelled: string[] } {
+  const ids = (status: SubtaskState["status"]): string[] => state.subtasks.filter((s) => s.status === status).map((s) => s.id);
+  const failed = ids("failed");
+  const cancelled = ids("cancelled");
+  const status = failed.length ? "failed" : cancelled.length ? "cancelled" : "passed";
+  return { status, passed: ids("passed"), failed, cancelled };
+}
+
+/**
+ * Re-opens one passed subtask after the integration run failed on the merged tree (the
+ * reflection's choice): it and the subtasks that depend on it go back to `pending`, their
+ * changes dropped, each with a fresh attempt limit. A subtask is re-opened at most once.
+ * @throws LoopsmithError `bad_request` when the subtask is not in the plan, has not passed, or was re-opened before
+ */
+export function reopenSubtask(state: DagState, id: string, why: string): DagState {
+  const target = state.subtasks.find((s) => s.id === id);
+  if (!target) throw new LoopsmithError("bad_request", `cannot re-open "${id}": no such subtask`);
+  if (target.status !== "passed") throw new LoopsmithError("bad_request", `cannot re-open "${id}": it is ${target.status}, not passed`);
+  if (state.reopened.includes(id)) throw new LoopsmithError("bad_request", `cannot re-open "${id}" again: a subtask is re-opened at most once`);
+  const again = new Set([id, ...dependentsOf(state.plan, id)]);
+  return {
+    ...state,
+    reopened: [...state.reopened, id],
+    subtasks: state.subtasks.map((s) => {
+      if (!again.has(s.id)) return s;
+      const { change: _change, finishedAt: _finishedAt, ...rest } = s;
+      return { ...rest, status: "pending", attemptsBefore: s.attempts, reason: "reopened", message: s.id === id ? `re-opened: ${why}`.slice(0, 4_000) : `re-opened with "${id}"` };
+    }),
+  };
+}
+
+/** A fresh DAG state for a validated plan: every subtask pending. */
+export function startDag(plan: DagState["plan"]): DagState {
+  return { plan, reopened: [], subtasks: plan.subtasks.map((s) => ({ id: s.id, status: "pending", attempts: 0, attemptsBefore: 0, iterations: 0 })) };
+}
