@@ -36,8 +36,9 @@ export {
 } from "./contracts/index.js";
 export type { ImproveRequestInput, ImproveSettingsInput } from "./contracts/index.js";
 export {
-  DagPlan, DagPlanProblem, DagState, InterfaceName, ProvidedInterface, Subtask, SubtaskChange, SubtaskId, SubtaskState,
-  SubtaskStatus, childTaskId, dependenciesOf, dependencyOrder, dependentsOf, validateDagPlan,
+  DagPlan, DagPlanProblem, DagProgress, DagState, IntegrationReflection, InterfaceName, ProvidedInterface, Subtask, SubtaskChange,
+  SubtaskId, SubtaskProgress, SubtaskState, SubtaskStatus, childTaskId, dagProgress, dependenciesOf, dependencyOrder, dependentsOf,
+  validateDagPlan,
 } from "./contracts/index.js";
 export type { DagPlanInput } from "./contracts/index.js";
 export {

@@ -26,14 +26,20 @@ export interface Prompt {
 export const REPO_PROMPT_VERSIONS: Readonly<Partial<Record<Role, number>>> = { plan: 1, build: 1 };
 
 /**
- * Loads the current prompt of `role` from `shared/prompts/` (with `mode: "repo"`, the repo-mode
- * variant when the role has one, else the common prompt).
+ * DAG tasks' prompt versions (`<role>.dag.v<N>.md`): `plan` decomposes a goal into subtasks,
+ * `reflect` picks the one subtask to re-open after a failed integration run.
+ */
+export const DAG_PROMPT_VERSIONS: Readonly<Partial<Record<Role, number>>> = { plan: 1, reflect: 1 };
+
+/**
+ * Loads the current prompt of `role` from `shared/prompts/` (with `mode: "repo"` or `"dag"`,
+ * that variant when the role has one, else the common prompt).
  * @throws LoopsmithError `internal` when the file is missing or its header is wrong.
  */
-export function loadPrompt(role: Role, mode: "inline" | "repo" = "inline"): Prompt {
-  const repoVersion = mode === "repo" ? REPO_PROMPT_VERSIONS[role] : undefined;
-  const version = repoVersion ?? PROMPT_VERSIONS[role];
-  const file = assetPath("shared", "prompts", `${role}${repoVersion ? ".repo" : ""}.v${version}.md`);
+export function loadPrompt(role: Role, mode: "inline" | "repo" | "dag" = "inline"): Prompt {
+  const variant = mode === "repo" ? REPO_PROMPT_VERSIONS[role] : mode === "dag" ? DAG_PROMPT_VERSIONS[role] : undefined;
+  const version = variant ?? PROMPT_VERSIONS[role];
+  const file = assetPath("shared", "prompts", `${role}${variant ? `.${mode}` : ""}.v${version}.md`);
   let text: string;
   try {
     text = readFileSync(file, "utf8");

@@ -56,6 +56,12 @@ export function steps(executions: Array<ExecutionResult | "sandbox_error">, over
     tree: async (snapshot) => {
       throw new LoopsmithError("not_found", `no snapshot ${snapshot} in these tests`);
     },
+    decompose: async () => {
+      throw new LoopsmithError("internal", "no plan of subtasks in these tests");
+    },
+    reflectIntegration: async () => {
+      throw new LoopsmithError("internal", "no integration reflection in these tests");
+    },
     ...over,
   };
   return { steps: s, calls };

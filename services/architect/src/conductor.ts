@@ -115,7 +115,9 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
   const store: StateStore = kvStateStore(await openTaskStates(nc));
   const consumer = await jetstream(nc).consumers.get(Streams.tasks, Streams.conductorConsumer);
   const limit = opts.concurrency ?? 4;
-  const running = new Map<string, { task: Task; abort: AbortController; done: Promise<void> }>();
+  // `slot`: the task takes one of the `limit` slots (a DAG task gives its slot back while its children run).
+  const running = new Map<string, { task: Task; abort: AbortController; done: Promise<void>; slot: boolean }>();
+  const slotsTaken = (): number => [...running.values()].filter((r) => r.slot).length;
   let stopped = false;
   let wake: (() => void) | undefined;
 
@@ -155,7 +157,7 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
     await publishEvent(nc, { v: 1, taskId: task.taskId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "result", phase: "done", message, ...(result ? { result } : {}) }, ownerOfTask(task));
   };
 
-  const processMessage = async (msg: JsMsg, task: Task, abort: AbortController): Promise<void> => {
+  const processMessage = async (msg: JsMsg, task: Task, abort: AbortController, release: () => void): Promise<void> => {
     const owner = ownerOfTask(task);
     const tlog = log.child({ taskId: task.taskId, owner });
     let cancelSeen = false;
@@ -185,7 +187,8 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
       } else {
         state = initialState(task);
         revision = await store.create(state);
-        await publishEvent(nc, { v: 1, taskId: task.taskId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "accepted", message: `task accepted (${task.language})` }, owner);
+        const parent = task.parent ? { parentTaskId: task.parent.taskId, subtaskId: task.parent.subtaskId } : {};
+        await publishEvent(nc, { v: 1, taskId: task.taskId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "accepted", message: `task accepted (${task.language}${task.parent ? `; subtask ${task.parent.subtaskId} of ${task.parent.taskId}` : ""})`, ...parent }, owner);
         state = { ...state, eventSeq: 1 };
         revision = await store.update(state, revision);
       }
@@ -210,6 +213,7 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
         heartbeat: () => msg.working(),
         cancelled: () => cancelSeen || abort.signal.aborted,
         stopping: () => stopped,
+        release,
         log: tlog,
       });
       await events.flush();
@@ -259,18 +263,25 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
       return;
     }
     const abort = new AbortController();
-    const done = processMessage(msg, parsed.data, abort)
+    const release = (): void => {
+      const entry = running.get(taskId);
+      if (entry?.slot) {
+        entry.slot = false;
+        wake?.();
+      }
+    };
+    const done = processMessage(msg, parsed.data, abort, release)
       .catch((err: unknown) => log.error({ err, taskId }, "task processing failed"))
       .finally(() => {
         running.delete(taskId);
         wake?.();
       });
-    running.set(taskId, { task: parsed.data, abort, done });
+    running.set(taskId, { task: parsed.data, abort, done, slot: true });
   };
 
   const loop = (async () => {
     while (!stopped) {
-      if (running.size >= limit) {
+      if (slotsTaken() >= limit) {
         await new Promise<void>((resolve) => (wake = resolve));
         continue;
       }

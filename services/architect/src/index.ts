@@ -5,7 +5,7 @@ import { Endpoints, LoopsmithError, createProvider, handle, type Config, type Ll
 import { startConductor } from "./conductor.js";
 import { readEventsPage } from "./events-page.js";
 import { createPlanner } from "./planner.js";
-import { busSteps, type Steps } from "./steps.js";
+import { busChildTasks, busSteps, type Steps } from "./steps.js";
 import { openRecordOutbox, type RecordOutbox } from "./outbox.js";
 import type { Improver, ImproverOptions } from "./improve/consumer.js";
 
@@ -13,7 +13,7 @@ export { CANCEL_POLL_MS, startConductor, type Conductor, type ConductorOptions }
 export { readEventsPage } from "./events-page.js";
 export { createPlanner, type Planner } from "./planner.js";
 export { runLoop, finalState, verdictFiles, fallbackPlan, RetryLater, type VerdictFiles } from "./loop.js";
-export { busSteps, type LoopIO, type Steps } from "./steps.js";
+export { busChildTasks, busSteps, type ChildTasks, type LoopIO, type Steps } from "./steps.js";
 export { OUTBOX_RETRY_MS, openRecordOutbox, type RecordOutbox } from "./outbox.js";
 export { TaskState, initialState, addStepUsage, kvStateStore, type StateStore } from "./state.js";
 export { errorTextOf, failingTests, outputOf } from "./failure.js";
@@ -52,7 +52,12 @@ export async function architectService(deps: {
   const bus = busSteps(deps.nc, deps.config, planner);
   // A task's history record that memory cannot take now is kept and written later (outbox.ts).
   let outbox: RecordOutbox | undefined;
-  const steps: Steps = { ...bus, recordTask: (record) => (outbox ? outbox.record(record) : bus.recordTask(record)) };
+  const steps: Steps = {
+    ...bus,
+    recordTask: (record) => (outbox ? outbox.record(record) : bus.recordTask(record)),
+    // A DAG task's children run on this conductor's consumer (or another's); a cancel goes through the conductor.
+    children: busChildTasks(deps.nc, async (taskId, owner) => void (await need().cancel(taskId, owner))),
+  };
   return {
     registrations: [
       handle(Endpoints.architect.status, async (req, ctx) => ({ state: await need().status(req.taskId, ctx.owner) })),

@@ -2,6 +2,8 @@
  * The loop of one task, as a resumable state machine:
  * (repo mode: PREPARE →) RECALL → PLAN → BUILD → GATE → REVIEW? → EXECUTE → (pass: SCORE → DONE)
  *                                                  → (fail: REMEMBER → REFLECT → BUILD …)
+ * A DAG task (`decompose`, `dag/phases.ts`): PREPARE → RECALL → PLAN (subtasks) → SCHEDULE →
+ * INTEGRATE → (pass: DONE) | (fail: one subtask re-opened → SCHEDULE …)
  * Every phase ends with a checkpoint, so a conductor that dies resumes at the phase it was in.
  * Steps are injected ({@link Steps}); the phases are in `phases.ts`, their shared mechanics
  * in `run.ts`, the pure parts in `verdict.ts`. Nothing here does I/O of its own.
@@ -10,6 +12,7 @@ import type { Phase } from "@loopsmith/shared";
 import { buildPhase, executePhase, gatePhase, planPhase, recallPhase, reflectPhase, rememberPhase, reviewPhase, type PhaseOutcome } from "./phases.js";
 import { RetryLater, TaskRun } from "./run.js";
 import { preparePhase } from "./repo/phases.js";
+import { dagPlanPhase, integratePhase, schedulePhase } from "./dag/phases.js";
 import type { TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
 
@@ -19,13 +22,15 @@ export { CHECKPOINT_OUTPUT_CHARS, fallbackPlan, finalState, forCheckpoint, verdi
 const PHASES: Record<Exclude<Phase, "score" | "done">, (run: TaskRun) => Promise<PhaseOutcome>> = {
   prepare: preparePhase,
   recall: recallPhase,
-  plan: planPhase,
+  plan: (run) => (run.s.task.decompose ? dagPlanPhase(run) : planPhase(run)),
   build: buildPhase,
   gate: gatePhase,
   review: reviewPhase,
   execute: executePhase,
   remember: rememberPhase,
   reflect: reflectPhase,
+  schedule: schedulePhase,
+  integrate: integratePhase,
 };
 
 /**

@@ -2,6 +2,8 @@
 import type { Logger } from "pino";
 import type { z } from "zod";
 import {
+  DagPlan,
+  IntegrationReflection,
   Plan,
   Reflection,
   loadPrompt,
@@ -11,6 +13,7 @@ import {
   renderTask,
   section,
   type ChatMessage,
+  type DagPlanProblem,
   type LlmProvider,
   type PlanReply,
   type PlanRequest,
@@ -26,28 +29,66 @@ export interface Planner {
   plan(req: PlanRequest): Promise<PlanReply>;
   /** Root cause, hypothesis and fix plan for a failed iteration (role `reflect`). */
   reflect(req: ReflectRequest): Promise<ReflectReply>;
+  /**
+   * A DAG task's plan of subtasks (role `plan`, the `dag` prompt). `problems` are those
+   * validation found in the plan refused before (empty on the first ask).
+   */
+  decompose(req: PlanRequest, problems: readonly DagPlanProblem[]): Promise<LlmValue<DagPlan>>;
+  /** After the task's tests failed on the merged tree: the one subtask to re-open (role `reflect`, the `dag` prompt). */
+  reflectIntegration(req: IntegrationReflectRequest): Promise<LlmValue<IntegrationReflection>>;
+}
+
+/** A structured LLM reply: the validated value, the usage and who answered. */
+export interface LlmValue<T> {
+  value: T;
+  usage: Usage;
+  provider: ProviderInfo;
+}
+
+/** What the integration reflection is shown: the task, its plan of subtasks, and the failure on the merged tree. */
+export interface IntegrationReflectRequest extends Omit<ReflectRequest, "plan" | "candidate"> {
+  dag: DagPlan;
+  /** Subtasks already re-opened once (they cannot be again). */
+  reopened: readonly string[];
+}
+
+/** A plan of subtasks as a prompt shows it: id, dependencies, owned files and interfaces. */
+function renderDag(plan: DagPlan, reopened: readonly string[]): string {
+  return plan.subtasks
+    .map((s) =>
+      [
+        `- ${s.id}${s.dependsOn.length ? ` (after ${s.dependsOn.join(", ")})` : ""}${reopened.includes(s.id) ? " [re-opened once already: cannot be again]" : ""}: ${s.goal}`,
+        `  owns: ${[...s.files, ...s.acceptanceTests.map((t) => t.path)].join(", ")}`,
+        s.provides.length ? `  provides: ${s.provides.map((p) => `${p.name}${p.description ? ` = ${p.description}` : ""}`).join("; ")}` : "",
+      ]
+        .filter(Boolean)
+        .join("\n"),
+    )
+    .join("\n");
 }
 
 /** Creates the planner over a provider. */
 export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Planner {
   const prompts = { plan: loadPrompt("plan"), spec: loadPrompt("spec"), reflect: loadPrompt("reflect") };
   const repoPlan = loadPrompt("plan", "repo");
+  const dag = { plan: loadPrompt("plan", "dag"), reflect: loadPrompt("reflect", "dag") };
 
   /** One structured call: the task and recalled hints as the cached prefix, then `parts`. */
   async function ask<T>(
     role: "plan" | "spec" | "reflect",
     schema: z.ZodType<T>,
     schemaName: string,
-    req: PlanRequest | ReflectRequest,
+    req: PlanRequest | ReflectRequest | IntegrationReflectRequest,
     parts: string[],
-  ): Promise<{ value: T; usage: Usage; provider: ProviderInfo }> {
+    system?: string,
+  ): Promise<LlmValue<T>> {
     const messages: ChatMessage[] = [
       { role: "user", content: [renderTask(req.task), renderHints(req.recall)].filter(Boolean).join("\n"), cache: true },
       { role: "user", content: parts.filter(Boolean).join("\n") },
     ];
     const { value, usage, provider } = await deps.provider.complete({
       role,
-      system: role === "plan" && req.task.repo ? repoPlan.system : prompts[role].system,
+      system: system ?? (role === "plan" && req.task.repo ? repoPlan.system : prompts[role].system),
       messages,
       schema,
       schemaName,
@@ -73,5 +114,16 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
         renderFailure(req.failure),
         "Reply with the reflection as structured output.",
       ]),
+    decompose: (req, problems) =>
+      ask("plan", DagPlan, "dag_plan", req, [
+        problems.length ? section("Problems of the plan you sent before (fix every one)", problems.map((p) => `- ${p.message}`).join("\n")) : "",
+        "Reply with the plan of subtasks as structured output.",
+      ], dag.plan.system),
+    reflectIntegration: (req) =>
+      ask("reflect", IntegrationReflection, "integration_reflection", req, [
+        section("Subtasks", renderDag(req.dag, req.reopened)),
+        renderFailure(req.failure),
+        "Reply with the subtask to re-open as structured output.",
+      ], dag.reflect.system),
   };
 }

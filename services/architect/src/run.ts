@@ -6,6 +6,7 @@
 import {
   LoopsmithError,
   Usage,
+  dagProgress,
   hasCode,
   idempotencyKey,
   testSummary,
@@ -112,6 +113,7 @@ export class TaskRun {
 
   /** Publishes a progress event with the next sequence number. */
   async emit(kind: TaskEvent["kind"], message: string, extra: Partial<TaskEvent> = {}): Promise<void> {
+    const parent = this.s.task.parent;
     const event: TaskEvent = {
       v: 1,
       taskId: this.s.task.taskId,
@@ -120,6 +122,7 @@ export class TaskRun {
       iteration: this.s.iteration,
       kind,
       message,
+      ...(parent ? { parentTaskId: parent.taskId, subtaskId: parent.subtaskId } : {}),
       ...extra,
     };
     this.s = { ...this.s, eventSeq: this.s.eventSeq + 1 };
@@ -231,7 +234,7 @@ export class TaskRun {
     // Checkpoint the final state first, then publish the result (message id `taskId:result`):
     // a conductor that dies in between finds the task final and publishes the result again.
     await this.io.checkpoint({ ...s, eventSeq: s.eventSeq + 1 });
-    await this.emit("result", message, { phase: "done", result });
+    await this.emit("result", message, { phase: "done", result, ...(s.dag ? { data: { dag: dagProgress(s.dag) } } : {}) });
     return this.s;
   }
 }

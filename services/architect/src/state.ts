@@ -8,6 +8,7 @@ import { JetStreamApiError } from "@nats-io/jetstream";
 import { InvalidArgumentError } from "@nats-io/transport-node";
 import {
   Candidate,
+  DagState,
   ExecutionResult,
   FailureBrief,
   LoopsmithError,
@@ -65,6 +66,8 @@ export const TaskState = z.object({
       baseStatus: z.string(),
     })
     .optional(),
+  /** A DAG task (`decompose`): its validated plan of subtasks and each subtask's progress. */
+  dag: DagState.optional(),
 });
 export type TaskState = z.infer<typeof TaskState>;
 

@@ -2,10 +2,17 @@
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { Svcm } from "@nats-io/services";
 import {
   Endpoints,
+  LoopsmithError,
+  ServiceNames,
   call,
+  followEvents,
+  getSnapshot,
   materializeSnapshot,
+  putSnapshot,
+  submitTask,
   type BuildReply,
   type BuildRequest,
   type Config,
@@ -25,10 +32,15 @@ import {
   type ReviewReply,
   type ReviewRequest,
   type SuccessRecord,
+  type DagPlan,
+  type DagPlanProblem,
+  type IntegrationReflection,
   type TaskEvent,
+  type TaskInput,
   type TaskRecord,
+  type TaskResult,
 } from "@loopsmith/shared";
-import type { Planner } from "./planner.js";
+import type { IntegrationReflectRequest, LlmValue, Planner } from "./planner.js";
 import type { TaskState } from "./state.js";
 
 /** The step calls of the loop. Each throws a `LoopsmithError`. */
@@ -44,6 +56,12 @@ export interface Steps {
   rememberSuccess(req: SuccessRecord): Promise<Remembered>;
   recordTask(req: TaskRecord): Promise<Remembered>;
   reflect(req: ReflectRequest): Promise<ReflectReply>;
+  /** A DAG task's plan of subtasks; `problems` are those of the plan refused before. */
+  decompose(req: PlanRequest, problems: readonly DagPlanProblem[]): Promise<LlmValue<DagPlan>>;
+  /** After a failed integration run: the subtask to re-open. */
+  reflectIntegration(req: IntegrationReflectRequest): Promise<LlmValue<IntegrationReflection>>;
+  /** A DAG task's child tasks and trees; absent where DAG tasks cannot run (they then stop with an error). */
+  children?: ChildTasks;
   /**
    * Repo mode: the directory holding the base tree of a snapshot in `owner`'s store (fetched
    * and extracted once per owner and commit). @throws LoopsmithError `not_found` when the
@@ -52,6 +70,58 @@ export interface Steps {
   tree(snapshot: string, owner: string): Promise<string>;
   /** Where derived per-commit data (the repo map's tags) is cached; none when absent. */
   cacheDir?: string;
+}
+
+/** What a DAG task needs besides the steps: its child tasks, their trees, and how many builders there are. */
+export interface ChildTasks {
+  /** Submits a child task under `owner` (a resubmitted id is run once: the intake deduplicates it, the conductor answers with its result). */
+  submit(task: TaskInput, owner: string): Promise<void>;
+  /**
+   * Follows a child task's events until its result; `onEvent` sees each event before it.
+   * @throws the signal's reason when it aborts; LoopsmithError `unavailable` (retryable) when the events are lost
+   */
+  result(taskId: string, owner: string, signal: AbortSignal, onEvent: (event: TaskEvent) => void): Promise<TaskResult>;
+  /** Cancels a child task (its marker is read at its next step). */
+  cancel(taskId: string, owner: string): Promise<void>;
+  /** A snapshot tar from `owner`'s store. @throws LoopsmithError `not_found` */
+  getTree(name: string, owner: string): Promise<Uint8Array>;
+  /** Stores a snapshot tar under `name` in `owner`'s store (kept when it exists). */
+  putTree(name: string, tar: Uint8Array, owner: string): Promise<void>;
+  /** Builder instances answering a `$SRV` ping now (at least 1). */
+  builderReplicas(): Promise<number>;
+}
+
+/** Child tasks over the bus; `cancel` is the conductor's (it runs them). */
+export function busChildTasks(nc: NatsConnection, cancel: ChildTasks["cancel"]): ChildTasks {
+  return {
+    submit: async (task, owner) => void (await submitTask(nc, task, owner)),
+    async result(taskId, owner, signal, onEvent) {
+      try {
+        for await (const e of followEvents(nc, owner, taskId, signal)) {
+          onEvent(e);
+          if (e.kind === "result" && e.result) return e.result;
+        }
+      } catch (err) {
+        if (signal.aborted) throw signal.reason;
+        throw new LoopsmithError("unavailable", `lost the events of child task ${taskId}: ${(err as Error)?.message ?? err}`, { cause: err, retryable: true });
+      }
+      if (signal.aborted) throw signal.reason;
+      throw new LoopsmithError("unavailable", `the events of child task ${taskId} ended without a result`, { retryable: true });
+    },
+    cancel,
+    getTree: (name, owner) => getSnapshot(nc, name, owner),
+    putTree: async (name, tar, owner) => void (await putSnapshot(nc, name, tar, owner)),
+    async builderReplicas() {
+      const ids: string[] = [];
+      try {
+        const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: 500 });
+        for await (const ping of await client.ping(ServiceNames.builder)) ids.push(ping.id);
+      } catch {
+        // No answer in time: count one (the steps still go through the builder's queue group).
+      }
+      return Math.max(1, ids.length);
+    },
+  };
 }
 
 /** The loop's I/O. */
@@ -66,6 +136,12 @@ export interface LoopIO {
   cancelled(): boolean;
   /** True when the conductor is shutting down: the task hands back at its next step. */
   stopping(): boolean;
+  /**
+   * A DAG task calls this when it starts waiting on its child tasks: it no longer takes one
+   * of the conductor's slots, so its children can run (a parent holding a slot while its
+   * children wait for one would deadlock a full conductor).
+   */
+  release?(): void;
   log: Logger;
 }
 
@@ -95,6 +171,8 @@ export function busSteps(nc: NatsConnection, config: Config, planner: Planner): 
     rememberSuccess: (req) => call(nc, Endpoints.memory.rememberSuccess, req, mem),
     recordTask: (req) => call(nc, Endpoints.memory.recordTask, req, mem),
     reflect: (req) => planner.reflect(req),
+    decompose: (req, problems) => planner.decompose(req, problems),
+    reflectIntegration: (req) => planner.reflectIntegration(req),
     tree: (snapshot, owner) => materializeSnapshot(nc, snapshot, join(config.dataDir, "cache", "repos"), owner),
     cacheDir: join(config.dataDir, "cache", "repomap"),
   };

@@ -50,7 +50,8 @@ export type DagPlanInput = z.input<typeof DagPlan>;
 
 /** What is wrong with a plan; each problem names the subtasks involved. */
 export const DagPlanProblem = z.object({
-  kind: z.enum(["duplicate_id", "unknown_dependency", "cycle", "file_conflict", "interface_missing"]),
+  /** `unreadable`: the planner's reply was not a plan of subtasks at all. */
+  kind: z.enum(["duplicate_id", "unknown_dependency", "cycle", "file_conflict", "interface_missing", "unreadable"]),
   /** The subtasks involved, in the order the message names them. */
   subtasks: z.array(z.string()),
   message: z.string(),
@@ -215,3 +216,70 @@ export const DagState = z.object({
   reopened: z.array(SubtaskId).default([]),
 });
 export type DagState = z.infer<typeof DagState>;
+
+/** One subtask as a DAG task's progress events (`data.dag`) and the CLI's tree show it. */
+export const SubtaskProgress = z.object({
+  id: SubtaskId,
+  /** The subtask's goal, its first line cut to 120 characters. */
+  goal: z.string(),
+  status: SubtaskStatus,
+  dependsOn: z.array(SubtaskId),
+  /** The attempt running or last run (0 before the first). */
+  attempt: z.number().int().nonnegative(),
+  /** The iteration the running child task is in (0 when not running). */
+  iteration: z.number().int().nonnegative(),
+  /** Iterations over the finished attempts. */
+  iterations: z.number().int().nonnegative(),
+  childTaskId: TaskId.optional(),
+  startedAt: z.string().optional(),
+  finishedAt: z.string().optional(),
+  /** Tokens (input + output) and USD over the finished attempts. */
+  tokens: z.number().int().nonnegative(),
+  costUsd: z.number().nonnegative(),
+  reason: z.string().optional(),
+});
+export type SubtaskProgress = z.infer<typeof SubtaskProgress>;
+
+/** A DAG task's progress: every subtask in plan order (`data.dag` of its `schedule` and `integrate` events). */
+export const DagProgress = z.object({ subtasks: z.array(SubtaskProgress), reopened: z.array(SubtaskId) });
+export type DagProgress = z.infer<typeof DagProgress>;
+
+/**
+ * The progress of a DAG run for an event.
+ * @param iterations - the iteration each running child task is in, by subtask id (as the scheduler last saw it)
+ */
+export function dagProgress(state: DagState, iterations: Readonly<Record<string, number>> = {}): DagProgress {
+  const planned = new Map(state.plan.subtasks.map((s) => [s.id, s]));
+  return {
+    reopened: state.reopened,
+    subtasks: state.subtasks.map((s) => {
+      const sub = planned.get(s.id);
+      return {
+        id: s.id,
+        goal: (sub?.goal.split("\n")[0] ?? "").slice(0, 120),
+        status: s.status,
+        dependsOn: sub?.dependsOn ?? [],
+        attempt: s.attempts,
+        iteration: s.status === "running" ? (iterations[s.id] ?? 0) : 0,
+        iterations: s.iterations,
+        ...(s.childTaskId ? { childTaskId: s.childTaskId } : {}),
+        ...(s.startedAt ? { startedAt: s.startedAt } : {}),
+        ...(s.finishedAt ? { finishedAt: s.finishedAt } : {}),
+        tokens: (s.usage?.inputTokens ?? 0) + (s.usage?.outputTokens ?? 0),
+        costUsd: s.usage?.costUsd ?? 0,
+        ...(s.reason ? { reason: s.reason } : {}),
+      };
+    }),
+  };
+}
+
+/**
+ * What the integration reflection answers when the task's tests fail on the merged tree:
+ * the one subtask to re-open, and why.
+ */
+export const IntegrationReflection = z.object({
+  subtaskId: SubtaskId,
+  rootCause: z.string().min(1).max(4_000),
+  fixPlan: z.string().min(1).max(8_000),
+});
+export type IntegrationReflection = z.infer<typeof IntegrationReflection>;

@@ -4,6 +4,7 @@ import { ErrorData } from "../errors.js";
 import { FileChange, TaskId, Usage, V1 } from "./common.js";
 import { ExecutionStatus, TestCase } from "./execution.js";
 import { RepoChange } from "./repo.js";
+import { SubtaskId } from "./dag.js";
 
 /** Why a task stopped. */
 export const StopReason = z.enum([
@@ -14,6 +15,8 @@ export const StopReason = z.enum([
   "cancelled",
   "error", // an unrecoverable error outside the candidate (configuration, auth, …)
   "needs_approval", // repo mode, policy `ask`: the candidate changes dependencies; a person decides
+  "invalid_plan", // a DAG task: the planner's plan failed validation twice
+  "subtask_failed", // a DAG task: a subtask gave up (its dependents were cancelled), or the integration run failed for good
 ]);
 export type StopReason = z.infer<typeof StopReason>;
 
@@ -28,6 +31,8 @@ export const Phase = z.enum([
   "execute",
   "remember",
   "reflect",
+  "schedule", // a DAG task: subtasks run as child tasks
+  "integrate", // a DAG task: the task's tests on the merged tree
   "score",
   "done",
 ]);
@@ -105,6 +110,10 @@ export const TaskEvent = z.object({
   message: z.string(),
   data: z.record(z.string(), z.unknown()).optional(),
   result: TaskResult.optional(),
+  /** A subtask's child task: its parent task. */
+  parentTaskId: TaskId.optional(),
+  /** A subtask's child task, or a DAG task's event about one subtask: the subtask. */
+  subtaskId: SubtaskId.optional(),
 });
 export type TaskEvent = z.infer<typeof TaskEvent>;
 

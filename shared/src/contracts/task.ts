@@ -1,6 +1,7 @@
 /** The task a user submits, and its limits. */
 import { z } from "zod";
 import { FileChange, Language, Owner, TaskId, V1 } from "./common.js";
+import { SubtaskId } from "./dag.js";
 import { RepoSpec } from "./repo.js";
 import { TaskScript } from "./script.js";
 
@@ -20,6 +21,11 @@ export const TaskLimits = z.object({
   stuckAfter: z.number().int().min(2).max(20).default(3),
   /** When the circuit breaker fires, re-plan once before stopping with `stuck`. @defaultValue false */
   replanOnStuck: z.boolean().default(false),
+  /**
+   * DAG tasks: attempts per subtask, each a child task with these limits; backoff between
+   * them. @defaultValue 3
+   */
+  subtaskAttempts: z.number().int().min(1).max(10).default(3),
 });
 export type TaskLimits = z.infer<typeof TaskLimits>;
 
@@ -70,6 +76,16 @@ export const Task = z.object({
    * says `scripted: true`. Never shown to a prompt.
    */
   script: TaskScript.optional(),
+  /**
+   * Plan the goal as a DAG of subtasks (`DagPlan`), each built as a child task, then run the
+   * task's tests on the merged tree. Repo mode only (an empty repository works).
+   * @defaultValue false
+   */
+  decompose: z.boolean().default(false),
+  /** DAG tasks: subtasks running at once. Absent: the builder replicas the architect finds (`$SRV`). */
+  parallel: z.number().int().min(1).max(16).optional(),
+  /** Set on a subtask's child task by its parent's scheduler: the parent task, the subtask and the attempt. */
+  parent: z.object({ taskId: TaskId, subtaskId: SubtaskId, attempt: z.number().int().min(1) }).optional(),
   limits: TaskLimits.default(TaskLimits.parse({})),
   source: TaskSource.default({ kind: "user" }),
   /** ISO-8601 time of submission. */

@@ -26,7 +26,7 @@ import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 import { z } from "zod";
 import { LoopsmithError } from "../errors.js";
-import { ScriptFile } from "../contracts/script.js";
+import { ScriptFile, type RoleReplies } from "../contracts/script.js";
 import type { Backend, Conversation, TurnReply } from "./engine.js";
 import type { ChatMessage, CompletionRequest, Role } from "./types.js";
 
@@ -73,7 +73,7 @@ export function createScriptedBackend(script: ScriptFile, file: string): Backend
   const model = `script:${basename(file)}`;
   /** The entry for `role`'s call number `n` of a task (or this process's count when n is undefined). */
   const next = (role: Role, taskId: string, n: number | undefined): unknown => {
-    const own = Object.entries(script.tasks ?? {}).find(([k, r]) => (taskId === k || taskId.endsWith(`-${k}`)) && r[role]?.length);
+    const own = scriptedEntriesFor(script, taskId, role);
     const entries = own?.[1][role] ?? script.replies[role];
     if (!entries || entries.length === 0) {
       throw new LoopsmithError("llm_bad_reply", `the script ${basename(file)} has no replies for the role "${role}"`);
@@ -95,6 +95,20 @@ export function createScriptedBackend(script: ScriptFile, file: string): Backend
 
 /** `info.model` of the scripted provider when it has no script file. */
 export const SCRIPTLESS_MODEL = "script:none";
+
+/**
+ * The `tasks` entry of a script that answers `role` for `taskId`: a key equal to the id or to
+ * its last `-`-separated part(s) first (`gen-2` for `run7-gen-2`, `storage-a2` for the second
+ * attempt of subtask `storage`); then, for a DAG subtask's child task (`<parent>--<subtask>-a<N>`,
+ * see `childTaskId`), a key equal to the subtask id, for every attempt.
+ */
+export function scriptedEntriesFor(script: ScriptFile, taskId: string, role: Role): [string, RoleReplies] | undefined {
+  const entries = Object.entries(script.tasks ?? {}).filter(([, r]) => r[role]?.length);
+  const own = entries.find(([k]) => taskId === k || taskId.endsWith(`-${k}`));
+  if (own) return own;
+  const subtask = /--([a-z][a-z0-9_-]{0,23})-a\d+$/.exec(taskId)?.[1];
+  return subtask ? entries.find(([k]) => k === subtask) : undefined;
+}
 
 /**
  * The scripted provider's backend when no script file is configured (`LOOPSMITH_SCRIPT`

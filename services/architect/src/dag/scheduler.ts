@@ -163,6 +163,8 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
           randomize: true,
           signal,
           onFailedAttempt: async ({ error }) => {
+            // An attempt cut off by a cancel or a stop is not a failure of the subtask.
+            if (signal.aborted) return;
             const o = error instanceof AttemptFailed ? error.outcome : undefined;
             const cur = get(id);
             await update(id, {

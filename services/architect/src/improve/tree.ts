@@ -23,7 +23,7 @@ function stripPrefix(name: string | undefined): string | undefined {
  * @throws LoopsmithError `internal` when a hunk does not apply to the parent (the patch was
  *   made against another tree)
  */
-export function candidateFiles(change: RepoChange, read: (path: string) => string | undefined): { files: FileChange[]; deleted: string[] } {
+export function candidateFiles(change: Pick<RepoChange, "patch" | "deleted">, read: (path: string) => string | undefined): { files: FileChange[]; deleted: string[] } {
   const deleted = new Set(change.deleted);
   const files: FileChange[] = [];
   for (const p of parsePatch(change.patch)) {

@@ -1,0 +1,316 @@
+/**
+ * DAG tasks in the conductor, on real NATS JetStream: the parent's plan of subtasks is
+ * validated, each subtask runs as a real child task through the intake stream (same
+ * conductor), its start tree is a real snapshot in the object store, and the integration run
+ * sees the merged tree. The model and the sandbox are functions, so each rule can be driven
+ * exactly: a subtask that fails once, one that gives up, a refused plan, a stopped conductor.
+ */
+import { mkdtempSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { pack } from "tar-stream";
+import { describe, expect } from "vitest";
+import {
+  DEFAULT_OWNER,
+  DagPlan,
+  followEvents,
+  materializeSnapshot,
+  putSnapshot,
+  snapshotName,
+  submitTask,
+  type BuildRequest,
+  type DagPlanInput,
+  type DagPlanProblem,
+  type ExecutionRequest,
+  type ExecutionResult,
+  type TaskEvent,
+  type TaskInput,
+} from "@loopsmith/shared";
+import { busChildTasks, startConductor, type Conductor, type Steps } from "@loopsmith/architect";
+import { it } from "../fixtures/index.js";
+import { eventsOf, failed, log, passed, steps, task, usage } from "./helpers.js";
+
+const provider = { name: "test", model: "m", scripted: true };
+
+/** A tar of `files` (what the CLI uploads for a repository at a commit). */
+async function tarOf(files: Record<string, string>): Promise<Buffer> {
+  const p = pack();
+  const chunks: Buffer[] = [];
+  p.on("data", (c: unknown) => chunks.push(c as Buffer));
+  const done = new Promise<void>((resolve) => p.on("end", resolve));
+  for (const [name, content] of Object.entries(files)) p.entry({ name, mtime: new Date(0) }, content);
+  p.finalize();
+  await done;
+  return Buffer.concat(chunks);
+}
+
+const BASE = { "README.md": "# todo api\n", "tests/test_api.py": "from todo_api.handlers import handle\n\ndef test_api():\n    assert handle() == 'ok'\n" };
+const BASE_COMMIT = "b".repeat(40);
+
+/** model → (storage ∥ validation) → handlers, each owning one module and one test file. */
+function plan(over: (p: DagPlanInput) => DagPlanInput = (p) => p): DagPlanInput {
+  const sub = (id: string, dependsOn: string[], provides: string[], uses: string[]) => ({
+    id,
+    goal: `write todo_api/${id}.py`,
+    files: [`todo_api/${id}.py`],
+    provides: provides.map((name) => ({ name, description: `${name}()` })),
+    uses,
+    dependsOn,
+    acceptanceTests: [{ path: `tests/test_${id}.py`, content: `import todo_api.${id}\n` }],
+  });
+  return over({
+    summary: "a todo API in four modules",
+    subtasks: [sub("model", [], ["Todo"], []), sub("storage", ["model"], ["Store"], ["Todo"]), sub("validation", ["model"], ["validate"], ["Todo"]), sub("handlers", ["storage", "validation"], ["handle"], ["Store", "validate"])],
+  });
+}
+
+/** The subtask a child task id belongs to (`<parent>--<sub>-a<N>`). */
+const subOf = (taskId: string): string | undefined => /--([a-z]+)-a\d+$/.exec(taskId)?.[1];
+const attemptOf = (taskId: string): number => Number(/-a(\d+)$/.exec(taskId)?.[1] ?? 0);
+
+interface Harness {
+  steps: Steps;
+  builds: BuildRequest[];
+  runs: ExecutionRequest[];
+  decomposed: DagPlanProblem[][];
+}
+
+/**
+ * Steps for a DAG task over real NATS: `tree` extracts real snapshots, children go through the
+ * bus. A child's build creates its module (`bad` for the subtask-attempts listed in `fails`);
+ * a child's sandbox run passes when its module is there and not bad, after `runMs`; the
+ * integration run passes when all four modules are in the merged tree.
+ */
+function harness(nc: NatsConnection, conductor: () => Conductor, opts: { plans?: DagPlanInput[]; fails?: (sub: string, attempt: number) => boolean; runMs?: number; integrationFailures?: number } = {}): Harness {
+  let integrations = 0;
+  const cache = mkdtempSync(join(tmpdir(), "loopsmith-dag-"));
+  const builds: BuildRequest[] = [];
+  const runs: ExecutionRequest[] = [];
+  const decomposed: DagPlanProblem[][] = [];
+  const base = steps([failed()]);
+  const s: Steps = {
+    ...base.steps,
+    tree: (snapshot, owner) => materializeSnapshot(nc, snapshot, cache, owner),
+    decompose: async (_req, problems) => {
+      decomposed.push([...problems]);
+      const plans = opts.plans ?? [plan()];
+      return { value: DagPlan.parse(plans[Math.min(decomposed.length - 1, plans.length - 1)]), usage: usage(), provider };
+    },
+    build: async (req) => {
+      builds.push(req);
+      const sub = subOf(req.taskId) ?? "none";
+      const bad = opts.fails?.(sub, attemptOf(req.taskId)) ?? false;
+      // Each iteration of a child starts from its base tree (edits are cumulative: create once).
+      const exists = req.task.repo?.files.some((f) => f.path === `todo_api/${sub}.py`);
+      const edits = exists ? [] : [{ path: `todo_api/${sub}.py`, search: "", replace: bad ? "raise SystemExit(1)\n" : `# ${sub}\n`, delete: false }];
+      return { value: { files: [], tests: [], notes: "", edits: edits.length ? edits : [{ path: "README.md", search: "# todo api\n", replace: "# todo api\n", delete: false }], summary: `${sub} module` }, usage: usage(), provider };
+    },
+    execute: async (req): Promise<ExecutionResult> => {
+      runs.push(req);
+      await new Promise((r) => setTimeout(r, opts.runMs ?? 50));
+      const sub = subOf(req.taskId);
+      if (!sub) {
+        // The parent: its baseline (nothing built) and its integration run (all four modules merged).
+        const mods = ["model", "storage", "validation", "handlers"].filter((m) => req.files.some((f) => f.path === `todo_api/${m}.py`));
+        if (mods.length === 4 && ++integrations <= (opts.integrationFailures ?? 0)) return failed("AttributeError: 'Store' object has no attribute 'save'");
+        return mods.length === 4 ? passed : failed(`ModuleNotFoundError: ${4 - mods.length} modules missing`);
+      }
+      const mine = req.files.find((f) => f.path === `todo_api/${sub}.py`);
+      return mine && !mine.content.includes("SystemExit") ? passed : failed(`ImportError: todo_api.${sub}`);
+    },
+    reflectIntegration: async (req) => ({ value: { subtaskId: req.reopened.includes("storage") ? "validation" : "storage", rootCause: "Store has no save()", fixPlan: "add Store.save" }, usage: usage(), provider }),
+    children: busChildTasks(nc, async (taskId, owner) => void (await conductor().cancel(taskId, owner))),
+  };
+  return { steps: s, builds, runs, decomposed };
+}
+
+async function dagTask(nc: NatsConnection, over: Partial<TaskInput> = {}): Promise<TaskInput> {
+  const tar = await tarOf(BASE);
+  await putSnapshot(nc, snapshotName(BASE_COMMIT), tar, DEFAULT_OWNER);
+  return task({
+    goal: "a REST API for todo items",
+    acceptanceTests: [],
+    decompose: true,
+    parallel: 2,
+    repo: { baseCommit: BASE_COMMIT, snapshot: snapshotName(BASE_COMMIT), testCommand: "python3 -m pytest -q", setupCommand: "" },
+    limits: { maxIterations: 2, subtaskAttempts: 2 },
+    ...over,
+  });
+}
+
+/** Runs `fn` with a conductor (concurrency 4) over the harness's steps on a connection of its own. */
+async function withDagConductor<T>(url: string, make: (nc: NatsConnection, c: () => Conductor) => Harness, fn: (nc: NatsConnection, h: Harness) => Promise<T>): Promise<T> {
+  const nc = await connect({ servers: url });
+  const ref: { conductor?: Conductor } = {};
+  const h = make(nc, () => ref.conductor!);
+  const conductor = (ref.conductor = await startConductor({ nc, steps: h.steps, log, concurrency: 4 }));
+  try {
+    return await fn(nc, h);
+  } finally {
+    await conductor.stop();
+    await nc.close();
+  }
+}
+
+/** The time of the parent's event where `sub` reached `status`. */
+function at(events: TaskEvent[], sub: string, status: string): number {
+  const e = events.find((x) => x.subtaskId === sub && x.message.startsWith(`subtask ${sub}: ${status}`));
+  if (!e) throw new Error(`no event for ${sub} ${status}`);
+  return Date.parse(e.at);
+}
+
+describe("DAG tasks in the conductor", () => {
+  it("runs independent subtasks at the same time, retries one that fails, and integrates the merged tree", async ({ nats }) => {
+    await withDagConductor(nats.url, (nc, c) => harness(nc, c, { fails: (sub, attempt) => sub === "storage" && attempt === 1, runMs: 300 }), async (nc, h) => {
+      const input = await dagTask(nc);
+      await submitTask(nc, input);
+      const events = await eventsOf(nc, input.taskId);
+      const result = events.at(-1)!.result!;
+      expect(result).toMatchObject({ status: "passed", stopReason: "passed" });
+      expect([...(result.repo?.changed ?? [])].sort()).toEqual([
+        "tests/test_handlers.py", "tests/test_model.py", "tests/test_storage.py", "tests/test_validation.py",
+        "todo_api/handlers.py", "todo_api/model.py", "todo_api/storage.py", "todo_api/validation.py",
+      ]);
+      // storage and validation overlap in time: each started before the other ended.
+      expect(at(events, "storage", "running")).toBeLessThan(at(events, "validation", "passed"));
+      expect(at(events, "validation", "running")).toBeLessThan(at(events, "storage", "passed"));
+      // No subtask starts before its dependencies passed.
+      expect(at(events, "storage", "running")).toBeGreaterThanOrEqual(at(events, "model", "passed"));
+      expect(at(events, "handlers", "running")).toBeGreaterThanOrEqual(Math.max(at(events, "storage", "passed"), at(events, "validation", "passed")));
+      // storage's first attempt failed; the second, a new child task, passed.
+      const storageBuilds = h.builds.filter((b) => subOf(b.taskId) === "storage").map((b) => b.taskId);
+      expect(new Set(storageBuilds)).toEqual(new Set([`${input.taskId}--storage-a1`, `${input.taskId}--storage-a2`]));
+      expect(h.builds.filter((b) => subOf(b.taskId) === "model").every((b) => b.taskId === `${input.taskId}--model-a1`)).toBe(true);
+      // Each child started from its dependencies' work: handlers' tree held model, storage and validation.
+      const handlersRun = h.runs.find((r) => subOf(r.taskId) === "handlers" && r.files.length > 0)!;
+      expect(handlersRun.shell).toBe("python3 -m pytest -q tests/test_handlers.py");
+      const handlersTree = await materializeSnapshot(nc, handlersRun.base!.snapshot, mkdtempSync(join(tmpdir(), "loopsmith-dag-check-")));
+      expect(readdirSync(join(handlersTree, "todo_api")).sort()).toEqual(["model.py", "storage.py", "validation.py"]);
+      // The integration run saw every module and every subtask's tests.
+      const integration = h.runs.filter((r) => !subOf(r.taskId) && r.files.length > 0).at(-1)!;
+      expect(integration.shell).toBe("python3 -m pytest -q");
+      expect(integration.files.map((f) => f.path)).toContain("todo_api/handlers.py");
+      // A child's events name their parent and subtask.
+      const child = await eventsOf(nc, `${input.taskId}--validation-a1`);
+      expect(child.every((e) => e.parentTaskId === input.taskId && e.subtaskId === "validation")).toBe(true);
+      // The parent's result event carries the DAG, with the retried subtask's two attempts.
+      const dag = events.at(-1)!.data?.dag as { subtasks: Array<{ id: string; status: string; attempt: number }> };
+      expect(dag.subtasks.map((t) => [t.id, t.status, t.attempt])).toEqual([["model", "passed", 1], ["storage", "passed", 2], ["validation", "passed", 1], ["handlers", "passed", 1]]);
+      // The children's usage is in the parent's report.
+      expect(result.usage.byRole.subtasks?.calls).toBeGreaterThan(0);
+    });
+  });
+
+  it("with parallel 1, never runs two subtasks at once", async ({ nats }) => {
+    await withDagConductor(nats.url, (nc, c) => harness(nc, c, { runMs: 100 }), async (nc) => {
+      const input = await dagTask(nc, { parallel: 1 });
+      await submitTask(nc, input);
+      const events = await eventsOf(nc, input.taskId);
+      expect(events.at(-1)!.result?.status).toBe("passed");
+      const spans = ["storage", "validation"].map((s) => [at(events, s, "running"), at(events, s, "passed")] as const);
+      const [a, b] = spans as [readonly [number, number], readonly [number, number]];
+      expect(a[1] <= b[0] || b[1] <= a[0]).toBe(true);
+    });
+  });
+
+  it("cancels the dependents of a subtask that gives up, and says what was built", async ({ nats }) => {
+    await withDagConductor(nats.url, (nc, c) => harness(nc, c, { fails: (sub) => sub === "validation" }), async (nc, h) => {
+      const input = await dagTask(nc, { limits: { maxIterations: 1, subtaskAttempts: 2 } });
+      await submitTask(nc, input);
+      const events = await eventsOf(nc, input.taskId);
+      const result = events.at(-1)!.result!;
+      expect(result).toMatchObject({ status: "failed", stopReason: "subtask_failed" });
+      expect(result.message).toMatch(/validation .*gave up; cancelled: handlers; built: model, storage/);
+      const handlers = events.find((e) => e.subtaskId === "handlers" && e.message.startsWith("subtask handlers: cancelled"));
+      expect(handlers?.message).toContain("dependency_failed");
+      expect(h.builds.some((b) => subOf(b.taskId) === "handlers")).toBe(false);
+    });
+  });
+
+  it("after a failed integration run, re-opens the one subtask the reflection names, with its dependents only", async ({ nats }) => {
+    await withDagConductor(nats.url, (nc, c) => harness(nc, c, { integrationFailures: 1 }), async (nc, h) => {
+      const input = await dagTask(nc);
+      await submitTask(nc, input);
+      const events = await eventsOf(nc, input.taskId);
+      expect(events.at(-1)!.result).toMatchObject({ status: "passed", iterations: 2 });
+      const builtBy = (sub: string) => [...new Set(h.builds.filter((b) => subOf(b.taskId) === sub).map((b) => attemptOf(b.taskId)))];
+      expect(builtBy("model")).toEqual([1]);
+      expect(builtBy("validation")).toEqual([1]);
+      expect(builtBy("storage")).toEqual([1, 2]);
+      expect(builtBy("handlers")).toEqual([1, 2]);
+      // The re-opened attempt's child task was told why.
+      const again = h.builds.find((b) => b.taskId === `${input.taskId}--storage-a2`)!;
+      expect(again.task.goal).toContain("Fix: add Store.save");
+      expect(events.some((e) => e.phase === "reflect" && e.message === "reflection: re-open storage: Store has no save()")).toBe(true);
+    });
+  });
+
+  it("stops with subtask_failed when the integration still fails at the iteration limit", async ({ nats }) => {
+    await withDagConductor(nats.url, (nc, c) => harness(nc, c, { integrationFailures: 5 }), async (nc) => {
+      const input = await dagTask(nc);
+      await submitTask(nc, input);
+      const result = (await eventsOf(nc, input.taskId)).at(-1)!.result!;
+      expect(result).toMatchObject({ status: "failed", stopReason: "subtask_failed", iterations: 2 });
+      expect(result.message).toMatch(/fail on the merged tree .*iteration limit/);
+    });
+  });
+
+  it("asks for the plan again once with the problems named, and stops with invalid_plan the second time", async ({ nats }) => {
+    const cyclic = plan((p) => ({ ...p, subtasks: p.subtasks.map((s) => (s.id === "model" ? { ...s, dependsOn: ["handlers"] } : s)) }));
+    await withDagConductor(nats.url, (nc, c) => harness(nc, c, { plans: [cyclic, plan()] }), async (nc, h) => {
+      const input = await dagTask(nc);
+      await submitTask(nc, input);
+      const events = await eventsOf(nc, input.taskId);
+      expect(events.at(-1)!.result?.status).toBe("passed");
+      expect(h.decomposed).toHaveLength(2);
+      expect(h.decomposed[1]!.map((p) => p.kind)).toEqual(["cycle"]);
+      expect(h.decomposed[1]![0]!.message).toContain('"model"');
+    });
+    await withDagConductor(nats.url, (nc, c) => harness(nc, c, { plans: [cyclic] }), async (nc, h) => {
+      const input = await dagTask(nc);
+      await submitTask(nc, input);
+      const events = await eventsOf(nc, input.taskId);
+      expect(events.at(-1)!.result).toMatchObject({ status: "failed", stopReason: "invalid_plan" });
+      expect(events.at(-1)!.result!.message).toMatch(/failed validation twice: a dependency cycle/);
+      expect(h.builds).toHaveLength(0);
+    });
+  });
+
+  it("resumes after the conductor stopped mid-DAG: finished subtasks are not run again", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const input = await dagTask(nc);
+    const ref: { first?: Conductor; second?: Conductor } = {};
+    const h1 = harness(nc, () => ref.first!, { runMs: 400 });
+    const first = (ref.first = await startConductor({ nc, steps: h1.steps, log, concurrency: 4 }));
+    await submitTask(nc, input);
+    // Stop once model passed and storage/validation are running.
+    const seen: TaskEvent[] = [];
+    const abort = new AbortController();
+    for await (const e of followEvents(nc, DEFAULT_OWNER, input.taskId, abort.signal)) {
+      seen.push(e);
+      if (e.subtaskId === "storage" && e.message.startsWith("subtask storage: running")) break;
+    }
+    abort.abort();
+    await first.stop();
+    const modelBuilds = h1.builds.filter((b) => subOf(b.taskId) === "model").length;
+    expect(modelBuilds).toBeGreaterThan(0);
+
+    const h2 = harness(nc, () => ref.second!, { runMs: 50 });
+    const second = (ref.second = await startConductor({ nc, steps: h2.steps, log, concurrency: 4 }));
+    try {
+      const events = await eventsOf(nc, input.taskId);
+      expect(events.at(-1)!.result?.status).toBe("passed");
+      // The second conductor did not plan again nor rebuild model; storage kept its attempt number (re-attached).
+      expect(h2.decomposed).toHaveLength(0);
+      expect(h2.builds.some((b) => subOf(b.taskId) === "model")).toBe(false);
+      expect(events.filter((e) => e.message.startsWith("subtask storage: running")).map((e) => (e.data?.subtask as { attempts: number }).attempts)).toEqual([1]);
+      // The resumed schedule had the three subtasks left, and nobody recorded the stop as a failure.
+      expect(events.some((e) => e.phase === "schedule" && e.message.startsWith("running 3 of 4 subtasks"))).toBe(true);
+      expect(events.some((e) => e.subtaskId && /stopping/.test(e.message))).toBe(false);
+    } finally {
+      await second.stop();
+      await nc.close();
+    }
+  });
+});
