@@ -1,9 +1,11 @@
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { Task, effectiveRoles, loadConfig } from "@loopsmith/shared";
-import { buildTask, flagsOf } from "./solve.js";
+import { buildTask, flagsOf, limitsOf } from "./solve.js";
+import { prepareRepoTask } from "./solve-repo.js";
 
 describe("per-role flags", () => {
   it("--model-<role> and --provider-<role> become llm.roles and reach each role's effective model", () => {
@@ -32,5 +34,38 @@ describe("task flags", () => {
     // The flag wins over the task file.
     expect(Task.parse(buildTask(undefined, { file, memory: "off" })).memory).toBe("off");
     expect(() => buildTask("g", { memory: "sometimes" as "on" })).toThrow(/--memory \(memory\)/);
+  });
+});
+
+describe("DAG task flags", () => {
+  /** A git repository with one commit. */
+  function repo(): string {
+    const dir = mkdtempSync(join(tmpdir(), "loopsmith-dag-flags-"));
+    const git = (...args: string[]) => execFileSync("git", ["-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", ...args], { stdio: "pipe" });
+    git("init", "-q");
+    writeFileSync(join(dir, "README.md"), "empty project\n");
+    git("add", ".");
+    git("commit", "-q", "-m", "start");
+    return dir;
+  }
+
+  it("--decompose, --parallel and --subtask-attempts set task.decompose, task.parallel and limits.subtaskAttempts", async () => {
+    const o = { repo: repo(), decompose: true, parallel: 4, subtaskAttempts: 5, maxIterations: 7 };
+    const task = Task.parse((await prepareRepoTask("build a todo app", o, limitsOf(o))).task);
+    expect(task).toMatchObject({ decompose: true, parallel: 4, limits: { subtaskAttempts: 5, maxIterations: 7 } });
+    expect(task.parent).toBeUndefined();
+  });
+
+  it("without them: not decomposed, parallel absent (the builder replicas), 3 attempts per subtask", async () => {
+    const task = Task.parse((await prepareRepoTask("fix the bug", { repo: repo() }, limitsOf({}))).task);
+    expect(task.decompose).toBe(false);
+    expect(task.parallel).toBeUndefined();
+    expect(task.limits.subtaskAttempts).toBe(3);
+  });
+
+  it("--parallel or --subtask-attempts without --decompose, and any of them without --repo, are refused", async () => {
+    await expect(prepareRepoTask("g", { repo: repo(), parallel: 2 }, {})).rejects.toThrow("--parallel and --subtask-attempts apply to --decompose only");
+    expect(() => buildTask("g", { decompose: true })).toThrow("--decompose applies to --repo only");
+    expect(() => buildTask("g", { parallel: 2, subtaskAttempts: 2 })).toThrow(/^--parallel, --subtask-attempts apply to --repo only/);
   });
 });

@@ -17,7 +17,7 @@ import { loadEnvFile } from "./env-file.js";
 import { errorCodeOf, report, reportError, runCommand } from "./errors.js";
 import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
 import type { SolveOptions } from "./solve.js";
-import { LANGUAGES, MAX_ITERATIONS, PROVIDERS, ROLES, checkNatsListening, checkSolveInput, configuredNats, parseSince, positiveNumber, wholeNumber } from "./preflight.js";
+import { LANGUAGES, MAX_ITERATIONS, PARALLEL, PROVIDERS, ROLES, SUBTASK_ATTEMPTS, checkNatsListening, checkSolveInput, configuredNats, parseSince, positiveNumber, wholeNumber } from "./preflight.js";
 
 async function logger(): Promise<Logger> {
   const { createLogger } = await import("@loopsmith/shared");
@@ -83,6 +83,9 @@ const solveCommand = program
   .addOption(new Option("--dependencies <policy>", "repo mode: a candidate that changes dependencies is rejected, asked about, or allowed (default reject)").choices(["reject", "ask", "allow"]))
   .option("--map-tokens <n>", "repo mode: token budget of the repo map (default 2048)", wholeNumber(256, 32_000))
   .option("--apply", "repo mode: also apply a passing change to your work tree (which must be clean)")
+  .option("--decompose", "repo mode: plan the goal as a DAG of subtasks, each built as a child task, then run the tests on the merged tree")
+  .option("--parallel <n>", `with --decompose: subtasks running at once (${PARALLEL.min} to ${PARALLEL.max}; default: the builder replicas)`, wholeNumber(PARALLEL.min, PARALLEL.max))
+  .option("--subtask-attempts <k>", `with --decompose: attempts per subtask (${SUBTASK_ATTEMPTS.min} to ${SUBTASK_ATTEMPTS.max}; default 3)`, wholeNumber(SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max))
   .option("--out <dir>", "write result.json, report.md (and change.patch in repo mode) here at the end")
   .option("--json", "print one JSON event per line, then the result object");
 // A model per role (llm.roles.<role>; env LOOPSMITH_MODEL_<ROLE>, LOOPSMITH_PROVIDER_<ROLE>).

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MemoryStats, type ExecutionResult, type Failures, type History, type TaskEvent, type TaskResult } from "@loopsmith/shared";
+import { MemoryStats, type DagProgress, type ExecutionResult, type Failures, type History, type TaskEvent, type TaskResult } from "@loopsmith/shared";
 import { eventLine, failuresText, historyText, resultSummary, resultText, statsText } from "./output.js";
 
 const ESC = "\u001b";
@@ -110,5 +110,31 @@ describe("stats for people", () => {
     const none = statsText(MemoryStats.parse({ tasks: 0, passed: 0, failures: 0, successes: 0, meanIterationsToPass: null, totalCostUsd: 0, backend: "postgres" }));
     expect(none).toContain("window: all tasks");
     expect(none).toContain("hit rate n/a");
+  });
+});
+
+describe("a DAG task's result", () => {
+  const sub = (id: string, extra: Partial<DagProgress["subtasks"][number]>): DagProgress["subtasks"][number] => ({
+    id, goal: `build ${id}`, status: "passed", dependsOn: [], attempt: 1, iteration: 0, iterations: 1, tokens: 0, costUsd: 0, ...extra,
+  });
+  const dag: DagProgress = {
+    reopened: [],
+    subtasks: [
+      sub("lib", { iterations: 2, tokens: 2_000, costUsd: 0.02, startedAt: "2026-01-01T00:00:00Z", finishedAt: "2026-01-01T00:00:30Z" }),
+      sub("app", { dependsOn: ["lib"], attempt: 2, iterations: 3, tokens: 3_500, costUsd: 0.03, startedAt: "2026-01-01T00:00:30Z", finishedAt: "2026-01-01T00:01:30Z" }),
+    ],
+  };
+
+  it("shows the totals, then each subtask with its attempt, iterations, tokens, USD, time and goal, before the change", () => {
+    const text = resultText(result({ status: "passed", stopReason: "passed", error: undefined, failureIds: [] }), dag);
+    const lines = text.split("\n");
+    const at = lines.indexOf("  2 subtasks: 2 passed · 5 iterations · 5.5k tokens · $0.05 · 1 min 30 s of subtask time in 1 min 30 s");
+    expect(at).toBeGreaterThan(0);
+    expect(lines.slice(at + 1, at + 3)).toEqual([
+      "    ✔ lib     passed · attempt 1 · 2 iterations · 2.0k tokens · $0.02 · 30.0 s — build lib",
+      "    └─ ✔ app  passed · attempt 2 · 3 iterations · 3.5k tokens · $0.03 · 1 min 00 s — build app",
+    ]);
+    expect(text.indexOf("subtasks")).toBeLessThan(text.indexOf("--- solution"));
+    expect(resultText(result())).not.toContain("subtask");
   });
 });

@@ -4,13 +4,12 @@
  * names and contents, goals) goes through {@link printable}; `--json` output is written with
  * `jsonLine` instead and stays lossless.
  */
-import type { ExecutionResult, Failures, History, MemoryStats, TaskEvent, TaskResult } from "@loopsmith/shared";
+import type { DagProgress, ExecutionResult, Failures, History, MemoryStats, TaskEvent, TaskResult } from "@loopsmith/shared";
+import { dagReportLines } from "./dag-view.js";
+import { usd } from "./format.js";
 import { printable } from "./terminal.js";
 
-/** USD with enough digits for small sums. */
-export function usd(n: number): string {
-  return n === 0 ? "$0" : n < 0.01 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`;
-}
+export { usd };
 
 /** One human line for an event, or null to print nothing. */
 export function eventLine(e: TaskEvent): string | null {
@@ -27,9 +26,12 @@ function plural(n: number, word: string): string {
 
 /**
  * The human summary of a result. Failure records are named by count with where to look,
- * never by bare id (the ids are in the `--json` result, `failureIds`).
+ * never by bare id (the ids are in the `--json` result, `failureIds`). A DAG task's (`dag`,
+ * the `data.dag` of its result event) shows its subtasks: the totals, then the tree with
+ * each subtask's attempts, iterations, tokens, USD and time.
+ * @param nowMs - what a subtask still running is measured to
  */
-export function resultText(r: TaskResult): string {
+export function resultText(r: TaskResult, dag?: DagProgress, nowMs: number = Date.now()): string {
   const u = r.usage.total;
   const lines = [
     "",
@@ -46,6 +48,7 @@ export function resultText(r: TaskResult): string {
         `see ${r.failureIds.length === 1 ? "it" : "them"} with \`loopsmith failures --task ${r.taskId}\``,
     );
   }
+  if (dag) lines.push(...dagReportLines(dag, nowMs));
   if (r.error) lines.push(`  error: ${printable(r.error.message)}`);
   if (r.repo) {
     // Repo mode: the change as a patch (whole files of a repository would drown the terminal).

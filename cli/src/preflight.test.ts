@@ -3,8 +3,9 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { Language, ProviderName, ROLES as SHARED_ROLES, TaskLimits, loadConfig } from "@loopsmith/shared";
-import { LANGUAGES, MAX_ITERATIONS, PROVIDERS, ROLES, checkNatsListening, checkSolveInput, configuredNats, natsServers, shownNatsUrl, wholeNumber } from "./preflight.js";
+import { Language, ProviderName, ROLES as SHARED_ROLES, Task, TaskLimits, loadConfig } from "@loopsmith/shared";
+import { exitCodeForError } from "./exit-codes.js";
+import { LANGUAGES, MAX_ITERATIONS, PARALLEL, PROVIDERS, ROLES, SUBTASK_ATTEMPTS, checkNatsListening, checkSolveInput, configuredNats, natsServers, shownNatsUrl, wholeNumber } from "./preflight.js";
 
 const dir = mkdtempSync(join(tmpdir(), "loopsmith-preflight-"));
 const dataset = join(dir, "he.jsonl");
@@ -27,6 +28,10 @@ describe("preflight mirrors shared", () => {
     expect([...ROLES]).toEqual([...SHARED_ROLES]);
     const max = TaskLimits.shape.maxIterations.unwrap();
     expect([max.minValue, max.maxValue]).toEqual([MAX_ITERATIONS.min, MAX_ITERATIONS.max]);
+    const parallel = Task.shape.parallel.unwrap();
+    expect([parallel.minValue, parallel.maxValue]).toEqual([PARALLEL.min, PARALLEL.max]);
+    const attempts = TaskLimits.shape.subtaskAttempts.unwrap();
+    expect([attempts.minValue, attempts.maxValue]).toEqual([SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max]);
   });
 
   it("the configured NATS URL follows loadConfig's layers", () => {
@@ -65,6 +70,27 @@ describe("solve's flags and files", () => {
     expect(usage(() => checkSolveInput(undefined, { file: join(dir, "nope.json") }))).toMatch(/^--file /);
     expect(usage(() => checkSolveInput("goal", { script: join(dir, "nope.json") }))).toMatch(/^--script /);
     expect(usage(() => checkSolveInput("goal", { config: join(dir, "nope.json") }))).toMatch(/^--config /);
+  });
+
+  it("--parallel and --subtask-attempts take whole numbers in their ranges, named in the message", () => {
+    const parallel = wholeNumber(PARALLEL.min, PARALLEL.max);
+    expect(parallel("16")).toBe(16);
+    for (const bad of ["0", "17", "2.5", "four", "-1"]) expect(() => parallel(bad), bad).toThrow("expected a whole number from 1 to 16");
+    const attempts = wholeNumber(SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max);
+    expect(attempts("1")).toBe(1);
+    expect(() => attempts("11")).toThrow("expected a whole number from 1 to 10");
+  });
+
+  it("--decompose, --parallel and --subtask-attempts need --repo; the last two need --decompose; a usage error (exit 2)", () => {
+    const repo = dir;
+    const message = usage(() => checkSolveInput("goal", { decompose: true }));
+    expect(message).toBe('--decompose applies to --repo only: a DAG task changes a repository (one with nothing but a README will do): loopsmith solve --repo <dir> --decompose "<goal>"');
+    expect(usage(() => checkSolveInput("goal", { decompose: true, parallel: 4, subtaskAttempts: 2 }))).toMatch(/^--decompose, --parallel, --subtask-attempts apply to --repo only/);
+    expect(usage(() => checkSolveInput(undefined, { file: dataset, parallel: 2 }))).toMatch(/^--parallel applies to --repo only/);
+    expect(usage(() => checkSolveInput("goal", { repo, parallel: 2 }))).toBe("--parallel applies to --decompose only (a DAG task)");
+    expect(usage(() => checkSolveInput("goal", { repo, parallel: 2, subtaskAttempts: 3 }))).toBe("--parallel and --subtask-attempts apply to --decompose only (a DAG task)");
+    expect(() => checkSolveInput("goal", { repo, decompose: true, parallel: 2, subtaskAttempts: 3 })).not.toThrow();
+    expect(exitCodeForError("bad_request")).toBe(2);
   });
 
   it("exactly one task source; --language only with a goal", () => {

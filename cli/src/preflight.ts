@@ -20,6 +20,10 @@ export const PROVIDERS = ["anthropic", "openai-compatible", "bedrock", "scripted
 export const ROLES = ["spec", "plan", "build", "review", "reflect", "improve"] as const;
 /** `--max-iterations` bounds (`TaskLimits.maxIterations` in shared). */
 export const MAX_ITERATIONS = { min: 1, max: 50 } as const;
+/** `--parallel` bounds (`Task.parallel` in shared): subtasks of a DAG task running at once. */
+export const PARALLEL = { min: 1, max: 16 } as const;
+/** `--subtask-attempts` bounds (`TaskLimits.subtaskAttempts` in shared). */
+export const SUBTASK_ATTEMPTS = { min: 1, max: 10 } as const;
 
 /**
  * A commander parser for a whole number in `[min, max]`.
@@ -114,12 +118,16 @@ export interface SolveInput {
   dependencies?: string;
   mapTokens?: number;
   apply?: boolean;
+  decompose?: boolean;
+  parallel?: number;
+  subtaskAttempts?: number;
 }
 
 /**
  * Checks the task source and the files `solve` names: exactly one of a goal, `--file` or
  * `--humaneval`; `--language` only with a goal; `--humaneval` with a readable `--dataset`
- * that holds the id; readable
+ * that holds the id; the repo-mode flags only with `--repo`; `--decompose` only with
+ * `--repo`, `--parallel` and `--subtask-attempts` only with `--decompose`; readable
  * `--file`, `--script` and `--config` files.
  * @throws CliError `bad_request` naming the flag and what it accepts
  */
@@ -135,6 +143,11 @@ export function checkSolveInput(goal: string | undefined, o: SolveInput): void {
     const want = humanevalId(o.humaneval);
     if (!ids.includes(want)) throw usageError(`--humaneval ${o.humaneval}: no such task in ${o.dataset}; allowed: ${describeIds(ids)}`);
   }
+  const dagFlags = [o.decompose ? "--decompose" : "", o.parallel !== undefined ? "--parallel" : "", o.subtaskAttempts !== undefined ? "--subtask-attempts" : ""].filter(Boolean);
+  if (!o.repo && dagFlags.length) {
+    throw usageError(`${dagFlags.join(", ")} appl${dagFlags.length === 1 ? "ies" : "y"} to --repo only: a DAG task changes a repository (one with nothing but a README will do): loopsmith solve --repo <dir> --decompose "<goal>"`);
+  }
+  if (!o.decompose && dagFlags.length) throw usageError(`${dagFlags.join(" and ")} appl${dagFlags.length === 1 ? "ies" : "y"} to --decompose only (a DAG task)`);
   if (o.repo && !sources.includes("a goal")) throw usageError("--repo needs a goal: loopsmith solve --repo <path> \"<what to change>\"");
   const repoOnly = (["base", "testCmd", "setupCmd", "dependencies", "mapTokens", "apply"] as const).filter((k) => o[k] !== undefined);
   if (!o.repo && repoOnly.length) throw usageError(`${repoOnly.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(", ")} apply to --repo only`);

@@ -5,8 +5,9 @@
  * text in code spans and fences that it cannot close.
  */
 import { z } from "zod";
-import { Reflection, Review, type RunRecord, type Usage } from "@loopsmith/shared";
-import { usd } from "./output.js";
+import { Reflection, Review, type DagProgress, type RunRecord, type Usage } from "@loopsmith/shared";
+import { dagOf, dagReportLines, dagTotals, dagTree } from "./dag-view.js";
+import { duration, shortCount, usd } from "./format.js";
 import { printable } from "./terminal.js";
 
 /** One iteration of a run, as its events tell it. */
@@ -66,6 +67,15 @@ export function runFailures(record: RunRecord): RunIteration[] {
   return runIterations(record).filter((it) => it.outcome !== "passed" || it.signature !== undefined);
 }
 
+/** A DAG task's subtasks as its last event that carries them (`data.dag`, the result's first) tells; undefined for other tasks. */
+export function runDag(record: RunRecord): DagProgress | undefined {
+  for (let i = record.events.length - 1; i >= 0; i--) {
+    const dag = dagOf(record.events[i] ?? {});
+    if (dag) return dag;
+  }
+  return undefined;
+}
+
 /** Each role's providers (`name:model`) as the run's `usage` and model-reply events name them. */
 export function providersByRole(record: RunRecord): Record<string, string[]> {
   const out: Record<string, string[]> = {};
@@ -82,13 +92,7 @@ export function providersByRole(record: RunRecord): Record<string, string[]> {
   return out;
 }
 
-/** A duration in ms for people: `850 ms`, `12.3 s`, `4 min 05 s`. */
-export function duration(ms: number): string {
-  if (ms < 1_000) return `${Math.round(ms)} ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
-  const s = Math.round(ms / 1000);
-  return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, "0")} s`;
-}
+export { duration };
 
 const oneLine = (text: string, max = 400): string => {
   const flat = text.replace(/\s+/g, " ").trim();
@@ -128,6 +132,8 @@ export function runText(record: RunRecord): string {
     if (it.signature) lines.push(`        signature: ${printable(it.signature)}`);
     if (it.reflection) lines.push(`        reflection: ${printable(oneLine(it.reflection.rootCause))}`, `        fix plan: ${printable(oneLine(it.reflection.fixPlan))}`);
   }
+  const dag = runDag(record);
+  if (dag) lines.push("  subtasks:", ...dagReportLines(dag, Date.parse(record.recordedAt), "    "));
   if (r?.repo) {
     lines.push(`  change against ${r.repo.baseCommit}: ${printable(oneLine(r.repo.summary, 200)) || "(no summary)"}`);
     lines.push(`    changed: ${r.repo.changed.map(printable).join(", ") || "none"}${r.repo.deleted.length ? `; deleted: ${r.repo.deleted.map(printable).join(", ")}` : ""}`);
@@ -190,6 +196,19 @@ export function reportMarkdown(record: RunRecord): string {
       items.push("- Reflection:", `  - Root cause: ${md(it.reflection.rootCause)}`, `  - Hypothesis: ${md(it.reflection.hypothesis)}`, `  - Fix plan: ${md(it.reflection.fixPlan)}`);
     }
     if (items.length) out.push(...items, "");
+  }
+  const dag = runDag(record);
+  if (dag) {
+    const now = Date.parse(record.recordedAt);
+    out.push("## Subtasks", "", md(dagTotals(dag, now)), "", "| subtask | status | depends on | attempt | iterations | tokens | USD | time | goal |", "|---|---|---|---:|---:|---:|---:|---:|---|");
+    for (const { subtask: s, depth } of dagTree(dag.subtasks)) {
+      const ms = s.startedAt && s.finishedAt ? Date.parse(s.finishedAt) - Date.parse(s.startedAt) : NaN;
+      const status = `${s.status}${s.reason ? ` (${s.reason})` : ""}${dag.reopened.includes(s.id) ? ", re-opened" : ""}`;
+      out.push(
+        `| ${"&nbsp;&nbsp;".repeat(depth)}${cellCode(s.id)} | ${md(status)} | ${s.dependsOn.map(cellCode).join(", ")} | ${s.attempt} | ${s.iterations} | ${shortCount(s.tokens)} | ${usd(s.costUsd)} | ${Number.isNaN(ms) ? "" : duration(Math.max(0, ms))} | ${md(s.goal, 200)} |`,
+      );
+    }
+    out.push("");
   }
   if (r && Object.keys(r.usage.byRole).length) {
     const roles = providersByRole(record);

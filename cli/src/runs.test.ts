@@ -6,7 +6,7 @@ import { Command } from "commander";
 import pino from "pino";
 import { RunRecord, Task, type TaskEvent, type TaskResult } from "@loopsmith/shared";
 import { registerRunCommands } from "./commands/runs.js";
-import { codeSpan, duration, providersByRole, reportMarkdown, runFailures, runIterations, runText } from "./run-view.js";
+import { codeSpan, duration, providersByRole, reportMarkdown, runDag, runFailures, runIterations, runText } from "./run-view.js";
 import { localRunRecord, writeExport } from "./runs.js";
 
 const dirs: string[] = [];
@@ -136,6 +136,46 @@ describe("show's text", () => {
     expect(text).toContain("changed: roman.py; deleted: old.py");
     expect(duration(850)).toBe("850 ms");
     expect(duration(245_000)).toBe("4 min 05 s");
+  });
+});
+
+describe("a DAG task's run", () => {
+  const sub = (id: string, status: "passed" | "failed" | "cancelled", dependsOn: string[], extra: object = {}) => ({
+    id, goal: `build ${id} | now`, status, dependsOn, attempt: 1, iteration: 0, iterations: 2, tokens: 1_000, costUsd: 0.01, startedAt: "2026-01-01T00:00:00.000Z", finishedAt: "2026-01-01T00:00:10.000Z", ...extra,
+  });
+  /** A recorded DAG task: a schedule event, then the result event with the final subtasks. */
+  function dagRun(): RunRecord {
+    const r = recorded({ repo: true });
+    const early = { reopened: [], subtasks: [sub("lib", "passed", []), { ...sub("app", "passed", ["lib"]), status: "running" }] };
+    const final = { reopened: ["lib"], subtasks: [sub("lib", "passed", []), sub("app", "failed", ["lib"], { reason: "max_iterations", attempt: 3 }), sub("cli", "cancelled", ["app"], { reason: "dependency_failed", attempt: 0, iterations: 0, tokens: 0, costUsd: 0, startedAt: undefined })] };
+    const events: TaskEvent[] = [
+      ...r.events.slice(0, -1),
+      { v: 1, taskId: r.taskId, seq: 20, at: "x", iteration: 0, kind: "step", phase: "schedule", message: "app started", subtaskId: "app", data: { dag: early } },
+      { ...r.events.at(-1)!, data: { dag: final } },
+    ];
+    return { ...r, events };
+  }
+
+  it("reads the subtasks from the last event that carries them (the result's)", () => {
+    expect(runDag(dagRun())?.subtasks.map((s) => s.status)).toEqual(["passed", "failed", "cancelled"]);
+    expect(runDag(recorded())).toBeUndefined();
+  });
+
+  it("show lists the subtasks as a tree with their totals", () => {
+    const text = runText(dagRun());
+    expect(text).toContain("  subtasks:\n    3 subtasks: 1 passed, 1 failed, 1 cancelled · 4 iterations · 2.0k tokens · $0.02 · 20.0 s of subtask time in 10.0 s · re-opened: lib\n");
+    expect(text).toContain("      └─ ✖ app     failed (max_iterations) · attempt 3 · 2 iterations · 1.0k tokens · $0.01 · 10.0 s — build app | now\n");
+    expect(text).toContain("         └─ ⊘ cli  cancelled (dependency_failed) — build cli | now\n");
+    expect(runText(recorded())).not.toContain("subtasks:");
+  });
+
+  it("report.md has a table of the subtasks, indented by depth, with model text escaped", () => {
+    const md = reportMarkdown(dagRun());
+    expect(md).toContain("## Subtasks");
+    expect(md).toContain("| `lib` | passed, re-opened |  | 1 | 2 | 1.0k | $0.01 | 10.0 s | build lib \\| now |");
+    expect(md).toContain("| &nbsp;&nbsp;`app` | failed (max_iterations) | `lib` | 3 | 2 | 1.0k | $0.01 | 10.0 s | build app \\| now |");
+    expect(md).toContain("| &nbsp;&nbsp;&nbsp;&nbsp;`cli` | cancelled (dependency_failed) | `app` | 0 | 0 | 0 | $0 |  | build cli \\| now |");
+    expect(reportMarkdown(recorded())).not.toContain("## Subtasks");
   });
 });
 

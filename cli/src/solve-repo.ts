@@ -18,6 +18,12 @@ export interface RepoOptions {
   dependencies?: DependencyPolicy;
   mapTokens?: number;
   apply?: boolean;
+  /** Plan the goal as a DAG of subtasks, each a child task (`task.decompose`). */
+  decompose?: boolean;
+  /** With `decompose`: subtasks running at once (`task.parallel`, 1 to 16). */
+  parallel?: number;
+  /** With `decompose`: attempts per subtask (`task.limits.subtaskAttempts`, 1 to 10; set through the limits). */
+  subtaskAttempts?: number;
 }
 
 /** A repo-mode task ready to submit, and what the end of the run needs. */
@@ -45,6 +51,7 @@ export async function detectLanguage(root: string, commit: string): Promise<Lang
 export async function prepareRepoTask(goal: string | undefined, o: RepoOptions & { language?: Language; taskId?: string; review?: boolean; memory?: "on" | "off" }, limits: Partial<TaskLimits>): Promise<PreparedRepoTask> {
   if (!o.repo) throw new LoopsmithError("internal", "prepareRepoTask without --repo");
   if (!goal?.trim()) throw new LoopsmithError("bad_request", "--repo needs a goal: loopsmith solve --repo <path> \"<what to change>\"");
+  if (!o.decompose && (o.parallel !== undefined || o.subtaskAttempts !== undefined)) throw new LoopsmithError("bad_request", "--parallel and --subtask-attempts apply to --decompose only");
   const repo = await checkRepo(o.repo, { ...(o.base ? { base: o.base } : {}), requireClean: !!o.apply });
   const snapshot = await archiveCommit(repo.root, repo.baseCommit);
   const input: TaskInput = {
@@ -55,6 +62,8 @@ export async function prepareRepoTask(goal: string | undefined, o: RepoOptions &
     limits,
     ...(o.review !== undefined ? { review: o.review } : {}),
     ...(o.memory !== undefined ? { memory: o.memory } : {}),
+    ...(o.decompose ? { decompose: true } : {}),
+    ...(o.parallel !== undefined ? { parallel: o.parallel } : {}),
     repo: {
       baseCommit: repo.baseCommit,
       snapshot: snapshotName(repo.baseCommit),

@@ -20,6 +20,7 @@ import {
   submitTask,
   watchEvents,
   type Config,
+  type DagProgress,
   type Language,
   type Role,
   type TaskInput,
@@ -29,7 +30,9 @@ import {
 import { findHumanEval, humanevalTask, loadHumanEval } from "./humaneval.js";
 import { CliError, errorCodeOf, report } from "./errors.js";
 import { ExitCode, exitCodeForResult } from "./exit-codes.js";
-import { eventLine, resultText } from "./output.js";
+import { dagOf } from "./dag-view.js";
+import { resultText } from "./output.js";
+import { solveProgress, type SolveProgress } from "./solve-progress.js";
 import { ROLES, shownNatsUrl } from "./preflight.js";
 import { startLocalStack, type LocalStack } from "./stack.js";
 import { liveStack } from "./stack-record.js";
@@ -90,12 +93,19 @@ export function flagsOf(o: SolveOptions): Record<string, unknown> {
   return Object.keys(llm).length ? { llm } : {};
 }
 
-function limitsOf(o: SolveOptions): Partial<TaskLimits> {
+/** The task limits the flags set (`--max-iterations`, `--budget-usd`, `--budget-tokens`, `--subtask-attempts`). */
+export function limitsOf(o: SolveOptions): Partial<TaskLimits> {
   const l: Partial<TaskLimits> = {};
   if (o.maxIterations !== undefined) l.maxIterations = o.maxIterations;
   if (o.budgetUsd !== undefined) l.maxCostUsd = o.budgetUsd;
   if (o.budgetTokens !== undefined) l.maxTokens = o.budgetTokens;
+  if (o.subtaskAttempts !== undefined) l.subtaskAttempts = o.subtaskAttempts;
   return l;
+}
+
+/** The DAG task flags given (`--decompose`, `--parallel`, `--subtask-attempts`), as named on the command line. */
+function dagFlagsGiven(o: SolveOptions): string[] {
+  return [o.decompose ? "--decompose" : "", o.parallel !== undefined ? "--parallel" : "", o.subtaskAttempts !== undefined ? "--subtask-attempts" : ""].filter(Boolean);
 }
 
 /** Flags whose values end up in these task fields, to name them in errors. */
@@ -107,6 +117,9 @@ const FIELD_FLAGS: Record<string, string> = {
   "limits.maxIterations": "--max-iterations",
   "limits.maxCostUsd": "--budget-usd",
   "limits.maxTokens": "--budget-tokens",
+  "limits.subtaskAttempts": "--subtask-attempts",
+  decompose: "--decompose",
+  parallel: "--parallel",
 };
 
 /** `input` when it is a valid task; else a `bad_request` naming the fields (and their flags). */
@@ -128,6 +141,8 @@ function validated(input: TaskInput, what: string): TaskInput {
  *   HumanEval id.
  */
 export function buildTask(goal: string | undefined, o: SolveOptions): TaskInput {
+  const dagFlags = dagFlagsGiven(o);
+  if (dagFlags.length) throw new LoopsmithError("bad_request", `${dagFlags.join(", ")} appl${dagFlags.length === 1 ? "ies" : "y"} to --repo only (a DAG task changes a repository)`);
   const limits = limitsOf(o);
   if (o.humaneval) {
     if (!o.dataset) throw new LoopsmithError("bad_request", "--humaneval needs --dataset <path to humaneval.jsonl>");
@@ -242,10 +257,14 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
   let nc: NatsConnection | undefined;
   let submittedId: string | undefined;
   let signals = 0;
+  // The task's progress on stdout; a DAG task's tree is redrawn in place on a terminal.
+  const progress: SolveProgress | undefined = o.json ? undefined : solveProgress(process.stdout, { color: process.stdout.isTTY && !process.env.NO_COLOR });
   const onSignal = (): void => {
     signals += 1;
     if (signals === 1 && nc && submittedId) {
-      process.stderr.write("loopsmith: cancelling the task (press Ctrl-C again to stop waiting)\n");
+      const say = (): void => void process.stderr.write("loopsmith: cancelling the task (press Ctrl-C again to stop waiting)\n");
+      if (progress) progress.aside(say);
+      else say();
       void call(nc, Endpoints.architect.cancel, { v: 1, taskId: submittedId, reason: "interrupted" }, { timeoutMs: 5_000, retries: 0, owner: stack?.owner }).catch(() => abort.abort());
     } else {
       abort.abort();
@@ -275,11 +294,11 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
     const submitted = await submitTask(nc, task, owner);
     submittedId = submitted.taskId;
     if (!o.json) out(`task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`);
-    const result = await follow(nc, owner, task.taskId, o, abort.signal).catch((err: unknown) => {
+    const { result, dag } = await follow(nc, owner, task.taskId, o, abort.signal, progress).catch((err: unknown) => {
       throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), { cause: err, taskId: task.taskId });
     });
     if (!result) throw new CliError("cancelled", `stopped waiting; task ${task.taskId} may still be running`, { taskId: task.taskId });
-    out(o.json ? jsonLine(result) : resultText(result));
+    out(o.json ? jsonLine(result) : resultText(result, dag));
     if (prepared) {
       const done = await finishRepo(prepared, result, !!o.apply);
       out(o.json ? jsonLine({ kind: "repo", ...done }) : done.lines.join("\n"));
@@ -302,17 +321,36 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
   }
 }
 
-/** Prints a task's events until its result (returned) or until `signal` aborts (undefined). */
-async function follow(nc: NatsConnection, owner: string, taskId: string, o: SolveOptions, signal: AbortSignal): Promise<TaskResult | undefined> {
+/**
+ * Prints a task's events (`--json`: as they are; else through `progress`) until its result or
+ * until `signal` aborts.
+ * @returns the result (undefined when aborted first) and, for a DAG task, the subtasks its result event carries
+ */
+async function follow(
+  nc: NatsConnection,
+  owner: string,
+  taskId: string,
+  o: SolveOptions,
+  signal: AbortSignal,
+  progress: SolveProgress | undefined,
+): Promise<{ result?: TaskResult; dag?: DagProgress }> {
   let result: TaskResult | undefined;
-  for await (const event of watchEvents(nc, taskId, { owner, signal })) {
-    if (o.json) {
-      if (event.kind !== "result") out(jsonLine(event));
-    } else {
-      const line = eventLine(event);
-      if (line) out(line);
+  let dag: DagProgress | undefined;
+  try {
+    for await (const event of watchEvents(nc, taskId, { owner, signal })) {
+      if (o.json) {
+        if (event.kind !== "result") out(jsonLine(event));
+      } else {
+        progress?.event(event);
+      }
+      if (event.kind === "result" && event.result) {
+        result = event.result;
+        dag = dagOf(event);
+      }
     }
-    if (event.kind === "result" && event.result) result = event.result;
+  } finally {
+    // With a result its report shows the subtasks; without one the last tree stays on screen.
+    progress?.stop({ clear: result !== undefined && dag !== undefined });
   }
-  return result;
+  return { ...(result ? { result } : {}), ...(dag ? { dag } : {}) };
 }

@@ -42,3 +42,79 @@ export function printable(text: string): string {
 export function jsonLine(value: unknown, space?: number): string {
   return JSON.stringify(value, null, space).replace(JSON_UNSAFE, (ch) => `\\u${(ch.codePointAt(0) ?? 0).toString(16).padStart(4, "0")}`);
 }
+
+/** The stream a {@link LiveBlock} draws on: a terminal's (`process.stdout`). */
+export interface LiveStream {
+  write(text: string): unknown;
+  columns?: number;
+  rows?: number;
+}
+
+/**
+ * Lines kept at the bottom of a terminal and redrawn in place, with text written above them
+ * as it comes (the DAG under `solve`'s progress lines). Each change is one write: the cursor
+ * goes up over the block, erases to the end of the screen, writes what is new, draws the
+ * block again. Its lines must not wrap: cut them to {@link LiveBlock.width} first. A block
+ * taller than the terminal is cut, its last line `… n more`. Nothing else may write to the
+ * terminal while a block is shown, except through {@link LiveBlock.around}.
+ */
+export class LiveBlock {
+  private lines: string[] = [];
+  /** Lines of the block now on screen. */
+  private shown = 0;
+
+  constructor(private readonly stream: LiveStream) {}
+
+  /** The characters a line may have without wrapping (at least 20). */
+  width(): number {
+    return Math.max(20, (this.stream.columns ?? 80) - 1);
+  }
+
+  /** Shows `lines` in place of the block's, after writing `above` (one or more lines) above it. */
+  set(lines: readonly string[], above?: string): void {
+    this.lines = [...lines];
+    this.log(above);
+  }
+
+  /** Writes `text` (one or more lines) above the block. */
+  log(text: string | undefined): void {
+    const above = text === undefined ? "" : text.endsWith("\n") ? text : `${text}\n`;
+    this.emit(`${this.erase()}${above}${this.draw()}`);
+  }
+
+  /** Runs `write` (to another stream of the same terminal, stderr) with the block erased, then draws it again. */
+  around(write: () => void): void {
+    this.emit(this.erase());
+    write();
+    this.emit(this.draw());
+  }
+
+  /** Erases the block. */
+  clear(): void {
+    this.lines = [];
+    this.emit(this.erase());
+  }
+
+  /** Leaves the block on screen as it is, above whatever is written next, and forgets it. */
+  release(): void {
+    this.lines = [];
+    this.shown = 0;
+  }
+
+  private emit(text: string): void {
+    if (text) this.stream.write(text);
+  }
+
+  private erase(): string {
+    const up = this.shown;
+    this.shown = 0;
+    return up ? `\r\x1b[${up}A\x1b[J` : "";
+  }
+
+  private draw(): string {
+    const max = Math.max(2, (this.stream.rows ?? 24) - 1);
+    const lines = this.lines.length > max ? [...this.lines.slice(0, max - 1), `… ${this.lines.length - (max - 1)} more`] : this.lines;
+    this.shown = lines.length;
+    return lines.length ? `${lines.join("\n")}\n` : "";
+  }
+}

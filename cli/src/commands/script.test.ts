@@ -38,11 +38,25 @@ describe("validateScript", () => {
   });
 
   it("accepts the bundled examples", async () => {
-    for (const file of ["examples/roman/script.json", "examples/repo-bugfix/script.json", "examples/repo-bugfix-ts/script.json"]) {
+    for (const file of ["examples/roman/script.json", "examples/repo-bugfix/script.json", "examples/repo-bugfix-ts/script.json", "examples/rest-api/script.json"]) {
       const r = await validateScript(readFileSync(join(import.meta.dirname, "../../..", file), "utf8"));
       expect(r.problems, file).toEqual([]);
       expect(r.valid, file).toBe(true);
     }
+  });
+
+  it("takes a DAG task's plan of subtasks and integration reflection, and reports a broken one as what it looks like", async () => {
+    const dagPlan = { summary: "two parts", subtasks: [{ id: "model", goal: "g", files: ["m.py"] }, { id: "api", goal: "g", files: ["a.py"], dependsOn: ["model"] }] };
+    const integration = { subtaskId: "api", rootCause: "wrong route", fixPlan: "fix the route" };
+    const good = await validateScript(script({ plan: [dagPlan, plan], build: [editReply], reflect: [integration, reflection] }));
+    expect(good.problems).toEqual([]);
+    expect(good.entries.map((e) => e.shape)).toEqual(["DagPlan", "Plan", "EditReply", "IntegrationReflection", "Reflection"]);
+    const bad = await validateScript(script({ plan: [{ summary: "x", subtasks: [{ id: "Model", goal: "g", files: [] }] }], reflect: [{ subtaskId: "api" }] }));
+    const errors = bad.problems.filter((p) => p.severity === "error");
+    expect(errors.map((p) => p.where)).toEqual(["replies.plan[0]", "replies.reflect[0]"]);
+    expect(errors[0]!.message).toMatch(/does not match Plan nor DagPlan; as DagPlan:/);
+    expect(errors[0]!.message).toContain("subtasks.0.id");
+    expect(errors[1]!.message).toMatch(/as IntegrationReflection:[\s\S]*rootCause/);
   });
 
   it("reports a JSON syntax error with line and column", async () => {

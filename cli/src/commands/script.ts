@@ -1,9 +1,9 @@
 /**
  * `loopsmith script validate <file>`: checks a replies file of the scripted provider
  * (docs/SCRIPTS.md) line by line: JSON syntax (with line:column), the file's frame, unknown
- * roles, and every entry against the schema its role answers with (`plan`/`spec` → Plan,
- * `build` → EditReply (repo mode) or Candidate (inline), `review` → Review, `reflect` →
- * Reflection). A string entry is raw reply text: it goes through the providers' own reader.
+ * roles, and every entry against the schema its role answers with (`spec` → Plan, `plan` →
+ * Plan or DagPlan (a DAG task's plan of subtasks), `build` → EditReply (repo mode) or Candidate
+ * (inline), `review` → Review, `reflect` → Reflection or IntegrationReflection (a DAG task's)). A string entry is raw reply text: it goes through the providers' own reader.
  * The shared code (zod schemas, the reader) is loaded only when the command runs.
  *
  * Exit codes (`ExitCode`): 0 the file is valid (warnings allowed); 2 it is not, or cannot be
@@ -21,15 +21,15 @@ import { JsonSyntax, field, locator, nodeAt, parseLocated, suggest, type Locate,
 /** The roles a script answers, and the shapes each accepts (tried in this order). */
 const SHAPES = {
   spec: ["Plan"],
-  plan: ["Plan"],
+  plan: ["Plan", "DagPlan"],
   build: ["EditReply", "Candidate"],
   review: ["Review"],
-  reflect: ["Reflection"],
+  reflect: ["Reflection", "IntegrationReflection"],
   improve: ["Hypothesis"],
 } as const;
 type ScriptRole = keyof typeof SHAPES;
 /** A schema an entry can match. */
-export type EntryShape = "Plan" | "EditReply" | "Candidate" | "Review" | "Reflection" | "Hypothesis";
+export type EntryShape = "Plan" | "DagPlan" | "EditReply" | "Candidate" | "Review" | "Reflection" | "IntegrationReflection" | "Hypothesis";
 
 /** One finding: where (1-based line and column of the JSON text), what, how bad. */
 export interface ScriptProblem {
@@ -68,7 +68,16 @@ export interface ScriptReport {
 /** Keys of each edit; an unknown one (`serch`) is dropped by the schema, which can turn an edit into a file creation. */
 const EDIT_KEYS = ["path", "search", "replace", "delete"];
 
-const ROLE_OF_SHAPE: Record<EntryShape, string> = { Plan: "a plan", EditReply: "repo mode", Candidate: "inline files", Review: "a review", Reflection: "a reflection", Hypothesis: "a hypothesis" };
+const ROLE_OF_SHAPE: Record<EntryShape, string> = {
+  Plan: "a plan",
+  DagPlan: "a plan of subtasks",
+  EditReply: "repo mode",
+  Candidate: "inline files",
+  Review: "a review",
+  Reflection: "a reflection",
+  IntegrationReflection: "a DAG task's integration reflection",
+  Hypothesis: "a hypothesis",
+};
 
 
 type Shared = typeof SharedModule;
@@ -80,7 +89,16 @@ type Add = (severity: ScriptProblem["severity"], offset: number, where: string, 
  */
 function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEntry, add: Add): void {
   const where = `${entry.block}.${entry.role}[${entry.index}]`;
-  const schemas = { Plan: shared.Plan, EditReply: shared.EditReply, Candidate: shared.Candidate, Review: shared.Review, Reflection: shared.Reflection, Hypothesis: shared.Hypothesis } as const;
+  const schemas = {
+    Plan: shared.Plan,
+    DagPlan: shared.DagPlan,
+    EditReply: shared.EditReply,
+    Candidate: shared.Candidate,
+    Review: shared.Review,
+    Reflection: shared.Reflection,
+    IntegrationReflection: shared.IntegrationReflection,
+    Hypothesis: shared.Hypothesis,
+  } as const;
   const tried: Array<{ shape: EntryShape; issues: Array<{ path: string; message: string; line?: number }> }> = [];
   for (const shape of SHAPES[entry.role]) {
     const schema: z.ZodType<unknown> = schemas[shape];
@@ -105,7 +123,9 @@ function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEnt
   }
   // Unmatched: report against the shape it most looks like (with edits or a summary and no files: an EditReply).
   const looksRepo = item.entries?.some((e) => e.key === "edits" || e.key === "summary") && !item.entries.some((e) => e.key === "files");
-  const first = tried.find((t) => t.shape === (looksRepo ? "EditReply" : "Candidate")) ?? tried[0];
+  const has = (key: string): boolean => !!item.entries?.some((e) => e.key === key);
+  const lookalike: EntryShape = entry.role === "plan" ? (has("subtasks") ? "DagPlan" : "Plan") : entry.role === "reflect" ? (has("subtaskId") ? "IntegrationReflection" : "Reflection") : looksRepo ? "EditReply" : "Candidate";
+  const first = tried.find((t) => t.shape === lookalike) ?? tried[0];
   // Keys the schema drops silently: a misspelt `search` turns an edit into a file creation.
   const like = entry.shape ?? first?.shape;
   const unknownKeys = (node: Located, known: readonly string[], at: string, note = ""): void => {

@@ -48,8 +48,10 @@ function childrenOf(run: TaskRun): ChildTasks {
 
 /** One line about a subtask's move, for its event. */
 function moveLine(s: SubtaskState): string {
-  const tail = s.reason && s.reason !== "passed" ? ` (${s.reason}${s.message ? `: ${s.message.split("\n")[0]?.slice(0, 200)}` : ""})` : "";
-  return `subtask ${s.id}: ${s.status}${s.status === "running" ? `, attempt ${s.attempts}` : ""}${tail}`;
+  const why = s.reason && s.reason !== "passed" ? ` (${s.reason}${s.message ? `: ${s.message.split("\n")[0]?.slice(0, 200)}` : ""})` : "";
+  // A running subtask with a reason: its attempt just failed, and another follows after the backoff.
+  if (s.status === "running") return why ? `subtask ${s.id}: attempt ${s.attempts} failed${why}; trying again` : `subtask ${s.id}: running, attempt ${s.attempts}`;
+  return `subtask ${s.id}: ${s.status}${why}`;
 }
 
 /** PLAN for a DAG task: a plan of subtasks, validated before anything runs. */
@@ -68,7 +70,7 @@ export async function dagPlanPhase(run: TaskRun): Promise<PhaseOutcome> {
       problems = validateDagPlan(plan);
       if (!problems.length) {
         const dag = startDag(plan);
-        await run.emit("step", `plan: ${plan.subtasks.length} subtasks: ${plan.summary}`, { phase: "plan", data: { dagPlan: plan, dag: dagProgress(dag), ...run.llmData("plan", callsBefore, reply) } });
+        await run.emit("step", `${plan.subtasks.length} subtasks: ${plan.summary}`, { phase: "plan", data: { dagPlan: plan, dag: dagProgress(dag), ...run.llmData("plan", callsBefore, reply) } });
         await run.go("schedule", { dag, plan: summaryPlan(plan) });
         return undefined;
       }

@@ -148,7 +148,8 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
           first = false;
           const attempt = again ? cur.attempts : cur.attempts + 1;
           const child = childTaskId(opts.parentTaskId, id, attempt);
-          if (!again) await update(id, { status: "running", attempts: attempt, childTaskId: child, startedAt: cur.startedAt ?? now() });
+          // A new attempt: the last attempt's reason and message are its own, not this one's.
+          if (!again) await update(id, { status: "running", attempts: attempt, childTaskId: child, startedAt: cur.startedAt ?? now(), reason: undefined, message: undefined });
           const base = dependenciesOf(plan, id).map(get);
           signal.throwIfAborted();
           const outcome = await io.attempt({ subtask, attempt, childTaskId: child, base, signal });
