@@ -277,6 +277,48 @@ describe("DAG tasks in the conductor", () => {
     });
   });
 
+  it("resumes after the conductor died mid-DAG (its connection gone, nothing handed back): finished subtasks are not run again", async ({ nats }) => {
+    const input = await (async () => {
+      const nc = await connect({ servers: nats.url });
+      try {
+        return await dagTask(nc, { taskId: `dag-died-${Date.now().toString(36)}` });
+      } finally {
+        await nc.close();
+      }
+    })();
+    // The first conductor's own connection, dropped like a killed process's: no nak, no hand-back.
+    const dying = await connect({ servers: nats.url });
+    const ref: { first?: Conductor; second?: Conductor } = {};
+    const h1 = harness(dying, () => ref.first!, { runMs: 1_500 });
+    ref.first = await startConductor({ nc: dying, steps: h1.steps, log, concurrency: 4 });
+    const watcher = await connect({ servers: nats.url });
+    await submitTask(watcher, input);
+    const abort = new AbortController();
+    for await (const e of followEvents(watcher, DEFAULT_OWNER, input.taskId, abort.signal)) {
+      if (e.subtaskId === "storage" && e.message.startsWith("subtask storage: running")) break;
+    }
+    abort.abort();
+    await dying.close();
+
+    const nc = await connect({ servers: nats.url });
+    const h2 = harness(nc, () => ref.second!, { runMs: 50 });
+    ref.second = await startConductor({ nc, steps: h2.steps, log, concurrency: 4 });
+    try {
+      // Redelivered after the ack wait (TASK_ACK_WAIT_MS), the parent resumes from its checkpoint.
+      const events = await eventsOf(watcher, input.taskId);
+      expect(events.at(-1)!.result?.status).toBe("passed");
+      expect(h2.decomposed).toHaveLength(0);
+      expect(h2.builds.some((b) => subOf(b.taskId) === "model")).toBe(false);
+      expect(events.some((e) => e.phase === "schedule" && e.message.startsWith("running 3 of 4 subtasks"))).toBe(true);
+      // storage was re-attached to its first attempt's child task, which resumed from its own checkpoint.
+      expect(events.filter((e) => e.message.startsWith("subtask storage: running")).map((e) => (e.data?.subtask as { attempts: number }).attempts)).toEqual([1]);
+    } finally {
+      await ref.second.stop();
+      await nc.close();
+      await watcher.close();
+    }
+  }, 120_000);
+
   it("resumes after the conductor stopped mid-DAG: finished subtasks are not run again", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
     const input = await dagTask(nc);

@@ -200,6 +200,21 @@ describe("runDag", () => {
   });
 });
 
+describe("runDag when recording fails", () => {
+  it("stops at once and throws the record's error: no subtask starts on a move that was not checkpointed", async () => {
+    const h = harness(() => pass(), { ms: () => 5 });
+    const record = h.io.record;
+    let n = 0;
+    h.io.record = async (state, sub) => {
+      if (++n === 3) throw new Error("the checkpoint could not be written: closed connection");
+      return record(state, sub);
+    };
+    await expect(runDag(startDag(restApi()), h.io, opts(2))).rejects.toThrow(/closed connection/);
+    // model ran (records 1, 2); record 3, storage's start, failed: neither storage nor validation was attempted.
+    expect(h.attempts.map((a) => a.subtask.id)).toEqual(["model"]);
+  });
+});
+
 describe("reopenSubtask", () => {
   it("re-opens one subtask and its dependents with a fresh attempt limit, once", async () => {
     const h = harness(() => pass(), { ms: () => 1 });

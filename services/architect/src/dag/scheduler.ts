@@ -104,13 +104,17 @@ const now = (): string => new Date().toISOString();
  * Runs the subtasks of `initial` that have not finished, and returns the state when none can
  * run any more: every subtask passed, failed or cancelled.
  * @throws DagHandBack when the conductor stops before the run ends (running subtasks stay
- *   `running`, to be re-attached on resume)
+ *   `running`, to be re-attached on resume); the first error of `io.record` (the run stops
+ *   at once: a move that was not checkpointed must not be built on)
  */
 export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Promise<DagState> {
   if (opts.parallel < 1 || opts.attempts < 1) throw new LoopsmithError("bad_request", `a DAG run needs parallel ≥ 1 and attempts ≥ 1 (got ${opts.parallel} and ${opts.attempts})`);
   let state = initial;
-  // One signal for every wait of this run (p-retry adds a listener per subtask), linked to the caller's.
-  const signal = AbortSignal.any([io.signal]);
+  // One signal for every wait of this run (p-retry adds a listener per subtask): the caller's,
+  // or this run's own when recording a move failed (the checkpoint cannot be trusted to go on).
+  let failure: unknown;
+  const broken = new AbortController();
+  const signal = AbortSignal.any([io.signal, broken.signal]);
   setMaxListeners(initial.plan.subtasks.length * 4 + 10, signal);
   const plan = state.plan;
   const subtaskOf = new Map(plan.subtasks.map((s) => [s.id, s]));
@@ -120,18 +124,25 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
     state = { ...state, subtasks: state.subtasks.map((s) => (s.id === id ? { ...s, ...patch } : s)) };
     const snapshot = state;
     const changed = get(id);
-    return records.add(() => io.record(snapshot, changed));
+    return records.add(() => io.record(snapshot, changed)).catch((err: unknown) => {
+      failure ??= err;
+      broken.abort(err);
+      throw err;
+    });
   };
 
   const work = new PQueue({ concurrency: opts.parallel });
   const queued = new Set<string>();
   const ready = (s: SubtaskState): boolean => s.status === "pending" && subtaskOf.get(s.id)!.dependsOn.every((d) => get(d).status === "passed");
   const schedule = (): void => {
-    if (io.signal.aborted) return;
+    if (signal.aborted) return;
     for (const s of state.subtasks) {
       if (queued.has(s.id) || !(s.status === "running" || ready(s))) continue;
       queued.add(s.id);
-      void work.add(() => runSubtask(s.id));
+      work.add(() => runSubtask(s.id)).catch((err: unknown) => {
+        failure ??= err;
+        broken.abort(err);
+      });
     }
   };
 
@@ -176,7 +187,7 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
             });
           },
           shouldRetry: ({ error }) =>
-            !io.signal.aborted && (error instanceof AttemptFailed ? error.outcome.retryable !== false : error instanceof LoopsmithError && error.retryable),
+            !signal.aborted && (error instanceof AttemptFailed ? error.outcome.retryable !== false : error instanceof LoopsmithError && error.retryable),
         },
       );
       const cur = get(id);
@@ -191,7 +202,7 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
       });
       schedule();
     } catch (err) {
-      if (io.signal.aborted) return;
+      if (signal.aborted) return;
       const cur = get(id);
       await update(id, { status: "failed", finishedAt: now(), ...(err instanceof AttemptFailed ? {} : { reason: "error", message: (err as Error)?.message ?? String(err) }) });
       for (const d of dependentsOf(plan, id)) {
@@ -203,7 +214,8 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
 
   schedule();
   await work.onIdle();
-  await records.onIdle();
+  await records.onIdle().catch(() => undefined);
+  if (failure !== undefined) throw failure;
   if (io.signal.aborted) {
     if (!io.cancelled()) throw new DagHandBack();
     for (const s of state.subtasks) {
