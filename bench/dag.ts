@@ -38,15 +38,16 @@ function userRepo(): string {
   return dir;
 }
 
-/** One solve of the example; resolves with its wall time (ms) and its final event. */
-function solve(parallel: number, taskId: string, env: NodeJS.ProcessEnv): Promise<{ ms: number; last: TaskEvent | undefined; code: number }> {
+/** One solve of the example; resolves with its wall time (ms), its status and its last DAG progress. */
+function solve(parallel: number, taskId: string, env: NodeJS.ProcessEnv): Promise<{ ms: number; status: string | undefined; dag: DagProgress | undefined; code: number }> {
   const dir = userRepo();
   const args = [BIN, "solve", "--repo", dir, GOAL, "--decompose", "--parallel", String(parallel), "--provider", "scripted", "--script", join(EXAMPLE, "script.json"), "--task-id", taskId, "--json"];
   return new Promise((resolve, reject) => {
     const t = performance.now();
     const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
     let buf = "";
-    let last: TaskEvent | undefined;
+    let status: string | undefined;
+    let dag: DagProgress | undefined;
     let err = "";
     child.stdout.on("data", (d: Buffer) => {
       buf += d.toString();
@@ -54,8 +55,11 @@ function solve(parallel: number, taskId: string, env: NodeJS.ProcessEnv): Promis
       buf = lines.pop() ?? "";
       for (const l of lines) {
         try {
-          const e = JSON.parse(l) as TaskEvent;
-          if (e.taskId === taskId && e.kind === "result") last = e;
+          // --json: the task's events, then the result object.
+          const o = JSON.parse(l) as TaskEvent & { status?: string; stopReason?: string };
+          if (o.taskId !== taskId) continue;
+          if (o.data?.dag) dag = o.data.dag as DagProgress;
+          if (typeof o.stopReason === "string") status = o.status;
         } catch {
           // not an event line
         }
@@ -65,15 +69,14 @@ function solve(parallel: number, taskId: string, env: NodeJS.ProcessEnv): Promis
     child.on("error", reject);
     child.on("close", (code) => {
       if (code !== 0) console.error(`solve --parallel ${parallel} exited ${code}:\n${err.slice(-2_000)}`);
-      resolve({ ms: performance.now() - t, last, code: code ?? -1 });
+      resolve({ ms: performance.now() - t, status, dag, code: code ?? -1 });
     });
   });
 }
 
-/** The subtasks' spans (s from the first subtask's start) from a result event. */
-function spans(e: TaskEvent | undefined): string {
-  const dag = e?.data?.dag as DagProgress | undefined;
-  if (!dag) return "  (no DAG in the result event)";
+/** The subtasks' spans (s from the first subtask's start). */
+function spans(dag: DagProgress | undefined): string {
+  if (!dag) return "  (no DAG progress in the events)";
   const t0 = Math.min(...dag.subtasks.map((s) => Date.parse(s.startedAt ?? "") || Infinity));
   return dag.subtasks
     .map((s) => `  ${s.id.padEnd(11)} ${s.status.padEnd(9)} attempt ${s.attempt}  ${((Date.parse(s.startedAt ?? "") - t0) / 1000).toFixed(1).padStart(5)} s → ${((Date.parse(s.finishedAt ?? "") - t0) / 1000).toFixed(1).padStart(5)} s`)
@@ -86,18 +89,18 @@ async function main(): Promise<void> {
   const runEnv = { ...process.env, LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", LOG_LEVEL: "warn" };
   execFileSync(process.execPath, [BIN, "up", "--provider", "scripted"], { env: runEnv, stdio: ["ignore", "ignore", "inherit"] });
   const times: Record<number, number[]> = { 1: [], 2: [] };
-  const lastOf: Record<number, TaskEvent | undefined> = {};
+  const lastOf: Record<number, DagProgress | undefined> = {};
   try {
     // One warm-up run: the sandbox image's first container and the pools are not the DAG's cost.
     await solve(2, `dagwarm${process.pid}`, runEnv);
     for (let r = 0; r < ROUNDS; r++) {
       for (const parallel of r % 2 ? [2, 1] : [1, 2]) {
         const run = await solve(parallel, `dagp${parallel}r${r}x${process.pid}`, runEnv);
-        const status = run.last?.result?.status ?? `exit ${run.code}`;
+        const status = run.status ?? `exit ${run.code}`;
         console.log(`round ${r + 1}  --parallel ${parallel}: ${(run.ms / 1000).toFixed(1)} s (${status})`);
         if (status !== "passed") throw new Error(`the example did not pass with --parallel ${parallel}`);
         times[parallel]?.push(run.ms);
-        lastOf[parallel] = run.last;
+        lastOf[parallel] = run.dag;
       }
     }
   } finally {

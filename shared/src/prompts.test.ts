@@ -12,6 +12,15 @@ describe("prompts", () => {
     }
   });
 
+  it("loads the repo-mode and DAG variants, each with its own rules", () => {
+    expect(loadPrompt("plan", "repo")).toMatchObject({ role: "plan", version: 2 });
+    expect(loadPrompt("plan", "repo").system).toContain('"decompose": true');
+    expect(loadPrompt("plan", "dag").system).toMatch(/subtasks[\s\S]*Worked example/);
+    expect(loadPrompt("reflect", "dag").system).toContain("subtaskId");
+    // A role without a DAG variant falls back to its common prompt.
+    expect(loadPrompt("build", "dag").system).toBe(loadPrompt("build").system);
+  });
+
   it("trims long output keeping head and tail", () => {
     const text = `HEAD${"x".repeat(10_000)}TAIL`;
     const out = trimToTokens(text, 100);

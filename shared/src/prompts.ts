@@ -23,7 +23,7 @@ export interface Prompt {
 }
 
 /** Repo mode's prompt versions (`<role>.repo.v<N>.md`): the roles whose rules differ there. */
-export const REPO_PROMPT_VERSIONS: Readonly<Partial<Record<Role, number>>> = { plan: 1, build: 1 };
+export const REPO_PROMPT_VERSIONS: Readonly<Partial<Record<Role, number>>> = { plan: 2, build: 1 };
 
 /**
  * DAG tasks' prompt versions (`<role>.dag.v<N>.md`): `plan` decomposes a goal into subtasks,

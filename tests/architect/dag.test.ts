@@ -256,6 +256,24 @@ describe("DAG tasks in the conductor", () => {
     });
   });
 
+  it("turns a repo-mode task into a DAG task when its plan says the goal is too big for one change", async ({ nats }) => {
+    const bigPlan = { summary: "four modules", acceptanceCriteria: [], steps: [], files: [], decompose: true };
+    await withDagConductor(nats.url, (nc, c) => {
+      const h = harness(nc, c);
+      h.steps.plan = async () => ({ value: bigPlan, usage: usage(), provider });
+      return h;
+    }, async (nc, h) => {
+      const input = await dagTask(nc, { decompose: false });
+      await submitTask(nc, input);
+      const events = await eventsOf(nc, input.taskId);
+      expect(events.at(-1)!.result).toMatchObject({ status: "passed" });
+      expect(events.some((e) => e.message === "the goal is too big for one change: planning it as subtasks")).toBe(true);
+      expect(h.decomposed).toHaveLength(1);
+      // Its children are not decomposed again, though their plan step gets the same reply.
+      expect(h.builds.length).toBeGreaterThanOrEqual(4);
+    });
+  });
+
   it("asks for the plan again once with the problems named, and stops with invalid_plan the second time", async ({ nats }) => {
     const cyclic = plan((p) => ({ ...p, subtasks: p.subtasks.map((s) => (s.id === "model" ? { ...s, dependsOn: ["handlers"] } : s)) }));
     await withDagConductor(nats.url, (nc, c) => harness(nc, c, { plans: [cyclic, plan()] }), async (nc, h) => {

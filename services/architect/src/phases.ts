@@ -49,6 +49,12 @@ export async function planPhase(run: TaskRun): Promise<PhaseOutcome> {
     plan = fallbackPlan(run.s);
   }
   await run.emit("step", `plan: ${plan.summary}`, { phase: "plan", data: { plan, ...replyData } });
+  if (plan.decompose && s.task.repo && !s.task.parent && !s.replanned) {
+    // Too big for one change, the planner says: the task goes on as a DAG task (dag/phases.ts).
+    await run.emit("step", "the goal is too big for one change: planning it as subtasks", { phase: "plan" });
+    await run.go("plan", { task: { ...run.s.task, decompose: true } });
+    return undefined;
+  }
   await run.go("build", { plan, iteration: Math.max(1, run.s.iteration) });
   return undefined;
 }

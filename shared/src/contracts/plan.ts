@@ -10,6 +10,12 @@ export const Plan = z.object({
   steps: z.array(z.string().max(1_000)).max(30),
   /** Workspace-relative paths the builder should produce (repo mode: the files to read in full and change). */
   files: z.array(z.string().max(255)).max(50),
+  /**
+   * Repo mode: the planner judges the goal too big for one change; the architect then asks
+   * for a plan of subtasks (`DagPlan`) and runs the task as a DAG task. Ignored in a
+   * subtask's own child task and in inline mode.
+   */
+  decompose: z.boolean().optional(),
 });
 export type Plan = z.infer<typeof Plan>;
 
