@@ -274,6 +274,25 @@ describe("DAG tasks in the conductor", () => {
     });
   });
 
+  it("shares the task's budget: a child may spend what is left when it starts, and none starts once it is used up", async ({ nats }) => {
+    await withDagConductor(nats.url, (nc, c) => harness(nc, c), async (nc, h) => {
+      // Every fake LLM call costs $0.01: the plan of subtasks, then a plan and a build per child.
+      const input = await dagTask(nc, { limits: { maxIterations: 2, subtaskAttempts: 2, maxCostUsd: 0.045 } });
+      await submitTask(nc, input);
+      const events = await eventsOf(nc, input.taskId);
+      const result = events.at(-1)!.result!;
+      expect(result).toMatchObject({ status: "failed", stopReason: "budget" });
+      expect(result.message).toMatch(/budget was used up while subtask handlers ran; built: model, storage, validation/);
+      expect(h.builds.some((b) => subOf(b.taskId) === "handlers")).toBe(false);
+      // Each child was given what was left of the budget when it started (never more than the task's).
+      // storage started after $0.03 was spent (the plan of subtasks, model's plan and build): its
+      // build, after its own plan, had about $0.005 left, not the $0.035 a full budget would leave.
+      const storageBuild = h.builds.find((b) => b.taskId === `${input.taskId}--storage-a1`)!;
+      expect(storageBuild.budget.remainingUsd).toBeLessThan(0.02);
+      expect(result.usage.total.costUsd).toBeGreaterThanOrEqual(0.045);
+    });
+  });
+
   it("asks for the plan again once with the problems named, and stops with invalid_plan the second time", async ({ nats }) => {
     const cyclic = plan((p) => ({ ...p, subtasks: p.subtasks.map((s) => (s.id === "model" ? { ...s, dependsOn: ["handlers"] } : s)) }));
     await withDagConductor(nats.url, (nc, c) => harness(nc, c, { plans: [cyclic, plan()] }), async (nc, h) => {

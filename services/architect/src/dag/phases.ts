@@ -137,6 +137,11 @@ async function attemptSubtask(run: TaskRun, req: AttemptRequest, live: Record<st
   const repo = repoOf(task);
   const owner = ownerOfTask(task);
   const plan = run.s.dag!.plan;
+  // The task's budget is the DAG's: a child may spend what is left of it when it starts.
+  const left = run.budget();
+  if ((left.remainingUsd !== undefined && left.remainingUsd <= 0) || (left.remainingTokens !== undefined && left.remainingTokens <= 0)) {
+    return { passed: false, reason: "budget", message: "the task's budget is used up", iterations: 0, usage: emptyUsage(), retryable: false };
+  }
   const root = await run.steps.tree(repo.snapshot, owner);
   const tree = await subtaskTree(plan, req.subtask, req.base, {
     baseTar: await children.getTree(repo.snapshot, owner),
@@ -161,7 +166,11 @@ async function attemptSubtask(run: TaskRun, req: AttemptRequest, live: Record<st
     memory: task.memory,
     ...(task.memoryScope ? { memoryScope: task.memoryScope } : {}),
     ...(task.script ? { script: task.script } : {}),
-    limits: task.limits,
+    limits: {
+      ...task.limits,
+      ...(left.remainingUsd !== undefined ? { maxCostUsd: left.remainingUsd } : {}),
+      ...(left.remainingTokens !== undefined ? { maxTokens: Math.floor(left.remainingTokens) } : {}),
+    },
     source: task.source,
     submittedAt: new Date().toISOString(),
     parent: { taskId: task.taskId, subtaskId: req.subtask.id, attempt: req.attempt },
@@ -241,6 +250,10 @@ export async function schedulePhase(run: TaskRun): Promise<PhaseOutcome> {
   }
   const outcome = dagOutcome(final);
   if (outcome.status === "cancelled" && run.io.cancelled()) return run.stop("cancelled", "cancelled");
+  const spent = final.subtasks.find((t) => t.status === "failed" && t.reason === "budget");
+  if (outcome.status !== "passed" && spent) {
+    return run.stop("budget", `stopped: the task's budget was used up while subtask ${spent.id} ran; built: ${outcome.passed.join(", ") || "none"}`);
+  }
   if (outcome.status !== "passed") {
     const failed = final.subtasks.filter((t) => t.status === "failed").map((t) => `${t.id} (${t.reason ?? "failed"}: ${(t.message ?? "").split("\n")[0]?.slice(0, 200)})`);
     return run.stop("subtask_failed", `stopped: subtask ${failed.join(", ")} gave up; cancelled: ${outcome.cancelled.join(", ") || "none"}; built: ${outcome.passed.join(", ") || "none"}`);
