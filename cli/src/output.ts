@@ -7,6 +7,7 @@
 import type { DagProgress, ExecutionResult, Failures, History, MemoryStats, TaskEvent, TaskResult } from "@loopsmith/shared";
 import { dagReportLines } from "./dag-view.js";
 import { usd } from "./format.js";
+import { historyRows } from "./history-rows.js";
 import { printable } from "./terminal.js";
 
 export { usd };
@@ -60,13 +61,16 @@ export function resultText(r: TaskResult, dag?: DagProgress, nowMs: number = Dat
   return lines.join("\n");
 }
 
-/** `loopsmith history` for people: one line per task, newest first, ending in a newline. */
+/**
+ * `loopsmith history` for people: one line per task, newest first, ending in a newline. A DAG
+ * task's child tasks on the same page are indented under its row (see `historyRows`).
+ */
 export function historyText(history: History): string {
   if (history.tasks.length === 0) return "no tasks yet\n";
-  return history.tasks
-    .map((t) => {
+  return historyRows(history.tasks)
+    .map(({ task: t, depth }) => {
       const goal = printable(t.goal.replace(/\s+/g, " ").slice(0, 60));
-      return `${printable(t.finishedAt)}  ${printable(t.status).padEnd(9)} ${String(t.iterations).padStart(2)} it  ${usd(t.usage.costUsd).padStart(8)}${t.scripted ? " scripted" : ""}  ${t.taskId}  ${goal}\n`;
+      return `${"  ".repeat(depth)}${printable(t.finishedAt)}  ${printable(t.status).padEnd(9)} ${String(t.iterations).padStart(2)} it  ${usd(t.usage.costUsd).padStart(8)}${t.scripted ? " scripted" : ""}  ${t.taskId}  ${goal}\n`;
     })
     .join("");
 }

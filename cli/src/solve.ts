@@ -31,6 +31,7 @@ import { findHumanEval, humanevalTask, loadHumanEval } from "./humaneval.js";
 import { CliError, errorCodeOf, report } from "./errors.js";
 import { ExitCode, exitCodeForResult } from "./exit-codes.js";
 import { dagOf } from "./dag-view.js";
+import { withChildEvents } from "./child-events.js";
 import { resultText } from "./output.js";
 import { solveProgress, type SolveProgress } from "./solve-progress.js";
 import { ROLES, shownNatsUrl } from "./preflight.js";
@@ -294,7 +295,7 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
     const submitted = await submitTask(nc, task, owner);
     submittedId = submitted.taskId;
     if (!o.json) out(`task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`);
-    const { result, dag } = await follow(nc, owner, task.taskId, o, abort.signal, progress).catch((err: unknown) => {
+    const { result, dag } = await follow(nc, owner, task.taskId, o, abort.signal, progress, log).catch((err: unknown) => {
       throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), { cause: err, taskId: task.taskId });
     });
     if (!result) throw new CliError("cancelled", `stopped waiting; task ${task.taskId} may still be running`, { taskId: task.taskId });
@@ -322,7 +323,8 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
 }
 
 /**
- * Prints a task's events (`--json`: as they are; else through `progress`) until its result or
+ * Prints a task's events (`--json`: as they are, a DAG task's child tasks' events interleaved
+ * as they come; else through `progress`, whose tree shows the children) until its result or
  * until `signal` aborts.
  * @returns the result (undefined when aborted first) and, for a DAG task, the subtasks its result event carries
  */
@@ -333,11 +335,23 @@ async function follow(
   o: SolveOptions,
   signal: AbortSignal,
   progress: SolveProgress | undefined,
+  log: Logger,
 ): Promise<{ result?: TaskResult; dag?: DagProgress }> {
   let result: TaskResult | undefined;
   let dag: DagProgress | undefined;
+  const events = o.json
+    ? withChildEvents(taskId, (id, stop) => watchEvents(nc, id, { owner, signal: stop }), {
+        signal,
+        onChildError: (id, err) => log.warn({ taskId: id, err }, `cannot follow the events of child task ${id}`),
+      })
+    : watchEvents(nc, taskId, { owner, signal });
   try {
-    for await (const event of watchEvents(nc, taskId, { owner, signal })) {
+    for await (const event of events) {
+      if (event.taskId !== taskId) {
+        // A child task's (--json only): printed as it is, its result too.
+        out(jsonLine(event));
+        continue;
+      }
       if (o.json) {
         if (event.kind !== "result") out(jsonLine(event));
       } else {
