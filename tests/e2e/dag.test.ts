@@ -68,6 +68,19 @@ describe("solve --repo --decompose on examples/rest-api (scripted, real sandbox)
     expect(git(dir, "rev-parse", "--abbrev-ref", "HEAD")).toBe("main");
     expect(git(dir, "status", "--porcelain")).toBe("");
 
+    // --json also carries the child tasks' events, each naming its parent and subtask.
+    const childEvents = lines.filter((l) => l.parentTaskId === taskId);
+    expect(new Set(childEvents.map((l) => l.taskId))).toEqual(new Set(["model-a1", "storage-a1", "storage-a2", "validation-a1", "handlers-a1", "app-a1"].map((c) => `${taskId}--${c}`)));
+    expect(childEvents.filter((l) => l.taskId === `${taskId}--storage-a2`).every((l) => l.subtaskId === "storage")).toBe(true);
+
+    // history lists the children under their parent.
+    const history = await loopsmith(["history", "-n", "20"], env, 120_000);
+    expect(history.code, history.stderr).toBe(0);
+    const rows = history.stdout.split("\n");
+    const parentRow = rows.findIndex((l) => l.includes(taskId) && !l.includes(`${taskId}--`));
+    expect(parentRow).toBeGreaterThanOrEqual(0);
+    expect(rows.slice(parentRow + 1, parentRow + 7).every((l) => /^\s+/.test(l) && l.includes(`${taskId}--`))).toBe(true);
+
     // A child task is a task of its own: `show` reads storage's failed first attempt back.
     const shown = await loopsmith(["show", `${taskId}--storage-a1`, "--json"], env, 120_000);
     expect(shown.code, shown.stderr).toBe(0);
