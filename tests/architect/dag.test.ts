@@ -293,6 +293,34 @@ describe("DAG tasks in the conductor", () => {
     });
   });
 
+  it("a cancelled DAG task cancels its running children and the subtasks not started", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const ref: { conductor?: Conductor } = {};
+    const h = harness(nc, () => ref.conductor!, { runMs: 2_000 });
+    const conductor = (ref.conductor = await startConductor({ nc, steps: h.steps, log, concurrency: 4 }));
+    try {
+      const input = await dagTask(nc);
+      await submitTask(nc, input);
+      const abort = new AbortController();
+      for await (const e of followEvents(nc, DEFAULT_OWNER, input.taskId, abort.signal)) {
+        if (e.subtaskId === "validation" && e.message.startsWith("subtask validation: running")) break;
+      }
+      abort.abort();
+      expect(await conductor.cancel(input.taskId, DEFAULT_OWNER)).toBe(true);
+      const events = await eventsOf(nc, input.taskId);
+      expect(events.at(-1)!.result).toMatchObject({ status: "cancelled", stopReason: "cancelled" });
+      // The running children were cancelled too, and nothing after them started.
+      for (const child of ["storage-a1", "validation-a1"]) {
+        const result = (await eventsOf(nc, `${input.taskId}--${child}`)).at(-1)!.result!;
+        expect(result.stopReason, child).toBe("cancelled");
+      }
+      expect(h.builds.some((b) => subOf(b.taskId) === "handlers")).toBe(false);
+    } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
   it("asks for the plan again once with the problems named, and stops with invalid_plan the second time", async ({ nats }) => {
     const cyclic = plan((p) => ({ ...p, subtasks: p.subtasks.map((s) => (s.id === "model" ? { ...s, dependsOn: ["handlers"] } : s)) }));
     await withDagConductor(nats.url, (nc, c) => harness(nc, c, { plans: [cyclic, plan()] }), async (nc, h) => {
