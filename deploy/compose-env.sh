@@ -18,7 +18,8 @@
 # (LOOPSMITH_NATS_CLIENT_<NAME>_PASSWORD) in .env, client-<name>.env (mode 0600) per client,
 # nats-clients.env (mode 0600; the nats service reads those passwords from it) and nats.conf,
 # the server configuration with those users (`npx loopsmith bus config`: run `npm run build`
-# first), which compose then mounts (LOOPSMITH_NATS_CONF=./nats.conf in .env).
+# first), which compose then mounts (LOOPSMITH_NATS_CONF=./nats.conf in .env), and
+# nats-cluster.conf, the same for the nodes of deploy/compose.cluster.yml (LOOPSMITH_NATS_CLUSTER_CONF).
 # The model's API key is never written here: export ANTHROPIC_API_KEY in the shell that runs
 # `docker compose up`, or add it to .env yourself.
 # Usage: bash deploy/compose-env.sh [--local-images] [--clients <names>] [--file <path>] [--client-file <path>]
@@ -116,7 +117,10 @@ if [ -n "$names" ]; then
     printf '# The compose stack'"'"'s client user %s: npx loopsmith --env-from client-%s.env ...\nNATS_URL=nats://127.0.0.1:4222\nNATS_USER=%s\nNATS_PASSWORD=%s\nNATS_INBOX_PREFIX=_INBOX_%s\n' "$name" "$name" "$name" "$password" "$name" >"client-$name.env"
   done
   LOOPSMITH_CLIENTS="$list" npx --no-install loopsmith bus config --out nats.conf
-  chmod 644 nats.conf # no secret in it (passwords are $VARIABLES), and the server reads it
+  # The same users for the three nodes of deploy/compose.cluster.yml.
+  LOOPSMITH_CLIENTS="$list" npx --no-install loopsmith bus config --cluster-routes nats-route://nats:6222,nats-route://nats-2:6222,nats-route://nats-3:6222 --out nats-cluster.conf
+  chmod 644 nats.conf nats-cluster.conf # no secret in them (passwords are $VARIABLES), and the servers read them
   set_value LOOPSMITH_NATS_CONF ./nats.conf
-  echo "compose-env: clients $list: client-<name>.env, nats-clients.env and nats.conf ready"
+  set_value LOOPSMITH_NATS_CLUSTER_CONF ./nats-cluster.conf
+  echo "compose-env: clients $list: client-<name>.env, nats-clients.env, nats.conf and nats-cluster.conf ready"
 fi

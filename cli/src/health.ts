@@ -10,7 +10,7 @@
 import { readFile } from "node:fs/promises";
 import { Svcm } from "@nats-io/services";
 import { connect } from "@nats-io/transport-node";
-import { LoopsmithError, ServiceNames, loadConfig, natsConnectOptions, natsIdentity, natsRefusal, type ServiceIdentityFile, type ServiceName } from "@loopsmith/shared";
+import { LoopsmithError, ServiceNames, loadConfig, natsConnectOptions, natsIdentity, natsRefusal, type ServiceIdentityFile, type ServiceName, natsServers } from "@loopsmith/shared";
 import { ExitCode } from "./exit-codes.js";
 import { jsonLine } from "./terminal.js";
 
@@ -82,7 +82,7 @@ export async function healthCommand(services: string[], opts: HealthOptions): Pr
   }
   let nc;
   try {
-    nc = await connect({ ...natsConnectOptions(config), servers: config.natsUrl, timeout: timeoutMs, reconnect: false, name: "loopsmith-health" });
+    nc = await connect({ ...natsConnectOptions(config), servers: natsServers(config.natsUrl), timeout: timeoutMs, reconnect: false, name: "loopsmith-health" });
   } catch (err) {
     const refused = natsRefusal(err, config.natsUrl, natsIdentity(config));
     if (refused) throw refused;

@@ -24,7 +24,7 @@ import {
   type CallOptions,
   type TaskEvent,
   type TaskInput,
-  type TaskResult,
+  type TaskResult, natsServers,
 } from "@loopsmith/shared";
 import { ExitCode } from "./exit-codes.js";
 import { reportMarkdown, runText } from "./run-view.js";
@@ -77,7 +77,7 @@ export async function withMemory<T>(log: Logger, configFile: string | undefined,
   const config = loadConfig(configFile ? { file: configFile } : {});
   const stack = await startLocalStack({ config, log, services: ["memory"] });
   try {
-    const nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
+    const nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
     try {
       return await fn(nc, stack.owner);
     } finally {

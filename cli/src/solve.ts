@@ -25,7 +25,7 @@ import {
   type Role,
   type TaskInput,
   type TaskLimits,
-  type TaskResult,
+  type TaskResult, natsServers, retryWhileClusterSettles,
 } from "@loopsmith/shared";
 import { findHumanEval, humanevalTask, loadHumanEval } from "./humaneval.js";
 import { CliError, errorCodeOf, report } from "./errors.js";
@@ -287,12 +287,15 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
         `loopsmith: ${reused} service(s) were already running on ${shownNatsUrl(stack.natsUrl)} and keep their own configuration; --provider/--model/--base-url apply only to the ${stack.started.length} started now\n`,
       );
     }
-    nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
-    await ensureTaskIntake(nc);
+    nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
+    const intake = nc;
+    // On a JetStream cluster a node may be going away: ride through the election (at most 30 s).
+    await retryWhileClusterSettles(() => ensureTaskIntake(intake));
     const owner = stack.owner;
     if (prepared) await uploadSnapshot(nc, prepared, owner);
     else if (o.snapshotFrom && (task as Task).repo) await uploadRecordedSnapshot(nc, o.snapshotFrom, (task as Task).repo as NonNullable<Task["repo"]>, owner);
-    const submitted = await submitTask(nc, task, owner);
+    // A repeated publish is deduplicated by its message id (the task id).
+    const submitted = await retryWhileClusterSettles(() => submitTask(intake, task, owner));
     submittedId = submitted.taskId;
     if (!o.json) out(`task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`);
     const { result, dag } = await follow(nc, owner, task.taskId, o, abort.signal, progress, log).catch((err: unknown) => {

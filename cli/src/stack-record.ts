@@ -8,6 +8,7 @@ import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node
 import { join } from "node:path";
 import { z } from "zod";
 import { connect } from "@nats-io/transport-node";
+import { natsServers } from "@loopsmith/shared";
 import { readStackUsers, roleConnectOptions, type StackUsers } from "./stack-auth.js";
 
 /** The record's shape. */
@@ -80,7 +81,7 @@ export async function liveStack(dataDir: string, timeoutMs = 1_000): Promise<Liv
   const users = record.usersFile ? readStackUsers(record.usersFile) : undefined;
   if (record.usersFile && !users) return undefined;
   try {
-    const nc = await connect({ ...(users ? roleConnectOptions(users, "client") : {}), servers: record.natsUrl, timeout: timeoutMs, reconnect: false });
+    const nc = await connect({ ...(users ? roleConnectOptions(users, "client") : {}), servers: natsServers(record.natsUrl), timeout: timeoutMs, reconnect: false });
     await nc.close();
     return users ? { ...record, users } : record;
   } catch {

@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { NoRespondersError, RequestError, connect, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { DEFAULT_OWNER, LoopsmithError, ServiceNames, installRoot, ownerOf, natsConnectOptions, natsIdentity, natsRefusal, setupBus, type Config, type ServiceName } from "@loopsmith/shared";
+import { DEFAULT_OWNER, LoopsmithError, ServiceNames, installRoot, ownerOf, natsConnectOptions, natsIdentity, natsRefusal, setupBus, type Config, type ServiceName, natsServers } from "@loopsmith/shared";
 import { newStackUsers, roleConnectOptions, roleEnv, writeStackUsers, type StackUsers } from "./stack-auth.js";
 import { startNatsContainer } from "./nats-container.js";
 import { liveStack } from "./stack-record.js";
@@ -127,7 +127,7 @@ export interface StackOptions {
 async function waitForNats(url: string, deadline: number, external: boolean, config: Config, auth: Partial<ConnectionOptions>): Promise<NatsConnection> {
   for (;;) {
     try {
-      return await connect({ ...auth, servers: url, timeout: 1_000 });
+      return await connect({ ...auth, servers: natsServers(url), timeout: 1_000 });
     } catch (err) {
       const refused = natsRefusal(err, url, natsIdentity(config));
       if (refused) throw refused;

@@ -13,7 +13,7 @@ import Docker from "dockerode";
 import type { Logger } from "pino";
 import { connect } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { ServiceNames, createProvider, loadConfig, natsConnectOptions, type ServiceName } from "@loopsmith/shared";
+import { ServiceNames, createProvider, loadConfig, natsConnectOptions, type ServiceName, natsServers } from "@loopsmith/shared";
 import { ExitCode } from "./exit-codes.js";
 import { shownNatsUrl } from "./preflight.js";
 import { flagsOf, type SolveOptions } from "./solve.js";
@@ -218,7 +218,7 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
   try {
     const users = !config.natsUrl && record?.usersFile ? readStackUsers(record.usersFile) : undefined;
     const auth = config.natsUrl ? natsConnectOptions(config) : users ? roleConnectOptions(users, "client") : {};
-    nc = await connect({ ...auth, servers: url, timeout: 1_500, reconnect: false });
+    nc = await connect({ ...auth, servers: natsServers(url), timeout: 1_500, reconnect: false });
   } catch {
     say(opts, "status", `NATS at ${shownNatsUrl(url)} does not answer${record && !config.natsUrl ? " (a stale record: loopsmith down cleans it up)" : ""}`, { up: false, natsUrl: url });
     return ExitCode.infrastructure;

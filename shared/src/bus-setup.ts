@@ -6,6 +6,8 @@
  * compose's `bus-setup` service); the services and clients then only check.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
+import { JetStreamApiError } from "@nats-io/jetstream";
+import pRetry from "p-retry";
 import { ensureImproveStreams } from "./improve-streams.js";
 import { checkClientNames } from "./nats-permissions.js";
 import { openSnapshots, snapshotBucket } from "./snapshot.js";
@@ -16,6 +18,38 @@ import { DEFAULT_OWNER, Streams } from "./subjects.js";
 export interface SetupBusOptions {
   /** Further client users (as in the server configuration): each gets its own snapshot store. */
   clients?: string[];
+  /** Replicas of every stream, bucket and store (`config.nats.replicas`; 3 on a three-node cluster). @defaultValue 1 */
+  replicas?: number;
+  /**
+   * How long to keep trying while a cluster is not ready to place the replicas yet (its nodes
+   * still joining, a leader being elected), in ms. @defaultValue 0
+   */
+  waitMs?: number;
+}
+
+/**
+ * JetStream's answers while a cluster is still forming: no peers to place replicas on yet,
+ * no meta leader (API requests time out or find no responder), not enough resources
+ * reported. Passing; anything else (a refused permission, a bad setting) is not.
+ */
+export function clusterNotReady(err: unknown): boolean {
+  if (err instanceof JetStreamApiError) return /no suitable peers|insufficient resources|not (?:yet )?available|no meta leader|jetstream system temporarily unavailable|stream is offline/i.test(err.message);
+  // A JetStream API request nobody answers in time, or no responder at all: no meta leader yet.
+  const e = err as { name?: string; message?: string; cause?: { name?: string } } | undefined;
+  return e?.name === "TimeoutError" || e?.cause?.name === "TimeoutError" || /no responders|jetstream not enabled/i.test(e?.message ?? "");
+}
+
+/** How long a client keeps retrying a JetStream call while a cluster elects a leader, in ms (the issue's "silent for at most 30 s"). */
+export const CLUSTER_SETTLE_MS = 30_000;
+
+/**
+ * Runs a JetStream call, trying again while the cluster is not ready (a node went away and
+ * a leader is being elected: see {@link clusterNotReady}), for at most `waitMs`. Only for
+ * calls that are safe to repeat (a check, a publish with a message id).
+ * @throws the call's last error
+ */
+export function retryWhileClusterSettles<T>(fn: () => Promise<T>, waitMs = CLUSTER_SETTLE_MS): Promise<T> {
+  return pRetry(fn, { retries: Number.POSITIVE_INFINITY, maxRetryTime: waitMs, minTimeout: 250, factor: 1.5, maxTimeout: 2_000, shouldRetry: ({ error }) => clusterNotReady(error) });
 }
 
 /**
@@ -26,9 +60,14 @@ export interface SetupBusOptions {
  */
 export async function setupBus(nc: NatsConnection, opts: SetupBusOptions = {}): Promise<string[]> {
   const owners = [DEFAULT_OWNER, ...checkClientNames(opts.clients ?? [])];
-  await ensureImproveStreams(nc);
-  await openBucket(nc, Streams.recordOutboxBucket);
-  for (const owner of owners) await openSnapshots(nc, owner);
+  const streams = { replicas: opts.replicas ?? 1 };
+  const once = async (): Promise<void> => {
+    await ensureImproveStreams(nc, streams);
+    await openBucket(nc, Streams.recordOutboxBucket, streams);
+    for (const owner of owners) await openSnapshots(nc, owner, streams);
+  };
+  if (opts.waitMs) await retryWhileClusterSettles(once, opts.waitMs);
+  else await once();
   return [
     Streams.tasks,
     `${Streams.tasks}/${Streams.conductorConsumer}`,

@@ -48,8 +48,15 @@ export const Config = z
          * matrix a client user may use only its own name. See `ownerOf`.
          */
         owner: Owner.optional(),
+        /**
+         * Replicas of every stream, KV bucket and object store loopsmith creates
+         * (`NATS_REPLICAS`): 1 on one server, 3 on a three-node JetStream cluster
+         * (deploy/compose.cluster.yml). One found with fewer is raised to this; one with more
+         * is left as it is (never lowered by a process configured for fewer). @defaultValue 1
+         */
+        replicas: z.number().int().min(1).max(5).default(1),
       })
-      .default({ tls: {} }),
+      .default({ tls: {}, replicas: 1 }),
     /** PostgreSQL URL (with pgvector). When unset, memory runs embedded PGlite under `dataDir`. */
     databaseUrl: z.string().optional(),
     /** Where embedded memory and local state live. @defaultValue ~/.local/share/loopsmith */
@@ -219,6 +226,7 @@ export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = 
   ["NATS_TOKEN", ["nats", "token"], "string"],
   ["NATS_CREDS", ["nats", "credsFile"], "string"],
   ["NATS_INBOX_PREFIX", ["nats", "inboxPrefix"], "string"],
+  ["NATS_REPLICAS", ["nats", "replicas"], "number"],
   ["LOOPSMITH_OWNER", ["nats", "owner"], "string"],
   ["NATS_CA", ["nats", "tls", "caFile"], "string"],
   ["NATS_CERT", ["nats", "tls", "certFile"], "string"],

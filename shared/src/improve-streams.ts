@@ -11,7 +11,7 @@ import type { KV } from "@nats-io/kv";
 import { ImproveRequest, type ImproveRequestInput } from "./contracts/improve.js";
 import { LoopsmithError } from "./errors.js";
 import { permissionDenied } from "./nats-errors.js";
-import { TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, ensureStreams, openBucket, upsertConsumer, upsertStream, type Submitted } from "./streams.js";
+import { TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, ensureStreams, openBucket, upsertConsumer, upsertStream, type StreamOptions, type Submitted } from "./streams.js";
 import { DEFAULT_OWNER, Streams, Subjects, improveSubmitSubject } from "./subjects.js";
 
 /** Redeliveries of a run message before the architect gives up on it (a run resumes from its checkpoint each time). */
@@ -22,17 +22,17 @@ export const IMPROVE_MAX_DELIVER = 20;
  * streams (a generation is a task), where missing or different. Idempotent.
  * @throws LoopsmithError `permission_denied` as `ensureStreams`
  */
-export async function ensureImproveStreams(nc: NatsConnection): Promise<void> {
-  await ensureStreams(nc);
-  await ensureImproveIntake(nc);
-  await openImproveStates(nc);
+export async function ensureImproveStreams(nc: NatsConnection, opts: StreamOptions = {}): Promise<void> {
+  await ensureStreams(nc, opts);
+  await ensureImproveIntake(nc, opts);
+  await openImproveStates(nc, opts);
 }
 
 /**
  * The improvement intake alone: its stream and the improver's consumer (what a client checks,
  * after `ensureTaskIntake`). @throws LoopsmithError `permission_denied` as `ensureStreams`
  */
-export async function ensureImproveIntake(nc: NatsConnection): Promise<void> {
+export async function ensureImproveIntake(nc: NatsConnection, opts: StreamOptions = {}): Promise<void> {
   const jsm = await jetstreamManager(nc);
   await upsertStream(jsm, {
     name: Streams.improve,
@@ -40,13 +40,14 @@ export async function ensureImproveIntake(nc: NatsConnection): Promise<void> {
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
     duplicate_window: nanos(TASK_DUPLICATE_WINDOW_MS),
+    num_replicas: opts.replicas ?? 1,
   });
   await upsertConsumer(jsm, Streams.improve, { durable_name: Streams.improveConsumer, ack_policy: AckPolicy.Explicit, ack_wait: nanos(TASK_ACK_WAIT_MS), max_deliver: IMPROVE_MAX_DELIVER });
 }
 
 /** Opens (creating when missing) the KV bucket of improvement runs. */
-export async function openImproveStates(nc: NatsConnection): Promise<KV> {
-  return openBucket(nc, Streams.improveStateBucket);
+export async function openImproveStates(nc: NatsConnection, opts: StreamOptions = {}): Promise<KV> {
+  return openBucket(nc, Streams.improveStateBucket, opts);
 }
 
 /**

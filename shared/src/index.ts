@@ -7,13 +7,13 @@ export {
   ErrorCode, ErrorData, LoopsmithError, RETRYABLE_BY_DEFAULT, hasCode, toErrorData,
 } from "./errors.js";
 export { assetPath, installRoot } from "./assets.js";
-export { natsConnectOptions, natsIdentity, natsRefusal } from "./nats-options.js";
+export { natsConnectOptions, natsIdentity, natsRefusal, natsServers } from "./nats-options.js";
 export {
   NATS_ROLES, checkClientNames, clientPasswordVariable, clientPermission, inboxPrefixOf, natsPermissions, passwordVariable,
   renderNatsServerConfig,
 } from "./nats-permissions.js";
 export type { NatsPermission, NatsRole, NatsServerConfigOptions } from "./nats-permissions.js";
-export { setupBus } from "./bus-setup.js";
+export { CLUSTER_SETTLE_MS, clusterNotReady, retryWhileClusterSettles, setupBus } from "./bus-setup.js";
 export type { SetupBusOptions } from "./bus-setup.js";
 export {
   Budget, BuildReply, BuildRequest, CancelRequest, Candidate, CommitId, DependencyPolicy, Edit,
@@ -83,13 +83,13 @@ export {
 } from "./prompts.js";
 export type { Prompt } from "./prompts.js";
 export {
-  EVENTS_MAX_AGE_MS, TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, TASK_MAX_DELIVER, differingSettings,
+  EVENTS_MAX_AGE_MS, TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, TASK_MAX_DELIVER, differingSettings, ensureReplicas,
   ensureStreams, ensureTaskIntake, followEvents, lastEventSeq, openBucket, openTaskStates, publishEvent, rejectIntakeMessage,
   submitTask,
 } from "./streams.js";
 export { WATCH_POLL_MS, watchEvents } from "./watch.js";
 export type { WatchOptions } from "./watch.js";
-export type { IntakeMessage, Submitted } from "./streams.js";
+export type { IntakeMessage, StreamOptions, Submitted } from "./streams.js";
 export { IMPROVE_MAX_DELIVER, ensureImproveIntake, ensureImproveStreams, openImproveStates, submitImprove } from "./improve-streams.js";
 export { createIdempotencyCache } from "./idempotency.js";
 export type { IdempotencyCache, IdempotencyOptions } from "./idempotency.js";

@@ -12,6 +12,15 @@ import { LoopsmithError } from "./errors.js";
 import { maskUrl } from "./mask.js";
 
 /**
+ * The servers of a NATS URL setting: one URL, or several separated by commas (the nodes of a
+ * cluster: `nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222`), as nats.js takes them
+ * (it does not split a string itself). A client that loses its server moves to another.
+ */
+export function natsServers(url: string): string[] {
+  return url.split(",").map((u) => u.trim()).filter(Boolean);
+}
+
+/**
  * The connection options for `config.nats` (no `servers`: the caller gives the URL).
  * @throws LoopsmithError `config_invalid` when the credentials file cannot be read
  */

@@ -3,6 +3,8 @@ import { describe, expect, it } from "vitest";
 import { NATS_ROLES, checkClientNames, clientPermission, inboxPrefixOf, natsPermissions, passwordVariable, renderNatsServerConfig } from "./nats-permissions.js";
 import { assetPath } from "./assets.js";
 import { differingSettings } from "./streams.js";
+import { natsServers } from "./nats-options.js";
+import { CLUSTER_CONF } from "./nats-permissions.js";
 
 describe("the NATS permission matrix", () => {
   const perms = natsPermissions();
@@ -63,5 +65,34 @@ describe("differingSettings", () => {
   it("names the settings whose values differ, ignoring what the server adds", () => {
     expect(differingSettings({ name: "S", subjects: ["a.>"], max_age: 5 }, { name: "S", subjects: ["a.>"], max_age: 5, num_replicas: 1 })).toEqual([]);
     expect(differingSettings({ name: "S", subjects: ["a.>", "b"], max_age: 5 }, { name: "S", subjects: ["a.>"], max_age: 6 })).toEqual(["subjects", "max_age"]);
+  });
+
+  it("raises replicas but never lowers them: more than wanted is not a difference", () => {
+    expect(differingSettings({ name: "S", num_replicas: 3 }, { name: "S", num_replicas: 1 })).toEqual(["num_replicas"]);
+    expect(differingSettings({ name: "S", num_replicas: 1 }, { name: "S", num_replicas: 3 })).toEqual([]);
+    expect(differingSettings({ name: "S", num_replicas: 3 }, { name: "S", num_replicas: 3 })).toEqual([]);
+  });
+});
+
+describe("renderNatsServerConfig for a cluster", () => {
+  it("adds the node's name from its environment and the routes, and keeps the users", () => {
+    const text = renderNatsServerConfig({ cluster: { name: "loopsmith", routes: ["nats-route://nats-1:6222", "nats-route://nats-2:6222"] } });
+    expect(text).toContain("server_name: $NATS_SERVER_NAME");
+    expect(text).toMatch(/cluster \{\n {2}name: "loopsmith"\n {2}listen: "0\.0\.0\.0:6222"\n {2}routes: \["nats-route:\/\/nats-1:6222", "nats-route:\/\/nats-2:6222"\]\n\}/);
+    for (const role of NATS_ROLES) expect(text).toContain(`password: $${passwordVariable(role)}`);
+    // The single-server file has neither.
+    expect(renderNatsServerConfig()).not.toMatch(/server_name|cluster \{/);
+  });
+
+  it("matches deploy/nats-cluster.conf, the file the cluster compose file mounts", () => {
+    expect(readFileSync(assetPath("deploy", "nats-cluster.conf"), "utf8")).toBe(renderNatsServerConfig(CLUSTER_CONF));
+  });
+});
+
+describe("natsServers", () => {
+  it("splits a cluster's URLs on commas, one URL stays one", () => {
+    expect(natsServers("nats://a:4222, nats://b:4222,nats://c:4222")).toEqual(["nats://a:4222", "nats://b:4222", "nats://c:4222"]);
+    expect(natsServers("nats://user:pw@a:4222")).toEqual(["nats://user:pw@a:4222"]);
+    expect(natsServers(" , ")).toEqual([]);
   });
 });

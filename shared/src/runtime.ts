@@ -14,7 +14,7 @@ import { startService, type Registration } from "./bus.js";
 import { ServiceNames, type ServiceName } from "./subjects.js";
 import { LoopsmithError } from "./errors.js";
 import { maskUrl } from "./mask.js";
-import { natsConnectOptions, natsIdentity, natsRefusal } from "./nats-options.js";
+import { natsConnectOptions, natsIdentity, natsRefusal, natsServers } from "./nats-options.js";
 
 /** Version reported in `$SRV` INFO. */
 export const LOOPSMITH_VERSION = "0.1.0";
@@ -82,7 +82,7 @@ export async function connectNats(
 ): Promise<NatsConnection> {
   const auth = opts.config ? natsConnectOptions(opts.config) : {};
   const identity = opts.config ? natsIdentity(opts.config) : "no credentials";
-  const once = (): Promise<NatsConnection> => connect({ ...auth, servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+  const once = (): Promise<NatsConnection> => connect({ ...auth, servers: natsServers(url), name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
   try {
     if (!opts.waitMs) return await once();
     return await pRetry(once, {

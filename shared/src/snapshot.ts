@@ -12,10 +12,12 @@ import { mkdir, mkdtemp, rename, rm, stat, symlink, writeFile } from "node:fs/pr
 import { dirname, join, posix } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { nanos } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { Objm, StorageType, type ObjectStore } from "@nats-io/obj";
 import { extract } from "tar-stream";
 import { LoopsmithError } from "./errors.js";
 import { permissionDenied } from "./nats-errors.js";
+import { ensureReplicas, type StreamOptions } from "./streams.js";
 import { DEFAULT_OWNER, checkOwner } from "./subjects.js";
 
 /** The object store bucket that holds the default client's snapshots (others: {@link snapshotBucket}). */
@@ -39,14 +41,19 @@ export const MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024;
  * @throws LoopsmithError `permission_denied` when it is missing and this user may not create it
  *   (the message names `loopsmith bus setup --client <owner>`)
  */
-export async function openSnapshots(nc: NatsConnection, owner: string = DEFAULT_OWNER): Promise<ObjectStore> {
+export async function openSnapshots(nc: NatsConnection, owner: string = DEFAULT_OWNER, opts: StreamOptions = {}): Promise<ObjectStore> {
   const objm = new Objm(nc);
   const bucket = snapshotBucket(owner);
+  const replicas = opts.replicas ?? 1;
   try {
-    return await objm.open(bucket);
-  } catch {
+    const store = await objm.open(bucket);
+    // Only setups ask for more than one replica; a client opening its store reads nothing else.
+    if (replicas > 1) await ensureReplicas(await jetstreamManager(nc), `OBJ_${bucket}`, replicas);
+    return store;
+  } catch (openErr) {
+    if (openErr instanceof LoopsmithError) throw openErr;
     try {
-      return await objm.create(bucket, { storage: StorageType.File, ttl: nanos(SNAPSHOT_TTL_MS), description: `loopsmith repository snapshots of ${owner} (tar of a commit's tracked files)` });
+      return await objm.create(bucket, { storage: StorageType.File, ttl: nanos(SNAPSHOT_TTL_MS), replicas, description: `loopsmith repository snapshots of ${owner} (tar of a commit's tracked files)` });
     } catch (err) {
       const refused = permissionDenied(err);
       if (!refused) throw err;

@@ -45,8 +45,8 @@ export const EVENTS_MAX_AGE_MS = 7 * 24 * 3600_000;
  * @throws LoopsmithError `permission_denied` when something is missing or different and this
  *   user may not manage streams (the message names it and says to run `loopsmith bus setup`)
  */
-export async function ensureStreams(nc: NatsConnection): Promise<void> {
-  await ensureTaskIntake(nc);
+export async function ensureStreams(nc: NatsConnection, opts: StreamOptions = {}): Promise<void> {
+  await ensureTaskIntake(nc, opts);
   const jsm = await jetstreamManager(nc);
   await upsertStream(jsm, {
     name: Streams.events,
@@ -54,9 +54,18 @@ export async function ensureStreams(nc: NatsConnection): Promise<void> {
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     max_age: nanos(EVENTS_MAX_AGE_MS),
+    num_replicas: replicasOf(opts),
   });
-  await openTaskStates(nc);
+  await openTaskStates(nc, opts);
 }
+
+/** How loopsmith's streams, buckets and stores are made. */
+export interface StreamOptions {
+  /** Replicas on a JetStream cluster (`config.nats.replicas`). @defaultValue 1 */
+  replicas?: number;
+}
+
+const replicasOf = (opts: StreamOptions): number => opts.replicas ?? 1;
 
 /**
  * The task intake alone: its stream and the conductor's consumer, created or updated when
@@ -64,7 +73,7 @@ export async function ensureStreams(nc: NatsConnection): Promise<void> {
  * read neither the events stream's nor the state bucket's info (they list other owners' tasks).
  * @throws LoopsmithError `permission_denied` as {@link ensureStreams}
  */
-export async function ensureTaskIntake(nc: NatsConnection): Promise<void> {
+export async function ensureTaskIntake(nc: NatsConnection, opts: StreamOptions = {}): Promise<void> {
   const jsm = await jetstreamManager(nc);
   await upsertStream(jsm, {
     name: Streams.tasks,
@@ -72,6 +81,7 @@ export async function ensureTaskIntake(nc: NatsConnection): Promise<void> {
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
     duplicate_window: nanos(TASK_DUPLICATE_WINDOW_MS),
+    num_replicas: replicasOf(opts),
   });
   await upsertConsumer(jsm, Streams.tasks, {
     durable_name: Streams.conductorConsumer,
@@ -84,12 +94,30 @@ export async function ensureTaskIntake(nc: NatsConnection): Promise<void> {
 type Jsm = Awaited<ReturnType<typeof jetstreamManager>>;
 type StreamConfig = Parameters<Jsm["streams"]["add"]>[0];
 
-/** The settings of `wanted` whose values `actual` does not have (compared as JSON). */
+/**
+ * The settings of `wanted` whose values `actual` does not have (compared as JSON). More
+ * replicas (`num_replicas`) than wanted is not a difference: a process configured for fewer
+ * never lowers a stream that an administrator raised.
+ */
 export function differingSettings(wanted: object, actual: object): string[] {
   const have = actual as Record<string, unknown>;
   return Object.entries(wanted)
     .filter(([key, value]) => value !== undefined && JSON.stringify(value) !== JSON.stringify(have[key]))
+    .filter(([key, value]) => !(key === "num_replicas" && typeof value === "number" && typeof have[key] === "number" && (have[key] as number) >= value))
     .map(([key]) => key);
+}
+
+/**
+ * Raises the replicas of the stream behind a KV bucket or an object store (`KV_<bucket>`,
+ * `OBJ_<bucket>`) to `replicas` when it has fewer; leaves it otherwise.
+ * @throws LoopsmithError `permission_denied` when it must change and this user may not manage
+ *   JetStream; the server's error (naming the setting) when the cluster cannot place the replicas
+ */
+export async function ensureReplicas(jsm: Jsm, stream: string, replicas: number): Promise<void> {
+  if (replicas <= 1) return;
+  const info = await manage(`the stream ${stream} cannot be read`, () => jsm.streams.info(stream));
+  if ((info.config.num_replicas ?? 1) >= replicas) return;
+  await manage(`the stream ${stream} has ${info.config.num_replicas ?? 1} replica(s), not ${replicas} (num_replicas)`, () => jsm.streams.update(stream, { ...info.config, num_replicas: replicas }));
 }
 
 /**
@@ -144,13 +172,15 @@ export async function upsertConsumer(jsm: Jsm, stream: string, consumer: Paramet
  * Opens the KV bucket `bucket`, creating it when missing.
  * @throws LoopsmithError `permission_denied` when it is missing and this user may not create it
  */
-export async function openBucket(nc: NatsConnection, bucket: string): Promise<KV> {
-  return manage(`the bucket ${bucket} is missing or cannot be read`, () => new Kvm(nc).create(bucket, { history: 1 }));
+export async function openBucket(nc: NatsConnection, bucket: string, opts: StreamOptions = {}): Promise<KV> {
+  const kv = await manage(`the bucket ${bucket} is missing or cannot be read`, () => new Kvm(nc).create(bucket, { history: 1, replicas: replicasOf(opts) }));
+  await ensureReplicas(await jetstreamManager(nc), `KV_${bucket}`, replicasOf(opts));
+  return kv;
 }
 
 /** Opens (creating when missing) the KV bucket of task states. */
-export async function openTaskStates(nc: NatsConnection): Promise<KV> {
-  return openBucket(nc, Streams.taskStateBucket);
+export async function openTaskStates(nc: NatsConnection, opts: StreamOptions = {}): Promise<KV> {
+  return openBucket(nc, Streams.taskStateBucket, opts);
 }
 
 /** What {@link submitTask} did. `duplicate` is true when a task with that id was already submitted. */

@@ -94,7 +94,7 @@ const envFileExisted = existsSync(join(REPO, ".env"));
 const clientFileExisted = existsSync(join(REPO, "client.env"));
 const outcomes = new Map<string, CliRun>();
 /** Files compose-env.sh writes for a further client user (removed afterwards). */
-const CLIENT_FILES = ["client-alice.env", "nats-clients.env", "nats.conf"];
+const CLIENT_FILES = ["client-alice.env", "nats-clients.env", "nats.conf", "nats-cluster.conf"];
 
 describe("the README's compose commands, offline and keyless", () => {
   beforeAll(async () => {

@@ -26,7 +26,7 @@ import {
   submitTask,
   watchEvents,
   type Config,
-  type TaskResult,
+  type TaskResult, natsServers,
 } from "@loopsmith/shared";
 import { answeringServices, startLocalStack, type LocalStack } from "../stack.js";
 import { jsonLine, printable } from "../terminal.js";
@@ -290,7 +290,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
   try {
     const stack = await startLocalStack({ config: stackConfig, log, env });
     stacks.push(stack);
-    nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
+    nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
     await ensureTaskIntake(nc);
     // One restart at a time: a service that stopped answering (killed, crashed) is started
     // again, and the tasks it left are redelivered to it by JetStream.

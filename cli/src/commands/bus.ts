@@ -51,7 +51,7 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
         const log = await logger();
         const nc = await connectNats(config.natsUrl, "loopsmith-bus-setup", { waitMs: opts.wait, log, config });
         try {
-          const ensured = await setupBus(nc, { clients });
+          const ensured = await setupBus(nc, { clients, replicas: config.nats.replicas, waitMs: opts.wait });
           if (opts.json) process.stdout.write(`${jsonLine({ kind: "bus_setup", ensured })}\n`);
           else process.stdout.write(`bus ready: ${ensured.join(", ")}\n`);
         } finally {
@@ -70,12 +70,14 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
     .option("--tls-key <file>", "TLS: the server's private key")
     .option("--tls-ca <file>", "TLS: the CA that signs client certificates")
     .option("--tls-verify", "TLS: require a client certificate signed by --tls-ca (clients set NATS_CERT and NATS_KEY)")
+    .option("--cluster-routes <urls>", "a JetStream cluster node: the nodes' route URLs, comma-separated (nats-route://nats-2:6222,…); each node reads the file with its own NATS_SERVER_NAME")
+    .option("--cluster-name <name>", "with --cluster-routes: the cluster's name", "loopsmith")
     .option(
       "--client <name>",
       "a further client user, the owner of its own tasks (repeatable; its password is LOOPSMITH_NATS_CLIENT_<NAME>_PASSWORD; default: LOOPSMITH_CLIENTS)",
       collect,
     )
-    .action(async (opts: { out?: string; storeDir: string; httpPort: number; tlsCert?: string; tlsKey?: string; tlsCa?: string; tlsVerify?: boolean; client?: string[] }) =>
+    .action(async (opts: { out?: string; storeDir: string; httpPort: number; tlsCert?: string; tlsKey?: string; tlsCa?: string; tlsVerify?: boolean; client?: string[]; clusterRoutes?: string; clusterName: string }) =>
       run(false, async () => {
         const { renderNatsServerConfig } = await import("@loopsmith/shared");
         const clients = await clientsOf(opts.client);
@@ -83,7 +85,12 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
         if ((opts.tlsCa || opts.tlsVerify) && !opts.tlsCert) throw usageError("--tls-ca and --tls-verify need --tls-cert and --tls-key");
         if (opts.tlsVerify && !opts.tlsCa) throw usageError("--tls-verify needs --tls-ca (the CA that signs client certificates)");
         const tls = opts.tlsCert && opts.tlsKey ? { certFile: opts.tlsCert, keyFile: opts.tlsKey, ...(opts.tlsCa ? { caFile: opts.tlsCa } : {}), ...(opts.tlsVerify ? { verify: true } : {}) } : undefined;
-        const text = renderNatsServerConfig({ storeDir: opts.storeDir, httpPort: opts.httpPort, ...(tls ? { tls } : {}), ...(clients.length ? { clients } : {}) });
+        const routes = (opts.clusterRoutes ?? "").split(",").map((r) => r.trim()).filter(Boolean);
+        const badRoute = routes.find((r) => !/^nats-route:\/\/[^\s/]+:\d+$/.test(r));
+        if (badRoute) throw usageError(`--cluster-routes: ${badRoute} is not a route URL (nats-route://<host>:<port>)`);
+        if (opts.clusterRoutes !== undefined && routes.length < 2) throw usageError("--cluster-routes needs the route URL of every node (at least two; three for a JetStream cluster that survives a node)");
+        const cluster = routes.length ? { cluster: { name: opts.clusterName, routes } } : {};
+        const text = renderNatsServerConfig({ storeDir: opts.storeDir, httpPort: opts.httpPort, ...(tls ? { tls } : {}), ...(clients.length ? { clients } : {}), ...cluster });
         if (!opts.out) process.stdout.write(text);
         else {
           try {

@@ -27,7 +27,7 @@ import {
   submitImprove,
   watchEvents,
   type Config,
-  type ImproveSettings,
+  type ImproveSettings, natsServers,
 } from "@loopsmith/shared";
 import { CliError } from "../errors.js";
 import { jsonLine, printable } from "../terminal.js";
@@ -103,7 +103,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   process.on("SIGTERM", onSignal);
   try {
     stack = await startLocalStack({ config, log, env: flags.config ? { LOOPSMITH_CONFIG: resolve(flags.config) } : {} });
-    nc = await connect({ ...stack.connectOptions, servers: stack.natsUrl });
+    nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
     const owner = stack.owner;
     await ensureTaskIntake(nc);
     await ensureImproveIntake(nc);

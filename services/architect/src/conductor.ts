@@ -68,6 +68,8 @@ export interface ConductorOptions {
   log: Logger;
   /** Tasks run at once by this conductor. @defaultValue 4 */
   concurrency?: number;
+  /** Replicas of the streams and buckets it creates when missing (`config.nats.replicas`). @defaultValue 1 */
+  replicas?: number;
 }
 
 /**
@@ -111,8 +113,9 @@ function pipelinedEvents(publish: (event: TaskEvent) => Promise<void>): Pipeline
 /** Starts the conductor's consumer loop. */
 export async function startConductor(opts: ConductorOptions): Promise<Conductor> {
   const { nc, steps, log } = opts;
-  await ensureStreams(nc);
-  const store: StateStore = kvStateStore(await openTaskStates(nc));
+  const streams = { replicas: opts.replicas ?? 1 };
+  await ensureStreams(nc, streams);
+  const store: StateStore = kvStateStore(await openTaskStates(nc, streams));
   const consumer = await jetstream(nc).consumers.get(Streams.tasks, Streams.conductorConsumer);
   const limit = opts.concurrency ?? 4;
   // `slot`: the task takes one of the `limit` slots (a DAG task gives its slot back while its children run).

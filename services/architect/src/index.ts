@@ -69,17 +69,20 @@ export async function architectService(deps: {
       }),
     ],
     start: async () => {
-      outbox = await openRecordOutbox(deps.nc, bus.recordTask, deps.log.child({ part: "outbox" }));
+      const replicas = deps.config.nats.replicas;
+      outbox = await openRecordOutbox(deps.nc, bus.recordTask, deps.log.child({ part: "outbox" }), undefined, replicas);
       conductor = await startConductor({
         nc: deps.nc,
         steps,
         log: deps.log,
+        replicas,
         ...(deps.concurrency ? { concurrency: deps.concurrency } : {}),
       });
       const tasks = conductor;
       improver = await startImprover({
         nc: deps.nc,
         log: deps.log.child({ part: "improver" }),
+        replicas,
         provider,
         execute: steps.execute,
         tree: steps.tree,

@@ -38,10 +38,10 @@ export interface RecordOutbox {
  * @throws LoopsmithError `unavailable` when the bucket cannot be opened, `permission_denied` when
  *   it is missing and this user may not create it
  */
-export async function openRecordOutbox(nc: NatsConnection, send: (record: TaskRecord) => Promise<Remembered>, log: Logger, retryMs = OUTBOX_RETRY_MS): Promise<RecordOutbox> {
+export async function openRecordOutbox(nc: NatsConnection, send: (record: TaskRecord) => Promise<Remembered>, log: Logger, retryMs = OUTBOX_RETRY_MS, replicas = 1): Promise<RecordOutbox> {
   let kv: KV;
   try {
-    kv = await openBucket(nc, Streams.recordOutboxBucket);
+    kv = await openBucket(nc, Streams.recordOutboxBucket, { replicas });
   } catch (err) {
     if (err instanceof LoopsmithError && err.code === "permission_denied") throw err;
     throw new LoopsmithError("unavailable", `cannot open the record outbox (${Streams.recordOutboxBucket}): ${(err as Error).message}`, { cause: err });

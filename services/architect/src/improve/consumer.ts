@@ -42,7 +42,12 @@ export interface Improver {
 }
 
 /** Options of {@link startImprover}. */
-export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "rejectedFrom" | "nc" | "log"> & { nc: NatsConnection; log: Logger };
+export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "rejectedFrom" | "nc" | "log"> & {
+  nc: NatsConnection;
+  log: Logger;
+  /** Replicas of the streams and buckets it creates when missing (`config.nats.replicas`). @defaultValue 1 */
+  replicas?: number;
+};
 
 /** Publishes one event of a run; returns the state with the next seq. */
 async function publish(nc: NatsConnection, state: ImproveState, kind: "step" | "generation" | "warning" | "result", message: string, data?: Record<string, unknown>): Promise<ImproveState> {
@@ -58,8 +63,9 @@ async function publish(nc: NatsConnection, state: ImproveState, kind: "step" | "
 /** Starts the improver's consumer loop (one run at a time: a run's generations already fill the stack). */
 export async function startImprover(opts: ImproverOptions): Promise<Improver> {
   const { nc, log } = opts;
-  await ensureImproveStreams(nc);
-  const store: ImproveStore = kvImproveStore(await openImproveStates(nc));
+  const streams = { replicas: opts.replicas ?? 1 };
+  await ensureImproveStreams(nc, streams);
+  const store: ImproveStore = kvImproveStore(await openImproveStates(nc, streams));
   const consumer = await jetstream(nc).consumers.get(Streams.improve, Streams.improveConsumer);
   let stopped = false;
   let current: Promise<void> | undefined;
