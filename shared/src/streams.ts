@@ -148,7 +148,12 @@ export async function upsertStream(jsm: Jsm, config: StreamConfig): Promise<void
     throw err;
   }
   const diff = differingSettings(config, actual);
-  if (diff.length) await manage(`the stream ${name} has other settings (${diff.join(", ")})`, () => jsm.streams.update(name, config));
+  // The stream's own settings with ours on top: an update names every setting (what it leaves
+  // out is not kept), and a cluster asked to raise the replicas with a partial configuration
+  // answered "no suitable peers for placement" now and then. Replicas above ours are kept.
+  const keep = (actual as { num_replicas?: number }).num_replicas ?? 1;
+  const merged = { ...actual, ...config, num_replicas: Math.max(keep, config.num_replicas ?? 1) } as StreamConfig;
+  if (diff.length) await manage(`the stream ${name} has other settings (${diff.join(", ")})`, () => jsm.streams.update(name, merged));
 }
 
 /** Creates a durable consumer on `stream`, or updates it when it exists with other settings. @throws LoopsmithError `permission_denied` (see {@link ensureStreams}) */
