@@ -56,8 +56,8 @@ const cfg = config.executor;
 const image = config.images.python;
 const LIMITS = [
   "--network", "none", "--read-only", "--init", "--user", "10001:10001",
-  "--tmpfs", `/workspace:rw,exec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0700`,
-  "--tmpfs", `/tmp:rw,noexec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0700`,
+  "--tmpfs", `/workspace:rw,exec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0755`,
+  "--tmpfs", `/tmp:rw,noexec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=1777`,
   "--memory", "512m", "--memory-swap", "512m", `--cpus=${cfg.cpus}`, "--pids-limit", String(cfg.pidsLimit),
   "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--security-opt", `seccomp=${SHIPPED_SECCOMP_PROFILE}`,
   "--log-driver", "none", "-w", "/workspace",

@@ -10,7 +10,9 @@
 #   LOOPSMITH_SANDBOX_PYTHON_IMAGE   default loopsmith/sandbox-python:local  (python3, pytest, hypothesis)
 #   LOOPSMITH_SANDBOX_NODE_IMAGE     default loopsmith/sandbox-node:local    (nodejs)
 #   LOOPSMITH_RUNTIME_IMAGE          default loopsmith/node-runtime:local    (nodejs only: the app image's base)
-# Usage: deploy/build-images.sh [--force] [nats|postgres|python|node|runtime ...]
+#   LOOPSMITH_ENGINE_IMAGE           default loopsmith/engine:local          (a Docker engine with mutual TLS:
+#                                    executors on several engines, issue #17; runs privileged)
+# Usage: deploy/build-images.sh [--force] [nats|postgres|python|node|runtime|engine ...]
 # An image that already exists is kept unless --force is given. Needs root and debootstrap.
 set -euo pipefail
 
@@ -24,17 +26,18 @@ for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
     --check) check=1 ;;
-    nats|postgres|python|node|runtime) wanted+=("$arg") ;;
+    nats|postgres|python|node|runtime|engine) wanted+=("$arg") ;;
     *) echo "build-images: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
-[ ${#wanted[@]} -gt 0 ] || wanted=(nats postgres python node runtime)
+[ ${#wanted[@]} -gt 0 ] || wanted=(nats postgres python node runtime engine)
 
 NATS_IMAGE="${LOOPSMITH_NATS_IMAGE:-loopsmith/nats:local}"
 POSTGRES_IMAGE="${LOOPSMITH_POSTGRES_IMAGE:-loopsmith/postgres:local}"
 PYTHON_IMAGE="${LOOPSMITH_SANDBOX_PYTHON_IMAGE:-loopsmith/sandbox-python:local}"
 NODE_IMAGE="${LOOPSMITH_SANDBOX_NODE_IMAGE:-loopsmith/sandbox-node:local}"
 RUNTIME_IMAGE="${LOOPSMITH_RUNTIME_IMAGE:-loopsmith/node-runtime:local}"
+ENGINE_IMAGE="${LOOPSMITH_ENGINE_IMAGE:-loopsmith/engine:local}"
 
 # shellcheck source=deploy/debian-mirror.sh
 . "$(dirname "$0")/debian-mirror.sh"
@@ -45,11 +48,12 @@ mirror() {
 # The content version of each image, as its org.loopsmith.version label says (an image built
 # before the label existed is version 1). A present image of an older version is rebuilt.
 # python 2: python3-pip (repo mode's setup phase); node 2: npm (`npm test`, `npm ci`).
-declare -A VERSION=([nats]=1 [postgres]=1 [python]=2 [node]=2 [runtime]=1)
+declare -A VERSION=([nats]=1 [postgres]=1 [python]=2 [node]=2 [runtime]=1 [engine]=1)
 kind_of() {
   case "$1" in
     "$NATS_IMAGE") echo nats ;; "$POSTGRES_IMAGE") echo postgres ;;
     "$PYTHON_IMAGE") echo python ;; "$NODE_IMAGE") echo node ;; "$RUNTIME_IMAGE") echo runtime ;;
+    "$ENGINE_IMAGE") echo engine ;;
   esac
 }
 need_image() {
@@ -161,10 +165,22 @@ build_runtime() {
   import runtime "$RUNTIME_IMAGE" 'CMD ["node"]' 'LABEL org.loopsmith.image=node-runtime'
 }
 
+# A Docker engine (dockerd, containerd, runc) that listens on TCP with mutual TLS only
+# (rootfs/engine-entrypoint.sh makes the certificates); run privileged, /var/lib/docker on a volume.
+build_engine() {
+  need_image "$ENGINE_IMAGE" || { echo "build-images: $ENGINE_IMAGE exists"; return; }
+  # docker-cli: the entry point asks the engine whether it answers yet.
+  rootfs engine docker.io docker-cli iptables openssl ca-certificates
+  rm -rf "$work/engine/usr/share/locale" "$work/engine/usr/share/zoneinfo" "$work/engine/var/log/"*
+  install -m 0755 "$here/rootfs/engine-entrypoint.sh" "$work/engine/usr/local/bin/engine-entrypoint"
+  import engine "$ENGINE_IMAGE" 'ENTRYPOINT ["/usr/local/bin/engine-entrypoint"]' 'VOLUME ["/var/lib/docker"]' \
+    'EXPOSE 2376' 'LABEL org.loopsmith.image=engine'
+}
+
 if [ "$check" = 1 ]; then
   # --check: exit 1 when an image is missing or older than this script builds (no root needed).
   for w in "${wanted[@]}"; do
-    case "$w" in nats) i=$NATS_IMAGE ;; postgres) i=$POSTGRES_IMAGE ;; python) i=$PYTHON_IMAGE ;; node) i=$NODE_IMAGE ;; runtime) i=$RUNTIME_IMAGE ;; esac
+    case "$w" in nats) i=$NATS_IMAGE ;; postgres) i=$POSTGRES_IMAGE ;; python) i=$PYTHON_IMAGE ;; node) i=$NODE_IMAGE ;; runtime) i=$RUNTIME_IMAGE ;; engine) i=$ENGINE_IMAGE ;; esac
     case "$i" in loopsmith/*) ;; *) continue ;; esac
     if need_image "$i"; then echo "build-images: $i is missing or out of date"; exit 1; fi
   done
@@ -182,6 +198,7 @@ for w in "${wanted[@]}"; do
     python) need_image "$PYTHON_IMAGE" && todo+=(python) ;;
     node) need_image "$NODE_IMAGE" && todo+=(node) ;;
     runtime) need_image "$RUNTIME_IMAGE" && todo+=(runtime) ;;
+    engine) need_image "$ENGINE_IMAGE" && todo+=(engine) ;;
   esac
 done
 if [ ${#todo[@]} -eq 0 ]; then echo "build-images: all images present"; exit 0; fi

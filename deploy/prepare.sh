@@ -37,6 +37,7 @@ images=(
   "${LOOPSMITH_SANDBOX_PYTHON_IMAGE:-loopsmith/sandbox-python:local}"
   "${LOOPSMITH_SANDBOX_NODE_IMAGE:-loopsmith/sandbox-node:local}"
   "${LOOPSMITH_RUNTIME_IMAGE:-loopsmith/node-runtime:local}"
+  "${LOOPSMITH_ENGINE_IMAGE:-loopsmith/engine:local}"
 )
 missing=0
 for image in "${images[@]}"; do

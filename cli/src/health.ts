@@ -3,7 +3,9 @@
  * scripts. With `--id-file` it pings the one instance whose identity the service wrote
  * there (`LOOPSMITH_SERVICE_ID_FILE`), so compose marks a container healthy only when its own
  * process answers on the bus, whatever other replicas do. Without it, each named service (all
- * five by default) must have at least one instance that answers.
+ * five by default) must have at least one instance that answers. An instance that answers
+ * but whose `$SRV` STATS data says `healthy: false` (an executor whose Docker engine does not
+ * answer) counts as not answering.
  *
  * Exit codes: 0 every service asked for answers; 3 NATS does not answer, or one does not.
  */
@@ -30,6 +32,8 @@ export interface HealthAnswer {
   /** Instances that answered the ping (their `$SRV` ids). */
   ids: string[];
   healthy: boolean;
+  /** Instances that answered but report themselves unhealthy in `$SRV` STATS (`data.healthy` false), with why. */
+  unhealthy?: { id: string; error: string }[];
 }
 
 /**
@@ -101,7 +105,21 @@ export async function healthCommand(services: string[], opts: HealthOptions): Pr
       } catch {
         // no responders: nobody answers
       }
-      answers.push({ service: t.name, ids, healthy: ids.length > 0 });
+      // An instance that answers but reports its own health false (an executor whose
+      // Docker engine does not answer) is not healthy.
+      const sick: { id: string; error: string }[] = [];
+      if (ids.length) {
+        try {
+          for await (const stats of await (t.id ? byId : byName).stats(t.name, t.id)) {
+            const bad = stats.endpoints?.find((e) => (e.data as { healthy?: unknown } | undefined)?.healthy === false);
+            if (bad) sick.push({ id: stats.id, error: String((bad.data as { error?: unknown }).error ?? "reports itself unhealthy") });
+          }
+        } catch {
+          // STATS unanswered: the ping decides
+        }
+      }
+      const well = ids.filter((id) => !sick.some((s) => s.id === id));
+      answers.push({ service: t.name, ids: well, healthy: well.length > 0, ...(sick.length ? { unhealthy: sick } : {}) });
     }
   } finally {
     await nc.close();
@@ -117,6 +135,7 @@ function report(opts: HealthOptions, answers: HealthAnswer[], problem?: string):
   }
   if (problem) process.stderr.write(`loopsmith: ${problem}\n`);
   for (const a of answers) {
-    process.stdout.write(`${a.healthy ? "healthy" : "unhealthy"} ${a.service}${a.healthy ? ` (${a.ids.length} answered)` : ": no answer"}\n`);
+    const sick = a.unhealthy?.length ? `; ${a.unhealthy.map((u) => `${u.id} reports itself unhealthy: ${u.error}`).join("; ")}` : "";
+    process.stdout.write(`${a.healthy ? "healthy" : "unhealthy"} ${a.service}${a.healthy ? ` (${a.ids.length} answered)` : a.unhealthy?.length ? "" : ": no answer"}${sick}\n`);
   }
 }

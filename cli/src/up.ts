@@ -201,6 +201,23 @@ interface ServiceStatus {
   metadata?: Record<string, string>;
 }
 
+/** One executor instance as `status` shows it: its engine (INFO metadata) and load (STATS data). */
+export interface ExecutorEngineStatus {
+  /** The executor's `$SRV` id. */
+  id: string;
+  /** The engine's name (`docker info` Name). */
+  engine: string;
+  /** Where the engine is reached (`DOCKER_HOST`, masked, or `local socket`). */
+  endpoint: string;
+  freeSlots?: number;
+  concurrency?: number;
+  running?: number;
+  queued?: number;
+  /** False while the executor's engine does not answer. */
+  healthy?: boolean;
+  error?: string;
+}
+
 /**
  * Shows each service's `$SRV.INFO` (instances, version, metadata) on the stack's NATS (the
  * configured NATS, else the recorded stack's).
@@ -224,6 +241,7 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
     return ExitCode.infrastructure;
   }
   const found = new Map<ServiceName, ServiceStatus>();
+  const engines: ExecutorEngineStatus[] = [];
   try {
     const byName = new Map<string, ServiceName>(Object.entries(ServiceNames).map(([k, v]) => [v, k as ServiceName]));
     const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: 500 });
@@ -233,9 +251,22 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
         if (!name) continue;
         const had = found.get(name);
         found.set(name, { service: name, instances: (had?.instances ?? 0) + 1, version: info.version, ...(info.metadata ? { metadata: info.metadata } : {}) });
+        if (name === "executor") engines.push({ id: info.id, engine: info.metadata?.engineName ?? "?", endpoint: info.metadata?.engineEndpoint ?? "?" });
       }
     } catch {
       // no responders: no service answers
+    }
+    // Each executor's engine, free slots and health (its `$SRV` STATS data).
+    if (engines.length) {
+      try {
+        for await (const stats of await client.stats(ServiceNames.executor)) {
+          const e = engines.find((x) => x.id === stats.id);
+          const load = stats.endpoints?.[0]?.data as Partial<ExecutorEngineStatus> | undefined;
+          if (e && load) Object.assign(e, { freeSlots: load.freeSlots, concurrency: load.concurrency, running: load.running, queued: load.queued, healthy: load.healthy, ...(load.error ? { error: load.error } : {}) });
+        }
+      } catch {
+        // no STATS answer: INFO is shown alone
+      }
     }
   } finally {
     await nc.close();
@@ -243,12 +274,16 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
   const services = (Object.keys(ServiceNames) as ServiceName[]).map((name) => found.get(name) ?? { service: name, instances: 0 });
   const allUp = services.every((s) => s.instances > 0);
   if (opts.json) {
-    process.stdout.write(`${jsonLine({ kind: "status", up: allUp, natsUrl: url, startedAt: record?.startedAt, services })}\n`);
+    process.stdout.write(`${jsonLine({ kind: "status", up: allUp, natsUrl: url, startedAt: record?.startedAt, services, executors: engines })}\n`);
   } else {
     process.stdout.write(`NATS ${shownNatsUrl(url)}${record ? ` · up since ${record.startedAt}` : ""}\n`);
     for (const s of services) {
       const meta = s.metadata ? Object.entries(s.metadata).map(([k, v]) => `${k}=${v}`).join(" ") : "";
       process.stdout.write(`  ${s.instances ? "✔" : "✖"} ${s.service.padEnd(9)} ${s.instances ? `${s.instances} instance${s.instances === 1 ? "" : "s"}  ${meta}` : "does not answer"}\n`);
+    }
+    for (const e of engines) {
+      const slots = e.freeSlots === undefined ? "" : ` · ${e.freeSlots}/${e.concurrency ?? "?"} slots free · ${e.running ?? 0} running, ${e.queued ?? 0} queued`;
+      process.stdout.write(`    executor ${e.id} on engine ${e.engine} (${e.endpoint})${slots}${e.healthy === false ? ` · UNHEALTHY: ${e.error ?? "the engine does not answer"}` : ""}\n`);
     }
   }
   return allUp ? ExitCode.ok : ExitCode.infrastructure;

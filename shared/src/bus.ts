@@ -21,7 +21,8 @@ import {
 import { Svcm, type Service, type ServiceMsg } from "@nats-io/services";
 import type { Logger } from "pino";
 import { z } from "zod";
-import { LoopsmithError, toErrorData, type ErrorData } from "./errors.js";
+import pRetry from "p-retry";
+import { LoopsmithError, busyReason, toErrorData, type ErrorData } from "./errors.js";
 import { Reply } from "./contracts/common.js";
 import { BEATS_PREFIX, DEFAULT_OWNER, OWNER_PATTERN } from "./subjects.js";
 import { requestSubject, servedSubject, type EndpointDef } from "./endpoints.js";
@@ -151,6 +152,12 @@ export interface ServiceOptions {
   log: Logger;
   registrations: Registration[];
   metadata?: Record<string, string>;
+  /**
+   * The `data` of each endpoint in `$SRV` STATS answers (called per STATS request and
+   * endpoint, with the endpoint's subject; serialised as JSON): live figures such as the
+   * executor's free slots. Absent: no `data`.
+   */
+  stats?: (subject: string) => unknown;
 }
 
 /**
@@ -167,6 +174,7 @@ export async function startService(nc: NatsConnection, opts: ServiceOptions): Pr
     version: opts.version,
     description: opts.description,
     ...(opts.metadata ? { metadata: opts.metadata } : {}),
+    ...(opts.stats ? { statsHandler: (endpoint: { subject: string }) => Promise.resolve(opts.stats?.(endpoint.subject) ?? null) } : {}),
   });
   for (const { def, handler } of opts.registrations) {
     service.addEndpoint(def.name, {
@@ -208,10 +216,13 @@ export interface CallOptions {
   livenessMs?: number;
   /** The caller's owner token, for an owned endpoint ({@link EndpointDef.owned}). @defaultValue DEFAULT_OWNER */
   owner?: string;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+  /**
+   * How long to keep asking while replicas answer busy ({@link busyReason}: no free slot, or
+   * their engine is down), in ms. Each ask goes to the replica the queue group picks, so a
+   * request finds the replica with room instead of queueing behind a full one. 0: a busy
+   * answer counts as an ordinary retryable failure. @defaultValue 0
+   */
+  busyWaitMs?: number;
 }
 
 /**
@@ -255,8 +266,6 @@ export async function call<E extends EndpointDef>(
   opts: CallOptions = {},
 ): Promise<z.infer<E["response"]>> {
   const timeoutMs = opts.timeoutMs ?? 30_000;
-  const retries = opts.retries ?? 2;
-  let backoff = opts.backoffMs ?? 250;
   const checked = def.request.safeParse(request);
   if (!checked.success) {
     throw new LoopsmithError("bad_request", `invalid request for ${def.subject}: ${z.prettifyError(checked.error)}`, {
@@ -266,33 +275,55 @@ export async function call<E extends EndpointDef>(
   const payload = JSON.stringify(checked.data);
   const replySchema = Reply(def.response);
   const subject = requestSubject(def, opts.owner);
-  for (let attempt = 0; ; attempt++) {
-    let error: LoopsmithError;
+  const attempt = async (): Promise<z.infer<E["response"]>> => {
+    let msg;
     try {
-      const msg = await requestOnce(nc, subject, payload, timeoutMs, opts.livenessMs);
-      let body: unknown;
-      try {
-        body = JSON.parse(msg.string());
-      } catch (err) {
-        throw new LoopsmithError("internal", `${def.subject} answered with something that is not JSON`, { cause: err });
-      }
-      const reply = replySchema.safeParse(body);
-      if (!reply.success) {
-        throw new LoopsmithError("internal", `${def.subject} answered with a reply that fails its schema`, {
-          details: reply.error.issues,
-        });
-      }
-      if (reply.data.ok) return reply.data.value as z.infer<E["response"]>;
-      error = LoopsmithError.fromData(reply.data.error);
+      msg = await requestOnce(nc, subject, payload, timeoutMs, opts.livenessMs);
     } catch (err) {
-      if (err instanceof LoopsmithError) throw err;
-      error = busError(err, def.subject, timeoutMs);
+      throw err instanceof LoopsmithError ? err : busError(err, def.subject, timeoutMs);
     }
-    if (!error.retryable || attempt >= retries) throw error;
-    await sleep(backoff);
-    backoff *= 2;
-  }
+    let body: unknown;
+    try {
+      body = JSON.parse(msg.string());
+    } catch (err) {
+      throw new LoopsmithError("internal", `${def.subject} answered with something that is not JSON`, { cause: err });
+    }
+    const reply = replySchema.safeParse(body);
+    if (!reply.success) {
+      throw new LoopsmithError("internal", `${def.subject} answered with a reply that fails its schema`, {
+        details: reply.error.issues,
+      });
+    }
+    if (reply.data.ok) return reply.data.value as z.infer<E["response"]>;
+    throw LoopsmithError.fromData(reply.data.error);
+  };
+  // Failures a retry can cure: `retries` more attempts, the wait doubling from `backoffMs`.
+  const retried = (): Promise<z.infer<E["response"]>> =>
+    pRetry(attempt, {
+      retries: opts.retries ?? 2,
+      minTimeout: opts.backoffMs ?? 250,
+      factor: 2,
+      shouldRetry: ({ error }) => error instanceof LoopsmithError && error.retryable && !busyReason(error),
+    });
+  const busyWaitMs = opts.busyWaitMs ?? 0;
+  if (busyWaitMs <= 0) return retried();
+  // A busy replica: ask again soon (the queue group picks a replica at random each time),
+  // for up to busyWaitMs; these attempts do not use up `retries`.
+  return pRetry(retried, {
+    retries: Number.POSITIVE_INFINITY,
+    maxRetryTime: busyWaitMs,
+    minTimeout: BUSY_RETRY_MIN_MS,
+    maxTimeout: BUSY_RETRY_MAX_MS,
+    factor: 1.5,
+    randomize: true,
+    shouldRetry: ({ error }) => busyReason(error) !== undefined,
+  });
 }
+
+/** First wait before asking again after a busy answer, in ms (then ×1.5, randomized ×1–2). */
+export const BUSY_RETRY_MIN_MS = 20;
+/** Longest wait between asks after busy answers, in ms. */
+export const BUSY_RETRY_MAX_MS = 500;
 
 /** Thrown when a service went silent for longer than the caller's liveness limit. */
 class SilentServiceError extends Error {

@@ -132,8 +132,18 @@ export const Config = z
       .object({
         /** Runs at once per executor. @defaultValue 2 */
         concurrency: z.number().int().min(1).max(64).default(2),
-        /** Runs waiting beyond `concurrency` before new ones are refused. @defaultValue 32 */
+        /**
+         * Runs waiting beyond `concurrency` before new ones are refused. 0: a full executor
+         * queues nothing and answers busy, so callers take the run to a replica with a free
+         * slot (several executors on several engines: the cluster file sets 0). @defaultValue 32
+         */
         queueLimit: z.number().int().min(0).max(10_000).default(32),
+        /**
+         * A `docker save` archive (gzip allowed) holding the sandbox images: an engine found
+         * without them gets them loaded from it at start (an engine no registry reaches).
+         * Absent: a missing image stops the executor at start with an error naming it.
+         */
+        imageArchive: z.string().optional(),
         /** Pre-created containers kept per image. @defaultValue 2 */
         warmPoolSize: z.number().int().min(0).max(32).default(2),
         /** OCI runtime, e.g. "runsc" for gVisor; the engine's default when absent. */
@@ -176,8 +186,13 @@ export const Config = z
          * replica (services signal every 2 s while they work). @defaultValue 10000
          */
         livenessMs: z.number().int().min(3_000).default(10_000),
+        /**
+         * How long a sandbox run keeps asking executors that answer busy (no free slot with
+         * `executor.queueLimit` 0, or their engine down), in ms, before the step fails. @defaultValue 600000
+         */
+        busyWaitMs: z.number().int().min(0).default(600_000),
       })
-      .default({ stepTimeoutMs: 300_000, memoryTimeoutMs: 30_000, retries: 2, livenessMs: 10_000 }),
+      .default({ stepTimeoutMs: 300_000, memoryTimeoutMs: 30_000, retries: 2, livenessMs: 10_000, busyWaitMs: 600_000 }),
     /**
      * Memory's pgvector HNSW settings. The defaults were chosen by `npm run bench:memory`
      * (recall@10 against exact search, and latency, at 100,000 failures).
@@ -257,7 +272,9 @@ export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = 
     ]),
   ),
   ["LOOPSMITH_EXECUTOR_CONCURRENCY", ["executor", "concurrency"], "number"],
+  ["LOOPSMITH_EXECUTOR_QUEUE_LIMIT", ["executor", "queueLimit"], "number"],
   ["LOOPSMITH_WARM_POOL_SIZE", ["executor", "warmPoolSize"], "number"],
+  ["LOOPSMITH_SANDBOX_IMAGES", ["executor", "imageArchive"], "string"],
   ["LOOPSMITH_OCI_RUNTIME", ["executor", "runtime"], "string"],
   ["LOOPSMITH_SECCOMP_PROFILE", ["executor", "seccompProfile"], "string"],
   ["LOOPSMITH_HNSW_EF_SEARCH", ["memory", "efSearch"], "number"],

@@ -124,3 +124,26 @@ export function toErrorData(err: unknown): ErrorData {
 export function hasCode(err: unknown, ...codes: ErrorCode[]): err is LoopsmithError {
   return err instanceof LoopsmithError && codes.includes(err.code);
 }
+
+/**
+ * Why a replica refused work that another replica of the same service may take: `full`
+ * (no free slot, and it queues none: `executor.queueLimit` 0) or `engine_down` (its Docker
+ * engine does not answer). It travels as `unavailable` with `details.busy`.
+ */
+export type BusyReason = "full" | "engine_down";
+
+/**
+ * The error a replica answers with when it will not take work now but another replica may
+ * ({@link BusyReason}). The bus's `call` with `busyWaitMs` sends the request again, at once to
+ * whichever replica the queue group picks, instead of failing.
+ */
+export function busyError(message: string, reason: BusyReason): LoopsmithError {
+  return new LoopsmithError("unavailable", message, { retryable: true, details: { busy: reason } });
+}
+
+/** The {@link BusyReason} of an error made by {@link busyError}, else undefined. */
+export function busyReason(err: unknown): BusyReason | undefined {
+  if (!hasCode(err, "unavailable")) return undefined;
+  const busy = (err.details as { busy?: unknown } | undefined)?.busy;
+  return busy === "full" || busy === "engine_down" ? busy : undefined;
+}

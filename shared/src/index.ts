@@ -4,7 +4,8 @@
  * An explicit list: what is not named here is internal to the package.
  */
 export {
-  ErrorCode, ErrorData, LoopsmithError, RETRYABLE_BY_DEFAULT, hasCode, toErrorData,
+  ErrorCode, ErrorData, LoopsmithError, RETRYABLE_BY_DEFAULT, busyError, busyReason, hasCode, toErrorData,
+  type BusyReason,
 } from "./errors.js";
 export { assetPath, installRoot } from "./assets.js";
 export { natsConnectOptions, natsIdentity, natsRefusal, natsServers } from "./nats-options.js";

@@ -47,6 +47,8 @@ export interface ServiceModule {
   /** Hooks run after the endpoints stop, in order. */
   hooks?: ShutdownHook[];
   metadata?: Record<string, string>;
+  /** Each endpoint's `data` in `$SRV` STATS (see `ServiceOptions.stats`). */
+  stats?: (subject: string) => unknown;
 }
 
 /** A running service process. */
@@ -206,6 +208,7 @@ export async function runService<T = undefined>(
     log,
     registrations: mod.registrations,
     ...(mod.metadata ? { metadata: mod.metadata } : {}),
+    ...(mod.stats ? { stats: mod.stats } : {}),
   });
   log.info({ endpoints: mod.registrations.map((r) => r.def.subject) }, "service started");
   const idFile = process.env.LOOPSMITH_SERVICE_ID_FILE;

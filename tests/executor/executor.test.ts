@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it as plainIt } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { Endpoints, call, hasCode, runService, type ExecutionResult } from "@loopsmith/shared";
+import { Endpoints, busyReason, call, hasCode, runService, type ExecutionResult } from "@loopsmith/shared";
 import { createExecutor, executorService, LABEL, LABEL_HOST, LABEL_PID, type Executor } from "@loopsmith/executor";
 import { hostname } from "node:os";
 import { join } from "node:path";
@@ -150,16 +150,16 @@ describe("executor: python with pytest", () => {
 });
 
 describe("executor: queue and leftovers", () => {
-  plainIt("refuses runs beyond the bounded queue with sandbox_error, and cancels a queued run", async () => {
+  plainIt("refuses runs beyond the bounded queue as busy (another executor may take them), and cancels a queued run", async () => {
     const small = await startExecutor({ warmPoolSize: 0, concurrency: 1, queueLimit: 1 });
     try {
       const slow = small.run(py("import time\ntime.sleep(3)\n"));
       await new Promise((r) => setTimeout(r, 200));
       const controller = new AbortController();
       const queued = small.run(py("print('queued')\n"), { signal: controller.signal });
-      const refused = await small.run(py("print('refused')\n"));
-      expect(refused.status).toBe("sandbox_error");
-      expect(refused.reason).toMatch(/busy/);
+      const refused = await small.run(py("print('refused')\n")).then(() => null, (e: unknown) => e);
+      expect(busyReason(refused)).toBe("full");
+      expect((refused as Error).message).toMatch(/busy: 1 runs running and 1 waiting/);
       controller.abort();
       expect((await queued).status).toBe("killed");
       expect((await slow).status).toBe("passed");

@@ -5,7 +5,7 @@
  */
 import Docker from "dockerode";
 import { LoopsmithError, createLogger, loadConfig, type ExecutionRequest, type Language } from "@loopsmith/shared";
-import { createExecutor, readWorkspaceDir } from "@loopsmith/executor";
+import { createExecutor, engineEndpoint, readWorkspaceDir } from "@loopsmith/executor";
 import { report } from "../errors.js";
 import { ExitCode, exitCodeForExecution } from "../exit-codes.js";
 import { resultSummary } from "../output.js";
@@ -49,7 +49,7 @@ export async function sandboxRun(command: string[], opts: SandboxRunOptions): Pr
   try {
     await docker.ping();
   } catch (err) {
-    throw new LoopsmithError("unavailable", "no Docker engine answers; start dockerd", { cause: err });
+    throw new LoopsmithError("unavailable", `no Docker engine answers at ${engineEndpoint().endpoint} (DOCKER_HOST): start dockerd, or check the address and its TLS files`, { cause: err });
   }
   // One run: no warm pool, and only the image this language needs.
   const executor = createExecutor({

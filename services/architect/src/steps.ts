@@ -165,7 +165,8 @@ export function busSteps(nc: NatsConnection, config: Config, planner: Planner): 
     build: (req) => call(nc, Endpoints.builder.build, req, llmStep),
     gate: (req) => call(nc, Endpoints.reviewer.gate, req, mem),
     review: (req) => call(nc, Endpoints.reviewer.review, req, llmStep),
-    execute: (req) => call(nc, Endpoints.executor.run, req, { ...step, timeoutMs: Math.max(step.timeoutMs, req.timeoutMs + 60_000) }),
+    // An executor with no free slot (or a dead engine) answers busy: ask again until one has room.
+    execute: (req) => call(nc, Endpoints.executor.run, req, { ...step, timeoutMs: Math.max(step.timeoutMs, req.timeoutMs + 60_000), busyWaitMs: config.bus.busyWaitMs }),
     rememberFailure: (req) => call(nc, Endpoints.memory.rememberFailure, req, mem),
     attachFix: (req) => call(nc, Endpoints.memory.attachFix, req, mem),
     rememberSuccess: (req) => call(nc, Endpoints.memory.rememberSuccess, req, mem),

@@ -9,6 +9,8 @@ import type { Logger } from "pino";
 import {
   ExecutionRequest,
   LoopsmithError,
+  busyError,
+  busyReason,
   createIdempotencyCache,
   hasCode,
   summarizeTests,
@@ -19,6 +21,7 @@ import {
   type TestCase,
 } from "@loopsmith/shared";
 import { commandEnv, imageOf, kindOf, RESULT_PATH, type ImageKind } from "./commands.js";
+import { describeEngine, EngineWatch, ensureImages, type EngineHealth, type EngineInfo } from "./engine.js";
 import { parseJUnit } from "./junit.js";
 import { removeLeftovers, SWEEP_EVERY_MS } from "./leftovers.js";
 import { Limiter } from "./limiter.js";
@@ -60,7 +63,10 @@ export interface Executor {
    * returns a result with a status. Infrastructure failures return `sandbox_error`; files
    * that escape the workspace return `blocked`. A second call with the same
    * `idempotencyKey` joins the first (or gets its result, for {@link IDEMPOTENCY_TTL_MS}).
-   * @throws LoopsmithError `bad_request` when `req` fails the {@link ExecutionRequest} schema.
+   * @throws LoopsmithError `bad_request` when `req` fails the {@link ExecutionRequest} schema;
+   *   `unavailable` with `details.busy` (`busyError`) when every slot is taken and the queue
+   *   is full (`full`), or the engine does not answer, before or during the run (`engine_down`):
+   *   another executor may take the run.
    */
   run(req: ExecutionRequest, opts?: RunOptions): Promise<ExecutionResult>;
   /** Like {@link Executor.run}, plus stdout/stderr as exact bytes (binary output). */
@@ -71,6 +77,30 @@ export interface Executor {
   settled(): Promise<void>;
   /** This executor's instance id: the value of its containers' `org.loopsmith.executor` label. */
   readonly instanceId: string;
+  /** The engine it drives; undefined until `start()` has asked it. */
+  readonly engine: EngineInfo | undefined;
+  /** Its load and health now, as `$SRV` STATS reports them ({@link ExecutorLoad}). */
+  load(): ExecutorLoad;
+}
+
+/** An executor's load and health, reported in `$SRV` STATS (the run endpoint's `data`). */
+export interface ExecutorLoad {
+  /** The engine's id (`docker info` ID), or "" before start. */
+  engine: string;
+  /** Runs holding a slot now. */
+  running: number;
+  /** Runs waiting for a slot. */
+  queued: number;
+  /** Slots (`executor.concurrency`). */
+  concurrency: number;
+  /** Waiting runs accepted beyond the slots (`executor.queueLimit`). */
+  queueLimit: number;
+  /** Slots free now: 0 when the engine does not answer. */
+  freeSlots: number;
+  /** False while the engine does not answer its pings: runs are refused (busy, `engine_down`). */
+  healthy: boolean;
+  /** Why the engine's last ping failed, when it did. */
+  error?: string;
 }
 
 /** How long a finished run's result answers a repeated idempotency key, in ms. */
@@ -98,6 +128,10 @@ export interface ExecutorDeps {
    * `sandbox_error`.
    */
   loadBase?: (snapshot: string, owner: string) => Promise<string>;
+  /** Pings of the engine while started, in ms (tests shorten it). @defaultValue ENGINE_PING_EVERY_MS */
+  enginePingEveryMs?: number;
+  /** The environment the engine's address is read from (`DOCKER_HOST`, for the report). @defaultValue process.env */
+  env?: NodeJS.ProcessEnv;
   /**
    * Repo mode's setup layers (setup.ts): the longest a setup command runs, in ms
    * (@defaultValue 240000), and the environment proxies, registries and `NODE_EXTRA_CA_CERTS`
@@ -129,6 +163,20 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   let starting: Promise<void> | undefined;
   let stopping: Promise<void> | undefined;
   let sweeper: NodeJS.Timeout | undefined;
+  let engine: EngineInfo | undefined;
+  // A dead engine's warm containers died with it: when it answers again they are replaced.
+  const watch = new EngineWatch(docker, log, (health: EngineHealth) => {
+    if (!health.healthy) return;
+    for (const pool of pools.values()) pool.fill();
+    // Tracked with the other removals, so `settled()` and `stop()` wait for it.
+    const sweep: Promise<void> = removeLeftovers(docker, instanceId, log, { ownStopped: true })
+      .then(
+        () => undefined,
+        (err: unknown) => log.warn({ err }, "could not remove the sandboxes the engine's stop left"),
+      )
+      .finally(() => removals.delete(sweep));
+    removals.add(sweep);
+  });
 
   const seccomp = loadSeccompProfile(cfg.seccompProfile);
   const specFor = (kind: ImageKind): SandboxSpec => ({
@@ -165,6 +213,8 @@ export function createExecutor(deps: ExecutorDeps): Executor {
 
   const start = (): Promise<void> => {
     starting ??= (async () => {
+      engine = await describeEngine(docker, deps.env ? { env: deps.env } : {});
+      await ensureImages(docker, [...pools.values()].map((p) => p.spec.image), { engine, log, ...(cfg.imageArchive ? { archive: cfg.imageArchive } : {}) });
       await removeLeftovers(docker, instanceId, log);
       await Promise.all(
         [...pools.values()].map(async (pool) => {
@@ -188,7 +238,8 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       // Sandboxes of an executor that died end by themselves; remove them as they do.
       sweeper = setInterval(() => void removeLeftovers(docker, instanceId, log).catch((err: unknown) => log.warn({ err }, "leftover sweep failed")), SWEEP_EVERY_MS);
       sweeper.unref();
-      log.info({ instanceId, warmPoolSize: cfg.warmPoolSize, concurrency: cfg.concurrency }, "executor started");
+      watch.start(deps.enginePingEveryMs);
+      log.info({ instanceId, engine, warmPoolSize: cfg.warmPoolSize, concurrency: cfg.concurrency }, "executor started");
     })();
     return starting;
   };
@@ -273,13 +324,21 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     let release: (() => void) | undefined;
     try {
       await start();
+      if (!watch.health.healthy) throw engineDown();
       release = await limiter.acquire(controller.signal);
       const done = await execute(req, controller.signal);
-      if (done.result.status === "sandbox_error") forget();
+      if (done.result.status === "sandbox_error") {
+        forget();
+        // The engine went away under the run: another executor's engine takes it.
+        if (!controller.signal.aborted && !(await watch.check())) throw engineDown();
+      }
       return done;
     } catch (err) {
       forget();
+      // Busy (no free slot, queueing none) or engine down: the caller asks another replica.
+      if (busyReason(err)) throw err;
       if (hasCode(err, "cancelled")) return empty({ ...sandboxError(err.message), status: "killed" });
+      if (!controller.signal.aborted && !(await watch.check())) throw engineDown();
       log.error({ err }, "sandbox run failed");
       return empty(sandboxError(err instanceof Error ? err.message : String(err)));
     } finally {
@@ -312,8 +371,27 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     }
   };
 
+  /** The refusal while the engine does not answer: a busy answer, so the caller goes elsewhere. */
+  const engineDown = (): LoopsmithError =>
+    busyError(`the Docker engine at ${engine?.endpoint ?? "its address"} does not answer (${watch.health.error ?? "no answer"}): this executor takes no runs until it does`, "engine_down");
+
+  const load = (): ExecutorLoad => {
+    const health = watch.health;
+    return {
+      engine: engine?.id ?? "",
+      running: limiter.running,
+      queued: limiter.queued,
+      concurrency: cfg.concurrency,
+      queueLimit: cfg.queueLimit,
+      freeSlots: health.healthy ? Math.max(0, cfg.concurrency - limiter.running) : 0,
+      healthy: health.healthy,
+      ...(health.error && !health.healthy ? { error: health.error } : {}),
+    };
+  };
+
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
+      watch.stop();
       limiter.close();
       layers.close();
       clearInterval(sweeper);
@@ -331,6 +409,10 @@ export function createExecutor(deps: ExecutorDeps): Executor {
 
   return {
     instanceId,
+    get engine() {
+      return engine;
+    },
+    load,
     start,
     runDetailed,
     run: async (req, opts) => (await runDetailed(req, opts)).result,

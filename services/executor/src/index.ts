@@ -1,5 +1,6 @@
 /** @loopsmith/executor: the hardened Docker sandbox and its bus service. */
-export { createExecutor, IDEMPOTENCY_TTL_MS, type DetailedResult, type Executor, type ExecutorDeps, type RunOptions } from "./executor.js";
+export { createExecutor, IDEMPOTENCY_TTL_MS, type DetailedResult, type Executor, type ExecutorDeps, type ExecutorLoad, type RunOptions } from "./executor.js";
+export { describeEngine, engineEndpoint, ensureImages, EngineWatch, ENGINE_PING_EVERY_MS, ENGINE_PING_TIMEOUT_MS, type EngineHealth, type EngineInfo } from "./engine.js";
 export { executorService, type ExecutorServiceDeps } from "./service.js";
 export { readWorkspaceDir, checkFiles, isSafeRelativePath, type ReadDirOptions } from "./workspace.js";
 export { parseJUnit } from "./junit.js";

@@ -2,7 +2,7 @@
  * A concurrency limit with a bounded queue: at most `concurrency` holders at once, at most
  * `queueLimit` waiting; beyond that `acquire` refuses at once.
  */
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError, busyError } from "@loopsmith/shared";
 
 interface Waiter {
   resolve: (release: () => void) => void;
@@ -34,7 +34,8 @@ export class Limiter {
 
   /**
    * Waits for a slot; returns the function that frees it (call it exactly once).
-   * @throws LoopsmithError `unavailable` when the queue is full or the limiter is closed,
+   * @throws LoopsmithError `unavailable` when the limiter is closed, or when the queue is full
+   *   (a {@link busyError} `full`: another executor may take the run),
    *   `cancelled` when `signal` aborts while waiting.
    */
   acquire(signal?: AbortSignal): Promise<() => void> {
@@ -45,9 +46,7 @@ export class Limiter {
       return Promise.resolve(this.releaser());
     }
     if (this.waiting.length >= this.queueLimit) {
-      return Promise.reject(
-        new LoopsmithError("unavailable", `the executor is busy: ${this.active} runs running and ${this.waiting.length} waiting`),
-      );
+      return Promise.reject(busyError(`the executor is busy: ${this.active} runs running and ${this.waiting.length} waiting`, "full"));
     }
     return new Promise((resolve, reject) => {
       const waiter: Waiter = { resolve, reject, signal };

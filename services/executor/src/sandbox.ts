@@ -58,8 +58,10 @@ export function inodesFor(tmpfsMb: number): number {
 
 /** The container's create options: every confinement in one place. */
 export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions {
-  // Owned by the sandbox user (mode=1777 alone is overridden by the image's directory).
-  const size = `size=${spec.tmpfsMb}m,nr_inodes=${inodesFor(spec.tmpfsMb)},uid=${SANDBOX_UID},gid=${SANDBOX_UID},mode=0700`;
+  // Owned by the sandbox user, with the modes named: engines since Docker 27 copy the image
+  // directory's mode onto a tmpfs (0755 /workspace, 1777 /tmp), older ones (Debian trixie's 26)
+  // keep the option's, and 0700 there shuts the supervisor (root with no DAC override) out.
+  const size = `size=${spec.tmpfsMb}m,nr_inodes=${inodesFor(spec.tmpfsMb)},uid=${SANDBOX_UID},gid=${SANDBOX_UID}`;
   const fileBytes = spec.tmpfsMb * 1024 * 1024;
   return {
     Image: spec.image,
@@ -91,8 +93,8 @@ export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions 
       PidsLimit: spec.pidsLimit,
       ReadonlyRootfs: true,
       Tmpfs: {
-        "/workspace": `rw,exec,nosuid,nodev,${size}`,
-        "/tmp": `rw,noexec,nosuid,nodev,${size}`,
+        "/workspace": `rw,exec,nosuid,nodev,${size},mode=0755`,
+        "/tmp": `rw,noexec,nosuid,nodev,${size},mode=1777`,
       },
       ShmSize: 16 * 1024 * 1024,
       CapDrop: ["ALL"],

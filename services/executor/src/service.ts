@@ -29,8 +29,12 @@ const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
  * leftover cleanup, warm pools) and registers `Endpoints.executor.run`. Repo-mode runs read
  * their base trees through `deps.nc` (`snapshotLoader`, cached under `<dataDir>/cache/repos`).
  * A reply that would pass the server's `max_payload` keeps the head and tail of stdout and
- * stderr.
- * @throws LoopsmithError `sandbox_error` when the executor refuses to start (confinement missing).
+ * stderr. `$SRV` INFO metadata names the engine (`engine`: its id, `engineName`,
+ * `engineEndpoint`, `engineTls`); `$SRV` STATS data carries its load (`ExecutorLoad`: free
+ * slots, health). A busy executor (no free slot with `queueLimit` 0, or its engine down)
+ * answers `unavailable` with `details.busy`, so the caller asks another.
+ * @throws LoopsmithError `sandbox_error` when the executor refuses to start (confinement
+ *   missing, the engine does not answer, a sandbox image is not on the engine).
  */
 export async function executorService(deps: ExecutorServiceDeps): Promise<ServiceModule> {
   const executor =
@@ -43,6 +47,7 @@ export async function executorService(deps: ExecutorServiceDeps): Promise<Servic
       loadBase: snapshotLoader(deps.nc, join(deps.config.dataDir, "cache", "repos")),
     });
   await executor.start();
+  const engine = executor.engine;
   return {
     registrations: [
       handle(Endpoints.executor.run, async (req) => {
@@ -51,6 +56,12 @@ export async function executorService(deps: ExecutorServiceDeps): Promise<Servic
       }),
     ],
     hooks: [{ name: "executor", run: () => executor.stop() }],
-    metadata: { instance: executor.instanceId },
+    // Which engine: executors with the same `engine` share one Docker engine's CPUs.
+    metadata: {
+      instance: executor.instanceId,
+      ...(engine ? { engine: engine.id, engineName: engine.name, engineVersion: engine.version, engineEndpoint: engine.endpoint, engineTls: String(engine.tls) } : {}),
+    },
+    // Live: free slots and the engine's health, in `$SRV` STATS (`loopsmith status`).
+    stats: () => executor.load(),
   };
 }
