@@ -20,18 +20,24 @@
 # the server configuration with those users (`npx loopsmith bus config`: run `npm run build`
 # first), which compose then mounts (LOOPSMITH_NATS_CONF=./nats.conf in .env), and
 # nats-cluster.conf, the same for the nodes of deploy/compose.cluster.yml (LOOPSMITH_NATS_CLUSTER_CONF).
+# With --engines (for deploy/compose.cluster.yml's extra Docker engines), sandbox-images.tar:
+# `docker save` of the two sandbox images from this host's engine (LOOPSMITH_SANDBOX_PYTHON_IMAGE,
+# LOOPSMITH_SANDBOX_NODE_IMAGE), which the executors on the other engines load them from
+# (LOOPSMITH_SANDBOX_IMAGES); written again when an image is newer than the file.
 # The model's API key is never written here: export ANTHROPIC_API_KEY in the shell that runs
 # `docker compose up`, or add it to .env yourself.
-# Usage: bash deploy/compose-env.sh [--local-images] [--clients <names>] [--file <path>] [--client-file <path>]
+# Usage: bash deploy/compose-env.sh [--local-images] [--engines] [--clients <names>] [--file <path>] [--client-file <path>]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 file=.env
 client_file=client.env
 local_images=0
+engines=0
 clients="${LOOPSMITH_CLIENTS:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --local-images) local_images=1 ;;
+    --engines) engines=1 ;;
     --clients) clients=$2; shift ;;
     --file) file=$2; shift ;;
     --client-file) client_file=$2; shift ;;
@@ -123,4 +129,23 @@ if [ -n "$names" ]; then
   set_value LOOPSMITH_NATS_CONF ./nats.conf
   set_value LOOPSMITH_NATS_CLUSTER_CONF ./nats-cluster.conf
   echo "compose-env: clients $list: client-<name>.env, nats-clients.env, nats.conf and nats-cluster.conf ready"
+fi
+
+# The sandbox images for the cluster file's extra engines (they start empty; no registry).
+if [ "$engines" = 1 ]; then
+  python_image="${LOOPSMITH_SANDBOX_PYTHON_IMAGE:-loopsmith/sandbox-python:local}"
+  node_image="${LOOPSMITH_SANDBOX_NODE_IMAGE:-loopsmith/sandbox-node:local}"
+  newest=0
+  for image in "$python_image" "$node_image"; do
+    created=$(docker image inspect -f '{{.Created}}' "$image" 2>/dev/null) || { echo "compose-env: no $image on this engine (sudo npm run images builds it)" >&2; exit 1; }
+    t=$(date -d "$created" +%s); [ "$t" -gt "$newest" ] && newest=$t
+  done
+  if [ ! -f sandbox-images.tar ] || [ "$(stat -c %Y sandbox-images.tar)" -lt "$newest" ]; then
+    docker save -o sandbox-images.tar.tmp "$python_image" "$node_image"
+    chmod 644 sandbox-images.tar.tmp
+    mv sandbox-images.tar.tmp sandbox-images.tar
+    echo "compose-env: sandbox-images.tar written ($python_image, $node_image)"
+  else
+    echo "compose-env: sandbox-images.tar kept"
+  fi
 fi

@@ -169,7 +169,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     if (!health.healthy) return;
     for (const pool of pools.values()) pool.fill();
     // Tracked with the other removals, so `settled()` and `stop()` wait for it.
-    const sweep: Promise<void> = removeLeftovers(docker, instanceId, log, { ownStopped: true })
+    const sweep: Promise<void> = removeLeftovers(docker, instanceId, log, { own: "stopped" })
       .then(
         () => undefined,
         (err: unknown) => log.warn({ err }, "could not remove the sandboxes the engine's stop left"),
@@ -402,6 +402,9 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       while (inflight.size) await new Promise((resolve) => setTimeout(resolve, 20));
       for (const s of live) dispose(s);
       await settled();
+      // Whatever still carries this executor's label (a container created while its engine
+      // went away, so never tracked) is removed: nothing of it stays on the engine.
+      await removeLeftovers(docker, instanceId, log, { own: "all" }).catch((err: unknown) => log.warn({ err }, "could not sweep this executor's containers"));
       log.info({ instanceId }, "executor stopped");
     })();
     return stopping;

@@ -21,22 +21,28 @@ export const SWEEP_EVERY_MS = 60_000;
 /**
  * Removes leftover sandbox containers: every labelled container of another executor that
  * has stopped (exited, dead, or created and never started for a minute).
- * @param ownId - this executor's instance id (its containers are not touched, unless `opts.ownStopped`)
- * @param opts.ownStopped - also remove this executor's own exited or dead containers: after its
- *   engine stopped and came back, the containers it had are stopped and could not be removed
- *   while the engine was away
+ * @param ownId - this executor's instance id (its containers are not touched, unless `opts.own`)
+ * @param opts.own - also remove this executor's own containers: `stopped` (exited or dead:
+ *   after its engine stopped and came back, the containers it had are stopped and could not
+ *   be removed while the engine was away), or `all` (whatever their state: the last step of
+ *   stopping, when none of them serves a run any more)
  * @returns the ids removed
  * @throws whatever the engine throws when it cannot list containers
  */
-export async function removeLeftovers(docker: Docker, ownId: string, log: Logger, opts: { ownStopped?: boolean } = {}): Promise<string[]> {
+export async function removeLeftovers(docker: Docker, ownId: string, log: Logger, opts: { own?: "stopped" | "all" } = {}): Promise<string[]> {
   const list = await docker.listContainers({ all: true, filters: { label: [LABEL] } });
   const removed: string[] = [];
   await Promise.all(
     list.map(async (c) => {
-      if (c.State === "running" || c.State === "restarting") return;
-      if (c.Labels?.[LABEL] === ownId && !(opts.ownStopped && (c.State === "exited" || c.State === "dead"))) return;
+      if (c.Labels?.[LABEL] === ownId) {
+        if (opts.own === undefined) return;
+        if (opts.own === "stopped" && c.State !== "exited" && c.State !== "dead") return;
+      } else if (c.State === "running" || c.State === "restarting") {
+        return;
+      }
       // A live executor creates, attaches, then starts: leave a young created one alone.
-      if (c.State === "created" && Date.now() / 1000 - c.Created < CREATED_GRACE_S) return;
+      const mineToGo = c.Labels?.[LABEL] === ownId && opts.own === "all";
+      if (!mineToGo && c.State === "created" && Date.now() / 1000 - c.Created < CREATED_GRACE_S) return;
       try {
         await docker.getContainer(c.Id).remove({ force: true, v: true });
         removed.push(c.Id);
