@@ -11,13 +11,16 @@
  * Exit code 1 when a task is lost or duplicated, a silence passes 30 s or a sandbox is left.
  *
  * Usage: node --import tsx bench/chaos.ts [--tasks 12] [--seconds 90] [--kill-every 6-10]
- *          [--wait 180] [--throughput-tasks 12 (0: skip)] [--no-build]
+ *          [--wait 180] [--throughput-tasks 12 (0: skip)] [--no-build] [--cluster]
+ * With --cluster, the stack is the cluster one (deploy/compose.cluster.yml over the main
+ * file: three NATS nodes, engine-2 and engine-3 with an executor each) and `nats-2` and
+ * `engine-2` (a whole Docker engine) join the kills.
  * Needs Docker with Compose v2 (deploy/ensure-compose.sh) and the locally built images.
  */
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { setMaxListeners } from "node:events";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -36,8 +39,10 @@ const opts = new Command()
   .option("--wait <s>", "longest wait for the results after the kills", Number, 180)
   .option("--throughput-tasks <n>", "tasks of each throughput run (0: skip)", Number, 12)
   .option("--no-build", "use the app image as it is")
+  .option("--cluster", "the cluster stack (deploy/compose.cluster.yml: three NATS nodes, two more engines with an executor each); nats-2 and engine-2 join the kills; phases 2 and 3 are skipped")
   .parse(process.argv)
-  .opts<{ tasks: number; seconds: number; killEvery: string; wait: number; throughputTasks: number; build: boolean }>();
+  .opts<{ tasks: number; seconds: number; killEvery: string; wait: number; throughputTasks: number; build: boolean; cluster?: boolean }>();
+const CLUSTER = opts.cluster === true;
 const TASKS = opts.tasks;
 const SECONDS = opts.seconds;
 const [KILL_MIN, KILL_MAX] = opts.killEvery.split("-").map(Number) as [number, number?];
@@ -52,8 +57,12 @@ const warnings: string[] = [];
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 const APP: ServiceName[] = ["memory", "executor", "builder", "reviewer", "architect"];
-const TARGETS = ["builder", "nats", "architect", "reviewer", "executor", "memory"];
-const EXPECTED: Record<ServiceName, number> = { memory: 1, executor: 2, builder: 2, reviewer: 1, architect: 1 };
+// On the cluster stack `nats` is one node of three, and a Docker engine is a target too.
+const TARGETS = ["builder", "nats", "architect", "reviewer", "executor", "memory", ...(CLUSTER ? ["nats-2", "engine-2"] : [])];
+/** Targets after whose kill the whole stack must answer again (not one service's replicas). */
+const WHOLE = new Set(["nats", "nats-2", "engine-2"]);
+// The cluster stack adds executor-2 and executor-3 (one per extra engine) to the two replicas.
+const EXPECTED: Record<ServiceName, number> = { memory: 1, executor: CLUSTER ? 4 : 2, builder: 2, reviewer: 1, architect: 1 };
 const APP_IMAGE = "loopsmith/app:local";
 const SCALE = ["--scale", "builder=2", "--scale", "executor=2"];
 
@@ -96,7 +105,8 @@ async function upAndReady(project: Project, args: string[], expected: Record<Ser
   await project.compose(["up", "-d", ...args]);
   const nc = await connectNats(`nats://127.0.0.1:${project.natsPort}`, 60_000, project.client);
   await ensureTaskIntake(nc);
-  const ms = await waitAnswering(nc, expected, 180_000);
+  // The cluster's extra executors first load the sandbox images into their empty engines.
+  const ms = await waitAnswering(nc, expected, CLUSTER ? 420_000 : 180_000);
   log(`every service answers (${secs(ms)} after up)`);
   return nc;
 }
@@ -130,7 +140,7 @@ async function chaosPhase(project: Project, executors: Set<string>): Promise<boo
       const asked = Date.now();
       const counts = await answering(nc).catch(() => null);
       for (const k of counts ? kills.filter((k) => k.backAfterMs === undefined && k.at < asked) : []) {
-        const ok = k.service === "nats" ? complete(counts ?? new Map(), EXPECTED) : (counts?.get(k.service as ServiceName) ?? 0) >= EXPECTED[k.service as ServiceName];
+        const ok = WHOLE.has(k.service) ? complete(counts ?? new Map(), EXPECTED) : (counts?.get(k.service as ServiceName) ?? 0) >= EXPECTED[k.service as ServiceName];
         if (ok) k.backAfterMs = Date.now() - k.at;
       }
       await sleep(250);
@@ -200,7 +210,7 @@ async function chaosPhase(project: Project, executors: Set<string>): Promise<boo
   for (const t of tracked) if (t.result) statuses.set(`${t.result.status}/${t.result.stopReason}`, (statuses.get(`${t.result.status}/${t.result.stopReason}`) ?? 0) + 1);
   const silence = silences(tracked, kills);
 
-  console.log(`\nPhase 1 — ${TASKS} tasks in flight, kill -9 every ${KILL_MIN}-${KILL_HI} s for ${SECONDS} s (builder ×2, executor ×2)`);
+  console.log(`\nPhase 1 — ${TASKS} tasks in flight, kill -9 every ${KILL_MIN}-${KILL_HI} s for ${SECONDS} s (builder ×2, executor ×2${CLUSTER ? "; the cluster stack: three NATS nodes, executor-2 and executor-3 on engines of their own" : ""})`);
   console.log(`  kill window ${secs(killEnd - start)}; last result ${secs(Math.max(0, ...tracked.map((t) => (t.resultAt ?? 0) - killEnd)))} after it; ${recovered}`);
   console.log("\n  kills (from the first task; UTC; back = the service answers $SRV.PING in full again, for NATS every service):");
   table([
@@ -311,7 +321,11 @@ async function main(): Promise<number> {
     return 2;
   }
   const name = `loopsmith-chaos-${randomBytes(3).toString("hex")}`;
-  const project = prepareProject({ repo: REPO, name, natsPort: await freePort(), scriptDir: join(REPO, "bench", "chaos"), dir: join(tmpdir(), name) });
+  if (CLUSTER && !existsSync(join(REPO, "sandbox-images.tar"))) {
+    console.error("chaos: --cluster needs sandbox-images.tar for the extra engines: run bash deploy/compose-env.sh --engines");
+    return 2;
+  }
+  const project = prepareProject({ repo: REPO, name, natsPort: await freePort(), scriptDir: join(REPO, "bench", "chaos"), dir: join(tmpdir(), name), ...(CLUSTER ? { files: ["deploy/compose.cluster.yml"] } : {}) });
   const executors = new Set<string>();
   // `--build` retags the application image; the one it replaces is removed at the end.
   const appImage = (): Promise<string> => docker(["image", "inspect", "-f", "{{.Id}}", APP_IMAGE]).then((s) => s.trim(), () => "");
@@ -325,8 +339,8 @@ async function main(): Promise<number> {
   let ok = false;
   try {
     ok = await chaosPhase(project, executors);
-    const left2 = await startupPhase(project, executors);
-    const left3 = THROUGHPUT_TASKS > 0 ? await throughputPhase(project, executors) : 0;
+    const left2 = CLUSTER ? 0 : await startupPhase(project, executors);
+    const left3 = THROUGHPUT_TASKS > 0 && !CLUSTER ? await throughputPhase(project, executors) : 0;
     ok = ok && left2 === 0 && left3 === 0;
   } catch (err) {
     console.error(`chaos: ${(err as Error).message}`);

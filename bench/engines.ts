@@ -10,7 +10,9 @@
  * engine), every executor with `--slots` slots and no queue (`LOOPSMITH_EXECUTOR_QUEUE_LIMIT=0`:
  * a full executor answers busy and the conductor asks again). For 2 and 3 engines, Docker
  * engines in containers (deploy/build-images.sh's engine image, mutual TLS) each get an
- * executor started in this process, on the stack's NATS as the `executor` user.
+ * executor started in this process, on the stack's NATS as the `executor` user. The architect
+ * runs `--concurrency` tasks at once (`LOOPSMITH_CONDUCTOR_CONCURRENCY`, which the environment
+ * may override: 4, its default, shows the conductor as the bottleneck).
  *
  * Each configuration runs `loopsmith bench --provider scripted --memory off --concurrency
  * --concurrency` over the same cases; the table gives tasks/min, the ratio to 1 engine, the
@@ -51,6 +53,9 @@ const env = {
   LOG_LEVEL: "warn",
   LOOPSMITH_EXECUTOR_CONCURRENCY: String(opts.slots),
   LOOPSMITH_EXECUTOR_QUEUE_LIMIT: "0",
+  // The architect runs as many tasks at once as the bench keeps in flight (its default, 4,
+  // would cap the runs in flight below the slots of 3 engines).
+  LOOPSMITH_CONDUCTOR_CONCURRENCY: process.env.LOOPSMITH_CONDUCTOR_CONCURRENCY ?? String(opts.concurrency),
 };
 const log = pino({ level: "warn" });
 
@@ -122,7 +127,7 @@ try {
   const ideal = (n: number): number => (n * opts.slots * 60) / (3 * opts.sleep);
   process.stdout.write(
     `sandbox-bound scripted HumanEval tasks: ${opts.tasks} per run, every sandbox run sleeps ${opts.sleep} s (3 runs a task), ` +
-      `${opts.slots} slots per executor, ${opts.concurrency} tasks in flight, executors queue nothing\n\n`,
+      `${opts.slots} slots per executor, ${opts.concurrency} tasks in flight, the architect running ${env.LOOPSMITH_CONDUCTOR_CONCURRENCY} at once, executors queue nothing\n\n`,
   );
   process.stdout.write("| engines | tasks/min | vs 1 engine | slot bound (tasks/min) | p50 submit→result s | p95 s | pass@1 | errors | wall s |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const r of rows) {

@@ -62,9 +62,10 @@ export async function docker(args: string[], timeoutMs = 60_000): Promise<string
  * Prepares a compose project over the repository's docker-compose.yml: an override file
  * that publishes NATS on `natsPort` only (`!override`), runs every service with the
  * scripted provider on `scriptDir/script.json` (mounted read-only at /chaos) and leaves
- * everything else as a user gets it.
+ * everything else as a user gets it. `files` are further compose files, after the main one
+ * (the cluster file: `deploy/compose.cluster.yml`).
  */
-export function prepareProject(opts: { repo: string; name: string; natsPort: number; scriptDir: string; dir: string }): Project {
+export function prepareProject(opts: { repo: string; name: string; natsPort: number; scriptDir: string; dir: string; files?: string[] }): Project {
   const { repo, name, natsPort, dir } = opts;
   mkdirSync(dir, { recursive: true });
   const app = ["memory", "executor", "builder", "reviewer", "architect"];
@@ -89,10 +90,12 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
     // What deploy/compose-env.sh writes to .env for a user: a generated password, the socket's group.
     POSTGRES_PASSWORD: process.env.POSTGRES_PASSWORD ?? randomBytes(18).toString("base64url"),
     DOCKER_GID: process.env.DOCKER_GID ?? String(statSync(process.env.DOCKER_SOCKET ?? "/var/run/docker.sock").gid),
+    // The cluster file's extra engines load the sandbox images from here (compose-env.sh --engines).
+    LOOPSMITH_SANDBOX_IMAGES_FILE: process.env.LOOPSMITH_SANDBOX_IMAGES_FILE ?? join(repo, "sandbox-images.tar"),
     // And a password per NATS user (a letter first: nats-server parses the value as a token).
     ...Object.fromEntries(NATS_ROLES.map((r) => [passwordVariable(r), process.env[passwordVariable(r)] ?? `p${randomBytes(16).toString("hex")}`])),
   };
-  const base = ["compose", "-p", name, "-f", join(repo, "docker-compose.yml"), "-f", override];
+  const base = ["compose", "-p", name, "-f", join(repo, "docker-compose.yml"), ...(opts.files ?? []).flatMap((f) => ["-f", join(repo, f)]), "-f", override];
   const compose = async (args: string[], timeoutMs = 600_000): Promise<string> => {
     appendFileSync(logFile, `\n$ docker compose ${args.join(" ")}\n`);
     try {

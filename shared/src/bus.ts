@@ -139,6 +139,8 @@ async function answerOnce(msg: ServiceMsg, def: EndpointDef, handler: Handler<En
   } catch (err) {
     const error = toErrorData(err);
     if (error.code === "internal") child.error({ err }, "handler failed");
+    // A busy answer is ordinary flow control (the caller asks another replica), not a fault.
+    else if (busyReason(err)) child.debug({ code: error.code, msg: error.message }, "busy: the caller asks again");
     else child.warn({ code: error.code, msg: error.message }, "handler returned an error");
     fail(error);
   }

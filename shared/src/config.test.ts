@@ -31,6 +31,14 @@ describe("configuration", () => {
     expect(() => loadConfig({ env: { LOOPSMITH_EXECUTOR_CONCURRENCY: "zero" } })).toThrow(/concurrency/);
   });
 
+  it("several engines: the executor's queue limit and image archive, the conductor's concurrency, the busy wait", () => {
+    const defaults = loadConfig({ env: {} });
+    expect([defaults.executor.queueLimit, defaults.executor.imageArchive, defaults.conductor.concurrency, defaults.bus.busyWaitMs]).toEqual([32, undefined, 4, 600_000]);
+    const cfg = loadConfig({ env: { LOOPSMITH_EXECUTOR_QUEUE_LIMIT: "0", LOOPSMITH_SANDBOX_IMAGES: "/images/sandbox.tar", LOOPSMITH_CONDUCTOR_CONCURRENCY: "12" } });
+    expect([cfg.executor.queueLimit, cfg.executor.imageArchive, cfg.conductor.concurrency]).toEqual([0, "/images/sandbox.tar", 12]);
+    expect(() => loadConfig({ env: { LOOPSMITH_CONDUCTOR_CONCURRENCY: "0" } })).toThrow(/concurrency/);
+  });
+
   it("memory's HNSW settings: defaults, file < environment, and pgvector's limits", () => {
     expect(loadConfig({ env: {} }).memory).toEqual({ efSearch: 100, hnswM: 16, hnswEfConstruction: 64 });
     const cfg = loadConfig({

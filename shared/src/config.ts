@@ -172,6 +172,17 @@ export const Config = z
         cpus: 1,
         tmpfsMb: 128,
       }),
+    conductor: z
+      .object({
+        /**
+         * Tasks one architect process runs at once (a DAG task gives its slot back while its
+         * children run). Each task's sandbox runs are one after another, so this also caps
+         * the runs in flight from one architect: keep it at least the sandbox slots of all
+         * engines (`docs/CAPACITY.md`). More architect replicas share the intake. @defaultValue 4
+         */
+        concurrency: z.number().int().min(1).max(256).default(4),
+      })
+      .default({ concurrency: 4 }),
     bus: z
       .object({
         /** Timeout of one step call, in ms (LLM steps and sandbox runs can be long). @defaultValue 300000 */
@@ -273,6 +284,7 @@ export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = 
   ),
   ["LOOPSMITH_EXECUTOR_CONCURRENCY", ["executor", "concurrency"], "number"],
   ["LOOPSMITH_EXECUTOR_QUEUE_LIMIT", ["executor", "queueLimit"], "number"],
+  ["LOOPSMITH_CONDUCTOR_CONCURRENCY", ["conductor", "concurrency"], "number"],
   ["LOOPSMITH_WARM_POOL_SIZE", ["executor", "warmPoolSize"], "number"],
   ["LOOPSMITH_SANDBOX_IMAGES", ["executor", "imageArchive"], "string"],
   ["LOOPSMITH_OCI_RUNTIME", ["executor", "runtime"], "string"],

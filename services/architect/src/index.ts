@@ -39,6 +39,7 @@ export async function architectService(deps: {
   config: Config;
   log: Logger;
   provider?: LlmProvider;
+  /** Tasks run at once; @defaultValue `config.conductor.concurrency` */
   concurrency?: number;
 }): Promise<ServiceModule> {
   const provider = deps.provider ?? createProvider({ config: deps.config, log: deps.log });
@@ -76,7 +77,7 @@ export async function architectService(deps: {
         steps,
         log: deps.log,
         replicas,
-        ...(deps.concurrency ? { concurrency: deps.concurrency } : {}),
+        concurrency: deps.concurrency ?? deps.config.conductor.concurrency,
       });
       const tasks = conductor;
       improver = await startImprover({
