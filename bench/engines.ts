@@ -21,12 +21,11 @@
  *
  * Usage: npm run --silent bench:engines -- --dataset ../shared/datasets/humaneval.jsonl [--tasks 24] [--sleep 3] [--slots 2] [--concurrency 12]
  */
-import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { Command } from "commander";
+import { loopsmithCli } from "./loopsmith-cli.js";
 import pino from "pino";
 import { quantile } from "simple-statistics";
 import { loadConfig, runService, type RunningService } from "@loopsmith/shared";
@@ -43,7 +42,6 @@ const program = new Command()
   .option("--concurrency <n>", "tasks in flight (loopsmith bench --concurrency)", (v) => Number(v), 12)
   .parse(process.argv);
 const opts = program.opts<{ dataset: string; tasks: number; sleep: number; slots: number; concurrency: number }>();
-const REPO = fileURLToPath(new URL("../", import.meta.url));
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-engines-"));
 const env = {
   ...process.env,
@@ -60,16 +58,7 @@ const env = {
 const log = pino({ level: "warn" });
 
 /** Runs the CLI; resolves with its stdout, rejects on a non-zero exit. */
-function cli(args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(REPO, "cli", "bin", "loopsmith.js"), ...args], { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
-    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`loopsmith ${args[0]} exited ${code}: ${err.slice(-2000)}`))));
-  });
-}
+const cli = (args: string[]): Promise<string> => loopsmithCli(args, env);
 
 /** The sandbox-bound dataset: the first `n` problems, each prompt opening with a sleep. */
 function sleepingDataset(n: number, sleepS: number): string {

@@ -13,12 +13,11 @@
  *
  * Usage: npm run --silent bench:throughput -- --dataset ../shared/datasets/humaneval.jsonl [--tasks 40] [--concurrency 4,8]
  */
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { Command } from "commander";
+import { loopsmithCli } from "./loopsmith-cli.js";
 import { readStackRecord } from "../cli/src/stack-record.js";
 
 const program = new Command()
@@ -27,22 +26,11 @@ const program = new Command()
   .option("--concurrency <list>", "concurrency values to compare with 1", "4,8")
   .parse(process.argv);
 const opts = program.opts<{ dataset: string; tasks: number; concurrency: string }>();
-const REPO = fileURLToPath(new URL("../", import.meta.url));
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-throughput-"));
 const env = { ...process.env, LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", LOG_LEVEL: "warn" };
 
 /** Runs the CLI; resolves with its stdout, rejects on a non-zero exit. */
-function cli(args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    // The `loopsmith` command as a user runs it (the build when current, cli/bin/build-stamp.js).
-    const child = spawn(process.execPath, [join(REPO, "cli", "bin", "loopsmith.js"), ...args], { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
-    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`loopsmith ${args[0]} exited ${code}: ${err.slice(-2000)}`))));
-  });
-}
+const cli = (args: string[]): Promise<string> => loopsmithCli(args, env);
 
 interface Row { concurrency: number; tasksPerMin: number; passAt1: number; wallS: number; errors: number; cpu: Record<string, number> }
 

@@ -222,7 +222,7 @@ export interface CallOptions {
    * How long to keep asking while replicas answer busy ({@link busyReason}: no free slot, or
    * their engine is down), in ms. Each ask goes to the replica the queue group picks, so a
    * request finds the replica with room instead of queueing behind a full one. 0: a busy
-   * answer counts as an ordinary retryable failure. @defaultValue 0
+   * answer fails the call at once (it never uses up `retries`). @defaultValue 0
    */
   busyWaitMs?: number;
 }

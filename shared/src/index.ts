@@ -52,10 +52,8 @@ export type { EndpointDef } from "./endpoints.js";
 export { HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, startService } from "./bus.js";
 export { isTransientNatsError, permissionDenied } from "./nats-errors.js";
 export type { CallOptions, Handler, HandlerContext, Registration, ServiceOptions } from "./bus.js";
-export {
-  Config, DEFAULT_PRICES, ENV_KEYS, FallbackTarget, ModelPrice, ProviderName, RoleLlm, configFromEnv,
-  loadConfig, mergeConfig, ownerOf, priceOf, withProviderCredentials,
-} from "./config.js";
+export { Config, DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm, loadConfig, ownerOf, priceOf } from "./config.js";
+export { ENV_KEYS, configFromEnv, mergeConfig, withProviderCredentials } from "./config-layers.js";
 export { maskConfig, maskUrl } from "./mask.js";
 export type { ConfigInput, LoadConfigOptions } from "./config.js";
 export { REDACT_PATHS, createLogger } from "./log.js";
