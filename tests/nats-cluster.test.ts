@@ -76,6 +76,11 @@ describe("a three-node JetStream cluster", () => {
       { retries: 40, minTimeout: 250, factor: 1 },
     );
     expect(new Set(placed)).toEqual(new Set(cluster.nodes.map((n) => n.name)));
+    // More replicas than nodes cannot be placed: bus setup says so, and where to look.
+    await expect(setupBus(admin, { replicas: 5, waitMs: 2_000 })).rejects.toMatchObject({
+      code: "unavailable",
+      message: expect.stringMatching(/could not place 5 replicas in 2000 ms \(.+\): fewer than 5 nodes .*meta_cluster\.replicas/),
+    });
     // A process left at the default never lowers them.
     await ensureStreams(admin, { replicas: 1 });
     expect(Object.values(await replicas(jsm))).toEqual(STREAMS.map(() => 3));

@@ -8,6 +8,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { JetStreamApiError } from "@nats-io/jetstream";
 import pRetry from "p-retry";
+import { LoopsmithError } from "./errors.js";
 import { ensureImproveStreams } from "./improve-streams.js";
 import { checkClientNames } from "./nats-permissions.js";
 import { openSnapshots, snapshotBucket } from "./snapshot.js";
@@ -53,9 +54,27 @@ export function retryWhileClusterSettles<T>(fn: () => Promise<T>, waitMs = CLUST
 }
 
 /**
+ * The error for replicas JetStream would not place (its "no suitable peers for placement" or
+ * "insufficient resources" after the whole wait), saying where to look: fewer nodes than
+ * replicas in the JetStream meta group, which each node's monitoring `/jsz` shows (the
+ * leader lists the members under `meta_cluster.replicas`). Undefined for any other error.
+ */
+export function unplaceable(err: unknown, replicas: number, waitedMs: number): LoopsmithError | undefined {
+  if (!(err instanceof JetStreamApiError) || !/no suitable peers|insufficient resources/i.test(err.message)) return undefined;
+  return new LoopsmithError(
+    "unavailable",
+    `JetStream could not place ${replicas} replica${replicas === 1 ? "" : "s"}${waitedMs ? ` in ${waitedMs} ms` : ""} (${err.message}): ` +
+      `fewer than ${replicas} nodes with JetStream are in its meta group. Each node's monitoring port answers /jsz, where the leader lists the members under meta_cluster.replicas: ` +
+      "start the missing node, or restart it if it runs (README, \"Running on several machines\"), or set nats.replicas (NATS_REPLICAS) to the nodes you have",
+    { cause: err, details: { replicas } },
+  );
+}
+
+/**
  * Creates what is missing and updates what differs. Idempotent.
  * @returns the names of the streams, consumers, buckets and stores it ensured
  * @throws LoopsmithError `permission_denied` when this user may not manage JetStream;
+ *   `unavailable` when JetStream would not place the replicas within `waitMs` ({@link unplaceable});
  *   Error for a client name that is not a valid owner or is a role's
  */
 export async function setupBus(nc: NatsConnection, opts: SetupBusOptions = {}): Promise<string[]> {
@@ -66,8 +85,12 @@ export async function setupBus(nc: NatsConnection, opts: SetupBusOptions = {}): 
     await openBucket(nc, Streams.recordOutboxBucket, streams);
     for (const owner of owners) await openSnapshots(nc, owner, streams);
   };
-  if (opts.waitMs) await retryWhileClusterSettles(once, opts.waitMs);
-  else await once();
+  try {
+    if (opts.waitMs) await retryWhileClusterSettles(once, opts.waitMs);
+    else await once();
+  } catch (err) {
+    throw unplaceable(err, streams.replicas, opts.waitMs ?? 0) ?? err;
+  }
   return [
     Streams.tasks,
     `${Streams.tasks}/${Streams.conductorConsumer}`,
