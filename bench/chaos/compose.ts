@@ -63,9 +63,10 @@ export async function docker(args: string[], timeoutMs = 60_000): Promise<string
  * that publishes NATS on `natsPort` only (`!override`), runs every service with the
  * scripted provider on `scriptDir/script.json` (mounted read-only at /chaos) and leaves
  * everything else as a user gets it. `files` are further compose files, after the main one
- * (the cluster file: `deploy/compose.cluster.yml`).
+ * (the cluster file: `deploy/compose.cluster.yml`). `env` adds to compose's environment
+ * (`LOOPSMITH_NATS_CLUSTER_CONF`, say).
  */
-export function prepareProject(opts: { repo: string; name: string; natsPort: number; scriptDir: string; dir: string; files?: string[] }): Project {
+export function prepareProject(opts: { repo: string; name: string; natsPort: number; scriptDir: string; dir: string; files?: string[]; env?: NodeJS.ProcessEnv }): Project {
   const { repo, name, natsPort, dir } = opts;
   mkdirSync(dir, { recursive: true });
   const app = ["memory", "executor", "builder", "reviewer", "architect"];
@@ -94,6 +95,7 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
     LOOPSMITH_SANDBOX_IMAGES_FILE: process.env.LOOPSMITH_SANDBOX_IMAGES_FILE ?? join(repo, "sandbox-images.tar"),
     // And a password per NATS user (a letter first: nats-server parses the value as a token).
     ...Object.fromEntries(NATS_ROLES.map((r) => [passwordVariable(r), process.env[passwordVariable(r)] ?? `p${randomBytes(16).toString("hex")}`])),
+    ...opts.env,
   };
   const base = ["compose", "-p", name, "-f", join(repo, "docker-compose.yml"), ...(opts.files ?? []).flatMap((f) => ["-f", join(repo, f)]), "-f", override];
   const compose = async (args: string[], timeoutMs = 600_000): Promise<string> => {

@@ -16,6 +16,8 @@ export {
 export type { NatsPermission, NatsRole, NatsServerConfigOptions } from "./nats-permissions.js";
 export { CLUSTER_SETTLE_MS, clusterNotReady, retryWhileClusterSettles, setupBus } from "./bus-setup.js";
 export type { SetupBusOptions } from "./bus-setup.js";
+export { metaMembership, settleMembership } from "./meta-group.js";
+export type { MembershipOutcome, MetaMembership, MetaNodeView } from "./meta-group.js";
 export {
   Budget, BuildReply, BuildRequest, CancelRequest, Candidate, CommitId, DependencyPolicy, Edit,
   EditFailure, EditFailureReason, EditReply, Empty, ExecutionBase, ExecutionRequest, ExecutionResult,

@@ -239,8 +239,6 @@ export interface NatsServerConfigOptions {
    * A JetStream cluster: every node reads the same file; its name comes from the environment
    * variable `NATS_SERVER_NAME` (JetStream needs one per node), its routes are the other
    * nodes' cluster addresses (`nats-route://nats-2:6222`; a node's own address is ignored).
-   * Rendered with `pool_size: -1`: one route connection per pair of nodes (see the comment the
-   * file carries).
    */
   cluster?: { name: string; routes: string[]; port?: number };
 }
@@ -305,11 +303,6 @@ export function renderNatsServerConfig(opts: NatsServerConfigOptions = {}): stri
           "cluster {",
           `  name: ${q(opts.cluster.name)}`,
           `  listen: ${q(`0.0.0.0:${opts.cluster.port ?? 6222}`)}`,
-          "  # One route per pair of nodes, no pool (docs/ARCHITECTURE.md, \"A JetStream cluster\"): with",
-          "  # nats-server 2.10's pooled routes, nodes that start together may lose a RAFT message",
-          "  # among the duplicate connections they close, and a node whose vote is lost stays out",
-          "  # of the JetStream meta group.",
-          "  pool_size: -1",
           `  routes: [${opts.cluster.routes.map(q).join(", ")}]`,
           "}",
           "",

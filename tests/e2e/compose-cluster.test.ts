@@ -1,8 +1,9 @@
 /**
  * The stack on a three-node JetStream cluster and three Docker engines (issue #17), as the
  * README's "Running on several machines" section starts it: `bash deploy/compose-env.sh
- * --local-images --engines`, then `docker compose -f docker-compose.yml -f
- * deploy/compose.cluster.yml up -d --build --wait`, offline, keyless. Checks that every
+ * --local-images --engines`, then `bash deploy/cluster-up.sh --build` (the NATS nodes first,
+ * a node left out of the JetStream meta group restarted, then `docker compose -f
+ * docker-compose.yml -f deploy/compose.cluster.yml up -d --build --wait`), offline, keyless. Checks that every
  * stream, KV bucket and object store reports 3 replicas, that the three executors report
  * three engines, that scripted tasks pass while one NATS node is killed with SIGKILL with
  * their sandbox runs spread over the engines, that the node catches up when it is back, and
@@ -65,7 +66,8 @@ describe("the stack on a three-node JetStream cluster (compose, offline, keyless
   beforeAll(async () => {
     const prepared = await shell("bash deploy/compose-env.sh --local-images --engines");
     if (prepared.code !== 0) throw new Error(`compose-env.sh failed: ${prepared.stderr}`);
-    const up = await shell(`docker compose ${FILES.join(" ")} up -d --build --wait`);
+    // As the README starts it: the NATS nodes first, a node left out of the meta group restarted.
+    const up = await shell("bash deploy/cluster-up.sh --build");
     if (up.code !== 0) throw new Error(`compose up failed (exit ${up.code}):\n${up.stdout.slice(-3000)}\n${up.stderr.slice(-5000)}`);
     admin = await connect({ servers: "nats://127.0.0.1:4222", user: "admin", pass: envValue("LOOPSMITH_NATS_ADMIN_PASSWORD"), inboxPrefix: "_INBOX_admin" });
   }, 900_000);

@@ -1,10 +1,12 @@
 /**
- * `loopsmith bus setup` and `loopsmith bus config`: the JetStream streams, consumers and
- * buckets created by the one user allowed to (the admin, under the permission matrix), and
- * the nats-server configuration that carries the matrix (`deploy/nats.conf` is its output).
+ * `loopsmith bus setup`, `bus members` and `bus config`: the JetStream streams, consumers and
+ * buckets created by the one user allowed to (the admin, under the permission matrix); who
+ * is in a cluster's JetStream meta group (read from its nodes' monitoring ports); and the
+ * nats-server configuration that carries the matrix (`deploy/nats.conf` is its output).
  *
- * Exit codes: 0 done; 2 bad configuration, refused credentials, or a user without the right
- * to manage JetStream (`permission_denied`); 3 NATS does not answer.
+ * Exit codes: 0 done; 1 (`bus members`) a node is left out of the meta group; 2 bad
+ * configuration, refused credentials, or a user without the right to manage JetStream
+ * (`permission_denied`); 3 NATS does not answer (`bus members`: no meta leader known).
  */
 import { writeFileSync } from "node:fs";
 import type { Command } from "commander";
@@ -58,6 +60,30 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
           await nc.close();
         }
         return ExitCode.ok;
+      }),
+    );
+  bus
+    .command("members")
+    .description("who is in the JetStream meta group, from each node's monitoring port; exit 1 names the nodes left out (restart those), 3 when no leader is known")
+    .requiredOption("--monitor <urls>", "every node's monitoring URL, comma-separated (http://nats:8222,http://nats-2:8222,…)")
+    .option("--wait <ms>", "how long to wait for a leader and a settled group, in ms", wholeNumber(0), 30_000)
+    .option("--settle <ms>", "how long a node must stay out before it counts as left out, in ms", wholeNumber(0), 10_000)
+    .option("--json", "print JSON")
+    .action(async (opts: { monitor: string; wait: number; settle: number; json?: boolean }) =>
+      run(opts.json, async () => {
+        const { settleMembership } = await import("@loopsmith/shared");
+        const { jsonLine } = await import("../terminal.js");
+        const urls = opts.monitor.split(",").map((u) => u.trim()).filter(Boolean);
+        const bad = urls.find((u) => !/^https?:\/\/[^\s/]+(?::\d+)?\/?$/.test(u));
+        if (!urls.length || bad) throw usageError(`--monitor: ${bad ?? "(empty)"} is not a monitoring URL (http://<host>:8222)`);
+        const { outcome, membership: m } = await settleMembership(urls, { waitMs: opts.wait, settleMs: opts.settle });
+        if (opts.json) process.stdout.write(`${jsonLine({ kind: "bus_members", outcome, ...m })}\n`);
+        else {
+          process.stdout.write(m.leader ? `meta leader ${m.leader}; members: ${m.members.join(", ")}\n` : "no meta leader known\n");
+          if (m.leftOut.length) process.stdout.write(`left out of the meta group: ${m.leftOut.join(", ")} (restart ${m.leftOut.length === 1 ? "it" : "them"} alone)\n`);
+          for (const n of m.nodes.filter((x) => x.error)) process.stdout.write(`no answer from ${n.url}: ${n.error}\n`);
+        }
+        return outcome === "complete" ? ExitCode.ok : outcome === "left_out" ? ExitCode.failed : ExitCode.infrastructure;
       }),
     );
   bus
