@@ -164,6 +164,30 @@ export async function answeringServices(nc: NatsConnection, want?: readonly Serv
   return found;
 }
 
+/**
+ * How long a running stack that answered in part is asked again before the missing services
+ * are started here, in ms: a NATS node failing over or a service restarting misses a ping
+ * for a few seconds (the chaos runs: every service answering again 1–11 s after a kill).
+ */
+export const PARTIAL_STACK_WAIT_MS = 12_000;
+
+/**
+ * The services of a running stack: those that answer a ping. When some answer and others
+ * do not, the stack is running and the others are most likely between two pings (a NATS node
+ * failing over, a restart), so they are asked again every 250 ms for up to `waitMs`. Starting
+ * a second copy here, with this command's credentials, would be wrong. When none answers, no
+ * stack runs, and the answer is given at once.
+ */
+export async function presentServices(nc: NatsConnection, want: readonly ServiceName[], waitMs = PARTIAL_STACK_WAIT_MS): Promise<Set<ServiceName>> {
+  const present = await answeringServices(nc, want);
+  const until = Date.now() + waitMs;
+  while (present.size > 0 && want.some((s) => !present.has(s)) && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 250));
+    for (const s of await answeringServices(nc, want)) present.add(s);
+  }
+  return present;
+}
+
 function tail(path: string, lines = 5): string {
   try {
     return readFileSync(path, "utf8").trim().split("\n").slice(-lines).join("\n");
@@ -251,7 +275,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
     try {
       // Under the matrix only the admin may create the streams and buckets: before the architect.
       if (nats && users) await setupBus(nc);
-      const present = nats ? new Set<ServiceName>() : await answeringServices(nc, want);
+      const present = nats ? new Set<ServiceName>() : await presentServices(nc, want);
       const missing = want.filter((s) => !present.has(s) && !early.includes(s));
       progress({ phase: "services", natsUrl, answered: want.filter((s) => present.has(s)) });
       await spawnServices(missing);

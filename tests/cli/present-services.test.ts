@@ -1,0 +1,66 @@
+/**
+ * `presentServices` (cli/src/stack.ts) on a real NATS: a stack that answers in part is asked
+ * again before any service is started here (the compose cluster e2e test once saw `solve`
+ * start its own architect, with the client's credentials, when the stack's architect missed
+ * one ping during a NATS node's kill); with no stack at all the answer comes at once.
+ */
+import { Svcm } from "@nats-io/services";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ServiceNames, type ServiceName } from "@loopsmith/shared";
+import { presentServices } from "../../cli/src/stack.js";
+import { startNats, type Started } from "../fixtures/containers.js";
+
+const ALL = Object.keys(ServiceNames) as ServiceName[];
+let nats: Started;
+let nc: NatsConnection;
+const stops: Array<() => Promise<unknown>> = [];
+
+/** Registers a `$SRV` service under a loopsmith service's name (it answers pings only). */
+async function serve(name: ServiceName): Promise<void> {
+  const conn = await connect({ servers: nats.url });
+  const svc = await new Svcm(conn as never).add({ name: ServiceNames[name], version: "0.0.0" });
+  stops.push(async () => {
+    await svc.stop();
+    await conn.close();
+  });
+}
+
+beforeAll(async () => {
+  nats = await startNats();
+  nc = await connect({ servers: nats.url });
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all(stops.map((s) => s()));
+  await nc?.close();
+  await nats?.stop();
+});
+
+describe("presentServices", () => {
+  it("answers at once when no service runs", async () => {
+    const t0 = Date.now();
+    expect((await presentServices(nc, ALL, 5_000)).size).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(2_000);
+  });
+
+  it("asks a stack that answered in part again, and finds a service back 1.5 s later", async () => {
+    for (const s of ALL.filter((x) => x !== "architect")) await serve(s);
+    setTimeout(() => void serve("architect"), 1_500);
+    const t0 = Date.now();
+    const present = await presentServices(nc, ALL, 8_000);
+    expect([...present].sort()).toEqual([...ALL].sort());
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1_400);
+    expect(Date.now() - t0).toBeLessThan(6_000);
+  });
+
+  it("gives up on a service that stays away after waitMs, keeping the ones that answer", async () => {
+    await Promise.all(stops.splice(0).map((s) => s()));
+    for (const s of ALL.filter((x) => x !== "memory")) await serve(s);
+    const t0 = Date.now();
+    const present = await presentServices(nc, ALL, 1_500);
+    expect(present.has("memory")).toBe(false);
+    expect(present.size).toBe(ALL.length - 1);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1_500);
+  });
+});
