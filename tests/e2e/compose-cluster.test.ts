@@ -9,7 +9,7 @@
  * their sandbox runs spread over the engines, that the node catches up when it is back, and
  * that no sandbox is left on any engine once the executors stop.
  */
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -19,7 +19,7 @@ import pRetry from "p-retry";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Svcm } from "@nats-io/services";
 import { ServiceNames, Streams, snapshotBucket } from "@loopsmith/shared";
-import { REPO, type CliRun } from "../fixtures/cli.js";
+import { REPO, runBash, type CliRun } from "../fixtures/cli.js";
 
 const run = promisify(execFile);
 const PROJECT = "loopsmith-e2e-cluster";
@@ -28,20 +28,7 @@ const env: NodeJS.ProcessEnv = { ...process.env, COMPOSE_PROJECT_NAME: PROJECT, 
 const STREAMS = [Streams.tasks, Streams.events, Streams.improve, `KV_${Streams.taskStateBucket}`, `KV_${Streams.improveStateBucket}`, `KV_${Streams.recordOutboxBucket}`, `OBJ_${snapshotBucket()}`];
 
 function shell(line: string, timeoutMs = 900_000): Promise<CliRun> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const child = spawn("bash", ["-c", line], { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("error", reject);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: Date.now() - started });
-    });
-  });
+  return runBash(line, env, timeoutMs);
 }
 
 async function containerOf(service: string): Promise<string> {

@@ -9,13 +9,13 @@
  * keyless task ending with `provider_unconfigured`; a killed service coming back healthy; a
  * NATS restart logged as a disconnect and a reconnect.
  */
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REPO, jsonLines, type CliRun } from "../fixtures/cli.js";
+import { REPO, jsonLines, runBash, type CliRun } from "../fixtures/cli.js";
 
 const run = promisify(execFile);
 const PROJECT = "loopsmith-e2e-compose";
@@ -39,20 +39,7 @@ function readmeBlock(): string[] {
 
 /** Runs one README line with bash from the repository root. */
 function shell(line: string, extra: NodeJS.ProcessEnv = {}, timeoutMs = 600_000): Promise<CliRun> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const child = spawn("bash", ["-c", line], { cwd: REPO, env: { ...env, ...extra }, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("error", reject);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: Date.now() - started });
-    });
-  });
+  return runBash(line, { ...env, ...extra }, timeoutMs);
 }
 
 async function docker(args: string[]): Promise<string> {
