@@ -13,7 +13,8 @@
  * Per iteration = (median of the long tasks − median of the 1-iteration tasks) / (iterations
  * − 1): the slope, without what a task pays once (intake, result, watching its events).
  * Overhead = a set-up's slope − the baseline's. Tasks run one at a time. NATS is the locally
- * built image (testcontainers, removed at the end).
+ * built image (testcontainers, removed at the end). Then the machine's state over the run
+ * (bench/machine.ts): runs on this shared machine moved from 19 to 42 ms and back.
  *
  * Usage: npm run --silent bench:overhead -- [--tasks 20] [--iterations 5]
  */
@@ -26,6 +27,7 @@ import {
 } from "@loopsmith/shared";
 import { busSteps, initialState, runLoop, startConductor, type Planner, type Steps, type TaskState } from "@loopsmith/architect";
 import { startNats } from "../tests/fixtures/containers.js";
+import { cpuTimes, machineLine, referenceMs } from "./machine.js";
 
 const program = new Command()
   .option("--tasks <n>", "tasks per run (one at a time)", (v) => Number(v), 20)
@@ -142,6 +144,8 @@ async function runs(what: string, one: (iterations: number) => Promise<number>):
   return slope;
 }
 
+const refMs = referenceMs();
+const cpuAtStart = cpuTimes();
 const nats = await startNats();
 try {
   process.stdout.write(`${opts.tasks} tasks of 1 and ${opts.tasks} of ${opts.iterations} iterations, one at a time; steps answer at once\n`);
@@ -162,6 +166,7 @@ try {
   await ncA.close();
   const per = (t: number): string => (t - base).toFixed(1);
   process.stdout.write(`overhead per iteration over the baseline: conductor ${per(conductor)} ms, conductor + bus ${per(bus)} ms (target ≤ 20 ms)\n`);
+  process.stdout.write(`${machineLine(refMs, cpuAtStart, cpuTimes())}\n`);
 } finally {
   await nats.stop();
 }

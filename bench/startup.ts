@@ -15,7 +15,8 @@
  * 5. on that stack: submission → first `phase`/`step` event (in process, as the stack's
  *    client user), and CLI process start → first `phase`/`step` line of `solve --json`,
  *    against the 300 ms target;
- * then `loopsmith down`. The build must be current (`npm run build` first; checked).
+ * then `loopsmith down`, and the machine's state over the run (bench/machine.ts: a reference
+ * workload's time, the CPU steal). The build must be current (`npm run build` first; checked).
  *
  * Options: `--runs N` (solve and `up` repetitions, default 3), `--skip-up` (only 1–3).
  */
@@ -31,6 +32,7 @@ import { answeringServices, serviceCode } from "../cli/src/stack.js";
 import { roleConnectOptions } from "../cli/src/stack-auth.js";
 import { liveStack } from "../cli/src/stack-record.js";
 import { currentBuild } from "../cli/bin/build-stamp.js";
+import { cpuTimes, machineLine, referenceMs } from "./machine.js";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 const TSX = import.meta.resolve("tsx");
@@ -66,6 +68,8 @@ function processWall(argv: string[]): number {
 async function main(): Promise<void> {
   if (!currentBuild(REPO, {})) throw new Error("no current build in dist/app: run `npm run build` first");
   console.log(`bench:startup on ${(await import("node:os")).cpus().length} cores, load average ${(await import("node:os")).loadavg().map((x) => x.toFixed(1)).join(" ")}\n`);
+  const refMs = referenceMs();
+  const cpuAtStart = cpuTimes();
 
   // 1. Module load.
   console.log("1. module load in a fresh process (wall, CPU of the import, CPU of the whole process)");
@@ -219,6 +223,7 @@ async function main(): Promise<void> {
   } finally {
     const down = cli(upDir, "build", ["down"]);
     console.log(`\n${down.stdout.trim()}`);
+    console.log(machineLine(refMs, cpuAtStart, cpuTimes()));
   }
 }
 

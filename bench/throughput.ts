@@ -9,7 +9,9 @@
  *
  * Beside each run it prints where the machine's CPU went, in CPU seconds per task: each
  * service process (from /proc/<pid>/stat), the `loopsmith bench` client, and the rest of the
- * machine (sandbox containers, dockerd, NATS; from /proc/stat), so the bottleneck is named.
+ * machine (sandbox containers, dockerd, NATS; from /proc/stat, steal left out), so the bottleneck
+ * is named; and the machine's state (bench/machine.ts: a reference workload's time and the CPU
+ * steal over the run), since the same code measured 2x apart on different days.
  *
  * Usage: npm run --silent bench:throughput -- --dataset ../shared/datasets/humaneval.jsonl [--tasks 40] [--concurrency 4,8]
  */
@@ -18,6 +20,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command } from "commander";
 import { loopsmithCli } from "./loopsmith-cli.js";
+import { cpuTimes, machineLine, referenceMs } from "./machine.js";
 import { readStackRecord } from "../cli/src/stack-record.js";
 
 const program = new Command()
@@ -43,12 +46,6 @@ function processCpu(pid: number): number {
   } catch {
     return 0;
   }
-}
-/** CPU seconds the whole machine has been busy (all cores, idle and iowait excluded). */
-function machineCpu(): number {
-  const [, ...ticks] = (readFileSync("/proc/stat", "utf8").split("\n")[0] as string).trim().split(/\s+/);
-  const t = ticks.map(Number);
-  return (t.reduce((a, b) => a + b, 0) - (t[3] ?? 0) - (t[4] ?? 0)) * TICK_S;
 }
 const DOCKER_CGROUP = "/sys/fs/cgroup/cpuacct/docker"; // cgroup v1 with the cgroupfs driver, as here
 /** CPU seconds of a cgroup v1 cpuacct folder (0 when there is none: another cgroup layout). */
@@ -83,7 +80,7 @@ function cpuNow(): { values: Record<string, number>; containers: Record<string, 
       dockerd: pidsOf("dockerd").reduce((a, pid) => a + processCpu(pid), 0),
       containerd: pidsOf("containerd").reduce((a, pid) => a + processCpu(pid), 0),
       docker: cgroupCpu(DOCKER_CGROUP),
-      machine: machineCpu(),
+      machine: cpuTimes().busy,
     },
     containers,
   };
@@ -109,6 +106,8 @@ async function run(concurrency: number): Promise<Row> {
   return { concurrency, tasksPerMin: s.tasksPerMin, passAt1: s.arms.off.passAt1, wallS: s.wallMs / 1000, errors: s.arms.off.errors, cpu };
 }
 
+const refMs = referenceMs();
+const cpuAtStart = cpuTimes();
 const started = Date.now();
 await cli(["up", "--provider", "scripted"]);
 const upS = (Date.now() - started) / 1000;
@@ -118,7 +117,7 @@ try {
   const rows: Row[] = [await run(1)];
   for (const c of opts.concurrency.split(",").map(Number).filter((n) => n > 1)) rows.push(await run(c));
   const base = rows[0] as Row;
-  process.stdout.write(`scripted HumanEval tasks on a running stack (up took ${upS.toFixed(1)} s), ${opts.tasks} cases per run\n\n`);
+  process.stdout.write(`scripted HumanEval tasks on a running stack (up took ${upS.toFixed(1)} s), ${opts.tasks} cases per run\n${machineLine(refMs, cpuAtStart, cpuTimes())}\n\n`);
   process.stdout.write("| concurrency | tasks/min | vs concurrency 1 | vs target 60 | pass@1 | wall s | errors |\n|---|---|---|---|---|---|---|\n");
   for (const r of rows) {
     process.stdout.write(`| ${r.concurrency} | ${r.tasksPerMin.toFixed(1)} | ${(r.tasksPerMin / base.tasksPerMin).toFixed(2)}x | ${(r.tasksPerMin / 60).toFixed(2)} | ${r.passAt1.toFixed(3)} | ${r.wallS.toFixed(1)} | ${r.errors} |\n`);
