@@ -209,6 +209,11 @@ describe("the README's compose commands, offline and keyless", () => {
     }
   });
 
+  it("runs PostgreSQL with the compose file's 512 MB of shared buffers (memory's table and index at 100,000 failures fit)", async () => {
+    const shown = await docker(["compose", "-p", PROJECT, "exec", "-T", "postgres", "sh", "-c", 'PGPASSWORD="$POSTGRES_PASSWORD" psql -h 127.0.0.1 -U loopsmith -tAc "SHOW shared_buffers" loopsmith']);
+    expect(shown.trim()).toBe("512MB");
+  });
+
   it("ends a task that needs a model, on a stack without a key, with provider_unconfigured (exit 2)", async () => {
     const r = await shell(`npx loopsmith --env-from client.env solve "a function add(a, b) in solution.py" --language python --json`);
     expect(r.code).toBe(2);
