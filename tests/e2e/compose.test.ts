@@ -10,7 +10,7 @@
  * NATS restart logged as a disconnect and a reconnect.
  */
 import { execFile } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -87,8 +87,10 @@ async function nodePid(service: string): Promise<number> {
 }
 
 const lines = readmeBlock();
-const envFileExisted = existsSync(join(REPO, ".env"));
-const clientFileExisted = existsSync(join(REPO, "client.env"));
+// compose-env.sh rewrites .env and client.env (with LOOPSMITH_CLIENTS it also points .env at
+// nats.conf and nats-cluster.conf, which afterAll removes): both are put back as they were.
+const envFileBefore = existsSync(join(REPO, ".env")) ? readFileSync(join(REPO, ".env")) : undefined;
+const clientFileBefore = existsSync(join(REPO, "client.env")) ? readFileSync(join(REPO, "client.env")) : undefined;
 const outcomes = new Map<string, CliRun>();
 /** Files compose-env.sh writes for a further client user (removed afterwards). */
 const CLIENT_FILES = ["client-alice.env", "nats-clients.env", "nats.conf", "nats-cluster.conf"];
@@ -106,8 +108,10 @@ describe("the README's compose commands, offline and keyless", () => {
 
   afterAll(async () => {
     await shell(`docker compose -p ${PROJECT} down -v --remove-orphans`, {}, 180_000);
-    if (!envFileExisted) rmSync(join(REPO, ".env"), { force: true });
-    if (!clientFileExisted) rmSync(join(REPO, "client.env"), { force: true });
+    for (const [file, before] of [[".env", envFileBefore], ["client.env", clientFileBefore]] as const) {
+      if (before === undefined) rmSync(join(REPO, file), { force: true });
+      else writeFileSync(join(REPO, file), before, { mode: 0o600 });
+    }
     for (const f of CLIENT_FILES) rmSync(join(REPO, f), { force: true });
   }, 200_000);
 
