@@ -100,9 +100,13 @@ async function noteExecutors(project: Project, into: Set<string>): Promise<void>
   for (const id of await project.containers("executor").catch(() => [])) into.add(id);
 }
 
-/** Starts the project and waits until every service answers with `expected` replicas. */
+/**
+ * Starts the project and waits until every service answers with `expected` replicas. The
+ * cluster stack starts as the README says, through deploy/cluster-up.sh.
+ */
 async function upAndReady(project: Project, args: string[], expected: Record<ServiceName, number>): Promise<NatsConnection> {
-  await project.compose(["up", "-d", ...args]);
+  if (CLUSTER) await project.clusterUp(args);
+  else await project.compose(["up", "-d", ...args]);
   const nc = await connectNats(`nats://127.0.0.1:${project.natsPort}`, 60_000, project.client);
   await ensureTaskIntake(nc);
   // The cluster's extra executors first load the sandbox images into their empty engines.

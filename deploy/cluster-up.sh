@@ -10,11 +10,19 @@
 # with `docker compose up -d --wait` and the arguments given here.
 #
 # Usage: bash deploy/cluster-up.sh [--build] [further `docker compose up` arguments]
+# With COMPOSE_FILE set (compose's own variable: files separated by ':'), compose reads the
+# files from it instead (with COMPOSE_PROJECT_NAME, another project over the same files, as
+# bench/chaos.ts --cluster runs it); the services must keep the names nats, nats-2, nats-3 and
+# bus-setup.
 # Exit codes: 0 the stack is up; 1 a node stayed out of the meta group; 3 no meta leader was
 # elected; else docker compose's own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-compose=(docker compose -f docker-compose.yml -f deploy/compose.cluster.yml)
+if [ -n "${COMPOSE_FILE:-}" ]; then
+  compose=(docker compose)
+else
+  compose=(docker compose -f docker-compose.yml -f deploy/compose.cluster.yml)
+fi
 nodes=(nats nats-2 nats-3)
 monitor=http://nats:8222,http://nats-2:8222,http://nats-3:8222
 

@@ -29,6 +29,13 @@ export interface Project {
   dir: string;
   /** Runs `docker compose <args>` for this project; output goes to `compose.log`. @throws when compose fails (with its last lines) */
   compose(args: string[], timeoutMs?: number): Promise<string>;
+  /**
+   * Starts the cluster stack through `deploy/cluster-up.sh <args>` (the README's cluster
+   * command, which restarts a NATS node left out of the JetStream meta group), with this
+   * project's files, name and environment; output goes to `compose.log`.
+   * @throws when the script fails (with its last lines)
+   */
+  clusterUp(args: string[], timeoutMs?: number): Promise<void>;
   /** Ids of the project's running containers of a service (all replicas). */
   containers(service: string): Promise<string[]>;
   /** Saves `docker compose logs` of every service to `<dir>/logs/<service>.log`; returns the folder. */
@@ -97,7 +104,8 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
     ...Object.fromEntries(NATS_ROLES.map((r) => [passwordVariable(r), process.env[passwordVariable(r)] ?? `p${randomBytes(16).toString("hex")}`])),
     ...opts.env,
   };
-  const base = ["compose", "-p", name, "-f", join(repo, "docker-compose.yml"), ...(opts.files ?? []).flatMap((f) => ["-f", join(repo, f)]), "-f", override];
+  const files = [join(repo, "docker-compose.yml"), ...(opts.files ?? []).map((f) => join(repo, f)), override];
+  const base = ["compose", "-p", name, ...files.flatMap((f) => ["-f", f])];
   const compose = async (args: string[], timeoutMs = 600_000): Promise<string> => {
     appendFileSync(logFile, `\n$ docker compose ${args.join(" ")}\n`);
     try {
@@ -111,9 +119,23 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
       throw new Error(`docker compose ${args[0]} failed (${logFile}):\n${tail || e.message}`, { cause: err });
     }
   };
+  const clusterUp = async (args: string[], timeoutMs = 900_000): Promise<void> => {
+    appendFileSync(logFile, `\n$ bash deploy/cluster-up.sh ${args.join(" ")}\n`);
+    const scriptEnv = { ...env, COMPOSE_FILE: files.join(":"), COMPOSE_PATH_SEPARATOR: ":", COMPOSE_PROJECT_NAME: name };
+    try {
+      const { stdout, stderr } = await run("bash", [join(repo, "deploy", "cluster-up.sh"), ...args], { env: scriptEnv, cwd: repo, timeout: timeoutMs, maxBuffer: 256 * 1024 * 1024 });
+      appendFileSync(logFile, stdout + stderr);
+    } catch (err) {
+      const e = err as { stdout?: string; stderr?: string; message: string };
+      appendFileSync(logFile, `${e.stdout ?? ""}${e.stderr ?? ""}`);
+      const tail = `${e.stderr ?? ""}`.trim().split("\n").slice(-8).join("\n");
+      throw new Error(`deploy/cluster-up.sh failed (${logFile}):\n${tail || e.message}`, { cause: err });
+    }
+  };
   return {
     name,
     natsPort,
+    clusterUp,
     client: { user: "client", pass: env[passwordVariable("client")] as string, inboxPrefix: inboxPrefixOf("client") },
     admin: { user: "admin", pass: env[passwordVariable("admin")] as string },
     dir,
