@@ -20,7 +20,7 @@ import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { median } from "simple-statistics";
-import { metaMembership } from "@loopsmith/shared";
+import { settleMembership } from "@loopsmith/shared";
 import { docker, freePort, prepareProject, type Project } from "./chaos/compose.js";
 
 const opts = new Command()
@@ -33,7 +33,6 @@ const opts = new Command()
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 const NODES = ["nats", "nats-2", "nats-3"];
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A node's monitoring URL on the project's network (the host reaches container addresses on Linux). */
 async function monitorUrl(project: Project, service: string): Promise<string> {
@@ -42,18 +41,13 @@ async function monitorUrl(project: Project, service: string): Promise<string> {
   return `http://${ip || "0.0.0.0"}:8222`;
 }
 
-/** Polls the nodes until the leader reports all three, or `settleMs` passes. */
+/** Waits up to `settleMs` for the leader to report all three (settleMembership: complete at once, else its last reading). */
 async function group(project: Project, settleMs: number): Promise<{ ok: boolean; seen: string; ms: number }> {
   const start = Date.now();
   const urls = await Promise.all(NODES.map((n) => monitorUrl(project, n)));
-  let seen = "";
-  while (Date.now() - start < settleMs) {
-    const m = await metaMembership(urls);
-    seen = `leader ${m.leader ?? "-"}, members ${m.members.join("+") || "-"}, left out ${m.leftOut.join("+") || "-"}`;
-    if (m.leader && m.members.length === NODES.length) return { ok: true, seen, ms: Date.now() - start };
-    await sleep(500);
-  }
-  return { ok: false, seen, ms: Date.now() - start };
+  const { outcome, membership: m } = await settleMembership(urls, { waitMs: settleMs, settleMs });
+  const seen = `leader ${m.leader ?? "-"}, members ${m.members.join("+") || "-"}, left out ${m.leftOut.join("+") || "-"}`;
+  return { ok: outcome === "complete" && m.members.length === NODES.length, seen, ms: Date.now() - start };
 }
 
 async function main(): Promise<number> {

@@ -13,8 +13,10 @@
  * Linux only (`/proc/stat`); elsewhere the steal reads as 0.
  */
 import { readFileSync } from "node:fs";
+import { median } from "simple-statistics";
 
-const TICK_S = 0.01; // USER_HZ is 100 on Linux
+/** Seconds per clock tick in `/proc/stat` and `/proc/<pid>/stat` (USER_HZ is 100 on Linux). */
+export const TICK_S = 0.01;
 
 /** CPU time of the whole machine so far, in CPU-seconds (all cores). */
 export interface CpuTimes {
@@ -60,7 +62,7 @@ export function referenceMs(): number {
     xs.sort((a, b) => a - b);
     times.push(performance.now() - t);
   }
-  return times.sort((a, b) => a - b)[1] as number;
+  return median(times);
 }
 
 /** One line for a bench's output: the reference time and the busy and steal shares of a run. */

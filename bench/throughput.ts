@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command } from "commander";
 import { loopsmithCli } from "./loopsmith-cli.js";
-import { cpuTimes, machineLine, referenceMs } from "./machine.js";
+import { TICK_S, cpuTimes, machineLine, referenceMs } from "./machine.js";
 import { readStackRecord } from "../cli/src/stack-record.js";
 
 const program = new Command()
@@ -37,7 +37,6 @@ const cli = (args: string[]): Promise<string> => loopsmithCli(args, env);
 
 interface Row { concurrency: number; tasksPerMin: number; passAt1: number; wallS: number; errors: number; cpu: Record<string, number> }
 
-const TICK_S = 0.01; // USER_HZ is 100 on Linux
 /** CPU seconds used so far by `pid` (user + system, its own threads). */
 function processCpu(pid: number): number {
   try {

@@ -106,32 +106,25 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
   };
   const files = [join(repo, "docker-compose.yml"), ...(opts.files ?? []).map((f) => join(repo, f)), override];
   const base = ["compose", "-p", name, ...files.flatMap((f) => ["-f", f])];
-  const compose = async (args: string[], timeoutMs = 600_000): Promise<string> => {
-    appendFileSync(logFile, `\n$ docker compose ${args.join(" ")}\n`);
+  /** Runs `cmd argv` from the repository, its output appended to `compose.log` after `$ shown`. @throws naming `label` and the last lines */
+  const logged = async (label: string, shown: string, cmd: string, argv: string[], runEnv: NodeJS.ProcessEnv, timeoutMs: number): Promise<string> => {
+    appendFileSync(logFile, `\n$ ${shown}\n`);
     try {
-      const { stdout, stderr } = await run("docker", [...base, ...args], { env, cwd: repo, timeout: timeoutMs, maxBuffer: 256 * 1024 * 1024 });
+      const { stdout, stderr } = await run(cmd, argv, { env: runEnv, cwd: repo, timeout: timeoutMs, maxBuffer: 256 * 1024 * 1024 });
       appendFileSync(logFile, stdout + stderr);
       return stdout;
     } catch (err) {
       const e = err as { stdout?: string; stderr?: string; message: string };
       appendFileSync(logFile, `${e.stdout ?? ""}${e.stderr ?? ""}`);
       const tail = `${e.stderr ?? ""}`.trim().split("\n").slice(-8).join("\n");
-      throw new Error(`docker compose ${args[0]} failed (${logFile}):\n${tail || e.message}`, { cause: err });
+      throw new Error(`${label} failed (${logFile}):\n${tail || e.message}`, { cause: err });
     }
   };
-  const clusterUp = async (args: string[], timeoutMs = 900_000): Promise<void> => {
-    appendFileSync(logFile, `\n$ bash deploy/cluster-up.sh ${args.join(" ")}\n`);
-    const scriptEnv = { ...env, COMPOSE_FILE: files.join(":"), COMPOSE_PATH_SEPARATOR: ":", COMPOSE_PROJECT_NAME: name };
-    try {
-      const { stdout, stderr } = await run("bash", [join(repo, "deploy", "cluster-up.sh"), ...args], { env: scriptEnv, cwd: repo, timeout: timeoutMs, maxBuffer: 256 * 1024 * 1024 });
-      appendFileSync(logFile, stdout + stderr);
-    } catch (err) {
-      const e = err as { stdout?: string; stderr?: string; message: string };
-      appendFileSync(logFile, `${e.stdout ?? ""}${e.stderr ?? ""}`);
-      const tail = `${e.stderr ?? ""}`.trim().split("\n").slice(-8).join("\n");
-      throw new Error(`deploy/cluster-up.sh failed (${logFile}):\n${tail || e.message}`, { cause: err });
-    }
-  };
+  const compose = (args: string[], timeoutMs = 600_000): Promise<string> => logged(`docker compose ${args[0]}`, `docker compose ${args.join(" ")}`, "docker", [...base, ...args], env, timeoutMs);
+  // deploy/cluster-up.sh runs compose on this project's files and name (COMPOSE_FILE, COMPOSE_PROJECT_NAME).
+  const clusterEnv = { ...env, COMPOSE_FILE: files.join(":"), COMPOSE_PATH_SEPARATOR: ":", COMPOSE_PROJECT_NAME: name };
+  const clusterUp = async (args: string[], timeoutMs = 900_000): Promise<void> =>
+    void (await logged("deploy/cluster-up.sh", `bash deploy/cluster-up.sh ${args.join(" ")}`, "bash", [join(repo, "deploy", "cluster-up.sh"), ...args], clusterEnv, timeoutMs));
   return {
     name,
     natsPort,
