@@ -9,9 +9,8 @@ import { createWriteStream, existsSync, mkdirSync, readFileSync } from "node:fs"
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
-import { NoRespondersError, RequestError, connect, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
-import { Svcm } from "@nats-io/services";
-import { DEFAULT_OWNER, LoopsmithError, ServiceNames, installRoot, ownerOf, natsConnectOptions, natsIdentity, natsRefusal, setupBus, type Config, type ServiceName, natsServers } from "@loopsmith/shared";
+import { connect, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
+import { DEFAULT_OWNER, LoopsmithError, ServiceNames, installRoot, ownerOf, natsConnectOptions, natsIdentity, natsRefusal, pingService, setupBus, type Config, type ServiceName, type ServicePing, natsServers } from "@loopsmith/shared";
 import { newStackUsers, roleConnectOptions, roleEnv, writeStackUsers, type StackUsers } from "./stack-auth.js";
 import { startNatsContainer } from "./nats-container.js";
 import { liveStack } from "./stack-record.js";
@@ -147,21 +146,11 @@ async function waitForNats(url: string, deadline: number, external: boolean, con
  * instead of waiting out the 500 ms collection window.
  */
 export async function answeringServices(nc: NatsConnection, want?: readonly ServiceName[], maxWaitMs = 500): Promise<Set<ServiceName>> {
-  const found = new Set<ServiceName>();
-  const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: maxWaitMs });
   const byName = new Map<string, ServiceName>(Object.entries(ServiceNames).map(([k, v]) => [v, k as ServiceName]));
-  try {
-    for await (const p of await client.ping()) {
-      const name = byName.get(p.name);
-      if (name) found.add(name);
-      if (want?.length && want.every((s) => found.has(s))) break;
-    }
-  } catch (err) {
-    // No service at all answers: the request has no responders. Anything else is a real failure.
-    const noResponders = err instanceof NoRespondersError || (err instanceof RequestError && err.isNoResponders());
-    if (!noResponders) throw err;
-  }
-  return found;
+  const namesOf = (pings: readonly ServicePing[]): Set<ServiceName> =>
+    new Set(pings.map((p) => byName.get(p.name)).filter((n): n is ServiceName => n !== undefined));
+  const enough = want?.length ? (pings: readonly ServicePing[]) => want.every((s) => namesOf(pings).has(s)) : undefined;
+  return namesOf(await pingService(nc, "", { maxWaitMs, ...(enough ? { enough } : {}) }));
 }
 
 /**

@@ -227,6 +227,41 @@ export interface CallOptions {
   busyWaitMs?: number;
 }
 
+/** One answer to a `$SRV` PING: the service's name, instance id, version and metadata. */
+export interface ServicePing {
+  name: string;
+  id: string;
+  version: string;
+  metadata: Record<string, string>;
+}
+
+/**
+ * The instances of a service (every service when `name` is "") that answer a `$SRV` PING
+ * within `opts.maxWaitMs` (default 500 ms, the services client's collection window), or
+ * until `opts.enough` says the answers so far suffice (a running stack answers in a few ms).
+ * @returns their answers; empty when nothing answers (no responders)
+ * @throws whatever the request throws besides no responders (a closed or draining
+ *   connection, a permission refused): the caller cannot tell who is alive.
+ */
+export async function pingService(
+  nc: NatsConnection,
+  name: string,
+  opts: { maxWaitMs?: number; enough?: (found: readonly ServicePing[]) => boolean } = {},
+): Promise<ServicePing[]> {
+  const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: opts.maxWaitMs ?? 500 });
+  const found: ServicePing[] = [];
+  try {
+    for await (const p of await client.ping(name)) {
+      found.push({ name: p.name, id: p.id, version: p.version, metadata: p.metadata ?? {} });
+      if (opts.enough?.(found)) break;
+    }
+  } catch (err) {
+    const cause = err instanceof RequestError ? (err.cause ?? err) : err;
+    if (!((err instanceof RequestError && err.isNoResponders()) || cause instanceof NoRespondersError)) throw err;
+  }
+  return found;
+}
+
 /**
  * Maps a failed request to a typed error. Only what a retry can cure is retryable: a timeout,
  * no responder, a closed or draining connection. A request the client refuses (larger than

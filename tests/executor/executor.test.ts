@@ -4,9 +4,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it as plainIt } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { Endpoints, busyReason, call, hasCode, runService, type ExecutionResult } from "@loopsmith/shared";
-import { createExecutor, executorService, LABEL, LABEL_HOST, LABEL_PID, type Executor } from "@loopsmith/executor";
+import { Svcm } from "@nats-io/services";
+import { Endpoints, ServiceNames, busyReason, call, hasCode, runService, type ExecutionResult } from "@loopsmith/shared";
+import { createExecutor, executorService, LABEL, LABEL_HOST, LABEL_PID, liveExecutors, loadSeccompProfile, ORPHAN_GRACE_S, Sandbox, type Executor } from "@loopsmith/executor";
 import { hostname } from "node:os";
+import type Docker from "dockerode";
 import { join } from "node:path";
 import { REPO, runNode } from "../fixtures/cli.js";
 import { it } from "../fixtures/index.js";
@@ -295,5 +297,87 @@ describe("executor service over NATS", () => {
     }
     const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL}=${running.service.info().metadata?.instance ?? "?"}`] } });
     expect(left).toHaveLength(0);
+  });
+
+  it("removes a never-started sandbox of an executor that answers no ping within seconds, and keeps one whose executor answers", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    // Another executor, alive: it answers `$SRV` PING with its instance id, as executorService does.
+    const alive = await new Svcm(nc as never).add({ name: ServiceNames.executor, version: "0.0.0", metadata: { instance: "a11ce0a11ce0" } });
+    const created = async (owner: string): Promise<Docker.Container> =>
+      docker.createContainer({
+        Image: testConfig().images.python,
+        Cmd: ["sleep", "300"],
+        Labels: { [LABEL]: owner, [LABEL_HOST]: hostname(), [LABEL_PID]: "1" },
+        HostConfig: { NetworkMode: "none" },
+      });
+    const ofLiveOwner = await created("a11ce0a11ce0");
+    const ofDeadOwner = await created("dead0dead0de");
+    try {
+      const live = await liveExecutors(nc, log)();
+      expect([...(live ?? [])]).toEqual(["a11ce0a11ce0"]);
+      // Older than the orphan grace, well within the minute a created container of a live owner gets.
+      await new Promise((r) => setTimeout(r, ORPHAN_GRACE_S * 1000 + 500));
+      const config = { ...testConfig({ warmPoolSize: 0 }), natsUrl: nats.url };
+      const running = await runService("executor", (deps) => executorService(deps), { config, log });
+      expect(await running.stop()).toBeNull();
+      await expect(ofDeadOwner.inspect()).rejects.toMatchObject({ statusCode: 404 });
+      expect((await ofLiveOwner.inspect()).State.Status).toBe("created");
+      // A closed connection cannot say who lives: unknown, not "nobody".
+      const closed = await connect({ servers: nats.url });
+      await closed.close();
+      expect(await liveExecutors(closed, log)()).toBeUndefined();
+    } finally {
+      await alive.stop();
+      await nc.close();
+      await ofLiveOwner.remove({ force: true }).catch(() => undefined);
+      await ofDeadOwner.remove({ force: true }).catch(() => undefined);
+    }
+  });
+});
+
+describe("sandbox creation", () => {
+  plainIt("replaces a container that another executor's sweep removed between its create and its start", async () => {
+    const config = testConfig();
+    let removedFirst = "";
+    // The engine as another executor's sweep leaves it: the first container is gone before its start.
+    const racing = Object.create(docker, {
+      createContainer: {
+        value: async (opts: Docker.ContainerCreateOptions) => {
+          const container = await docker.createContainer(opts);
+          if (!removedFirst) {
+            removedFirst = container.id;
+            const start = container.start.bind(container);
+            container.start = (async () => {
+              await container.remove({ force: true });
+              return start();
+            }) as typeof container.start;
+          }
+          return container;
+        },
+      },
+    }) as Docker;
+    const sandbox = await Sandbox.create(racing, {
+      image: config.images.python,
+      kind: "python",
+      memoryBytes: 512 * 1024 * 1024,
+      cpus: 1,
+      pidsLimit: 64,
+      tmpfsMb: 16,
+      labels: { [LABEL]: "race0race0ra", [LABEL_HOST]: hostname(), [LABEL_PID]: String(process.pid) },
+      seccomp: loadSeccompProfile(),
+    });
+    try {
+      expect(removedFirst).not.toBe("");
+      expect(sandbox.id).not.toBe(removedFirst);
+      expect((await docker.getContainer(sandbox.id).inspect()).State.Running).toBe(true);
+      const run = await sandbox.run(
+        { argv: ["sh", "-c", "echo raced"], env: { PATH: "/usr/bin:/bin" }, files: [], resultPath: "/tmp/.loopsmith/result.xml", resultLimitBytes: 1024 },
+        { timeoutMs: 20_000, outputLimitBytes: 64 * 1024, memoryBytes: 512 * 1024 * 1024 },
+      );
+      expect(run.stdout.toString()).toContain("raced");
+    } finally {
+      await sandbox.destroy();
+    }
+    await expect(docker.getContainer(removedFirst).inspect()).rejects.toMatchObject({ statusCode: 404 });
   });
 });

@@ -2,7 +2,6 @@
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Svcm } from "@nats-io/services";
 import {
   Endpoints,
   LoopsmithError,
@@ -11,6 +10,7 @@ import {
   followEvents,
   getSnapshot,
   materializeSnapshot,
+  pingService,
   putSnapshot,
   submitTask,
   type BuildReply,
@@ -112,14 +112,9 @@ export function busChildTasks(nc: NatsConnection, cancel: ChildTasks["cancel"]):
     getTree: (name, owner) => getSnapshot(nc, name, owner),
     putTree: async (name, tar, owner) => void (await putSnapshot(nc, name, tar, owner)),
     async builderReplicas() {
-      const ids: string[] = [];
-      try {
-        const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: 500 });
-        for await (const ping of await client.ping(ServiceNames.builder)) ids.push(ping.id);
-      } catch {
-        // No answer in time: count one (the steps still go through the builder's queue group).
-      }
-      return Math.max(1, ids.length);
+      // No answer: count one (the steps still go through the builder's queue group).
+      const answers = await pingService(nc, ServiceNames.builder).catch(() => []);
+      return Math.max(1, answers.length);
     },
   };
 }

@@ -23,7 +23,7 @@ import {
 import { commandEnv, imageOf, kindOf, RESULT_PATH, type ImageKind } from "./commands.js";
 import { describeEngine, EngineWatch, ensureImages, type EngineHealth, type EngineInfo } from "./engine.js";
 import { parseJUnit } from "./junit.js";
-import { removeLeftovers, SWEEP_EVERY_MS } from "./leftovers.js";
+import { removeLeftovers, SWEEP_EVERY_MS, type LeftoverOptions, type LiveInstances } from "./leftovers.js";
 import { Limiter } from "./limiter.js";
 import { verdict } from "./outcome.js";
 import { WarmPool } from "./pool.js";
@@ -138,6 +138,12 @@ export interface ExecutorDeps {
    * are read from (@defaultValue process.env).
    */
   setup?: { timeoutMs?: number; env?: NodeJS.ProcessEnv };
+  /**
+   * The executor instances alive now (service.ts asks `$SRV` PING over NATS): a container of
+   * another executor that was created and never started is removed within seconds when its
+   * owner is not among them (leftovers.ts). Absent: such a container waits a minute.
+   */
+  liveInstances?: LiveInstances;
 }
 
 function sandboxError(reason: string): ExecutionResult {
@@ -164,12 +170,17 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   let stopping: Promise<void> | undefined;
   let sweeper: NodeJS.Timeout | undefined;
   let engine: EngineInfo | undefined;
+  /** {@link removeLeftovers} with the executors the bus says are alive. */
+  const sweepLeftovers = async (opts: LeftoverOptions = {}): Promise<string[]> => {
+    const live = await deps.liveInstances?.();
+    return removeLeftovers(docker, instanceId, log, { ...opts, ...(live ? { live } : {}) });
+  };
   // A dead engine's warm containers died with it: when it answers again they are replaced.
   const watch = new EngineWatch(docker, log, (health: EngineHealth) => {
     if (!health.healthy) return;
     for (const pool of pools.values()) pool.fill();
     // Tracked with the other removals, so `settled()` and `stop()` wait for it.
-    const sweep: Promise<void> = removeLeftovers(docker, instanceId, log, { own: "stopped" })
+    const sweep: Promise<void> = sweepLeftovers({ own: "stopped" })
       .then(
         () => undefined,
         (err: unknown) => log.warn({ err }, "could not remove the sandboxes the engine's stop left"),
@@ -215,7 +226,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     starting ??= (async () => {
       engine = await describeEngine(docker, deps.env ? { env: deps.env } : {});
       await ensureImages(docker, [...pools.values()].map((p) => p.spec.image), { engine, log, ...(cfg.imageArchive ? { archive: cfg.imageArchive } : {}) });
-      await removeLeftovers(docker, instanceId, log);
+      await sweepLeftovers();
       await Promise.all(
         [...pools.values()].map(async (pool) => {
           const want = { memoryBytes: pool.spec.memoryBytes, pidsLimit: cfg.pidsLimit, cpus: cfg.cpus };
@@ -236,7 +247,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       );
       for (const pool of pools.values()) pool.fill();
       // Sandboxes of an executor that died end by themselves; remove them as they do.
-      sweeper = setInterval(() => void removeLeftovers(docker, instanceId, log).catch((err: unknown) => log.warn({ err }, "leftover sweep failed")), SWEEP_EVERY_MS);
+      sweeper = setInterval(() => void sweepLeftovers().catch((err: unknown) => log.warn({ err }, "leftover sweep failed")), SWEEP_EVERY_MS);
       sweeper.unref();
       watch.start(deps.enginePingEveryMs);
       log.info({ instanceId, engine, warmPoolSize: cfg.warmPoolSize, concurrency: cfg.concurrency }, "executor started");
@@ -404,7 +415,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       await settled();
       // Whatever still carries this executor's label (a container created while its engine
       // went away, so never tracked) is removed: nothing of it stays on the engine.
-      await removeLeftovers(docker, instanceId, log, { own: "all" }).catch((err: unknown) => log.warn({ err }, "could not sweep this executor's containers"));
+      await sweepLeftovers({ own: "all" }).catch((err: unknown) => log.warn({ err }, "could not sweep this executor's containers"));
       log.info({ instanceId }, "executor stopped");
     })();
     return stopping;

@@ -1,7 +1,8 @@
 /** @loopsmith/executor: the hardened Docker sandbox and its bus service. */
 export { createExecutor, IDEMPOTENCY_TTL_MS, type DetailedResult, type Executor, type ExecutorDeps, type ExecutorLoad, type RunOptions } from "./executor.js";
 export { describeEngine, engineEndpoint, ensureImages, EngineWatch, ENGINE_PING_EVERY_MS, ENGINE_PING_TIMEOUT_MS, type EngineHealth, type EngineInfo } from "./engine.js";
-export { executorService, type ExecutorServiceDeps } from "./service.js";
+export { executorService, liveExecutors, type ExecutorServiceDeps } from "./service.js";
+export { CREATED_GRACE_S, ORPHAN_GRACE_S, SWEEP_EVERY_MS, removeLeftovers, type LeftoverOptions, type LiveInstances } from "./leftovers.js";
 export { readWorkspaceDir, checkFiles, isSafeRelativePath, type ReadDirOptions } from "./workspace.js";
 export { parseJUnit } from "./junit.js";
 export { fitResult } from "./fit.js";

@@ -7,42 +7,80 @@
  * is still running belongs to a live executor (or ends soon by itself), and one that has
  * stopped is a leftover, whoever and wherever its owner was. No pid is consulted: a pid
  * says nothing across pid namespaces (every executor in compose is pid 1) or hosts.
+ *
+ * A container that was created and never started has no supervisor, so nothing ends it: its
+ * owner was killed between create and start. It is told apart from one a live owner is about
+ * to start by asking the bus which executor instances are alive (`$SRV` PING, see
+ * {@link LiveInstances}): one whose owner does not answer is removed after
+ * {@link ORPHAN_GRACE_S}; without an answer from the bus, after {@link CREATED_GRACE_S}.
  */
 import type Docker from "dockerode";
 import type { Logger } from "pino";
 import { LABEL } from "./sandbox.js";
 
-/** How long a created-but-not-started container is left alone (a live owner may start it), in s. */
-const CREATED_GRACE_S = 60;
+/**
+ * How long a created-but-not-started container is left alone when it is not known whether
+ * its owner lives (a live owner may be about to start it), in s.
+ */
+export const CREATED_GRACE_S = 60;
+
+/**
+ * How long a created-but-not-started container of an owner that the bus says is not alive
+ * is left alone, in s. An executor creates containers while it starts, before its `$SRV`
+ * service answers pings; its create→attach→start takes well under a second on an idle
+ * engine, and a start that loses the race is retried (`Sandbox.create`).
+ */
+export const ORPHAN_GRACE_S = 5;
 
 /** How often a running executor sweeps leftovers, in ms. */
 export const SWEEP_EVERY_MS = 60_000;
 
 /**
+ * The instance ids (`org.loopsmith.executor` labels) of the executors alive now, or
+ * `undefined` when that cannot be known (the bus does not answer). Never throws.
+ */
+export type LiveInstances = () => Promise<ReadonlySet<string> | undefined>;
+
+/** Options of {@link removeLeftovers}. */
+export interface LeftoverOptions {
+  /**
+   * Also remove this executor's own containers: `stopped` (exited or dead: after its engine
+   * stopped and came back, the containers it had are stopped and could not be removed while
+   * the engine was away), or `all` (whatever their state: the last step of stopping, when
+   * none of them serves a run any more).
+   */
+  own?: "stopped" | "all";
+  /** The executor instances alive now (other than this one); unknown when absent. */
+  live?: ReadonlySet<string>;
+  /** Overrides {@link ORPHAN_GRACE_S}, in s (tests). */
+  orphanGraceS?: number;
+}
+
+/**
  * Removes leftover sandbox containers: every labelled container of another executor that
- * has stopped (exited, dead, or created and never started for a minute).
+ * has stopped (exited or dead), or was created and never started: after
+ * {@link ORPHAN_GRACE_S} when `opts.live` is given and does not hold its owner, else after
+ * {@link CREATED_GRACE_S}. Running containers of others are never touched.
  * @param ownId - this executor's instance id (its containers are not touched, unless `opts.own`)
- * @param opts.own - also remove this executor's own containers: `stopped` (exited or dead:
- *   after its engine stopped and came back, the containers it had are stopped and could not
- *   be removed while the engine was away), or `all` (whatever their state: the last step of
- *   stopping, when none of them serves a run any more)
  * @returns the ids removed
  * @throws whatever the engine throws when it cannot list containers
  */
-export async function removeLeftovers(docker: Docker, ownId: string, log: Logger, opts: { own?: "stopped" | "all" } = {}): Promise<string[]> {
+export async function removeLeftovers(docker: Docker, ownId: string, log: Logger, opts: LeftoverOptions = {}): Promise<string[]> {
   const list = await docker.listContainers({ all: true, filters: { label: [LABEL] } });
   const removed: string[] = [];
+  const nowS = Date.now() / 1000;
   await Promise.all(
     list.map(async (c) => {
-      if (c.Labels?.[LABEL] === ownId) {
+      const owner = c.Labels?.[LABEL] ?? "";
+      if (owner === ownId) {
         if (opts.own === undefined) return;
         if (opts.own === "stopped" && c.State !== "exited" && c.State !== "dead") return;
       } else if (c.State === "running" || c.State === "restarting") {
         return;
+      } else if (c.State === "created") {
+        const grace = opts.live && !opts.live.has(owner) ? (opts.orphanGraceS ?? ORPHAN_GRACE_S) : CREATED_GRACE_S;
+        if (nowS - c.Created < grace) return;
       }
-      // A live executor creates, attaches, then starts: leave a young created one alone.
-      const mineToGo = c.Labels?.[LABEL] === ownId && opts.own === "all";
-      if (!mineToGo && c.State === "created" && Date.now() / 1000 - c.Created < CREATED_GRACE_S) return;
       try {
         await docker.getContainer(c.Id).remove({ force: true, v: true });
         removed.push(c.Id);

@@ -202,29 +202,40 @@ export class Sandbox {
   }
 
   /**
-   * Creates, attaches and starts a sandbox container.
+   * Creates, attaches and starts a sandbox container. A container that is gone before it
+   * started (another executor's sweep took it for the leftover of a dead owner: leftovers.ts)
+   * is replaced by a new one, once.
    * @throws LoopsmithError `sandbox_error` when the engine refuses (missing image, bad runtime, …);
    *   the container is removed when it was created.
    */
   static async create(docker: Docker, spec: SandboxSpec): Promise<Sandbox> {
-    let container: Docker.Container | undefined;
-    try {
-      container = await docker.createContainer(createOptions(spec));
-      const stream = (await container.attach({
-        stream: true,
-        stdin: true,
-        stdout: true,
-        stderr: true,
-        hijack: true,
-      })) as unknown as Duplex;
-      const sandbox = new Sandbox(container, stream, spec);
-      await container.start();
-      return sandbox;
-    } catch (err) {
-      if (container) await container.remove({ force: true }).catch(() => undefined);
-      throw new LoopsmithError("sandbox_error", `cannot start a sandbox container from ${spec.image}: ${(err as Error).message}`, {
-        cause: err,
-      });
+    for (let attempt = 1; ; attempt++) {
+      let container: Docker.Container | undefined;
+      try {
+        container = await docker.createContainer(createOptions(spec));
+        const stream = (await container.attach({
+          stream: true,
+          stdin: true,
+          stdout: true,
+          stderr: true,
+          hijack: true,
+        })) as unknown as Duplex;
+        const sandbox = new Sandbox(container, stream, spec);
+        try {
+          await container.start();
+        } catch (err) {
+          stream.destroy();
+          throw err;
+        }
+        return sandbox;
+      } catch (err) {
+        const goneBeforeStart = container !== undefined && (err as { statusCode?: number }).statusCode === 404;
+        if (container) await container.remove({ force: true }).catch(() => undefined);
+        if (goneBeforeStart && attempt === 1) continue;
+        throw new LoopsmithError("sandbox_error", `cannot start a sandbox container from ${spec.image}: ${(err as Error).message}`, {
+          cause: err,
+        });
+      }
     }
   }
 

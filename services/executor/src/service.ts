@@ -6,9 +6,10 @@ import { join } from "node:path";
 import Docker from "dockerode";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { Endpoints, handle, type Config, type ServiceModule } from "@loopsmith/shared";
+import { Endpoints, ServiceNames, handle, pingService, type Config, type ServiceModule } from "@loopsmith/shared";
 import { createExecutor, type Executor } from "./executor.js";
 import { fitResult } from "./fit.js";
+import type { LiveInstances } from "./leftovers.js";
 import { snapshotLoader } from "./repo.js";
 
 /** Dependencies of {@link executorService}; `docker` defaults to the local engine (DOCKER_HOST or the socket). */
@@ -19,6 +20,22 @@ export interface ExecutorServiceDeps {
   docker?: Docker;
   /** An executor to serve instead of creating one (it is started and stopped here). */
   executor?: Executor;
+}
+
+/**
+ * The executor instances that answer a `$SRV` PING on `nc` (their `instance` metadata), or
+ * undefined when the bus cannot say (the connection is closed or refuses the request).
+ */
+export function liveExecutors(nc: NatsConnection, log: Logger): LiveInstances {
+  return async () => {
+    try {
+      const answers = await pingService(nc, ServiceNames.executor);
+      return new Set(answers.map((a) => a.metadata.instance).filter((id): id is string => Boolean(id)));
+    } catch (err) {
+      log.debug({ err }, "cannot ask which executors are alive; a created sandbox of another executor waits a minute");
+      return undefined;
+    }
+  };
 }
 
 /** `max_payload` assumed when the server does not say, in bytes (NATS's default). */
@@ -45,6 +62,8 @@ export async function executorService(deps: ExecutorServiceDeps): Promise<Servic
       log: deps.log,
       // Repo mode: base trees from the `loopsmith-repos` object store, extracted once per commit.
       loadBase: snapshotLoader(deps.nc, join(deps.config.dataDir, "cache", "repos")),
+      // A created, never-started sandbox of an executor that does not answer is removed soon.
+      liveInstances: liveExecutors(deps.nc, deps.log),
     });
   await executor.start();
   const engine = executor.engine;
