@@ -172,16 +172,19 @@ describe("executor: queue and leftovers", () => {
     expect(await containersOf(small.instanceId)).toHaveLength(0);
   });
 
-  plainIt("a dead executor's sandboxes end by themselves and the next executor removes them; a live owner's are kept, whatever pid they name", async () => {
+  plainIt("a dead executor's sandboxes end at once, mid-run too, and the next executor removes them; a live owner's are kept, whatever pid they name", async () => {
     // Owners that die in another pid namespace (their labels say pid 1, alive on every host).
-    const orphan = async (mode: "idle" | "running"): Promise<string> => {
-      const run = await runNode(join(REPO, "tests", "executor", "dead-owner.ts"), [`dead-${mode}`, mode]);
+    const orphan = async (mode: "idle" | "running", kind: "python" | "node" = "python"): Promise<string> => {
+      const run = await runNode(join(REPO, "tests", "executor", "dead-owner.ts"), [`dead-${mode}`, mode, kind]);
       const id = run.stdout.trim();
       expect(id, run.stderr).toMatch(/^[0-9a-f]{64}$/);
       return id;
     };
     const idle = await orphan("idle");
+    // Mid-run, with a run timeout and a supervisor deadline of 10 minutes: the supervisor sees
+    // its executor's connection end and kills the run (both supervisors: python and node).
     const running = await orphan("running");
+    const runningNode = await orphan("running", "node");
     // A live owner (this process) whose label names a pid that does not exist.
     const live = await docker.createContainer({
       Image: testConfig().images.python,
@@ -191,20 +194,22 @@ describe("executor: queue and leftovers", () => {
     });
     await live.start();
     const state = async (id: string) => (await docker.getContainer(id).inspect()).State;
-    // The idle sandbox exits when its owner's connection drops; the running one at its deadline.
-    const deadline = Date.now() + 30_000;
-    while ((await state(idle)).Running || (await state(running)).Running) {
-      if (Date.now() > deadline) throw new Error("a dead owner's sandbox is still running after 30 s");
-      await new Promise((r) => setTimeout(r, 250));
-    }
-    const next = await startExecutor({ warmPoolSize: 0 });
     try {
-      await expect(docker.getContainer(idle).inspect()).rejects.toMatchObject({ statusCode: 404 });
-      await expect(docker.getContainer(running).inspect()).rejects.toMatchObject({ statusCode: 404 });
+      // Each exits when its owner's connection drops: long before the run's 10-minute deadline.
+      const deadline = Date.now() + 30_000;
+      while ((await state(idle)).Running || (await state(running)).Running || (await state(runningNode)).Running) {
+        if (Date.now() > deadline) throw new Error("a dead owner's sandbox is still running after 30 s");
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      expect((await state(running)).ExitCode).toBe(137);
+      expect((await state(runningNode)).ExitCode).toBe(137);
+      const next = await startExecutor({ warmPoolSize: 0 });
+      await next.stop();
+      for (const id of [idle, running, runningNode]) await expect(docker.getContainer(id).inspect()).rejects.toMatchObject({ statusCode: 404 });
       expect((await live.inspect()).State.Running).toBe(true);
     } finally {
-      await next.stop();
       await live.remove({ force: true });
+      for (const id of [idle, running, runningNode]) await docker.getContainer(id).remove({ force: true }).catch(() => undefined);
     }
   });
 });

@@ -5,9 +5,10 @@
  * A warm container runs it from the moment it is created; it blocks reading stdin. Its
  * stdin is the executor's attach connection (`StdinOnce`): when the executor dies, the
  * engine closes it, the supervisor reads end-of-file and exits, and the container ends —
- * a warm container lives no longer than its owner, whatever host or pid namespace that
- * owner was in. A run
- * then sends one {@link BootSpec} and the workspace as a tar archive
+ * a sandbox lives no longer than its owner, whatever host or pid namespace that owner was
+ * in. The supervisor keeps reading stdin during a run: end-of-file then kills every process
+ * in the container and exits (code 137) without a trailer, since nobody is left to read one.
+ * A run sends one {@link BootSpec} and the workspace as a tar archive
  * (`<json length>\n<json><archive>`, see {@link encodeSpec}), and the supervisor:
  * 1. extracts the archive with `tar` running as the sandbox user (so the files are the
  *    sandbox user's, and nothing is written with more rights than the command has),
@@ -97,7 +98,7 @@ export function encodeSpec(spec: BootSpec, archive: Buffer): Buffer {
 
 /** Python 3.8+ supervisor (for the Python image); makes itself non-dumpable too. */
 export const PYTHON_BOOTSTRAP = String.raw`
-import os, sys, json, time, signal, subprocess, base64
+import os, sys, json, time, signal, subprocess, base64, select, threading
 try:
     import ctypes
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
@@ -130,6 +131,26 @@ def read_line():
         if len(line) > 20:
             raise ValueError("bad header")
     return line
+ending = threading.Lock()
+def watch_owner():
+    # stdin is the executor's attach connection: its end means the executor is gone.
+    while True:
+        try:
+            select.select([0], [], [])
+            if not os.read(0, 65536):
+                break
+        except BlockingIOError:
+            continue
+        except OSError:
+            break
+    ending.acquire()
+    for _ in range(5000):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            break
+        time.sleep(0.0005)
+    os._exit(137)
 def others():
     me = os.getpid()
     return [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
@@ -137,6 +158,7 @@ def main():
     global marker
     spec = json.loads(read_exact(int(read_line())))
     archive = read_exact(spec["archiveBytes"])
+    threading.Thread(target=watch_owner, daemon=True).start()
     marker = spec["marker"].encode()
     env = spec["env"]
     setup = subprocess.run(spec["extract"], input=archive, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, close_fds=True)
@@ -156,6 +178,8 @@ def main():
     except OSError as e:
         os.write(2, ("loopsmith: cannot run %s: %s\n" % (spec["argv"][0], e.strerror)).encode())
         code = 127 if isinstance(e, FileNotFoundError) else 126
+    # From here to the trailer, an executor gone meanwhile waits: one ending, not two.
+    ending.acquire()
     duration = (time.monotonic() - start) * 1000.0
     stragglers = len(others())
     for _ in range(5000):
@@ -197,29 +221,41 @@ function readLine() {
 function writeAll(fd, data) { let off = 0; while (off < data.length) off += fs.writeSync(fd, data, off, data.length - off); }
 function out(obj) { writeAll(2, Buffer.from(marker)); writeAll(1, Buffer.from(marker + JSON.stringify(obj) + "\n")); }
 function others() { return fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p) && +p !== 1 && +p !== process.pid); }
+function killAll() { for (let i = 0; i < 5000; i++) { try { process.kill(-1, "SIGKILL"); } catch { break; } sleep(1); } }
+function ownerGone() { killAll(); process.exit(137); }
 function main() {
   const spec = JSON.parse(readExact(parseInt(readLine(), 10)).toString("utf8"));
   const archive = readExact(spec.archiveBytes);
+  // stdin is the executor's attach connection: its end means the executor is gone.
+  process.stdin.on("end", ownerGone).on("error", ownerGone).on("data", () => undefined);
   marker = spec.marker;
   const env = spec.env;
   const setup = cp.spawnSync(spec.extract[0], spec.extract.slice(1), { input: archive, env, stdio: ["pipe", "ignore", "pipe"], maxBuffer: 1 << 20 });
   if (setup.status !== 0) {
     const why = (setup.stderr ? setup.stderr.toString("utf8").slice(-2000) : "") || (setup.error ? String(setup.error.code) : "tar exit " + setup.status);
     out({ phase: "setup", error: why, exitCode: null, signal: null, durationMs: 0, stragglers: 0 });
-    return;
+    process.exit(0);
   }
   const start = process.hrtime.bigint();
   const argv = spec.drop.concat(spec.argv);
-  const r = cp.spawnSync(argv[0], argv.slice(1), { cwd: "/workspace", env, stdio: ["ignore", "inherit", "inherit"], timeout: spec.deadlineMs, killSignal: "SIGKILL" });
-  let code = r.status, sig = r.signal ? require("os").constants.signals[r.signal] : null;
-  if (r.error) { writeAll(2, Buffer.from("loopsmith: cannot run " + spec.argv[0] + ": " + r.error.code + "\n")); code = r.error.code === "ENOENT" ? 127 : 126; sig = null; }
-  const durationMs = Number(process.hrtime.bigint() - start) / 1e6;
-  const stragglers = others().length;
-  for (let i = 0; i < 5000; i++) { try { process.kill(-1, "SIGKILL"); } catch { break; } sleep(1); }
-  const trailer = { phase: "run", exitCode: code, signal: sig, durationMs, stragglers };
-  const res = cp.spawnSync(spec.read[0], spec.read.slice(1), { env, stdio: ["ignore", "pipe", "ignore"], maxBuffer: spec.resultLimitBytes + (1 << 16) });
-  if (res.status === 0 && res.stdout && res.stdout.length) trailer.result = res.stdout.subarray(0, spec.resultLimitBytes).toString("base64");
-  out(trailer);
+  // Spawned, not spawnSync: the event loop keeps watching stdin while the command runs.
+  const child = cp.spawn(argv[0], argv.slice(1), { cwd: "/workspace", env, stdio: ["ignore", "inherit", "inherit"] });
+  const deadline = setTimeout(() => child.kill("SIGKILL"), spec.deadlineMs);
+  let failed = null;
+  child.on("error", (e) => { failed = e; });
+  child.on("close", (status, signal) => {
+    clearTimeout(deadline);
+    let code = status, sig = signal ? require("os").constants.signals[signal] : null;
+    if (failed) { writeAll(2, Buffer.from("loopsmith: cannot run " + spec.argv[0] + ": " + failed.code + "\n")); code = failed.code === "ENOENT" ? 127 : 126; sig = null; }
+    const durationMs = Number(process.hrtime.bigint() - start) / 1e6;
+    const stragglers = others().length;
+    killAll();
+    const trailer = { phase: "run", exitCode: code, signal: sig, durationMs, stragglers };
+    const res = cp.spawnSync(spec.read[0], spec.read.slice(1), { env, stdio: ["ignore", "pipe", "ignore"], maxBuffer: spec.resultLimitBytes + (1 << 16) });
+    if (res.status === 0 && res.stdout && res.stdout.length) trailer.result = res.stdout.subarray(0, spec.resultLimitBytes).toString("base64");
+    out(trailer);
+    process.exit(0);
+  });
 }
 main();
 `;

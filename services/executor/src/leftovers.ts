@@ -1,9 +1,9 @@
 /**
  * Removal of sandbox containers that an earlier executor left behind (it crashed or was
  * killed). A sandbox's life is tied to its executor's attach connection (`StdinOnce`): when
- * the executor dies, the engine closes the supervisor's stdin and a waiting container
- * exits; a container in the middle of a run ends when the supervisor's own deadline passes
- * (the run's timeout plus `SUPERVISOR_GRACE_MS`). So a container of another executor that
+ * the executor dies, the engine closes the supervisor's stdin and the container exits, in
+ * the middle of a run too (bootstrap.ts; the supervisor's own deadline, the run's timeout
+ * plus `SUPERVISOR_GRACE_MS`, bounds a run besides). So a container of another executor that
  * is still running belongs to a live executor (or ends soon by itself), and one that has
  * stopped is a leftover, whoever and wherever its owner was. No pid is consulted: a pid
  * says nothing across pid namespaces (every executor in compose is pid 1) or hosts.
