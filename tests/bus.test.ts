@@ -5,7 +5,21 @@ import { z } from "zod";
 import { connect } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
 import pino from "pino";
-import { Endpoints, LoopsmithError, call, handle, loadConfig, startService, type EndpointDef } from "@loopsmith/shared";
+import {
+  Endpoints,
+  LoopsmithError,
+  NATS_ROLES,
+  ServiceNames,
+  call,
+  handle,
+  inboxPrefixOf,
+  loadConfig,
+  natsConnectOptions,
+  passwordVariable,
+  renderNatsServerConfig,
+  startService,
+  type EndpointDef,
+} from "@loopsmith/shared";
 import { it } from "./fixtures/index.js";
 
 const log = pino({ level: "silent" });
@@ -171,6 +185,77 @@ describe("typed bus on @nats-io/services", () => {
       await expect(reply).resolves.toEqual({ text: "done build" });
       expect(Date.now() - back).toBeLessThan(12_000);
       expect(handled).toBeGreaterThanOrEqual(1);
+    } finally {
+      await caller.close();
+      await worker.close();
+      await server.stop({ timeout: 0 });
+    }
+  }, 120_000);
+});
+
+describe("replies across a reconnect, with the permission matrix on", () => {
+  plainIt("a step whose service lost its connection while working is answered on the heartbeat subject at once, not sent again after the liveness limit", async () => {
+    // nats-server lets a user answer a request only on the connection that received it
+    // (`allow_responses`): after the service reconnects, the reply subject is refused.
+    const port = await freePort();
+    const password = (role: string): string => `pw-${role}-reconnect`;
+    const start = () =>
+      new GenericContainer(natsImage())
+        .withCopyContentToContainer([{ content: renderNatsServerConfig({ storeDir: "/tmp/js", httpPort: 0 }), target: "/etc/loopsmith-nats.conf" }])
+        .withEnvironment(Object.fromEntries(NATS_ROLES.map((r) => [passwordVariable(r), password(r)])))
+        .withCommand(["-c", "/etc/loopsmith-nats.conf"])
+        .withExposedPorts({ container: 4222, host: port })
+        .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
+        .start();
+    let server = await start();
+    const url = `nats://127.0.0.1:${port}`;
+    const as = (role: "architect" | "builder") =>
+      connect({
+        ...natsConnectOptions(loadConfig({ env: { NATS_URL: url, NATS_USER: role, NATS_PASSWORD: password(role), NATS_INBOX_PREFIX: inboxPrefixOf(role) } })),
+        servers: url,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+      });
+    const caller = await as("architect");
+    const worker = await as("builder");
+    const reconnected = (nc: typeof caller) =>
+      new Promise<void>((resolve) => {
+        void (async () => {
+          for await (const st of nc.status()) if (st.type === "reconnect") return resolve();
+        })();
+      });
+    // A builder endpoint (the architect may call it; the builder may serve it), echo's schemas.
+    const step: EndpointDef = { ...Endpoints.builder.build, request: echo.request, response: echo.response };
+    let handled = 0;
+    let received!: () => void;
+    const gotIt = new Promise<void>((r) => (received = r));
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const work = new Map<string, Promise<{ text: string }>>();
+    await startService(worker, {
+      name: ServiceNames.builder, version: "0.0.1", description: "test", log,
+      registrations: [handle(step, async (req) => {
+        const text = (req as { text: string }).text;
+        handled += 1;
+        received();
+        if (!work.has(text)) work.set(text, released.then(() => ({ text: `done ${text}` })));
+        return work.get(text) as Promise<{ text: string }>;
+      })],
+    });
+    try {
+      const livenessMs = 8_000;
+      const reply = call(caller, step, { v: 1, text: "build" }, { timeoutMs: 120_000, retries: 3, livenessMs });
+      await gotIt;
+      const back = Promise.all([reconnected(caller), reconnected(worker)]);
+      await server.stop({ timeout: 0 });
+      server = await start();
+      await back;
+      await caller.flush();
+      const answered = Date.now();
+      release(); // the step ends after both sides are connected again
+      await expect(reply).resolves.toEqual({ text: "done build" });
+      expect(Date.now() - answered).toBeLessThan(livenessMs / 2);
+      expect(handled).toBe(1);
     } finally {
       await caller.close();
       await worker.close();

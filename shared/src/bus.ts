@@ -6,7 +6,8 @@
  * A request that is not JSON or fails its schema is answered with `bad_request`; the
  * handler never sees it and the service keeps serving.
  */
-import type { NatsConnection } from "@nats-io/transport-node";
+import { randomBytes } from "node:crypto";
+import type { Msg, MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 import {
   ClosedConnectionError,
   ConnectionError,
@@ -15,7 +16,6 @@ import {
   NoRespondersError,
   RequestError,
   TimeoutError,
-  createInbox,
   headers,
 } from "@nats-io/transport-node";
 import { Svcm, type Service, type ServiceMsg } from "@nats-io/services";
@@ -74,34 +74,62 @@ function statusOf(error: ErrorData): number {
 export const HEARTBEAT_HEADER = "Loopsmith-Heartbeat";
 /** How often a service signals that it is still working on a request, in ms. */
 export const HEARTBEAT_EVERY_MS = 2_000;
+/**
+ * Header (value "1") of a reply sent to the heartbeat subject instead of the request's reply
+ * subject: the service's connection to NATS was lost and made again since the request came,
+ * and nats-server lets a user answer a request (`allow_responses`) only on the connection that
+ * received it, so the reply subject is refused now. The body is the reply as usual.
+ */
+export const REPLY_HEADER = "Loopsmith-Reply";
+
+/**
+ * How a service sends what is not the reply itself: heartbeats, and replies that must go to
+ * the heartbeat subject ({@link REPLY_HEADER}).
+ */
+export interface ReplyLink {
+  /** Publishes to `subject` (a heartbeat when `body` is absent); never throws. */
+  publish(subject: string, body?: Uint8Array, hdrs?: MsgHdrs): void;
+  /** A number that changes whenever the connection is lost (and made again). */
+  epoch(): number;
+}
 
 /**
  * Decodes, validates and answers one request. Never throws: every failure becomes a typed
- * error reply. While the handler works, publishes heartbeats to the inbox the request names
- * in {@link HEARTBEAT_HEADER} (through `publish`), so the caller can tell a slow step from
- * a dead service.
+ * error reply. While the handler works, publishes heartbeats to the subject the request names
+ * in {@link HEARTBEAT_HEADER} (through `link`), so the caller can tell a slow step from a
+ * dead service; when the connection was lost and made again meanwhile, the reply goes to that
+ * subject too, marked with {@link REPLY_HEADER} (the reply subject would be refused).
  */
-export async function answer(
-  msg: ServiceMsg,
-  def: EndpointDef,
-  handler: Handler<EndpointDef>,
-  log: Logger,
-  publish?: (subject: string) => void,
-): Promise<void> {
-  const beatTo = msg.headers?.get(HEARTBEAT_HEADER);
-  const beat = beatTo && publish && beatTo.startsWith(`${BEATS_PREFIX}.`) ? setInterval(() => publish(beatTo), HEARTBEAT_EVERY_MS) : undefined;
+export async function answer(msg: ServiceMsg, def: EndpointDef, handler: Handler<EndpointDef>, log: Logger, link?: ReplyLink): Promise<void> {
+  const raw = msg.headers?.get(HEARTBEAT_HEADER);
+  const beatTo = raw && link && raw.startsWith(`${BEATS_PREFIX}.`) ? raw : undefined;
+  const beat = beatTo && link ? setInterval(() => link.publish(beatTo), HEARTBEAT_EVERY_MS) : undefined;
+  const arrived = link?.epoch();
+  const send: Sender = (body, error) => {
+    if (beatTo && link && link.epoch() !== arrived) {
+      const h = headers();
+      h.set(REPLY_HEADER, "1");
+      link.publish(beatTo, body, h);
+      return;
+    }
+    if (error) msg.respondError(error.status, error.description, body);
+    else msg.respond(body);
+  };
   try {
-    await answerOnce(msg, def, handler, log);
+    await answerOnce(msg, def, handler, log, send);
   } finally {
     clearInterval(beat);
   }
 }
 
-async function answerOnce(msg: ServiceMsg, def: EndpointDef, handler: Handler<EndpointDef>, log: Logger): Promise<void> {
+/** Sends a reply's body; with `error`, as a `$SRV` error reply (status and description headers). */
+type Sender = (body: Uint8Array, error?: { status: number; description: string }) => void;
+
+async function answerOnce(msg: ServiceMsg, def: EndpointDef, handler: Handler<EndpointDef>, log: Logger, send: Sender): Promise<void> {
   const fail = (error: ErrorData): void => {
     // The description travels in a header: one line, bounded.
     const description = error.message.replace(/[\r\n]+/g, " ").slice(0, 200);
-    msg.respondError(statusOf(error), description, encodeReply({ ok: false, error }));
+    send(encodeReply({ ok: false, error }), { status: statusOf(error), description });
   };
   let raw: unknown;
   try {
@@ -135,7 +163,7 @@ async function answerOnce(msg: ServiceMsg, def: EndpointDef, handler: Handler<En
       fail({ code: "internal", message: `${def.subject} produced an invalid reply`, retryable: false });
       return;
     }
-    msg.respond(encodeReply({ ok: true, value: checked.data }));
+    send(encodeReply({ ok: true, value: checked.data }));
   } catch (err) {
     const error = toErrorData(err);
     if (error.code === "internal") child.error({ err }, "handler failed");
@@ -171,6 +199,20 @@ export interface ServiceOptions {
  */
 export async function startService(nc: NatsConnection, opts: ServiceOptions): Promise<Service> {
   const svcm = new Svcm(repliesToInboxesOnly(nc, opts.log) as unknown as ConstructorParameters<typeof Svcm>[0]);
+  let epoch = 0;
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === "disconnect" || s.type === "reconnect") epoch++;
+  })().catch(() => undefined);
+  const link: ReplyLink = {
+    publish: (subject, body, hdrs) => {
+      try {
+        nc.publish(subject, body, hdrs ? { headers: hdrs } : undefined);
+      } catch {
+        // The connection is closing or reconnecting; the caller's liveness limit decides.
+      }
+    },
+    epoch: () => epoch,
+  };
   const service = await svcm.add({
     name: opts.name,
     version: opts.version,
@@ -186,13 +228,7 @@ export async function startService(nc: NatsConnection, opts: ServiceOptions): Pr
           opts.log.error({ err }, "endpoint subscription failed");
           return;
         }
-        void answer(msg, def, handler, opts.log, (subject) => {
-          try {
-            nc.publish(subject);
-          } catch {
-            // The connection is closing or reconnecting; the caller's liveness limit decides.
-          }
-        });
+        void answer(msg, def, handler, opts.log, link);
       },
     });
   }
@@ -373,21 +409,25 @@ class SilentServiceError extends Error {
  * @throws SilentServiceError when no heartbeat or reply came for `livenessMs`; whatever
  *   `nc.request` throws otherwise
  */
-async function requestOnce(nc: NatsConnection, subject: string, payload: string, timeoutMs: number, livenessMs?: number) {
+async function requestOnce(nc: NatsConnection, subject: string, payload: string, timeoutMs: number, livenessMs?: number): Promise<Msg> {
   if (livenessMs === undefined) return nc.request(subject, payload, { timeout: timeoutMs });
-  const inbox = createInbox(BEATS_PREFIX);
+  // Unguessable (not a nuid): a reply may come this way ({@link REPLY_HEADER}).
+  const inbox = `${BEATS_PREFIX}.${randomBytes(16).toString("hex")}`;
   const beats = nc.subscribe(inbox);
   const h = headers();
   h.set(HEARTBEAT_HEADER, inbox);
   let timer: NodeJS.Timeout | undefined;
-  const silence = new Promise<never>((_, reject) => {
+  const silence = new Promise<Msg>((resolve, reject) => {
     const arm = (): void => {
       clearTimeout(timer);
       timer = setTimeout(() => reject(new SilentServiceError(`no sign of life from ${subject} for ${livenessMs} ms`)), livenessMs);
     };
     arm();
     void (async () => {
-      for await (const _ of beats) arm();
+      for await (const m of beats) {
+        if (m.headers?.get(REPLY_HEADER) === "1") resolve(m);
+        else arm();
+      }
     })();
   });
   const reply = nc.request(subject, payload, { timeout: timeoutMs, headers: h });

@@ -51,9 +51,9 @@ export {
 export type { ServiceName } from "./subjects.js";
 export { Endpoints, requestSubject, servedSubject } from "./endpoints.js";
 export type { EndpointDef } from "./endpoints.js";
-export { HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, answer, call, handle, pingService, startService } from "./bus.js";
+export { HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, REPLY_HEADER, answer, call, handle, pingService, startService } from "./bus.js";
 export { isTransientNatsError, permissionDenied } from "./nats-errors.js";
-export type { CallOptions, Handler, HandlerContext, Registration, ServiceOptions, ServicePing } from "./bus.js";
+export type { CallOptions, Handler, HandlerContext, Registration, ReplyLink, ServiceOptions, ServicePing } from "./bus.js";
 export { Config, DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm, loadConfig, ownerOf, priceOf } from "./config.js";
 export { ENV_KEYS, configFromEnv, mergeConfig, withProviderCredentials } from "./config-layers.js";
 export { maskConfig, maskUrl } from "./mask.js";
