@@ -171,8 +171,8 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   let sweeper: NodeJS.Timeout | undefined;
   let engine: EngineInfo | undefined;
   /** {@link removeLeftovers} with the executors the bus says are alive. */
-  const sweepLeftovers = async (opts: LeftoverOptions = {}): Promise<string[]> => {
-    const live = await deps.liveInstances?.();
+  const sweepLeftovers = async (opts: LeftoverOptions = {}, asked = deps.liveInstances?.()): Promise<string[]> => {
+    const live = await asked;
     return removeLeftovers(docker, instanceId, log, { ...opts, ...(live ? { live } : {}) });
   };
   // A dead engine's warm containers died with it: when it answers again they are replaced.
@@ -224,9 +224,11 @@ export function createExecutor(deps: ExecutorDeps): Executor {
 
   const start = (): Promise<void> => {
     starting ??= (async () => {
+      // The ping's collection window (0.5 s) passes while the engine is asked.
+      const asked = deps.liveInstances?.();
       engine = await describeEngine(docker, deps.env ? { env: deps.env } : {});
       await ensureImages(docker, [...pools.values()].map((p) => p.spec.image), { engine, log, ...(cfg.imageArchive ? { archive: cfg.imageArchive } : {}) });
-      await sweepLeftovers();
+      await sweepLeftovers({}, asked);
       await Promise.all(
         [...pools.values()].map(async (pool) => {
           const want = { memoryBytes: pool.spec.memoryBytes, pidsLimit: cfg.pidsLimit, cpus: cfg.cpus };
