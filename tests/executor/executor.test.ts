@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it as plainIt } from "vitest";
 import { connect } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
 import { Endpoints, ServiceNames, busyReason, call, hasCode, runService, type ExecutionResult } from "@loopsmith/shared";
-import { createExecutor, executorService, LABEL, LABEL_HOST, LABEL_PID, liveExecutors, loadSeccompProfile, ORPHAN_GRACE_S, Sandbox, type Executor } from "@loopsmith/executor";
+import { createExecutor, executorService, LABEL, LABEL_HOST, LABEL_PID, LABEL_SETUP, liveExecutors, loadSeccompProfile, ORPHAN_GRACE_S, Sandbox, type Executor } from "@loopsmith/executor";
 import { hostname } from "node:os";
 import type Docker from "dockerode";
 import { join } from "node:path";
@@ -308,15 +308,17 @@ describe("executor service over NATS", () => {
     const nc = await connect({ servers: nats.url });
     // Another executor, alive: it answers `$SRV` PING with its instance id, as executorService does.
     const alive = await new Svcm(nc as never).add({ name: ServiceNames.executor, version: "0.0.0", metadata: { instance: "a11ce0a11ce0" } });
-    const created = async (owner: string): Promise<Docker.Container> =>
+    const created = async (owner: string, extra: Record<string, string> = {}): Promise<Docker.Container> =>
       docker.createContainer({
         Image: testConfig().images.python,
         Cmd: ["sleep", "300"],
-        Labels: { [LABEL]: owner, [LABEL_HOST]: hostname(), [LABEL_PID]: "1" },
+        Labels: { [LABEL]: owner, [LABEL_HOST]: hostname(), [LABEL_PID]: "1", ...extra },
         HostConfig: { NetworkMode: "none" },
       });
     const ofLiveOwner = await created("a11ce0a11ce0");
     const ofDeadOwner = await created("dead0dead0de");
+    // A setup helper is never started by design: it keeps the minute whoever its owner.
+    const helper = await created("dead0dead0de", { [LABEL_SETUP]: "k" });
     try {
       const live = await liveExecutors(nc, log)();
       expect([...(live ?? [])]).toEqual(["a11ce0a11ce0"]);
@@ -327,6 +329,7 @@ describe("executor service over NATS", () => {
       expect(await running.stop()).toBeNull();
       await expect(ofDeadOwner.inspect()).rejects.toMatchObject({ statusCode: 404 });
       expect((await ofLiveOwner.inspect()).State.Status).toBe("created");
+      expect((await helper.inspect()).State.Status).toBe("created");
       // A closed connection cannot say who lives: unknown, not "nobody".
       const closed = await connect({ servers: nats.url });
       await closed.close();
@@ -336,6 +339,7 @@ describe("executor service over NATS", () => {
       await nc.close();
       await ofLiveOwner.remove({ force: true }).catch(() => undefined);
       await ofDeadOwner.remove({ force: true }).catch(() => undefined);
+      await helper.remove({ force: true }).catch(() => undefined);
     }
   });
 });

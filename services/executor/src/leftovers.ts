@@ -12,10 +12,13 @@
  * owner was killed between create and start. It is told apart from one a live owner is about
  * to start by asking the bus which executor instances are alive (`$SRV` PING, see
  * {@link LiveInstances}): one whose owner does not answer is removed after
- * {@link ORPHAN_GRACE_S}; without an answer from the bus, after {@link CREATED_GRACE_S}.
+ * {@link ORPHAN_GRACE_S}; without an answer from the bus, after {@link CREATED_GRACE_S}. Setup
+ * helpers (label `org.loopsmith.setup`) are never started, by design (setup.ts reads and
+ * writes a volume through them): they always get {@link CREATED_GRACE_S}.
  */
 import type Docker from "dockerode";
 import type { Logger } from "pino";
+import { LABEL_SETUP } from "./layer.js";
 import { LABEL } from "./sandbox.js";
 
 /**
@@ -78,7 +81,9 @@ export async function removeLeftovers(docker: Docker, ownId: string, log: Logger
       } else if (c.State === "running" || c.State === "restarting") {
         return;
       } else if (c.State === "created") {
-        const grace = opts.live && !opts.live.has(owner) ? (opts.orphanGraceS ?? ORPHAN_GRACE_S) : CREATED_GRACE_S;
+        // A setup helper is created and never started by design: it gets the full minute.
+        const orphaned = opts.live !== undefined && !opts.live.has(owner) && c.Labels?.[LABEL_SETUP] === undefined;
+        const grace = orphaned ? (opts.orphanGraceS ?? ORPHAN_GRACE_S) : CREATED_GRACE_S;
         if (nowS - c.Created < grace) return;
       }
       try {
