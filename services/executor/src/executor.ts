@@ -13,27 +13,22 @@ import {
   busyReason,
   createIdempotencyCache,
   hasCode,
-  summarizeTests,
-  trimTests,
   type Config,
   type ExecutionResult,
   type Language,
-  type TestCase,
 } from "@loopsmith/shared";
 import { commandEnv, imageOf, kindOf, RESULT_PATH, type ImageKind } from "./commands.js";
 import { describeEngine, EngineWatch, ensureImages, type EngineHealth, type EngineInfo } from "./engine.js";
-import { parseJUnit } from "./junit.js";
 import { removeLeftovers, SWEEP_EVERY_MS, type LeftoverOptions, type LiveInstances } from "./leftovers.js";
 import { Limiter } from "./limiter.js";
-import { verdict } from "./outcome.js";
 import { WarmPool } from "./pool.js";
 import { LABEL, LABEL_HOST, LABEL_PID, Sandbox, STOPPED_REASON, type RawRun, type SandboxSpec } from "./sandbox.js";
 import { loadSeccompProfile } from "./seccomp.js";
-import { planRun, setupField } from "./repo-run.js";
+import { planRun } from "./repo-run.js";
+import { blocked, precheck, resultOf, sandboxError, withoutOutput, type DetailedResult } from "./result.js";
 import { PROBE, selfTest } from "./selftest.js";
 import { SetupLayers } from "./setup.js";
-import { shellOutcome } from "./shell.js";
-import { checkFiles } from "./workspace.js";
+import { SandboxTracker } from "./tracker.js";
 
 /** Options of one run. */
 export interface RunOptions {
@@ -41,14 +36,7 @@ export interface RunOptions {
   signal?: AbortSignal;
 }
 
-/** A result with the exact bytes of the output (the result's strings are UTF-8 decoded). */
-export interface DetailedResult {
-  result: ExecutionResult;
-  /** stdout as produced, at most `outputLimitBytes`. */
-  stdout: Buffer;
-  /** stderr as produced, at most `outputLimitBytes`. */
-  stderr: Buffer;
-}
+export { MAX_TESTS_REPORTED, type DetailedResult } from "./result.js";
 
 /** The executor service's engine. */
 export interface Executor {
@@ -107,8 +95,6 @@ export interface ExecutorLoad {
 export const IDEMPOTENCY_TTL_MS = 10 * 60_000;
 /** Most results kept for idempotency. */
 const IDEMPOTENCY_MAX = 1_000;
-/** Most test cases listed in a result (failing ones first); `summary` counts them all. */
-export const MAX_TESTS_REPORTED = 1_000;
 /** Largest JUnit file read back from a sandbox, in bytes (about 100 000 pytest cases). */
 const RESULT_LIMIT_BYTES = 16 * 1024 * 1024;
 /** Memory of the warm containers, MiB (the request's default; others are updated per run). */
@@ -146,8 +132,25 @@ export interface ExecutorDeps {
   liveInstances?: LiveInstances;
 }
 
-function sandboxError(reason: string): ExecutionResult {
-  return { status: "sandbox_error", exitCode: null, durationMs: 0, tests: [], stdout: "", stderr: "", truncated: false, reason };
+/**
+ * The start-up self-test in one pool's image (selftest.ts): a probe run in a fresh container
+ * (not from the pool: nothing is pooled until the test has passed), removed afterwards.
+ * @throws LoopsmithError `sandbox_error` when confinement is missing or the image cannot run
+ */
+async function selfTestPool(docker: Docker, pool: WarmPool, cfg: Config["executor"], tracker: SandboxTracker): Promise<void> {
+  const want = { memoryBytes: pool.spec.memoryBytes, pidsLimit: cfg.pidsLimit, cpus: cfg.cpus };
+  await selfTest(pool.spec.image, want, async () => {
+    const sandbox = await Sandbox.create(docker, pool.spec);
+    tracker.track(sandbox);
+    try {
+      return await sandbox.run(
+        { argv: ["sh", "-c", PROBE], env: commandEnv("python"), files: [], resultPath: RESULT_PATH, resultLimitBytes: 1024 },
+        { timeoutMs: 20_000, outputLimitBytes: 64 * 1024, memoryBytes: pool.spec.memoryBytes },
+      );
+    } finally {
+      tracker.dispose(sandbox);
+    }
+  });
 }
 
 /**
@@ -160,12 +163,11 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   const instanceId = randomBytes(6).toString("hex");
   const labels = { [LABEL]: instanceId, [LABEL_HOST]: hostname(), [LABEL_PID]: String(process.pid) };
   const limiter = new Limiter(cfg.concurrency, cfg.queueLimit);
-  const live = new Set<Sandbox>();
-  const removals = new Set<Promise<void>>();
+  const tracker = new SandboxTracker(log);
   const inflight = new Set<AbortController>();
   const idempotent = createIdempotencyCache<DetailedResult>({ ttlMs: IDEMPOTENCY_TTL_MS, maxEntries: IDEMPOTENCY_MAX });
   const pools = new Map<ImageKind, WarmPool>();
-  const layers = new SetupLayers({ docker, log, track: (s) => live.add(s), dispose: (s) => dispose(s), ...deps.setup });
+  const layers = new SetupLayers({ docker, log, track: (s) => tracker.track(s), dispose: (s) => tracker.dispose(s), ...deps.setup });
   let starting: Promise<void> | undefined;
   let stopping: Promise<void> | undefined;
   let sweeper: NodeJS.Timeout | undefined;
@@ -179,14 +181,13 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   const watch = new EngineWatch(docker, log, (health: EngineHealth) => {
     if (!health.healthy) return;
     for (const pool of pools.values()) pool.fill();
-    // Tracked with the other removals, so `settled()` and `stop()` wait for it.
-    const sweep: Promise<void> = sweepLeftovers({ own: "stopped" })
-      .then(
+    // Tracked with the removals, so `settled()` and `stop()` wait for it.
+    tracker.after(
+      sweepLeftovers({ own: "stopped" }).then(
         () => undefined,
         (err: unknown) => log.warn({ err }, "could not remove the sandboxes the engine's stop left"),
-      )
-      .finally(() => removals.delete(sweep));
-    removals.add(sweep);
+      ),
+    );
   });
 
   const seccomp = loadSeccompProfile(cfg.seccompProfile);
@@ -202,24 +203,13 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     ...(cfg.runtime ? { runtime: cfg.runtime } : {}),
   });
   for (const kind of deps.kinds ?? (["python", "node"] as const)) {
-    pools.set(kind, new WarmPool(docker, specFor(kind), cfg.warmPoolSize, log, (s) => live.add(s)));
+    pools.set(kind, new WarmPool(docker, specFor(kind), cfg.warmPoolSize, log, (s) => tracker.track(s)));
   }
   /** @throws LoopsmithError `sandbox_error` when this executor does not serve the language's image */
   const poolOf = (language: Language): WarmPool => {
     const pool = pools.get(kindOf(language));
     if (!pool) throw new LoopsmithError("sandbox_error", `this executor does not run ${language}`, { retryable: false });
     return pool;
-  };
-
-  const dispose = (sandbox: Sandbox): void => {
-    const p = sandbox
-      .destroy()
-      .catch((err: unknown) => log.warn({ err, id: sandbox.id }, "could not remove a sandbox container"))
-      .finally(() => {
-        live.delete(sandbox);
-        removals.delete(p);
-      });
-    removals.add(p);
   };
 
   const start = (): Promise<void> => {
@@ -229,24 +219,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       engine = await describeEngine(docker, deps.env ? { env: deps.env } : {});
       await ensureImages(docker, [...pools.values()].map((p) => p.spec.image), { engine, log, ...(cfg.imageArchive ? { archive: cfg.imageArchive } : {}) });
       await sweepLeftovers({}, asked);
-      await Promise.all(
-        [...pools.values()].map(async (pool) => {
-          const want = { memoryBytes: pool.spec.memoryBytes, pidsLimit: cfg.pidsLimit, cpus: cfg.cpus };
-          await selfTest(pool.spec.image, want, async () => {
-            // Not from the pool: nothing is pooled until the self-test has passed.
-            const sandbox = await Sandbox.create(docker, pool.spec);
-            live.add(sandbox);
-            try {
-              return await sandbox.run(
-                { argv: ["sh", "-c", PROBE], env: commandEnv("python"), files: [], resultPath: RESULT_PATH, resultLimitBytes: 1024 },
-                { timeoutMs: 20_000, outputLimitBytes: 64 * 1024, memoryBytes: pool.spec.memoryBytes },
-              );
-            } finally {
-              dispose(sandbox);
-            }
-          });
-        }),
-      );
+      await Promise.all([...pools.values()].map((pool) => selfTestPool(docker, pool, cfg, tracker)));
       for (const pool of pools.values()) pool.fill();
       // Sandboxes of an executor that died end by themselves; remove them as they do.
       sweeper = setInterval(() => void sweepLeftovers().catch((err: unknown) => log.warn({ err }, "leftover sweep failed")), SWEEP_EVERY_MS);
@@ -257,28 +230,19 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     return starting;
   };
 
+  /** Plans, runs and judges one request (the caller holds a slot). */
   const execute = async (req: ExecutionRequest, signal: AbortSignal): Promise<DetailedResult> => {
     const started = performance.now();
-    try {
-      checkFiles(req.files, cfg.tmpfsMb * MiB);
-    } catch (err) {
-      if (!hasCode(err, "workspace_invalid")) throw err;
-      const result: ExecutionResult = { ...sandboxError(err.message), status: "blocked" };
-      return { result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
-    }
-    const missing = req.base ? [] : (req.tests ?? []).filter((t) => !req.files.some((f) => f.path === t));
-    if (missing.length) {
-      const result: ExecutionResult = { ...sandboxError(`the test files to run are not in the workspace: ${missing.join(", ")}`), status: "blocked" };
-      return { result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
-    }
+    const refused = precheck(req, cfg.tmpfsMb * MiB);
+    if (refused) return refused;
     const prepared = await planRun(req, { docker, config, log, layers, specFor, ...(deps.loadBase ? { loadBase: deps.loadBase } : {}) }, signal);
-    if ("blocked" in prepared) return { result: { ...sandboxError(prepared.blocked), status: "blocked" }, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
-    if ("error" in prepared) return { result: sandboxError(prepared.error), stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
+    if ("blocked" in prepared) return blocked(prepared.blocked);
+    if ("error" in prepared) return withoutOutput(sandboxError(prepared.error));
     const { plan } = prepared;
     const pool = poolOf(req.language);
     // A run with a setup layer mounted needs a container created with the mount.
     const sandbox = plan.mounts ? await Sandbox.create(docker, { ...pool.spec, memoryBytes: req.memoryMb * MiB, mounts: plan.mounts }) : await pool.take();
-    live.add(sandbox);
+    tracker.track(sandbox);
     let raw: RawRun;
     try {
       raw = await sandbox.run(
@@ -286,48 +250,17 @@ export function createExecutor(deps: ExecutorDeps): Executor {
         { timeoutMs: req.timeoutMs, outputLimitBytes: cfg.outputLimitBytes, memoryBytes: req.memoryMb * MiB, signal },
       );
     } finally {
-      dispose(sandbox);
-      poolOf(req.language).fill();
+      tracker.dispose(sandbox);
+      pool.fill();
     }
-    let tests: TestCase[] = [];
-    if (raw.trailer?.result) tests = parseJUnit(Buffer.from(raw.trailer.result, "base64").toString("utf8")) ?? [];
-    let v = verdict({
-      runner: plan.runner,
-      stopReason: raw.stopReason,
-      oomKilled: raw.oomKilled,
-      trailer: raw.trailer,
-      containerExitCode: raw.containerExitCode,
-      tests,
-      timeoutMs: req.timeoutMs,
-      memoryMb: req.memoryMb,
-    });
-    const durationMs = raw.trailer?.durationMs ?? raw.wallMs;
-    if (plan.shell !== undefined) {
-      ({ verdict: v, tests } = shellOutcome(v, { shell: plan.shell, tests, stdout: raw.stdout.toString("utf8"), stderr: raw.stderr.toString("utf8"), durationMs }));
-    }
-    if (plan.setup?.status === "failed" && v.status !== "passed") {
-      v = { ...v, reason: `${v.reason ? `${v.reason}; ` : ""}the setup command failed, so the run had no dependency layer` };
-    }
-    const summary = summarizeTests(tests);
-    const result: ExecutionResult = {
-      status: v.status,
-      exitCode: v.exitCode,
-      durationMs: Math.round(durationMs * 1000) / 1000,
-      tests: trimTests(tests, MAX_TESTS_REPORTED),
-      summary,
-      stdout: raw.stdout.toString("utf8"),
-      stderr: raw.stderr.toString("utf8"),
-      truncated: raw.truncated,
-      ...(v.reason ? { reason: v.reason } : {}),
-      ...(plan.setup ? { setup: setupField(plan.setup) } : {}),
-    };
-    log.debug({ status: result.status, wallMs: Math.round(performance.now() - started) }, "run finished");
-    return { result, stdout: raw.stdout, stderr: raw.stderr };
+    const done = resultOf(raw, plan, req);
+    log.debug({ status: done.result.status, wallMs: Math.round(performance.now() - started) }, "run finished");
+    return done;
   };
 
   /** Runs `req`; calls `forget` when the result must not answer a repeated key (infrastructure failure, cancel). */
   const runOnce = async (req: ExecutionRequest, opts: RunOptions, forget: () => void): Promise<DetailedResult> => {
-    const empty = (result: ExecutionResult): DetailedResult => ({ result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) });
+    const empty = withoutOutput;
     if (stopping) return empty(sandboxError("the executor is stopping"));
     const controller = new AbortController();
     const onAbort = (): void => controller.abort();
@@ -366,10 +299,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     const parsed = ExecutionRequest.safeParse(input);
     if (!parsed.success) {
       const paths = parsed.error.issues.some((i) => i.path[0] === "files" && i.path[2] === "path");
-      if (paths) {
-        const result: ExecutionResult = { ...sandboxError("a file path escapes the workspace"), status: "blocked" };
-        return Promise.resolve({ result, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) });
-      }
+      if (paths) return Promise.resolve(blocked("a file path escapes the workspace"));
       const fields = parsed.error.issues.map((i) => `${i.path.join(".") || "(request)"}: ${i.message}`).join("; ");
       return Promise.reject(new LoopsmithError("bad_request", `invalid execution request: ${fields}`, { details: parsed.error.issues }));
     }
@@ -377,12 +307,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     return idempotent.run(req.idempotencyKey, (forget) => runOnce(req, opts, forget));
   };
 
-  const settled = async (): Promise<void> => {
-    for (;;) {
-      await Promise.all([...removals, ...[...pools.values()].map((p) => p.settled())]);
-      if (removals.size === 0) return;
-    }
-  };
+  const settled = (): Promise<void> => tracker.settled(() => [...pools.values()].map((p) => p.settled()));
 
   /** The refusal while the engine does not answer: a busy answer, so the caller goes elsewhere. */
   const engineDown = (): LoopsmithError =>
@@ -413,7 +338,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       clearInterval(sweeper);
       await Promise.all([...pools.values()].map((p) => p.close()));
       while (inflight.size) await new Promise((resolve) => setTimeout(resolve, 20));
-      for (const s of live) dispose(s);
+      tracker.disposeAll();
       await settled();
       // Whatever still carries this executor's label (a container created while its engine
       // went away, so never tracked) is removed: nothing of it stays on the engine.
