@@ -12,10 +12,13 @@ import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jet
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import pRetry from "p-retry";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Streams, ensureStreams, ensureTaskIntake, natsServers, openTaskStates, setupBus, snapshotBucket, submitTask } from "@loopsmith/shared";
+import { Svcm } from "@nats-io/services";
+import { ServiceNames, Streams, ensureStreams, ensureTaskIntake, natsServers, openTaskStates, setupBus, snapshotBucket, submitTask, type ServiceName } from "@loopsmith/shared";
+import { presentServices } from "../cli/src/stack.js";
 import { startNatsCluster, type StartedCluster } from "./fixtures/containers.js";
 
 const docker = promisify(execFile);
+const ALL_SERVICES = Object.keys(ServiceNames) as ServiceName[];
 
 let cluster: StartedCluster;
 const open: NatsConnection[] = [];
@@ -150,4 +153,22 @@ describe("a three-node JetStream cluster", () => {
       { retries: 120, minTimeout: 500, factor: 1 },
     );
   }, 180_000);
+});
+
+describe("finding a running stack on a cluster (presentServices)", () => {
+  it("asks a cluster where no service answered again before it says no stack runs, and finds one that answers a second later", async () => {
+    const client = await as("client");
+    const t0 = Date.now();
+    expect((await presentServices(client, ALL_SERVICES, 2_000, 1_500)).size).toBe(0);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1_500);
+
+    // A stack whose services all missed the first ping (its node was killed): found, not restarted.
+    const architect = await as("architect");
+    setTimeout(() => void new Svcm(architect as never).add({ name: ServiceNames.architect, version: "0.0.0" }), 1_000);
+    const t1 = Date.now();
+    const present = await presentServices(client, ["architect"], 2_000, 5_000);
+    expect([...present]).toEqual(["architect"]);
+    expect(Date.now() - t1).toBeGreaterThanOrEqual(900);
+    expect(Date.now() - t1).toBeLessThan(4_500);
+  });
 });

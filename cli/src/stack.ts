@@ -161,19 +161,41 @@ export async function answeringServices(nc: NatsConnection, want?: readonly Serv
 export const PARTIAL_STACK_WAIT_MS = 12_000;
 
 /**
+ * How long a NATS cluster where no service answered is asked again before "no stack runs" is
+ * the answer, in ms: a stack on a cluster whose node was just killed can miss one ping
+ * entirely (the compose cluster e2e test once saw `solve` start a whole stack of its own, with
+ * the client's credentials, when its first ping met the kill of `nats-2`).
+ */
+export const EMPTY_CLUSTER_WAIT_MS = 3_000;
+
+/**
  * The services of a running stack: those that answer a ping. When some answer and others
  * do not, the stack is running and the others are most likely between two pings (a NATS node
  * failing over, a restart), so they are asked again every 250 ms for up to `waitMs`. Starting
- * a second copy here, with this command's credentials, would be wrong. When none answers, no
- * stack runs, and the answer is given at once.
+ * a second copy here, with this command's credentials, would be wrong. When none answers on a
+ * single server whose connection held, no stack runs, and the answer is given at once; on a
+ * cluster, or when the connection was lost and made again during the ping, they are asked
+ * again for up to `emptyWaitMs` first.
  */
-export async function presentServices(nc: NatsConnection, want: readonly ServiceName[], waitMs = PARTIAL_STACK_WAIT_MS): Promise<Set<ServiceName>> {
+export async function presentServices(
+  nc: NatsConnection,
+  want: readonly ServiceName[],
+  waitMs = PARTIAL_STACK_WAIT_MS,
+  emptyWaitMs = EMPTY_CLUSTER_WAIT_MS,
+): Promise<Set<ServiceName>> {
+  // A reconnect gets the INFO of another server (or of a restarted one: a new id).
+  const server = nc.info?.server_id;
+  const askAgain = async (present: Set<ServiceName>, until: number, more: () => boolean): Promise<void> => {
+    while (more() && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 250));
+      for (const s of await answeringServices(nc, want)) present.add(s);
+    }
+  };
   const present = await answeringServices(nc, want);
-  const until = Date.now() + waitMs;
-  while (present.size > 0 && want.some((s) => !present.has(s)) && Date.now() < until) {
-    await new Promise((r) => setTimeout(r, 250));
-    for (const s of await answeringServices(nc, want)) present.add(s);
-  }
+  const moved = nc.info?.server_id !== server;
+  const clustered = nc.info?.cluster !== undefined || (nc.info?.connect_urls?.length ?? 0) > 0;
+  if (present.size === 0 && (clustered || moved)) await askAgain(present, Date.now() + emptyWaitMs, () => present.size === 0);
+  await askAgain(present, Date.now() + waitMs, () => present.size > 0 && want.some((s) => !present.has(s)));
   return present;
 }
 
