@@ -152,7 +152,9 @@ describe("DAG tasks in the conductor", () => {
   it("a cancelled DAG task cancels its running children and the subtasks not started", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
     const ref: { conductor?: Conductor } = {};
-    const h = harness(nc, () => ref.conductor!, { runMs: 2_000 });
+    // Runs long enough that storage, started just before validation, is still running when
+    // the cancel lands (with 2 s, a loaded CI machine once saw storage pass first).
+    const h = harness(nc, () => ref.conductor!, { runMs: 8_000 });
     const conductor = (ref.conductor = await startConductor({ nc, steps: h.steps, log, concurrency: 4 }));
     try {
       const input = await dagTask(nc);
