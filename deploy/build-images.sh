@@ -48,7 +48,8 @@ mirror() {
 # The content version of each image, as its org.loopsmith.version label says (an image built
 # before the label existed is version 1). A present image of an older version is rebuilt.
 # python 2: python3-pip (repo mode's setup phase); node 2: npm (`npm test`, `npm ci`).
-declare -A VERSION=([nats]=1 [postgres]=1 [python]=2 [node]=2 [runtime]=1 [engine]=1)
+# python 3: python3-pytest-xdist and the verdict plugin (loopsmith_verdict.py); node 3: the verdict reporter.
+declare -A VERSION=([nats]=1 [postgres]=1 [python]=3 [node]=3 [runtime]=1 [engine]=1)
 kind_of() {
   case "$1" in
     "$NATS_IMAGE") echo nats ;; "$POSTGRES_IMAGE") echo postgres ;;
@@ -137,7 +138,10 @@ build_postgres() {
 
 build_python() {
   need_image "$PYTHON_IMAGE" || { echo "build-images: $PYTHON_IMAGE exists"; return; }
-  rootfs python python3 python3-pytest python3-hypothesis python3-pip
+  # python3-pytest-xdist: the tests run in a worker process, the verdict is the controller's
+  # (loopsmith_verdict.py, the pytest plugin every test command loads; docs/SANDBOX.md).
+  rootfs python python3 python3-pytest python3-pytest-xdist python3-hypothesis python3-pip
+  install -m 0644 "$here/rootfs/sandbox-python/loopsmith_verdict.py" "$work/python/usr/lib/python3/dist-packages/"
   import python "$PYTHON_IMAGE" 'USER 10001:10001' 'WORKDIR /workspace' 'ENV PYTHONDONTWRITEBYTECODE=1' \
     'CMD ["python3"]' 'LABEL org.loopsmith.image=sandbox-python'
 }
@@ -150,7 +154,7 @@ build_node() {
   local ts; ts=$(cd "$work/node" && ls usr/share/nodejs/typescript/lib/typescript.js 2>/dev/null || true)
   [ -n "$ts" ] || { echo "build-images: node-typescript did not install typescript.js" >&2; exit 1; }
   install -d -m 0755 "$work/node/opt/loopsmith"
-  install -m 0644 "$here/rootfs/sandbox-node/ts-register.mjs" "$here/rootfs/sandbox-node/ts-hooks.mjs" "$work/node/opt/loopsmith/"
+  install -m 0644 "$here/rootfs/sandbox-node/ts-register.mjs" "$here/rootfs/sandbox-node/ts-hooks.mjs" "$here/rootfs/sandbox-node/verdict-reporter.mjs" "$work/node/opt/loopsmith/"
   import node "$NODE_IMAGE" 'USER 10001:10001' 'WORKDIR /workspace' 'CMD ["node"]' \
     'LABEL org.loopsmith.image=sandbox-node'
 }

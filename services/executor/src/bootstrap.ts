@@ -52,6 +52,14 @@ export interface BootSpec {
    * whose executor died mid-run.
    */
   deadlineMs: number;
+  /**
+   * The run's verdict key (64 hex digits), when the command's test runner reports through the
+   * verdict channel: the supervisor opens a pipe (Python) or socket (Node.js) to the command,
+   * names its descriptor in `LOOPSMITH_VERDICT_FD`, hands over the key (Python: in
+   * `LOOPSMITH_VERDICT_KEY`; Node.js: written once on the socket), and returns what the
+   * runner's controller wrote there as {@link BootTrailer.verdict}. See integrity.ts.
+   */
+  verdictKey?: string;
 }
 
 /** The argv prefix that runs a program as `uid` with no capabilities (util-linux `setpriv`). */
@@ -74,6 +82,8 @@ export interface BootTrailer {
   result?: string;
   /** Processes still alive after the command exited, which were killed. */
   stragglers: number;
+  /** What arrived on the verdict channel (base64, at most `resultLimitBytes`), when one was open. */
+  verdict?: string;
 }
 
 /** Block size of the result read (`dd bs=`), in bytes. */
@@ -167,8 +177,27 @@ def main():
         return
     start = time.monotonic()
     code, sig = None, None
+    verdict, fds = [], ()
+    if spec.get("verdictKey"):
+        vr, vw = os.pipe()
+        fds = (vw,)
+        env = dict(env, LOOPSMITH_VERDICT_FD=str(vw), LOOPSMITH_VERDICT_KEY=spec["verdictKey"])
+        def read_verdict():
+            size = 0
+            while True:
+                b = os.read(vr, 65536)
+                if not b:
+                    break
+                if size < spec["resultLimitBytes"]:
+                    verdict.append(b)
+                    size += len(b)
+        reader = threading.Thread(target=read_verdict, daemon=True)
+        reader.start()
     try:
-        p = subprocess.Popen(spec["drop"] + spec["argv"], cwd="/workspace", env=env, stdin=subprocess.DEVNULL, close_fds=True)
+        p = subprocess.Popen(spec["drop"] + spec["argv"], cwd="/workspace", env=env, stdin=subprocess.DEVNULL, close_fds=True, pass_fds=fds)
+        for fd in fds:
+            os.close(fd)
+        fds = ()
         try:
             rc = p.wait(timeout=spec["deadlineMs"] / 1000.0)
         except subprocess.TimeoutExpired:
@@ -178,6 +207,8 @@ def main():
     except OSError as e:
         os.write(2, ("loopsmith: cannot run %s: %s\n" % (spec["argv"][0], e.strerror)).encode())
         code = 127 if isinstance(e, FileNotFoundError) else 126
+    for fd in fds:
+        os.close(fd)
     # From here to the trailer, an executor gone meanwhile waits: one ending, not two.
     ending.acquire()
     duration = (time.monotonic() - start) * 1000.0
@@ -189,6 +220,9 @@ def main():
             break
         time.sleep(0.0005)
     trailer = {"phase": "run", "exitCode": code, "signal": sig, "durationMs": duration, "stragglers": stragglers}
+    if spec.get("verdictKey"):
+        reader.join(2.0)
+        trailer["verdict"] = base64.b64encode(b"".join(verdict)[: spec["resultLimitBytes"]]).decode()
     r = subprocess.run(spec["read"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
     if r.returncode == 0 and r.stdout:
         trailer["result"] = base64.b64encode(r.stdout[: spec["resultLimitBytes"]]).decode()
@@ -238,12 +272,25 @@ function main() {
   }
   const start = process.hrtime.bigint();
   const argv = spec.drop.concat(spec.argv);
+  const withVerdict = typeof spec.verdictKey === "string";
+  const verdict = []; let verdictBytes = 0, verdictDone = !withVerdict;
   // Spawned, not spawnSync: the event loop keeps watching stdin while the command runs.
-  const child = cp.spawn(argv[0], argv.slice(1), { cwd: "/workspace", env, stdio: ["ignore", "inherit", "inherit"] });
+  const child = cp.spawn(argv[0], argv.slice(1), { cwd: "/workspace", env: withVerdict ? Object.assign({}, env, { LOOPSMITH_VERDICT_FD: "3" }) : env, stdio: withVerdict ? ["ignore", "inherit", "inherit", "pipe"] : ["ignore", "inherit", "inherit"] });
+  let afterVerdict = null;
+  if (withVerdict) {
+    const channel = child.stdio[3];
+    channel.on("error", () => undefined);
+    channel.write(spec.verdictKey + "\n");
+    channel.on("data", (b) => { if (verdictBytes < spec.resultLimitBytes) { verdict.push(b); verdictBytes += b.length; } });
+    channel.on("close", () => { verdictDone = true; if (afterVerdict) afterVerdict(); });
+  }
   const deadline = setTimeout(() => child.kill("SIGKILL"), spec.deadlineMs);
-  let failed = null;
-  child.on("error", (e) => { failed = e; });
-  child.on("close", (status, signal) => {
+  let failed = null, ended = false;
+  child.on("error", (e) => { failed = e; finish(null, null); });
+  child.on("exit", (status, signal) => finish(status, signal));
+  function finish(status, signal) {
+    if (ended) return;
+    ended = true;
     clearTimeout(deadline);
     let code = status, sig = signal ? require("os").constants.signals[signal] : null;
     if (failed) { writeAll(2, Buffer.from("loopsmith: cannot run " + spec.argv[0] + ": " + failed.code + "\n")); code = failed.code === "ENOENT" ? 127 : 126; sig = null; }
@@ -251,11 +298,17 @@ function main() {
     const stragglers = others().length;
     killAll();
     const trailer = { phase: "run", exitCode: code, signal: sig, durationMs, stragglers };
-    const res = cp.spawnSync(spec.read[0], spec.read.slice(1), { env, stdio: ["ignore", "pipe", "ignore"], maxBuffer: spec.resultLimitBytes + (1 << 16) });
-    if (res.status === 0 && res.stdout && res.stdout.length) trailer.result = res.stdout.subarray(0, spec.resultLimitBytes).toString("base64");
-    out(trailer);
-    process.exit(0);
-  });
+    const report = () => {
+      if (withVerdict) trailer.verdict = Buffer.concat(verdict).subarray(0, spec.resultLimitBytes).toString("base64");
+      const res = cp.spawnSync(spec.read[0], spec.read.slice(1), { env, stdio: ["ignore", "pipe", "ignore"], maxBuffer: spec.resultLimitBytes + (1 << 16) });
+      if (res.status === 0 && res.stdout && res.stdout.length) trailer.result = res.stdout.subarray(0, spec.resultLimitBytes).toString("base64");
+      out(trailer);
+      process.exit(0);
+    };
+    if (verdictDone) return report();
+    afterVerdict = report;
+    setTimeout(report, 2000);
+  }
 }
 main();
 `;

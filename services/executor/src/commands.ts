@@ -5,6 +5,9 @@
 import { isTestFile, type Config, type FileChange, type Language } from "@loopsmith/shared";
 import { NODE_BOOTSTRAP, PYTHON_BOOTSTRAP } from "./bootstrap.js";
 
+/** Where the node verdict reporter is installed in the sandbox image (deploy/rootfs/sandbox-node). */
+export const NODE_VERDICT_REPORTER = "/opt/loopsmith/verdict-reporter.mjs";
+
 /** Where the default test commands write JUnit XML: outside the workspace, read back by the supervisor. */
 export const RESULT_PATH = "/tmp/.loopsmith/result.xml";
 
@@ -77,6 +80,15 @@ export const TS_NODE_OPTIONS = ["--import", "/opt/loopsmith/ts-register.mjs"];
 export const PYTEST_ISOLATED = ["python3", "-I", "-B", "-u", "-m", "pytest", "-q", "-c", "/dev/null", "--rootdir=/workspace", "--noconftest", "-p", "no:cacheprovider"];
 
 /**
+ * pytest options that make the verdict the controller's (integrity.ts): pytest-xdist with one
+ * worker, so the tests are collected and run in a worker process and the process the sandbox
+ * started only schedules and reports, and loopsmith's plugin, which reports on the verdict
+ * channel and adds the run's tripwire tests. `-p xdist` loads xdist's entry point also where
+ * plugin autoloading is off.
+ */
+export const PYTEST_CONTROLLER = ["-p", "xdist", "-n", "1", "-p", "loopsmith_verdict"];
+
+/**
  * Python files that use hypothesis (`import hypothesis` or `from hypothesis …`): only then is
  * its pytest plugin loaded (see {@link defaultCommand}).
  */
@@ -96,9 +108,9 @@ export const HYPOTHESIS_PLUGIN = "_hypothesis_pytestplugin";
  *   0.45 s pytest start in the sandbox image (measured there with `time`), about a third of a
  *   scripted HumanEval task's sandbox CPU (`npm run bench:throughput`). A test that uses
  *   hypothesis runs with the plugin as before; `@given` works without it in any case.
- * - javascript/typescript: node's test runner with the spec reporter on stdout and the
- *   JUnit reporter to {@link RESULT_PATH}, over `tests` when given, else the files that
- *   look like tests.
+ * - javascript/typescript: node's test runner with loopsmith's verdict reporter
+ *   ({@link NODE_VERDICT_REPORTER}: the spec view on stdout, the verdict on the supervisor's
+ *   channel), over `tests` when given, else the files that look like tests.
  * @param tests - exactly the test files to run (workspace-relative), or undefined
  * @param opts.wholeWorkspace - `files` is every file of the workspace (false over a repository's base tree)
  */
@@ -113,7 +125,7 @@ export function defaultCommand(
     const lean = opts.wholeWorkspace ?? true;
     const hypothesis = !lean || files.some((f) => f.path.endsWith(".py") && USES_HYPOTHESIS.test(f.content));
     return {
-      argv: [...PYTEST_ISOLATED, ...(lean && hypothesis ? ["-p", HYPOTHESIS_PLUGIN] : []), `--junitxml=${RESULT_PATH}`, ...(tests ? ["--", ...tests] : [])],
+      argv: [...PYTEST_ISOLATED, ...PYTEST_CONTROLLER, ...(lean && hypothesis ? ["-p", HYPOTHESIS_PLUGIN] : []), `--junitxml=${RESULT_PATH}`, ...(tests ? ["--", ...tests] : [])],
       runner: "pytest",
       env: lean ? { ...env, PYTEST_DISABLE_PLUGIN_AUTOLOAD: "1" } : env,
     };
@@ -122,10 +134,8 @@ export function defaultCommand(
     "node",
     ...(language === "typescript" ? TS_NODE_OPTIONS : []),
     "--test",
-    "--test-reporter=spec",
+    `--test-reporter=${NODE_VERDICT_REPORTER}`,
     "--test-reporter-destination=stdout",
-    "--test-reporter=junit",
-    `--test-reporter-destination=${RESULT_PATH}`,
     ...(tests ?? nodeTestFiles(files, language)),
   ];
   return { argv, runner: "node", env };

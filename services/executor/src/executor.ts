@@ -25,6 +25,7 @@ import { WarmPool } from "./pool.js";
 import { LABEL, LABEL_HOST, LABEL_PID, Sandbox, STOPPED_REASON, type RawRun, type SandboxSpec } from "./sandbox.js";
 import { loadSeccompProfile } from "./seccomp.js";
 import { planRun } from "./repo-run.js";
+import { tripwireEntries } from "./integrity.js";
 import { blocked, precheck, resultOf, sandboxError, withoutOutput, type DetailedResult } from "./result.js";
 import { PROBE, selfTest } from "./selftest.js";
 import { SetupLayers } from "./setup.js";
@@ -246,7 +247,15 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     let raw: RawRun;
     try {
       raw = await sandbox.run(
-        { argv: plan.argv, env: plan.env, files: req.files, ...(plan.archive ? { archive: plan.archive } : {}), resultPath: RESULT_PATH, resultLimitBytes: RESULT_LIMIT_BYTES },
+        {
+          argv: plan.argv,
+          env: plan.env,
+          files: req.files,
+          ...(plan.archive ? { archive: plan.archive } : plan.integrity ? { extra: tripwireEntries(plan.integrity) } : {}),
+          ...(plan.integrity ? { verdictKey: plan.integrity.key } : {}),
+          resultPath: RESULT_PATH,
+          resultLimitBytes: RESULT_LIMIT_BYTES,
+        },
         { timeoutMs: req.timeoutMs, outputLimitBytes: cfg.outputLimitBytes, memoryBytes: req.memoryMb * MiB, signal },
       );
     } finally {

@@ -7,9 +7,11 @@ export { readWorkspaceDir, checkFiles, isSafeRelativePath, type ReadDirOptions }
 export { parseJUnit } from "./junit.js";
 export { fitResult } from "./fit.js";
 export { LABEL, LABEL_HOST, LABEL_PID, Sandbox, createOptions, type SandboxSpec } from "./sandbox.js";
-export { PYTEST_ISOLATED, type ImageKind } from "./commands.js";
+export { PYTEST_CONTROLLER, PYTEST_ISOLATED, RESULT_PATH, type ImageKind } from "./commands.js";
+export { judgeIntegrity, planIntegrity, readChannel, TRIPWIRE_DIR, type IntegrityPlan, type IntegrityJudgement, type ChannelRead, type Session } from "./integrity.js";
 export { SHIPPED_SECCOMP_PROFILE, loadSeccompProfile } from "./seccomp.js";
-export { repoArchive, snapshotLoader, isManifest, type RepoArchive, type TreeOverlay, type ArchiveLimits, type Manifest, type ExtraEntry } from "./repo.js";
+export { repoArchive, snapshotLoader, isManifest, type RepoArchive, type TreeOverlay, type ArchiveLimits, type Manifest } from "./repo.js";
+export type { ExtraEntry } from "./archive.js";
 export { SetupLayers, type SetupOutcome, type SetupRequest, type SetupLayersDeps } from "./setup.js";
 export { setupKey, volumeName, layerEnv, setupEnv, SETUP_NETWORK, SETUP_VOLUME_PREFIX, LABEL_SETUP, DEPS_DIR, NODE_MODULES_DIR, SETUP_RETRY_MS, PASSED_THROUGH } from "./layer.js";
 export { PYTEST_ADDOPTS, shellOutcome } from "./shell.js";

@@ -7,12 +7,13 @@ import { posix } from "node:path";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
 import { hasCode, ownerOfTask, type Config, type ExecutionRequest, type ExecutionResult } from "@loopsmith/shared";
-import { commandEnv, customCommand, defaultCommand, kindOf, RESULT_PATH, type ImageKind, type Runner } from "./commands.js";
+import { commandEnv, customCommand, defaultCommand, kindOf, nodeTestFiles, RESULT_PATH, type ImageKind, type Runner } from "./commands.js";
 import { isManifest, repoArchive, type ArchiveLimits } from "./repo.js";
 import { inodesFor, type SandboxSpec } from "./sandbox.js";
 import { layerEnv, layerMount, setupKey } from "./layer.js";
 import type { SetupLayers, SetupOutcome } from "./setup.js";
 import { PYTEST_ADDOPTS, shellArgv } from "./shell.js";
+import { integrityEnv, planIntegrity, tripwireEntries, type IntegrityPlan } from "./integrity.js";
 
 const MiB = 1024 * 1024;
 /** The setup container's workspace tmpfs is at least this big, MiB (setup.ts gives it as much). */
@@ -32,6 +33,36 @@ export interface RunPlan {
   shell?: string;
   /** The setup layer's outcome, when the request has a setup command. */
   setup?: SetupOutcome;
+  /**
+   * The run's verdict key and tripwires (integrity.ts), when its runner reports through the
+   * verdict channel: loopsmith's own pytest and node commands, and a shell line (for any
+   * pytest it runs). The tripwire file is already in `archive` when there is one.
+   */
+  integrity?: IntegrityPlan;
+  /** A session must report (loopsmith's own commands); false for a shell line. */
+  integrityRequired?: boolean;
+}
+
+/**
+ * Adds the verdict channel and tripwires to a plan whose runner reports through it: the
+ * default pytest and node commands (a session is then required) and a Python shell line
+ * (any pytest it runs reports; a line that runs none has no session). Node's tripwire module
+ * wrappers replace the test files in the argv; pytest's plugin finds its module through the
+ * environment.
+ */
+function withIntegrity(plan: RunPlan, req: ExecutionRequest): RunPlan {
+  const runner = plan.shell !== undefined ? (req.language === "python" ? "pytest" : undefined) : plan.runner === "custom" ? undefined : plan.runner;
+  if (!runner) return plan;
+  // node: the files the default command gives the runner (commands.ts).
+  const integrity = planIntegrity(runner, runner === "node" ? (req.tests ?? nodeTestFiles(req.files, req.language)) : []);
+  return {
+    ...plan,
+    // node: the runner is given each test file's wrapper instead of the file (the argv's tail).
+    argv: runner === "node" ? [...plan.argv.slice(0, plan.argv.length - integrity.testFiles.length), ...integrity.files.map((f) => f.path)] : plan.argv,
+    env: { ...plan.env, ...integrityEnv(integrity) },
+    integrity,
+    integrityRequired: plan.shell === undefined,
+  };
 }
 
 /** A plan, or why the run cannot happen: `blocked` (the request's fault) or `error` (infrastructure). */
@@ -70,11 +101,14 @@ export function setupField(s: SetupOutcome): NonNullable<ExecutionResult["setup"
  */
 export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: AbortSignal): Promise<Prepared> {
   const kind = kindOf(req.language);
-  const plan: RunPlan = req.shell
-    ? { argv: shellArgv(req.shell), runner: "custom", env: { ...commandEnv(req.language), PYTEST_ADDOPTS, LOOPSMITH_JUNIT: RESULT_PATH }, shell: req.shell }
-    : req.command
-      ? { argv: customCommand(req.language, req.command), runner: "custom", env: commandEnv(req.language) }
-      : defaultCommand(req.language, req.files, req.tests, { wholeWorkspace: !req.base });
+  const plan: RunPlan = withIntegrity(
+    req.shell
+      ? { argv: shellArgv(req.shell), runner: "custom", env: { ...commandEnv(req.language), PYTEST_ADDOPTS, LOOPSMITH_JUNIT: RESULT_PATH }, shell: req.shell }
+      : req.command
+        ? { argv: customCommand(req.language, req.command), runner: "custom", env: commandEnv(req.language) }
+        : defaultCommand(req.language, req.files, req.tests, { wholeWorkspace: !req.base }),
+    req,
+  );
   const base = req.base;
   if (!base) return { plan };
   if (!ctx.loadBase) return { error: "this executor has no snapshot store (it was created without a NATS connection), so it cannot run over a repository's base tree" };
@@ -88,7 +122,8 @@ export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: 
   const tmpfsMb = ctx.config.executor.tmpfsMb;
   try {
     const started = performance.now();
-    const built = await repoArchive({ treeDir, deleted: base.deleted, files: req.files }, { resultDir, limits: limitsOf(tmpfsMb), log: ctx.log });
+    const extra = plan.integrity ? tripwireEntries(plan.integrity) : [];
+    const built = await repoArchive({ treeDir, deleted: base.deleted, files: req.files }, { resultDir, limits: limitsOf(tmpfsMb), extra, log: ctx.log });
     ctx.log.debug({ files: built.files, bytes: built.bytes, ms: Math.round(performance.now() - started) }, "repo workspace packed");
     plan.archive = built.archive;
     const setupCommand = base.setupCommand ?? "";

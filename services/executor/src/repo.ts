@@ -13,6 +13,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { pack, type Pack } from "tar-stream";
 import { LoopsmithError, isDependencyManifest, materializeSnapshot, type FileChange } from "@loopsmith/shared";
+import type { ExtraEntry } from "./archive.js";
 
 /** True when `path` is a dependency manifest: what a setup layer's key covers (shared rule). */
 export const isManifest = isDependencyManifest;
@@ -35,14 +36,6 @@ export interface TreeOverlay {
   files: readonly FileChange[];
 }
 
-/** An extra archive member placed before the workspace, absolute path inside the container. */
-export interface ExtraEntry {
-  /** Absolute path, e.g. `/tmp/.loopsmith-ca/ca.pem`. */
-  path: string;
-  content: Buffer;
-  /** @defaultValue 0o644 */
-  mode?: number;
-}
 
 /** Limits of {@link repoArchive}: the sandbox's workspace tmpfs. */
 export interface ArchiveLimits {

@@ -4,8 +4,9 @@
  * supervisor's trailer, the JUnit file, the stop reason) with its test cases and output.
  */
 import { hasCode, summarizeTests, trimTests, type ExecutionRequest, type ExecutionResult, type TestCase } from "@loopsmith/shared";
+import { judgeIntegrity, readChannel, type IntegrityJudgement } from "./integrity.js";
 import { parseJUnit } from "./junit.js";
-import { verdict } from "./outcome.js";
+import { verdict, type Verdict } from "./outcome.js";
 import { setupField, type RunPlan } from "./repo-run.js";
 import type { RawRun } from "./sandbox.js";
 import { shellOutcome } from "./shell.js";
@@ -58,13 +59,38 @@ export function precheck(req: ExecutionRequest, tmpfsBytes: number): DetailedRes
 }
 
 /**
- * The result of a finished run: test cases from the JUnit file the supervisor read back, the
- * verdict (outcome.ts; a shell command's through `shellOutcome`), a failed setup named in the
+ * The verdict from the controller's report ({@link judgeIntegrity}) of a run that ended by
+ * itself: `tampering` when the report does not add up; `error` when the sessions could not
+ * collect or a worker crashed; else `failed` when a test failed, `error` when no test ran or
+ * the command exited non-zero with every test passing (loopsmith's own command), `failed`
+ * for the same in a shell line (the line's other steps failed), and `passed` otherwise.
+ */
+export function controllerVerdict(j: IntegrityJudgement, exitCode: number | null, shell: boolean): Verdict {
+  if (j.tampering) return { status: "tampering", exitCode, reason: `the verdict cannot be trusted: ${j.tampering}` };
+  if (j.error) return { status: "error", exitCode, reason: j.error };
+  if (j.tests.some((t) => t.status === "failed" || t.status === "error")) return { status: "failed", exitCode };
+  if (!j.tests.some((t) => t.status === "passed")) return { status: "error", exitCode, reason: j.tests.length ? "every test was skipped" : "the test runner collected no tests" };
+  if (exitCode !== 0) {
+    const reason = `every test passed, but the command exited with code ${exitCode ?? "?"}`;
+    return shell ? { status: "failed", exitCode, reason } : { status: "error", exitCode, reason };
+  }
+  return { status: "passed", exitCode: 0 };
+}
+
+/** Statuses decided before any report is read: the run did not end by itself. */
+const STOPPED = new Set(["timeout", "output_limit", "killed", "oom", "blocked"]);
+
+/**
+ * The result of a finished run: the verdict and test cases from the runner's controller when
+ * the run has a verdict channel (integrity.ts), else from the JUnit file the supervisor read
+ * back (outcome.ts; a shell command's through `shellOutcome`); a failed setup named in the
  * reason, durations in ms (the command's own when the supervisor reported it, else wall time).
  */
 export function resultOf(raw: RawRun, plan: RunPlan, req: ExecutionRequest): DetailedResult {
   let tests: TestCase[] = [];
-  if (raw.trailer?.result) tests = parseJUnit(Buffer.from(raw.trailer.result, "base64").toString("utf8")) ?? [];
+  const junit = raw.trailer?.result ? parseJUnit(Buffer.from(raw.trailer.result, "base64").toString("utf8")) : null;
+  if (junit) tests = junit;
+  let source: ExecutionResult["verdict"] = junit ? "result_file" : "exit_code";
   let v = verdict({
     runner: plan.runner,
     stopReason: raw.stopReason,
@@ -76,7 +102,12 @@ export function resultOf(raw: RawRun, plan: RunPlan, req: ExecutionRequest): Det
     memoryMb: req.memoryMb,
   });
   const durationMs = raw.trailer?.durationMs ?? raw.wallMs;
-  if (plan.shell !== undefined) {
+  const judged = plan.integrity && !STOPPED.has(v.status) ? judgeIntegrity(readChannel(Buffer.from(raw.trailer?.verdict ?? "", "base64"), plan.integrity.key), plan.integrity, plan.integrityRequired ?? false) : undefined;
+  if (judged) {
+    tests = judged.tests;
+    v = controllerVerdict(judged, raw.trailer?.exitCode ?? null, plan.shell !== undefined);
+    source = "controller";
+  } else if (plan.shell !== undefined) {
     ({ verdict: v, tests } = shellOutcome(v, { shell: plan.shell, tests, stdout: raw.stdout.toString("utf8"), stderr: raw.stderr.toString("utf8"), durationMs }));
   }
   if (plan.setup?.status === "failed" && v.status !== "passed") {
@@ -92,6 +123,7 @@ export function resultOf(raw: RawRun, plan: RunPlan, req: ExecutionRequest): Det
     stderr: raw.stderr.toString("utf8"),
     truncated: raw.truncated,
     ...(v.reason ? { reason: v.reason } : {}),
+    ...(v.status === "passed" || v.status === "failed" || v.status === "tampering" ? { verdict: source } : {}),
     ...(plan.setup ? { setup: setupField(plan.setup) } : {}),
   };
   return { result, stdout: raw.stdout, stderr: raw.stderr };

@@ -7,7 +7,7 @@ import { posix } from "node:path";
 import type { Duplex } from "node:stream";
 import type Docker from "dockerode";
 import { LoopsmithError, type FileChange } from "@loopsmith/shared";
-import { workspaceArchive } from "./archive.js";
+import { workspaceArchive, type ExtraEntry } from "./archive.js";
 import { encodeSpec, SANDBOX_UID, type BootSpec, type BootTrailer } from "./bootstrap.js";
 import { Capture, type CaptureEvent } from "./capture.js";
 import { supervisorCmd, type ImageKind } from "./commands.js";
@@ -132,7 +132,7 @@ export interface RawRun {
  * One run's work: the spec without its per-run secret, and the files of the workspace, or
  * (repo mode) the workspace archive already built from disk (`archive`, which then wins).
  */
-export type SandboxWork = Omit<BootSpec, "marker" | "uid" | "deadlineMs"> & { files: readonly FileChange[]; archive?: Buffer };
+export type SandboxWork = Omit<BootSpec, "marker" | "uid" | "deadlineMs"> & { files: readonly FileChange[]; archive?: Buffer; extra?: readonly ExtraEntry[] };
 
 /** Options of {@link Sandbox.run}. */
 export interface SandboxRunOptions {
@@ -248,8 +248,8 @@ export class Sandbox {
     if (this.used) throw new LoopsmithError("sandbox_error", "a sandbox container is used for one run only");
     this.used = true;
     if (this.ended) throw new LoopsmithError("sandbox_error", "the sandbox container ended before the run");
-    const { files, archive: built, ...boot } = work;
-    const archive = built ?? (await workspaceArchive(files, posix.dirname(work.resultPath)));
+    const { files, archive: built, extra, ...boot } = work;
+    const archive = built ?? (await workspaceArchive(files, posix.dirname(work.resultPath), extra));
     if (opts.memoryBytes !== this.spec.memoryBytes) {
       await this.container.update({ Memory: opts.memoryBytes, MemorySwap: opts.memoryBytes });
     }

@@ -20,7 +20,7 @@ import { LoopsmithError } from "@loopsmith/shared";
 import { SANDBOX_UID } from "./bootstrap.js";
 import { RESULT_PATH, type ImageKind } from "./commands.js";
 import { CA_PATH, DEFAULT_SETUP_TIMEOUT_MS, LABEL_SETUP, layerMount, SETUP_NETWORK, SETUP_MARKER, SETUP_RETRY_MS, setupEnv, volumeName } from "./layer.js";
-import type { ExtraEntry } from "./repo.js";
+import type { ExtraEntry } from "./archive.js";
 import { Sandbox, STOPPED_REASON, type RawRun, type SandboxSpec } from "./sandbox.js";
 
 const MiB = 1024 * 1024;

@@ -5,14 +5,16 @@
  * synthetic test case; exit code 127 is `command_not_found`, never a test failure.
  */
 import type { TestCase } from "@loopsmith/shared";
-import { RESULT_PATH } from "./commands.js";
+import { PYTEST_CONTROLLER, RESULT_PATH } from "./commands.js";
 import type { Verdict } from "./outcome.js";
 
 /**
  * `PYTEST_ADDOPTS` of a shell run: JUnit XML to {@link RESULT_PATH} (outside the workspace,
- * read back by the supervisor without following links) and no `.pytest_cache`.
+ * read back by the supervisor without following links), no `.pytest_cache`, and the
+ * controller's options ({@link PYTEST_CONTROLLER}: xdist with one worker and loopsmith's
+ * verdict plugin), so any pytest the line runs reports its verdict on the signed channel.
  */
-export const PYTEST_ADDOPTS = `--junitxml=${RESULT_PATH} -p no:cacheprovider`;
+export const PYTEST_ADDOPTS = `--junitxml=${RESULT_PATH} -p no:cacheprovider ${PYTEST_CONTROLLER.join(" ")}`;
 
 /** Longest command line used as the synthetic test case's name, in characters. */
 const NAME_LIMIT = 200;

@@ -15,6 +15,11 @@ import { CommitId } from "./repo.js";
  * - `blocked`: refused before running (static gate, invalid workspace).
  * - `command_not_found`: the command does not exist in the sandbox (shell exit 127, or exec
  *   failed); a configuration error, never a test failure.
+ * - `tampering`: the verdict cannot be trusted: the test runner's controller saw the code under
+ *   test forge or cut short its results (a tripwire test with the wrong outcome or missing, a
+ *   session that started and never ended, results for tests nobody collected, writes to the
+ *   verdict channel by another process). Never a pass; `reason` says what was seen
+ *   (docs/SANDBOX.md, "Verdicts").
  * - `sandbox_error`: the infrastructure failed; never counted against the candidate.
  */
 export const ExecutionStatus = z.enum([
@@ -27,6 +32,7 @@ export const ExecutionStatus = z.enum([
   "killed",
   "blocked",
   "command_not_found",
+  "tampering",
   "sandbox_error",
 ]);
 export type ExecutionStatus = z.infer<typeof ExecutionStatus>;
@@ -112,6 +118,14 @@ export const ExecutionResult = z.object({
   truncated: z.boolean(),
   /** Why the run was blocked or errored in the sandbox, when it was. */
   reason: z.string().optional(),
+  /**
+   * Where the verdict came from: `controller` (the test runner's controller reported on the
+   * signed verdict channel and the run's tripwires held: the code under test could not write
+   * it), `result_file` (a JUnit file the command wrote: a shell line that ran no runner
+   * loopsmith knows), `exit_code` (the exit status alone). Only `controller` resists a
+   * candidate that forges its results. Absent from an older executor.
+   */
+  verdict: z.enum(["controller", "result_file", "exit_code"]).optional(),
   /**
    * Repo mode, when the request's `base.setupCommand` is non-empty: the dependency layer the
    * run used. `built` by this run, `reused` (built before, or by a concurrent run), `failed`
