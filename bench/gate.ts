@@ -9,8 +9,9 @@
  *              symbolic links are not followed (Debian's python3.13 has two: one to a file
  *              already scanned, one into /etc)
  * Every file in both corpora is benign, so every blocked file is a false positive of some rule.
- * Prints per corpus: files scanned, files blocked, false-positive rate, and files and findings
- * by rule id; then each blocked standard-library file with its rules and lines.
+ * Prints per corpus: files scanned, files blocked, false-positive rate, files the
+ * evaluation-tampering rules would send to review (a non-blocking `tampering.*` finding), and
+ * files and findings by rule id; then each blocked standard-library file with its rules and lines.
  * With `--baseline <git-rev>` the gate's source at that revision is checked out into
  * `node_modules/.cache/` and run over the same files in the same process, side by side.
  * Usage: npm run --silent bench:gate -- --dataset <humaneval.jsonl> [--image <ref>] [--baseline <rev>]
@@ -50,15 +51,21 @@ interface Tally {
   filesByRule: Map<string, number>;
   /** Blocker findings by rule. */
   findingsByRule: Map<string, number>;
+  /** Files with a non-blocking `tampering.*` finding (the architect would send them to review), by rule. */
+  review: Map<string, number>;
+  reviewFiles: number;
   ms: number;
 }
 
 function run(fn: GateFn, corpus: Corpus): Tally {
-  const tally: Tally = { scanned: 0, blocked: [], filesByRule: new Map(), findingsByRule: new Map(), ms: 0 };
+  const tally: Tally = { scanned: 0, blocked: [], filesByRule: new Map(), findingsByRule: new Map(), review: new Map(), reviewFiles: 0, ms: 0 };
   const t0 = performance.now();
   for (const file of corpus.files) {
     const r = fn({ v: 1, taskId: "bench", iteration: 1, idempotencyKey: "bench/1/gate", language: "python", files: [file] });
     tally.scanned++;
+    const concerns = new Set(r.findings.filter((f) => f.rule?.startsWith("tampering.") && f.severity !== "blocker").map((f) => f.rule ?? "?"));
+    if (concerns.size > 0 && !r.blocked) tally.reviewFiles++;
+    for (const rule of concerns) tally.review.set(rule, (tally.review.get(rule) ?? 0) + 1);
     if (!r.blocked) continue;
     const hits = r.findings.filter((f) => f.severity === "blocker").map((f) => ({ rule: f.rule ?? "?", line: f.line ?? 0 }));
     tally.blocked.push({ path: file.path, hits });
@@ -178,17 +185,20 @@ const out: string[] = [
   `bench/gate: the static gate over benign code; humaneval from ${opts.dataset}, stdlib from ${image}:${stdlib.root}`,
   "every file is benign, so a blocked file is a false positive; by rule: files (blocker findings)",
   "",
-  `${"corpus".padEnd(10)} ${"gate".padEnd(18)} ${"files".padStart(6)} ${"blocked".padStart(8)} ${"FP rate".padStart(8)} ${"ms/file".padStart(8)}  by rule`,
+  `${"corpus".padEnd(10)} ${"gate".padEnd(18)} ${"files".padStart(6)} ${"blocked".padStart(8)} ${"FP rate".padStart(8)} ${"review".padStart(7)} ${"ms/file".padStart(8)}  by rule`,
 ];
 for (const { corpus, tallies } of results) {
   for (const { gate: name, tally } of tallies) {
     out.push(
-      `${corpus.name.padEnd(10)} ${name.padEnd(18)} ${String(tally.scanned).padStart(6)} ${String(tally.blocked.length).padStart(8)} ${pct(tally.blocked.length, tally.scanned).padStart(8)} ${(tally.ms / Math.max(1, tally.scanned)).toFixed(2).padStart(8)}  ${byRule(tally)}`,
+      `${corpus.name.padEnd(10)} ${name.padEnd(18)} ${String(tally.scanned).padStart(6)} ${String(tally.blocked.length).padStart(8)} ${pct(tally.blocked.length, tally.scanned).padStart(8)} ${String(tally.reviewFiles).padStart(7)} ${(tally.ms / Math.max(1, tally.scanned)).toFixed(2).padStart(8)}  ${byRule(tally)}`,
     );
   }
 }
 for (const { corpus, tallies } of results) {
   const now = tallies.at(-1)?.tally;
+  if (now && now.review.size > 0) {
+    out.push("", `${corpus.name}: files sent to review by a tampering warning, by rule: ${[...now.review].sort((a, b) => b[1] - a[1]).map(([r, n]) => `${r} ${n}`).join(", ")}`);
+  }
   if (!now || now.blocked.length === 0) continue;
   out.push("", `${corpus.name}: files still blocked (${now.blocked.length}), rule@lines`);
   for (const b of now.blocked) {

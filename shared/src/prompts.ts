@@ -13,7 +13,7 @@ import { assetPath } from "./assets.js";
 import { LoopsmithError } from "./errors.js";
 
 /** The prompt version each role uses now. Bump it with a new file, never edit an old one. */
-export const PROMPT_VERSIONS: Readonly<Record<Role, number>> = { spec: 1, plan: 1, build: 1, review: 1, reflect: 1, improve: 1 };
+export const PROMPT_VERSIONS: Readonly<Record<Role, number>> = { spec: 1, plan: 1, build: 1, review: 2, reflect: 1, improve: 1 };
 
 /** A loaded prompt: its system text (rules and worked example) and version. */
 export interface Prompt {

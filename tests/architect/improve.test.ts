@@ -34,6 +34,7 @@ import {
   type TaskResult,
 } from "@loopsmith/shared";
 import { startImprover, type Improver } from "@loopsmith/architect";
+import { gate } from "@loopsmith/reviewer";
 import { it } from "../fixtures/index.js";
 import { log, usage } from "./helpers.js";
 
@@ -136,7 +137,7 @@ async function summaryOf(nc: NatsConnection, runId: string): Promise<{ summary: 
 
 function improver(nc: NatsConnection, deps: { usd: number; hypotheses: Map<string, number>; exec: ExecutionRequest[]; cancelled?: string[] }): Promise<Improver> {
   const cache = mkdtempSync(join(tmpdir(), "improver-cache-"));
-  return startImprover({ nc, log, provider: provider(deps.usd, deps.hypotheses), execute: executor(nc, deps.exec), tree: (s) => materializeSnapshot(nc, s, cache), cancelTask: async (id) => void deps.cancelled?.push(id) });
+  return startImprover({ nc, log, provider: provider(deps.usd, deps.hypotheses), execute: executor(nc, deps.exec), gate: async (req) => gate(req), tree: (s) => materializeSnapshot(nc, s, cache), cancelTask: async (id) => void deps.cancelled?.push(id) });
 }
 
 /** NATS, a fake conductor and an improver for one test, stopped when the test ends (passed or not). */

@@ -18,6 +18,8 @@ export { OUTBOX_RETRY_MS, openRecordOutbox, type RecordOutbox } from "./outbox.j
 export { TaskState, initialState, addStepUsage, kvStateStore, type StateStore } from "./state.js";
 export { errorTextOf, failingTests, outputOf } from "./failure.js";
 export type { Improver, ImproverOptions } from "./improve/consumer.js";
+export { evaluationNames, gateChange, isTampering, tamperingConcerns } from "./tampering.js";
+export { changeTampering, tamperingViolation } from "./improve/tampering.js";
 
 /**
  * Starts the self-improvement consumer (see `improve/consumer.ts`). Its module (and its
@@ -86,6 +88,7 @@ export async function architectService(deps: {
         replicas,
         provider,
         execute: steps.execute,
+        gate: steps.gate,
         tree: steps.tree,
         ...(steps.cacheDir ? { cacheDir: steps.cacheDir } : {}),
         cancelTask: async (taskId, owner) => void (await tasks.cancel(taskId, owner)),

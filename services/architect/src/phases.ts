@@ -8,7 +8,8 @@ import { briefFromError, briefFromExecution, briefFromFindings, errorTextOf } fr
 import { MAX_SANDBOX_ERRORS, type TaskRun } from "./run.js";
 import type { TaskState } from "./state.js";
 import { fallbackPlan, forCheckpoint, verdictFiles } from "./verdict.js";
-import { applyCandidate, policyOf, repoExecution } from "./repo/phases.js";
+import { applyCandidate, baseReader, policyOf, repoExecution } from "./repo/phases.js";
+import { evaluationNames, findingPlace, gateChange, tamperingConcerns } from "./tampering.js";
 
 /** A phase's outcome: a final state (the task stopped), or undefined (go on). */
 export type PhaseOutcome = TaskState | undefined;
@@ -85,7 +86,13 @@ export async function buildPhase(run: TaskRun): Promise<PhaseOutcome> {
   return undefined;
 }
 
-/** GATE: the deterministic static check; a blocked candidate is a failed iteration, never run. */
+/**
+ * GATE: the deterministic static check; a blocked candidate is a failed iteration, never run.
+ * The gate is told the evaluation's names (the test command's words, the test files'
+ * paths). In repo mode a tampering finding the base file already had is not the change's
+ * (`gateChange`). A candidate the gate passes with evaluation-tampering concerns (non-blocking
+ * `tampering.*` findings) goes to review even when the task's review is off.
+ */
 export async function gatePhase(run: TaskRun): Promise<PhaseOutcome> {
   const s = run.s;
   await run.emit("phase", "static safety gate", { phase: "gate" });
@@ -96,32 +103,58 @@ export async function gatePhase(run: TaskRun): Promise<PhaseOutcome> {
   const files = [...(s.candidate?.files ?? []), ...(s.candidate?.tests ?? [])];
   if (files.length === 0) {
     await run.emit("step", "gate passed (nothing to check: the change only deletes files)", { phase: "gate" });
-    await run.go(s.task.review ? "review" : "execute");
+    await run.go(s.task.review ? "review" : "execute", { concerns: [] });
     return undefined;
   }
-  const verdict = await run.steps.gate({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("gate"), language: s.task.language, files });
+  const evaluation = evaluationNames([s.repo?.testCommand ?? s.task.repo?.testCommand], [...s.task.acceptanceTests, ...s.task.hiddenTests].map((f) => f.path));
+  const request = { v: 1 as const, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("gate"), language: s.task.language, files, evaluation };
+  const verdict = await gateChange(run.steps.gate, request, s.task.repo ? await baseReader(run) : undefined, run.key("gate_base"));
   if (verdict.blocked) {
-    await run.emit("step", `gate blocked the candidate: ${verdict.findings.filter((f) => f.severity === "blocker").map((f) => f.message).join("; ")}`, { phase: "gate", data: { findings: verdict.findings } });
+    const blockers = verdict.findings.filter((f) => f.severity === "blocker").map((f) => `${f.message}${f.path ? ` (${findingPlace(f)})` : ""}`);
+    await run.emit("step", `gate blocked the candidate: ${blockers.join("; ")}`, { phase: "gate", data: { findings: verdict.findings } });
     await run.go("remember", { failure: briefFromFindings(s.iteration, "blocked", verdict.findings) });
-  } else {
-    await run.emit("step", `gate passed (${verdict.findings.length} findings)`, { phase: "gate" });
-    await run.go(s.task.review ? "review" : "execute");
+    return undefined;
   }
+  const concerns = tamperingConcerns(verdict).slice(0, 50);
+  if (concerns.length === 0) {
+    await run.emit("step", `gate passed (${verdict.findings.length} findings)`, { phase: "gate" });
+    await run.go(s.task.review ? "review" : "execute", { concerns: [] });
+    return undefined;
+  }
+  const listed = concerns.slice(0, 5).map((f) => `${f.message} (${findingPlace(f)})`).join("; ");
+  await run.emit(
+    "step",
+    `gate passed (${verdict.findings.length} findings) with possible evaluation tampering; the candidate goes to review${s.task.review ? "" : " although the task's review is off"}: ${listed}${concerns.length > 5 ? ` and ${concerns.length - 5} more` : ""}`,
+    { phase: "gate", data: { concerns } },
+  );
+  await run.go("review", { concerns });
   return undefined;
 }
 
-/** REVIEW (when the task asks for it): a `blocker` finding fails the iteration without running. */
+/**
+ * REVIEW (when the task asks for it, or the gate had evaluation-tampering concerns): a
+ * `blocker` finding fails the iteration without running; so does a review that does not
+ * approve a candidate with concerns (the review decides what the gate could not). The
+ * review's findings are the failure the builder sees, and the step event says why.
+ */
 export async function reviewPhase(run: TaskRun): Promise<PhaseOutcome> {
   const s = run.s;
-  await run.emit("phase", "reviewing the candidate", { phase: "review" });
+  const concerns = s.concerns ?? [];
+  await run.emit("phase", concerns.length ? "reviewing the candidate (the gate saw possible evaluation tampering)" : "reviewing the candidate", { phase: "review" });
   try {
     const callsBefore = run.callsBefore("review");
-    const reply = await run.steps.review({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("review"), callsBefore, ...run.taskScript(), task: await run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, budget: run.budget() });
+    const reply = await run.steps.review({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: run.key("review"), callsBefore, ...run.taskScript(), task: await run.brief(), plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, ...(concerns.length ? { concerns } : {}), budget: run.budget() });
     await run.noteProvider("review", reply);
-    const blockers = reply.value.findings.filter((f) => f.severity === "blocker");
-    await run.emit("step", `review: ${reply.value.approved ? "approved" : "not approved"}, score ${reply.value.score.toFixed(2)}`, { phase: "review", data: { review: reply.value, ...run.llmData("review", callsBefore, reply) } });
+    const review = reply.value;
+    let blockers = review.findings.filter((f) => f.severity === "blocker");
+    if (blockers.length === 0 && concerns.length > 0 && !review.approved) {
+      // Not approved with concerns: the review's own findings say why; the gate's concerns when it gave none.
+      blockers = review.findings.length ? review.findings : concerns;
+    }
+    const why = blockers.map((f) => `${f.message}${f.path ? ` (${findingPlace(f)})` : ""}`).join("; ");
+    await run.emit("step", `review: ${review.approved ? "approved" : "not approved"}, score ${review.score.toFixed(2)}${why ? `: ${why}` : ""}`, { phase: "review", data: { review, ...(concerns.length ? { concerns } : {}), ...run.llmData("review", callsBefore, reply) } });
     if (blockers.length > 0) {
-      await run.go("remember", { failure: briefFromFindings(s.iteration, "blocked", blockers) });
+      await run.go("remember", { failure: briefFromFindings(s.iteration, "blocked", blockers.map((f) => ({ ...f, severity: "blocker" as const }))) });
       return undefined;
     }
   } catch (err) {

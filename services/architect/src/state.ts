@@ -11,6 +11,7 @@ import {
   DagState,
   ExecutionResult,
   FailureBrief,
+  Finding,
   LoopsmithError,
   Phase,
   Plan,
@@ -41,6 +42,11 @@ export const TaskState = z.object({
   failure: FailureBrief.optional(),
   failureId: z.string().optional(),
   reflection: Reflection.optional(),
+  /**
+   * The gate's non-blocking evaluation-tampering findings on the current candidate: they send
+   * it to review (even with the task's review off) and go to the reviewer with it.
+   */
+  concerns: z.array(Finding).optional(),
   /** One line per finished iteration. */
   history: z.array(z.string()),
   failures: z.array(FailureBrief),

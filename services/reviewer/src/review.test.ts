@@ -136,6 +136,19 @@ describe("review", () => {
     expect(model.requests).toHaveLength(3);
   });
 
+  it("shows the gate's tampering concerns with file and line, and the prompt names evaluation tampering as a reason to reject", () => {
+    const req = { ...request(), concerns: [{ severity: "warning" as const, message: "`sys.argv` tested in a function", path: "solution.py", line: 4, rule: "tampering.branch_on_runner" }] };
+    const text = renderReviewMessage(req);
+    expect(text).toContain("## Gate concerns");
+    expect(text).toContain("- solution.py:4 (tampering.branch_on_runner): `sys.argv` tested in a function");
+    expect(renderReviewMessage(request())).not.toContain("Gate concerns");
+    const prompt = loadPrompt("review");
+    expect(prompt.version).toBe(2);
+    for (const part of ["Reject evaluation tampering", "result file", "ending the process early", "patching the test framework", "special-casing the tests or the benchmark"]) {
+      expect(prompt.system).toContain(part);
+    }
+  });
+
   it("leaves out empty sections", () => {
     const req = request();
     req.candidate.tests = [];

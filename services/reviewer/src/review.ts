@@ -10,6 +10,7 @@ import {
   renderTask,
   Review,
   section,
+  type Finding,
   type LlmProvider,
   type Plan,
   type Prompt,
@@ -61,10 +62,21 @@ export function renderPlan(plan: Plan): string {
   );
 }
 
+/** The gate's evaluation-tampering concerns as the review prompt shows them: one line each, with file and line. */
+export function renderConcerns(concerns: readonly Finding[] | undefined): string {
+  if (!concerns?.length) return "";
+  const lines = concerns.map((f) => `- ${f.path ?? "?"}${f.line ? `:${f.line}` : ""} (${f.rule ?? "tampering"}): ${f.message}`);
+  return section(
+    "Gate concerns",
+    `The static gate saw possible evaluation tampering it could not judge. Decide for each whether it is tampering (then do not approve, and give a blocker finding) or the program's legitimate business:\n${lines.join("\n")}`,
+  );
+}
+
 /**
  * The user message of a review: the task (never hidden tests: `TaskBrief` has none), the
- * plan, the candidate's files, its generated tests and the builder's notes. Each file is
- * trimmed to about 4,000 tokens by `renderFile`.
+ * plan, the candidate's files, its generated tests, the builder's notes, and the gate's
+ * evaluation-tampering concerns when it had any. Each file is trimmed to about 4,000 tokens
+ * by `renderFile`.
  */
 export function renderReviewMessage(request: ReviewRequest): string {
   const { candidate } = request;
@@ -74,6 +86,7 @@ export function renderReviewMessage(request: ReviewRequest): string {
     section("Candidate files", candidate.files.map((f) => renderFile(f)).join("\n")),
     section("Generated tests", candidate.tests.map((f) => renderFile(f)).join("\n")),
     section("Builder's notes", candidate.notes),
+    renderConcerns(request.concerns),
     "Review this candidate against the task and the plan. Reply with the structured output only.",
   ]
     .filter(Boolean)

@@ -154,6 +154,9 @@ export type Hypothesis = z.infer<typeof Hypothesis>;
  * - `fewer_tests`: the check passed with fewer tests than on the parent.
  * - `thresholds_lowered`: a threshold or timeout in test configuration went down.
  * - `new_dependency`: a dependency manifest changed.
+ * - `tampering`: the static gate saw the change tamper with the evaluation (a clear
+ *   `tampering.*` finding: writing the verdict's files, an exit at import, patching the test
+ *   framework, branching on the runner or the benchmark, a file shadowing the framework).
  * - `bench_unparsed`: a benchmark run printed no case, or an unreadable one, or other cases than the parent's.
  * - `regression`: cases that passed on the parent fail on the candidate (beyond the tolerance).
  * - `no_improvement`: no significant improvement (a tie, or p ≥ alpha).
@@ -170,6 +173,7 @@ export const DecisionReason = z.enum([
   "fewer_tests",
   "thresholds_lowered",
   "new_dependency",
+  "tampering",
   "bench_unparsed",
   "regression",
   "no_improvement",

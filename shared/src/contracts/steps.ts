@@ -96,6 +96,12 @@ export const ReviewRequest = z.object({
   task: TaskBrief,
   plan: Plan,
   candidate: Candidate,
+  /**
+   * What the gate could not judge and the review must: its non-blocking evaluation-tampering
+   * findings (rules `tampering.*`, severity `warning`). A candidate with any goes to review
+   * even when the task's review is off.
+   */
+  concerns: z.array(Finding).max(50).optional(),
   budget: Budget.default({}),
 });
 export type ReviewRequest = z.infer<typeof ReviewRequest>;
@@ -105,6 +111,13 @@ export const GateRequest = z.object({
   ...StepHeader,
   language: Language,
   files: z.array(FileChange).min(1),
+  /**
+   * Names of what the candidate is judged by: the words of the check's and the benchmark's
+   * command lines, test and result file paths. Code outside the tests that names one is
+   * special-casing the evaluation (rule `tampering.branch_on_runner`); only path-like names
+   * count. Absent: no names known.
+   */
+  evaluation: z.array(z.string().max(1_000)).max(200).optional(),
 });
 export type GateRequest = z.infer<typeof GateRequest>;
 

@@ -88,10 +88,11 @@ export type BenchRead = { ok: true; cases: CaseRun[] } | { ok: false; error: str
 
 /**
  * Reads a benchmark run: its stdout (`json`) or its JUnit cases (`junit`). A run that timed
- * out, ran out of memory or could not start has no cases, whatever it printed.
+ * out, ran out of memory or could not start has no cases, whatever it printed; nor has one
+ * whose verdict the sandbox saw forged (`tampering`: a JUnit benchmark run by pytest).
  */
 export function readBench(result: ExecutionResult, format: "json" | "junit"): BenchRead {
-  if (["timeout", "oom", "output_limit", "killed", "sandbox_error", "blocked", "command_not_found"].includes(result.status)) {
+  if (["timeout", "oom", "output_limit", "killed", "sandbox_error", "blocked", "command_not_found", "tampering"].includes(result.status)) {
     return { ok: false, status: result.status, error: `the benchmark run ended with ${result.status}${result.reason ? ` (${result.reason})` : ""}` };
   }
   const read = format === "json" ? parseBenchOutput(result.stdout) : casesFromTests(result.tests);

@@ -26,6 +26,8 @@ import {
   type DecisionReason,
   type ExecutionRequest,
   type ExecutionResult,
+  type GateRequest,
+  type GateResult,
   type Hypothesis,
   type LlmProvider,
   type TaskResult,
@@ -39,12 +41,16 @@ import { protectedGlobs, testCountViolation, validateChange } from "./guards.js"
 import { failingOnParent, hypothesize, taskGoal } from "./hypothesis.js";
 import type { ImproveState, Tree } from "./state.js";
 import { candidateFiles, candidateSnapshot, diffStat } from "./tree.js";
+import { evaluationNames } from "../tampering.js";
+import { changeTampering } from "./tampering.js";
 
 /** What a generation needs from the outside. */
 export interface GenerationDeps {
   nc: NatsConnection;
   provider: LlmProvider;
   execute(req: ExecutionRequest): Promise<ExecutionResult>;
+  /** The reviewer's static gate (its evaluation-tampering rules judge the change in VALIDATE). */
+  gate(req: GateRequest): Promise<GateResult>;
   /** The directory holding a snapshot's tree, from `owner`'s store. */
   tree(snapshot: string, owner: string): Promise<string>;
   cacheDir?: string;
@@ -187,6 +193,11 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
     return reject(result.status === "passed" ? "no_change" : "implement_failed", `the task ${result.status === "passed" ? "changed nothing" : `ended ${result.status} (${result.stopReason}) without a change`}: ${result.message}`, { hypothesis });
   }
   const changePart = { change: { summary: change.summary, patch: change.patch, changed: change.changed, deleted: change.deleted, stat: diffStat(change.patch) }, hypothesis };
+  // VALIDATE, first: a change that tampers with the evaluation is rejected as such, whatever its check said.
+  const tampered = await changeTampering(deps.gate, { taskId, generation: n, language: request.language, patch: change.patch, deleted: change.deleted, read, evaluation: evaluationNames([s.bench, check], [s.benchJunit]) });
+  if (tampered) return reject(tampered.reason, tampered.message, changePart);
+  // The sandbox saw the check's run forged (tripwires, an early exit, unsigned results: docs/SANDBOX.md).
+  if (result.lastExecution?.status === "tampering") return reject("tampering", `the check's verdict on the candidate cannot be trusted (the sandbox saw its results forged): ${result.message}`, changePart);
   if (result.status !== "passed") return reject("check_failed", `the check \`${check}\` did not pass on the candidate: ${result.message}`, changePart);
 
   // VALIDATE
@@ -226,6 +237,7 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
   lap("bench");
   if (!bench.ok) {
     const onParent = bench.side === "parent";
+    if (bench.status === "tampering" && !onParent) return { ...reject("tampering", `the candidate's benchmark run cannot be trusted: ${bench.error}`, checkPart), parentCheck };
     return { ...reject("bench_unparsed", `${onParent ? "the PARENT's" : "the candidate's"} benchmark output cannot be read: ${bench.error}`, checkPart), parentCheck, fatal: onParent };
   }
   const paired = pairCases(bench.parent, bench.candidate);

@@ -14,7 +14,7 @@ import { DEFAULT_PROTECTED, SELF_PROTECTED, isDependencyManifest, isTestFile, ty
 
 /** A guard that fired: the reason code, one or two sentences with the figures, the paths involved. */
 export interface Violation {
-  reason: Extract<DecisionReason, "protected" | "tests_deleted" | "tests_skipped" | "fewer_tests" | "thresholds_lowered" | "new_dependency">;
+  reason: Extract<DecisionReason, "protected" | "tests_deleted" | "tests_skipped" | "fewer_tests" | "thresholds_lowered" | "new_dependency" | "tampering">;
   message: string;
   paths: string[];
 }

@@ -25,6 +25,12 @@ function baseTree(run: TaskRun): Promise<string> {
   return run.steps.tree(repoOf(run.s.task).snapshot, ownerOfTask(run.s.task));
 }
 
+/** A reader of the task's base tree: a file's text at the base commit, undefined when it is not there. */
+export async function baseReader(run: TaskRun): Promise<(path: string) => string | undefined> {
+  const root = await baseTree(run);
+  return (path) => readBaseFile(root, path);
+}
+
 /** A verdict's request: the candidate's changed files over the base tree, the repository's command. */
 export function repoExecution(run: TaskRun, step: string, candidate: Candidate | undefined, attempt = run.s.sandboxErrors): ExecutionRequest {
   const s = run.s;

@@ -5,9 +5,12 @@
  */
 import { Tree } from "@lezer/common";
 import type { Finding, GateRequest, GateResult } from "@loopsmith/shared";
-import { analyseJavaScript, type JsDialect } from "./javascript.js";
-import { analysePython } from "./python.js";
+import { analyseJavaScriptNames, type JsDialect } from "./javascript.js";
+import { tamperJavaScript } from "./jstamper.js";
+import { analysePythonNames } from "./python.js";
+import { tamperPython } from "./pytamper.js";
 import { SourceFile } from "./source.js";
+import { EvaluationNames, isTestCode, isTestSupport, shadowFinding, type TamperContext } from "./tampering.js";
 
 /** At most this many findings are returned; the rest are counted in one last `info` finding. */
 export const MAX_FINDINGS = 200;
@@ -65,17 +68,30 @@ function analyseShell(path: string, text: string): Finding[] {
   return src.findings;
 }
 
-function analyseFile(path: string, content: string): Finding[] {
+/**
+ * The findings of one file: the safety rules on every file; the tampering rules on files
+ * that are not tests ({@link isTestCode}), and `tampering.shadow` on every path.
+ */
+function analyseFile(path: string, content: string, evaluation: EvaluationNames): Finding[] {
   const kind = kindOf(path, content);
+  const ctx: TamperContext | undefined = isTestCode(path) ? undefined : { evaluation, testSupport: isTestSupport(path), script: content.startsWith("#!"), main: /(^|\/)__main__\.py$/.test(path) };
+  const shadow = shadowFinding(path);
+  const findings: Finding[] = shadow ? [shadow] : [];
   switch (kind.lang) {
-    case "python":
-      return analysePython(path, content).findings;
-    case "js":
-      return analyseJavaScript(path, content, kind.dialect).findings;
+    case "python": {
+      const { src, names } = analysePythonNames(path, content);
+      if (ctx) tamperPython(src, names, ctx);
+      return [...findings, ...src.findings];
+    }
+    case "js": {
+      const { src, names } = analyseJavaScriptNames(path, content, kind.dialect);
+      if (ctx) tamperJavaScript(src, names, ctx);
+      return [...findings, ...src.findings];
+    }
     case "shell":
-      return analyseShell(path, content);
+      return [...findings, ...analyseShell(path, content)];
     case "none":
-      return [];
+      return findings;
   }
 }
 
@@ -107,15 +123,22 @@ function analyseFile(path: string, content: string): Finding[] {
  * `request.language` does not choose the parser: each file is parsed by its extension, so a
  * Python task's helper script in JavaScript is checked as JavaScript.
  *
+ * Evaluation tampering (rules `tampering.*`, docs/GATE.md "Evaluation tampering"): in files
+ * that are not tests, exits when a module is imported, writing the verdict's files or
+ * variables, patching the test framework, and code that branches on the runner or on
+ * `request.evaluation`'s names; on every path, files that shadow the framework. A clear case
+ * blocks; an uncertain one is a `warning`, which the architect sends to review.
+ *
  * Pure: no I/O, no clock; the same request always gives the same result.
  * @returns `blocked` is true exactly when a finding has severity `blocker`; findings are in
  *   file order, then line order, without duplicates.
  */
 export function gate(request: GateRequest): GateResult {
   const all: Finding[] = [];
+  const evaluation = new EvaluationNames(request.evaluation ?? []);
   for (const file of request.files) {
     const seen = new Set<string>();
-    const findings = analyseFile(file.path, file.content)
+    const findings = analyseFile(file.path, file.content, evaluation)
       .filter((f) => {
         const key = `${f.line}\u0000${f.rule}\u0000${f.message}`;
         if (seen.has(key)) return false;

@@ -73,8 +73,18 @@ function bindingScope(def: SyntaxNode): SyntaxNode | null {
   return enclosingFunction(def);
 }
 
+/** How the tampering pass (jstamper.ts) reads names: the analyser's own resolution. */
+export interface JsNames {
+  /** The module or qualified name an expression refers to (`process.exit`, `assert.strictEqual`), if known. */
+  resolve(node: SyntaxNode | null): string | undefined;
+  /** True when `name` is bound by the file in a scope that encloses `node`. */
+  isBound(name: string, node: SyntaxNode): boolean;
+  /** The value of a string, a template without `${…}`, or a constant `+` of them (escapes kept as written); undefined otherwise. */
+  constString(node: SyntaxNode): string | undefined;
+}
+
 /** Analyses one JS/TS source (a file, or a string literal passed to `eval`). */
-class JsAnalyser {
+class JsAnalyser implements JsNames {
   private readonly aliases: Map<string, string>;
   /**
    * Names the file binds, per scope (the offset of the function node, -1 for the module):
@@ -182,12 +192,12 @@ class JsAnalyser {
   }
 
   /** True when `name` is bound by the file in a scope that encloses `node`. */
-  private isBound(name: string, node: SyntaxNode): boolean {
+  isBound(name: string, node: SyntaxNode): boolean {
     return isBound(this.bound, name, node, enclosingFunction);
   }
 
   /** The module or qualified name an expression refers to (`fs`, `fs.rmSync`, `fetch`), if known. */
-  private resolve(node: SyntaxNode | null): string | undefined {
+  resolve(node: SyntaxNode | null): string | undefined {
     if (!node) return undefined;
     switch (node.name) {
       case "VariableName": {
@@ -323,7 +333,7 @@ class JsAnalyser {
     if (folded !== undefined) this.src.scanString(folded, () => node.from);
   }
 
-  private constString(node: SyntaxNode): string | undefined {
+  constString(node: SyntaxNode): string | undefined {
     if (node.name === "String" || node.name === "TemplateString") return decodeJsString(this.src.textOf(node), "scan");
     if (node.name === "ParenthesizedExpression") {
       const inner = node.firstChild?.nextSibling;
@@ -359,8 +369,17 @@ export function patchTsForParser(text: string): string {
  * @param dialect - `""` for JavaScript, `"ts"` for TypeScript, with ` jsx` for JSX/TSX
  */
 export function analyseJavaScript(path: string, text: string, dialect: JsDialect): SourceFile {
+  return analyseJavaScriptNames(path, text, dialect).src;
+}
+
+/**
+ * {@link analyseJavaScript}, also returning how the file's names resolve (after the
+ * analysis, so every import and binding of the file is known), for the tampering pass.
+ */
+export function analyseJavaScriptNames(path: string, text: string, dialect: JsDialect): { src: SourceFile; names: JsNames } {
   const patched = dialect.startsWith("ts") ? patchTsForParser(text) : text;
   const src = new SourceFile(path, patched, parser.configure({ dialect }).parse(patched));
-  new JsAnalyser(src, dialect, undefined).run();
-  return src;
+  const analyser = new JsAnalyser(src, dialect, undefined);
+  analyser.run();
+  return { src, names: analyser };
 }

@@ -50,8 +50,16 @@ const BYTES_LOAD = /^(pickle|_pickle|cPickle|dill|cloudpickle|marshal)\.loads$/;
  */
 const STAR_SHADOWS: Readonly<Record<string, readonly string[]>> = { re: ["compile"], regex: ["compile"] };
 
+/** How the tampering pass (pytamper.ts) reads names: the analyser's own resolution. */
+export interface PyNames {
+  /** The qualified name an expression refers to (`os._exit`, `builtins.eval`), if known. */
+  resolve(node: SyntaxNode | null): string | undefined;
+  /** True when `name` is bound by the file in a scope that encloses `node`. */
+  isBound(name: string, node: SyntaxNode): boolean;
+}
+
 /** Analyses one Python source (a file, or a string literal passed to `exec`). */
-class PythonAnalyser {
+class PythonAnalyser implements PyNames {
   private readonly scope: Scope;
   /**
    * Names bound by `def`, `class`, a parameter or an assignment, per scope (the offset of
@@ -97,12 +105,12 @@ class PythonAnalyser {
   }
 
   /** True when `name` is bound by the file in a scope that encloses `node`. */
-  private isBound(name: string, node: SyntaxNode): boolean {
+  isBound(name: string, node: SyntaxNode): boolean {
     return isBound(this.bound, name, node, enclosingFunction);
   }
 
   /** The qualified name an expression refers to (`os.system`, `builtins.eval`), if known. */
-  private resolve(node: SyntaxNode | null): string | undefined {
+  resolve(node: SyntaxNode | null): string | undefined {
     if (!node) return undefined;
     switch (node.name) {
       case "VariableName": {
@@ -351,8 +359,17 @@ class PythonAnalyser {
  * @param text - the file's content
  */
 export function analysePython(path: string, text: string): SourceFile {
+  return analysePythonNames(path, text).src;
+}
+
+/**
+ * {@link analysePython}, also returning how the file's names resolve (after the analysis,
+ * so every import and binding of the file is known), for the tampering pass.
+ */
+export function analysePythonNames(path: string, text: string): { src: SourceFile; names: PyNames } {
   const patched = patchForParser(text);
   const src = new SourceFile(path, patched, parser.parse(patched));
-  new PythonAnalyser(src).run();
-  return src;
+  const analyser = new PythonAnalyser(src);
+  analyser.run();
+  return { src, names: analyser };
 }

@@ -61,6 +61,32 @@ export const RULES = {
     why: "a destructive shell command in any string (`rm -rf /`, `mkfs /dev/…`, `dd of=/dev/…`, fork bombs): it does harm wherever it ends up being run",
   },
   "native-binding": { severity: "blocker", why: "Node's native bindings (`process.binding`, `process.dlopen`): a way around `child_process`" },
+  /*
+   * Evaluation tampering (issue 32, layer 3; docs/GATE.md "Evaluation tampering"): code,
+   * outside the test files, that could forge the verdict from inside the test process. The
+   * severity is the clear case's; where a rule cannot be sure the finding is a `warning`,
+   * which does not block but sends the candidate to the review (even with review off).
+   */
+  "tampering.result_file": {
+    severity: "blocker",
+    why: "names where the verdict is written or how it is configured (`LOOPSMITH_JUNIT`, `LOOPSMITH_VERDICT*`, `LOOPSMITH_TRIPWIRE*`, `PYTEST_ADDOPTS`, `/tmp/.loopsmith…`, `--junitxml`, `--test-reporter`): code under test has no business there. A JUnit or result XML file name or a benchmark case record (`{case, pass}`) goes to review",
+  },
+  "tampering.exit": {
+    severity: "blocker",
+    why: "ends the process when the module is imported (`os._exit`, `sys.exit`, `exit()`, `raise SystemExit`, `os.kill(os.getpid(), …)`, `process.exit`, `process.abort`, `process.kill(process.pid)`), directly, in a function the module calls, a callback it schedules or an exit handler it registers: the test run ends before the tests report. Exits under `if __name__ == '__main__'` or `require.main === module` are a script's, not flagged; a hard exit inside a function goes to review",
+  },
+  "tampering.framework": {
+    severity: "blocker",
+    why: "reaches into the test framework from code under test: imports `_pytest`, `xdist`, `execnet`, `node:test`, `loopsmith_verdict`; defines pytest's reporting hooks; assigns into `unittest`, `doctest`, `pytest`, `builtins` or `sys.modules[<framework>]`; reassigns `assert`'s functions or the module loader; sets `process.exitCode` at import. `pluggy`, other pytest hooks, `sys.modules[…]`, `sys.excepthook` and `atexit.register` at import go to review",
+  },
+  "tampering.branch_on_runner": {
+    severity: "blocker",
+    why: "behaves differently under the test runner or the benchmark: `'pytest' in sys.modules`, `PYTEST_CURRENT_TEST`, `NODE_TEST_CONTEXT`, the command line compared with the runner's name, `sys.argv`/`process.argv` tested at import, a condition on the benchmark's or the check's file names. `sys.argv`/`process.argv` tested inside a function (a command-line tool's `main`) goes to review",
+  },
+  "tampering.shadow": {
+    severity: "blocker",
+    why: "a file that Python would import instead of the test framework or at start-up (`pytest.py`, `_pytest/`, `unittest.py`, `xdist/`, `pluggy/`, `loopsmith_verdict.py`, `sitecustomize.py`, `usercustomize.py`, `*.pth`) where it shadows: at the root, under `src/` or `lib/`, or in a test directory; deeper in a package it goes to review",
+  },
 } as const satisfies Record<string, { severity: Finding["severity"]; why: string }>;
 export type RuleId = keyof typeof RULES;
 
