@@ -11,6 +11,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { cpSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { median as ssMedian } from "simple-statistics";
 import type { DagProgress, TaskEvent } from "@loopsmith/shared";
 
 const arg = (name: string, def: number): number => {
@@ -23,11 +24,8 @@ const EXAMPLE = join(REPO, "examples", "rest-api");
 const BIN = join(REPO, "cli", "bin", "loopsmith.js");
 const GOAL = "Build the REST API for todo items that README.md describes: Python, standard library only, with tests";
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[m] ?? NaN) : ((s[m - 1] ?? NaN) + (s[m] ?? NaN)) / 2;
-};
+/** The median (simple-statistics), NaN when there are none. */
+const median = (xs: number[]): number => (xs.length ? ssMedian(xs) : NaN);
 
 /** A fresh git repository made from the example's `repo/`. */
 function userRepo(): string {

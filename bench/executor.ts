@@ -20,6 +20,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Docker from "dockerode";
 import pino from "pino";
+import { quantile } from "simple-statistics";
 import { loadConfig, type Config, type ExecutionRequest } from "@loopsmith/shared";
 import { createExecutor, PYTEST_ISOLATED, SHIPPED_SECCOMP_PROFILE } from "@loopsmith/executor";
 
@@ -81,9 +82,9 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t;
 }
 
+/** The p-th percentile (0..100) of `xs` (simple-statistics' quantile), NaN when there are none. */
 function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? NaN;
+  return xs.length ? quantile(xs, p / 100) : NaN;
 }
 
 let seq = 0;

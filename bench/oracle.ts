@@ -10,6 +10,7 @@
  */
 import Docker from "dockerode";
 import { Command } from "commander";
+import { quantile } from "simple-statistics";
 import { createLogger, loadConfig, type ExecutionResult } from "@loopsmith/shared";
 import { createExecutor } from "@loopsmith/executor";
 import { loadHumanEval, mutantsOf, plainRequest, runCompletion, type HumanEvalRecord } from "@loopsmith/cli";
@@ -46,10 +47,8 @@ async function timed(rec: HumanEvalRecord, completion: string): Promise<[Executi
   return [r, performance.now() - t0];
 }
 
-function quantile(xs: number[], q: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? (s[Math.min(s.length - 1, Math.floor(q * s.length))] as number) : NaN;
-}
+/** The q-quantile (0..1) of `xs` (simple-statistics), NaN when there are none. */
+const q = (xs: number[], p: number): number => (xs.length ? quantile(xs, p) : NaN);
 
 await executor.start();
 const rows: Row[] = [];
@@ -97,7 +96,7 @@ const lines = [
   `failing mutant within 20 tries (what script:humaneval --mutant-first needs): ${rows.filter((r) => r.triesToFail !== null).length}/${records.length}` +
     `${rows.some((r) => r.triesToFail === null) ? ` (none for ${rows.filter((r) => r.triesToFail === null).map((r) => r.id).join(", ")})` : ""}`,
   `timed runs:       ${times.length} (canonical and first mutant)`,
-  `per run: median ${quantile(times, 0.5).toFixed(0)} ms, p95 ${quantile(times, 0.95).toFixed(0)} ms; wall ${(wall / 1000).toFixed(1)} s (${((times.length * 1000) / wall).toFixed(2)} runs/s)`,
+  `per run: median ${q(times, 0.5).toFixed(0)} ms, p95 ${q(times, 0.95).toFixed(0)} ms; wall ${(wall / 1000).toFixed(1)} s (${((times.length * 1000) / wall).toFixed(2)} runs/s)`,
 ];
 process.stdout.write(`${lines.join("\n")}\n`);
 process.exitCode = missed.length === 0 ? 0 : 1;

@@ -20,6 +20,7 @@
  */
 import { Command } from "commander";
 import pino from "pino";
+import { median } from "simple-statistics";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import {
   DEFAULT_OWNER, Endpoints, Task, emptyUsage, ensureStreams, followEvents, handle, loadConfig, startService, submitTask,
@@ -122,12 +123,6 @@ async function stubServices(nc: NatsConnection): Promise<void> {
   ];
   for (const d of defs) await startService(nc, { name: d.name, version: "0.0.0", description: `bench stub ${d.name}`, log, registrations: d.regs });
 }
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
 
 /** Runs short and long tasks interleaved; prints and returns the per-iteration slope in ms. */
 async function runs(what: string, one: (iterations: number) => Promise<number>): Promise<number> {

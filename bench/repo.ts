@@ -20,6 +20,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Docker from "dockerode";
 import pino from "pino";
+import { quantile } from "simple-statistics";
 import { loadConfig, type Config, type ExecutionRequest, type Language } from "@loopsmith/shared";
 import { SHIPPED_SECCOMP_PROFILE, createExecutor } from "@loopsmith/executor";
 import { startLocalStack } from "../cli/src/stack.js";
@@ -36,10 +37,8 @@ const EXAMPLES: Array<{ name: string; language: Language; command: string; goal:
   { name: "repo-bugfix-ts", language: "javascript", command: "npm test", goal: "Fix the failing pager test" },
 ];
 
-const pct = (xs: number[], p: number): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? NaN;
-};
+/** The p-th percentile (0..100) of `xs` (simple-statistics' quantile), NaN when there are none. */
+const pct = (xs: number[], p: number): number => (xs.length ? quantile(xs, p / 100) : NaN);
 
 /** Runs a process to its end; resolves with its exit code (any). */
 function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env, onLine?: (line: string) => void): Promise<number> {

@@ -26,6 +26,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
+import { median as ssMedian } from "simple-statistics";
 import { createLogger, loadConfig, loadScript, submitTask, watchEvents, type ServiceName, type TaskInput } from "@loopsmith/shared";
 import { startNatsContainer } from "../cli/src/nats-container.js";
 import { answeringServices, serviceCode } from "../cli/src/stack.js";
@@ -47,7 +48,8 @@ const script = join(REPO, "examples", "roman", "script.json");
 const taskFile = join(REPO, "examples", "roman", "task.json");
 const log = createLogger({ service: "bench", level: "warn" });
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+/** The median (simple-statistics), NaN when there are none. */
+const median = (xs: number[]): number => (xs.length ? ssMedian(xs) : NaN);
 const ms = (x: number): string => `${Math.round(x)} ms`.padStart(8);
 
 /** Wall and CPU (all threads) of a fresh node process importing `specs`. */

@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { quantile } from "simple-statistics";
 import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Streams, Subjects, TaskEvent, submitTask, watchEvents, type TaskInput, type TaskResult } from "@loopsmith/shared";
 
@@ -151,9 +152,7 @@ export function silences(tasks: Tracked[], kills: KillMark[]): Map<string, numbe
   return out;
 }
 
-/** The p-th percentile (0..100, nearest rank) of `values`, or NaN when empty. */
+/** The p-th percentile (0..100) of `values` (simple-statistics' quantile: nearest rank, the mean of two at an exact rank), or NaN when empty. */
 export function percentile(values: number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number;
+  return values.length === 0 ? Number.NaN : quantile(values, p / 100);
 }

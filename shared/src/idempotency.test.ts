@@ -34,4 +34,31 @@ describe("idempotency cache", () => {
     await cache.run("d", async () => 1);
     expect(cache.size).toBeLessThanOrEqual(3);
   });
+
+  it("keeps at most maxEntries keys, the least recently used going first", async () => {
+    const cache = createIdempotencyCache<string>({ maxEntries: 2 });
+    await cache.run("a", async () => "a1");
+    await cache.run("b", async () => "b1");
+    expect(await cache.run("a", async () => "a2")).toBe("a1"); // a is now the most recent
+    await cache.run("c", async () => "c1"); // pushes out b
+    expect(cache.size).toBe(2);
+    expect(await cache.run("a", async () => "a3")).toBe("a1");
+    expect(await cache.run("b", async () => "b2")).toBe("b2");
+  });
+
+  it("a call that expired and then fails does not remove the call that took its key", async () => {
+    let t = 0;
+    const cache = createIdempotencyCache<number>({ ttlMs: 100, now: () => t });
+    let fail!: (err: Error) => void;
+    const old = cache.run("k", () => new Promise<number>((_, reject) => (fail = reject)));
+    t = 200;
+    let release!: (n: number) => void;
+    const fresh = cache.run("k", () => new Promise<number>((r) => (release = r)));
+    fail(new Error("late"));
+    await expect(old).rejects.toThrow("late");
+    expect(await Promise.race([cache.run("k", async () => 3), new Promise((r) => setTimeout(() => r("joined"), 10))])).toBe("joined");
+    release(2);
+    expect(await fresh).toBe(2);
+    expect(await cache.run("k", async () => 3)).toBe(2);
+  });
 });

@@ -124,6 +124,7 @@ export class Capture {
     this.err = new Stream(limitBytes, m, () => this.hitLimit());
   }
 
+  // Not docker.modem.demuxStream: it holds each frame whole until its last byte (a header may announce 4 GiB) so the cap could not be counted while streaming, it needs a 'data' stream, not this per-run sink, and turns an unknown frame type into raw stdout.
   /** Feeds raw bytes of a multiplexed (non-TTY) attach stream. */
   write(data: Buffer): void {
     let pos = 0;

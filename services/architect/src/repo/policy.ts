@@ -8,12 +8,16 @@
  *   {@link DependencyPolicy} — `reject` blocks, `ask` stops for a person, `allow` runs with a
  *   setup layer built for the new manifests.
  */
+import { isDeepStrictEqual } from "node:util";
+import { parse as parseToml } from "smol-toml";
 import { isDependencyManifest, type DependencyPolicy, type FileChange } from "@loopsmith/shared";
 
 /** Files that always configure a test runner or the interpreter's start-up. */
 const RUNNER = /(^|\/)(conftest\.py|pytest\.ini|\.pytest\.ini|sitecustomize\.py|usercustomize\.py|[^/]*\.pth|\.npmrc|\.mocharc[^/]*|jest\.config\.[^/]+|vitest\.config\.[^/]+)$|(^|\/)node_modules(\/|$)/;
-/** ini/TOML files whose sections are told apart: runner sections vs dependency sections. */
-const SECTIONED = /(^|\/)(pyproject\.toml|setup\.cfg|tox\.ini)$/;
+/** Files whose sections are told apart (runner sections vs dependency sections): TOML, read with smol-toml… */
+const PYPROJECT = /(^|\/)pyproject\.toml$/;
+/** …and ini, read by section headers. */
+const INI = /(^|\/)(setup\.cfg|tox\.ini)$/;
 
 /** One finding of the policy: which path, which kind, and a sentence. */
 export interface PolicyFinding {
@@ -22,8 +26,8 @@ export interface PolicyFinding {
   message: string;
 }
 
-/** `[section]` → its lines (the part before the first header is `""`). */
-function sections(text: string): Map<string, string> {
+/** An ini file's `[section]` → its lines (the part before the first header is `""`); setup.cfg and tox.ini. */
+function iniSections(text: string): Map<string, string> {
   const out = new Map<string, string[]>();
   let current = "";
   for (const line of text.split("\n")) {
@@ -38,18 +42,59 @@ function sections(text: string): Map<string, string> {
   return new Map([...out].map(([k, v]) => [k, v.join("\n").trim()]));
 }
 
-/** Names of the sections whose content differs between `a` and `b`. */
-function changedSections(a: string, b: string): string[] {
-  const x = sections(a);
-  const y = sections(b);
+type Table = Record<string, unknown>;
+const isTable = (v: unknown): v is Table => typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
+
+/**
+ * A parsed TOML document's tables by dotted name (`tool.pytest.ini_options`; the root is
+ * `""`), each with its own values (its sub-tables are tables of their own); an array of
+ * tables (`[[tool.poetry.source]]`) is one table holding the array. However a table is
+ * written (a `[header]`, dotted keys, an inline table), it has the same name.
+ */
+function tomlTables(doc: Table): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  const walk = (table: Table, name: string): void => {
+    const own: Table = {};
+    let subTables = 0;
+    for (const [key, value] of Object.entries(table)) {
+      const sub = name ? `${name}.${key}` : key;
+      if (isTable(value)) {
+        walk(value, sub);
+        subTables++;
+      } else if (Array.isArray(value) && value.length > 0 && value.every(isTable)) {
+        out.set(sub, value);
+        subTables++;
+      } else own[key] = value;
+    }
+    if (Object.keys(own).length > 0 || subTables === 0) out.set(name, own);
+  };
+  walk(doc, "");
+  return out;
+}
+
+/** Names of the tables whose values differ between two parsed TOML documents. */
+function changedTables(a: Table, b: Table): string[] {
+  const x = tomlTables(a);
+  const y = tomlTables(b);
+  return [...new Set([...x.keys(), ...y.keys()])].filter((k) => !isDeepStrictEqual(x.get(k), y.get(k))).sort();
+}
+
+/** Names of the ini sections whose content differs between `a` and `b`. */
+function changedIniSections(a: string, b: string): string[] {
+  const x = iniSections(a);
+  const y = iniSections(b);
   return [...new Set([...x.keys(), ...y.keys()])].filter((k) => x.get(k) !== y.get(k)).sort();
 }
 
-/** The value of a top-level `key = …` (TOML arrays over several lines included) in a section's text. */
-function keyValue(sectionText: string | undefined, key: string): string {
-  if (!sectionText) return "";
-  const m = new RegExp(`^${key}\\s*=\\s*(\\[[\\s\\S]*?\\]|.*)$`, "m").exec(sectionText);
-  return (m?.[1] ?? "").replace(/\s+/g, " ").trim();
+/** A TOML text parsed by smol-toml, or the parser's error as a sentence with its line and column. */
+function readToml(text: string): { ok: true; doc: Table } | { ok: false; error: string } {
+  try {
+    return { ok: true, doc: parseToml(text) };
+  } catch (err) {
+    const e = err as { line?: number; column?: number; message?: string };
+    const what = (e.message ?? String(err)).split("\n")[0]?.replace(/^Invalid TOML document: /, "") ?? "";
+    return { ok: false, error: `${e.line !== undefined ? `line ${e.line}, column ${e.column ?? 0}: ` : ""}${what}` };
+  }
 }
 
 const json = (text: string | undefined): Record<string, unknown> => {
@@ -77,19 +122,38 @@ function packageJson(path: string, before: string | undefined, after: string | u
   return out;
 }
 
-/** Findings of one pyproject.toml / setup.cfg / tox.ini change, by changed section. */
-function sectioned(path: string, before: string, after: string): PolicyFinding[] {
-  const changed = changedSections(before, after);
+/** Table or section names that configure the test runner (pytest, coverage, tox). */
+const RUNNER_SECTION = /pytest|coverage|^tox|^tool\.tox(\.|$)|testenv/;
+/** Table or section names that hold dependencies. */
+const DEP_SECTION = /dependencies|requires|^options$|^build-system$|poetry|^dependency-groups$/;
+
+/** Findings of a change, given the names of the changed tables or sections. */
+function bySection(path: string, changed: readonly string[], projectDeps = false): PolicyFinding[] {
   const out: PolicyFinding[] = [];
-  const runner = changed.filter((s) => /pytest|coverage|^tox|testenv/.test(s));
+  const runner = changed.filter((s) => RUNNER_SECTION.test(s));
   if (runner.length) out.push({ path, kind: "runner", message: `${path}: changes [${runner.join("], [")}], which configure the test runner` });
-  const depSections = changed.filter((s) => /dependencies|requires|^options$|^build-system$|poetry/.test(s) && !runner.includes(s));
-  const projectDeps = changed.includes("project") && (keyValue(sections(before).get("project"), "dependencies") !== keyValue(sections(after).get("project"), "dependencies"));
+  const depSections = changed.filter((s) => DEP_SECTION.test(s) && !runner.includes(s));
   if (depSections.length || projectDeps) {
     const names = [...depSections, ...(projectDeps ? ["project.dependencies"] : [])];
     out.push({ path, kind: "dependencies", message: `${path}: changes ${names.join(", ")}` });
   }
   return out;
+}
+
+/**
+ * Findings of one pyproject.toml change, from its parsed tables (smol-toml). New text that is
+ * not TOML blocks as a runner change (pytest reads the file, and what changed cannot be
+ * told); base text that is not TOML counts as empty, so every table of the new text is new.
+ */
+function pyproject(path: string, before: string, after: string): PolicyFinding[] {
+  if (before === after) return [];
+  const b = readToml(after);
+  if (!b.ok) return [{ path, kind: "runner", message: `${path}: is not valid TOML after the change (${b.error}), so which of its sections change cannot be told; pytest reads its configuration from this file` }];
+  const a = readToml(before);
+  const base = a.ok ? a.doc : {};
+  const changed = changedTables(base, b.doc);
+  const project = (doc: Table): unknown => (isTable(doc.project) ? doc.project.dependencies : undefined);
+  return bySection(path, changed, !isDeepStrictEqual(project(base), project(b.doc)));
 }
 
 /**
@@ -106,7 +170,8 @@ export function policyFindings(changed: readonly FileChange[], deleted: readonly
     const verb = after === undefined ? "deletes" : before === undefined ? "adds" : "changes";
     if (RUNNER.test(path)) out.push({ path, kind: "runner", message: `${verb} ${path}, which configures the test runner` });
     else if (/(^|\/)package\.json$/.test(path)) out.push(...packageJson(path, before, after));
-    else if (SECTIONED.test(path)) out.push(...sectioned(path, before ?? "", after ?? ""));
+    else if (PYPROJECT.test(path)) out.push(...pyproject(path, before ?? "", after ?? ""));
+    else if (INI.test(path)) out.push(...bySection(path, changedIniSections(before ?? "", after ?? "")));
     else if (isDependencyManifest(path)) out.push({ path, kind: "dependencies", message: `${verb} ${path}` });
   }
   return out;
