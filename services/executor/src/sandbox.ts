@@ -301,9 +301,14 @@ export class Sandbox {
     let oomKilled = false;
     let containerExitCode: number | null = null;
     if (!early) {
-      const info = await this.container.inspect();
-      oomKilled = info.State.OOMKilled === true;
-      containerExitCode = typeof info.State.ExitCode === "number" ? info.State.ExitCode : null;
+      // Another executor's sweep may already have removed the stopped container (404): its
+      // state is then unknown, and the trailer (or its absence) decides.
+      const info = await this.container.inspect().catch((err: unknown) => {
+        if ((err as { statusCode?: number }).statusCode === 404) return undefined;
+        throw err;
+      });
+      oomKilled = info?.State.OOMKilled === true;
+      containerExitCode = typeof info?.State.ExitCode === "number" ? info.State.ExitCode : null;
     }
     return {
       trailer,
