@@ -234,7 +234,16 @@ describe("DAG tasks in the conductor", () => {
       expect(h2.builds.some((b) => subOf(b.taskId) === "model")).toBe(false);
       expect(events.some((e) => e.phase === "schedule" && e.message.startsWith("running 3 of 4 subtasks"))).toBe(true);
       // storage was re-attached to its first attempt's child task, which resumed from its own checkpoint.
-      expect(events.filter((e) => e.message.startsWith("subtask storage: running")).map((e) => (e.data?.subtask as { attempts: number }).attempts)).toEqual([1]);
+      // Each move's checkpoint comes before its event, so the event seen before the kill means
+      // storage was checkpointed running: the resumed conductor re-attached it without announcing
+      // it again. Exactly one event per move across the kill, whatever moment the kill hit:
+      // one `running` per subtask attempt, one `passed` per subtask.
+      for (const sub of ["model", "storage", "validation", "handlers"]) {
+        const moves = events.filter((e) => e.subtaskId === sub && e.message.startsWith(`subtask ${sub}: `));
+        expect(moves.filter((e) => e.message.startsWith(`subtask ${sub}: running`)).map((e) => (e.data?.subtask as { attempts: number }).attempts), sub).toEqual([1]);
+        expect(moves.filter((e) => e.message === `subtask ${sub}: passed`), sub).toHaveLength(1);
+      }
+      expect(h2.builds.filter((b) => subOf(b.taskId) === "storage").every((b) => b.taskId === `${input.taskId}--storage-a1`)).toBe(true);
     } finally {
       await ref.second.stop();
       await nc.close();

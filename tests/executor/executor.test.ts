@@ -173,6 +173,7 @@ describe("executor: queue and leftovers", () => {
   });
 
   plainIt("a dead executor's sandboxes end at once, mid-run too, and the next executor removes them; a live owner's are kept, whatever pid they name", async () => {
+    const sinceS = Math.floor(Date.now() / 1000) - 1;
     // Owners that die in another pid namespace (their labels say pid 1, alive on every host).
     const orphan = async (mode: "idle" | "running", kind: "python" | "node" = "python"): Promise<string> => {
       const run = await runNode(join(REPO, "tests", "executor", "dead-owner.ts"), [`dead-${mode}`, mode, kind]);
@@ -193,16 +194,17 @@ describe("executor: queue and leftovers", () => {
       HostConfig: { NetworkMode: "none" },
     });
     await live.start();
-    const state = async (id: string) => (await docker.getContainer(id).inspect()).State;
     try {
       // Each exits when its owner's connection drops: long before the run's 10-minute deadline.
+      // Gone counts as ended: another executor's sweep (this file's `ex` sweeps every minute)
+      // removes a dead owner's container once it has stopped, and never a running one.
       const deadline = Date.now() + 30_000;
-      while ((await state(idle)).Running || (await state(running)).Running || (await state(runningNode)).Running) {
+      while ((await Promise.all([idle, running, runningNode].map(stateOrGone))).some((s) => s?.Running)) {
         if (Date.now() > deadline) throw new Error("a dead owner's sandbox is still running after 30 s");
         await new Promise((r) => setTimeout(r, 250));
       }
-      expect((await state(running)).ExitCode).toBe(137);
-      expect((await state(runningNode)).ExitCode).toBe(137);
+      expect(await exitCodeOf(running, sinceS)).toBe(137);
+      expect(await exitCodeOf(runningNode, sinceS)).toBe(137);
       const next = await startExecutor({ warmPoolSize: 0 });
       await next.stop();
       for (const id of [idle, running, runningNode]) await expect(docker.getContainer(id).inspect()).rejects.toMatchObject({ statusCode: 404 });
@@ -213,6 +215,38 @@ describe("executor: queue and leftovers", () => {
     }
   });
 });
+
+/** A container's state, or undefined when it is gone (404: removed, by whoever). */
+async function stateOrGone(id: string): Promise<Docker.ContainerInspectInfo["State"] | undefined> {
+  try {
+    return (await docker.getContainer(id).inspect()).State;
+  } catch (err) {
+    if ((err as { statusCode?: number }).statusCode === 404) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * The exit code of a container that has ended: from inspect while it exists, else from its
+ * `die` event since `sinceS` (the engine keeps it after the container is removed).
+ */
+async function exitCodeOf(id: string, sinceS: number): Promise<number | undefined> {
+  const state = await stateOrGone(id);
+  if (state) return state.ExitCode;
+  for (let tries = 0; tries < 20; tries++) {
+    const stream = await docker.getEvents({ since: sinceS, until: Math.ceil(Date.now() / 1000), filters: { container: [id], event: ["die"] } });
+    let text = "";
+    for await (const chunk of stream) text += chunk.toString();
+    const die = text
+      .split("\n")
+      .filter((line) => line.trim())
+      .map((line) => JSON.parse(line) as { Action?: string; Actor?: { Attributes?: Record<string, string> } })
+      .find((e) => e.Action === "die");
+    if (die?.Actor?.Attributes?.exitCode !== undefined) return Number(die.Actor.Attributes.exitCode);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return undefined;
+}
 
 describe("executor: start-up checks", () => {
   plainIt("refuses to start (sandbox_error) when the sandbox cannot be confined as configured, and leaves nothing", async () => {

@@ -205,6 +205,12 @@ export const SubtaskState = z.object({
   startedAt: z.string().optional(),
   finishedAt: z.string().optional(),
   change: SubtaskChange.optional(),
+  /**
+   * The `seq` of the parent's event that announces this subtask's latest move, checkpointed
+   * with the move before that event is published: a run that resumes with its `eventSeq` at
+   * this seq (no event from it on reached the stream) publishes it then, once.
+   */
+  moveSeq: z.number().int().nonnegative().optional(),
 });
 export type SubtaskState = z.infer<typeof SubtaskState>;
 

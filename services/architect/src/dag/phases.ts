@@ -205,6 +205,53 @@ async function attemptSubtask(run: TaskRun, req: AttemptRequest, live: Record<st
   };
 }
 
+/** A subtask's move event: its line, the DAG's progress and the subtask's state (without its `moveSeq`). */
+async function emitMove(run: TaskRun, dag: DagState, moved: SubtaskState, live: Readonly<Record<string, number>> = {}): Promise<void> {
+  const { moveSeq: _seq, ...subtask } = moved;
+  await run.emit("step", moveLine(subtask), { phase: "schedule", subtaskId: subtask.id, data: { dag: dagProgress(dag, live), subtask } });
+}
+
+/**
+ * Records a subtask's move: the checkpoint first, holding the move and the seq its event
+ * takes (`moveSeq`), then the event. So an event on the stream always has its move
+ * checkpointed: a resumed run neither starts that move again nor announces it twice (one
+ * `running` event per attempt, across a conductor that dies). A move checkpointed whose event
+ * never reached the stream is announced when the run resumes ({@link announceUnpublished}).
+ * The caller emits nothing else meanwhile (the event must take the seq checkpointed).
+ */
+export async function recordMove(run: TaskRun, state: DagState, changed: SubtaskState, live: Readonly<Record<string, number>> = {}): Promise<void> {
+  const previous = new Map((run.s.dag?.subtasks ?? []).map((t) => [t.id, t]));
+  const grew = usageDelta(previous.get(changed.id)?.usage, changed.usage);
+  const seq = run.s.eventSeq;
+  const moved: SubtaskState = { ...changed, moveSeq: seq };
+  // The scheduler's state does not follow `moveSeq`: each subtask keeps the one of its last move.
+  const dag: DagState = {
+    ...state,
+    subtasks: state.subtasks.map((t) => {
+      if (t.id === changed.id) return moved;
+      const last = previous.get(t.id)?.moveSeq;
+      return last === undefined ? t : { ...t, moveSeq: last };
+    }),
+  };
+  run.s = { ...run.s, dag, ...(grew.calls || grew.costUsd ? { usage: addStepUsage(run.s.usage, SUBTASKS_ROLE, run.s.iteration, grew) } : {}) };
+  await run.io.checkpoint(run.s);
+  await emitMove(run, dag, moved, live);
+}
+
+/**
+ * On entering SCHEDULE: publishes the event of a move that was checkpointed but never reached
+ * the stream (the conductor died between the two, see {@link recordMove}). A resumed run
+ * numbers its events after the last one on the stream, so its `eventSeq` is still that move's
+ * seq exactly when no event from it on was published; otherwise (and on any first entry) it
+ * is past every `moveSeq` and nothing is published again.
+ */
+export async function announceUnpublished(run: TaskRun): Promise<void> {
+  const dag = run.s.dag;
+  if (!dag) return;
+  const unpublished = dag.subtasks.filter((t) => t.moveSeq !== undefined && t.moveSeq >= run.s.eventSeq).sort((a, b) => a.moveSeq! - b.moveSeq!);
+  for (const t of unpublished) await emitMove(run, dag, t);
+}
+
 /** SCHEDULE: the subtasks that have not finished run as child tasks (see `scheduler.ts`). */
 export async function schedulePhase(run: TaskRun): Promise<PhaseOutcome> {
   const dag = run.s.dag;
@@ -212,6 +259,7 @@ export async function schedulePhase(run: TaskRun): Promise<PhaseOutcome> {
   // From here the task mostly waits on its children: it gives its conductor slot back.
   run.io.release?.();
   const parallel = run.s.task.parallel ?? (await childrenOf(run).builderReplicas());
+  await announceUnpublished(run);
   const open = dag.subtasks.filter((t) => t.status === "pending" || t.status === "running").length;
   await run.emit("phase", `running ${open} of ${dag.subtasks.length} subtasks, ${parallel} at a time`, { phase: "schedule", data: { dag: dagProgress(dag), parallel } });
   const abort = new AbortController();
@@ -220,9 +268,11 @@ export async function schedulePhase(run: TaskRun): Promise<PhaseOutcome> {
     else run.io.heartbeat();
   }, WATCH_MS);
   const live: Record<string, number> = {};
+  // While a move is recorded, its event must take the seq checkpointed with it: no progress event in between.
+  let recording = false;
   const progress = (): void => {
     const d = run.s.dag;
-    if (d) void run.emit("step", "subtask progress", { phase: "schedule", data: { dag: dagProgress(d, live) } }).catch(() => undefined);
+    if (d && !recording) void run.emit("step", "subtask progress", { phase: "schedule", data: { dag: dagProgress(d, live) } }).catch(() => undefined);
   };
   let final: DagState;
   try {
@@ -233,11 +283,12 @@ export async function schedulePhase(run: TaskRun): Promise<PhaseOutcome> {
         cancelled: () => run.io.cancelled(),
         attempt: (req) => attemptSubtask(run, req, live, progress),
         record: async (state, changed) => {
-          const before = run.s.dag?.subtasks.find((t) => t.id === changed.id)?.usage;
-          const grew = usageDelta(before, changed.usage);
-          run.s = { ...run.s, dag: state, ...(grew.calls || grew.costUsd ? { usage: addStepUsage(run.s.usage, SUBTASKS_ROLE, run.s.iteration, grew) } : {}) };
-          await run.emit("step", moveLine(changed), { phase: "schedule", subtaskId: changed.id, data: { dag: dagProgress(state, live), subtask: changed } });
-          await run.io.checkpoint(run.s);
+          recording = true;
+          try {
+            await recordMove(run, state, changed, live);
+          } finally {
+            recording = false;
+          }
         },
       },
       { parentTaskId: run.s.task.taskId, parallel, attempts: run.s.task.limits.subtaskAttempts, backoff: SUBTASK_BACKOFF },

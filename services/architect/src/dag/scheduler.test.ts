@@ -182,6 +182,8 @@ describe("runDag", () => {
       ["handlers", 1, "t-dag--handlers-a1"],
       ["server", 1, "t-dag--server-a1"],
     ]);
+    // Re-attaching is no move: handlers' attempt 1 is recorded running once, by the first run only.
+    expect(second.records.filter((r) => r.sub.id === "handlers").map((r) => r.sub.status)).toEqual(["passed"]);
     expect(dagOutcome(final).status).toBe("passed");
     expect(final.subtasks.find((s) => s.id === "handlers")!.attempts).toBe(1);
   });

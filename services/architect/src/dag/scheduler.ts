@@ -7,9 +7,10 @@
  *   own limit (`p-retry`); when the subtask gives up, every subtask that depends on it,
  *   directly or not, is cancelled with reason `dependency_failed`, and independent subtasks
  *   go on;
- * - every change of a subtask's state is recorded (checkpoint and event) before the next
+ * - every change of a subtask's state is recorded (checkpoint, then event) before the next
  *   step, one at a time and in order, so a resumed scheduler finds passed subtasks passed
- *   (not run again) and running ones re-attached to the same child task id.
+ *   (not run again) and running ones re-attached to the same child task id (re-attaching
+ *   is no move: it records nothing, so it announces nothing again).
  * Nothing here does I/O of its own: running an attempt and recording are the caller's ({@link DagIO}).
  */
 import { setMaxListeners } from "node:events";
