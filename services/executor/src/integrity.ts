@@ -159,7 +159,6 @@ interface ReportedTest {
 
 /** One test session (one `pytest` or `node --test` process) read from the channel. */
 export interface Session {
-  isolated: boolean;
   /** False when `start` came and `end` did not. */
   ended: boolean;
   exitstatus?: number;
@@ -204,7 +203,7 @@ export function readChannel(bytes: Buffer, key: string): ChannelRead {
       continue;
     }
     if (rec.t === "start") {
-      sessions.push({ isolated: rec.isolated === true, ended: false, tests: [], collected: null, collectErrors: [], crashed: [] });
+      sessions.push({ ended: false, tests: [], collected: null, collectErrors: [], crashed: [] });
     } else if (rec.t === "end") {
       const open = sessions.find((s) => !s.ended);
       if (!open) {
@@ -212,7 +211,6 @@ export function readChannel(bytes: Buffer, key: string): ChannelRead {
         continue;
       }
       open.ended = true;
-      open.isolated = rec.isolated === true;
       open.exitstatus = typeof rec.exitstatus === "number" ? rec.exitstatus : undefined;
       open.tests = Array.isArray(rec.tests) ? (rec.tests as ReportedTest[]) : [];
       open.collected = Array.isArray(rec.collected) ? (rec.collected as string[]) : null;
@@ -233,10 +231,6 @@ export interface IntegrityJudgement {
   tampering?: string;
   /** Set when the sessions ran but could not collect or had errors outside any test. */
   error?: string;
-  /** The runner's exit status as the controller computed it (without the tripwires). */
-  exitstatus?: number;
-  /** Sessions that ran their tests in-process (xdist off): the verdict is signed but not isolated. */
-  inProcess: number;
 }
 
 function isTripwire(t: ReportedTest, plan: IntegrityPlan): boolean {
@@ -325,7 +319,7 @@ function checkSeal(seals: readonly ReportedTest[], plan: IntegrityPlan, file: st
  */
 export function judgeIntegrity(read: ChannelRead, plan: IntegrityPlan, required: boolean): IntegrityJudgement | undefined {
   if (read.sessions.length === 0 && read.foreign === 0 && !required) return undefined;
-  const judgement: IntegrityJudgement = { tests: [], inProcess: 0 };
+  const judgement: IntegrityJudgement = { tests: [] };
   const say = (why: string): IntegrityJudgement => ({ ...judgement, tampering: why });
   if (read.foreign > 0) return say(`${read.foreign} line(s) on the verdict channel were not signed by the test runner's controller: something else in the sandbox wrote to it`);
   if (read.sessions.length === 0) return say("the test runner's controller reported no session: it was stopped, or the runner was replaced, before it could start");
@@ -334,13 +328,13 @@ export function judgeIntegrity(read: ChannelRead, plan: IntegrityPlan, required:
   const problems: string[] = [];
   let realFailures = false;
   const errors: string[] = [];
+  // node: a wrapper's path → the test file it runs.
+  const testFileOf = new Map(plan.files.map((f, i) => [f.path, plan.testFiles[i]!]));
   for (const s of read.sessions) {
-    if (!s.isolated) judgement.inProcess += 1;
     const wires = s.tests.filter((t) => isTripwire(t, plan));
     const real = s.tests.filter((t) => !isTripwire(t, plan));
-    const original = new Map(plan.files.map((f, i) => [f.path, plan.testFiles[i]!]));
     for (const t of real) {
-      const file = t.fileOnly ? original.get(t.file ?? "") : undefined;
+      const file = t.fileOnly ? testFileOf.get(t.file ?? "") : undefined;
       tests.push(toCase(file ? { ...t, name: file, file: `/workspace/${file}` } : t, plan.runner));
     }
     const failing = real.some((t) => t.outcome === "failed" || t.outcome === "error") || s.collectErrors.length > 0 || s.crashed.length > 0;
@@ -358,8 +352,9 @@ export function judgeIntegrity(read: ChannelRead, plan: IntegrityPlan, required:
     if (s.ended && plan.runner === "node") {
       // Each test file's child runs its wrapper's tripwires and seal: check them per file.
       const ranIn = (t: ReportedTest) => relative((t.seal ? / @(\S+)\s*$/m.exec(t.message ?? "")?.[1] : NODE_TRIPWIRE.exec(t.name ?? "")?.[2]) ?? "");
-      const wrapperOf = new Map(plan.files.map((f, i) => [f.path, plan.testFiles[i]!]));
-      const silent = new Set(real.filter((t) => t.fileOnly).map((t) => wrapperOf.get(t.file ?? "") ?? relative(t.file ?? "")));
+      // A file whose child reported no test is an error of its own, not a tripwire's.
+      const silent = new Map(real.filter((t) => t.fileOnly).map((t) => [testFileOf.get(t.file ?? "") ?? relative(t.file ?? ""), t.message ?? "reported no test"]));
+      errors.push(...[...silent].map(([file, message]) => `${file}: ${message}`));
       for (const file of plan.testFiles) {
         if (silent.has(file)) continue;
         const mine = wires.filter((t) => ranIn(t) === file);
@@ -375,15 +370,8 @@ export function judgeIntegrity(read: ChannelRead, plan: IntegrityPlan, required:
       if (invented.length) problems.push(`results were reported for tests no worker collected (${invented.slice(0, 3).join(", ")}${invented.length > 3 ? ", …" : ""})`);
       if (unreported.length && !failing) problems.push(`${unreported.length} collected test(s) reported no result (${unreported.slice(0, 3).join(", ")}${unreported.length > 3 ? ", …" : ""})`);
     }
-    if (plan.runner === "node") {
-      const wrapperOf = new Map(plan.files.map((f, i) => [f.path, plan.testFiles[i]!]));
-      const silent = real.filter((t) => t.fileOnly);
-      if (silent.length) errors.push(...silent.map((t) => `${wrapperOf.get(t.file ?? "") ?? relative(t.file ?? "")}: ${t.message ?? "reported no test"}`));
-    }
   }
   judgement.tests = tests;
-  const last = read.sessions[read.sessions.length - 1];
-  if (last?.exitstatus !== undefined) judgement.exitstatus = last.exitstatus;
   if (unfinished > 0) {
     if (!realFailures) return say(`the test runner's controller started ${unfinished === 1 ? "a session" : `${unfinished} sessions`} and did not report ${unfinished === 1 ? "its" : "their"} end: the process was ended from inside (an early exit) before the tests finished`);
   }
