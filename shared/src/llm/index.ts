@@ -1,5 +1,8 @@
 /** The LLM module: one provider interface, its implementations, the tolerant reader, cost and budgets. */
-export * from "./types.js";
+export {
+  ROLES, type AnsweredBy, type ChatMessage, type Completion, type CompletionRequest, type FallbackNote,
+  type LlmProvider, type Role,
+} from "./types.js";
 export { createProvider, resolvePrice, basePriceKey, type CreateProviderDeps } from "./create.js";
 export { resolveRoutes, effectiveRoles, type LlmTarget, type RoleRoute, type EffectiveRole } from "./roles.js";
 export { createRoutingProvider, FALLBACK_CODES, type RouterDeps } from "./router.js";
