@@ -6,7 +6,7 @@
  * snapshots in the owner's object store, named by tree id like an improvement run's trees.
  */
 import { snapshotName, type DagPlan, type FileChange, type Subtask, type SubtaskState } from "@loopsmith/shared";
-import { candidateFiles, candidateSnapshot } from "../improve/tree.js";
+import { candidateFiles, candidateSnapshot } from "../tree.js";
 
 /** Files changed against the base, in full, and the base paths removed. */
 export interface TreeChange {

@@ -40,7 +40,8 @@ import { decide, neededFixes, pairCases } from "./decision.js";
 import { protectedGlobs, testCountViolation, validateChange } from "./guards.js";
 import { failingOnParent, hypothesize, taskGoal } from "./hypothesis.js";
 import type { ImproveState, Tree } from "./state.js";
-import { candidateFiles, candidateSnapshot, diffStat } from "./tree.js";
+import { candidateFiles, candidateSnapshot } from "../tree.js";
+import { diffStat } from "./tree.js";
 import { evaluationNames } from "../tampering.js";
 import { changeTampering } from "./tampering.js";
 

@@ -8,7 +8,7 @@
 import { idempotencyKey, type FileChange, type GateRequest, type GateResult, type Language } from "@loopsmith/shared";
 import { findingPlace, gateChange, isTampering } from "../tampering.js";
 import type { Violation } from "./guards.js";
-import { candidateFiles } from "./tree.js";
+import { candidateFiles } from "../tree.js";
 
 /** How many findings a rejection lists. */
 const LISTED = 5;
