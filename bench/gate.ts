@@ -22,8 +22,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Command } from "commander";
 import Docker from "dockerode";
-import { extract } from "tar-stream";
-import { loadConfig, type FileChange, type GateRequest, type GateResult } from "@loopsmith/shared";
+import { loadConfig, readTar, type FileChange, type GateRequest, type GateResult } from "@loopsmith/shared";
 import { gate } from "@loopsmith/reviewer";
 import { loadHumanEval, solutionFile } from "@loopsmith/cli";
 
@@ -115,32 +114,10 @@ async function pythonFilesUnder(container: Docker.Container, base: string): Prom
   } catch {
     return [];
   }
-  const files: FileChange[] = [];
-  const untar = extract();
   const prefix = `${base.split("/").at(-1)}/`;
-  untar.on("entry", (header, stream, next) => {
-    const rel = header.name.startsWith(prefix) ? header.name.slice(prefix.length) : header.name;
-    if (header.type !== "file" || !/^python3\.\d+\/.*\.py$/.test(rel)) {
-      stream.on("end", next);
-      stream.resume();
-      return;
-    }
-    const chunks: Buffer[] = [];
-    stream.on("data", (c: unknown) => {
-      chunks.push(c as Buffer);
-    });
-    stream.on("end", () => {
-      files.push({ path: rel, content: Buffer.concat(chunks).toString("utf8") });
-      next();
-    });
-  });
-  await new Promise<void>((done, fail) => {
-    untar.on("finish", done);
-    untar.on("error", fail);
-    archive.on("error", fail);
-    archive.pipe(untar);
-  });
-  return files;
+  const rel = (path: string): string => (path.startsWith(prefix) ? path.slice(prefix.length) : path);
+  const entries = await readTar(archive, { select: (m) => m.type === "file" && /^python3\.\d+\/.*\.py$/.test(rel(m.path)) });
+  return entries.map((e) => ({ path: rel(e.path), content: e.content.toString("utf8") }));
 }
 
 /**

@@ -100,5 +100,6 @@ export {
   putSnapshot,
 } from "./snapshot.js";
 export type { ExtractedTree } from "./snapshot.js";
+export { forEachTarEntry, readTar, safeTarPath, type ReadTarOptions, type TarEntry } from "./tar.js";
 export { applyEdits, checkEditPath, renderEditFailures, unifiedPatch } from "./edits.js";
 export type { ApplyResult, PathCheck, ReadBase } from "./edits.js";

@@ -9,15 +9,15 @@
  * by clients would let one put a tree under a commit another is about to use.
  */
 import { mkdir, mkdtemp, rename, rm, stat, symlink, writeFile } from "node:fs/promises";
-import { dirname, join, posix } from "node:path";
+import { dirname, join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { nanos } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Objm, StorageType, type ObjectStore } from "@nats-io/obj";
-import { extract } from "tar-stream";
 import { LoopsmithError } from "./errors.js";
 import { permissionDenied } from "./nats-errors.js";
 import { ensureReplicas, type StreamOptions } from "./streams.js";
+import { forEachTarEntry } from "./tar.js";
 import { DEFAULT_OWNER, checkOwner } from "./subjects.js";
 
 /** The object store bucket that holds the default client's snapshots (others: {@link snapshotBucket}). */
@@ -113,50 +113,41 @@ export interface ExtractedTree {
   bytes: number;
 }
 
-/** A tar member path made safe: relative, normalised, no `..`, no `.git`; undefined to skip it. */
-function safeMember(name: string): string | undefined {
-  const p = posix.normalize(name.replace(/^\.\/+/, "")).replace(/\/+$/, "");
-  if (!p || p === "." || p.startsWith("/") || p.startsWith("../") || p === ".." || p.includes("\0")) return undefined;
-  if (p.split("/").some((seg) => seg === ".git" || seg === "..")) return undefined;
-  return p;
-}
+/** Whether a (made safe) member path lies inside `.git`, which a snapshot never carries. */
+const inGit = (path: string): boolean => path.split("/").includes(".git");
 
 /**
  * Extracts a snapshot into `dir` (which must not exist): regular files with their mode's
  * execute bit, directories, and symbolic links as links. Members outside the tree (absolute,
- * `..`) or inside `.git` are skipped; other member types (devices, hard links) are skipped.
+ * `..`, see `safeTarPath`) or inside `.git` are skipped; other member types (devices,
+ * hard links) are skipped. Read by {@link forEachTarEntry}, one file in memory at a time.
  * @throws LoopsmithError `bad_request` when the bytes are not a tar archive
  */
 export async function extractTar(tar: Uint8Array, dir: string): Promise<ExtractedTree> {
   const out: ExtractedTree = { files: [], symlinks: [], bytes: 0 };
   await mkdir(dir, { recursive: true });
-  const ex = extract();
-  const done = (async () => {
-    for await (const entry of ex) {
-      const h = entry.header;
-      const rel = safeMember(h.name);
-      const chunks: Buffer[] = [];
-      for await (const c of entry) chunks.push(c as Buffer);
-      if (!rel) continue;
-      const target = join(dir, rel);
-      if (h.type === "directory") {
-        await mkdir(target, { recursive: true });
-      } else if (h.type === "file" || h.type === "contiguous-file") {
-        await mkdir(dirname(target), { recursive: true });
-        const body = Buffer.concat(chunks);
-        await writeFile(target, body, { mode: (h.mode ?? 0o644) & 0o111 ? 0o755 : 0o644 });
-        out.files.push(rel);
-        out.bytes += body.byteLength;
-      } else if (h.type === "symlink" && h.linkname) {
-        await mkdir(dirname(target), { recursive: true });
-        await symlink(h.linkname, target);
-        out.symlinks.push(rel);
-      }
-    }
-  })();
+  const kept = new Set(["directory", "file", "contiguous-file", "symlink"]);
   try {
-    ex.end(Buffer.from(tar.buffer, tar.byteOffset, tar.byteLength));
-    await done;
+    await forEachTarEntry(
+      tar,
+      async (e) => {
+        const target = join(dir, e.path);
+        if (e.type === "directory") {
+          await mkdir(target, { recursive: true });
+        } else if (e.type === "symlink") {
+          if (!e.linkname) return;
+          await mkdir(dirname(target), { recursive: true });
+          await symlink(e.linkname, target);
+          out.symlinks.push(e.path);
+        } else {
+          await mkdir(dirname(target), { recursive: true });
+          await writeFile(target, e.content, { mode: e.mode & 0o111 ? 0o755 : 0o644 });
+          out.files.push(e.path);
+          out.bytes += e.content.byteLength;
+        }
+      },
+      { select: (m) => kept.has(m.type) && !inGit(m.path) },
+    );
   } catch (err) {
     throw new LoopsmithError("bad_request", `the repository snapshot is not a readable tar archive: ${(err as Error).message}`, { cause: err });
   }

@@ -15,8 +15,8 @@
 import { readFile } from "node:fs/promises";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
-import { extract, pack } from "tar-stream";
-import { LoopsmithError } from "@loopsmith/shared";
+import { pack } from "tar-stream";
+import { LoopsmithError, readTar } from "@loopsmith/shared";
 import { SANDBOX_UID } from "./bootstrap.js";
 import { RESULT_PATH, type ImageKind } from "./commands.js";
 import { CA_PATH, DEFAULT_SETUP_TIMEOUT_MS, LABEL_SETUP, layerMount, SETUP_NETWORK, SETUP_MARKER, SETUP_RETRY_MS, setupEnv, volumeName } from "./layer.js";
@@ -330,24 +330,10 @@ export class SetupLayers {
         if (statusOf(err) === 404) return null;
         throw err;
       }
-      const ex = extract();
-      const read = (async () => {
-        let text = "";
-        for await (const entry of ex) {
-          const chunks: Buffer[] = [];
-          let bytes = 0;
-          for await (const chunk of entry) {
-            bytes += (chunk as Buffer).length;
-            if (bytes <= MARKER_LIMIT) chunks.push(chunk as Buffer);
-          }
-          if (entry.header.type === "file" && bytes <= MARKER_LIMIT) text = Buffer.concat(chunks).toString("utf8");
-        }
-        return text;
-      })();
-      stream.on("error", (err: Error) => ex.destroy(err));
-      stream.pipe(ex);
       try {
-        const m = JSON.parse(await read) as Marker;
+        // A marker past the cap, a broken archive or a broken stream reads as no marker.
+        const files = await readTar(stream, { maxEntryBytes: MARKER_LIMIT, select: (m) => m.type === "file" });
+        const m = JSON.parse(files.at(-1)?.content.toString("utf8") ?? "") as Marker;
         return m.v === 1 && (m.status === "ready" || m.status === "failed") && typeof m.at === "number" ? m : null;
       } catch {
         return null;
