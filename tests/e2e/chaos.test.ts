@@ -25,7 +25,7 @@ describe("chaos: kill -9 of services and NATS while tasks run (bench/chaos.ts, b
     await run("npm", ["run", "build"], { cwd: REPO, timeout: 300_000, maxBuffer: 64 * 1024 * 1024 });
     // Spaced so that each kill's silence ends before the next kill: at 14–15 s apart a task
     // stayed silent across two kills for 29.5 s (executor, then architect), a figure of two
-    // faults, not one; overlapping kills are bench/chaos.ts's job (README, its figures).
+    // faults, not one; overlapping kills are bench/chaos.ts's job (its figures: docs/BENCHMARKS.md).
     // Bounded by its own waits (kills 150 s, results 150 s, three start-up downs); the timeout is a last resort.
     const r = await runNode("bench/chaos.ts", ["--tasks", "6", "--seconds", "150", "--kill-every", "24-25", "--wait", "150", "--throughput-tasks", "0"], { NATS_URL: "", ANTHROPIC_API_KEY: "" }, 840_000);
     const report = `${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`;

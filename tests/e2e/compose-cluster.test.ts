@@ -1,6 +1,6 @@
 /**
  * The stack on a three-node JetStream cluster and three Docker engines (issue #17), as the
- * README's "Running on several machines" section starts it: `bash deploy/compose-env.sh
+ * docs/OPERATIONS.md's "Running on several machines" section starts it: `bash deploy/compose-env.sh
  * --local-images --engines`, then `bash deploy/cluster-up.sh --build` (the NATS nodes first,
  * a node left out of the JetStream meta group restarted, then `docker compose -f
  * docker-compose.yml -f deploy/compose.cluster.yml up -d --build --wait`), offline, keyless. Checks that every
@@ -53,7 +53,7 @@ describe("the stack on a three-node JetStream cluster (compose, offline, keyless
   beforeAll(async () => {
     const prepared = await shell("bash deploy/compose-env.sh --local-images --engines");
     if (prepared.code !== 0) throw new Error(`compose-env.sh failed: ${prepared.stderr}`);
-    // As the README starts it: the NATS nodes first, a node left out of the meta group restarted.
+    // As docs/OPERATIONS.md starts it: the NATS nodes first, a node left out of the meta group restarted.
     const up = await shell("bash deploy/cluster-up.sh --build");
     if (up.code !== 0) throw new Error(`compose up failed (exit ${up.code}):\n${up.stdout.slice(-3000)}\n${up.stderr.slice(-5000)}`);
     admin = await connect({ servers: "nats://127.0.0.1:4222", user: "admin", pass: envValue("LOOPSMITH_NATS_ADMIN_PASSWORD"), inboxPrefix: "_INBOX_admin" });

@@ -1,5 +1,5 @@
 /**
- * The README's compose commands, run as they are written (the block after
+ * The compose commands of docs/OPERATIONS.md, run as they are written (the block after
  * `<!-- compose-offline -->`), on this machine with no registry and no key: build the app,
  * write `.env`, `docker compose up -d --build --wait`, a scripted task through the CLI,
  * `loopsmith health`, `docker compose down`. Only the two install lines are not run here
@@ -16,28 +16,24 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REPO, jsonLines, runBash, type CliRun } from "../fixtures/cli.js";
+import { shBlock } from "../fixtures/doc-blocks.js";
 
 const run = promisify(execFile);
 const PROJECT = "loopsmith-e2e-compose";
 const APP = ["memory", "executor", "builder", "reviewer", "architect"];
-/** README lines this test does not run, because prepare.sh ran them already. */
+/** Documented lines this test does not run, because prepare.sh ran them already. */
 const INSTALL_LINES = ["npm ci", "sudo npm run images"];
 // No key and no NATS of the test environment: what a user's shell has.
-// LOOPSMITH_CLIENTS: a further client user, alice (README, "More than one client"):
-// compose-env.sh reads it, and the README's lines then start a stack that has her.
+// LOOPSMITH_CLIENTS: a further client user, alice (docs/OPERATIONS.md, "More than one client"):
+// compose-env.sh reads it, and the documented lines then start a stack that has her.
 const env: NodeJS.ProcessEnv = { ...process.env, COMPOSE_PROJECT_NAME: PROJECT, ANTHROPIC_API_KEY: "", NATS_URL: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "", LOOPSMITH_CLIENTS: "alice" };
 
-/** The README's offline compose block, one command per line. */
-function readmeBlock(): string[] {
-  const text = readFileSync(join(REPO, "README.md"), "utf8");
-  const at = text.indexOf("<!-- compose-offline -->");
-  if (at < 0) throw new Error("README.md has no <!-- compose-offline --> block");
-  const block = /```sh\n([\s\S]*?)```/.exec(text.slice(at));
-  if (!block?.[1]) throw new Error("no ```sh block after <!-- compose-offline -->");
-  return block[1].split("\n").map((l) => l.trim()).filter(Boolean);
+/** The offline compose block of docs/OPERATIONS.md, one command per line. */
+function composeBlock(): string[] {
+  return shBlock("docs/OPERATIONS.md", "compose-offline");
 }
 
-/** Runs one README line with bash from the repository root. */
+/** Runs one documented line with bash from the repository root. */
 function shell(line: string, extra: NodeJS.ProcessEnv = {}, timeoutMs = 600_000): Promise<CliRun> {
   return runBash(line, { ...env, ...extra }, timeoutMs);
 }
@@ -86,7 +82,7 @@ async function nodePid(service: string): Promise<number> {
   return Number(row.trim().split(/\s+/)[0]);
 }
 
-const lines = readmeBlock();
+const lines = composeBlock();
 // compose-env.sh rewrites .env and client.env (with LOOPSMITH_CLIENTS it also points .env at
 // nats.conf and nats-cluster.conf, which afterAll removes): both are put back as they were.
 const envFileBefore = existsSync(join(REPO, ".env")) ? readFileSync(join(REPO, ".env")) : undefined;
@@ -95,14 +91,14 @@ const outcomes = new Map<string, CliRun>();
 /** Files compose-env.sh writes for a further client user (removed afterwards). */
 const CLIENT_FILES = ["client-alice.env", "nats-clients.env", "nats.conf", "nats-cluster.conf"];
 
-describe("the README's compose commands, offline and keyless", () => {
+describe("the compose commands of docs/OPERATIONS.md, offline and keyless", () => {
   beforeAll(async () => {
     expect(lines.filter((l) => INSTALL_LINES.includes(l))).toEqual(INSTALL_LINES);
     for (const line of lines) {
       if (INSTALL_LINES.includes(line) || line.startsWith("docker compose down")) continue;
       const result = await shell(line);
       outcomes.set(line, result);
-      if (result.code !== 0) throw new Error(`README line failed (exit ${result.code}): ${line}\n${result.stdout.slice(-3000)}\n${result.stderr.slice(-3000)}`);
+      if (result.code !== 0) throw new Error(`docs/OPERATIONS.md line failed (exit ${result.code}): ${line}\n${result.stdout.slice(-3000)}\n${result.stderr.slice(-3000)}`);
     }
   }, 900_000);
 
@@ -250,7 +246,7 @@ describe("the README's compose commands, offline and keyless", () => {
     await healthy("reviewer", 60_000);
   });
 
-  it("stops with the README's down", async () => {
+  it("stops with the documented down", async () => {
     const down = lines.find((l) => l.startsWith("docker compose down"));
     expect(down).toBeDefined();
     const r = await shell(down as string, {}, 180_000);
