@@ -31,6 +31,7 @@ import { ensureTaskIntake, type ServiceName } from "@loopsmith/shared";
 import { docker, freePort, hostPid, prepareProject, removeContainers, sandboxLeftovers, type Project } from "./chaos/compose.js";
 import { answering, complete, connectNats, waitAnswering } from "./chaos/ping.js";
 import { auditEvents, chaosTask, percentile, silences, submitAndWatch, type Tracked } from "./chaos/tasks.js";
+import { formatTable } from "@loopsmith/cli/ui";
 
 const opts = new Command()
   .option("--tasks <n>", "tasks kept in flight", Number, 12)
@@ -74,8 +75,7 @@ const shuffle = <T>(xs: T[]): T[] => xs.map((x) => [Math.random(), x] as const).
 
 /** Prints rows as aligned columns. */
 function table(rows: string[][]): void {
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
-  for (const r of rows) console.log("  " + r.map((c, i) => c.padEnd(widths[i] ?? 0)).join("  ").trimEnd());
+  for (const line of formatTable(rows, { indent: "  " })) console.log(line);
 }
 
 /** One kill, with when its service answered in full again. */

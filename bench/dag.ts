@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { median as ssMedian } from "simple-statistics";
 import type { DagProgress, TaskEvent } from "@loopsmith/shared";
+import { formatTable } from "@loopsmith/cli/ui";
 
 const arg = (name: string, def: number): number => {
   const i = process.argv.indexOf(name);
@@ -83,9 +84,9 @@ function spanMs(dag: DagProgress | undefined): number {
 function spans(dag: DagProgress | undefined): string {
   if (!dag) return "  (no DAG progress in the events)";
   const t0 = Math.min(...dag.subtasks.map((s) => Date.parse(s.startedAt ?? "") || Infinity));
-  return dag.subtasks
-    .map((s) => `  ${s.id.padEnd(11)} ${s.status.padEnd(9)} attempt ${s.attempt}  ${((Date.parse(s.startedAt ?? "") - t0) / 1000).toFixed(1).padStart(5)} s → ${((Date.parse(s.finishedAt ?? "") - t0) / 1000).toFixed(1).padStart(5)} s`)
-    .join("\n");
+  const at = (iso: string | undefined): string => `${((Date.parse(iso ?? "") - t0) / 1000).toFixed(1)} s`;
+  const rows = dag.subtasks.map((s) => [s.id, s.status, `attempt ${s.attempt}`, at(s.startedAt), "→", at(s.finishedAt)]);
+  return formatTable(rows, { align: ["left", "left", "left", "right", "left", "right"], gap: " ", indent: "  " }).join("\n");
 }
 
 async function main(): Promise<void> {

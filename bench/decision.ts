@@ -16,6 +16,7 @@
  */
 import type { CaseOutcome } from "@loopsmith/shared";
 import { decide } from "../services/architect/src/improve/decision.js";
+import { formatTable } from "@loopsmith/cli/ui";
 
 const TRIALS = Number(process.argv.find((a) => a.startsWith("--trials="))?.split("=")[1] ?? 2_000);
 const N = 30;
@@ -49,7 +50,7 @@ function outcomes(kind: Kind, repeats: number, rand: () => number): CaseOutcome[
 }
 
 const kinds: Kind[] = ["noise", "lucky", "no-op", "real 4", "real 8"];
-const rows: string[] = [];
+const rows: string[][] = [];
 for (const repeats of [1, 3]) {
   for (const kind of kinds) {
     const rand = rng(repeats * 1000 + kinds.indexOf(kind));
@@ -61,9 +62,9 @@ for (const repeats of [1, 3]) {
       const sum = (side: "parent" | "candidate") => cases.reduce((s, c) => s + c[side].passes, 0);
       if (sum("candidate") > sum("parent")) naive += 1;
     }
-    rows.push(`${String(repeats).padStart(7)}  ${kind.padEnd(7)}  ${(accepted / TRIALS).toFixed(4).padStart(8)}  ${(naive / TRIALS).toFixed(4).padStart(8)}`);
+    rows.push([String(repeats), kind, (accepted / TRIALS).toFixed(4), (naive / TRIALS).toFixed(4)]);
   }
 }
 console.log(`decision acceptance rate over ${TRIALS} simulated candidates each (${N} cases, ${PASSING} passing on the parent, alpha 0.05, tolerance 0)`);
-console.log("repeats  change   decision  naive (more passes = better)");
-for (const r of rows) console.log(r);
+const header = ["repeats", "change", "decision", "naive (more passes = better)"];
+for (const line of formatTable([header, ...rows], { align: ["right", "left", "right"] })) console.log(line);

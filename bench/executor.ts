@@ -23,6 +23,7 @@ import pino from "pino";
 import { quantile } from "simple-statistics";
 import { loadConfig, type Config, type ExecutionRequest } from "@loopsmith/shared";
 import { createExecutor, PYTEST_ISOLATED, SHIPPED_SECCOMP_PROFILE } from "@loopsmith/executor";
+import { formatTable } from "@loopsmith/cli/ui";
 
 const arg = (name: string, def: number): number => {
   const i = process.argv.indexOf(name);
@@ -150,14 +151,12 @@ async function main(): Promise<void> {
   const bare50 = pct(times.bare ?? [], 50);
   const bare95 = pct(times.bare ?? [], 95);
   console.log(`bench/executor: ${ROUNDS} rounds, image ${image}, ${cfg.cpus} CPU per container, host has ${(await docker.info()).NCPU} CPUs`);
-  console.log("way           p50 ms   p95 ms   p50/bare  p95/bare");
-  for (const [name, xs] of Object.entries(times)) {
+  const rows = Object.entries(times).map(([name, xs]) => {
     const p50 = pct(xs, 50);
     const p95 = pct(xs, 95);
-    console.log(
-      `${name.padEnd(12)} ${p50.toFixed(0).padStart(7)}  ${p95.toFixed(0).padStart(7)}  ${(p50 / bare50).toFixed(2).padStart(8)}  ${(p95 / bare95).toFixed(2).padStart(8)}`,
-    );
-  }
+    return [name, p50.toFixed(0), p95.toFixed(0), (p50 / bare50).toFixed(2), (p95 / bare95).toFixed(2)];
+  });
+  for (const line of formatTable([["way", "p50 ms", "p95 ms", "p50/bare", "p95/bare"], ...rows], { align: ["left", "right", "right", "right", "right"] })) console.log(line);
   const ex50 = pct(times.executor ?? [], 50);
   const run50 = pct(times["docker-run"] ?? [], 50);
   console.log(`executor p50 / bare p50 = ${(ex50 / bare50).toFixed(2)} (target <= 1.3)`);

@@ -25,6 +25,7 @@ import Docker from "dockerode";
 import { loadConfig, readTar, type FileChange, type GateRequest, type GateResult } from "@loopsmith/shared";
 import { gate } from "@loopsmith/reviewer";
 import { loadHumanEval, solutionFile } from "@loopsmith/cli";
+import { formatTable } from "@loopsmith/cli/ui";
 
 const program = new Command()
   .requiredOption("--dataset <path>", "HumanEval JSONL file")
@@ -162,15 +163,25 @@ const out: string[] = [
   `bench/gate: the static gate over benign code; humaneval from ${opts.dataset}, stdlib from ${image}:${stdlib.root}`,
   "every file is benign, so a blocked file is a false positive; by rule: files (blocker findings)",
   "",
-  `${"corpus".padEnd(10)} ${"gate".padEnd(18)} ${"files".padStart(6)} ${"blocked".padStart(8)} ${"FP rate".padStart(8)} ${"review".padStart(7)} ${"ms/file".padStart(8)}  by rule`,
+  ...formatTable(
+    [
+      ["corpus", "gate", "files", "blocked", "FP rate", "review", "ms/file", "by rule"],
+      ...results.flatMap(({ corpus, tallies }) =>
+        tallies.map(({ gate: name, tally }) => [
+          corpus.name,
+          name,
+          String(tally.scanned),
+          String(tally.blocked.length),
+          pct(tally.blocked.length, tally.scanned),
+          String(tally.reviewFiles),
+          (tally.ms / Math.max(1, tally.scanned)).toFixed(2),
+          byRule(tally),
+        ]),
+      ),
+    ],
+    { align: ["left", "left", "right", "right", "right", "right", "right", "left"] },
+  ),
 ];
-for (const { corpus, tallies } of results) {
-  for (const { gate: name, tally } of tallies) {
-    out.push(
-      `${corpus.name.padEnd(10)} ${name.padEnd(18)} ${String(tally.scanned).padStart(6)} ${String(tally.blocked.length).padStart(8)} ${pct(tally.blocked.length, tally.scanned).padStart(8)} ${String(tally.reviewFiles).padStart(7)} ${(tally.ms / Math.max(1, tally.scanned)).toFixed(2).padStart(8)}  ${byRule(tally)}`,
-    );
-  }
-}
 for (const { corpus, tallies } of results) {
   const now = tallies.at(-1)?.tally;
   if (now && now.review.size > 0) {
@@ -178,12 +189,13 @@ for (const { corpus, tallies } of results) {
   }
   if (!now || now.blocked.length === 0) continue;
   out.push("", `${corpus.name}: files still blocked (${now.blocked.length}), rule@lines`);
-  for (const b of now.blocked) {
+  const blocked = now.blocked.map((b) => {
     const lines = new Map<string, number[]>();
     for (const h of b.hits) lines.set(h.rule, [...new Set([...(lines.get(h.rule) ?? []), h.line])]);
     const hits = [...lines].map(([rule, at]) => `${rule}@${at.slice(0, 5).join(",")}${at.length > 5 ? ` (+${at.length - 5} more)` : ""}`);
-    out.push(`  ${b.path.padEnd(36)} ${hits.join("  ")}`);
-  }
+    return [b.path, hits.join("  ")];
+  });
+  out.push(...formatTable(blocked, { indent: "  " }));
 }
 process.stdout.write(`${out.join("\n")}\n`);
 const humaneval = results[0]?.tallies.at(-1)?.tally;

@@ -47,6 +47,7 @@ import {
 } from "@loopsmith/memory";
 import { buildEmbedText, embedParts } from "../services/memory/src/embed-text.js";
 import { seeded } from "./seeded.js";
+import { formatTable } from "@loopsmith/cli/ui";
 
 const argOf = (name: string, def: string): string => {
   const i = process.argv.indexOf(name);
@@ -299,10 +300,8 @@ async function bench(backend: "postgres" | "pglite", config: Config): Promise<vo
     console.log(`insert, one row at a time (rememberFailure, ${single.length} rows): ${(single.length / singleS).toFixed(0)} rows/s`);
     console.log(`ANALYZE loopsmith.failures: ${analyseMs.toFixed(0)} ms; load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}`);
     console.log(`store.recall (hybrid failures query + successes, ef_search=${config.memory.efSearch}): p50 ${whole.p50.toFixed(2)} ms, p95 ${whole.p95.toFixed(2)} ms`);
-    console.log(`${"way".padEnd(40)} ${"p50 ms".padStart(8)} ${"p95 ms".padStart(8)} ${"recall@10".padStart(9)}  plan`);
-    for (const w of rows) {
-      console.log(`${w.name.trim().padEnd(40)} ${w.p50.toFixed(2).padStart(8)} ${w.p95.toFixed(2).padStart(8)} ${w.recall.toFixed(3).padStart(9)}  ${w.plan}`);
-    }
+    const table = [["way", "p50 ms", "p95 ms", "recall@10", "plan"], ...rows.map((w) => [w.name.trim(), w.p50.toFixed(2), w.p95.toFixed(2), w.recall.toFixed(3), w.plan])];
+    for (const line of formatTable(table, { align: ["left", "right", "right", "right"] })) console.log(line);
     if (backend === "postgres") {
       // INSERT … unnest (PGlite's way) against COPY, on the same rows, both with the code
       // already compiled (the first fill above was the first in this process): the table

@@ -44,6 +44,7 @@ import { createLogger, loadConfig } from "@loopsmith/shared";
 import { createExecutor } from "@loopsmith/executor";
 import { errorTextOf, failingTests } from "@loopsmith/architect";
 import { humanevalTask, loadHumanEval, mutantsOf, runCompletion, solutionFile, type HumanEvalRecord } from "@loopsmith/cli";
+import { formatTable } from "@loopsmith/cli/ui";
 import { openMemoryStore, signature } from "@loopsmith/memory";
 
 const program = new Command()
@@ -250,19 +251,24 @@ rows.push(["BM25, raw goal+error+tests+code", await evaluate(order, byId, bm25(o
 const headlines = new Set(paired.map((f) => signature(f.errorText).signature));
 const keys = new Set(paired.map((f) => signature(f.errorText).key));
 const sameErrorSibling = paired.filter((q) => paired.some((o) => o.cause !== q.cause && o.goal === q.goal && signature(o.errorText).key === signature(q.errorText).key)).length;
-const pad = (s: string, n: number): string => s.padEnd(n);
 const lines = [
   `recall benchmark on ${corpus.dataset} (${records.length} records from #${opts.skip}, up to ${corpus.mutants} failing mutants each, seed ${opts.seed})`,
   `failures: ${paired.length} (${paired.length / 2} same-cause pairs; ${failures.length - paired.length} unpaired dropped); ` +
     `headline signatures: ${headlines.size}; full signature keys: ${keys.size}`,
   `queries whose function has another mutant failing with the same full signature: ${sameErrorSibling}`,
   "",
-  `| ${pad("method", 36)} | recall@1 | recall@5 | MRR@20 |`,
-  `| ${"-".repeat(36)} | -------- | -------- | ------ |`,
-  ...rows.map(([name, ranks]) => {
-    const m = metrics(ranks);
-    return `| ${pad(name, 36)} | ${m.r1.toFixed(3).padStart(8)} | ${m.r5.toFixed(3).padStart(8)} | ${m.mrr.toFixed(3).padStart(6)} |`;
-  }),
+  // A Markdown table: the cells padded to line up, the last column closed by "|".
+  ...formatTable(
+    [
+      ["method", "recall@1", "recall@5", "MRR@20"],
+      ["-".repeat(36), "--------", "--------", "------"],
+      ...rows.map(([name, ranks]) => {
+        const m = metrics(ranks);
+        return [name, m.r1.toFixed(3), m.r5.toFixed(3), m.mrr.toFixed(3)];
+      }),
+    ],
+    { align: ["left", "right", "right", "right"], gap: " | ", indent: "| " },
+  ).map((line) => `${line} |`),
   "",
   `loopsmith: ${paired.length} failures stored in ${(storeMs / 1000).toFixed(1)} s, ${paired.length} recalls in ${(recallMs / 1000).toFixed(1)} s (${(recallMs / Math.max(1, paired.length)).toFixed(0)} ms each)`,
 ];

@@ -24,6 +24,7 @@ import { quantile } from "simple-statistics";
 import { loadConfig, type Config, type ExecutionRequest, type Language } from "@loopsmith/shared";
 import { SHIPPED_SECCOMP_PROFILE, createExecutor } from "@loopsmith/executor";
 import { startLocalStack } from "../cli/src/stack.js";
+import { formatTable } from "@loopsmith/cli/ui";
 
 const arg = (name: string, def: number): number => {
   const i = process.argv.indexOf(name);
@@ -119,7 +120,8 @@ async function overhead(config: Config): Promise<void> {
       }
       const base = pct(times["docker-run"] ?? [], 50);
       console.log(`\n${ex.name} (${ex.command}), ${ROUNDS} rounds, ms:`);
-      for (const [name, xs] of Object.entries(times)) console.log(`  ${name.padEnd(11)} p50 ${pct(xs, 50).toFixed(0).padStart(6)}  p95 ${pct(xs, 95).toFixed(0).padStart(6)}  ratio ${(pct(xs, 50) / base).toFixed(2)}×`);
+      const rows = [["", "p50", "p95", "ratio"], ...Object.entries(times).map(([name, xs]) => [name, pct(xs, 50).toFixed(0), pct(xs, 95).toFixed(0), `${(pct(xs, 50) / base).toFixed(2)}×`])];
+      for (const line of formatTable(rows, { align: ["left", "right", "right", "right"], indent: "  " })) console.log(line);
       // The command's own time in the sandbox (the supervisor's clock): what the executor adds around it.
       const own = pct(inside, 50);
       console.log(`  command alone in the sandbox p50 ${own.toFixed(0)} ms; executor wall time / command time ${(pct(times.executor ?? [], 50) / own).toFixed(2)}× (+${(pct(times.executor ?? [], 50) - own).toFixed(0)} ms a run)`);

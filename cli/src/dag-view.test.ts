@@ -52,8 +52,8 @@ describe("renderDagTree", () => {
   it("colours only the mark; cuts lines to a width; neutralises what the model wrote", () => {
     const p = progress();
     const colored = renderDagTree(p, T0 + 400_000, { color: true });
-    expect(colored[0]).toBe(`\x1b[32m✔\x1b[0m${renderDagTree(p, T0 + 400_000)[0]?.slice(1)}`);
-    expect(colored[3]).toContain("   ├─ \x1b[2m○\x1b[0m api");
+    expect(colored[0]).toBe(`\x1b[32m✔\x1b[39m${renderDagTree(p, T0 + 400_000)[0]?.slice(1)}`);
+    expect(colored[3]).toContain("   ├─ \x1b[2m○\x1b[22m api");
     const narrow = renderDagTree(p, T0 + 400_000, { width: 30 });
     for (const l of narrow) expect(l.length).toBeLessThanOrEqual(30);
     expect(narrow[0]).toBe("✔ schema     passed · attempt…");

@@ -8,10 +8,11 @@
 import { DagProgress, type SubtaskProgress, type SubtaskStatus, type TaskEvent } from "@loopsmith/shared";
 import { duration, shortCount, usd } from "./format.js";
 import { printable } from "./terminal.js";
+import { formatTable, palette, type Palette } from "./ui/index.js";
 
 /** How {@link renderDagTree} draws. */
 export interface DagTreeOptions {
-  /** Colour each status mark (ANSI SGR). @defaultValue false */
+  /** Colour each status mark (see `ui/colour.ts`; the caller decides, for example with `colourEnabled(stream)`). @defaultValue false */
   color?: boolean;
   /** Cut each line to this many characters (a terminal's width), the last one `…`. */
   width?: number;
@@ -22,8 +23,9 @@ export interface DagTreeOptions {
 /** The mark of each status, first on a subtask's line. */
 export const STATUS_MARKS: Readonly<Record<SubtaskStatus, string>> = { pending: "○", running: "▶", passed: "✔", failed: "✖", cancelled: "⊘" };
 
-/** SGR colour of each mark: dim, cyan, green, red, yellow. */
-const MARK_COLORS: Readonly<Record<SubtaskStatus, string>> = { pending: "2", running: "36", passed: "32", failed: "31", cancelled: "33" };
+/** The colour of each mark: dim, cyan, green, red, yellow. */
+const MARK_COLORS: Readonly<Record<SubtaskStatus, keyof Palette>> = { pending: "dim", running: "cyan", passed: "green", failed: "red", cancelled: "yellow" };
+const COLOURS = palette(true);
 
 /** An event's `data.dag`, or undefined when it carries none or one that fails the contract. */
 export function dagOf(e: Pick<TaskEvent, "data">): DagProgress | undefined {
@@ -135,7 +137,8 @@ function cut(text: string, width: number | undefined): string {
 function colored(line: string, at: number, status: SubtaskStatus): string {
   const mark = STATUS_MARKS[status];
   if (line.slice(at, at + mark.length) !== mark) return line;
-  return `${line.slice(0, at)}\x1b[${MARK_COLORS[status]}m${mark}\x1b[0m${line.slice(at + mark.length)}`;
+  const paint = COLOURS[MARK_COLORS[status]] as (text: string) => string;
+  return `${line.slice(0, at)}${paint(mark)}${line.slice(at + mark.length)}`;
 }
 
 /** A goal on one line, cut to `max` characters. */
@@ -155,13 +158,16 @@ export function renderDagTree(progress: DagProgress, nowMs: number, opts: DagTre
   const status = new Map(progress.subtasks.map((s) => [s.id, s.status]));
   const reopened = new Set(progress.reopened);
   const heads = placed.map((p) => `${p.prefix}${STATUS_MARKS[p.subtask.status]} ${printable(p.subtask.id)}`);
-  const width = Math.max(0, ...heads.map((h) => h.length));
-  return placed.map((p, i) => {
+  const rows = placed.map((p, i) => {
     const s = p.subtask;
     const waitingFor = s.status === "pending" ? s.dependsOn.filter((d) => status.has(d) && status.get(d) !== "passed") : [];
     const goal = opts.goals && s.goal.trim() ? ` — ${oneLineGoal(s.goal)}` : "";
-    const line = cut(`${(heads[i] ?? "").padEnd(width)}  ${subtaskSummary(s, nowMs, { waitingFor, reopened: reopened.has(s.id) })}${goal}`, opts.width);
-    return opts.color ? colored(line, p.prefix.length, s.status) : line;
+    return [heads[i] ?? "", `${subtaskSummary(s, nowMs, { waitingFor, reopened: reopened.has(s.id) })}${goal}`];
+  });
+  return formatTable(rows).map((text, i) => {
+    const line = cut(text, opts.width);
+    const p = placed[i];
+    return opts.color && p ? colored(line, p.prefix.length, p.subtask.status) : line;
   });
 }
 

@@ -9,6 +9,7 @@ import { dagReportLines } from "./dag-view.js";
 import { usd } from "./format.js";
 import { historyRows } from "./history-rows.js";
 import { printable } from "./terminal.js";
+import { padCell } from "./ui/index.js";
 
 export { usd };
 
@@ -70,7 +71,8 @@ export function historyText(history: History): string {
   return historyRows(history.tasks)
     .map(({ task: t, depth }) => {
       const goal = printable(t.goal.replace(/\s+/g, " ").slice(0, 60));
-      return `${"  ".repeat(depth)}${printable(t.finishedAt)}  ${printable(t.status).padEnd(9)} ${String(t.iterations).padStart(2)} it  ${usd(t.usage.costUsd).padStart(8)}${t.scripted ? " scripted" : ""}  ${t.taskId}  ${goal}\n`;
+      // Fixed-width columns (status 9, iterations 2, USD 8), so a child row indented under its parent keeps them.
+      return `${"  ".repeat(depth)}${printable(t.finishedAt)}  ${padCell(printable(t.status), 9)} ${padCell(String(t.iterations), 2, "right")} it  ${padCell(usd(t.usage.costUsd), 8, "right")}${t.scripted ? " scripted" : ""}  ${t.taskId}  ${goal}\n`;
     })
     .join("");
 }

@@ -9,6 +9,7 @@ import { Reflection, Review, type DagProgress, type RunRecord, type Usage } from
 import { dagOf, dagReportLines, dagTotals, dagTree } from "./dag-view.js";
 import { duration, shortCount, usd } from "./format.js";
 import { printable } from "./terminal.js";
+import { formatTable } from "./ui/index.js";
 
 /** One iteration of a run, as its events tell it. */
 export interface RunIteration {
@@ -120,7 +121,8 @@ export function runText(record: RunRecord): string {
     lines.push(`  providers: ${r.providers.map(printable).join(", ") || "none"}${r.scripted ? " — SCRIPTED: replies were replayed from a file, no model was called" : ""}`);
     lines.push(`  LLM: ${tokens(r.usage.total)}`);
     const roles = providersByRole(record);
-    for (const [role, u] of Object.entries(r.usage.byRole)) lines.push(`    ${printable(role).padEnd(8)} ${tokens(u)}${roles[role] ? ` · ${roles[role].map(printable).join(", ")}` : ""}`);
+    const usage = Object.entries(r.usage.byRole).map(([role, u]) => [printable(role), `${tokens(u)}${roles[role] ? ` · ${roles[role].map(printable).join(", ")}` : ""}`]);
+    lines.push(...formatTable(usage, { minWidths: [8], gap: " ", indent: "    " }));
     if (r.hidden) lines.push(`  hidden tests: ${r.hidden.passed}/${r.hidden.total} passed`);
     if (r.error) lines.push(`  error (${r.error.code}): ${printable(r.error.message)}`);
   }

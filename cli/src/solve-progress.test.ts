@@ -80,7 +80,7 @@ describe("solve's progress on a terminal", () => {
     const { writes, stream } = capture();
     const view = solveProgress(stream, { tty: true, color: true, now: () => T0 });
     view.event(event("started", { data: { dag: started } }));
-    expect(writes[0]).toContain(`${ESC}[36m▶${ESC}[0m lib`);
+    expect(writes[0]).toContain(`${ESC}[36m▶${ESC}[39m lib`);
     view.aside(() => writes.push("<stderr>"));
     expect(writes.slice(1)).toEqual([`\r${ESC}[2A${ESC}[J`, "<stderr>", writes[0]?.replace("[start] schedule: started\n", "")]);
     view.stop({ clear: false });

@@ -44,7 +44,7 @@ export const LOG_PREFIX = "[subtask] ";
 /**
  * The progress display of `solve` on `stream`.
  * @param o.tty - draw the tree in place (default `stream.isTTY`)
- * @param o.color - colour the status marks (a terminal without NO_COLOR)
+ * @param o.color - colour the status marks (`colourEnabled(stream)`: a terminal without NO_COLOR, or FORCE_COLOR)
  * @param o.now - the clock (epoch ms)
  * @param o.tickMs - how often a terminal's tree is redrawn while a subtask runs (1000)
  */

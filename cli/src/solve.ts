@@ -38,6 +38,7 @@ import { ROLES, shownNatsUrl } from "./preflight.js";
 import { startLocalStack, type LocalStack } from "./stack.js";
 import { liveStack } from "./stack-record.js";
 import { jsonLine, printable } from "./terminal.js";
+import { colourEnabled } from "./ui/index.js";
 import { exportRun } from "./runs.js";
 import { finishRepo, prepareRepoTask, uploadRecordedSnapshot, uploadSnapshot, type PreparedRepoTask, type RepoOptions } from "./solve-repo.js";
 
@@ -259,7 +260,7 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
   let submittedId: string | undefined;
   let signals = 0;
   // The task's progress on stdout; a DAG task's tree is redrawn in place on a terminal.
-  const progress: SolveProgress | undefined = o.json ? undefined : solveProgress(process.stdout, { color: process.stdout.isTTY && !process.env.NO_COLOR });
+  const progress: SolveProgress | undefined = o.json ? undefined : solveProgress(process.stdout, { color: colourEnabled(process.stdout) });
   const onSignal = (): void => {
     signals += 1;
     if (signals === 1 && nc && submittedId) {

@@ -21,6 +21,7 @@ import { liveStack, readStackRecord, removeStackRecord, writeStackRecord } from 
 import { readStackUsers, removeStackUsers, roleConnectOptions } from "./stack-auth.js";
 import { startLocalStack, type StackProgress } from "./stack.js";
 import { jsonLine } from "./terminal.js";
+import { formatTable } from "./ui/index.js";
 
 /** Options of `up` (the provider flags of `solve`), `down` and `status`. */
 export type StackCommandOptions = Pick<SolveOptions, "provider" | "model" | "script" | "baseUrl" | "transcript" | "config" | "json">;
@@ -277,10 +278,11 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
     process.stdout.write(`${jsonLine({ kind: "status", up: allUp, natsUrl: url, startedAt: record?.startedAt, services, executors: engines })}\n`);
   } else {
     process.stdout.write(`NATS ${shownNatsUrl(url)}${record ? ` · up since ${record.startedAt}` : ""}\n`);
-    for (const s of services) {
+    const rows = services.map((s) => {
       const meta = s.metadata ? Object.entries(s.metadata).map(([k, v]) => `${k}=${v}`).join(" ") : "";
-      process.stdout.write(`  ${s.instances ? "✔" : "✖"} ${s.service.padEnd(9)} ${s.instances ? `${s.instances} instance${s.instances === 1 ? "" : "s"}  ${meta}` : "does not answer"}\n`);
-    }
+      return [s.instances ? "✔" : "✖", s.service, s.instances ? `${s.instances} instance${s.instances === 1 ? "" : "s"}  ${meta}` : "does not answer"];
+    });
+    for (const line of formatTable(rows, { minWidths: [1, 9], gap: " ", indent: "  " })) process.stdout.write(`${line}\n`);
     for (const e of engines) {
       const slots = e.freeSlots === undefined ? "" : ` · ${e.freeSlots}/${e.concurrency ?? "?"} slots free · ${e.running ?? 0} running, ${e.queued ?? 0} queued`;
       process.stdout.write(`    executor ${e.id} on engine ${e.engine} (${e.endpoint})${slots}${e.healthy === false ? ` · UNHEALTHY: ${e.error ?? "the engine does not answer"}` : ""}\n`);
