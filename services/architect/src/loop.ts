@@ -3,30 +3,33 @@
  * (repo mode: PREPARE →) RECALL → PLAN → BUILD → GATE → REVIEW? → EXECUTE → (pass: SCORE → DONE)
  *                                                  → (fail: REMEMBER → REFLECT → BUILD …)
  * A DAG task (`decompose`, `dag/phases.ts`): PREPARE → RECALL → PLAN (subtasks) → SCHEDULE →
- * INTEGRATE → (pass: DONE) | (fail: one subtask re-opened → SCHEDULE …)
+ * INTEGRATE → (pass: SCORE → DONE) | (fail: one subtask re-opened → SCHEDULE …)
  * Every phase ends with a checkpoint, so a conductor that dies resumes at the phase it was in.
- * Steps are injected ({@link Steps}); the phases are in `phases.ts`, their shared mechanics
- * in `run.ts`, the pure parts in `verdict.ts`. Nothing here does I/O of its own.
+ * Steps are injected ({@link Steps}); the phases are in `phases.ts`, `repo/phases.ts` and
+ * `dag/phases.ts`, their shared mechanics (and every checkpoint) in `run.ts`, the pure parts
+ * in `verdict.ts` and `requests.ts`, the texts in `event-texts.ts`. Nothing here does I/O of its own.
  */
 import type { Phase } from "@loopsmith/shared";
-import { buildPhase, executePhase, gatePhase, planPhase, recallPhase, reflectPhase, rememberPhase, reviewPhase, type PhaseOutcome } from "./phases.js";
-import { RetryLater, TaskRun } from "./run.js";
-import { preparePhase } from "./repo/phases.js";
 import { dagPlanPhase, integratePhase, schedulePhase } from "./dag/phases.js";
+import { runTexts } from "./event-texts.js";
+import { buildPhase, executePhase, gatePhase, planPhase, recallPhase, reflectPhase, rememberPhase, reviewPhase, scorePhase } from "./phases.js";
+import { preparePhase } from "./repo/phases.js";
+import { RetryLater, TaskRun, type PhaseFn } from "./run.js";
 import type { TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
 
 export { MAX_SANDBOX_ERRORS, RetryLater } from "./run.js";
 export { CHECKPOINT_OUTPUT_CHARS, fallbackPlan, finalState, forCheckpoint, verdictFiles, type VerdictFiles } from "./verdict.js";
 
-const PHASES: Record<Exclude<Phase, "score" | "done">, (run: TaskRun) => Promise<PhaseOutcome>> = {
+const PHASES: Record<Exclude<Phase, "done">, PhaseFn> = {
   prepare: preparePhase,
   recall: recallPhase,
-  plan: (run) => (run.s.task.decompose ? dagPlanPhase(run) : planPhase(run)),
+  plan: (s, run) => (s.task.decompose ? dagPlanPhase(s, run) : planPhase(s, run)),
   build: buildPhase,
   gate: gatePhase,
   review: reviewPhase,
   execute: executePhase,
+  score: scorePhase,
   remember: rememberPhase,
   reflect: reflectPhase,
   schedule: schedulePhase,
@@ -34,7 +37,8 @@ const PHASES: Record<Exclude<Phase, "score" | "done">, (run: TaskRun) => Promise
 };
 
 /**
- * Runs one task from its current phase to a final state.
+ * Runs one task from its current phase to a final state: each phase from the state it starts
+ * at, its outcome carried out by the run (checkpoint, or stop).
  * @throws RetryLater when the task must be handed back (the conductor is stopping, or a
  *   retryable infrastructure error): the message is redelivered and resumes from the checkpoint.
  */
@@ -43,11 +47,12 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
   for (;;) {
     const s = run.s;
     if (s.status === "final") return s;
-    if (io.cancelled()) return run.stop("cancelled", "cancelled on request");
-    if (io.stopping()) throw new RetryLater("the conductor is stopping; the task resumes from its checkpoint");
+    // A task that passed is scored and ends as passed: a cancel no longer changes that.
+    if (io.cancelled() && s.phase !== "score") return run.stop({ stop: "cancelled", message: runTexts.cancelledOnRequest });
+    if (io.stopping()) throw new RetryLater(runTexts.handBack);
     io.heartbeat();
-    if (s.phase === "score" || s.phase === "done") return run.stop(s.result?.stopReason ?? "error", s.result?.message ?? "finished");
-    const final = await PHASES[s.phase](run);
+    if (s.phase === "done") return run.stop({ stop: s.result?.stopReason ?? "error", message: s.result?.message ?? runTexts.finished });
+    const final = await run.advance(await PHASES[s.phase](s, run));
     if (final) return final;
   }
 }

@@ -1,33 +1,34 @@
 /**
- * One task's run through the loop: the state being advanced and the mechanics every phase
- * shares (events, checkpoints, usage, the classification of step errors, and the stop).
- * The phases themselves are in `phases.ts`; the dispatcher is `runLoop` in `loop.ts`.
+ * One task's run through the loop: its state and the mechanics every phase shares. The
+ * durability of a task lives here and nowhere else: events and their sequence numbers,
+ * checkpoints (`advance` after a phase, `record` inside one), usage, the classification of
+ * step errors, the sandbox retry, and the stop. A phase (`phases.ts`, `repo/phases.ts`,
+ * `dag/phases.ts`) is a function of the state it starts from and this run, and returns its
+ * {@link PhaseOutcome}; the dispatcher is `runLoop` in `loop.ts`.
  */
 import {
   LoopsmithError,
   Usage,
   dagProgress,
   hasCode,
-  idempotencyKey,
-  testSummary,
   type Budget,
-  type BuildReply,
   type ExecutionRequest,
   type ExecutionResult,
-  type FileChange,
   type Phase,
   type ProviderInfo,
   type StopReason,
   type TaskBrief,
-  type TaskScript,
   type TaskEvent,
   type TaskResult,
+  type TaskScript,
 } from "@loopsmith/shared";
+import { runTexts } from "./event-texts.js";
+import { repoBrief, repoChange } from "./repo/workspace.js";
+import { budgetLeft, stepKey, taskScript } from "./requests.js";
 import { addStepUsage, type TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
-import { finalState, verdictFiles } from "./verdict.js";
-import { repoBrief, repoChange } from "./repo/phases.js";
 import { taskRecordOf } from "./task-record.js";
+import { finalState } from "./verdict.js";
 
 /** Sandbox infrastructure failures in a row before the task stops with `error`. */
 export const MAX_SANDBOX_ERRORS = 3;
@@ -37,8 +38,45 @@ export class RetryLater extends Error {
   override readonly name = "RetryLater";
 }
 
-/** What an LLM step's error means for the loop: a final state, or a failed iteration. */
-export type LlmOutcome = TaskState | "iteration_failed";
+/** How a task stops: the stop reason, its message, the error that caused it, and (passed) the hidden tests' score. */
+export interface Stop {
+  stop: StopReason;
+  message: string;
+  error?: LoopsmithError;
+  hidden?: TaskResult["hidden"];
+}
+
+/**
+ * What a phase ends with: go on to `next`, or stop. `patch` is applied to the state first
+ * either way; the run then checkpoints (go on) or ends the task (stop).
+ */
+export type PhaseOutcome = ({ next: Phase } | Stop) & { patch?: Partial<TaskState> };
+
+/** A phase: from the state it starts at (`run.s` when it starts), with the run's mechanics. */
+export type PhaseFn = (s: TaskState, run: TaskRun) => Promise<PhaseOutcome>;
+
+/** What an LLM step's error means for the loop: a stop, or a failed iteration. */
+export type LlmOutcome = Stop | "iteration_failed";
+
+/** The fields every LLM step request starts with (`PlanRequest`, `BuildRequest`, …). */
+export interface LlmHead {
+  v: 1;
+  taskId: string;
+  iteration: number;
+  idempotencyKey: string;
+  /** The role's calls before this step (re-asks included): a scripted reply's index. */
+  callsBefore: number;
+  script?: TaskScript;
+  task: TaskBrief;
+  budget: Budget;
+}
+
+/** An LLM step's validated reply as the phases use it; `data` is its step event's `llm` record. */
+export interface LlmReply<T> {
+  value: T;
+  provider: ProviderInfo;
+  data: Record<string, unknown>;
+}
 
 /** A task being advanced by the loop; `s` is its current state. */
 export class TaskRun {
@@ -48,67 +86,16 @@ export class TaskRun {
     readonly io: LoopIO,
   ) {}
 
-  /** The idempotency key of a step of the current iteration. */
-  key(step: string, attempt = 0): string {
-    return idempotencyKey(this.s.task.taskId, this.s.iteration, step, attempt);
-  }
-
-  /** The task's own replies for an LLM step request (`Task.script`), or nothing. */
-  taskScript(): { script?: TaskScript } {
-    return this.s.task.script ? { script: this.s.task.script } : {};
-  }
-
-  /** The task's memory scope for a recall request (`Task.memoryScope`), or nothing. */
-  recallScope(): { scope?: string } {
-    return this.s.task.memoryScope ? { scope: this.s.task.memoryScope } : {};
-  }
-
   /** The parts of the task a prompt may see (never the hidden tests); in repo mode, the map and the picked files. */
   async brief(): Promise<TaskBrief> {
     const t = this.s.task;
     const brief: TaskBrief = { goal: t.goal, language: t.language, files: t.files, acceptanceTests: t.acceptanceTests };
-    return t.repo ? { ...brief, repo: await repoBrief(this) } : brief;
+    return t.repo ? { ...brief, repo: await repoBrief(this.s, this.steps) } : brief;
   }
 
-  /**
-   * A step event that carries the model's validated reply (`data.llm`), so a recorded run
-   * holds every reply in order and can be replayed: `callsBefore` is the role's calls before
-   * this step, `calls` the calls it used (2 after a re-ask).
-   */
-  llmData(role: string, callsBefore: number, reply: { value: unknown; usage: Usage; provider: ProviderInfo }): Record<string, unknown> {
-    return { llm: { role, callsBefore, calls: reply.usage.calls, value: reply.value, provider: { name: reply.provider.name, model: reply.provider.model, scripted: reply.provider.scripted } } };
-  }
-
-  /** The LLM calls this task already made for `role` (re-asks included): a step's `callsBefore`. */
-  callsBefore(role: string): number {
-    return this.s.usage.byRole[role]?.calls ?? 0;
-  }
-
-  /** What is left of the task's budget. */
+  /** What is left of the task's budget now (usage grows as steps are paid for). */
   budget(): Budget {
-    const b: Budget = {};
-    const used = this.s.usage.total;
-    if (this.s.task.limits.maxCostUsd !== undefined) b.remainingUsd = this.s.task.limits.maxCostUsd - used.costUsd;
-    // Every token billed counts, cached ones included (the same sum the providers' estimate uses).
-    const tokens = used.inputTokens + used.outputTokens + used.cacheReadTokens + used.cacheWriteTokens;
-    if (this.s.task.limits.maxTokens !== undefined) b.remainingTokens = this.s.task.limits.maxTokens - tokens;
-    return b;
-  }
-
-  /** A sandbox run of `files` for `step`; a retry after a sandbox failure is a new attempt. */
-  executionRequest(step: string, files: FileChange[], tests?: string[], attempt = this.s.sandboxErrors): ExecutionRequest {
-    const s = this.s;
-    return {
-      v: 1,
-      taskId: s.task.taskId,
-      iteration: s.iteration,
-      idempotencyKey: this.key(step, attempt),
-      language: s.task.language,
-      files,
-      ...(tests ? { tests } : {}),
-      timeoutMs: s.task.limits.runTimeoutMs,
-      memoryMb: s.task.limits.memoryMb,
-    };
+    return budgetLeft(this.s);
   }
 
   /** Publishes a progress event with the next sequence number. */
@@ -129,16 +116,55 @@ export class TaskRun {
     await this.io.emit(event);
   }
 
-  /** Moves to `phase` with `patch` applied, and checkpoints. */
-  async go(phase: Phase, patch: Partial<TaskState> = {}): Promise<void> {
-    this.s = { ...this.s, ...patch, phase };
+  /**
+   * Changes the state in memory only: what the run's own mechanics must see before the phase
+   * ends (the brief reads the candidate). The next checkpoint records it.
+   */
+  update(patch: Partial<TaskState>): void {
+    this.s = { ...this.s, ...patch };
+  }
+
+  /** Applies `patch` and checkpoints, staying in the current phase (progress inside a phase). */
+  async record(patch: Partial<TaskState> = {}): Promise<void> {
+    this.s = { ...this.s, ...patch };
     await this.io.checkpoint(this.s);
     this.io.heartbeat();
   }
 
+  /**
+   * Carries out a phase's outcome: its patch, then the checkpoint at the next phase, or the
+   * stop. @returns the final state when the task stopped, undefined to go on
+   */
+  async advance(outcome: PhaseOutcome): Promise<TaskState | undefined> {
+    if ("next" in outcome) {
+      await this.record({ ...outcome.patch, phase: outcome.next });
+      return undefined;
+    }
+    if (outcome.patch) this.update(outcome.patch);
+    return this.stop(outcome);
+  }
+
+  /**
+   * One LLM step of `role`: the request starts with the {@link LlmHead} of the step (key of
+   * `step` in this iteration); the reply's usage is added and published. Errors are thrown
+   * as they come: the phase hands them to {@link llmFailure}.
+   */
+  async llm<T>(role: string, step: string, call: (head: LlmHead) => Promise<{ value: T; usage: Usage; provider: ProviderInfo }>): Promise<LlmReply<T>> {
+    const s = this.s;
+    const callsBefore = s.usage.byRole[role]?.calls ?? 0;
+    const head: LlmHead = { v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: stepKey(s, step), callsBefore, ...taskScript(s), task: await this.brief(), budget: this.budget() };
+    const reply = await call(head);
+    await this.noteProvider(role, reply);
+    // The step event carries the validated reply, so a recorded run holds every reply in order
+    // and can be replayed: `calls` is what this step used (2 after a re-ask).
+    const p = reply.provider;
+    const llm = { role, callsBefore, calls: reply.usage.calls, value: reply.value, provider: { name: p.name, model: p.model, scripted: p.scripted } };
+    return { value: reply.value, provider: p, data: { llm } };
+  }
+
   /** Adds a step's usage to the task's sums and publishes it as a `usage` event. */
-  async noteProvider(role: string, reply: { usage: BuildReply["usage"]; provider: ProviderInfo }): Promise<void> {
-    const label = `${reply.provider.name}:${reply.provider.model}`;
+  private async noteProvider(role: string, reply: { usage: Usage; provider: ProviderInfo }): Promise<void> {
+    const label = runTexts.providerLabel(reply.provider);
     const s = this.s;
     this.s = {
       ...s,
@@ -147,14 +173,28 @@ export class TaskRun {
       providers: s.providers.includes(label) ? s.providers : [...s.providers, label],
     };
     const from = reply.provider.fallbackFrom;
-    if (from) {
-      await this.emit("warning", `${role}: ${from.name}:${from.model} failed (${from.code}); ${label} answered instead`, { data: { role, provider: reply.provider, fallbackFrom: from } });
-    }
-    const u = reply.usage;
+    if (from) await this.emit("warning", runTexts.fallback(role, from, label), { data: { role, provider: reply.provider, fallbackFrom: from } });
     const total = this.s.usage.total;
-    await this.emit("usage", `${role}: ${u.calls} call${u.calls === 1 ? "" : "s"}, ${u.inputTokens}+${u.outputTokens} tokens, $${u.costUsd.toFixed(4)}; task total $${total.costUsd.toFixed(4)}`, {
-      data: { role, provider: reply.provider, call: u, total },
-    });
+    await this.emit("usage", runTexts.usage(role, reply.usage, total), { data: { role, provider: reply.provider, call: reply.usage, total } });
+  }
+
+  /**
+   * Classifies an LLM step's error: a stop, or a failed iteration. Calls that were paid for
+   * before the error (an unreadable reply, a re-ask) still count.
+   * @throws RetryLater for a retryable infrastructure error (the task message is redelivered)
+   */
+  async llmFailure(err: unknown, role: string): Promise<LlmOutcome> {
+    const paid = Usage.safeParse((err as { details?: { usage?: unknown } } | undefined)?.details?.usage);
+    if (paid.success && paid.data.calls > 0) this.s = { ...this.s, usage: addStepUsage(this.s.usage, role, this.s.iteration, paid.data) };
+    if (hasCode(err, "budget_exceeded")) return { stop: "budget", message: runTexts.stopped(err.message), error: err };
+    if (hasCode(err, "cancelled")) return { stop: "cancelled", message: runTexts.cancelled };
+    if (hasCode(err, "llm_bad_reply")) {
+      await this.emit("warning", runTexts.replyUnreadable(role, err.message));
+      return "iteration_failed";
+    }
+    if (err instanceof LoopsmithError && err.retryable) throw new RetryLater(`${role}: ${err.message}`, { cause: err });
+    const e = err instanceof LoopsmithError ? err : new LoopsmithError("internal", String((err as Error)?.message ?? err), { cause: err });
+    return { stop: "error", message: runTexts.stopped(e.message), error: e };
   }
 
   /** Memory is advisory: a memory failure is logged and the loop goes on without it. */
@@ -163,68 +203,54 @@ export class TaskRun {
       return await fn();
     } catch (err) {
       this.io.log.warn({ err, taskId: this.s.task.taskId }, "memory step failed; going on without it");
-      await this.emit("warning", `memory is unavailable: ${(err as Error).message}`);
+      await this.emit("warning", runTexts.memoryUnavailable((err as Error).message));
       return undefined;
     }
   }
 
   /**
-   * Classifies an LLM step's error: a stop, a failed iteration, or retry later.
-   * @throws RetryLater for a retryable infrastructure error (the task message is redelivered)
+   * A sandbox run, with the one retry of a sandbox failure (`sandbox_error`: the
+   * infrastructure's, never the candidate's). The attempt number is the state's
+   * `sandboxErrors` (the failures in a row so far), so each try has its own idempotency key.
+   * After a failure the run warns (`retrying`'s text), checkpoints the new count, and tries
+   * again: a conductor killed in between resumes the phase at the next attempt number. At
+   * most {@link MAX_SANDBOX_ERRORS} failures in a row: the last is returned without a
+   * warning (the phase stops with its own text). Any other result resets the count (the
+   * phase's checkpoint records it).
+   * @param phase - the phase the warnings are reported in
+   * @param request - the request of an attempt (0 for the first)
    */
-  async llmFailure(err: unknown, role: string): Promise<LlmOutcome> {
-    // Calls that were paid for before the error (an unreadable reply, a re-ask) still count.
-    const paid = Usage.safeParse((err as { details?: { usage?: unknown } } | undefined)?.details?.usage);
-    if (paid.success && paid.data.calls > 0) this.s = { ...this.s, usage: addStepUsage(this.s.usage, role, this.s.iteration, paid.data) };
-    if (hasCode(err, "budget_exceeded")) return this.stop("budget", `stopped: ${err.message}`, err);
-    if (hasCode(err, "cancelled")) return this.stop("cancelled", "cancelled");
-    if (hasCode(err, "llm_bad_reply")) {
-      await this.emit("warning", `the ${role} reply could not be read: ${err.message}`);
-      return "iteration_failed";
+  async sandbox(phase: Phase, request: (attempt: number) => ExecutionRequest, retrying: (reason?: string) => string): Promise<ExecutionResult> {
+    for (;;) {
+      const attempt = this.s.sandboxErrors;
+      const result = await this.steps.execute(request(attempt));
+      if (result.status !== "sandbox_error") {
+        this.update({ sandboxErrors: 0 });
+        return result;
+      }
+      if (attempt + 1 >= MAX_SANDBOX_ERRORS) return result;
+      await this.emit("warning", retrying(result.reason), { phase });
+      await this.record({ sandboxErrors: attempt + 1 });
     }
-    if (err instanceof LoopsmithError && err.retryable) throw new RetryLater(`${role}: ${err.message}`, { cause: err });
-    const e = err instanceof LoopsmithError ? err : new LoopsmithError("internal", String((err as Error)?.message ?? err), { cause: err });
-    return this.stop("error", `stopped: ${e.message}`, e);
-  }
-
-  /**
-   * Runs exactly the hidden tests once against the final candidate (its own tests left out),
-   * retrying a sandbox failure as a new attempt; null when the task has none.
-   */
-  async score(): Promise<TaskResult["hidden"]> {
-    const hidden = this.s.task.hiddenTests;
-    if (hidden.length === 0) return null;
-    await this.emit("phase", "scoring on the hidden tests", { phase: "score" });
-    const files = [...verdictFiles(this.s, { generatedTests: false }).files, ...hidden];
-    let r: ExecutionResult | undefined;
-    for (let attempt = 0; attempt < MAX_SANDBOX_ERRORS; attempt++) {
-      r = await this.steps.execute(this.executionRequest("score", files, hidden.map((f) => f.path), attempt));
-      if (r.status !== "sandbox_error") break;
-      await this.emit("warning", `the sandbox failed while scoring (${r.reason ?? "unknown"}); trying again`, { phase: "score" });
-    }
-    const counts = testSummary(r as ExecutionResult);
-    return { status: (r as ExecutionResult).status, passed: counts.passed, total: counts.total };
   }
 
   /** The repo-mode change for the result; a tree that cannot be read leaves it out (with a warning). */
   private async repoChangeSafely(): Promise<TaskResult["repo"]> {
     try {
-      return await repoChange(this);
+      return await repoChange(this.s, this.steps);
     } catch (err) {
-      await this.emit("warning", `the change could not be computed: ${(err as Error).message}`);
+      await this.emit("warning", runTexts.changeUncomputable((err as Error).message));
       return undefined;
     }
   }
 
-  /** Ends the task: scores a pass, remembers it, records the task, checkpoints, publishes the result. */
-  async stop(reason: StopReason, message: string, error?: LoopsmithError): Promise<TaskState> {
-    const passed = reason === "passed";
-    const hidden = passed ? await this.score() : null;
+  /** Ends the task: remembers a pass, records the task, checkpoints, publishes the result. */
+  async stop(end: Stop): Promise<TaskState> {
+    const { stop: reason, message, error, hidden = null } = end;
     const s0 = this.s;
-    if (passed && s0.candidate) {
-      await this.safely(() =>
-        this.steps.rememberSuccess({ v: 1, taskId: s0.task.taskId, iteration: s0.iteration, idempotencyKey: this.key("success"), language: s0.task.language, goal: s0.task.goal, files: s0.candidate?.files ?? [] }),
-      );
+    if (reason === "passed" && s0.candidate) {
+      const files = s0.candidate.files;
+      await this.safely(() => this.steps.rememberSuccess({ v: 1, taskId: s0.task.taskId, iteration: s0.iteration, idempotencyKey: stepKey(s0, "success"), language: s0.task.language, goal: s0.task.goal, files }));
     }
     const change = s0.task.repo ? await this.repoChangeSafely() : undefined;
     this.s = finalState(this.s, reason, message, error, hidden, change);

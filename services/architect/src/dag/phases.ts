@@ -5,6 +5,7 @@
  * (the task's tests on the merged tree) → pass | REFLECT on the integration failure: one
  * subtask re-opened → SCHEDULE … Every step is checkpointed in the task's state (`dag`), so a
  * conductor that dies resumes with finished subtasks kept and running ones re-attached.
+ * Each phase is `(s, run) → outcome` like the loop's (`phases.ts`); a pass goes to SCORE there.
  */
 import {
   LoopsmithError,
@@ -23,12 +24,12 @@ import {
   type TaskInput,
   type Usage,
 } from "@loopsmith/shared";
+import { dagTexts, runTexts } from "../event-texts.js";
 import { briefFromExecution } from "../failure.js";
-import type { PhaseOutcome } from "../phases.js";
 import { readBaseFile } from "../repo/context.js";
-import { repoExecution, repoOf } from "../repo/phases.js";
-import { MAX_SANDBOX_ERRORS, RetryLater, type TaskRun } from "../run.js";
-import { addStepUsage } from "../state.js";
+import { repoExecution, repoOf } from "../repo/workspace.js";
+import { RetryLater, type PhaseOutcome, type TaskRun } from "../run.js";
+import { addStepUsage, type TaskState } from "../state.js";
 import type { ChildTasks } from "../steps.js";
 import { forCheckpoint } from "../verdict.js";
 import { DagHandBack, dagOutcome, reopenSubtask, runDag, startDag, type AttemptOutcome, type AttemptRequest } from "./scheduler.js";
@@ -46,42 +47,31 @@ function childrenOf(run: TaskRun): ChildTasks {
   return run.steps.children;
 }
 
-/** One line about a subtask's move, for its event. */
-function moveLine(s: SubtaskState): string {
-  const why = s.reason && s.reason !== "passed" ? ` (${s.reason}${s.message ? `: ${s.message.split("\n")[0]?.slice(0, 200)}` : ""})` : "";
-  // A running subtask with a reason: its attempt just failed, and another follows after the backoff.
-  if (s.status === "running") return why ? `subtask ${s.id}: attempt ${s.attempts} failed${why}; trying again` : `subtask ${s.id}: running, attempt ${s.attempts}`;
-  return `subtask ${s.id}: ${s.status}${why}`;
-}
-
 /** PLAN for a DAG task: a plan of subtasks, validated before anything runs. */
-export async function dagPlanPhase(run: TaskRun): Promise<PhaseOutcome> {
-  const s = run.s;
-  if (!s.task.repo) return run.stop("error", "stopped: a decomposed task needs repo mode (give a repository; an empty one works)", new LoopsmithError("bad_request", "decompose without a repository"));
-  await run.emit("phase", "planning subtasks", { phase: "plan" });
+export async function dagPlanPhase(s: TaskState, run: TaskRun): Promise<PhaseOutcome> {
+  if (!s.task.repo) return { stop: "error", message: dagTexts.needsRepo, error: new LoopsmithError("bad_request", "decompose without a repository") };
+  await run.emit("phase", dagTexts.planning, { phase: "plan" });
   let problems: DagPlanProblem[] = [];
   for (let ask = 1; ask <= 2; ask++) {
-    let plan: DagPlan;
     try {
-      const callsBefore = run.callsBefore("plan");
-      const reply = await run.steps.decompose({ v: 1, taskId: s.task.taskId, iteration: 0, idempotencyKey: run.key(ask === 1 ? "plan" : "replan"), callsBefore, ...run.taskScript(), task: await run.brief(), recall: s.recall, previousFailures: [], budget: run.budget() }, problems);
-      await run.noteProvider("plan", reply);
-      plan = reply.value;
+      const refused = problems;
+      const reply = await run.llm("plan", ask === 1 ? "plan" : "replan", (head) => run.steps.decompose({ ...head, iteration: 0, recall: s.recall, previousFailures: [] }, refused));
+      const plan: DagPlan = reply.value;
       problems = validateDagPlan(plan);
       if (!problems.length) {
         const dag = startDag(plan);
-        await run.emit("step", `${plan.subtasks.length} subtasks: ${plan.summary}`, { phase: "plan", data: { dagPlan: plan, dag: dagProgress(dag), ...run.llmData("plan", callsBefore, reply) } });
-        await run.go("schedule", { dag, plan: summaryPlan(plan) });
-        return undefined;
+        await run.emit("step", dagTexts.planned(plan.subtasks.length, plan.summary), { phase: "plan", data: { dagPlan: plan, dag: dagProgress(dag), ...reply.data } });
+        return { next: "schedule", patch: { dag, plan: summaryPlan(plan) } };
       }
     } catch (err) {
       const outcome = await run.llmFailure(err, "plan");
       if (outcome !== "iteration_failed") return outcome;
-      problems = [{ kind: "unreadable", subtasks: [], message: `the reply was not a plan of subtasks: ${(err as Error).message}` }];
+      problems = [{ kind: "unreadable", subtasks: [], message: dagTexts.unreadablePlan((err as Error).message) }];
     }
-    await run.emit("warning", `the plan of subtasks was refused (${ask === 1 ? "asking again" : "for the second time"}): ${problems.map((p) => p.message).join("; ")}`, { phase: "plan", data: { problems } });
+    await run.emit("warning", dagTexts.refused(ask, problems), { phase: "plan", data: { problems } });
   }
-  return run.stop("invalid_plan", `stopped: the plan of subtasks failed validation twice: ${problems.map((p) => p.message).join("; ")}`, new LoopsmithError("llm_bad_reply", "invalid plan of subtasks", { retryable: false, details: { problems } }));
+  const error = new LoopsmithError("llm_bad_reply", "invalid plan of subtasks", { retryable: false, details: { problems } });
+  return { stop: "invalid_plan", message: dagTexts.invalidPlan(problems), error };
 }
 
 /** The one-plan view of a DAG plan (what `show`, the record and reflection prompts see as the task's plan). */
@@ -131,16 +121,16 @@ function childGoal(plan: DagPlan, id: string, taskGoal: string): string {
 }
 
 /** Runs one attempt of a subtask as a child task (or re-attaches to it), and reads its outcome. */
-async function attemptSubtask(run: TaskRun, req: AttemptRequest, live: Record<string, number>, onIteration: () => void): Promise<AttemptOutcome> {
+async function attemptSubtask(s: TaskState, run: TaskRun, req: AttemptRequest, live: Record<string, number>, onIteration: () => void): Promise<AttemptOutcome> {
   const children = childrenOf(run);
-  const task = run.s.task;
+  const task = s.task;
   const repo = repoOf(task);
   const owner = ownerOfTask(task);
-  const plan = run.s.dag!.plan;
+  const plan = s.dag!.plan;
   // The task's budget is the DAG's: a child may spend what is left of it when it starts.
   const left = run.budget();
   if ((left.remainingUsd !== undefined && left.remainingUsd <= 0) || (left.remainingTokens !== undefined && left.remainingTokens <= 0)) {
-    return { passed: false, reason: "budget", message: "the task's budget is used up", iterations: 0, usage: emptyUsage(), retryable: false };
+    return { passed: false, reason: "budget", message: dagTexts.budgetUsedUp, iterations: 0, usage: emptyUsage(), retryable: false };
   }
   const root = await run.steps.tree(repo.snapshot, owner);
   const tree = await subtaskTree(plan, req.subtask, req.base, {
@@ -157,8 +147,8 @@ async function attemptSubtask(run: TaskRun, req: AttemptRequest, live: Record<st
       baseCommit: tree.commit,
       snapshot: tree.snapshot,
       ...(repo.name ? { name: `${repo.name} (${req.subtask.id})` } : {}),
-      testCommand: subtaskTestCommand(task.language, req.subtask, run.s.repo?.testCommand ?? repo.testCommand ?? ""),
-      setupCommand: run.s.repo?.setupCommand ?? repo.setupCommand ?? "",
+      testCommand: subtaskTestCommand(task.language, req.subtask, s.repo?.testCommand ?? repo.testCommand ?? ""),
+      setupCommand: s.repo?.setupCommand ?? repo.setupCommand ?? "",
       dependencies: repo.dependencies,
       mapTokens: repo.mapTokens,
     },
@@ -208,7 +198,7 @@ async function attemptSubtask(run: TaskRun, req: AttemptRequest, live: Record<st
 /** A subtask's move event: its line, the DAG's progress and the subtask's state (without its `moveSeq`). */
 async function emitMove(run: TaskRun, dag: DagState, moved: SubtaskState, live: Readonly<Record<string, number>> = {}): Promise<void> {
   const { moveSeq: _seq, ...subtask } = moved;
-  await run.emit("step", moveLine(subtask), { phase: "schedule", subtaskId: subtask.id, data: { dag: dagProgress(dag, live), subtask } });
+  await run.emit("step", dagTexts.move(subtask), { phase: "schedule", subtaskId: subtask.id, data: { dag: dagProgress(dag, live), subtask } });
 }
 
 /**
@@ -233,8 +223,7 @@ export async function recordMove(run: TaskRun, state: DagState, changed: Subtask
       return last === undefined ? t : { ...t, moveSeq: last };
     }),
   };
-  run.s = { ...run.s, dag, ...(grew.calls || grew.costUsd ? { usage: addStepUsage(run.s.usage, SUBTASKS_ROLE, run.s.iteration, grew) } : {}) };
-  await run.io.checkpoint(run.s);
+  await run.record({ dag, ...(grew.calls || grew.costUsd ? { usage: addStepUsage(run.s.usage, SUBTASKS_ROLE, run.s.iteration, grew) } : {}) });
   await emitMove(run, dag, moved, live);
 }
 
@@ -253,15 +242,15 @@ export async function announceUnpublished(run: TaskRun): Promise<void> {
 }
 
 /** SCHEDULE: the subtasks that have not finished run as child tasks (see `scheduler.ts`). */
-export async function schedulePhase(run: TaskRun): Promise<PhaseOutcome> {
-  const dag = run.s.dag;
-  if (!dag) throw new LoopsmithError("internal", `task ${run.s.task.taskId} is in the schedule phase without a plan of subtasks`);
+export async function schedulePhase(s: TaskState, run: TaskRun): Promise<PhaseOutcome> {
+  const dag = s.dag;
+  if (!dag) throw new LoopsmithError("internal", `task ${s.task.taskId} is in the schedule phase without a plan of subtasks`);
   // From here the task mostly waits on its children: it gives its conductor slot back.
   run.io.release?.();
-  const parallel = run.s.task.parallel ?? (await childrenOf(run).builderReplicas());
+  const parallel = s.task.parallel ?? (await childrenOf(run).builderReplicas());
   await announceUnpublished(run);
   const open = dag.subtasks.filter((t) => t.status === "pending" || t.status === "running").length;
-  await run.emit("phase", `running ${open} of ${dag.subtasks.length} subtasks, ${parallel} at a time`, { phase: "schedule", data: { dag: dagProgress(dag), parallel } });
+  await run.emit("phase", dagTexts.scheduling(open, dag.subtasks.length, parallel), { phase: "schedule", data: { dag: dagProgress(dag), parallel } });
   const abort = new AbortController();
   const watch = setInterval(() => {
     if (run.io.cancelled() || run.io.stopping()) abort.abort(new Error(run.io.cancelled() ? "cancelled" : "the conductor is stopping"));
@@ -272,7 +261,7 @@ export async function schedulePhase(run: TaskRun): Promise<PhaseOutcome> {
   let recording = false;
   const progress = (): void => {
     const d = run.s.dag;
-    if (d && !recording) void run.emit("step", "subtask progress", { phase: "schedule", data: { dag: dagProgress(d, live) } }).catch(() => undefined);
+    if (d && !recording) void run.emit("step", dagTexts.progress, { phase: "schedule", data: { dag: dagProgress(d, live) } }).catch(() => undefined);
   };
   let final: DagState;
   try {
@@ -281,7 +270,7 @@ export async function schedulePhase(run: TaskRun): Promise<PhaseOutcome> {
       {
         signal: abort.signal,
         cancelled: () => run.io.cancelled(),
-        attempt: (req) => attemptSubtask(run, req, live, progress),
+        attempt: (req) => attemptSubtask(s, run, req, live, progress),
         record: async (state, changed) => {
           recording = true;
           try {
@@ -291,7 +280,7 @@ export async function schedulePhase(run: TaskRun): Promise<PhaseOutcome> {
           }
         },
       },
-      { parentTaskId: run.s.task.taskId, parallel, attempts: run.s.task.limits.subtaskAttempts, backoff: SUBTASK_BACKOFF },
+      { parentTaskId: s.task.taskId, parallel, attempts: s.task.limits.subtaskAttempts, backoff: SUBTASK_BACKOFF },
     );
   } catch (err) {
     if (err instanceof DagHandBack) throw new RetryLater(err.message);
@@ -300,17 +289,13 @@ export async function schedulePhase(run: TaskRun): Promise<PhaseOutcome> {
     clearInterval(watch);
   }
   const outcome = dagOutcome(final);
-  if (outcome.status === "cancelled" && run.io.cancelled()) return run.stop("cancelled", "cancelled");
+  if (outcome.status === "cancelled" && run.io.cancelled()) return { stop: "cancelled", message: runTexts.cancelled };
   const spent = final.subtasks.find((t) => t.status === "failed" && t.reason === "budget");
-  if (outcome.status !== "passed" && spent) {
-    return run.stop("budget", `stopped: the task's budget was used up while subtask ${spent.id} ran; built: ${outcome.passed.join(", ") || "none"}`);
-  }
+  if (outcome.status !== "passed" && spent) return { stop: "budget", message: dagTexts.budgetStop(spent.id, outcome.passed) };
   if (outcome.status !== "passed") {
-    const failed = final.subtasks.filter((t) => t.status === "failed").map((t) => `${t.id} (${t.reason ?? "failed"}: ${(t.message ?? "").split("\n")[0]?.slice(0, 200)})`);
-    return run.stop("subtask_failed", `stopped: subtask ${failed.join(", ")} gave up; cancelled: ${outcome.cancelled.join(", ") || "none"}; built: ${outcome.passed.join(", ") || "none"}`);
+    return { stop: "subtask_failed", message: dagTexts.subtasksFailed(final.subtasks.filter((t) => t.status === "failed"), outcome.cancelled, outcome.passed) };
   }
-  await run.go("integrate", { dag: final, iteration: run.s.iteration + 1 });
-  return undefined;
+  return { next: "integrate", patch: { dag: final, iteration: s.iteration + 1 } };
 }
 
 /**
@@ -318,53 +303,50 @@ export async function schedulePhase(run: TaskRun): Promise<PhaseOutcome> {
  * failure goes to the integration reflection, which re-opens one subtask (each at most once);
  * when none can be, or the iteration limit is reached, the task stops with `subtask_failed`.
  */
-export async function integratePhase(run: TaskRun): Promise<PhaseOutcome> {
-  const dag = run.s.dag!;
-  const task = run.s.task;
+export async function integratePhase(s: TaskState, run: TaskRun): Promise<PhaseOutcome> {
+  const dag = s.dag!;
+  const task = s.task;
   const root = await run.steps.tree(repoOf(task).snapshot, ownerOfTask(task));
   const states = new Map(dag.subtasks.map((t) => [t.id, t]));
   const merged = composeTree(dag.plan, dependencyOrder(dag.plan).map((id) => states.get(id)!), (p) => readBaseFile(root, p));
   const candidate = { files: merged.files, deleted: merged.deleted, tests: [], notes: dag.plan.summary, summary: dag.plan.summary.split("\n")[0]?.slice(0, 500) ?? "" };
-  run.s = { ...run.s, candidate };
-  await run.emit("phase", `integrating: the task's tests on the merged tree (${merged.files.length} files changed)`, { phase: "integrate", data: { dag: dagProgress(dag) } });
-  let result = await run.steps.execute(repoExecution(run, "integrate", candidate, 0));
-  for (let attempt = 1; result.status === "sandbox_error" && attempt < MAX_SANDBOX_ERRORS; attempt++) {
-    await run.emit("warning", `the sandbox failed on the integration run (${result.reason ?? "unknown"}); trying again`, { phase: "integrate" });
-    result = await run.steps.execute(repoExecution(run, "integrate", candidate, attempt));
-  }
+  // The merged tree is the task's candidate from here: the reflection's brief shows it, the result's change is made of it.
+  run.update({ candidate });
+  await run.emit("phase", dagTexts.integrating(merged.files.length), { phase: "integrate", data: { dag: dagProgress(dag) } });
+  const result = await run.sandbox("integrate", (attempt) => repoExecution(s, "integrate", candidate, attempt), dagTexts.integrationSandboxFailed);
   if (result.status === "sandbox_error" || result.status === "command_not_found") {
-    return run.stop("error", `stopped: the integration run could not run: ${result.reason ?? result.status}`, new LoopsmithError(result.status === "command_not_found" ? "command_not_found" : "sandbox_error", result.reason ?? result.status));
+    const error = new LoopsmithError(result.status === "command_not_found" ? "command_not_found" : "sandbox_error", result.reason ?? result.status);
+    return { stop: "error", message: dagTexts.integrationCouldNotRun(result.reason ?? result.status), error };
   }
-  run.s = { ...run.s, lastExecution: forCheckpoint(result) };
+  const lastExecution = forCheckpoint(result);
   const counts = testSummary(result);
-  await run.emit("step", `integration: ${result.status} (${counts.total} tests, ${counts.failed} failing)`, { phase: "integrate", data: { status: result.status, summary: counts, dag: dagProgress(dag) } });
-  if (result.status === "passed") return run.stop("passed", `passed: ${dag.subtasks.length} subtasks built and the task's tests pass on the merged tree`);
+  await run.emit("step", dagTexts.integrated(result.status, counts.total, counts.failed), { phase: "integrate", data: { status: result.status, summary: counts, dag: dagProgress(dag) } });
+  if (result.status === "passed") return { next: "score", patch: { lastExecution } };
 
-  const failure = briefFromExecution(run.s.iteration, result);
+  const failure = briefFromExecution(s.iteration, result);
   const open = dag.subtasks.filter((t) => t.status === "passed" && !dag.reopened.includes(t.id));
-  if (!open.length || run.s.iteration >= task.limits.maxIterations) {
-    return run.stop("subtask_failed", `stopped: the task's tests fail on the merged tree (${failure.failingTests.slice(0, 10).join(", ") || result.status}) and ${open.length ? "the iteration limit is reached" : "every subtask was re-opened once already"}`);
+  if (!open.length || s.iteration >= task.limits.maxIterations) {
+    return { stop: "subtask_failed", message: dagTexts.mergedFails(failure.failingTests, result.status, open.length > 0), patch: { lastExecution } };
   }
-  await run.emit("phase", "reflecting on the integration failure", { phase: "reflect" });
+  await run.emit("phase", dagTexts.reflecting, { phase: "reflect" });
   let chosen;
   try {
-    const callsBefore = run.callsBefore("reflect");
-    const reply = await run.steps.reflectIntegration({ v: 1, taskId: task.taskId, iteration: run.s.iteration, idempotencyKey: run.key("reflect"), callsBefore, ...run.taskScript(), task: await run.brief(), dag: dag.plan, reopened: dag.reopened, failure, recall: run.s.recall, budget: run.budget() });
-    await run.noteProvider("reflect", reply);
+    const reply = await run.llm("reflect", "reflect", (head) => run.steps.reflectIntegration({ ...head, dag: dag.plan, reopened: dag.reopened, failure, recall: s.recall }));
     chosen = reply.value;
-    await run.emit("step", `reflection: re-open ${chosen.subtaskId}: ${chosen.rootCause}`, { phase: "reflect", data: { integrationReflection: chosen, ...run.llmData("reflect", callsBefore, reply) } });
+    await run.emit("step", dagTexts.reflection(chosen.subtaskId, chosen.rootCause), { phase: "reflect", data: { integrationReflection: chosen, ...reply.data } });
   } catch (err) {
     const outcome = await run.llmFailure(err, "reflect");
-    if (outcome !== "iteration_failed") return outcome;
+    if (outcome !== "iteration_failed") return { ...outcome, patch: { lastExecution } };
   }
   if (!chosen || !open.some((t) => t.id === chosen.subtaskId)) {
-    const why = chosen ? `the reflection chose "${chosen.subtaskId}", which ${dag.subtasks.some((t) => t.id === chosen.subtaskId) ? "was re-opened before" : "is not a subtask"}` : "the reflection could not be read";
-    return run.stop("subtask_failed", `stopped: the task's tests fail on the merged tree and ${why}`);
+    const message = dagTexts.badChoice(chosen?.subtaskId, !!chosen && dag.subtasks.some((t) => t.id === chosen.subtaskId));
+    return { stop: "subtask_failed", message, patch: { lastExecution } };
   }
   // The fix plan goes into the subtask's goal, so every later attempt's child task sees it.
-  const plan: DagPlan = { ...dag.plan, subtasks: dag.plan.subtasks.map((t) => (t.id === chosen.subtaskId ? { ...t, goal: `${t.goal}\n\nThe integration run failed after this subtask passed: ${chosen.rootCause}\nFix: ${chosen.fixPlan}`.slice(0, 8_000) } : t)) };
+  const plan: DagPlan = { ...dag.plan, subtasks: dag.plan.subtasks.map((t) => (t.id === chosen.subtaskId ? { ...t, goal: dagTexts.reopenedGoal(t.goal, chosen.rootCause, chosen.fixPlan).slice(0, 8_000) } : t)) };
   const next = reopenSubtask({ ...dag, plan }, chosen.subtaskId, chosen.rootCause);
-  run.s = { ...run.s, failures: [...run.s.failures, failure], history: [...run.s.history, `integration ${run.s.iteration}: ${result.status}; re-opened ${chosen.subtaskId}`] };
-  await run.go("schedule", { dag: next });
-  return undefined;
+  return {
+    next: "schedule",
+    patch: { lastExecution, dag: next, failures: [...s.failures, failure], history: [...s.history, dagTexts.historyIntegration(s.iteration, result.status, chosen.subtaskId)] },
+  };
 }

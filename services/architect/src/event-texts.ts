@@ -1,0 +1,141 @@
+/**
+ * Every human-readable text a task's run shows: the messages of its events (`TaskEvent.message`),
+ * its stop messages (`TaskResult.message`) and its history lines. The phases and the run's
+ * mechanics take their words from here and build none inline. Tests, the CLI and people
+ * match on some of them: change one only on purpose. Pure: nothing here does I/O.
+ */
+import type { Finding, ProviderInfo, SubtaskState, Usage } from "@loopsmith/shared";
+import { findingPlace } from "./tampering.js";
+
+/** `n thing` or `n things`. */
+const plural = (n: number, word: string): string => `${word}${n === 1 ? "" : "s"}`;
+/** The first line of a text (`""` for none). */
+const firstLine = (text: string): string => text.split("\n")[0] ?? "";
+/** A finding as a blocker list shows it: its message and, when it has one, its place. */
+const findingText = (f: Finding): string => `${f.message}${f.path ? ` (${findingPlace(f)})` : ""}`;
+
+/** The texts of the run's mechanics (`run.ts`): stops, usage, memory, the sandbox and the score. */
+export const runTexts = {
+  /** Prefix of a stop caused by an error or a limit. */
+  stopped: (why: string) => `stopped: ${why}`,
+  cancelled: "cancelled",
+  cancelledOnRequest: "cancelled on request",
+  /** The message of a final state resumed without one. */
+  finished: "finished",
+  handBack: "the conductor is stopping; the task resumes from its checkpoint",
+  fallback: (role: string, from: { name: string; model: string; code: string }, label: string) => `${role}: ${from.name}:${from.model} failed (${from.code}); ${label} answered instead`,
+  usage: (role: string, u: Usage, total: Usage) =>
+    `${role}: ${u.calls} ${plural(u.calls, "call")}, ${u.inputTokens}+${u.outputTokens} tokens, $${u.costUsd.toFixed(4)}; task total $${total.costUsd.toFixed(4)}`,
+  /** The provider label a usage event and the result's `providers` carry. */
+  providerLabel: (p: Pick<ProviderInfo, "name" | "model">) => `${p.name}:${p.model}`,
+  memoryUnavailable: (why: string) => `memory is unavailable: ${why}`,
+  replyUnreadable: (role: string, why: string) => `the ${role} reply could not be read: ${why}`,
+  changeUncomputable: (why: string) => `the change could not be computed: ${why}`,
+  scoring: "scoring on the hidden tests",
+  scoreSandboxFailed: (reason?: string) => `the sandbox failed while scoring (${reason ?? "unknown"}); trying again`,
+};
+
+/** The texts of the one-candidate loop's phases (`phases.ts`). */
+export const loopTexts = {
+  memoryOff: "memory is off for this task: nothing recalled",
+  recalling: "recalling similar past tasks",
+  recalled: (failures: number, successes: number) => `recalled ${failures} failures and ${successes} successes`,
+  recalledSimilar: (failures: number) => `recalled ${failures} similar failures`,
+  planning: "planning",
+  plan: (summary: string) => `plan: ${summary}`,
+  tooBig: "the goal is too big for one change: planning it as subtasks",
+  iteration: (n: number, max: number) => `iteration ${n} of at most ${max}`,
+  building: "building a candidate",
+  candidate: (files: readonly string[], tests: readonly string[]) => `candidate: ${files.join(", ")}${tests.length ? ` + tests ${tests.join(", ")}` : ""}`,
+  repoCandidate: (summary: string | undefined, changed: readonly string[], deleted: readonly string[]) =>
+    `candidate: ${summary ?? "edits"} (${[...changed, ...deleted.map((p) => `-${p}`)].join(", ") || "no change"})`,
+  editsFailed: (message: string) => `the edits could not be applied: ${firstLine(message)}`,
+  gate: "static safety gate",
+  gateNothing: "gate passed (nothing to check: the change only deletes files)",
+  gateBlocked: (blockers: readonly Finding[]) => `gate blocked the candidate: ${blockers.map(findingText).join("; ")}`,
+  gatePassed: (findings: number) => `gate passed (${findings} findings)`,
+  gateConcerns: (findings: number, concerns: readonly Finding[], review: boolean) =>
+    `gate passed (${findings} findings) with possible evaluation tampering; the candidate goes to review${review ? "" : " although the task's review is off"}: ${concerns
+      .slice(0, 5)
+      .map((f) => `${f.message} (${findingPlace(f)})`)
+      .join("; ")}${concerns.length > 5 ? ` and ${concerns.length - 5} more` : ""}`,
+  /** Repo mode's policy decision before the gate: why, then the diff of the files it is about. */
+  policy: (reason: string, diff: string) => `${reason}\n${diff}`,
+  needsApproval: (reason: string) => `stopped for approval: ${reason}`,
+  reviewing: (concerns: boolean) => (concerns ? "reviewing the candidate (the gate saw possible evaluation tampering)" : "reviewing the candidate"),
+  review: (approved: boolean, score: number, blockers: readonly Finding[]) => {
+    const why = blockers.map(findingText).join("; ");
+    return `review: ${approved ? "approved" : "not approved"}, score ${score.toFixed(2)}${why ? `: ${why}` : ""}`;
+  },
+  executing: "running the tests in the sandbox",
+  ignored: (paths: readonly string[]) =>
+    `the candidate's ${paths.join(", ")} ${paths.length === 1 ? "was" : "were"} not used: a candidate may not configure the test runner or replace the acceptance tests`,
+  commandNotFound: (reason: string) => `stopped: the test command is not found in the sandbox: ${reason}`,
+  sandboxFailed: (reason?: string) => `the sandbox failed (${reason ?? "unknown"}); not counted against the candidate`,
+  sandboxGaveUp: (n: number, reason?: string) => `stopped: the sandbox failed ${n} times in a row: ${reason ?? ""}`,
+  executed: (iteration: number, status: string, failing: readonly string[], shown: readonly string[], total: number, durationMs: number) =>
+    `iteration ${iteration}: ${status}${failing.length ? `; failing tests: ${shown.join(", ")}${failing.length > shown.length ? ` and ${failing.length - shown.length} more` : ""}` : ""} (${total} tests, ${Math.round(durationMs)} ms)`,
+  passed: (iterations: number) => `passed after ${iterations} ${plural(iterations, "iteration")}`,
+  remembering: "remembering the failure",
+  stored: (signature: string) => `failure stored in memory (signature: ${signature})`,
+  replanning: (same: number) => `the same error ${same} times in a row; re-planning once`,
+  stuck: (same: number, signature: string) => `stopped: the same error signature ${same} times in a row (${signature})`,
+  maxIterations: (iterations: number) => `stopped after ${iterations} iterations without passing`,
+  reflecting: "reflecting on the failure",
+  reflection: (rootCause: string) => `reflection: ${rootCause}`,
+  /** History lines (one per finished iteration, in the state and the reflection prompts). */
+  historyPassed: (iteration: number) => `iteration ${iteration}: passed`,
+  historyFailed: (iteration: number, status: string, signature: string, failing: readonly string[]) =>
+    `iteration ${iteration}: ${status} (${signature})${failing.length ? ` failing ${failing.join(", ")}` : ""}`,
+};
+
+/** The texts of repo mode's PREPARE (`repo/phases.ts`). */
+export const repoTexts = {
+  preparing: (baseCommit: string) => `preparing the repository at ${baseCommit.slice(0, 12)}`,
+  noTestCommand:
+    "stopped: no test command was given and none was detected (no pytest configuration or test_*.py files, no package.json test script); give one with --test-cmd",
+  commands: (files: number, testCommand: string, detectedWhy: string | undefined, setupCommand: string) =>
+    `${files} files; tests: ${testCommand}${detectedWhy === undefined ? "" : ` (detected: ${detectedWhy})`}; setup: ${setupCommand || "none"}`,
+  baselineSandboxFailed: (reason?: string) => `the sandbox failed on the baseline run (${reason ?? "unknown"}); trying again`,
+  baselineGaveUp: (n: number, reason?: string) => `stopped: the sandbox failed ${n} times on the baseline run: ${reason ?? ""}`,
+  setupFailed: (message?: string) => `the setup command failed; the tests run without it: ${message ?? ""}`,
+  baseline: (baseCommit: string, status: string, total: number, failing: readonly string[], durationMs: number) =>
+    `baseline at ${baseCommit.slice(0, 12)}: ${status} (${total} tests, ${failing.length} failing${failing.length ? `: ${failing.slice(0, 10).join(", ")}` : ""}; ${Math.round(durationMs)} ms)`,
+};
+
+/** The texts of a DAG task's phases (`dag/phases.ts`). */
+export const dagTexts = {
+  needsRepo: "stopped: a decomposed task needs repo mode (give a repository; an empty one works)",
+  planning: "planning subtasks",
+  planned: (subtasks: number, summary: string) => `${subtasks} subtasks: ${summary}`,
+  refused: (ask: number, problems: readonly { message: string }[]) =>
+    `the plan of subtasks was refused (${ask === 1 ? "asking again" : "for the second time"}): ${problems.map((p) => p.message).join("; ")}`,
+  invalidPlan: (problems: readonly { message: string }[]) => `stopped: the plan of subtasks failed validation twice: ${problems.map((p) => p.message).join("; ")}`,
+  unreadablePlan: (why: string) => `the reply was not a plan of subtasks: ${why}`,
+  /** One line about a subtask's move, for its event. */
+  move: (s: SubtaskState) => {
+    const why = s.reason && s.reason !== "passed" ? ` (${s.reason}${s.message ? `: ${s.message.split("\n")[0]?.slice(0, 200)}` : ""})` : "";
+    // A running subtask with a reason: its attempt just failed, and another follows after the backoff.
+    if (s.status === "running") return why ? `subtask ${s.id}: attempt ${s.attempts} failed${why}; trying again` : `subtask ${s.id}: running, attempt ${s.attempts}`;
+    return `subtask ${s.id}: ${s.status}${why}`;
+  },
+  progress: "subtask progress",
+  scheduling: (open: number, total: number, parallel: number) => `running ${open} of ${total} subtasks, ${parallel} at a time`,
+  budgetUsedUp: "the task's budget is used up",
+  budgetStop: (subtask: string, passed: readonly string[]) => `stopped: the task's budget was used up while subtask ${subtask} ran; built: ${passed.join(", ") || "none"}`,
+  subtasksFailed: (failed: readonly SubtaskState[], cancelled: readonly string[], passed: readonly string[]) =>
+    `stopped: subtask ${failed.map((t) => `${t.id} (${t.reason ?? "failed"}: ${(t.message ?? "").split("\n")[0]?.slice(0, 200)})`).join(", ")} gave up; cancelled: ${cancelled.join(", ") || "none"}; built: ${passed.join(", ") || "none"}`,
+  integrating: (changed: number) => `integrating: the task's tests on the merged tree (${changed} files changed)`,
+  integrationSandboxFailed: (reason?: string) => `the sandbox failed on the integration run (${reason ?? "unknown"}); trying again`,
+  integrationCouldNotRun: (why: string) => `stopped: the integration run could not run: ${why}`,
+  integrated: (status: string, total: number, failed: number) => `integration: ${status} (${total} tests, ${failed} failing)`,
+  passed: (subtasks: number) => `passed: ${subtasks} subtasks built and the task's tests pass on the merged tree`,
+  mergedFails: (failing: readonly string[], status: string, open: boolean) =>
+    `stopped: the task's tests fail on the merged tree (${failing.slice(0, 10).join(", ") || status}) and ${open ? "the iteration limit is reached" : "every subtask was re-opened once already"}`,
+  reflecting: "reflecting on the integration failure",
+  reflection: (subtaskId: string, rootCause: string) => `reflection: re-open ${subtaskId}: ${rootCause}`,
+  badChoice: (chosen: string | undefined, known: boolean) =>
+    `stopped: the task's tests fail on the merged tree and ${chosen !== undefined ? `the reflection chose "${chosen}", which ${known ? "was re-opened before" : "is not a subtask"}` : "the reflection could not be read"}`,
+  reopenedGoal: (goal: string, rootCause: string, fixPlan: string) => `${goal}\n\nThe integration run failed after this subtask passed: ${rootCause}\nFix: ${fixPlan}`,
+  historyIntegration: (iteration: number, status: string, reopened: string) => `integration ${iteration}: ${status}; re-opened ${reopened}`,
+};
