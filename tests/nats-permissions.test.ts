@@ -14,6 +14,7 @@ import { PermissionViolationError, connect, type NatsConnection } from "@nats-io
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import {
+  CHECKPOINT_BLOBS_BUCKET,
   DEFAULT_OWNER,
   Endpoints,
   LoopsmithError,
@@ -34,6 +35,7 @@ import {
   logConnectionStatus,
   natsConnectOptions,
   natsIdentity,
+  openCheckpointBlobs,
   passwordVariable,
   permissionDenied,
   publishEvent,
@@ -126,11 +128,25 @@ describe("NATS least privilege (the generated server configuration)", () => {
   it("lets the admin set the bus up, after which a client's and the architect's checks pass without management rights", async () => {
     const ensured = await setupBus(await as("admin"), { clients: [...CLIENTS] });
     expect(ensured).toContain(Streams.tasks);
-    expect(ensured).toEqual(expect.arrayContaining([`obj:${REPOS_BUCKET}`, `obj:${snapshotBucket("alice")}`, `obj:${snapshotBucket("bob")}`]));
+    expect(ensured).toEqual(expect.arrayContaining([`obj:${REPOS_BUCKET}`, `obj:${snapshotBucket("alice")}`, `obj:${snapshotBucket("bob")}`, `obj:${CHECKPOINT_BLOBS_BUCKET}`]));
     await expect(ensureTaskIntake(await as("client"))).resolves.toBeUndefined();
     await expect(ensureStreams(await as("architect"))).resolves.toBeUndefined();
     // The events stream's info lists every task's subject (other owners' too): not a client's to read.
     expect(((await rejection(ensureStreams(await as("client")))) as LoopsmithError).code).toBe("permission_denied");
+  });
+
+  it("lets the architect put, read, list and delete checkpoint blobs, and no other user open their store", async () => {
+    const blobs = await openCheckpointBlobs(await as("architect"));
+    const name = "task/perm-blob-1/0123abcd";
+    await blobs.putBlob({ name }, new Uint8Array([1, 2, 3]));
+    await blobs.putBlob({ name }, new Uint8Array([4, 5])); // put again: the old chunks are purged
+    expect([...((await blobs.getBlob(name)) ?? [])]).toEqual([4, 5]);
+    expect((await blobs.list()).filter((o) => !o.deleted).map((o) => o.name)).toContain(name);
+    await blobs.delete(name);
+    expect(await blobs.getBlob(name)).toBeNull();
+    for (const role of ["client", "executor", "builder", "memory"] as const) {
+      expect(permissionDenied(await rejection(openCheckpointBlobs(await as(role))))?.code, role).toBe("permission_denied");
+    }
   });
 
   it("lets a client submit a task and follow the events the architect publishes for it (stored ones through the architect, new ones live)", async () => {

@@ -1,8 +1,8 @@
 /**
  * Everything loopsmith keeps in JetStream, created or brought up to date in one call: the
  * task and improvement-run intake streams with their durable consumers, the events stream,
- * the task-state, improvement-state and record-outbox buckets, and the repository snapshot
- * store. Under the permission matrix only the admin user may do this (`loopsmith bus setup`,
+ * the task-state, improvement-state and record-outbox buckets, the checkpoint blob store,
+ * and the repository snapshot stores. Under the permission matrix only the admin user may do this (`loopsmith bus setup`,
  * compose's `bus-setup` service); the services and clients then only check.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -12,7 +12,7 @@ import { LoopsmithError } from "./errors.js";
 import { ensureImproveStreams } from "./improve-streams.js";
 import { checkClientNames } from "./nats-permissions.js";
 import { openSnapshots, snapshotBucket } from "./snapshot.js";
-import { openBucket } from "./streams.js";
+import { CHECKPOINT_BLOBS_BUCKET, openBucket } from "./streams.js";
 import { DEFAULT_OWNER, Streams } from "./subjects.js";
 
 /** Options of {@link setupBus}. */
@@ -100,6 +100,7 @@ export async function setupBus(nc: NatsConnection, opts: SetupBusOptions = {}): 
     `kv:${Streams.taskStateBucket}`,
     `kv:${Streams.improveStateBucket}`,
     `kv:${Streams.recordOutboxBucket}`,
+    `obj:${CHECKPOINT_BLOBS_BUCKET}`,
     ...owners.map((owner) => `obj:${snapshotBucket(owner)}`),
   ];
 }

@@ -84,6 +84,9 @@ export {
 } from "./prompts.js";
 export type { Prompt } from "./prompts.js";
 export {
+  CHECKPOINT_BLOBS_BUCKET, openCheckpointBlobs,
+} from "./streams.js";
+export {
   EVENTS_MAX_AGE_MS, TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, TASK_MAX_DELIVER, differingSettings, ensureReplicas,
   ensureStreams, ensureTaskIntake, followEvents, lastEventSeq, openBucket, openTaskStates, publishEvent, rejectIntakeMessage,
   submitTask,

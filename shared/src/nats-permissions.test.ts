@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { NATS_ROLES, checkClientNames, clientPermission, inboxPrefixOf, natsPermissions, passwordVariable, renderNatsServerConfig } from "./nats-permissions.js";
 import { assetPath } from "./assets.js";
-import { differingSettings } from "./streams.js";
+import { CHECKPOINT_BLOBS_BUCKET, differingSettings } from "./streams.js";
 import { natsServers } from "./nats-options.js";
 import { CLUSTER_CONF } from "./nats-permissions.js";
 
@@ -25,11 +25,13 @@ describe("the NATS permission matrix", () => {
     }
   });
 
-  it("gives the JetStream management API to the admin alone; a client creates no consumer at all", () => {
+  it("gives the JetStream management API to the admin alone (but the architect's purge of its own checkpoint blobs); a client creates no consumer at all", () => {
     const management = /^\$JS\.API\.(STREAM\.(CREATE|UPDATE|DELETE|PURGE|MSG\.DELETE)|CONSUMER\.DURABLE\.CREATE|ACCOUNT)|^>$|^\$JS\.API\.>$/;
     for (const role of NATS_ROLES) {
       const allowed = perms[role].publish.filter((s) => management.test(s));
       if (role === "admin") expect(allowed).toEqual([">"]);
+      // An object store deletes an object by purging its chunks: the architect's own blob store only.
+      else if (role === "architect") expect(allowed).toEqual([`$JS.API.STREAM.PURGE.OBJ_${CHECKPOINT_BLOBS_BUCKET}`]);
       else expect(allowed, role).toEqual([]);
       // No consumer on the work queues but the architect's own durable ones (which it may not create).
       expect(perms[role].publish.filter((s) => /CONSUMER\.CREATE\.LOOPSMITH_(TASKS|IMPROVE)/.test(s)), role).toEqual([]);

@@ -15,7 +15,9 @@
  *   executor and memory endpoints;
  * - each service subscribes only on its own endpoints;
  * - only the admin creates, updates, purges or deletes streams, buckets and durable consumers
- *   (`loopsmith bus setup`); a reader may create ephemeral consumers on what it reads.
+ *   (`loopsmith bus setup`); a reader may create ephemeral consumers on what it reads. One
+ *   exception: the architect purges its own checkpoint blob store (`OBJ_loopsmith-checkpoints`),
+ *   which is how an object store deletes an object's chunks (see {@link checkpointBlobs}).
  *
  * Several clients: `renderNatsServerConfig({ clients })` adds one user per name, each the owner
  * of its tasks. Not enforced (see the README's limits): the repository snapshot store is one
@@ -23,6 +25,7 @@
  * client's snapshots by sequence number.
  */
 import { snapshotBucket } from "./snapshot.js";
+import { CHECKPOINT_BLOBS_BUCKET } from "./streams.js";
 import { BEATS_PREFIX, DEFAULT_OWNER, ServiceNames, Streams, Subjects, SUBJECT_PREFIX, checkOwner, type ServiceName } from "./subjects.js";
 
 /** The NATS users of a loopsmith deployment: one per service, `client` and `admin`. */
@@ -96,6 +99,18 @@ function putObjects(bucket: string): string[] {
 }
 
 /**
+ * The architect's rights on the checkpoint blob store: read it (object info, ordered
+ * consumers for the chunks, the listing), put objects, and delete them. nats.js deletes an
+ * object by purging its chunks from the store's stream (`STREAM.PURGE` with a subject
+ * filter), and purges the old chunks when an object is put again: the one purge right outside
+ * the admin's, on a stream that holds nothing but the architect's own scratch data.
+ */
+function checkpointBlobs(): string[] {
+  const stream = objStream(CHECKPOINT_BLOBS_BUCKET);
+  return [...readStream(stream), `$O.${CHECKPOINT_BLOBS_BUCKET}.>`, `${API}.STREAM.PURGE.${stream}`];
+}
+
+/**
  * The intake streams whose existence a client checks before it submits (`checkIntake`). Not
  * the events stream nor the state buckets: their info lists subjects, which name other
  * owners' tasks.
@@ -165,6 +180,7 @@ export function natsPermissions(clients: readonly string[] = []): Record<NatsRol
     ...kv(Streams.taskStateBucket),
     ...kv(Streams.improveStateBucket),
     ...kv(Streams.recordOutboxBucket),
+    ...checkpointBlobs(),
     ...stores.flatMap((store) => readStream(objStream(store))),
     // An improvement run stores each accepted generation's tree as a snapshot (its owner's).
     ...stores.map((store) => `$O.${store}.>`),

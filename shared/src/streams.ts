@@ -1,7 +1,8 @@
 /**
  * The durable parts of the bus (JetStream): the task intake work queue, the events stream
- * a watcher can replay from the start, the conductor's durable pull consumer, and the KV
- * bucket where the conductor checkpoints each task's state.
+ * a watcher can replay from the start, the conductor's durable pull consumer, the KV
+ * bucket where the conductor checkpoints each task's state, and the object store that holds
+ * the large parts of checkpoints (a checkpoint never exceeds the server's `max_payload`).
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import { InvalidArgumentError, nanos } from "@nats-io/transport-node";
@@ -15,6 +16,7 @@ import {
   jetstreamManager,
 } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
+import { Objm, type ObjectStore } from "@nats-io/obj";
 import { Task, type TaskInput } from "./contracts/task.js";
 import { TaskEvent, type RejectNotice } from "./contracts/events.js";
 import type { Logger } from "pino";
@@ -37,7 +39,16 @@ export const TASK_DUPLICATE_WINDOW_MS = 24 * 3600_000;
 export const EVENTS_MAX_AGE_MS = 7 * 24 * 3600_000;
 
 /**
- * Creates the streams, the conductor consumer and the task-state bucket when missing, and
+ * The object store bucket of checkpoint blobs: the large parts of task and improvement-run
+ * checkpoints (file contents, run outputs), each under `task/<task id>/<sha256 hex>` or `run/<run id>/<sha256 hex>`, put
+ * before the checkpoint that names them and removed when the task ends (the architect's
+ * `durable/` module). Only the architect reads and writes it.
+ */
+export const CHECKPOINT_BLOBS_BUCKET = "loopsmith-checkpoints";
+
+/**
+ * Creates the streams, the conductor consumer, the task-state bucket and the checkpoint
+ * blob store ({@link CHECKPOINT_BLOBS_BUCKET}) when missing, and
  * updates those whose settings differ. Idempotent; every service that needs them may call it
  * at start. Only what is missing or different needs the JetStream management API, so a user
  * without it (a service or a client under the permission matrix) passes when an admin ran
@@ -57,6 +68,7 @@ export async function ensureStreams(nc: NatsConnection, opts: StreamOptions = {}
     num_replicas: replicasOf(opts),
   });
   await openTaskStates(nc, opts);
+  await openCheckpointBlobs(nc, opts);
 }
 
 /** How loopsmith's streams, buckets and stores are made. */
@@ -186,6 +198,27 @@ export async function openBucket(nc: NatsConnection, bucket: string, opts: Strea
 /** Opens (creating when missing) the KV bucket of task states. */
 export async function openTaskStates(nc: NatsConnection, opts: StreamOptions = {}): Promise<KV> {
   return openBucket(nc, Streams.taskStateBucket, opts);
+}
+
+/**
+ * Opens (creating when missing) the object store of checkpoint blobs,
+ * {@link CHECKPOINT_BLOBS_BUCKET} (file storage, no TTL: a blob lives as long as the
+ * checkpoint that names it).
+ * @throws LoopsmithError `permission_denied` when it is missing and this user may not create it
+ */
+export async function openCheckpointBlobs(nc: NatsConnection, opts: StreamOptions = {}): Promise<ObjectStore> {
+  const objm = new Objm(nc);
+  const bucket = CHECKPOINT_BLOBS_BUCKET;
+  let store: ObjectStore;
+  try {
+    store = await objm.open(bucket);
+  } catch {
+    store = await manage(`the object store ${bucket} is missing`, () =>
+      objm.create(bucket, { storage: StorageType.File, replicas: replicasOf(opts), description: "loopsmith checkpoint blobs: the large parts of task and run checkpoints, by sha256" }),
+    );
+  }
+  await ensureReplicas(await jetstreamManager(nc), `OBJ_${bucket}`, replicasOf(opts));
+  return store;
 }
 
 /** What {@link submitTask} did. `duplicate` is true when a task with that id was already submitted. */

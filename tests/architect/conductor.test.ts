@@ -5,8 +5,8 @@
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { DEFAULT_OWNER, LoopsmithError, ensureStreams, followEvents, openTaskStates, submitTask, type ExecutionResult, type TaskEvent, type TaskInput, type TaskRecord } from "@loopsmith/shared";
-import { CANCEL_POLL_MS, kvStateStore, startConductor, type Steps } from "@loopsmith/architect";
+import { DEFAULT_OWNER, LoopsmithError, ensureStreams, followEvents, submitTask, type ExecutionResult, type TaskEvent, type TaskInput, type TaskRecord } from "@loopsmith/shared";
+import { CANCEL_POLL_MS, openStateStore, startConductor, type Steps } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task, usage } from "./helpers.js";
 
@@ -263,7 +263,7 @@ describe("conductor on JetStream", () => {
       await submitTask(nc, input);
       await started;
       // Another architect instance's cancel: only the marker in KV, no local abort.
-      await kvStateStore(await openTaskStates(nc)).requestCancel(input.taskId, DEFAULT_OWNER);
+      await (await openStateStore(nc)).requestCancel(input.taskId, DEFAULT_OWNER);
       const events = await eventsOf(nc, input.taskId);
       expect(events[events.length - 1]?.result?.status).toBe("cancelled");
       expect(base.calls.build).toBe(1);

@@ -10,12 +10,16 @@ import { openRecordOutbox, type RecordOutbox } from "./outbox.js";
 import type { Improver, ImproverOptions } from "./improve/consumer.js";
 
 export { CANCEL_POLL_MS, startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
+export {
+  CHECKPOINT_HEADROOM_BYTES, HEARTBEAT_MS, RETRY_DELAY_MS, checkpointStore, maxPayloadOf, runDurableConsumer,
+  type BlobStore, type CheckpointStore, type Checkpointed, type DurableConsumer, type DurableConsumerOptions, type DurableContext, type DurableHandler,
+} from "./durable/index.js";
 export { readEventsPage } from "./events-page.js";
 export { createPlanner, type Planner } from "./planner.js";
 export { runLoop, finalState, verdictFiles, fallbackPlan, RetryLater, type VerdictFiles } from "./loop.js";
 export { busChildTasks, busSteps, type ChildTasks, type LoopIO, type Steps } from "./steps.js";
 export { OUTBOX_RETRY_MS, openRecordOutbox, type RecordOutbox } from "./outbox.js";
-export { TaskState, initialState, addStepUsage, kvStateStore, type StateStore } from "./state.js";
+export { TaskState, initialState, addStepUsage, kvStateStore, openStateStore, type StateStore } from "./state.js";
 export { errorTextOf, failingTests, outputOf } from "./failure.js";
 export type { Improver, ImproverOptions } from "./improve/consumer.js";
 export { evaluationNames, gateChange, isTampering, tamperingConcerns } from "./tampering.js";

@@ -1,18 +1,17 @@
 /**
  * A task's durable state, checkpointed in the KV bucket after every step with
- * revision-checked updates: a conductor that crashes mid-task resumes from here.
+ * revision-checked updates (its large parts in the checkpoint blob store): a conductor that
+ * crashes mid-task resumes from here.
  */
 import { z } from "zod";
 import type { KV } from "@nats-io/kv";
-import { JetStreamApiError } from "@nats-io/jetstream";
-import { InvalidArgumentError } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import {
   Candidate,
   DagState,
   ExecutionResult,
   FailureBrief,
   Finding,
-  LoopsmithError,
   Phase,
   Plan,
   Recall,
@@ -24,7 +23,11 @@ import {
   type Usage,
   addUsage,
   emptyUsage,
+  openCheckpointBlobs,
+  openTaskStates,
+  type StreamOptions,
 } from "@loopsmith/shared";
+import { checkpointStore, maxPayloadOf, type BlobStore, type CheckpointStore } from "./durable/index.js";
 
 /** The conductor's checkpoint of one task. */
 export const TaskState = z.object({
@@ -112,78 +115,22 @@ export function addStepUsage(report: UsageReport, role: string, iteration: numbe
   };
 }
 
-/** The KV store of task states, with revision-checked writes, and cancel markers. */
-export interface StateStore {
-  /** The state and its revision, or null when the task is unknown. */
-  get(taskId: string): Promise<{ state: TaskState; revision: number } | null>;
-  /** Creates the state; returns its revision. @throws LoopsmithError `unavailable` (retryable) when it exists. */
-  create(state: TaskState): Promise<number>;
-  /**
-   * Writes the state if nobody wrote since `revision` (the revision this runner last wrote);
-   * returns the new revision.
-   * @throws LoopsmithError `unavailable` (retryable) when another runner wrote in between;
-   *   `internal` (not retryable) when the state is too large for the bucket.
-   */
-  update(state: TaskState, revision: number): Promise<number>;
-  /**
-   * Marks `owner`'s task as cancelled; works before its first checkpoint too. The marker is
-   * per owner, so a cancel sent for another owner's task id stops nothing.
-   */
-  requestCancel(taskId: string, owner: string): Promise<void>;
-  /** True once `owner` asked to cancel the task. */
-  cancelRequested(taskId: string, owner: string): Promise<boolean>;
+/**
+ * The store of task states: revision-checked checkpoints in the task-state KV bucket (key =
+ * task id), their large parts in the checkpoint blob store, and cancel markers
+ * (`durable/checkpoints.ts`).
+ */
+export type StateStore = CheckpointStore<TaskState>;
+
+/** A {@link StateStore} over the task-state bucket and the blob store; `maxPayload` is the server's (`nc.info.max_payload`), bytes. */
+export function kvStateStore(kv: KV, blobs: BlobStore, maxPayload: number): StateStore {
+  return checkpointStore({ kv, blobs, maxPayload, schema: TaskState, keyOf: (s) => s.task.taskId, label: "task" });
 }
 
-/** JetStream's API error code for a write whose expected last sequence does not match. */
-const WRONG_LAST_SEQUENCE = 10071;
-
-function writeError(err: unknown, taskId: string): LoopsmithError {
-  if (err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE) {
-    return new LoopsmithError("unavailable", `the checkpoint of task ${taskId} was written by another runner`, { cause: err, retryable: true });
-  }
-  // A state larger than the server's max_payload, or a request the server refuses: retrying cannot help.
-  if (err instanceof JetStreamApiError || err instanceof InvalidArgumentError) {
-    return new LoopsmithError("internal", `the checkpoint of task ${taskId} could not be written: ${(err as Error).message}`, { cause: err, retryable: false });
-  }
-  return new LoopsmithError("unavailable", `the checkpoint of task ${taskId} could not be written: ${(err as Error)?.message ?? err}`, { cause: err, retryable: true });
-}
-
-const cancelKey = (taskId: string, owner: string): string => `cancel.${owner}.${taskId}`;
-
-/** A {@link StateStore} over a JetStream KV bucket. */
-export function kvStateStore(kv: KV): StateStore {
-  return {
-    async get(taskId) {
-      const entry = await kv.get(taskId);
-      if (!entry || entry.operation !== "PUT" || entry.length === 0) return null;
-      const parsed = TaskState.safeParse(entry.json());
-      if (!parsed.success) {
-        throw new LoopsmithError("internal", `the checkpoint of task ${taskId} fails its schema`, { details: parsed.error.issues });
-      }
-      return { state: parsed.data, revision: entry.revision };
-    },
-    async create(state) {
-      try {
-        return await kv.create(state.task.taskId, JSON.stringify(state));
-      } catch (err) {
-        throw writeError(err, state.task.taskId);
-      }
-    },
-    async update(state, revision) {
-      try {
-        return await kv.update(state.task.taskId, JSON.stringify(state), revision);
-      } catch (err) {
-        throw writeError(err, state.task.taskId);
-      }
-    },
-    async requestCancel(taskId, owner) {
-      await kv.put(cancelKey(taskId, owner), "1");
-    },
-    async cancelRequested(taskId, owner) {
-      const entry = await kv.get(cancelKey(taskId, owner));
-      // Exactly the marker requestCancel writes: any other value there (a message a JetStream
-      // push consumer delivered to the subject, say) cancels nothing.
-      return !!entry && entry.operation === "PUT" && entry.string() === "1";
-    },
-  };
+/**
+ * Opens the task-state bucket and the checkpoint blob store (creating them when missing).
+ * @throws LoopsmithError `permission_denied` when one is missing and this user may not create it
+ */
+export async function openStateStore(nc: NatsConnection, opts: StreamOptions = {}): Promise<StateStore> {
+  return kvStateStore(await openTaskStates(nc, opts), await openCheckpointBlobs(nc, opts), maxPayloadOf(nc));
 }

@@ -1,34 +1,19 @@
 /**
- * The improver: a durable pull consumer on the improvement-run intake, like the conductor's
- * on tasks. It takes one run at a time, heartbeats while the run works, checkpoints the run
- * in KV after every generation, and acks only when the run is final. A redelivered run
- * resumes at the generation it was in, from the same parent; a run already final publishes
- * its result again and is acknowledged (a resubmitted run id is never run twice).
+ * The improver: the durable consumer (`durable/`) of the improvement-run intake, like the
+ * conductor's on tasks. It takes one run at a time, checkpoints the run after every
+ * generation, and acks only when the run is final. A redelivered run resumes at the
+ * generation it was in, from the same parent; a run already final publishes its result again
+ * and is acknowledged (a resubmitted run id is never run twice).
  */
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstream, type JsMsg } from "@nats-io/jetstream";
 import {
-  DEFAULT_OWNER,
-  IMPROVE_MAX_DELIVER,
-  ImproveRequest,
-  LoopsmithError,
-  Streams,
-  Subjects,
-  ensureImproveStreams,
-  isTransientNatsError,
-  lastEventSeq,
-  openImproveStates,
-  ownerOfSubject,
-  ownerOfTask,
-  publishEvent,
-  rejectIntakeMessage,
-  type GenerationReport,
+  IMPROVE_MAX_DELIVER, ImproveRequest, Streams, Subjects, ensureImproveStreams, ownerOfTask, publishEvent, type GenerationReport,
 } from "@loopsmith/shared";
-import { HEARTBEAT_MS, RETRY_DELAY_MS } from "../conductor.js";
+import { runDurableConsumer } from "../durable/index.js";
 import type { GenerationDeps } from "./generation.js";
 import { HandBack, runImprove, summarize } from "./run.js";
-import { initialImproveState, kvImproveStore, type ImproveState, type ImproveStore } from "./state.js";
+import { initialImproveState, openImproveStore, type ImproveState } from "./state.js";
 
 /** Largest report sent whole in an event, in characters; a larger one goes without its patch (the KV copy keeps it). */
 const EVENT_REPORT_MAX_CHARS = 400_000;
@@ -49,14 +34,17 @@ export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "
   replicas?: number;
 };
 
+type Kind = "step" | "generation" | "warning" | "result";
+
 /** Publishes one event of a run; returns the state with the next seq. */
-async function publish(nc: NatsConnection, state: ImproveState, kind: "step" | "generation" | "warning" | "result", message: string, data?: Record<string, unknown>): Promise<ImproveState> {
+async function publish(nc: NatsConnection, state: ImproveState, kind: Kind, message: string, data?: Record<string, unknown>): Promise<ImproveState> {
   let payload = data;
   const report = data?.report as GenerationReport | undefined;
   if (report?.change && JSON.stringify(report).length > EVENT_REPORT_MAX_CHARS) {
     payload = { ...data, report: { ...report, change: { ...report.change, patch: `(patch of ${report.change.patch.length} characters: loopsmith.architect.improve_status has it)` } } };
   }
-  await publishEvent(nc, { v: 1, taskId: state.request.runId, seq: state.eventSeq, at: new Date().toISOString(), iteration: Math.min(state.generation, 10_000), kind, message, ...(payload ? { data: payload } : {}) }, ownerOfTask(state.request));
+  const iteration = Math.min(state.generation, 10_000);
+  await publishEvent(nc, { v: 1, taskId: state.request.runId, seq: state.eventSeq, at: new Date().toISOString(), iteration, kind, message, ...(payload ? { data: payload } : {}) }, ownerOfTask(state.request));
   return { ...state, eventSeq: state.eventSeq + 1 };
 }
 
@@ -65,121 +53,49 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
   const { nc, log } = opts;
   const streams = { replicas: opts.replicas ?? 1 };
   await ensureImproveStreams(nc, streams);
-  const store: ImproveStore = kvImproveStore(await openImproveStates(nc, streams));
-  const consumer = await jetstream(nc).consumers.get(Streams.improve, Streams.improveConsumer);
-  let stopped = false;
-  let current: Promise<void> | undefined;
-
-  const process = async (msg: JsMsg, request: ImproveRequest): Promise<void> => {
-    const rlog = log.child({ runId: request.runId });
-    const heartbeat = setInterval(() => msg.working(), HEARTBEAT_MS);
-    try {
-      const existing = await store.get(request.runId);
-      if (existing && ownerOfTask(existing.state.request) !== ownerOfTask(request)) {
+  const store = await openImproveStore(nc, streams);
+  const result = (state: ImproveState, message: string) => publish(nc, state, "result", message, { summary: state.summary });
+  const runs = await runDurableConsumer<ImproveRequest, ImproveState>({
+    nc,
+    log,
+    stream: Streams.improve,
+    consumer: Streams.improveConsumer,
+    intake: "improve",
+    submitSubject: Subjects.improveSubmit,
+    maxDeliver: IMPROVE_MAX_DELIVER,
+    schema: ImproveRequest,
+    store,
+    label: "run",
+    handler: {
+      keyOf: (request) => request.runId,
+      requestOf: (state) => state.request,
+      initial: (request) => initialImproveState(request),
+      accepted: (state) => {
+        const { repo, settings } = state.request;
+        return publish(nc, state, "step", `run accepted: ${settings.generations} generation(s) on ${repo.name ?? repo.baseCommit.slice(0, 12)}`, { phase: "accepted" });
+      },
+      async run(state, revision, ctx) {
+        const io = { ...opts, log: ctx.log, store, cancelled: ctx.cancelled, stopping: ctx.stopping };
+        const final = await runImprove(state, revision, { ...io, publish: (s, kind, message, data) => publish(nc, s, kind, message, data) });
+        ctx.log.info({ summary: final.summary }, "run finished");
+        return final;
+      },
+      failed: (base, err) => ({ ...base, status: "final", summary: summarize(base, "error", `stopped: ${(err as Error)?.message ?? String(err)}`) }),
+      ended: async (state) => void (await result(state, state.summary?.message ?? "final")),
+      republish: async (state) => void (await result(state, state.summary?.message ?? "final")),
+      async refuseTaken(request) {
         const message = `the run id ${request.runId} belongs to another client's run: submit with another id`;
-        rlog.warn({ owner: ownerOfTask(request) }, "run id taken by another owner's run; refusing the submission");
-        await publishEvent(nc, { v: 1, taskId: request.runId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "result", message, data: { error: { code: "bad_request", message, retryable: false } } }, ownerOfTask(request));
-        msg.term("run id taken by another owner");
-        return;
-      }
-      if (existing?.state.status === "final") {
-        rlog.info("run already final; publishing its result again");
-        await publish(nc, existing.state, "result", existing.state.summary?.message ?? "final", { summary: existing.state.summary });
-        msg.ack();
-        return;
-      }
-      let state: ImproveState;
-      let revision: number;
-      if (existing) {
-        state = { ...existing.state, eventSeq: Math.max(existing.state.eventSeq, (await lastEventSeq(nc, ownerOfTask(request), request.runId)) + 1) };
-        revision = existing.revision;
-        rlog.info({ generation: state.generation }, "resuming the run from its checkpoint");
-      } else {
-        state = initialImproveState(request);
-        revision = await store.create(state);
-        state = await publish(nc, state, "step", `run accepted: ${request.settings.generations} generation(s) on ${request.repo.name ?? request.repo.baseCommit.slice(0, 12)}`, { phase: "accepted" });
-      }
-      const final = await runImprove(state, revision, {
-        ...opts,
-        log: rlog,
-        store,
-        publish: (s, kind, message, data) => publish(nc, s, kind, message, data),
-        cancelled: () => false,
-        stopping: () => stopped,
-      });
-      rlog.info({ summary: final.summary }, "run finished");
-      msg.ack();
-    } catch (err) {
-      const retryable = err instanceof HandBack || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
-      try {
-        if (retryable && msg.info.deliveryCount < IMPROVE_MAX_DELIVER) {
-          rlog.warn({ err }, "the run hands back; it resumes from its checkpoint");
-          msg.nak(stopped ? 0 : RETRY_DELAY_MS);
-        } else {
-          rlog.error({ err }, "the run failed; ending it");
-          await endWithError(request, err);
-          msg.term("failed");
-        }
-      } catch (ackErr) {
-        rlog.warn({ err: ackErr }, "could not settle the run message; it will be redelivered");
-      }
-    } finally {
-      clearInterval(heartbeat);
-    }
-  };
-
-  const endWithError = async (request: ImproveRequest, err: unknown): Promise<void> => {
-    const current = await store.get(request.runId);
-    const base = current?.state ?? initialImproveState(request);
-    const message = `stopped: ${(err as Error)?.message ?? String(err)}`;
-    const state = { ...base, eventSeq: Math.max(base.eventSeq, (await lastEventSeq(nc, ownerOfTask(request), request.runId)) + 1), status: "final" as const, summary: summarize(base, "error", message) };
-    if (current) await store.update(state, current.revision);
-    else await store.create(state);
-    await publish(nc, state, "result", message, { summary: state.summary });
-  };
-
-  const loop = (async () => {
-    while (!stopped) {
-      try {
-        const batch = await consumer.fetch({ max_messages: 1, expires: 2_000 });
-        for await (const msg of batch) {
-          let parsed;
-          try {
-            parsed = ImproveRequest.safeParse(msg.json());
-          } catch {
-            parsed = ImproveRequest.safeParse(null);
-          }
-          if (!parsed.success) {
-            rejectIntakeMessage(nc, "improve", msg, parsed.error, log);
-            msg.term("invalid run");
-            continue;
-          }
-          // The owner is the subject's (the permission matrix vouches for it), never the body's.
-          parsed.data.owner = ownerOfSubject(msg.subject, Subjects.improveSubmit) ?? DEFAULT_OWNER;
-          current = process(msg, parsed.data);
-          await current;
-          current = undefined;
-        }
-      } catch (err) {
-        if (stopped) break;
-        log.warn({ err }, "fetching improvement runs failed; retrying");
-        await new Promise((r) => setTimeout(r, 1_000));
-      }
-    }
-  })();
-
+        const data = { error: { code: "bad_request", message, retryable: false } };
+        await publishEvent(nc, { v: 1, taskId: request.runId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "result", message, data }, ownerOfTask(request));
+      },
+      isHandBack: (err) => err instanceof HandBack,
+    },
+  });
   return {
     async status(runId, owner) {
-      const state = (await store.get(runId))?.state ?? null;
-      if (!state || ownerOfTask(state.request) !== owner) return { state: null, reports: [] };
-      return { state, reports: await store.reports(runId) };
+      const state = await runs.status(runId, owner);
+      return state ? { state, reports: await store.reports(runId) } : { state: null, reports: [] };
     },
-    async stop() {
-      stopped = true;
-      await loop;
-      // A generation waiting on its task hands back at its next step; the message is
-      // redelivered (the run resumes from its checkpoint) if it does not within 5 s.
-      await Promise.race([current, new Promise((r) => setTimeout(r, 5_000).unref())]);
-    },
+    stop: () => runs.stop(),
   };
 }

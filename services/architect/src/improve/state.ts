@@ -1,12 +1,18 @@
 /**
  * An improvement run's checkpoint, in the `loopsmith_improve` KV bucket: key `<runId>` holds
- * the run's state, key `<runId>.gen.<N>` the report of generation N. The state is written
- * after every generation (and when a generation's hypothesis is known), so a run whose
- * architect died resumes at the generation it was in, with the same parent.
+ * the run's state (its large parts in the checkpoint blob store, `durable/checkpoints.ts`),
+ * key `<runId>.gen.<N>` the report of generation N. The state is written after every
+ * generation (and when a generation's hypothesis is known), so a run whose architect died
+ * resumes at the generation it was in, with the same parent.
  */
 import { z } from "zod";
 import type { KV } from "@nats-io/kv";
-import { CheckCounts, CommitId, GenerationReport, Hypothesis, ImproveRequest, ImproveSummary, LoopsmithError, Usage, emptyUsage } from "@loopsmith/shared";
+import type { NatsConnection } from "@nats-io/transport-node";
+import {
+  CheckCounts, CommitId, GenerationReport, Hypothesis, ImproveRequest, ImproveSummary, Usage, emptyUsage, openCheckpointBlobs, openImproveStates,
+  type StreamOptions,
+} from "@loopsmith/shared";
+import { checkpointStore, maxPayloadOf, type BlobStore, type CheckpointStore } from "../durable/index.js";
 
 /** A tree a generation can start from. */
 export const Tree = z.object({ commit: CommitId, snapshot: z.string() });
@@ -53,12 +59,8 @@ export function initialImproveState(request: ImproveRequest): ImproveState {
   };
 }
 
-/** Reads and writes runs in the KV bucket (revision-checked writes). */
-export interface ImproveStore {
-  get(runId: string): Promise<{ state: ImproveState; revision: number } | null>;
-  create(state: ImproveState): Promise<number>;
-  /** @throws LoopsmithError `unavailable` (retryable) when another runner wrote the run since `revision` */
-  update(state: ImproveState, revision: number): Promise<number>;
+/** Runs' checkpoints (revision-checked, see `durable/checkpoints.ts`) and their generations' reports. */
+export interface ImproveStore extends CheckpointStore<ImproveState> {
   putReport(report: GenerationReport): Promise<void>;
   reports(runId: string): Promise<GenerationReport[]>;
   /**
@@ -70,24 +72,10 @@ export interface ImproveStore {
 
 const reportKey = (runId: string, generation: number): string => `${runId}.gen.${generation}`;
 
-/** The store over the `loopsmith_improve` bucket. */
-export function kvImproveStore(kv: KV): ImproveStore {
+/** The store over the `loopsmith_improve` bucket and the blob store; `maxPayload` is the server's, bytes. */
+export function kvImproveStore(kv: KV, blobs: BlobStore, maxPayload: number): ImproveStore {
   return {
-    async get(runId) {
-      const e = await kv.get(runId);
-      if (!e || e.operation !== "PUT" || e.length === 0) return null;
-      const parsed = ImproveState.safeParse(e.json());
-      if (!parsed.success) throw new LoopsmithError("internal", `the checkpoint of run ${runId} fails its schema: ${parsed.error.message}`);
-      return { state: parsed.data, revision: e.revision };
-    },
-    create: (state) => kv.create(state.request.runId, JSON.stringify(state)),
-    async update(state, revision) {
-      try {
-        return await kv.update(state.request.runId, JSON.stringify(state), revision);
-      } catch (err) {
-        throw new LoopsmithError("unavailable", `the checkpoint of run ${state.request.runId} was written by another runner`, { cause: err, retryable: true });
-      }
-    },
+    ...checkpointStore({ kv, blobs, maxPayload, schema: ImproveState, keyOf: (s) => s.request.runId, label: "run" }),
     async putReport(report) {
       await kv.put(reportKey(report.runId, report.generation), JSON.stringify(report));
     },
@@ -112,4 +100,12 @@ export function kvImproveStore(kv: KV): ImproveStore {
       return out;
     },
   };
+}
+
+/**
+ * Opens the improvement-run bucket and the checkpoint blob store (creating them when missing).
+ * @throws LoopsmithError `permission_denied` when one is missing and this user may not create it
+ */
+export async function openImproveStore(nc: NatsConnection, opts: StreamOptions = {}): Promise<ImproveStore> {
+  return kvImproveStore(await openImproveStates(nc, opts), await openCheckpointBlobs(nc, opts), maxPayloadOf(nc));
 }

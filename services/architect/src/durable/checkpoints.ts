@@ -1,0 +1,254 @@
+/**
+ * The checkpoint store of a durable consumer: one state per key in a JetStream KV bucket,
+ * written with revision checks, whose large parts live in the checkpoint blob store (an
+ * object store) so that no checkpoint exceeds the server's `max_payload`.
+ *
+ * The order that keeps a checkpoint readable at every moment, a crash included:
+ * 1. the blobs a new checkpoint names are put first (under `<label>/<key>/<sha256>`);
+ * 2. then the checkpoint is written, revision-checked;
+ * 3. then the blobs the previous checkpoint named and this one does not are deleted.
+ * A process that dies between 1 and 2 leaves blobs no checkpoint names; the runner that
+ * resumes the key removes them when the key ends ({@link CheckpointStore.finish}), as it
+ * removes every other blob of the key: the final state is kept in KV, compacted to fit
+ * without blobs (its longest strings replaced by a note of their size and digest).
+ */
+import type { KV } from "@nats-io/kv";
+import { JetStreamApiError } from "@nats-io/jetstream";
+import { InvalidArgumentError, type NatsConnection } from "@nats-io/transport-node";
+import type { z } from "zod";
+import { LoopsmithError } from "@loopsmith/shared";
+import { compact, decode, encode, refsOf, type Encoded } from "./blobs.js";
+
+/**
+ * What the store needs of an object store (`@nats-io/obj`'s `ObjectStore` is one): put, read,
+ * delete and list objects by name.
+ */
+export interface BlobStore {
+  putBlob(meta: { name: string }, data: Uint8Array): Promise<unknown>;
+  /** The object's bytes, or null when there is none of that name. */
+  getBlob(name: string): Promise<Uint8Array | null>;
+  delete(name: string): Promise<unknown>;
+  list(): Promise<Array<{ name: string; deleted: boolean }>>;
+}
+
+/** NATS's default `max_payload`, in bytes: what a connection that has not heard the server's yet assumes. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** The server's largest message on this connection (`max_payload` of its INFO), in bytes. */
+export function maxPayloadOf(nc: NatsConnection): number {
+  return nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
+}
+
+/** Room kept under `max_payload` for the KV message's subject and headers, in bytes. */
+export const CHECKPOINT_HEADROOM_BYTES = 4_096;
+
+/** A state as the durable consumer needs it: running or final, with the next event seq. */
+export interface Checkpointed {
+  status: "running" | "final";
+  eventSeq: number;
+}
+
+/** A state read back, with the KV revision a revision-checked write must name. */
+export interface Revisioned<State> {
+  state: State;
+  revision: number;
+}
+
+/** The checkpoint store of one kind of state (tasks, improvement runs). */
+export interface CheckpointStore<State> {
+  /**
+   * The state and its revision, or null when the key is unknown. Reads the blobs it names.
+   * @throws LoopsmithError `internal` when the state fails its schema; `unavailable`
+   *   (retryable) when a blob it names cannot be read
+   */
+  get(key: string): Promise<Revisioned<State> | null>;
+  /**
+   * Creates the state (its blobs first); returns its revision.
+   * @throws LoopsmithError `unavailable` (retryable) when it exists or the write failed on the way;
+   *   `internal` when the server refuses the write
+   */
+  create(state: State): Promise<number>;
+  /**
+   * Writes the state (its new blobs first) if nobody wrote since `revision` (the revision this
+   * runner last wrote); returns the new revision. Then deletes the blobs only the previous
+   * checkpoint named.
+   * @throws LoopsmithError `unavailable` (retryable) when another runner wrote in between;
+   *   `internal` (not retryable) when the server refuses the write
+   */
+  update(state: State, revision: number): Promise<number>;
+  /**
+   * The key ended: its final state is rewritten without blobs when it named any (the longest
+   * strings replaced by a note of their size and digest, see `compact`), and every blob of
+   * the key is deleted (also blobs of a runner that died before the checkpoint naming them).
+   * Call it when the final state's result is published. Idempotent.
+   * @throws LoopsmithError as {@link CheckpointStore.update}
+   */
+  finish(key: string): Promise<void>;
+  /** Deletes the state and every blob of the key. */
+  remove(key: string): Promise<void>;
+  /** The names of the key's objects in the blob store (`<label>/<key>/<sha256>`), from its listing. */
+  blobsOf(key: string): Promise<string[]>;
+  /**
+   * Marks `owner`'s key as cancelled; works before its first checkpoint too. The marker is
+   * per owner, so a cancel sent for another owner's key stops nothing.
+   */
+  requestCancel(key: string, owner: string): Promise<void>;
+  /** True once `owner` asked to cancel the key. */
+  cancelRequested(key: string, owner: string): Promise<boolean>;
+}
+
+/** Options of {@link checkpointStore}. */
+export interface CheckpointStoreOptions<State> {
+  kv: KV;
+  blobs: BlobStore;
+  /** The server's largest message, in bytes (`nc.info.max_payload`). */
+  maxPayload: number;
+  schema: z.ZodType<State>;
+  keyOf(state: State): string;
+  /** What a key is, in messages: `task`, `run`. */
+  label: string;
+}
+
+/** JetStream's API error code for a write whose expected last sequence does not match. */
+const WRONG_LAST_SEQUENCE = 10071;
+/** Reads of a checkpoint whose blob vanished under it (a newer checkpoint's clean-up) before giving up. */
+const READ_ATTEMPTS = 3;
+
+const cancelKey = (key: string, owner: string): string => `cancel.${owner}.${key}`;
+
+/** A {@link CheckpointStore} over a KV bucket and a blob store. */
+export function checkpointStore<State extends Checkpointed>(opts: CheckpointStoreOptions<State>): CheckpointStore<State> {
+  const { kv, blobs, schema, label } = opts;
+  const budget = opts.maxPayload - CHECKPOINT_HEADROOM_BYTES;
+  // Tasks and runs share the blob store: a key's blobs are `<label>/<key>/<sha256>`.
+  const prefixOf = (key: string): string => `${label}/${key}/`;
+  const blobName = (key: string, digest: string): string => `${prefixOf(key)}${digest}`;
+  /**
+   * The digests of the checkpoint this process last wrote, per key. Reads never change it: a
+   * read that raced a newer write must not make a later write skip a blob it needs.
+   */
+  const named = new Map<string, Set<string>>();
+  /** Keys that may have blobs this process does not know of: written by another runner, or a write that failed after its blobs. */
+  const suspect = new Set<string>();
+
+  const writeError = (err: unknown, key: string): LoopsmithError => {
+    if (err instanceof LoopsmithError) return err;
+    if (err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE) {
+      return new LoopsmithError("unavailable", `the checkpoint of ${label} ${key} was written by another runner`, { cause: err, retryable: true });
+    }
+    // A request the server refuses: retrying cannot help.
+    if (err instanceof JetStreamApiError || err instanceof InvalidArgumentError) {
+      return new LoopsmithError("internal", `the checkpoint of ${label} ${key} could not be written: ${(err as Error).message}`, { cause: err, retryable: false });
+    }
+    return new LoopsmithError("unavailable", `the checkpoint of ${label} ${key} could not be written: ${(err as Error)?.message ?? err}`, { cause: err, retryable: true });
+  };
+
+  const deleteBlobs = async (key: string, digests: Iterable<string>): Promise<void> => {
+    for (const digest of digests) {
+      // A blob left behind is removed when the key ends (the key is then swept).
+      await blobs.delete(blobName(key, digest)).catch(() => suspect.add(key));
+    }
+  };
+
+  /**
+   * Puts the blobs the document names that this process's last checkpoint of the key did not,
+   * writes the document (`revision` undefined creates the key), then deletes the blobs only
+   * that last checkpoint named.
+   */
+  const write = async (key: string, encoded: Encoded, revision: number | undefined): Promise<number> => {
+    const before = named.get(key);
+    // Updating a checkpoint another runner wrote: the blobs it named are not known here.
+    if (!before && revision !== undefined) suspect.add(key);
+    try {
+      for (const blob of encoded.blobs) if (!before?.has(blob.digest)) await blobs.putBlob({ name: blobName(key, blob.digest) }, blob.data);
+      const rev = revision === undefined ? await kv.create(key, encoded.text) : await kv.update(key, encoded.text, revision);
+      const now = new Set(encoded.blobs.map((b) => b.digest));
+      named.set(key, now);
+      await deleteBlobs(key, [...(before ?? [])].filter((d) => !now.has(d)));
+      return rev;
+    } catch (err) {
+      if (encoded.blobs.length) suspect.add(key);
+      throw writeError(err, key);
+    }
+  };
+
+  const blobsOf = async (key: string): Promise<string[]> =>
+    (await blobs.list()).filter((o) => !o.deleted && o.name.startsWith(prefixOf(key))).map((o) => o.name);
+
+  /** Deletes every blob of the key but `keep`: those named here or in `seen`, and all listed when the key is suspect. */
+  const clearBlobs = async (key: string, keep: Set<string>, seen: string[] = []): Promise<void> => {
+    const known = [...new Set([...(named.get(key) ?? []), ...seen])].filter((d) => !keep.has(d));
+    await deleteBlobs(key, known);
+    if (suspect.has(key)) {
+      suspect.delete(key);
+      const listed = (await blobsOf(key)).map((name) => name.slice(prefixOf(key).length)).filter((d) => !keep.has(d) && !known.includes(d));
+      await deleteBlobs(key, listed);
+    }
+    if (keep.size) named.set(key, keep);
+    else named.delete(key);
+  };
+
+  const read = async (key: string): Promise<(Revisioned<State> & { doc: unknown; digests: string[] }) | null> => {
+    for (let attempt = 1; ; attempt++) {
+      const entry = await kv.get(key);
+      if (!entry || entry.operation !== "PUT" || entry.length === 0) return null;
+      const doc = entry.json<unknown>();
+      let decoded: { state: unknown; digests: string[] };
+      try {
+        decoded = await decode(doc, async (digest) => {
+          const data = await blobs.getBlob(blobName(key, digest));
+          if (!data) throw new LoopsmithError("unavailable", `the checkpoint of ${label} ${key} names the blob ${digest}, which is gone`, { retryable: true });
+          return data;
+        });
+      } catch (err) {
+        // A newer checkpoint was written and cleaned up after this one was read: read again.
+        if (attempt < READ_ATTEMPTS && err instanceof LoopsmithError && err.retryable) continue;
+        throw err instanceof LoopsmithError ? err : new LoopsmithError("unavailable", `the checkpoint of ${label} ${key} could not be read: ${(err as Error).message}`, { cause: err, retryable: true });
+      }
+      const parsed = schema.safeParse(decoded.state);
+      if (!parsed.success) {
+        throw new LoopsmithError("internal", `the checkpoint of ${label} ${key} fails its schema`, { details: parsed.error.issues });
+      }
+      return { state: parsed.data, revision: entry.revision, doc, digests: decoded.digests };
+    }
+  };
+
+  return {
+    async get(key) {
+      const found = await read(key);
+      return found && { state: found.state, revision: found.revision };
+    },
+    create: (state) => write(opts.keyOf(state), encode(state, budget), undefined),
+    update: (state, revision) => write(opts.keyOf(state), encode(state, budget), revision),
+    async finish(key) {
+      const mine = named.get(key);
+      // The common case: this process wrote the key's last checkpoint, and it named no blob.
+      if (mine && mine.size === 0 && !suspect.has(key)) return void named.delete(key);
+      if (!mine) suspect.add(key);
+      const found = await read(key);
+      let keep = new Set<string>();
+      if (found && refsOf(found.doc).length) {
+        const compacted = compact(found.state, budget, label);
+        await write(key, compacted, found.revision);
+        keep = new Set(compacted.blobs.map((b) => b.digest));
+      }
+      await clearBlobs(key, keep, found?.digests);
+    },
+    async remove(key) {
+      const found = await read(key).catch(() => null);
+      await kv.delete(key);
+      suspect.add(key);
+      await clearBlobs(key, new Set(), found?.digests);
+    },
+    blobsOf,
+    async requestCancel(key, owner) {
+      await kv.put(cancelKey(key, owner), "1");
+    },
+    async cancelRequested(key, owner) {
+      const entry = await kv.get(cancelKey(key, owner));
+      // Exactly the marker requestCancel writes: any other value there (a message a JetStream
+      // push consumer delivered to the subject, say) cancels nothing.
+      return !!entry && entry.operation === "PUT" && entry.string() === "1";
+    },
+  };
+}

@@ -1,0 +1,319 @@
+/**
+ * A durable consumer: one JetStream pull consumer on a work-queue intake, whose messages are
+ * long jobs (a task, an improvement run) checkpointed in a {@link CheckpointStore}. It takes
+ * one message per free slot, heartbeats (`working()`) while the job runs, and acks only when
+ * the job reached a final state; a redelivered message resumes from the last checkpoint, so a
+ * runner killed mid-job (kill -9: no ack, no heartbeat) loses nothing and repeats no finished
+ * step. Around that it owns what every such consumer needs: the owner of a message (its
+ * subject's, never its body's), a key another owner already has (refused), a key already final
+ * (its result published again, the message acked: a duplicate never runs twice), a malformed
+ * message (a reject notice, then `term`), cancel markers, and the end of a job's blobs.
+ *
+ * Failures: a retryable infrastructure error (a `LoopsmithError` marked retryable, a hand-back
+ * the handler names, a NATS call that met a restart or a reconnect: `isTransientNatsError`)
+ * naks the message so the job resumes in {@link RETRY_DELAY_MS} (at once when stopping);
+ * anything else ends the job at once with the handler's error state, as does a job still
+ * failing on its last delivery (`maxDeliver`).
+ */
+import type { Logger } from "pino";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstream, type JsMsg } from "@nats-io/jetstream";
+import type { z } from "zod";
+import { DEFAULT_OWNER, LoopsmithError, isTransientNatsError, lastEventSeq, ownerOfSubject, ownerOfTask, publishEvent, rejectIntakeMessage, type TaskEvent } from "@loopsmith/shared";
+import type { CheckpointStore, Checkpointed } from "./checkpoints.js";
+import { pipelinedEvents } from "./events.js";
+
+/** Heartbeat period while a job runs, in ms (well within the consumers' 10 s ack wait, `TASK_ACK_WAIT_MS`). */
+export const HEARTBEAT_MS = 3_000;
+/** Delay before a job whose step failed for infrastructure reasons is tried again, in ms. */
+export const RETRY_DELAY_MS = 5_000;
+
+/** What a running job may do: its I/O, shaped as the conductor's `LoopIO`. */
+export interface DurableContext<State> {
+  /** Waits for the events emitted so far, writes the checkpoint (revision-checked), reads the cancel marker when due. */
+  checkpoint(state: State): Promise<void>;
+  /** Publishes an event without waiting for its ack (the next checkpoint waits). */
+  emit(event: TaskEvent): Promise<void>;
+  /** Tells the broker the job is still being worked on. */
+  heartbeat(): void;
+  /** True once a cancel was asked for (here, or through the KV marker). */
+  cancelled(): boolean;
+  /** True when the consumer is stopping: the job hands back at its next step. */
+  stopping(): boolean;
+  /** Gives the job's slot back while it waits on others (a DAG task on its children). */
+  release(): void;
+  log: Logger;
+}
+
+/** What one kind of job does; the consumer does the rest. */
+export interface DurableHandler<Request, State> {
+  /** The job's key: its id in the checkpoint store and in the events' subjects. */
+  keyOf(request: Request): string;
+  /** The request a state belongs to (its owner is the state's). */
+  requestOf(state: State): Request;
+  /** The first state of a new job (created before anything is published). */
+  initial(request: Request): State;
+  /** Publishes the job's acceptance (seq 0); returns the state with its next `eventSeq` (then checkpointed). */
+  accepted(state: State): Promise<State>;
+  /**
+   * Runs the job to a final state from `state` (new or resumed, `revision` its checkpoint's).
+   * @throws a hand-back ({@link DurableHandler.isHandBack}) or a retryable error to be resumed later
+   */
+  run(state: State, revision: number, ctx: DurableContext<State>): Promise<State>;
+  /** The final state of a job that failed for good; `base.eventSeq` is the next free seq. */
+  failed(base: State, err: unknown): State;
+  /** After the failed state is checkpointed: publish its result (and record it). */
+  ended(state: State): Promise<void>;
+  /** Publishes the result of a job found final again (a redelivery or a resubmitted key). */
+  republish(state: State): Promise<void>;
+  /** Tells the submitter the key belongs to another owner's job (publishes an error result on its own subject). */
+  refuseTaken(request: Request): Promise<void>;
+  /** True for the error a job throws to hand its message back (the service is stopping). */
+  isHandBack(err: unknown): boolean;
+}
+
+/** Options of {@link runDurableConsumer}. */
+export interface DurableConsumerOptions<Request, State> {
+  nc: NatsConnection;
+  log: Logger;
+  /** The work-queue stream and its durable pull consumer (created by the bus set-up). */
+  stream: string;
+  consumer: string;
+  /** The intake, for reject notices (`loopsmith.rejects.<intake>.<owner>`). */
+  intake: "tasks" | "improve";
+  /** The submit subject's prefix the owner token follows (`Subjects.tasksSubmit`). */
+  submitSubject: string;
+  /** The consumer's `max_deliver`: on the last delivery a job that still fails ends. */
+  maxDeliver: number;
+  /** The request's schema. */
+  schema: z.ZodType<Request>;
+  store: CheckpointStore<State>;
+  handler: DurableHandler<Request, State>;
+  /** What a job is, in messages: `task`, `run`. */
+  label: string;
+  /** Jobs run at once. @defaultValue 1 */
+  concurrency?: number;
+  /**
+   * How often a running job reads its KV cancel marker, at most, in ms (at a checkpoint).
+   * Undefined: only cancels asked of this consumer are seen.
+   */
+  cancelPollMs?: number;
+}
+
+/** A running durable consumer. */
+export interface DurableConsumer<State> {
+  /** The job's checkpoint, or null (also when the job is not `owner`'s). */
+  status(key: string, owner: string): Promise<State | null>;
+  /**
+   * Asks a job to stop at its next step; true unless the job is already final, unknown, or
+   * not `owner`'s. A job not yet taken is stopped by its marker when it starts.
+   */
+  cancel(key: string, owner: string): Promise<boolean>;
+  /**
+   * Stops taking jobs; running ones hand back at their next step (their messages are nak'd
+   * and resume elsewhere from the checkpoint). Waits for them. Safe to call twice.
+   */
+  stop(): Promise<void>;
+}
+
+type Owned = { owner?: string | undefined };
+
+/** Starts a durable consumer's fetch loop (the stream and consumer must exist). */
+export async function runDurableConsumer<Request extends Owned, State extends Checkpointed>(opts: DurableConsumerOptions<Request, State>): Promise<DurableConsumer<State>> {
+  const { nc, log, store, handler, label } = opts;
+  const consumer = await jetstream(nc).consumers.get(opts.stream, opts.consumer);
+  const limit = opts.concurrency ?? 1;
+  const ownerOfState = (state: State): string => ownerOfTask(handler.requestOf(state));
+  // `slot`: the job takes one of the `limit` slots (a DAG task gives its slot back while its children run).
+  const running = new Map<string, { request: Request; abort: AbortController; done: Promise<void>; slot: boolean }>();
+  const slotsTaken = (): number => [...running.values()].filter((r) => r.slot).length;
+  let stopped = false;
+  let wake: (() => void) | undefined;
+
+  /** The message's request, its owner taken from the subject it came on (the permission matrix vouches for the subject, not the body). */
+  const parse = (msg: JsMsg) => {
+    let parsed;
+    try {
+      parsed = opts.schema.safeParse(msg.json());
+    } catch {
+      parsed = opts.schema.safeParse(null);
+    }
+    if (parsed.success) parsed.data.owner = ownerOfSubject(msg.subject, opts.submitSubject) ?? DEFAULT_OWNER;
+    return parsed;
+  };
+
+  /** The next free event seq of a state: events published after its checkpoint were not counted in it. */
+  const nextSeq = async (state: State, request: Request): Promise<number> => Math.max(state.eventSeq, (await lastEventSeq(nc, ownerOfTask(request), handler.keyOf(request))) + 1);
+
+  /** Ends a job with the handler's error state, from its checkpoint (or from the request alone). */
+  const endWithError = async (request: Request, err: unknown): Promise<void> => {
+    const key = handler.keyOf(request);
+    const current = await store.get(key);
+    const base = current?.state ?? handler.initial(request);
+    const final = handler.failed({ ...base, eventSeq: await nextSeq(base, request) }, err);
+    if (current) await store.update(final, current.revision);
+    else await store.create(final);
+    await handler.ended(final);
+    await store.finish(key);
+  };
+
+  const processMessage = async (msg: JsMsg, request: Request, abort: AbortController, release: () => void): Promise<void> => {
+    const key = handler.keyOf(request);
+    const owner = ownerOfTask(request);
+    const jlog = log.child({ [label === "task" ? "taskId" : "runId"]: key, owner });
+    let cancelSeen = false;
+    const heartbeat = setInterval(() => msg.working(), HEARTBEAT_MS);
+    try {
+      const existing = await store.get(key);
+      if (existing && ownerOfState(existing.state) !== owner) {
+        jlog.warn(`${label} id taken by another owner's ${label}; refusing the submission`);
+        await handler.refuseTaken(request);
+        msg.term(`${label} id taken by another owner`);
+        return;
+      }
+      if (existing?.state.status === "final") {
+        jlog.info(`${label} already final; publishing its result again and acknowledging`);
+        await handler.republish(existing.state);
+        await store.finish(key);
+        msg.ack();
+        return;
+      }
+      let state: State;
+      let revision: number;
+      if (existing) {
+        state = { ...existing.state, eventSeq: await nextSeq(existing.state, request) };
+        revision = existing.revision;
+        jlog.info(`resuming the ${label} from its checkpoint`);
+      } else {
+        state = handler.initial(request);
+        revision = await store.create(state);
+        state = await handler.accepted(state);
+        revision = await store.update(state, revision);
+      }
+      const poll = opts.cancelPollMs;
+      cancelSeen = poll !== undefined && (await store.cancelRequested(key, owner));
+      let cancelCheckedAt = Date.now();
+      const events = pipelinedEvents((event) => publishEvent(nc, event, owner));
+      const final = await handler.run(state, revision, {
+        checkpoint: async (s) => {
+          await events.flush();
+          revision = await store.update(s, revision);
+          // A cancel asked of this consumer aborts at once; one asked of another instance is
+          // a KV marker, read at most every `cancelPollMs` (not a round trip per checkpoint).
+          if (poll !== undefined && !cancelSeen && Date.now() - cancelCheckedAt >= poll) {
+            cancelCheckedAt = Date.now();
+            cancelSeen = await store.cancelRequested(key, owner);
+          }
+        },
+        emit: events.emit,
+        heartbeat: () => msg.working(),
+        cancelled: () => cancelSeen || abort.signal.aborted,
+        stopping: () => stopped,
+        release,
+        log: jlog,
+      });
+      await events.flush();
+      await store.finish(key);
+      jlog.info({ status: final.status }, `${label} finished`);
+      msg.ack();
+    } catch (err) {
+      const retryable = handler.isHandBack(err) || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
+      try {
+        if (retryable && msg.info.deliveryCount < opts.maxDeliver) {
+          jlog.warn({ err }, `the ${label} hands back (an infrastructure failure, or the service is stopping); it resumes from its checkpoint`);
+          msg.nak(stopped ? 0 : RETRY_DELAY_MS);
+        } else {
+          jlog.error({ err, deliveries: msg.info.deliveryCount }, retryable ? `${label} still failing on its last delivery; ending it` : `${label} failed; ending it`);
+          await endWithError(request, err);
+          msg.term(retryable ? "failed on its last delivery" : "failed");
+        }
+      } catch (ackErr) {
+        // The connection is gone: the broker redelivers after the ack wait.
+        jlog.warn({ err: ackErr }, `could not settle the ${label} message; it will be redelivered after the ack wait`);
+      }
+    } finally {
+      clearInterval(heartbeat);
+    }
+  };
+
+  const take = (msg: JsMsg): void => {
+    const parsed = parse(msg);
+    if (!parsed.success) {
+      rejectIntakeMessage(nc, opts.intake, msg, parsed.error, log);
+      msg.term(`invalid ${label}`);
+      return;
+    }
+    const request = parsed.data;
+    const key = handler.keyOf(request);
+    const here = running.get(key);
+    if (here && ownerOfTask(here.request) !== ownerOfTask(request)) {
+      // Another owner's job with this key runs here: refused now, not after its redeliveries
+      // run out while that job runs (the submitter would never hear back).
+      void handler.refuseTaken(request).then(
+        () => msg.term(`${label} id taken by another owner`),
+        (err: unknown) => (log.warn({ err, key }, `could not refuse a taken ${label} id; it is offered again`), msg.nak(RETRY_DELAY_MS)),
+      );
+      return;
+    }
+    if (here) {
+      // Already running here (a redelivery): let the broker try again later.
+      msg.nak(RETRY_DELAY_MS);
+      return;
+    }
+    const abort = new AbortController();
+    const release = (): void => {
+      const entry = running.get(key);
+      if (entry?.slot) {
+        entry.slot = false;
+        wake?.();
+      }
+    };
+    const done = processMessage(msg, request, abort, release)
+      .catch((err: unknown) => log.error({ err, key }, `${label} processing failed`))
+      .finally(() => {
+        running.delete(key);
+        wake?.();
+      });
+    running.set(key, { request, abort, done, slot: true });
+  };
+
+  const loop = (async () => {
+    while (!stopped) {
+      if (slotsTaken() >= limit) {
+        await new Promise<void>((resolve) => (wake = resolve));
+        continue;
+      }
+      try {
+        const batch = await consumer.fetch({ max_messages: 1, expires: 2_000 });
+        for await (const msg of batch) take(msg);
+      } catch (err) {
+        if (stopped) break;
+        log.warn({ err }, `fetching ${label}s failed; retrying`);
+        await new Promise((r) => setTimeout(r, 1_000));
+      }
+    }
+  })();
+
+  return {
+    async status(key, owner) {
+      const state = (await store.get(key))?.state ?? null;
+      return state && ownerOfState(state) === owner ? state : null;
+    },
+    async cancel(key, owner) {
+      const current = await store.get(key);
+      // One of another owner's is left alone (and the answer does not say whether it exists).
+      if (current && ownerOfState(current.state) !== owner) return false;
+      if (current?.state.status === "final") return false;
+      await store.requestCancel(key, owner);
+      const mine = running.get(key);
+      if (mine && ownerOfTask(mine.request) === owner) mine.abort.abort();
+      return true;
+    },
+    async stop() {
+      stopped = true;
+      wake?.();
+      await loop;
+      await Promise.allSettled([...running.values()].map((r) => r.done));
+    },
+  };
+}

@@ -1,0 +1,30 @@
+/** Events published without waiting for each ack, and waited for all at once before a checkpoint. */
+import type { TaskEvent } from "@loopsmith/shared";
+
+/** Publishes events without waiting for each ack; {@link PipelinedEvents.flush} waits for them all. */
+export interface PipelinedEvents {
+  /** Starts publishing `event`; resolves at once (its error surfaces at the next flush). */
+  emit(event: TaskEvent): Promise<void>;
+  /** Waits for every event emitted so far. @throws the first publish error (then forgets it) */
+  flush(): Promise<void>;
+}
+
+/**
+ * Pipelines `publish`: the connection keeps the events' order, and the caller flushes before
+ * each checkpoint, so a checkpoint never runs ahead of an event JetStream did not take.
+ */
+export function pipelinedEvents(publish: (event: TaskEvent) => Promise<void>): PipelinedEvents {
+  let pending: Promise<void>[] = [];
+  return {
+    emit: async (event) => {
+      const p = publish(event);
+      p.catch(() => undefined); // surfaced by flush
+      pending.push(p);
+    },
+    flush: async () => {
+      const waiting = pending;
+      pending = [];
+      await Promise.all(waiting);
+    },
+  };
+}

@@ -1,0 +1,16 @@
+/**
+ * The durable-consumer module: a pull consumer whose jobs (tasks, improvement runs) are
+ * checkpointed and resume after a crash ({@link runDurableConsumer}), and the checkpoint
+ * store whose large parts go to the object store so no checkpoint exceeds `max_payload`
+ * ({@link checkpointStore}, `blobs.ts`). Its public API is what this file names.
+ */
+export {
+  HEARTBEAT_MS, RETRY_DELAY_MS, runDurableConsumer,
+  type DurableConsumer, type DurableConsumerOptions, type DurableContext, type DurableHandler,
+} from "./consumer.js";
+export {
+  CHECKPOINT_HEADROOM_BYTES, checkpointStore, maxPayloadOf,
+  type BlobStore, type CheckpointStore, type CheckpointStoreOptions, type Checkpointed, type Revisioned,
+} from "./checkpoints.js";
+export { BLOB_MIN_BYTES, BLOB_REF_KEY, STUB_MIN_BYTES, compact, decode, encode, isBlobRef, refsOf, stubText, type BlobRef, type Encoded } from "./blobs.js";
+export { pipelinedEvents, type PipelinedEvents } from "./events.js";
