@@ -1,7 +1,8 @@
 /**
- * The README's keyless path on a fresh clone, end to end, with only what the project ships:
- * `npx loopsmith solve --file examples/roman/task.json --provider scripted --script
- * examples/roman/script.json`, then `history` and `stats`, exactly as a newcomer types them.
+ * The keyless path on a fresh clone, end to end, with only what the project ships: what
+ * `npm run demo` runs without a key (README, "The two commands"), typed as docs/USAGE.md
+ * shows it: `npx loopsmith solve --file examples/roman/task.json --provider scripted --script
+ * examples/roman/script.json`, then `failures`, `history` and `stats`.
  * The CLI starts a NATS container and the five services as separate processes; memory runs
  * on embedded PGlite in a temporary data dir; the candidates run in the Docker sandbox.
  */
@@ -16,7 +17,7 @@ const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-example-"));
 // No key, no NATS, no database: what a fresh machine has.
 const env = { ...process.env, LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", ANTHROPIC_API_KEY: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "info" };
 
-/** Runs a README command line (split on spaces) from the repository root. */
+/** Runs a documented command line (split on spaces) from the repository root. */
 function readme(command: string): Promise<CliRun> {
   const [bin, ...args] = command.split(" ");
   const started = Date.now();
@@ -31,10 +32,17 @@ function readme(command: string): Promise<CliRun> {
   });
 }
 
-describe("the README's example, without a key", () => {
+/** The keyless example, as docs/USAGE.md ("Everyday commands") shows it. */
+const SOLVE = "npx loopsmith solve --file examples/roman/task.json --provider scripted --script examples/roman/script.json";
+
+describe("the bundled example (npm run demo's task), without a key", () => {
   let solved: CliRun;
   beforeAll(async () => {
-    solved = await readme("npx loopsmith solve --file examples/roman/task.json --provider scripted --script examples/roman/script.json");
+    solved = await readme(SOLVE);
+  });
+
+  it("is the command docs/USAGE.md shows", () => {
+    expect(readFileSync(join(REPO, "docs", "USAGE.md"), "utf8").split("\n")).toContain(SOLVE);
   });
 
   it("says it is scripted, fails once, then passes (exit 0)", () => {
