@@ -1,0 +1,127 @@
+import pino from "pino";
+import { describe, expect, it } from "vitest";
+import { Task, type ExecutionRequest, type ExecutionResult, type TaskEvent } from "@loopsmith/shared";
+import { loopTexts } from "./event-texts.js";
+import { executePhase, scorePhase } from "./phases.js";
+import { executionRequest } from "./requests.js";
+import { MAX_SANDBOX_ERRORS, TaskRun } from "./run.js";
+import { initialState, type TaskState } from "./state.js";
+import type { LoopIO, Steps } from "./steps.js";
+
+const result = (status: ExecutionResult["status"], reason?: string): ExecutionResult => ({
+  status,
+  exitCode: status === "passed" ? 0 : null,
+  durationMs: 5,
+  stdout: "",
+  stderr: "",
+  truncated: false,
+  tests: status === "passed" ? [{ name: "test_a", classname: "", status: "passed", durationMs: 1 }] : [],
+  ...(reason ? { reason } : {}),
+});
+
+/** A conductor's I/O as far as a run goes: the checkpoints written and the events published, in order. */
+function io(): { io: LoopIO; checkpoints: TaskState[]; events: TaskEvent[] } {
+  const checkpoints: TaskState[] = [];
+  const events: TaskEvent[] = [];
+  return {
+    checkpoints,
+    events,
+    io: {
+      checkpoint: async (s) => void checkpoints.push(s),
+      emit: async (e) => void events.push(e),
+      heartbeat: () => undefined,
+      cancelled: () => false,
+      stopping: () => false,
+      log: pino({ level: "silent" }),
+    },
+  };
+}
+
+/** Steps whose sandbox answers `results` in turn (the last one again after), recording each request. */
+function sandbox(results: ExecutionResult[]): { steps: Steps; requests: ExecutionRequest[] } {
+  const requests: ExecutionRequest[] = [];
+  const steps = {
+    execute: async (req: ExecutionRequest) => {
+      requests.push(req);
+      return results[Math.min(requests.length - 1, results.length - 1)]!;
+    },
+  } as unknown as Steps;
+  return { steps, requests };
+}
+
+function state(over: Partial<Task> = {}): TaskState {
+  const task = Task.parse({ v: 1, taskId: "t-run", goal: "add", language: "python", submittedAt: new Date().toISOString(), ...over });
+  return { ...initialState(task), phase: "execute", iteration: 1, candidate: { files: [{ path: "add.py", content: "def add(a, b): return a + b\n" }], tests: [], notes: "" } };
+}
+
+const request = (s: TaskState) => (attempt: number) => executionRequest(s, "execute", [], undefined, attempt);
+
+describe("the run's sandbox retry", () => {
+  it("retries a sandbox failure as a new attempt, checkpointing the count before each try", async () => {
+    const { steps, requests } = sandbox([result("sandbox_error", "container died"), result("sandbox_error", "container died"), result("passed")]);
+    const out = io();
+    const s = state();
+    const run = new TaskRun(s, steps, out.io);
+    const r = await run.sandbox("execute", request(s), loopTexts.sandboxFailed);
+    expect(r.status).toBe("passed");
+    expect(requests.map((q) => q.idempotencyKey)).toEqual(["t-run/1/execute", "t-run/1/execute.1", "t-run/1/execute.2"]);
+    // A checkpoint after each failure, holding the count the next try runs with.
+    expect(out.checkpoints.map((c) => c.sandboxErrors)).toEqual([1, 2]);
+    expect(out.events.filter((e) => e.kind === "warning").map((e) => e.message)).toEqual([loopTexts.sandboxFailed("container died"), loopTexts.sandboxFailed("container died")]);
+    // The count is reset once the sandbox answered (the phase's checkpoint records it).
+    expect(run.s.sandboxErrors).toBe(0);
+  });
+
+  it("a run resumed from the checkpoint goes on at the next attempt number", async () => {
+    const first = sandbox([result("sandbox_error", "engine gone")]);
+    const out = io();
+    const s = state();
+    let calls = 0;
+    // The conductor dies on the second try: the checkpoint written after the first failure is what is left.
+    const dying = { execute: async (req: ExecutionRequest) => (++calls === 2 ? Promise.reject(new Error("killed")) : first.steps.execute(req)) } as unknown as Steps;
+    await expect(new TaskRun(s, dying, out.io).sandbox("execute", request(s), loopTexts.sandboxFailed)).rejects.toThrow("killed");
+    const saved = out.checkpoints.at(-1)!;
+    expect(saved.sandboxErrors).toBe(1);
+
+    const second = sandbox([result("passed")]);
+    const r = await new TaskRun(saved, second.steps, io().io).sandbox("execute", request(saved), loopTexts.sandboxFailed);
+    expect(r.status).toBe("passed");
+    expect(second.requests.map((q) => q.idempotencyKey)).toEqual(["t-run/1/execute.1"]);
+  });
+
+  it(`gives up after ${MAX_SANDBOX_ERRORS} failures in a row, and EXECUTE stops with its text`, async () => {
+    const { steps, requests } = sandbox([result("sandbox_error", "no engine")]);
+    const out = io();
+    const s = state();
+    const run = new TaskRun(s, steps, out.io);
+    const outcome = await executePhase(s, run);
+    expect(requests).toHaveLength(MAX_SANDBOX_ERRORS);
+    expect(outcome).toMatchObject({ stop: "error", message: "stopped: the sandbox failed 3 times in a row: no engine" });
+    // A warning (and a checkpoint) between tries only.
+    expect(out.events.filter((e) => e.kind === "warning")).toHaveLength(MAX_SANDBOX_ERRORS - 1);
+    expect(out.checkpoints.map((c) => c.sandboxErrors)).toEqual([1, 2]);
+  });
+});
+
+describe("EXECUTE and SCORE", () => {
+  it("a pass goes to SCORE with the history line; SCORE runs only the hidden tests and stops as passed", async () => {
+    const { steps, requests } = sandbox([result("passed")]);
+    const s = state({ hiddenTests: [{ path: "test_hidden.py", content: "def test_h(): pass\n" }] });
+    const run = new TaskRun(s, steps, io().io);
+    const executed = await executePhase(s, run);
+    expect(executed).toMatchObject({ next: "score", patch: { history: ["iteration 1: passed"] } });
+    const final = await run.advance(executed);
+    expect(final).toBeUndefined();
+    expect(run.s.phase).toBe("score");
+    const scored = await scorePhase(run.s, run);
+    expect(scored).toMatchObject({ stop: "passed", message: "passed after 1 iteration", hidden: { status: "passed", passed: 1, total: 1 } });
+    expect(requests.at(-1)).toMatchObject({ idempotencyKey: "t-run/1/score", tests: ["test_hidden.py"] });
+  });
+
+  it("SCORE without hidden tests runs nothing", async () => {
+    const { steps, requests } = sandbox([result("passed")]);
+    const s = { ...state(), phase: "score" as const, iteration: 2 };
+    expect(await scorePhase(s, new TaskRun(s, steps, io().io))).toEqual({ stop: "passed", message: "passed after 2 iterations", hidden: null });
+    expect(requests).toHaveLength(0);
+  });
+});
