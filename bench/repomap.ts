@@ -6,25 +6,31 @@
  * code file 20–200 lines of classes, methods and functions that call one another across
  * files (a few modules are called from everywhere, as utilities are), and a `tests/` folder.
  * Prints: the tree (files, MB), the cold build (nothing cached: walk, lexical index of every
- * file, graph, PageRank, tree-sitter signatures of the files the map can show, render, and the
+ * file, graph, PageRank, lezer signatures of the files the map can show, render, and the
  * write of the disk cache) in wall and CPU ms with the load average (the machine may be shared),
- * how many files were parsed with tree-sitter, the cached build (same commit, from memory),
+ * how many files were parsed with lezer, the cached build (same commit, from memory),
  * the build from the disk cache alone (memory emptied), the tokens of the map and its first
- * lines, and the cold time against the goal "≤ 5 s on 2 cores for 10,000 files".
- * Usage: npm run --silent bench:repomap -- [--files 10000] [--tokens 2048] [--seed 1] [--keep]
+ * lines, and the cold time against the goal "≤ 5 s on 2 cores for 10,000 files". Last, the
+ * parser alone: the symbols of the first `--parse` code files (Python and TypeScript, read and
+ * parsed one after another as the map does), their total size, time and definitions, and a
+ * digest of those definitions (the same digest from two parsers means the same signatures).
+ * Usage: npm run --silent bench:repomap -- [--files 10000] [--tokens 2048] [--seed 1] [--parse 1000] [--keep]
  * Exit code 1 when the cold build misses the goal (scaled to the number of files).
  */
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { buildRepoMap, clearRepoMapCache, type RepoMapInput } from "../services/architect/src/repo/map.js";
+import { readSymbols } from "../services/architect/src/repo/symbols.js";
 
 const { values: opts } = parseArgs({
   options: {
     files: { type: "string", default: "10000" },
     tokens: { type: "string", default: "2048" },
     seed: { type: "string", default: "1" },
+    parse: { type: "string", default: "1000" },
     keep: { type: "boolean", default: false },
   },
 });
@@ -172,12 +178,27 @@ try {
   const ms = (u: NodeJS.CpuUsage): string => ((u.user + u.system) / 1000).toFixed(0);
   console.log(`load average before: ${load} (${availableParallelism()} cores; CPU ms count every thread of this process)`);
   console.log(`cold build:   ${cold.ms.toFixed(0)} ms wall, ${ms(coldCpu)} ms CPU  (${cold.files} files, fromCache ${cold.fromCache}; writes the disk cache)`);
-  console.log(`              tree-sitter signatures parsed for ${parsed} of ${cold.files} files (the rest only indexed)`);
+  console.log(`              lezer signatures parsed for ${parsed} of ${cold.files} files (the rest only indexed)`);
   console.log(`cached build: ${warm.ms.toFixed(0)} ms wall, ${ms(warmCpu)} ms CPU  (memory, fromCache ${warm.fromCache})`);
   console.log(`disk cache:   ${disk.ms.toFixed(0)} ms  (memory emptied, fromCache ${disk.fromCache})`);
-  console.log(`map: ${cold.tokens} tokens of ${input.maxTokens}; identical across the three builds: ${same}`);
+  const mapDigest = createHash("sha256").update(cold.text).digest("hex").slice(0, 12);
+  console.log(`map: ${cold.tokens} tokens of ${input.maxTokens}, digest ${mapDigest}; identical across the three builds: ${same}`);
   console.log(`top files: ${cold.ranked.slice(0, 3).map((r) => `${r.path} (${r.score.toFixed(4)})`).join(", ")}`);
   console.log(cold.text.split("\n").slice(0, 12).join("\n"));
+  const code = planned.filter((f) => f.kind !== "other").slice(0, Number(opts.parse));
+  const digest = createHash("sha256");
+  let [defs, codeBytes] = [0, 0];
+  const [t1, cpu1] = [performance.now(), process.cpuUsage()];
+  for (const f of code) {
+    const s = readSymbols(root, f.path);
+    defs += s?.defs.length ?? 0;
+    digest.update(JSON.stringify(s?.defs ?? null));
+  }
+  const [parseMs, parseCpu] = [performance.now() - t1, process.cpuUsage(cpu1)];
+  for (const f of code) codeBytes += statSync(join(root, f.path)).size;
+  const perMb = (parseCpu.user + parseCpu.system) / 1000 / (codeBytes / 1e6);
+  console.log(`parser:       ${code.length} code files (${(codeBytes / 1e6).toFixed(1)} MB) read and parsed in ${parseMs.toFixed(0)} ms wall, ${ms(parseCpu)} ms CPU (${perMb.toFixed(0)} CPU ms/MB)`);
+  console.log(`              ${defs} definitions, digest ${digest.digest("hex").slice(0, 12)}`);
   const ratio = cold.ms / GOAL_MS;
   console.log(`cold / goal: ${cold.ms.toFixed(0)} / ${GOAL_MS.toFixed(0)} ms = ${ratio.toFixed(2)} (goal ≤ 5 s for 10,000 files on 2 cores: ${ratio <= 1 ? "met" : "MISSED"})`);
   if (ratio > 1 || !same) process.exitCode = 1;

@@ -11,7 +11,7 @@
  *   dist/app/shared/prompts/              the prompts
  *   dist/app/services/memory/migrations/  the memory migrations
  *   dist/app/deploy/seccomp/sandbox.json  the sandbox's seccomp profile
- *   dist/app/node_modules/                PGlite (+ pgvector, socket), web-tree-sitter, grammars' wasm
+ *   dist/app/node_modules/                PGlite (+ pgvector, socket)
  *
  * It also writes `dist/app/build.json` (cli/bin/build-stamp.js): the source files the bundles
  * were made from and a fingerprint of their contents. The `loopsmith` command and the stacks
@@ -43,9 +43,7 @@ const ENTRIES: Record<string, string> = {
  * Packages left out of the bundle and copied whole (less their source maps): they find wasm
  * and data files next to their own modules.
  */
-const COPIED = ["@electric-sql/pglite", "@electric-sql/pglite-pgvector", "@electric-sql/pglite-socket", "web-tree-sitter"];
-/** Grammar packages: only their manifest and wasm are read (`services/architect/src/repo/symbols.ts`). */
-const GRAMMARS = ["tree-sitter-python", "tree-sitter-javascript", "tree-sitter-typescript"];
+const COPIED = ["@electric-sql/pglite", "@electric-sql/pglite-pgvector", "@electric-sql/pglite-socket"];
 /**
  * Optional native modules that bundled packages try to load inside `try` (pg's `pg-native`,
  * ssh2's `cpu-features` and its crypto binding): left unresolved, so they fail as optional.
@@ -60,7 +58,7 @@ const ASSETS = ["shared/prompts", "services/memory/migrations", "deploy/seccomp/
 const externals: Plugin = {
   name: "loopsmith-externals",
   setup(b) {
-    const names = [...COPIED, ...GRAMMARS, ...OPTIONAL];
+    const names = [...COPIED, ...OPTIONAL];
     b.onResolve({ filter: /.*/ }, (args) => {
       if (args.path.endsWith(".node")) return { path: args.path, external: true };
       const hit = names.some((n) => args.path === n || args.path.startsWith(`${n}/`));
@@ -140,13 +138,6 @@ async function main(): Promise<void> {
   );
   for (const asset of ASSETS) await copyTree(join(ROOT, asset), join(out, asset));
   for (const pkg of COPIED) await copyTree(join(ROOT, "node_modules", pkg), join(out, "node_modules", pkg));
-  for (const pkg of GRAMMARS) {
-    const from = join(ROOT, "node_modules", pkg);
-    await mkdir(join(out, "node_modules", pkg), { recursive: true });
-    for (const file of await readdir(from)) {
-      if (file === "package.json" || file.endsWith(".wasm")) await cp(join(from, file), join(out, "node_modules", pkg, file));
-    }
-  }
   // The stamp: the bundles' own sources, the files copied in, the lock file (the packages
   // bundled) and this script. Written last, so a build that failed half-way is never current.
   const sources = Object.keys(result.metafile.inputs).filter((f) => !f.split("/").includes("node_modules"));

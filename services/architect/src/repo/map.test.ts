@@ -42,8 +42,8 @@ const input = (root: string, extra: Partial<RepoMapInput> = {}): RepoMapInput =>
 });
 
 describe("symbols", () => {
-  it("finds Python classes, methods, functions and module variables, not nested functions", async () => {
-    const s = await extractSymbols(
+  it("finds Python classes, methods, functions and module variables, not nested functions", () => {
+    const s = extractSymbols(
       "m.py",
       'LIMIT = 3\n\nclass Node(Base):\n    @property\n    def size(self) -> int:  # cached\n        def inner():\n            pass\n        return helper(self)\n\ndef parse(text: str,\n          strict: bool = False) -> "Node":\n    return Node()\n',
     );
@@ -57,8 +57,8 @@ describe("symbols", () => {
     expect(new Map(s.refs).has("def")).toBe(false); // keywords are not references
   });
 
-  it("finds JavaScript functions, classes, methods, arrow functions and exports", async () => {
-    const s = await extractSymbols(
+  it("finds JavaScript functions, classes, methods, arrow functions and exports", () => {
+    const s = extractSymbols(
       "a.mjs",
       "function foo(a, b) { return bar(a); }\nexport const MAX = 10;\nexport const twice = (x) => x * 2;\nclass K {\n  m(y) { function hidden() {} return y; }\n}\nmodule.exports.bar = function (x) { return x; };\nconst o = { notMe() {} };\n",
     );
@@ -72,8 +72,8 @@ describe("symbols", () => {
     ]);
   });
 
-  it("finds TypeScript interfaces, types, enums, classes and functions", async () => {
-    const s = await extractSymbols(
+  it("finds TypeScript interfaces, types, enums, classes and functions", () => {
+    const s = extractSymbols(
       "a.ts",
       '// "run" in a comment\nexport interface Opts { size: number; run(a: string): void }\nexport type Kind = "a" | "b";\nenum Color { Red }\nexport default class Store<T> extends Base {\n  constructor(private readonly opts: Opts) { super(); }\n  async get(key: string): Promise<T | undefined> { return undefined; }\n}\nexport function make(opts: Opts): Store<number> {\n  return new Store(opts);\n}\n',
     );
@@ -90,6 +90,22 @@ describe("symbols", () => {
     expect(new Map(s.refs).get("Opts")).toBe(3);
   });
 
+  it("parses JSX in .js and .tsx files, and keeps whole heads across comments and type predicates", () => {
+    const jsx = extractSymbols("App.js", "export function App() {\n  return <div className=\"a\">{x}</div>;\n}\nexport const Row = ({ a }) => <li>{a}</li>;\n");
+    expect(short(jsx)).toEqual(["1 function 0 App | export function App()", "4 function 0 Row | export const Row = ({ a }) =>"]);
+    const tsx = extractSymbols(
+      "v.tsx",
+      "export const isRow = (v: unknown): v is Row => typeof v === \"object\";\nexport const LIMIT = /* @__PURE__ */ make(3);\nexport class List<T> implements Iterable<T> {\n  [Symbol.iterator](): Iterator<T> { return [].values(); }\n  render(): JSX.Element { return <ul />; }\n}\n",
+    );
+    expect(short(tsx)).toEqual([
+      "1 function 0 isRow | export const isRow = (v: unknown): v is Row =>",
+      "2 variable 0 LIMIT | export const LIMIT = /* @__PURE__ */ make(3)",
+      "3 class 0 List | export class List<T> implements Iterable<T>",
+      "4 method 1 [Symbol.iterator] | [Symbol.iterator](): Iterator<T>",
+      "5 method 1 render | render(): JSX.Element",
+    ]);
+  });
+
   it("indexes the names a file seems to define and the identifiers it uses, without parsing", () => {
     const table = { tokens: [] as string[], ids: new Map<string, number>() };
     const py = indexText("a.py", "LIMIT = 3\nclass Node:\n    def walk(self):\n        return visit(visit(self))\n", table);
@@ -101,23 +117,23 @@ describe("symbols", () => {
     expect(indexText("README.md", "see parse_header", table).names).toEqual([]);
   });
 
-  it("still yields the definitions it can from a file with a syntax error", async () => {
-    const s = await extractSymbols("b.py", "def before(a):\n    return a\n\ndef broken(:\n    pass\n\nclass After:\n    def method(self):\n        return 1\n");
+  it("still yields the definitions it can from a file with a syntax error", () => {
+    const s = extractSymbols("b.py", "def before(a):\n    return a\n\ndef broken(:\n    pass\n\nclass After:\n    def method(self):\n        return 1\n");
     const names = s.defs.map((d) => d.name);
     expect(names).toContain("before");
     expect(names).toContain("After");
     expect(names).toContain("method");
   });
 
-  it("skips binary and huge files, symbolic links and paths outside the root, without throwing", async () => {
+  it("skips binary and huge files, symbolic links and paths outside the root, without throwing", () => {
     const root = tree({ "bin.py": Buffer.from([0x64, 0x65, 0x66, 0, 0, 1]), "big.py": "x = 1\n".repeat(MAX_FILE_BYTES / 4), "ok.py": "def f(): pass\n" });
     symlinkSync("/etc/hostname", join(root, "link.py"));
-    expect(await readSymbols(root, "bin.py")).toBeNull();
-    expect(await readSymbols(root, "big.py")).toEqual({ defs: [], refs: [], skipped: "too-large" });
-    expect(await readSymbols(root, "link.py")).toBeNull();
-    expect(await readSymbols(root, "../outside.py")).toBeNull();
-    expect(await readSymbols(root, "missing.py")).toBeNull();
-    expect((await readSymbols(root, "ok.py"))?.defs.map((d) => d.name)).toEqual(["f"]);
+    expect(readSymbols(root, "bin.py")).toBeNull();
+    expect(readSymbols(root, "big.py")).toEqual({ defs: [], refs: [], skipped: "too-large" });
+    expect(readSymbols(root, "link.py")).toBeNull();
+    expect(readSymbols(root, "../outside.py")).toBeNull();
+    expect(readSymbols(root, "missing.py")).toBeNull();
+    expect(readSymbols(root, "ok.py")?.defs.map((d) => d.name)).toEqual(["f"]);
   });
 
 });
@@ -195,7 +211,7 @@ describe("buildRepoMap", () => {
     const cacheDir = tree({}); // not inside the walked tree
     const small = { ...input(root, { goal: "helper_17 is off by one", maxTokens: 60 }), cacheDir, commit: "c".repeat(40) };
     const fresh = await buildRepoMap(small);
-    const stored = JSON.parse(readFileSync(join(cacheDir, `repomap-v1-${"c".repeat(40)}.json`), "utf8")) as { tags: unknown[] };
+    const stored = JSON.parse(readFileSync(join(cacheDir, `repomap-v2-${"c".repeat(40)}.json`), "utf8")) as { tags: unknown[] };
     expect(stored.tags.length).toBeLessThan(30); // of 120
     expect(fresh.text).toContain("helper_17(x: int) -> int:");
     await buildRepoMap({ ...small, commit: "d".repeat(40), maxTokens: 100_000 }); // parses every file

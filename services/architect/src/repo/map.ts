@@ -4,8 +4,8 @@
  * PageRank over the reference graph (file A uses an identifier file B defines: an edge A→B),
  * each file's rank shared out over the definitions it points at, then as many of the best
  * definitions as fit, grouped by file, best file first. The graph comes from every file's
- * lexical index; tree-sitter runs only on files whose definitions can still reach the map (in
- * the order of an upper bound on their best entry), so the text is the one parsing every file
+ * lexical index; lezer parses only the files whose definitions can still reach the map (in the
+ * order of an upper bound on their best entry), so the text is the one parsing every file
  * would give. The PageRank is computed here, not with graphology-metrics: that one has no
  * personalisation vector, and materialised edges cost referencers × definers per identifier
  * where, factorised through the identifiers, an iteration costs references + definitions.
@@ -13,7 +13,7 @@
 import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CHARS_PER_TOKEN, LoopsmithError, approxTokens } from "@loopsmith/shared";
-import { countsAsReference, indexFile, languageOf, loadGrammars, readSymbols, walkTree, type FileIndex, type FileSymbols, type TokenTable } from "./symbols.js";
+import { countsAsReference, indexFile, languageOf, readSymbols, walkTree, type FileIndex, type FileSymbols, type TokenTable } from "./symbols.js";
 
 /** What to map. */
 export interface RepoMapInput {
@@ -51,7 +51,8 @@ export interface RepoMap {
   files: number;
 }
 
-const CACHE_VERSION = 1;
+/** Version of the disk cache: 2 since the signatures come from lezer (tree-sitter put some Python comments in them). */
+const CACHE_VERSION = 2;
 const MEMORY_COMMITS = 4;
 const IDENT = /[A-Za-z_$][\w$]*/g;
 const ALPHA = 0.85;
@@ -133,7 +134,6 @@ function filesAndIndex(input: RepoMapInput, c: CommitCache, dirs: Map<string, st
     files = c.walked ??= walkTree(input.root);
   }
   const todo = files.filter((f) => !c.index.has(f));
-  if (todo.length > 0) void loadGrammars(todo).catch(() => undefined); // compiles in the background meanwhile
   for (const f of todo) c.index.set(f, indexFile(input.root, f, c.table, dirs));
   return { files, read: todo.length };
 }
@@ -327,7 +327,6 @@ function render(files: string[], syms: Map<number, FileSymbols>, score: Float64A
  * Builds the repo map of a tree (see the module comment). Deterministic: the same input and
  * tree give the same text, whatever the cache held.
  * @throws LoopsmithError `workspace_invalid` when `files` is absent and `root` is not a directory
- * @throws Error when a tree-sitter grammar cannot be loaded (a broken installation)
  */
 export async function buildRepoMap(input: RepoMapInput): Promise<RepoMap> {
   const [t0, c, dirs] = [performance.now(), commitCache(input), new Map<string, string>()];
@@ -362,7 +361,7 @@ export async function buildRepoMap(input: RepoMapInput): Promise<RepoMap> {
       const path = files[f] ?? "";
       let s = c.tags.get(path) ?? (index[f]?.skipped || !languageOf(path) ? NO_SYMBOLS : undefined);
       if (!s) {
-        c.tags.set(path, (s = (await readSymbols(input.root, path, dirs)) ?? NO_SYMBOLS));
+        c.tags.set(path, (s = readSymbols(input.root, path, dirs) ?? NO_SYMBOLS));
         parsed++;
       }
       syms.set(f, s);

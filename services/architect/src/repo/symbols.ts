@@ -4,18 +4,20 @@
  *   identifier token with its count, comments and strings included: the lexer fallback of
  *   aider's repo map) and the names it seems to define (line patterns such as `def name`,
  *   `class Name`, `export const name`). The ranking is computed from this alone.
- * - {@link extractSymbols}, with tree-sitter (web-tree-sitter, wasm), only for the files the map
- *   may show: the top-level definitions (classes, functions, methods, exported variables;
- *   TypeScript interfaces, type aliases and enums) with a one-line signature. Definitions
- *   nested in a function body are left out; a file with syntax errors yields the definitions
- *   tree-sitter could still recognise.
- * Parsing is the cost (about 1 ms a 4 KB file on one core), so no more files are parsed than
- * the map needs; see map.ts.
+ * - {@link extractSymbols}, with the lezer parsers (`@lezer/python`; `@lezer/javascript`, its
+ *   `jsx`, `ts` and `ts jsx` dialects: the parsers of the reviewer's gate), only for the files
+ *   the map may show: the top-level definitions (classes, functions, methods, exported
+ *   variables; TypeScript interfaces, type aliases and enums) with a one-line signature.
+ *   Definitions nested in a function body are left out; a file with syntax errors yields the
+ *   definitions lezer's error recovery still parses.
+ * Parsing is the cost (see bench/repomap.ts and docs/parsers.md for the figures), so no more
+ * files are parsed than the map needs; see map.ts.
  */
 import { closeSync, constants, fstatSync, openSync, readSync, readdirSync, realpathSync } from "node:fs";
-import { createRequire } from "node:module";
 import { dirname, extname, isAbsolute, join, normalize, sep } from "node:path";
-import { Language, Parser, Query } from "web-tree-sitter";
+import type { SyntaxNode, TreeCursor } from "@lezer/common";
+import { parser as javascript } from "@lezer/javascript";
+import { parser as python } from "@lezer/python";
 
 /** Files larger than this (bytes, 256 KiB) are not parsed: they appear as bare paths. */
 export const MAX_FILE_BYTES = 256 * 1024;
@@ -61,7 +63,7 @@ export interface FileIndex {
   skipped?: "too-large";
 }
 
-/** The languages with a grammar. */
+/** The languages with a parser. */
 export type SourceLanguage = "python" | "javascript" | "typescript" | "tsx";
 
 const LANG_BY_EXT: Record<string, SourceLanguage> = {
@@ -75,7 +77,7 @@ const BINARY_EXT = new Set(
     "npy npz pkl pickle h5 parquet onnx pt ckpt").split(" ").map((e) => `.${e}`),
 );
 
-/** The grammar for a path, by extension; undefined for files without one. */
+/** The language of a path, by extension; undefined for files without a parser. */
 export function languageOf(path: string): SourceLanguage | undefined {
   return LANG_BY_EXT[extname(path).toLowerCase()];
 }
@@ -85,46 +87,12 @@ export function isBinaryPath(path: string): boolean {
   return BINARY_EXT.has(extname(path).toLowerCase());
 }
 
-const FUNCTIONS_JS = `
-(function_declaration name: (identifier) @name body: (_)? @body) @def.function
-(generator_function_declaration name: (identifier) @name body: (_)? @body) @def.function
-(class_declaration name: (_) @name body: (_)? @body) @def.class
-(method_definition name: (_) @name body: (_)? @body) @def.method
-(variable_declarator name: (identifier) @name
-  value: [(arrow_function body: (_) @body) (function_expression body: (_) @body) (generator_function body: (_) @body)]) @def.function
-(export_statement declaration: [(lexical_declaration (variable_declarator name: (identifier) @name) @def.variable)
-  (variable_declaration (variable_declarator name: (identifier) @name) @def.variable)])
-[(arrow_function) (function_expression) (generator_function)] @scope
-`;
-const QUERIES: Record<SourceLanguage, string> = {
-  python: `
-(class_definition name: (identifier) @name body: (_)? @body) @def.class
-(function_definition name: (identifier) @name body: (_)? @body) @def.function
-(module (expression_statement (assignment left: (identifier) @name) @def.variable))
-(lambda) @scope
-`,
-  javascript: `${FUNCTIONS_JS}
-(class name: (_) @name body: (_)? @body) @def.class
-(expression_statement (assignment_expression left: (member_expression property: (property_identifier) @name)
-  right: [(arrow_function body: (_) @body) (function_expression body: (_) @body)]) @def.function)
-`,
-  typescript: `${FUNCTIONS_JS}
-(function_signature name: (identifier) @name) @def.function
-(abstract_class_declaration name: (_) @name body: (_)? @body) @def.class
-(method_signature name: (_) @name) @def.method
-(abstract_method_signature name: (_) @name) @def.method
-(interface_declaration name: (_) @name body: (_)? @body) @def.interface
-(type_alias_declaration name: (_) @name) @def.type
-(enum_declaration name: (_) @name body: (_)? @body) @def.enum
-`,
-  tsx: "",
-};
-QUERIES.tsx = QUERIES.typescript;
-const WASM: Record<SourceLanguage, string> = {
-  python: "tree-sitter-python/tree-sitter-python.wasm",
-  javascript: "tree-sitter-javascript/tree-sitter-javascript.wasm",
-  typescript: "tree-sitter-typescript/tree-sitter-typescript.wasm",
-  tsx: "tree-sitter-typescript/tree-sitter-tsx.wasm",
+/** The parser of each language: `.js`/`.jsx` files in the `jsx` dialect, as JSX is common in `.js` files. */
+const PARSERS: Record<SourceLanguage, typeof python> = {
+  python,
+  javascript: javascript.configure({ dialect: "jsx" }),
+  typescript: javascript.configure({ dialect: "ts" }),
+  tsx: javascript.configure({ dialect: "ts jsx" }),
 };
 
 /** Keywords and the commonest built-in names: noise in every file, kept out of the references. */
@@ -136,55 +104,16 @@ const NOT_REFS = new Set(
     "boolean any unknown never object super of do keyof declare namespace module require").split(" "),
 );
 
-interface Grammar {
-  language: Language;
-  query: Query;
-}
-let parserReady: Promise<Parser> | undefined;
-const grammars = new Map<SourceLanguage, Promise<Grammar>>();
-
-function parser(): Promise<Parser> {
-  parserReady ??= Parser.init().then(() => new Parser());
-  return parserReady;
-}
-
-/** A grammar's wasm, resolved through its package (`<package>/package.json`, then the file beside it). */
-function grammar(lang: SourceLanguage): Promise<Grammar> {
-  let g = grammars.get(lang);
-  if (!g) {
-    const [pkg = "", file = ""] = WASM[lang].split("/");
-    const wasm = join(dirname(createRequire(import.meta.url).resolve(`${pkg}/package.json`)), file);
-    g = parser().then(async () => {
-      const language = await Language.load(wasm);
-      return { language, query: new Query(language, QUERIES[lang]) };
-    });
-    grammars.set(lang, g);
-  }
-  return g;
-}
-
-/**
- * Starts loading the grammars the given files need (their wasm compiles in the background,
- * so a caller can overlap it with other work); resolves when they are ready.
- * @throws Error when a grammar's wasm cannot be loaded
- */
-export async function loadGrammars(paths: readonly string[]): Promise<void> {
-  const langs = new Set<SourceLanguage>();
-  for (const p of paths) {
-    const lang = languageOf(p);
-    if (lang) langs.add(lang);
-  }
-  await Promise.all([...langs].map(grammar));
-}
-
+/** A definition as found in the tree, before the filter of {@link finish}. */
 interface Raw {
   kind: SymbolKind;
+  name: string;
+  /** Offsets in the text: the definition's node, and where its body starts (none for a bodiless one). */
   start: number;
   end: number;
-  row: number;
-  name: string;
-  nameStart: number;
   bodyStart: number | undefined;
+  /** How many named classes and interfaces enclose it. */
+  depth: number;
 }
 
 /** The head of a declaration on one line, up to its body. */
@@ -196,7 +125,7 @@ function signatureOf(text: string, d: Raw): string {
   if (d.bodyStart === undefined && (d.kind === "variable" || d.kind === "type")) {
     const nl = text.indexOf("\n", d.start);
     if (nl >= 0 && nl < end) end = nl;
-  }
+  } else if (d.bodyStart === undefined && text.charCodeAt(end - 1) === 59) end--; // an overload's or abstract method's `;`
   const head = text
     .slice(lineStart, Math.min(end, lineStart + 400))
     .split("\n")
@@ -226,70 +155,193 @@ export function tokenCounts(text: string): Array<[string, number]> {
   return [...countTokens(text)].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
 }
 
-function extractWith(p: Parser, g: Grammar, text: string): Definition[] {
-  p.setLanguage(g.language);
-  const tree = p.parse(text);
-  if (!tree) return [];
-  const raws: Raw[] = [];
-  const scopes: Array<[number, number]> = [];
-  try {
-    for (const m of g.query.matches(tree.rootNode)) {
-      const def: Raw = { kind: "variable", start: 0, end: 0, row: 0, name: "", nameStart: 0, bodyStart: undefined };
-      for (const { name, node } of m.captures) {
-        if (name === "scope") scopes.push([node.startIndex, node.endIndex]);
-        else if (name === "body") def.bodyStart = node.startIndex;
-        else if (name === "name") [def.name, def.nameStart] = [node.text, node.startIndex];
-        else if (name.startsWith("def.")) {
-          [def.kind, def.start, def.end, def.row] = [name.slice(4) as SymbolKind, node.startIndex, node.endIndex, node.startPosition.row];
-        }
-      }
-      if (def.name) raws.push(def);
-    }
-  } finally {
-    tree.delete();
-  }
-  return keepTopLevel(text, raws, scopes);
+/** What the walk does after a node: skip its children, enter them, or enter them one class deeper. */
+const enum Next {
+  Skip,
+  Enter,
+  Deeper,
 }
 
-/** Drops definitions inside function bodies and duplicates; sets depth and method kinds. */
-function keepTopLevel(text: string, raws: Raw[], scopes: Array<[number, number]>): Definition[] {
-  const byName = new Map<number, Raw>();
-  for (const r of raws) {
-    const seen = byName.get(r.nameStart);
-    if (!seen || (seen.kind === "variable" && r.kind !== "variable")) byName.set(r.nameStart, r);
+/** Python nodes that hold statements; any other node holds no definition. */
+const PY_BLOCKS = new Set([
+  "Script", "Body", "IfStatement", "WhileStatement", "ForStatement", "TryStatement", "WithStatement", "DecoratedStatement",
+  "MatchStatement", "MatchBody", "MatchClause", "StatementGroup",
+]);
+
+/** The offsets of the cursor node's first child with one of `names`, or undefined. */
+function childNamed(c: TreeCursor, names: readonly string[]): { from: number; to: number } | undefined {
+  const child = c.node.firstChild;
+  for (let n = child; n; n = n.nextSibling) if (names.includes(n.name)) return { from: n.from, to: n.to };
+  return undefined;
+}
+
+/** Whether the cursor's node is a statement of the module itself (`a = 1; b = 2` on one line included). */
+function atModuleLevel(c: TreeCursor): boolean {
+  const parent = c.node.parent;
+  return parent?.name === "Script" || (parent?.name === "StatementGroup" && parent.parent?.name === "Script");
+}
+
+/** One Python node: a class or function definition, or a module-level assignment to one name (`x = …`, `x: T = …`). */
+function visitPython(c: TreeCursor, text: string, depth: number, out: Raw[]): Next {
+  const type = c.name;
+  if (type === "ClassDefinition" || type === "FunctionDefinition") {
+    const [name, body] = [childNamed(c, ["VariableName"]), childNamed(c, ["Body"])];
+    const bodyStart = body && body.from + (text.charCodeAt(body.from) === 58 ? 1 : 0); // after the `:`
+    const kind = type === "ClassDefinition" ? "class" : "function";
+    if (name) out.push({ kind, name: text.slice(name.from, name.to), start: c.from, end: c.to, bodyStart, depth });
+    return kind === "function" ? Next.Skip : name ? Next.Deeper : Next.Enter;
   }
-  const all = [...byName.values()].sort((a, b) => a.start - b.start || a.nameStart - b.nameStart);
-  for (const r of all) if (r.kind === "function" || r.kind === "method") scopes.push([r.start, r.end]);
-  const containers = all.filter((r) => r.kind === "class" || r.kind === "interface");
-  const encloses = (o: [number, number], r: Raw): boolean => o[0] <= r.start && r.end <= o[1] && !(o[0] === r.start && o[1] === r.end);
+  if (type === "AssignStatement" && depth === 0 && atModuleLevel(c)) {
+    const first = c.node.firstChild;
+    const after = nextSibling(first)?.name;
+    if (first?.name === "VariableName" && (after === "AssignOp" || after === "TypeDef")) {
+      out.push({ kind: "variable", name: text.slice(first.from, first.to), start: c.from, end: c.to, bodyStart: undefined, depth });
+    }
+  }
+  return PY_BLOCKS.has(type) ? Next.Enter : Next.Skip;
+}
+
+const FUNCTION_VALUES = new Set(["ArrowFunction", "FunctionExpression"]);
+const JS_DEFINITIONS: Record<string, { kind: SymbolKind; name: string[]; body?: string; next: Next }> = {
+  FunctionDeclaration: { kind: "function", name: ["VariableDefinition"], body: "Block", next: Next.Skip },
+  AmbientFunctionDeclaration: { kind: "function", name: ["VariableDefinition"], next: Next.Skip },
+  ClassDeclaration: { kind: "class", name: ["VariableDefinition"], body: "ClassBody", next: Next.Deeper },
+  ClassExpression: { kind: "class", name: ["VariableDefinition"], body: "ClassBody", next: Next.Deeper },
+  MethodDeclaration: { kind: "method", name: ["PropertyDefinition", "PrivatePropertyDefinition"], body: "Block", next: Next.Skip },
+  MethodType: { kind: "method", name: ["PropertyDefinition"], next: Next.Skip },
+  InterfaceDeclaration: { kind: "interface", name: ["TypeDefinition"], body: "ObjectType", next: Next.Deeper },
+  TypeAliasDeclaration: { kind: "type", name: ["TypeDefinition"], next: Next.Skip },
+  EnumDeclaration: { kind: "enum", name: ["TypeDefinition"], body: "EnumBody", next: Next.Skip },
+};
+
+/** The offsets of a computed method name, brackets included (`[Symbol.iterator]`), or undefined. */
+function computedName(c: TreeCursor): { from: number; to: number } | undefined {
+  let open: SyntaxNode | null = null;
+  for (let n = c.node.firstChild; n; n = n.nextSibling) {
+    if (n.name === "[") open = n;
+    else if (n.name === "]" && open) return { from: open.from, to: n.to };
+  }
+  return undefined;
+}
+
+const COMMENTS = new Set(["Comment", "LineComment", "BlockComment"]);
+/** A node's next sibling that is not a comment (comments are nodes of lezer's trees), or null. */
+function nextSibling(n: SyntaxNode | null | undefined): SyntaxNode | null {
+  let next = n?.nextSibling ?? null;
+  while (next && COMMENTS.has(next.name)) next = next.nextSibling;
+  return next;
+}
+
+/**
+ * Where a function value's body starts: after an arrow function's `=>` (the next `=>` in the
+ * text when lezer's recovery left it out, as it does after a type predicate `(v): v is T =>`),
+ * at a function expression's block.
+ */
+function bodyOf(text: string, value: SyntaxNode): number | undefined {
+  if (value.name !== "ArrowFunction") return value.getChild("Block")?.from;
+  const arrow = value.getChild("Arrow");
+  if (arrow) return arrow.to;
+  const at = text.indexOf("=>", value.from);
+  return at < 0 ? undefined : at + 2;
+}
+
+/**
+ * One JavaScript or TypeScript node: a declaration of {@link JS_DEFINITIONS}; in a variable
+ * declaration, each name bound to a function (any declaration) or to a value (an exported
+ * one); an assignment `a.b.name = function …` or `= (…) => …` as a statement. Function
+ * values and object-literal methods are scopes: nothing inside them is visited.
+ */
+function visitJs(c: TreeCursor, text: string, depth: number, out: Raw[]): Next {
+  const type = c.name;
+  const def = JS_DEFINITIONS[type];
+  if (def) {
+    let name = childNamed(c, def.name) ?? (def.kind === "method" ? computedName(c) : undefined);
+    if (name && def.kind === "class" && text.startsWith("implements", name.from)) name = undefined; // `class implements I {…}`: lezer takes the keyword for a name
+    const body = def.body === undefined ? undefined : childNamed(c, [def.body])?.from;
+    if (name) out.push({ kind: def.kind, name: text.slice(name.from, name.to), start: c.from, end: c.to, bodyStart: body, depth });
+    return def.next === Next.Deeper && !name ? Next.Enter : def.next;
+  }
+  if (FUNCTION_VALUES.has(type)) return Next.Skip;
+  if (type === "Property") return childNamed(c, ["ParamList"]) ? Next.Skip : Next.Enter;
+  if (type === "VariableDeclaration") {
+    const node = c.node;
+    const exported = node.parent?.name === "ExportDeclaration";
+    for (let n = node.firstChild; n; n = n.nextSibling) {
+      if (n.name !== "VariableDefinition") continue;
+      let [end, value] = [n.to, nextSibling(n)];
+      if (value?.name === "TypeAnnotation") [end, value] = [value.to, nextSibling(value)];
+      value = value?.name === "Equals" ? nextSibling(value) : null;
+      const name = text.slice(n.from, n.to);
+      if (value && FUNCTION_VALUES.has(value.name)) out.push({ kind: "function", name, start: n.from, end: value.to, bodyStart: bodyOf(text, value), depth });
+      else if (exported) out.push({ kind: "variable", name, start: n.from, end: value?.to ?? end, bodyStart: undefined, depth });
+    }
+  } else if (type === "ExpressionStatement") {
+    const assign = c.node.firstChild;
+    const [target, value] = [assign?.firstChild, assign?.lastChild];
+    const name = target?.name === "MemberExpression" ? target.lastChild : null;
+    if (assign?.name === "AssignmentExpression" && name?.name === "PropertyName" && value && FUNCTION_VALUES.has(value.name)) {
+      out.push({ kind: "function", name: text.slice(name.from, name.to), start: assign.from, end: assign.to, bodyStart: bodyOf(text, value), depth });
+    }
+  }
+  return Next.Enter;
+}
+
+/**
+ * The definitions of a text: walks the syntax tree in source order, one class deeper inside
+ * a named class or interface, skipping function bodies (see {@link visitPython}, {@link visitJs}).
+ */
+function extract(lang: SourceLanguage, text: string): Definition[] {
+  const c = PARSERS[lang].parse(text).cursor();
+  const raws: Raw[] = [];
+  const depths: number[] = [];
+  let depth = 0;
+  for (;;) {
+    const next = lang === "python" ? visitPython(c, text, depth, raws) : visitJs(c, text, depth, raws);
+    if (next !== Next.Skip && c.firstChild()) {
+      depths.push(depth);
+      if (next === Next.Deeper) depth++;
+      continue;
+    }
+    while (!c.nextSibling()) {
+      if (!c.parent()) return finish(text, raws);
+      depth = depths.pop() ?? 0;
+    }
+  }
+}
+
+/**
+ * The map's definitions from the raw ones: a function in a class is a method; a method
+ * outside any class or interface (a member of a type literal) and a variable inside one are
+ * left out, and so is a variable defined a second time. Lines are 1-based.
+ */
+function finish(text: string, raws: Raw[]): Definition[] {
+  raws.sort((a, b) => a.start - b.start);
   const defs: Definition[] = [];
   const seenVariables = new Set<string>();
-  for (const r of all) {
-    if (scopes.some((s) => encloses(s, r))) continue;
-    const depth = containers.filter((c) => encloses([c.start, c.end], r)).length;
+  let [pos, line] = [0, 1];
+  for (const r of raws) {
     let kind = r.kind;
-    if (kind === "function" && depth > 0) kind = "method";
-    if (kind === "method" && depth === 0) continue; // object-literal methods, members of type literals
+    if (kind === "function" && r.depth > 0) kind = "method";
+    if (kind === "method" && r.depth === 0) continue;
     if (kind === "variable") {
-      if (depth > 0 || seenVariables.has(r.name)) continue;
+      if (r.depth > 0 || seenVariables.has(r.name)) continue;
       seenVariables.add(r.name);
     }
-    defs.push({ name: r.name, kind, line: r.row + 1, depth, signature: signatureOf(text, r) });
+    for (; pos < r.start; pos++) if (text.charCodeAt(pos) === 10) line++;
+    defs.push({ name: r.name, kind, line, depth: r.depth, signature: signatureOf(text, { ...r, kind }) });
   }
   return defs;
 }
 
 /**
- * Symbols of one file's text with tree-sitter; the language comes from the path's extension,
- * and a file without a grammar (or over {@link MAX_FILE_BYTES} characters) has no definitions.
- * @throws Error when a grammar's wasm cannot be loaded (a broken installation)
+ * Symbols of one file's text; the language comes from the path's extension, and a file
+ * without a parser (or over {@link MAX_FILE_BYTES} characters) has no definitions.
  */
-export async function extractSymbols(path: string, text: string): Promise<FileSymbols> {
+export function extractSymbols(path: string, text: string): FileSymbols {
   const lang = languageOf(path);
   if (!lang) return { defs: [], refs: [] };
   if (text.length > MAX_FILE_BYTES) return { defs: [], refs: [], skipped: "too-large" };
-  const [p, g] = await Promise.all([parser(), grammar(lang)]);
-  return { defs: extractWith(p, g, text), refs: tokenCounts(text) };
+  return { defs: extract(lang, text), refs: tokenCounts(text) };
 }
 
 const DEFINES: Record<"python" | "js", RegExp> = {
@@ -365,11 +417,8 @@ export function readSource(root: string, path: string, dirs = new Map<string, st
   }
 }
 
-/**
- * Tree-sitter symbols of one file under `root` (see {@link readSource} for what is null).
- * @throws Error when a grammar's wasm cannot be loaded
- */
-export async function readSymbols(root: string, path: string, dirs?: Map<string, string>): Promise<FileSymbols | null> {
+/** The symbols of one file under `root` (see {@link readSource} for what is null). */
+export function readSymbols(root: string, path: string, dirs?: Map<string, string>): FileSymbols | null {
   const src = readSource(root, path, dirs);
   if (!src) return null;
   if (src.tooLarge) return { defs: [], refs: [], skipped: "too-large" };
