@@ -95,7 +95,7 @@ describe("symbols", () => {
     expect(short(jsx)).toEqual(["1 function 0 App | export function App()", "4 function 0 Row | export const Row = ({ a }) =>"]);
     const tsx = extractSymbols(
       "v.tsx",
-      "export const isRow = (v: unknown): v is Row => typeof v === \"object\";\nexport const LIMIT = /* @__PURE__ */ make(3);\nexport class List<T> implements Iterable<T> {\n  [Symbol.iterator](): Iterator<T> { return [].values(); }\n  render(): JSX.Element { return <ul />; }\n}\n",
+      "export const isRow = (v: unknown): v is Row => typeof v === \"object\";\nexport const LIMIT = /* @__PURE__ */ make(3);\nexport class List<T> implements Iterable<T> {\n  [Symbol.iterator](): Iterator<T> { return [].values(); }\n  render(): JSX.Element { return <ul />; }\n}\nexport const Anon = class implements Runner {\n  run(): void {}\n};\n",
     );
     expect(short(tsx)).toEqual([
       "1 function 0 isRow | export const isRow = (v: unknown): v is Row =>",
@@ -103,6 +103,7 @@ describe("symbols", () => {
       "3 class 0 List | export class List<T> implements Iterable<T>",
       "4 method 1 [Symbol.iterator] | [Symbol.iterator](): Iterator<T>",
       "5 method 1 render | render(): JSX.Element",
+      "7 variable 0 Anon | export const Anon = class implements Runner", // no class named "implements", no method of an unnamed class
     ]);
   });
 
