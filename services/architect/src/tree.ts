@@ -6,8 +6,8 @@
  */
 import { createHash } from "node:crypto";
 import { applyPatch, parsePatch } from "diff";
-import { extract, pack } from "tar-stream";
-import { LoopsmithError, type FileChange, type RepoChange } from "@loopsmith/shared";
+import { pack } from "tar-stream";
+import { LoopsmithError, forEachTarEntry, type FileChange, type RepoChange } from "@loopsmith/shared";
 
 /** A patch's path without git's `a/`/`b/` prefix; undefined for `/dev/null`. */
 function stripPrefix(name: string | undefined): string | undefined {
@@ -52,28 +52,27 @@ export async function candidateSnapshot(parentTar: Uint8Array, files: readonly F
     out.on("end", resolve);
     out.on("error", reject);
   });
-  const ex = extract();
-  ex.on("entry", (header, stream, next) => {
-    const name = header.name.replace(/^\.\//, "");
-    const parts: Buffer[] = [];
-    stream.on("data", (c: unknown) => parts.push(c as Buffer));
-    stream.on("end", () => {
-      if (gone.has(name)) return next();
-      const content = replace.has(name) ? Buffer.from(replace.get(name) as string, "utf8") : Buffer.concat(parts);
-      replace.delete(name);
-      if (header.type === "file") out.entry({ name, mode: header.mode ?? 0o644, mtime: new Date(0), size: content.length }, content, next);
-      else if (header.type === "directory") out.entry({ name, type: "directory", mode: header.mode ?? 0o755, mtime: new Date(0) }, next);
-      else if (header.type === "symlink") out.entry({ name, type: "symlink", linkname: header.linkname ?? "", mtime: new Date(0) }, next);
-      else next(); // pax headers and other entry kinds carry nothing a workspace needs
+  const write = (header: Parameters<typeof out.entry>[0], body?: Buffer): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const done = (err?: Error | null): void => (err ? reject(err) : resolve());
+      if (body) out.entry(header, body, done);
+      else out.entry(header, done);
     });
-    stream.resume();
-  });
-  const read = new Promise<void>((resolve, reject) => {
-    ex.on("finish", resolve);
-    ex.on("error", reject);
-  });
-  ex.end(Buffer.from(parentTar));
-  await read;
+  // Pax headers and other member kinds carry nothing a workspace needs.
+  const kept = new Set(["file", "directory", "symlink"]);
+  await forEachTarEntry(
+    parentTar,
+    async (entry) => {
+      const name = entry.path;
+      if (gone.has(name)) return;
+      const content = replace.has(name) ? Buffer.from(replace.get(name) as string, "utf8") : entry.content;
+      replace.delete(name);
+      if (entry.type === "file") await write({ name, mode: entry.mode, mtime: new Date(0), size: content.length }, content);
+      else if (entry.type === "directory") await write({ name, type: "directory", mode: entry.mode, mtime: new Date(0) });
+      else await write({ name, type: "symlink", linkname: entry.linkname ?? "", mtime: new Date(0) });
+    },
+    { select: (member) => kept.has(member.type) },
+  );
   for (const [path, content] of replace) {
     const body = Buffer.from(content, "utf8");
     await new Promise<void>((resolve, reject) => out.entry({ name: path, mode: 0o644, mtime: new Date(0), size: body.length }, body, (err) => (err ? reject(err) : resolve())));
