@@ -2,7 +2,8 @@
  * The durable-consumer module: a pull consumer whose jobs (tasks, improvement runs) are
  * checkpointed and resume after a crash ({@link runDurableConsumer}), and the checkpoint
  * store whose large parts go to the object store so no checkpoint exceeds `max_payload`
- * ({@link checkpointStore}, `blobs.ts`). Its public API is what this file names.
+ * ({@link checkpointStore}, `blobs.ts`), and the outbox that keeps a bus message the other
+ * side cannot take yet ({@link openOutbox}). Its public API is what this file names.
  */
 export {
   HEARTBEAT_MS, RETRY_DELAY_MS, runDurableConsumer,
@@ -14,3 +15,4 @@ export {
 } from "./checkpoints.js";
 export { BLOB_MIN_BYTES, BLOB_REF_KEY, STUB_MIN_BYTES, compact, decode, encode, isBlobRef, refsOf, stubText, type BlobRef, type Encoded } from "./blobs.js";
 export { pipelinedEvents, type PipelinedEvents } from "./events.js";
+export { openOutbox, type Outbox, type OutboxOptions } from "./outbox.js";
