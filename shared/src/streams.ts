@@ -217,7 +217,7 @@ export async function openCheckpointBlobs(nc: NatsConnection, opts: StreamOption
       objm.create(bucket, { storage: StorageType.File, replicas: replicasOf(opts), description: "loopsmith checkpoint blobs: the large parts of task and run checkpoints, by sha256" }),
     );
   }
-  await ensureReplicas(await jetstreamManager(nc), `OBJ_${bucket}`, replicasOf(opts));
+  if (replicasOf(opts) > 1) await ensureReplicas(await jetstreamManager(nc), `OBJ_${bucket}`, replicasOf(opts));
   return store;
 }
 
