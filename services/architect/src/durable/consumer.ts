@@ -118,126 +118,140 @@ export interface DurableConsumer<State> {
 
 type Owned = { owner?: string | undefined };
 
+/** The owner of a job's state: its request's. */
+const ownerOfState = <Request extends Owned, State>(handler: DurableHandler<Request, State>, state: State): string => ownerOfTask(handler.requestOf(state));
+
+/** The message's request, its owner taken from the subject it came on (the permission matrix vouches for the subject, not the body). */
+function parseRequest<Request extends Owned, State>(opts: DurableConsumerOptions<Request, State>, msg: JsMsg) {
+  let parsed;
+  try {
+    parsed = opts.schema.safeParse(msg.json());
+  } catch {
+    parsed = opts.schema.safeParse(null);
+  }
+  if (parsed.success) parsed.data.owner = ownerOfSubject(msg.subject, opts.submitSubject) ?? DEFAULT_OWNER;
+  return parsed;
+}
+
+/** The next free event seq of a state: events published after its checkpoint were not counted in it. */
+async function nextSeq<Request extends Owned, State extends Checkpointed>(opts: DurableConsumerOptions<Request, State>, state: State, request: Request): Promise<number> {
+  return Math.max(state.eventSeq, (await lastEventSeq(opts.nc, ownerOfTask(request), opts.handler.keyOf(request))) + 1);
+}
+
+/** Ends a job with the handler's error state, from its checkpoint (or from the request alone). */
+async function endWithError<Request extends Owned, State extends Checkpointed>(opts: DurableConsumerOptions<Request, State>, request: Request, err: unknown): Promise<void> {
+  const { store, handler } = opts;
+  const key = handler.keyOf(request);
+  const current = await store.get(key);
+  const base = current?.state ?? handler.initial(request);
+  const final = handler.failed({ ...base, eventSeq: await nextSeq(opts, base, request) }, err);
+  if (current) await store.update(final, current.revision);
+  else await store.create(final);
+  await handler.ended(final);
+  await store.finish(key);
+}
+
+/** Runs one message's job to its end, and settles the message (ack, nak or term). */
+async function processMessage<Request extends Owned, State extends Checkpointed>(
+  opts: DurableConsumerOptions<Request, State>,
+  stopping: () => boolean,
+  msg: JsMsg,
+  request: Request,
+  abort: AbortController,
+  release: () => void,
+): Promise<void> {
+  const { nc, log, store, handler, label } = opts;
+  const key = handler.keyOf(request);
+  const owner = ownerOfTask(request);
+  const jlog = log.child({ [label === "task" ? "taskId" : "runId"]: key, owner });
+  let cancelSeen = false;
+  const heartbeat = setInterval(() => msg.working(), HEARTBEAT_MS);
+  try {
+    const existing = await store.get(key);
+    if (existing && ownerOfState(handler, existing.state) !== owner) {
+      jlog.warn(`${label} id taken by another owner's ${label}; refusing the submission`);
+      await handler.refuseTaken(request);
+      msg.term(`${label} id taken by another owner`);
+      return;
+    }
+    if (existing?.state.status === "final") {
+      jlog.info(`${label} already final; publishing its result again and acknowledging`);
+      await handler.republish(existing.state);
+      await store.finish(key);
+      msg.ack();
+      return;
+    }
+    let state: State;
+    let revision: number;
+    if (existing) {
+      state = { ...existing.state, eventSeq: await nextSeq(opts, existing.state, request) };
+      revision = existing.revision;
+      jlog.info(`resuming the ${label} from its checkpoint`);
+    } else {
+      state = handler.initial(request);
+      revision = await store.create(state);
+      state = await handler.accepted(state);
+      revision = await store.update(state, revision);
+    }
+    const poll = opts.cancelPollMs;
+    cancelSeen = poll !== undefined && (await store.cancelRequested(key, owner));
+    let cancelCheckedAt = Date.now();
+    const events = pipelinedEvents((event) => publishEvent(nc, event, owner));
+    const final = await handler.run(state, revision, {
+      checkpoint: async (s) => {
+        await events.flush();
+        revision = await store.update(s, revision);
+        // A cancel asked of this consumer aborts at once; one asked of another instance is
+        // a KV marker, read at most every `cancelPollMs` (not a round trip per checkpoint).
+        if (poll !== undefined && !cancelSeen && Date.now() - cancelCheckedAt >= poll) {
+          cancelCheckedAt = Date.now();
+          cancelSeen = await store.cancelRequested(key, owner);
+        }
+      },
+      emit: events.emit,
+      heartbeat: () => msg.working(),
+      cancelled: () => cancelSeen || abort.signal.aborted,
+      stopping,
+      release,
+      log: jlog,
+    });
+    await events.flush();
+    await store.finish(key);
+    jlog.info({ status: final.status }, `${label} finished`);
+    msg.ack();
+  } catch (err) {
+    const retryable = handler.isHandBack(err) || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
+    try {
+      if (retryable && msg.info.deliveryCount < opts.maxDeliver) {
+        jlog.warn({ err }, `the ${label} hands back (an infrastructure failure, or the service is stopping); it resumes from its checkpoint`);
+        msg.nak(stopping() ? 0 : RETRY_DELAY_MS);
+      } else {
+        jlog.error({ err, deliveries: msg.info.deliveryCount }, retryable ? `${label} still failing on its last delivery; ending it` : `${label} failed; ending it`);
+        await endWithError(opts, request, err);
+        msg.term(retryable ? "failed on its last delivery" : "failed");
+      }
+    } catch (ackErr) {
+      // The connection is gone: the broker redelivers after the ack wait.
+      jlog.warn({ err: ackErr }, `could not settle the ${label} message; it will be redelivered after the ack wait`);
+    }
+  } finally {
+    clearInterval(heartbeat);
+  }
+}
+
 /** Starts a durable consumer's fetch loop (the stream and consumer must exist). */
 export async function runDurableConsumer<Request extends Owned, State extends Checkpointed>(opts: DurableConsumerOptions<Request, State>): Promise<DurableConsumer<State>> {
   const { nc, log, store, handler, label } = opts;
   const consumer = await jetstream(nc).consumers.get(opts.stream, opts.consumer);
   const limit = opts.concurrency ?? 1;
-  const ownerOfState = (state: State): string => ownerOfTask(handler.requestOf(state));
   // `slot`: the job takes one of the `limit` slots (a DAG task gives its slot back while its children run).
   const running = new Map<string, { request: Request; abort: AbortController; done: Promise<void>; slot: boolean }>();
   const slotsTaken = (): number => [...running.values()].filter((r) => r.slot).length;
   let stopped = false;
   let wake: (() => void) | undefined;
 
-  /** The message's request, its owner taken from the subject it came on (the permission matrix vouches for the subject, not the body). */
-  const parse = (msg: JsMsg) => {
-    let parsed;
-    try {
-      parsed = opts.schema.safeParse(msg.json());
-    } catch {
-      parsed = opts.schema.safeParse(null);
-    }
-    if (parsed.success) parsed.data.owner = ownerOfSubject(msg.subject, opts.submitSubject) ?? DEFAULT_OWNER;
-    return parsed;
-  };
-
-  /** The next free event seq of a state: events published after its checkpoint were not counted in it. */
-  const nextSeq = async (state: State, request: Request): Promise<number> => Math.max(state.eventSeq, (await lastEventSeq(nc, ownerOfTask(request), handler.keyOf(request))) + 1);
-
-  /** Ends a job with the handler's error state, from its checkpoint (or from the request alone). */
-  const endWithError = async (request: Request, err: unknown): Promise<void> => {
-    const key = handler.keyOf(request);
-    const current = await store.get(key);
-    const base = current?.state ?? handler.initial(request);
-    const final = handler.failed({ ...base, eventSeq: await nextSeq(base, request) }, err);
-    if (current) await store.update(final, current.revision);
-    else await store.create(final);
-    await handler.ended(final);
-    await store.finish(key);
-  };
-
-  const processMessage = async (msg: JsMsg, request: Request, abort: AbortController, release: () => void): Promise<void> => {
-    const key = handler.keyOf(request);
-    const owner = ownerOfTask(request);
-    const jlog = log.child({ [label === "task" ? "taskId" : "runId"]: key, owner });
-    let cancelSeen = false;
-    const heartbeat = setInterval(() => msg.working(), HEARTBEAT_MS);
-    try {
-      const existing = await store.get(key);
-      if (existing && ownerOfState(existing.state) !== owner) {
-        jlog.warn(`${label} id taken by another owner's ${label}; refusing the submission`);
-        await handler.refuseTaken(request);
-        msg.term(`${label} id taken by another owner`);
-        return;
-      }
-      if (existing?.state.status === "final") {
-        jlog.info(`${label} already final; publishing its result again and acknowledging`);
-        await handler.republish(existing.state);
-        await store.finish(key);
-        msg.ack();
-        return;
-      }
-      let state: State;
-      let revision: number;
-      if (existing) {
-        state = { ...existing.state, eventSeq: await nextSeq(existing.state, request) };
-        revision = existing.revision;
-        jlog.info(`resuming the ${label} from its checkpoint`);
-      } else {
-        state = handler.initial(request);
-        revision = await store.create(state);
-        state = await handler.accepted(state);
-        revision = await store.update(state, revision);
-      }
-      const poll = opts.cancelPollMs;
-      cancelSeen = poll !== undefined && (await store.cancelRequested(key, owner));
-      let cancelCheckedAt = Date.now();
-      const events = pipelinedEvents((event) => publishEvent(nc, event, owner));
-      const final = await handler.run(state, revision, {
-        checkpoint: async (s) => {
-          await events.flush();
-          revision = await store.update(s, revision);
-          // A cancel asked of this consumer aborts at once; one asked of another instance is
-          // a KV marker, read at most every `cancelPollMs` (not a round trip per checkpoint).
-          if (poll !== undefined && !cancelSeen && Date.now() - cancelCheckedAt >= poll) {
-            cancelCheckedAt = Date.now();
-            cancelSeen = await store.cancelRequested(key, owner);
-          }
-        },
-        emit: events.emit,
-        heartbeat: () => msg.working(),
-        cancelled: () => cancelSeen || abort.signal.aborted,
-        stopping: () => stopped,
-        release,
-        log: jlog,
-      });
-      await events.flush();
-      await store.finish(key);
-      jlog.info({ status: final.status }, `${label} finished`);
-      msg.ack();
-    } catch (err) {
-      const retryable = handler.isHandBack(err) || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
-      try {
-        if (retryable && msg.info.deliveryCount < opts.maxDeliver) {
-          jlog.warn({ err }, `the ${label} hands back (an infrastructure failure, or the service is stopping); it resumes from its checkpoint`);
-          msg.nak(stopped ? 0 : RETRY_DELAY_MS);
-        } else {
-          jlog.error({ err, deliveries: msg.info.deliveryCount }, retryable ? `${label} still failing on its last delivery; ending it` : `${label} failed; ending it`);
-          await endWithError(request, err);
-          msg.term(retryable ? "failed on its last delivery" : "failed");
-        }
-      } catch (ackErr) {
-        // The connection is gone: the broker redelivers after the ack wait.
-        jlog.warn({ err: ackErr }, `could not settle the ${label} message; it will be redelivered after the ack wait`);
-      }
-    } finally {
-      clearInterval(heartbeat);
-    }
-  };
-
   const take = (msg: JsMsg): void => {
-    const parsed = parse(msg);
+    const parsed = parseRequest(opts, msg);
     if (!parsed.success) {
       rejectIntakeMessage(nc, opts.intake, msg, parsed.error, log);
       msg.term(`invalid ${label}`);
@@ -268,7 +282,7 @@ export async function runDurableConsumer<Request extends Owned, State extends Ch
         wake?.();
       }
     };
-    const done = processMessage(msg, request, abort, release)
+    const done = processMessage(opts, () => stopped, msg, request, abort, release)
       .catch((err: unknown) => log.error({ err, key }, `${label} processing failed`))
       .finally(() => {
         running.delete(key);
@@ -297,12 +311,12 @@ export async function runDurableConsumer<Request extends Owned, State extends Ch
   return {
     async status(key, owner) {
       const state = (await store.get(key))?.state ?? null;
-      return state && ownerOfState(state) === owner ? state : null;
+      return state && ownerOfState(handler, state) === owner ? state : null;
     },
     async cancel(key, owner) {
       const current = await store.get(key);
       // One of another owner's is left alone (and the answer does not say whether it exists).
-      if (current && ownerOfState(current.state) !== owner) return false;
+      if (current && ownerOfState(handler, current.state) !== owner) return false;
       if (current?.state.status === "final") return false;
       await store.requestCancel(key, owner);
       const mine = running.get(key);
