@@ -6,8 +6,8 @@ import { candidateSnapshot } from "./tree.js";
 async function tarOf(entries: { name: string; type?: "directory" | "symlink"; body?: string; mode?: number; linkname?: string }[]): Promise<Buffer> {
   const p = pack();
   const chunks: Buffer[] = [];
-  p.on("data", (c: Buffer) => chunks.push(c));
-  const ended = new Promise((resolve) => p.on("end", resolve));
+  p.on("data", (c: unknown) => chunks.push(c as Buffer));
+  const ended = new Promise<void>((resolve) => p.on("end", () => resolve()));
   for (const e of entries) {
     await new Promise<void>((resolve, reject) => {
       const done = (err?: Error | null): void => (err ? reject(err) : resolve());
