@@ -27,13 +27,14 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { median as ssMedian } from "simple-statistics";
-import { createLogger, loadConfig, loadScript, submitTask, watchEvents, type ServiceName, type TaskInput } from "@loopsmith/shared";
+import { createLogger, loadConfig, loadScript, submitTask, type ServiceName, type TaskInput } from "@loopsmith/shared";
 import { startNatsContainer } from "../cli/src/nats-container.js";
 import { answeringServices, serviceCode } from "../cli/src/stack.js";
 import { roleConnectOptions } from "../cli/src/stack-auth.js";
 import { liveStack } from "../cli/src/stack-record.js";
 import { currentBuild } from "../cli/bin/build-stamp.js";
 import { cpuTimes, machineLine, referenceMs } from "./machine.js";
+import { watchEvents } from "@loopsmith/cli";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 const TSX = import.meta.resolve("tsx");

@@ -13,42 +13,8 @@ import { startEventsEndpoint } from "./fixtures/architect-events.js";
 import { PermissionViolationError, connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import {
-  CHECKPOINT_BLOBS_BUCKET,
-  DEFAULT_OWNER,
-  Endpoints,
-  LoopsmithError,
-  NATS_ROLES,
-  REPOS_BUCKET,
-  ServiceNames,
-  Streams,
-  Subjects,
-  call,
-  clientPasswordVariable,
-  ensureStreams,
-  ensureTaskIntake,
-  eventsSubject,
-  getSnapshot,
-  handle,
-  inboxPrefixOf,
-  loadConfig,
-  logConnectionStatus,
-  natsConnectOptions,
-  natsIdentity,
-  openCheckpointBlobs,
-  passwordVariable,
-  permissionDenied,
-  publishEvent,
-  putSnapshot,
-  renderNatsServerConfig,
-  setupBus,
-  snapshotBucket,
-  startService,
-  submitTask,
-  watchEvents,
-  type NatsRole,
-  type TaskEvent,
-} from "@loopsmith/shared";
+import { CHECKPOINT_BLOBS_BUCKET, DEFAULT_OWNER, Endpoints, LoopsmithError, NATS_ROLES, REPOS_BUCKET, ServiceNames, Streams, Subjects, call, clientPasswordVariable, ensureStreams, ensureTaskIntake, eventsSubject, getSnapshot, handle, inboxPrefixOf, loadConfig, logConnectionStatus, natsConnectOptions, natsIdentity, openCheckpointBlobs, passwordVariable, permissionDenied, publishEvent, putSnapshot, renderNatsServerConfig, setupBus, snapshotBucket, startService, submitTask, type NatsRole, type TaskEvent } from "@loopsmith/shared";
+import { watchEvents } from "@loopsmith/cli";
 
 const password = (role: string): string => `pw-${role}-${role.length}x7Q`;
 /** Two further client users: each owns its tasks, and neither may reach the other's. */

@@ -1,14 +1,15 @@
 /**
- * How a client follows a task without JetStream consumers (`watchEvents`, shared/src/watch.ts):
+ * How a client follows a task without JetStream consumers (`watchEvents`, cli/src/watch.ts):
  * stored events come from the architect's `events` endpoint in pages, new ones live, each
  * once and in `seq` order; while the architect does not answer, the watch keeps going and asks
  * again. On real NATS JetStream, with the architect's real page reader.
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { EVENTS_PAGE_MAX, ensureStreams, publishEvent, watchEvents, type TaskEvent } from "@loopsmith/shared";
+import { EVENTS_PAGE_MAX, ensureStreams, publishEvent, type TaskEvent } from "@loopsmith/shared";
 import { startEventsEndpoint } from "./fixtures/architect-events.js";
 import { it } from "./fixtures/index.js";
+import { watchEvents } from "@loopsmith/cli";
 
 const event = (taskId: string, seq: number, kind: TaskEvent["kind"] = "step"): TaskEvent => ({ v: 1, taskId, seq, at: new Date().toISOString(), iteration: 0, kind, message: `event ${seq}` });
 

@@ -8,25 +8,7 @@ import { randomBytes } from "node:crypto";
 import { resolve } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import {
-  Endpoints,
-  LoopsmithError,
-  Task,
-  call,
-  createProvider,
-  loadScript,
-  ensureTaskIntake,
-  loadConfig,
-  submitTask,
-  watchEvents,
-  type Config,
-  type DagProgress,
-  type Language,
-  type Role,
-  type TaskInput,
-  type TaskLimits,
-  type TaskResult, natsServers, retryWhileClusterSettles,
-} from "@loopsmith/shared";
+import { Endpoints, LoopsmithError, Task, call, createProvider, loadScript, ensureTaskIntake, loadConfig, submitTask, type Config, type DagProgress, type Language, type Role, type TaskInput, type TaskLimits, type TaskResult, natsServers, retryWhileClusterSettles } from "@loopsmith/shared";
 import { findHumanEval, humanevalTask, loadHumanEval } from "./humaneval.js";
 import { CliError, errorCodeOf, report } from "./errors.js";
 import { ExitCode, exitCodeForResult } from "./exit-codes.js";
@@ -41,6 +23,7 @@ import { jsonLine, printable } from "./terminal.js";
 import { colourEnabled } from "./ui/index.js";
 import { exportRun } from "./runs.js";
 import { finishRepo, prepareRepoTask, uploadRecordedSnapshot, uploadSnapshot, type PreparedRepoTask, type RepoOptions } from "./solve-repo.js";
+import { watchEvents } from "./watch.js";
 
 /** `--model-<role>` and `--provider-<role>`, as commander names them (`modelPlan`, `providerBuild`, …). */
 export type RoleFlags = Partial<Record<`model${Capitalize<Role>}` | `provider${Capitalize<Role>}`, string>>;

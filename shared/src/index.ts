@@ -1,108 +1,77 @@
 /**
- * @loopsmith/shared: contracts, subjects, the typed bus, configuration, logging, errors, the
- * process runtime, LLM providers, prompts, JetStream set-up, idempotency and runner rules.
- * An explicit list: what is not named here is internal to the package.
+ * @loopsmith/shared, by concern, each with its own index that names its public API:
+ * - `contracts/`: every message on the bus, as zod schemas with their types;
+ * - `bus/`: subjects, endpoints, the typed bus over `$SRV` services, NATS options, errors and
+ *   permissions, JetStream streams, buckets and object stores, idempotency;
+ * - `llm/`: providers, the tolerant reader, cost and budgets, the prompts;
+ * - `runtime/`: errors, configuration, logging, the service runtime, installed assets;
+ * - `workspace/`: search/replace edits, tar archives, the runner-configuration rules.
+ * Each is also a subpath export (`@loopsmith/shared/bus`, …). This index re-exports them by name.
  */
 export {
-  ErrorCode, ErrorData, LoopsmithError, RETRYABLE_BY_DEFAULT, busyError, busyReason, hasCode, toErrorData,
-  type BusyReason,
-} from "./errors.js";
-export { assetPath, installRoot } from "./assets.js";
-export { natsConnectOptions, natsIdentity, natsRefusal, natsServers } from "./nats-options.js";
-export {
-  NATS_ROLES, checkClientNames, clientPasswordVariable, clientPermission, inboxPrefixOf, natsPermissions, passwordVariable,
-  renderNatsServerConfig,
-} from "./nats-permissions.js";
-export type { NatsPermission, NatsRole, NatsServerConfigOptions } from "./nats-permissions.js";
-export { CLUSTER_SETTLE_MS, clusterNotReady, retryWhileClusterSettles, setupBus } from "./bus-setup.js";
-export type { SetupBusOptions } from "./bus-setup.js";
-export { metaMembership, settleMembership } from "./meta-group.js";
-export type { MembershipOutcome, MetaMembership, MetaNodeView } from "./meta-group.js";
-export {
-  Budget, BuildReply, BuildRequest, CancelRequest, Candidate, CommitId, DependencyPolicy, Edit,
-  EditFailure, EditFailureReason, EditReply, Empty, ExecutionBase, ExecutionRequest, ExecutionResult,
-  EVENTS_PAGE_MAX, EventsPage, EventsRequest, ExecutionStatus, FailureBrief, FailureFix, FailureFixedBy, FailureRecord, Failures, FailuresRequest, FileChange,
-  Finding, GateRequest, GateResult, HISTORY_GOAL_CHARS, HISTORY_PAGE_MAX, History, HistoryRequest,
-  IdempotencyKey, Language, LlmStepReply, Owner, MemoryStats, Phase, Plan, PlanReply, PlanRequest, ProviderInfo, Recall, RecallRequest,
-  RecallStats, RecalledFailure, RecalledSuccess, ReflectReply, ReflectRequest, Reflection, RelativePath, Remembered,
-  RepoBrief, RepoChange, RepoSpec, RoleReplies, SimulatedWrong, Simulation, TaskScript, RUN_EVENTS_CAP, RunPart, RunRecord, RunRequest, snapshotName,
-  Reply, Review, ReviewReply, ReviewRequest, STEP_NAME_PATTERN, StatsRequest, StatusRequest, StepHeader, StopReason,
-  RejectNotice, StoredFailure, SuccessRecord, Task, TaskBrief, TaskEvent, TaskId, TaskLimits, TaskRecord, TaskResult,
-  TaskSource, TestCase, TestSummary, Usage, UsageReport, V1, addUsage, emptyUsage, idempotencyKey,
-  summarizeTests, testSummary, trimTests,
+  BenchFormat, Budget, BuildReply, BuildRequest, CancelRequest, Candidate, CaseOutcome, CheckCounts, CommitId,
+  DEFAULT_IMPROVE_GOAL, DEFAULT_PROTECTED, DagPlan, DagPlanProblem, DagProgress, DagState, DecisionReason,
+  DependencyPolicy, EVENTS_PAGE_MAX, Edit, EditFailure, EditFailureReason, EditReply, Empty, EventsPage,
+  EventsRequest, ExecutionBase, ExecutionRequest, ExecutionResult, ExecutionStatus, FailureBrief, FailureFix,
+  FailureFixedBy, FailureRecord, Failures, FailuresRequest, FileChange, Finding, GateRequest, GateResult,
+  GenerationReport, HISTORY_GOAL_CHARS, HISTORY_PAGE_MAX, History, HistoryRequest, Hypothesis, IdempotencyKey,
+  ImproveRequest, ImproveSettings, ImproveSummary, IntegrationReflection, InterfaceName, Language,
+  LlmStepReply, MemoryStats, Owner, Phase, Plan, PlanReply, PlanRequest, ProvidedInterface, ProviderInfo,
+  RUN_EVENTS_CAP, Recall, RecallRequest, RecallStats, RecalledFailure, RecalledSuccess, ReflectReply,
+  ReflectRequest, Reflection, RejectNotice, RelativePath, Remembered, Reply, RepoBrief, RepoChange, RepoSpec,
+  Review, ReviewReply, ReviewRequest, RoleReplies, RunId, RunPart, RunRecord, RunRequest, RunStopReason,
+  SELF_PROTECTED, STEP_NAME_PATTERN, ScriptFile, SimulatedWrong, Simulation, Statistic, StatsRequest,
+  StatusRequest, StepHeader, StopReason, StoredFailure, Subtask, SubtaskChange, SubtaskId, SubtaskProgress,
+  SubtaskState, SubtaskStatus, SuccessRecord, Task, TaskBrief, TaskEvent, TaskId, TaskLimits, TaskRecord,
+  TaskResult, TaskScript, TaskSource, TestCase, TestSummary, Usage, UsageReport, V1, addUsage, childTaskId,
+  dagProgress, dependenciesOf, dependencyOrder, dependentsOf, emptyUsage, idempotencyKey, snapshotName,
+  summarizeTests, testSummary, trimTests, validateDagPlan, type DagPlanInput, type ImproveRequestInput,
+  type ImproveSettingsInput, type TaskInput,
 } from "./contracts/index.js";
-export type { TaskInput } from "./contracts/index.js";
 export {
-  BenchFormat, CaseOutcome, CheckCounts, DEFAULT_IMPROVE_GOAL, DEFAULT_PROTECTED, DecisionReason,
-  GenerationReport, Hypothesis, ImproveRequest, ImproveSettings, ImproveSummary, RunId, RunStopReason,
-  SELF_PROTECTED, Statistic,
-} from "./contracts/index.js";
-export type { ImproveRequestInput, ImproveSettingsInput } from "./contracts/index.js";
+  BEATS_PREFIX, CHECKPOINT_BLOBS_BUCKET, CLUSTER_SETTLE_MS, DEFAULT_OWNER, EVENTS_MAX_AGE_MS, Endpoints,
+  HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, IMPROVE_MAX_DELIVER, MAX_SNAPSHOT_BYTES, NATS_ROLES, OWNER_PATTERN,
+  REPLY_HEADER, REPOS_BUCKET, SNAPSHOT_TTL_MS, SUBJECT_PREFIX, ServiceNames, Streams, Subjects,
+  TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, TASK_MAX_DELIVER, answer, call, checkClientNames, checkOwner,
+  clientPasswordVariable, clientPermission, clusterNotReady, createIdempotencyCache, differingSettings,
+  ensureImproveIntake, ensureImproveStreams, ensureReplicas, ensureStreams, ensureTaskIntake, eventsSubject,
+  extractTar, followEvents, getSnapshot, handle, improveSubmitSubject, inboxPrefixOf, isTransientNatsError,
+  lastEventSeq, materializeSnapshot, metaMembership, natsConnectOptions, natsIdentity, natsPermissions,
+  natsRefusal, natsServers, openBucket, openCheckpointBlobs, openImproveStates, openSnapshots, openTaskStates,
+  ownerOfSubject, ownerOfTask, passwordVariable, permissionDenied, pingService, publishEvent, putSnapshot,
+  rejectIntakeMessage, rejectsSubject, renderNatsServerConfig, requestSubject, retryWhileClusterSettles,
+  servedSubject, settleMembership, setupBus, snapshotBucket, startService, submitImprove, submitTask,
+  tasksSubmitSubject, type CallOptions, type EndpointDef, type ExtractedTree, type Handler,
+  type HandlerContext, type IdempotencyCache, type IdempotencyOptions, type IntakeMessage,
+  type MembershipOutcome, type MetaMembership, type MetaNodeView, type NatsPermission, type NatsRole,
+  type NatsServerConfigOptions, type Registration, type ReplyLink, type ServiceName, type ServiceOptions,
+  type ServicePing, type SetupBusOptions, type StreamOptions, type Submitted,
+} from "./bus/index.js";
 export {
-  DagPlan, DagPlanProblem, DagProgress, DagState, IntegrationReflection, InterfaceName, ProvidedInterface, Subtask, SubtaskChange,
-  SubtaskId, SubtaskProgress, SubtaskState, SubtaskStatus, childTaskId, dagProgress, dependenciesOf, dependencyOrder, dependentsOf,
-  validateDagPlan,
-} from "./contracts/index.js";
-export type { DagPlanInput } from "./contracts/index.js";
-export {
-  BEATS_PREFIX, DEFAULT_OWNER, OWNER_PATTERN, SUBJECT_PREFIX, ServiceNames, Streams, Subjects, checkOwner, eventsSubject,
-  improveSubmitSubject, ownerOfSubject, ownerOfTask, rejectsSubject, tasksSubmitSubject,
-} from "./subjects.js";
-export type { ServiceName } from "./subjects.js";
-export { Endpoints, requestSubject, servedSubject } from "./endpoints.js";
-export type { EndpointDef } from "./endpoints.js";
-export { HEARTBEAT_EVERY_MS, HEARTBEAT_HEADER, REPLY_HEADER, answer, call, handle, pingService, startService } from "./bus.js";
-export { isTransientNatsError, permissionDenied } from "./nats-errors.js";
-export type { CallOptions, Handler, HandlerContext, Registration, ReplyLink, ServiceOptions, ServicePing } from "./bus.js";
-export { Config, DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm, loadConfig, ownerOf, priceOf } from "./config.js";
-export { ENV_KEYS, configFromEnv, mergeConfig, withProviderCredentials } from "./config-layers.js";
-export { maskConfig, maskUrl } from "./mask.js";
-export type { ConfigInput, LoadConfigOptions } from "./config.js";
-export { REDACT_PATHS, createLogger } from "./log.js";
-export type { LoggerOptions } from "./log.js";
-export {
-  LOOPSMITH_VERSION, SERVICE_NATS_WAIT_MS, connectNats, exitOnSignals, logConnectionStatus, processAlive, runService, serviceMain,
-} from "./runtime.js";
-export type { PreparedStart, RunningService, ServiceDeps, ServiceIdentityFile, ServiceModule, ShutdownHook } from "./runtime.js";
-export {
-  CHARS_PER_TOKEN, FALLBACK_CODES, REASK_INSTRUCTION, ROLES, SCRIPTLESS_MODEL, ScriptFile, SpendMeter,
-  TASK_SCRIPT_CACHE_MAX, TASK_SCRIPT_NAME, basePriceKey, causeMarker, checkBudget, costOf, createProvider,
-  createRoutingProvider, createScriptedBackend, createScriptlessBackend, createSimulatedBackend,
-  effectiveRoles, estimateCost, formatIssues, jsonCandidates, loadScript, outputSchema, parseStructured,
-  readStructured, resolvePrice, resolveRoutes, simulatedAnswer, simulatedDraw, taskScriptBackend,
-  validateValue, withTaskScripts,
-} from "./llm/index.js";
-export type {
-  AnsweredBy, Backend, BadReplyDetails, BudgetCheck, ChatMessage, Completion, CompletionRequest, Conversation,
-  CostEstimate, CreateProviderDeps, EffectiveRole, EngineDeps, EstimateInput, FallbackNote, LlmProvider,
-  LlmTarget, OutputSchema, ReadResult, ReplyIssue, Role, RoleRoute, RouterDeps, TaskScriptDeps, TokenCounts,
-  TranscriptLine, TurnReply,
+  CHARS_PER_TOKEN, FALLBACK_CODES, PROMPT_VERSIONS, REASK_INSTRUCTION, ROLES, SCRIPTLESS_MODEL,
+  SpendMeter, TASK_SCRIPT_CACHE_MAX, TASK_SCRIPT_NAME, approxTokens, basePriceKey, causeMarker, checkBudget,
+  costOf, createProvider, createRoutingProvider, createScriptedBackend, createScriptlessBackend,
+  createSimulatedBackend, effectiveRoles, estimateCost, formatIssues, jsonCandidates, loadPrompt, loadScript,
+  outputSchema, parseStructured, readStructured, renderFailure, renderFile, renderHints, renderHistory,
+  renderTask, resolvePrice, resolveRoutes, section, simulatedAnswer, simulatedDraw, taskScriptBackend,
+  trimToTokens, validateValue, withTaskScripts, type AnsweredBy, type Backend, type BadReplyDetails,
+  type BudgetCheck, type ChatMessage, type Completion, type CompletionRequest, type Conversation,
+  type CostEstimate, type CreateProviderDeps, type EffectiveRole, type EngineDeps, type EstimateInput,
+  type FallbackNote, type LlmProvider, type LlmTarget, type OutputSchema, type Prompt, type ReadResult,
+  type ReplyIssue, type Role, type RoleRoute, type RouterDeps, type TaskScriptDeps, type TokenCounts,
+  type TranscriptLine, type TurnReply,
 } from "./llm/index.js";
 export {
-  PROMPT_VERSIONS, approxTokens, loadPrompt, renderFailure, renderFile, renderHints, renderHistory,
-  renderTask, section, trimToTokens,
-} from "./prompts.js";
-export type { Prompt } from "./prompts.js";
+  Config, DEFAULT_PRICES, ENV_KEYS, ErrorCode, ErrorData, FallbackTarget, LOOPSMITH_VERSION, LoopsmithError,
+  ModelPrice, ProviderName, REDACT_PATHS, RETRYABLE_BY_DEFAULT, RoleLlm, SERVICE_NATS_WAIT_MS, assetPath,
+  busyError, busyReason, configFromEnv, connectNats, createLogger, exitOnSignals, hasCode, installRoot,
+  loadConfig, logConnectionStatus, maskConfig, maskUrl, mergeConfig, ownerOf, priceOf, processAlive,
+  runService, serviceMain, toErrorData, withProviderCredentials, type BusyReason, type ConfigInput,
+  type LoadConfigOptions, type LoggerOptions, type PreparedStart, type RunningService, type ServiceDeps,
+  type ServiceIdentityFile, type ServiceModule, type ShutdownHook,
+} from "./runtime/index.js";
 export {
-  CHECKPOINT_BLOBS_BUCKET, openCheckpointBlobs,
-} from "./streams.js";
-export {
-  EVENTS_MAX_AGE_MS, TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, TASK_MAX_DELIVER, differingSettings, ensureReplicas,
-  ensureStreams, ensureTaskIntake, followEvents, lastEventSeq, openBucket, openTaskStates, publishEvent, rejectIntakeMessage,
-  submitTask,
-} from "./streams.js";
-export { WATCH_POLL_MS, watchEvents } from "./watch.js";
-export type { WatchOptions } from "./watch.js";
-export type { IntakeMessage, StreamOptions, Submitted } from "./streams.js";
-export { IMPROVE_MAX_DELIVER, ensureImproveIntake, ensureImproveStreams, openImproveStates, submitImprove } from "./improve-streams.js";
-export { createIdempotencyCache } from "./idempotency.js";
-export type { IdempotencyCache, IdempotencyOptions } from "./idempotency.js";
-export { isDependencyManifest, isRunnerConfig, isTestFile } from "./runner-config.js";
-export {
-  MAX_SNAPSHOT_BYTES, REPOS_BUCKET, SNAPSHOT_TTL_MS, extractTar, getSnapshot, materializeSnapshot, openSnapshots, snapshotBucket,
-  putSnapshot,
-} from "./snapshot.js";
-export type { ExtractedTree } from "./snapshot.js";
-export { forEachTarEntry, readTar, safeTarPath, type ReadTarOptions, type TarEntry } from "./tar.js";
-export { applyEdits, checkEditPath, renderEditFailures, unifiedPatch } from "./edits.js";
-export type { ApplyResult, PathCheck, ReadBase } from "./edits.js";
+  applyEdits, checkEditPath, forEachTarEntry, isDependencyManifest, isRunnerConfig, isTestFile, readTar,
+  renderEditFailures, safeTarPath, unifiedPatch, type ApplyResult, type PathCheck, type ReadBase,
+  type ReadTarOptions, type TarEntry,
+} from "./workspace/index.js";

@@ -26,7 +26,7 @@
  *
  * JavaScript runs as CommonJS: the sandbox's node (20) runs `node --test <files>` in a
  * workspace with no `package.json` (a candidate may not supply one:
- * shared/src/runner-config.ts), so `.js` files are CommonJS. `solution.js` is
+ * shared/src/workspace/runner-config.ts), so `.js` files are CommonJS. `solution.js` is
  * `prompt + canonical_solution + "\n\nmodule.exports = { <entry_point> };\n"`, and the
  * tests `require("./solution.js")`.
  */

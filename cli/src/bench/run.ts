@@ -16,18 +16,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import PQueue from "p-queue";
 import type { Logger } from "pino";
 import { z } from "zod";
-import {
-  Endpoints,
-  LoopsmithError,
-  call,
-  createProvider,
-  ensureTaskIntake,
-  loadConfig,
-  submitTask,
-  watchEvents,
-  type Config,
-  type TaskResult, natsServers,
-} from "@loopsmith/shared";
+import { Endpoints, LoopsmithError, call, createProvider, ensureTaskIntake, loadConfig, submitTask, type Config, type TaskResult, natsServers } from "@loopsmith/shared";
 import { answeringServices, startLocalStack, type LocalStack } from "../stack.js";
 import { jsonLine, printable } from "../terminal.js";
 import { loadDataset } from "./datasets.js";
@@ -38,6 +27,7 @@ import type { BenchResult} from "./types.js";
 import { DatasetFormat, type BenchArm, type BenchCase, type BenchSummary, type ProviderLabel, type SkippedLine } from "./types.js";
 import { progressReporter } from "./progress.js";
 import { errorLine, noticeFor, readResults, resultLine, summaryText } from "./results.js";
+import { watchEvents } from "../watch.js";
 
 /** Options of `loopsmith bench`, as commander gives them. */
 export interface BenchOptions {

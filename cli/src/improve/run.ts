@@ -12,23 +12,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import {
-  Endpoints,
-  GenerationReport,
-  ImproveSummary,
-  LoopsmithError,
-  call,
-  createProvider,
-  ensureImproveIntake,
-  ensureTaskIntake,
-  loadConfig,
-  putSnapshot,
-  snapshotName,
-  submitImprove,
-  watchEvents,
-  type Config,
-  type ImproveSettings, natsServers,
-} from "@loopsmith/shared";
+import { Endpoints, GenerationReport, ImproveSummary, LoopsmithError, call, createProvider, ensureImproveIntake, ensureTaskIntake, loadConfig, putSnapshot, snapshotName, submitImprove, type Config, type ImproveSettings, natsServers } from "@loopsmith/shared";
 import { CliError } from "../errors.js";
 import { jsonLine, printable } from "../terminal.js";
 import { archiveCommit, branchCommit, checkRepo, commitPatch, git, setBranch } from "../repo.js";
@@ -39,6 +23,7 @@ import { checkGithubAccess, githubClient, openPullRequest, parseGithubRepo, prBo
 import { readReports, reportTable, writeReport } from "./reports.js";
 import { improveBase, improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
 import { pushBranch, remoteUrl } from "./push.js";
+import { watchEvents } from "../watch.js";
 
 /** The run's branch (the accepted chain) and a generation's branch. */
 export function runBranch(runId: string): string {

@@ -1,6 +1,6 @@
 /**
  * Repo mode's workspace: the base tree of a commit (extracted once per commit from the
- * `loopsmith-repos` object store, `shared/src/snapshot.ts`), minus the paths the candidate
+ * `loopsmith-repos` object store, `shared/src/bus/snapshot.ts`), minus the paths the candidate
  * deletes, overlaid by the candidate's changed files, packed into the tar archive the
  * supervisor extracts (bootstrap.ts) straight from disk: one directory listing and one file
  * at a time, never the whole tree as strings.

@@ -1,7 +1,7 @@
 /** Building blocks shared by every contract. */
 import { z } from "zod";
-import { OWNER_PATTERN } from "../subjects.js";
-import { ErrorData, LoopsmithError } from "../errors.js";
+import { OWNER_PATTERN } from "../bus/subjects.js";
+import { ErrorData, LoopsmithError } from "../runtime/errors.js";
 
 /** Every payload carries its contract version so a rolling upgrade can tell old from new. */
 export const V1 = z.literal(1);

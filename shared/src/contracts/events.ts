@@ -1,6 +1,6 @@
 /** Progress events and the task result. */
 import { z } from "zod";
-import { ErrorData } from "../errors.js";
+import { ErrorData } from "../runtime/errors.js";
 import { FileChange, TaskId, Usage, V1 } from "./common.js";
 import { ExecutionStatus, TestCase } from "./execution.js";
 import { RepoChange } from "./repo.js";

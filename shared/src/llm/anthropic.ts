@@ -13,8 +13,8 @@
  * first mapped, so a service that never calls a model never loads `@anthropic-ai/sdk`.
  */
 import type Anthropic from "@anthropic-ai/sdk";
-import type { ModelPrice } from "../config.js";
-import { LoopsmithError } from "../errors.js";
+import type { ModelPrice } from "../runtime/config.js";
+import { LoopsmithError } from "../runtime/errors.js";
 import type { Backend, Conversation, TurnReply } from "./engine.js";
 import { outputSchema, unwrapValue } from "./schema.js";
 import type { ErrorContext } from "./sdk-errors.js";

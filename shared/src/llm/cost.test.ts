@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { emptyUsage } from "../contracts/common.js";
-import type { LoopsmithError } from "../errors.js";
+import type { LoopsmithError } from "../runtime/errors.js";
 import { checkBudget, costOf, estimateCost, SpendMeter } from "./cost.js";
 
 const sonnet = { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 };

@@ -6,8 +6,8 @@
  * estimate, so a task never passes its budget by more than an estimate's error.
  */
 import type { Budget, Usage } from "../contracts/common.js";
-import type { ModelPrice } from "../config.js";
-import { LoopsmithError } from "../errors.js";
+import type { ModelPrice } from "../runtime/config.js";
+import { LoopsmithError } from "../runtime/errors.js";
 import type { ChatMessage } from "./types.js";
 
 /** Tokens of one or more calls, the part of {@link Usage} that has a price. */

@@ -1,6 +1,6 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { Config } from "../config.js";
+import { Config } from "../runtime/config.js";
 import { Plan } from "../contracts/plan.js";
 import type { ScriptFile, Simulation, TaskScript } from "../contracts/script.js";
 import { basePriceKey, createProvider, resolvePrice } from "./create.js";

@@ -13,8 +13,8 @@
 import { basename } from "node:path";
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Logger } from "pino";
-import { DEFAULT_PRICES, type Config, type ModelPrice } from "../config.js";
-import { LoopsmithError } from "../errors.js";
+import { DEFAULT_PRICES, type Config, type ModelPrice } from "../runtime/config.js";
+import { LoopsmithError } from "../runtime/errors.js";
 import { createAnthropicBackend, type AnthropicMessagesClient } from "./anthropic.js";
 import { SpendMeter } from "./cost.js";
 import { createEngineProvider, type Backend } from "./engine.js";

@@ -39,3 +39,8 @@ export {
 } from "./task-script.js";
 export { outputSchema, type OutputSchema } from "./schema.js";
 export type { TranscriptLine } from "./transcript.js";
+export {
+  PROMPT_VERSIONS, approxTokens, loadPrompt, renderFailure, renderFile, renderHints, renderHistory,
+  renderTask, section, trimToTokens,
+} from "./prompts.js";
+export type { Prompt } from "./prompts.js";

@@ -17,8 +17,8 @@
  */
 import type OpenAI from "openai";
 import type { Logger } from "pino";
-import type { ModelPrice } from "../config.js";
-import { LoopsmithError } from "../errors.js";
+import type { ModelPrice } from "../runtime/config.js";
+import { LoopsmithError } from "../runtime/errors.js";
 import type { Backend, Conversation, TurnReply } from "./engine.js";
 import { outputSchema } from "./schema.js";
 import type { ErrorContext } from "./sdk-errors.js";

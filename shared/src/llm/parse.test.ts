@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { LoopsmithError } from "../errors.js";
+import { LoopsmithError } from "../runtime/errors.js";
 import { jsonCandidates, parseStructured, readStructured, type BadReplyDetails } from "./parse.js";
 
 const Plan = z.object({ steps: z.array(z.string()).min(1), done: z.boolean() });

@@ -13,7 +13,7 @@
  */
 import { jsonrepair } from "jsonrepair";
 import type { z } from "zod";
-import { LoopsmithError } from "../errors.js";
+import { LoopsmithError } from "../runtime/errors.js";
 
 /** One validation problem, as carried in error details and in the re-ask. */
 export interface ReplyIssue {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "../config.js";
+import { loadConfig } from "../runtime/config.js";
 import { effectiveRoles, resolveRoutes } from "./roles.js";
 
 const load = (env: Record<string, string>, flags?: Record<string, unknown>) => loadConfig({ env, ...(flags ? { flags } : {}) });

@@ -4,8 +4,8 @@
  * configuration; `createProvider` builds one provider per distinct target from them.
  */
 import { basename } from "node:path";
-import type { Config, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "../config.js";
-import { LoopsmithError } from "../errors.js";
+import type { Config, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "../runtime/config.js";
+import { LoopsmithError } from "../runtime/errors.js";
 import { ROLES, type Role } from "./types.js";
 
 /** One model as it will be called: every inherited value filled in. */

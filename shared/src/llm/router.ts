@@ -12,7 +12,7 @@
 import type { Logger } from "pino";
 import { addUsage, emptyUsage, Usage, type Budget } from "../contracts/common.js";
 import type { ProviderInfo } from "../contracts/steps.js";
-import { LoopsmithError, type ErrorCode } from "../errors.js";
+import { LoopsmithError, type ErrorCode } from "../runtime/errors.js";
 import { ROLES, type Completion, type CompletionRequest, type FallbackNote, type LlmProvider, type Role } from "./types.js";
 
 /** Codes after which the next model of the chain is tried. */

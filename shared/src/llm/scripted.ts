@@ -25,7 +25,7 @@
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 import { z } from "zod";
-import { LoopsmithError } from "../errors.js";
+import { LoopsmithError } from "../runtime/errors.js";
 import { ScriptFile, type RoleReplies } from "../contracts/script.js";
 import type { Backend, Conversation, TurnReply } from "./engine.js";
 import type { ChatMessage, CompletionRequest, Role } from "./types.js";

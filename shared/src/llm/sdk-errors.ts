@@ -5,7 +5,7 @@
  */
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
-import { LoopsmithError } from "../errors.js";
+import { LoopsmithError } from "../runtime/errors.js";
 
 /** What an error message needs to name. */
 export interface ErrorContext {

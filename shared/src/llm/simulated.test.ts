@@ -5,7 +5,7 @@ import { Candidate, Plan, Reflection, Review } from "../contracts/plan.js";
 import type { Recall } from "../contracts/memory.js";
 import { Simulation } from "../contracts/script.js";
 import type { FailureBrief, TaskBrief } from "../contracts/steps.js";
-import { renderFailure, renderFile, renderHints, renderTask, section } from "../prompts.js";
+import { renderFailure, renderFile, renderHints, renderTask, section } from "./prompts.js";
 import { SpendMeter } from "./cost.js";
 import { createEngineProvider } from "./engine.js";
 import { causeMarker, createSimulatedBackend, simulatedAnswer, simulatedDraw } from "./simulated.js";

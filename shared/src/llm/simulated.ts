@@ -20,8 +20,8 @@
 import { createHash } from "node:crypto";
 import type { Candidate, Plan, Reflection, Review } from "../contracts/plan.js";
 import type { SimulatedWrong, Simulation } from "../contracts/script.js";
-import { LoopsmithError } from "../errors.js";
-import { renderFile } from "../prompts.js";
+import { LoopsmithError } from "../runtime/errors.js";
+import { renderFile } from "./prompts.js";
 import type { Backend, Conversation } from "./engine.js";
 import { replayConversation } from "./scripted.js";
 import type { ChatMessage, CompletionRequest } from "./types.js";

@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { z } from "zod";
 import { TaskScript } from "../contracts/script.js";
-import { LoopsmithError } from "../errors.js";
+import { LoopsmithError } from "../runtime/errors.js";
 import { createEngineProvider, type Backend, type EngineDeps } from "./engine.js";
 import { createScriptedBackend } from "./scripted.js";
 import { createSimulatedBackend } from "./simulated.js";

@@ -7,7 +7,7 @@
 import { appendFile } from "node:fs/promises";
 import type { Logger } from "pino";
 import type { Usage } from "../contracts/common.js";
-import type { ErrorData } from "../errors.js";
+import type { ErrorData } from "../runtime/errors.js";
 import type { Role } from "./types.js";
 
 /** One line of the transcript. */

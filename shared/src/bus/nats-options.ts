@@ -7,9 +7,9 @@
  */
 import { readFileSync } from "node:fs";
 import { AuthorizationError, UserAuthenticationExpiredError, credsAuthenticator, type ConnectionOptions } from "@nats-io/transport-node";
-import type { Config } from "./config.js";
-import { LoopsmithError } from "./errors.js";
-import { maskUrl } from "./mask.js";
+import type { Config } from "../runtime/config.js";
+import { LoopsmithError } from "../runtime/errors.js";
+import { maskUrl } from "../runtime/mask.js";
 
 /**
  * The servers of a NATS URL setting: one URL, or several separated by commas (the nodes of a

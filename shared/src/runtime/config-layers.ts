@@ -3,7 +3,7 @@
  * variables and where each goes ({@link ENV_KEYS}), the deep merge of two layers, and the
  * provider-specific credentials filled in once the provider is known.
  */
-import { ROLES } from "./llm/types.js";
+import { ROLES } from "../llm/types.js";
 
 /** A configuration layer before validation: plain JSON objects. */
 export type Json = { [k: string]: unknown };

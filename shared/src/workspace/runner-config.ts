@@ -8,7 +8,7 @@
  * and the only one for Node.js, whose resolution reads `package.json` and `node_modules`.
  * See docs/SANDBOX.md, "Verdicts".
  */
-import type { Language } from "./contracts/common.js";
+import type { Language } from "../contracts/common.js";
 
 /**
  * Python: pytest's configuration and plugin files (pytest docs, "Configuration file

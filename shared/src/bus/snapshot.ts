@@ -14,10 +14,10 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { nanos } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Objm, StorageType, type ObjectStore } from "@nats-io/obj";
-import { LoopsmithError } from "./errors.js";
+import { LoopsmithError } from "../runtime/errors.js";
 import { permissionDenied } from "./nats-errors.js";
 import { ensureReplicas, type StreamOptions } from "./streams.js";
-import { forEachTarEntry } from "./tar.js";
+import { forEachTarEntry } from "../workspace/tar.js";
 import { DEFAULT_OWNER, checkOwner } from "./subjects.js";
 
 /** The object store bucket that holds the default client's snapshots (others: {@link snapshotBucket}). */

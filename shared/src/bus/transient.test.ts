@@ -2,7 +2,7 @@ import { ConnectionError, InvalidArgumentError, NoRespondersError, RequestError,
 import { JetStreamApiError } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
 import { isTransientNatsError } from "./nats-errors.js";
-import { LoopsmithError } from "./errors.js";
+import { LoopsmithError } from "../runtime/errors.js";
 
 describe("isTransientNatsError", () => {
   it("takes what passes with a NATS restart or a reconnect (timeouts, no responders, a failed connection, JetStream 503)", () => {

@@ -5,7 +5,7 @@
  */
 import { posix } from "node:path";
 import { extract, type Header as TarHeader } from "tar-stream";
-import { LoopsmithError } from "./errors.js";
+import { LoopsmithError } from "../runtime/errors.js";
 
 /** One member of an archive, as {@link readTar} hands it over. */
 export interface TarEntry {

@@ -17,11 +17,11 @@ import {
 } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { Objm, type ObjectStore } from "@nats-io/obj";
-import { Task, type TaskInput } from "./contracts/task.js";
-import { TaskEvent, type RejectNotice } from "./contracts/events.js";
+import { Task, type TaskInput } from "../contracts/task.js";
+import { TaskEvent, type RejectNotice } from "../contracts/events.js";
 import type { Logger } from "pino";
 import { z } from "zod";
-import { LoopsmithError } from "./errors.js";
+import { LoopsmithError } from "../runtime/errors.js";
 import { permissionDenied } from "./nats-errors.js";
 import { DEFAULT_OWNER, Streams, Subjects, eventsSubject, ownerOfSubject, rejectsSubject, tasksSubmitSubject } from "./subjects.js";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ROLES } from "./llm/types.js";
+import { ROLES } from "./types.js";
 import { loadPrompt, renderHints, renderHistory, trimToTokens } from "./prompts.js";
 
 describe("prompts", () => {

@@ -7,12 +7,7 @@
  * it may subscribe only on its own owner's events.
  */
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { call } from "./bus.js";
-import { Endpoints } from "./endpoints.js";
-import { TaskEvent } from "./contracts/events.js";
-import { LoopsmithError } from "./errors.js";
-import { permissionDenied } from "./nats-errors.js";
-import { DEFAULT_OWNER, eventsSubject } from "./subjects.js";
+import { DEFAULT_OWNER, Endpoints, LoopsmithError, TaskEvent, call, eventsSubject, permissionDenied } from "@loopsmith/shared";
 
 /**
  * How long a watch waits without news before it asks the architect for the stored events

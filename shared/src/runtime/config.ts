@@ -9,13 +9,13 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { LoopsmithError } from "./errors.js";
-import { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "./llm/config-schema.js";
-import { ROLES, type Role } from "./llm/types.js";
+import { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "../llm/config-schema.js";
+import { ROLES, type Role } from "../llm/types.js";
 import { configFromEnv, mergeConfig, withProviderCredentials, type Json } from "./config-layers.js";
-import { DEFAULT_OWNER, OWNER_PATTERN } from "./subjects.js";
-import { Owner } from "./contracts/common.js";
+import { DEFAULT_OWNER, OWNER_PATTERN } from "../bus/subjects.js";
+import { Owner } from "../contracts/common.js";
 
-export { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "./llm/config-schema.js";
+export { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "../llm/config-schema.js";
 
 /** The whole configuration. Every default is documented with `@defaultValue`. */
 export const Config = z

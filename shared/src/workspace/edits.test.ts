@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
-import type { Edit } from "./contracts/repo.js";
+import type { Edit } from "../contracts/repo.js";
 import { applyEdits, checkEditPath, renderEditFailures, unifiedPatch, type ReadBase } from "./edits.js";
 
 const edit = (path: string, search: string, replace = "", del = false): Edit => ({ path, search, replace, delete: del });

@@ -8,7 +8,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { JetStreamApiError } from "@nats-io/jetstream";
 import pRetry from "p-retry";
-import { LoopsmithError } from "./errors.js";
+import { LoopsmithError } from "../runtime/errors.js";
 import { ensureImproveStreams } from "./improve-streams.js";
 import { checkClientNames } from "./nats-permissions.js";
 import { openSnapshots, snapshotBucket } from "./snapshot.js";

@@ -1,7 +1,7 @@
 /**
  * Files loopsmith reads at run time (the prompts, the memory migrations, the sandbox's
  * seccomp profile), found from the installation's root whatever the layout: the source tree
- * (`shared/src/assets.ts`, run through tsx) or the built application (`dist/*.js`, made by
+ * (`shared/src/runtime/assets.ts`, run through tsx) or the built application (`dist/*.js`, made by
  * `npm run build`), where all modules are bundled into a few files and a path relative to a
  * module would point elsewhere. The root is the nearest folder above this module that holds
  * the `package.json` named `loopsmith` (the repository's root, or `/app` in the image).

@@ -10,11 +10,11 @@ import pRetry from "p-retry";
 import type { Logger } from "pino";
 import { loadConfig, type Config } from "./config.js";
 import { createLogger } from "./log.js";
-import { startService, type Registration } from "./bus.js";
-import { ServiceNames, type ServiceName } from "./subjects.js";
+import { startService, type Registration } from "../bus/bus.js";
+import { ServiceNames, type ServiceName } from "../bus/subjects.js";
 import { LoopsmithError } from "./errors.js";
 import { maskUrl } from "./mask.js";
-import { natsConnectOptions, natsIdentity, natsRefusal, natsServers } from "./nats-options.js";
+import { natsConnectOptions, natsIdentity, natsRefusal, natsServers } from "../bus/nats-options.js";
 
 /** Version reported in `$SRV` INFO. */
 export const LOOPSMITH_VERSION = "0.1.0";

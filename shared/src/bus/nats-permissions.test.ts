@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { NATS_ROLES, checkClientNames, clientPermission, inboxPrefixOf, natsPermissions, passwordVariable, renderNatsServerConfig } from "./nats-permissions.js";
-import { assetPath } from "./assets.js";
+import { assetPath } from "../runtime/assets.js";
 import { CHECKPOINT_BLOBS_BUCKET, differingSettings } from "./streams.js";
 import { natsServers } from "./nats-options.js";
 import { CLUSTER_CONF } from "./nats-permissions.js";

@@ -4,8 +4,8 @@
  * endpoint. The transport that serves and calls them is `bus.ts`.
  */
 import { z } from "zod";
-import { LoopsmithError } from "./errors.js";
-import * as C from "./contracts/index.js";
+import { LoopsmithError } from "../runtime/errors.js";
+import * as C from "../contracts/index.js";
 import { DEFAULT_OWNER, OWNER_PATTERN, Subjects } from "./subjects.js";
 
 /** One endpoint: its name in `$SRV` INFO, its subject, and both schemas. */

@@ -5,7 +5,7 @@
  */
 import { ClosedConnectionError, ConnectionError, DrainingConnectionError, NoRespondersError, PermissionViolationError, RequestError, TimeoutError } from "@nats-io/transport-node";
 import { JetStreamApiError } from "@nats-io/jetstream";
-import { LoopsmithError } from "./errors.js";
+import { LoopsmithError } from "../runtime/errors.js";
 
 /**
  * Whether an error thrown by a NATS or JetStream call (a KV read, a publish, a fetch) is one

@@ -9,9 +9,9 @@
 import { lstatSync } from "node:fs";
 import { join } from "node:path";
 import { formatPatch, structuredPatch } from "diff";
-import type { FileChange } from "./contracts/common.js";
-import type { Edit, EditFailure, EditFailureReason } from "./contracts/repo.js";
-import { LoopsmithError } from "./errors.js";
+import type { FileChange } from "../contracts/common.js";
+import type { Edit, EditFailure, EditFailureReason } from "../contracts/repo.js";
+import { LoopsmithError } from "../runtime/errors.js";
 
 /** Reads a base file's text (`undefined` when the file is absent). Paths are normalised, repository-relative, `/`-separated. */
 export type ReadBase = (path: string) => string | undefined;

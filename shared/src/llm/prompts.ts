@@ -5,12 +5,12 @@
  * token budget, head and tail kept) and a summary of older iterations.
  */
 import { readFileSync } from "node:fs";
-import type { FileChange } from "./contracts/common.js";
-import type { Recall } from "./contracts/memory.js";
-import type { FailureBrief, TaskBrief } from "./contracts/steps.js";
-import type { Role } from "./llm/types.js";
-import { assetPath } from "./assets.js";
-import { LoopsmithError } from "./errors.js";
+import type { FileChange } from "../contracts/common.js";
+import type { Recall } from "../contracts/memory.js";
+import type { FailureBrief, TaskBrief } from "../contracts/steps.js";
+import type { Role } from "./types.js";
+import { assetPath } from "../runtime/assets.js";
+import { LoopsmithError } from "../runtime/errors.js";
 
 /** The prompt version each role uses now. Bump it with a new file, never edit an old one. */
 export const PROMPT_VERSIONS: Readonly<Record<Role, number>> = { spec: 1, plan: 1, build: 1, review: 2, reflect: 1, improve: 1 };
