@@ -28,7 +28,15 @@ import { promisify } from "node:util";
 import { Command } from "commander";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { ensureTaskIntake, type ServiceName } from "@loopsmith/shared";
-import { docker, freePort, hostPid, prepareProject, removeContainers, sandboxLeftovers, type Project } from "./chaos/compose.js";
+import {
+  docker,
+  freePort,
+  hostPid,
+  prepareProject,
+  removeContainers,
+  sandboxLeftovers,
+  type Project,
+} from "./chaos/compose.js";
 import { answering, complete, connectNats, waitAnswering } from "./chaos/ping.js";
 import { auditEvents, chaosTask, percentile, silences, submitAndWatch, type Tracked } from "./chaos/tasks.js";
 import { formatTable } from "@loopsmith/cli/ui";
@@ -40,9 +48,20 @@ const opts = new Command()
   .option("--wait <s>", "longest wait for the results after the kills", Number, 180)
   .option("--throughput-tasks <n>", "tasks of each throughput run (0: skip)", Number, 12)
   .option("--no-build", "use the app image as it is")
-  .option("--cluster", "the cluster stack (deploy/compose.cluster.yml: three NATS nodes, two more engines with an executor each); nats-2 and engine-2 join the kills; phases 2 and 3 are skipped")
+  .option(
+    "--cluster",
+    "the cluster stack (deploy/compose.cluster.yml: three NATS nodes, two more engines with an executor each); nats-2 and engine-2 join the kills; phases 2 and 3 are skipped",
+  )
   .parse(process.argv)
-  .opts<{ tasks: number; seconds: number; killEvery: string; wait: number; throughputTasks: number; build: boolean; cluster?: boolean }>();
+  .opts<{
+    tasks: number;
+    seconds: number;
+    killEvery: string;
+    wait: number;
+    throughputTasks: number;
+    build: boolean;
+    cluster?: boolean;
+  }>();
 const CLUSTER = opts.cluster === true;
 const TASKS = opts.tasks;
 const SECONDS = opts.seconds;
@@ -59,11 +78,25 @@ const warnings: string[] = [];
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 const APP: ServiceName[] = ["memory", "executor", "builder", "reviewer", "architect"];
 // On the cluster stack `nats` is one node of three, and a Docker engine is a target too.
-const TARGETS = ["builder", "nats", "architect", "reviewer", "executor", "memory", ...(CLUSTER ? ["nats-2", "engine-2"] : [])];
+const TARGETS = [
+  "builder",
+  "nats",
+  "architect",
+  "reviewer",
+  "executor",
+  "memory",
+  ...(CLUSTER ? ["nats-2", "engine-2"] : []),
+];
 /** Targets after whose kill the whole stack must answer again (not one service's replicas). */
 const WHOLE = new Set(["nats", "nats-2", "engine-2"]);
 // The cluster stack adds executor-2 and executor-3 (one per extra engine) to the two replicas.
-const EXPECTED: Record<ServiceName, number> = { memory: 1, executor: CLUSTER ? 4 : 2, builder: 2, reviewer: 1, architect: 1 };
+const EXPECTED: Record<ServiceName, number> = {
+  memory: 1,
+  executor: CLUSTER ? 4 : 2,
+  builder: 2,
+  reviewer: 1,
+  architect: 1,
+};
 const APP_IMAGE = "loopsmith/app:local";
 const SCALE = ["--scale", "builder=2", "--scale", "executor=2"];
 
@@ -71,7 +104,11 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 const clock = (ms = Date.now()): string => new Date(ms).toISOString().slice(11, 23);
 const log = (msg: string): void => console.error(`[chaos ${clock()}] ${msg}`);
 const secs = (ms: number): string => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)} s` : "-");
-const shuffle = <T>(xs: T[]): T[] => xs.map((x) => [Math.random(), x] as const).sort((a, b) => a[0] - b[0]).map(([, x]) => x);
+const shuffle = <T>(xs: T[]): T[] =>
+  xs
+    .map((x) => [Math.random(), x] as const)
+    .sort((a, b) => a[0] - b[0])
+    .map(([, x]) => x);
 
 /** Prints rows as aligned columns. */
 function table(rows: string[][]): void {
@@ -89,7 +126,9 @@ interface Kill {
 /** Sandbox containers left after a `down`; found ones are listed, then removed (cleanup). */
 async function countLeftovers(label: string, executors: Set<string>): Promise<number> {
   const left = await sandboxLeftovers(executors);
-  console.log(`  ${label}: ${left.ours.length} sandbox container(s) of this project left (${left.all} labelled on the engine)`);
+  console.log(
+    `  ${label}: ${left.ours.length} sandbox container(s) of this project left (${left.all} labelled on the engine)`,
+  );
   for (const row of left.ours) console.log(`    left: ${row}`);
   await removeContainers(left.ours);
   return left.ours.length;
@@ -104,7 +143,11 @@ async function noteExecutors(project: Project, into: Set<string>): Promise<void>
  * Starts the project and waits until every service answers with `expected` replicas. The
  * cluster stack starts as the README says, through deploy/cluster-up.sh.
  */
-async function upAndReady(project: Project, args: string[], expected: Record<ServiceName, number>): Promise<NatsConnection> {
+async function upAndReady(
+  project: Project,
+  args: string[],
+  expected: Record<ServiceName, number>,
+): Promise<NatsConnection> {
   if (CLUSTER) await project.clusterUp(args);
   else await project.compose(["up", "-d", ...args]);
   const nc = await connectNats(`nats://127.0.0.1:${project.natsPort}`, 60_000, project.client);
@@ -119,7 +162,9 @@ async function upAndReady(project: Project, args: string[], expected: Record<Ser
 async function chaosPhase(project: Project, executors: Set<string>): Promise<boolean> {
   if (BUILD) {
     // The app image is built from dist/app (JavaScript), as a user's `npm run build` makes it.
-    await promisify(execFile)(process.execPath, ["--import", "tsx", join(REPO, "deploy", "build-app.ts")], { cwd: REPO });
+    await promisify(execFile)(process.execPath, ["--import", "tsx", join(REPO, "deploy", "build-app.ts")], {
+      cwd: REPO,
+    });
   }
   log(`phase 1: up${BUILD ? " --build" : ""} (project ${project.name}, NATS on 127.0.0.1:${project.natsPort})`);
   const nc = await upAndReady(project, [...(BUILD ? ["--build"] : []), ...SCALE], EXPECTED);
@@ -144,13 +189,17 @@ async function chaosPhase(project: Project, executors: Set<string>): Promise<boo
       const asked = Date.now();
       const counts = await answering(nc).catch(() => null);
       for (const k of counts ? kills.filter((k) => k.backAfterMs === undefined && k.at < asked) : []) {
-        const ok = WHOLE.has(k.service) ? complete(counts ?? new Map(), EXPECTED) : (counts?.get(k.service as ServiceName) ?? 0) >= EXPECTED[k.service as ServiceName];
+        const ok = WHOLE.has(k.service)
+          ? complete(counts ?? new Map(), EXPECTED)
+          : (counts?.get(k.service as ServiceName) ?? 0) >= EXPECTED[k.service as ServiceName];
         if (ok) k.backAfterMs = Date.now() - k.at;
       }
       await sleep(250);
     }
   })();
-  log(`phase 1: ${TASKS} tasks in flight; a kill every ${KILL_MIN}-${KILL_HI} s for ${SECONDS} s (at most ${MAX_KILLS})`);
+  log(
+    `phase 1: ${TASKS} tasks in flight; a kill every ${KILL_MIN}-${KILL_HI} s for ${SECONDS} s (at most ${MAX_KILLS})`,
+  );
   // Container ids survive restarts and the scale does not change here: listed once, so a
   // kill costs one `docker inspect` and the cadence is kept from kill to kill.
   const containers = new Map<string, string[]>();
@@ -183,7 +232,9 @@ async function chaosPhase(project: Project, executors: Set<string>): Promise<boo
   }
   replenish = false;
   const killEnd = Date.now();
-  log(`phase 1: kills over (${kills.length}); waiting up to ${WAIT_S} s for ${tracked.filter((t) => !t.result).length} results`);
+  log(
+    `phase 1: kills over (${kills.length}); waiting up to ${WAIT_S} s for ${tracked.filter((t) => !t.result).length} results`,
+  );
   const all = Promise.all(tracked.map((t) => t.done));
   await Promise.race([all, sleep(WAIT_S * 1000)]);
   stop.abort();
@@ -211,20 +262,41 @@ async function chaosPhase(project: Project, executors: Set<string>): Promise<boo
   const watcherMissed = tracked.filter((t) => !t.result && audit.get(t.taskId)?.results).length;
   const times = tracked.filter((t) => t.resultAt).map((t) => (t.resultAt as number) - t.submittedAt);
   const statuses = new Map<string, number>();
-  for (const t of tracked) if (t.result) statuses.set(`${t.result.status}/${t.result.stopReason}`, (statuses.get(`${t.result.status}/${t.result.stopReason}`) ?? 0) + 1);
+  for (const t of tracked)
+    if (t.result)
+      statuses.set(
+        `${t.result.status}/${t.result.stopReason}`,
+        (statuses.get(`${t.result.status}/${t.result.stopReason}`) ?? 0) + 1,
+      );
   const silence = silences(tracked, kills);
 
-  console.log(`\nPhase 1 — ${TASKS} tasks in flight, kill -9 every ${KILL_MIN}-${KILL_HI} s for ${SECONDS} s (builder ×2, executor ×2${CLUSTER ? "; the cluster stack: three NATS nodes, executor-2 and executor-3 on engines of their own" : ""})`);
-  console.log(`  kill window ${secs(killEnd - start)}; last result ${secs(Math.max(0, ...tracked.map((t) => (t.resultAt ?? 0) - killEnd)))} after it; ${recovered}`);
-  console.log("\n  kills (from the first task; UTC; back = the service answers $SRV.PING in full again, for NATS every service):");
+  console.log(
+    `\nPhase 1 — ${TASKS} tasks in flight, kill -9 every ${KILL_MIN}-${KILL_HI} s for ${SECONDS} s (builder ×2, executor ×2${CLUSTER ? "; the cluster stack: three NATS nodes, executor-2 and executor-3 on engines of their own" : ""})`,
+  );
+  console.log(
+    `  kill window ${secs(killEnd - start)}; last result ${secs(Math.max(0, ...tracked.map((t) => (t.resultAt ?? 0) - killEnd)))} after it; ${recovered}`,
+  );
+  console.log(
+    "\n  kills (from the first task; UTC; back = the service answers $SRV.PING in full again, for NATS every service):",
+  );
   table([
     ["  at", "UTC", "service", "container", "back after"],
-    ...kills.map((k) => [`  +${secs(k.at - start)}`, clock(k.at), k.service, k.container.slice(0, 12), k.backAfterMs === undefined ? "NOT BACK" : secs(k.backAfterMs)]),
+    ...kills.map((k) => [
+      `  +${secs(k.at - start)}`,
+      clock(k.at),
+      k.service,
+      k.container.slice(0, 12),
+      k.backAfterMs === undefined ? "NOT BACK" : secs(k.backAfterMs),
+    ]),
   ]);
   console.log("\n  per killed service:");
   table([
     ["service", "kills", "longest silence of a task in flight across its kill"],
-    ...TARGETS.map((s) => [s, String(kills.filter((k) => k.service === s).length), silence.has(s) ? secs(silence.get(s) as number) : "- (no task between events)"]),
+    ...TARGETS.map((s) => [
+      s,
+      String(kills.filter((k) => k.service === s).length),
+      silence.has(s) ? secs(silence.get(s) as number) : "- (no task between events)",
+    ]),
   ]);
   console.log("");
   table([
@@ -232,17 +304,27 @@ async function chaosPhase(project: Project, executors: Set<string>): Promise<boo
     ["results", `${tracked.length - lost.length} (${[...statuses].map(([k, v]) => `${v} ${k}`).join(", ")})`],
     ["lost (no result)", String(lost.length)],
     ["duplicated", String(dup.length)],
-    ["time to result p50 / p95 / max", `${secs(percentile(times, 50))} / ${secs(percentile(times, 95))} / ${secs(Math.max(...times))}`],
-    ["watch restarts (bench side)", `${tracked.reduce((n, t) => n + t.rewatches, 0)}${watcherMissed ? `; ${watcherMissed} results only in the stream audit` : ""}`],
+    [
+      "time to result p50 / p95 / max",
+      `${secs(percentile(times, 50))} / ${secs(percentile(times, 95))} / ${secs(Math.max(...times))}`,
+    ],
+    [
+      "watch restarts (bench side)",
+      `${tracked.reduce((n, t) => n + t.rewatches, 0)}${watcherMissed ? `; ${watcherMissed} results only in the stream audit` : ""}`,
+    ],
   ]);
   for (const t of lost) {
     const last = [...t.events.values()].sort((a, b) => b.event.seq - a.event.seq)[0]?.event;
-    console.log(`  LOST ${t.taskId}: submitted ${new Date(t.submittedAt).toISOString()}, last event ${last ? `${last.at} ${last.kind} ${last.phase ?? ""} ${last.message}` : "none"}`);
+    console.log(
+      `  LOST ${t.taskId}: submitted ${new Date(t.submittedAt).toISOString()}, last event ${last ? `${last.at} ${last.kind} ${last.phase ?? ""} ${last.message}` : "none"}`,
+    );
   }
   for (const t of dup) console.log(`  DUPLICATED ${t.taskId}: ${JSON.stringify(audit.get(t.taskId))}`);
   for (const t of tracked.filter((t) => t.result && t.result.status !== "passed")) {
     console.log(`  not passed ${t.taskId}: ${t.result?.status} ${t.result?.stopReason}: ${t.result?.message}`);
-    warnings.push(`${t.taskId} ended ${t.result?.status} (${t.result?.message}) although the script passes every task on its first build`);
+    warnings.push(
+      `${t.taskId} ended ${t.result?.status} (${t.result?.message}) although the script passes every task on its first build`,
+    );
   }
   console.log(`  service logs: ${logs}`);
 
@@ -250,7 +332,9 @@ async function chaosPhase(project: Project, executors: Set<string>): Promise<boo
   await project.compose(["down", "-v"]);
   const left = await countLeftovers("after down", executors);
   const worst = Math.max(0, ...silence.values());
-  return lost.length === 0 && dup.length === 0 && worst <= SILENCE_LIMIT_MS && left === 0 && !recovered.startsWith("NOT");
+  return (
+    lost.length === 0 && dup.length === 0 && worst <= SILENCE_LIMIT_MS && left === 0 && !recovered.startsWith("NOT")
+  );
 }
 
 /** Phase 2: `down` during the executor's start-up, three moments. Returns the sandboxes left. */
@@ -301,15 +385,23 @@ async function throughputPhase(project: Project, executors: Set<string>): Promis
     nc = await upAndReady(project, ["--scale", "builder=2", "--scale", `executor=${replicas}`], expected);
     await noteExecutors(project, executors);
     const stop = new AbortController();
-  setMaxListeners(0, stop.signal); // one listener per task watcher
+    setMaxListeners(0, stop.signal); // one listener per task watcher
     const prefix = `tput${replicas}-${randomBytes(3).toString("hex")}`;
     const start = Date.now();
-    const tasks = Array.from({ length: THROUGHPUT_TASKS }, (_, i) => submitAndWatch(nc as NatsConnection, chaosTask(REPO, `${prefix}-${i + 1}`), stop.signal));
+    const tasks = Array.from({ length: THROUGHPUT_TASKS }, (_, i) =>
+      submitAndWatch(nc as NatsConnection, chaosTask(REPO, `${prefix}-${i + 1}`), stop.signal),
+    );
     await Promise.race([Promise.all(tasks.map((t) => t.done)), sleep(WAIT_S * 1000)]);
     stop.abort();
     const wall = Math.max(...tasks.map((t) => t.resultAt ?? Date.now())) - start;
     const passed = tasks.filter((t) => t.result?.status === "passed").length;
-    rows.push([String(replicas), String(THROUGHPUT_TASKS), secs(wall), ((passed / wall) * 60_000).toFixed(1), `${passed}/${THROUGHPUT_TASKS}`]);
+    rows.push([
+      String(replicas),
+      String(THROUGHPUT_TASKS),
+      secs(wall),
+      ((passed / wall) * 60_000).toFixed(1),
+      `${passed}/${THROUGHPUT_TASKS}`,
+    ]);
   }
   await nc?.close();
   table(rows);
@@ -326,13 +418,26 @@ async function main(): Promise<number> {
   }
   const name = `loopsmith-chaos-${randomBytes(3).toString("hex")}`;
   if (CLUSTER && !existsSync(join(REPO, "sandbox-images.tar"))) {
-    console.error("chaos: --cluster needs sandbox-images.tar for the extra engines: run bash deploy/compose-env.sh --engines");
+    console.error(
+      "chaos: --cluster needs sandbox-images.tar for the extra engines: run bash deploy/compose-env.sh --engines",
+    );
     return 2;
   }
-  const project = prepareProject({ repo: REPO, name, natsPort: await freePort(), scriptDir: join(REPO, "bench", "chaos"), dir: join(tmpdir(), name), ...(CLUSTER ? { files: ["deploy/compose.cluster.yml"] } : {}) });
+  const project = prepareProject({
+    repo: REPO,
+    name,
+    natsPort: await freePort(),
+    scriptDir: join(REPO, "bench", "chaos"),
+    dir: join(tmpdir(), name),
+    ...(CLUSTER ? { files: ["deploy/compose.cluster.yml"] } : {}),
+  });
   const executors = new Set<string>();
   // `--build` retags the application image; the one it replaces is removed at the end.
-  const appImage = (): Promise<string> => docker(["image", "inspect", "-f", "{{.Id}}", APP_IMAGE]).then((s) => s.trim(), () => "");
+  const appImage = (): Promise<string> =>
+    docker(["image", "inspect", "-f", "{{.Id}}", APP_IMAGE]).then(
+      (s) => s.trim(),
+      () => "",
+    );
   const imageBefore = await appImage();
   let interrupted = false;
   process.once("SIGINT", () => {
@@ -348,14 +453,20 @@ async function main(): Promise<number> {
     ok = ok && left2 === 0 && left3 === 0;
   } catch (err) {
     console.error(`chaos: ${(err as Error).message}`);
-    await project.saveLogs(["nats", "postgres", ...APP]).then((dir) => console.error(`chaos: service logs in ${dir}`), () => undefined);
+    await project.saveLogs(["nats", "postgres", ...APP]).then(
+      (dir) => console.error(`chaos: service logs in ${dir}`),
+      () => undefined,
+    );
   } finally {
-    if (!interrupted) await project.compose(["down", "-v", "--timeout", "10"]).catch((err: Error) => console.error(err.message));
+    if (!interrupted)
+      await project.compose(["down", "-v", "--timeout", "10"]).catch((err: Error) => console.error(err.message));
     await removeContainers((await sandboxLeftovers(executors)).ours);
     if (imageBefore && imageBefore !== (await appImage())) await docker(["rmi", imageBefore]).catch(() => "");
   }
   for (const w of warnings) console.log(`\nWARNING: ${w}`);
-  console.log(`\n${ok ? "PASS" : "FAIL"}: lost/duplicated tasks, silences over ${SILENCE_LIMIT_MS / 1000} s and sandboxes left are ${ok ? "none" : "listed above"} (compose output: ${join(project.dir, "compose.log")})`);
+  console.log(
+    `\n${ok ? "PASS" : "FAIL"}: lost/duplicated tasks, silences over ${SILENCE_LIMIT_MS / 1000} s and sandboxes left are ${ok ? "none" : "listed above"} (compose output: ${join(project.dir, "compose.log")})`,
+  );
   return ok ? 0 : 1;
 }
 

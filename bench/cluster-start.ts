@@ -37,7 +37,9 @@ const NODES = ["nats", "nats-2", "nats-3"];
 /** A node's monitoring URL on the project's network (the host reaches container addresses on Linux). */
 async function monitorUrl(project: Project, service: string): Promise<string> {
   const [id] = await project.containers(service);
-  const ip = id ? (await docker(["inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", id])).trim() : "";
+  const ip = id
+    ? (await docker(["inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", id])).trim()
+    : "";
   return `http://${ip || "0.0.0.0"}:8222`;
 }
 
@@ -61,7 +63,15 @@ async function main(): Promise<number> {
     return 2;
   }
   const name = `loopsmith-cstart-${randomBytes(3).toString("hex")}`;
-  const project = prepareProject({ repo: REPO, name, natsPort: await freePort(), scriptDir: join(REPO, "bench", "chaos"), dir: join(tmpdir(), name), files: ["deploy/compose.cluster.yml"], env: { LOOPSMITH_NATS_CLUSTER_CONF: conf } });
+  const project = prepareProject({
+    repo: REPO,
+    name,
+    natsPort: await freePort(),
+    scriptDir: join(REPO, "bench", "chaos"),
+    dir: join(tmpdir(), name),
+    files: ["deploy/compose.cluster.yml"],
+    env: { LOOPSMITH_NATS_CLUSTER_CONF: conf },
+  });
   const results: { ok: boolean; ms: number }[] = [];
   const up = opts.stack ? ["up", "-d", "--build", "--wait", "--wait-timeout", "600"] : ["up", "-d", ...NODES];
   let interrupted = false;
@@ -82,17 +92,23 @@ async function main(): Promise<number> {
         extra = `; up ${((Date.now() - t0) / 1000).toFixed(0)} s, bus-setup exit ${code}${upError ? `, ${upError}` : ""}`;
       }
       results.push({ ok, ms: g.ms });
-      console.log(`start ${i}: ${ok ? "group of three" : "NODE LEFT OUT"} (${(g.ms / 1000).toFixed(1)} s)${extra}${ok ? "" : ` — ${g.seen}`}`);
+      console.log(
+        `start ${i}: ${ok ? "group of three" : "NODE LEFT OUT"} (${(g.ms / 1000).toFixed(1)} s)${extra}${ok ? "" : ` — ${g.seen}`}`,
+      );
     }
   } finally {
     await project.compose(["down", "-v", "--timeout", "5"]).catch(() => "");
   }
   const bad = results.filter((r) => !r.ok).length;
   const times = results.filter((r) => r.ok).map((r) => r.ms);
-  console.log(`\n${opts.stack ? "the whole cluster stack" : "the three NATS nodes alone"}, fresh starts, ${relative(REPO, conf)}:`);
+  console.log(
+    `\n${opts.stack ? "the whole cluster stack" : "the three NATS nodes alone"}, fresh starts, ${relative(REPO, conf)}:`,
+  );
   console.log("| starts | node left out | share | group of three after (median) |");
   console.log("|---|---|---|---|");
-  console.log(`| ${results.length} | ${bad} | ${results.length ? ((bad / results.length) * 100).toFixed(0) : "-"}% | ${times.length ? `${(median(times) / 1000).toFixed(1)} s` : "-"} |`);
+  console.log(
+    `| ${results.length} | ${bad} | ${results.length ? ((bad / results.length) * 100).toFixed(0) : "-"}% | ${times.length ? `${(median(times) / 1000).toFixed(1)} s` : "-"} |`,
+  );
   return 0;
 }
 

@@ -32,15 +32,46 @@ const median = (xs: number[]): number => (xs.length ? ssMedian(xs) : NaN);
 function userRepo(): string {
   const dir = mkdtempSync(join(tmpdir(), "loopsmith-bench-dag-"));
   cpSync(join(EXAMPLE, "repo"), dir, { recursive: true });
-  const env = { ...process.env, GIT_AUTHOR_NAME: "b", GIT_AUTHOR_EMAIL: "b@b", GIT_COMMITTER_NAME: "b", GIT_COMMITTER_EMAIL: "b@b" };
-  for (const args of [["init", "-q"], ["add", "-A"], ["commit", "-qm", "the specification"]]) execFileSync("git", ["-C", dir, ...args], { env });
+  const env = {
+    ...process.env,
+    GIT_AUTHOR_NAME: "b",
+    GIT_AUTHOR_EMAIL: "b@b",
+    GIT_COMMITTER_NAME: "b",
+    GIT_COMMITTER_EMAIL: "b@b",
+  };
+  for (const args of [
+    ["init", "-q"],
+    ["add", "-A"],
+    ["commit", "-qm", "the specification"],
+  ])
+    execFileSync("git", ["-C", dir, ...args], { env });
   return dir;
 }
 
 /** One solve of the example; resolves with its wall time (ms), its status and its last DAG progress. */
-function solve(parallel: number, taskId: string, env: NodeJS.ProcessEnv): Promise<{ ms: number; status: string | undefined; dag: DagProgress | undefined; code: number }> {
+function solve(
+  parallel: number,
+  taskId: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ ms: number; status: string | undefined; dag: DagProgress | undefined; code: number }> {
   const dir = userRepo();
-  const args = [BIN, "solve", "--repo", dir, GOAL, "--decompose", "--parallel", String(parallel), "--provider", "scripted", "--script", join(EXAMPLE, "script.json"), "--task-id", taskId, "--json"];
+  const args = [
+    BIN,
+    "solve",
+    "--repo",
+    dir,
+    GOAL,
+    "--decompose",
+    "--parallel",
+    String(parallel),
+    "--provider",
+    "scripted",
+    "--script",
+    join(EXAMPLE, "script.json"),
+    "--task-id",
+    taskId,
+    "--json",
+  ];
   return new Promise((resolve, reject) => {
     const t = performance.now();
     const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
@@ -85,15 +116,27 @@ function spans(dag: DagProgress | undefined): string {
   if (!dag) return "  (no DAG progress in the events)";
   const t0 = Math.min(...dag.subtasks.map((s) => Date.parse(s.startedAt ?? "") || Infinity));
   const at = (iso: string | undefined): string => `${((Date.parse(iso ?? "") - t0) / 1000).toFixed(1)} s`;
-  const rows = dag.subtasks.map((s) => [s.id, s.status, `attempt ${s.attempt}`, at(s.startedAt), "→", at(s.finishedAt)]);
-  return formatTable(rows, { align: ["left", "left", "left", "right", "left", "right"], gap: " ", indent: "  " }).join("\n");
+  const rows = dag.subtasks.map((s) => [
+    s.id,
+    s.status,
+    `attempt ${s.attempt}`,
+    at(s.startedAt),
+    "→",
+    at(s.finishedAt),
+  ]);
+  return formatTable(rows, { align: ["left", "left", "left", "right", "left", "right"], gap: " ", indent: "  " }).join(
+    "\n",
+  );
 }
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-bench-dag-data-"));
   // One stack for every run: `up` records it in the data dir, and `solve` there uses it.
   const runEnv = { ...process.env, LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", LOG_LEVEL: "warn" };
-  execFileSync(process.execPath, [BIN, "up", "--provider", "scripted"], { env: runEnv, stdio: ["ignore", "ignore", "inherit"] });
+  execFileSync(process.execPath, [BIN, "up", "--provider", "scripted"], {
+    env: runEnv,
+    stdio: ["ignore", "ignore", "inherit"],
+  });
   const times: Record<number, number[]> = { 1: [], 2: [] };
   const dagSpans: Record<number, number[]> = { 1: [], 2: [] };
   const lastOf: Record<number, DagProgress | undefined> = {};
@@ -116,12 +159,16 @@ async function main(): Promise<void> {
   }
   const p1 = median(times[1] ?? []);
   const p2 = median(times[2] ?? []);
-  console.log(`\nexamples/rest-api (5 subtasks, storage fails its first attempt), ${ROUNDS} rounds, median wall time of \`loopsmith solve\` on a running stack:`);
+  console.log(
+    `\nexamples/rest-api (5 subtasks, storage fails its first attempt), ${ROUNDS} rounds, median wall time of \`loopsmith solve\` on a running stack:`,
+  );
   console.log(`  --parallel 1  ${(p1 / 1000).toFixed(1)} s  (baseline)`);
   console.log(`  --parallel 2  ${(p2 / 1000).toFixed(1)} s  ${(p2 / p1).toFixed(2)}× of --parallel 1`);
   const s1 = median(dagSpans[1] ?? []);
   const s2 = median(dagSpans[2] ?? []);
-  console.log("median span of the subtasks (first subtask's start to the last one's end), the part --parallel can shorten:");
+  console.log(
+    "median span of the subtasks (first subtask's start to the last one's end), the part --parallel can shorten:",
+  );
   console.log(`  --parallel 1  ${(s1 / 1000).toFixed(1)} s  (baseline)`);
   console.log(`  --parallel 2  ${(s2 / 1000).toFixed(1)} s  ${(s2 / s1).toFixed(2)}× of --parallel 1`);
   for (const p of [1, 2]) console.log(`\nsubtasks, last run with --parallel ${p}:\n${spans(lastOf[p])}`);

@@ -45,7 +45,11 @@ function outcomes(kind: Kind, repeats: number, rand: () => number): CaseOutcome[
     else if (kind === "lucky") candidate = passesBefore ? repeats : runs(() => rand() < 0.5);
     else if (kind === "no-op") candidate = parent;
     else candidate = passesBefore || i < PASSING + Number(kind.split(" ")[1]) ? repeats : 0;
-    return { case: `c${i}`, parent: { passes: parent, runs: repeats, scores: [] }, candidate: { passes: candidate, runs: repeats, scores: [] } };
+    return {
+      case: `c${i}`,
+      parent: { passes: parent, runs: repeats, scores: [] },
+      candidate: { passes: candidate, runs: repeats, scores: [] },
+    };
   });
 }
 
@@ -65,6 +69,8 @@ for (const repeats of [1, 3]) {
     rows.push([String(repeats), kind, (accepted / TRIALS).toFixed(4), (naive / TRIALS).toFixed(4)]);
   }
 }
-console.log(`decision acceptance rate over ${TRIALS} simulated candidates each (${N} cases, ${PASSING} passing on the parent, alpha 0.05, tolerance 0)`);
+console.log(
+  `decision acceptance rate over ${TRIALS} simulated candidates each (${N} cases, ${PASSING} passing on the parent, alpha 0.05, tolerance 0)`,
+);
 const header = ["repeats", "change", "decision", "naive (more passes = better)"];
 for (const line of formatTable([header, ...rows], { align: ["right", "left", "right"] })) console.log(line);

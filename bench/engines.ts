@@ -62,7 +62,10 @@ const cli = (args: string[]): Promise<string> => loopsmithCli(args, env);
 
 /** The sandbox-bound dataset: the first `n` problems, each prompt opening with a sleep. */
 function sleepingDataset(n: number, sleepS: number): string {
-  const lines = readFileSync(opts.dataset, "utf8").split("\n").filter((l) => l.trim()).slice(0, n);
+  const lines = readFileSync(opts.dataset, "utf8")
+    .split("\n")
+    .filter((l) => l.trim())
+    .slice(0, n);
   const out = lines.map((l) => {
     const p = JSON.parse(l) as { prompt: string };
     return JSON.stringify({ ...p, prompt: `import time as _bench_time\n_bench_time.sleep(${sleepS})\n${p.prompt}` });
@@ -72,15 +75,55 @@ function sleepingDataset(n: number, sleepS: number): string {
   return file;
 }
 
-interface Row { engines: number; label: string; tasksPerMin: number; p50S: number; p95S: number; passAt1: number; errors: number; wallS: number }
+interface Row {
+  engines: number;
+  label: string;
+  tasksPerMin: number;
+  p50S: number;
+  p95S: number;
+  passAt1: number;
+  errors: number;
+  wallS: number;
+}
 
 async function measure(engines: number, label: string, dataset: string): Promise<Row> {
   const out = join(dataDir, `run-${label}`);
   mkdirSync(out, { recursive: true });
-  await cli(["bench", "--dataset", dataset, "--limit", String(opts.tasks), "--provider", "scripted", "--memory", "off", "--concurrency", String(opts.concurrency), "--out", out, "--json"]);
-  const s = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as { tasksPerMin: number; wallMs: number; arms: { off: { passAt1: number; errors: number } } };
-  const walls = readFileSync(join(out, "results.jsonl"), "utf8").split("\n").filter((l) => l.trim()).map((l) => (JSON.parse(l) as { wallMs: number }).wallMs / 1000);
-  return { engines, label, tasksPerMin: s.tasksPerMin, p50S: quantile(walls, 0.5), p95S: quantile(walls, 0.95), passAt1: s.arms.off.passAt1, errors: s.arms.off.errors, wallS: s.wallMs / 1000 };
+  await cli([
+    "bench",
+    "--dataset",
+    dataset,
+    "--limit",
+    String(opts.tasks),
+    "--provider",
+    "scripted",
+    "--memory",
+    "off",
+    "--concurrency",
+    String(opts.concurrency),
+    "--out",
+    out,
+    "--json",
+  ]);
+  const s = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as {
+    tasksPerMin: number;
+    wallMs: number;
+    arms: { off: { passAt1: number; errors: number } };
+  };
+  const walls = readFileSync(join(out, "results.jsonl"), "utf8")
+    .split("\n")
+    .filter((l) => l.trim())
+    .map((l) => (JSON.parse(l) as { wallMs: number }).wallMs / 1000);
+  return {
+    engines,
+    label,
+    tasksPerMin: s.tasksPerMin,
+    p50S: quantile(walls, 0.5),
+    p95S: quantile(walls, 0.95),
+    passAt1: s.arms.off.passAt1,
+    errors: s.arms.off.errors,
+    wallS: s.wallMs / 1000,
+  };
 }
 
 const dataset = sleepingDataset(opts.tasks, opts.sleep);
@@ -92,18 +135,46 @@ try {
   if (!record) throw new Error("loopsmith up left no stack record");
   const users = record.usersFile ? readStackUsers(record.usersFile) : undefined;
   const cfg = loadConfig({
-    env: { ...process.env, NATS_URL: record.natsUrl, ...(users ? roleEnv(users, "executor") : {}), LOOPSMITH_EXECUTOR_CONCURRENCY: String(opts.slots), LOOPSMITH_EXECUTOR_QUEUE_LIMIT: "0", LOOPSMITH_DATA_DIR: dataDir },
+    env: {
+      ...process.env,
+      NATS_URL: record.natsUrl,
+      ...(users ? roleEnv(users, "executor") : {}),
+      LOOPSMITH_EXECUTOR_CONCURRENCY: String(opts.slots),
+      LOOPSMITH_EXECUTOR_QUEUE_LIMIT: "0",
+      LOOPSMITH_DATA_DIR: dataDir,
+    },
   });
   const python = cfg.images.python;
   // The engines and the image archive are made before any measurement, so starting them costs no run.
-  const [started, archive] = await Promise.all([Promise.all([startEngine("loopsmith-bench-engine-2"), startEngine("loopsmith-bench-engine-3")]), saveImage(python)]);
+  const [started, archive] = await Promise.all([
+    Promise.all([startEngine("loopsmith-bench-engine-2"), startEngine("loopsmith-bench-engine-3")]),
+    saveImage(python),
+  ]);
   engines.push(...started);
   const addExecutor = async (engine: StartedEngine): Promise<void> => {
-    const executor = createExecutor({ docker: engine.docker, config: { ...cfg, executor: { ...cfg.executor, imageArchive: archive } }, log, kinds: ["python"], env: engine.env });
+    const executor = createExecutor({
+      docker: engine.docker,
+      config: { ...cfg, executor: { ...cfg.executor, imageArchive: archive } },
+      log,
+      kinds: ["python"],
+      env: engine.env,
+    });
     extra.push(await runService("executor", (deps) => executorService({ ...deps, executor }), { config: cfg, log }));
   };
   // A warm-up task: the first run of an image and the first memory writes are slower.
-  await cli(["bench", "--dataset", dataset, "--limit", "1", "--provider", "scripted", "--memory", "off", "--out", join(dataDir, "warmup")]);
+  await cli([
+    "bench",
+    "--dataset",
+    dataset,
+    "--limit",
+    "1",
+    "--provider",
+    "scripted",
+    "--memory",
+    "off",
+    "--out",
+    join(dataDir, "warmup"),
+  ]);
   const rows: Row[] = [await measure(1, "1 engine", dataset)];
   await addExecutor(engines[0] as StartedEngine);
   rows.push(await measure(2, "2 engines", dataset));
@@ -118,13 +189,17 @@ try {
     `sandbox-bound scripted HumanEval tasks: ${opts.tasks} per run, every sandbox run sleeps ${opts.sleep} s (3 runs a task), ` +
       `${opts.slots} slots per executor, ${opts.concurrency} tasks in flight, the architect running ${env.LOOPSMITH_CONDUCTOR_CONCURRENCY} at once, executors queue nothing\n\n`,
   );
-  process.stdout.write("| engines | tasks/min | vs 1 engine | slot bound (tasks/min) | p50 submit→result s | p95 s | pass@1 | errors | wall s |\n|---|---|---|---|---|---|---|---|---|\n");
+  process.stdout.write(
+    "| engines | tasks/min | vs 1 engine | slot bound (tasks/min) | p50 submit→result s | p95 s | pass@1 | errors | wall s |\n|---|---|---|---|---|---|---|---|---|\n",
+  );
   for (const r of rows) {
     process.stdout.write(
       `| ${r.label} | ${r.tasksPerMin.toFixed(1)} | ${(r.tasksPerMin / base.tasksPerMin).toFixed(2)}x | ${ideal(r.engines).toFixed(1)} | ${r.p50S.toFixed(1)} | ${r.p95S.toFixed(1)} | ${r.passAt1.toFixed(3)} | ${r.errors} | ${r.wallS.toFixed(1)} |\n`,
     );
   }
-  process.stdout.write(`\nslot bound = engines × slots × 60 s / (3 runs × ${opts.sleep} s): what the sandboxes alone would allow.\n`);
+  process.stdout.write(
+    `\nslot bound = engines × slots × 60 s / (3 runs × ${opts.sleep} s): what the sandboxes alone would allow.\n`,
+  );
 } finally {
   await Promise.all(extra.map((s) => s.stop()));
   await Promise.all(engines.map((e) => e.remove()));

@@ -51,28 +51,63 @@ def test_strings():
 // which names a folder only the sandbox has: every way runs the same pytest work.
 // Plugin autoloading off, as the executor runs a workspace whose files use no hypothesis
 // (`defaultCommand`), so every way loads the same plugins.
-const PYTEST = ["env", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", ...PYTEST_ISOLATED.filter((a) => !a.startsWith("--rootdir"))];
+const PYTEST = [
+  "env",
+  "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
+  ...PYTEST_ISOLATED.filter((a) => !a.startsWith("--rootdir")),
+];
 
 const config: Config = loadConfig({ env: { ...process.env, NATS_URL: "" } });
 const cfg = config.executor;
 const image = config.images.python;
 const LIMITS = [
-  "--network", "none", "--read-only", "--init", "--user", "10001:10001",
-  "--tmpfs", `/workspace:rw,exec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0755`,
-  "--tmpfs", `/tmp:rw,noexec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=1777`,
-  "--memory", "512m", "--memory-swap", "512m", `--cpus=${cfg.cpus}`, "--pids-limit", String(cfg.pidsLimit),
-  "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--security-opt", `seccomp=${SHIPPED_SECCOMP_PROFILE}`,
-  "--log-driver", "none", "-w", "/workspace",
+  "--network",
+  "none",
+  "--read-only",
+  "--init",
+  "--user",
+  "10001:10001",
+  "--tmpfs",
+  `/workspace:rw,exec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0755`,
+  "--tmpfs",
+  `/tmp:rw,noexec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=1777`,
+  "--memory",
+  "512m",
+  "--memory-swap",
+  "512m",
+  `--cpus=${cfg.cpus}`,
+  "--pids-limit",
+  String(cfg.pidsLimit),
+  "--cap-drop",
+  "ALL",
+  "--security-opt",
+  "no-new-privileges",
+  "--security-opt",
+  `seccomp=${SHIPPED_SECCOMP_PROFILE}`,
+  "--log-driver",
+  "none",
+  "-w",
+  "/workspace",
 ];
 
 /** Runs a process to its end; resolves with its exit code. */
-function run(cmd: string, args: string[], opts: { cwd?: string; input?: string; env?: NodeJS.ProcessEnv } = {}): Promise<number> {
+function run(
+  cmd: string,
+  args: string[],
+  opts: { cwd?: string; input?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<number> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env ?? process.env, stdio: [opts.input === undefined ? "ignore" : "pipe", "ignore", "pipe"] });
+    const child = spawn(cmd, args, {
+      cwd: opts.cwd,
+      env: opts.env ?? process.env,
+      stdio: [opts.input === undefined ? "ignore" : "pipe", "ignore", "pipe"],
+    });
     let err = "";
     child.stderr?.on("data", (d: Buffer) => (err += d.toString()));
     child.on("error", reject);
-    child.on("close", (code) => (code === 0 ? resolve(code) : reject(new Error(`${cmd} exited ${code}: ${err.slice(0, 500)}`))));
+    child.on("close", (code) =>
+      code === 0 ? resolve(code) : reject(new Error(`${cmd} exited ${code}: ${err.slice(0, 500)}`)),
+    );
     if (opts.input !== undefined) child.stdin?.end(opts.input);
   });
 }
@@ -92,8 +127,14 @@ let seq = 0;
 function request(): ExecutionRequest {
   seq++;
   return {
-    v: 1, taskId: "bench", iteration: seq, idempotencyKey: `bench/${seq}/execute`, language: "python",
-    files: [{ path: "test_bench.py", content: TEST_FILE }], timeoutMs: 60_000, memoryMb: 512,
+    v: 1,
+    taskId: "bench",
+    iteration: seq,
+    idempotencyKey: `bench/${seq}/execute`,
+    language: "python",
+    files: [{ path: "test_bench.py", content: TEST_FILE }],
+    timeoutMs: 60_000,
+    memoryMb: 512,
   };
 }
 
@@ -108,7 +149,18 @@ async function main(): Promise<void> {
 
   // The long-lived container for docker exec.
   const longName = `loopsmith-bench-exec-${process.pid}`;
-  await run("docker", ["run", "-d", "--name", longName, "--label", "org.loopsmith.bench=1", ...LIMITS, image, "sleep", "infinity"]);
+  await run("docker", [
+    "run",
+    "-d",
+    "--name",
+    longName,
+    "--label",
+    "org.loopsmith.bench=1",
+    ...LIMITS,
+    image,
+    "sleep",
+    "infinity",
+  ]);
   const executor = createExecutor({ docker, config, log });
   await executor.start();
   await executor.settled();
@@ -117,16 +169,24 @@ async function main(): Promise<void> {
   const python = execFileSync("python3", ["-c", "import sys; print(sys.executable)"], { encoding: "utf8" }).trim();
   const ways: Record<string, () => Promise<unknown>> = {
     bare: () => run(python, bareArgs, { cwd: dir }),
-    "bare-noplug": () => run(python, bareArgs, { cwd: dir, env: { ...process.env, PYTEST_DISABLE_PLUGIN_AUTOLOAD: "1" } }),
+    "bare-noplug": () =>
+      run(python, bareArgs, { cwd: dir, env: { ...process.env, PYTEST_DISABLE_PLUGIN_AUTOLOAD: "1" } }),
     ...(rootfs
       ? {
           "bare-image": () =>
-            run("chroot", [rootfs, "/bin/sh", "-c", `cd /bench && exec ${PYTEST.join(" ")} --junitxml=/bench/junit.xml`]),
+            run("chroot", [
+              rootfs,
+              "/bin/sh",
+              "-c",
+              `cd /bench && exec ${PYTEST.join(" ")} --junitxml=/bench/junit.xml`,
+            ]),
         }
       : {}),
     "docker-run": () => run("docker", ["run", "--rm", "-i", ...LIMITS, image, "sh", "-c", feed], { input: TEST_FILE }),
     "docker-exec": () =>
-      run("docker", ["exec", "-i", "-w", "/workspace", longName, "sh", "-c", `rm -rf /workspace/* && ${feed}`], { input: TEST_FILE }),
+      run("docker", ["exec", "-i", "-w", "/workspace", longName, "sh", "-c", `rm -rf /workspace/* && ${feed}`], {
+        input: TEST_FILE,
+      }),
     executor: async () => {
       const r = await executor.run(request());
       if (r.status !== "passed") throw new Error(`executor run ${r.status}: ${r.reason ?? r.stdout.slice(0, 300)}`);
@@ -150,20 +210,29 @@ async function main(): Promise<void> {
 
   const bare50 = pct(times.bare ?? [], 50);
   const bare95 = pct(times.bare ?? [], 95);
-  console.log(`bench/executor: ${ROUNDS} rounds, image ${image}, ${cfg.cpus} CPU per container, host has ${(await docker.info()).NCPU} CPUs`);
+  console.log(
+    `bench/executor: ${ROUNDS} rounds, image ${image}, ${cfg.cpus} CPU per container, host has ${(await docker.info()).NCPU} CPUs`,
+  );
   const rows = Object.entries(times).map(([name, xs]) => {
     const p50 = pct(xs, 50);
     const p95 = pct(xs, 95);
     return [name, p50.toFixed(0), p95.toFixed(0), (p50 / bare50).toFixed(2), (p95 / bare95).toFixed(2)];
   });
-  for (const line of formatTable([["way", "p50 ms", "p95 ms", "p50/bare", "p95/bare"], ...rows], { align: ["left", "right", "right", "right", "right"] })) console.log(line);
+  for (const line of formatTable([["way", "p50 ms", "p95 ms", "p50/bare", "p95/bare"], ...rows], {
+    align: ["left", "right", "right", "right", "right"],
+  }))
+    console.log(line);
   const ex50 = pct(times.executor ?? [], 50);
   const run50 = pct(times["docker-run"] ?? [], 50);
   console.log(`executor p50 / bare p50 = ${(ex50 / bare50).toFixed(2)} (target <= 1.3)`);
   console.log(`docker-run p50 / executor p50 = ${(run50 / ex50).toFixed(2)} (target >= 1.5)`);
-  console.log(`executor p50 / bare-noplug p50 = ${(ex50 / pct(times["bare-noplug"] ?? [], 50)).toFixed(2)} (host pytest without plugins)`);
+  console.log(
+    `executor p50 / bare-noplug p50 = ${(ex50 / pct(times["bare-noplug"] ?? [], 50)).toFixed(2)} (host pytest without plugins)`,
+  );
   if (rootfs) {
-    console.log(`executor p50 / bare-image p50 = ${(ex50 / pct(times["bare-image"] ?? [], 50)).toFixed(2)} (like for like: the image's python and pytest without a sandbox)`);
+    console.log(
+      `executor p50 / bare-image p50 = ${(ex50 / pct(times["bare-image"] ?? [], 50)).toFixed(2)} (like for like: the image's python and pytest without a sandbox)`,
+    );
   } else {
     console.log("bare-image left out: exporting the image and chroot need root");
   }
@@ -181,7 +250,9 @@ async function main(): Promise<void> {
       const results = await Promise.all(Array.from({ length: THROUGHPUT_RUNS }, () => ex.run(request())));
       const s = (performance.now() - t) / 1000;
       const bad = results.filter((r) => r.status !== "passed").length;
-      console.log(`concurrency ${concurrency}: ${(THROUGHPUT_RUNS / s).toFixed(2)} runs/s (${THROUGHPUT_RUNS} runs in ${s.toFixed(1)} s${bad ? `, ${bad} not passed` : ""})`);
+      console.log(
+        `concurrency ${concurrency}: ${(THROUGHPUT_RUNS / s).toFixed(2)} runs/s (${THROUGHPUT_RUNS} runs in ${s.toFixed(1)} s${bad ? `, ${bad} not passed` : ""})`,
+      );
     } finally {
       await ex.stop();
     }

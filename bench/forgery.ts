@@ -41,7 +41,8 @@ const ATTACKS: Record<string, (rec: HumanEvalRecord, wrong: string) => string> =
   junit_then_exit: (_rec, wrong) =>
     `${wrong}\nimport os as _os\nfor _p in (_os.environ.get("LOOPSMITH_JUNIT"), "${RESULT_PATH}"):\n    try:\n        open(_p, "w").write('<testsuites><testsuite name="pytest" tests="1"><testcase classname="test_solution" name="test_x"/></testsuite></testsuites>')\n    except (OSError, TypeError):\n        pass\n_os._exit(0)\n`,
   exit_at_import: (_rec, wrong) => `${wrong}\nimport sys as _sys\n_sys.exit(0)\n`,
-  exit_mid_run: (rec, wrong) => `${wrong}\n_real = ${rec.entry_point}\ndef ${rec.entry_point}(*a, **k):\n    import os\n    os._exit(0)\n`,
+  exit_mid_run: (rec, wrong) =>
+    `${wrong}\n_real = ${rec.entry_point}\ndef ${rec.entry_point}(*a, **k):\n    import os\n    os._exit(0)\n`,
   rewrite_reports: (_rec, wrong) =>
     `${wrong}\nimport _pytest.reports as _r\n_init = _r.TestReport.__init__\ndef _forged(self, *a, **k):\n    _init(self, *a, **k)\n    self.outcome = "passed"\n    self.longrepr = None\n_r.TestReport.__init__ = _forged\n`,
 };

@@ -58,18 +58,38 @@ interface Tally {
 }
 
 function run(fn: GateFn, corpus: Corpus): Tally {
-  const tally: Tally = { scanned: 0, blocked: [], filesByRule: new Map(), findingsByRule: new Map(), review: new Map(), reviewFiles: 0, ms: 0 };
+  const tally: Tally = {
+    scanned: 0,
+    blocked: [],
+    filesByRule: new Map(),
+    findingsByRule: new Map(),
+    review: new Map(),
+    reviewFiles: 0,
+    ms: 0,
+  };
   const t0 = performance.now();
   for (const file of corpus.files) {
-    const r = fn({ v: 1, taskId: "bench", iteration: 1, idempotencyKey: "bench/1/gate", language: "python", files: [file] });
+    const r = fn({
+      v: 1,
+      taskId: "bench",
+      iteration: 1,
+      idempotencyKey: "bench/1/gate",
+      language: "python",
+      files: [file],
+    });
     tally.scanned++;
-    const concerns = new Set(r.findings.filter((f) => f.rule?.startsWith("tampering.") && f.severity !== "blocker").map((f) => f.rule ?? "?"));
+    const concerns = new Set(
+      r.findings.filter((f) => f.rule?.startsWith("tampering.") && f.severity !== "blocker").map((f) => f.rule ?? "?"),
+    );
     if (concerns.size > 0 && !r.blocked) tally.reviewFiles++;
     for (const rule of concerns) tally.review.set(rule, (tally.review.get(rule) ?? 0) + 1);
     if (!r.blocked) continue;
-    const hits = r.findings.filter((f) => f.severity === "blocker").map((f) => ({ rule: f.rule ?? "?", line: f.line ?? 0 }));
+    const hits = r.findings
+      .filter((f) => f.severity === "blocker")
+      .map((f) => ({ rule: f.rule ?? "?", line: f.line ?? 0 }));
     tally.blocked.push({ path: file.path, hits });
-    for (const rule of new Set(hits.map((h) => h.rule))) tally.filesByRule.set(rule, (tally.filesByRule.get(rule) ?? 0) + 1);
+    for (const rule of new Set(hits.map((h) => h.rule)))
+      tally.filesByRule.set(rule, (tally.filesByRule.get(rule) ?? 0) + 1);
     for (const h of hits) tally.findingsByRule.set(h.rule, (tally.findingsByRule.get(h.rule) ?? 0) + 1);
   }
   tally.ms = performance.now() - t0;
@@ -78,7 +98,13 @@ function run(fn: GateFn, corpus: Corpus): Tally {
 
 /** The HumanEval corpus: `solution.py` = prompt + canonical solution, one file per record. */
 function humanevalCorpus(dataset: string): Corpus {
-  return { name: "humaneval", files: loadHumanEval(dataset).map((r) => ({ ...solutionFile(r, r.canonical_solution), path: `${r.task_id}/solution.py` })) };
+  return {
+    name: "humaneval",
+    files: loadHumanEval(dataset).map((r) => ({
+      ...solutionFile(r, r.canonical_solution),
+      path: `${r.task_id}/solution.py`,
+    })),
+  };
 }
 
 /**
@@ -89,11 +115,18 @@ function humanevalCorpus(dataset: string): Corpus {
  * @throws Error when the image has no standard library in either place
  */
 async function stdlibCorpus(docker: Docker, ref: string): Promise<{ corpus: Corpus; root: string }> {
-  const container = await docker.createContainer({ Image: ref, Cmd: ["true"], NetworkDisabled: true, Labels: { "org.loopsmith.bench": "gate" } });
+  const container = await docker.createContainer({
+    Image: ref,
+    Cmd: ["true"],
+    NetworkDisabled: true,
+    Labels: { "org.loopsmith.bench": "gate" },
+  });
   try {
     for (const base of ["/usr/lib", "/usr/local/lib"]) {
       const files = await pythonFilesUnder(container, base);
-      const lib = [...new Set(files.map((f) => f.path.split("/")[0] ?? ""))].find((d) => files.some((f) => f.path === `${d}/os.py`));
+      const lib = [...new Set(files.map((f) => f.path.split("/")[0] ?? ""))].find((d) =>
+        files.some((f) => f.path === `${d}/os.py`),
+      );
       if (!lib) continue;
       const mine = files
         .filter((f) => f.path.startsWith(`${lib}/`) && !/\/(site|dist)-packages\//.test(f.path))
@@ -117,7 +150,9 @@ async function pythonFilesUnder(container: Docker.Container, base: string): Prom
   }
   const prefix = `${base.split("/").at(-1)}/`;
   const rel = (path: string): string => (path.startsWith(prefix) ? path.slice(prefix.length) : path);
-  const entries = await readTar(archive, { select: (m) => m.type === "file" && /^python3\.\d+\/.*\.py$/.test(rel(m.path)) });
+  const entries = await readTar(archive, {
+    select: (m) => m.type === "file" && /^python3\.\d+\/.*\.py$/.test(rel(m.path)),
+  });
   return entries.map((e) => ({ path: rel(e.path), content: e.content.toString("utf8") }));
 }
 
@@ -185,14 +220,22 @@ const out: string[] = [
 for (const { corpus, tallies } of results) {
   const now = tallies.at(-1)?.tally;
   if (now && now.review.size > 0) {
-    out.push("", `${corpus.name}: files sent to review by a tampering warning, by rule: ${[...now.review].sort((a, b) => b[1] - a[1]).map(([r, n]) => `${r} ${n}`).join(", ")}`);
+    out.push(
+      "",
+      `${corpus.name}: files sent to review by a tampering warning, by rule: ${[...now.review]
+        .sort((a, b) => b[1] - a[1])
+        .map(([r, n]) => `${r} ${n}`)
+        .join(", ")}`,
+    );
   }
   if (!now || now.blocked.length === 0) continue;
   out.push("", `${corpus.name}: files still blocked (${now.blocked.length}), rule@lines`);
   const blocked = now.blocked.map((b) => {
     const lines = new Map<string, number[]>();
     for (const h of b.hits) lines.set(h.rule, [...new Set([...(lines.get(h.rule) ?? []), h.line])]);
-    const hits = [...lines].map(([rule, at]) => `${rule}@${at.slice(0, 5).join(",")}${at.length > 5 ? ` (+${at.length - 5} more)` : ""}`);
+    const hits = [...lines].map(
+      ([rule, at]) => `${rule}@${at.slice(0, 5).join(",")}${at.length > 5 ? ` (+${at.length - 5} more)` : ""}`,
+    );
     return [b.path, hits.join("  ")];
   });
   out.push(...formatTable(blocked, { indent: "  " }));

@@ -16,11 +16,17 @@ export const REPO = fileURLToPath(new URL("../", import.meta.url));
  */
 export function loopsmithCli(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(REPO, "cli", "bin", "loopsmith.js"), ...args], { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [join(REPO, "cli", "bin", "loopsmith.js"), ...args], {
+      cwd: REPO,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let out = "";
     let err = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
     child.stderr.on("data", (d: Buffer) => (err += d.toString()));
-    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`loopsmith ${args[0]} exited ${code}: ${err.slice(-2000)}`))));
+    child.once("exit", (code) =>
+      code === 0 ? resolve(out) : reject(new Error(`loopsmith ${args[0]} exited ${code}: ${err.slice(-2000)}`)),
+    );
   });
 }

@@ -33,7 +33,11 @@ export function cpuTimes(): CpuTimes {
   try {
     const t = (readFileSync("/proc/stat", "utf8").split("\n")[0] as string).trim().split(/\s+/).slice(1).map(Number);
     const at = (i: number): number => t[i] ?? 0;
-    return { busy: (at(0) + at(1) + at(2) + at(5) + at(6)) * TICK_S, idle: (at(3) + at(4)) * TICK_S, steal: at(7) * TICK_S };
+    return {
+      busy: (at(0) + at(1) + at(2) + at(5) + at(6)) * TICK_S,
+      idle: (at(3) + at(4)) * TICK_S,
+      steal: at(7) * TICK_S,
+    };
   } catch {
     return { busy: 0, idle: 0, steal: 0 };
   }

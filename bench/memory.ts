@@ -58,15 +58,80 @@ const BACKEND = argOf("--backend", "both");
 const QUERIES = Math.max(200, Number(argOf("--queries", "200")));
 const EF = argOf("--ef", "40,100,200").split(",").map(Number);
 const BATCH = Number(argOf("--batch", "1000"));
-const INDEXES = argOf("--index", "").split(",").filter(Boolean).map((s) => s.split(":").map(Number) as [number, number]);
+const INDEXES = argOf("--index", "")
+  .split(",")
+  .filter(Boolean)
+  .map((s) => s.split(":").map(Number) as [number, number]);
 const K = 10;
 const log = pino({ level: "silent" });
 const embedder = createHashingEmbedder();
 
-
-const VERBS = ["return", "count", "find", "sort", "merge", "parse", "filter", "sum", "reverse", "group", "flatten", "encode", "decode", "rotate", "split", "validate", "compress", "rank", "match", "normalise"];
-const NOUNS = ["numbers", "words", "intervals", "digits", "vowels", "brackets", "primes", "matrix", "string", "list", "pairs", "tokens", "dates", "scores", "balance", "palindromes", "anagrams", "fractions", "coordinates", "triangles", "paths", "nodes", "edges", "colours", "letters"];
-const QUALIFIERS = ["in ascending order", "without duplicates", "that are even", "closer than threshold", "below zero", "greater than the mean", "in a sliding window of size k", "ignoring case", "modulo 1000000007", "with the largest product", "that appear exactly once", "after removing spaces", "in reverse order", "by frequency", "starting with a vowel"];
+const VERBS = [
+  "return",
+  "count",
+  "find",
+  "sort",
+  "merge",
+  "parse",
+  "filter",
+  "sum",
+  "reverse",
+  "group",
+  "flatten",
+  "encode",
+  "decode",
+  "rotate",
+  "split",
+  "validate",
+  "compress",
+  "rank",
+  "match",
+  "normalise",
+];
+const NOUNS = [
+  "numbers",
+  "words",
+  "intervals",
+  "digits",
+  "vowels",
+  "brackets",
+  "primes",
+  "matrix",
+  "string",
+  "list",
+  "pairs",
+  "tokens",
+  "dates",
+  "scores",
+  "balance",
+  "palindromes",
+  "anagrams",
+  "fractions",
+  "coordinates",
+  "triangles",
+  "paths",
+  "nodes",
+  "edges",
+  "colours",
+  "letters",
+];
+const QUALIFIERS = [
+  "in ascending order",
+  "without duplicates",
+  "that are even",
+  "closer than threshold",
+  "below zero",
+  "greater than the mean",
+  "in a sliding window of size k",
+  "ignoring case",
+  "modulo 1000000007",
+  "with the largest product",
+  "that appear exactly once",
+  "after removing spaces",
+  "in reverse order",
+  "by frequency",
+  "starting with a vowel",
+];
 const TYPES = ["int", "str", "list", "dict", "NoneType", "float", "tuple"];
 const MODULES = ["numpy", "pandas", "sortedcontainers", "regex", "more_itertools"];
 
@@ -111,14 +176,24 @@ function failure(i: number, rand: () => number, salt = ""): FailureRecord {
   const f = `${verb}_${noun}`;
   const language = rand() < 0.7 ? "python" : "javascript";
   const id = `${pick(NOUNS).slice(0, 5)}${pick(["", "_count", "_idx", "s", "_list", "Total"])}`;
-  const p = { id, f, n: Math.floor(rand() * 10), m: Math.floor(rand() * 10), t1: pick(TYPES), t2: pick(TYPES), mod: pick(MODULES) };
+  const p = {
+    id,
+    f,
+    n: Math.floor(rand() * 10),
+    m: Math.floor(rand() * 10),
+    t1: pick(TYPES),
+    t2: pick(TYPES),
+    mod: pick(MODULES),
+  };
   const taskId = `bench${salt}-${Math.floor(i / 3)}`;
   const line = 2 + Math.floor(rand() * 40);
   const error =
     language === "python"
       ? `Traceback (most recent call last):\n  File "/workspace/${taskId}/solution.py", line ${line}, in ${f}\n    return ${id}\n${pick(PY)(p)}`
       : `/workspace/${taskId}/solution.js:${line}\n${pick(JS)(p)}\n    at ${f} (/workspace/${taskId}/solution.js:${line}:7)`;
-  const tests = Array.from({ length: 1 + Math.floor(rand() * 3) }, (_, k) => (language === "python" ? `test_solution.py::test_${f}_${k}` : `solution.test.js > ${f} case ${k}`));
+  const tests = Array.from({ length: 1 + Math.floor(rand() * 3) }, (_, k) =>
+    language === "python" ? `test_solution.py::test_${f}_${k}` : `solution.test.js > ${f} case ${k}`,
+  );
   return {
     v: 1,
     taskId,
@@ -134,17 +209,35 @@ function failure(i: number, rand: () => number, salt = ""): FailureRecord {
 }
 
 /** A query vector as recall builds it (services/memory/src/recall.ts): goal, error and tests. */
-async function queryOf(rec: FailureRecord): Promise<{ vec: string; language: string; taskId: string; rec: FailureRecord }> {
-  const parts = buildEmbedText({ goal: rec.goal, errorText: rec.errorText, failingTests: rec.failingTests, language: rec.language });
+async function queryOf(
+  rec: FailureRecord,
+): Promise<{ vec: string; language: string; taskId: string; rec: FailureRecord }> {
+  const parts = buildEmbedText({
+    goal: rec.goal,
+    errorText: rec.errorText,
+    failingTests: rec.failingTests,
+    language: rec.language,
+  });
   return { vec: pgvector.toSql(await embedParts(embedder, parts)), language: rec.language, taskId: rec.taskId, rec };
 }
 
 /** Latency (ms) of the store's whole recall (hybrid failures query and successes query). */
-async function storeRecall(store: MemoryStore, queries: Array<{ rec: FailureRecord }>): Promise<{ p50: number; p95: number }> {
+async function storeRecall(
+  store: MemoryStore,
+  queries: Array<{ rec: FailureRecord }>,
+): Promise<{ p50: number; p95: number }> {
   const h = createHistogram();
   for (const { rec } of queries) {
     const t = process.hrtime.bigint();
-    await store.recall({ v: 1, taskId: rec.taskId, language: rec.language, text: rec.goal, errorText: rec.errorText, failingTests: rec.failingTests, k: 10 });
+    await store.recall({
+      v: 1,
+      taskId: rec.taskId,
+      language: rec.language,
+      text: rec.goal,
+      errorText: rec.errorText,
+      failingTests: rec.failingTests,
+      k: 10,
+    });
     h.record(Math.max(1, Number(process.hrtime.bigint() - t)));
   }
   return { p50: h.percentile(50) / 1e6, p95: h.percentile(95) / 1e6 };
@@ -168,18 +261,38 @@ interface Way {
 }
 
 /** Runs every query once on `client` as it is set; latency (ms) percentiles and the rows. */
-async function measure(client: pg.PoolClient, queries: Query[]): Promise<{ p50: number; p95: number; hits: Hit[][]; plan: string }> {
+async function measure(
+  client: pg.PoolClient,
+  queries: Query[],
+): Promise<{ p50: number; p95: number; hits: Hit[][]; plan: string }> {
   const h = createHistogram();
   const hits: Hit[][] = [];
   for (const q of queries) {
     const t = process.hrtime.bigint();
-    const { rows } = await client.query<{ id: string; distance: number }>(RECALL_SQL, [q.vec, embedder.id, q.language, q.taskId]);
+    const { rows } = await client.query<{ id: string; distance: number }>(RECALL_SQL, [
+      q.vec,
+      embedder.id,
+      q.language,
+      q.taskId,
+    ]);
     h.record(Math.max(1, Number(process.hrtime.bigint() - t)));
     hits.push(rows.map((r) => ({ id: r.id, distance: Number(r.distance) })));
   }
   const q0 = queries[0];
-  const explain = q0 ? await client.query<{ "QUERY PLAN": string }>(`EXPLAIN ${RECALL_SQL}`, [q0.vec, embedder.id, q0.language, q0.taskId]) : { rows: [] };
-  const plan = explain.rows.map((r) => r["QUERY PLAN"]).find((l) => /Scan/.test(l))?.trim().replace(/\s+\(cost.*$/, "") ?? "?";
+  const explain = q0
+    ? await client.query<{ "QUERY PLAN": string }>(`EXPLAIN ${RECALL_SQL}`, [
+        q0.vec,
+        embedder.id,
+        q0.language,
+        q0.taskId,
+      ])
+    : { rows: [] };
+  const plan =
+    explain.rows
+      .map((r) => r["QUERY PLAN"])
+      .find((l) => /Scan/.test(l))
+      ?.trim()
+      .replace(/\s+\(cost.*$/, "") ?? "?";
   return { p50: h.percentile(50) / 1e6, p95: h.percentile(95) / 1e6, hits, plan };
 }
 
@@ -205,7 +318,13 @@ async function ways(db: Database, queries: Query[], label: string): Promise<Way[
     for (const ef of EF) {
       await client.query(`SET hnsw.ef_search = ${Math.trunc(ef)}`);
       const m = await measure(client, queries);
-      out.push({ name: `${label} hnsw ef_search=${ef}`, p50: m.p50, p95: m.p95, recall: recallAt(exact.hits, m.hits), plan: m.plan });
+      out.push({
+        name: `${label} hnsw ef_search=${ef}`,
+        p50: m.p50,
+        p95: m.p95,
+        recall: recallAt(exact.hits, m.hits),
+        plan: m.plan,
+      });
     }
     return out;
   } finally {
@@ -222,7 +341,12 @@ interface Load {
 /** Loads `records` with `insertFailures` as an import does (`rebuildIndex`), by COPY or not. */
 async function load(db: Database, records: FailureRecord[], copy: boolean): Promise<Load> {
   const t = performance.now();
-  const result = await insertFailures(db, embedder, records, { batchSize: BATCH, analyse: false, rebuildIndex: true, copy });
+  const result = await insertFailures(db, embedder, records, {
+    batchSize: BATCH,
+    analyse: false,
+    rebuildIndex: true,
+    copy,
+  });
   return { result, seconds: (performance.now() - t) / 1000 };
 }
 
@@ -286,21 +410,38 @@ async function bench(backend: "postgres" | "pglite", config: Config): Promise<vo
         text: `CREATE INDEX ${name} ON loopsmith.failures USING hnsw (${VEC} vector_cosine_ops) WITH (m = ${m}, ef_construction = ${efc}) WHERE embedder = '${embedder.id}'`,
         query_timeout: 3_600_000,
       } as pg.QueryConfig);
-      console.log(`  rebuilt the index with m=${m} ef_construction=${efc} in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+      console.log(
+        `  rebuilt the index with m=${m} ef_construction=${efc} in ${((performance.now() - t) / 1000).toFixed(1)} s`,
+      );
       rows.push(...(await ways(db, queries, `m=${m} efc=${efc}`)).slice(1));
     }
 
     const idx = config.memory;
-    console.log(`\n== ${backend}: ${ins.stored + live.stored + single.length} failures (index m=${idx.hnswM} ef_construction=${idx.hnswEfConstruction}), ${queries.length} queries, k=${K}`);
+    console.log(
+      `\n== ${backend}: ${ins.stored + live.stored + single.length} failures (index m=${idx.hnswM} ef_construction=${idx.hnswEfConstruction}), ${queries.length} queries, k=${K}`,
+    );
     const way = backend === "postgres" ? "COPY (FORMAT binary)" : "INSERT … unnest";
     console.log(
       `bulk load into the empty table (${BATCH} rows a batch, ${way}; embedding and the full-text index build included, HNSW index built after): ${describeLoad(fill)}`,
     );
-    console.log(`batched inserts into the full table, index maintained (${live.stored} rows): ${(live.stored / liveS).toFixed(0)} rows/s`);
-    console.log(`insert, one row at a time (rememberFailure, ${single.length} rows): ${(single.length / singleS).toFixed(0)} rows/s`);
-    console.log(`ANALYZE loopsmith.failures: ${analyseMs.toFixed(0)} ms; load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}`);
-    console.log(`store.recall (hybrid failures query + successes, ef_search=${config.memory.efSearch}): p50 ${whole.p50.toFixed(2)} ms, p95 ${whole.p95.toFixed(2)} ms`);
-    const table = [["way", "p50 ms", "p95 ms", "recall@10", "plan"], ...rows.map((w) => [w.name.trim(), w.p50.toFixed(2), w.p95.toFixed(2), w.recall.toFixed(3), w.plan])];
+    console.log(
+      `batched inserts into the full table, index maintained (${live.stored} rows): ${(live.stored / liveS).toFixed(0)} rows/s`,
+    );
+    console.log(
+      `insert, one row at a time (rememberFailure, ${single.length} rows): ${(single.length / singleS).toFixed(0)} rows/s`,
+    );
+    console.log(
+      `ANALYZE loopsmith.failures: ${analyseMs.toFixed(0)} ms; load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(" ")}`,
+    );
+    console.log(
+      `store.recall (hybrid failures query + successes, ef_search=${config.memory.efSearch}): p50 ${whole.p50.toFixed(2)} ms, p95 ${whole.p95.toFixed(2)} ms`,
+    );
+    const table = [
+      ["way", "p50 ms", "p95 ms", "recall@10", "plan"],
+      ...rows.map((w) => [w.name.trim(), w.p50.toFixed(2), w.p95.toFixed(2), w.recall.toFixed(3), w.plan]),
+    ];
     for (const line of formatTable(table, { align: ["left", "right", "right", "right"] })) console.log(line);
     if (backend === "postgres") {
       // INSERT … unnest (PGlite's way) against COPY, on the same rows, both with the code
@@ -320,7 +461,9 @@ async function bench(backend: "postgres" | "pglite", config: Config): Promise<vo
 async function main(): Promise<void> {
   process.env.TESTCONTAINERS_RYUK_DISABLED ??= "true";
   const base = loadConfig({ env: { ...process.env, NATS_URL: "", DATABASE_URL: "" } });
-  console.log(`bench:memory: ${ROWS} rows, embedder ${embedder.id}, ef_search ${EF.join(", ")} (configured ${base.memory.efSearch})`);
+  console.log(
+    `bench:memory: ${ROWS} rows, embedder ${embedder.id}, ef_search ${EF.join(", ")} (configured ${base.memory.efSearch})`,
+  );
   if (BACKEND === "postgres" || BACKEND === "both") {
     const { startPostgres } = await import("../tests/fixtures/containers.js");
     const pgc = await startPostgres();
@@ -333,7 +476,10 @@ async function main(): Promise<void> {
   if (BACKEND === "pglite" || BACKEND === "both") {
     const dir = await mkdtemp(join(tmpdir(), "loopsmith-bench-memory-"));
     try {
-      await bench("pglite", loadConfig({ env: { ...process.env, NATS_URL: "", DATABASE_URL: "", LOOPSMITH_DATA_DIR: dir } }));
+      await bench(
+        "pglite",
+        loadConfig({ env: { ...process.env, NATS_URL: "", DATABASE_URL: "", LOOPSMITH_DATA_DIR: dir } }),
+      );
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

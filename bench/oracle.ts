@@ -69,7 +69,8 @@ try {
         if (r.status === "failed") triesToFail = i + 1;
       }
       rows.push({ id: rec.task_id, canonical, canonicalMs, plain, mutant, mutantMs, triesToFail });
-      if (canonical.status !== "passed") process.stderr.write(`canonical ${rec.task_id}: ${canonical.status} ${canonical.reason ?? ""}\n`);
+      if (canonical.status !== "passed")
+        process.stderr.write(`canonical ${rec.task_id}: ${canonical.status} ${canonical.reason ?? ""}\n`);
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
@@ -94,7 +95,14 @@ const lines = [
   `passed loopsmith but not plain python3: ${stricterPlain.length}${stricterPlain.length ? ` (${stricterPlain.map((r) => `${r.id}: ${r.plain.status}`).join("; ")})` : ""}`,
   `mutants failed:   ${killed}/${withMutant.length} (first mutant of each; statuses ${JSON.stringify(byStatus)})`,
   `failing mutant within 20 tries (what script:humaneval --mutant-first needs): ${rows.filter((r) => r.triesToFail !== null).length}/${records.length}` +
-    `${rows.some((r) => r.triesToFail === null) ? ` (none for ${rows.filter((r) => r.triesToFail === null).map((r) => r.id).join(", ")})` : ""}`,
+    `${
+      rows.some((r) => r.triesToFail === null)
+        ? ` (none for ${rows
+            .filter((r) => r.triesToFail === null)
+            .map((r) => r.id)
+            .join(", ")})`
+        : ""
+    }`,
   `timed runs:       ${times.length} (canonical and first mutant)`,
   `per run: median ${q(times, 0.5).toFixed(0)} ms, p95 ${q(times, 0.95).toFixed(0)} ms; wall ${(wall / 1000).toFixed(1)} s (${((times.length * 1000) / wall).toFixed(2)} runs/s)`,
 ];

@@ -23,10 +23,29 @@ import pino from "pino";
 import { median } from "simple-statistics";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import {
-  DEFAULT_OWNER, Endpoints, Task, emptyUsage, ensureStreams, followEvents, handle, loadConfig, startService, submitTask,
-  type ExecutionResult, type TaskEvent, type TaskInput,
+  DEFAULT_OWNER,
+  Endpoints,
+  Task,
+  emptyUsage,
+  ensureStreams,
+  followEvents,
+  handle,
+  loadConfig,
+  startService,
+  submitTask,
+  type ExecutionResult,
+  type TaskEvent,
+  type TaskInput,
 } from "@loopsmith/shared";
-import { busSteps, initialState, runLoop, startConductor, type Planner, type Steps, type TaskState } from "@loopsmith/architect";
+import {
+  busSteps,
+  initialState,
+  runLoop,
+  startConductor,
+  type Planner,
+  type Steps,
+  type TaskState,
+} from "@loopsmith/architect";
 import { startNats } from "../tests/fixtures/containers.js";
 import { cpuTimes, machineLine, referenceMs } from "./machine.js";
 
@@ -40,10 +59,28 @@ const provider = { name: "bench", model: "instant", scripted: true };
 const usage = { ...emptyUsage(), calls: 1, inputTokens: 10, outputTokens: 10 };
 
 const failed: ExecutionResult = {
-  status: "failed", exitCode: 1, durationMs: 1, stdout: "", stderr: "", truncated: false,
-  tests: [{ name: "test_add", classname: "test_add", status: "failed", message: "AssertionError: assert -1 == 5", durationMs: 1 }],
+  status: "failed",
+  exitCode: 1,
+  durationMs: 1,
+  stdout: "",
+  stderr: "",
+  truncated: false,
+  tests: [
+    {
+      name: "test_add",
+      classname: "test_add",
+      status: "failed",
+      message: "AssertionError: assert -1 == 5",
+      durationMs: 1,
+    },
+  ],
 };
-const passed: ExecutionResult = { ...failed, status: "passed", exitCode: 0, tests: [{ name: "test_add", classname: "test_add", status: "passed", durationMs: 1 }] };
+const passed: ExecutionResult = {
+  ...failed,
+  status: "passed",
+  exitCode: 0,
+  tests: [{ name: "test_add", classname: "test_add", status: "passed", durationMs: 1 }],
+};
 
 let seq = 0;
 /** Iterations of each task by id (the stub executor passes a task's last one). */
@@ -53,22 +90,45 @@ function task(iterations: number): TaskInput {
   const taskId = `ovh-${process.pid}-${seq}`;
   lengths.set(taskId, iterations);
   return {
-    v: 1, taskId, goal: "write add(a, b)", language: "python", files: [],
-    acceptanceTests: [{ path: "test_add.py", content: "from solution import add\ndef test_add():\n    assert add(2, 3) == 5\n" }],
-    limits: { maxIterations: iterations, stuckAfter: 20 }, submittedAt: new Date().toISOString(),
+    v: 1,
+    taskId,
+    goal: "write add(a, b)",
+    language: "python",
+    files: [],
+    acceptanceTests: [
+      { path: "test_add.py", content: "from solution import add\ndef test_add():\n    assert add(2, 3) == 5\n" },
+    ],
+    limits: { maxIterations: iterations, stuckAfter: 20 },
+    submittedAt: new Date().toISOString(),
   };
 }
 
 /** Answers every step at once; execution fails until the task's last iteration. */
 const instant = {
-  plan: async () => ({ value: { summary: "add", acceptanceCriteria: [], steps: [], files: ["solution.py"] }, usage, provider }),
+  plan: async () => ({
+    value: { summary: "add", acceptanceCriteria: [], steps: [], files: ["solution.py"] },
+    usage,
+    provider,
+  }),
   reflect: async () => ({ value: { rootCause: "subtracts", hypothesis: "add", fixPlan: "use +" }, usage, provider }),
-  build: async (req: { iteration: number }) => ({ value: { files: [{ path: "solution.py", content: `def add(a, b):\n    return a - b  # ${req.iteration}\n` }], tests: [], notes: "" }, usage, provider }),
+  build: async (req: { iteration: number }) => ({
+    value: {
+      files: [{ path: "solution.py", content: `def add(a, b):\n    return a - b  # ${req.iteration}\n` }],
+      tests: [],
+      notes: "",
+    },
+    usage,
+    provider,
+  }),
   gate: async () => ({ blocked: false, findings: [] }),
   review: async () => ({ value: { approved: true, score: 1, findings: [] }, usage, provider }),
-  execute: async (req: { taskId: string; iteration: number }) => (req.iteration >= (lengths.get(req.taskId) ?? 1) ? passed : failed),
+  execute: async (req: { taskId: string; iteration: number }) =>
+    req.iteration >= (lengths.get(req.taskId) ?? 1) ? passed : failed,
   recall: async () => ({ failures: [], successes: [], embedder: "bench" }),
-  rememberFailure: async (req: { iteration: number }) => ({ id: `f-${req.iteration}`, signature: "AssertionError: assert <num> == <num>" }),
+  rememberFailure: async (req: { iteration: number }) => ({
+    id: `f-${req.iteration}`,
+    signature: "AssertionError: assert <num> == <num>",
+  }),
   attachFix: async (req: { failureId: string }) => ({ id: req.failureId }),
   rememberSuccess: async () => ({ id: "s-1" }),
   recordTask: async (req: { taskId: string }) => ({ id: req.taskId }),
@@ -81,10 +141,15 @@ async function baselineTask(iterations: number): Promise<number> {
   let state: TaskState = initialState(Task.parse(task(iterations)));
   const events: TaskEvent[] = [];
   state = await runLoop(state, inProcess, {
-    checkpoint: async (s) => void (state = s), emit: async (e) => void events.push(e), heartbeat: () => undefined,
-    cancelled: () => false, stopping: () => false, log,
+    checkpoint: async (s) => void (state = s),
+    emit: async (e) => void events.push(e),
+    heartbeat: () => undefined,
+    cancelled: () => false,
+    stopping: () => false,
+    log,
   });
-  if (state.result?.status !== "passed" || state.iteration !== iterations) throw new Error(`baseline task ended ${state.result?.status} after ${state.iteration}`);
+  if (state.result?.status !== "passed" || state.iteration !== iterations)
+    throw new Error(`baseline task ended ${state.result?.status} after ${state.iteration}`);
   return performance.now() - t0;
 }
 
@@ -100,7 +165,8 @@ async function conductorTask(nc: NatsConnection, iterations: number): Promise<nu
   try {
     for await (const e of followEvents(nc, DEFAULT_OWNER, input.taskId, abort.signal)) {
       if (e.kind !== "result") continue;
-      if (e.result?.status !== "passed" || e.result.iterations !== iterations) throw new Error(`task ended ${e.result?.status} after ${e.result?.iterations}`);
+      if (e.result?.status !== "passed" || e.result.iterations !== iterations)
+        throw new Error(`task ended ${e.result?.status} after ${e.result?.iterations}`);
       break;
     }
   } finally {
@@ -114,14 +180,30 @@ async function stubServices(nc: NatsConnection): Promise<void> {
   const m = Endpoints.memory;
   const defs = [
     { name: "builder", regs: [handle(Endpoints.builder.build, instant.build)] },
-    { name: "reviewer", regs: [handle(Endpoints.reviewer.gate, instant.gate), handle(Endpoints.reviewer.review, instant.review)] },
+    {
+      name: "reviewer",
+      regs: [handle(Endpoints.reviewer.gate, instant.gate), handle(Endpoints.reviewer.review, instant.review)],
+    },
     { name: "executor", regs: [handle(Endpoints.executor.run, instant.execute)] },
     {
       name: "memory",
-      regs: [handle(m.recall, instant.recall), handle(m.rememberFailure, instant.rememberFailure), handle(m.attachFix, instant.attachFix), handle(m.rememberSuccess, instant.rememberSuccess), handle(m.recordTask, instant.recordTask)],
+      regs: [
+        handle(m.recall, instant.recall),
+        handle(m.rememberFailure, instant.rememberFailure),
+        handle(m.attachFix, instant.attachFix),
+        handle(m.rememberSuccess, instant.rememberSuccess),
+        handle(m.recordTask, instant.recordTask),
+      ],
     },
   ];
-  for (const d of defs) await startService(nc, { name: d.name, version: "0.0.0", description: `bench stub ${d.name}`, log, registrations: d.regs });
+  for (const d of defs)
+    await startService(nc, {
+      name: d.name,
+      version: "0.0.0",
+      description: `bench stub ${d.name}`,
+      log,
+      registrations: d.regs,
+    });
 }
 
 /** Runs short and long tasks interleaved; prints and returns the per-iteration slope in ms. */
@@ -135,7 +217,9 @@ async function runs(what: string, one: (iterations: number) => Promise<number>):
     long.push(await one(opts.iterations));
   }
   const slope = (median(long) - median(short)) / (opts.iterations - 1);
-  process.stdout.write(`${what.padEnd(16)} median ${median(short).toFixed(1).padStart(7)} ms (1 iteration), ${median(long).toFixed(1).padStart(7)} ms (${opts.iterations}): ${slope.toFixed(1).padStart(5)} ms an iteration\n`);
+  process.stdout.write(
+    `${what.padEnd(16)} median ${median(short).toFixed(1).padStart(7)} ms (1 iteration), ${median(long).toFixed(1).padStart(7)} ms (${opts.iterations}): ${slope.toFixed(1).padStart(5)} ms an iteration\n`,
+  );
   return slope;
 }
 
@@ -143,7 +227,9 @@ const refMs = referenceMs();
 const cpuAtStart = cpuTimes();
 const nats = await startNats();
 try {
-  process.stdout.write(`${opts.tasks} tasks of 1 and ${opts.tasks} of ${opts.iterations} iterations, one at a time; steps answer at once\n`);
+  process.stdout.write(
+    `${opts.tasks} tasks of 1 and ${opts.tasks} of ${opts.iterations} iterations, one at a time; steps answer at once\n`,
+  );
   const base = await runs("baseline", baselineTask);
   const config = loadConfig({ env: { NATS_URL: nats.url, DATABASE_URL: "" } });
   const ncA = await connect({ servers: nats.url });
@@ -160,7 +246,9 @@ try {
   await ncS.close();
   await ncA.close();
   const per = (t: number): string => (t - base).toFixed(1);
-  process.stdout.write(`overhead per iteration over the baseline: conductor ${per(conductor)} ms, conductor + bus ${per(bus)} ms (target ≤ 20 ms)\n`);
+  process.stdout.write(
+    `overhead per iteration over the baseline: conductor ${per(conductor)} ms, conductor + bus ${per(bus)} ms (target ≤ 20 ms)\n`,
+  );
   process.stdout.write(`${machineLine(refMs, cpuAtStart, cpuTimes())}\n`);
 } finally {
   await nats.stop();

@@ -43,7 +43,14 @@ import MiniSearch from "minisearch";
 import { createLogger, loadConfig } from "@loopsmith/shared";
 import { createExecutor } from "@loopsmith/executor";
 import { errorTextOf, failingTests } from "@loopsmith/architect";
-import { humanevalTask, loadHumanEval, mutantsOf, runCompletion, solutionFile, type HumanEvalRecord } from "@loopsmith/cli";
+import {
+  humanevalTask,
+  loadHumanEval,
+  mutantsOf,
+  runCompletion,
+  solutionFile,
+  type HumanEvalRecord,
+} from "@loopsmith/cli";
 import { formatTable } from "@loopsmith/cli/ui";
 import { openMemoryStore, signature } from "@loopsmith/memory";
 
@@ -56,7 +63,15 @@ const program = new Command()
   .option("--concurrency <n>", "sandbox runs at once (default: the executor's)", (v) => Number(v))
   .option("--seed <s>", "seed of the insertion order", (v) => Number(v), 11)
   .parse(process.argv);
-const opts = program.opts<{ dataset: string; limit?: number; skip: number; mutants: number; cache?: string; concurrency?: number; seed: number }>();
+const opts = program.opts<{
+  dataset: string;
+  limit?: number;
+  skip: number;
+  mutants: number;
+  cache?: string;
+  concurrency?: number;
+  seed: number;
+}>();
 
 /** One failure of the corpus. */
 interface Failure {
@@ -81,7 +96,9 @@ interface Corpus {
 }
 
 const records = loadHumanEval(opts.dataset).slice(opts.skip, opts.skip + (opts.limit ?? Infinity));
-const cachePath = opts.cache ?? join(tmpdir(), `loopsmith-recall-${basename(opts.dataset)}-${opts.skip}-${opts.limit ?? "all"}-${opts.mutants}.json`);
+const cachePath =
+  opts.cache ??
+  join(tmpdir(), `loopsmith-recall-${basename(opts.dataset)}-${opts.skip}-${opts.limit ?? "all"}-${opts.mutants}.json`);
 const MAX_TRIES = 30;
 
 /** The body with a comment line on top: the same code, every line number one further. */
@@ -94,14 +111,24 @@ async function buildCorpus(): Promise<Corpus> {
   const config = loadConfig();
   const concurrency = opts.concurrency ?? config.executor.concurrency;
   const log = createLogger({ service: "bench", level: "warn" });
-  const executor = createExecutor({ docker: new Docker(), config: { ...config, executor: { ...config.executor, concurrency } }, log });
+  const executor = createExecutor({
+    docker: new Docker(),
+    config: { ...config, executor: { ...config.executor, concurrency } },
+    log,
+  });
   const failures: Failure[] = [];
   const started = performance.now();
   let runs = 0;
   await executor.start();
   try {
     let next = 0;
-    const failureOf = async (rec: HumanEvalRecord, n: number, mutant: { text: string; description: string }, occ: "a" | "b", body: string): Promise<Failure | null> => {
+    const failureOf = async (
+      rec: HumanEvalRecord,
+      n: number,
+      mutant: { text: string; description: string },
+      occ: "a" | "b",
+      body: string,
+    ): Promise<Failure | null> => {
       runs++;
       const result = await runCompletion(executor, rec, body, { timeoutMs: 10_000 });
       if (result.status !== "failed") return null;
@@ -130,7 +157,9 @@ async function buildCorpus(): Promise<Corpus> {
           failures.push(a, b);
           kept++;
         }
-        process.stderr.write(`\r${rec.task_id}: ${failures.length} failures, ${runs} runs, ${((performance.now() - started) / 1000).toFixed(0)} s   `);
+        process.stderr.write(
+          `\r${rec.task_id}: ${failures.length} failures, ${runs} runs, ${((performance.now() - started) / 1000).toFixed(0)} s   `,
+        );
       }
     };
     await Promise.all(Array.from({ length: concurrency }, worker));
@@ -139,13 +168,25 @@ async function buildCorpus(): Promise<Corpus> {
     process.stderr.write("\n");
   }
   failures.sort((x, y) => x.id.localeCompare(y.id, "en", { numeric: true }));
-  return { dataset: basename(opts.dataset), skip: opts.skip, limit: opts.limit ?? null, mutants: opts.mutants, createdAt: new Date().toISOString(), failures };
+  return {
+    dataset: basename(opts.dataset),
+    skip: opts.skip,
+    limit: opts.limit ?? null,
+    mutants: opts.mutants,
+    createdAt: new Date().toISOString(),
+    failures,
+  };
 }
 
 async function loadCorpus(): Promise<Corpus> {
   if (existsSync(cachePath)) {
     const cached = JSON.parse(await readFile(cachePath, "utf8")) as Corpus;
-    if (cached.mutants === opts.mutants && cached.limit === (opts.limit ?? null) && (cached.skip ?? 0) === opts.skip && cached.dataset === basename(opts.dataset)) {
+    if (
+      cached.mutants === opts.mutants &&
+      cached.limit === (opts.limit ?? null) &&
+      (cached.skip ?? 0) === opts.skip &&
+      cached.dataset === basename(opts.dataset)
+    ) {
       process.stderr.write(`corpus from ${cachePath}\n`);
       return cached;
     }
@@ -223,20 +264,38 @@ try {
   const t0 = performance.now();
   for (const f of order) {
     await store.rememberFailure({
-      v: 1, taskId: f.taskId, iteration: 1, idempotencyKey: `${f.taskId}/1/remember_failure`, language: "python",
-      goal: f.goal, errorText: f.errorText, failingTests: f.failingTests, outputTail: "", status: "failed", code: f.code,
+      v: 1,
+      taskId: f.taskId,
+      iteration: 1,
+      idempotencyKey: `${f.taskId}/1/remember_failure`,
+      language: "python",
+      goal: f.goal,
+      errorText: f.errorText,
+      failingTests: f.failingTests,
+      outputTail: "",
+      status: "failed",
+      code: f.code,
     });
     taskOf.set(f.taskId, f.id);
   }
   storeMs = performance.now() - t0;
   const t1 = performance.now();
-  const mine = (withCode: boolean): Ranker => async (q) => {
-    const r = await store.recall({
-      v: 1, taskId: q.taskId, language: "python", text: q.goal, errorText: q.errorText, failingTests: q.failingTests,
-      ...(withCode ? { code: q.code } : {}), k: TOP, excludeSameTask: true,
-    });
-    return r.failures.map((x) => taskOf.get(x.taskId) ?? x.taskId);
-  };
+  const mine =
+    (withCode: boolean): Ranker =>
+    async (q) => {
+      const r = await store.recall({
+        v: 1,
+        taskId: q.taskId,
+        language: "python",
+        text: q.goal,
+        errorText: q.errorText,
+        failingTests: q.failingTests,
+        ...(withCode ? { code: q.code } : {}),
+        k: TOP,
+        excludeSameTask: true,
+      });
+      return r.failures.map((x) => taskOf.get(x.taskId) ?? x.taskId);
+    };
   rows.push(["loopsmith recall (PGlite, hybrid)", await evaluate(order, byId, mine(true))]);
   recallMs = performance.now() - t1;
   rows.push(["loopsmith recall, query without code", await evaluate(order, byId, mine(false))]);
@@ -244,13 +303,38 @@ try {
   await store.close();
   await rm(dataDir, { recursive: true, force: true });
 }
-rows.push(["BM25, raw error text", await evaluate(order, byId, bm25(order, (f) => f.errorText))]);
-rows.push(["goal text only (BM25)", await evaluate(order, byId, bm25(order, (f) => f.goal))]);
-rows.push(["BM25, raw goal+error+tests+code", await evaluate(order, byId, bm25(order, (f) => [f.goal, f.errorText, f.failingTests.join(" "), f.code].join("\n")))]);
+rows.push([
+  "BM25, raw error text",
+  await evaluate(
+    order,
+    byId,
+    bm25(order, (f) => f.errorText),
+  ),
+]);
+rows.push([
+  "goal text only (BM25)",
+  await evaluate(
+    order,
+    byId,
+    bm25(order, (f) => f.goal),
+  ),
+]);
+rows.push([
+  "BM25, raw goal+error+tests+code",
+  await evaluate(
+    order,
+    byId,
+    bm25(order, (f) => [f.goal, f.errorText, f.failingTests.join(" "), f.code].join("\n")),
+  ),
+]);
 
 const headlines = new Set(paired.map((f) => signature(f.errorText).signature));
 const keys = new Set(paired.map((f) => signature(f.errorText).key));
-const sameErrorSibling = paired.filter((q) => paired.some((o) => o.cause !== q.cause && o.goal === q.goal && signature(o.errorText).key === signature(q.errorText).key)).length;
+const sameErrorSibling = paired.filter((q) =>
+  paired.some(
+    (o) => o.cause !== q.cause && o.goal === q.goal && signature(o.errorText).key === signature(q.errorText).key,
+  ),
+).length;
 const lines = [
   `recall benchmark on ${corpus.dataset} (${records.length} records from #${opts.skip}, up to ${corpus.mutants} failing mutants each, seed ${opts.seed})`,
   `failures: ${paired.length} (${paired.length / 2} same-cause pairs; ${failures.length - paired.length} unpaired dropped); ` +

@@ -34,7 +34,12 @@ const ROUNDS = arg("--rounds", 15);
 const COLD = arg("--cold", 2);
 const REPO = new URL("../", import.meta.url).pathname;
 const EXAMPLES: Array<{ name: string; language: Language; command: string; goal: string }> = [
-  { name: "repo-bugfix", language: "python", command: "python3 -m pytest -q", goal: "Fix the failing test tests/test_pricing.py::test_bulk_discount_starts_at_threshold" },
+  {
+    name: "repo-bugfix",
+    language: "python",
+    command: "python3 -m pytest -q",
+    goal: "Fix the failing test tests/test_pricing.py::test_bulk_discount_starts_at_threshold",
+  },
   { name: "repo-bugfix-ts", language: "javascript", command: "npm test", goal: "Fix the failing pager test" },
 ];
 
@@ -42,7 +47,12 @@ const EXAMPLES: Array<{ name: string; language: Language; command: string; goal:
 const pct = (xs: number[], p: number): number => (xs.length ? quantile(xs, p / 100) : NaN);
 
 /** Runs a process to its end; resolves with its exit code (any). */
-function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env, onLine?: (line: string) => void): Promise<number> {
+function run(
+  cmd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  onLine?: (line: string) => void,
+): Promise<number> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { env, stdio: ["ignore", "pipe", "pipe"] });
     let buf = "";
@@ -59,7 +69,13 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env, 
 }
 
 function git(dir: string, ...args: string[]): Promise<number> {
-  return run("git", ["-C", dir, ...args], { ...process.env, GIT_AUTHOR_NAME: "b", GIT_AUTHOR_EMAIL: "b@b", GIT_COMMITTER_NAME: "b", GIT_COMMITTER_EMAIL: "b@b" });
+  return run("git", ["-C", dir, ...args], {
+    ...process.env,
+    GIT_AUTHOR_NAME: "b",
+    GIT_AUTHOR_EMAIL: "b@b",
+    GIT_COMMITTER_NAME: "b",
+    GIT_COMMITTER_EMAIL: "b@b",
+  });
 }
 
 async function overhead(config: Config): Promise<void> {
@@ -73,17 +89,44 @@ async function overhead(config: Config): Promise<void> {
     execFileSync("chmod", ["-R", "a+rX", dir]);
     trees.set(ex.name, dir);
   }
-  const executor = createExecutor({ docker, config, log: pino({ level: "warn" }), loadBase: async (snapshot) => trees.get(snapshot) ?? "" });
+  const executor = createExecutor({
+    docker,
+    config,
+    log: pino({ level: "warn" }),
+    loadBase: async (snapshot) => trees.get(snapshot) ?? "",
+  });
   await executor.start();
   await executor.settled();
   let seq = 0;
   const limits = (image: string): string[] => [
-    "--network", "none", "--read-only", "--init", "--user", "10001:10001",
-    "--tmpfs", `/workspace:rw,exec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0755`,
-    "--tmpfs", `/tmp:rw,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=1777`,
-    "--memory", "512m", "--memory-swap", "512m", `--cpus=${cfg.cpus}`, "--pids-limit", String(cfg.pidsLimit),
-    "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--security-opt", `seccomp=${SHIPPED_SECCOMP_PROFILE}`,
-    "--log-driver", "none", "-w", "/workspace", image,
+    "--network",
+    "none",
+    "--read-only",
+    "--init",
+    "--user",
+    "10001:10001",
+    "--tmpfs",
+    `/workspace:rw,exec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0755`,
+    "--tmpfs",
+    `/tmp:rw,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=1777`,
+    "--memory",
+    "512m",
+    "--memory-swap",
+    "512m",
+    `--cpus=${cfg.cpus}`,
+    "--pids-limit",
+    String(cfg.pidsLimit),
+    "--cap-drop",
+    "ALL",
+    "--security-opt",
+    "no-new-privileges",
+    "--security-opt",
+    `seccomp=${SHIPPED_SECCOMP_PROFILE}`,
+    "--log-driver",
+    "none",
+    "-w",
+    "/workspace",
+    image,
   ];
   try {
     for (const ex of EXAMPLES) {
@@ -92,17 +135,37 @@ async function overhead(config: Config): Promise<void> {
       const ways: Record<string, () => Promise<unknown>> = {
         "docker-run": async () => {
           // The examples fail one test on purpose: exit 1 is the command's; anything else is the bench's.
-          const code = await run("docker", ["run", "--rm", "-v", `${dir}:/src:ro`, "-e", "HOME=/tmp", ...limits(image), "sh", "-c", `cp -r /src/. /workspace/ && ${ex.command}`]);
+          const code = await run("docker", [
+            "run",
+            "--rm",
+            "-v",
+            `${dir}:/src:ro`,
+            "-e",
+            "HOME=/tmp",
+            ...limits(image),
+            "sh",
+            "-c",
+            `cp -r /src/. /workspace/ && ${ex.command}`,
+          ]);
           if (code !== 1) throw new Error(`docker run on ${ex.name} exited ${code}, not 1 (one failing test)`);
         },
         executor: async () => {
           seq++;
           const req: ExecutionRequest = {
-            v: 1, taskId: "bench", iteration: seq, idempotencyKey: `bench/${seq}/execute`, language: ex.language, files: [],
-            base: { snapshot: ex.name, commit: "0".repeat(40), deleted: [] }, shell: ex.command, timeoutMs: 60_000, memoryMb: 512,
+            v: 1,
+            taskId: "bench",
+            iteration: seq,
+            idempotencyKey: `bench/${seq}/execute`,
+            language: ex.language,
+            files: [],
+            base: { snapshot: ex.name, commit: "0".repeat(40), deleted: [] },
+            shell: ex.command,
+            timeoutMs: 60_000,
+            memoryMb: 512,
           };
           const r = await executor.run(req);
-          if (r.status !== "failed") throw new Error(`executor run on ${ex.name}: ${r.status} ${r.reason ?? r.stdout.slice(0, 300)}`);
+          if (r.status !== "failed")
+            throw new Error(`executor run on ${ex.name}: ${r.status} ${r.reason ?? r.stdout.slice(0, 300)}`);
           inside.push(r.durationMs);
         },
       };
@@ -120,11 +183,22 @@ async function overhead(config: Config): Promise<void> {
       }
       const base = pct(times["docker-run"] ?? [], 50);
       console.log(`\n${ex.name} (${ex.command}), ${ROUNDS} rounds, ms:`);
-      const rows = [["", "p50", "p95", "ratio"], ...Object.entries(times).map(([name, xs]) => [name, pct(xs, 50).toFixed(0), pct(xs, 95).toFixed(0), `${(pct(xs, 50) / base).toFixed(2)}×`])];
-      for (const line of formatTable(rows, { align: ["left", "right", "right", "right"], indent: "  " })) console.log(line);
+      const rows = [
+        ["", "p50", "p95", "ratio"],
+        ...Object.entries(times).map(([name, xs]) => [
+          name,
+          pct(xs, 50).toFixed(0),
+          pct(xs, 95).toFixed(0),
+          `${(pct(xs, 50) / base).toFixed(2)}×`,
+        ]),
+      ];
+      for (const line of formatTable(rows, { align: ["left", "right", "right", "right"], indent: "  " }))
+        console.log(line);
       // The command's own time in the sandbox (the supervisor's clock): what the executor adds around it.
       const own = pct(inside, 50);
-      console.log(`  command alone in the sandbox p50 ${own.toFixed(0)} ms; executor wall time / command time ${(pct(times.executor ?? [], 50) / own).toFixed(2)}× (+${(pct(times.executor ?? [], 50) - own).toFixed(0)} ms a run)`);
+      console.log(
+        `  command alone in the sandbox p50 ${own.toFixed(0)} ms; executor wall time / command time ${(pct(times.executor ?? [], 50) / own).toFixed(2)}× (+${(pct(times.executor ?? [], 50) - own).toFixed(0)} ms a run)`,
+      );
     }
   } finally {
     await executor.stop();
@@ -140,9 +214,26 @@ async function firstRun(ex: (typeof EXAMPLES)[number], env: NodeJS.ProcessEnv): 
   await git(dir, "commit", "-qm", "initial");
   const t = performance.now();
   let at = NaN;
-  await run(process.execPath, [join(REPO, "cli", "bin", "loopsmith.js"), "solve", "--repo", dir, ex.goal, "--provider", "scripted", "--script", join(REPO, "examples", ex.name, "script.json"), "--json"], env, (line) => {
-    if (Number.isNaN(at) && line.includes('"phase":"prepare"') && line.includes("baseline at")) at = performance.now() - t;
-  });
+  await run(
+    process.execPath,
+    [
+      join(REPO, "cli", "bin", "loopsmith.js"),
+      "solve",
+      "--repo",
+      dir,
+      ex.goal,
+      "--provider",
+      "scripted",
+      "--script",
+      join(REPO, "examples", ex.name, "script.json"),
+      "--json",
+    ],
+    env,
+    (line) => {
+      if (Number.isNaN(at) && line.includes('"phase":"prepare"') && line.includes("baseline at"))
+        at = performance.now() - t;
+    },
+  );
   return at;
 }
 
@@ -156,17 +247,25 @@ async function main(): Promise<void> {
     const cold: number[] = [];
     for (let i = 0; i < COLD; i++) cold.push(await firstRun(ex, env));
     if (!cold.length) continue;
-    console.log(`  ${ex.name.padEnd(15)} cold stack (NATS + 5 services started by the CLI): ${cold.map((x) => x.toFixed(0)).join(", ")}`);
+    console.log(
+      `  ${ex.name.padEnd(15)} cold stack (NATS + 5 services started by the CLI): ${cold.map((x) => x.toFixed(0)).join(", ")}`,
+    );
   }
   // A stack that stays up, on the scripted provider (the replies do not matter before the baseline).
-  const scriptedEnv = { LOOPSMITH_DATA_DIR: dataDir, LOOPSMITH_PROVIDER: "scripted", LOOPSMITH_SCRIPT: join(REPO, "examples", "repo-bugfix", "script.json") };
+  const scriptedEnv = {
+    LOOPSMITH_DATA_DIR: dataDir,
+    LOOPSMITH_PROVIDER: "scripted",
+    LOOPSMITH_SCRIPT: join(REPO, "examples", "repo-bugfix", "script.json"),
+  };
   const scripted = loadConfig({ env: { ...env, ...scriptedEnv } });
   const stack = await startLocalStack({ config: scripted, log: pino({ level: "warn" }), env: scriptedEnv });
   try {
     for (const ex of EXAMPLES) {
       const warm: number[] = [];
       for (let i = 0; i < 3; i++) warm.push(await firstRun(ex, { ...env, NATS_URL: stack.natsUrl }));
-      console.log(`  ${ex.name.padEnd(15)} warm stack (NATS_URL set, services up): ${warm.map((x) => x.toFixed(0)).join(", ")}`);
+      console.log(
+        `  ${ex.name.padEnd(15)} warm stack (NATS_URL set, services up): ${warm.map((x) => x.toFixed(0)).join(", ")}`,
+      );
     }
   } finally {
     await stack.stop();

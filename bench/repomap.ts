@@ -51,7 +51,20 @@ function rng(seed: number): () => number {
 const rand = rng(Number(opts.seed));
 const int = (lo: number, hi: number): number => lo + Math.floor(rand() * (hi - lo + 1));
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
-const WORDS = ["order", "invoice", "user", "record", "token", "report", "cache", "route", "batch", "price", "stock", "event"];
+const WORDS = [
+  "order",
+  "invoice",
+  "user",
+  "record",
+  "token",
+  "report",
+  "cache",
+  "route",
+  "batch",
+  "price",
+  "stock",
+  "event",
+];
 const VERBS = ["load", "parse", "compute", "render", "validate", "merge", "fetch", "store", "apply", "build"];
 const cap = (w: string): string => w[0]?.toUpperCase() + w.slice(1);
 
@@ -75,7 +88,11 @@ function plan(n: number): Planned[] {
       const path = test ? `tests/${dir}/test_${w}_${i}.py` : `src/${dir}/${w}_${i}.py`;
       files.push({ path, kind, names: [`${cap(w)}Model${i}`, ...VERBS.slice(0, 4).map((v) => `${v}_${w}_${i}`)] });
     } else if (kind === "ts") {
-      files.push({ path: `web/${dir}/${w}${i}.ts`, kind, names: [`${cap(w)}Service${i}`, ...VERBS.slice(4, 8).map((v) => `${v}${cap(w)}${i}`)] });
+      files.push({
+        path: `web/${dir}/${w}${i}.ts`,
+        kind,
+        names: [`${cap(w)}Service${i}`, ...VERBS.slice(4, 8).map((v) => `${v}${cap(w)}${i}`)],
+      });
     } else {
       files.push({ path: `docs/${dir}/${w}_${i}.${pick(["md", "json", "yaml", "txt"])}`, kind, names: [] });
     }
@@ -94,17 +111,37 @@ function callee(files: Planned[], kind: Kind): string {
 function python(files: Planned[], f: Planned, lines: number): string {
   const [cls = "Model", ...fns] = f.names;
   const out = [`"""${f.path}: generated for bench/repomap."""`, "import os", "from typing import Any", ""];
-  out.push(`class ${cls}:`, `    """A ${cls} record."""`, "", "    def __init__(self, name: str, size: int = 0) -> None:", "        self.name = name", "        self.size = size", "");
+  out.push(
+    `class ${cls}:`,
+    `    """A ${cls} record."""`,
+    "",
+    "    def __init__(self, name: str, size: int = 0) -> None:",
+    "        self.name = name",
+    "        self.size = size",
+    "",
+  );
   let m = 0;
   while (out.length < lines * 0.5) {
     out.push(`    def step_${m}(self, value: int, *args: Any) -> int:`, `        # step ${m} of ${cls}`);
-    out.push(`        result = ${callee(files, "py")}(value, self.size)`, "        if result > 10:", `            return ${callee(files, "py")}(result) + len(args)`, "        return result", "");
+    out.push(
+      `        result = ${callee(files, "py")}(value, self.size)`,
+      "        if result > 10:",
+      `            return ${callee(files, "py")}(result) + len(args)`,
+      "        return result",
+      "",
+    );
     m++;
   }
   for (const fn of fns) {
     if (out.length >= lines) break;
     out.push(`def ${fn}(data: dict, strict: bool = False) -> int:`, `    total = ${callee(files, "py")}(len(data))`);
-    out.push("    for key, value in data.items():", `        total += ${cls}(str(key), int(value)).step_0(total)`, "    return total", "", "");
+    out.push(
+      "    for key, value in data.items():",
+      `        total += ${cls}(str(key), int(value)).step_0(total)`,
+      "    return total",
+      "",
+      "",
+    );
   }
   while (out.length < lines) out.push(`# padding: see ${callee(files, "py")} for details`);
   return out.slice(0, Math.max(lines, 20)).join("\n") + "\n";
@@ -112,20 +149,35 @@ function python(files: Planned[], f: Planned, lines: number): string {
 
 function typescript(files: Planned[], f: Planned, lines: number): string {
   const [cls = "Service", ...fns] = f.names;
-  const out = [`// ${f.path}: generated for bench/repomap.`, `import { ${callee(files, "ts")} } from "../util.js";`, ""];
+  const out = [
+    `// ${f.path}: generated for bench/repomap.`,
+    `import { ${callee(files, "ts")} } from "../util.js";`,
+    "",
+  ];
   out.push(`export interface ${cls}Options {`, "  size: number;", "  name?: string;", "}", "");
   out.push(`export class ${cls} {`, `  constructor(private readonly opts: ${cls}Options) {}`, "");
   let m = 0;
   while (out.length < lines * 0.5) {
-    out.push(`  async step${m}(value: number, ...rest: string[]): Promise<number> {`, `    const result = ${callee(files, "ts")}(value, this.opts.size);`);
+    out.push(
+      `  async step${m}(value: number, ...rest: string[]): Promise<number> {`,
+      `    const result = ${callee(files, "ts")}(value, this.opts.size);`,
+    );
     out.push(`    return result > 10 ? ${callee(files, "ts")}(result) + rest.length : result;`, "  }", "");
     m++;
   }
   out.push("}", "");
   for (const fn of fns) {
     if (out.length >= lines) break;
-    out.push(`export function ${fn}(data: Record<string, number>, strict = false): number {`, `  let total = ${callee(files, "ts")}(Object.keys(data).length);`);
-    out.push(`  for (const [k, v] of Object.entries(data)) total += new ${cls}({ size: v, name: k }).step0(total) as unknown as number;`, "  return strict ? total : total + 1;", "}", "");
+    out.push(
+      `export function ${fn}(data: Record<string, number>, strict = false): number {`,
+      `  let total = ${callee(files, "ts")}(Object.keys(data).length);`,
+    );
+    out.push(
+      `  for (const [k, v] of Object.entries(data)) total += new ${cls}({ size: v, name: k }).step0(total) as unknown as number;`,
+      "  return strict ? total : total + 1;",
+      "}",
+      "",
+    );
   }
   while (out.length < lines) out.push(`// padding: see ${callee(files, "ts")} for details`);
   return out.slice(0, Math.max(lines, 20)).join("\n") + "\n";
@@ -136,7 +188,11 @@ function generate(root: string, files: Planned[]): number {
   for (const f of files) {
     const lines = int(20, 200);
     const text =
-      f.kind === "py" ? python(files, f, lines) : f.kind === "ts" ? typescript(files, f, lines) : `# ${f.path}\n\n${"Notes about the project.\n".repeat(lines)}`;
+      f.kind === "py"
+        ? python(files, f, lines)
+        : f.kind === "ts"
+          ? typescript(files, f, lines)
+          : `# ${f.path}\n\n${"Notes about the project.\n".repeat(lines)}`;
     mkdirSync(dirname(join(root, f.path)), { recursive: true });
     writeFileSync(join(root, f.path), text);
     bytes += text.length;
@@ -150,7 +206,9 @@ try {
   const planned = plan(FILES);
   const t0 = performance.now();
   const bytes = generate(root, planned);
-  console.log(`tree: ${FILES} files, ${(bytes / 1e6).toFixed(1)} MB, generated in ${(performance.now() - t0).toFixed(0)} ms (${root})`);
+  console.log(
+    `tree: ${FILES} files, ${(bytes / 1e6).toFixed(1)} MB, generated in ${(performance.now() - t0).toFixed(0)} ms (${root})`,
+  );
   const target = planned.find((f, i) => f.kind === "py" && i > FILES / 2 && !f.path.startsWith("tests/")) ?? planned[0];
   const test = planned.find((f) => f.path.startsWith("tests/"));
   const input: RepoMapInput = {
@@ -162,7 +220,9 @@ try {
   };
   console.log(`goal: ${input.goal}  (defined in ${target?.path}); focus: ${input.focusFiles?.join(", ")}`);
 
-  const load = loadavg().map((l) => l.toFixed(1)).join(" ");
+  const load = loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" ");
   let cpu = process.cpuUsage();
   const cold = await buildRepoMap({ ...input, cacheDir });
   const coldCpu = process.cpuUsage(cpu);
@@ -176,14 +236,27 @@ try {
   const same = cold.text === warm.text && warm.text === disk.text;
 
   const ms = (u: NodeJS.CpuUsage): string => ((u.user + u.system) / 1000).toFixed(0);
-  console.log(`load average before: ${load} (${availableParallelism()} cores; CPU ms count every thread of this process)`);
-  console.log(`cold build:   ${cold.ms.toFixed(0)} ms wall, ${ms(coldCpu)} ms CPU  (${cold.files} files, fromCache ${cold.fromCache}; writes the disk cache)`);
+  console.log(
+    `load average before: ${load} (${availableParallelism()} cores; CPU ms count every thread of this process)`,
+  );
+  console.log(
+    `cold build:   ${cold.ms.toFixed(0)} ms wall, ${ms(coldCpu)} ms CPU  (${cold.files} files, fromCache ${cold.fromCache}; writes the disk cache)`,
+  );
   console.log(`              lezer signatures parsed for ${parsed} of ${cold.files} files (the rest only indexed)`);
-  console.log(`cached build: ${warm.ms.toFixed(0)} ms wall, ${ms(warmCpu)} ms CPU  (memory, fromCache ${warm.fromCache})`);
+  console.log(
+    `cached build: ${warm.ms.toFixed(0)} ms wall, ${ms(warmCpu)} ms CPU  (memory, fromCache ${warm.fromCache})`,
+  );
   console.log(`disk cache:   ${disk.ms.toFixed(0)} ms  (memory emptied, fromCache ${disk.fromCache})`);
   const mapDigest = createHash("sha256").update(cold.text).digest("hex").slice(0, 12);
-  console.log(`map: ${cold.tokens} tokens of ${input.maxTokens}, digest ${mapDigest}; identical across the three builds: ${same}`);
-  console.log(`top files: ${cold.ranked.slice(0, 3).map((r) => `${r.path} (${r.score.toFixed(4)})`).join(", ")}`);
+  console.log(
+    `map: ${cold.tokens} tokens of ${input.maxTokens}, digest ${mapDigest}; identical across the three builds: ${same}`,
+  );
+  console.log(
+    `top files: ${cold.ranked
+      .slice(0, 3)
+      .map((r) => `${r.path} (${r.score.toFixed(4)})`)
+      .join(", ")}`,
+  );
   console.log(cold.text.split("\n").slice(0, 12).join("\n"));
   const code = planned.filter((f) => f.kind !== "other").slice(0, Number(opts.parse));
   const digest = createHash("sha256");
@@ -197,10 +270,14 @@ try {
   const [parseMs, parseCpu] = [performance.now() - t1, process.cpuUsage(cpu1)];
   for (const f of code) codeBytes += statSync(join(root, f.path)).size;
   const perMb = (parseCpu.user + parseCpu.system) / 1000 / (codeBytes / 1e6);
-  console.log(`parser:       ${code.length} code files (${(codeBytes / 1e6).toFixed(1)} MB) read and parsed in ${parseMs.toFixed(0)} ms wall, ${ms(parseCpu)} ms CPU (${perMb.toFixed(0)} CPU ms/MB)`);
+  console.log(
+    `parser:       ${code.length} code files (${(codeBytes / 1e6).toFixed(1)} MB) read and parsed in ${parseMs.toFixed(0)} ms wall, ${ms(parseCpu)} ms CPU (${perMb.toFixed(0)} CPU ms/MB)`,
+  );
   console.log(`              ${defs} definitions, digest ${digest.digest("hex").slice(0, 12)}`);
   const ratio = cold.ms / GOAL_MS;
-  console.log(`cold / goal: ${cold.ms.toFixed(0)} / ${GOAL_MS.toFixed(0)} ms = ${ratio.toFixed(2)} (goal ≤ 5 s for 10,000 files on 2 cores: ${ratio <= 1 ? "met" : "MISSED"})`);
+  console.log(
+    `cold / goal: ${cold.ms.toFixed(0)} / ${GOAL_MS.toFixed(0)} ms = ${ratio.toFixed(2)} (goal ≤ 5 s for 10,000 files on 2 cores: ${ratio <= 1 ? "met" : "MISSED"})`,
+  );
   if (ratio > 1 || !same) process.exitCode = 1;
 } finally {
   if (!opts.keep) rmSync(root, { recursive: true, force: true });

@@ -56,7 +56,10 @@ const ms = (x: number): string => `${Math.round(x)} ms`.padStart(8);
 /** Wall and CPU (all threads) of a fresh node process importing `specs`. */
 function importCost(specs: string[], tsx = true): { wall: number; cpu: number; total: number } {
   const code = `const t=performance.now();const c=process.cpuUsage();for(const s of ${JSON.stringify(specs)})await import(s);const u=process.cpuUsage(c);const a=process.cpuUsage();console.log(JSON.stringify({wall:performance.now()-t,cpu:(u.user+u.system)/1e3,total:(a.user+a.system)/1e3}))`;
-  const r = spawnSync(process.execPath, [...(tsx ? ["--import", TSX] : []), "--input-type=module", "-e", code], { cwd: REPO, encoding: "utf8" });
+  const r = spawnSync(process.execPath, [...(tsx ? ["--import", TSX] : []), "--input-type=module", "-e", code], {
+    cwd: REPO,
+    encoding: "utf8",
+  });
   if (r.status !== 0) throw new Error(`import of ${specs.join(", ")} failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split("\n").at(-1) as string) as { wall: number; cpu: number; total: number };
 }
@@ -70,19 +73,32 @@ function processWall(argv: string[]): number {
 
 async function main(): Promise<void> {
   if (!currentBuild(REPO, {})) throw new Error("no current build in dist/app: run `npm run build` first");
-  console.log(`bench:startup on ${(await import("node:os")).cpus().length} cores, load average ${(await import("node:os")).loadavg().map((x) => x.toFixed(1)).join(" ")}\n`);
+  console.log(
+    `bench:startup on ${(await import("node:os")).cpus().length} cores, load average ${(await import("node:os"))
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(" ")}\n`,
+  );
   const refMs = referenceMs();
   const cpuAtStart = cpuTimes();
 
   // 1. Module load.
   console.log("1. module load in a fresh process (wall, CPU of the import, CPU of the whole process)");
-  console.log(`   node -e 1 (whole process)                 ${ms(median([0, 1, 2].map(() => processWall(["-e", "1"]))))}`);
-  console.log(`   node --import tsx -e 1 (whole process)    ${ms(median([0, 1, 2].map(() => processWall(["--import", TSX, "-e", "1"]))))}`);
+  console.log(
+    `   node -e 1 (whole process)                 ${ms(median([0, 1, 2].map(() => processWall(["-e", "1"]))))}`,
+  );
+  console.log(
+    `   node --import tsx -e 1 (whole process)    ${ms(median([0, 1, 2].map(() => processWall(["--import", TSX, "-e", "1"]))))}`,
+  );
   const shared = importCost(["@loopsmith/shared"]);
-  console.log(`   @loopsmith/shared                         ${ms(shared.wall)} wall ${ms(shared.cpu)} CPU ${ms(shared.total)} process CPU`);
+  console.log(
+    `   @loopsmith/shared                         ${ms(shared.wall)} wall ${ms(shared.cpu)} CPU ${ms(shared.total)} process CPU`,
+  );
   for (const sdk of ["@anthropic-ai/sdk", "@anthropic-ai/bedrock-sdk", "openai"]) {
     const c = importCost([sdk]);
-    console.log(`   (${sdk}: now loaded only on a first model call)`.padEnd(46) + `${ms(c.wall)} wall ${ms(c.cpu)} CPU`);
+    console.log(
+      `   (${sdk}: now loaded only on a first model call)`.padEnd(46) + `${ms(c.wall)} wall ${ms(c.cpu)} CPU`,
+    );
   }
   let cpuSum = 0;
   for (const name of NAMES) {
@@ -125,7 +141,11 @@ async function main(): Promise<void> {
   for (const from of ["source", "build"] as const) {
     // memory twice: on a fresh data directory (PGlite's initdb or its template), then on the one it made.
     const fresh = mkdtempSync(join(tmpdir(), "loopsmith-bench-startup-"));
-    for (const [label, name] of [["memory, fresh data dir", "memory"], ["memory, existing data dir", "memory"], ...NAMES.slice(1).map((n) => [n, n])] as Array<[string, ServiceName]>) {
+    for (const [label, name] of [
+      ["memory, fresh data dir", "memory"],
+      ["memory, existing data dir", "memory"],
+      ...NAMES.slice(1).map((n) => [n, n]),
+    ] as Array<[string, ServiceName]>) {
       const args = serviceCode(from === "source" ? { LOOPSMITH_FROM_SOURCE: "1" } : {}).args(name);
       const t = performance.now();
       const child = spawn(process.execPath, args, { env: { ...env, LOOPSMITH_DATA_DIR: fresh }, stdio: "ignore" });
@@ -145,8 +165,14 @@ async function main(): Promise<void> {
   await nc.close();
   await nats.stop();
   for (const from of ["source", "build"]) {
-    const slowest = Math.max(...Object.entries(alone).filter(([k]) => !k.includes("fresh") && k.endsWith(`(${from})`)).map(([, v]) => v));
-    console.log(`   ${from}: slowest alone (existing data dir) + NATS = ${ms(slowest + natsMs)} (an up that waited for NATS before any service, with one idle core per service)`);
+    const slowest = Math.max(
+      ...Object.entries(alone)
+        .filter(([k]) => !k.includes("fresh") && k.endsWith(`(${from})`))
+        .map(([, v]) => v),
+    );
+    console.log(
+      `   ${from}: slowest alone (existing data dir) + NATS = ${ms(slowest + natsMs)} (an up that waited for NATS before any service, with one idle core per service)`,
+    );
   }
   console.log("");
   if (skipUp) return;
@@ -154,8 +180,16 @@ async function main(): Promise<void> {
   // 4. Cold `up` through the `loopsmith` command: from the sources (the baseline) and from
   // the build; each on a fresh data directory (PGlite's template) and then, after `down`, on
   // the same directory (what a user's `up` usually is).
-  const cliEnv = (dir: string, from: "source" | "build") => ({ ...process.env, LOOPSMITH_DATA_DIR: dir, NATS_URL: "", DATABASE_URL: "", LOG_LEVEL: "warn", ...(from === "source" ? { LOOPSMITH_FROM_SOURCE: "1" } : {}) });
-  const cli = (dir: string, from: "source" | "build", argv: string[]) => spawnSync(process.execPath, [BIN, ...argv], { cwd: REPO, env: cliEnv(dir, from), encoding: "utf8" });
+  const cliEnv = (dir: string, from: "source" | "build") => ({
+    ...process.env,
+    LOOPSMITH_DATA_DIR: dir,
+    NATS_URL: "",
+    DATABASE_URL: "",
+    LOG_LEVEL: "warn",
+    ...(from === "source" ? { LOOPSMITH_FROM_SOURCE: "1" } : {}),
+  });
+  const cli = (dir: string, from: "source" | "build", argv: string[]) =>
+    spawnSync(process.execPath, [BIN, ...argv], { cwd: REPO, env: cliEnv(dir, from), encoding: "utf8" });
   const coldUp = (dir: string, from: "source" | "build"): number => {
     const t = performance.now();
     const up = cli(dir, from, ["up", "--provider", "scripted", "--json"]);
@@ -163,7 +197,9 @@ async function main(): Promise<void> {
     if (up.status !== 0) throw new Error(`up failed: ${up.stderr}`);
     return wall;
   };
-  console.log(`4. cold \`loopsmith up\` through the loopsmith command (no stack running; the NATS image is local; median of ${runs} on an existing data dir)`);
+  console.log(
+    `4. cold \`loopsmith up\` through the loopsmith command (no stack running; the NATS image is local; median of ${runs} on an existing data dir)`,
+  );
   const upMedian: Record<string, number> = {};
   let upDir = "";
   for (const from of ["source", "build"] as const) {
@@ -177,7 +213,9 @@ async function main(): Promise<void> {
     }
     upMedian[from] = median(again);
     const target = (x: number): string => `target ${UP_TARGET_MS} ms: ${x <= UP_TARGET_MS ? "MET" : "NOT MET"}`;
-    console.log(`   from the ${from.padEnd(6)}: fresh data dir ${ms(first)}   existing data dir ${ms(upMedian[from] as number)} (${again.map(Math.round).join(", ")})   ${target(upMedian[from] as number)}`);
+    console.log(
+      `   from the ${from.padEnd(6)}: fresh data dir ${ms(first)}   existing data dir ${ms(upMedian[from] as number)} (${again.map(Math.round).join(", ")})   ${target(upMedian[from] as number)}`,
+    );
   }
   console.log(`   build vs source: ${((upMedian.build as number) / (upMedian.source as number)).toFixed(2)}x\n`);
   const live = await liveStack(upDir);
@@ -194,7 +232,13 @@ async function main(): Promise<void> {
       const abort = new AbortController();
       const t = performance.now();
       // The stack serves any scripted task; the replies travel with it (Task.script).
-      await submitTask(nc, { ...raw, v: 1, taskId, submittedAt: new Date().toISOString(), script: loadScript(script) } as TaskInput);
+      await submitTask(nc, {
+        ...raw,
+        v: 1,
+        taskId,
+        submittedAt: new Date().toISOString(),
+        script: loadScript(script),
+      } as TaskInput);
       let first = NaN;
       for await (const e of watchEvents(nc, taskId, { signal: abort.signal })) {
         if (Number.isNaN(first) && (e.kind === "phase" || e.kind === "step")) first = performance.now() - t;
@@ -205,12 +249,18 @@ async function main(): Promise<void> {
     }
     await nc.close();
     const sub = median(inProcess);
-    console.log(`   submission → first event (in process)   ${ms(sub)}   target ${FIRST_STEP_TARGET_MS} ms: ${sub <= FIRST_STEP_TARGET_MS ? "MET" : "NOT MET"}   runs: ${inProcess.map(Math.round).join(", ")}`);
+    console.log(
+      `   submission → first event (in process)   ${ms(sub)}   target ${FIRST_STEP_TARGET_MS} ms: ${sub <= FIRST_STEP_TARGET_MS ? "MET" : "NOT MET"}   runs: ${inProcess.map(Math.round).join(", ")}`,
+    );
     const fromCli: number[] = [];
     const cliTotal: number[] = [];
     for (let i = 0; i < runs; i++) {
       const t = performance.now();
-      const child = spawn(process.execPath, [BIN, "solve", "--file", taskFile, "--script", script, "--provider", "scripted", "--json"], { cwd: REPO, env: cliEnv(upDir, "build"), stdio: ["ignore", "pipe", "ignore"] });
+      const child = spawn(
+        process.execPath,
+        [BIN, "solve", "--file", taskFile, "--script", script, "--provider", "scripted", "--json"],
+        { cwd: REPO, env: cliEnv(upDir, "build"), stdio: ["ignore", "pipe", "ignore"] },
+      );
       let buf = "";
       let first = NaN;
       child.stdout.on("data", (d: Buffer) => {
@@ -222,7 +272,9 @@ async function main(): Promise<void> {
       cliTotal.push(performance.now() - t);
     }
     const bare = median([0, 1, 2].map(() => processWall([BIN, "--help"])));
-    console.log(`   CLI process start → first event line    ${ms(median(fromCli))}   (\`loopsmith --help\`, the CLI's load alone: ${ms(bare)}; whole solve ${ms(median(cliTotal))})   runs: ${fromCli.map(Math.round).join(", ")}`);
+    console.log(
+      `   CLI process start → first event line    ${ms(median(fromCli))}   (\`loopsmith --help\`, the CLI's load alone: ${ms(bare)}; whole solve ${ms(median(cliTotal))})   runs: ${fromCli.map(Math.round).join(", ")}`,
+    );
   } finally {
     const down = cli(upDir, "build", ["down"]);
     console.log(`\n${down.stdout.trim()}`);

@@ -35,12 +35,21 @@ const env = { ...process.env, LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABAS
 /** Runs the CLI; resolves with its stdout, rejects on a non-zero exit. */
 const cli = (args: string[]): Promise<string> => loopsmithCli(args, env);
 
-interface Row { concurrency: number; tasksPerMin: number; passAt1: number; wallS: number; errors: number; cpu: Record<string, number> }
+interface Row {
+  concurrency: number;
+  tasksPerMin: number;
+  passAt1: number;
+  wallS: number;
+  errors: number;
+  cpu: Record<string, number>;
+}
 
 /** CPU seconds used so far by `pid` (user + system, its own threads). */
 function processCpu(pid: number): number {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ");
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8")
+      .replace(/^.*\) /, "")
+      .split(" ");
     return (Number(fields[11]) + Number(fields[12])) * TICK_S;
   } catch {
     return 0;
@@ -57,13 +66,16 @@ function cgroupCpu(dir: string): number {
 }
 /** The pids of processes whose command name is `comm` (dockerd, containerd). */
 function pidsOf(comm: string): number[] {
-  return readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number).filter((pid) => {
-    try {
-      return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === comm;
-    } catch {
-      return false;
-    }
-  });
+  return readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number)
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === comm;
+      } catch {
+        return false;
+      }
+    });
 }
 /**
  * CPU seconds so far: each service of the running stack, dockerd and containerd, every
@@ -72,7 +84,13 @@ function pidsOf(comm: string): number[] {
  */
 function cpuNow(): { values: Record<string, number>; containers: Record<string, number> } {
   const pids = readStackRecord(dataDir)?.pids ?? {};
-  const containers = existsSync(DOCKER_CGROUP) ? Object.fromEntries(readdirSync(DOCKER_CGROUP).filter((d) => /^[0-9a-f]{64}$/.test(d)).map((id) => [id, cgroupCpu(join(DOCKER_CGROUP, id))])) : {};
+  const containers = existsSync(DOCKER_CGROUP)
+    ? Object.fromEntries(
+        readdirSync(DOCKER_CGROUP)
+          .filter((d) => /^[0-9a-f]{64}$/.test(d))
+          .map((id) => [id, cgroupCpu(join(DOCKER_CGROUP, id))]),
+      )
+    : {};
   return {
     values: {
       ...Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, processCpu(pid as number)])),
@@ -85,13 +103,22 @@ function cpuNow(): { values: Record<string, number>; containers: Record<string, 
   };
 }
 /** CPU seconds per task between two readings: services, dockerd, containerd, sandboxes, the rest. */
-function cpuPerTask(before: ReturnType<typeof cpuNow>, after: ReturnType<typeof cpuNow>, tasks: number): Record<string, number> {
+function cpuPerTask(
+  before: ReturnType<typeof cpuNow>,
+  after: ReturnType<typeof cpuNow>,
+  tasks: number,
+): Record<string, number> {
   const d = (k: string): number => ((after.values[k] ?? 0) - (before.values[k] ?? 0)) / tasks;
-  const lasting = Object.keys(after.containers).filter((id) => id in before.containers).reduce((a, id) => a + ((after.containers[id] ?? 0) - (before.containers[id] ?? 0)), 0) / tasks;
+  const lasting =
+    Object.keys(after.containers)
+      .filter((id) => id in before.containers)
+      .reduce((a, id) => a + ((after.containers[id] ?? 0) - (before.containers[id] ?? 0)), 0) / tasks;
   const out: Record<string, number> = {};
   for (const k of Object.keys(after.values)) if (k !== "docker") out[k] = d(k);
   out.sandboxes = d("docker") - lasting;
-  const named = Object.entries(out).filter(([k]) => k !== "machine").reduce((a, [, v]) => a + v, 0);
+  const named = Object.entries(out)
+    .filter(([k]) => k !== "machine")
+    .reduce((a, [, v]) => a + v, 0);
   out.other = (out.machine ?? 0) - named;
   return out;
 }
@@ -99,10 +126,36 @@ function cpuPerTask(before: ReturnType<typeof cpuNow>, after: ReturnType<typeof 
 async function run(concurrency: number): Promise<Row> {
   const out = join(dataDir, `c${concurrency}`);
   const before = cpuNow();
-  await cli(["bench", "--dataset", opts.dataset, "--limit", String(opts.tasks), "--provider", "scripted", "--memory", "off", "--concurrency", String(concurrency), "--out", out, "--json"]);
-  const s = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as { tasksPerMin: number; wallMs: number; arms: { off: { passAt1: number; errors: number } } };
+  await cli([
+    "bench",
+    "--dataset",
+    opts.dataset,
+    "--limit",
+    String(opts.tasks),
+    "--provider",
+    "scripted",
+    "--memory",
+    "off",
+    "--concurrency",
+    String(concurrency),
+    "--out",
+    out,
+    "--json",
+  ]);
+  const s = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as {
+    tasksPerMin: number;
+    wallMs: number;
+    arms: { off: { passAt1: number; errors: number } };
+  };
   const cpu = cpuPerTask(before, cpuNow(), opts.tasks);
-  return { concurrency, tasksPerMin: s.tasksPerMin, passAt1: s.arms.off.passAt1, wallS: s.wallMs / 1000, errors: s.arms.off.errors, cpu };
+  return {
+    concurrency,
+    tasksPerMin: s.tasksPerMin,
+    passAt1: s.arms.off.passAt1,
+    wallS: s.wallMs / 1000,
+    errors: s.arms.off.errors,
+    cpu,
+  };
 }
 
 const refMs = referenceMs();
@@ -112,18 +165,45 @@ await cli(["up", "--provider", "scripted"]);
 const upS = (Date.now() - started) / 1000;
 try {
   // A warm-up task: the first sandbox run of an image and the first memory writes are slower.
-  await cli(["bench", "--dataset", opts.dataset, "--limit", "1", "--provider", "scripted", "--memory", "off", "--out", join(dataDir, "warmup")]);
+  await cli([
+    "bench",
+    "--dataset",
+    opts.dataset,
+    "--limit",
+    "1",
+    "--provider",
+    "scripted",
+    "--memory",
+    "off",
+    "--out",
+    join(dataDir, "warmup"),
+  ]);
   const rows: Row[] = [await run(1)];
-  for (const c of opts.concurrency.split(",").map(Number).filter((n) => n > 1)) rows.push(await run(c));
+  for (const c of opts.concurrency
+    .split(",")
+    .map(Number)
+    .filter((n) => n > 1))
+    rows.push(await run(c));
   const base = rows[0] as Row;
-  process.stdout.write(`scripted HumanEval tasks on a running stack (up took ${upS.toFixed(1)} s), ${opts.tasks} cases per run\n${machineLine(refMs, cpuAtStart, cpuTimes())}\n\n`);
-  process.stdout.write("| concurrency | tasks/min | vs concurrency 1 | vs target 60 | pass@1 | wall s | errors |\n|---|---|---|---|---|---|---|\n");
+  process.stdout.write(
+    `scripted HumanEval tasks on a running stack (up took ${upS.toFixed(1)} s), ${opts.tasks} cases per run\n${machineLine(refMs, cpuAtStart, cpuTimes())}\n\n`,
+  );
+  process.stdout.write(
+    "| concurrency | tasks/min | vs concurrency 1 | vs target 60 | pass@1 | wall s | errors |\n|---|---|---|---|---|---|---|\n",
+  );
   for (const r of rows) {
-    process.stdout.write(`| ${r.concurrency} | ${r.tasksPerMin.toFixed(1)} | ${(r.tasksPerMin / base.tasksPerMin).toFixed(2)}x | ${(r.tasksPerMin / 60).toFixed(2)} | ${r.passAt1.toFixed(3)} | ${r.wallS.toFixed(1)} | ${r.errors} |\n`);
+    process.stdout.write(
+      `| ${r.concurrency} | ${r.tasksPerMin.toFixed(1)} | ${(r.tasksPerMin / base.tasksPerMin).toFixed(2)}x | ${(r.tasksPerMin / 60).toFixed(2)} | ${r.passAt1.toFixed(3)} | ${r.wallS.toFixed(1)} | ${r.errors} |\n`,
+    );
   }
   const names = Object.keys(base.cpu).filter((k) => k !== "machine" && k !== "other");
-  process.stdout.write(`\nCPU seconds per task (2 cores give 2 CPU-s each second; 60 tasks/min needs at most 2.0 CPU-s a task in all)\n\n| concurrency | ${names.join(" | ")} | rest (shims, runc, NATS, the bench client, anything else running) | all |\n|---|${names.map(() => "---|").join("")}---|---|\n`);
-  for (const r of rows) process.stdout.write(`| ${r.concurrency} | ${names.map((n) => (r.cpu[n] ?? 0).toFixed(2)).join(" | ")} | ${(r.cpu.other ?? 0).toFixed(2)} | ${(r.cpu.machine ?? 0).toFixed(2)} |\n`);
+  process.stdout.write(
+    `\nCPU seconds per task (2 cores give 2 CPU-s each second; 60 tasks/min needs at most 2.0 CPU-s a task in all)\n\n| concurrency | ${names.join(" | ")} | rest (shims, runc, NATS, the bench client, anything else running) | all |\n|---|${names.map(() => "---|").join("")}---|---|\n`,
+  );
+  for (const r of rows)
+    process.stdout.write(
+      `| ${r.concurrency} | ${names.map((n) => (r.cpu[n] ?? 0).toFixed(2)).join(" | ")} | ${(r.cpu.other ?? 0).toFixed(2)} | ${(r.cpu.machine ?? 0).toFixed(2)} |\n`,
+    );
 } finally {
   await cli(["down"]).catch((err: unknown) => process.stderr.write(`${(err as Error).message}\n`));
 }

@@ -76,7 +76,13 @@ async function copyTree(from: string, to: string): Promise<void> {
 async function filesUnder(path: string): Promise<string[]> {
   if (!(await stat(join(ROOT, path))).isDirectory()) return [path];
   const entries = await readdir(join(ROOT, path), { withFileTypes: true });
-  return (await Promise.all(entries.map((e) => (e.isDirectory() ? filesUnder(`${path}/${e.name}`) : Promise.resolve(e.isFile() ? [`${path}/${e.name}`] : []))))).flat();
+  return (
+    await Promise.all(
+      entries.map((e) =>
+        e.isDirectory() ? filesUnder(`${path}/${e.name}`) : Promise.resolve(e.isFile() ? [`${path}/${e.name}`] : []),
+      ),
+    )
+  ).flat();
 }
 
 /** Size of a folder in bytes. */
@@ -96,7 +102,9 @@ async function main(): Promise<void> {
   const out = resolve(outIndex >= 0 && args[outIndex + 1] ? (args[outIndex + 1] as string) : join(ROOT, BUILD_DIR));
   const started = Date.now();
   if (out === join(ROOT, BUILD_DIR) && !args.includes("--force") && currentBuild(ROOT, {})) {
-    process.stdout.write(`build: ${relative(process.cwd(), out) || "."} is current (made from these sources); --force makes it again\n`);
+    process.stdout.write(
+      `build: ${relative(process.cwd(), out) || "."} is current (made from these sources); --force makes it again\n`,
+    );
     return;
   }
   await rm(out, { recursive: true, force: true });
@@ -131,7 +139,11 @@ async function main(): Promise<void> {
   });
   if (args.includes("--metafile")) await writeFile(join(out, "meta.json"), JSON.stringify(result.metafile));
 
-  const manifest = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as { name: string; version: string; license?: string };
+  const manifest = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as {
+    name: string;
+    version: string;
+    license?: string;
+  };
   await writeFile(
     join(out, "package.json"),
     `${JSON.stringify({ name: manifest.name, version: manifest.version, private: true, type: "module", license: manifest.license, bin: { loopsmith: "dist/cli.js" } }, null, 2)}\n`,
@@ -142,10 +154,18 @@ async function main(): Promise<void> {
   // bundled) and this script. Written last, so a build that failed half-way is never current.
   const sources = Object.keys(result.metafile.inputs).filter((f) => !f.split("/").includes("node_modules"));
   const assets = (await Promise.all(ASSETS.map((a) => filesUnder(a)))).flat();
-  const stamp = makeStamp(ROOT, [...sources, ...assets, "package-lock.json", "deploy/build-app.ts", "cli/bin/build-stamp.js"]);
+  const stamp = makeStamp(ROOT, [
+    ...sources,
+    ...assets,
+    "package-lock.json",
+    "deploy/build-app.ts",
+    "cli/bin/build-stamp.js",
+  ]);
   await writeFile(join(out, BUILD_STAMP), `${JSON.stringify(stamp, null, 2)}\n`);
   const bytes = await sizeOf(out);
-  process.stdout.write(`build: ${relative(process.cwd(), out) || "."} (${(bytes / 1e6).toFixed(1)} MB) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  process.stdout.write(
+    `build: ${relative(process.cwd(), out) || "."} (${(bytes / 1e6).toFixed(1)} MB) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`,
+  );
 }
 
 await main();

@@ -25,8 +25,16 @@ describe("the build and its stamp", () => {
 
   it("stamps the sources of every entry point, the prompts, the migrations and the lock file, and is current for this tree", () => {
     const stamp = JSON.parse(readFileSync(join(out, BUILD_STAMP), "utf8")) as BuildStamp;
-    for (const f of ["shared/src/index.ts", "cli/src/main.ts", "package-lock.json", "deploy/build-app.ts", "deploy/seccomp/sandbox.json"]) expect(stamp.files).toContain(f);
-    for (const s of ["architect", "builder", "reviewer", "executor", "memory"]) expect(stamp.files).toContain(`services/${s}/src/main.ts`);
+    for (const f of [
+      "shared/src/index.ts",
+      "cli/src/main.ts",
+      "package-lock.json",
+      "deploy/build-app.ts",
+      "deploy/seccomp/sandbox.json",
+    ])
+      expect(stamp.files).toContain(f);
+    for (const s of ["architect", "builder", "reviewer", "executor", "memory"])
+      expect(stamp.files).toContain(`services/${s}/src/main.ts`);
     expect(stamp.files.some((f) => f.startsWith("shared/prompts/"))).toBe(true);
     expect(stamp.files.some((f) => f.startsWith("services/memory/migrations/"))).toBe(true);
     expect(stamp.files.some((f) => f.includes("node_modules"))).toBe(false);

@@ -82,7 +82,9 @@ describe("typed bus on @nats-io/services", () => {
       expect(echoStats?.num_requests).toBe(4);
       const infos = [];
       for await (const i of await client.info("loopsmith-test")) infos.push(i);
-      expect(infos[0]?.endpoints.map((e) => e.subject).sort()).toEqual([echo.subject, `${Endpoints.memory.stats.subject}.*`].sort());
+      expect(infos[0]?.endpoints.map((e) => e.subject).sort()).toEqual(
+        [echo.subject, `${Endpoints.memory.stats.subject}.*`].sort(),
+      );
     } finally {
       await service.stop();
       await nc.close();
@@ -104,14 +106,22 @@ describe("typed bus on @nats-io/services", () => {
     }
   });
 
-  it("sends a step again when its service dies mid-request, within the liveness limit; a slow live one is not sent twice", async ({ nats }) => {
+  it("sends a step again when its service dies mid-request, within the liveness limit; a slow live one is not sent twice", async ({
+    nats,
+  }) => {
     const caller = await connect({ servers: nats.url });
     const dying = await connect({ servers: nats.url });
     const healthy = await connect({ servers: nats.url });
     let received!: () => void;
     const gotIt = new Promise<void>((r) => (received = r));
     const serve = (nc: typeof caller, answer: (text: string) => Promise<{ text: string }>) =>
-      startService(nc, { name: "loopsmith-liveness", version: "0.0.1", description: "test", log, registrations: [handle(echo, (req) => answer((req as { text: string }).text))] });
+      startService(nc, {
+        name: "loopsmith-liveness",
+        version: "0.0.1",
+        description: "test",
+        log,
+        registrations: [handle(echo, (req) => answer((req as { text: string }).text))],
+      });
     await serve(dying, async () => {
       received();
       return new Promise(() => undefined); // works forever, then its process dies
@@ -130,14 +140,21 @@ describe("typed bus on @nats-io/services", () => {
       const slowNc = await connect({ servers: nats.url });
       const slow: EndpointDef = { ...echo, name: "slow", subject: "loopsmith.test.slow" };
       await startService(slowNc, {
-        name: "loopsmith-slow", version: "0.0.1", description: "test", log,
-        registrations: [handle(slow, async () => {
-          calls += 1;
-          await new Promise((r) => setTimeout(r, 7_000));
-          return { text: "done" };
-        })],
+        name: "loopsmith-slow",
+        version: "0.0.1",
+        description: "test",
+        log,
+        registrations: [
+          handle(slow, async () => {
+            calls += 1;
+            await new Promise((r) => setTimeout(r, 7_000));
+            return { text: "done" };
+          }),
+        ],
       });
-      await expect(call(caller, slow, { v: 1, text: "x" }, { timeoutMs: 60_000, retries: 2, livenessMs: 3_000 })).resolves.toEqual({ text: "done" });
+      await expect(
+        call(caller, slow, { v: 1, text: "x" }, { timeoutMs: 60_000, retries: 2, livenessMs: 3_000 }),
+      ).resolves.toEqual({ text: "done" });
       expect(calls).toBe(1);
       await slowNc.close();
     } finally {
@@ -146,122 +163,164 @@ describe("typed bus on @nats-io/services", () => {
     }
   });
 
-  plainIt("a step in flight when NATS restarts is answered within seconds of NATS coming back, not at its timeout", async () => {
-    // A NATS server on a fixed port that can be killed and started again (a fresh server).
-    const port = await freePort();
-    const start = () =>
-      new GenericContainer(natsImage())
-        .withCommand(["-js", "-sd", "/tmp/js"])
-        .withExposedPorts({ container: 4222, host: port })
-        .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
-        .start();
-    let server = await start();
-    const url = `nats://127.0.0.1:${port}`;
-    const opts = { servers: url, maxReconnectAttempts: -1, reconnectTimeWait: 250 };
-    const caller = await connect(opts);
-    const worker = await connect(opts);
-    // Idempotent by request, as every step handler is by its key: a repeat joins the work.
-    const work = new Map<string, Promise<{ text: string }>>();
-    let handled = 0;
-    let received!: () => void;
-    const gotIt = new Promise<void>((r) => (received = r));
-    await startService(worker, {
-      name: "loopsmith-restart", version: "0.0.1", description: "test", log,
-      registrations: [handle(echo, async (req) => {
-        const text = (req as { text: string }).text;
-        handled += 1;
-        received();
-        if (!work.has(text)) work.set(text, new Promise((r) => setTimeout(() => r({ text: `done ${text}` }), 3_000)));
-        return work.get(text) as Promise<{ text: string }>;
-      })],
-    });
-    try {
-      const reply = call(caller, echo, { v: 1, text: "build" }, { timeoutMs: 120_000, retries: 3, livenessMs: 3_000 });
-      await gotIt;
-      await server.stop({ timeout: 0 }); // NATS is killed while the step works; it finishes during the outage
-      await new Promise((r) => setTimeout(r, 5_000));
-      const back = Date.now();
-      server = await start();
-      await expect(reply).resolves.toEqual({ text: "done build" });
-      expect(Date.now() - back).toBeLessThan(12_000);
-      expect(handled).toBeGreaterThanOrEqual(1);
-    } finally {
-      await caller.close();
-      await worker.close();
-      await server.stop({ timeout: 0 });
-    }
-  }, 120_000);
+  plainIt(
+    "a step in flight when NATS restarts is answered within seconds of NATS coming back, not at its timeout",
+    async () => {
+      // A NATS server on a fixed port that can be killed and started again (a fresh server).
+      const port = await freePort();
+      const start = () =>
+        new GenericContainer(natsImage())
+          .withCommand(["-js", "-sd", "/tmp/js"])
+          .withExposedPorts({ container: 4222, host: port })
+          .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
+          .start();
+      let server = await start();
+      const url = `nats://127.0.0.1:${port}`;
+      const opts = { servers: url, maxReconnectAttempts: -1, reconnectTimeWait: 250 };
+      const caller = await connect(opts);
+      const worker = await connect(opts);
+      // Idempotent by request, as every step handler is by its key: a repeat joins the work.
+      const work = new Map<string, Promise<{ text: string }>>();
+      let handled = 0;
+      let received!: () => void;
+      const gotIt = new Promise<void>((r) => (received = r));
+      await startService(worker, {
+        name: "loopsmith-restart",
+        version: "0.0.1",
+        description: "test",
+        log,
+        registrations: [
+          handle(echo, async (req) => {
+            const text = (req as { text: string }).text;
+            handled += 1;
+            received();
+            if (!work.has(text))
+              work.set(text, new Promise((r) => setTimeout(() => r({ text: `done ${text}` }), 3_000)));
+            return work.get(text) as Promise<{ text: string }>;
+          }),
+        ],
+      });
+      try {
+        const reply = call(
+          caller,
+          echo,
+          { v: 1, text: "build" },
+          { timeoutMs: 120_000, retries: 3, livenessMs: 3_000 },
+        );
+        await gotIt;
+        await server.stop({ timeout: 0 }); // NATS is killed while the step works; it finishes during the outage
+        await new Promise((r) => setTimeout(r, 5_000));
+        const back = Date.now();
+        server = await start();
+        await expect(reply).resolves.toEqual({ text: "done build" });
+        expect(Date.now() - back).toBeLessThan(12_000);
+        expect(handled).toBeGreaterThanOrEqual(1);
+      } finally {
+        await caller.close();
+        await worker.close();
+        await server.stop({ timeout: 0 });
+      }
+    },
+    120_000,
+  );
 });
 
 describe("replies across a reconnect, with the permission matrix on", () => {
-  plainIt("a step whose service lost its connection while working is answered on the heartbeat subject at once, not sent again after the liveness limit", async () => {
-    // nats-server lets a user answer a request only on the connection that received it
-    // (`allow_responses`): after the service reconnects, the reply subject is refused.
-    const port = await freePort();
-    const password = (role: string): string => `pw-${role}-reconnect`;
-    const start = () =>
-      new GenericContainer(natsImage())
-        .withCopyContentToContainer([{ content: renderNatsServerConfig({ storeDir: "/tmp/js", httpPort: 0 }), target: "/etc/loopsmith-nats.conf" }])
-        .withEnvironment(Object.fromEntries(NATS_ROLES.map((r) => [passwordVariable(r), password(r)])))
-        .withCommand(["-c", "/etc/loopsmith-nats.conf"])
-        .withExposedPorts({ container: 4222, host: port })
-        .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
-        .start();
-    let server = await start();
-    const url = `nats://127.0.0.1:${port}`;
-    const as = (role: "architect" | "builder") =>
-      connect({
-        ...natsConnectOptions(loadConfig({ env: { NATS_URL: url, NATS_USER: role, NATS_PASSWORD: password(role), NATS_INBOX_PREFIX: inboxPrefixOf(role) } })),
-        servers: url,
-        maxReconnectAttempts: -1,
-        reconnectTimeWait: 250,
+  plainIt(
+    "a step whose service lost its connection while working is answered on the heartbeat subject at once, not sent again after the liveness limit",
+    async () => {
+      // nats-server lets a user answer a request only on the connection that received it
+      // (`allow_responses`): after the service reconnects, the reply subject is refused.
+      const port = await freePort();
+      const password = (role: string): string => `pw-${role}-reconnect`;
+      const start = () =>
+        new GenericContainer(natsImage())
+          .withCopyContentToContainer([
+            {
+              content: renderNatsServerConfig({ storeDir: "/tmp/js", httpPort: 0 }),
+              target: "/etc/loopsmith-nats.conf",
+            },
+          ])
+          .withEnvironment(Object.fromEntries(NATS_ROLES.map((r) => [passwordVariable(r), password(r)])))
+          .withCommand(["-c", "/etc/loopsmith-nats.conf"])
+          .withExposedPorts({ container: 4222, host: port })
+          .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
+          .start();
+      let server = await start();
+      const url = `nats://127.0.0.1:${port}`;
+      const as = (role: "architect" | "builder") =>
+        connect({
+          ...natsConnectOptions(
+            loadConfig({
+              env: {
+                NATS_URL: url,
+                NATS_USER: role,
+                NATS_PASSWORD: password(role),
+                NATS_INBOX_PREFIX: inboxPrefixOf(role),
+              },
+            }),
+          ),
+          servers: url,
+          maxReconnectAttempts: -1,
+          reconnectTimeWait: 250,
+        });
+      const caller = await as("architect");
+      const worker = await as("builder");
+      const reconnected = (nc: typeof caller) =>
+        new Promise<void>((resolve) => {
+          void (async () => {
+            for await (const st of nc.status()) if (st.type === "reconnect") return resolve();
+          })();
+        });
+      // A builder endpoint (the architect may call it; the builder may serve it), echo's schemas.
+      const step: EndpointDef = { ...Endpoints.builder.build, request: echo.request, response: echo.response };
+      let handled = 0;
+      let received!: () => void;
+      const gotIt = new Promise<void>((r) => (received = r));
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      const work = new Map<string, Promise<{ text: string }>>();
+      await startService(worker, {
+        name: ServiceNames.builder,
+        version: "0.0.1",
+        description: "test",
+        log,
+        registrations: [
+          handle(step, async (req) => {
+            const text = (req as { text: string }).text;
+            handled += 1;
+            received();
+            if (!work.has(text))
+              work.set(
+                text,
+                released.then(() => ({ text: `done ${text}` })),
+              );
+            return work.get(text) as Promise<{ text: string }>;
+          }),
+        ],
       });
-    const caller = await as("architect");
-    const worker = await as("builder");
-    const reconnected = (nc: typeof caller) =>
-      new Promise<void>((resolve) => {
-        void (async () => {
-          for await (const st of nc.status()) if (st.type === "reconnect") return resolve();
-        })();
-      });
-    // A builder endpoint (the architect may call it; the builder may serve it), echo's schemas.
-    const step: EndpointDef = { ...Endpoints.builder.build, request: echo.request, response: echo.response };
-    let handled = 0;
-    let received!: () => void;
-    const gotIt = new Promise<void>((r) => (received = r));
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    const work = new Map<string, Promise<{ text: string }>>();
-    await startService(worker, {
-      name: ServiceNames.builder, version: "0.0.1", description: "test", log,
-      registrations: [handle(step, async (req) => {
-        const text = (req as { text: string }).text;
-        handled += 1;
-        received();
-        if (!work.has(text)) work.set(text, released.then(() => ({ text: `done ${text}` })));
-        return work.get(text) as Promise<{ text: string }>;
-      })],
-    });
-    try {
-      const livenessMs = 8_000;
-      const reply = call(caller, step, { v: 1, text: "build" }, { timeoutMs: 120_000, retries: 3, livenessMs });
-      await gotIt;
-      const back = Promise.all([reconnected(caller), reconnected(worker)]);
-      await server.stop({ timeout: 0 });
-      server = await start();
-      await back;
-      await caller.flush();
-      const answered = Date.now();
-      release(); // the step ends after both sides are connected again
-      await expect(reply).resolves.toEqual({ text: "done build" });
-      expect(Date.now() - answered).toBeLessThan(livenessMs / 2);
-      expect(handled).toBe(1);
-    } finally {
-      await caller.close();
-      await worker.close();
-      await server.stop({ timeout: 0 });
-    }
-  }, 120_000);
+      try {
+        const livenessMs = 8_000;
+        const reply = call(caller, step, { v: 1, text: "build" }, { timeoutMs: 120_000, retries: 3, livenessMs });
+        await gotIt;
+        const back = Promise.all([reconnected(caller), reconnected(worker)]);
+        await server.stop({ timeout: 0 });
+        server = await start();
+        await back;
+        await caller.flush();
+        const answered = Date.now();
+        release(); // the step ends after both sides are connected again
+        await expect(reply).resolves.toEqual({ text: "done build" });
+        expect(Date.now() - answered).toBeLessThan(livenessMs / 2);
+        expect(handled).toBe(1);
+      } finally {
+        await caller.close();
+        await worker.close();
+        await server.stop({ timeout: 0 });
+      }
+    },
+    120_000,
+  );
 });
 
 /** A TCP port nothing listens on now. */

@@ -9,7 +9,12 @@ import { describe, expect, it } from "vitest";
 import { REPO } from "./fixtures/cli.js";
 
 /** The Markdown files whose links are checked, relative to the repository root. */
-const FILES = ["README.md", ...readdirSync(join(REPO, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+const FILES = [
+  "README.md",
+  ...readdirSync(join(REPO, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => `docs/${f}`),
+];
 
 /** GitHub's anchor of a heading's text. */
 function anchor(heading: string): string {

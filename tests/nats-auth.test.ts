@@ -43,7 +43,10 @@ describe("NATS with authentication", () => {
   it("refuses a wrong password at once with config_invalid naming the user, never the password", async () => {
     const config = loadConfig({ env: { NATS_URL: url, NATS_USER: USER, NATS_PASSWORD: "wrong-password-123" } });
     const started = Date.now();
-    const err = await runService("builder", async () => ({ registrations: [] }), { config, log }).then(() => undefined, (e: unknown) => e as LoopsmithError);
+    const err = await runService("builder", async () => ({ registrations: [] }), { config, log }).then(
+      () => undefined,
+      (e: unknown) => e as LoopsmithError,
+    );
     expect(err).toBeInstanceOf(LoopsmithError);
     expect(err?.code).toBe("config_invalid");
     expect(err?.message).toContain(`user ${USER}`);
@@ -64,38 +67,74 @@ describe("NATS with authentication", () => {
         seen.push(`close ${value}`);
       },
     };
-    const running = await runService<string>("builder", async ({ prepared }) => {
-      seen.push(`build with ${prepared}`);
-      return { registrations: [] };
-    }, { config: good, log, prepare });
+    const running = await runService<string>(
+      "builder",
+      async ({ prepared }) => {
+        seen.push(`build with ${prepared}`);
+        return { registrations: [] };
+      },
+      { config: good, log, prepare },
+    );
     await running.stop();
     expect(seen).toEqual(["open", "build with the-store"]);
 
     seen.length = 0;
     const refused = loadConfig({ env: { NATS_URL: url, NATS_USER: USER, NATS_PASSWORD: "wrong-password-456" } });
-    const err = await runService<string>("builder", async () => ({ registrations: [] }), { config: refused, log, prepare }).then(() => undefined, (e: unknown) => e as LoopsmithError);
+    const err = await runService<string>("builder", async () => ({ registrations: [] }), {
+      config: refused,
+      log,
+      prepare,
+    }).then(
+      () => undefined,
+      (e: unknown) => e as LoopsmithError,
+    );
     expect(err?.code).toBe("config_invalid");
     expect(seen).toEqual(["open", "close the-store"]);
 
-    const broken = { open: async (): Promise<string> => Promise.reject(new LoopsmithError("db_error", "the disk is full")), close: async () => undefined };
-    const failed = await runService<string>("builder", async () => ({ registrations: [] }), { config: good, log, prepare: broken }).then(() => undefined, (e: unknown) => e as LoopsmithError);
+    const broken = {
+      open: async (): Promise<string> => Promise.reject(new LoopsmithError("db_error", "the disk is full")),
+      close: async () => undefined,
+    };
+    const failed = await runService<string>("builder", async () => ({ registrations: [] }), {
+      config: good,
+      log,
+      prepare: broken,
+    }).then(
+      () => undefined,
+      (e: unknown) => e as LoopsmithError,
+    );
     expect(failed?.code).toBe("db_error");
     expect(failed?.message).toBe("the disk is full");
   });
 
   it("refuses a connection without credentials, saying which variables to set", async () => {
     const config = loadConfig({ env: { NATS_URL: url } });
-    const err = await runService("builder", async () => ({ registrations: [] }), { config, log }).then(() => undefined, (e: unknown) => e as LoopsmithError);
+    const err = await runService("builder", async () => ({ registrations: [] }), { config, log }).then(
+      () => undefined,
+      (e: unknown) => e as LoopsmithError,
+    );
     expect(err?.code).toBe("config_invalid");
     expect(err?.message).toMatch(/refused no credentials .*NATS_USER and NATS_PASSWORD, NATS_TOKEN or NATS_CREDS/);
   });
 
   it("loopsmith health connects with the credentials (exit 3: no service answers), and exits 2 with a typed error on a wrong password, the secret never printed", async () => {
-    const ok = await loopsmith(["health", "builder", "--timeout", "500", "--json"], { NATS_URL: url, NATS_USER: USER, NATS_PASSWORD: SECRET });
+    const ok = await loopsmith(["health", "builder", "--timeout", "500", "--json"], {
+      NATS_URL: url,
+      NATS_USER: USER,
+      NATS_PASSWORD: SECRET,
+    });
     expect(ok.code).toBe(3);
-    expect(jsonLines(ok.stdout).at(-1)).toMatchObject({ kind: "health", healthy: false, services: [{ service: ServiceNames.builder, ids: [], healthy: false }] });
+    expect(jsonLines(ok.stdout).at(-1)).toMatchObject({
+      kind: "health",
+      healthy: false,
+      services: [{ service: ServiceNames.builder, ids: [], healthy: false }],
+    });
     expect(jsonLines(ok.stdout).at(-1)).not.toHaveProperty("problem");
-    const bad = await loopsmith(["health", "--json"], { NATS_URL: url, NATS_USER: USER, NATS_PASSWORD: "not-the-password-77" });
+    const bad = await loopsmith(["health", "--json"], {
+      NATS_URL: url,
+      NATS_USER: USER,
+      NATS_PASSWORD: "not-the-password-77",
+    });
     expect(bad.code).toBe(2);
     expect(jsonLines(bad.stdout).at(-1)).toMatchObject({ kind: "error", code: "config_invalid" });
     expect(`${bad.stdout}${bad.stderr}`).not.toContain("not-the-password-77");

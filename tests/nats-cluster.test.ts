@@ -13,7 +13,18 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import pRetry from "p-retry";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Svcm } from "@nats-io/services";
-import { ServiceNames, Streams, ensureStreams, ensureTaskIntake, natsServers, openTaskStates, setupBus, snapshotBucket, submitTask, type ServiceName } from "@loopsmith/shared";
+import {
+  ServiceNames,
+  Streams,
+  ensureStreams,
+  ensureTaskIntake,
+  natsServers,
+  openTaskStates,
+  setupBus,
+  snapshotBucket,
+  submitTask,
+  type ServiceName,
+} from "@loopsmith/shared";
 import { presentServices } from "../cli/src/stack.js";
 import { startNatsCluster, type StartedCluster } from "./fixtures/containers.js";
 
@@ -25,13 +36,28 @@ const open: NatsConnection[] = [];
 
 /** A connection to every node as `role` (what a service with NATS_URL set to the three URLs does). */
 async function as(role: string): Promise<NatsConnection> {
-  const nc = await connect({ servers: natsServers(cluster.url), user: role, pass: cluster.passwords[role], inboxPrefix: role === "client" ? "_INBOX_client" : `_INBOX_${role}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+  const nc = await connect({
+    servers: natsServers(cluster.url),
+    user: role,
+    pass: cluster.passwords[role],
+    inboxPrefix: role === "client" ? "_INBOX_client" : `_INBOX_${role}`,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+  });
   open.push(nc);
   return nc;
 }
 
 /** Every stream loopsmith keeps, as JetStream names them. */
-const STREAMS = [Streams.tasks, Streams.events, Streams.improve, `KV_${Streams.taskStateBucket}`, `KV_${Streams.improveStateBucket}`, `KV_${Streams.recordOutboxBucket}`, `OBJ_${snapshotBucket()}`];
+const STREAMS = [
+  Streams.tasks,
+  Streams.events,
+  Streams.improve,
+  `KV_${Streams.taskStateBucket}`,
+  `KV_${Streams.improveStateBucket}`,
+  `KV_${Streams.recordOutboxBucket}`,
+  `OBJ_${snapshotBucket()}`,
+];
 
 async function replicas(jsm: JetStreamManager): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
@@ -58,11 +84,20 @@ describe("a three-node JetStream cluster", () => {
     expect(Object.values(await replicas(jsm))).toEqual(STREAMS.map(() => 1));
     // A service configured for 3 that finds them at 1 may not raise them: it stops, naming the setting.
     const architect = await as("architect");
-    await expect(ensureStreams(architect, { replicas: 3 })).rejects.toMatchObject({ code: "permission_denied", message: expect.stringMatching(/LOOPSMITH_TASKS has other settings \(num_replicas\).*loopsmith bus setup/) });
+    await expect(ensureStreams(architect, { replicas: 3 })).rejects.toMatchObject({
+      code: "permission_denied",
+      message: expect.stringMatching(/LOOPSMITH_TASKS has other settings \(num_replicas\).*loopsmith bus setup/),
+    });
     const ensured = await setupBus(admin, { replicas: 3, waitMs: 30_000 }).catch(async (err: unknown) => {
       for (const n of cluster.nodes) {
         const { stdout, stderr } = await docker("docker", ["logs", n.container.getId()]);
-        process.stderr.write(`==== ${n.name}\n${(stdout + stderr).split("\n").filter((l) => !/Publish Violation/.test(l)).slice(-60).join("\n")}\n`);
+        process.stderr.write(
+          `==== ${n.name}\n${(stdout + stderr)
+            .split("\n")
+            .filter((l) => !/Publish Violation/.test(l))
+            .slice(-60)
+            .join("\n")}\n`,
+        );
       }
       throw err;
     });
@@ -73,7 +108,8 @@ describe("a three-node JetStream cluster", () => {
       async () => {
         const c = (await jsm.streams.info(Streams.events)).cluster;
         const peers = c?.replicas ?? [];
-        if (!c?.leader || peers.length !== 2 || peers.some((p) => !p.current)) throw new Error(`not settled: ${JSON.stringify(c)}`);
+        if (!c?.leader || peers.length !== 2 || peers.some((p) => !p.current))
+          throw new Error(`not settled: ${JSON.stringify(c)}`);
         return [c.leader, ...peers.map((p) => p.name)];
       },
       { retries: 40, minTimeout: 250, factor: 1 },
@@ -82,7 +118,9 @@ describe("a three-node JetStream cluster", () => {
     // More replicas than nodes cannot be placed: bus setup says so, and where to look.
     await expect(setupBus(admin, { replicas: 5, waitMs: 2_000 })).rejects.toMatchObject({
       code: "unavailable",
-      message: expect.stringMatching(/could not place 5 replicas in 2000 ms \(.+\): fewer than 5 nodes .*meta_cluster\.replicas/),
+      message: expect.stringMatching(
+        /could not place 5 replicas in 2000 ms \(.+\): fewer than 5 nodes .*meta_cluster\.replicas/,
+      ),
     });
     // A process left at the default never lowers them.
     await ensureStreams(admin, { replicas: 1 });
@@ -97,7 +135,9 @@ describe("a three-node JetStream cluster", () => {
     await ensureTaskIntake(client, { replicas: 3 });
     // A client may not read the task states, nor create a stream.
     await expect(openTaskStates(client, { replicas: 3 })).rejects.toMatchObject({ code: "permission_denied" });
-    await expect(jetstreamManager(client).then((jsm) => jsm.streams.add({ name: "MINE", subjects: ["mine.>"] }))).rejects.toThrow();
+    await expect(
+      jetstreamManager(client).then((jsm) => jsm.streams.add({ name: "MINE", subjects: ["mine.>"] })),
+    ).rejects.toThrow();
   }, 60_000);
 
   it("loses no task when one node is killed (kill -9): submit, take and checkpoint go on, and the node catches up when it comes back", async () => {
@@ -114,7 +154,17 @@ describe("a three-node JetStream cluster", () => {
     const submitted: string[] = [];
     const submit = async (i: number): Promise<void> => {
       const taskId = `cluster-${Date.now().toString(36)}-${i}`;
-      await pRetry(() => submitTask(client, { v: 1, taskId, goal: "write add(a, b)", language: "python", submittedAt: new Date().toISOString() }), retry);
+      await pRetry(
+        () =>
+          submitTask(client, {
+            v: 1,
+            taskId,
+            goal: "write add(a, b)",
+            language: "python",
+            submittedAt: new Date().toISOString(),
+          }),
+        retry,
+      );
       submitted.push(taskId);
     };
     for (let i = 0; i < 5; i++) await submit(i);
@@ -123,7 +173,10 @@ describe("a three-node JetStream cluster", () => {
     for (let i = 5; i < 10; i++) await submit(i);
     // The conductor's consumer hands out every task once; its checkpoint bucket takes writes.
     const states = await pRetry(() => openTaskStates(architect, { replicas: 3 }), retry);
-    const consumer = await pRetry(() => jetstream(architect).consumers.get(Streams.tasks, Streams.conductorConsumer), retry);
+    const consumer = await pRetry(
+      () => jetstream(architect).consumers.get(Streams.tasks, Streams.conductorConsumer),
+      retry,
+    );
     const taken: string[] = [];
     while (taken.length < submitted.length && Date.now() - killedAt < 60_000) {
       const batch = await consumer.fetch({ max_messages: 10, expires: 2_000 }).catch(() => undefined);
@@ -147,7 +200,8 @@ describe("a three-node JetStream cluster", () => {
         for (const name of STREAMS) {
           const info = await jsm.streams.info(name);
           const peers = info.cluster?.replicas ?? [];
-          if (peers.length !== 2 || peers.some((p) => !p.current || p.offline)) throw new Error(`${name} is not healed yet: ${JSON.stringify(info.cluster)}`);
+          if (peers.length !== 2 || peers.some((p) => !p.current || p.offline))
+            throw new Error(`${name} is not healed yet: ${JSON.stringify(info.cluster)}`);
         }
       },
       { retries: 120, minTimeout: 500, factor: 1 },

@@ -11,10 +11,20 @@ import { startEventsEndpoint } from "./fixtures/architect-events.js";
 import { it } from "./fixtures/index.js";
 import { watchEvents } from "@loopsmith/cli";
 
-const event = (taskId: string, seq: number, kind: TaskEvent["kind"] = "step"): TaskEvent => ({ v: 1, taskId, seq, at: new Date().toISOString(), iteration: 0, kind, message: `event ${seq}` });
+const event = (taskId: string, seq: number, kind: TaskEvent["kind"] = "step"): TaskEvent => ({
+  v: 1,
+  taskId,
+  seq,
+  at: new Date().toISOString(),
+  iteration: 0,
+  kind,
+  message: `event ${seq}`,
+});
 
 describe("watchEvents: stored events through the architect, new ones live", () => {
-  it("replays more than a page of stored events, then live ones up to the result, each once and in order", async ({ nats }) => {
+  it("replays more than a page of stored events, then live ones up to the result, each once and in order", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     await ensureStreams(nc);
     const service = await startEventsEndpoint(nc);
@@ -38,14 +48,17 @@ describe("watchEvents: stored events through the architect, new ones live", () =
     }
   });
 
-  it("keeps watching while the architect does not answer, and reads the stored events once it does", async ({ nats }) => {
+  it("keeps watching while the architect does not answer, and reads the stored events once it does", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     await ensureStreams(nc);
     await publishEvent(nc, event("watch-2", 0));
     await publishEvent(nc, event("watch-2", 1));
     const seen: number[] = [];
     const watch = (async () => {
-      for await (const e of watchEvents(nc, "watch-2", { pollMs: 300, signal: AbortSignal.timeout(20_000) })) seen.push(e.seq);
+      for await (const e of watchEvents(nc, "watch-2", { pollMs: 300, signal: AbortSignal.timeout(20_000) }))
+        seen.push(e.seq);
     })();
     await new Promise((r) => setTimeout(r, 800));
     expect(seen).toEqual([]);

@@ -14,7 +14,6 @@ import { NATS_ROLES, inboxPrefixOf, passwordVariable } from "@loopsmith/shared";
 
 const run = promisify(execFile);
 
-
 /** A compose project driven by the bench. */
 export interface Project {
   /** Compose project name (unique per run). */
@@ -73,7 +72,15 @@ export async function docker(args: string[], timeoutMs = 60_000): Promise<string
  * (the cluster file: `deploy/compose.cluster.yml`). `env` adds to compose's environment
  * (`LOOPSMITH_NATS_CLUSTER_CONF`, say).
  */
-export function prepareProject(opts: { repo: string; name: string; natsPort: number; scriptDir: string; dir: string; files?: string[]; env?: NodeJS.ProcessEnv }): Project {
+export function prepareProject(opts: {
+  repo: string;
+  name: string;
+  natsPort: number;
+  scriptDir: string;
+  dir: string;
+  files?: string[];
+  env?: NodeJS.ProcessEnv;
+}): Project {
   const { repo, name, natsPort, dir } = opts;
   mkdirSync(dir, { recursive: true });
   const app = ["memory", "executor", "builder", "reviewer", "architect"];
@@ -101,16 +108,33 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
     // The cluster file's extra engines load the sandbox images from here (compose-env.sh --engines).
     LOOPSMITH_SANDBOX_IMAGES_FILE: process.env.LOOPSMITH_SANDBOX_IMAGES_FILE ?? join(repo, "sandbox-images.tar"),
     // And a password per NATS user (a letter first: nats-server parses the value as a token).
-    ...Object.fromEntries(NATS_ROLES.map((r) => [passwordVariable(r), process.env[passwordVariable(r)] ?? `p${randomBytes(16).toString("hex")}`])),
+    ...Object.fromEntries(
+      NATS_ROLES.map((r) => [
+        passwordVariable(r),
+        process.env[passwordVariable(r)] ?? `p${randomBytes(16).toString("hex")}`,
+      ]),
+    ),
     ...opts.env,
   };
   const files = [join(repo, "docker-compose.yml"), ...(opts.files ?? []).map((f) => join(repo, f)), override];
   const base = ["compose", "-p", name, ...files.flatMap((f) => ["-f", f])];
   /** Runs `cmd argv` from the repository, its output appended to `compose.log` after `$ shown`. @throws naming `label` and the last lines */
-  const logged = async (label: string, shown: string, cmd: string, argv: string[], runEnv: NodeJS.ProcessEnv, timeoutMs: number): Promise<string> => {
+  const logged = async (
+    label: string,
+    shown: string,
+    cmd: string,
+    argv: string[],
+    runEnv: NodeJS.ProcessEnv,
+    timeoutMs: number,
+  ): Promise<string> => {
     appendFileSync(logFile, `\n$ ${shown}\n`);
     try {
-      const { stdout, stderr } = await run(cmd, argv, { env: runEnv, cwd: repo, timeout: timeoutMs, maxBuffer: 256 * 1024 * 1024 });
+      const { stdout, stderr } = await run(cmd, argv, {
+        env: runEnv,
+        cwd: repo,
+        timeout: timeoutMs,
+        maxBuffer: 256 * 1024 * 1024,
+      });
       appendFileSync(logFile, stdout + stderr);
       return stdout;
     } catch (err) {
@@ -120,11 +144,26 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
       throw new Error(`${label} failed (${logFile}):\n${tail || e.message}`, { cause: err });
     }
   };
-  const compose = (args: string[], timeoutMs = 600_000): Promise<string> => logged(`docker compose ${args[0]}`, `docker compose ${args.join(" ")}`, "docker", [...base, ...args], env, timeoutMs);
+  const compose = (args: string[], timeoutMs = 600_000): Promise<string> =>
+    logged(
+      `docker compose ${args[0]}`,
+      `docker compose ${args.join(" ")}`,
+      "docker",
+      [...base, ...args],
+      env,
+      timeoutMs,
+    );
   // deploy/cluster-up.sh runs compose on this project's files and name (COMPOSE_FILE, COMPOSE_PROJECT_NAME).
   const clusterEnv = { ...env, COMPOSE_FILE: files.join(":"), COMPOSE_PATH_SEPARATOR: ":", COMPOSE_PROJECT_NAME: name };
   const clusterUp = async (args: string[], timeoutMs = 900_000): Promise<void> =>
-    void (await logged("deploy/cluster-up.sh", `bash deploy/cluster-up.sh ${args.join(" ")}`, "bash", [join(repo, "deploy", "cluster-up.sh"), ...args], clusterEnv, timeoutMs));
+    void (await logged(
+      "deploy/cluster-up.sh",
+      `bash deploy/cluster-up.sh ${args.join(" ")}`,
+      "bash",
+      [join(repo, "deploy", "cluster-up.sh"), ...args],
+      clusterEnv,
+      timeoutMs,
+    ));
   return {
     name,
     natsPort,
@@ -139,7 +178,11 @@ export function prepareProject(opts: { repo: string; name: string; natsPort: num
     followLogs(service, file) {
       mkdirSync(join(dir, "logs"), { recursive: true });
       const fd = openSync(join(dir, "logs", file), "a");
-      const child = spawn("docker", [...base, "logs", "-f", "--no-color", "--timestamps", service], { env, cwd: repo, stdio: ["ignore", fd, fd] });
+      const child = spawn("docker", [...base, "logs", "-f", "--no-color", "--timestamps", service], {
+        env,
+        cwd: repo,
+        stdio: ["ignore", fd, fd],
+      });
       return new Promise((resolve) => child.once("close", () => resolve()).once("error", () => resolve()));
     },
     async saveLogs(services) {
@@ -181,7 +224,14 @@ export interface Leftovers {
  */
 export async function sandboxLeftovers(executors: Iterable<string>): Promise<Leftovers> {
   const hosts = new Set([...executors].map((id) => id.slice(0, 12)));
-  const out = await docker(["ps", "-a", "--filter", `label=${SANDBOX_LABEL}`, "--format", `{{.ID}} {{.State}} {{.Label "${SANDBOX_HOST_LABEL}"}} {{.Image}}`]);
+  const out = await docker([
+    "ps",
+    "-a",
+    "--filter",
+    `label=${SANDBOX_LABEL}`,
+    "--format",
+    `{{.ID}} {{.State}} {{.Label "${SANDBOX_HOST_LABEL}"}} {{.Image}}`,
+  ]);
   const rows = out.split("\n").filter(Boolean);
   const ours = rows.filter((r) => hosts.has(r.split(" ")[2] ?? ""));
   return { ours, all: rows.length };

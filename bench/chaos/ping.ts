@@ -2,7 +2,13 @@
  * Who answers: `$SRV.PING` through `@nats-io/services`' client (as cli/src/stack.ts does),
  * counted per loopsmith service, so replicas count one each.
  */
-import { NoRespondersError, RequestError, connect, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
+import {
+  NoRespondersError,
+  RequestError,
+  connect,
+  type ConnectionOptions,
+  type NatsConnection,
+} from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
 import { ServiceNames, type ServiceName } from "@loopsmith/shared";
 
@@ -34,7 +40,11 @@ export function complete(counts: Map<ServiceName, number>, expected: Record<Serv
  * @returns the ms it took
  * @throws Error naming the services still short when `timeoutMs` passes
  */
-export async function waitAnswering(nc: NatsConnection, expected: Record<ServiceName, number>, timeoutMs: number): Promise<number> {
+export async function waitAnswering(
+  nc: NatsConnection,
+  expected: Record<ServiceName, number>,
+  timeoutMs: number,
+): Promise<number> {
   const start = Date.now();
   let counts = new Map<ServiceName, number>();
   while (Date.now() - start < timeoutMs) {
@@ -49,11 +59,22 @@ export async function waitAnswering(nc: NatsConnection, expected: Record<Service
 }
 
 /** Connects to NATS, retrying until it answers (at most `timeoutMs`), with reconnects forever afterwards. */
-export async function connectNats(url: string, timeoutMs: number, auth: Partial<ConnectionOptions> = {}): Promise<NatsConnection> {
+export async function connectNats(
+  url: string,
+  timeoutMs: number,
+  auth: Partial<ConnectionOptions> = {},
+): Promise<NatsConnection> {
   const start = Date.now();
   for (;;) {
     try {
-      return await connect({ ...auth, servers: url, timeout: 2_000, maxReconnectAttempts: -1, reconnectTimeWait: 250, name: "loopsmith-chaos-bench" });
+      return await connect({
+        ...auth,
+        servers: url,
+        timeout: 2_000,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+        name: "loopsmith-chaos-bench",
+      });
     } catch (err) {
       if (Date.now() - start > timeoutMs) throw err;
       await new Promise((r) => setTimeout(r, 250));

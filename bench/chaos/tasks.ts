@@ -37,7 +37,10 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 /** The bench's task: examples/roman's task with its own id (the chaos script passes it on the first build). */
 export function chaosTask(repo: string, taskId: string): TaskInput {
-  const base = JSON.parse(readFileSync(join(repo, "examples", "roman", "task.json"), "utf8")) as Omit<TaskInput, "v" | "taskId" | "submittedAt">;
+  const base = JSON.parse(readFileSync(join(repo, "examples", "roman", "task.json"), "utf8")) as Omit<
+    TaskInput,
+    "v" | "taskId" | "submittedAt"
+  >;
   return { ...base, v: 1, taskId, submittedAt: new Date().toISOString() };
 }
 
@@ -47,7 +50,13 @@ export function chaosTask(repo: string, taskId: string): TaskInput {
  * the watch over when it fails. `stop` ends the watch early.
  */
 export function submitAndWatch(nc: NatsConnection, task: TaskInput, stop: AbortSignal): Tracked {
-  const t: Tracked = { taskId: task.taskId, submittedAt: Date.now(), events: new Map(), rewatches: 0, done: Promise.resolve() };
+  const t: Tracked = {
+    taskId: task.taskId,
+    submittedAt: Date.now(),
+    events: new Map(),
+    rewatches: 0,
+    done: Promise.resolve(),
+  };
   t.done = (async () => {
     for (;;) {
       try {
@@ -103,7 +112,10 @@ export async function auditEvents(nc: NatsConnection): Promise<Map<string, Audit
   const info = await (await jetstreamManager(nc)).streams.info(Streams.events);
   const last = info.state.last_seq;
   if (info.state.messages === 0) return out;
-  const consumer = await jetstream(nc).consumers.get(Streams.events, { filter_subjects: [Subjects.eventsAll], deliver_policy: DeliverPolicy.All });
+  const consumer = await jetstream(nc).consumers.get(Streams.events, {
+    filter_subjects: [Subjects.eventsAll],
+    deliver_policy: DeliverPolicy.All,
+  });
   const messages = await consumer.consume();
   // Bounded: a consumer that stops delivering ends the audit (with what it read so far).
   const giveUp = setTimeout(() => void messages.close(), 60_000);

@@ -30,7 +30,9 @@ const STAMP_VERSION = 1;
 export function sourceFingerprint(root, files) {
   const all = createHash("sha256");
   for (const file of files) {
-    const one = createHash("sha256").update(readFileSync(join(root, file))).digest("hex");
+    const one = createHash("sha256")
+      .update(readFileSync(join(root, file)))
+      .digest("hex");
     all.update(`${file}\0${one}\n`);
   }
   return all.digest("hex");
@@ -44,7 +46,12 @@ export function sourceFingerprint(root, files) {
  */
 export function makeStamp(root, files) {
   const sorted = [...new Set(files)].sort();
-  return { v: STAMP_VERSION, fingerprint: sourceFingerprint(root, sorted), files: sorted, builtAt: new Date().toISOString() };
+  return {
+    v: STAMP_VERSION,
+    fingerprint: sourceFingerprint(root, sorted),
+    files: sorted,
+    builtAt: new Date().toISOString(),
+  };
 }
 
 /**

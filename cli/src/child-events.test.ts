@@ -78,7 +78,21 @@ const API_1 = `${P}--api-a1`;
 
 /** A `data.dag` with these subtasks (only what the follow reads matters). */
 function dag(...subtasks: Array<{ id: string; status: string; childTaskId?: string }>): Record<string, unknown> {
-  return { dag: { reopened: [], subtasks: subtasks.map((s) => ({ goal: s.id, dependsOn: [], attempt: 1, iteration: 0, iterations: 0, tokens: 0, costUsd: 0, ...s })) } };
+  return {
+    dag: {
+      reopened: [],
+      subtasks: subtasks.map((s) => ({
+        goal: s.id,
+        dependsOn: [],
+        attempt: 1,
+        iteration: 0,
+        iterations: 0,
+        tokens: 0,
+        costUsd: 0,
+        ...s,
+      })),
+    },
+  };
 }
 
 const child = (id: string, sub: string) => ({ parentTaskId: P, subtaskId: sub, message: "", taskId: id });
@@ -86,7 +100,12 @@ const label = (e: TaskEvent): string => `${e.taskId}#${e.seq}${e.kind === "resul
 
 describe("childTaskIdsOf", () => {
   it("names each subtask's childTaskId in data.dag and data.subtask's, once each, skipping those without one", () => {
-    const e = { data: { ...dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }, { id: "api", status: "pending" }), subtask: { id: "storage", status: "running", childTaskId: STORAGE_1 } } };
+    const e = {
+      data: {
+        ...dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }, { id: "api", status: "pending" }),
+        subtask: { id: "storage", status: "running", childTaskId: STORAGE_1 },
+      },
+    };
     expect(childTaskIdsOf(e)).toEqual([STORAGE_1]);
     expect(childTaskIdsOf({ data: { subtask: { id: "api", childTaskId: API_1 } } })).toEqual([API_1]);
     expect(childTaskIdsOf({ data: { dag: "not a dag", subtask: 3 } })).toEqual([]);
@@ -102,19 +121,41 @@ describe("withChildEvents", () => {
     await settle();
     // The child publishes before the parent's event names it: read from its start anyway.
     bus.publish(STORAGE_1, { ...child(STORAGE_1, "storage"), kind: "accepted" });
-    bus.publish(P, { message: "subtask storage: running", phase: "schedule", subtaskId: "storage", data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }, { id: "api", status: "pending" }) });
+    bus.publish(P, {
+      message: "subtask storage: running",
+      phase: "schedule",
+      subtaskId: "storage",
+      data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }, { id: "api", status: "pending" }),
+    });
     await settle();
     bus.publish(STORAGE_1, { ...child(STORAGE_1, "storage"), phase: "build" });
     await settle();
-    bus.publish(P, { message: "subtask progress", phase: "schedule", data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }, { id: "api", status: "pending" }) });
+    bus.publish(P, {
+      message: "subtask progress",
+      phase: "schedule",
+      data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }, { id: "api", status: "pending" }),
+    });
     await settle();
     bus.publish(STORAGE_1, { ...child(STORAGE_1, "storage"), kind: "result" });
     await settle();
-    bus.publish(P, { message: "storage: attempt 1 failed; trying again", phase: "schedule", subtaskId: "storage", data: { subtask: { id: "storage", status: "running", childTaskId: STORAGE_2 } } });
+    bus.publish(P, {
+      message: "storage: attempt 1 failed; trying again",
+      phase: "schedule",
+      subtaskId: "storage",
+      data: { subtask: { id: "storage", status: "running", childTaskId: STORAGE_2 } },
+    });
     await settle();
     bus.publish(STORAGE_2, { ...child(STORAGE_2, "storage"), kind: "result" });
     await settle();
-    bus.publish(P, { message: "api running", phase: "schedule", subtaskId: "api", data: dag({ id: "storage", status: "passed", childTaskId: STORAGE_2 }, { id: "api", status: "running", childTaskId: API_1 }) });
+    bus.publish(P, {
+      message: "api running",
+      phase: "schedule",
+      subtaskId: "api",
+      data: dag(
+        { id: "storage", status: "passed", childTaskId: STORAGE_2 },
+        { id: "api", status: "running", childTaskId: API_1 },
+      ),
+    });
     await settle();
     bus.publish(API_1, { ...child(API_1, "api"), phase: "build" });
     await settle();
@@ -146,9 +187,17 @@ describe("withChildEvents", () => {
   it("holds the parent's result until the children still followed bring theirs", async () => {
     const bus = new FakeBus();
     const { seen, done } = collect(withChildEvents(P, bus.source, { graceMs: 5_000 }));
-    bus.publish(P, { message: "storage running", phase: "schedule", data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }) });
+    bus.publish(P, {
+      message: "storage running",
+      phase: "schedule",
+      data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }),
+    });
     await settle();
-    bus.publish(P, { message: "cancelled", kind: "result", data: dag({ id: "storage", status: "cancelled", childTaskId: STORAGE_1 }) });
+    bus.publish(P, {
+      message: "cancelled",
+      kind: "result",
+      data: dag({ id: "storage", status: "cancelled", childTaskId: STORAGE_1 }),
+    });
     await settle();
     expect(seen.map(label)).toEqual([`${P}#0`]);
     bus.publish(STORAGE_1, { ...child(STORAGE_1, "storage"), kind: "result" });
@@ -159,10 +208,18 @@ describe("withChildEvents", () => {
   it("stops following a child that brings no result graceMs after the parent's result, which then comes last", async () => {
     const bus = new FakeBus();
     const { seen, done } = collect(withChildEvents(P, bus.source, { graceMs: 30 }));
-    bus.publish(P, { message: "storage running", phase: "schedule", data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }) });
+    bus.publish(P, {
+      message: "storage running",
+      phase: "schedule",
+      data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }),
+    });
     await settle();
     bus.publish(STORAGE_1, { ...child(STORAGE_1, "storage"), phase: "build" });
-    bus.publish(P, { message: "failed", kind: "result", data: dag({ id: "storage", status: "failed", childTaskId: STORAGE_1 }) });
+    bus.publish(P, {
+      message: "failed",
+      kind: "result",
+      data: dag({ id: "storage", status: "failed", childTaskId: STORAGE_1 }),
+    });
     await done;
     expect(seen.map(label)).toEqual([`${P}#0`, `${STORAGE_1}#0`, `${P}#1 result`]);
     expect(bus.aborted).toEqual([STORAGE_1]);
@@ -182,7 +239,11 @@ describe("withChildEvents", () => {
     const bus = new FakeBus();
     const abort = new AbortController();
     const { seen, done } = collect(withChildEvents(P, bus.source, { signal: abort.signal }));
-    bus.publish(P, { message: "storage running", phase: "schedule", data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }) });
+    bus.publish(P, {
+      message: "storage running",
+      phase: "schedule",
+      data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }),
+    });
     await settle();
     abort.abort();
     await done;
@@ -197,9 +258,15 @@ describe("withChildEvents", () => {
     const bus = new FakeBus();
     bus.failing.add(STORAGE_1);
     const errors: string[] = [];
-    const { seen, done } = collect(withChildEvents(P, bus.source, { onChildError: (id, err) => errors.push(`${id}: ${(err as Error).message}`) }));
+    const { seen, done } = collect(
+      withChildEvents(P, bus.source, { onChildError: (id, err) => errors.push(`${id}: ${(err as Error).message}`) }),
+    );
     bus.publish(STORAGE_1, { ...child(STORAGE_1, "storage"), phase: "build" });
-    bus.publish(P, { message: "storage running", phase: "schedule", data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }) });
+    bus.publish(P, {
+      message: "storage running",
+      phase: "schedule",
+      data: dag({ id: "storage", status: "running", childTaskId: STORAGE_1 }),
+    });
     await settle();
     bus.publish(P, { message: "failed", kind: "result" });
     await done;

@@ -53,7 +53,11 @@ type Item = { from: string; event: TaskEvent } | { from: string; error: unknown 
  * end without one.
  * @throws whatever reading the parent's events throws (the children are stopped first)
  */
-export async function* withChildEvents(parentTaskId: string, source: EventSource, o: ChildEventsOptions = {}): AsyncGenerator<TaskEvent> {
+export async function* withChildEvents(
+  parentTaskId: string,
+  source: EventSource,
+  o: ChildEventsOptions = {},
+): AsyncGenerator<TaskEvent> {
   const queue: Item[] = [];
   let wake: (() => void) | undefined;
   const push = (item: Item): void => {

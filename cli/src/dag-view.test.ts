@@ -5,8 +5,24 @@ import { changedSubtaskLines, dagOf, dagTotals, dagTree, renderDagTree, subtaskS
 const T0 = Date.parse("2026-03-01T10:00:00.000Z");
 const at = (s: number): string => new Date(T0 + s * 1000).toISOString();
 
-function sub(id: string, status: SubtaskProgress["status"], dependsOn: string[] = [], extra: Partial<SubtaskProgress> = {}): SubtaskProgress {
-  return { id, goal: `build ${id}`, status, dependsOn, attempt: 0, iteration: 0, iterations: 0, tokens: 0, costUsd: 0, ...extra };
+function sub(
+  id: string,
+  status: SubtaskProgress["status"],
+  dependsOn: string[] = [],
+  extra: Partial<SubtaskProgress> = {},
+): SubtaskProgress {
+  return {
+    id,
+    goal: `build ${id}`,
+    status,
+    dependsOn,
+    attempt: 0,
+    iteration: 0,
+    iterations: 0,
+    tokens: 0,
+    costUsd: 0,
+    ...extra,
+  };
 }
 
 /** schema → store, auth; api needs store and auth; cli needs auth; docs stands alone. */
@@ -14,10 +30,32 @@ function progress(): DagProgress {
   return {
     reopened: [],
     subtasks: [
-      sub("schema", "passed", [], { attempt: 1, iterations: 2, tokens: 12_345, costUsd: 0.0412, startedAt: at(0), finishedAt: at(80) }),
-      sub("store", "running", ["schema"], { attempt: 2, iteration: 3, iterations: 4, tokens: 900, costUsd: 0.002, startedAt: at(80) }),
+      sub("schema", "passed", [], {
+        attempt: 1,
+        iterations: 2,
+        tokens: 12_345,
+        costUsd: 0.0412,
+        startedAt: at(0),
+        finishedAt: at(80),
+      }),
+      sub("store", "running", ["schema"], {
+        attempt: 2,
+        iteration: 3,
+        iterations: 4,
+        tokens: 900,
+        costUsd: 0.002,
+        startedAt: at(80),
+      }),
       sub("api", "pending", ["store", "auth"]),
-      sub("auth", "failed", ["schema"], { attempt: 3, iterations: 15, tokens: 55_000, costUsd: 0.31, startedAt: at(80), finishedAt: at(300), reason: "max_iterations" }),
+      sub("auth", "failed", ["schema"], {
+        attempt: 3,
+        iterations: 15,
+        tokens: 55_000,
+        costUsd: 0.31,
+        startedAt: at(80),
+        finishedAt: at(300),
+        reason: "max_iterations",
+      }),
       sub("cli", "cancelled", ["auth"], { reason: "dependency_failed", finishedAt: at(300) }),
       sub("docs", "pending"),
     ],
@@ -57,7 +95,12 @@ describe("renderDagTree", () => {
     const narrow = renderDagTree(p, T0 + 400_000, { width: 30 });
     for (const l of narrow) expect(l.length).toBeLessThanOrEqual(30);
     expect(narrow[0]).toBe("✔ schema     passed · attempt…");
-    const hostile: DagProgress = { reopened: [], subtasks: [sub("a", "failed", [], { goal: "x\x1b[2J", reason: "boom\x1b]0;t\x07", startedAt: at(0), finishedAt: at(1) })] };
+    const hostile: DagProgress = {
+      reopened: [],
+      subtasks: [
+        sub("a", "failed", [], { goal: "x\x1b[2J", reason: "boom\x1b]0;t\x07", startedAt: at(0), finishedAt: at(1) }),
+      ],
+    };
     const [line] = renderDagTree(hostile, T0, { goals: true });
     // eslint-disable-next-line no-control-regex
     expect(line).not.toMatch(/[\u0000-\u0008\u000b-\u001f]/);
@@ -75,7 +118,23 @@ describe("renderDagTree", () => {
         ],
       },
       subtasks: [
-        { id: "lib", status: "passed", attempts: 1, iterations: 2, usage: { calls: 2, inputTokens: 1_000, outputTokens: 200, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.01, latencyMs: 1 }, startedAt: at(0), finishedAt: at(30) },
+        {
+          id: "lib",
+          status: "passed",
+          attempts: 1,
+          iterations: 2,
+          usage: {
+            calls: 2,
+            inputTokens: 1_000,
+            outputTokens: 200,
+            cacheReadTokens: 0,
+            cacheWriteTokens: 0,
+            costUsd: 0.01,
+            latencyMs: 1,
+          },
+          startedAt: at(0),
+          finishedAt: at(30),
+        },
         { id: "app", status: "running", attempts: 1, startedAt: at(30) },
       ],
     });
@@ -91,21 +150,34 @@ describe("the tree's order and shape", () => {
   const ids = (p: DagProgress["subtasks"]): string[] => dagTree(p).map((x) => `${x.prefix}${x.subtask.id}`);
 
   it("a diamond: the join goes under the dependency drawn last, after both", () => {
-    expect(ids([sub("a", "passed"), sub("d", "pending", ["b", "c"]), sub("b", "passed", ["a"]), sub("c", "passed", ["a"])])).toEqual(["a", "├─ b", "└─ c", "   └─ d"]);
+    expect(
+      ids([sub("a", "passed"), sub("d", "pending", ["b", "c"]), sub("b", "passed", ["a"]), sub("c", "passed", ["a"])]),
+    ).toEqual(["a", "├─ b", "└─ c", "   └─ d"]);
   });
 
   it("every subtask comes after all its dependencies, even when its first dependency's branch is left first", () => {
     // v depends on p (a branch under a) and on d (a branch under b): it can only come after d.
-    const subs = [sub("a", "passed"), sub("b", "passed"), sub("p", "passed", ["a"]), sub("d", "passed", ["b"]), sub("v", "pending", ["p", "d"])];
+    const subs = [
+      sub("a", "passed"),
+      sub("b", "passed"),
+      sub("p", "passed", ["a"]),
+      sub("d", "passed", ["b"]),
+      sub("v", "pending", ["p", "d"]),
+    ];
     const placed = dagTree(subs);
     const order = placed.map((x) => x.subtask.id);
-    for (const s of subs) for (const d of s.dependsOn) expect(order.indexOf(d), `${d} before ${s.id}`).toBeLessThan(order.indexOf(s.id));
+    for (const s of subs)
+      for (const d of s.dependsOn) expect(order.indexOf(d), `${d} before ${s.id}`).toBeLessThan(order.indexOf(s.id));
     expect(ids(subs)).toEqual(["a", "└─ p", "b", "└─ d", "   └─ v"]);
     expect(placed.find((x) => x.subtask.id === "v")).toMatchObject({ parent: "d", depth: 2 });
   });
 
   it("a chain nests; unknown dependencies are left out; a cycle still shows every subtask once", () => {
-    expect(ids([sub("c", "pending", ["b"]), sub("b", "pending", ["a"]), sub("a", "pending", ["ghost"])])).toEqual(["a", "└─ b", "   └─ c"]);
+    expect(ids([sub("c", "pending", ["b"]), sub("b", "pending", ["a"]), sub("a", "pending", ["ghost"])])).toEqual([
+      "a",
+      "└─ b",
+      "   └─ c",
+    ]);
     expect(ids([sub("x", "pending", ["y"]), sub("y", "pending", ["x"])])).toEqual(["x", "└─ y"]);
   });
 });
@@ -113,8 +185,18 @@ describe("the tree's order and shape", () => {
 describe("subtaskSummary", () => {
   it("a pending subtask names what it waits for; a cancelled one after an attempt shows its usage", () => {
     expect(subtaskSummary(sub("a", "pending"), T0, { waitingFor: ["b", "c"] })).toBe("pending · waiting for b, c");
-    const cancelled = sub("a", "cancelled", [], { reason: "cancelled", attempt: 1, iterations: 1, tokens: 10, costUsd: 0.001, startedAt: at(0), finishedAt: at(5) });
-    expect(subtaskSummary(cancelled, T0)).toBe("cancelled (cancelled) · attempt 1 · 1 iteration · 10 tokens · $0.0010 · 5.0 s");
+    const cancelled = sub("a", "cancelled", [], {
+      reason: "cancelled",
+      attempt: 1,
+      iterations: 1,
+      tokens: 10,
+      costUsd: 0.001,
+      startedAt: at(0),
+      finishedAt: at(5),
+    });
+    expect(subtaskSummary(cancelled, T0)).toBe(
+      "cancelled (cancelled) · attempt 1 · 1 iteration · 10 tokens · $0.0010 · 5.0 s",
+    );
   });
 });
 
@@ -123,7 +205,9 @@ describe("dagTotals", () => {
     expect(dagTotals(progress(), T0 + 400_000)).toBe(
       "6 subtasks: 1 passed, 1 failed, 1 cancelled, 1 running, 2 pending · 21 iterations · 68.2k tokens · $0.35 · 10 min 20 s of subtask time in 6 min 40 s",
     );
-    expect(dagTotals({ reopened: ["b"], subtasks: [sub("b", "pending")] }, T0)).toBe("1 subtask: 1 pending · 0 iterations · 0 tokens · $0 · re-opened: b");
+    expect(dagTotals({ reopened: ["b"], subtasks: [sub("b", "pending")] }, T0)).toBe(
+      "1 subtask: 1 pending · 0 iterations · 0 tokens · $0 · re-opened: b",
+    );
   });
 });
 
@@ -134,10 +218,21 @@ describe("changedSubtaskLines", () => {
     expect(changedSubtaskLines(first, first, T0 + 200_000)).toEqual([]);
     const next: DagProgress = {
       reopened: [],
-      subtasks: first.subtasks.map((s) => (s.id === "store" ? { ...s, iteration: 4 } : s.id === "docs" ? { ...s, status: "running", attempt: 1, startedAt: at(300) } : s)),
+      subtasks: first.subtasks.map((s) =>
+        s.id === "store"
+          ? { ...s, iteration: 4 }
+          : s.id === "docs"
+            ? { ...s, status: "running", attempt: 1, startedAt: at(300) }
+            : s,
+      ),
     };
-    expect(changedSubtaskLines(first, next, T0 + 310_000)).toEqual(["▶ store  running · attempt 2 · iteration 4 · 3 min 50 s", "▶ docs  running · attempt 1 · 10.0 s"]);
-    expect(changedSubtaskLines(next, { ...next, reopened: ["docs"] }, T0 + 310_000)).toEqual(["▶ docs  running · attempt 1 · 10.0 s · re-opened"]);
+    expect(changedSubtaskLines(first, next, T0 + 310_000)).toEqual([
+      "▶ store  running · attempt 2 · iteration 4 · 3 min 50 s",
+      "▶ docs  running · attempt 1 · 10.0 s",
+    ]);
+    expect(changedSubtaskLines(next, { ...next, reopened: ["docs"] }, T0 + 310_000)).toEqual([
+      "▶ docs  running · attempt 1 · 10.0 s · re-opened",
+    ]);
   });
 });
 

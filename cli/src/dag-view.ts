@@ -21,10 +21,22 @@ export interface DagTreeOptions {
 }
 
 /** The mark of each status, first on a subtask's line. */
-export const STATUS_MARKS: Readonly<Record<SubtaskStatus, string>> = { pending: "○", running: "▶", passed: "✔", failed: "✖", cancelled: "⊘" };
+export const STATUS_MARKS: Readonly<Record<SubtaskStatus, string>> = {
+  pending: "○",
+  running: "▶",
+  passed: "✔",
+  failed: "✖",
+  cancelled: "⊘",
+};
 
 /** The colour of each mark: dim, cyan, green, red, yellow. */
-const MARK_COLORS: Readonly<Record<SubtaskStatus, keyof Palette>> = { pending: "dim", running: "cyan", passed: "green", failed: "red", cancelled: "yellow" };
+const MARK_COLORS: Readonly<Record<SubtaskStatus, keyof Palette>> = {
+  pending: "dim",
+  running: "cyan",
+  passed: "green",
+  failed: "red",
+  cancelled: "yellow",
+};
 const COLOURS = palette(true);
 
 /** An event's `data.dag`, or undefined when it carries none or one that fails the contract. */
@@ -104,7 +116,8 @@ function span(from: string | undefined, to: string | number | undefined): number
 }
 
 /** Whether a subtask ended (passed, failed or cancelled). */
-const ended = (s: SubtaskProgress): boolean => s.status === "passed" || s.status === "failed" || s.status === "cancelled";
+const ended = (s: SubtaskProgress): boolean =>
+  s.status === "passed" || s.status === "failed" || s.status === "cancelled";
 
 /**
  * One subtask's state after its mark and id: `running · attempt 2 · iteration 3 · 41.0 s`,
@@ -113,9 +126,16 @@ const ended = (s: SubtaskProgress): boolean => s.status === "passed" || s.status
  * @param o.waitingFor - the dependencies a pending subtask still waits for
  * @param o.reopened - re-opened after a failed integration run
  */
-export function subtaskSummary(s: SubtaskProgress, nowMs: number, o: { waitingFor?: readonly string[]; reopened?: boolean } = {}): string {
-  const parts = [`${s.status}${s.reason && (s.status === "failed" || s.status === "cancelled") ? ` (${printable(s.reason)})` : ""}`];
-  if (s.status === "pending" && o.waitingFor?.length) parts.push(`waiting for ${o.waitingFor.map(printable).join(", ")}`);
+export function subtaskSummary(
+  s: SubtaskProgress,
+  nowMs: number,
+  o: { waitingFor?: readonly string[]; reopened?: boolean } = {},
+): string {
+  const parts = [
+    `${s.status}${s.reason && (s.status === "failed" || s.status === "cancelled") ? ` (${printable(s.reason)})` : ""}`,
+  ];
+  if (s.status === "pending" && o.waitingFor?.length)
+    parts.push(`waiting for ${o.waitingFor.map(printable).join(", ")}`);
   if (s.attempt > 0) parts.push(`attempt ${s.attempt}`);
   if (s.status === "running" && s.iteration > 0) parts.push(`iteration ${s.iteration}`);
   if (s.status === "passed" || s.status === "failed" || (s.status === "cancelled" && s.attempt > 0)) {
@@ -160,7 +180,8 @@ export function renderDagTree(progress: DagProgress, nowMs: number, opts: DagTre
   const heads = placed.map((p) => `${p.prefix}${STATUS_MARKS[p.subtask.status]} ${printable(p.subtask.id)}`);
   const rows = placed.map((p, i) => {
     const s = p.subtask;
-    const waitingFor = s.status === "pending" ? s.dependsOn.filter((d) => status.has(d) && status.get(d) !== "passed") : [];
+    const waitingFor =
+      s.status === "pending" ? s.dependsOn.filter((d) => status.has(d) && status.get(d) !== "passed") : [];
     const goal = opts.goals && s.goal.trim() ? ` — ${oneLineGoal(s.goal)}` : "";
     return [heads[i] ?? "", `${subtaskSummary(s, nowMs, { waitingFor, reopened: reopened.has(s.id) })}${goal}`];
   });
@@ -179,7 +200,9 @@ export function renderDagTree(progress: DagProgress, nowMs: number, opts: DagTre
 export function dagTotals(progress: DagProgress, nowMs: number): string {
   const { subtasks } = progress;
   const order: SubtaskStatus[] = ["passed", "failed", "cancelled", "running", "pending"];
-  const counts = order.map((st) => [st, subtasks.filter((s) => s.status === st).length] as const).filter(([, n]) => n > 0);
+  const counts = order
+    .map((st) => [st, subtasks.filter((s) => s.status === st).length] as const)
+    .filter(([, n]) => n > 0);
   const sum = (f: (s: SubtaskProgress) => number): number => subtasks.reduce((a, s) => a + f(s), 0);
   const times = subtasks.flatMap((s) => {
     const end = s.status === "running" ? nowMs : ended(s) ? s.finishedAt : undefined;
@@ -189,7 +212,10 @@ export function dagTotals(progress: DagProgress, nowMs: number): string {
   });
   const parts = [
     `${plural(subtasks.length, "subtask")}: ${counts.map(([st, n]) => `${n} ${st}`).join(", ") || "none"}`,
-    plural(sum((s) => s.iterations), "iteration"),
+    plural(
+      sum((s) => s.iterations),
+      "iteration",
+    ),
     `${shortCount(sum((s) => s.tokens))} tokens`,
     usd(sum((s) => s.costUsd)),
   ];
@@ -203,7 +229,16 @@ export function dagTotals(progress: DagProgress, nowMs: number): string {
 
 /** What a subtask's line says that can change, but its running time. */
 function stateKey(s: SubtaskProgress, reopened: boolean): string {
-  return JSON.stringify([s.status, s.attempt, s.iteration, s.iterations, s.tokens, s.costUsd, s.reason ?? "", reopened]);
+  return JSON.stringify([
+    s.status,
+    s.attempt,
+    s.iteration,
+    s.iterations,
+    s.tokens,
+    s.costUsd,
+    s.reason ?? "",
+    reopened,
+  ]);
 }
 
 /**
@@ -213,13 +248,16 @@ function stateKey(s: SubtaskProgress, reopened: boolean): string {
  * its time is not repeated. Pure.
  */
 export function changedSubtaskLines(previous: DagProgress | undefined, next: DagProgress, nowMs: number): string[] {
-  const before = new Map((previous?.subtasks ?? []).map((s) => [s.id, stateKey(s, previous?.reopened.includes(s.id) ?? false)]));
+  const before = new Map(
+    (previous?.subtasks ?? []).map((s) => [s.id, stateKey(s, previous?.reopened.includes(s.id) ?? false)]),
+  );
   const status = new Map(next.subtasks.map((s) => [s.id, s.status]));
   const lines: string[] = [];
   for (const { subtask: s } of dagTree(next.subtasks)) {
     const reopened = next.reopened.includes(s.id);
     if (before.get(s.id) === stateKey(s, reopened)) continue;
-    const waitingFor = s.status === "pending" ? s.dependsOn.filter((d) => status.has(d) && status.get(d) !== "passed") : [];
+    const waitingFor =
+      s.status === "pending" ? s.dependsOn.filter((d) => status.has(d) && status.get(d) !== "passed") : [];
     lines.push(`${STATUS_MARKS[s.status]} ${printable(s.id)}  ${subtaskSummary(s, nowMs, { waitingFor, reopened })}`);
   }
   return lines;
@@ -230,5 +268,8 @@ export function changedSubtaskLines(previous: DagProgress | undefined, next: Dag
  * tree with each subtask's goal, indented by `indent`.
  */
 export function dagReportLines(progress: DagProgress, nowMs: number, indent = "  "): string[] {
-  return [`${indent}${dagTotals(progress, nowMs)}`, ...renderDagTree(progress, nowMs, { goals: true }).map((l) => `${indent}  ${l}`)];
+  return [
+    `${indent}${dagTotals(progress, nowMs)}`,
+    ...renderDagTree(progress, nowMs, { goals: true }).map((l) => `${indent}  ${l}`),
+  ];
 }

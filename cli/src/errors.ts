@@ -78,7 +78,11 @@ export type CommandRunner = (json: boolean | undefined, action: () => Promise<nu
  * throws ({@link reportError}) and sets that exit code. Never throws.
  * @param onError - called after the report (e.g. to log the stack)
  */
-export async function runCommand(json: boolean | undefined, action: () => Promise<number>, onError?: (err: unknown) => Promise<void>): Promise<void> {
+export async function runCommand(
+  json: boolean | undefined,
+  action: () => Promise<number>,
+  onError?: (err: unknown) => Promise<void>,
+): Promise<void> {
   try {
     process.exitCode = await action();
   } catch (err) {

@@ -9,12 +9,30 @@ import { prepareRepoTask } from "./solve-repo.js";
 
 describe("per-role flags", () => {
   it("--model-<role> and --provider-<role> become llm.roles and reach each role's effective model", () => {
-    const flags = flagsOf({ model: "claude-sonnet-4-6", modelPlan: "claude-opus-4-1", modelBuild: "gpt-4o-mini", providerBuild: "openai-compatible" });
-    expect(flags).toEqual({ llm: { model: "claude-sonnet-4-6", roles: { plan: { model: "claude-opus-4-1" }, build: { model: "gpt-4o-mini", provider: "openai-compatible" } } } });
-    const env = { ANTHROPIC_API_KEY: "sk-ant-test", OPENAI_API_KEY: "sk-test", LOOPSMITH_BASE_URL_BUILD: "http://127.0.0.1:11434/v1" };
+    const flags = flagsOf({
+      model: "claude-sonnet-4-6",
+      modelPlan: "claude-opus-4-1",
+      modelBuild: "gpt-4o-mini",
+      providerBuild: "openai-compatible",
+    });
+    expect(flags).toEqual({
+      llm: {
+        model: "claude-sonnet-4-6",
+        roles: { plan: { model: "claude-opus-4-1" }, build: { model: "gpt-4o-mini", provider: "openai-compatible" } },
+      },
+    });
+    const env = {
+      ANTHROPIC_API_KEY: "sk-ant-test",
+      OPENAI_API_KEY: "sk-test",
+      LOOPSMITH_BASE_URL_BUILD: "http://127.0.0.1:11434/v1",
+    };
     const roles = effectiveRoles(loadConfig({ env, flags }));
     expect(roles.plan).toMatchObject({ provider: "anthropic", model: "claude-opus-4-1" });
-    expect(roles.build).toMatchObject({ provider: "openai-compatible", model: "gpt-4o-mini", baseUrl: "http://127.0.0.1:11434/v1" });
+    expect(roles.build).toMatchObject({
+      provider: "openai-compatible",
+      model: "gpt-4o-mini",
+      baseUrl: "http://127.0.0.1:11434/v1",
+    });
     expect(roles.review).toMatchObject({ provider: "anthropic", model: "claude-sonnet-4-6" });
   });
 
@@ -41,7 +59,10 @@ describe("DAG task flags", () => {
   /** A git repository with one commit. */
   function repo(): string {
     const dir = mkdtempSync(join(tmpdir(), "loopsmith-dag-flags-"));
-    const git = (...args: string[]) => execFileSync("git", ["-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", ...args], { stdio: "pipe" });
+    const git = (...args: string[]) =>
+      execFileSync("git", ["-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", ...args], {
+        stdio: "pipe",
+      });
     git("init", "-q");
     writeFileSync(join(dir, "README.md"), "empty project\n");
     git("add", ".");
@@ -64,8 +85,12 @@ describe("DAG task flags", () => {
   });
 
   it("--parallel or --subtask-attempts without --decompose, and any of them without --repo, are refused", async () => {
-    await expect(prepareRepoTask("g", { repo: repo(), parallel: 2 }, {})).rejects.toThrow("--parallel and --subtask-attempts apply to --decompose only");
+    await expect(prepareRepoTask("g", { repo: repo(), parallel: 2 }, {})).rejects.toThrow(
+      "--parallel and --subtask-attempts apply to --decompose only",
+    );
     expect(() => buildTask("g", { decompose: true })).toThrow("--decompose applies to --repo only");
-    expect(() => buildTask("g", { parallel: 2, subtaskAttempts: 2 })).toThrow(/^--parallel, --subtask-attempts apply to --repo only/);
+    expect(() => buildTask("g", { parallel: 2, subtaskAttempts: 2 })).toThrow(
+      /^--parallel, --subtask-attempts apply to --repo only/,
+    );
   });
 });

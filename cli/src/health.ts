@@ -12,7 +12,17 @@
 import { readFile } from "node:fs/promises";
 import { Svcm } from "@nats-io/services";
 import { connect } from "@nats-io/transport-node";
-import { LoopsmithError, ServiceNames, loadConfig, natsConnectOptions, natsIdentity, natsRefusal, type ServiceIdentityFile, type ServiceName, natsServers } from "@loopsmith/shared";
+import {
+  LoopsmithError,
+  ServiceNames,
+  loadConfig,
+  natsConnectOptions,
+  natsIdentity,
+  natsRefusal,
+  type ServiceIdentityFile,
+  type ServiceName,
+  natsServers,
+} from "@loopsmith/shared";
 import { ExitCode } from "./exit-codes.js";
 import { jsonLine } from "./terminal.js";
 
@@ -46,7 +56,9 @@ async function readIdentity(file: string): Promise<ServiceIdentityFile> {
   try {
     text = await readFile(file, "utf8");
   } catch (err) {
-    throw new LoopsmithError("not_found", `no service id file at ${file}: the service has not registered on NATS yet`, { cause: err });
+    throw new LoopsmithError("not_found", `no service id file at ${file}: the service has not registered on NATS yet`, {
+      cause: err,
+    });
   }
   let value: Partial<ServiceIdentityFile> | null = null;
   try {
@@ -69,7 +81,8 @@ async function readIdentity(file: string): Promise<ServiceIdentityFile> {
  */
 export async function healthCommand(services: string[], opts: HealthOptions): Promise<number> {
   const config = loadConfig(opts.config ? { file: opts.config } : {});
-  if (!config.natsUrl) throw new LoopsmithError("config_invalid", "NATS_URL is not set: health pings services on a NATS server");
+  if (!config.natsUrl)
+    throw new LoopsmithError("config_invalid", "NATS_URL is not set: health pings services on a NATS server");
   const timeoutMs = opts.timeoutMs ?? 2_000;
   const names = Object.values(ServiceNames) as string[];
   let targets: { name: string; id?: string }[];
@@ -80,17 +93,31 @@ export async function healthCommand(services: string[], opts: HealthOptions): Pr
     const asked = services.length ? services : (Object.keys(ServiceNames) as ServiceName[]);
     targets = asked.map((s) => {
       const name = (ServiceNames as Record<string, string>)[s] ?? s;
-      if (!names.includes(name)) throw new LoopsmithError("config_invalid", `unknown service ${s}: one of ${Object.keys(ServiceNames).join(", ")}`);
+      if (!names.includes(name))
+        throw new LoopsmithError(
+          "config_invalid",
+          `unknown service ${s}: one of ${Object.keys(ServiceNames).join(", ")}`,
+        );
       return { name };
     });
   }
   let nc;
   try {
-    nc = await connect({ ...natsConnectOptions(config), servers: natsServers(config.natsUrl), timeout: timeoutMs, reconnect: false, name: "loopsmith-health" });
+    nc = await connect({
+      ...natsConnectOptions(config),
+      servers: natsServers(config.natsUrl),
+      timeout: timeoutMs,
+      reconnect: false,
+      name: "loopsmith-health",
+    });
   } catch (err) {
     const refused = natsRefusal(err, config.natsUrl, natsIdentity(config));
     if (refused) throw refused;
-    report(opts, targets.map((t) => ({ service: t.name, ids: [], healthy: false })), `NATS at ${config.natsUrl} does not answer: ${(err as Error).message}`);
+    report(
+      opts,
+      targets.map((t) => ({ service: t.name, ids: [], healthy: false })),
+      `NATS at ${config.natsUrl} does not answer: ${(err as Error).message}`,
+    );
     return ExitCode.infrastructure;
   }
   const answers: HealthAnswer[] = [];
@@ -112,14 +139,23 @@ export async function healthCommand(services: string[], opts: HealthOptions): Pr
         try {
           for await (const stats of await (t.id ? byId : byName).stats(t.name, t.id)) {
             const bad = stats.endpoints?.find((e) => (e.data as { healthy?: unknown } | undefined)?.healthy === false);
-            if (bad) sick.push({ id: stats.id, error: String((bad.data as { error?: unknown }).error ?? "reports itself unhealthy") });
+            if (bad)
+              sick.push({
+                id: stats.id,
+                error: String((bad.data as { error?: unknown }).error ?? "reports itself unhealthy"),
+              });
           }
         } catch {
           // STATS unanswered: the ping decides
         }
       }
       const well = ids.filter((id) => !sick.some((s) => s.id === id));
-      answers.push({ service: t.name, ids: well, healthy: well.length > 0, ...(sick.length ? { unhealthy: sick } : {}) });
+      answers.push({
+        service: t.name,
+        ids: well,
+        healthy: well.length > 0,
+        ...(sick.length ? { unhealthy: sick } : {}),
+      });
     }
   } finally {
     await nc.close();
@@ -130,12 +166,18 @@ export async function healthCommand(services: string[], opts: HealthOptions): Pr
 
 function report(opts: HealthOptions, answers: HealthAnswer[], problem?: string): void {
   if (opts.json) {
-    process.stdout.write(`${jsonLine({ kind: "health", healthy: !problem && answers.every((a) => a.healthy), ...(problem ? { problem } : {}), services: answers })}\n`);
+    process.stdout.write(
+      `${jsonLine({ kind: "health", healthy: !problem && answers.every((a) => a.healthy), ...(problem ? { problem } : {}), services: answers })}\n`,
+    );
     return;
   }
   if (problem) process.stderr.write(`loopsmith: ${problem}\n`);
   for (const a of answers) {
-    const sick = a.unhealthy?.length ? `; ${a.unhealthy.map((u) => `${u.id} reports itself unhealthy: ${u.error}`).join("; ")}` : "";
-    process.stdout.write(`${a.healthy ? "healthy" : "unhealthy"} ${a.service}${a.healthy ? ` (${a.ids.length} answered)` : a.unhealthy?.length ? "" : ": no answer"}${sick}\n`);
+    const sick = a.unhealthy?.length
+      ? `; ${a.unhealthy.map((u) => `${u.id} reports itself unhealthy: ${u.error}`).join("; ")}`
+      : "";
+    process.stdout.write(
+      `${a.healthy ? "healthy" : "unhealthy"} ${a.service}${a.healthy ? ` (${a.ids.length} answered)` : a.unhealthy?.length ? "" : ": no answer"}${sick}\n`,
+    );
   }
 }

@@ -3,12 +3,33 @@ import { childTaskId, type TaskRecord } from "@loopsmith/shared";
 import { childIdParts, historyRows } from "./history-rows.js";
 import { historyText } from "./output.js";
 
-const usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, calls: 0, costUsd: 0.01, latencyMs: 0 };
+const usage = {
+  inputTokens: 0,
+  outputTokens: 0,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0,
+  calls: 0,
+  costUsd: 0.01,
+  latencyMs: 0,
+};
 let minute = 59;
 /** A record finished a minute before the previous one made (the list is newest first). */
 function rec(taskId: string, goal = `goal of ${taskId}`): TaskRecord {
   const finishedAt = `2026-03-01T10:${String(minute--).padStart(2, "0")}:00Z`;
-  return { v: 1, taskId, goal, language: "python", status: "passed", stopReason: "passed", iterations: 1, usage, usageByRole: {}, durationMs: 1, scripted: false, finishedAt };
+  return {
+    v: 1,
+    taskId,
+    goal,
+    language: "python",
+    status: "passed",
+    stopReason: "passed",
+    iterations: 1,
+    usage,
+    usageByRole: {},
+    durationMs: 1,
+    scripted: false,
+    finishedAt,
+  };
 }
 const ids = (tasks: TaskRecord[]): string[] => historyRows(tasks).map((r) => `${"  ".repeat(r.depth)}${r.task.taskId}`);
 
@@ -19,7 +40,15 @@ describe("childIdParts", () => {
       { parent: "p--x", subtaskId: "api", attempt: 1 },
       { parent: "p", subtaskId: "x--api", attempt: 1 },
     ]);
-    for (const plain of ["task-1", "dag-1--storage", "dag-1--storage-a0", "dag-1--Storage-a1", "--storage-a1", "dag-1-storage-a1"]) expect(childIdParts(plain), plain).toEqual([]);
+    for (const plain of [
+      "task-1",
+      "dag-1--storage",
+      "dag-1--storage-a0",
+      "dag-1--Storage-a1",
+      "--storage-a1",
+      "dag-1-storage-a1",
+    ])
+      expect(childIdParts(plain), plain).toEqual([]);
   });
 });
 
@@ -61,7 +90,13 @@ describe("history rows", () => {
     const shortened = childTaskId(long, "storage", 1);
     expect(shortened).toHaveLength(64);
     expect(shortened.startsWith(long)).toBe(false);
-    const tasks = [rec("a--b"), rec(long), rec(shortened), rec("a--b--lib-a1"), rec(`${long.slice(0, 20)}--storage-a1`)];
+    const tasks = [
+      rec("a--b"),
+      rec(long),
+      rec(shortened),
+      rec("a--b--lib-a1"),
+      rec(`${long.slice(0, 20)}--storage-a1`),
+    ];
     expect(ids(tasks)).toEqual(["a--b", "  a--b--lib-a1", long, `  ${shortened}`, `${long.slice(0, 20)}--storage-a1`]);
   });
 
@@ -77,5 +112,4 @@ describe("history rows", () => {
       ].join("\n"),
     );
   });
-
 });

@@ -90,7 +90,13 @@ export function historyRows(tasks: readonly TaskRecord[]): HistoryRow[] {
     nested.add(i);
   });
   for (const list of children.values()) {
-    list.sort((a, b) => (a.parts.subtaskId < b.parts.subtaskId ? -1 : a.parts.subtaskId > b.parts.subtaskId ? 1 : a.parts.attempt - b.parts.attempt || a.i - b.i));
+    list.sort((a, b) =>
+      a.parts.subtaskId < b.parts.subtaskId
+        ? -1
+        : a.parts.subtaskId > b.parts.subtaskId
+          ? 1
+          : a.parts.attempt - b.parts.attempt || a.i - b.i,
+    );
   }
 
   const rows: HistoryRow[] = [];

@@ -15,11 +15,18 @@ describe("history pages", () => {
     };
     const all = await readHistoryPages(5_000, page);
     expect(all.tasks.map((t) => t.taskId)).toEqual(stored.map((t) => t.taskId));
-    expect(asked).toEqual([[HISTORY_PAGE_MAX, 0], [HISTORY_PAGE_MAX, 500], [HISTORY_PAGE_MAX, 1_000]]);
+    expect(asked).toEqual([
+      [HISTORY_PAGE_MAX, 0],
+      [HISTORY_PAGE_MAX, 500],
+      [HISTORY_PAGE_MAX, 1_000],
+    ]);
     asked.length = 0;
     const some = await readHistoryPages(600, page);
     expect(some.tasks).toHaveLength(600);
-    expect(asked).toEqual([[500, 0], [100, 500]]);
+    expect(asked).toEqual([
+      [500, 0],
+      [100, 500],
+    ]);
   });
 });
 

@@ -25,7 +25,10 @@ export const HISTORY_LIMIT_MAX = 100_000;
  * @param page one history request (`limit`, `offset`) answered by memory
  * @throws whatever `page` throws
  */
-export async function readHistoryPages(limit: number, page: (limit: number, offset: number) => Promise<History>): Promise<History> {
+export async function readHistoryPages(
+  limit: number,
+  page: (limit: number, offset: number) => Promise<History>,
+): Promise<History> {
   const tasks: TaskRecord[] = [];
   while (tasks.length < limit) {
     const want = Math.min(HISTORY_PAGE_MAX, limit - tasks.length);
@@ -42,9 +45,12 @@ export async function readHistoryPages(limit: number, page: (limit: number, offs
  * @throws LoopsmithError `config_invalid`, `unavailable` or `timeout` (NATS, Docker or memory)
  */
 export async function historyCommand(opts: MemoryCommandOptions & { limit: number }, log: Logger): Promise<number> {
-  if (opts.limit < 1 || opts.limit > HISTORY_LIMIT_MAX) throw new LoopsmithError("bad_request", `history reads 1 to ${HISTORY_LIMIT_MAX} tasks, not ${opts.limit}`);
+  if (opts.limit < 1 || opts.limit > HISTORY_LIMIT_MAX)
+    throw new LoopsmithError("bad_request", `history reads 1 to ${HISTORY_LIMIT_MAX} tasks, not ${opts.limit}`);
   const history = await withMemory(log, opts.config, (nc, owner) =>
-    readHistoryPages(opts.limit, (limit, offset) => call(nc, Endpoints.memory.history, { v: 1, limit, offset }, { owner })),
+    readHistoryPages(opts.limit, (limit, offset) =>
+      call(nc, Endpoints.memory.history, { v: 1, limit, offset }, { owner }),
+    ),
   );
   process.stdout.write(opts.json ? `${jsonLine(history)}\n` : historyText(history));
   return ExitCode.ok;
@@ -56,8 +62,15 @@ export async function historyCommand(opts: MemoryCommandOptions & { limit: numbe
  * @returns {@link ExitCode.ok}
  * @throws LoopsmithError `config_invalid`, `unavailable` or `timeout` (NATS, Docker or memory)
  */
-export async function statsCommand(opts: MemoryCommandOptions & { since?: string; last?: number }, log: Logger): Promise<number> {
-  const req = { v: 1 as const, ...(opts.since ? { since: opts.since } : {}), ...(opts.last ? { last: opts.last } : {}) };
+export async function statsCommand(
+  opts: MemoryCommandOptions & { since?: string; last?: number },
+  log: Logger,
+): Promise<number> {
+  const req = {
+    v: 1 as const,
+    ...(opts.since ? { since: opts.since } : {}),
+    ...(opts.last ? { last: opts.last } : {}),
+  };
   const stats = await withMemory(log, opts.config, (nc, owner) => call(nc, Endpoints.memory.stats, req, { owner }));
   process.stdout.write(opts.json ? `${jsonLine(stats)}\n` : statsText(stats));
   return ExitCode.ok;
@@ -68,9 +81,17 @@ export async function statsCommand(opts: MemoryCommandOptions & { since?: string
  * @returns {@link ExitCode.ok}
  * @throws LoopsmithError `config_invalid`, `unavailable` or `timeout` (NATS, Docker or memory)
  */
-export async function failuresCommand(opts: MemoryCommandOptions & { task?: string; limit: number }, log: Logger): Promise<number> {
+export async function failuresCommand(
+  opts: MemoryCommandOptions & { task?: string; limit: number },
+  log: Logger,
+): Promise<number> {
   const failures = await withMemory(log, opts.config, (nc, owner) =>
-    call(nc, Endpoints.memory.failures, { v: 1, limit: opts.limit, ...(opts.task ? { taskId: opts.task } : {}) }, { owner }),
+    call(
+      nc,
+      Endpoints.memory.failures,
+      { v: 1, limit: opts.limit, ...(opts.task ? { taskId: opts.task } : {}) },
+      { owner },
+    ),
   );
   process.stdout.write(opts.json ? `${jsonLine(failures)}\n` : failuresText(failures));
   return ExitCode.ok;

@@ -30,7 +30,9 @@ export function loadHumanEval(path: string): HumanEvalRecord[] {
   try {
     text = readFileSync(path, "utf8");
   } catch (err) {
-    throw new LoopsmithError("bad_request", `cannot read the dataset ${path}: ${(err as Error).message}`, { cause: err });
+    throw new LoopsmithError("bad_request", `cannot read the dataset ${path}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   const out: HumanEvalRecord[] = [];
   text.split("\n").forEach((line, i) => {
@@ -42,7 +44,11 @@ export function loadHumanEval(path: string): HumanEvalRecord[] {
       throw new LoopsmithError("bad_request", `${path} line ${i + 1} is not JSON`);
     }
     const parsed = HumanEvalRecord.safeParse(raw);
-    if (!parsed.success) throw new LoopsmithError("bad_request", `${path} line ${i + 1} is not a HumanEval record: ${parsed.error.issues[0]?.message}`);
+    if (!parsed.success)
+      throw new LoopsmithError(
+        "bad_request",
+        `${path} line ${i + 1} is not a HumanEval record: ${parsed.error.issues[0]?.message}`,
+      );
     out.push(parsed.data);
   });
   return out;
@@ -120,7 +126,10 @@ export function humanevalTaskId(rec: HumanEvalRecord): string {
 }
 
 /** A loopsmith task from a record. */
-export function humanevalTask(rec: HumanEvalRecord, opts: { taskId?: string; limits?: Partial<TaskLimits> } = {}): TaskInput {
+export function humanevalTask(
+  rec: HumanEvalRecord,
+  opts: { taskId?: string; limits?: Partial<TaskLimits> } = {},
+): TaskInput {
   return {
     v: 1,
     taskId: opts.taskId ?? humanevalTaskId(rec),

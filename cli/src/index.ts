@@ -1,5 +1,14 @@
 /** @loopsmith/cli as a library: HumanEval tasks, mutants, the local stack and how a client follows a task's events, for benches and tests. */
-export { HUMANEVAL_CHECK_PATH, HumanEvalRecord, findHumanEval, humanevalTask, humanevalTaskId, humanevalTestFiles, loadHumanEval, solutionFile } from "./humaneval.js";
+export {
+  HUMANEVAL_CHECK_PATH,
+  HumanEvalRecord,
+  findHumanEval,
+  humanevalTask,
+  humanevalTaskId,
+  humanevalTestFiles,
+  loadHumanEval,
+  solutionFile,
+} from "./humaneval.js";
 export { mutantsOf, type Mutant } from "./mutants.js";
 export { startLocalStack, answeringServices, type LocalStack, type StackOptions } from "./stack.js";
 export { buildTask, flagsOf, type SolveOptions } from "./solve.js";

@@ -17,7 +17,20 @@ import { loadEnvFile } from "./env-file.js";
 import { errorCodeOf, report, reportError, runCommand } from "./errors.js";
 import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
 import type { SolveOptions } from "./solve.js";
-import { LANGUAGES, MAX_ITERATIONS, PARALLEL, PROVIDERS, ROLES, SUBTASK_ATTEMPTS, checkNatsListening, checkSolveInput, configuredNats, parseSince, positiveNumber, wholeNumber } from "./preflight.js";
+import {
+  LANGUAGES,
+  MAX_ITERATIONS,
+  PARALLEL,
+  PROVIDERS,
+  ROLES,
+  SUBTASK_ATTEMPTS,
+  checkNatsListening,
+  checkSolveInput,
+  configuredNats,
+  parseSince,
+  positiveNumber,
+  wholeNumber,
+} from "./preflight.js";
 
 async function logger(): Promise<Logger> {
   const { createLogger } = await import("@loopsmith/shared");
@@ -37,7 +50,15 @@ function run(json: boolean | undefined, action: () => Promise<number>): Promise<
 
 /** Fails fast (exit 3) when a configured NATS URL has nothing listening. */
 /** Options of `up`, `down` and `status` (see `StackCommandOptions` in up.ts). */
-type StackOpts = { provider?: string; model?: string; script?: string; baseUrl?: string; transcript?: string; config?: string; json?: boolean };
+type StackOpts = {
+  provider?: string;
+  model?: string;
+  script?: string;
+  baseUrl?: string;
+  transcript?: string;
+  config?: string;
+  json?: boolean;
+};
 
 async function natsFirst(opts: { config?: string }): Promise<void> {
   const nats = configuredNats(opts);
@@ -49,12 +70,20 @@ const program = new Command()
   .description("A self-improving coding agent: plan, build, review, run in a sandbox, reflect, remember.")
   .version("0.1.0")
   .exitOverride()
-  .option("--env-from <file>", "read variables (NATS_URL, NATS_USER, NATS_PASSWORD, …) from this file first; the environment wins where it sets one")
+  .option(
+    "--env-from <file>",
+    "read variables (NATS_URL, NATS_USER, NATS_PASSWORD, …) from this file first; the environment wins where it sets one",
+  )
   .hook("preAction", (root) => {
     const file = (root.opts() as { envFrom?: string }).envFrom;
     if (file) loadEnvFile(file);
   })
-  .addHelpText("after", `\nExit codes:\n${Object.entries(EXIT_CODE_MEANINGS).map(([code, meaning]) => `  ${code.padStart(3)}  ${meaning}`).join("\n")}\n`);
+  .addHelpText(
+    "after",
+    `\nExit codes:\n${Object.entries(EXIT_CODE_MEANINGS)
+      .map(([code, meaning]) => `  ${code.padStart(3)}  ${meaning}`)
+      .join("\n")}\n`,
+  );
 
 const solveCommand = program
   .command("solve")
@@ -70,22 +99,53 @@ const solveCommand = program
   .option("--base-url <url>", "provider base URL (openai-compatible servers, proxies)")
   .option("--transcript <file>", "append every prompt and reply to this JSONL file")
   .option("--config <file>", "configuration file (JSON)")
-  .option("--max-iterations <n>", `iterations at most (${MAX_ITERATIONS.min} to ${MAX_ITERATIONS.max}; default 5)`, wholeNumber(MAX_ITERATIONS.min, MAX_ITERATIONS.max))
+  .option(
+    "--max-iterations <n>",
+    `iterations at most (${MAX_ITERATIONS.min} to ${MAX_ITERATIONS.max}; default 5)`,
+    wholeNumber(MAX_ITERATIONS.min, MAX_ITERATIONS.max),
+  )
   .option("--budget-usd <usd>", "LLM budget of the task in USD", positiveNumber)
   .option("--budget-tokens <n>", "LLM budget of the task in tokens", wholeNumber(1))
   .option("--review", "run the LLM review step before executing")
-  .addOption(new Option("--memory <mode>", "off: recall nothing, so no prompt carries a memory hint (the task's own failures are still stored)").choices(["on", "off"]))
+  .addOption(
+    new Option(
+      "--memory <mode>",
+      "off: recall nothing, so no prompt carries a memory hint (the task's own failures are still stored)",
+    ).choices(["on", "off"]),
+  )
   .option("--task-id <id>", "task id (default: generated)")
-  .option("--repo <path>", "repo mode: change this git repository (a new branch loopsmith/<taskId>; your checkout is not touched)")
+  .option(
+    "--repo <path>",
+    "repo mode: change this git repository (a new branch loopsmith/<taskId>; your checkout is not touched)",
+  )
   .option("--base <ref>", "repo mode: the commit to start from (default HEAD)")
-  .option("--test-cmd <cmd>", "repo mode: the repository's test command (default detected: python3 -m pytest -q / npm test)")
-  .option("--setup-cmd <cmd>", "repo mode: installs dependencies once per base commit (default detected; \"\" for none)")
-  .addOption(new Option("--dependencies <policy>", "repo mode: a candidate that changes dependencies is rejected, asked about, or allowed (default reject)").choices(["reject", "ask", "allow"]))
+  .option(
+    "--test-cmd <cmd>",
+    "repo mode: the repository's test command (default detected: python3 -m pytest -q / npm test)",
+  )
+  .option("--setup-cmd <cmd>", 'repo mode: installs dependencies once per base commit (default detected; "" for none)')
+  .addOption(
+    new Option(
+      "--dependencies <policy>",
+      "repo mode: a candidate that changes dependencies is rejected, asked about, or allowed (default reject)",
+    ).choices(["reject", "ask", "allow"]),
+  )
   .option("--map-tokens <n>", "repo mode: token budget of the repo map (default 2048)", wholeNumber(256, 32_000))
   .option("--apply", "repo mode: also apply a passing change to your work tree (which must be clean)")
-  .option("--decompose", "repo mode: plan the goal as a DAG of subtasks, each built as a child task, then run the tests on the merged tree")
-  .option("--parallel <n>", `with --decompose: subtasks running at once (${PARALLEL.min} to ${PARALLEL.max}; default: the builder replicas)`, wholeNumber(PARALLEL.min, PARALLEL.max))
-  .option("--subtask-attempts <k>", `with --decompose: attempts per subtask (${SUBTASK_ATTEMPTS.min} to ${SUBTASK_ATTEMPTS.max}; default 3)`, wholeNumber(SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max))
+  .option(
+    "--decompose",
+    "repo mode: plan the goal as a DAG of subtasks, each built as a child task, then run the tests on the merged tree",
+  )
+  .option(
+    "--parallel <n>",
+    `with --decompose: subtasks running at once (${PARALLEL.min} to ${PARALLEL.max}; default: the builder replicas)`,
+    wholeNumber(PARALLEL.min, PARALLEL.max),
+  )
+  .option(
+    "--subtask-attempts <k>",
+    `with --decompose: attempts per subtask (${SUBTASK_ATTEMPTS.min} to ${SUBTASK_ATTEMPTS.max}; default 3)`,
+    wholeNumber(SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max),
+  )
   .option("--out <dir>", "write result.json, report.md (and change.patch in repo mode) here at the end")
   .option("--json", "print one JSON event per line, then the result object");
 // A model per role (llm.roles.<role>; env LOOPSMITH_MODEL_<ROLE>, LOOPSMITH_PROVIDER_<ROLE>).
@@ -134,7 +194,9 @@ program
 program
   .command("stats")
   .description("statistics over a window of tasks: pass rate, iterations, tokens, cost, recall hit rate")
-  .option("--since <when>", "tasks finished since an ISO-8601 date or an age (30m, 24h, 7d, 2w)", (v: string) => parseSince(v))
+  .option("--since <when>", "tasks finished since an ISO-8601 date or an age (30m, 24h, 7d, 2w)", (v: string) =>
+    parseSince(v),
+  )
   .option("--last <n>", "only the n most recent tasks (of those since --since)", wholeNumber(1, 1_000_000))
   .option("--config <file>", "configuration file (JSON)")
   .option("--json", "print JSON")
@@ -148,7 +210,9 @@ program
 
 program
   .command("up")
-  .description("start the local stack (NATS, memory, the five services) in the background; solve, history, stats, show and improve then use it")
+  .description(
+    "start the local stack (NATS, memory, the five services) in the background; solve, history, stats, show and improve then use it",
+  )
   .addOption(new Option("--provider <name>", "LLM provider of the stack's services").choices(PROVIDERS))
   .option("--model <id>", "model id")
   .option("--script <file>", "replies file for the scripted provider")
@@ -191,7 +255,9 @@ program
 program
   .command("health")
   .argument("[service...]", "services to ping (architect, builder, reviewer, executor, memory); none: all five")
-  .description("$SRV ping of services on NATS_URL, for container health checks; exit 0 when each answers, 3 when one does not")
+  .description(
+    "$SRV ping of services on NATS_URL, for container health checks; exit 0 when each answers, 3 when one does not",
+  )
   .option("--id-file <file>", "ping only the instance whose $SRV identity is in this file (LOOPSMITH_SERVICE_ID_FILE)")
   .option("--timeout <ms>", "how long to wait for answers, in ms", positiveNumber, 2_000)
   .option("--config <file>", "configuration file (JSON)")
@@ -199,7 +265,12 @@ program
   .action(async (services: string[], opts: { idFile?: string; timeout: number; config?: string; json?: boolean }) =>
     run(opts.json, async () => {
       const { healthCommand } = await import("./health.js");
-      return healthCommand(services, { ...(opts.idFile ? { idFile: opts.idFile } : {}), timeoutMs: opts.timeout, ...(opts.config ? { config: opts.config } : {}), ...(opts.json ? { json: true } : {}) });
+      return healthCommand(services, {
+        ...(opts.idFile ? { idFile: opts.idFile } : {}),
+        timeoutMs: opts.timeout,
+        ...(opts.config ? { config: opts.config } : {}),
+        ...(opts.json ? { json: true } : {}),
+      });
     }),
   );
 
@@ -230,8 +301,15 @@ registerRunCommands(program, {
   run,
   logger,
   replayRunner: (opts, log) => async (taskFile, scriptFile) => {
-    const [{ solveForResult }, { replaySolveOptions }] = await Promise.all([import("./solve.js"), import("./replay.js")]);
-    return solveForResult(undefined, { ...replaySolveOptions(taskFile, scriptFile, opts), ...(opts.repo ? { snapshotFrom: opts.repo } : {}) }, log);
+    const [{ solveForResult }, { replaySolveOptions }] = await Promise.all([
+      import("./solve.js"),
+      import("./replay.js"),
+    ]);
+    return solveForResult(
+      undefined,
+      { ...replaySolveOptions(taskFile, scriptFile, opts), ...(opts.repo ? { snapshotFrom: opts.repo } : {}) },
+      log,
+    );
   },
 });
 
@@ -257,8 +335,14 @@ try {
   } else {
     // Help and version exit 0; every other commander error is a usage error, already printed.
     const shown = err.code === "commander.helpDisplayed" || err.code === "commander.version";
-    const message = err.code === "commander.help" ? "no command given; see loopsmith --help" : err.message.replace(/^error: /, "");
-    process.exitCode = shown ? ExitCode.ok : report({ kind: "error", code: "bad_request", message, exitCode: ExitCode.usage }, { json: process.argv.includes("--json"), quiet: true });
+    const message =
+      err.code === "commander.help" ? "no command given; see loopsmith --help" : err.message.replace(/^error: /, "");
+    process.exitCode = shown
+      ? ExitCode.ok
+      : report(
+          { kind: "error", code: "bad_request", message, exitCode: ExitCode.usage },
+          { json: process.argv.includes("--json"), quiet: true },
+        );
   }
 }
 exitWhenFlushed();

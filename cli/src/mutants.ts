@@ -137,7 +137,9 @@ export function mutantsOf(body: string): Mutant[] {
       for (let at = line.indexOf(rule.literal); at >= 0; at = line.indexOf(rule.literal, at + 1)) {
         // A literal's quotes are masked; a `#` before it in the code part means a comment.
         if (mask.slice(0, at).includes("#") || mask.slice(at, at + rule.literal.length).trim() !== "") continue;
-        out.push(mutant(lines, idx, line.slice(0, at) + rule.to + line.slice(at + rule.literal.length), rule.literal, rule.to));
+        out.push(
+          mutant(lines, idx, line.slice(0, at) + rule.to + line.slice(at + rule.literal.length), rule.literal, rule.to),
+        );
       }
     });
   }

@@ -53,7 +53,10 @@ export interface Heartbeat {
 export function startHeartbeat(dir: string, instance = INSTANCE_ID, everyMs = HEARTBEAT_EVERY_MS): Heartbeat {
   mkdirSync(dir, { recursive: true });
   const path = join(dir, `nats-${instance}.heartbeat`);
-  writeFileSync(path, `${JSON.stringify({ instance, pid: process.pid, host: hostname(), startedAt: new Date().toISOString() })}\n`);
+  writeFileSync(
+    path,
+    `${JSON.stringify({ instance, pid: process.pid, host: hostname(), startedAt: new Date().toISOString() })}\n`,
+  );
   const timer = setInterval(() => {
     try {
       const now = new Date();
@@ -103,10 +106,20 @@ export async function removeOrphanedNats(docker: Docker, log: Logger, opts: Orph
     const instance = c.Labels[INSTANCE_LABEL];
     const path = c.Labels[HEARTBEAT_LABEL];
     // Only a heartbeat file named after the container's own instance is read (or deleted).
-    if (!instance || instance === self || !path || !isAbsolute(path) || HEARTBEAT_NAME.exec(basename(path))?.[1] !== instance) continue;
+    if (
+      !instance ||
+      instance === self ||
+      !path ||
+      !isAbsolute(path) ||
+      HEARTBEAT_NAME.exec(basename(path))?.[1] !== instance
+    )
+      continue;
     const age = heartbeatAgeMs(path, now);
     if (age === undefined || age <= limit) continue;
-    log.debug({ id: c.Id.slice(0, 12), instance, ageMs: Math.round(age) }, "removing a NATS container whose CLI stopped beating");
+    log.debug(
+      { id: c.Id.slice(0, 12), instance, ageMs: Math.round(age) },
+      "removing a NATS container whose CLI stopped beating",
+    );
     try {
       await docker.getContainer(c.Id).remove({ force: true });
       removed.push(c.Id);
@@ -139,24 +152,40 @@ export const STACK_LABEL = "org.loopsmith.stack";
  * @throws LoopsmithError `unavailable` when no Docker engine answers or the image is missing,
  *   `sandbox_error` when the container has no mapped port
  */
-export async function startNatsContainer(config: Config, log: Logger, opts: { keep?: boolean; users?: StackUsers } = {}): Promise<NatsContainer> {
+export async function startNatsContainer(
+  config: Config,
+  log: Logger,
+  opts: { keep?: boolean; users?: StackUsers } = {},
+): Promise<NatsContainer> {
   const docker = new Docker();
   try {
     await docker.ping();
   } catch (err) {
-    throw new LoopsmithError("unavailable", "no Docker engine answers; start dockerd, or set NATS_URL to a running NATS server", { cause: err });
+    throw new LoopsmithError(
+      "unavailable",
+      "no Docker engine answers; start dockerd, or set NATS_URL to a running NATS server",
+      { cause: err },
+    );
   }
   try {
     await docker.getImage(config.images.nats).inspect();
   } catch (err) {
-    throw new LoopsmithError("unavailable", `the NATS image ${config.images.nats} is missing; build it with \`npm run images\` or set LOOPSMITH_NATS_IMAGE`, { cause: err });
+    throw new LoopsmithError(
+      "unavailable",
+      `the NATS image ${config.images.nats} is missing; build it with \`npm run images\` or set LOOPSMITH_NATS_IMAGE`,
+      { cause: err },
+    );
   }
   await removeOrphanedNats(docker, log);
   let heartbeat: Heartbeat;
   try {
     heartbeat = opts.keep ? { path: "", stop: () => undefined } : startHeartbeat(join(config.dataDir, "run"));
   } catch (err) {
-    throw new LoopsmithError("config_invalid", `cannot write under the data directory ${config.dataDir}: ${(err as Error).message}`, { cause: err });
+    throw new LoopsmithError(
+      "config_invalid",
+      `cannot write under the data directory ${config.dataDir}: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
   let container: Docker.Container | undefined;
   try {
@@ -166,7 +195,9 @@ export async function startNatsContainer(config: Config, log: Logger, opts: { ke
       // With users: the permission matrix (stack-auth.ts), the passwords in the environment.
       Cmd: auth ? ["-c", NATS_CONFIG_PATH] : ["-js", "-sd", "/tmp/js"],
       ...(auth ? { Env: auth.env } : {}),
-      Labels: opts.keep ? { [STACK_LABEL]: config.dataDir } : { [CLI_LABEL]: String(process.pid), [INSTANCE_LABEL]: INSTANCE_ID, [HEARTBEAT_LABEL]: heartbeat.path },
+      Labels: opts.keep
+        ? { [STACK_LABEL]: config.dataDir }
+        : { [CLI_LABEL]: String(process.pid), [INSTANCE_LABEL]: INSTANCE_ID, [HEARTBEAT_LABEL]: heartbeat.path },
       ExposedPorts: { "4222/tcp": {} },
       HostConfig: { AutoRemove: true, PortBindings: { "4222/tcp": [{ HostIp: "127.0.0.1", HostPort: "" }] } },
     });

@@ -11,7 +11,11 @@ export interface RunsExecutions {
 let counter = 0;
 
 /** An execution request running `completion` against the record's tests. */
-export function makeRequest(rec: HumanEvalRecord, completion: string, opts: { timeoutMs?: number } = {}): ExecutionRequest {
+export function makeRequest(
+  rec: HumanEvalRecord,
+  completion: string,
+  opts: { timeoutMs?: number } = {},
+): ExecutionRequest {
   counter += 1;
   const n = rec.task_id.split("/")[1] ?? "x";
   return {
@@ -31,13 +35,26 @@ export function makeRequest(rec: HumanEvalRecord, completion: string, opts: { ti
  * sandbox image) as one program — prompt + completion + test + `check(<entry_point>)` — with
  * no test runner. A completion this passes must pass loopsmith's harness too.
  */
-export function plainRequest(rec: HumanEvalRecord, completion: string, opts: { timeoutMs?: number } = {}): ExecutionRequest {
+export function plainRequest(
+  rec: HumanEvalRecord,
+  completion: string,
+  opts: { timeoutMs?: number } = {},
+): ExecutionRequest {
   const program = `${rec.prompt}${completion}\n${rec.test}\ncheck(${rec.entry_point})\n`;
-  return { ...makeRequest(rec, completion, opts), files: [{ path: "program.py", content: program }], command: ["python3", "program.py"] };
+  return {
+    ...makeRequest(rec, completion, opts),
+    files: [{ path: "program.py", content: program }],
+    command: ["python3", "program.py"],
+  };
 }
 
 /** Runs one completion; returns the result. */
-export function runCompletion(executor: RunsExecutions, rec: HumanEvalRecord, completion: string, opts: { timeoutMs?: number } = {}): Promise<ExecutionResult> {
+export function runCompletion(
+  executor: RunsExecutions,
+  rec: HumanEvalRecord,
+  completion: string,
+  opts: { timeoutMs?: number } = {},
+): Promise<ExecutionResult> {
   return executor.run(makeRequest(rec, completion, opts));
 }
 

@@ -4,7 +4,15 @@
  * names and contents, goals) goes through {@link printable}; `--json` output is written with
  * `jsonLine` instead and stays lossless.
  */
-import type { DagProgress, ExecutionResult, Failures, History, MemoryStats, TaskEvent, TaskResult } from "@loopsmith/shared";
+import type {
+  DagProgress,
+  ExecutionResult,
+  Failures,
+  History,
+  MemoryStats,
+  TaskEvent,
+  TaskResult,
+} from "@loopsmith/shared";
 import { dagReportLines } from "./dag-view.js";
 import { usd } from "./format.js";
 import { historyRows } from "./history-rows.js";
@@ -82,7 +90,10 @@ export function failuresText(f: Failures): string {
   if (f.failures.length === 0) return "no failures stored\n";
   return f.failures
     .map((x) => {
-      const lines = [`${printable(x.createdAt)}  task ${x.taskId} · iteration ${x.iteration} · ${printable(x.status)} · failure ${x.id}`, `  signature: ${printable(x.signature)}`];
+      const lines = [
+        `${printable(x.createdAt)}  task ${x.taskId} · iteration ${x.iteration} · ${printable(x.status)} · failure ${x.id}`,
+        `  signature: ${printable(x.signature)}`,
+      ];
       if (x.failingTests.length) lines.push(`  failing tests: ${x.failingTests.map(printable).join(", ")}`);
       if (x.reflection) lines.push(`  fix: ${printable(x.reflection.fixPlan.replace(/\s+/g, " ").slice(0, 300))}`);
       return `${lines.join("\n")}\n`;
@@ -98,8 +109,13 @@ function pct(share: number | null | undefined): string {
 /** `loopsmith stats` for people, ending in a newline. */
 export function statsText(stats: MemoryStats): string {
   const w = stats.window;
-  const window = w.since || w.last ? `${w.last ? `last ${w.last} tasks` : "tasks"}${w.since ? ` since ${printable(w.since)}` : ""}` : "all tasks";
-  const reasons = Object.entries(stats.stopReasons).map(([r, n]) => `${printable(r)} ${n}`).join(", ");
+  const window =
+    w.since || w.last
+      ? `${w.last ? `last ${w.last} tasks` : "tasks"}${w.since ? ` since ${printable(w.since)}` : ""}`
+      : "all tasks";
+  const reasons = Object.entries(stats.stopReasons)
+    .map(([r, n]) => `${printable(r)} ${n}`)
+    .join(", ");
   const r = stats.recall;
   return [
     `window: ${window}`,
@@ -107,7 +123,14 @@ export function statsText(stats: MemoryStats): string {
     `iterations: mean ${stats.meanIterations?.toFixed(2) ?? "n/a"}, p90 ${stats.p90Iterations ?? "n/a"}, mean to pass ${stats.meanIterationsToPass?.toFixed(2) ?? "n/a"}`,
     `tokens: ${stats.inputTokens} in, ${stats.outputTokens} out; cost ${usd(stats.totalCostUsd)} (${stats.meanCostUsd === null ? "n/a" : usd(stats.meanCostUsd)} a task)`,
     ...(Object.keys(stats.usageByRole).length
-      ? [`cost by role: ${Object.entries(stats.usageByRole).map(([role, u]) => `${printable(role)} ${usd(u.costUsd)} (${u.calls} calls, ${u.inputTokens}+${u.outputTokens} tokens)`).join(", ")}`]
+      ? [
+          `cost by role: ${Object.entries(stats.usageByRole)
+            .map(
+              ([role, u]) =>
+                `${printable(role)} ${usd(u.costUsd)} (${u.calls} calls, ${u.inputTokens}+${u.outputTokens} tokens)`,
+            )
+            .join(", ")}`,
+        ]
       : []),
     `recall: ${r.recalls} failure recalls, ${r.hits} found the same failure (hit rate ${pct(r.hitRate)}), ${r.withFix} with its fix`,
     `memory: ${stats.failures} failures and ${stats.successes} successes remembered (${stats.backend})`,
@@ -121,11 +144,15 @@ export function resultSummary(r: ExecutionResult): string {
   if (r.stdout) lines.push(printable(r.stdout.trimEnd()));
   if (r.stderr) lines.push(printable(r.stderr.trimEnd()));
   lines.push("");
-  lines.push(`${r.status.toUpperCase()} · exit code ${r.exitCode ?? "none"} · ${(r.durationMs / 1000).toFixed(2)} s${r.truncated ? " · output truncated" : ""}`);
+  lines.push(
+    `${r.status.toUpperCase()} · exit code ${r.exitCode ?? "none"} · ${(r.durationMs / 1000).toFixed(2)} s${r.truncated ? " · output truncated" : ""}`,
+  );
   if (r.reason) lines.push(`  ${printable(r.reason)}`);
   for (const t of r.tests) {
     const mark = t.status === "passed" ? "✔" : t.status === "skipped" ? "-" : "✖";
-    lines.push(`  ${mark} ${printable(`${t.classname ? `${t.classname}::` : ""}${t.name}`)}${t.status === "failed" || t.status === "error" ? ` (${t.status})` : ""}`);
+    lines.push(
+      `  ${mark} ${printable(`${t.classname ? `${t.classname}::` : ""}${t.name}`)}${t.status === "failed" || t.status === "error" ? ` (${t.status})` : ""}`,
+    );
   }
   return `${lines.join("\n")}\n`;
 }

@@ -5,11 +5,27 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { Language, ProviderName, ROLES as SHARED_ROLES, Task, TaskLimits, loadConfig } from "@loopsmith/shared";
 import { exitCodeForError } from "./exit-codes.js";
-import { LANGUAGES, MAX_ITERATIONS, PARALLEL, PROVIDERS, ROLES, SUBTASK_ATTEMPTS, checkNatsListening, checkSolveInput, configuredNats, natsServers, shownNatsUrl, wholeNumber } from "./preflight.js";
+import {
+  LANGUAGES,
+  MAX_ITERATIONS,
+  PARALLEL,
+  PROVIDERS,
+  ROLES,
+  SUBTASK_ATTEMPTS,
+  checkNatsListening,
+  checkSolveInput,
+  configuredNats,
+  natsServers,
+  shownNatsUrl,
+  wholeNumber,
+} from "./preflight.js";
 
 const dir = mkdtempSync(join(tmpdir(), "loopsmith-preflight-"));
 const dataset = join(dir, "he.jsonl");
-writeFileSync(dataset, ["HumanEval/0", "HumanEval/1", "HumanEval/2"].map((id) => JSON.stringify({ task_id: id })).join("\n"));
+writeFileSync(
+  dataset,
+  ["HumanEval/0", "HumanEval/1", "HumanEval/2"].map((id) => JSON.stringify({ task_id: id })).join("\n"),
+);
 
 function usage(fn: () => void): string {
   try {
@@ -45,7 +61,10 @@ describe("preflight mirrors shared", () => {
       { LOOPSMITH_CONFIG: file, NATS_URL: "" },
     ];
     for (const env of cases) expect(configuredNats({}, env)?.url).toBe(loadConfig({ env }).natsUrl);
-    expect(configuredNats({ config: file }, {})).toEqual({ url: "nats://from-file:4222", source: `natsUrl in ${file}` });
+    expect(configuredNats({ config: file }, {})).toEqual({
+      url: "nats://from-file:4222",
+      source: `natsUrl in ${file}`,
+    });
   });
 });
 
@@ -65,7 +84,9 @@ describe("solve's flags and files", () => {
   });
 
   it("a missing --dataset, --file, --script or --config file names the flag", () => {
-    expect(usage(() => checkSolveInput(undefined, { humaneval: "1", dataset: join(dir, "nope.jsonl") }))).toMatch(/^--dataset .*nope\.jsonl: no such file; give the HumanEval JSONL file/);
+    expect(usage(() => checkSolveInput(undefined, { humaneval: "1", dataset: join(dir, "nope.jsonl") }))).toMatch(
+      /^--dataset .*nope\.jsonl: no such file; give the HumanEval JSONL file/,
+    );
     expect(usage(() => checkSolveInput(undefined, { humaneval: "1" }))).toContain("--humaneval needs --dataset");
     expect(usage(() => checkSolveInput(undefined, { file: join(dir, "nope.json") }))).toMatch(/^--file /);
     expect(usage(() => checkSolveInput("goal", { script: join(dir, "nope.json") }))).toMatch(/^--script /);
@@ -75,7 +96,8 @@ describe("solve's flags and files", () => {
   it("--parallel and --subtask-attempts take whole numbers in their ranges, named in the message", () => {
     const parallel = wholeNumber(PARALLEL.min, PARALLEL.max);
     expect(parallel("16")).toBe(16);
-    for (const bad of ["0", "17", "2.5", "four", "-1"]) expect(() => parallel(bad), bad).toThrow("expected a whole number from 1 to 16");
+    for (const bad of ["0", "17", "2.5", "four", "-1"])
+      expect(() => parallel(bad), bad).toThrow("expected a whole number from 1 to 16");
     const attempts = wholeNumber(SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max);
     expect(attempts("1")).toBe(1);
     expect(() => attempts("11")).toThrow("expected a whole number from 1 to 10");
@@ -84,11 +106,21 @@ describe("solve's flags and files", () => {
   it("--decompose, --parallel and --subtask-attempts need --repo; the last two need --decompose; a usage error (exit 2)", () => {
     const repo = dir;
     const message = usage(() => checkSolveInput("goal", { decompose: true }));
-    expect(message).toBe('--decompose applies to --repo only: a DAG task changes a repository (one with nothing but a README will do): loopsmith solve --repo <dir> --decompose "<goal>"');
-    expect(usage(() => checkSolveInput("goal", { decompose: true, parallel: 4, subtaskAttempts: 2 }))).toMatch(/^--decompose, --parallel, --subtask-attempts apply to --repo only/);
-    expect(usage(() => checkSolveInput(undefined, { file: dataset, parallel: 2 }))).toMatch(/^--parallel applies to --repo only/);
-    expect(usage(() => checkSolveInput("goal", { repo, parallel: 2 }))).toBe("--parallel applies to --decompose only (a DAG task)");
-    expect(usage(() => checkSolveInput("goal", { repo, parallel: 2, subtaskAttempts: 3 }))).toBe("--parallel and --subtask-attempts apply to --decompose only (a DAG task)");
+    expect(message).toBe(
+      '--decompose applies to --repo only: a DAG task changes a repository (one with nothing but a README will do): loopsmith solve --repo <dir> --decompose "<goal>"',
+    );
+    expect(usage(() => checkSolveInput("goal", { decompose: true, parallel: 4, subtaskAttempts: 2 }))).toMatch(
+      /^--decompose, --parallel, --subtask-attempts apply to --repo only/,
+    );
+    expect(usage(() => checkSolveInput(undefined, { file: dataset, parallel: 2 }))).toMatch(
+      /^--parallel applies to --repo only/,
+    );
+    expect(usage(() => checkSolveInput("goal", { repo, parallel: 2 }))).toBe(
+      "--parallel applies to --decompose only (a DAG task)",
+    );
+    expect(usage(() => checkSolveInput("goal", { repo, parallel: 2, subtaskAttempts: 3 }))).toBe(
+      "--parallel and --subtask-attempts apply to --decompose only (a DAG task)",
+    );
     expect(() => checkSolveInput("goal", { repo, decompose: true, parallel: 2, subtaskAttempts: 3 })).not.toThrow();
     expect(exitCodeForError("bad_request")).toBe(2);
   });
@@ -96,7 +128,9 @@ describe("solve's flags and files", () => {
   it("exactly one task source; --language only with a goal", () => {
     expect(usage(() => checkSolveInput(undefined, {}))).toContain("give a goal, --file");
     expect(usage(() => checkSolveInput("goal", { file: dataset }))).toContain("a goal and --file");
-    expect(usage(() => checkSolveInput(undefined, { file: dataset, language: "python" }))).toContain("--language applies to a goal only");
+    expect(usage(() => checkSolveInput(undefined, { file: dataset, language: "python" }))).toContain(
+      "--language applies to a goal only",
+    );
     expect(() => checkSolveInput("goal", { language: "python" })).not.toThrow();
   });
 });
@@ -117,7 +151,9 @@ describe("a configured NATS with nothing listening", () => {
     const open = (server.address() as { port: number }).port;
     await new Promise<void>((r) => server.close(() => r()));
     const started = Date.now();
-    const err = (await checkNatsListening({ url: `nats://secret@127.0.0.1:${open}`, source: "NATS_URL" }).catch((e: unknown) => e)) as Error & { code: string };
+    const err = (await checkNatsListening({ url: `nats://secret@127.0.0.1:${open}`, source: "NATS_URL" }).catch(
+      (e: unknown) => e,
+    )) as Error & { code: string };
     expect(Date.now() - started).toBeLessThan(1_600);
     expect(err.code).toBe("unavailable");
     expect(err.message).toContain(`nats://127.0.0.1:${open} (from NATS_URL)`);
@@ -128,7 +164,9 @@ describe("a configured NATS with nothing listening", () => {
     const listening: Server = createServer((s) => s.destroy());
     await new Promise<void>((r) => listening.listen(0, "127.0.0.1", r));
     const port = (listening.address() as { port: number }).port;
-    await expect(checkNatsListening({ url: `nats://127.0.0.1:1,nats://127.0.0.1:${port}`, source: "NATS_URL" })).resolves.toBeUndefined();
+    await expect(
+      checkNatsListening({ url: `nats://127.0.0.1:1,nats://127.0.0.1:${port}`, source: "NATS_URL" }),
+    ).resolves.toBeUndefined();
     await new Promise<void>((r) => listening.close(() => r()));
   });
 });

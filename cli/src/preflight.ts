@@ -33,7 +33,11 @@ export function wholeNumber(min: number, max = Number.MAX_SAFE_INTEGER): (value:
   return (value) => {
     const n = Number(value);
     if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max) {
-      throw new InvalidArgumentError(max === Number.MAX_SAFE_INTEGER ? `expected a whole number of at least ${min}` : `expected a whole number from ${min} to ${max}`);
+      throw new InvalidArgumentError(
+        max === Number.MAX_SAFE_INTEGER
+          ? `expected a whole number of at least ${min}`
+          : `expected a whole number from ${min} to ${max}`,
+      );
     }
     return n;
   };
@@ -50,7 +54,8 @@ const SINCE_UNITS: Record<string, number> = { m: 60_000, h: 3_600_000, d: 86_400
  */
 export function parseSince(value: string, now: Date = new Date()): string {
   const age = /^\s*(\d{1,6})\s*([mhdw])\s*$/i.exec(value);
-  if (age?.[1] && age[2]) return new Date(now.getTime() - Number(age[1]) * (SINCE_UNITS[age[2].toLowerCase()] ?? 0)).toISOString();
+  if (age?.[1] && age[2])
+    return new Date(now.getTime() - Number(age[1]) * (SINCE_UNITS[age[2].toLowerCase()] ?? 0)).toISOString();
   if (/^\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?$/.test(value.trim())) {
     const at = Date.parse(value.trim());
     if (!Number.isNaN(at)) return new Date(at).toISOString();
@@ -64,7 +69,8 @@ export function parseSince(value: string, now: Date = new Date()): string {
  */
 export function positiveNumber(value: string): number {
   const n = Number(value);
-  if (!value.trim() || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("expected a number greater than 0");
+  if (!value.trim() || !Number.isFinite(n) || n <= 0)
+    throw new InvalidArgumentError("expected a number greater than 0");
   return n;
 }
 
@@ -132,25 +138,49 @@ export interface SolveInput {
  * @throws CliError `bad_request` naming the flag and what it accepts
  */
 export function checkSolveInput(goal: string | undefined, o: SolveInput): void {
-  const sources = [goal?.trim() ? "a goal" : "", o.file ? "--file" : "", o.humaneval ? "--humaneval" : ""].filter(Boolean);
-  if (sources.length === 0) throw usageError("give a goal, --file <task.json> or --humaneval <id> --dataset <humaneval.jsonl>");
+  const sources = [goal?.trim() ? "a goal" : "", o.file ? "--file" : "", o.humaneval ? "--humaneval" : ""].filter(
+    Boolean,
+  );
+  if (sources.length === 0)
+    throw usageError("give a goal, --file <task.json> or --humaneval <id> --dataset <humaneval.jsonl>");
   if (sources.length > 1) throw usageError(`give one task: ${sources.join(" and ")} were given together`);
   if (o.dataset && !o.humaneval) throw usageError("--dataset is read only with --humaneval <id>");
-  if (o.language && !sources.includes("a goal")) throw usageError(`--language applies to a goal only; ${o.file ? "the task file sets its own language" : "HumanEval tasks are python"}`);
+  if (o.language && !sources.includes("a goal"))
+    throw usageError(
+      `--language applies to a goal only; ${o.file ? "the task file sets its own language" : "HumanEval tasks are python"}`,
+    );
   if (o.humaneval) {
     if (!o.dataset) throw usageError("--humaneval needs --dataset <path to humaneval.jsonl>");
-    const ids = datasetIds(readable("--dataset", o.dataset, "the HumanEval JSONL file (e.g. ../shared/datasets/humaneval.jsonl)"));
+    const ids = datasetIds(
+      readable("--dataset", o.dataset, "the HumanEval JSONL file (e.g. ../shared/datasets/humaneval.jsonl)"),
+    );
     const want = humanevalId(o.humaneval);
-    if (!ids.includes(want)) throw usageError(`--humaneval ${o.humaneval}: no such task in ${o.dataset}; allowed: ${describeIds(ids)}`);
+    if (!ids.includes(want))
+      throw usageError(`--humaneval ${o.humaneval}: no such task in ${o.dataset}; allowed: ${describeIds(ids)}`);
   }
-  const dagFlags = [o.decompose ? "--decompose" : "", o.parallel !== undefined ? "--parallel" : "", o.subtaskAttempts !== undefined ? "--subtask-attempts" : ""].filter(Boolean);
+  const dagFlags = [
+    o.decompose ? "--decompose" : "",
+    o.parallel !== undefined ? "--parallel" : "",
+    o.subtaskAttempts !== undefined ? "--subtask-attempts" : "",
+  ].filter(Boolean);
   if (!o.repo && dagFlags.length) {
-    throw usageError(`${dagFlags.join(", ")} appl${dagFlags.length === 1 ? "ies" : "y"} to --repo only: a DAG task changes a repository (one with nothing but a README will do): loopsmith solve --repo <dir> --decompose "<goal>"`);
+    throw usageError(
+      `${dagFlags.join(", ")} appl${dagFlags.length === 1 ? "ies" : "y"} to --repo only: a DAG task changes a repository (one with nothing but a README will do): loopsmith solve --repo <dir> --decompose "<goal>"`,
+    );
   }
-  if (!o.decompose && dagFlags.length) throw usageError(`${dagFlags.join(" and ")} appl${dagFlags.length === 1 ? "ies" : "y"} to --decompose only (a DAG task)`);
-  if (o.repo && !sources.includes("a goal")) throw usageError("--repo needs a goal: loopsmith solve --repo <path> \"<what to change>\"");
-  const repoOnly = (["base", "testCmd", "setupCmd", "dependencies", "mapTokens", "apply"] as const).filter((k) => o[k] !== undefined);
-  if (!o.repo && repoOnly.length) throw usageError(`${repoOnly.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(", ")} apply to --repo only`);
+  if (!o.decompose && dagFlags.length)
+    throw usageError(
+      `${dagFlags.join(" and ")} appl${dagFlags.length === 1 ? "ies" : "y"} to --decompose only (a DAG task)`,
+    );
+  if (o.repo && !sources.includes("a goal"))
+    throw usageError('--repo needs a goal: loopsmith solve --repo <path> "<what to change>"');
+  const repoOnly = (["base", "testCmd", "setupCmd", "dependencies", "mapTokens", "apply"] as const).filter(
+    (k) => o[k] !== undefined,
+  );
+  if (!o.repo && repoOnly.length)
+    throw usageError(
+      `${repoOnly.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(", ")} apply to --repo only`,
+    );
   if (o.file) readable("--file", o.file, "a task file (JSON with goal, language, files, acceptanceTests, limits)");
   if (o.script) readable("--script", o.script, "a replies file for the scripted provider");
   if (o.config) readable("--config", o.config, "a JSON configuration file");
@@ -178,7 +208,10 @@ function natsUrlIn(json: string | undefined): string | undefined {
  * `NATS_URL` < `LOOPSMITH_CONFIG_JSON`), or undefined when none is set (then the CLI starts
  * its own NATS). A file that cannot be read is skipped here; `loadConfig` reports it.
  */
-export function configuredNats(opts: { config?: string }, env: NodeJS.ProcessEnv = process.env): ConfiguredNats | undefined {
+export function configuredNats(
+  opts: { config?: string },
+  env: NodeJS.ProcessEnv = process.env,
+): ConfiguredNats | undefined {
   const file = opts.config ?? env.LOOPSMITH_CONFIG;
   let found: ConfiguredNats | undefined;
   if (file) {
@@ -208,7 +241,10 @@ export interface NatsServer {
 /** The servers of a NATS URL (`nats://a:4222,nats://b:4222`, `host:port`, `tls://…`); unparsable ones are left out. */
 export function natsServers(url: string): NatsServer[] {
   const out: NatsServer[] = [];
-  for (const part of url.split(",").map((s) => s.trim()).filter(Boolean)) {
+  for (const part of url
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     try {
       const u = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(part) ? part : `nats://${part}`);
       const host = u.hostname.replace(/^\[(.*)\]$/, "$1");
@@ -253,7 +289,9 @@ function tcpProbe(host: string, port: number, timeoutMs: number): Promise<string
     };
     socket.setTimeout(timeoutMs, () => done(`no answer within ${(timeoutMs / 1000).toFixed(1)} s`));
     socket.once("connect", () => done("open"));
-    socket.once("error", (err: NodeJS.ErrnoException) => done(err.code === "ECONNREFUSED" ? "the connection was refused" : (err.code ?? err.message)));
+    socket.once("error", (err: NodeJS.ErrnoException) =>
+      done(err.code === "ECONNREFUSED" ? "the connection was refused" : (err.code ?? err.message)),
+    );
   });
 }
 

@@ -4,7 +4,19 @@ import { join } from "node:path";
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import type { ZodType } from "zod";
-import { Candidate, Plan, RunRecord, ScriptFile, Task, TaskId, createProvider, loadConfig, readStructured, type TaskEvent, type TaskResult } from "@loopsmith/shared";
+import {
+  Candidate,
+  Plan,
+  RunRecord,
+  ScriptFile,
+  Task,
+  TaskId,
+  createProvider,
+  loadConfig,
+  readStructured,
+  type TaskEvent,
+  type TaskResult,
+} from "@loopsmith/shared";
 import { UNREADABLE_REPLY, compareRuns, replayScript, replaySolveOptions, replayTask, replayTaskId } from "./replay.js";
 import { flagsOf } from "./solve.js";
 
@@ -13,31 +25,71 @@ afterAll(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
 
-const usage = (calls: number) => ({ calls, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, latencyMs: 0 });
+const usage = (calls: number) => ({
+  calls,
+  inputTokens: 0,
+  outputTokens: 0,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0,
+  costUsd: 0,
+  latencyMs: 0,
+});
 const provider = { name: "anthropic", model: "claude-sonnet-4-6", scripted: false };
-const plan = { summary: "greedy table", acceptanceCriteria: ["to_roman(4) == 'IV'"], steps: ["table"], files: ["roman.py"] };
+const plan = {
+  summary: "greedy table",
+  acceptanceCriteria: ["to_roman(4) == 'IV'"],
+  steps: ["table"],
+  files: ["roman.py"],
+};
 const candidate = (content: string) => ({ files: [{ path: "roman.py", content }], tests: [], notes: "" });
 const reflection = { rootCause: "no pairs", hypothesis: "add pairs", fixPlan: "add (4, 'IV')" };
 
 function result(over: Partial<TaskResult> = {}): TaskResult {
   return {
-    v: 1, taskId: "rec", status: "passed", stopReason: "passed", iterations: 3, files: [{ path: "roman.py", content: "v2" }], tests: [],
-    lastExecution: null, hidden: null, failureIds: [],
+    v: 1,
+    taskId: "rec",
+    status: "passed",
+    stopReason: "passed",
+    iterations: 3,
+    files: [{ path: "roman.py", content: "v2" }],
+    tests: [],
+    lastExecution: null,
+    hidden: null,
+    failureIds: [],
     // build: 2 calls (a re-ask) + 1 + 2 more that produced no reply (the last step's re-ask failed too).
     usage: { total: usage(7), byRole: { plan: usage(1), build: usage(5), reflect: usage(1) }, byIteration: [] },
-    scripted: false, providers: ["anthropic:claude-sonnet-4-6"], durationMs: 1_000, message: "passed", ...over,
+    scripted: false,
+    providers: ["anthropic:claude-sonnet-4-6"],
+    durationMs: 1_000,
+    message: "passed",
+    ...over,
   };
 }
 
 /** A recorded run whose first build needed a re-ask (calls 2), with a later build and a reflection. */
 function recorded(): RunRecord {
   const task = Task.parse({
-    v: 1, taskId: "rec", goal: "to_roman", language: "python", submittedAt: "2026-01-01T00:00:00.000Z", review: true,
-    files: [{ path: "README.md", content: "x" }], acceptanceTests: [{ path: "test_roman.py", content: "def test(): pass\n" }], hiddenTests: [{ path: "test_hidden.py", content: "def test(): pass\n" }],
-    limits: { maxIterations: 7, maxCostUsd: 1 }, source: { kind: "humaneval", id: "HumanEval/1" },
+    v: 1,
+    taskId: "rec",
+    goal: "to_roman",
+    language: "python",
+    submittedAt: "2026-01-01T00:00:00.000Z",
+    review: true,
+    files: [{ path: "README.md", content: "x" }],
+    acceptanceTests: [{ path: "test_roman.py", content: "def test(): pass\n" }],
+    hiddenTests: [{ path: "test_hidden.py", content: "def test(): pass\n" }],
+    limits: { maxIterations: 7, maxCostUsd: 1 },
+    source: { kind: "humaneval", id: "HumanEval/1" },
   });
   const llm = (seq: number, role: string, callsBefore: number, calls: number, value: unknown): TaskEvent => ({
-    v: 1, taskId: "rec", seq, at: "t", iteration: 1, kind: "step", phase: role === "reflect" ? "reflect" : role === "plan" ? "plan" : "build", message: role,
+    v: 1,
+    taskId: "rec",
+    seq,
+    at: "t",
+    iteration: 1,
+    kind: "step",
+    phase: role === "reflect" ? "reflect" : role === "plan" ? "plan" : "build",
+    message: role,
     data: { llm: { role, callsBefore, calls, value, provider } },
   });
   const events: TaskEvent[] = [
@@ -46,7 +98,17 @@ function recorded(): RunRecord {
     llm(2, "build", 0, 2, candidate("v1")),
     llm(3, "reflect", 0, 1, reflection),
     llm(4, "build", 2, 1, candidate("v2")),
-    { v: 1, taskId: "rec", seq: 5, at: "t", iteration: 2, kind: "step", phase: "build", message: "no llm data here", data: { llm: { role: "build" } } },
+    {
+      v: 1,
+      taskId: "rec",
+      seq: 5,
+      at: "t",
+      iteration: 2,
+      kind: "step",
+      phase: "build",
+      message: "no llm data here",
+      data: { llm: { role: "build" } },
+    },
   ];
   return RunRecord.parse({ v: 1, taskId: "rec", task, result: result(), events, recordedAt: "t" });
 }
@@ -59,7 +121,13 @@ describe("replayScript", () => {
     expect(script.replies.reflect).toEqual([reflection]);
     // Call 0 was unreadable (the step used 2 calls), call 1 its reply, call 2 the next step's,
     // calls 3 and 4 are in the usage only (the last build's reply and its re-ask were unreadable).
-    expect(script.replies.build).toEqual([UNREADABLE_REPLY, candidate("v1"), candidate("v2"), UNREADABLE_REPLY, UNREADABLE_REPLY]);
+    expect(script.replies.build).toEqual([
+      UNREADABLE_REPLY,
+      candidate("v1"),
+      candidate("v2"),
+      UNREADABLE_REPLY,
+      UNREADABLE_REPLY,
+    ]);
     expect(script.replies.spec).toBeUndefined();
     expect(script.replies.review).toBeUndefined();
   });
@@ -79,7 +147,14 @@ describe("replayScript", () => {
     const llm = createProvider({ config, log: pino({ level: "silent" }) });
     expect(llm.info.scripted).toBe(true);
     const ask = <T>(role: "plan" | "build", schema: ZodType<T>, callsBefore: number) =>
-      llm.complete({ role, system: "s", messages: [{ role: "user", content: "go" }], schema, schemaName: role, context: { taskId: "rec-replay", iteration: 1, callsBefore } });
+      llm.complete({
+        role,
+        system: "s",
+        messages: [{ role: "user", content: "go" }],
+        schema,
+        schemaName: role,
+        context: { taskId: "rec-replay", iteration: 1, callsBefore },
+      });
     expect((await ask("plan", Plan, 0)).value).toEqual(plan);
     const first = await ask("build", Candidate, 0);
     expect(first.value).toEqual(candidate("v1"));
@@ -101,7 +176,13 @@ describe("replayTask", () => {
     expect(taskId).toBe("rec-replay-abc123");
     expect(submittedAt).not.toBe(before);
     const base = "a".repeat(40);
-    const repo = { ...r, task: { ...r.task, repo: { baseCommit: base, snapshot: `tree-${base}.tar`, dependencies: "reject" as const, mapTokens: 2048 } } };
+    const repo = {
+      ...r,
+      task: {
+        ...r.task,
+        repo: { baseCommit: base, snapshot: `tree-${base}.tar`, dependencies: "reject" as const, mapTokens: 2048 },
+      },
+    };
     expect(Task.parse(replayTask(repo, "x")).repo?.baseCommit).toBe(base);
   });
 
@@ -114,12 +195,39 @@ describe("replayTask", () => {
 
 describe("compareRuns", () => {
   it("finds nothing between equal results, whatever they cost or who answered", () => {
-    expect(compareRuns(result(), result({ scripted: true, providers: ["scripted:script:x.json"], durationMs: 5, usage: { total: usage(0), byRole: {}, byIteration: [] } }))).toEqual({ same: true, differences: [] });
+    expect(
+      compareRuns(
+        result(),
+        result({
+          scripted: true,
+          providers: ["scripted:script:x.json"],
+          durationMs: 5,
+          usage: { total: usage(0), byRole: {}, byIteration: [] },
+        }),
+      ),
+    ).toEqual({ same: true, differences: [] });
   });
 
   it("names each difference: status, stop reason, iterations and the final files", () => {
-    const replayed = result({ status: "failed", stopReason: "max_iterations", iterations: 7, files: [{ path: "roman.py", content: "v3" }, { path: "extra.py", content: "" }], tests: [{ path: "test_gen.py", content: "" }] });
-    const cmp = compareRuns(result({ files: [{ path: "roman.py", content: "v2" }, { path: "gone.py", content: "" }] }), replayed);
+    const replayed = result({
+      status: "failed",
+      stopReason: "max_iterations",
+      iterations: 7,
+      files: [
+        { path: "roman.py", content: "v3" },
+        { path: "extra.py", content: "" },
+      ],
+      tests: [{ path: "test_gen.py", content: "" }],
+    });
+    const cmp = compareRuns(
+      result({
+        files: [
+          { path: "roman.py", content: "v2" },
+          { path: "gone.py", content: "" },
+        ],
+      }),
+      replayed,
+    );
     expect(cmp.same).toBe(false);
     expect(cmp.differences).toEqual([
       "status: passed in the recorded run, failed in the replay",
@@ -133,10 +241,24 @@ describe("compareRuns", () => {
   });
 
   it("compares the patch in repo mode, not the files", () => {
-    const change = { baseCommit: "b".repeat(40), patch: "--- a/x\n+++ b/x\n", summary: "s", changed: ["x"], deleted: [] };
+    const change = {
+      baseCommit: "b".repeat(40),
+      patch: "--- a/x\n+++ b/x\n",
+      summary: "s",
+      changed: ["x"],
+      deleted: [],
+    };
     expect(compareRuns(result({ repo: change }), result({ repo: change, files: [] })).same).toBe(true);
-    const cmp = compareRuns(result({ repo: change }), result({ repo: { ...change, patch: "--- a/y\n+++ b/y\n@@\n", changed: ["y"] } }));
-    expect(cmp.differences).toEqual(["the patch differs (3 lines in the recorded run, 4 in the replay)", "changed files: x in the recorded run, y in the replay"]);
-    expect(compareRuns(result({ repo: change }), result()).differences).toEqual(["only the recorded run has a change against a base commit"]);
+    const cmp = compareRuns(
+      result({ repo: change }),
+      result({ repo: { ...change, patch: "--- a/y\n+++ b/y\n@@\n", changed: ["y"] } }),
+    );
+    expect(cmp.differences).toEqual([
+      "the patch differs (3 lines in the recorded run, 4 in the replay)",
+      "changed files: x in the recorded run, y in the replay",
+    ]);
+    expect(compareRuns(result({ repo: change }), result()).differences).toEqual([
+      "only the recorded run has a change against a base commit",
+    ]);
   });
 });

@@ -32,7 +32,8 @@ const ROLE_NAMES = ["spec", "plan", "build", "review", "reflect"] as const satis
  * replay reads it as the original call was read (a bad reply), and re-asks or fails the step
  * the same way.
  */
-export const UNREADABLE_REPLY = "(replay: the recorded reply to this call could not be read, so the model was asked again)";
+export const UNREADABLE_REPLY =
+  "(replay: the recorded reply to this call could not be read, so the model was asked again)";
 
 /** `data.llm` of an LLM step event. */
 const LlmNote = z.object({
@@ -67,7 +68,12 @@ export function replayScript(record: RunRecord): ScriptFile {
     if (length === 0) continue;
     replies[role] = Array.from({ length }, (_, i) => (list[i] === undefined ? UNREADABLE_REPLY : list[i]));
   }
-  return { v: 1, kind: "loopsmith-script", description: `replay of ${record.taskId} (recorded replies; no model is called)`, replies };
+  return {
+    v: 1,
+    kind: "loopsmith-script",
+    description: `replay of ${record.taskId} (recorded replies; no model is called)`,
+    replies,
+  };
 }
 
 /** A task id for the replay of `taskId`: `<taskId (first 48 characters)>-replay-<6 hex>`. */
@@ -126,22 +132,34 @@ function compareFiles(kind: string, recorded: FileChange[], replayed: FileChange
  */
 export function compareRuns(recorded: TaskResult, replayed: TaskResult): RunComparison {
   const d: string[] = [];
-  if (recorded.status !== replayed.status) d.push(`status: ${recorded.status} in the recorded run, ${replayed.status} in the replay`);
-  if (recorded.stopReason !== replayed.stopReason) d.push(`stop reason: ${recorded.stopReason} in the recorded run, ${replayed.stopReason} in the replay`);
-  if (recorded.iterations !== replayed.iterations) d.push(`iterations: ${recorded.iterations} in the recorded run, ${replayed.iterations} in the replay`);
+  if (recorded.status !== replayed.status)
+    d.push(`status: ${recorded.status} in the recorded run, ${replayed.status} in the replay`);
+  if (recorded.stopReason !== replayed.stopReason)
+    d.push(`stop reason: ${recorded.stopReason} in the recorded run, ${replayed.stopReason} in the replay`);
+  if (recorded.iterations !== replayed.iterations)
+    d.push(`iterations: ${recorded.iterations} in the recorded run, ${replayed.iterations} in the replay`);
   if (recorded.repo || replayed.repo) {
     const a = recorded.repo;
     const b = replayed.repo;
     if (!a || !b) d.push(`only the ${a ? "recorded run" : "replay"} has a change against a base commit`);
     else {
-      if (a.baseCommit !== b.baseCommit) d.push(`base commit: ${a.baseCommit} in the recorded run, ${b.baseCommit} in the replay`);
-      if (a.patch !== b.patch) d.push(`the patch differs (${a.patch.split("\n").length} lines in the recorded run, ${b.patch.split("\n").length} in the replay)`);
+      if (a.baseCommit !== b.baseCommit)
+        d.push(`base commit: ${a.baseCommit} in the recorded run, ${b.baseCommit} in the replay`);
+      if (a.patch !== b.patch)
+        d.push(
+          `the patch differs (${a.patch.split("\n").length} lines in the recorded run, ${b.patch.split("\n").length} in the replay)`,
+        );
       const paths = (x: string[]): string => [...x].sort().join(", ") || "none";
-      if (paths(a.changed) !== paths(b.changed)) d.push(`changed files: ${paths(a.changed)} in the recorded run, ${paths(b.changed)} in the replay`);
-      if (paths(a.deleted) !== paths(b.deleted)) d.push(`deleted files: ${paths(a.deleted)} in the recorded run, ${paths(b.deleted)} in the replay`);
+      if (paths(a.changed) !== paths(b.changed))
+        d.push(`changed files: ${paths(a.changed)} in the recorded run, ${paths(b.changed)} in the replay`);
+      if (paths(a.deleted) !== paths(b.deleted))
+        d.push(`deleted files: ${paths(a.deleted)} in the recorded run, ${paths(b.deleted)} in the replay`);
     }
   } else {
-    d.push(...compareFiles("file", recorded.files, replayed.files), ...compareFiles("generated test", recorded.tests, replayed.tests));
+    d.push(
+      ...compareFiles("file", recorded.files, replayed.files),
+      ...compareFiles("generated test", recorded.tests, replayed.tests),
+    );
   }
   return { same: d.length === 0, differences: d };
 }
@@ -198,14 +216,26 @@ export function replaySolveOptions(taskFile: string, scriptFile: string, opts: R
  *   `bad_request` for a run without a result or without recorded replies, `cancelled` when
  *   the replay was interrupted before its result
  */
-export async function replayCommand(taskId: string, opts: ReplayOptions, log: Logger, runTask: RunTask): Promise<number> {
+export async function replayCommand(
+  taskId: string,
+  opts: ReplayOptions,
+  log: Logger,
+  runTask: RunTask,
+): Promise<number> {
   const record = await withMemory(log, opts.config, (nc, owner) => fetchRun(nc, taskId, { owner }));
   const recorded = record.result;
-  if (!recorded) throw new CliError("bad_request", `the run of ${taskId} has no recorded result, so a replay would have nothing to compare with`);
+  if (!recorded)
+    throw new CliError(
+      "bad_request",
+      `the run of ${taskId} has no recorded result, so a replay would have nothing to compare with`,
+    );
   const script = replayScript(record);
   const replies = Object.values(script.replies).flatMap((list) => list.filter((x) => x !== UNREADABLE_REPLY));
   if (replies.length === 0) {
-    throw new CliError("bad_request", `the run of ${taskId} recorded no model replies (it was recorded before replays were possible, or its events were lost), so it cannot be replayed`);
+    throw new CliError(
+      "bad_request",
+      `the run of ${taskId} recorded no model replies (it was recorded before replays were possible, or its events were lost), so it cannot be replayed`,
+    );
   }
   const newId = replayTaskId(taskId);
   const dir = await mkdtemp(join(tmpdir(), "loopsmith-replay-"));
@@ -215,22 +245,44 @@ export async function replayCommand(taskId: string, opts: ReplayOptions, log: Lo
     await writeFile(taskFile, `${JSON.stringify(replayTask(record, newId), null, 2)}\n`);
     await writeFile(scriptFile, `${JSON.stringify(script, null, 2)}\n`);
     const banner = `REPLAY of task ${taskId} as task ${newId}: the recorded model replies are served from ${scriptFile}; no model is called.`;
-    process.stdout.write(opts.json ? `${jsonLine({ kind: "notice", replay: true, taskId, replayTaskId: newId, script: scriptFile, message: banner })}\n` : `${printable(banner)}\n`);
-    if (record.eventsTruncated) process.stderr.write(`loopsmith: the run of ${taskId} keeps ${record.events.length} of its ${record.eventsTotal ?? "more"} events; replies left out are replayed as unreadable\n`);
+    process.stdout.write(
+      opts.json
+        ? `${jsonLine({ kind: "notice", replay: true, taskId, replayTaskId: newId, script: scriptFile, message: banner })}\n`
+        : `${printable(banner)}\n`,
+    );
+    if (record.eventsTruncated)
+      process.stderr.write(
+        `loopsmith: the run of ${taskId} keeps ${record.events.length} of its ${record.eventsTotal ?? "more"} events; replies left out are replayed as unreadable\n`,
+      );
     const replayed = await runTask(taskFile, scriptFile);
-    if (!replayed) throw new CliError("cancelled", `the replay of ${taskId} (task ${newId}) ended without a result`, { taskId: newId });
+    if (!replayed)
+      throw new CliError("cancelled", `the replay of ${taskId} (task ${newId}) ended without a result`, {
+        taskId: newId,
+      });
     const comparison = compareRuns(recorded, replayed);
     const label = `scripted:script:${basename(scriptFile)}`;
     const others = replayed.providers.filter((p) => p !== label);
-    if (others.length) comparison.differences.push(`the replay was answered by ${others.join(", ")}, not only by its script (services already running keep their own configuration)`);
-    if (recorded.stopReason === "budget" && replayed.stopReason !== "budget") comparison.differences.push("the recorded run stopped on its budget; replayed replies cost nothing, so a replay cannot stop there");
+    if (others.length)
+      comparison.differences.push(
+        `the replay was answered by ${others.join(", ")}, not only by its script (services already running keep their own configuration)`,
+      );
+    if (recorded.stopReason === "budget" && replayed.stopReason !== "budget")
+      comparison.differences.push(
+        "the recorded run stopped on its budget; replayed replies cost nothing, so a replay cannot stop there",
+      );
     const same = comparison.differences.length === 0;
     if (opts.json) {
-      process.stdout.write(`${jsonLine({ kind: "replay", taskId, replayTaskId: newId, same, differences: comparison.differences })}\n`);
+      process.stdout.write(
+        `${jsonLine({ kind: "replay", taskId, replayTaskId: newId, same, differences: comparison.differences })}\n`,
+      );
     } else if (same) {
-      process.stdout.write(`\nSAME: the replay ${newId} ended the way ${taskId} did (${recorded.status}, stop reason ${recorded.stopReason}, ${recorded.iterations} iterations, the same ${recorded.repo ? "patch" : "final files"})\n`);
+      process.stdout.write(
+        `\nSAME: the replay ${newId} ended the way ${taskId} did (${recorded.status}, stop reason ${recorded.stopReason}, ${recorded.iterations} iterations, the same ${recorded.repo ? "patch" : "final files"})\n`,
+      );
     } else {
-      process.stdout.write(`\nDIFFERENT: the replay ${newId} did not end the way ${taskId} did:\n${comparison.differences.map((x) => `  - ${printable(x)}`).join("\n")}\n`);
+      process.stdout.write(
+        `\nDIFFERENT: the replay ${newId} did not end the way ${taskId} did:\n${comparison.differences.map((x) => `  - ${printable(x)}`).join("\n")}\n`,
+      );
     }
     return same ? ExitCode.ok : ExitCode.failed;
   } finally {

@@ -35,7 +35,11 @@ function gitEnv(extra: Record<string, string> = {}): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (v === undefined) continue;
-    if (["PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_CONFIG_HOME", "SSL_CERT_FILE"].includes(k) || /^GIT_(AUTHOR|COMMITTER)_(NAME|EMAIL|DATE)$|^GIT_CONFIG_(GLOBAL|SYSTEM|NOSYSTEM)$/.test(k)) env[k] = v;
+    if (
+      ["PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_CONFIG_HOME", "SSL_CERT_FILE"].includes(k) ||
+      /^GIT_(AUTHOR|COMMITTER)_(NAME|EMAIL|DATE)$|^GIT_CONFIG_(GLOBAL|SYSTEM|NOSYSTEM)$/.test(k)
+    )
+      env[k] = v;
   }
   return { ...env, LC_ALL: "C", ...extra };
 }
@@ -44,7 +48,11 @@ function gitEnv(extra: Record<string, string> = {}): Record<string, string> {
 export function git(dir: string, extra: Record<string, string> = {}): SimpleGit {
   const env = gitEnv(extra);
   // simple-git drops or refuses GIT_* variables unless they are named here.
-  return simpleGit({ baseDir: dir, trimmed: true, allowEnvironment: Object.keys(env).filter((k) => k.startsWith("GIT_")) }).env(env);
+  return simpleGit({
+    baseDir: dir,
+    trimmed: true,
+    allowEnvironment: Object.keys(env).filter((k) => k.startsWith("GIT_")),
+  }).env(env);
 }
 
 /**
@@ -54,7 +62,10 @@ export function git(dir: string, extra: Record<string, string> = {}): SimpleGit 
  * @throws LoopsmithError `repo_invalid` for a path that is not a git work tree, a bare
  *   repository, a repository without commits, an unknown base, or a dirty tree with `--apply`
  */
-export async function checkRepo(path: string, opts: { base?: string; requireClean?: boolean } = {}): Promise<CheckedRepo> {
+export async function checkRepo(
+  path: string,
+  opts: { base?: string; requireClean?: boolean } = {},
+): Promise<CheckedRepo> {
   const dir = resolve(path);
   const g = git(dir);
   let inside: string;
@@ -62,28 +73,52 @@ export async function checkRepo(path: string, opts: { base?: string; requireClea
     inside = await g.revparse(["--is-inside-work-tree"]);
   } catch (err) {
     const bare = await g.revparse(["--is-bare-repository"]).catch(() => "false");
-    if (bare === "true") throw new LoopsmithError("repo_invalid", `${dir} is a bare repository: repo mode needs a work tree (clone it first)`, { cause: err });
+    if (bare === "true")
+      throw new LoopsmithError(
+        "repo_invalid",
+        `${dir} is a bare repository: repo mode needs a work tree (clone it first)`,
+        { cause: err },
+      );
     throw new LoopsmithError("repo_invalid", `${dir} is not a git repository (git: ${firstLine(err)})`, { cause: err });
   }
-  if (inside !== "true") throw new LoopsmithError("repo_invalid", `${dir} is not inside a git work tree (a bare repository or a .git directory)`);
+  if (inside !== "true")
+    throw new LoopsmithError(
+      "repo_invalid",
+      `${dir} is not inside a git work tree (a bare repository or a .git directory)`,
+    );
   const root = await g.revparse(["--show-toplevel"]);
   const base = opts.base ?? "HEAD";
   let baseCommit: string;
   try {
     baseCommit = await git(root).raw(["rev-parse", "--verify", "--quiet", "--end-of-options", `${base}^{commit}`]);
   } catch (err) {
-    throw new LoopsmithError("repo_invalid", base === "HEAD" ? `${root} has no commits yet: commit something to start from` : `unknown --base ${base}: not a commit in ${root}`, { cause: err });
+    throw new LoopsmithError(
+      "repo_invalid",
+      base === "HEAD"
+        ? `${root} has no commits yet: commit something to start from`
+        : `unknown --base ${base}: not a commit in ${root}`,
+      { cause: err },
+    );
   }
-  if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(baseCommit)) throw new LoopsmithError("repo_invalid", `unknown --base ${base}: not a commit in ${root}`);
+  if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(baseCommit))
+    throw new LoopsmithError("repo_invalid", `unknown --base ${base}: not a commit in ${root}`);
   if (opts.requireClean) {
     const status = await git(root).raw(["status", "--porcelain", "--untracked-files=normal"]);
-    if (status.trim()) throw new LoopsmithError("repo_invalid", `--apply needs a clean work tree, and ${root} has changes:\n${status.split("\n").slice(0, 10).join("\n")}`);
+    if (status.trim())
+      throw new LoopsmithError(
+        "repo_invalid",
+        `--apply needs a clean work tree, and ${root} has changes:\n${status.split("\n").slice(0, 10).join("\n")}`,
+      );
   }
   return { root, baseCommit, name: basename(root) };
 }
 
 function firstLine(err: unknown): string {
-  return String((err as Error)?.message ?? err).split("\n").find((l) => l.trim()) ?? "";
+  return (
+    String((err as Error)?.message ?? err)
+      .split("\n")
+      .find((l) => l.trim()) ?? ""
+  );
 }
 
 /**
@@ -93,10 +128,17 @@ function firstLine(err: unknown): string {
  */
 export async function archiveCommit(root: string, commit: string): Promise<Buffer> {
   try {
-    const { stdout } = await execFileAsync("git", ["-C", root, "archive", "--format=tar", commit], { encoding: "buffer", maxBuffer: MAX_SNAPSHOT_BYTES + 1 });
+    const { stdout } = await execFileAsync("git", ["-C", root, "archive", "--format=tar", commit], {
+      encoding: "buffer",
+      maxBuffer: MAX_SNAPSHOT_BYTES + 1,
+    });
     return stdout;
   } catch (err) {
-    if ((err as { code?: string }).code === "ERR_CHILD_PROCESS_STDIO_MAXBUFFER") throw new LoopsmithError("bad_request", `the tracked files of ${commit} are over ${MAX_SNAPSHOT_BYTES / 1048576} MiB`);
+    if ((err as { code?: string }).code === "ERR_CHILD_PROCESS_STDIO_MAXBUFFER")
+      throw new LoopsmithError(
+        "bad_request",
+        `the tracked files of ${commit} are over ${MAX_SNAPSHOT_BYTES / 1048576} MiB`,
+      );
     throw new LoopsmithError("repo_invalid", `git archive failed in ${root}: ${firstLine(err)}`, { cause: err });
   }
 }
@@ -125,12 +167,18 @@ export async function commitPatch(root: string, parent: string, patch: string, m
   const index = join(tmp, "index");
   const file = join(tmp, "change.patch");
   // The user's identity (environment or git config) when there is one; else "loopsmith".
-  const configured = async (key: string): Promise<string> => (await git(root).raw(["config", "--get", key]).catch(() => "")).trim();
+  const configured = async (key: string): Promise<string> =>
+    (
+      await git(root)
+        .raw(["config", "--get", key])
+        .catch(() => "")
+    ).trim();
   const identity: Record<string, string> = {};
   const name = process.env.GIT_AUTHOR_NAME ?? (await configured("user.name"));
   const email = process.env.GIT_AUTHOR_EMAIL ?? (await configured("user.email"));
   if (!name) Object.assign(identity, { GIT_AUTHOR_NAME: "loopsmith", GIT_COMMITTER_NAME: "loopsmith" });
-  if (!email) Object.assign(identity, { GIT_AUTHOR_EMAIL: "loopsmith@localhost", GIT_COMMITTER_EMAIL: "loopsmith@localhost" });
+  if (!email)
+    Object.assign(identity, { GIT_AUTHOR_EMAIL: "loopsmith@localhost", GIT_COMMITTER_EMAIL: "loopsmith@localhost" });
   const g = git(root, { GIT_INDEX_FILE: index, ...identity });
   try {
     await writeFile(file, patch, "utf8");
@@ -139,7 +187,11 @@ export async function commitPatch(root: string, parent: string, patch: string, m
     const tree = await g.raw(["write-tree"]);
     return await g.raw(["commit-tree", tree, "-p", parent, "-m", message]);
   } catch (err) {
-    throw new LoopsmithError("repo_invalid", `cannot commit the change on ${parent.slice(0, 12)} in ${root}: ${firstLine(err)}`, { cause: err });
+    throw new LoopsmithError(
+      "repo_invalid",
+      `cannot commit the change on ${parent.slice(0, 12)} in ${root}: ${firstLine(err)}`,
+      { cause: err },
+    );
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
@@ -150,17 +202,36 @@ export async function commitPatch(root: string, parent: string, patch: string, m
  * (absent: only if it does not exist yet), with `update-ref`'s compare-and-swap.
  * @throws LoopsmithError `repo_invalid` when the branch exists, or moved since `expected`
  */
-export async function setBranch(root: string, branch: string, commit: string, expected: string | undefined, reason: string): Promise<void> {
+export async function setBranch(
+  root: string,
+  branch: string,
+  commit: string,
+  expected: string | undefined,
+  reason: string,
+): Promise<void> {
   try {
-    await git(root).raw(["update-ref", "-m", reason, `refs/heads/${branch}`, commit, expected ?? "0".repeat(commit.length)]);
+    await git(root).raw([
+      "update-ref",
+      "-m",
+      reason,
+      `refs/heads/${branch}`,
+      commit,
+      expected ?? "0".repeat(commit.length),
+    ]);
   } catch (err) {
-    throw new LoopsmithError("repo_invalid", `cannot ${expected ? "move" : "create"} the branch ${branch} in ${root}: ${firstLine(err)}`, { cause: err });
+    throw new LoopsmithError(
+      "repo_invalid",
+      `cannot ${expected ? "move" : "create"} the branch ${branch} in ${root}: ${firstLine(err)}`,
+      { cause: err },
+    );
   }
 }
 
 /** The commit a branch points at, or undefined when there is no such branch. */
 export async function branchCommit(root: string, branch: string): Promise<string | undefined> {
-  const id = await git(root).raw(["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`]).catch(() => "");
+  const id = await git(root)
+    .raw(["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`])
+    .catch(() => "");
   return id.trim() || undefined;
 }
 
@@ -170,7 +241,12 @@ export async function branchCommit(root: string, branch: string): Promise<string
  * @returns the branch name and the new commit id
  * @throws LoopsmithError `repo_invalid` when the patch does not apply or the branch exists
  */
-export async function commitChange(root: string, taskId: string, message: string, change: RepoChange): Promise<{ branch: string; commit: string }> {
+export async function commitChange(
+  root: string,
+  taskId: string,
+  message: string,
+  change: RepoChange,
+): Promise<{ branch: string; commit: string }> {
   const branch = branchOf(taskId);
   const commit = await commitPatch(root, change.baseCommit, change.patch, message);
   await setBranch(root, branch, commit, undefined, `loopsmith: task ${taskId}`);
@@ -187,7 +263,10 @@ export async function applyToWorkTree(root: string, change: RepoChange): Promise
   const head = await g.raw(["rev-parse", "HEAD"]);
   const status = await g.raw(["status", "--porcelain", "--untracked-files=normal"]);
   if (status.trim() || head !== change.baseCommit) {
-    throw new LoopsmithError("repo_invalid", `not applied: ${root} ${status.trim() ? "has changes now" : `is at ${head.slice(0, 12)}, not at the base ${change.baseCommit.slice(0, 12)}`}; the change stays on its branch`);
+    throw new LoopsmithError(
+      "repo_invalid",
+      `not applied: ${root} ${status.trim() ? "has changes now" : `is at ${head.slice(0, 12)}, not at the base ${change.baseCommit.slice(0, 12)}`}; the change stays on its branch`,
+    );
   }
   const tmp = await mkdtemp(join(tmpdir(), "loopsmith-apply-"));
   try {

@@ -30,7 +30,10 @@ const RememberData = z.object({ signature: z.string() });
 const ReflectData = z.object({ reflection: Reflection });
 const GateData = z.object({ findings: z.array(z.object({ severity: z.string(), message: z.string() })) });
 const ReviewData = z.object({ review: Review });
-const UsageData = z.object({ role: z.string(), provider: z.object({ name: z.string(), model: z.string(), scripted: z.boolean().optional() }) });
+const UsageData = z.object({
+  role: z.string(),
+  provider: z.object({ name: z.string(), model: z.string(), scripted: z.boolean().optional() }),
+});
 
 /**
  * The run's iterations (1 and up), each with its verdict, failing tests, signature,
@@ -46,14 +49,19 @@ export function runIterations(record: RunRecord): RunIteration[] {
   for (const e of record.events) {
     if (e.iteration < 1) continue;
     const data = e.data ?? {};
-    if (e.kind === "warning" && /reply could not be read/.test(e.message) && at(e.iteration).outcome === "unknown") at(e.iteration).outcome = "llm_bad_reply";
+    if (e.kind === "warning" && /reply could not be read/.test(e.message) && at(e.iteration).outcome === "unknown")
+      at(e.iteration).outcome = "llm_bad_reply";
     if (e.kind !== "step") continue;
     const exec = e.phase === "execute" ? ExecData.safeParse(data) : undefined;
-    if (exec?.success) Object.assign(at(e.iteration), { outcome: exec.data.status, failingTests: exec.data.failingTests });
+    if (exec?.success)
+      Object.assign(at(e.iteration), { outcome: exec.data.status, failingTests: exec.data.failingTests });
     const gate = e.phase === "gate" ? GateData.safeParse(data) : undefined;
-    const blockers = gate?.success ? gate.data.findings.filter((f) => f.severity === "blocker").map((f) => f.message) : [];
+    const blockers = gate?.success
+      ? gate.data.findings.filter((f) => f.severity === "blocker").map((f) => f.message)
+      : [];
     const review = e.phase === "review" ? ReviewData.safeParse(data) : undefined;
-    if (review?.success) blockers.push(...review.data.review.findings.filter((f) => f.severity === "blocker").map((f) => f.message));
+    if (review?.success)
+      blockers.push(...review.data.review.findings.filter((f) => f.severity === "blocker").map((f) => f.message));
     if (blockers.length) Object.assign(at(e.iteration), { outcome: "blocked", findings: blockers });
     const remember = e.phase === "remember" ? RememberData.safeParse(data) : undefined;
     if (remember?.success) at(e.iteration).signature = remember.data.signature;
@@ -113,15 +121,24 @@ function headline(record: RunRecord): string {
 /** `loopsmith show` for people: the run's goal, verdict, iterations, failures, cost, time and providers; ends in a newline. */
 export function runText(record: RunRecord): string {
   const { task, result: r } = record;
-  const lines = [`task ${record.taskId} · ${headline(record)}${r ? ` · ${r.iterations} iteration${r.iterations === 1 ? "" : "s"} · ${duration(r.durationMs)}` : ""}`];
+  const lines = [
+    `task ${record.taskId} · ${headline(record)}${r ? ` · ${r.iterations} iteration${r.iterations === 1 ? "" : "s"} · ${duration(r.durationMs)}` : ""}`,
+  ];
   lines.push(`  goal: ${printable(oneLine(task.goal, 300))}`);
-  lines.push(`  language ${task.language}${task.repo ? ` · repo ${printable(task.repo.name ?? task.repo.snapshot)} at ${task.repo.baseCommit}` : ""} · submitted ${printable(task.submittedAt)} · recorded ${record.recordedAt}`);
+  lines.push(
+    `  language ${task.language}${task.repo ? ` · repo ${printable(task.repo.name ?? task.repo.snapshot)} at ${task.repo.baseCommit}` : ""} · submitted ${printable(task.submittedAt)} · recorded ${record.recordedAt}`,
+  );
   if (r) {
     lines.push(`  ${printable(r.message)}`);
-    lines.push(`  providers: ${r.providers.map(printable).join(", ") || "none"}${r.scripted ? " — SCRIPTED: replies were replayed from a file, no model was called" : ""}`);
+    lines.push(
+      `  providers: ${r.providers.map(printable).join(", ") || "none"}${r.scripted ? " — SCRIPTED: replies were replayed from a file, no model was called" : ""}`,
+    );
     lines.push(`  LLM: ${tokens(r.usage.total)}`);
     const roles = providersByRole(record);
-    const usage = Object.entries(r.usage.byRole).map(([role, u]) => [printable(role), `${tokens(u)}${roles[role] ? ` · ${roles[role].map(printable).join(", ")}` : ""}`]);
+    const usage = Object.entries(r.usage.byRole).map(([role, u]) => [
+      printable(role),
+      `${tokens(u)}${roles[role] ? ` · ${roles[role].map(printable).join(", ")}` : ""}`,
+    ]);
     lines.push(...formatTable(usage, { minWidths: [8], gap: " ", indent: "    " }));
     if (r.hidden) lines.push(`  hidden tests: ${r.hidden.passed}/${r.hidden.total} passed`);
     if (r.error) lines.push(`  error (${r.error.code}): ${printable(r.error.message)}`);
@@ -129,20 +146,30 @@ export function runText(record: RunRecord): string {
   const iterations = runIterations(record);
   if (iterations.length) lines.push("  iterations:");
   for (const it of iterations) {
-    lines.push(`    ${String(it.iteration).padStart(2)}  ${printable(it.outcome)}${it.failingTests.length ? `; failing: ${it.failingTests.map(printable).join(", ")}` : ""}`);
+    lines.push(
+      `    ${String(it.iteration).padStart(2)}  ${printable(it.outcome)}${it.failingTests.length ? `; failing: ${it.failingTests.map(printable).join(", ")}` : ""}`,
+    );
     if (it.findings.length) lines.push(`        blocked: ${printable(oneLine(it.findings.join("; ")))}`);
     if (it.signature) lines.push(`        signature: ${printable(it.signature)}`);
-    if (it.reflection) lines.push(`        reflection: ${printable(oneLine(it.reflection.rootCause))}`, `        fix plan: ${printable(oneLine(it.reflection.fixPlan))}`);
+    if (it.reflection)
+      lines.push(
+        `        reflection: ${printable(oneLine(it.reflection.rootCause))}`,
+        `        fix plan: ${printable(oneLine(it.reflection.fixPlan))}`,
+      );
   }
   const dag = runDag(record);
   if (dag) lines.push("  subtasks:", ...dagReportLines(dag, Date.parse(record.recordedAt), "    "));
   if (r?.repo) {
     lines.push(`  change against ${r.repo.baseCommit}: ${printable(oneLine(r.repo.summary, 200)) || "(no summary)"}`);
-    lines.push(`    changed: ${r.repo.changed.map(printable).join(", ") || "none"}${r.repo.deleted.length ? `; deleted: ${r.repo.deleted.map(printable).join(", ")}` : ""}`);
+    lines.push(
+      `    changed: ${r.repo.changed.map(printable).join(", ") || "none"}${r.repo.deleted.length ? `; deleted: ${r.repo.deleted.map(printable).join(", ")}` : ""}`,
+    );
   } else if (r?.files.length) {
     lines.push(`  files: ${[...r.files, ...r.tests].map((f) => printable(f.path)).join(", ")}`);
   }
-  lines.push(`  events: ${record.events.length}${record.eventsTruncated ? ` of ${record.eventsTotal ?? "more"} (truncated)` : ""}`);
+  lines.push(
+    `  events: ${record.events.length}${record.eventsTruncated ? ` of ${record.eventsTotal ?? "more"} (truncated)` : ""}`,
+  );
   return `${lines.join("\n")}\n`;
 }
 
@@ -162,7 +189,8 @@ function fenced(text: string, info = "text"): string {
 }
 
 /** Plain text for one Markdown line (or table cell): whitespace flattened, `<`, `>` and `|` escaped. */
-const md = (text: string, max = 2_000): string => oneLine(text, max).replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/\|/g, "\\|");
+const md = (text: string, max = 2_000): string =>
+  oneLine(text, max).replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/\|/g, "\\|");
 
 /** A code span inside a table cell, where a `|` would end the cell. */
 const cellCode = (text: string): string => codeSpan(text).replace(/\|/g, "\\|");
@@ -174,13 +202,24 @@ const cellCode = (text: string): string => codeSpan(text).replace(/\|/g, "\\|");
  */
 export function reportMarkdown(record: RunRecord): string {
   const { task, result: r } = record;
-  const out: string[] = [`# loopsmith run ${record.taskId}`, "", `**${headline(record)}**${r ? ` — ${md(r.message)}` : ""}`, ""];
+  const out: string[] = [
+    `# loopsmith run ${record.taskId}`,
+    "",
+    `**${headline(record)}**${r ? ` — ${md(r.message)}` : ""}`,
+    "",
+  ];
   out.push("| | |", "|---|---|", `| task | ${cellCode(record.taskId)} |`, `| language | ${task.language} |`);
-  if (task.repo) out.push(`| repository | ${md(task.repo.name ?? task.repo.snapshot)} at ${cellCode(task.repo.baseCommit)} |`);
+  if (task.repo)
+    out.push(`| repository | ${md(task.repo.name ?? task.repo.snapshot)} at ${cellCode(task.repo.baseCommit)} |`);
   if (r) {
-    out.push(`| iterations | ${r.iterations} of at most ${task.limits.maxIterations} |`, `| time | ${duration(r.durationMs)} |`);
+    out.push(
+      `| iterations | ${r.iterations} of at most ${task.limits.maxIterations} |`,
+      `| time | ${duration(r.durationMs)} |`,
+    );
     out.push(`| cost | ${usd(r.usage.total.costUsd)} (${md(tokens(r.usage.total, false))}) |`);
-    out.push(`| providers | ${r.providers.map(cellCode).join(", ") || "none"}${r.scripted ? " — **SCRIPTED: replies were replayed from a file, no model was called**" : ""} |`);
+    out.push(
+      `| providers | ${r.providers.map(cellCode).join(", ") || "none"}${r.scripted ? " — **SCRIPTED: replies were replayed from a file, no model was called**" : ""} |`,
+    );
     if (r.hidden) out.push(`| hidden tests | ${r.hidden.passed}/${r.hidden.total} passed |`);
     if (r.error) out.push(`| error | ${cellCode(r.error.code)}: ${md(r.error.message)} |`);
   }
@@ -195,14 +234,26 @@ export function reportMarkdown(record: RunRecord): string {
     if (it.findings.length) items.push(`- Blocked: ${it.findings.map((f) => md(f, 500)).join("; ")}`);
     if (it.signature) items.push(`- Signature: ${codeSpan(it.signature)}`);
     if (it.reflection) {
-      items.push("- Reflection:", `  - Root cause: ${md(it.reflection.rootCause)}`, `  - Hypothesis: ${md(it.reflection.hypothesis)}`, `  - Fix plan: ${md(it.reflection.fixPlan)}`);
+      items.push(
+        "- Reflection:",
+        `  - Root cause: ${md(it.reflection.rootCause)}`,
+        `  - Hypothesis: ${md(it.reflection.hypothesis)}`,
+        `  - Fix plan: ${md(it.reflection.fixPlan)}`,
+      );
     }
     if (items.length) out.push(...items, "");
   }
   const dag = runDag(record);
   if (dag) {
     const now = Date.parse(record.recordedAt);
-    out.push("## Subtasks", "", md(dagTotals(dag, now)), "", "| subtask | status | depends on | attempt | iterations | tokens | USD | time | goal |", "|---|---|---|---:|---:|---:|---:|---:|---|");
+    out.push(
+      "## Subtasks",
+      "",
+      md(dagTotals(dag, now)),
+      "",
+      "| subtask | status | depends on | attempt | iterations | tokens | USD | time | goal |",
+      "|---|---|---|---:|---:|---:|---:|---:|---|",
+    );
     for (const { subtask: s, depth } of dagTree(dag.subtasks)) {
       const ms = s.startedAt && s.finishedAt ? Date.parse(s.finishedAt) - Date.parse(s.startedAt) : NaN;
       const status = `${s.status}${s.reason ? ` (${s.reason})` : ""}${dag.reopened.includes(s.id) ? ", re-opened" : ""}`;
@@ -214,9 +265,16 @@ export function reportMarkdown(record: RunRecord): string {
   }
   if (r && Object.keys(r.usage.byRole).length) {
     const roles = providersByRole(record);
-    out.push("## Cost by role", "", "| role | provider | calls | input tokens | output tokens | cache read | USD |", "|---|---|---:|---:|---:|---:|---:|");
+    out.push(
+      "## Cost by role",
+      "",
+      "| role | provider | calls | input tokens | output tokens | cache read | USD |",
+      "|---|---|---:|---:|---:|---:|---:|",
+    );
     for (const [role, u] of Object.entries(r.usage.byRole)) {
-      out.push(`| ${md(role)} | ${(roles[role] ?? []).map(cellCode).join(", ")} | ${u.calls} | ${u.inputTokens} | ${u.outputTokens} | ${u.cacheReadTokens} | ${usd(u.costUsd)} |`);
+      out.push(
+        `| ${md(role)} | ${(roles[role] ?? []).map(cellCode).join(", ")} | ${u.calls} | ${u.inputTokens} | ${u.outputTokens} | ${u.cacheReadTokens} | ${usd(u.costUsd)} |`,
+      );
     }
     out.push("");
   }
@@ -231,6 +289,10 @@ export function reportMarkdown(record: RunRecord): string {
     for (const f of r.tests) out.push(`- ${codeSpan(f.path)} (generated test, ${f.content.split("\n").length} lines)`);
     out.push("", "The files are in `result.json`.", "");
   }
-  if (record.eventsTruncated) out.push(`_The run keeps ${record.events.length} of its ${record.eventsTotal ?? "more"} events; some iterations may be missing here._`, "");
+  if (record.eventsTruncated)
+    out.push(
+      `_The run keeps ${record.events.length} of its ${record.eventsTotal ?? "more"} events; some iterations may be missing here._`,
+      "",
+    );
   return `${out.join("\n").replace(/\n+$/, "")}\n`;
 }

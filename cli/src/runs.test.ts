@@ -6,7 +6,16 @@ import { Command } from "commander";
 import pino from "pino";
 import { RunRecord, Task, type TaskEvent, type TaskResult } from "@loopsmith/shared";
 import { registerRunCommands } from "./commands/runs.js";
-import { codeSpan, duration, providersByRole, reportMarkdown, runDag, runFailures, runIterations, runText } from "./run-view.js";
+import {
+  codeSpan,
+  duration,
+  providersByRole,
+  reportMarkdown,
+  runDag,
+  runFailures,
+  runIterations,
+  runText,
+} from "./run-view.js";
 import { localRunRecord, writeExport } from "./runs.js";
 
 const dirs: string[] = [];
@@ -19,9 +28,21 @@ async function tempDir(): Promise<string> {
   return d;
 }
 
-const usage = (calls: number, costUsd: number) => ({ calls, inputTokens: 100 * calls, outputTokens: 10 * calls, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd, latencyMs: 10 });
+const usage = (calls: number, costUsd: number) => ({
+  calls,
+  inputTokens: 100 * calls,
+  outputTokens: 10 * calls,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0,
+  costUsd,
+  latencyMs: 10,
+});
 const SIGNATURE = "AssertionError: assert <str> == <str>";
-const reflection = { rootCause: "The table has no subtractive pairs.", hypothesis: "Adding them gives IV.", fixPlan: "Extend _VALUES with (4, 'IV') and the other pairs." };
+const reflection = {
+  rootCause: "The table has no subtractive pairs.",
+  hypothesis: "Adding them gives IV.",
+  fixPlan: "Extend _VALUES with (4, 'IV') and the other pairs.",
+};
 const provider = { name: "scripted", model: "script:roman.json", scripted: true };
 
 /** A recorded run: iteration 1 fails (signature, reflection), iteration 2 passes; repo mode when `repo`. */
@@ -29,36 +50,90 @@ function recorded(opts: { repo?: boolean; result?: boolean } = {}): RunRecord {
   const taskId = opts.repo ? "repo-task" : "roman-task";
   const base = "0123456789abcdef0123456789abcdef01234567";
   const task = Task.parse({
-    v: 1, taskId, goal: "Write to_roman(n) in roman.py.\nUse ``` fences ``` freely.", language: "python", submittedAt: "2026-01-01T00:00:00.000Z",
+    v: 1,
+    taskId,
+    goal: "Write to_roman(n) in roman.py.\nUse ``` fences ``` freely.",
+    language: "python",
+    submittedAt: "2026-01-01T00:00:00.000Z",
     ...(opts.repo ? { repo: { baseCommit: base, snapshot: `tree-${base}.tar`, name: "demo-repo" } } : {}),
   });
   const result: TaskResult = {
-    v: 1, taskId, status: "passed", stopReason: "passed", iterations: 2,
-    files: [{ path: "roman.py", content: "def to_roman(n):\n    return 'IV'\n" }], tests: [{ path: "test_gen.py", content: "def test(): pass\n" }],
-    lastExecution: null, hidden: { status: "passed", passed: 3, total: 3 }, failureIds: ["7"],
-    usage: { total: usage(4, 0.0123), byRole: { plan: usage(1, 0.003), build: usage(2, 0.008), reflect: usage(1, 0.0013) }, byIteration: [] },
-    scripted: true, providers: ["scripted:script:roman.json"], durationMs: 12_345, message: "passed after 2 iterations",
-    ...(opts.repo ? { repo: { baseCommit: base, patch: "diff --git a/roman.py b/roman.py\n--- a/roman.py\n+++ b/roman.py\n@@ -1 +1 @@\n-x\n+y\n", summary: "add subtractive pairs", changed: ["roman.py"], deleted: ["old.py"] } } : {}),
+    v: 1,
+    taskId,
+    status: "passed",
+    stopReason: "passed",
+    iterations: 2,
+    files: [{ path: "roman.py", content: "def to_roman(n):\n    return 'IV'\n" }],
+    tests: [{ path: "test_gen.py", content: "def test(): pass\n" }],
+    lastExecution: null,
+    hidden: { status: "passed", passed: 3, total: 3 },
+    failureIds: ["7"],
+    usage: {
+      total: usage(4, 0.0123),
+      byRole: { plan: usage(1, 0.003), build: usage(2, 0.008), reflect: usage(1, 0.0013) },
+      byIteration: [],
+    },
+    scripted: true,
+    providers: ["scripted:script:roman.json"],
+    durationMs: 12_345,
+    message: "passed after 2 iterations",
+    ...(opts.repo
+      ? {
+          repo: {
+            baseCommit: base,
+            patch: "diff --git a/roman.py b/roman.py\n--- a/roman.py\n+++ b/roman.py\n@@ -1 +1 @@\n-x\n+y\n",
+            summary: "add subtractive pairs",
+            changed: ["roman.py"],
+            deleted: ["old.py"],
+          },
+        }
+      : {}),
   };
-  const ev = (seq: number, iteration: number, kind: TaskEvent["kind"], extra: Partial<TaskEvent> = {}): TaskEvent => ({ v: 1, taskId, seq, at: "2026-01-01T00:00:01.000Z", iteration, kind, message: `${kind} ${seq}`, ...extra });
+  const ev = (seq: number, iteration: number, kind: TaskEvent["kind"], extra: Partial<TaskEvent> = {}): TaskEvent => ({
+    v: 1,
+    taskId,
+    seq,
+    at: "2026-01-01T00:00:01.000Z",
+    iteration,
+    kind,
+    message: `${kind} ${seq}`,
+    ...extra,
+  });
   const events: TaskEvent[] = [
     ev(0, 0, "accepted"),
     ev(1, 0, "step", { phase: "plan", data: { llm: { role: "plan", callsBefore: 0, calls: 1, value: {}, provider } } }),
     ev(2, 1, "usage", { data: { role: "plan", provider, call: usage(1, 0.003) } }),
-    ev(3, 1, "step", { phase: "execute", data: { status: "failed", failingTests: ["test_roman.py::test_four", "test_roman.py::test_1994"] } }),
+    ev(3, 1, "step", {
+      phase: "execute",
+      data: { status: "failed", failingTests: ["test_roman.py::test_four", "test_roman.py::test_1994"] },
+    }),
     ev(4, 1, "step", { phase: "remember", data: { failureId: "7", signature: SIGNATURE } }),
     ev(5, 1, "step", { phase: "reflect", data: { reflection } }),
     ev(6, 2, "step", { phase: "execute", data: { status: "passed", failingTests: [] } }),
     ev(7, 2, "result", { phase: "done", result }),
   ];
-  return RunRecord.parse({ v: 1, taskId, task, result: opts.result === false ? null : result, events, recordedAt: "2026-01-01T00:00:20.000Z" });
+  return RunRecord.parse({
+    v: 1,
+    taskId,
+    task,
+    result: opts.result === false ? null : result,
+    events,
+    recordedAt: "2026-01-01T00:00:20.000Z",
+  });
 }
 
 describe("the iterations and failures of a run", () => {
   it("reads each iteration's verdict, failing tests, signature and reflection from the events", () => {
     const its = runIterations(recorded());
     expect(its).toEqual([
-      { iteration: 1, outcome: "failed", failingTests: ["test_roman.py::test_four", "test_roman.py::test_1994"], signature: SIGNATURE, reflection, findings: [] },
+      {
+        iteration: 1,
+        outcome: "failed",
+        failingTests: ["test_roman.py::test_four", "test_roman.py::test_1994"],
+        signature: SIGNATURE,
+        reflection,
+        findings: [],
+      },
       { iteration: 2, outcome: "passed", failingTests: [], findings: [] },
     ]);
     expect(runFailures(recorded()).map((f) => f.iteration)).toEqual([1]);
@@ -67,11 +142,37 @@ describe("the iterations and failures of a run", () => {
   it("reads blocking gate findings and unreadable replies", () => {
     const r = recorded();
     const extra: TaskEvent[] = [
-      { v: 1, taskId: r.taskId, seq: 10, at: "x", iteration: 3, kind: "step", phase: "gate", message: "blocked", data: { findings: [{ severity: "blocker", message: "os.system is not allowed" }, { severity: "info", message: "fine" }] } },
-      { v: 1, taskId: r.taskId, seq: 11, at: "x", iteration: 4, kind: "warning", message: "the build reply could not be read: not JSON" },
+      {
+        v: 1,
+        taskId: r.taskId,
+        seq: 10,
+        at: "x",
+        iteration: 3,
+        kind: "step",
+        phase: "gate",
+        message: "blocked",
+        data: {
+          findings: [
+            { severity: "blocker", message: "os.system is not allowed" },
+            { severity: "info", message: "fine" },
+          ],
+        },
+      },
+      {
+        v: 1,
+        taskId: r.taskId,
+        seq: 11,
+        at: "x",
+        iteration: 4,
+        kind: "warning",
+        message: "the build reply could not be read: not JSON",
+      },
     ];
     const its = runIterations({ ...r, events: [...r.events, ...extra] });
-    expect(its.slice(2)).toMatchObject([{ iteration: 3, outcome: "blocked", findings: ["os.system is not allowed"] }, { iteration: 4, outcome: "llm_bad_reply" }]);
+    expect(its.slice(2)).toMatchObject([
+      { iteration: 3, outcome: "blocked", findings: ["os.system is not allowed"] },
+      { iteration: 4, outcome: "llm_bad_reply" },
+    ]);
   });
 
   it("names each role's providers", () => {
@@ -94,7 +195,9 @@ describe("report.md", () => {
     expect(md).toContain("| iterations | 2 of at most 5 |");
     expect(md).toContain("| time | 12.3 s |");
     expect(md).toContain("| cost | $0.01 (4 calls, 400 input + 40 output tokens (0 cache read)) |");
-    expect(md).toMatch(/\| providers \| `scripted:script:roman.json` — \*\*SCRIPTED: replies were replayed from a file, no model was called\*\* \|/);
+    expect(md).toMatch(
+      /\| providers \| `scripted:script:roman.json` — \*\*SCRIPTED: replies were replayed from a file, no model was called\*\* \|/,
+    );
     expect(md).toContain("| build |  | 2 | 200 | 20 | 0 | $0.0080 |");
     expect(md).toContain("| hidden tests | 3/3 passed |");
     expect(md).toContain("- `roman.py` (3 lines)");
@@ -115,7 +218,10 @@ describe("report.md", () => {
     expect(codeSpan("a `b` c")).toBe("`` a `b` c ``");
     expect(codeSpan("x\ny")).toBe("`x y`");
     const r = recorded();
-    const md = reportMarkdown({ ...r, result: r.result && { ...r.result, providers: ["a|b"], message: "<script> | x" } });
+    const md = reportMarkdown({
+      ...r,
+      result: r.result && { ...r.result, providers: ["a|b"], message: "<script> | x" },
+    });
     expect(md).toContain("| providers | `a\\|b`");
     expect(md).toContain("&lt;script&gt; \\| x");
   });
@@ -141,16 +247,55 @@ describe("show's text", () => {
 
 describe("a DAG task's run", () => {
   const sub = (id: string, status: "passed" | "failed" | "cancelled", dependsOn: string[], extra: object = {}) => ({
-    id, goal: `build ${id} | now`, status, dependsOn, attempt: 1, iteration: 0, iterations: 2, tokens: 1_000, costUsd: 0.01, startedAt: "2026-01-01T00:00:00.000Z", finishedAt: "2026-01-01T00:00:10.000Z", ...extra,
+    id,
+    goal: `build ${id} | now`,
+    status,
+    dependsOn,
+    attempt: 1,
+    iteration: 0,
+    iterations: 2,
+    tokens: 1_000,
+    costUsd: 0.01,
+    startedAt: "2026-01-01T00:00:00.000Z",
+    finishedAt: "2026-01-01T00:00:10.000Z",
+    ...extra,
   });
   /** A recorded DAG task: a schedule event, then the result event with the final subtasks. */
   function dagRun(): RunRecord {
     const r = recorded({ repo: true });
-    const early = { reopened: [], subtasks: [sub("lib", "passed", []), { ...sub("app", "passed", ["lib"]), status: "running" }] };
-    const final = { reopened: ["lib"], subtasks: [sub("lib", "passed", []), sub("app", "failed", ["lib"], { reason: "max_iterations", attempt: 3 }), sub("cli", "cancelled", ["app"], { reason: "dependency_failed", attempt: 0, iterations: 0, tokens: 0, costUsd: 0, startedAt: undefined })] };
+    const early = {
+      reopened: [],
+      subtasks: [sub("lib", "passed", []), { ...sub("app", "passed", ["lib"]), status: "running" }],
+    };
+    const final = {
+      reopened: ["lib"],
+      subtasks: [
+        sub("lib", "passed", []),
+        sub("app", "failed", ["lib"], { reason: "max_iterations", attempt: 3 }),
+        sub("cli", "cancelled", ["app"], {
+          reason: "dependency_failed",
+          attempt: 0,
+          iterations: 0,
+          tokens: 0,
+          costUsd: 0,
+          startedAt: undefined,
+        }),
+      ],
+    };
     const events: TaskEvent[] = [
       ...r.events.slice(0, -1),
-      { v: 1, taskId: r.taskId, seq: 20, at: "x", iteration: 0, kind: "step", phase: "schedule", message: "app started", subtaskId: "app", data: { dag: early } },
+      {
+        v: 1,
+        taskId: r.taskId,
+        seq: 20,
+        at: "x",
+        iteration: 0,
+        kind: "step",
+        phase: "schedule",
+        message: "app started",
+        subtaskId: "app",
+        data: { dag: early },
+      },
       { ...r.events.at(-1)!, data: { dag: final } },
     ];
     return { ...r, events };
@@ -163,8 +308,12 @@ describe("a DAG task's run", () => {
 
   it("show lists the subtasks as a tree with their totals", () => {
     const text = runText(dagRun());
-    expect(text).toContain("  subtasks:\n    3 subtasks: 1 passed, 1 failed, 1 cancelled · 4 iterations · 2.0k tokens · $0.02 · 20.0 s of subtask time in 10.0 s · re-opened: lib\n");
-    expect(text).toContain("      └─ ✖ app     failed (max_iterations) · attempt 3 · 2 iterations · 1.0k tokens · $0.01 · 10.0 s — build app | now\n");
+    expect(text).toContain(
+      "  subtasks:\n    3 subtasks: 1 passed, 1 failed, 1 cancelled · 4 iterations · 2.0k tokens · $0.02 · 20.0 s of subtask time in 10.0 s · re-opened: lib\n",
+    );
+    expect(text).toContain(
+      "      └─ ✖ app     failed (max_iterations) · attempt 3 · 2 iterations · 1.0k tokens · $0.01 · 10.0 s — build app | now\n",
+    );
     expect(text).toContain("         └─ ⊘ cli  cancelled (dependency_failed) — build cli | now\n");
     expect(runText(recorded())).not.toContain("subtasks:");
   });
@@ -173,8 +322,12 @@ describe("a DAG task's run", () => {
     const md = reportMarkdown(dagRun());
     expect(md).toContain("## Subtasks");
     expect(md).toContain("| `lib` | passed, re-opened |  | 1 | 2 | 1.0k | $0.01 | 10.0 s | build lib \\| now |");
-    expect(md).toContain("| &nbsp;&nbsp;`app` | failed (max_iterations) | `lib` | 3 | 2 | 1.0k | $0.01 | 10.0 s | build app \\| now |");
-    expect(md).toContain("| &nbsp;&nbsp;&nbsp;&nbsp;`cli` | cancelled (dependency_failed) | `app` | 0 | 0 | 0 | $0 |  | build cli \\| now |");
+    expect(md).toContain(
+      "| &nbsp;&nbsp;`app` | failed (max_iterations) | `lib` | 3 | 2 | 1.0k | $0.01 | 10.0 s | build app \\| now |",
+    );
+    expect(md).toContain(
+      "| &nbsp;&nbsp;&nbsp;&nbsp;`cli` | cancelled (dependency_failed) | `app` | 0 | 0 | 0 | $0 |  | build cli \\| now |",
+    );
     expect(reportMarkdown(recorded())).not.toContain("## Subtasks");
   });
 });
@@ -193,7 +346,11 @@ describe("writeExport", () => {
   it("writes change.patch in repo mode", async () => {
     const dir = await tempDir();
     const r = recorded({ repo: true });
-    expect(await writeExport(r, dir)).toEqual([join(dir, "result.json"), join(dir, "report.md"), join(dir, "change.patch")]);
+    expect(await writeExport(r, dir)).toEqual([
+      join(dir, "result.json"),
+      join(dir, "report.md"),
+      join(dir, "change.patch"),
+    ]);
     expect(await readFile(join(dir, "change.patch"), "utf8")).toBe(r.result?.repo?.patch);
   });
 
@@ -212,7 +369,14 @@ describe("localRunRecord", () => {
   it("builds a run from what solve watched, in seq order", () => {
     const r = recorded();
     const local = localRunRecord(r.task, [...r.events].reverse(), r.result);
-    expect(local).toMatchObject({ taskId: r.taskId, task: r.task, result: r.result, events: r.events, eventsTruncated: false, eventsTotal: r.events.length });
+    expect(local).toMatchObject({
+      taskId: r.taskId,
+      task: r.task,
+      result: r.result,
+      events: r.events,
+      eventsTruncated: false,
+      eventsTotal: r.events.length,
+    });
     expect(() => localRunRecord({ ...r.task, taskId: "bad id" }, [], null)).toThrow(/cannot be recorded/);
   });
 });
@@ -229,10 +393,18 @@ describe("registerRunCommands", () => {
     });
     expect(program.commands.map((c) => c.name())).toEqual(["show", "export", "replay"]);
     expect(program.commands[1]?.options.find((o) => o.long === "--out")?.mandatory).toBe(true);
-    for (const argv of [["show", "bad id!"], ["export", "x/y", "--out", "d"], ["replay", "a".repeat(65)]]) {
+    for (const argv of [
+      ["show", "bad id!"],
+      ["export", "x/y", "--out", "d"],
+      ["replay", "a".repeat(65)],
+    ]) {
       await program.parseAsync(["node", "loopsmith", ...argv]);
     }
     expect(errors).toHaveLength(3);
-    for (const err of errors) expect(err).toMatchObject({ code: "bad_request", message: expect.stringMatching(/is not valid: task ids are 1-64/) });
+    for (const err of errors)
+      expect(err).toMatchObject({
+        code: "bad_request",
+        message: expect.stringMatching(/is not valid: task ids are 1-64/),
+      });
   });
 });

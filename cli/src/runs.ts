@@ -24,7 +24,8 @@ import {
   type CallOptions,
   type TaskEvent,
   type TaskInput,
-  type TaskResult, natsServers,
+  type TaskResult,
+  natsServers,
 } from "@loopsmith/shared";
 import { ExitCode } from "./exit-codes.js";
 import { reportMarkdown, runText } from "./run-view.js";
@@ -49,17 +50,28 @@ export async function fetchRun(nc: NatsConnection, taskId: string, opts: CallOpt
       const part = await call(nc, Endpoints.memory.run, { v: 1, taskId, offset: text.length }, opts);
       if (sha256 !== undefined && part.sha256 !== sha256) continue attempts; // recorded again meanwhile
       sha256 = part.sha256;
-      if (part.offset !== text.length) throw new LoopsmithError("internal", `memory sent the part of the run of ${taskId} at ${part.offset}, not at ${text.length}`);
+      if (part.offset !== text.length)
+        throw new LoopsmithError(
+          "internal",
+          `memory sent the part of the run of ${taskId} at ${part.offset}, not at ${text.length}`,
+        );
       text += part.text;
       if (text.length >= part.total) break;
-      if (part.text.length === 0) throw new LoopsmithError("internal", `memory sent an empty part of the run of ${taskId} at ${text.length} of ${part.total}`);
+      if (part.text.length === 0)
+        throw new LoopsmithError(
+          "internal",
+          `memory sent an empty part of the run of ${taskId} at ${text.length} of ${part.total}`,
+        );
     }
     if (createHash("sha256").update(text, "utf8").digest("hex") !== sha256) {
       throw new LoopsmithError("internal", `the run of ${taskId} read from memory does not match its checksum`);
     }
     return RunRecord.parse(JSON.parse(text));
   }
-  throw new LoopsmithError("unavailable", `the run of ${taskId} was recorded again while it was being read, ${FETCH_RESTARTS} times; try again`);
+  throw new LoopsmithError(
+    "unavailable",
+    `the run of ${taskId} was recorded again while it was being read, ${FETCH_RESTARTS} times; try again`,
+  );
 }
 
 /** Options of `show` and `export`. */
@@ -73,7 +85,11 @@ export interface RunCommandOptions {
  * NATS and memory are started when missing and stopped afterwards (as `history` does).
  * @throws LoopsmithError `config_invalid`, `unavailable` or `timeout`; whatever `fn` throws
  */
-export async function withMemory<T>(log: Logger, configFile: string | undefined, fn: (nc: NatsConnection, owner: string) => Promise<T>): Promise<T> {
+export async function withMemory<T>(
+  log: Logger,
+  configFile: string | undefined,
+  fn: (nc: NatsConnection, owner: string) => Promise<T>,
+): Promise<T> {
   const config = loadConfig(configFile ? { file: configFile } : {});
   const stack = await startLocalStack({ config, log, services: ["memory"] });
   try {
@@ -96,9 +112,25 @@ export async function withMemory<T>(log: Logger, configFile: string | undefined,
  */
 export function localRunRecord(task: TaskInput, events: TaskEvent[], result: TaskResult | null): RunRecord {
   const sorted = [...events].sort((a, b) => a.seq - b.seq);
-  const kept = sorted.length > RUN_EVENTS_CAP ? [...sorted.slice(0, RUN_EVENTS_CAP - 1), ...sorted.filter((e) => e.kind === "result").slice(-1)] : sorted;
-  const parsed = RunRecord.safeParse({ v: 1, taskId: task.taskId, task, result, events: kept, eventsTruncated: kept.length < sorted.length, eventsTotal: sorted.length, recordedAt: new Date().toISOString() });
-  if (!parsed.success) throw new LoopsmithError("bad_request", `the run of ${task.taskId} cannot be recorded: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  const kept =
+    sorted.length > RUN_EVENTS_CAP
+      ? [...sorted.slice(0, RUN_EVENTS_CAP - 1), ...sorted.filter((e) => e.kind === "result").slice(-1)]
+      : sorted;
+  const parsed = RunRecord.safeParse({
+    v: 1,
+    taskId: task.taskId,
+    task,
+    result,
+    events: kept,
+    eventsTruncated: kept.length < sorted.length,
+    eventsTotal: sorted.length,
+    recordedAt: new Date().toISOString(),
+  });
+  if (!parsed.success)
+    throw new LoopsmithError(
+      "bad_request",
+      `the run of ${task.taskId} cannot be recorded: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+    );
   return parsed.data;
 }
 
@@ -126,7 +158,11 @@ export async function writeExport(record: RunRecord, dir: string): Promise<strin
       written.push(path);
     }
   } catch (err) {
-    throw new LoopsmithError("bad_request", `cannot write the export of ${record.taskId} to ${root}: ${(err as Error).message}`, { cause: err });
+    throw new LoopsmithError(
+      "bad_request",
+      `cannot write the export of ${record.taskId} to ${root}: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
   return written;
 }
@@ -140,7 +176,13 @@ export async function writeExport(record: RunRecord, dir: string): Promise<strin
  * @throws LoopsmithError `not_found` (no run, no fallback), `unavailable`/`timeout`,
  *   `bad_request` (the folder cannot be written)
  */
-export async function exportRun(nc: NatsConnection, owner: string, taskId: string, dir: string, fallback?: RunRecord): Promise<string[]> {
+export async function exportRun(
+  nc: NatsConnection,
+  owner: string,
+  taskId: string,
+  dir: string,
+  fallback?: RunRecord,
+): Promise<string[]> {
   let record: RunRecord;
   try {
     record = await fetchRun(nc, taskId, { owner });
@@ -170,9 +212,17 @@ export async function showCommand(taskId: string, opts: RunCommandOptions, log: 
  * @throws LoopsmithError `not_found`, `bad_request` (the folder cannot be written),
  *   `config_invalid`, `unavailable` or `timeout`
  */
-export async function exportCommand(taskId: string, opts: RunCommandOptions & { out: string }, log: Logger): Promise<number> {
+export async function exportCommand(
+  taskId: string,
+  opts: RunCommandOptions & { out: string },
+  log: Logger,
+): Promise<number> {
   const record = await withMemory(log, opts.config, (nc, owner) => fetchRun(nc, taskId, { owner }));
   const files = await writeExport(record, opts.out);
-  process.stdout.write(opts.json ? `${jsonLine({ kind: "export", taskId, files })}\n` : `${files.map((f) => `wrote ${printable(f)}`).join("\n")}\n`);
+  process.stdout.write(
+    opts.json
+      ? `${jsonLine({ kind: "export", taskId, files })}\n`
+      : `${files.map((f) => `wrote ${printable(f)}`).join("\n")}\n`,
+  );
   return ExitCode.ok;
 }

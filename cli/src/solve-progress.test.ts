@@ -7,19 +7,58 @@ const ESC = "\u001b";
 const T0 = Date.parse("2026-03-01T10:00:00.000Z");
 const at = (s: number): string => new Date(T0 + s * 1000).toISOString();
 
-function sub(id: string, status: SubtaskProgress["status"], dependsOn: string[] = [], extra: Partial<SubtaskProgress> = {}): SubtaskProgress {
-  return { id, goal: `build ${id}`, status, dependsOn, attempt: 0, iteration: 0, iterations: 0, tokens: 0, costUsd: 0, ...extra };
+function sub(
+  id: string,
+  status: SubtaskProgress["status"],
+  dependsOn: string[] = [],
+  extra: Partial<SubtaskProgress> = {},
+): SubtaskProgress {
+  return {
+    id,
+    goal: `build ${id}`,
+    status,
+    dependsOn,
+    attempt: 0,
+    iteration: 0,
+    iterations: 0,
+    tokens: 0,
+    costUsd: 0,
+    ...extra,
+  };
 }
 
 let seq = 0;
 function event(message: string, extra: Partial<TaskEvent> = {}): TaskEvent {
-  return { v: 1, taskId: "dag-1", seq: seq++, at: at(0), iteration: 0, kind: "step", phase: "schedule", message, ...extra };
+  return {
+    v: 1,
+    taskId: "dag-1",
+    seq: seq++,
+    at: at(0),
+    iteration: 0,
+    kind: "step",
+    phase: "schedule",
+    message,
+    ...extra,
+  };
 }
 
-const started: DagProgress = { reopened: [], subtasks: [sub("lib", "running", [], { attempt: 1, startedAt: at(0) }), sub("app", "pending", ["lib"])] };
+const started: DagProgress = {
+  reopened: [],
+  subtasks: [sub("lib", "running", [], { attempt: 1, startedAt: at(0) }), sub("app", "pending", ["lib"])],
+};
 const libPassed: DagProgress = {
   reopened: [],
-  subtasks: [sub("lib", "passed", [], { attempt: 1, iterations: 2, tokens: 1_500, costUsd: 0.01, startedAt: at(0), finishedAt: at(20) }), sub("app", "running", ["lib"], { attempt: 1, startedAt: at(20) })],
+  subtasks: [
+    sub("lib", "passed", [], {
+      attempt: 1,
+      iterations: 2,
+      tokens: 1_500,
+      costUsd: 0.01,
+      startedAt: at(0),
+      finishedAt: at(20),
+    }),
+    sub("app", "running", ["lib"], { attempt: 1, startedAt: at(20) }),
+  ],
 };
 
 function capture(): { writes: string[]; stream: { write: (t: string) => number; columns: number; rows: number } } {
@@ -66,8 +105,13 @@ describe("solve's progress on a terminal", () => {
     view.event(event("started", { data: { dag: started } }));
     now = T0 + 2_000;
     vi.advanceTimersByTime(1_000);
-    expect(writes.at(-1)).toBe(`\r${ESC}[2A${ESC}[J▶ lib     running · attempt 1 · 2.0 s\n└─ ○ app  pending · waiting for lib\n`);
-    const ended: DagProgress = { reopened: [], subtasks: [{ ...libPassed.subtasks[0]! }, sub("app", "cancelled", ["lib"], { reason: "cancelled" })] };
+    expect(writes.at(-1)).toBe(
+      `\r${ESC}[2A${ESC}[J▶ lib     running · attempt 1 · 2.0 s\n└─ ○ app  pending · waiting for lib\n`,
+    );
+    const ended: DagProgress = {
+      reopened: [],
+      subtasks: [{ ...libPassed.subtasks[0]! }, sub("app", "cancelled", ["lib"], { reason: "cancelled" })],
+    };
     view.event(event("done", { data: { dag: ended } }));
     const count = writes.length;
     vi.advanceTimersByTime(5_000);
@@ -82,7 +126,11 @@ describe("solve's progress on a terminal", () => {
     view.event(event("started", { data: { dag: started } }));
     expect(writes[0]).toContain(`${ESC}[36m▶${ESC}[39m lib`);
     view.aside(() => writes.push("<stderr>"));
-    expect(writes.slice(1)).toEqual([`\r${ESC}[2A${ESC}[J`, "<stderr>", writes[0]?.replace("[start] schedule: started\n", "")]);
+    expect(writes.slice(1)).toEqual([
+      `\r${ESC}[2A${ESC}[J`,
+      "<stderr>",
+      writes[0]?.replace("[start] schedule: started\n", ""),
+    ]);
     view.stop({ clear: false });
   });
 });

@@ -48,7 +48,10 @@ export const LOG_PREFIX = "[subtask] ";
  * @param o.now - the clock (epoch ms)
  * @param o.tickMs - how often a terminal's tree is redrawn while a subtask runs (1000)
  */
-export function solveProgress(stream: ProgressStream, o: { tty?: boolean; color?: boolean; now?: () => number; tickMs?: number } = {}): SolveProgress {
+export function solveProgress(
+  stream: ProgressStream,
+  o: { tty?: boolean; color?: boolean; now?: () => number; tickMs?: number } = {},
+): SolveProgress {
   const now = o.now ?? Date.now;
   if (!(o.tty ?? stream.isTTY)) {
     let last: DagProgress | undefined;

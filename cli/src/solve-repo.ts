@@ -5,7 +5,17 @@
  */
 import { randomBytes } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { LoopsmithError, Task, putSnapshot, snapshotName, type DependencyPolicy, type Language, type TaskInput, type TaskLimits, type TaskResult } from "@loopsmith/shared";
+import {
+  LoopsmithError,
+  Task,
+  putSnapshot,
+  snapshotName,
+  type DependencyPolicy,
+  type Language,
+  type TaskInput,
+  type TaskLimits,
+  type TaskResult,
+} from "@loopsmith/shared";
 import { applyToWorkTree, archiveCommit, checkRepo, commitChange, commitMessage, type CheckedRepo } from "./repo.js";
 import { simpleGit } from "simple-git";
 
@@ -36,9 +46,14 @@ export interface PreparedRepoTask {
 
 /** The language a repository is mostly written in, from its tracked files at `commit`. */
 export async function detectLanguage(root: string, commit: string): Promise<Language> {
-  const files = (await simpleGit({ baseDir: root, trimmed: true }).env({ PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/" }).raw(["ls-tree", "-r", "--name-only", commit])).split("\n");
+  const files = (
+    await simpleGit({ baseDir: root, trimmed: true })
+      .env({ PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/" })
+      .raw(["ls-tree", "-r", "--name-only", commit])
+  ).split("\n");
   const count = (re: RegExp): number => files.filter((f) => re.test(f)).length;
-  if (files.includes("tsconfig.json") || count(/\.(c|m)?tsx?$/) > count(/\.py$/)) return count(/\.(c|m)?tsx?$/) ? "typescript" : "javascript";
+  if (files.includes("tsconfig.json") || count(/\.(c|m)?tsx?$/) > count(/\.py$/))
+    return count(/\.(c|m)?tsx?$/) ? "typescript" : "javascript";
   if (files.includes("package.json") && count(/\.(c|m)?jsx?$/) > count(/\.py$/)) return "javascript";
   return "python";
 }
@@ -48,10 +63,16 @@ export async function detectLanguage(root: string, commit: string): Promise<Lang
  * @throws LoopsmithError `repo_invalid` (see `checkRepo`), `bad_request` without a goal or
  *   for an invalid value
  */
-export async function prepareRepoTask(goal: string | undefined, o: RepoOptions & { language?: Language; taskId?: string; review?: boolean; memory?: "on" | "off" }, limits: Partial<TaskLimits>): Promise<PreparedRepoTask> {
+export async function prepareRepoTask(
+  goal: string | undefined,
+  o: RepoOptions & { language?: Language; taskId?: string; review?: boolean; memory?: "on" | "off" },
+  limits: Partial<TaskLimits>,
+): Promise<PreparedRepoTask> {
   if (!o.repo) throw new LoopsmithError("internal", "prepareRepoTask without --repo");
-  if (!goal?.trim()) throw new LoopsmithError("bad_request", "--repo needs a goal: loopsmith solve --repo <path> \"<what to change>\"");
-  if (!o.decompose && (o.parallel !== undefined || o.subtaskAttempts !== undefined)) throw new LoopsmithError("bad_request", "--parallel and --subtask-attempts apply to --decompose only");
+  if (!goal?.trim())
+    throw new LoopsmithError("bad_request", '--repo needs a goal: loopsmith solve --repo <path> "<what to change>"');
+  if (!o.decompose && (o.parallel !== undefined || o.subtaskAttempts !== undefined))
+    throw new LoopsmithError("bad_request", "--parallel and --subtask-attempts apply to --decompose only");
   const repo = await checkRepo(o.repo, { ...(o.base ? { base: o.base } : {}), requireClean: !!o.apply });
   const snapshot = await archiveCommit(repo.root, repo.baseCommit);
   const input: TaskInput = {
@@ -76,7 +97,11 @@ export async function prepareRepoTask(goal: string | undefined, o: RepoOptions &
     submittedAt: new Date().toISOString(),
   };
   const parsed = Task.safeParse(input);
-  if (!parsed.success) throw new LoopsmithError("bad_request", `the task is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  if (!parsed.success)
+    throw new LoopsmithError(
+      "bad_request",
+      `the task is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+    );
   return { task: input, repo, snapshot };
 }
 
@@ -90,7 +115,12 @@ export async function uploadSnapshot(nc: NatsConnection, prepared: PreparedRepoT
  * checkout at `path`, in `owner`'s store unless it still has it.
  * @throws LoopsmithError `repo_invalid` when `path` is not a checkout holding that commit
  */
-export async function uploadRecordedSnapshot(nc: NatsConnection, path: string, repo: { baseCommit: string; snapshot: string }, owner: string): Promise<boolean> {
+export async function uploadRecordedSnapshot(
+  nc: NatsConnection,
+  path: string,
+  repo: { baseCommit: string; snapshot: string },
+  owner: string,
+): Promise<boolean> {
   const checked = await checkRepo(path, { base: repo.baseCommit });
   return putSnapshot(nc, repo.snapshot, await archiveCommit(checked.root, repo.baseCommit), owner);
 }
@@ -113,10 +143,18 @@ export interface RepoOutcome {
 export async function finishRepo(prepared: PreparedRepoTask, result: TaskResult, apply: boolean): Promise<RepoOutcome> {
   const change = result.repo;
   if (!change) return { applied: false, lines: ["no change was produced; the repository is unchanged"] };
-  if (result.status !== "passed") return { applied: false, lines: [`the tests did not pass; the repository is unchanged (see the patch: loopsmith export ${result.taskId} --out <dir>)`] };
+  if (result.status !== "passed")
+    return {
+      applied: false,
+      lines: [
+        `the tests did not pass; the repository is unchanged (see the patch: loopsmith export ${result.taskId} --out <dir>)`,
+      ],
+    };
   const message = commitMessage(result.taskId, String(prepared.task.goal), change, true);
   const { branch, commit } = await commitChange(prepared.repo.root, result.taskId, message, change);
-  const lines = [`branch ${branch} (commit ${commit.slice(0, 12)}): ${change.changed.length} changed, ${change.deleted.length} deleted`];
+  const lines = [
+    `branch ${branch} (commit ${commit.slice(0, 12)}): ${change.changed.length} changed, ${change.deleted.length} deleted`,
+  ];
   if (!apply) return { branch, commit, applied: false, lines };
   await applyToWorkTree(prepared.repo.root, change);
   lines.push(`applied to the work tree of ${prepared.repo.root} (not staged; see git diff)`);

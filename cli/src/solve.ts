@@ -8,7 +8,26 @@ import { randomBytes } from "node:crypto";
 import { resolve } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { Endpoints, LoopsmithError, Task, call, createProvider, loadScript, ensureTaskIntake, loadConfig, submitTask, type Config, type DagProgress, type Language, type Role, type TaskInput, type TaskLimits, type TaskResult, natsServers, retryWhileClusterSettles } from "@loopsmith/shared";
+import {
+  Endpoints,
+  LoopsmithError,
+  Task,
+  call,
+  createProvider,
+  loadScript,
+  ensureTaskIntake,
+  loadConfig,
+  submitTask,
+  type Config,
+  type DagProgress,
+  type Language,
+  type Role,
+  type TaskInput,
+  type TaskLimits,
+  type TaskResult,
+  natsServers,
+  retryWhileClusterSettles,
+} from "@loopsmith/shared";
 import { findHumanEval, humanevalTask, loadHumanEval } from "./humaneval.js";
 import { CliError, errorCodeOf, report } from "./errors.js";
 import { ExitCode, exitCodeForResult } from "./exit-codes.js";
@@ -22,7 +41,14 @@ import { liveStack } from "./stack-record.js";
 import { jsonLine, printable } from "./terminal.js";
 import { colourEnabled } from "./ui/index.js";
 import { exportRun } from "./runs.js";
-import { finishRepo, prepareRepoTask, uploadRecordedSnapshot, uploadSnapshot, type PreparedRepoTask, type RepoOptions } from "./solve-repo.js";
+import {
+  finishRepo,
+  prepareRepoTask,
+  uploadRecordedSnapshot,
+  uploadSnapshot,
+  type PreparedRepoTask,
+  type RepoOptions,
+} from "./solve-repo.js";
 import { watchEvents } from "./watch.js";
 
 /** `--model-<role>` and `--provider-<role>`, as commander names them (`modelPlan`, `providerBuild`, …). */
@@ -56,7 +82,10 @@ export interface SolveOptions extends RoleFlags, RepoOptions {
 
 /** The task fields set by flags that every kind of task takes (`--review`, `--memory`). */
 function taskFlags(o: SolveOptions): Pick<TaskInput, "review" | "memory"> {
-  return { ...(o.review !== undefined ? { review: o.review } : {}), ...(o.memory !== undefined ? { memory: o.memory } : {}) };
+  return {
+    ...(o.review !== undefined ? { review: o.review } : {}),
+    ...(o.memory !== undefined ? { memory: o.memory } : {}),
+  };
 }
 
 /** The flags layer of the configuration, also handed to child services. */
@@ -90,7 +119,11 @@ export function limitsOf(o: SolveOptions): Partial<TaskLimits> {
 
 /** The DAG task flags given (`--decompose`, `--parallel`, `--subtask-attempts`), as named on the command line. */
 function dagFlagsGiven(o: SolveOptions): string[] {
-  return [o.decompose ? "--decompose" : "", o.parallel !== undefined ? "--parallel" : "", o.subtaskAttempts !== undefined ? "--subtask-attempts" : ""].filter(Boolean);
+  return [
+    o.decompose ? "--decompose" : "",
+    o.parallel !== undefined ? "--parallel" : "",
+    o.subtaskAttempts !== undefined ? "--subtask-attempts" : "",
+  ].filter(Boolean);
 }
 
 /** Flags whose values end up in these task fields, to name them in errors. */
@@ -127,7 +160,11 @@ function validated(input: TaskInput, what: string): TaskInput {
  */
 export function buildTask(goal: string | undefined, o: SolveOptions): TaskInput {
   const dagFlags = dagFlagsGiven(o);
-  if (dagFlags.length) throw new LoopsmithError("bad_request", `${dagFlags.join(", ")} appl${dagFlags.length === 1 ? "ies" : "y"} to --repo only (a DAG task changes a repository)`);
+  if (dagFlags.length)
+    throw new LoopsmithError(
+      "bad_request",
+      `${dagFlags.join(", ")} appl${dagFlags.length === 1 ? "ies" : "y"} to --repo only (a DAG task changes a repository)`,
+    );
   const limits = limitsOf(o);
   if (o.humaneval) {
     if (!o.dataset) throw new LoopsmithError("bad_request", "--humaneval needs --dataset <path to humaneval.jsonl>");
@@ -140,9 +177,12 @@ export function buildTask(goal: string | undefined, o: SolveOptions): TaskInput 
     try {
       raw = JSON.parse(readFileSync(o.file, "utf8")) as Record<string, unknown>;
     } catch (err) {
-      throw new LoopsmithError("bad_request", `cannot read the task file ${o.file}: ${(err as Error).message}`, { cause: err });
+      throw new LoopsmithError("bad_request", `cannot read the task file ${o.file}: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
-    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new LoopsmithError("bad_request", `the task file ${o.file} is not a JSON object`);
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw))
+      throw new LoopsmithError("bad_request", `the task file ${o.file} is not a JSON object`);
     return validated(
       {
         v: 1,
@@ -155,7 +195,8 @@ export function buildTask(goal: string | undefined, o: SolveOptions): TaskInput 
       `the task file ${o.file}`,
     );
   }
-  if (!goal?.trim()) throw new LoopsmithError("bad_request", "give a goal, --file <task.json> or --humaneval <id> --dataset <path>");
+  if (!goal?.trim())
+    throw new LoopsmithError("bad_request", "give a goal, --file <task.json> or --humaneval <id> --dataset <path>");
   return validated(
     {
       v: 1,
@@ -194,7 +235,11 @@ export async function solve(goal: string | undefined, o: SolveOptions, log: Logg
  * @returns the result, or undefined when none came (interrupted)
  * @throws as {@link solve}
  */
-export async function solveForResult(goal: string | undefined, o: SolveOptions, log: Logger): Promise<TaskResult | undefined> {
+export async function solveForResult(
+  goal: string | undefined,
+  o: SolveOptions,
+  log: Logger,
+): Promise<TaskResult | undefined> {
   return (await runSolve(goal, o, log)).result;
 }
 
@@ -212,7 +257,11 @@ async function stackFlags(o: SolveOptions): Promise<Record<string, unknown>> {
 }
 
 /** `solve`'s work: prints as it goes, returns the exit code and the result. */
-async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger): Promise<{ code: number; result?: TaskResult }> {
+async function runSolve(
+  goal: string | undefined,
+  o: SolveOptions,
+  log: Logger,
+): Promise<{ code: number; result?: TaskResult }> {
   const flags = await stackFlags(o);
   const config: Config = loadConfig({ ...(o.config ? { file: o.config } : {}), flags });
   // Repo mode checks the repository and makes its snapshot before anything starts.
@@ -243,14 +292,22 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
   let submittedId: string | undefined;
   let signals = 0;
   // The task's progress on stdout; a DAG task's tree is redrawn in place on a terminal.
-  const progress: SolveProgress | undefined = o.json ? undefined : solveProgress(process.stdout, { color: colourEnabled(process.stdout) });
+  const progress: SolveProgress | undefined = o.json
+    ? undefined
+    : solveProgress(process.stdout, { color: colourEnabled(process.stdout) });
   const onSignal = (): void => {
     signals += 1;
     if (signals === 1 && nc && submittedId) {
-      const say = (): void => void process.stderr.write("loopsmith: cancelling the task (press Ctrl-C again to stop waiting)\n");
+      const say = (): void =>
+        void process.stderr.write("loopsmith: cancelling the task (press Ctrl-C again to stop waiting)\n");
       if (progress) progress.aside(say);
       else say();
-      void call(nc, Endpoints.architect.cancel, { v: 1, taskId: submittedId, reason: "interrupted" }, { timeoutMs: 5_000, retries: 0, owner: stack?.owner }).catch(() => abort.abort());
+      void call(
+        nc,
+        Endpoints.architect.cancel,
+        { v: 1, taskId: submittedId, reason: "interrupted" },
+        { timeoutMs: 5_000, retries: 0, owner: stack?.owner },
+      ).catch(() => abort.abort());
     } else {
       abort.abort();
     }
@@ -277,15 +334,27 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
     await retryWhileClusterSettles(() => ensureTaskIntake(intake));
     const owner = stack.owner;
     if (prepared) await uploadSnapshot(nc, prepared, owner);
-    else if (o.snapshotFrom && (task as Task).repo) await uploadRecordedSnapshot(nc, o.snapshotFrom, (task as Task).repo as NonNullable<Task["repo"]>, owner);
+    else if (o.snapshotFrom && (task as Task).repo)
+      await uploadRecordedSnapshot(nc, o.snapshotFrom, (task as Task).repo as NonNullable<Task["repo"]>, owner);
     // A repeated publish is deduplicated by its message id (the task id).
     const submitted = await retryWhileClusterSettles(() => submitTask(intake, task, owner));
     submittedId = submitted.taskId;
-    if (!o.json) out(`task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`);
-    const { result, dag } = await follow(nc, owner, task.taskId, o, abort.signal, progress, log).catch((err: unknown) => {
-      throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), { cause: err, taskId: task.taskId });
-    });
-    if (!result) throw new CliError("cancelled", `stopped waiting; task ${task.taskId} may still be running`, { taskId: task.taskId });
+    if (!o.json)
+      out(
+        `task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`,
+      );
+    const { result, dag } = await follow(nc, owner, task.taskId, o, abort.signal, progress, log).catch(
+      (err: unknown) => {
+        throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), {
+          cause: err,
+          taskId: task.taskId,
+        });
+      },
+    );
+    if (!result)
+      throw new CliError("cancelled", `stopped waiting; task ${task.taskId} may still be running`, {
+        taskId: task.taskId,
+      });
     out(o.json ? jsonLine(result) : resultText(result, dag));
     if (prepared) {
       const done = await finishRepo(prepared, result, !!o.apply);
@@ -299,8 +368,21 @@ async function runSolve(goal: string | undefined, o: SolveOptions, log: Logger):
     if (code === ExitCode.ok || code === ExitCode.failed) return { code, result };
     // A task that ended in error or was cancelled: the result (above) says so for people;
     // --json ends with one error object, like every other failure.
-    const message = result.status === "cancelled" ? `task ${result.taskId} was cancelled` : (result.error?.message ?? result.message);
-    return { code: report({ kind: "error", code: result.status === "cancelled" ? "cancelled" : (result.error?.code ?? "internal"), message, exitCode: code, taskId: result.taskId }, { json: o.json, quiet: !o.json }), result };
+    const message =
+      result.status === "cancelled" ? `task ${result.taskId} was cancelled` : (result.error?.message ?? result.message);
+    return {
+      code: report(
+        {
+          kind: "error",
+          code: result.status === "cancelled" ? "cancelled" : (result.error?.code ?? "internal"),
+          message,
+          exitCode: code,
+          taskId: result.taskId,
+        },
+        { json: o.json, quiet: !o.json },
+      ),
+      result,
+    };
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);

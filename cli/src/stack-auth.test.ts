@@ -3,7 +3,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { NATS_ROLES } from "@loopsmith/shared";
-import { natsServerFiles, newStackUsers, readStackUsers, roleEnv, stackUsersPath, writeStackUsers } from "./stack-auth.js";
+import {
+  natsServerFiles,
+  newStackUsers,
+  readStackUsers,
+  roleEnv,
+  stackUsersPath,
+  writeStackUsers,
+} from "./stack-auth.js";
 
 describe("the NATS users of a CLI-started stack", () => {
   it("makes a distinct password per role that nats-server reads as a string: a letter, then letters and digits", () => {
@@ -29,7 +36,11 @@ describe("the NATS users of a CLI-started stack", () => {
 
   it("starts each service as its own user with its own inbox prefix, and gives the server every password in its environment", async () => {
     const users = newStackUsers();
-    expect(roleEnv(users, "executor")).toEqual({ NATS_USER: "executor", NATS_PASSWORD: users.passwords.executor, NATS_INBOX_PREFIX: "_INBOX_executor" });
+    expect(roleEnv(users, "executor")).toEqual({
+      NATS_USER: "executor",
+      NATS_PASSWORD: users.passwords.executor,
+      NATS_INBOX_PREFIX: "_INBOX_executor",
+    });
     const files = await natsServerFiles(users);
     expect(files.env).toContain(`LOOPSMITH_NATS_ADMIN_PASSWORD=${users.passwords.admin}`);
     expect(files.env).toHaveLength(NATS_ROLES.length);

@@ -32,7 +32,13 @@ export function stackUsersPath(dataDir: string): string {
  * number and `-…` refused).
  */
 export function newStackUsers(): StackUsers {
-  return { v: 1, passwords: Object.fromEntries(NATS_ROLES.map((r) => [r, `p${randomBytes(24).toString("hex")}`])) as Record<NatsRole, string> };
+  return {
+    v: 1,
+    passwords: Object.fromEntries(NATS_ROLES.map((r) => [r, `p${randomBytes(24).toString("hex")}`])) as Record<
+      NatsRole,
+      string
+    >,
+  };
 }
 
 /**
@@ -89,7 +95,10 @@ export async function natsServerFiles(users: StackUsers): Promise<{ tar: Buffer;
     for await (const chunk of tar) chunks.push(chunk as Buffer);
   })();
   tar.entry({ name: "etc/loopsmith/", type: "directory", mode: 0o755 });
-  tar.entry({ name: NATS_CONFIG_PATH.slice(1), mode: 0o644 }, renderNatsServerConfig({ storeDir: "/tmp/js", httpPort: 0 }));
+  tar.entry(
+    { name: NATS_CONFIG_PATH.slice(1), mode: 0o644 },
+    renderNatsServerConfig({ storeDir: "/tmp/js", httpPort: 0 }),
+  );
   tar.finalize();
   await done;
   return { tar: Buffer.concat(chunks), env: NATS_ROLES.map((r) => `${passwordVariable(r)}=${users.passwords[r]}`) };

@@ -81,7 +81,12 @@ export async function liveStack(dataDir: string, timeoutMs = 1_000): Promise<Liv
   const users = record.usersFile ? readStackUsers(record.usersFile) : undefined;
   if (record.usersFile && !users) return undefined;
   try {
-    const nc = await connect({ ...(users ? roleConnectOptions(users, "client") : {}), servers: natsServers(record.natsUrl), timeout: timeoutMs, reconnect: false });
+    const nc = await connect({
+      ...(users ? roleConnectOptions(users, "client") : {}),
+      servers: natsServers(record.natsUrl),
+      timeout: timeoutMs,
+      reconnect: false,
+    });
     await nc.close();
     return users ? { ...record, users } : record;
   } catch {

@@ -10,7 +10,22 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { connect, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
-import { DEFAULT_OWNER, LoopsmithError, ServiceNames, installRoot, ownerOf, natsConnectOptions, natsIdentity, natsRefusal, pingService, setupBus, type Config, type ServiceName, type ServicePing, natsServers } from "@loopsmith/shared";
+import {
+  DEFAULT_OWNER,
+  LoopsmithError,
+  ServiceNames,
+  installRoot,
+  ownerOf,
+  natsConnectOptions,
+  natsIdentity,
+  natsRefusal,
+  pingService,
+  setupBus,
+  type Config,
+  type ServiceName,
+  type ServicePing,
+  natsServers,
+} from "@loopsmith/shared";
 import { newStackUsers, roleConnectOptions, roleEnv, writeStackUsers, type StackUsers } from "./stack-auth.js";
 import { startNatsContainer } from "./nats-container.js";
 import { liveStack } from "./stack-record.js";
@@ -123,7 +138,13 @@ export interface StackOptions {
  * @throws LoopsmithError `unavailable`: for an external NATS the sentence says what was
  *   tried and how to start one; for the CLI's own container, that it did not come up
  */
-async function waitForNats(url: string, deadline: number, external: boolean, config: Config, auth: Partial<ConnectionOptions>): Promise<NatsConnection> {
+async function waitForNats(
+  url: string,
+  deadline: number,
+  external: boolean,
+  config: Config,
+  auth: Partial<ConnectionOptions>,
+): Promise<NatsConnection> {
   for (;;) {
     try {
       return await connect({ ...auth, servers: natsServers(url), timeout: 1_000 });
@@ -132,7 +153,9 @@ async function waitForNats(url: string, deadline: number, external: boolean, con
       if (refused) throw refused;
       if (Date.now() > deadline) {
         const why = `no NATS handshake (${(err as Error).message})`;
-        const message = external ? natsUnreachableMessage(url, undefined, why) : `the NATS container at ${url} did not answer: ${why}`;
+        const message = external
+          ? natsUnreachableMessage(url, undefined, why)
+          : `the NATS container at ${url} did not answer: ${why}`;
         throw new LoopsmithError("unavailable", message, { cause: err });
       }
       await new Promise((r) => setTimeout(r, 100));
@@ -145,7 +168,11 @@ async function waitForNats(url: string, deadline: number, external: boolean, con
  * it returns as soon as all of those have answered (a running stack answers in a few ms)
  * instead of waiting out the 500 ms collection window.
  */
-export async function answeringServices(nc: NatsConnection, want?: readonly ServiceName[], maxWaitMs = 500): Promise<Set<ServiceName>> {
+export async function answeringServices(
+  nc: NatsConnection,
+  want?: readonly ServiceName[],
+  maxWaitMs = 500,
+): Promise<Set<ServiceName>> {
   const byName = new Map<string, ServiceName>(Object.entries(ServiceNames).map(([k, v]) => [v, k as ServiceName]));
   const namesOf = (pings: readonly ServicePing[]): Set<ServiceName> =>
     new Set(pings.map((p) => byName.get(p.name)).filter((n): n is ServiceName => n !== undefined));
@@ -194,7 +221,8 @@ export async function presentServices(
   const present = await answeringServices(nc, want);
   const moved = nc.info?.server_id !== server;
   const clustered = nc.info?.cluster !== undefined || (nc.info?.connect_urls?.length ?? 0) > 0;
-  if (present.size === 0 && (clustered || moved)) await askAgain(present, Date.now() + emptyWaitMs, () => present.size === 0);
+  if (present.size === 0 && (clustered || moved))
+    await askAgain(present, Date.now() + emptyWaitMs, () => present.size === 0);
   await askAgain(present, Date.now() + waitMs, () => present.size > 0 && want.some((s) => !present.has(s)));
   return present;
 }
@@ -222,7 +250,10 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
   // The CLI's own NATS runs the permission matrix with passwords made for this start; a
   // running stack's come from its users file; an external NATS takes the configured credentials.
   const users = opts.users ?? (config.natsUrl ? undefined : running ? running.users : newStackUsers());
-  const nats = config.natsUrl || running ? null : await startNatsContainer(config, log, { keep: !!opts.keep, ...(users ? { users } : {}) });
+  const nats =
+    config.natsUrl || running
+      ? null
+      : await startNatsContainer(config, log, { keep: !!opts.keep, ...(users ? { users } : {}) });
   const natsUrl = config.natsUrl ?? running?.natsUrl ?? (nats as { url: string }).url;
   const connectOptions = users ? roleConnectOptions(users, "client") : config.natsUrl ? natsConnectOptions(config) : {};
   const external = !nats && !users;
@@ -282,7 +313,13 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
     await spawnServices(early);
     // The CLI manages its own stack as its admin: the bus setup, the pings.
     const manage = users ? roleConnectOptions(users, "admin") : connectOptions;
-    const nc = await waitForNats(natsUrl, external ? Math.min(deadline, Date.now() + EXTERNAL_NATS_WAIT_MS) : deadline, external, opts.config, manage);
+    const nc = await waitForNats(
+      natsUrl,
+      external ? Math.min(deadline, Date.now() + EXTERNAL_NATS_WAIT_MS) : deadline,
+      external,
+      opts.config,
+      manage,
+    );
     try {
       // Under the matrix only the admin may create the streams and buckets: before the architect.
       if (nats && users) await setupBus(nc);
@@ -294,14 +331,20 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
         const dead = children.find((c) => c.child.exitCode !== null || c.child.signalCode !== null);
         if (dead) {
           const how = dead.child.signalCode ? `signal ${dead.child.signalCode}` : `code ${dead.child.exitCode}`;
-          throw new LoopsmithError("unavailable", `the ${dead.name} service exited at start (${how}): ${lastMessage(dead.logFile)}`);
+          throw new LoopsmithError(
+            "unavailable",
+            `the ${dead.name} service exited at start (${how}): ${lastMessage(dead.logFile)}`,
+          );
         }
         const up = await answeringServices(nc, want, 150);
         progress({ phase: "services", natsUrl, answered: want.filter((s) => up.has(s)) });
         if (want.every((s) => up.has(s))) break;
         if (Date.now() > deadline) {
           const late = want.filter((s) => !up.has(s));
-          throw new LoopsmithError("unavailable", `services did not answer in time: ${late.join(", ")} (logs in ${logDir})`);
+          throw new LoopsmithError(
+            "unavailable",
+            `services did not answer in time: ${late.join(", ")} (logs in ${logDir})`,
+          );
         }
         await new Promise((r) => setTimeout(r, 50));
       }
@@ -310,7 +353,20 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
       const pids = Object.fromEntries(children.flatMap((c) => (c.child.pid ? [[c.name, c.child.pid]] : [])));
       // Kept for later commands only once the stack answers (a failed start leaves no file).
       const usersFile = opts.keep && users && nats ? writeStackUsers(config.dataDir, users) : undefined;
-      return { natsUrl, started: [...early, ...missing], from: code.from, logDir, pids, ...(nats ? { natsContainerId: nats.id } : {}), onRunningStack: !!running, connectOptions, owner: users ? (config.nats.owner ?? DEFAULT_OWNER) : ownerOf(config), ...(usersFile ? { usersFile } : {}), ...(users ? { users } : {}), stop };
+      return {
+        natsUrl,
+        started: [...early, ...missing],
+        from: code.from,
+        logDir,
+        pids,
+        ...(nats ? { natsContainerId: nats.id } : {}),
+        onRunningStack: !!running,
+        connectOptions,
+        owner: users ? (config.nats.owner ?? DEFAULT_OWNER) : ownerOf(config),
+        ...(usersFile ? { usersFile } : {}),
+        ...(users ? { users } : {}),
+        stop,
+      };
     } finally {
       await nc.close();
     }

@@ -43,7 +43,13 @@ describe("LiveBlock", () => {
     block.set(["a", "b", "c"], "event 2");
     block.set([]);
     block.set(["x"]);
-    expect(writes).toEqual(["a\nb\n", `\r${ESC}[2A${ESC}[J` + "event 1\na\nb\n", `\r${ESC}[2A${ESC}[J` + "event 2\na\nb\nc\n", `\r${ESC}[3A${ESC}[J`, "x\n"]);
+    expect(writes).toEqual([
+      "a\nb\n",
+      `\r${ESC}[2A${ESC}[J` + "event 1\na\nb\n",
+      `\r${ESC}[2A${ESC}[J` + "event 2\na\nb\nc\n",
+      `\r${ESC}[3A${ESC}[J`,
+      "x\n",
+    ]);
   });
 
   it("around() erases for a write to another stream; clear() erases; release() leaves the lines", () => {

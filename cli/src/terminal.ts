@@ -40,7 +40,10 @@ export function printable(text: string): string {
  * @param space - indentation as for JSON.stringify; none (one line) by default
  */
 export function jsonLine(value: unknown, space?: number): string {
-  return JSON.stringify(value, null, space).replace(JSON_UNSAFE, (ch) => `\\u${(ch.codePointAt(0) ?? 0).toString(16).padStart(4, "0")}`);
+  return JSON.stringify(value, null, space).replace(
+    JSON_UNSAFE,
+    (ch) => `\\u${(ch.codePointAt(0) ?? 0).toString(16).padStart(4, "0")}`,
+  );
 }
 
 /** The stream a {@link LiveBlock} draws on: a terminal's (`process.stdout`). */
@@ -113,7 +116,10 @@ export class LiveBlock {
 
   private draw(): string {
     const max = Math.max(2, (this.stream.rows ?? 24) - 1);
-    const lines = this.lines.length > max ? [...this.lines.slice(0, max - 1), `… ${this.lines.length - (max - 1)} more`] : this.lines;
+    const lines =
+      this.lines.length > max
+        ? [...this.lines.slice(0, max - 1), `… ${this.lines.length - (max - 1)} more`]
+        : this.lines;
     this.shown = lines.length;
     return lines.length ? `${lines.join("\n")}\n` : "";
   }

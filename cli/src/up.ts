@@ -13,7 +13,14 @@ import Docker from "dockerode";
 import type { Logger } from "pino";
 import { connect } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { ServiceNames, createProvider, loadConfig, natsConnectOptions, type ServiceName, natsServers } from "@loopsmith/shared";
+import {
+  ServiceNames,
+  createProvider,
+  loadConfig,
+  natsConnectOptions,
+  type ServiceName,
+  natsServers,
+} from "@loopsmith/shared";
 import { ExitCode } from "./exit-codes.js";
 import { shownNatsUrl } from "./preflight.js";
 import { flagsOf, type SolveOptions } from "./solve.js";
@@ -24,7 +31,10 @@ import { jsonLine } from "./terminal.js";
 import { formatTable } from "./ui/index.js";
 
 /** Options of `up` (the provider flags of `solve`), `down` and `status`. */
-export type StackCommandOptions = Pick<SolveOptions, "provider" | "model" | "script" | "baseUrl" | "transcript" | "config" | "json">;
+export type StackCommandOptions = Pick<
+  SolveOptions,
+  "provider" | "model" | "script" | "baseUrl" | "transcript" | "config" | "json"
+>;
 
 /** How long `down` waits for the services to stop after SIGTERM, in ms, before SIGKILL. */
 const DOWN_GRACE_MS = 15_000;
@@ -50,7 +60,12 @@ export async function upCommand(opts: StackCommandOptions, log: Logger): Promise
   const config = configOf(opts);
   const running = await liveStack(config.dataDir);
   if (running) {
-    say(opts, "up", `a stack is already up on ${shownNatsUrl(running.natsUrl)} (since ${running.startedAt}); loopsmith down stops it`, { natsUrl: running.natsUrl, already: true });
+    say(
+      opts,
+      "up",
+      `a stack is already up on ${shownNatsUrl(running.natsUrl)} (since ${running.startedAt}); loopsmith down stops it`,
+      { natsUrl: running.natsUrl, already: true },
+    );
     return ExitCode.ok;
   }
   const provider = createProvider({ config, log });
@@ -65,7 +80,10 @@ export async function upCommand(opts: StackCommandOptions, log: Logger): Promise
       config,
       log,
       keep: true,
-      env: { LOOPSMITH_CONFIG_JSON: JSON.stringify(flags), ...(opts.config ? { LOOPSMITH_CONFIG: resolve(opts.config) } : {}) },
+      env: {
+        LOOPSMITH_CONFIG_JSON: JSON.stringify(flags),
+        ...(opts.config ? { LOOPSMITH_CONFIG: resolve(opts.config) } : {}),
+      },
       ...(status ? { onProgress: (p: StackProgress) => status.update(progressText(p)) } : {}),
     });
   } finally {
@@ -74,8 +92,15 @@ export async function upCommand(opts: StackCommandOptions, log: Logger): Promise
   const readyMs = Math.round(performance.now() - t0);
   try {
     writeStackRecord(config.dataDir, {
-      v: 1, natsUrl: stack.natsUrl, ...(stack.natsContainerId ? { natsContainerId: stack.natsContainerId } : {}), ...(stack.usersFile ? { usersFile: stack.usersFile } : {}), pids: stack.pids,
-      flags, logDir: stack.logDir, startedAt: new Date().toISOString(), readyMs,
+      v: 1,
+      natsUrl: stack.natsUrl,
+      ...(stack.natsContainerId ? { natsContainerId: stack.natsContainerId } : {}),
+      ...(stack.usersFile ? { usersFile: stack.usersFile } : {}),
+      pids: stack.pids,
+      flags,
+      logDir: stack.logDir,
+      startedAt: new Date().toISOString(),
+      readyMs,
     });
   } catch (err) {
     await stack.stop();
@@ -84,10 +109,23 @@ export async function upCommand(opts: StackCommandOptions, log: Logger): Promise
   const scripted = provider.info.scripted
     ? ` (SCRIPTED: ${config.llm.scriptPath ? `replies from ${config.llm.scriptPath}` : "replies only from the tasks (Task.script)"}; no model is called)`
     : "";
-  const from = stack.from === "build" ? "" : " (from the TypeScript sources: no current build in dist/app; `npm run build` makes the services start faster)";
-  say(opts, "up", `up in ${(readyMs / 1000).toFixed(1)} s on ${shownNatsUrl(stack.natsUrl)}: ${stack.started.join(", ")}${from}${scripted}; logs in ${stack.logDir}; loopsmith down stops it`, {
-    natsUrl: stack.natsUrl, started: stack.started, from: stack.from, pids: stack.pids, readyMs, scripted: provider.info.scripted,
-  });
+  const from =
+    stack.from === "build"
+      ? ""
+      : " (from the TypeScript sources: no current build in dist/app; `npm run build` makes the services start faster)";
+  say(
+    opts,
+    "up",
+    `up in ${(readyMs / 1000).toFixed(1)} s on ${shownNatsUrl(stack.natsUrl)}: ${stack.started.join(", ")}${from}${scripted}; logs in ${stack.logDir}; loopsmith down stops it`,
+    {
+      natsUrl: stack.natsUrl,
+      started: stack.started,
+      from: stack.from,
+      pids: stack.pids,
+      readyMs,
+      scripted: provider.info.scripted,
+    },
+  );
   return ExitCode.ok;
 }
 
@@ -190,7 +228,12 @@ export async function downCommand(opts: StackCommandOptions, log: Logger): Promi
   }
   removeStackRecord(config.dataDir);
   removeStackUsers(config.dataDir);
-  say(opts, "down", `down: stopped ${live.map(([n]) => n).join(", ") || "no service (none was running)"}${record.natsContainerId ? " and NATS" : ""}`, { stopped: live.map(([n]) => n), killed: left.map(([n]) => n) });
+  say(
+    opts,
+    "down",
+    `down: stopped ${live.map(([n]) => n).join(", ") || "no service (none was running)"}${record.natsContainerId ? " and NATS" : ""}`,
+    { stopped: live.map(([n]) => n), killed: left.map(([n]) => n) },
+  );
   return ExitCode.ok;
 }
 
@@ -238,7 +281,12 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
     const auth = config.natsUrl ? natsConnectOptions(config) : users ? roleConnectOptions(users, "client") : {};
     nc = await connect({ ...auth, servers: natsServers(url), timeout: 1_500, reconnect: false });
   } catch {
-    say(opts, "status", `NATS at ${shownNatsUrl(url)} does not answer${record && !config.natsUrl ? " (a stale record: loopsmith down cleans it up)" : ""}`, { up: false, natsUrl: url });
+    say(
+      opts,
+      "status",
+      `NATS at ${shownNatsUrl(url)} does not answer${record && !config.natsUrl ? " (a stale record: loopsmith down cleans it up)" : ""}`,
+      { up: false, natsUrl: url },
+    );
     return ExitCode.infrastructure;
   }
   const found = new Map<ServiceName, ServiceStatus>();
@@ -251,8 +299,18 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
         const name = byName.get(info.name);
         if (!name) continue;
         const had = found.get(name);
-        found.set(name, { service: name, instances: (had?.instances ?? 0) + 1, version: info.version, ...(info.metadata ? { metadata: info.metadata } : {}) });
-        if (name === "executor") engines.push({ id: info.id, engine: info.metadata?.engineName ?? "?", endpoint: info.metadata?.engineEndpoint ?? "?" });
+        found.set(name, {
+          service: name,
+          instances: (had?.instances ?? 0) + 1,
+          version: info.version,
+          ...(info.metadata ? { metadata: info.metadata } : {}),
+        });
+        if (name === "executor")
+          engines.push({
+            id: info.id,
+            engine: info.metadata?.engineName ?? "?",
+            endpoint: info.metadata?.engineEndpoint ?? "?",
+          });
       }
     } catch {
       // no responders: no service answers
@@ -263,7 +321,15 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
         for await (const stats of await client.stats(ServiceNames.executor)) {
           const e = engines.find((x) => x.id === stats.id);
           const load = stats.endpoints?.[0]?.data as Partial<ExecutorEngineStatus> | undefined;
-          if (e && load) Object.assign(e, { freeSlots: load.freeSlots, concurrency: load.concurrency, running: load.running, queued: load.queued, healthy: load.healthy, ...(load.error ? { error: load.error } : {}) });
+          if (e && load)
+            Object.assign(e, {
+              freeSlots: load.freeSlots,
+              concurrency: load.concurrency,
+              running: load.running,
+              queued: load.queued,
+              healthy: load.healthy,
+              ...(load.error ? { error: load.error } : {}),
+            });
         }
       } catch {
         // no STATS answer: INFO is shown alone
@@ -272,20 +338,38 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
   } finally {
     await nc.close();
   }
-  const services = (Object.keys(ServiceNames) as ServiceName[]).map((name) => found.get(name) ?? { service: name, instances: 0 });
+  const services = (Object.keys(ServiceNames) as ServiceName[]).map(
+    (name) => found.get(name) ?? { service: name, instances: 0 },
+  );
   const allUp = services.every((s) => s.instances > 0);
   if (opts.json) {
-    process.stdout.write(`${jsonLine({ kind: "status", up: allUp, natsUrl: url, startedAt: record?.startedAt, services, executors: engines })}\n`);
+    process.stdout.write(
+      `${jsonLine({ kind: "status", up: allUp, natsUrl: url, startedAt: record?.startedAt, services, executors: engines })}\n`,
+    );
   } else {
     process.stdout.write(`NATS ${shownNatsUrl(url)}${record ? ` · up since ${record.startedAt}` : ""}\n`);
     const rows = services.map((s) => {
-      const meta = s.metadata ? Object.entries(s.metadata).map(([k, v]) => `${k}=${v}`).join(" ") : "";
-      return [s.instances ? "✔" : "✖", s.service, s.instances ? `${s.instances} instance${s.instances === 1 ? "" : "s"}  ${meta}` : "does not answer"];
+      const meta = s.metadata
+        ? Object.entries(s.metadata)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(" ")
+        : "";
+      return [
+        s.instances ? "✔" : "✖",
+        s.service,
+        s.instances ? `${s.instances} instance${s.instances === 1 ? "" : "s"}  ${meta}` : "does not answer",
+      ];
     });
-    for (const line of formatTable(rows, { minWidths: [1, 9], gap: " ", indent: "  " })) process.stdout.write(`${line}\n`);
+    for (const line of formatTable(rows, { minWidths: [1, 9], gap: " ", indent: "  " }))
+      process.stdout.write(`${line}\n`);
     for (const e of engines) {
-      const slots = e.freeSlots === undefined ? "" : ` · ${e.freeSlots}/${e.concurrency ?? "?"} slots free · ${e.running ?? 0} running, ${e.queued ?? 0} queued`;
-      process.stdout.write(`    executor ${e.id} on engine ${e.engine} (${e.endpoint})${slots}${e.healthy === false ? ` · UNHEALTHY: ${e.error ?? "the engine does not answer"}` : ""}\n`);
+      const slots =
+        e.freeSlots === undefined
+          ? ""
+          : ` · ${e.freeSlots}/${e.concurrency ?? "?"} slots free · ${e.running ?? 0} running, ${e.queued ?? 0} queued`;
+      process.stdout.write(
+        `    executor ${e.id} on engine ${e.engine} (${e.endpoint})${slots}${e.healthy === false ? ` · UNHEALTHY: ${e.error ?? "the engine does not answer"}` : ""}\n`,
+      );
     }
   }
   return allUp ? ExitCode.ok : ExitCode.infrastructure;

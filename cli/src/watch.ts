@@ -7,7 +7,15 @@
  * it may subscribe only on its own owner's events.
  */
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { DEFAULT_OWNER, Endpoints, LoopsmithError, TaskEvent, call, eventsSubject, permissionDenied } from "@loopsmith/shared";
+import {
+  DEFAULT_OWNER,
+  Endpoints,
+  LoopsmithError,
+  TaskEvent,
+  call,
+  eventsSubject,
+  permissionDenied,
+} from "@loopsmith/shared";
 
 /**
  * How long a watch waits without news before it asks the architect for the stored events
@@ -34,7 +42,11 @@ export interface WatchOptions {
  * @throws LoopsmithError `permission_denied` when this NATS user may not read `owner`'s
  *   events; `bad_request` for an invalid owner; `unavailable` once the connection is closed
  */
-export async function* watchEvents(nc: NatsConnection, taskId: string, opts: WatchOptions = {}): AsyncGenerator<TaskEvent> {
+export async function* watchEvents(
+  nc: NatsConnection,
+  taskId: string,
+  opts: WatchOptions = {},
+): AsyncGenerator<TaskEvent> {
   const owner = opts.owner ?? DEFAULT_OWNER;
   const { signal } = opts;
   const pollMs = opts.pollMs ?? WATCH_POLL_MS;
@@ -51,7 +63,11 @@ export async function* watchEvents(nc: NatsConnection, taskId: string, opts: Wat
     sub = nc.subscribe(eventsSubject(owner, taskId), {
       callback: (err, msg) => {
         if (err) {
-          refused = permissionDenied(err) ?? new LoopsmithError("unavailable", `the events of task ${taskId} cannot be followed: ${err.message}`, { cause: err });
+          refused =
+            permissionDenied(err) ??
+            new LoopsmithError("unavailable", `the events of task ${taskId} cannot be followed: ${err.message}`, {
+              cause: err,
+            });
         } else {
           try {
             const parsed = TaskEvent.safeParse(msg.json());
@@ -69,7 +85,11 @@ export async function* watchEvents(nc: NatsConnection, taskId: string, opts: Wat
   // A subscription the server refuses (another owner's subject) ends with the violation.
   void sub.closed.then((ended) => {
     if (ended instanceof Error) {
-      refused = permissionDenied(ended) ?? new LoopsmithError("unavailable", `the events of task ${taskId} cannot be followed: ${ended.message}`, { cause: ended });
+      refused =
+        permissionDenied(ended) ??
+        new LoopsmithError("unavailable", `the events of task ${taskId} cannot be followed: ${ended.message}`, {
+          cause: ended,
+        });
       notify();
     }
   });
@@ -85,12 +105,20 @@ export async function* watchEvents(nc: NatsConnection, taskId: string, opts: Wat
     await nc.flush();
     while (!signal?.aborted) {
       if (refused) throw refused;
-      if (nc.isClosed()) throw new LoopsmithError("unavailable", `the connection to NATS closed while following task ${taskId}`, { retryable: true });
+      if (nc.isClosed())
+        throw new LoopsmithError("unavailable", `the connection to NATS closed while following task ${taskId}`, {
+          retryable: true,
+        });
       if (catchUp) {
         catchUp = false;
         try {
-          for (let more = true; more && !signal?.aborted; ) {
-            const page = await call(nc, Endpoints.architect.events, { v: 1, taskId, after: cursor }, { owner, timeoutMs: 10_000, retries: 1 });
+          for (let more = true; more && !signal?.aborted;) {
+            const page = await call(
+              nc,
+              Endpoints.architect.events,
+              { v: 1, taskId, after: cursor },
+              { owner, timeoutMs: 10_000, retries: 1 },
+            );
             cursor = page.cursor;
             more = page.more;
             for (const event of page.events) {
@@ -101,7 +129,8 @@ export async function* watchEvents(nc: NatsConnection, taskId: string, opts: Wat
             }
           }
         } catch (err) {
-          if (err instanceof LoopsmithError && (err.code === "permission_denied" || err.code === "bad_request")) throw err;
+          if (err instanceof LoopsmithError && (err.code === "permission_denied" || err.code === "bad_request"))
+            throw err;
           // The architect is not answering now; live events go on, and the poll asks again.
         }
       }

@@ -5,13 +5,25 @@
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { DEFAULT_OWNER, LoopsmithError, ensureStreams, followEvents, submitTask, type ExecutionResult, type TaskEvent, type TaskInput, type TaskRecord } from "@loopsmith/shared";
+import {
+  DEFAULT_OWNER,
+  LoopsmithError,
+  ensureStreams,
+  followEvents,
+  submitTask,
+  type ExecutionResult,
+  type TaskEvent,
+  type TaskInput,
+  type TaskRecord,
+} from "@loopsmith/shared";
 import { CANCEL_POLL_MS, openStateStore, startConductor, type Steps } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task, usage } from "./helpers.js";
 
 describe("conductor on JetStream", () => {
-  it("keeps owners apart: a task's owner is its subject's, another owner's status and cancel see nothing, and its id cannot be taken", async ({ nats }) => {
+  it("keeps owners apart: a task's owner is its subject's, another owner's status and cancel see nothing, and its id cannot be taken", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     const { steps: s, calls } = steps([passed]);
     const conductor = await startConductor({ nc, steps: s, log });
@@ -22,7 +34,9 @@ describe("conductor on JetStream", () => {
       const hers: TaskEvent[] = [];
       for await (const e of followEvents(nc, "alice", input.taskId)) hers.push(e);
       expect(hers.at(-1)?.result?.status).toBe("passed");
-      expect(((await conductor.status(input.taskId, "alice")) as { task: { owner?: string } } | null)?.task.owner).toBe("alice");
+      expect(((await conductor.status(input.taskId, "alice")) as { task: { owner?: string } } | null)?.task.owner).toBe(
+        "alice",
+      );
       expect(await conductor.status(input.taskId, "bob")).toBeNull();
       expect(await conductor.cancel(input.taskId, "bob")).toBe(false);
       // Bob submits the same id: he gets an error result on his own subject; alice's task stays as it was.
@@ -33,7 +47,10 @@ describe("conductor on JetStream", () => {
       expect(his[0]?.result).toMatchObject({ status: "error", error: { code: "bad_request" } });
       expect(his[0]?.message).toContain("belongs to another client");
       expect(calls.recordTask).toBe(1);
-      const state = (await conductor.status(input.taskId, "alice")) as { task: { goal: string }; status: string } | null;
+      const state = (await conductor.status(input.taskId, "alice")) as {
+        task: { goal: string };
+        status: string;
+      } | null;
       expect(state).toMatchObject({ status: "final", task: { goal: input.goal } });
     } finally {
       await conductor.stop();
@@ -57,9 +74,22 @@ describe("conductor on JetStream", () => {
       expect(result.status).toBe("passed");
       expect(result.iterations).toBe(2);
       // Each LLM step names the calls the task already made for its role (what a script replays by).
-      expect(seen).toEqual([["plan", 0], ["build", 0], ["reflect", 0], ["build", 1]]);
+      expect(seen).toEqual([
+        ["plan", 0],
+        ["build", 0],
+        ["reflect", 0],
+        ["build", 1],
+      ]);
       expect(result.failureIds).toEqual(["f-1"]);
-      expect({ ...calls, ...base.calls }).toMatchObject({ plan: 1, build: 2, execute: 2, reflect: 1, attachFix: 1, rememberSuccess: 1, recordTask: 1 });
+      expect({ ...calls, ...base.calls }).toMatchObject({
+        plan: 1,
+        build: 2,
+        execute: 2,
+        reflect: 1,
+        attachFix: 1,
+        rememberSuccess: 1,
+        recordTask: 1,
+      });
       // plan + 2 builds + reflect = 4 calls at $0.01
       expect(result.usage.total.calls).toBe(4);
       expect(result.usage.total.costUsd).toBeCloseTo(0.04);
@@ -74,7 +104,9 @@ describe("conductor on JetStream", () => {
     }
   });
 
-  it("refuses a taken task id at once while the other owner's task runs here, and lets that task finish", async ({ nats }) => {
+  it("refuses a taken task id at once while the other owner's task runs here, and lets that task finish", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
@@ -111,9 +143,25 @@ describe("conductor on JetStream", () => {
     }
   });
 
-  it("with memory off recalls nothing and puts no hint in a prompt, yet stores the failure and its fix", async ({ nats }) => {
+  it("with memory off recalls nothing and puts no hint in a prompt, yet stores the failure and its fix", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
-    const hint = { failures: [{ id: "old-1", taskId: "other", goal: "g", signature: "AssertionError: assert <num> == <num>", failingTests: [], reflection: null, similarity: 0.9 }], successes: [], embedder: "test" };
+    const hint = {
+      failures: [
+        {
+          id: "old-1",
+          taskId: "other",
+          goal: "g",
+          signature: "AssertionError: assert <num> == <num>",
+          failingTests: [],
+          reflection: null,
+          similarity: 0.9,
+        },
+      ],
+      successes: [],
+      embedder: "test",
+    };
     const prompts: unknown[] = [];
     const base = steps([failed(), passed]);
     const { steps: s, calls } = steps([failed(), passed], {
@@ -146,9 +194,27 @@ describe("conductor on JetStream", () => {
     const cases: Array<[string, Partial<TaskInput>, Partial<Steps>, string]> = [
       ["max_iterations", { limits: { maxIterations: 2, stuckAfter: 5 } as never }, {}, "max_iterations"],
       ["stuck", { limits: { maxIterations: 9, stuckAfter: 3 } as never }, {}, "stuck"],
-      ["budget", { limits: { maxCostUsd: 0.001 } as never }, { plan: async () => { throw new LoopsmithError("budget_exceeded", "the plan call would cost more than the $0.001 left"); } }, "budget"],
+      [
+        "budget",
+        { limits: { maxCostUsd: 0.001 } as never },
+        {
+          plan: async () => {
+            throw new LoopsmithError("budget_exceeded", "the plan call would cost more than the $0.001 left");
+          },
+        },
+        "budget",
+      ],
       ["replan", { limits: { maxIterations: 9, stuckAfter: 2, replanOnStuck: true } as never }, {}, "stuck"],
-      ["auth", {}, { build: async () => { throw new LoopsmithError("llm_auth", "the API key was rejected"); } }, "error"],
+      [
+        "auth",
+        {},
+        {
+          build: async () => {
+            throw new LoopsmithError("llm_auth", "the API key was rejected");
+          },
+        },
+        "error",
+      ],
     ];
     for (const [name, over, stepOver, reason] of cases) {
       const { steps: s, calls } = steps([failed()], stepOver);
@@ -184,26 +250,40 @@ describe("conductor on JetStream", () => {
       const { result, events } = await runTask(nc, task());
       expect(result.status).toBe("passed");
       expect(result.iterations).toBe(2);
-      expect(events.some((e) => e.kind === "warning" && e.message.includes("build reply could not be read"))).toBe(true);
+      expect(events.some((e) => e.kind === "warning" && e.message.includes("build reply could not be read"))).toBe(
+        true,
+      );
     } finally {
       await conductor.stop();
       await nc.close();
     }
   });
 
-  it("shows a switch to a fallback model as a warning and counts the fallback among the providers", async ({ nats }) => {
+  it("shows a switch to a fallback model as a warning and counts the fallback among the providers", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
-    const fallbackFrom = { name: "anthropic", model: "claude-opus-4-1", code: "llm_overloaded", message: "529 overloaded" };
+    const fallbackFrom = {
+      name: "anthropic",
+      model: "claude-opus-4-1",
+      code: "llm_overloaded",
+      message: "529 overloaded",
+    };
     const base = steps([passed]);
     const { steps: s } = steps([passed], {
-      build: async (req) => ({ ...(await base.steps.build(req)), provider: { name: "bedrock", model: "us.anthropic.claude-opus", scripted: false, fallbackFrom } }),
+      build: async (req) => ({
+        ...(await base.steps.build(req)),
+        provider: { name: "bedrock", model: "us.anthropic.claude-opus", scripted: false, fallbackFrom },
+      }),
     });
     const conductor = await startConductor({ nc, steps: s, log });
     try {
       const { result, events } = await runTask(nc, task());
       expect(result.status).toBe("passed");
       const warning = events.find((e) => e.kind === "warning" && e.message.includes("answered instead"));
-      expect(warning?.message).toBe("build: anthropic:claude-opus-4-1 failed (llm_overloaded); bedrock:us.anthropic.claude-opus answered instead");
+      expect(warning?.message).toBe(
+        "build: anthropic:claude-opus-4-1 failed (llm_overloaded); bedrock:us.anthropic.claude-opus answered instead",
+      );
       expect(result.providers).toContain("bedrock:us.anthropic.claude-opus");
     } finally {
       await conductor.stop();
@@ -244,7 +324,9 @@ describe("conductor on JetStream", () => {
     }
   });
 
-  it("sees a cancel written by another instance (the KV marker) at a checkpoint within CANCEL_POLL_MS", async ({ nats }) => {
+  it("sees a cancel written by another instance (the KV marker) at a checkpoint within CANCEL_POLL_MS", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     let building!: () => void;
     const started = new Promise<void>((r) => (building = r));
@@ -273,7 +355,9 @@ describe("conductor on JetStream", () => {
     }
   });
 
-  it("reviews when asked, never shows hidden tests to a prompt, and scores them once after a pass", async ({ nats }) => {
+  it("reviews when asked, never shows hidden tests to a prompt, and scores them once after a pass", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     const seen: string[] = [];
     const executed: string[][] = [];
@@ -285,18 +369,30 @@ describe("conductor on JetStream", () => {
       execute: async (req) => {
         executed.push(req.files.map((f) => f.path));
         return req.files.some((f) => f.path === "test_hidden.py")
-          ? { ...passed, tests: [...passed.tests, { name: "test_hidden", classname: "", status: "failed" as const, durationMs: 1 }] }
+          ? {
+              ...passed,
+              tests: [
+                ...passed.tests,
+                { name: "test_hidden", classname: "", status: "failed" as const, durationMs: 1 },
+              ],
+            }
           : passed;
       },
     });
     const conductor = await startConductor({ nc, steps: s, log });
     try {
-      const { result } = await runTask(nc, task({ review: true, hiddenTests: [{ path: "test_hidden.py", content: "SECRET_HIDDEN_ASSERTION = 1\n" }] }));
+      const { result } = await runTask(
+        nc,
+        task({ review: true, hiddenTests: [{ path: "test_hidden.py", content: "SECRET_HIDDEN_ASSERTION = 1\n" }] }),
+      );
       expect(result.status).toBe("passed");
       expect(base.calls.review).toBe(1);
       expect(seen.length).toBe(3); // plan, build, review
       for (const req of seen) expect(req).not.toContain("SECRET_HIDDEN_ASSERTION");
-      expect(executed).toEqual([["solution.py", "test_add.py"], ["solution.py", "test_add.py", "test_hidden.py"]]);
+      expect(executed).toEqual([
+        ["solution.py", "test_add.py"],
+        ["solution.py", "test_add.py", "test_hidden.py"],
+      ]);
       expect(result.hidden).toEqual({ status: "passed", passed: 1, total: 2 });
     } finally {
       await conductor.stop();
@@ -304,7 +400,9 @@ describe("conductor on JetStream", () => {
     }
   });
 
-  it("ends a task at once on an error a retry cannot cure, and counts usage paid before a bad reply", async ({ nats }) => {
+  it("ends a task at once on an error a retry cannot cure, and counts usage paid before a bad reply", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     const recorded: TaskRecord[] = [];
     const broken = steps([passed], {
@@ -321,7 +419,12 @@ describe("conductor on JetStream", () => {
       expect(broken.calls.build).toBe(1); // not redelivered and rebuilt
       // Ended on the conductor's error path, and still in history with its reason and its run.
       expect(recorded).toHaveLength(1);
-      expect(recorded[0]).toMatchObject({ taskId: result.taskId, status: result.status, stopReason: "error", iterations: 1 });
+      expect(recorded[0]).toMatchObject({
+        taskId: result.taskId,
+        status: result.status,
+        stopReason: "error",
+        iterations: 1,
+      });
       expect(recorded[0]?.result?.error?.message).toContain("the gate crashed");
       expect(recorded[0]?.task?.goal).toBeTruthy();
     } finally {
@@ -333,7 +436,9 @@ describe("conductor on JetStream", () => {
       build: async (req) => {
         builds += 1;
         if (builds === 1) {
-          throw new LoopsmithError("llm_bad_reply", "unreadable twice", { details: { usage: { ...usage(0.05, 1000), calls: 2 } } });
+          throw new LoopsmithError("llm_bad_reply", "unreadable twice", {
+            details: { usage: { ...usage(0.05, 1000), calls: 2 } },
+          });
         }
         return base.steps.build(req);
       },
@@ -355,7 +460,12 @@ describe("conductor on JetStream", () => {
     const nc = await connect({ servers: nats.url });
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const huge: ExecutionResult = { ...failed(), stdout: "x".repeat(1_000_000), truncated: true, status: "output_limit" };
+    const huge: ExecutionResult = {
+      ...failed(),
+      stdout: "x".repeat(1_000_000),
+      truncated: true,
+      status: "output_limit",
+    };
     let runs = 0;
     const { steps: s, calls } = steps([passed], {
       execute: async () => {
@@ -387,5 +497,4 @@ describe("conductor on JetStream", () => {
       await nc.close();
     }
   });
-
 });

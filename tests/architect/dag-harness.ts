@@ -40,7 +40,10 @@ export async function tarOf(files: Record<string, string>): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-export const BASE = { "README.md": "# todo api\n", "tests/test_api.py": "from todo_api.handlers import handle\n\ndef test_api():\n    assert handle() == 'ok'\n" };
+export const BASE = {
+  "README.md": "# todo api\n",
+  "tests/test_api.py": "from todo_api.handlers import handle\n\ndef test_api():\n    assert handle() == 'ok'\n",
+};
 export const BASE_COMMIT = "b".repeat(40);
 
 /** model → (storage ∥ validation) → handlers, each owning one module and one test file. */
@@ -56,7 +59,12 @@ export function plan(over: (p: DagPlanInput) => DagPlanInput = (p) => p): DagPla
   });
   return over({
     summary: "a todo API in four modules",
-    subtasks: [sub("model", [], ["Todo"], []), sub("storage", ["model"], ["Store"], ["Todo"]), sub("validation", ["model"], ["validate"], ["Todo"]), sub("handlers", ["storage", "validation"], ["handle"], ["Store", "validate"])],
+    subtasks: [
+      sub("model", [], ["Todo"], []),
+      sub("storage", ["model"], ["Store"], ["Todo"]),
+      sub("validation", ["model"], ["validate"], ["Todo"]),
+      sub("handlers", ["storage", "validation"], ["handle"], ["Store", "validate"]),
+    ],
   });
 }
 
@@ -77,7 +85,16 @@ export interface Harness {
  * a child's sandbox run passes when its module is there and not bad, after `runMs`; the
  * integration run passes when all four modules are in the merged tree.
  */
-export function harness(nc: NatsConnection, conductor: () => Conductor, opts: { plans?: DagPlanInput[]; fails?: (sub: string, attempt: number) => boolean; runMs?: number; integrationFailures?: number } = {}): Harness {
+export function harness(
+  nc: NatsConnection,
+  conductor: () => Conductor,
+  opts: {
+    plans?: DagPlanInput[];
+    fails?: (sub: string, attempt: number) => boolean;
+    runMs?: number;
+    integrationFailures?: number;
+  } = {},
+): Harness {
   let integrations = 0;
   const cache = mkdtempSync(join(tmpdir(), "loopsmith-dag-"));
   const builds: BuildRequest[] = [];
@@ -90,7 +107,11 @@ export function harness(nc: NatsConnection, conductor: () => Conductor, opts: { 
     decompose: async (_req, problems) => {
       decomposed.push([...problems]);
       const plans = opts.plans ?? [plan()];
-      return { value: DagPlan.parse(plans[Math.min(decomposed.length - 1, plans.length - 1)]), usage: usage(), provider };
+      return {
+        value: DagPlan.parse(plans[Math.min(decomposed.length - 1, plans.length - 1)]),
+        usage: usage(),
+        provider,
+      };
     },
     build: async (req) => {
       builds.push(req);
@@ -98,8 +119,29 @@ export function harness(nc: NatsConnection, conductor: () => Conductor, opts: { 
       const bad = opts.fails?.(sub, attemptOf(req.taskId)) ?? false;
       // Each iteration of a child starts from its base tree (edits are cumulative: create once).
       const exists = req.task.repo?.files.some((f) => f.path === `todo_api/${sub}.py`);
-      const edits = exists ? [] : [{ path: `todo_api/${sub}.py`, search: "", replace: bad ? "raise SystemExit(1)\n" : `# ${sub}\n`, delete: false }];
-      return { value: { files: [], tests: [], notes: "", edits: edits.length ? edits : [{ path: "README.md", search: "# todo api\n", replace: "# todo api\n", delete: false }], summary: `${sub} module` }, usage: usage(), provider };
+      const edits = exists
+        ? []
+        : [
+            {
+              path: `todo_api/${sub}.py`,
+              search: "",
+              replace: bad ? "raise SystemExit(1)\n" : `# ${sub}\n`,
+              delete: false,
+            },
+          ];
+      return {
+        value: {
+          files: [],
+          tests: [],
+          notes: "",
+          edits: edits.length
+            ? edits
+            : [{ path: "README.md", search: "# todo api\n", replace: "# todo api\n", delete: false }],
+          summary: `${sub} module`,
+        },
+        usage: usage(),
+        provider,
+      };
     },
     execute: async (req): Promise<ExecutionResult> => {
       runs.push(req);
@@ -107,14 +149,25 @@ export function harness(nc: NatsConnection, conductor: () => Conductor, opts: { 
       const sub = subOf(req.taskId);
       if (!sub) {
         // The parent: its baseline (nothing built) and its integration run (all four modules merged).
-        const mods = ["model", "storage", "validation", "handlers"].filter((m) => req.files.some((f) => f.path === `todo_api/${m}.py`));
-        if (mods.length === 4 && ++integrations <= (opts.integrationFailures ?? 0)) return failed("AttributeError: 'Store' object has no attribute 'save'");
+        const mods = ["model", "storage", "validation", "handlers"].filter((m) =>
+          req.files.some((f) => f.path === `todo_api/${m}.py`),
+        );
+        if (mods.length === 4 && ++integrations <= (opts.integrationFailures ?? 0))
+          return failed("AttributeError: 'Store' object has no attribute 'save'");
         return mods.length === 4 ? passed : failed(`ModuleNotFoundError: ${4 - mods.length} modules missing`);
       }
       const mine = req.files.find((f) => f.path === `todo_api/${sub}.py`);
       return mine && !mine.content.includes("SystemExit") ? passed : failed(`ImportError: todo_api.${sub}`);
     },
-    reflectIntegration: async (req) => ({ value: { subtaskId: req.reopened.includes("storage") ? "validation" : "storage", rootCause: "Store has no save()", fixPlan: "add Store.save" }, usage: usage(), provider }),
+    reflectIntegration: async (req) => ({
+      value: {
+        subtaskId: req.reopened.includes("storage") ? "validation" : "storage",
+        rootCause: "Store has no save()",
+        fixPlan: "add Store.save",
+      },
+      usage: usage(),
+      provider,
+    }),
     children: busChildTasks(nc, async (taskId, owner) => void (await conductor().cancel(taskId, owner))),
   };
   return { steps: s, builds, runs, decomposed };
@@ -128,14 +181,23 @@ export async function dagTask(nc: NatsConnection, over: Partial<TaskInput> = {})
     acceptanceTests: [],
     decompose: true,
     parallel: 2,
-    repo: { baseCommit: BASE_COMMIT, snapshot: snapshotName(BASE_COMMIT), testCommand: "python3 -m pytest -q", setupCommand: "" },
+    repo: {
+      baseCommit: BASE_COMMIT,
+      snapshot: snapshotName(BASE_COMMIT),
+      testCommand: "python3 -m pytest -q",
+      setupCommand: "",
+    },
     limits: { maxIterations: 2, subtaskAttempts: 2 },
     ...over,
   });
 }
 
 /** Runs `fn` with a conductor (concurrency 4) over the harness's steps on a connection of its own. */
-export async function withDagConductor<T>(url: string, make: (nc: NatsConnection, c: () => Conductor) => Harness, fn: (nc: NatsConnection, h: Harness) => Promise<T>): Promise<T> {
+export async function withDagConductor<T>(
+  url: string,
+  make: (nc: NatsConnection, c: () => Conductor) => Harness,
+  fn: (nc: NatsConnection, h: Harness) => Promise<T>,
+): Promise<T> {
   const nc = await connect({ servers: url });
   const ref: { conductor?: Conductor } = {};
   const h = make(nc, () => ref.conductor!);
@@ -154,4 +216,3 @@ export function at(events: TaskEvent[], sub: string, status: string): number {
   if (!e) throw new Error(`no event for ${sub} ${status}`);
   return Date.parse(e.at);
 }
-

@@ -6,31 +6,60 @@
 import { createHash } from "node:crypto";
 import { describe, expect, onTestFinished } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { DEFAULT_OWNER, Task, openCheckpointBlobs, openTaskStates, submitTask, type ExecutionResult, type TestCase } from "@loopsmith/shared";
-import { CHECKPOINT_HEADROOM_BYTES, TaskState, initialState, maxPayloadOf, openStateStore, startConductor } from "@loopsmith/architect";
+import {
+  DEFAULT_OWNER,
+  Task,
+  openCheckpointBlobs,
+  openTaskStates,
+  submitTask,
+  type ExecutionResult,
+  type TestCase,
+} from "@loopsmith/shared";
+import {
+  CHECKPOINT_HEADROOM_BYTES,
+  TaskState,
+  initialState,
+  maxPayloadOf,
+  openStateStore,
+  startConductor,
+} from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, provider, steps, task, usage } from "./helpers.js";
 
 const sha = (text: string): string => createHash("sha256").update(text).digest("hex");
 /** A 5 MB source file (lines that differ, so nothing compresses it away). */
-const bigFile = (): string => Array.from({ length: 80_000 }, (_, i) => `VALUE_${i} = ${i * 7919} # ${"x".repeat(40)}`).join("\n").slice(0, 5_000_000);
+const bigFile = (): string =>
+  Array.from({ length: 80_000 }, (_, i) => `VALUE_${i} = ${i * 7919} # ${"x".repeat(40)}`)
+    .join("\n")
+    .slice(0, 5_000_000);
 /** A run of 2,000 test cases, the first 600 failing with a 1.5 kB message each. */
 function run2000(): ExecutionResult {
   const tests: TestCase[] = Array.from({ length: 2_000 }, (_, i) => ({
-    name: `test_case_${i}`, classname: "tests.test_big", status: i < 600 ? "failed" : "passed", durationMs: 1,
+    name: `test_case_${i}`,
+    classname: "tests.test_big",
+    status: i < 600 ? "failed" : "passed",
+    durationMs: 1,
     ...(i < 600 ? { message: `AssertionError: case ${i}: ${"expected value differs; ".repeat(62)}` } : {}),
   }));
   return { ...failed(), stdout: "F".repeat(600) + ".".repeat(1_400), tests };
 }
 
 describe("checkpoints over max_payload", () => {
-  it("stores a 5 MB file and a 2,000-case run under max_payload, reads them back whole, cleans superseded blobs, and removes them with the state", async ({ nats }) => {
+  it("stores a 5 MB file and a 2,000-case run under max_payload, reads them back whole, cleans superseded blobs, and removes them with the state", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     try {
       const store = await openStateStore(nc);
       const content = bigFile();
       const base = initialState(Task.parse(task()));
-      const state: TaskState = { ...base, phase: "remember", iteration: 1, candidate: { files: [{ path: "data.py", content }], tests: [], notes: "" }, lastExecution: run2000() };
+      const state: TaskState = {
+        ...base,
+        phase: "remember",
+        iteration: 1,
+        candidate: { files: [{ path: "data.py", content }], tests: [], notes: "" },
+        lastExecution: run2000(),
+      };
       const revision = await store.create(state);
       const raw = await (await openTaskStates(nc)).get(base.task.taskId);
       expect(raw?.length).toBeLessThanOrEqual(maxPayloadOf(nc) - CHECKPOINT_HEADROOM_BYTES);
@@ -45,7 +74,10 @@ describe("checkpoints over max_payload", () => {
       expect(read?.state).toEqual(state);
       expect(read?.state.lastExecution?.tests).toHaveLength(2_000);
       // A checkpoint that no longer names the file deletes its blob after it is written.
-      const next = { ...state, candidate: { files: [{ path: "data.py", content: "VALUE = 1\n" }], tests: [], notes: "" } };
+      const next = {
+        ...state,
+        candidate: { files: [{ path: "data.py", content: "VALUE = 1\n" }], tests: [], notes: "" },
+      };
       await store.update(next, revision);
       const left = await store.blobsOf(base.task.taskId);
       expect(left).not.toContain(`task/${base.task.taskId}/${sha(content)}`);
@@ -59,7 +91,9 @@ describe("checkpoints over max_payload", () => {
     }
   }, 120_000);
 
-  it("resumes a task checkpointed with a 5 MB file and a 2,000-case run after its conductor dies, with its state intact, and removes the blobs when the task ends", async ({ nats }) => {
+  it("resumes a task checkpointed with a 5 MB file and a 2,000-case run after its conductor dies, with its state intact, and removes the blobs when the task ends", async ({
+    nats,
+  }) => {
     const content = bigFile();
     const nc1 = await connect({ servers: nats.url });
     let reached!: () => void;
@@ -88,7 +122,11 @@ describe("checkpoints over max_payload", () => {
     const store = await openStateStore(nc2);
     const left = await store.get(input.taskId);
     expect(left?.state.phase).toBe("remember");
-    const big = TaskState.parse({ ...left?.state, candidate: { files: [{ path: "data.py", content }], tests: [], notes: "" }, lastExecution: run2000() });
+    const big = TaskState.parse({
+      ...left?.state,
+      candidate: { files: [{ path: "data.py", content }], tests: [], notes: "" },
+      lastExecution: run2000(),
+    });
     await store.update(big, left?.revision ?? 0);
     const raw = await (await openTaskStates(nc2)).get(input.taskId);
     expect(raw?.length).toBeLessThanOrEqual(maxPayloadOf(nc2) - CHECKPOINT_HEADROOM_BYTES);

@@ -13,16 +13,42 @@ import { nanos } from "@nats-io/transport-node";
 import { z } from "zod";
 import pino from "pino";
 import {
-  DEFAULT_OWNER, LoopsmithError, RejectNotice, ensureStreams, followEvents, openBucket, openCheckpointBlobs, publishEvent, rejectsSubject, type TaskEvent,
+  DEFAULT_OWNER,
+  LoopsmithError,
+  RejectNotice,
+  ensureStreams,
+  followEvents,
+  openBucket,
+  openCheckpointBlobs,
+  publishEvent,
+  rejectsSubject,
+  type TaskEvent,
 } from "@loopsmith/shared";
-import { RETRY_DELAY_MS, checkpointStore, maxPayloadOf, runDurableConsumer, type DurableConsumer } from "@loopsmith/architect";
+import {
+  RETRY_DELAY_MS,
+  checkpointStore,
+  maxPayloadOf,
+  runDurableConsumer,
+  type DurableConsumer,
+} from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { until } from "./helpers.js";
 
 const log = pino({ level: "silent" });
-const Job = z.object({ v: z.literal(1), taskId: z.string().regex(/^[A-Za-z0-9_-]+$/), owner: z.string().optional(), steps: z.number().int().min(1).max(20) });
+const Job = z.object({
+  v: z.literal(1),
+  taskId: z.string().regex(/^[A-Za-z0-9_-]+$/),
+  owner: z.string().optional(),
+  steps: z.number().int().min(1).max(20),
+});
 type Job = z.infer<typeof Job>;
-const JobState = z.object({ status: z.enum(["running", "final"]), eventSeq: z.number().int(), request: Job, step: z.number().int(), error: z.string().optional() });
+const JobState = z.object({
+  status: z.enum(["running", "final"]),
+  eventSeq: z.number().int(),
+  request: Job,
+  step: z.number().int(),
+  error: z.string().optional(),
+});
 type JobState = z.infer<typeof JobState>;
 
 const STREAM = "DURABLE_TEST";
@@ -34,8 +60,17 @@ const MAX_DELIVER = 4;
 async function ensureJobStream(nc: NatsConnection): Promise<void> {
   await ensureStreams(nc);
   const jsm = await jetstreamManager(nc);
-  await jsm.streams.add({ name: STREAM, subjects: [`${SUBMIT}.>`], retention: RetentionPolicy.Workqueue }).catch(() => undefined);
-  await jsm.consumers.add(STREAM, { durable_name: CONSUMER, ack_policy: AckPolicy.Explicit, ack_wait: nanos(10_000), max_deliver: MAX_DELIVER }).catch(() => undefined);
+  await jsm.streams
+    .add({ name: STREAM, subjects: [`${SUBMIT}.>`], retention: RetentionPolicy.Workqueue })
+    .catch(() => undefined);
+  await jsm.consumers
+    .add(STREAM, {
+      durable_name: CONSUMER,
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: nanos(10_000),
+      max_deliver: MAX_DELIVER,
+    })
+    .catch(() => undefined);
 }
 
 /** What one runner did: each step's side effect by job, the states it started from, its result republishes. */
@@ -51,19 +86,51 @@ interface Runner {
  * A runner on `nc`. `before(key, step)` runs before a step's side effect (it may block or
  * throw); the effect is recorded, an event published, then the step is checkpointed.
  */
-async function startRunner(nc: NatsConnection, before: (key: string, step: number) => Promise<void> = async () => undefined): Promise<Runner> {
+async function startRunner(
+  nc: NatsConnection,
+  before: (key: string, step: number) => Promise<void> = async () => undefined,
+): Promise<Runner> {
   const kv = await openBucket(nc, "durable_test");
-  const store = checkpointStore({ kv, blobs: await openCheckpointBlobs(nc), maxPayload: maxPayloadOf(nc), schema: JobState, keyOf: (s) => s.request.taskId, label: "job" });
+  const store = checkpointStore({
+    kv,
+    blobs: await openCheckpointBlobs(nc),
+    maxPayload: maxPayloadOf(nc),
+    schema: JobState,
+    keyOf: (s) => s.request.taskId,
+    label: "job",
+  });
   const runner: Omit<Runner, "consumer"> = { effects: [], startedAt: [], republished: [], ended: [] };
-  const event = (s: JobState, kind: TaskEvent["kind"], message: string): TaskEvent => ({ v: 1, taskId: s.request.taskId, seq: s.eventSeq, at: new Date().toISOString(), iteration: s.step, kind, message });
-  const result = (s: JobState) => publishEvent(nc, event(s, "result", s.error ?? `done after ${s.step} steps`), s.request.owner);
+  const event = (s: JobState, kind: TaskEvent["kind"], message: string): TaskEvent => ({
+    v: 1,
+    taskId: s.request.taskId,
+    seq: s.eventSeq,
+    at: new Date().toISOString(),
+    iteration: s.step,
+    kind,
+    message,
+  });
+  const result = (s: JobState) =>
+    publishEvent(nc, event(s, "result", s.error ?? `done after ${s.step} steps`), s.request.owner);
   const consumer = await runDurableConsumer<Job, JobState>({
-    nc, log, stream: STREAM, consumer: CONSUMER, intake: "tasks", submitSubject: SUBMIT, maxDeliver: MAX_DELIVER, schema: Job, store, label: "job", concurrency: 2,
+    nc,
+    log,
+    stream: STREAM,
+    consumer: CONSUMER,
+    intake: "tasks",
+    submitSubject: SUBMIT,
+    maxDeliver: MAX_DELIVER,
+    schema: Job,
+    store,
+    label: "job",
+    concurrency: 2,
     handler: {
       keyOf: (job) => job.taskId,
       requestOf: (s) => s.request,
       initial: (request) => ({ status: "running", eventSeq: 0, request, step: 0 }),
-      accepted: async (s) => (await publishEvent(nc, event(s, "accepted", "accepted"), s.request.owner), { ...s, eventSeq: 1 }),
+      accepted: async (s) => (
+        await publishEvent(nc, event(s, "accepted", "accepted"), s.request.owner),
+        { ...s, eventSeq: 1 }
+      ),
       async run(state, _revision, ctx) {
         runner.startedAt.push(state.step);
         let s = state;
@@ -87,12 +154,20 @@ async function startRunner(nc: NatsConnection, before: (key: string, step: numbe
       isHandBack: () => false,
     },
   });
-  return { ...runner, consumer, effects: runner.effects, startedAt: runner.startedAt, republished: runner.republished, ended: runner.ended };
+  return {
+    ...runner,
+    consumer,
+    effects: runner.effects,
+    startedAt: runner.startedAt,
+    republished: runner.republished,
+    ended: runner.ended,
+  };
 }
 
 let n = 0;
 const job = (steps = 4): Job => ({ v: 1, taskId: `job-${Date.now().toString(36)}-${++n}`, steps });
-const submit = (nc: NatsConnection, j: Job, msgID = j.taskId) => jetstream(nc).publish(`${SUBMIT}.${DEFAULT_OWNER}`, JSON.stringify(j), { msgID });
+const submit = (nc: NatsConnection, j: Job, msgID = j.taskId) =>
+  jetstream(nc).publish(`${SUBMIT}.${DEFAULT_OWNER}`, JSON.stringify(j), { msgID });
 
 async function eventsOf(nc: NatsConnection, key: string): Promise<TaskEvent[]> {
   const events: TaskEvent[] = [];
@@ -101,11 +176,16 @@ async function eventsOf(nc: NatsConnection, key: string): Promise<TaskEvent[]> {
 }
 
 async function queued(nc: NatsConnection): Promise<number> {
-  return (await (await jetstreamManager(nc)).consumers.info(STREAM, CONSUMER)).num_pending + (await (await jetstreamManager(nc)).consumers.info(STREAM, CONSUMER)).num_ack_pending;
+  return (
+    (await (await jetstreamManager(nc)).consumers.info(STREAM, CONSUMER)).num_pending +
+    (await (await jetstreamManager(nc)).consumers.info(STREAM, CONSUMER)).num_ack_pending
+  );
 }
 
 describe("the durable consumer", () => {
-  it("resumes a job from its checkpoint on another runner when the first dies mid-handler, and runs no finished step twice", async ({ nats }) => {
+  it("resumes a job from its checkpoint on another runner when the first dies mid-handler, and runs no finished step twice", async ({
+    nats,
+  }) => {
     const nc1 = await connect({ servers: nats.url });
     await ensureJobStream(nc1);
     let reached!: () => void;
@@ -139,7 +219,13 @@ describe("the durable consumer", () => {
       expect(second.effects).toEqual([`${j.taskId}:3`, `${j.taskId}:4`, `${j.taskId}:5`]);
       // Every event once, numbered without a gap across the two runners.
       expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
-      expect(events.filter((e) => e.kind === "step").map((e) => e.message)).toEqual(["step 1", "step 2", "step 3", "step 4", "step 5"]);
+      expect(events.filter((e) => e.kind === "step").map((e) => e.message)).toEqual([
+        "step 1",
+        "step 2",
+        "step 3",
+        "step 4",
+        "step 5",
+      ]);
       expect((await second.consumer.status(j.taskId, DEFAULT_OWNER))?.status).toBe("final");
       await until(async () => (await queued(nc2)) === 0);
       expect(await queued(nc2)).toBe(0);
@@ -149,7 +235,9 @@ describe("the durable consumer", () => {
     }
   }, 90_000);
 
-  it("naks a retryable failure, which is redelivered after the retry delay and resumes from the checkpoint; ends a job at once on an error a retry cannot cure", async ({ nats }) => {
+  it("naks a retryable failure, which is redelivered after the retry delay and resumes from the checkpoint; ends a job at once on an error a retry cannot cure", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     await ensureJobStream(nc);
     let failedAt = 0;
@@ -169,12 +257,16 @@ describe("the durable consumer", () => {
       expect(events.at(-1)?.message).toBe("done after 3 steps");
       expect(Date.now() - failedAt).toBeGreaterThanOrEqual(RETRY_DELAY_MS - 500);
       // Resumed after step 1: step 1's effect once, steps 2 and 3 on the second delivery.
-      expect(runner.effects.filter((e) => e.startsWith(flaky.taskId))).toEqual([`${flaky.taskId}:1`, `${flaky.taskId}:2`, `${flaky.taskId}:3`]);
+      expect(runner.effects.filter((e) => e.startsWith(flaky.taskId))).toEqual([
+        `${flaky.taskId}:1`,
+        `${flaky.taskId}:2`,
+        `${flaky.taskId}:3`,
+      ]);
       const brokenEvents = await eventsOf(nc, broken.taskId);
       expect(brokenEvents.at(-1)).toMatchObject({ kind: "result", message: "stopped: the job cannot be done" });
       expect(runner.ended).toEqual([broken.taskId]);
       expect(runner.effects.filter((e) => e.startsWith(broken.taskId))).toEqual([`${broken.taskId}:1`]);
-      expect((await runner.consumer.status(broken.taskId, DEFAULT_OWNER))).toMatchObject({ status: "final", step: 1 });
+      expect(await runner.consumer.status(broken.taskId, DEFAULT_OWNER)).toMatchObject({ status: "final", step: 1 });
       await until(async () => (await queued(nc)) === 0);
       expect(await queued(nc)).toBe(0);
     } finally {
@@ -183,7 +275,9 @@ describe("the durable consumer", () => {
     }
   }, 90_000);
 
-  it("never runs a duplicate request twice: one that arrives while the job runs waits, one after it ends gets the result again", async ({ nats }) => {
+  it("never runs a duplicate request twice: one that arrives while the job runs waits, one after it ends gets the result again", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     await ensureJobStream(nc);
     let release!: () => void;
@@ -215,16 +309,22 @@ describe("the durable consumer", () => {
     }
   }, 90_000);
 
-  it("rejects a poison message (not JSON, or failing the schema) with a notice, never runs it, and goes on", async ({ nats }) => {
+  it("rejects a poison message (not JSON, or failing the schema) with a notice, never runs it, and goes on", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     await ensureJobStream(nc);
     const runner = await startRunner(nc);
     const notices: RejectNotice[] = [];
-    const sub = nc.subscribe(rejectsSubject("tasks", DEFAULT_OWNER), { callback: (_err, m) => void notices.push(RejectNotice.parse(m.json())) });
+    const sub = nc.subscribe(rejectsSubject("tasks", DEFAULT_OWNER), {
+      callback: (_err, m) => void notices.push(RejectNotice.parse(m.json())),
+    });
     try {
       const js = jetstream(nc);
       await js.publish(`${SUBMIT}.${DEFAULT_OWNER}`, "{not json", { msgID: "poison-1" });
-      await js.publish(`${SUBMIT}.${DEFAULT_OWNER}`, JSON.stringify({ v: 1, taskId: "poison-2", steps: "many" }), { msgID: "poison-2" });
+      await js.publish(`${SUBMIT}.${DEFAULT_OWNER}`, JSON.stringify({ v: 1, taskId: "poison-2", steps: "many" }), {
+        msgID: "poison-2",
+      });
       await until(() => notices.length >= 2);
       expect(notices.map((x) => x.taskId)).toEqual([undefined, "poison-2"]);
       expect(notices.every((x) => x.error.code === "bad_request")).toBe(true);

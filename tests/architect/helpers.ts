@@ -4,12 +4,28 @@
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import pino from "pino";
-import { DEFAULT_OWNER, LoopsmithError, emptyUsage, followEvents, submitTask, type ExecutionResult, type TaskEvent, type TaskInput, type TaskResult } from "@loopsmith/shared";
+import {
+  DEFAULT_OWNER,
+  LoopsmithError,
+  emptyUsage,
+  followEvents,
+  submitTask,
+  type ExecutionResult,
+  type TaskEvent,
+  type TaskInput,
+  type TaskResult,
+} from "@loopsmith/shared";
 import { startConductor, type Steps } from "@loopsmith/architect";
 
 export const log = pino({ level: "silent" });
 export const provider = { name: "test", model: "fake", scripted: true };
-export const usage = (costUsd = 0.01, tokens = 100) => ({ ...emptyUsage(), calls: 1, inputTokens: tokens, outputTokens: tokens, costUsd });
+export const usage = (costUsd = 0.01, tokens = 100) => ({
+  ...emptyUsage(),
+  calls: 1,
+  inputTokens: tokens,
+  outputTokens: tokens,
+  costUsd,
+});
 let n = 0;
 
 export function task(over: Partial<TaskInput> = {}): TaskInput {
@@ -20,17 +36,32 @@ export function task(over: Partial<TaskInput> = {}): TaskInput {
     goal: "write add(a, b)",
     language: "python",
     files: [],
-    acceptanceTests: [{ path: "test_add.py", content: "from solution import add\ndef test_add():\n    assert add(2, 3) == 5\n" }],
+    acceptanceTests: [
+      { path: "test_add.py", content: "from solution import add\ndef test_add():\n    assert add(2, 3) == 5\n" },
+    ],
     submittedAt: new Date().toISOString(),
     ...over,
   };
 }
 
 export const failed = (msg = "AssertionError: assert -1 == 5"): ExecutionResult => ({
-  status: "failed", exitCode: 1, durationMs: 5, stdout: "", stderr: "", truncated: false,
+  status: "failed",
+  exitCode: 1,
+  durationMs: 5,
+  stdout: "",
+  stderr: "",
+  truncated: false,
   tests: [{ name: "test_add", classname: "test_add", status: "failed", message: msg, durationMs: 1 }],
 });
-export const passed: ExecutionResult = { status: "passed", exitCode: 0, durationMs: 5, stdout: "", stderr: "", truncated: false, tests: [{ name: "test_add", classname: "test_add", status: "passed", durationMs: 1 }] };
+export const passed: ExecutionResult = {
+  status: "passed",
+  exitCode: 0,
+  durationMs: 5,
+  stdout: "",
+  stderr: "",
+  truncated: false,
+  tests: [{ name: "test_add", classname: "test_add", status: "passed", durationMs: 1 }],
+};
 
 /** Steps whose executor answers from a list (last repeats) and which count calls. */
 export function steps(executions: Array<ExecutionResult | "sandbox_error">, over: Partial<Steps> = {}) {
@@ -39,20 +70,43 @@ export function steps(executions: Array<ExecutionResult | "sandbox_error">, over
   let exec = 0;
   const s: Steps = {
     recall: async () => (count("recall"), { failures: [], successes: [], embedder: "test" }),
-    plan: async () => (count("plan"), { value: { summary: "add", acceptanceCriteria: [], steps: [], files: ["solution.py"] }, usage: usage(), provider }),
-    build: async (req) => (count("build"), { value: { files: [{ path: "solution.py", content: `def add(a, b):\n    return a - b  # ${req.iteration}\n` }], tests: [], notes: "" }, usage: usage(), provider }),
+    plan: async () => (
+      count("plan"),
+      { value: { summary: "add", acceptanceCriteria: [], steps: [], files: ["solution.py"] }, usage: usage(), provider }
+    ),
+    build: async (req) => (
+      count("build"),
+      {
+        value: {
+          files: [{ path: "solution.py", content: `def add(a, b):\n    return a - b  # ${req.iteration}\n` }],
+          tests: [],
+          notes: "",
+        },
+        usage: usage(),
+        provider,
+      }
+    ),
     gate: async () => (count("gate"), { blocked: false, findings: [] }),
-    review: async () => (count("review"), { value: { approved: true, score: 1, findings: [] }, usage: usage(), provider }),
+    review: async () => (
+      count("review"),
+      { value: { approved: true, score: 1, findings: [] }, usage: usage(), provider }
+    ),
     execute: async () => {
       count("execute");
       const r = executions[Math.min(exec++, executions.length - 1)] as ExecutionResult | "sandbox_error";
       return r === "sandbox_error" ? { ...failed(), status: "sandbox_error", tests: [], reason: "container died" } : r;
     },
-    rememberFailure: async (req) => (count("rememberFailure"), { id: `f-${req.iteration}`, signature: "AssertionError: assert <num> == <num>" }),
+    rememberFailure: async (req) => (
+      count("rememberFailure"),
+      { id: `f-${req.iteration}`, signature: "AssertionError: assert <num> == <num>" }
+    ),
     attachFix: async (req) => (count("attachFix"), { id: req.failureId }),
     rememberSuccess: async () => (count("rememberSuccess"), { id: "s-1" }),
     recordTask: async () => (count("recordTask"), { id: "r-1" }),
-    reflect: async () => (count("reflect"), { value: { rootCause: "subtracts", hypothesis: "add", fixPlan: "use +" }, usage: usage(), provider }),
+    reflect: async () => (
+      count("reflect"),
+      { value: { rootCause: "subtracts", hypothesis: "add", fixPlan: "use +" }, usage: usage(), provider }
+    ),
     tree: async (snapshot) => {
       throw new LoopsmithError("not_found", `no snapshot ${snapshot} in these tests`);
     },
@@ -74,14 +128,16 @@ export async function eventsOf(nc: NatsConnection, taskId: string): Promise<Task
   return events;
 }
 
-export async function runTask(nc: NatsConnection, input: TaskInput): Promise<{ result: TaskResult; events: TaskEvent[] }> {
+export async function runTask(
+  nc: NatsConnection,
+  input: TaskInput,
+): Promise<{ result: TaskResult; events: TaskEvent[] }> {
   await submitTask(nc, input);
   const events = await eventsOf(nc, input.taskId);
   const last = events[events.length - 1];
   if (!last?.result) throw new Error("no result");
   return { result: last.result, events };
 }
-
 
 /** Runs `fn` with a conductor over `s` on its own connection to `url`; stops both after. */
 export async function withConductor<T>(url: string, s: Steps, fn: (nc: NatsConnection) => Promise<T>): Promise<T> {

@@ -60,8 +60,16 @@ function executor(nc: NatsConnection, calls: ExecutionRequest[]) {
   return async (req: ExecutionRequest): Promise<ExecutionResult> => {
     calls.push(req);
     const base = { exitCode: 0, durationMs: 1, stderr: "", truncated: false };
-    if (req.shell === "check") return { ...base, status: "passed", stdout: "", tests: ["a", "b", "c"].map((name) => ({ name, classname: "t", status: "passed", durationMs: 1 })) };
-    const app = req.files.find((f) => f.path === "app.py")?.content ?? readFileSync(join(await materializeSnapshot(nc, req.base?.snapshot ?? "", cache), "app.py"), "utf8");
+    if (req.shell === "check")
+      return {
+        ...base,
+        status: "passed",
+        stdout: "",
+        tests: ["a", "b", "c"].map((name) => ({ name, classname: "t", status: "passed", durationMs: 1 })),
+      };
+    const app =
+      req.files.find((f) => f.path === "app.py")?.content ??
+      readFileSync(join(await materializeSnapshot(nc, req.base?.snapshot ?? "", cache), "app.py"), "utf8");
     const limit = Number(/case < (\d+)/.exec(app)?.[1] ?? 0);
     const stdout = Array.from({ length: 10 }, (_, i) => JSON.stringify({ case: `c${i}`, pass: i < limit })).join("\n");
     return { ...base, status: "passed", stdout, tests: [] };
@@ -90,14 +98,54 @@ function fakeConductor(nc: NatsConnection, hold: (taskId: string) => boolean): (
           msg.ack();
           const root = await materializeSnapshot(nc, task.repo?.snapshot ?? "", cache);
           const before = readFileSync(join(root, "app.py"), "utf8");
-          const patch = unifiedPatch((p) => (p === "app.py" ? before : undefined), [{ path: "app.py", content: `${FIXED}# ${task.taskId}\n` }], []);
+          const patch = unifiedPatch(
+            (p) => (p === "app.py" ? before : undefined),
+            [{ path: "app.py", content: `${FIXED}# ${task.taskId}\n` }],
+            [],
+          );
           const result: TaskResult = {
-            v: 1, taskId: task.taskId, status: "passed", stopReason: "passed", iterations: 1, files: [], tests: [],
-            lastExecution: { status: "passed", durationMs: 1, tests: ["a", "b", "c"].map((name) => ({ name, classname: "t", status: "passed" as const, durationMs: 1 })) },
-            hidden: null, failureIds: [], usage: { total: usage(0), byRole: {}, byIteration: [] }, scripted: true, providers: [], durationMs: 1, message: "passed",
-            repo: { baseCommit: task.repo?.baseCommit ?? BASE, patch, summary: "raise the threshold", changed: ["app.py"], deleted: [] },
+            v: 1,
+            taskId: task.taskId,
+            status: "passed",
+            stopReason: "passed",
+            iterations: 1,
+            files: [],
+            tests: [],
+            lastExecution: {
+              status: "passed",
+              durationMs: 1,
+              tests: ["a", "b", "c"].map((name) => ({
+                name,
+                classname: "t",
+                status: "passed" as const,
+                durationMs: 1,
+              })),
+            },
+            hidden: null,
+            failureIds: [],
+            usage: { total: usage(0), byRole: {}, byIteration: [] },
+            scripted: true,
+            providers: [],
+            durationMs: 1,
+            message: "passed",
+            repo: {
+              baseCommit: task.repo?.baseCommit ?? BASE,
+              patch,
+              summary: "raise the threshold",
+              changed: ["app.py"],
+              deleted: [],
+            },
           };
-          await publishEvent(nc, { v: 1, taskId: task.taskId, seq: 0, at: new Date().toISOString(), iteration: 1, kind: "result", message: "passed", result });
+          await publishEvent(nc, {
+            v: 1,
+            taskId: task.taskId,
+            seq: 0,
+            at: new Date().toISOString(),
+            iteration: 1,
+            kind: "result",
+            message: "passed",
+            result,
+          });
         }
       } catch {
         if (!stopped) await new Promise((r) => setTimeout(r, 500));
@@ -117,16 +165,34 @@ function provider(usd: number, calls: Map<string, number>): LlmProvider {
     async complete<T>(req: { context: { taskId: string }; messages: Array<{ content: string }> }) {
       calls.set(req.context.taskId, (calls.get(req.context.taskId) ?? 0) + 1);
       prompts.set(req.context.taskId, req.messages.map((m) => m.content).join("\n"));
-      return { value: { title: "raise the threshold", rationale: "", expected: "", files: ["app.py"] } as T, usage: usage(usd), provider: { name: "fake", model: "fake", scripted: true } };
+      return {
+        value: { title: "raise the threshold", rationale: "", expected: "", files: ["app.py"] } as T,
+        usage: usage(usd),
+        provider: { name: "fake", model: "fake", scripted: true },
+      };
     },
   } as unknown as LlmProvider;
 }
 
-function request(runId: string, snap: string, over: Partial<ImproveRequestInput["settings"]> = {}): ImproveRequestInput {
-  return { v: 1, runId, repo: { baseCommit: BASE, snapshot: snap, setupCommand: "" }, language: "python", settings: { bench: "bench", check: "check", generations: 3, ...over }, submittedAt: new Date().toISOString() };
+function request(
+  runId: string,
+  snap: string,
+  over: Partial<ImproveRequestInput["settings"]> = {},
+): ImproveRequestInput {
+  return {
+    v: 1,
+    runId,
+    repo: { baseCommit: BASE, snapshot: snap, setupCommand: "" },
+    language: "python",
+    settings: { bench: "bench", check: "check", generations: 3, ...over },
+    submittedAt: new Date().toISOString(),
+  };
 }
 
-async function summaryOf(nc: NatsConnection, runId: string): Promise<{ summary: ImproveSummary; generations: number[] }> {
+async function summaryOf(
+  nc: NatsConnection,
+  runId: string,
+): Promise<{ summary: ImproveSummary; generations: number[] }> {
   const generations: number[] = [];
   for await (const e of followEvents(nc, DEFAULT_OWNER, runId, AbortSignal.timeout(120_000))) {
     if (e.kind === "generation") generations.push(Number(e.data?.generation));
@@ -135,9 +201,20 @@ async function summaryOf(nc: NatsConnection, runId: string): Promise<{ summary: 
   throw new Error(`no result for ${runId}`);
 }
 
-function improver(nc: NatsConnection, deps: { usd: number; hypotheses: Map<string, number>; exec: ExecutionRequest[]; cancelled?: string[] }): Promise<Improver> {
+function improver(
+  nc: NatsConnection,
+  deps: { usd: number; hypotheses: Map<string, number>; exec: ExecutionRequest[]; cancelled?: string[] },
+): Promise<Improver> {
   const cache = mkdtempSync(join(tmpdir(), "improver-cache-"));
-  return startImprover({ nc, log, provider: provider(deps.usd, deps.hypotheses), execute: executor(nc, deps.exec), gate: async (req) => gate(req), tree: (s) => materializeSnapshot(nc, s, cache), cancelTask: async (id) => void deps.cancelled?.push(id) });
+  return startImprover({
+    nc,
+    log,
+    provider: provider(deps.usd, deps.hypotheses),
+    execute: executor(nc, deps.exec),
+    gate: async (req) => gate(req),
+    tree: (s) => materializeSnapshot(nc, s, cache),
+    cancelTask: async (id) => void deps.cancelled?.push(id),
+  });
 }
 
 /** NATS, a fake conductor and an improver for one test, stopped when the test ends (passed or not). */
@@ -145,7 +222,12 @@ async function setup(url: string, opts: { usd?: number; hold?: (taskId: string) 
   const nc = await connect({ servers: url });
   await ensureStreams(nc);
   const stop = fakeConductor(nc, opts.hold ?? (() => false));
-  const deps = { usd: opts.usd ?? 0, hypotheses: new Map<string, number>(), exec: [] as ExecutionRequest[], cancelled: [] as string[] };
+  const deps = {
+    usd: opts.usd ?? 0,
+    hypotheses: new Map<string, number>(),
+    exec: [] as ExecutionRequest[],
+    cancelled: [] as string[],
+  };
   const imp = await improver(nc, deps);
   onTestFinished(async () => {
     stop();
@@ -164,10 +246,16 @@ describe("the improver", () => {
     expect(summary).toMatchObject({ stopReason: "completed", accepted: [1], generations: 3 });
     const { reports } = await imp.status("run-a", DEFAULT_OWNER);
     // Generation 1 fixes 8 cases (p = 2/2^8); 2 and 3 start from it and change only a comment.
-    expect(reports.map((r) => [r.decision.reason, r.statistic?.fixed])).toEqual([["accepted", 8], ["no_improvement", 0], ["no_improvement", 0]]);
+    expect(reports.map((r) => [r.decision.reason, r.statistic?.fixed])).toEqual([
+      ["accepted", 8],
+      ["no_improvement", 0],
+      ["no_improvement", 0],
+    ]);
     expect(reports[1]?.parent).toBe(reports[0]?.candidate);
     // The bench ran on the parent without an overlay, then on the candidate with app.py over it.
-    const benches = deps.exec.filter((r) => r.shell === "bench" && r.taskId === "run-a-gen-1").map((r) => r.files.map((f) => f.path));
+    const benches = deps.exec
+      .filter((r) => r.shell === "bench" && r.taskId === "run-a-gen-1")
+      .map((r) => r.files.map((f) => f.path));
     expect(benches).toEqual([[], ["app.py"]]);
     // Resubmitted: a duplicate; nothing runs again.
     const before = deps.exec.length;
@@ -204,7 +292,9 @@ describe("the improver", () => {
     expect(summary).toMatchObject({ stopReason: "completed", accepted: [2] });
   });
 
-  it("shows a new run the attempts earlier runs made from the same tree and why they were rejected", async ({ nats }) => {
+  it("shows a new run the attempts earlier runs made from the same tree and why they were rejected", async ({
+    nats,
+  }) => {
     const { nc, snap } = await setup(nats.url);
     await submitImprove(nc, request("run-memo", snap, { generations: 1 }));
     await summaryOf(nc, "run-memo");
@@ -216,7 +306,12 @@ describe("the improver", () => {
   it("resumes a run whose runner died at the generation it was in; no generation runs twice", async ({ nats }) => {
     // The first runner's task for generation 2 stays queued until that runner is gone.
     let release = false;
-    const { nc: control, deps, imp: own, snap } = await setup(nats.url, { hold: (taskId) => taskId === "run-crash-gen-2" && !release });
+    const {
+      nc: control,
+      deps,
+      imp: own,
+      snap,
+    } = await setup(nats.url, { hold: (taskId) => taskId === "run-crash-gen-2" && !release });
     await own.stop(); // this test brings two runners of its own
     const first = await connect({ servers: nats.url });
     const dying = await improver(first, deps);
@@ -238,6 +333,10 @@ describe("the improver", () => {
     expect(summary).toMatchObject({ stopReason: "completed", generations: 3 });
     expect(generations).toEqual([1, 2, 3]);
     // Generation 2's hypothesis was checkpointed before the crash: asked once, not again.
-    expect([...deps.hypotheses.entries()].sort()).toEqual([["run-crash-gen-1", 1], ["run-crash-gen-2", 1], ["run-crash-gen-3", 1]]);
+    expect([...deps.hypotheses.entries()].sort()).toEqual([
+      ["run-crash-gen-1", 1],
+      ["run-crash-gen-2", 1],
+      ["run-crash-gen-3", 1],
+    ]);
   });
 });

@@ -10,12 +10,24 @@ import { it } from "../fixtures/index.js";
 import { log } from "./helpers.js";
 
 const record = (taskId: string): TaskRecord => ({
-  v: 1, taskId, goal: "add", language: "python", status: "passed", stopReason: "passed", iterations: 1,
-  usage: emptyUsage(), usageByRole: {}, durationMs: 5, scripted: true, finishedAt: new Date().toISOString(),
+  v: 1,
+  taskId,
+  goal: "add",
+  language: "python",
+  status: "passed",
+  stopReason: "passed",
+  iterations: 1,
+  usage: emptyUsage(),
+  usageByRole: {},
+  durationMs: 5,
+  scripted: true,
+  finishedAt: new Date().toISOString(),
 });
 
 describe("the record outbox", () => {
-  it("keeps a record memory cannot take, says so, and writes it when memory answers again (also after a restart of the architect)", async ({ nats }) => {
+  it("keeps a record memory cannot take, says so, and writes it when memory answers again (also after a restart of the architect)", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     let memoryUp = false;
     const written: string[] = [];
@@ -27,7 +39,11 @@ describe("the record outbox", () => {
     // A long retry period: the test drives the drain itself.
     const first = await openRecordOutbox(nc, send, log, 3_600_000);
     try {
-      await expect(first.record(record("outbox-1"))).rejects.toMatchObject({ code: "unavailable", retryable: true, message: expect.stringContaining("kept and written to history when memory answers again") });
+      await expect(first.record(record("outbox-1"))).rejects.toMatchObject({
+        code: "unavailable",
+        retryable: true,
+        message: expect.stringContaining("kept and written to history when memory answers again"),
+      });
       await expect(first.record(record("outbox-2"))).rejects.toThrow(/kept/);
       expect(await first.pending()).toBe(2);
       expect(await first.drain()).toBe(0);

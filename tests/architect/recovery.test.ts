@@ -8,7 +8,20 @@ import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import {
-  DEFAULT_OWNER, Endpoints, LoopsmithError, RejectNotice, ServiceNames, Streams, call, ensureStreams, handle, publishEvent, rejectsSubject, startService, submitTask, tasksSubmitSubject,
+  DEFAULT_OWNER,
+  Endpoints,
+  LoopsmithError,
+  RejectNotice,
+  ServiceNames,
+  Streams,
+  call,
+  ensureStreams,
+  handle,
+  publishEvent,
+  rejectsSubject,
+  startService,
+  submitTask,
+  tasksSubmitSubject,
 } from "@loopsmith/shared";
 import { startConductor } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
@@ -26,7 +39,9 @@ describe("conductor recovery on JetStream", () => {
     });
   });
 
-  it("retries a sandbox error as a new attempt the executor's contract accepts, over the real bus, and passes", async ({ nats }) => {
+  it("retries a sandbox error as a new attempt the executor's contract accepts, over the real bus, and passes", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     // A stand-in executor on the bus: its endpoint validates requests with the real contract.
     const keys: string[] = [];
@@ -38,11 +53,15 @@ describe("conductor recovery on JetStream", () => {
       registrations: [
         handle(Endpoints.executor.run, async (req) => {
           keys.push(req.idempotencyKey);
-          return keys.length === 1 ? { ...failed(), status: "sandbox_error" as const, tests: [], reason: "the container died" } : passed;
+          return keys.length === 1
+            ? { ...failed(), status: "sandbox_error" as const, tests: [], reason: "the container died" }
+            : passed;
         }),
       ],
     });
-    const { steps: s } = steps([passed], { execute: (req) => call(nc, Endpoints.executor.run, req, { timeoutMs: 10_000, retries: 0 }) });
+    const { steps: s } = steps([passed], {
+      execute: (req) => call(nc, Endpoints.executor.run, req, { timeoutMs: 10_000, retries: 0 }),
+    });
     const conductor = await startConductor({ nc, steps: s, log });
     try {
       const input = task();
@@ -70,13 +89,19 @@ describe("conductor recovery on JetStream", () => {
     });
   });
 
-  it("answers a finished task id submitted again after the duplicate window from its record, without running it again", async ({ nats }) => {
+  it("answers a finished task id submitted again after the duplicate window from its record, without running it again", async ({
+    nats,
+  }) => {
     const { steps: s, calls } = steps([passed]);
     await withConductor(nats.url, s, async (nc) => {
       const input = task();
       await runTask(nc, input);
       // Past JetStream's duplicate window a resubmit is a new message: another message id.
-      await jetstream(nc).publish(tasksSubmitSubject(DEFAULT_OWNER), JSON.stringify({ ...input, submittedAt: new Date().toISOString() }), { msgID: `${input.taskId}#late` });
+      await jetstream(nc).publish(
+        tasksSubmitSubject(DEFAULT_OWNER),
+        JSON.stringify({ ...input, submittedAt: new Date().toISOString() }),
+        { msgID: `${input.taskId}#late` },
+      );
       const jsm = await jetstreamManager(nc);
       const queued = async (): Promise<number> => (await jsm.streams.info(Streams.tasks)).state.messages;
       await until(async () => (await queued()) === 0);
@@ -86,20 +111,35 @@ describe("conductor recovery on JetStream", () => {
     });
   });
 
-  it("rejects a malformed message on the submit subject with a typed notice on loopsmith.rejects.tasks, never runs it, and goes on", async ({ nats }) => {
+  it("rejects a malformed message on the submit subject with a typed notice on loopsmith.rejects.tasks, never runs it, and goes on", async ({
+    nats,
+  }) => {
     const { steps: s, calls } = steps([passed]);
     await withConductor(nats.url, s, async (nc) => {
       const notices: RejectNotice[] = [];
-      const sub = nc.subscribe(rejectsSubject("tasks", DEFAULT_OWNER), { callback: (_err, m) => { notices.push(RejectNotice.parse(m.json())); } });
+      const sub = nc.subscribe(rejectsSubject("tasks", DEFAULT_OWNER), {
+        callback: (_err, m) => {
+          notices.push(RejectNotice.parse(m.json()));
+        },
+      });
       const js = jetstream(nc);
       await js.publish(tasksSubmitSubject(DEFAULT_OWNER), "this is not json", { msgID: "garbage-1" });
-      await js.publish(tasksSubmitSubject(DEFAULT_OWNER), JSON.stringify({ v: 1, taskId: "bad-task-1", goal: 5 }), { msgID: "garbage-2" });
+      await js.publish(tasksSubmitSubject(DEFAULT_OWNER), JSON.stringify({ v: 1, taskId: "bad-task-1", goal: 5 }), {
+        msgID: "garbage-2",
+      });
       await until(() => notices.length >= 2, 15_000, 50);
       sub.unsubscribe();
       expect(notices).toHaveLength(2);
-      expect(notices[0]).toMatchObject({ subject: tasksSubmitSubject(DEFAULT_OWNER), error: { code: "bad_request", retryable: false, message: expect.stringContaining("not JSON") }, bytes: 16 });
+      expect(notices[0]).toMatchObject({
+        subject: tasksSubmitSubject(DEFAULT_OWNER),
+        error: { code: "bad_request", retryable: false, message: expect.stringContaining("not JSON") },
+        bytes: 16,
+      });
       expect(notices[0]?.taskId).toBeUndefined();
-      expect(notices[1]).toMatchObject({ taskId: "bad-task-1", error: { code: "bad_request", message: expect.stringContaining("goal") } });
+      expect(notices[1]).toMatchObject({
+        taskId: "bad-task-1",
+        error: { code: "bad_request", message: expect.stringContaining("goal") },
+      });
       expect(notices.every((n) => typeof n.streamSeq === "number")).toBe(true);
       expect(calls.plan ?? 0).toBe(0);
       // The conductor goes on with valid tasks.
@@ -150,12 +190,25 @@ describe("conductor recovery on JetStream", () => {
     }
   }, 150_000);
 
-  it("an event JetStream does not take (NATS restarting) is a retryable error, so the task resumes instead of ending", async ({ nats }) => {
+  it("an event JetStream does not take (NATS restarting) is a retryable error, so the task resumes instead of ending", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     await ensureStreams(nc);
     await nc.close();
-    const event = { v: 1 as const, taskId: "t-publish", seq: 0, at: new Date().toISOString(), iteration: 1, kind: "warning" as const, message: "x" };
-    const err = await publishEvent(nc, event).then(() => null, (e: unknown) => e);
+    const event = {
+      v: 1 as const,
+      taskId: "t-publish",
+      seq: 0,
+      at: new Date().toISOString(),
+      iteration: 1,
+      kind: "warning" as const,
+      message: "x",
+    };
+    const err = await publishEvent(nc, event).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(LoopsmithError);
     expect(err).toMatchObject({ code: "unavailable", retryable: true });
   });

@@ -9,7 +9,13 @@ import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect } from "vitest";
-import { type BuildRequest, type Edit, type ExecutionRequest, type ExecutionResult, type TaskInput } from "@loopsmith/shared";
+import {
+  type BuildRequest,
+  type Edit,
+  type ExecutionRequest,
+  type ExecutionResult,
+  type TaskInput,
+} from "@loopsmith/shared";
 import { it } from "../fixtures/index.js";
 import type { Steps } from "@loopsmith/architect";
 import { failed, passed, runTask, steps, task, usage, withConductor } from "./helpers.js";
@@ -32,7 +38,17 @@ function tree(files: Record<string, string> = BASE): string {
 }
 
 function repoTask(over: Partial<TaskInput["repo"]> = {}): TaskInput {
-  return task({ goal: "make test_answer pass", acceptanceTests: [], repo: { baseCommit: COMMIT, snapshot: `tree-${COMMIT}.tar`, testCommand: "python3 -m pytest -q", setupCommand: "", ...over } });
+  return task({
+    goal: "make test_answer pass",
+    acceptanceTests: [],
+    repo: {
+      baseCommit: COMMIT,
+      snapshot: `tree-${COMMIT}.tar`,
+      testCommand: "python3 -m pytest -q",
+      setupCommand: "",
+      ...over,
+    },
+  });
 }
 
 const provider = { name: "test", model: "m", scripted: true };
@@ -49,7 +65,11 @@ function repoSteps(root: string, replies: Edit[][], over: Partial<Steps> = {}) {
     build: async (req) => {
       builds.push(req);
       const edits = replies[Math.min(builds.length - 1, replies.length - 1)] ?? [];
-      return { value: { files: [], tests: [], notes: "", edits, summary: `attempt ${builds.length}` }, usage: usage(), provider };
+      return {
+        value: { files: [], tests: [], notes: "", edits, summary: `attempt ${builds.length}` },
+        usage: usage(),
+        provider,
+      };
     },
     execute: async (req): Promise<ExecutionResult> => {
       runs.push(req);
@@ -62,14 +82,23 @@ function repoSteps(root: string, replies: Edit[][], over: Partial<Steps> = {}) {
 }
 
 describe("repo mode in the conductor", () => {
-  it("feeds an edit that misses back with the nearest lines, then applies the right one; the patch applies with git", async ({ nats }) => {
+  it("feeds an edit that misses back with the nearest lines, then applies the right one; the patch applies with git", async ({
+    nats,
+  }) => {
     const root = tree();
-    const r = repoSteps(root, [[edit({ path: "pkg/mod.py", search: "    return 40\n", replace: "    return 42\n" })], [edit({ path: "pkg/mod.py", search: "    return 41\n", replace: "    return 42\n" })]]);
+    const r = repoSteps(root, [
+      [edit({ path: "pkg/mod.py", search: "    return 40\n", replace: "    return 42\n" })],
+      [edit({ path: "pkg/mod.py", search: "    return 41\n", replace: "    return 42\n" })],
+    ]);
     const { result, events } = await withConductor(nats.url, r.steps, (nc) => runTask(nc, repoTask()));
     expect(result.status).toBe("passed");
     expect(result.iterations).toBe(2);
     // The baseline ran the repository's command over the base tree, with no files of its own.
-    expect(r.runs[0]).toMatchObject({ files: [], shell: "python3 -m pytest -q", base: { commit: COMMIT, deleted: [] } });
+    expect(r.runs[0]).toMatchObject({
+      files: [],
+      shell: "python3 -m pytest -q",
+      base: { commit: COMMIT, deleted: [] },
+    });
     expect(events.some((e) => e.phase === "prepare" && e.message.includes("1 failing"))).toBe(true);
     // The second build saw the typed failure with the file's nearest lines; no reflection on an edit miss.
     const second = r.builds[1];
@@ -87,14 +116,24 @@ describe("repo mode in the conductor", () => {
     execFileSync("git", ["apply", "change.patch"], { cwd: root });
     expect(readFileSync(join(root, "pkg/mod.py"), "utf8")).toBe("def answer():\n    return 42\n");
     // Every model reply is in the events, for the run record and replay.
-    const replies = events.filter((e) => (e.data as { llm?: unknown } | undefined)?.llm).map((e) => (e.data as { llm: { role: string; callsBefore: number } }).llm);
-    expect(replies.map((l) => [l.role, l.callsBefore])).toEqual([["plan", 0], ["build", 0], ["build", 1]]);
+    const replies = events
+      .filter((e) => (e.data as { llm?: unknown } | undefined)?.llm)
+      .map((e) => (e.data as { llm: { role: string; callsBefore: number } }).llm);
+    expect(replies.map((l) => [l.role, l.callsBefore])).toEqual([
+      ["plan", 0],
+      ["build", 0],
+      ["build", 1],
+    ]);
   });
 
   it("rejects paths that leave the repository: '..', absolute, through a symlink, into .git", async ({ nats }) => {
     const root = tree();
     symlinkSync(tmpdir(), join(root, "out"));
-    const attempts = [[edit({ path: "../escape.py", replace: "x = 1\n" })], [edit({ path: "out/escape.py", replace: "x = 1\n" })], [edit({ path: ".git/config", replace: "x" })]];
+    const attempts = [
+      [edit({ path: "../escape.py", replace: "x = 1\n" })],
+      [edit({ path: "out/escape.py", replace: "x = 1\n" })],
+      [edit({ path: ".git/config", replace: "x" })],
+    ];
     const r = repoSteps(root, attempts);
     const { result } = await withConductor(nats.url, r.steps, (nc) => runTask(nc, repoTask()));
     expect(result.status).toBe("failed");
@@ -104,13 +143,24 @@ describe("repo mode in the conductor", () => {
     expect(r.runs).toHaveLength(1);
   }, 60_000);
 
-  it("applies the dependency policy: reject blocks and tells the builder, ask stops for approval, allow runs", async ({ nats }) => {
-    const change = [edit({ path: "requirements.txt", search: "requests==2.31.0\n", replace: "requests==2.32.0\n" }), edit({ path: "pkg/mod.py", search: "    return 41\n", replace: "    return 42\n" })];
+  it("applies the dependency policy: reject blocks and tells the builder, ask stops for approval, allow runs", async ({
+    nats,
+  }) => {
+    const change = [
+      edit({ path: "requirements.txt", search: "requests==2.31.0\n", replace: "requests==2.32.0\n" }),
+      edit({ path: "pkg/mod.py", search: "    return 41\n", replace: "    return 42\n" }),
+    ];
     const outcomes: Record<string, { stop: string; runs: number; told?: string }> = {};
     for (const policy of ["reject", "ask", "allow"] as const) {
       const r = repoSteps(tree(), [change]);
-      const { result } = await withConductor(nats.url, r.steps, (nc) => runTask(nc, repoTask({ dependencies: policy })));
-      outcomes[policy] = { stop: result.stopReason, runs: r.runs.length, ...(r.builds[1] ? { told: r.builds[1].previous?.failure.output ?? "" } : {}) };
+      const { result } = await withConductor(nats.url, r.steps, (nc) =>
+        runTask(nc, repoTask({ dependencies: policy })),
+      );
+      outcomes[policy] = {
+        stop: result.stopReason,
+        runs: r.runs.length,
+        ...(r.builds[1] ? { told: r.builds[1].previous?.failure.output ?? "" } : {}),
+      };
       if (policy === "ask") expect(result.repo?.changed).toContain("requirements.txt");
     }
     expect(outcomes.reject?.runs).toBe(1);
@@ -122,7 +172,12 @@ describe("repo mode in the conductor", () => {
   }, 90_000);
 
   it("blocks a change to the test runner's configuration whatever the policy", async ({ nats }) => {
-    const r = repoSteps(tree(), [[edit({ path: "conftest.py", replace: "import pytest\n" }), edit({ path: "pkg/mod.py", search: "    return 41\n", replace: "    return 42\n" })]]);
+    const r = repoSteps(tree(), [
+      [
+        edit({ path: "conftest.py", replace: "import pytest\n" }),
+        edit({ path: "pkg/mod.py", search: "    return 41\n", replace: "    return 42\n" }),
+      ],
+    ]);
     const { result } = await withConductor(nats.url, r.steps, (nc) => runTask(nc, repoTask({ dependencies: "allow" })));
     expect(result.stopReason).not.toBe("passed");
     expect(r.runs).toHaveLength(1);
@@ -131,7 +186,16 @@ describe("repo mode in the conductor", () => {
 
   it("stops before any model call when the test command is not in the sandbox", async ({ nats }) => {
     const r = repoSteps(tree(), [[]], {
-      execute: async () => ({ status: "command_not_found", exitCode: 127, durationMs: 3, tests: [], stdout: "", stderr: "sh: 1: tox: not found", truncated: false, reason: "tox: not found" }),
+      execute: async () => ({
+        status: "command_not_found",
+        exitCode: 127,
+        durationMs: 3,
+        tests: [],
+        stdout: "",
+        stderr: "sh: 1: tox: not found",
+        truncated: false,
+        reason: "tox: not found",
+      }),
     });
     const { result } = await withConductor(nats.url, r.steps, (nc) => runTask(nc, repoTask({ testCommand: "tox" })));
     expect(result.status).toBe("error");

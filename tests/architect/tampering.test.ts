@@ -25,7 +25,15 @@ const evaluation = evaluationNames(["python3 bench/run.py", "python3 -m pytest -
 
 /** The generation's guard over a change that sets `files` (full new contents) in the fixture tree. */
 function guard(files: { path: string; content: string }[]) {
-  return changeTampering(gateInProcess, { taskId: "run-gen-1", generation: 1, language: "python", patch: unifiedPatch(read, files, []), deleted: [], read, evaluation });
+  return changeTampering(gateInProcess, {
+    taskId: "run-gen-1",
+    generation: 1,
+    language: "python",
+    patch: unifiedPatch(read, files, []),
+    deleted: [],
+    read,
+    evaluation,
+  });
 }
 
 describe("improve: a change that tampers with the evaluation is rejected `tampering`", () => {
@@ -36,7 +44,9 @@ describe("improve: a change that tampers with the evaluation is rejected `tamper
     expect(v?.reason).toBe("tampering");
     expect(v?.paths).toEqual([init]);
     expect(v?.message).toContain(`${init}:2: \`LOOPSMITH_JUNIT\` names loopsmith's verdict variable`);
-    expect(v?.message).toContain(`${init}:3: \`os._exit\` at module level: importing the module ends the process before the tests report (tampering.exit)`);
+    expect(v?.message).toContain(
+      `${init}:3: \`os._exit\` at module level: importing the module ends the process before the tests report (tampering.exit)`,
+    );
   });
 
   it("special-casing the benchmark by its file name", async () => {
@@ -49,6 +59,8 @@ describe("improve: a change that tampers with the evaluation is rejected `tamper
   it("an honest change passes, and so does one that only keeps what the parent already had", async () => {
     const slug = "textkit/slug.py";
     expect(await guard([{ path: slug, content: `${read(slug) ?? ""}\n# a comment\n` }])).toBeUndefined();
-    expect(await guard([{ path: "textkit/extra.py", content: "def words(s):\n    return s.split()\n" }])).toBeUndefined();
+    expect(
+      await guard([{ path: "textkit/extra.py", content: "def words(s):\n    return s.split()\n" }]),
+    ).toBeUndefined();
   });
 });

@@ -15,21 +15,40 @@ import { REPO, configuredHumanEval, jsonLines, loopsmith } from "../fixtures/cli
 
 const configured = configuredHumanEval();
 if (!configured) {
-  process.stdout.write("tests/e2e/bench.test.ts did not run: no HumanEval dataset is configured (set LOOPSMITH_HUMANEVAL to humaneval.jsonl; .ci/run does)\n");
+  process.stdout.write(
+    "tests/e2e/bench.test.ts did not run: no HumanEval dataset is configured (set LOOPSMITH_HUMANEVAL to humaneval.jsonl; .ci/run does)\n",
+  );
 }
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-bench-"));
 const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", LOG_LEVEL: "info" };
 const transcript = join(dataDir, "transcript.jsonl");
 const datasetPath = join(dataDir, "dataset.jsonl");
-const records = configured ? readFileSync(configured, "utf8").split("\n").filter(Boolean).slice(0, 6).map((l) => JSON.parse(l) as { task_id: string; test: string }) : [];
+const records = configured
+  ? readFileSync(configured, "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .slice(0, 6)
+      .map((l) => JSON.parse(l) as { task_id: string; test: string })
+  : [];
 
-interface Line { caseId: string; arm: string; passed: boolean; provider: string; status: string; iterations: number; attempts: number }
+interface Line {
+  caseId: string;
+  arm: string;
+  passed: boolean;
+  provider: string;
+  status: string;
+  iterations: number;
+  attempts: number;
+}
 const lines = (dir: string): Line[] => jsonLines(readFileSync(join(dir, "results.jsonl"), "utf8")) as unknown as Line[];
 
 beforeAll(async () => {
   if (!configured) return;
   // Six real records, then a line that is not JSON and one that is no record of the format.
-  writeFileSync(datasetPath, `${records.map((r) => JSON.stringify(r)).join("\n")}\nthis is not json\n{"task_id": "HumanEval/x"}\n`);
+  writeFileSync(
+    datasetPath,
+    `${records.map((r) => JSON.stringify(r)).join("\n")}\nthis is not json\n{"task_id": "HumanEval/x"}\n`,
+  );
   const up = await loopsmith(["up", "--provider", "scripted", "--transcript", transcript, "--json"], env, 120_000);
   expect(up.code, up.stderr).toBe(0);
 }, 180_000);
@@ -42,7 +61,24 @@ describe.runIf(configured)("loopsmith bench over a running stack", () => {
   const abDir = join(dataDir, "ab");
 
   it("runs --memory ab on the simulated provider, says so everywhere, and writes the four files", async () => {
-    const run = await loopsmith(["bench", "--dataset", datasetPath, "--memory", "ab", "--provider", "simulated", "--concurrency", "3", "--out", abDir, "--json"], env, 600_000);
+    const run = await loopsmith(
+      [
+        "bench",
+        "--dataset",
+        datasetPath,
+        "--memory",
+        "ab",
+        "--provider",
+        "simulated",
+        "--concurrency",
+        "3",
+        "--out",
+        abDir,
+        "--json",
+      ],
+      env,
+      600_000,
+    );
     expect(run.code, run.stderr).toBe(0);
     // Bad lines: reported with their numbers, skipped; the run goes on.
     expect(run.stderr).toMatch(/line 7 skipped/);
@@ -53,7 +89,11 @@ describe.runIf(configured)("loopsmith bench over a running stack", () => {
     expect(new Set(results.map((r) => `${r.arm} ${r.caseId}`)).size).toBe(12);
     expect(results.every((r) => r.provider === "simulated")).toBe(true);
     const summary = JSON.parse(readFileSync(join(abDir, "summary.json"), "utf8")) as {
-      notice: string; provider: { label: string }; arms: { on: { tasks: number }; off: { tasks: number } }; paired: { pairs: number }; skippedLines: Array<{ line: number }>;
+      notice: string;
+      provider: { label: string };
+      arms: { on: { tasks: number }; off: { tasks: number } };
+      paired: { pairs: number };
+      skippedLines: Array<{ line: number }>;
     };
     expect(summary.provider.label).toBe("simulated");
     expect(summary.notice).toContain("SIMULATED RUN");
@@ -75,7 +115,10 @@ describe.runIf(configured)("loopsmith bench over a running stack", () => {
     expect(prompts).toContain("solution.py");
     for (const r of records) {
       // Every assertion line of the record's check function is hidden.
-      const asserts = r.test.split("\n").map((l) => l.trim()).filter((l) => l.startsWith("assert ") && l.includes("candidate"));
+      const asserts = r.test
+        .split("\n")
+        .map((l) => l.trim())
+        .filter((l) => l.startsWith("assert ") && l.includes("candidate"));
       expect(asserts.length).toBeGreaterThan(0);
       for (const a of asserts) expect(prompts).not.toContain(JSON.stringify(a).slice(1, -1));
     }
@@ -84,29 +127,80 @@ describe.runIf(configured)("loopsmith bench over a running stack", () => {
 
   it("goes on when a service is killed mid-run, and --resume runs only what is missing", async () => {
     const dir = join(dataDir, "killed");
-    const child = spawn(process.execPath, ["--import", "tsx", join(REPO, "cli", "src", "main.ts"), "bench", "--dataset", datasetPath, "--provider", "scripted", "--memory", "off", "--concurrency", "1", "--limit", "4", "--out", dir], {
-      cwd: REPO,
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        join(REPO, "cli", "src", "main.ts"),
+        "bench",
+        "--dataset",
+        datasetPath,
+        "--provider",
+        "scripted",
+        "--memory",
+        "off",
+        "--concurrency",
+        "1",
+        "--limit",
+        "4",
+        "--out",
+        dir,
+      ],
+      {
+        cwd: REPO,
+        env: { ...process.env, ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let stderr = "";
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
     // Once the first task is done, kill the builder the stack runs.
-    const record = JSON.parse(readFileSync(join(dataDir, "run", "stack.json"), "utf8")) as { pids: Record<string, number> };
-    for (let i = 0; i < 600 && !(existsSync(join(dir, "results.jsonl")) && readFileSync(join(dir, "results.jsonl"), "utf8").trim()); i++) await new Promise((r) => setTimeout(r, 200));
+    const record = JSON.parse(readFileSync(join(dataDir, "run", "stack.json"), "utf8")) as {
+      pids: Record<string, number>;
+    };
+    for (
+      let i = 0;
+      i < 600 && !(existsSync(join(dir, "results.jsonl")) && readFileSync(join(dir, "results.jsonl"), "utf8").trim());
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 200));
     process.kill(record.pids.builder as number, "SIGKILL");
     expect(await exited, stderr).toBe(0);
     expect(stderr).toMatch(/restarted builder/);
     const results = lines(dir);
-    expect(results.map((r) => r.caseId).sort()).toEqual(records.slice(0, 4).map((r) => r.task_id).sort());
+    expect(results.map((r) => r.caseId).sort()).toEqual(
+      records
+        .slice(0, 4)
+        .map((r) => r.task_id)
+        .sort(),
+    );
     // The scripted replies pass every case once the builder is back.
     expect(results.filter((r) => r.passed).length).toBeGreaterThanOrEqual(3);
 
     // An interrupted run: drop the last line, resume, and only that case runs again.
     const kept = readFileSync(join(dir, "results.jsonl"), "utf8").trim().split("\n");
     writeFileSync(join(dir, "results.jsonl"), `${kept.slice(0, -1).join("\n")}\n`);
-    const resumed = await loopsmith(["bench", "--dataset", datasetPath, "--provider", "scripted", "--memory", "off", "--limit", "4", "--out", dir, "--resume", "--json"], env, 300_000);
+    const resumed = await loopsmith(
+      [
+        "bench",
+        "--dataset",
+        datasetPath,
+        "--provider",
+        "scripted",
+        "--memory",
+        "off",
+        "--limit",
+        "4",
+        "--out",
+        dir,
+        "--resume",
+        "--json",
+      ],
+      env,
+      300_000,
+    );
     expect(resumed.code, resumed.stderr).toBe(0);
     const ran = jsonLines(resumed.stdout).filter((l) => l.kind === "result");
     expect(ran).toHaveLength(1);

@@ -27,7 +27,12 @@ describe("chaos: kill -9 of services and NATS while tasks run (bench/chaos.ts, b
     // stayed silent across two kills for 29.5 s (executor, then architect), a figure of two
     // faults, not one; overlapping kills are bench/chaos.ts's job (its figures: docs/BENCHMARKS.md).
     // Bounded by its own waits (kills 150 s, results 150 s, three start-up downs); the timeout is a last resort.
-    const r = await runNode("bench/chaos.ts", ["--tasks", "6", "--seconds", "150", "--kill-every", "24-25", "--wait", "150", "--throughput-tasks", "0"], { NATS_URL: "", ANTHROPIC_API_KEY: "" }, 840_000);
+    const r = await runNode(
+      "bench/chaos.ts",
+      ["--tasks", "6", "--seconds", "150", "--kill-every", "24-25", "--wait", "150", "--throughput-tasks", "0"],
+      { NATS_URL: "", ANTHROPIC_API_KEY: "" },
+      840_000,
+    );
     const report = `${r.stdout.slice(-6000)}\n${r.stderr.slice(-3000)}`;
     // The figures (kills, silences, lost, duplicated, sandboxes left), for the CI log.
     console.log(r.stdout.slice(Math.max(0, r.stdout.indexOf("Phase 1"))));
@@ -37,6 +42,7 @@ describe("chaos: kill -9 of services and NATS while tasks run (bench/chaos.ts, b
     expect(row(r.stdout, "duplicated"), report).toBe("0");
     expect(Number(row(r.stdout, "tasks submitted")), report).toBeGreaterThanOrEqual(6);
     // One kill of each service, NATS included (the "per killed service" table).
-    for (const service of ["builder", "nats", "architect", "reviewer", "executor", "memory"]) expect(row(r.stdout, service)?.split(/\s+/)[0], `${service}\n${report}`).toBe("1");
+    for (const service of ["builder", "nats", "architect", "reviewer", "executor", "memory"])
+      expect(row(r.stdout, service)?.split(/\s+/)[0], `${service}\n${report}`).toBe("1");
   }, 900_000);
 });

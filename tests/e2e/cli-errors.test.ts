@@ -15,14 +15,27 @@ import { REPO, jsonLines, loopsmith, type CliRun } from "../fixtures/cli.js";
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-cli-errors-"));
 // A data directory and no NATS: the CLI would start NATS and services there, so an empty
 // directory afterwards shows nothing was started.
-const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", LOOPSMITH_CONFIG: "", LOOPSMITH_PROVIDER: "", LOOPSMITH_API_KEY: "" };
+const env = {
+  LOOPSMITH_DATA_DIR: dataDir,
+  NATS_URL: "",
+  DATABASE_URL: "",
+  LOOPSMITH_CONFIG: "",
+  LOOPSMITH_PROVIDER: "",
+  LOOPSMITH_API_KEY: "",
+};
 const roman = join(REPO, "examples", "roman");
 // A small dataset in HumanEval's format: HumanEval/0 … HumanEval/9.
 const dataset = join(dataDir, "humaneval.jsonl");
 writeFileSync(
   dataset,
   Array.from({ length: 10 }, (_, i) =>
-    JSON.stringify({ task_id: `HumanEval/${i}`, prompt: `def f${i}():\n`, entry_point: `f${i}`, canonical_solution: "    return 1\n", test: "def check(c):\n    assert c() == 1\n" }),
+    JSON.stringify({
+      task_id: `HumanEval/${i}`,
+      prompt: `def f${i}():\n`,
+      entry_point: `f${i}`,
+      canonical_solution: "    return 1\n",
+      test: "def check(c):\n    assert c() == 1\n",
+    }),
   ).join("\n"),
 );
 
@@ -44,7 +57,12 @@ function lastObject(run: CliRun): Record<string, unknown> {
  * returns the fastest time. The CLI's own cost is the fastest run: a busy machine (other
  * test files start containers) only adds time.
  */
-async function fastest(args: string[], runEnv: NodeJS.ProcessEnv, underMs: number, check: (run: CliRun) => void): Promise<number> {
+async function fastest(
+  args: string[],
+  runEnv: NodeJS.ProcessEnv,
+  underMs: number,
+  check: (run: CliRun) => void,
+): Promise<number> {
   let best = Infinity;
   for (let i = 0; i < 3 && best >= underMs; i++) {
     const run = await loopsmith(args, runEnv, 30_000);
@@ -64,14 +82,26 @@ async function closedPort(): Promise<number> {
 
 describe("usage errors: exit 2 in under a second, before anything starts", () => {
   const cases: Array<{ name: string; args: string[]; says: RegExp[] }> = [
-    { name: "--max-iterations 0", args: ["solve", "a goal", "--max-iterations", "0"], says: [/--max-iterations/, /from 1 to 50/] },
+    {
+      name: "--max-iterations 0",
+      args: ["solve", "a goal", "--max-iterations", "0"],
+      says: [/--max-iterations/, /from 1 to 50/],
+    },
     {
       name: "an unknown --humaneval id",
       args: ["solve", "--humaneval", "HumanEval/9999", "--dataset", dataset],
       says: [/--humaneval HumanEval\/9999/, /HumanEval\/0 … HumanEval\/9/],
     },
-    { name: "a missing --dataset file", args: ["solve", "--humaneval", "12", "--dataset", join(dataDir, "missing.jsonl")], says: [/--dataset .*missing\.jsonl: no such file/, /HumanEval JSONL file/] },
-    { name: "a bad --language", args: ["solve", "a goal", "--language", "cobol"], says: [/--language/, /python, javascript, typescript/] },
+    {
+      name: "a missing --dataset file",
+      args: ["solve", "--humaneval", "12", "--dataset", join(dataDir, "missing.jsonl")],
+      says: [/--dataset .*missing\.jsonl: no such file/, /HumanEval JSONL file/],
+    },
+    {
+      name: "a bad --language",
+      args: ["solve", "a goal", "--language", "cobol"],
+      says: [/--language/, /python, javascript, typescript/],
+    },
   ];
 
   for (const c of cases) {
@@ -108,7 +138,11 @@ describe("usage errors: exit 2 in under a second, before anything starts", () =>
     expect(lastObject(config)).toMatchObject({ kind: "error", code: "config_invalid", exitCode: 2 });
     const sandbox = await loopsmith(["sandbox", "run", "--language", "cobol", "--dir", dataDir], env, 20_000);
     expect(sandbox.code).toBe(2);
-    const noDir = await loopsmith(["sandbox", "run", "--language", "python", "--dir", join(dataDir, "nope"), "--json"], env, 60_000);
+    const noDir = await loopsmith(
+      ["sandbox", "run", "--language", "python", "--dir", join(dataDir, "nope"), "--json"],
+      env,
+      60_000,
+    );
     expect(noDir.code).toBe(2);
     expect(lastObject(noDir)).toMatchObject({ kind: "error", exitCode: 2 });
   });
@@ -116,7 +150,18 @@ describe("usage errors: exit 2 in under a second, before anything starts", () =>
 
 describe("a configured NATS with nothing listening: exit 3 in at most 3 s, one sentence", () => {
   const commands: Array<{ name: string; args: string[] }> = [
-    { name: "solve", args: ["solve", "--file", join(roman, "task.json"), "--provider", "scripted", "--script", join(roman, "script.json")] },
+    {
+      name: "solve",
+      args: [
+        "solve",
+        "--file",
+        join(roman, "task.json"),
+        "--provider",
+        "scripted",
+        "--script",
+        join(roman, "script.json"),
+      ],
+    },
     { name: "history", args: ["history"] },
     { name: "stats", args: ["stats"] },
   ];
@@ -142,16 +187,21 @@ describe("a configured NATS with nothing listening: exit 3 in at most 3 s, one s
 
 describe("config show", () => {
   it("masks URL credentials, secret parameters and secret keys, exit 0", async () => {
-    const run = await loopsmith(["config", "show"], {
-      ...env,
-      DATABASE_URL: "postgres://app:dbpass1@db:5432/x?sslmode=require&sslpassword=dbpass2",
-      NATS_URL: "nats://natstoken1@127.0.0.1:4222",
-      LOOPSMITH_PROVIDER: "openai-compatible",
-      LOOPSMITH_BASE_URL: "https://proxy.example.com/v1?api_key=basekey1&key=basekey2",
-      LOOPSMITH_API_KEY: "sk-proj-0123456789abcdefghij",
-    }, 20_000);
+    const run = await loopsmith(
+      ["config", "show"],
+      {
+        ...env,
+        DATABASE_URL: "postgres://app:dbpass1@db:5432/x?sslmode=require&sslpassword=dbpass2",
+        NATS_URL: "nats://natstoken1@127.0.0.1:4222",
+        LOOPSMITH_PROVIDER: "openai-compatible",
+        LOOPSMITH_BASE_URL: "https://proxy.example.com/v1?api_key=basekey1&key=basekey2",
+        LOOPSMITH_API_KEY: "sk-proj-0123456789abcdefghij",
+      },
+      20_000,
+    );
     expect(run.code, run.stderr).toBe(0);
-    for (const secret of ["dbpass1", "dbpass2", "natstoken1", "basekey1", "basekey2", "0123456789abcdefghij"]) expect(run.stdout).not.toContain(secret);
+    for (const secret of ["dbpass1", "dbpass2", "natstoken1", "basekey1", "basekey2", "0123456789abcdefghij"])
+      expect(run.stdout).not.toContain(secret);
     const shown = JSON.parse(run.stdout) as { databaseUrl: string; natsUrl: string; llm: { baseUrl: string } };
     expect(shown.databaseUrl).toBe("postgres://[masked]@db:5432/x?sslmode=require&sslpassword=[masked]");
     expect(shown.natsUrl).toBe("nats://[masked]@127.0.0.1:4222");

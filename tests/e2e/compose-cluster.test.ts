@@ -24,8 +24,24 @@ import { REPO, runBash, type CliRun } from "../fixtures/cli.js";
 const run = promisify(execFile);
 const PROJECT = "loopsmith-e2e-cluster";
 const FILES = ["-f", "docker-compose.yml", "-f", "deploy/compose.cluster.yml"];
-const env: NodeJS.ProcessEnv = { ...process.env, COMPOSE_PROJECT_NAME: PROJECT, ANTHROPIC_API_KEY: "", NATS_URL: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "", LOOPSMITH_CLIENTS: "" };
-const STREAMS = [Streams.tasks, Streams.events, Streams.improve, `KV_${Streams.taskStateBucket}`, `KV_${Streams.improveStateBucket}`, `KV_${Streams.recordOutboxBucket}`, `OBJ_${snapshotBucket()}`];
+const env: NodeJS.ProcessEnv = {
+  ...process.env,
+  COMPOSE_PROJECT_NAME: PROJECT,
+  ANTHROPIC_API_KEY: "",
+  NATS_URL: "",
+  LOOPSMITH_PROVIDER: "",
+  LOG_LEVEL: "",
+  LOOPSMITH_CLIENTS: "",
+};
+const STREAMS = [
+  Streams.tasks,
+  Streams.events,
+  Streams.improve,
+  `KV_${Streams.taskStateBucket}`,
+  `KV_${Streams.improveStateBucket}`,
+  `KV_${Streams.recordOutboxBucket}`,
+  `OBJ_${snapshotBucket()}`,
+];
 
 function shell(line: string, timeoutMs = 900_000): Promise<CliRun> {
   return runBash(line, env, timeoutMs);
@@ -40,7 +56,9 @@ async function containerOf(service: string): Promise<string> {
 
 /** A value of the stack's .env. */
 function envValue(name: string): string {
-  const line = readFileSync(join(REPO, ".env"), "utf8").split("\n").find((l) => l.startsWith(`${name}=`));
+  const line = readFileSync(join(REPO, ".env"), "utf8")
+    .split("\n")
+    .find((l) => l.startsWith(`${name}=`));
   if (!line) throw new Error(`.env has no ${name}`);
   return line.slice(name.length + 1);
 }
@@ -55,8 +73,14 @@ describe("the stack on a three-node JetStream cluster (compose, offline, keyless
     if (prepared.code !== 0) throw new Error(`compose-env.sh failed: ${prepared.stderr}`);
     // As docs/OPERATIONS.md starts it: the NATS nodes first, a node left out of the meta group restarted.
     const up = await shell("bash deploy/cluster-up.sh --build");
-    if (up.code !== 0) throw new Error(`compose up failed (exit ${up.code}):\n${up.stdout.slice(-3000)}\n${up.stderr.slice(-5000)}`);
-    admin = await connect({ servers: "nats://127.0.0.1:4222", user: "admin", pass: envValue("LOOPSMITH_NATS_ADMIN_PASSWORD"), inboxPrefix: "_INBOX_admin" });
+    if (up.code !== 0)
+      throw new Error(`compose up failed (exit ${up.code}):\n${up.stdout.slice(-3000)}\n${up.stderr.slice(-5000)}`);
+    admin = await connect({
+      servers: "nats://127.0.0.1:4222",
+      user: "admin",
+      pass: envValue("LOOPSMITH_NATS_ADMIN_PASSWORD"),
+      inboxPrefix: "_INBOX_admin",
+    });
   }, 900_000);
 
   afterAll(async () => {
@@ -71,21 +95,32 @@ describe("the stack on a three-node JetStream cluster (compose, offline, keyless
     for (const name of STREAMS) {
       const info = await jsm.streams.info(name);
       expect(info.config.num_replicas, name).toBe(3);
-      expect(new Set([info.cluster?.leader, ...(info.cluster?.replicas ?? []).map((r) => r.name)]), name).toEqual(new Set(["nats", "nats-2", "nats-3"]));
+      expect(new Set([info.cluster?.leader, ...(info.cluster?.replicas ?? []).map((r) => r.name)]), name).toEqual(
+        new Set(["nats", "nats-2", "nats-3"]),
+      );
     }
   });
 
   it("reports three executors on three engines, each healthy with free slots", async () => {
     const status = await shell("npx loopsmith --env-from client.env status --json", 60_000);
     expect(status.code, status.stderr).toBe(0);
-    const { executors } = JSON.parse(status.stdout) as { executors: { engine: string; endpoint: string; healthy: boolean; freeSlots: number }[] };
+    const { executors } = JSON.parse(status.stdout) as {
+      executors: { engine: string; endpoint: string; healthy: boolean; freeSlots: number }[];
+    };
     expect(executors).toHaveLength(3);
-    expect(new Set(executors.map((e) => e.endpoint))).toEqual(new Set(["local socket", "tcp://engine-2:2376", "tcp://engine-3:2376"]));
+    expect(new Set(executors.map((e) => e.endpoint))).toEqual(
+      new Set(["local socket", "tcp://engine-2:2376", "tcp://engine-3:2376"]),
+    );
     for (const e of executors) expect(e).toMatchObject({ healthy: true, freeSlots: 2 });
   });
 
   it("passes scripted tasks while a NATS node is killed (SIGKILL), their runs spread over the engines, and the node catches up when it is back", async () => {
-    const solves = ["a", "b", "c"].map((id) => shell(`npx loopsmith --env-from client.env solve --file examples/roman/task.json --script examples/roman/script.json --task-id cluster-${id} --json`, 300_000));
+    const solves = ["a", "b", "c"].map((id) =>
+      shell(
+        `npx loopsmith --env-from client.env solve --file examples/roman/task.json --script examples/roman/script.json --task-id cluster-${id} --json`,
+        300_000,
+      ),
+    );
     await new Promise((r) => setTimeout(r, 1_500));
     const victim = await containerOf("nats-2");
     await run("docker", ["kill", "--signal", "KILL", victim]);
@@ -105,7 +140,8 @@ describe("the stack on a three-node JetStream cluster (compose, offline, keyless
       async () => {
         for (const name of STREAMS) {
           const peers = (await jsm.streams.info(name)).cluster?.replicas ?? [];
-          if (peers.length !== 2 || peers.some((p) => !p.current || p.offline)) throw new Error(`${name} has not caught up`);
+          if (peers.length !== 2 || peers.some((p) => !p.current || p.offline))
+            throw new Error(`${name} has not caught up`);
         }
       },
       { retries: 60, minTimeout: 500, factor: 1 },
@@ -114,14 +150,22 @@ describe("the stack on a three-node JetStream cluster (compose, offline, keyless
 
   it("leaves no sandbox on any engine once the executors stop", async () => {
     // The host engine's sandboxes of this stack carry its executor container's host name.
-    const mainHost = (await run("docker", ["inspect", "-f", "{{.Config.Hostname}}", await containerOf("executor")], { env })).stdout.trim();
+    const mainHost = (
+      await run("docker", ["inspect", "-f", "{{.Config.Hostname}}", await containerOf("executor")], { env })
+    ).stdout.trim();
     const stopped = await shell(`docker compose ${FILES.join(" ")} stop executor executor-2 executor-3`, 120_000);
     expect(stopped.code, stopped.stderr).toBe(0);
     for (const engine of ["engine-2", "engine-3"]) {
-      const { stdout } = await run("docker", ["exec", await containerOf(engine), "docker", "ps", "-aq", "--filter", "label=org.loopsmith.executor"], { env });
+      const { stdout } = await run(
+        "docker",
+        ["exec", await containerOf(engine), "docker", "ps", "-aq", "--filter", "label=org.loopsmith.executor"],
+        { env },
+      );
       expect(stdout.trim(), engine).toBe("");
     }
-    const { stdout } = await run("docker", ["ps", "-aq", "--filter", `label=org.loopsmith.executor.host=${mainHost}`], { env });
+    const { stdout } = await run("docker", ["ps", "-aq", "--filter", `label=org.loopsmith.executor.host=${mainHost}`], {
+      env,
+    });
     expect(stdout.trim(), "the host's engine").toBe("");
   }, 200_000);
 });

@@ -26,7 +26,15 @@ const INSTALL_LINES = ["npm ci", "sudo npm run images"];
 // No key and no NATS of the test environment: what a user's shell has.
 // LOOPSMITH_CLIENTS: a further client user, alice (docs/OPERATIONS.md, "More than one client"):
 // compose-env.sh reads it, and the documented lines then start a stack that has her.
-const env: NodeJS.ProcessEnv = { ...process.env, COMPOSE_PROJECT_NAME: PROJECT, ANTHROPIC_API_KEY: "", NATS_URL: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "", LOOPSMITH_CLIENTS: "alice" };
+const env: NodeJS.ProcessEnv = {
+  ...process.env,
+  COMPOSE_PROJECT_NAME: PROJECT,
+  ANTHROPIC_API_KEY: "",
+  NATS_URL: "",
+  LOOPSMITH_PROVIDER: "",
+  LOG_LEVEL: "",
+  LOOPSMITH_CLIENTS: "alice",
+};
 
 /** The offline compose block of docs/OPERATIONS.md, one command per line. */
 function composeBlock(): string[] {
@@ -49,7 +57,12 @@ async function containerOf(service: string): Promise<string> {
   return id;
 }
 
-async function inspect(id: string): Promise<{ Config: { User: string; Env: string[] }; HostConfig: { ReadonlyRootfs: boolean; Binds: string[] | null }; State: { Health?: { Status: string } }; RestartCount: number }> {
+async function inspect(id: string): Promise<{
+  Config: { User: string; Env: string[] };
+  HostConfig: { ReadonlyRootfs: boolean; Binds: string[] | null };
+  State: { Health?: { Status: string } };
+  RestartCount: number;
+}> {
   return (JSON.parse(await docker(["inspect", id])) as never[])[0] as never;
 }
 
@@ -59,7 +72,11 @@ type Inspected = Awaited<ReturnType<typeof inspect>>;
  * Inspects a service's container every 500 ms until `done` holds (or `timeoutMs` passes);
  * returns the last inspection (undefined when none succeeded).
  */
-async function inspectUntil(service: string, done: (info: Inspected) => boolean, timeoutMs: number): Promise<Inspected | undefined> {
+async function inspectUntil(
+  service: string,
+  done: (info: Inspected) => boolean,
+  timeoutMs: number,
+): Promise<Inspected | undefined> {
   const started = Date.now();
   for (;;) {
     const info = await inspect(await containerOf(service)).catch(() => undefined);
@@ -98,13 +115,19 @@ describe("the compose commands of docs/OPERATIONS.md, offline and keyless", () =
       if (INSTALL_LINES.includes(line) || line.startsWith("docker compose down")) continue;
       const result = await shell(line);
       outcomes.set(line, result);
-      if (result.code !== 0) throw new Error(`docs/OPERATIONS.md line failed (exit ${result.code}): ${line}\n${result.stdout.slice(-3000)}\n${result.stderr.slice(-3000)}`);
+      if (result.code !== 0)
+        throw new Error(
+          `docs/OPERATIONS.md line failed (exit ${result.code}): ${line}\n${result.stdout.slice(-3000)}\n${result.stderr.slice(-3000)}`,
+        );
     }
   }, 900_000);
 
   afterAll(async () => {
     await shell(`docker compose -p ${PROJECT} down -v --remove-orphans`, {}, 180_000);
-    for (const [file, before] of [[".env", envFileBefore], ["client.env", clientFileBefore]] as const) {
+    for (const [file, before] of [
+      [".env", envFileBefore],
+      ["client.env", clientFileBefore],
+    ] as const) {
       if (before === undefined) rmSync(join(REPO, file), { force: true });
       else writeFileSync(join(REPO, file), before, { mode: 0o600 });
     }
@@ -112,18 +135,30 @@ describe("the compose commands of docs/OPERATIONS.md, offline and keyless", () =
   }, 200_000);
 
   it("keeps clients apart: alice's task is hers; the default client can neither list, show nor cancel it", async () => {
-    const solve = await shell(`npx loopsmith --env-from client-alice.env solve --file examples/roman/task.json --script examples/roman/script.json --task-id compose-alice-1 --json`);
+    const solve = await shell(
+      `npx loopsmith --env-from client-alice.env solve --file examples/roman/task.json --script examples/roman/script.json --task-id compose-alice-1 --json`,
+    );
     expect(solve.code, solve.stderr.slice(-2000)).toBe(0);
     const hers = await shell("npx loopsmith --env-from client-alice.env history --json");
-    expect(JSON.parse(hers.stdout.trim().split("\n").at(-1) as string).tasks.map((t: { taskId: string }) => t.taskId)).toContain("compose-alice-1");
+    expect(
+      JSON.parse(hers.stdout.trim().split("\n").at(-1) as string).tasks.map((t: { taskId: string }) => t.taskId),
+    ).toContain("compose-alice-1");
     const theirs = await shell("npx loopsmith --env-from client.env history --json");
     expect(theirs.code).toBe(0);
-    expect(JSON.parse(theirs.stdout.trim().split("\n").at(-1) as string).tasks.map((t: { taskId: string }) => t.taskId)).not.toContain("compose-alice-1");
+    expect(
+      JSON.parse(theirs.stdout.trim().split("\n").at(-1) as string).tasks.map((t: { taskId: string }) => t.taskId),
+    ).not.toContain("compose-alice-1");
     const show = await shell("npx loopsmith --env-from client.env show compose-alice-1 --json");
     expect(show.code).not.toBe(0);
     expect(jsonLines(show.stdout).at(-1)).toMatchObject({ kind: "error", code: "not_found" });
     // The files hold her password at mode 0600; the server configuration holds none.
-    const { stdout } = await run("stat", ["-c", "%a", join(REPO, "client-alice.env"), join(REPO, "nats-clients.env"), join(REPO, "nats.conf")]);
+    const { stdout } = await run("stat", [
+      "-c",
+      "%a",
+      join(REPO, "client-alice.env"),
+      join(REPO, "nats-clients.env"),
+      join(REPO, "nats.conf"),
+    ]);
     expect(stdout.trim().split("\n")).toEqual(["600", "600", "644"]);
     expect(readFileSync(join(REPO, "nats.conf"), "utf8")).toContain("password: $LOOPSMITH_NATS_CLIENT_ALICE_PASSWORD");
   });
@@ -134,7 +169,12 @@ describe("the compose commands of docs/OPERATIONS.md, offline and keyless", () =
     expect(solve?.stdout.split("\n")[0]).toMatch(/^SCRIPTED RUN/);
     expect(solve?.stdout).toMatch(/passed/);
     const health = [...outcomes].find(([line]) => /\bloopsmith\b.* health\b/.test(line))?.[1];
-    expect(health?.stdout.trim().split("\n").map((l) => l.split(" ")[0])).toEqual(Array(5).fill("healthy"));
+    expect(
+      health?.stdout
+        .trim()
+        .split("\n")
+        .map((l) => l.split(" ")[0]),
+    ).toEqual(Array(5).fill("healthy"));
   });
 
   it("writes .env and client.env with mode 0600: generated passwords (the database, each NATS user), the socket's group, the client's variables", async () => {
@@ -143,7 +183,8 @@ describe("the compose commands of docs/OPERATIONS.md, offline and keyless", () =
     const text = readFileSync(join(REPO, ".env"), "utf8");
     expect(text).toMatch(/^POSTGRES_PASSWORD=[A-Za-z0-9]{32}$/m);
     expect(text).toMatch(/^DOCKER_GID=\d+$/m);
-    for (const role of [...APP, "client", "admin"]) expect(text).toMatch(new RegExp(`^LOOPSMITH_NATS_${role.toUpperCase()}_PASSWORD=[A-Za-z][A-Za-z0-9]{31}$`, "m"));
+    for (const role of [...APP, "client", "admin"])
+      expect(text).toMatch(new RegExp(`^LOOPSMITH_NATS_${role.toUpperCase()}_PASSWORD=[A-Za-z][A-Za-z0-9]{31}$`, "m"));
     const client = readFileSync(join(REPO, "client.env"), "utf8");
     const password = /^LOOPSMITH_NATS_CLIENT_PASSWORD=(.*)$/m.exec(text)?.[1];
     expect(client).toContain(`NATS_PASSWORD=${password}`);
@@ -152,9 +193,15 @@ describe("the compose commands of docs/OPERATIONS.md, offline and keyless", () =
   });
 
   it("runs NATS with a user per service: the admin's bus-setup ran once and exited 0, a connection without credentials is refused, and a client's forged event is refused and logged with the subject and the user", async () => {
-    const setup = JSON.parse(await docker(["compose", "-p", PROJECT, "ps", "-a", "--format", "json", "bus-setup"]).then((o) => o.trim().split("\n")[0] as string)) as { State: string; ExitCode: number };
+    const setup = JSON.parse(
+      await docker(["compose", "-p", PROJECT, "ps", "-a", "--format", "json", "bus-setup"]).then(
+        (o) => o.trim().split("\n")[0] as string,
+      ),
+    ) as { State: string; ExitCode: number };
     expect(setup).toMatchObject({ State: "exited", ExitCode: 0 });
-    const rendered = JSON.parse(await docker(["compose", "-p", PROJECT, "config", "--format", "json"])) as { services: Record<string, { environment?: Record<string, string> }> };
+    const rendered = JSON.parse(await docker(["compose", "-p", PROJECT, "config", "--format", "json"])) as {
+      services: Record<string, { environment?: Record<string, string> }>;
+    };
     for (const service of APP) {
       expect(rendered.services[service]?.environment?.NATS_USER, service).toBe(service);
       expect(rendered.services[service]?.environment?.NATS_INBOX_PREFIX, service).toBe(`_INBOX_${service}`);
@@ -176,8 +223,14 @@ describe("the compose commands of docs/OPERATIONS.md, offline and keyless", () =
   it("runs a repo-mode task as the client: the snapshot goes through the object store to the executor", async () => {
     const repo = mkdtempSync(join(tmpdir(), "loopsmith-compose-repo-"));
     cpSync(join(REPO, "examples", "repo-bugfix", "repo"), repo, { recursive: true });
-    await run("bash", ["-c", "git init -q && git add -A && git -c user.name=t -c user.email=t@example.com commit -qm initial"], { cwd: repo });
-    const r = await shell(`npx loopsmith --env-from client.env solve --repo ${repo} "Fix the failing test tests/test_pricing.py::test_bulk_discount_starts_at_threshold" --script examples/repo-bugfix/script.json --task-id compose-repo-1 --json`);
+    await run(
+      "bash",
+      ["-c", "git init -q && git add -A && git -c user.name=t -c user.email=t@example.com commit -qm initial"],
+      { cwd: repo },
+    );
+    const r = await shell(
+      `npx loopsmith --env-from client.env solve --repo ${repo} "Fix the failing test tests/test_pricing.py::test_bulk_discount_starts_at_threshold" --script examples/repo-bugfix/script.json --task-id compose-repo-1 --json`,
+    );
     expect(r.code, r.stderr.slice(-2000)).toBe(0);
     expect(jsonLines(r.stdout).find((l) => "status" in l)).toMatchObject({ status: "passed" });
     expect(jsonLines(r.stdout).at(-1)).toMatchObject({ kind: "repo", branch: "loopsmith/compose-repo-1" });
@@ -197,12 +250,17 @@ describe("the compose commands of docs/OPERATIONS.md, offline and keyless", () =
 
   it("gives the model key only to the services that call a model, and the Docker socket only to the executor", async () => {
     const rendered = JSON.parse(await docker(["compose", "-p", PROJECT, "config", "--format", "json"])) as {
-      services: Record<string, { environment?: Record<string, string>; volumes?: { source?: string; target: string }[] }>;
+      services: Record<
+        string,
+        { environment?: Record<string, string>; volumes?: { source?: string; target: string }[] }
+      >;
     };
     for (const service of APP) {
       const s = rendered.services[service];
       expect(s, service).toBeDefined();
-      expect("ANTHROPIC_API_KEY" in (s?.environment ?? {}), service).toBe(["architect", "builder", "reviewer"].includes(service));
+      expect("ANTHROPIC_API_KEY" in (s?.environment ?? {}), service).toBe(
+        ["architect", "builder", "reviewer"].includes(service),
+      );
       expect("DATABASE_URL" in (s?.environment ?? {}), service).toBe(service === "memory");
       const socket = (s?.volumes ?? []).some((v) => v.target === "/var/run/docker.sock");
       expect(socket, service).toBe(service === "executor");
@@ -210,15 +268,31 @@ describe("the compose commands of docs/OPERATIONS.md, offline and keyless", () =
   });
 
   it("runs PostgreSQL with the compose file's 512 MB of shared buffers (memory's table and index at 100,000 failures fit)", async () => {
-    const shown = await docker(["compose", "-p", PROJECT, "exec", "-T", "postgres", "sh", "-c", 'PGPASSWORD="$POSTGRES_PASSWORD" psql -h 127.0.0.1 -U loopsmith -tAc "SHOW shared_buffers" loopsmith']);
+    const shown = await docker([
+      "compose",
+      "-p",
+      PROJECT,
+      "exec",
+      "-T",
+      "postgres",
+      "sh",
+      "-c",
+      'PGPASSWORD="$POSTGRES_PASSWORD" psql -h 127.0.0.1 -U loopsmith -tAc "SHOW shared_buffers" loopsmith',
+    ]);
     expect(shown.trim()).toBe("512MB");
   });
 
   it("ends a task that needs a model, on a stack without a key, with provider_unconfigured (exit 2)", async () => {
-    const r = await shell(`npx loopsmith --env-from client.env solve "a function add(a, b) in solution.py" --language python --json`);
+    const r = await shell(
+      `npx loopsmith --env-from client.env solve "a function add(a, b) in solution.py" --language python --json`,
+    );
     expect(r.code).toBe(2);
     const error = jsonLines(r.stdout).at(-1);
-    expect(error).toMatchObject({ kind: "error", code: "provider_unconfigured", message: expect.stringContaining("ANTHROPIC_API_KEY") });
+    expect(error).toMatchObject({
+      kind: "error",
+      code: "provider_unconfigured",
+      message: expect.stringContaining("ANTHROPIC_API_KEY"),
+    });
   });
 
   it("brings a service killed with kill -9 back, healthy", async () => {

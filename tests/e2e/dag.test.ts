@@ -15,9 +15,23 @@ import type { DagProgress, TaskEvent } from "@loopsmith/shared";
 import { REPO, jsonLines, loopsmith } from "../fixtures/cli.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-dag-e2e-"));
-const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", ANTHROPIC_API_KEY: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "info" };
-const gitEnv = { ...process.env, GIT_AUTHOR_NAME: "User", GIT_AUTHOR_EMAIL: "user@example.com", GIT_COMMITTER_NAME: "User", GIT_COMMITTER_EMAIL: "user@example.com" };
-const git = (dir: string, ...args: string[]): string => execFileSync("git", ["-C", dir, ...args], { env: gitEnv, encoding: "utf8" }).trim();
+const env = {
+  LOOPSMITH_DATA_DIR: dataDir,
+  NATS_URL: "",
+  DATABASE_URL: "",
+  ANTHROPIC_API_KEY: "",
+  LOOPSMITH_PROVIDER: "",
+  LOG_LEVEL: "info",
+};
+const gitEnv = {
+  ...process.env,
+  GIT_AUTHOR_NAME: "User",
+  GIT_AUTHOR_EMAIL: "user@example.com",
+  GIT_COMMITTER_NAME: "User",
+  GIT_COMMITTER_EMAIL: "user@example.com",
+};
+const git = (dir: string, ...args: string[]): string =>
+  execFileSync("git", ["-C", dir, ...args], { env: gitEnv, encoding: "utf8" }).trim();
 const GOAL = "Build the REST API for todo items that README.md describes: Python, standard library only, with tests";
 
 describe("solve --repo --decompose on examples/rest-api (scripted, real sandbox)", () => {
@@ -28,7 +42,26 @@ describe("solve --repo --decompose on examples/rest-api (scripted, real sandbox)
     git(dir, "add", "-A");
     git(dir, "commit", "-q", "-m", "the specification");
     const taskId = `todo-api-${Date.now().toString(36)}`;
-    const run = await loopsmith(["solve", "--repo", dir, GOAL, "--decompose", "--parallel", "2", "--provider", "scripted", "--script", join(REPO, "examples", "rest-api", "script.json"), "--task-id", taskId, "--json"], env, 600_000);
+    const run = await loopsmith(
+      [
+        "solve",
+        "--repo",
+        dir,
+        GOAL,
+        "--decompose",
+        "--parallel",
+        "2",
+        "--provider",
+        "scripted",
+        "--script",
+        join(REPO, "examples", "rest-api", "script.json"),
+        "--task-id",
+        taskId,
+        "--json",
+      ],
+      env,
+      600_000,
+    );
     expect(run.code, `${run.stdout.slice(-4000)}\n${run.stderr.slice(-4000)}`).toBe(0);
     const lines = jsonLines(run.stdout);
     const events = lines.filter((l) => l.taskId === taskId && typeof l.seq === "number") as unknown as TaskEvent[];
@@ -45,12 +78,17 @@ describe("solve --repo --decompose on examples/rest-api (scripted, real sandbox)
       ["handlers", "passed", 1, ["storage", "validation"]],
       ["app", "passed", 1, ["handlers"]],
     ]);
-    const at = (sub: string, prefix: string): number => Date.parse(events.find((e) => e.subtaskId === sub && e.message.startsWith(`subtask ${sub}: ${prefix}`))?.at ?? "");
+    const at = (sub: string, prefix: string): number =>
+      Date.parse(
+        events.find((e) => e.subtaskId === sub && e.message.startsWith(`subtask ${sub}: ${prefix}`))?.at ?? "",
+      );
     // storage (both attempts) and validation overlapped: each started before the other finished.
     expect(at("storage", "running")).toBeLessThan(at("validation", "passed"));
     expect(at("validation", "running")).toBeLessThan(at("storage", "passed"));
     expect(at("handlers", "running")).toBeGreaterThanOrEqual(at("storage", "passed"));
-    expect(events.some((e) => e.subtaskId === "storage" && /^subtask storage: attempt 1 failed \(stuck/.test(e.message))).toBe(true);
+    expect(
+      events.some((e) => e.subtaskId === "storage" && /^subtask storage: attempt 1 failed \(stuck/.test(e.message)),
+    ).toBe(true);
 
     // The integration run: the repository's own command over the merged tree, every test file.
     const integration = events.find((e) => e.phase === "integrate" && e.kind === "step");
@@ -61,8 +99,17 @@ describe("solve --repo --decompose on examples/rest-api (scripted, real sandbox)
     const branch = `loopsmith/${taskId}`;
     const files = git(dir, "diff", "--name-only", "main", branch).split("\n").sort();
     expect(files).toEqual([
-      "tests/test_app.py", "tests/test_handlers.py", "tests/test_model.py", "tests/test_storage.py", "tests/test_validation.py",
-      "todo_api/__init__.py", "todo_api/app.py", "todo_api/handlers.py", "todo_api/model.py", "todo_api/storage.py", "todo_api/validation.py",
+      "tests/test_app.py",
+      "tests/test_handlers.py",
+      "tests/test_model.py",
+      "tests/test_storage.py",
+      "tests/test_validation.py",
+      "todo_api/__init__.py",
+      "todo_api/app.py",
+      "todo_api/handlers.py",
+      "todo_api/model.py",
+      "todo_api/storage.py",
+      "todo_api/validation.py",
     ]);
     // The user's branch and work tree are as they were.
     expect(git(dir, "rev-parse", "--abbrev-ref", "HEAD")).toBe("main");
@@ -70,8 +117,16 @@ describe("solve --repo --decompose on examples/rest-api (scripted, real sandbox)
 
     // --json also carries the child tasks' events, each naming its parent and subtask.
     const childEvents = lines.filter((l) => l.parentTaskId === taskId);
-    expect(new Set(childEvents.map((l) => l.taskId))).toEqual(new Set(["model-a1", "storage-a1", "storage-a2", "validation-a1", "handlers-a1", "app-a1"].map((c) => `${taskId}--${c}`)));
-    expect(childEvents.filter((l) => l.taskId === `${taskId}--storage-a2`).every((l) => l.subtaskId === "storage")).toBe(true);
+    expect(new Set(childEvents.map((l) => l.taskId))).toEqual(
+      new Set(
+        ["model-a1", "storage-a1", "storage-a2", "validation-a1", "handlers-a1", "app-a1"].map(
+          (c) => `${taskId}--${c}`,
+        ),
+      ),
+    );
+    expect(
+      childEvents.filter((l) => l.taskId === `${taskId}--storage-a2`).every((l) => l.subtaskId === "storage"),
+    ).toBe(true);
 
     // history lists the children under their parent.
     const history = await loopsmith(["history", "-n", "20"], env, 120_000);
@@ -79,7 +134,9 @@ describe("solve --repo --decompose on examples/rest-api (scripted, real sandbox)
     const rows = history.stdout.split("\n");
     const parentRow = rows.findIndex((l) => l.includes(taskId) && !l.includes(`${taskId}--`));
     expect(parentRow).toBeGreaterThanOrEqual(0);
-    expect(rows.slice(parentRow + 1, parentRow + 7).every((l) => /^\s+/.test(l) && l.includes(`${taskId}--`))).toBe(true);
+    expect(rows.slice(parentRow + 1, parentRow + 7).every((l) => /^\s+/.test(l) && l.includes(`${taskId}--`))).toBe(
+      true,
+    );
 
     // A child task is a task of its own: `show` reads storage's failed first attempt back.
     const shown = await loopsmith(["show", `${taskId}--storage-a1`, "--json"], env, 120_000);

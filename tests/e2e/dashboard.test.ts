@@ -32,16 +32,33 @@ function chromiumBin(): string {
 
 /** Runs chromium headless with `args`; resolves with its stdout. */
 function chromium(bin: string, home: string, args: string[]): Promise<string> {
-  const flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", `--user-data-dir=${join(home, "profile")}`, ...args];
+  const flags = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    `--user-data-dir=${join(home, "profile")}`,
+    ...args,
+  ];
   return new Promise((resolve, reject) => {
-    execFile(bin, flags, { timeout: 60_000, maxBuffer: 32 * 1024 * 1024, env: { ...process.env, HOME: home } }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`chromium ${args.join(" ")} failed: ${err.message}\n${stderr.slice(-2000)}`));
-      else resolve(stdout);
-    });
+    execFile(
+      bin,
+      flags,
+      { timeout: 60_000, maxBuffer: 32 * 1024 * 1024, env: { ...process.env, HOME: home } },
+      (err, stdout, stderr) => {
+        if (err) reject(new Error(`chromium ${args.join(" ")} failed: ${err.message}\n${stderr.slice(-2000)}`));
+        else resolve(stdout);
+      },
+    );
   });
 }
 
-function report(generation: number, verdict: "accepted" | "rejected", reason: string, opts: { bench: boolean; title: string; message: string }): GenerationReport {
+function report(
+  generation: number,
+  verdict: "accepted" | "rejected",
+  reason: string,
+  opts: { bench: boolean; title: string; message: string },
+): GenerationReport {
   const cases = Array.from({ length: 8 }, (_, i) => ({
     case: `title-${i}`,
     parent: { passes: i < 4 + generation ? 2 : 0, runs: 2, scores: [] },
@@ -53,15 +70,37 @@ function report(generation: number, verdict: "accepted" | "rejected", reason: st
     generation,
     parent: "0123456789abcdef0123456789abcdef01234567",
     hypothesis: { title: opts.title, rationale: "accents are dropped" },
-    change: { summary: "edit", patch: `--- a/slug.py\n+++ b/slug.py\n-old\n+${XSS}\n`, changed: [reason === "protected" ? "bench/cases.json" : "slug.py"], deleted: [], stat: { files: 1, insertions: 1, deletions: 1 } },
+    change: {
+      summary: "edit",
+      patch: `--- a/slug.py\n+++ b/slug.py\n-old\n+${XSS}\n`,
+      changed: [reason === "protected" ? "bench/cases.json" : "slug.py"],
+      deleted: [],
+      stat: { files: 1, insertions: 1, deletions: 1 },
+    },
     ...(opts.bench
       ? {
           bench: { command: "python3 bench/run.py", format: "json", repeats: 2, cases },
-          statistic: { test: "mcnemar_exact", cases: 8, fixed: verdict === "accepted" ? 2 : 0, broken: verdict === "accepted" ? 0 : 2, pValue: 0.5, alpha: 0.05, effect: verdict === "accepted" ? 0.25 : -0.25 },
+          statistic: {
+            test: "mcnemar_exact",
+            cases: 8,
+            fixed: verdict === "accepted" ? 2 : 0,
+            broken: verdict === "accepted" ? 0 : 2,
+            pValue: 0.5,
+            alpha: 0.05,
+            effect: verdict === "accepted" ? 0.25 : -0.25,
+          },
         }
       : {}),
     decision: { verdict, reason, message: opts.message },
-    usage: { calls: 2, inputTokens: 900, outputTokens: 100, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.002, latencyMs: 3 },
+    usage: {
+      calls: 2,
+      inputTokens: 900,
+      outputTokens: 100,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      costUsd: 0.002,
+      latencyMs: 3,
+    },
     phasesMs: { plan: 500 },
     startedAt: "2025-01-01T00:00:00Z",
     finishedAt: "2025-01-01T00:00:02Z",
@@ -71,7 +110,11 @@ function report(generation: number, verdict: "accepted" | "rejected", reason: st
 const reports = [
   report(1, "accepted", "accepted", { bench: true, title: XSS, message: "2 fixed, none broken" }),
   report(2, "rejected", "regression", { bench: true, title: "flip a coin per case", message: TITLE_HIJACK }),
-  report(3, "rejected", "protected", { bench: false, title: "edit the benchmark", message: "touched bench/cases.json" }),
+  report(3, "rejected", "protected", {
+    bench: false,
+    title: "edit the benchmark",
+    message: "touched bench/cases.json",
+  }),
 ];
 
 /** One attribute of a serialized start tag. */
@@ -94,7 +137,9 @@ describe("the improvement dashboard in headless Chromium", () => {
     expect(/<title>([^<]*)<\/title>/.exec(dom)?.[1]).toBe(`loopsmith improve: ${RUN_ID}`);
     expect(dom).toContain("scripted run: no model was called");
 
-    const points = [...dom.matchAll(/<circle\b[^>]*>/g)].map((m) => m[0]).filter((tag) => /\bclass="[^"]*\bpoint\b/.test(tag));
+    const points = [...dom.matchAll(/<circle\b[^>]*>/g)]
+      .map((m) => m[0])
+      .filter((tag) => /\bclass="[^"]*\bpoint\b/.test(tag));
     expect(points.map((tag) => [attr(tag, "data-generation"), attr(tag, "data-verdict")])).toEqual([
       ["1", "accepted"],
       ["2", "rejected"],
@@ -104,7 +149,9 @@ describe("the improvement dashboard in headless Chromium", () => {
     const cy = points.map((tag) => Number(attr(tag, "cy")));
     expect(cy[0]).toBeLessThan(cy[1] as number);
 
-    const sections = [...dom.matchAll(/<section\b[^>]*>/g)].map((m) => m[0]).filter((tag) => /\bclass="[^"]*\bgeneration\b/.test(tag));
+    const sections = [...dom.matchAll(/<section\b[^>]*>/g)]
+      .map((m) => m[0])
+      .filter((tag) => /\bclass="[^"]*\bgeneration\b/.test(tag));
     expect(sections.map((tag) => attr(tag, "id"))).toEqual(["gen-1", "gen-2", "gen-3"]);
     expect(dom).toContain("<code>regression</code>");
     expect(dom).toContain("<code>protected</code>");
@@ -112,12 +159,17 @@ describe("the improvement dashboard in headless Chromium", () => {
     // The injected markup is text: escaped in the DOM, never an element.
     expect(dom).not.toMatch(/<script\b/i);
     expect(dom).toContain("&lt;script&gt;alert(1)&lt;/script&gt;");
-    expect(dom).toContain("&lt;script&gt;document.title = \"pwned\"&lt;/script&gt;");
+    expect(dom).toContain('&lt;script&gt;document.title = "pwned"&lt;/script&gt;');
   });
 
   it("paints a 1200×900 screenshot", async () => {
     const png = join(dir, "dash.png");
-    await chromium(chromiumBin(), dir, [`--screenshot=${png}`, "--window-size=1200,900", "--hide-scrollbars", pathToFileURL(file).href]);
+    await chromium(chromiumBin(), dir, [
+      `--screenshot=${png}`,
+      "--window-size=1200,900",
+      "--hide-scrollbars",
+      pathToFileURL(file).href,
+    ]);
     expect(existsSync(png)).toBe(true);
     expect(statSync(png).size).toBeGreaterThan(5_000);
     const bytes = readFileSync(png);

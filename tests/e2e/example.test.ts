@@ -15,7 +15,15 @@ import { REPO, type CliRun } from "../fixtures/cli.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-example-"));
 // No key, no NATS, no database: what a fresh machine has.
-const env = { ...process.env, LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", ANTHROPIC_API_KEY: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "info" };
+const env = {
+  ...process.env,
+  LOOPSMITH_DATA_DIR: dataDir,
+  NATS_URL: "",
+  DATABASE_URL: "",
+  ANTHROPIC_API_KEY: "",
+  LOOPSMITH_PROVIDER: "",
+  LOG_LEVEL: "info",
+};
 
 /** Runs a documented command line (split on spaces) from the repository root. */
 function readme(command: string): Promise<CliRun> {
@@ -33,7 +41,8 @@ function readme(command: string): Promise<CliRun> {
 }
 
 /** The keyless example, as docs/USAGE.md ("Everyday commands") shows it. */
-const SOLVE = "npx loopsmith solve --file examples/roman/task.json --provider scripted --script examples/roman/script.json";
+const SOLVE =
+  "npx loopsmith solve --file examples/roman/task.json --provider scripted --script examples/roman/script.json";
 
 describe("the bundled example (npm run demo's task), without a key", () => {
   let solved: CliRun;
@@ -62,7 +71,12 @@ describe("the bundled example (npm run demo's task), without a key", () => {
   it("ran the five services as separate processes", () => {
     const logs = readdirSync(join(dataDir, "logs")).sort();
     expect(logs).toEqual(["architect.log", "builder.log", "executor.log", "memory.log", "reviewer.log"]);
-    const pids = new Set(logs.map((f) => (JSON.parse(readFileSync(join(dataDir, "logs", f), "utf8").split("\n")[0] as string) as { pid: number }).pid));
+    const pids = new Set(
+      logs.map(
+        (f) =>
+          (JSON.parse(readFileSync(join(dataDir, "logs", f), "utf8").split("\n")[0] as string) as { pid: number }).pid,
+      ),
+    );
     expect(pids.size).toBe(5);
   });
 

@@ -22,8 +22,21 @@ import { GenerationReport } from "@loopsmith/shared";
 import { REPO, loopsmith } from "../fixtures/cli.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-forgery-e2e-"));
-const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", ANTHROPIC_API_KEY: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "info" };
-const gitEnv = { ...process.env, GIT_AUTHOR_NAME: "User", GIT_AUTHOR_EMAIL: "user@example.com", GIT_COMMITTER_NAME: "User", GIT_COMMITTER_EMAIL: "user@example.com" };
+const env = {
+  LOOPSMITH_DATA_DIR: dataDir,
+  NATS_URL: "",
+  DATABASE_URL: "",
+  ANTHROPIC_API_KEY: "",
+  LOOPSMITH_PROVIDER: "",
+  LOG_LEVEL: "info",
+};
+const gitEnv = {
+  ...process.env,
+  GIT_AUTHOR_NAME: "User",
+  GIT_AUTHOR_EMAIL: "user@example.com",
+  GIT_COMMITTER_NAME: "User",
+  GIT_COMMITTER_EMAIL: "user@example.com",
+};
 
 function git(dir: string, ...args: string[]): string {
   return execFileSync("git", ["-C", dir, ...args], { env: gitEnv, encoding: "utf8" }).trim();
@@ -73,18 +86,54 @@ describe("issue 32's forgeries through the whole stack (scripted, real sandbox)"
     const script = scriptFile({
       v: 1,
       kind: "loopsmith-script",
-      description: "Issue 32, repro 1: a candidate that fixes nothing and forges a pass from the package's __init__.py.",
+      description:
+        "Issue 32, repro 1: a candidate that fixes nothing and forges a pass from the package's __init__.py.",
       replies: {
-        plan: [{ summary: "Make the tests pass.", acceptanceCriteria: ["the tests pass"], steps: ["Edit inventory/__init__.py."], files: ["inventory/__init__.py"] }],
-        build: [{ summary: "Report the tests as passed", edits: [{ path: "inventory/__init__.py", search: head, replace: `${forge}${head}` }], notes: "Forgery, for the test." }],
+        plan: [
+          {
+            summary: "Make the tests pass.",
+            acceptanceCriteria: ["the tests pass"],
+            steps: ["Edit inventory/__init__.py."],
+            files: ["inventory/__init__.py"],
+          },
+        ],
+        build: [
+          {
+            summary: "Report the tests as passed",
+            edits: [{ path: "inventory/__init__.py", search: head, replace: `${forge}${head}` }],
+            notes: "Forgery, for the test.",
+          },
+        ],
         reflect: [{ rootCause: "-", hypothesis: "-", fixPlan: "-" }],
       },
     });
     const taskId = `forge-repo-${Date.now().toString(36)}`;
     const out = mkdtempSync(join(tmpdir(), "loopsmith-forgery-out-"));
-    const run = await loopsmith(["solve", "--repo", dir, "Fix the failing test", "--provider", "scripted", "--script", script, "--task-id", taskId, "--max-iterations", "1", "--out", out], env, 300_000);
+    const run = await loopsmith(
+      [
+        "solve",
+        "--repo",
+        dir,
+        "Fix the failing test",
+        "--provider",
+        "scripted",
+        "--script",
+        script,
+        "--task-id",
+        taskId,
+        "--max-iterations",
+        "1",
+        "--out",
+        out,
+      ],
+      env,
+      300_000,
+    );
     expect(run.code, `${run.stdout}\n${run.stderr}`).not.toBe(0);
-    const result = JSON.parse(readFileSync(join(out, "result.json"), "utf8")) as { status?: string; stopReason?: string };
+    const result = JSON.parse(readFileSync(join(out, "result.json"), "utf8")) as {
+      status?: string;
+      stopReason?: string;
+    };
     expect(result.status, `${run.stdout}\n${run.stderr}`).toBe("failed");
     expect(run.stdout).not.toMatch(/PASSED/);
     // The builder is told why: the gate's evaluation-tampering findings on the change.
@@ -111,15 +160,63 @@ describe("issue 32's forgeries through the whole stack (scripted, real sandbox)"
       replies: {},
       tasks: {
         "gen-1": {
-          improve: [{ title: "Report every case as passing", rationale: "Forgery, for the test.", expected: "all cases", files: ["textkit/slug.py"] }],
-          plan: [{ summary: "Forge the results.", acceptanceCriteria: ["python3 -m pytest -q passes"], steps: ["Edit textkit/slug.py"], files: ["textkit/slug.py"] }],
-          build: [{ summary: "Forge the results", edits: [{ path: "textkit/slug.py", search: "import re\n", replace: `${forge}\n${forgeJunit([["tests.test_slug", "test_slugify"]], "    ")}import re\n` }], notes: "Forgery, for the test." }],
+          improve: [
+            {
+              title: "Report every case as passing",
+              rationale: "Forgery, for the test.",
+              expected: "all cases",
+              files: ["textkit/slug.py"],
+            },
+          ],
+          plan: [
+            {
+              summary: "Forge the results.",
+              acceptanceCriteria: ["python3 -m pytest -q passes"],
+              steps: ["Edit textkit/slug.py"],
+              files: ["textkit/slug.py"],
+            },
+          ],
+          build: [
+            {
+              summary: "Forge the results",
+              edits: [
+                {
+                  path: "textkit/slug.py",
+                  search: "import re\n",
+                  replace: `${forge}\n${forgeJunit([["tests.test_slug", "test_slugify"]], "    ")}import re\n`,
+                },
+              ],
+              notes: "Forgery, for the test.",
+            },
+          ],
         },
       },
     });
     const out = mkdtempSync(join(tmpdir(), "loopsmith-forgery-improve-out-"));
     const run = await loopsmith(
-      ["improve", "--repo", dir, "--generations", "1", "--repeats", "1", "--max-iterations", "1", "--out", out, "--check", "python3 -m pytest -q", "--bench", "python3 bench/run.py", "--setup-cmd", "", "--provider", "scripted", "--script", script],
+      [
+        "improve",
+        "--repo",
+        dir,
+        "--generations",
+        "1",
+        "--repeats",
+        "1",
+        "--max-iterations",
+        "1",
+        "--out",
+        out,
+        "--check",
+        "python3 -m pytest -q",
+        "--bench",
+        "python3 bench/run.py",
+        "--setup-cmd",
+        "",
+        "--provider",
+        "scripted",
+        "--script",
+        script,
+      ],
       env,
       600_000,
     );

@@ -14,14 +14,22 @@ import { configuredHumanEval, jsonLines, loopsmith, runNode, REPO } from "../fix
 
 const configured = configuredHumanEval();
 if (!configured) {
-  process.stdout.write("tests/e2e/humaneval.test.ts did not run: no HumanEval dataset is configured (set LOOPSMITH_HUMANEVAL to humaneval.jsonl; .ci/run does)\n");
+  process.stdout.write(
+    "tests/e2e/humaneval.test.ts did not run: no HumanEval dataset is configured (set LOOPSMITH_HUMANEVAL to humaneval.jsonl; .ci/run does)\n",
+  );
 }
 const dataset = configured ?? "";
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-e2e-"));
 const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", LOG_LEVEL: "info" };
 
 async function scriptFor(id: string): Promise<string> {
-  const run = await runNode(join(REPO, "cli", "src", "scripts", "humaneval-script.ts"), ["--dataset", dataset, "--id", id, "--mutant-first"]);
+  const run = await runNode(join(REPO, "cli", "src", "scripts", "humaneval-script.ts"), [
+    "--dataset",
+    dataset,
+    "--id",
+    id,
+    "--mutant-first",
+  ]);
   expect(run.code, run.stderr).toBe(0);
   const file = join(dataDir, `${id.replace("/", "-")}.script.json`);
   writeFileSync(file, run.stdout);
@@ -30,7 +38,20 @@ async function scriptFor(id: string): Promise<string> {
 
 async function solve(id: string, script: string, transcript: string) {
   const run = await loopsmith(
-    ["solve", "--humaneval", id, "--dataset", dataset, "--provider", "scripted", "--script", script, "--transcript", transcript, "--json"],
+    [
+      "solve",
+      "--humaneval",
+      id,
+      "--dataset",
+      dataset,
+      "--provider",
+      "scripted",
+      "--script",
+      script,
+      "--transcript",
+      transcript,
+      "--json",
+    ],
     env,
   );
   const lines = jsonLines(run.stdout);
@@ -70,11 +91,16 @@ describe.runIf(configured)("loopsmith solve on HumanEval, scripted, end to end",
   });
 
   it("does not recall the task's own failure, and reflects on it in the second iteration's prompts", () => {
-    const calls = readFileSync(transcript1, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    const calls = readFileSync(transcript1, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     const build2 = calls.find((c) => c.role === "build" && c.iteration === 2);
     expect(build2).toBeDefined();
     const prompt = JSON.stringify(build2?.messages);
-    const recalled = first.events.filter((e) => e.kind === "step" && e.phase === "recall" && e.iteration === 1).flatMap((e) => (e.data as { failureIds: string[] }).failureIds);
+    const recalled = first.events
+      .filter((e) => e.kind === "step" && e.phase === "recall" && e.iteration === 1)
+      .flatMap((e) => (e.data as { failureIds: string[] }).failureIds);
     // Memory was empty before this task: its own just-stored failure is not a recalled hint.
     expect(recalled).toEqual([]);
     expect(prompt).not.toContain("[memory:failure:");
@@ -85,7 +111,10 @@ describe.runIf(configured)("loopsmith solve on HumanEval, scripted, end to end",
     const logs = readdirSync(join(dataDir, "logs")).sort();
     expect(logs).toEqual(["architect.log", "builder.log", "executor.log", "memory.log", "reviewer.log"]);
     const pids = new Set(
-      logs.map((f) => (JSON.parse(readFileSync(join(dataDir, "logs", f), "utf8").split("\n")[0] as string) as { pid: number }).pid),
+      logs.map(
+        (f) =>
+          (JSON.parse(readFileSync(join(dataDir, "logs", f), "utf8").split("\n")[0] as string) as { pid: number }).pid,
+      ),
     );
     expect(pids.size).toBe(5);
   });
@@ -94,12 +123,17 @@ describe.runIf(configured)("loopsmith solve on HumanEval, scripted, end to end",
     const second = await solve("HumanEval/2", await scriptFor("HumanEval/2"), join(dataDir, "t2.jsonl"));
     expect(second.run.code, second.run.stderr).toBe(0);
     expect(second.result.iterations).toBe(2);
-    const recalled = second.events.filter((e) => e.kind === "step" && e.phase === "recall").flatMap((e) => (e.data as { failureIds?: string[] }).failureIds ?? []);
+    const recalled = second.events
+      .filter((e) => e.kind === "step" && e.phase === "recall")
+      .flatMap((e) => (e.data as { failureIds?: string[] }).failureIds ?? []);
     const firstFailure = (first.result.failureIds as string[])[0];
     expect(recalled).toContain(firstFailure);
     expect(recalled).not.toContain((second.result.failureIds as string[])[0]);
     // What recall returned reaches the second task's next prompt, tagged with its id.
-    const calls = readFileSync(join(dataDir, "t2.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    const calls = readFileSync(join(dataDir, "t2.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     const build2 = calls.find((c) => c.role === "build" && c.iteration === 2);
     expect(JSON.stringify(build2?.messages)).toContain(`[memory:failure:${firstFailure}]`);
   });
@@ -107,7 +141,9 @@ describe.runIf(configured)("loopsmith solve on HumanEval, scripted, end to end",
   it("lists both tasks in history and counts them in stats", async () => {
     const history = await loopsmith(["history", "--json"], env);
     expect(history.code, history.stderr).toBe(0);
-    const tasks = (JSON.parse(history.stdout) as { tasks: Array<{ taskId: string; status: string; scripted: boolean }> }).tasks;
+    const tasks = (
+      JSON.parse(history.stdout) as { tasks: Array<{ taskId: string; status: string; scripted: boolean }> }
+    ).tasks;
     expect(tasks).toHaveLength(2);
     expect(tasks.every((t) => t.status === "passed" && t.scripted)).toBe(true);
     // More than one page's worth asked for: read in pages, not refused.
@@ -115,9 +151,25 @@ describe.runIf(configured)("loopsmith solve on HumanEval, scripted, end to end",
     expect(many.code, many.stderr).toBe(0);
     expect((JSON.parse(many.stdout) as { tasks: unknown[] }).tasks).toHaveLength(2);
     const stats = await loopsmith(["stats", "--json"], env);
-    const s = JSON.parse(stats.stdout) as { tasks: number; passed: number; failures: number; meanIterationsToPass: number; backend: string; passRate: number; recall: { recalls: number } };
+    const s = JSON.parse(stats.stdout) as {
+      tasks: number;
+      passed: number;
+      failures: number;
+      meanIterationsToPass: number;
+      backend: string;
+      passRate: number;
+      recall: { recalls: number };
+    };
     // Each task failed once, so each made one failure recall (logged for the hit rate).
-    expect(s).toMatchObject({ tasks: 2, passed: 2, failures: 2, meanIterationsToPass: 2, backend: "pglite", passRate: 1, recall: { recalls: 2 } });
+    expect(s).toMatchObject({
+      tasks: 2,
+      passed: 2,
+      failures: 2,
+      meanIterationsToPass: 2,
+      backend: "pglite",
+      passRate: 1,
+      recall: { recalls: 2 },
+    });
     const last = await loopsmith(["stats", "--last", "1", "--since", "1d"], env);
     expect(last.code, last.stderr).toBe(0);
     expect(last.stdout).toContain("window: last 1 tasks since");

@@ -15,11 +15,30 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REPO, loopsmith } from "../fixtures/cli.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-improve-pr-"));
-const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", ANTHROPIC_API_KEY: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "info" };
-const gitEnv = { ...process.env, GIT_AUTHOR_NAME: "User", GIT_AUTHOR_EMAIL: "user@example.com", GIT_COMMITTER_NAME: "User", GIT_COMMITTER_EMAIL: "user@example.com" };
-const git = (dir: string, ...args: string[]): string => execFileSync("git", ["-C", dir, ...args], { env: gitEnv, encoding: "utf8" }).trim();
+const env = {
+  LOOPSMITH_DATA_DIR: dataDir,
+  NATS_URL: "",
+  DATABASE_URL: "",
+  ANTHROPIC_API_KEY: "",
+  LOOPSMITH_PROVIDER: "",
+  LOG_LEVEL: "info",
+};
+const gitEnv = {
+  ...process.env,
+  GIT_AUTHOR_NAME: "User",
+  GIT_AUTHOR_EMAIL: "user@example.com",
+  GIT_COMMITTER_NAME: "User",
+  GIT_COMMITTER_EMAIL: "user@example.com",
+};
+const git = (dir: string, ...args: string[]): string =>
+  execFileSync("git", ["-C", dir, ...args], { env: gitEnv, encoding: "utf8" }).trim();
 
-interface Recorded { method: string; path: string; auth: string; body: Record<string, unknown> | undefined }
+interface Recorded {
+  method: string;
+  path: string;
+  auth: string;
+  body: Record<string, unknown> | undefined;
+}
 const recorded: Recorded[] = [];
 let server: Server;
 let api = "";
@@ -34,7 +53,13 @@ beforeAll(async () => {
       res.setHeader("content-type", "application/json");
       if (req.headers.authorization !== "token good-token") {
         res.statusCode = 401;
-        res.end(JSON.stringify({ message: "Bad credentials", documentation_url: "https://docs.github.com/rest", status: "401" }));
+        res.end(
+          JSON.stringify({
+            message: "Bad credentials",
+            documentation_url: "https://docs.github.com/rest",
+            status: "401",
+          }),
+        );
       } else if (req.method === "GET" && req.url === "/repos/acme/textkit") {
         res.end(JSON.stringify({ name: "textkit", full_name: "acme/textkit", default_branch: "main" }));
       } else if (req.method === "POST" && req.url === "/repos/acme/textkit/pulls") {
@@ -64,12 +89,38 @@ function repoWithRemote(): { repo: string; remote: string } {
   return { repo, remote };
 }
 
-const args = (repo: string, runId: string) => ["improve", "--repo", repo, "--run-id", runId, "--generations", "1", "--check", "python3 -m pytest -q", "--bench", "python3 bench/run.py", "--setup-cmd", "", "--provider", "scripted", "--script", join(REPO, "tests", "fixtures", "improve-fix-script.json"), "--pr", "github", "--github-repo", "acme/textkit"];
+const args = (repo: string, runId: string) => [
+  "improve",
+  "--repo",
+  repo,
+  "--run-id",
+  runId,
+  "--generations",
+  "1",
+  "--check",
+  "python3 -m pytest -q",
+  "--bench",
+  "python3 bench/run.py",
+  "--setup-cmd",
+  "",
+  "--provider",
+  "scripted",
+  "--script",
+  join(REPO, "tests", "fixtures", "improve-fix-script.json"),
+  "--pr",
+  "github",
+  "--github-repo",
+  "acme/textkit",
+];
 
 describe("loopsmith improve: --pr github (fake GitHub API, local remote) and a JUnit benchmark", () => {
   it("stops before anything runs when GitHub refuses the token", async () => {
     const { repo } = repoWithRemote();
-    const run = await loopsmith(args(repo, "pr-refused"), { ...env, GITHUB_TOKEN: "bad-token", GITHUB_API_URL: api }, 60_000);
+    const run = await loopsmith(
+      args(repo, "pr-refused"),
+      { ...env, GITHUB_TOKEN: "bad-token", GITHUB_API_URL: api },
+      60_000,
+    );
     expect(run.code, run.stderr).toBe(2);
     expect(run.stderr).toMatch(/GitHub refused the token \(401\)/);
     expect(run.stdout).not.toMatch(/submitted/);
@@ -79,14 +130,24 @@ describe("loopsmith improve: --pr github (fake GitHub API, local remote) and a J
   it("pushes the accepted generation's branch and opens a pull request with its report", async () => {
     const { repo, remote } = repoWithRemote();
     recorded.length = 0;
-    const run = await loopsmith(args(repo, "pr-run"), { ...env, GITHUB_TOKEN: "good-token", GITHUB_API_URL: api }, 600_000);
+    const run = await loopsmith(
+      args(repo, "pr-run"),
+      { ...env, GITHUB_TOKEN: "good-token", GITHUB_API_URL: api },
+      600_000,
+    );
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
     // The branch is on the remote, at the commit made locally.
-    expect(git(remote, "rev-parse", "loopsmith/improve/pr-run-gen-1")).toBe(git(repo, "rev-parse", "loopsmith/improve/pr-run-gen-1"));
+    expect(git(remote, "rev-parse", "loopsmith/improve/pr-run-gen-1")).toBe(
+      git(repo, "rev-parse", "loopsmith/improve/pr-run-gen-1"),
+    );
     const pulls = recorded.filter((r) => r.method === "POST" && r.path === "/repos/acme/textkit/pulls");
     expect(pulls).toHaveLength(1);
     expect(pulls[0]?.auth).toBe("token good-token");
-    expect(pulls[0]?.body).toMatchObject({ head: "loopsmith/improve/pr-run-gen-1", base: "main", title: expect.stringContaining("Transliterate accented letters") });
+    expect(pulls[0]?.body).toMatchObject({
+      head: "loopsmith/improve/pr-run-gen-1",
+      base: "main",
+      title: expect.stringContaining("Transliterate accented letters"),
+    });
     expect(String(pulls[0]?.body?.body)).toMatch(/McNemar/);
     expect(String(pulls[0]?.body?.body)).toMatch(/scripted/i);
     // The access check came first.
@@ -96,10 +157,20 @@ describe("loopsmith improve: --pr github (fake GitHub API, local remote) and a J
   it("reads a benchmark's own JUnit file (--bench-format junit --bench-junit) and decides on its cases", async () => {
     const { repo } = repoWithRemote();
     const out = mkdtempSync(join(tmpdir(), "loopsmith-junit-out-"));
-    const junitArgs = args(repo, "junit-run").slice(0, -4).map((a) => (a === "python3 bench/run.py" ? "python3 bench/junit.py" : a));
-    const run = await loopsmith([...junitArgs, "--bench-format", "junit", "--bench-junit", "bench-out/junit.xml", "--out", out], env, 600_000);
+    const junitArgs = args(repo, "junit-run")
+      .slice(0, -4)
+      .map((a) => (a === "python3 bench/run.py" ? "python3 bench/junit.py" : a));
+    const run = await loopsmith(
+      [...junitArgs, "--bench-format", "junit", "--bench-junit", "bench-out/junit.xml", "--out", out],
+      env,
+      600_000,
+    );
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
-    const report = JSON.parse(readFileSync(join(out, "reports", "gen-1.json"), "utf8")) as { decision: { reason: string }; statistic: { fixed: number; broken: number }; bench: { format: string; cases: Array<{ case: string }> } };
+    const report = JSON.parse(readFileSync(join(out, "reports", "gen-1.json"), "utf8")) as {
+      decision: { reason: string };
+      statistic: { fixed: number; broken: number };
+      bench: { format: string; cases: Array<{ case: string }> };
+    };
     expect(report.decision.reason).toBe("accepted");
     expect(report.statistic).toMatchObject({ fixed: 8, broken: 0 });
     expect(report.bench.format).toBe("junit");

@@ -16,8 +16,21 @@ import { GenerationReport } from "@loopsmith/shared";
 import { REPO, jsonLines, loopsmith } from "../fixtures/cli.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-improve-e2e-"));
-const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", ANTHROPIC_API_KEY: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "info" };
-const gitEnv = { ...process.env, GIT_AUTHOR_NAME: "User", GIT_AUTHOR_EMAIL: "user@example.com", GIT_COMMITTER_NAME: "User", GIT_COMMITTER_EMAIL: "user@example.com" };
+const env = {
+  LOOPSMITH_DATA_DIR: dataDir,
+  NATS_URL: "",
+  DATABASE_URL: "",
+  ANTHROPIC_API_KEY: "",
+  LOOPSMITH_PROVIDER: "",
+  LOG_LEVEL: "info",
+};
+const gitEnv = {
+  ...process.env,
+  GIT_AUTHOR_NAME: "User",
+  GIT_AUTHOR_EMAIL: "user@example.com",
+  GIT_COMMITTER_NAME: "User",
+  GIT_COMMITTER_EMAIL: "user@example.com",
+};
 
 function git(dir: string, ...args: string[]): string {
   return execFileSync("git", ["-C", dir, ...args], { env: gitEnv, encoding: "utf8" }).trim();
@@ -32,7 +45,18 @@ function fixtureRepo(): string {
   return dir;
 }
 
-const common = ["--check", "python3 -m pytest -q", "--bench", "python3 bench/run.py", "--setup-cmd", "", "--provider", "scripted", "--script", join(REPO, "tests", "fixtures", "improve-script.json")];
+const common = [
+  "--check",
+  "python3 -m pytest -q",
+  "--bench",
+  "python3 bench/run.py",
+  "--setup-cmd",
+  "",
+  "--provider",
+  "scripted",
+  "--script",
+  join(REPO, "tests", "fixtures", "improve-script.json"),
+];
 
 describe("loopsmith improve (scripted, real sandbox)", () => {
   const repo = fixtureRepo();
@@ -41,7 +65,11 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
   const out = mkdtempSync(join(tmpdir(), "loopsmith-improve-out-"));
 
   it("rejects every gaming attempt with its reason code and accepts only the real fix", async () => {
-    const run = await loopsmith(["improve", "--repo", repo, "--generations", "6", "--repeats", "2", "--run-id", runId, "--out", out, ...common], env, 900_000);
+    const run = await loopsmith(
+      ["improve", "--repo", repo, "--generations", "6", "--repeats", "2", "--run-id", runId, "--out", out, ...common],
+      env,
+      900_000,
+    );
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
     expect(run.stdout).toMatch(/^SCRIPTED RUN/);
     const files = readdirSync(join(out, "reports")).sort();
@@ -55,7 +83,14 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
       [5, "rejected", "protected"],
       [6, "accepted", "accepted"],
     ]);
-    const [noop, coin, bench, , , fix] = reports as [GenerationReport, GenerationReport, GenerationReport, GenerationReport, GenerationReport, GenerationReport];
+    const [noop, coin, bench, , , fix] = reports as [
+      GenerationReport,
+      GenerationReport,
+      GenerationReport,
+      GenerationReport,
+      GenerationReport,
+      GenerationReport,
+    ];
     // The no-op: measured, nothing moved.
     expect(noop.statistic).toMatchObject({ test: "mcnemar_exact", fixed: 0, broken: 0, pValue: 1 });
     // The coin flip broke cases that passed on the parent.
@@ -93,7 +128,27 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
     expect(readFileSync(join(out, "d.html"), "utf8")).toContain(runId);
 
     // The same run id again: it finished, so nothing runs twice (no generation event, no stack).
-    const again = await loopsmith(["improve", "--repo", repo, "--generations", "6", "--repeats", "2", "--run-id", runId, "--out", out, "--promote", "main", "--json", ...common], env, 300_000);
+    const again = await loopsmith(
+      [
+        "improve",
+        "--repo",
+        repo,
+        "--generations",
+        "6",
+        "--repeats",
+        "2",
+        "--run-id",
+        runId,
+        "--out",
+        out,
+        "--promote",
+        "main",
+        "--json",
+        ...common,
+      ],
+      env,
+      300_000,
+    );
     expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
     const lines = jsonLines(again.stdout);
     expect(lines.some((l) => l.kind === "submitted" && l.duplicate === true)).toBe(true);
@@ -106,7 +161,11 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
   it("--dry-run plans and implements one generation, shows the evidence it would need, and writes no branch", async () => {
     const dry = mkdtempSync(join(tmpdir(), "loopsmith-improve-dry-"));
     const refs = git(repo, "for-each-ref", "--format=%(refname)");
-    const run = await loopsmith(["improve", "--repo", repo, "--dry-run", "--run-id", `${runId}-dry`, "--out", dry, "--json", ...common], env, 300_000);
+    const run = await loopsmith(
+      ["improve", "--repo", repo, "--dry-run", "--run-id", `${runId}-dry`, "--out", dry, "--json", ...common],
+      env,
+      300_000,
+    );
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
     const report = GenerationReport.parse(JSON.parse(readFileSync(join(dry, "reports", "gen-1.json"), "utf8")));
     expect(report.decision).toMatchObject({ verdict: "dry_run", reason: "dry_run" });
@@ -117,7 +176,19 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
   });
 
   it("refuses bad input before anything starts", async () => {
-    const noBench = await loopsmith(["improve", "--repo", repo, "--provider", "scripted", "--script", join(REPO, "tests", "fixtures", "improve-script.json")], env, 60_000);
+    const noBench = await loopsmith(
+      [
+        "improve",
+        "--repo",
+        repo,
+        "--provider",
+        "scripted",
+        "--script",
+        join(REPO, "tests", "fixtures", "improve-script.json"),
+      ],
+      env,
+      60_000,
+    );
     expect(noBench.code).toBe(2);
     expect(noBench.stderr).toMatch(/needs a benchmark/);
     const notRepo = await loopsmith(["improve", "--repo", tmpdir(), ...common], env, 60_000);
@@ -126,7 +197,11 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
     const leftover = await loopsmith(["improve", "--repo", repo, "--run-id", "leftover", ...common], env, 60_000);
     expect(leftover.code).toBe(2);
     expect(leftover.stderr).toMatch(/left branches .*loopsmith\/improve\/leftover-gen-1/);
-    const noToken = await loopsmith(["improve", "--repo", repo, "--pr", "github", "--github-repo", "acme/widgets", ...common], { ...env, GITHUB_TOKEN: "", GH_TOKEN: "" }, 60_000);
+    const noToken = await loopsmith(
+      ["improve", "--repo", repo, "--pr", "github", "--github-repo", "acme/widgets", ...common],
+      { ...env, GITHUB_TOKEN: "", GH_TOKEN: "" },
+      60_000,
+    );
     expect(noToken.code).toBe(2);
     expect(noToken.stderr).toMatch(/GITHUB_TOKEN/);
   });

@@ -23,14 +23,32 @@ function alive(pid: number): boolean {
 
 describe("interrupting loopsmith solve", () => {
   it("cancels the task on SIGINT, exits 130 and leaves nothing running", async () => {
-    const task = JSON.parse(readFileSync(join(REPO, "examples", "roman", "task.json"), "utf8")) as { acceptanceTests: Array<{ content: string }> };
-    (task.acceptanceTests[0] as { content: string }).content += "\n\ndef test_slow():\n    import time\n    time.sleep(6)\n";
+    const task = JSON.parse(readFileSync(join(REPO, "examples", "roman", "task.json"), "utf8")) as {
+      acceptanceTests: Array<{ content: string }>;
+    };
+    (task.acceptanceTests[0] as { content: string }).content +=
+      "\n\ndef test_slow():\n    import time\n    time.sleep(6)\n";
     const taskFile = join(dataDir, "slow.json");
     writeFileSync(taskFile, JSON.stringify(task));
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", join(REPO, "cli", "bin", "loopsmith.js"), "solve", "--file", taskFile, "--provider", "scripted", "--script", join(REPO, "examples", "roman", "script.json")],
-      { cwd: REPO, env: { ...process.env, LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "" }, stdio: ["ignore", "pipe", "pipe"] },
+      [
+        "--import",
+        "tsx",
+        join(REPO, "cli", "bin", "loopsmith.js"),
+        "solve",
+        "--file",
+        taskFile,
+        "--provider",
+        "scripted",
+        "--script",
+        join(REPO, "examples", "roman", "script.json"),
+      ],
+      {
+        cwd: REPO,
+        env: { ...process.env, LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "" },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
     );
     let stdout = "";
     let stderr = "";
@@ -49,7 +67,8 @@ describe("interrupting loopsmith solve", () => {
     expect(stdout).toContain("CANCELLED");
 
     const pids = readdirSync(join(dataDir, "logs")).map(
-      (f) => (JSON.parse(readFileSync(join(dataDir, "logs", f), "utf8").split("\n")[0] as string) as { pid: number }).pid,
+      (f) =>
+        (JSON.parse(readFileSync(join(dataDir, "logs", f), "utf8").split("\n")[0] as string) as { pid: number }).pid,
     );
     expect(pids).toHaveLength(5);
     expect(pids.filter(alive)).toEqual([]);

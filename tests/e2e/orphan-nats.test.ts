@@ -20,7 +20,10 @@ const ownDataDir = mkdtempSync(join(tmpdir(), "loopsmith-orphans-"));
 const created: string[] = [];
 
 /** A NATS container as another CLI starts it (see cli/src/nats-container.ts), with its heartbeat file. */
-async function otherCli(heartbeatAgeMs: number | null, dir = join(otherDataDir, "run")): Promise<{ id: string; heartbeat: string }> {
+async function otherCli(
+  heartbeatAgeMs: number | null,
+  dir = join(otherDataDir, "run"),
+): Promise<{ id: string; heartbeat: string }> {
   const instance = randomUUID();
   const heartbeat = join(dir, `nats-${instance}.heartbeat`);
   if (heartbeatAgeMs !== null) {
@@ -33,7 +36,11 @@ async function otherCli(heartbeatAgeMs: number | null, dir = join(otherDataDir, 
     Image: loadConfig({ env: { ...process.env, NATS_URL: "", DATABASE_URL: "" } }).images.nats,
     Cmd: ["-js", "-sd", "/tmp/js"],
     // A pid no process here has: the owner lives in another pid namespace or on another host.
-    Labels: { "org.loopsmith.cli": "4194304", "org.loopsmith.cli.instance": instance, "org.loopsmith.cli.heartbeat": heartbeat },
+    Labels: {
+      "org.loopsmith.cli": "4194304",
+      "org.loopsmith.cli.instance": instance,
+      "org.loopsmith.cli.heartbeat": heartbeat,
+    },
   });
   created.push(container.id);
   await container.start();
@@ -49,7 +56,14 @@ async function exists(id: string): Promise<boolean> {
 }
 
 afterAll(async () => {
-  await Promise.all(created.map((id) => docker.getContainer(id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    created.map((id) =>
+      docker
+        .getContainer(id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
 });
 
 describe("orphaned NATS containers", () => {
@@ -58,7 +72,11 @@ describe("orphaned NATS containers", () => {
     const unseen = await otherCli(null, join(otherDataDir, "elsewhere"));
     const stale = await otherCli(120_000);
 
-    const run = await loopsmith(["history", "--json"], { LOOPSMITH_DATA_DIR: ownDataDir, NATS_URL: "", DATABASE_URL: "" });
+    const run = await loopsmith(["history", "--json"], {
+      LOOPSMITH_DATA_DIR: ownDataDir,
+      NATS_URL: "",
+      DATABASE_URL: "",
+    });
     expect(run.code, run.stderr).toBe(0);
 
     expect(await exists(fresh.id)).toBe(true);

@@ -7,7 +7,14 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { anthropicError, anthropicToolReply, FAST_RETRY, openaiReply, startFakeLlm, type FakeLlm } from "../fixtures/fake-llm.js";
+import {
+  anthropicError,
+  anthropicToolReply,
+  FAST_RETRY,
+  openaiReply,
+  startFakeLlm,
+  type FakeLlm,
+} from "../fixtures/fake-llm.js";
 import { jsonLines, loopsmith } from "../fixtures/cli.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-providers-"));
@@ -17,13 +24,31 @@ writeFileSync(
   JSON.stringify({
     goal: "Write add(a, b) in solution.py returning the sum.",
     language: "python",
-    acceptanceTests: [{ path: "test_add.py", content: "from solution import add\n\ndef test_add():\n    assert add(2, 3) == 5\n" }],
+    acceptanceTests: [
+      { path: "test_add.py", content: "from solution import add\n\ndef test_add():\n    assert add(2, 3) == 5\n" },
+    ],
   }),
 );
-const plan = { summary: "Implement add.", acceptanceCriteria: ["add(2, 3) == 5"], steps: ["return a + b"], files: ["solution.py"] };
-const candidate = { files: [{ path: "solution.py", content: "def add(a, b):\n    return a + b\n" }], tests: [], notes: "sum" };
+const plan = {
+  summary: "Implement add.",
+  acceptanceCriteria: ["add(2, 3) == 5"],
+  steps: ["return a + b"],
+  files: ["solution.py"],
+};
+const candidate = {
+  files: [{ path: "solution.py", content: "def add(a, b):\n    return a + b\n" }],
+  tests: [],
+  notes: "sum",
+};
 const anthropicModels = { body: { data: [], has_more: false, first_id: null, last_id: null } };
-const baseEnv = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", LOOPSMITH_PROVIDER: "", LOOPSMITH_API_KEY: "", LOOPSMITH_BASE_URL: "" };
+const baseEnv = {
+  LOOPSMITH_DATA_DIR: dataDir,
+  NATS_URL: "",
+  DATABASE_URL: "",
+  LOOPSMITH_PROVIDER: "",
+  LOOPSMITH_API_KEY: "",
+  LOOPSMITH_BASE_URL: "",
+};
 
 let fake: FakeLlm | undefined;
 afterEach(async () => {
@@ -38,7 +63,9 @@ function result(stdout: string): Record<string, unknown> {
 
 describe("providers through loopsmith solve", () => {
   it("a rejected API key: exits non-zero within 5 s, one sentence naming the key, one HTTP call", async () => {
-    fake = await startFakeLlm([{ status: 401, body: anthropicError("authentication_error", "invalid x-api-key") }], { repeatLast: true });
+    fake = await startFakeLlm([{ status: 401, body: anthropicError("authentication_error", "invalid x-api-key") }], {
+      repeatLast: true,
+    });
     const run = await loopsmith(["solve", "--file", taskFile, "--provider", "anthropic"], {
       ...baseEnv,
       ANTHROPIC_API_KEY: "sk-ant-wrong",
@@ -46,7 +73,10 @@ describe("providers through loopsmith solve", () => {
     });
     expect(run.code).not.toBe(0);
     expect(run.ms).toBeLessThan(5_000);
-    const lines = run.stderr.trim().split("\n").filter((l) => l.startsWith("loopsmith:"));
+    const lines = run.stderr
+      .trim()
+      .split("\n")
+      .filter((l) => l.startsWith("loopsmith:"));
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/API key/);
     expect(fake.count).toBe(1);
@@ -60,13 +90,20 @@ describe("providers through loopsmith solve", () => {
       { body: anthropicToolReply("plan", plan, { usage: { input_tokens: 1000, output_tokens: 200 } }) },
       { body: anthropicToolReply("candidate", candidate, { usage: { input_tokens: 2000, output_tokens: 300 } }) },
     ]);
-    const run = await loopsmith(["solve", "--file", taskFile, "--provider", "anthropic", "--model", "claude-sonnet-4-6", "--json"], {
-      ...baseEnv,
-      ANTHROPIC_API_KEY: "sk-ant-test",
-      ANTHROPIC_BASE_URL: fake.url,
-    });
+    const run = await loopsmith(
+      ["solve", "--file", taskFile, "--provider", "anthropic", "--model", "claude-sonnet-4-6", "--json"],
+      {
+        ...baseEnv,
+        ANTHROPIC_API_KEY: "sk-ant-test",
+        ANTHROPIC_BASE_URL: fake.url,
+      },
+    );
     expect(run.code, run.stderr).toBe(0);
-    const r = result(run.stdout) as { status: string; scripted: boolean; usage: { total: { calls: number; inputTokens: number; outputTokens: number; costUsd: number } } };
+    const r = result(run.stdout) as {
+      status: string;
+      scripted: boolean;
+      usage: { total: { calls: number; inputTokens: number; outputTokens: number; costUsd: number } };
+    };
     expect(r.status).toBe("passed");
     expect(r.scripted).toBe(false);
     expect(r.usage.total.calls).toBe(2);
@@ -81,11 +118,14 @@ describe("providers through loopsmith solve", () => {
 
   it("a budget smaller than one call's estimated cost stops with reason budget before any call", async () => {
     fake = await startFakeLlm([anthropicModels]);
-    const run = await loopsmith(["solve", "--file", taskFile, "--provider", "anthropic", "--budget-usd", "0.0001", "--json"], {
-      ...baseEnv,
-      ANTHROPIC_API_KEY: "sk-ant-test",
-      ANTHROPIC_BASE_URL: fake.url,
-    });
+    const run = await loopsmith(
+      ["solve", "--file", taskFile, "--provider", "anthropic", "--budget-usd", "0.0001", "--json"],
+      {
+        ...baseEnv,
+        ANTHROPIC_API_KEY: "sk-ant-test",
+        ANTHROPIC_BASE_URL: fake.url,
+      },
+    );
     expect(run.code).toBe(1);
     const r = result(run.stdout) as { stopReason: string; iterations: number };
     expect(r.stopReason).toBe("budget");
@@ -93,10 +133,26 @@ describe("providers through loopsmith solve", () => {
   });
 
   it("openai-compatible against a server that wraps its JSON in prose and fences", async () => {
-    const wrap = (v: unknown) => `Sure! Here is what you asked for:\n\n\`\`\`json\n${JSON.stringify(v, null, 2)}\n\`\`\`\n\nLet me know if you need anything else.`;
-    fake = await startFakeLlm([{ body: { object: "list", data: [] } }, { body: openaiReply(wrap(plan)) }, { body: openaiReply(wrap(candidate)) }]);
+    const wrap = (v: unknown) =>
+      `Sure! Here is what you asked for:\n\n\`\`\`json\n${JSON.stringify(v, null, 2)}\n\`\`\`\n\nLet me know if you need anything else.`;
+    fake = await startFakeLlm([
+      { body: { object: "list", data: [] } },
+      { body: openaiReply(wrap(plan)) },
+      { body: openaiReply(wrap(candidate)) },
+    ]);
     const run = await loopsmith(
-      ["solve", "--file", taskFile, "--provider", "openai-compatible", "--base-url", `${fake.url}/v1`, "--model", "local-model", "--json"],
+      [
+        "solve",
+        "--file",
+        taskFile,
+        "--provider",
+        "openai-compatible",
+        "--base-url",
+        `${fake.url}/v1`,
+        "--model",
+        "local-model",
+        "--json",
+      ],
       { ...baseEnv, OPENAI_API_KEY: "none" },
     );
     expect(run.code, run.stderr).toBe(0);

@@ -18,7 +18,15 @@ import { shBlock } from "../fixtures/doc-blocks.js";
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-quickstart-data-"));
 const tmp = mkdtempSync(join(tmpdir(), "loopsmith-quickstart-"));
 // No key, no NATS, no database: what a fresh machine has.
-const env: NodeJS.ProcessEnv = { ...process.env, LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", ANTHROPIC_API_KEY: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "info" };
+const env: NodeJS.ProcessEnv = {
+  ...process.env,
+  LOOPSMITH_DATA_DIR: dataDir,
+  NATS_URL: "",
+  DATABASE_URL: "",
+  ANTHROPIC_API_KEY: "",
+  LOOPSMITH_PROVIDER: "",
+  LOG_LEVEL: "info",
+};
 
 /** A README line as it runs here: `/tmp/` moved into this run's own folder. */
 const here = (line: string): string => line.replaceAll("/tmp/", `${tmp}/`);
@@ -44,7 +52,10 @@ describe("the README's quick start, as written, without a key", () => {
     for (const line of [twoCommands[0] as string, ...quickStart, ...improveBlock]) {
       const result = await runBash(here(line), env, 600_000);
       outcomes.set(line, result);
-      if (result.code !== 0) throw new Error(`README line failed (exit ${result.code}): ${line}\n${result.stdout.slice(-3000)}\n${result.stderr.slice(-3000)}`);
+      if (result.code !== 0)
+        throw new Error(
+          `README line failed (exit ${result.code}): ${line}\n${result.stdout.slice(-3000)}\n${result.stderr.slice(-3000)}`,
+        );
     }
   }, 1_500_000);
 
@@ -52,7 +63,9 @@ describe("the README's quick start, as written, without a key", () => {
 
   it("names the demo and the test command CI runs", () => {
     expect(twoCommands).toEqual(["npm run demo", "npm test"]);
-    const ci = readFileSync(join(REPO, ".ci", "run"), "utf8").trim().split("\n");
+    const ci = readFileSync(join(REPO, ".ci", "run"), "utf8")
+      .trim()
+      .split("\n");
     expect(ci.at(-1)).toBe(twoCommands[1]);
   });
 
@@ -76,9 +89,12 @@ describe("the README's quick start, as written, without a key", () => {
     expect(report.stdout).toContain("test_bulk_discount_starts_at_threshold");
     expect(existsSync(join(tmp, "inventory-run", "change.patch"))).toBe(true);
     // The user's branch, commit and work tree are as they were: only loopsmith/* was added.
-    const git = (...args: string[]): string => execFileSync("git", ["-C", join(tmp, "inventory"), ...args], { encoding: "utf8" }).trim();
+    const git = (...args: string[]): string =>
+      execFileSync("git", ["-C", join(tmp, "inventory"), ...args], { encoding: "utf8" }).trim();
     const current = git("rev-parse", "--abbrev-ref", "HEAD");
-    expect(git("branch", "--format=%(refname:short)").split("\n").sort()).toEqual([current, "loopsmith/inventory-fix"].sort());
+    expect(git("branch", "--format=%(refname:short)").split("\n").sort()).toEqual(
+      [current, "loopsmith/inventory-fix"].sort(),
+    );
     expect(git("log", "-1", "--format=%s", "HEAD")).toBe("initial");
     expect(git("status", "--porcelain")).toBe("");
   });
@@ -93,7 +109,9 @@ describe("the README's quick start, as written, without a key", () => {
     const improve = outcome(/loopsmith improve/, improveBlock);
     expect(improve.stdout.split("\n")[0]).toMatch(/^SCRIPTED RUN/);
     const verdicts = [1, 2, 3].map((n) => {
-      const r = GenerationReport.parse(JSON.parse(readFileSync(join(tmp, "self-demo", "reports", `gen-${n}.json`), "utf8")));
+      const r = GenerationReport.parse(
+        JSON.parse(readFileSync(join(tmp, "self-demo", "reports", `gen-${n}.json`), "utf8")),
+      );
       return [r.decision.verdict, r.decision.reason];
     });
     expect(verdicts).toEqual([

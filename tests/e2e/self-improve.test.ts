@@ -14,7 +14,14 @@ import { GenerationReport } from "@loopsmith/shared";
 import { REPO, loopsmith } from "../fixtures/cli.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-self-e2e-"));
-const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", ANTHROPIC_API_KEY: "", LOOPSMITH_PROVIDER: "", LOG_LEVEL: "info" };
+const env = {
+  LOOPSMITH_DATA_DIR: dataDir,
+  NATS_URL: "",
+  DATABASE_URL: "",
+  ANTHROPIC_API_KEY: "",
+  LOOPSMITH_PROVIDER: "",
+  LOG_LEVEL: "info",
+};
 
 function git(dir: string, ...args: string[]): string {
   return execFileSync("git", ["-C", dir, ...args], { encoding: "utf8" }).trim();
@@ -27,17 +34,35 @@ describe("examples/self-improve (loopsmith on itself, scripted, real sandbox)", 
     const head = git(clone, "rev-parse", "HEAD");
     // The example pins the commit it improves (its "base"), so its scripted edits still apply
     // after the product's own signatures changed.
-    const config = JSON.parse(readFileSync(join(REPO, "examples/self-improve/loopsmith.json"), "utf8")) as { improve: { base: string } };
+    const config = JSON.parse(readFileSync(join(REPO, "examples/self-improve/loopsmith.json"), "utf8")) as {
+      improve: { base: string };
+    };
     const base = config.improve.base;
     const out = join(clone, "..", `${clone.split("/").pop()}-run`);
     const run = await loopsmith(
-      ["improve", "--repo", clone, "--config", join(REPO, "examples/self-improve/loopsmith.json"), "--provider", "scripted", "--script", join(REPO, "examples/self-improve/script.json"), "--run-id", "self-e2e", "--out", out],
+      [
+        "improve",
+        "--repo",
+        clone,
+        "--config",
+        join(REPO, "examples/self-improve/loopsmith.json"),
+        "--provider",
+        "scripted",
+        "--script",
+        join(REPO, "examples/self-improve/script.json"),
+        "--run-id",
+        "self-e2e",
+        "--out",
+        out,
+      ],
       env,
       600_000,
     );
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
     expect(run.stdout).toMatch(/^SCRIPTED RUN/);
-    const reports = [1, 2, 3].map((n) => GenerationReport.parse(JSON.parse(readFileSync(join(out, "reports", `gen-${n}.json`), "utf8"))));
+    const reports = [1, 2, 3].map((n) =>
+      GenerationReport.parse(JSON.parse(readFileSync(join(out, "reports", `gen-${n}.json`), "utf8"))),
+    );
     const [g1, g2, g3] = reports as [GenerationReport, GenerationReport, GenerationReport];
     expect(reports.map((r) => [r.decision.verdict, r.decision.reason])).toEqual([
       ["accepted", "accepted"],
@@ -57,7 +82,10 @@ describe("examples/self-improve (loopsmith on itself, scripted, real sandbox)", 
     expect(g3.decision.message).toContain("shared/src/contracts/improve.ts");
     // The accepted chain is on the run's branch; the clone's own branch did not move.
     expect(git(clone, "rev-parse", "loopsmith/improve/self-e2e^")).toBe(base);
-    expect(git(clone, "diff", "--name-only", base, "loopsmith/improve/self-e2e").split("\n").sort()).toEqual(["services/memory/src/signature.test.ts", "services/memory/src/signature.ts"]);
+    expect(git(clone, "diff", "--name-only", base, "loopsmith/improve/self-e2e").split("\n").sort()).toEqual([
+      "services/memory/src/signature.test.ts",
+      "services/memory/src/signature.ts",
+    ]);
     expect(git(clone, "rev-parse", "HEAD")).toBe(head);
     expect(git(clone, "status", "--porcelain")).toBe("");
   });

@@ -18,7 +18,11 @@ const recordPath = join(dataDir, "run", "stack.json");
 const task = join(REPO, "examples", "roman", "task.json");
 const script = join(REPO, "examples", "roman", "script.json");
 
-interface Record { natsUrl: string; natsContainerId: string; pids: { [name: string]: number } }
+interface Record {
+  natsUrl: string;
+  natsContainerId: string;
+  pids: { [name: string]: number };
+}
 const record = (): Record => JSON.parse(readFileSync(recordPath, "utf8")) as Record;
 /** True while `pid` runs (a zombie waiting for its reaper counts as gone). */
 const alive = (pid: number): boolean => {
@@ -32,13 +36,16 @@ const alive = (pid: number): boolean => {
 const logPids = (): Set<number> =>
   new Set(
     readdirSync(join(dataDir, "logs")).flatMap((f) =>
-      readFileSync(join(dataDir, "logs", f), "utf8").split("\n").filter(Boolean).flatMap((l) => {
-        try {
-          return [(JSON.parse(l) as { pid: number }).pid];
-        } catch {
-          return [];
-        }
-      }),
+      readFileSync(join(dataDir, "logs", f), "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .flatMap((l) => {
+          try {
+            return [(JSON.parse(l) as { pid: number }).pid];
+          } catch {
+            return [];
+          }
+        }),
     ),
   );
 
@@ -61,7 +68,10 @@ describe("loopsmith up, status, solve on the running stack, down", () => {
     for (const [name, pid] of Object.entries(r.pids)) {
       const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
       const main = code === "build" ? `dist/app/dist/${name}.js` : `services/${name}/src/main.ts`;
-      expect(argv.some((a) => a.endsWith(main)), `${name}: ${argv.join(" ")}`).toBe(true);
+      expect(
+        argv.some((a) => a.endsWith(main)),
+        `${name}: ${argv.join(" ")}`,
+      ).toBe(true);
     }
     expect((await new Docker().getContainer(r.natsContainerId).inspect()).State.Running).toBe(true);
     const again = await loopsmith(["up", "--json"], env, 60_000);
@@ -73,10 +83,22 @@ describe("loopsmith up, status, solve on the running stack, down", () => {
   it("status shows all five services with their metadata", async () => {
     const status = await loopsmith(["status", "--json"], env, 30_000);
     expect(status.code, status.stderr).toBe(0);
-    const s = jsonLines(status.stdout).at(-1) as { up: boolean; services: Array<{ service: string; instances: number; metadata?: { [k: string]: string } }> };
+    const s = jsonLines(status.stdout).at(-1) as {
+      up: boolean;
+      services: Array<{ service: string; instances: number; metadata?: { [k: string]: string } }>;
+    };
     expect(s.up).toBe(true);
-    expect(s.services.map((x) => [x.service, x.instances])).toEqual([["architect", 1], ["builder", 1], ["reviewer", 1], ["executor", 1], ["memory", 1]]);
-    expect(s.services.find((x) => x.service === "architect")?.metadata).toMatchObject({ provider: "scripted", scripted: "true" });
+    expect(s.services.map((x) => [x.service, x.instances])).toEqual([
+      ["architect", 1],
+      ["builder", 1],
+      ["reviewer", 1],
+      ["executor", 1],
+      ["memory", 1],
+    ]);
+    expect(s.services.find((x) => x.service === "architect")?.metadata).toMatchObject({
+      provider: "scripted",
+      scripted: "true",
+    });
   });
 
   it("solve and history use the running stack and start nothing", async () => {

@@ -12,7 +12,12 @@ import { loopsmith } from "../fixtures/cli.js";
 const dir = mkdtempSync(join(tmpdir(), "loopsmith-terminal-"));
 writeFileSync(
   join(dir, "test_hostile.py"),
-  ["def test_hostile():", '    print("\\x1b]0;owned\\x07\\x1b[2J\\x9b31m")', '    assert False, "\\x1b]2;owned-too\\x07"', ""].join("\n"),
+  [
+    "def test_hostile():",
+    '    print("\\x1b]0;owned\\x07\\x1b[2J\\x9b31m")',
+    '    assert False, "\\x1b]2;owned-too\\x07"',
+    "",
+  ].join("\n"),
 );
 const env = { NATS_URL: "", DATABASE_URL: "" };
 // eslint-disable-next-line no-control-regex

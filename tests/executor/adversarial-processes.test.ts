@@ -71,7 +71,9 @@ describe("network", () => {
 describe("processes", () => {
   it("background children left running after the command exits are killed", async () => {
     const r = await suite.ex.run(
-      sh("sleep 300 &\n(setsid sleep 301 &)\nnohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 &\necho started\n"),
+      sh(
+        "sleep 300 &\n(setsid sleep 301 &)\nnohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 &\necho started\n",
+      ),
     );
     expect(r.status).toBe("passed");
     expect(r.stdout).toContain("started");
@@ -118,7 +120,9 @@ describe("processes", () => {
 
   it("ten runs in parallel each get their own result", async () => {
     const runs = Array.from({ length: 10 }, (_, i) =>
-      suite.ex.run(request("python", [{ path: `test_n${i}.py`, content: `def test_n${i}():\n    assert ${i} == ${i}\n` }])),
+      suite.ex.run(
+        request("python", [{ path: `test_n${i}.py`, content: `def test_n${i}():\n    assert ${i} == ${i}\n` }]),
+      ),
     );
     const results = await Promise.all(runs);
     results.forEach((r, i) => {
@@ -130,9 +134,12 @@ describe("processes", () => {
   it("cancel mid-run: killed, promptly", async () => {
     const controller = new AbortController();
     const started = Date.now();
-    const pending = suite.ex.run(py("import time\nprint('running', flush=True)\ntime.sleep(60)\n", { timeoutMs: 60_000 }), {
-      signal: controller.signal,
-    });
+    const pending = suite.ex.run(
+      py("import time\nprint('running', flush=True)\ntime.sleep(60)\n", { timeoutMs: 60_000 }),
+      {
+        signal: controller.signal,
+      },
+    );
     setTimeout(() => controller.abort(), 1_000);
     const r = await pending;
     expect(r.status).toBe("killed");

@@ -20,7 +20,9 @@ const suite = hostileSuite({ warmPoolSize: 2, outputLimitBytes: OUTPUT_CAP });
 describe("resource exhaustion", () => {
   it("python fork bomb: timeout", async () => {
     const r = await suite.ex.run(
-      py("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", { timeoutMs: 3_000 }),
+      py("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", {
+        timeoutMs: 3_000,
+      }),
     );
     expect(r.status).toBe("timeout");
   });
@@ -39,9 +41,12 @@ describe("resource exhaustion", () => {
 
   it("a process that ignores SIGTERM: timeout (killed with SIGKILL)", async () => {
     const r = await suite.ex.run(
-      py("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('armed', flush=True)\ntime.sleep(60)\n", {
-        timeoutMs: 2_000,
-      }),
+      py(
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('armed', flush=True)\ntime.sleep(60)\n",
+        {
+          timeoutMs: 2_000,
+        },
+      ),
     );
     expect(r.status).toBe("timeout");
     expect(r.stdout).toContain("armed");
@@ -49,20 +54,27 @@ describe("resource exhaustion", () => {
 
   it("memory bomb: oom", async () => {
     const r = await suite.ex.run(
-      py("blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))\n", { memoryMb: 128, timeoutMs: 20_000 }),
+      py("blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))\n", {
+        memoryMb: 128,
+        timeoutMs: 20_000,
+      }),
     );
     expect(r.status).toBe("oom");
   });
 
   it("infinite stdout: output_limit, stdout cut at the cap", async () => {
-    const r = await suite.ex.run(py("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", { timeoutMs: 20_000 }));
+    const r = await suite.ex.run(
+      py("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", { timeoutMs: 20_000 }),
+    );
     expect(r.status).toBe("output_limit");
     expect(r.truncated).toBe(true);
     expect(Buffer.byteLength(r.stdout)).toBe(OUTPUT_CAP);
   });
 
   it("stderr flood: output_limit", async () => {
-    const r = await suite.ex.run(py("import sys\nwhile True:\n    sys.stderr.write('e' * 4096)\n", { timeoutMs: 20_000 }));
+    const r = await suite.ex.run(
+      py("import sys\nwhile True:\n    sys.stderr.write('e' * 4096)\n", { timeoutMs: 20_000 }),
+    );
     expect(r.status).toBe("output_limit");
     expect(Buffer.byteLength(r.stderr)).toBe(OUTPUT_CAP);
   });
@@ -80,9 +92,12 @@ describe("resource exhaustion", () => {
 
   it("a 200 MB file write: failed (the tmpfs and the file-size limit stop it)", async () => {
     const r = await suite.ex.run(
-      py("chunk = b'\\0' * (1024 * 1024)\nwith open('big.bin', 'wb') as f:\n    for _ in range(200):\n        f.write(chunk)\n", {
-        timeoutMs: 20_000,
-      }),
+      py(
+        "chunk = b'\\0' * (1024 * 1024)\nwith open('big.bin', 'wb') as f:\n    for _ in range(200):\n        f.write(chunk)\n",
+        {
+          timeoutMs: 20_000,
+        },
+      ),
     );
     expect(r.status).toBe("failed");
     expect(r.stderr).toMatch(/No space left on device|File too large/);
@@ -90,9 +105,12 @@ describe("resource exhaustion", () => {
 
   it("100 000 small files: failed (the tmpfs inode bound stops it)", async () => {
     const r = await suite.ex.run(
-      py("import os\nos.mkdir('many')\nfor i in range(100_000):\n    open(f'many/{i}', 'w').close()\nprint('all written')\n", {
-        timeoutMs: 30_000,
-      }),
+      py(
+        "import os\nos.mkdir('many')\nfor i in range(100_000):\n    open(f'many/{i}', 'w').close()\nprint('all written')\n",
+        {
+          timeoutMs: 30_000,
+        },
+      ),
     );
     expect(r.status).toBe("failed");
     expect(r.stdout).not.toContain("all written");
@@ -137,7 +155,10 @@ describe("escapes", () => {
 
   it("`../`, absolute paths and a link to /etc among the input files: blocked", async () => {
     for (const path of ["../escape.py", "/etc/cron.d/evil", "sub/../../escape.py"]) {
-      const r = await suite.ex.run({ ...request("python", [{ path: "ok.py", content: "" }]), files: [{ path, content: "x" }] });
+      const r = await suite.ex.run({
+        ...request("python", [{ path: "ok.py", content: "" }]),
+        files: [{ path, content: "x" }],
+      });
       expect(r.status, path).toBe("blocked");
     }
     const dir = mkdtempSync(join(tmpdir(), "loopsmith-ws-"));
@@ -185,7 +206,7 @@ describe("escapes", () => {
         [
           "su -c id root </dev/null >/dev/null 2>&1 && echo SU-WORKED",
           "python3 -c 'import os; os.setuid(0)' 2>/dev/null && echo SETUID-WORKED",
-          "find / -xdev -perm -4000 -type f 2>/dev/null | while read f; do \"$f\" --version >/dev/null 2>&1; done",
+          'find / -xdev -perm -4000 -type f 2>/dev/null | while read f; do "$f" --version >/dev/null 2>&1; done',
           "echo uid=$(id -u) euid=$(id -u)",
           "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status",
         ].join("\n"),
@@ -276,7 +297,9 @@ describe("escapes", () => {
     process.env.LOOPSMITH_TEST_SECRET = "canary-7f3a9c";
     try {
       const r = await suite.ex.run(
-        sh("env\ncat /proc/1/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n'\ncat /proc/$PPID/environ 2>/dev/null | tr '\\0' '\\n'\n"),
+        sh(
+          "env\ncat /proc/1/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n'\ncat /proc/$PPID/environ 2>/dev/null | tr '\\0' '\\n'\n",
+        ),
       );
       expect(r.status).toBe("passed");
       expect(r.stdout).not.toContain("canary-7f3a9c");

@@ -26,7 +26,13 @@ const sandbox = await Sandbox.create(new Docker(), {
 process.stdout.write(`${sandbox.id}\n`);
 if (mode === "running") {
   void sandbox.run(
-    { argv: ["sleep", "600"], env: { PATH: "/usr/bin:/bin" }, files: [], resultPath: "/tmp/.loopsmith/result.xml", resultLimitBytes: 65536 },
+    {
+      argv: ["sleep", "600"],
+      env: { PATH: "/usr/bin:/bin" },
+      files: [],
+      resultPath: "/tmp/.loopsmith/result.xml",
+      resultLimitBytes: 65536,
+    },
     { timeoutMs: 600_000, outputLimitBytes: 65536, memoryBytes: 512 * 1024 * 1024 },
   );
   // Killed only once the command runs, so the supervisor is in its run, not its wait.

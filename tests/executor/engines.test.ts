@@ -6,7 +6,16 @@
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { Endpoints, ServiceNames, busyReason, call, hasCode, runService, type ExecutionRequest, type RunningService } from "@loopsmith/shared";
+import {
+  Endpoints,
+  ServiceNames,
+  busyReason,
+  call,
+  hasCode,
+  runService,
+  type ExecutionRequest,
+  type RunningService,
+} from "@loopsmith/shared";
 import { createExecutor, executorService, LABEL, type Executor } from "@loopsmith/executor";
 import { it } from "../fixtures/index.js";
 import { loopsmith } from "../fixtures/cli.js";
@@ -18,14 +27,21 @@ const TESTS = "def test_ok():\n    assert 1 + 1 == 2\n\ndef test_wrong():\n    a
 
 /** A python run whose one test sleeps `s` seconds, then passes. */
 function sleeping(s: number): ExecutionRequest {
-  return request("python", [{ path: "test_sleep.py", content: `import time\n\ndef test_sleep():\n    time.sleep(${s})\n` }], { timeoutMs: 60_000 });
+  return request(
+    "python",
+    [{ path: "test_sleep.py", content: `import time\n\ndef test_sleep():\n    time.sleep(${s})\n` }],
+    { timeoutMs: 60_000 },
+  );
 }
 
 let engines: StartedEngine[] = [];
 let archive = "";
 
 beforeAll(async () => {
-  [engines, archive] = await Promise.all([Promise.all([startEngine("loopsmith-test-engine-a"), startEngine("loopsmith-test-engine-b")]), saveImage(PY_IMAGE)]);
+  [engines, archive] = await Promise.all([
+    Promise.all([startEngine("loopsmith-test-engine-a"), startEngine("loopsmith-test-engine-b")]),
+    saveImage(PY_IMAGE),
+  ]);
 }, 240_000);
 
 afterAll(async () => {
@@ -52,8 +68,17 @@ async function leftOn(engine: StartedEngine): Promise<number> {
 describe("an executor on a remote engine", () => {
   it("fails at start naming the image and the engine when the engine lacks it, and loads it from LOOPSMITH_SANDBOX_IMAGES", async () => {
     const [a] = engines as [StartedEngine];
-    const bare = createExecutor({ docker: a.docker, config: testConfig({ warmPoolSize: 0 }), log, kinds: ["python"], env: a.env });
-    const err = await bare.start().then(() => null, (e: unknown) => e);
+    const bare = createExecutor({
+      docker: a.docker,
+      config: testConfig({ warmPoolSize: 0 }),
+      log,
+      kinds: ["python"],
+      env: a.env,
+    });
+    const err = await bare.start().then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(hasCode(err, "sandbox_error")).toBe(true);
     expect((err as Error).message).toContain(PY_IMAGE);
     expect((err as Error).message).toContain(`tcp://127.0.0.1:${a.port}`);
@@ -82,14 +107,26 @@ describe("an executor on a remote engine", () => {
     const dir = mkdtempSync(join(tmpdir(), "engine-ws-"));
     writeFileSync(join(dir, "test_a.py"), "def test_a():\n    assert 2 * 2 == 4\n");
     const since = Math.floor(Date.now() / 1000) - 1;
-    const run = await loopsmith(["sandbox", "run", "--language", "python", "-d", dir, "--json"], { ...a.env, LOOPSMITH_WARM_POOL_SIZE: "0", NATS_URL: "" });
+    const run = await loopsmith(["sandbox", "run", "--language", "python", "-d", dir, "--json"], {
+      ...a.env,
+      LOOPSMITH_WARM_POOL_SIZE: "0",
+      NATS_URL: "",
+    });
     expect(run.code, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout)).toMatchObject({ status: "passed" });
     // It ran there, not on the host's engine (which has the image too): the remote engine's
     // own event log shows sandbox containers created since, and none is left.
-    const events = await a.docker.getEvents({ since, until: Math.floor(Date.now() / 1000) + 1, filters: { type: ["container"], event: ["create"], label: [LABEL] } });
+    const events = await a.docker.getEvents({
+      since,
+      until: Math.floor(Date.now() / 1000) + 1,
+      filters: { type: ["container"], event: ["create"], label: [LABEL] },
+    });
     let created = 0;
-    for await (const chunk of events as AsyncIterable<Buffer>) created += chunk.toString().split("\n").filter((l) => l.includes('"create"')).length;
+    for await (const chunk of events as AsyncIterable<Buffer>)
+      created += chunk
+        .toString()
+        .split("\n")
+        .filter((l) => l.includes('"create"')).length;
     expect(created).toBeGreaterThan(0);
     expect(await leftOn(a)).toBe(0);
   });
@@ -103,7 +140,12 @@ describe("executors on two engines over NATS", () => {
   const start = async (natsUrl: string): Promise<void> => {
     executors = engines.map((e) => executorOn(e));
     services = await Promise.all(
-      executors.map((ex) => runService("executor", (deps) => executorService({ ...deps, executor: ex }), { config: { ...testConfig(), natsUrl }, log })),
+      executors.map((ex) =>
+        runService("executor", (deps) => executorService({ ...deps, executor: ex }), {
+          config: { ...testConfig(), natsUrl },
+          log,
+        }),
+      ),
     );
     nc = await connect({ servers: natsUrl });
   };
@@ -114,7 +156,9 @@ describe("executors on two engines over NATS", () => {
     for (const e of engines) expect(await leftOn(e)).toBe(0);
   });
 
-  it("names each engine in $SRV INFO, reports free slots in STATS, and gives the same verdicts on both", async ({ nats }) => {
+  it("names each engine in $SRV INFO, reports free slots in STATS, and gives the same verdicts on both", async ({
+    nats,
+  }) => {
     await start(nats.url);
     const client = new Svcm(nc as never).client({ strategy: "timer", maxWait: 1_000 });
     const infos = [];
@@ -122,14 +166,23 @@ describe("executors on two engines over NATS", () => {
     expect(infos).toHaveLength(2);
     const ids = new Set(infos.map((i) => i.metadata?.engine));
     expect(ids.size).toBe(2);
-    expect(new Set(infos.map((i) => i.metadata?.engineEndpoint))).toEqual(new Set(engines.map((e) => `tcp://127.0.0.1:${e.port}`)));
+    expect(new Set(infos.map((i) => i.metadata?.engineEndpoint))).toEqual(
+      new Set(engines.map((e) => `tcp://127.0.0.1:${e.port}`)),
+    );
     const stats = [];
     for await (const s of await client.stats(ServiceNames.executor)) stats.push(s.endpoints?.[0]?.data);
     expect(stats).toHaveLength(2);
-    for (const d of stats) expect(d).toMatchObject({ freeSlots: 1, concurrency: 1, queueLimit: 0, running: 0, healthy: true });
+    for (const d of stats)
+      expect(d).toMatchObject({ freeSlots: 1, concurrency: 1, queueLimit: 0, running: 0, healthy: true });
 
-    const verdicts = await Promise.all(executors.map((ex) => ex.run(request("python", [{ path: "test_math.py", content: TESTS }]))));
-    const shape = verdicts.map((r) => ({ status: r.status, exitCode: r.exitCode, tests: r.tests.map((t) => `${t.name}:${t.status}`).sort() }));
+    const verdicts = await Promise.all(
+      executors.map((ex) => ex.run(request("python", [{ path: "test_math.py", content: TESTS }]))),
+    );
+    const shape = verdicts.map((r) => ({
+      status: r.status,
+      exitCode: r.exitCode,
+      tests: r.tests.map((t) => `${t.name}:${t.status}`).sort(),
+    }));
     expect(shape[0]).toEqual(shape[1]);
     expect(shape[0]?.status).toBe("failed");
   });
@@ -146,10 +199,20 @@ describe("executors on two engines over NATS", () => {
       });
     }, 25);
     try {
-      const runs = Array.from({ length: 4 }, () => call(nc, Endpoints.executor.run, sleeping(2), { timeoutMs: 90_000, retries: 0, busyWaitMs: 90_000 }));
+      const runs = Array.from({ length: 4 }, () =>
+        call(nc, Endpoints.executor.run, sleeping(2), { timeoutMs: 90_000, retries: 0, busyWaitMs: 90_000 }),
+      );
       // While both slots are held, a caller that does not wait is refused as busy at once.
-      await until("both executors to be running", () => Promise.resolve(executors.every((ex) => ex.load().running === 1)), 30_000, 20);
-      const refused = await call(nc, Endpoints.executor.run, sleeping(0), { timeoutMs: 10_000, retries: 0 }).then(() => null, (e: unknown) => e);
+      await until(
+        "both executors to be running",
+        () => Promise.resolve(executors.every((ex) => ex.load().running === 1)),
+        30_000,
+        20,
+      );
+      const refused = await call(nc, Endpoints.executor.run, sleeping(0), { timeoutMs: 10_000, retries: 0 }).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(busyReason(refused)).toBe("full");
       const results = await Promise.all(runs);
       expect(results.map((r) => r.status)).toEqual(["passed", "passed", "passed", "passed"]);
@@ -159,8 +222,14 @@ describe("executors on two engines over NATS", () => {
     for (const m of most) expect(m).toEqual({ running: 1, queued: 0, ran: true });
   });
 
-  it("a stopped engine: its run is retried on the other engine within 30 s, its executor is unhealthy until the engine answers, then serves again", async ({ nats }) => {
-    const pending = call(nc, Endpoints.executor.run, sleeping(6), { timeoutMs: 90_000, retries: 0, busyWaitMs: 90_000 });
+  it("a stopped engine: its run is retried on the other engine within 30 s, its executor is unhealthy until the engine answers, then serves again", async ({
+    nats,
+  }) => {
+    const pending = call(nc, Endpoints.executor.run, sleeping(6), {
+      timeoutMs: 90_000,
+      retries: 0,
+      busyWaitMs: 90_000,
+    });
     await until("the run to start", () => Promise.resolve(executors.some((ex) => ex.load().running === 1)), 30_000, 20);
     const victim = executors.findIndex((ex) => ex.load().running === 1);
     const engine = engines[victim] as StartedEngine;
@@ -181,7 +250,10 @@ describe("executors on two engines over NATS", () => {
     expect(answer.services[0]?.unhealthy).toHaveLength(1);
 
     // Meanwhile runs go to the healthy engine.
-    expect((await call(nc, Endpoints.executor.run, sleeping(0), { timeoutMs: 30_000, retries: 0, busyWaitMs: 30_000 })).status).toBe("passed");
+    expect(
+      (await call(nc, Endpoints.executor.run, sleeping(0), { timeoutMs: 30_000, retries: 0, busyWaitMs: 30_000 }))
+        .status,
+    ).toBe("passed");
 
     await engine.container.start();
     await until("the executor to see its engine again", () => Promise.resolve(ex.load().healthy), 60_000);

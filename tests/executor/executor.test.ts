@@ -5,8 +5,28 @@
 import { afterAll, beforeAll, describe, expect, it as plainIt } from "vitest";
 import { connect } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { Endpoints, ServiceNames, busyReason, call, hasCode, runService, type ExecutionResult } from "@loopsmith/shared";
-import { createExecutor, executorService, LABEL, LABEL_HOST, LABEL_PID, LABEL_SETUP, liveExecutors, loadSeccompProfile, ORPHAN_GRACE_S, Sandbox, type Executor } from "@loopsmith/executor";
+import {
+  Endpoints,
+  ServiceNames,
+  busyReason,
+  call,
+  hasCode,
+  runService,
+  type ExecutionResult,
+} from "@loopsmith/shared";
+import {
+  createExecutor,
+  executorService,
+  LABEL,
+  LABEL_HOST,
+  LABEL_PID,
+  LABEL_SETUP,
+  liveExecutors,
+  loadSeccompProfile,
+  ORPHAN_GRACE_S,
+  Sandbox,
+  type Executor,
+} from "@loopsmith/executor";
 import { hostname } from "node:os";
 import type Docker from "dockerode";
 import { join } from "node:path";
@@ -71,7 +91,9 @@ describe("executor: python with pytest", () => {
     expect(syntax.status).toBe("error");
     expect(syntax.exitCode).toBe(2);
     expect(syntax.stdout).toContain("SyntaxError");
-    const imports = await ex.run(request("python", [{ path: "test_imp.py", content: "import no_such_module\n\ndef test_x():\n    pass\n" }]));
+    const imports = await ex.run(
+      request("python", [{ path: "test_imp.py", content: "import no_such_module\n\ndef test_x():\n    pass\n" }]),
+    );
     expect(imports.status).toBe("error");
     expect(imports.stdout).toContain("no_such_module");
   });
@@ -96,7 +118,10 @@ describe("executor: python with pytest", () => {
         [
           { path: "pkg/__init__.py", content: "" },
           { path: "pkg/core.py", content: "def hello():\n    return 'hi'\n" },
-          { path: "main.py", content: "import os\nfrom pkg.core import hello\nprint(hello(), os.getcwd(), os.getuid())\n" },
+          {
+            path: "main.py",
+            content: "import os\nfrom pkg.core import hello\nprint(hello(), os.getcwd(), os.getuid())\n",
+          },
         ],
         { command: ["python3", "main.py"] },
       ),
@@ -134,14 +159,27 @@ describe("executor: python with pytest", () => {
   });
 
   plainIt("blocks files that escape the workspace and rejects malformed requests", async () => {
-    const base = (): ReturnType<typeof request> => request("python", [{ path: "test_a.py", content: "def test_a():\n    pass\n" }]);
+    const base = (): ReturnType<typeof request> =>
+      request("python", [{ path: "test_a.py", content: "def test_a():\n    pass\n" }]);
     for (const path of ["../evil.py", "/etc/passwd", "a/../../b.py", "a//b.py"]) {
       const result = await ex.run({ ...base(), files: [{ path, content: "x" }] });
       expect(result.status, path).toBe("blocked");
     }
-    const dup = await ex.run({ ...base(), files: [{ path: "a.py", content: "" }, { path: "a.py", content: "" }] });
+    const dup = await ex.run({
+      ...base(),
+      files: [
+        { path: "a.py", content: "" },
+        { path: "a.py", content: "" },
+      ],
+    });
     expect(dup.status).toBe("blocked");
-    const both = await ex.run({ ...base(), files: [{ path: "a", content: "" }, { path: "a/b.py", content: "" }] });
+    const both = await ex.run({
+      ...base(),
+      files: [
+        { path: "a", content: "" },
+        { path: "a/b.py", content: "" },
+      ],
+    });
     expect(both.status).toBe("blocked");
     const err = await ex.run({ ...base(), language: "cobol" } as never).then(
       () => null,
@@ -152,68 +190,82 @@ describe("executor: python with pytest", () => {
 });
 
 describe("executor: queue and leftovers", () => {
-  plainIt("refuses runs beyond the bounded queue as busy (another executor may take them), and cancels a queued run", async () => {
-    const small = await startExecutor({ warmPoolSize: 0, concurrency: 1, queueLimit: 1 });
-    try {
-      const slow = small.run(py("import time\ntime.sleep(3)\n"));
-      await new Promise((r) => setTimeout(r, 200));
-      const controller = new AbortController();
-      const queued = small.run(py("print('queued')\n"), { signal: controller.signal });
-      const refused = await small.run(py("print('refused')\n")).then(() => null, (e: unknown) => e);
-      expect(busyReason(refused)).toBe("full");
-      expect((refused as Error).message).toMatch(/busy: 1 runs running and 1 waiting/);
-      controller.abort();
-      expect((await queued).status).toBe("killed");
-      expect((await slow).status).toBe("passed");
-      await expectIdleHost(small, 0);
-    } finally {
-      await small.stop();
-    }
-    expect(await containersOf(small.instanceId)).toHaveLength(0);
-  });
-
-  plainIt("a dead executor's sandboxes end at once, mid-run too, and the next executor removes them; a live owner's are kept, whatever pid they name", async () => {
-    const sinceS = Math.floor(Date.now() / 1000) - 1;
-    // Owners that die in another pid namespace (their labels say pid 1, alive on every host).
-    const orphan = async (mode: "idle" | "running", kind: "python" | "node" = "python"): Promise<string> => {
-      const run = await runNode(join(REPO, "tests", "executor", "dead-owner.ts"), [`dead-${mode}`, mode, kind]);
-      const id = run.stdout.trim();
-      expect(id, run.stderr).toMatch(/^[0-9a-f]{64}$/);
-      return id;
-    };
-    const idle = await orphan("idle");
-    // Mid-run, with a run timeout and a supervisor deadline of 10 minutes: the supervisor sees
-    // its executor's connection end and kills the run (both supervisors: python and node).
-    const running = await orphan("running");
-    const runningNode = await orphan("running", "node");
-    // A live owner (this process) whose label names a pid that does not exist.
-    const live = await docker.createContainer({
-      Image: testConfig().images.python,
-      Cmd: ["sleep", "300"],
-      Labels: { [LABEL]: "a1a1a1a1a1a1", [LABEL_HOST]: hostname(), [LABEL_PID]: "999999" },
-      HostConfig: { NetworkMode: "none" },
-    });
-    await live.start();
-    try {
-      // Each exits when its owner's connection drops: long before the run's 10-minute deadline.
-      // Gone counts as ended: another executor's sweep (this file's `ex` sweeps every minute)
-      // removes a dead owner's container once it has stopped, and never a running one.
-      const deadline = Date.now() + 30_000;
-      while ((await Promise.all([idle, running, runningNode].map(stateOrGone))).some((s) => s?.Running)) {
-        if (Date.now() > deadline) throw new Error("a dead owner's sandbox is still running after 30 s");
-        await new Promise((r) => setTimeout(r, 250));
+  plainIt(
+    "refuses runs beyond the bounded queue as busy (another executor may take them), and cancels a queued run",
+    async () => {
+      const small = await startExecutor({ warmPoolSize: 0, concurrency: 1, queueLimit: 1 });
+      try {
+        const slow = small.run(py("import time\ntime.sleep(3)\n"));
+        await new Promise((r) => setTimeout(r, 200));
+        const controller = new AbortController();
+        const queued = small.run(py("print('queued')\n"), { signal: controller.signal });
+        const refused = await small.run(py("print('refused')\n")).then(
+          () => null,
+          (e: unknown) => e,
+        );
+        expect(busyReason(refused)).toBe("full");
+        expect((refused as Error).message).toMatch(/busy: 1 runs running and 1 waiting/);
+        controller.abort();
+        expect((await queued).status).toBe("killed");
+        expect((await slow).status).toBe("passed");
+        await expectIdleHost(small, 0);
+      } finally {
+        await small.stop();
       }
-      expect(await exitCodeOf(running, sinceS)).toBe(137);
-      expect(await exitCodeOf(runningNode, sinceS)).toBe(137);
-      const next = await startExecutor({ warmPoolSize: 0 });
-      await next.stop();
-      for (const id of [idle, running, runningNode]) await expect(docker.getContainer(id).inspect()).rejects.toMatchObject({ statusCode: 404 });
-      expect((await live.inspect()).State.Running).toBe(true);
-    } finally {
-      await live.remove({ force: true });
-      for (const id of [idle, running, runningNode]) await docker.getContainer(id).remove({ force: true }).catch(() => undefined);
-    }
-  });
+      expect(await containersOf(small.instanceId)).toHaveLength(0);
+    },
+  );
+
+  plainIt(
+    "a dead executor's sandboxes end at once, mid-run too, and the next executor removes them; a live owner's are kept, whatever pid they name",
+    async () => {
+      const sinceS = Math.floor(Date.now() / 1000) - 1;
+      // Owners that die in another pid namespace (their labels say pid 1, alive on every host).
+      const orphan = async (mode: "idle" | "running", kind: "python" | "node" = "python"): Promise<string> => {
+        const run = await runNode(join(REPO, "tests", "executor", "dead-owner.ts"), [`dead-${mode}`, mode, kind]);
+        const id = run.stdout.trim();
+        expect(id, run.stderr).toMatch(/^[0-9a-f]{64}$/);
+        return id;
+      };
+      const idle = await orphan("idle");
+      // Mid-run, with a run timeout and a supervisor deadline of 10 minutes: the supervisor sees
+      // its executor's connection end and kills the run (both supervisors: python and node).
+      const running = await orphan("running");
+      const runningNode = await orphan("running", "node");
+      // A live owner (this process) whose label names a pid that does not exist.
+      const live = await docker.createContainer({
+        Image: testConfig().images.python,
+        Cmd: ["sleep", "300"],
+        Labels: { [LABEL]: "a1a1a1a1a1a1", [LABEL_HOST]: hostname(), [LABEL_PID]: "999999" },
+        HostConfig: { NetworkMode: "none" },
+      });
+      await live.start();
+      try {
+        // Each exits when its owner's connection drops: long before the run's 10-minute deadline.
+        // Gone counts as ended: another executor's sweep (this file's `ex` sweeps every minute)
+        // removes a dead owner's container once it has stopped, and never a running one.
+        const deadline = Date.now() + 30_000;
+        while ((await Promise.all([idle, running, runningNode].map(stateOrGone))).some((s) => s?.Running)) {
+          if (Date.now() > deadline) throw new Error("a dead owner's sandbox is still running after 30 s");
+          await new Promise((r) => setTimeout(r, 250));
+        }
+        expect(await exitCodeOf(running, sinceS)).toBe(137);
+        expect(await exitCodeOf(runningNode, sinceS)).toBe(137);
+        const next = await startExecutor({ warmPoolSize: 0 });
+        await next.stop();
+        for (const id of [idle, running, runningNode])
+          await expect(docker.getContainer(id).inspect()).rejects.toMatchObject({ statusCode: 404 });
+        expect((await live.inspect()).State.Running).toBe(true);
+      } finally {
+        await live.remove({ force: true });
+        for (const id of [idle, running, runningNode])
+          await docker
+            .getContainer(id)
+            .remove({ force: true })
+            .catch(() => undefined);
+      }
+    },
+  );
 });
 
 /** A container's state, or undefined when it is gone (404: removed, by whoever). */
@@ -234,7 +286,11 @@ async function exitCodeOf(id: string, sinceS: number): Promise<number | undefine
   const state = await stateOrGone(id);
   if (state) return state.ExitCode;
   for (let tries = 0; tries < 20; tries++) {
-    const stream = await docker.getEvents({ since: sinceS, until: Math.ceil(Date.now() / 1000), filters: { container: [id], event: ["die"] } });
+    const stream = await docker.getEvents({
+      since: sinceS,
+      until: Math.ceil(Date.now() / 1000),
+      filters: { container: [id], event: ["die"] },
+    });
     let text = "";
     for await (const chunk of stream) text += chunk.toString();
     const die = text
@@ -249,18 +305,25 @@ async function exitCodeOf(id: string, sinceS: number): Promise<number | undefine
 }
 
 describe("executor: start-up checks", () => {
-  plainIt("refuses to start (sandbox_error) when the sandbox cannot be confined as configured, and leaves nothing", async () => {
-    const broken = createExecutor({ docker, config: testConfig({ runtime: "no-such-runtime", warmPoolSize: 1 }), log });
-    const err = await broken.start().then(
-      () => null,
-      (e: unknown) => e,
-    );
-    expect(hasCode(err, "sandbox_error")).toBe(true);
-    const result = await broken.run(py("print('never')\n"));
-    expect(result.status).toBe("sandbox_error");
-    await broken.stop();
-    expect(await containersOf(broken.instanceId)).toHaveLength(0);
-  });
+  plainIt(
+    "refuses to start (sandbox_error) when the sandbox cannot be confined as configured, and leaves nothing",
+    async () => {
+      const broken = createExecutor({
+        docker,
+        config: testConfig({ runtime: "no-such-runtime", warmPoolSize: 1 }),
+        log,
+      });
+      const err = await broken.start().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(hasCode(err, "sandbox_error")).toBe(true);
+      const result = await broken.run(py("print('never')\n"));
+      expect(result.status).toBe("sandbox_error");
+      await broken.stop();
+      expect(await containersOf(broken.instanceId)).toHaveLength(0);
+    },
+  );
 });
 
 describe("executor service over NATS", () => {
@@ -269,24 +332,38 @@ describe("executor service over NATS", () => {
     const running = await runService("executor", (deps) => executorService(deps), { config, log });
     const nc = await connect({ servers: nats.url });
     try {
-      const ok: ExecutionResult = await call(nc, Endpoints.executor.run, request("python", [{ path: "test_math.py", content: TESTS }]), {
-        timeoutMs: 60_000,
-        retries: 0,
-      });
+      const ok: ExecutionResult = await call(
+        nc,
+        Endpoints.executor.run,
+        request("python", [{ path: "test_math.py", content: TESTS }]),
+        {
+          timeoutMs: 60_000,
+          retries: 0,
+        },
+      );
       expect(ok.status).toBe("failed");
       expect(ok.tests.find((t) => t.status === "failed")?.name).toBe("test_check");
 
-      const notJson = JSON.parse((await nc.request(Endpoints.executor.run.subject, "{nope", { timeout: 5_000 })).string());
+      const notJson = JSON.parse(
+        (await nc.request(Endpoints.executor.run.subject, "{nope", { timeout: 5_000 })).string(),
+      );
       expect(notJson).toMatchObject({ ok: false, error: { code: "bad_request" } });
       const badSchema = JSON.parse(
-        (await nc.request(Endpoints.executor.run.subject, JSON.stringify({ v: 1, language: "python", files: [] }), { timeout: 5_000 })).string(),
+        (
+          await nc.request(Endpoints.executor.run.subject, JSON.stringify({ v: 1, language: "python", files: [] }), {
+            timeout: 5_000,
+          })
+        ).string(),
       );
       expect(badSchema).toMatchObject({ ok: false, error: { code: "bad_request" } });
       const escape = JSON.parse(
         (
           await nc.request(
             Endpoints.executor.run.subject,
-            JSON.stringify({ ...request("python", [{ path: "x.py", content: "" }]), files: [{ path: "../x.py", content: "" }] }),
+            JSON.stringify({
+              ...request("python", [{ path: "x.py", content: "" }]),
+              files: [{ path: "../x.py", content: "" }],
+            }),
             { timeout: 5_000 },
           )
         ).string(),
@@ -297,9 +374,13 @@ describe("executor service over NATS", () => {
       const big: ExecutionResult = await call(
         nc,
         Endpoints.executor.run,
-        request("python", [{ path: "m.py", content: "import sys\nsys.stdout.write('o' * 900_000)\nsys.stderr.write('e' * 900_000)\n" }], {
-          command: ["python3", "m.py"],
-        }),
+        request(
+          "python",
+          [{ path: "m.py", content: "import sys\nsys.stdout.write('o' * 900_000)\nsys.stderr.write('e' * 900_000)\n" }],
+          {
+            command: ["python3", "m.py"],
+          },
+        ),
         { timeoutMs: 60_000, retries: 0 },
       );
       expect(big.status).toBe("passed");
@@ -315,33 +396,52 @@ describe("executor service over NATS", () => {
         "    assert n != 12_345, 'the one failing case'",
         "",
       ].join("\n");
-      const huge: ExecutionResult = await call(nc, Endpoints.executor.run, request("python", [{ path: "test_many.py", content: many }], { timeoutMs: 180_000 }), {
-        timeoutMs: 240_000,
-        retries: 0,
-      });
+      const huge: ExecutionResult = await call(
+        nc,
+        Endpoints.executor.run,
+        request("python", [{ path: "test_many.py", content: many }], { timeoutMs: 180_000 }),
+        {
+          timeoutMs: 240_000,
+          retries: 0,
+        },
+      );
       expect(huge.status).toBe("failed");
       expect(huge.summary).toEqual({ total: 15_000, passed: 14_999, failed: 1, error: 0, skipped: 0 });
       expect(huge.tests[0]).toMatchObject({ name: "test_case[12345]", status: "failed" });
       expect(huge.tests.length).toBeLessThan(15_000);
 
-      const again: ExecutionResult = await call(nc, Endpoints.executor.run, request("python", [{ path: "test_ok.py", content: "def test_ok():\n    pass\n" }]), {
-        timeoutMs: 60_000,
-        retries: 0,
-      });
+      const again: ExecutionResult = await call(
+        nc,
+        Endpoints.executor.run,
+        request("python", [{ path: "test_ok.py", content: "def test_ok():\n    pass\n" }]),
+        {
+          timeoutMs: 60_000,
+          retries: 0,
+        },
+      );
       expect(again.status).toBe("passed");
       expect(again.tests.map((t) => t.name)).toEqual(["test_ok"]);
     } finally {
       await nc.close();
       expect(await running.stop()).toBeNull();
     }
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL}=${running.service.info().metadata?.instance ?? "?"}`] } });
+    const left = await docker.listContainers({
+      all: true,
+      filters: { label: [`${LABEL}=${running.service.info().metadata?.instance ?? "?"}`] },
+    });
     expect(left).toHaveLength(0);
   });
 
-  it("removes a never-started sandbox of an executor that answers no ping within seconds, and keeps one whose executor answers", async ({ nats }) => {
+  it("removes a never-started sandbox of an executor that answers no ping within seconds, and keeps one whose executor answers", async ({
+    nats,
+  }) => {
     const nc = await connect({ servers: nats.url });
     // Another executor, alive: it answers `$SRV` PING with its instance id, as executorService does.
-    const alive = await new Svcm(nc as never).add({ name: ServiceNames.executor, version: "0.0.0", metadata: { instance: "a11ce0a11ce0" } });
+    const alive = await new Svcm(nc as never).add({
+      name: ServiceNames.executor,
+      version: "0.0.0",
+      metadata: { instance: "a11ce0a11ce0" },
+    });
     const created = async (owner: string, extra: Record<string, string> = {}): Promise<Docker.Container> =>
       docker.createContainer({
         Image: testConfig().images.python,
@@ -414,7 +514,13 @@ describe("sandbox creation", () => {
       expect(sandbox.id).not.toBe(removedFirst);
       expect((await docker.getContainer(sandbox.id).inspect()).State.Running).toBe(true);
       const run = await sandbox.run(
-        { argv: ["sh", "-c", "echo raced"], env: { PATH: "/usr/bin:/bin" }, files: [], resultPath: "/tmp/.loopsmith/result.xml", resultLimitBytes: 1024 },
+        {
+          argv: ["sh", "-c", "echo raced"],
+          env: { PATH: "/usr/bin:/bin" },
+          files: [],
+          resultPath: "/tmp/.loopsmith/result.xml",
+          resultLimitBytes: 1024,
+        },
         { timeoutMs: 20_000, outputLimitBytes: 64 * 1024, memoryBytes: 512 * 1024 * 1024 },
       );
       expect(run.stdout.toString()).toContain("raced");

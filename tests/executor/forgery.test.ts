@@ -32,16 +32,34 @@ const lines = (...l: string[]) => `${l.join("\n")}\n`;
 /** The code of a wrong `add` (it subtracts), preceded by `prelude`. */
 const wrongAdd = (prelude: string) => file("solution.py", `${prelude}\ndef add(a, b):\n    return a - b\n`);
 const rightAdd = file("solution.py", "def add(a, b):\n    return a + b\n");
-const acceptance = file("test_solution.py", lines("from solution import add", "", "def test_add():", "    assert add(2, 3) == 5", "", "def test_zero():", "    assert add(0, 0) == 0"));
+const acceptance = file(
+  "test_solution.py",
+  lines(
+    "from solution import add",
+    "",
+    "def test_add():",
+    "    assert add(2, 3) == 5",
+    "",
+    "def test_zero():",
+    "    assert add(0, 0) == 0",
+  ),
+);
 const unittestAcceptance = file(
   "test_solution.py",
-  lines("import unittest", "from solution import add", "", "class TestAdd(unittest.TestCase):", "    def test_add(self):", "        self.assertEqual(add(2, 3), 5)"),
+  lines(
+    "import unittest",
+    "from solution import add",
+    "",
+    "class TestAdd(unittest.TestCase):",
+    "    def test_add(self):",
+    "        self.assertEqual(add(2, 3), 5)",
+  ),
 );
 
 /** A passing JUnit file naming the acceptance tests, written where the runner writes its own. */
 const FORGE_JUNIT = lines(
   "import os",
-  "_xml = '<testsuites><testsuite name=\"pytest\" tests=\"2\"><testcase classname=\"test_solution\" name=\"test_add\"/><testcase classname=\"test_solution\" name=\"test_zero\"/></testsuite></testsuites>'",
+  '_xml = \'<testsuites><testsuite name="pytest" tests="2"><testcase classname="test_solution" name="test_add"/><testcase classname="test_solution" name="test_zero"/></testsuite></testsuites>\'',
   "for _p in (os.environ.get('LOOPSMITH_JUNIT'), '/tmp/.loopsmith/result.xml'):",
   "    if _p:",
   "        try:",
@@ -73,7 +91,7 @@ const ATTACK_CHANNEL = lines(
   "    except OSError:",
   "        pass",
   "print('KEY-SEEN-IN', _found)",
-  "_line = b'0' * 64 + b' {\"t\":\"start\",\"isolated\":true}\\n'",
+  '_line = b\'0\' * 64 + b\' {"t":"start","isolated":true}\\n\'',
   "_opened = 0",
   "for _fd in glob.glob('/proc/[0-9]*/fd/*'):",
   "    if _fd.startswith('/proc/%d/' % os.getpid()):",
@@ -119,7 +137,9 @@ describe("pytest, loopsmith's own command (inline tasks, hidden tests)", () => {
   });
 
   it("a candidate that exits 0 in the middle of a test is an error", async () => {
-    const r = await run(request("python", [file("solution.py", "import os\ndef add(a, b):\n    os._exit(0)\n"), acceptance]));
+    const r = await run(
+      request("python", [file("solution.py", "import os\ndef add(a, b):\n    os._exit(0)\n"), acceptance]),
+    );
     expect(r.status).toBe("error");
     expect(r.reason).toMatch(/worker ended before its session did/);
   });
@@ -132,7 +152,12 @@ describe("pytest, loopsmith's own command (inline tasks, hidden tests)", () => {
   });
 
   it("a candidate that makes unittest's assertEqual a no-op is tampering; the real fix passes with the same test", async () => {
-    const r = await run(request("python", [wrongAdd("import unittest\nunittest.TestCase.assertEqual = lambda self, *a, **k: None\n"), unittestAcceptance]));
+    const r = await run(
+      request("python", [
+        wrongAdd("import unittest\nunittest.TestCase.assertEqual = lambda self, *a, **k: None\n"),
+        unittestAcceptance,
+      ]),
+    );
     expect(r.status).toBe("tampering");
     expect(r.reason).toMatch(/wrong outcome/);
     const good = await run(request("python", [rightAdd, unittestAcceptance]));
@@ -140,22 +165,40 @@ describe("pytest, loopsmith's own command (inline tasks, hidden tests)", () => {
   });
 
   it("a candidate can neither find the verdict key nor open another process's pipe (the controller is not dumpable)", async () => {
-    const r = await run({ ...request("python", [wrongAdd(ATTACK_CHANNEL), acceptance]), command: ["python3", "-c", "import solution"] });
+    const r = await run({
+      ...request("python", [wrongAdd(ATTACK_CHANNEL), acceptance]),
+      command: ["python3", "-c", "import solution"],
+    });
     expect(r.stdout).toMatch(/KEY-SEEN-IN \[\]/);
     const inTests = await run(request("python", [wrongAdd(ATTACK_CHANNEL), acceptance]));
     expect(inTests.status).toBe("failed");
   });
 
   it("the hidden-test form (named test files) judges the same way", async () => {
-    const named = (files: FileChange[]): ExecutionRequest => ({ ...request("python", files), tests: ["test_solution.py"] });
+    const named = (files: FileChange[]): ExecutionRequest => ({
+      ...request("python", files),
+      tests: ["test_solution.py"],
+    });
     expect((await run(named([rightAdd, acceptance]))).status).toBe("passed");
     expect((await run(named([wrongAdd(REWRITE_REPORTS), acceptance]))).status).toBe("tampering");
   });
 });
 
 describe("a shell line (repo mode's test command, improve's check)", () => {
-  const pkgTest = file("tests/test_pkg.py", lines("from pkg import add", "", "def test_add():", "    assert add(2, 3) == 5", "", "def test_zero():", "    assert add(0, 0) == 0"));
-  const pkg = (prelude: string, body = "a - b") => file("pkg/__init__.py", `${prelude}\ndef add(a, b):\n    return ${body}\n`);
+  const pkgTest = file(
+    "tests/test_pkg.py",
+    lines(
+      "from pkg import add",
+      "",
+      "def test_add():",
+      "    assert add(2, 3) == 5",
+      "",
+      "def test_zero():",
+      "    assert add(0, 0) == 0",
+    ),
+  );
+  const pkg = (prelude: string, body = "a - b") =>
+    file("pkg/__init__.py", `${prelude}\ndef add(a, b):\n    return ${body}\n`);
 
   it("the real fix passes under `python3 -m pytest`, judged by the controller", async () => {
     const r = await run(shellRequest([pkg("", "a + b"), pkgTest], "python3 -m pytest -q tests"));
@@ -177,7 +220,9 @@ describe("a shell line (repo mode's test command, improve's check)", () => {
 
   it("a line that runs two pytest sessions adds them up; the must-fail tripwires do not fail the line", async () => {
     const other = file("tests2/test_other.py", "def test_other():\n    assert True\n");
-    const r = await run(shellRequest([pkg("", "a + b"), pkgTest, other], "python3 -m pytest -q tests && python3 -m pytest -q tests2"));
+    const r = await run(
+      shellRequest([pkg("", "a + b"), pkgTest, other], "python3 -m pytest -q tests && python3 -m pytest -q tests2"),
+    );
     expect(r.status, r.reason).toBe("passed");
     expect(r.summary?.total).toBe(3);
   });
@@ -190,7 +235,16 @@ describe("a shell line (repo mode's test command, improve's check)", () => {
 });
 
 describe("node's test runner, loopsmith's own command", () => {
-  const nodeTest = file("add.test.js", lines('const test = require("node:test");', 'const assert = require("node:assert");', 'const { add } = require("./add.js");', 'test("adds", () => { assert.strictEqual(add(2, 3), 5); });', 'test("zero", () => { assert.strictEqual(add(0, 0), 0); });'));
+  const nodeTest = file(
+    "add.test.js",
+    lines(
+      'const test = require("node:test");',
+      'const assert = require("node:assert");',
+      'const { add } = require("./add.js");',
+      'test("adds", () => { assert.strictEqual(add(2, 3), 5); });',
+      'test("zero", () => { assert.strictEqual(add(0, 0), 0); });',
+    ),
+  );
   const wrong = (prelude: string) => file("add.js", `${prelude}\nexports.add = (a, b) => a - b;\n`);
 
   it("the real fix passes, judged by the controller", async () => {

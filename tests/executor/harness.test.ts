@@ -24,7 +24,8 @@ const records: HumanEvalRecord[] = [
     task_id: "Tricky/0",
     prompt: "",
     entry_point: "remove_odd",
-    canonical_solution: "def remove_odd(l):\n\tfor i in l[:]:\n\t\tif i % 2 != 0:\n\t\t\tl.remove(i)\n\treturn l\n\ndef test_remove_odd_helper():\n\tassert False, 'a candidate function named like a test is not a test'\n",
+    canonical_solution:
+      "def remove_odd(l):\n\tfor i in l[:]:\n\t\tif i % 2 != 0:\n\t\t\tl.remove(i)\n\treturn l\n\ndef test_remove_odd_helper():\n\tassert False, 'a candidate function named like a test is not a test'\n",
     test: "def check(candidate):\n    assert candidate([1,2,3]) == [2]\n    assert candidate([2,4,6]) == [2,4,6]\n",
   },
   {
@@ -43,7 +44,7 @@ const records: HumanEvalRecord[] = [
   },
   {
     task_id: "Tricky/3",
-    prompt: "def swap_case(s):\r\n    \"\"\"Swap the case of every letter.\"\"\"\r\n",
+    prompt: 'def swap_case(s):\r\n    """Swap the case of every letter."""\r\n',
     entry_point: "swap_case",
     canonical_solution: "    return s.swapcase()\r\n",
     test: "def check(candidate):\r\n\tassert candidate('aB') == 'Ab'\r\n\tassert candidate('') == ''\r\n",

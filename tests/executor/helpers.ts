@@ -52,12 +52,18 @@ export function request(
 }
 
 /** A python request running `code` as a script (`python3 main.py`). */
-export function py(code: string, extra: Partial<Pick<ExecutionRequest, "timeoutMs" | "memoryMb">> = {}): ExecutionRequest {
+export function py(
+  code: string,
+  extra: Partial<Pick<ExecutionRequest, "timeoutMs" | "memoryMb">> = {},
+): ExecutionRequest {
   return request("python", [{ path: "main.py", content: code }], { command: ["python3", "main.py"], ...extra });
 }
 
 /** A shell command in the python image. */
-export function sh(script: string, extra: Partial<Pick<ExecutionRequest, "timeoutMs" | "memoryMb">> = {}): ExecutionRequest {
+export function sh(
+  script: string,
+  extra: Partial<Pick<ExecutionRequest, "timeoutMs" | "memoryMb">> = {},
+): ExecutionRequest {
   return request("python", [{ path: "run.sh", content: script }], { command: ["sh", "run.sh"], ...extra });
 }
 
@@ -110,13 +116,18 @@ export async function expectIdleHost(ex: Executor, poolContainers: number): Prom
   const mine = await containersOf(ex.instanceId);
   const notRunning = mine.filter((c) => c.State !== "running");
   if (notRunning.length) throw new Error(`containers not running: ${JSON.stringify(notRunning.map((c) => c.State))}`);
-  if (mine.length !== poolContainers) throw new Error(`expected ${poolContainers} warm containers, found ${mine.length}`);
+  if (mine.length !== poolContainers)
+    throw new Error(`expected ${poolContainers} warm containers, found ${mine.length}`);
   const all = new Set((await docker.listContainers({ all: true })).map((c) => c.Id));
   const mineIds = new Set(mine.map((c) => c.Id));
   const stray = sandboxProcesses().filter(
-    (p) => !all.has(p.containerId) || (mineIds.has(p.containerId) && !/docker-init|python3 -I -S -c|node -e/.test(p.args)),
+    (p) =>
+      !all.has(p.containerId) || (mineIds.has(p.containerId) && !/docker-init|python3 -I -S -c|node -e/.test(p.args)),
   );
-  if (stray.length) throw new Error(`sandbox processes left on the host: ${stray.map((p) => `${p.pid} ${p.args.slice(0, 80)}`).join(" | ")}`);
+  if (stray.length)
+    throw new Error(
+      `sandbox processes left on the host: ${stray.map((p) => `${p.pid} ${p.args.slice(0, 80)}`).join(" | ")}`,
+    );
 }
 
 /**
@@ -125,7 +136,9 @@ export async function expectIdleHost(ex: Executor, poolContainers: number): Prom
  * warm containers exist, no sandbox process lives outside them, no volume appeared.
  * @returns the suite, whose `ex` is the executor once `beforeAll` has run
  */
-export function hostileSuite(executor: Partial<Config["executor"]> & { warmPoolSize: number }): { readonly ex: Executor } {
+export function hostileSuite(executor: Partial<Config["executor"]> & { warmPoolSize: number }): {
+  readonly ex: Executor;
+} {
   let ex: Executor | undefined;
   let volumesBefore: string[] = [];
   beforeAll(async () => {

@@ -28,7 +28,8 @@ const { add } = require("./math.js");
 test("adds", () => assert.equal(add(1, 2), 3));
 test("test_check", () => assert.equal(add(2, 2), 5));
 `;
-const TS_LIB = "export interface Pair { a: number; b: number }\nexport function add({ a, b }: Pair): number {\n  return a + b;\n}\n";
+const TS_LIB =
+  "export interface Pair { a: number; b: number }\nexport function add({ a, b }: Pair): number {\n  return a + b;\n}\n";
 const TS_TEST = `import { test } from "node:test";
 import assert from "node:assert/strict";
 import { add, type Pair } from "./math.js";
@@ -53,7 +54,12 @@ describe("python with hypothesis", () => {
       "    assert sub(add(a, b), b) == a",
       "",
     ].join("\n");
-    const r = await ex.run(request("python", [{ path: "lib.py", content: lib }, { path: "test_lib.py", content: test }]));
+    const r = await ex.run(
+      request("python", [
+        { path: "lib.py", content: lib },
+        { path: "test_lib.py", content: test },
+      ]),
+    );
     expect(r.status).toBe("failed");
     expect(r.tests.map((t) => [t.name, t.status])).toEqual([
       ["test_add_commutes", "passed"],
@@ -65,7 +71,12 @@ describe("python with hypothesis", () => {
 
 describe("javascript", () => {
   it("runs node's test runner and names the failing test", async () => {
-    const r = await ex.run(request("javascript", [{ path: "math.js", content: JS_LIB }, { path: "math.test.js", content: JS_TEST }]));
+    const r = await ex.run(
+      request("javascript", [
+        { path: "math.js", content: JS_LIB },
+        { path: "math.test.js", content: JS_TEST },
+      ]),
+    );
     expect(r.status).toBe("failed");
     expect(r.tests.map((t) => [t.name, t.status])).toEqual([
       ["adds", "passed"],
@@ -73,7 +84,10 @@ describe("javascript", () => {
     ]);
     expect(r.tests[1]?.message).toContain("4 !== 5");
     const ok = await ex.run(
-      request("javascript", [{ path: "math.js", content: JS_LIB }, { path: "test/math.js", content: JS_TEST.replace("5)", "4)").replace("./math.js", "../math.js") }]),
+      request("javascript", [
+        { path: "math.js", content: JS_LIB },
+        { path: "test/math.js", content: JS_TEST.replace("5)", "4)").replace("./math.js", "../math.js") },
+      ]),
     );
     expect(ok.status).toBe("passed");
     expect(ok.tests).toHaveLength(2);
@@ -87,7 +101,12 @@ describe("javascript", () => {
 
 describe("typescript", () => {
   it("runs .ts tests with no build step and names the failing test", async () => {
-    const r = await ex.run(request("typescript", [{ path: "math.ts", content: TS_LIB }, { path: "math.test.ts", content: TS_TEST }]));
+    const r = await ex.run(
+      request("typescript", [
+        { path: "math.ts", content: TS_LIB },
+        { path: "math.test.ts", content: TS_TEST },
+      ]),
+    );
     expect(r.status).toBe("failed");
     expect(r.tests.map((t) => [t.name, t.status])).toEqual([
       ["adds", "passed"],
@@ -99,9 +118,16 @@ describe("typescript", () => {
     const bad = await ex.run(request("typescript", [{ path: "bad.test.ts", content: "const x: = 1;\n" }]));
     expect(bad.status).toBe("error");
     const custom = await ex.run(
-      request("typescript", [{ path: "math.ts", content: TS_LIB }, { path: "main.ts", content: "import { add } from './math';\nconsole.log(add({ a: 20, b: 22 }));\n" }], {
-        command: ["node", "main.ts"],
-      }),
+      request(
+        "typescript",
+        [
+          { path: "math.ts", content: TS_LIB },
+          { path: "main.ts", content: "import { add } from './math';\nconsole.log(add({ a: 20, b: 22 }));\n" },
+        ],
+        {
+          command: ["node", "main.ts"],
+        },
+      ),
     );
     expect(custom.status).toBe("passed");
     expect(custom.stdout.trim()).toBe("42");
@@ -132,19 +158,50 @@ describe("loopsmith sandbox run", () => {
   it("runs the default tests over a copy of a directory; the exit code says whether they passed", async () => {
     const dir = mkdtempSync(join(tmpdir(), "loopsmith-cli-"));
     try {
-      writeFileSync(join(dir, "test_math.py"), "def test_ok():\n    assert True\n\ndef test_check():\n    assert 2 + 2 == 5\n");
+      writeFileSync(
+        join(dir, "test_math.py"),
+        "def test_ok():\n    assert True\n\ndef test_check():\n    assert 2 + 2 == 5\n",
+      );
       const failed = await cli(["sandbox", "run", "--language", "python", "--dir", dir, "--json"]);
       expect(failed.code).toBe(1);
       const result = JSON.parse(failed.out) as ExecutionResult;
       expect(result.status).toBe("failed");
       expect(result.tests.find((t) => t.status === "failed")?.name).toBe("test_check");
 
-      const passed = await cli(["sandbox", "run", "-l", "python", "-d", dir, "--timeout-ms", "20000", "--memory-mb", "256", "--", "python3", "-c", "print('hello from the sandbox')"]);
+      const passed = await cli([
+        "sandbox",
+        "run",
+        "-l",
+        "python",
+        "-d",
+        dir,
+        "--timeout-ms",
+        "20000",
+        "--memory-mb",
+        "256",
+        "--",
+        "python3",
+        "-c",
+        "print('hello from the sandbox')",
+      ]);
       expect(passed.code).toBe(0);
       expect(passed.out).toContain("hello from the sandbox");
       expect(passed.out).toContain("PASSED");
 
-      const timeout = await cli(["sandbox", "run", "-l", "python", "-d", dir, "--timeout-ms", "1000", "--json", "--", "sleep", "30"]);
+      const timeout = await cli([
+        "sandbox",
+        "run",
+        "-l",
+        "python",
+        "-d",
+        dir,
+        "--timeout-ms",
+        "1000",
+        "--json",
+        "--",
+        "sleep",
+        "30",
+      ]);
       expect(timeout.code).toBe(1);
       expect((JSON.parse(timeout.out) as ExecutionResult).status).toBe("timeout");
     } finally {

@@ -16,7 +16,8 @@ import { newCommit, snapshotTar } from "./repo-helpers.js";
 
 const BUGGY = "def add(a, b):\n    return a - b\n";
 const FIXED = "def add(a, b):\n    return a + b\n";
-const TESTS = "from calc.ops import add\n\ndef test_add():\n    assert add(2, 3) == 5\n\ndef test_zero():\n    assert add(0, 0) == 0\n";
+const TESTS =
+  "from calc.ops import add\n\ndef test_add():\n    assert add(2, 3) == 5\n\ndef test_zero():\n    assert add(0, 0) == 0\n";
 
 let nats: Started;
 let nc: NatsConnection;
@@ -54,13 +55,19 @@ beforeAll(async () => {
       "tests/test_ops.py": TESTS,
       "obsolete.py": "X = 1\n",
       "link_in.py": "->calc/ops.py",
-      "link_out": "->/etc/passwd",
+      link_out: "->/etc/passwd",
       ".git/HEAD": "ref: refs/heads/main\n",
       ".git/config": "[core]\n",
       "node_modules/shim.js": "module.exports = 1;\n",
     }),
   );
-  ex = createExecutor({ docker, config: testConfig({ warmPoolSize: 1 }), log, kinds: ["python"], loadBase: snapshotLoader(nc, cacheDir) });
+  ex = createExecutor({
+    docker,
+    config: testConfig({ warmPoolSize: 1 }),
+    log,
+    kinds: ["python"],
+    loadBase: snapshotLoader(nc, cacheDir),
+  });
   await ex.start();
 });
 
@@ -96,7 +103,7 @@ describe("repo mode: base tree and overlay", () => {
       "test ! -e .git",
       "test ! -e node_modules",
       "test -L link_in.py",
-      "test \"$(cat link_in.py)\" = \"$(cat calc/ops.py)\"",
+      'test "$(cat link_in.py)" = "$(cat calc/ops.py)"',
       "test ! -e link_out && test ! -L link_out",
       "test -f new/added.py",
       "echo checked",
@@ -141,7 +148,10 @@ describe("repo mode: base tree and overlay", () => {
 
   it("answers sandbox_error when the snapshot is not in the store", async () => {
     const other = newCommit();
-    const r = await ex.run({ ...repoRequest("true"), base: { snapshot: snapshotName(other), commit: other, deleted: [] } });
+    const r = await ex.run({
+      ...repoRequest("true"),
+      base: { snapshot: snapshotName(other), commit: other, deleted: [] },
+    });
     expect(r.status).toBe("sandbox_error");
     expect(r.reason).toContain(snapshotName(other));
   });
@@ -150,6 +160,13 @@ describe("repo mode: base tree and overlay", () => {
     const { readdirSync } = await import("node:fs");
     // One folder per owner: the task of another owner never gets this tree.
     const tree = join(cacheDir, DEFAULT_OWNER, snapshotName(commit).replace(/\.tar$/, ""));
-    expect(readdirSync(tree).sort()).toEqual(["calc", "link_in.py", "link_out", "node_modules", "obsolete.py", "tests"]);
+    expect(readdirSync(tree).sort()).toEqual([
+      "calc",
+      "link_in.py",
+      "link_out",
+      "node_modules",
+      "obsolete.py",
+      "tests",
+    ]);
   });
 });

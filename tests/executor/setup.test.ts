@@ -9,7 +9,14 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { putSnapshot, snapshotName, type ExecutionRequest, type FileChange, type Language } from "@loopsmith/shared";
-import { createExecutor, LABEL_SETUP, SETUP_NETWORK, snapshotLoader, volumeName, type Executor } from "@loopsmith/executor";
+import {
+  createExecutor,
+  LABEL_SETUP,
+  SETUP_NETWORK,
+  snapshotLoader,
+  volumeName,
+  type Executor,
+} from "@loopsmith/executor";
 import { startNats, type Started } from "../fixtures/containers.js";
 import { containersOf, docker, log, testConfig } from "./helpers.js";
 import { newCommit, snapshotTar } from "./repo-helpers.js";
@@ -27,13 +34,22 @@ let seq = 0;
 
 const NODE_TREE = {
   "package.json": JSON.stringify({ name: "demo", version: "1.0.0", dependencies: {} }),
-  "test/fake.test.js": "const test = require('node:test');\nconst assert = require('node:assert');\ntest('fake', () => assert.strictEqual(require('fake'), 42));\n",
+  "test/fake.test.js":
+    "const test = require('node:test');\nconst assert = require('node:assert');\ntest('fake', () => assert.strictEqual(require('fake'), 42));\n",
 };
 const NPM_ZERO = {
   "package.json": JSON.stringify({ name: "zero", version: "1.0.0" }),
-  "package-lock.json": JSON.stringify({ name: "zero", version: "1.0.0", lockfileVersion: 3, requires: true, packages: { "": { name: "zero", version: "1.0.0" } } }),
+  "package-lock.json": JSON.stringify({
+    name: "zero",
+    version: "1.0.0",
+    lockfileVersion: 3,
+    requires: true,
+    packages: { "": { name: "zero", version: "1.0.0" } },
+  }),
 };
-const NPM_DEP = { "package.json": JSON.stringify({ name: "dep", version: "1.0.0", dependencies: { "is-number": "7.0.0" } }) };
+const NPM_DEP = {
+  "package.json": JSON.stringify({ name: "dep", version: "1.0.0", dependencies: { "is-number": "7.0.0" } }),
+};
 const PY_TREE = {
   "setup.py": "from setuptools import setup\nsetup(name='demo', version='1.0', py_modules=['demo'])\n",
   "demo.py": "X = 1\n",
@@ -54,7 +70,13 @@ async function executor(): Promise<Executor> {
   return ex;
 }
 
-function req(language: Language, commit: string, shell: string, setupCommand: string, files: FileChange[] = []): ExecutionRequest {
+function req(
+  language: Language,
+  commit: string,
+  shell: string,
+  setupCommand: string,
+  files: FileChange[] = [],
+): ExecutionRequest {
   seq += 1;
   return {
     v: 1,
@@ -92,19 +114,27 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const e of executors) await e.stop();
   for (const e of executors) expect(await containersOf(e.instanceId)).toHaveLength(0);
-  for (const v of volumes) await docker.getVolume(v).remove({ force: true }).catch(() => undefined);
+  for (const v of volumes)
+    await docker
+      .getVolume(v)
+      .remove({ force: true })
+      .catch(() => undefined);
   await nc?.close();
   await nats?.stop();
   if (cacheDir) rmSync(cacheDir, { recursive: true, force: true });
 });
 
 // A stand-in for an installer, with no network: writes a package into node_modules.
-const INSTALL_FAKE = "mkdir -p node_modules/fake && echo 'module.exports = 42;' > node_modules/fake/index.js && echo built >> node_modules/.builds";
+const INSTALL_FAKE =
+  "mkdir -p node_modules/fake && echo 'module.exports = 42;' > node_modules/fake/index.js && echo built >> node_modules/.builds";
 
 describe("setup layer", () => {
   it("is built once for concurrent runs, mounted read-only, and reused", async () => {
-    const shell = "node --test && test \"$(wc -l < node_modules/.builds)\" -eq 1 && ! touch node_modules/x 2>/dev/null";
-    const [a, b] = await Promise.all([ex.run(req("javascript", node, shell, INSTALL_FAKE)), ex.run(req("javascript", node, shell, INSTALL_FAKE))]).then((rs) => rs.map(seen));
+    const shell = 'node --test && test "$(wc -l < node_modules/.builds)" -eq 1 && ! touch node_modules/x 2>/dev/null';
+    const [a, b] = await Promise.all([
+      ex.run(req("javascript", node, shell, INSTALL_FAKE)),
+      ex.run(req("javascript", node, shell, INSTALL_FAKE)),
+    ]).then((rs) => rs.map(seen));
     expect(a?.status, `${a?.stdout}${a?.stderr}${a?.setup?.message ?? ""}`).toBe("passed");
     expect(b?.status, `${b?.stdout}${b?.stderr}`).toBe("passed");
     expect([a?.setup?.status, b?.setup?.status].sort()).toEqual(["built", "reused"]);
@@ -125,7 +155,13 @@ describe("setup layer", () => {
     await restarted.stop();
 
     // A changed manifest is another key, so another layer.
-    const changed = seen(await ex.run(req("javascript", node, "node --test", INSTALL_FAKE, [{ path: "package.json", content: JSON.stringify({ name: "demo", version: "1.0.1" }) }])));
+    const changed = seen(
+      await ex.run(
+        req("javascript", node, "node --test", INSTALL_FAKE, [
+          { path: "package.json", content: JSON.stringify({ name: "demo", version: "1.0.1" }) },
+        ]),
+      ),
+    );
     expect(changed.setup?.status).toBe("built");
     expect(changed.setup?.key).not.toBe(key);
     await ex.settled();
@@ -177,7 +213,11 @@ describe("setup layer", () => {
       "EOF",
       "pip install --no-index /tmp/localdep-1.0-py3-none-any.whl",
     ].join("\n");
-    const r = seen(await ex.run(req("python", python, "python3 -c 'import localdep; print(\"value\", localdep.VALUE)' && localdep-cli", wheel)));
+    const r = seen(
+      await ex.run(
+        req("python", python, "python3 -c 'import localdep; print(\"value\", localdep.VALUE)' && localdep-cli", wheel),
+      ),
+    );
     expect(r.setup?.status, r.setup?.message).toBe("built");
     expect(r.status, r.stdout + r.stderr).toBe("passed");
     expect(r.stdout).toContain("value 7");
@@ -185,7 +225,9 @@ describe("setup layer", () => {
   });
 
   it("runs npm ci with a zero-dependency lock file once, and reuses the layer", async () => {
-    const r1 = seen(await ex.run(req("javascript", npmZero, "node -e 'console.log(1)' && ! test -w node_modules", "npm ci")));
+    const r1 = seen(
+      await ex.run(req("javascript", npmZero, "node -e 'console.log(1)' && ! test -w node_modules", "npm ci")),
+    );
     expect(r1.setup?.status, r1.setup?.message).toBe("built");
     expect(r1.status, r1.stdout + r1.stderr).toBe("passed");
     const r2 = seen(await ex.run(req("javascript", npmZero, "node -e 'console.log(1)'", "npm ci")));
@@ -202,7 +244,16 @@ describe("setup layer", () => {
     expect(r.stdout).toContain("is-number ok");
     const nets = await docker.listNetworks({ filters: { name: [SETUP_NETWORK] } });
     expect(nets.find((n) => n.Name === SETUP_NETWORK)?.Labels?.[LABEL_SETUP]).toBe("network");
-    const offline = seen(await ex.run(req("javascript", npmDep, "node -e \"fetch('https://registry.npmjs.org/').then(() => process.exit(0), () => process.exit(9))\"", "npm install --no-save")));
+    const offline = seen(
+      await ex.run(
+        req(
+          "javascript",
+          npmDep,
+          "node -e \"fetch('https://registry.npmjs.org/').then(() => process.exit(0), () => process.exit(9))\"",
+          "npm install --no-save",
+        ),
+      ),
+    );
     expect(offline.setup?.status).toBe("reused");
     expect(offline.status).toBe("failed");
     expect(offline.exitCode).toBe(9);

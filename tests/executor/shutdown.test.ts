@@ -22,7 +22,9 @@ it("SIGTERM during start-up: exits 143 and removes every sandbox container it ma
   });
   let stderr = "";
   child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal })),
+  );
   const pid = child.pid as number;
   // Wait until start-up has made its first container (the self-test's), then stop it.
   const deadline = Date.now() + 60_000;

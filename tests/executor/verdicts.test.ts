@@ -24,7 +24,10 @@ afterAll(async () => {
 });
 
 const wrongSolution: FileChange = { path: "solution.py", content: "def add(a, b):\n    return a - b\n" };
-const acceptance: FileChange = { path: "test_solution.py", content: "from solution import add\n\ndef test_add():\n    assert add(2, 3) == 5\n" };
+const acceptance: FileChange = {
+  path: "test_solution.py",
+  content: "from solution import add\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+};
 const FORCE_PASS_HOOK = [
   "import pytest",
   "@pytest.hookimpl(hookwrapper=True)",
@@ -39,16 +42,31 @@ describe("runner configuration in the candidate's files is not honoured", () => 
   const attacks: Array<[string, FileChange[]]> = [
     ["conftest.py that reports every test as passed", [{ path: "conftest.py", content: FORCE_PASS_HOOK }]],
     ["conftest.py that ends the run with exit code 0 as it is loaded", [{ path: "conftest.py", content: EXIT_ZERO }]],
-    ["pytest.ini with addopts = --collect-only", [{ path: "pytest.ini", content: "[pytest]\naddopts = --collect-only\n" }]],
-    ["pytest.ini loading a plugin from the workspace", [{ path: "pytest.ini", content: "[pytest]\naddopts = -p evil\n" }, { path: "evil.py", content: FORCE_PASS_HOOK }]],
-    ["pyproject.toml [tool.pytest.ini_options]", [{ path: "pyproject.toml", content: '[tool.pytest.ini_options]\naddopts = "--collect-only"\n' }]],
+    [
+      "pytest.ini with addopts = --collect-only",
+      [{ path: "pytest.ini", content: "[pytest]\naddopts = --collect-only\n" }],
+    ],
+    [
+      "pytest.ini loading a plugin from the workspace",
+      [
+        { path: "pytest.ini", content: "[pytest]\naddopts = -p evil\n" },
+        { path: "evil.py", content: FORCE_PASS_HOOK },
+      ],
+    ],
+    [
+      "pyproject.toml [tool.pytest.ini_options]",
+      [{ path: "pyproject.toml", content: '[tool.pytest.ini_options]\naddopts = "--collect-only"\n' }],
+    ],
     ["setup.cfg [tool:pytest]", [{ path: "setup.cfg", content: "[tool:pytest]\naddopts = --collect-only\n" }]],
     ["tox.ini [pytest]", [{ path: "tox.ini", content: "[pytest]\naddopts = --collect-only\n" }]],
-    ["sitecustomize.py, usercustomize.py and a .pth that exit 0", [
-      { path: "sitecustomize.py", content: EXIT_ZERO },
-      { path: "usercustomize.py", content: EXIT_ZERO },
-      { path: "zz-evil.pth", content: "import os; os._exit(0)\n" },
-    ]],
+    [
+      "sitecustomize.py, usercustomize.py and a .pth that exit 0",
+      [
+        { path: "sitecustomize.py", content: EXIT_ZERO },
+        { path: "usercustomize.py", content: EXIT_ZERO },
+        { path: "zz-evil.pth", content: "import os; os._exit(0)\n" },
+      ],
+    ],
   ];
   for (const [name, files] of attacks) {
     it(`${name}: the wrong candidate still fails`, async () => {
@@ -60,7 +78,9 @@ describe("runner configuration in the candidate's files is not honoured", () => 
 
   it("a correct candidate with a harmless pytest.ini still passes (the runner works without it)", async () => {
     const good = { path: "solution.py", content: "def add(a, b):\n    return a + b\n" };
-    const r = await ex.run(request("python", [good, { path: "pytest.ini", content: "[pytest]\naddopts = -x\n" }, acceptance]));
+    const r = await ex.run(
+      request("python", [good, { path: "pytest.ini", content: "[pytest]\naddopts = -x\n" }, acceptance]),
+    );
     expect(r.status).toBe("passed");
   });
 });
@@ -103,7 +123,9 @@ process.exit(1);
 `;
 
   it("javascript: reading the supervisor's memory for the marker fails, so no trailer can be forged", async () => {
-    const r = await ex.run(request("javascript", [{ path: "forge.js", content: FORGE_JS }], { command: ["node", "forge.js"] }));
+    const r = await ex.run(
+      request("javascript", [{ path: "forge.js", content: FORGE_JS }], { command: ["node", "forge.js"] }),
+    );
     expect(r.stdout).toContain("ATTEMPTS");
     expect(r.stdout).not.toContain("FORGED");
     expect(r.stdout).not.toMatch(/mem=open/);
@@ -134,7 +156,9 @@ process.exit(1);
       "raise SystemExit(3)",
       "",
     ].join("\n");
-    const r = await ex.run(request("python", [{ path: "probe.py", content: probe }], { command: ["python3", "probe.py"] }));
+    const r = await ex.run(
+      request("python", [{ path: "probe.py", content: probe }], { command: ["python3", "probe.py"] }),
+    );
     expect(r.stdout).toMatch(/kill refused/);
     expect(r.stdout).not.toMatch(/KILLED|READ|TRACED/);
     expect(r.status).toBe("failed");
@@ -151,7 +175,13 @@ describe("the conductor's verdict workspace leaves out the candidate's runner co
       goal: "add(a, b) in solution.js",
       language: "javascript",
       files: [{ path: "node_modules/tiny-check/index.js", content: realAssert }],
-      acceptanceTests: [{ path: "test/add.test.js", content: "const check = require('tiny-check');\nconst { add } = require('../solution.js');\nrequire('node:test')('add', () => check(add(2, 3) === 5, 'add(2, 3) should be 5'));\n" }],
+      acceptanceTests: [
+        {
+          path: "test/add.test.js",
+          content:
+            "const check = require('tiny-check');\nconst { add } = require('../solution.js');\nrequire('node:test')('add', () => check(add(2, 3) === 5, 'add(2, 3) should be 5'));\n",
+        },
+      ],
       submittedAt: new Date().toISOString(),
     });
     const state = {

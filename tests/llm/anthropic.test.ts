@@ -35,7 +35,11 @@ async function anthropic(responses: FakeResponse[], llm: Record<string, unknown>
   return createProvider({ config, log, ...(meter ? { meter } : {}) });
 }
 
-const overloaded: FakeResponse = { status: 529, headers: FAST_RETRY, body: anthropicError("overloaded_error", "Overloaded") };
+const overloaded: FakeResponse = {
+  status: 529,
+  headers: FAST_RETRY,
+  body: anthropicError("overloaded_error", "Overloaded"),
+};
 // Sonnet's public price, configured for the model the tests name (the price table is configuration).
 const sonnet = { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 };
 
@@ -48,7 +52,9 @@ describe("anthropic provider (real SDK, fake server)", () => {
     const req = fake!.requests[0]!;
     expect(req.path).toBe("/v1/messages");
     // The SDK sends the key as x-api-key or as a bearer token, depending on its version.
-    expect([req.headers["x-api-key"], req.headers.authorization]).toContainEqual(expect.stringContaining("sk-ant-test"));
+    expect([req.headers["x-api-key"], req.headers.authorization]).toContainEqual(
+      expect.stringContaining("sk-ant-test"),
+    );
     const body = req.body as Wire;
     expect(body.tool_choice).toEqual({ type: "tool", name: "plan" });
     expect(body.tools[0].name).toBe("plan");
@@ -58,20 +64,33 @@ describe("anthropic provider (real SDK, fake server)", () => {
       properties: { steps: { type: "array", items: { type: "string" } }, done: { type: "boolean" } },
     });
     expect(body.max_tokens).toBe(1000);
-    expect(body.system).toEqual([{ type: "text", text: "You plan small coding tasks.", cache_control: { type: "ephemeral" } }]);
+    expect(body.system).toEqual([
+      { type: "text", text: "You plan small coding tasks.", cache_control: { type: "ephemeral" } },
+    ]);
     expect(body.messages[0].content[0].cache_control).toEqual({ type: "ephemeral" });
     expect(provider.info).toEqual({ name: "anthropic", model: "claude-sonnet-4-6", scripted: false });
   });
 
   it("529 twice then success: succeeds, and usage counts only the successful call", async () => {
     const ok = anthropicToolReply("plan", GOOD, {
-      usage: { input_tokens: 1200, output_tokens: 300, cache_read_input_tokens: 1000, cache_creation_input_tokens: 200 },
+      usage: {
+        input_tokens: 1200,
+        output_tokens: 300,
+        cache_read_input_tokens: 1000,
+        cache_creation_input_tokens: 200,
+      },
     });
     const provider = await anthropic([overloaded, overloaded, { body: ok }]);
     const { value, usage } = await provider.complete(planRequest());
     expect(value).toEqual(GOOD);
     expect(fake!.count).toBe(3);
-    expect(usage).toMatchObject({ calls: 1, inputTokens: 1200, outputTokens: 300, cacheReadTokens: 1000, cacheWriteTokens: 200 });
+    expect(usage).toMatchObject({
+      calls: 1,
+      inputTokens: 1200,
+      outputTokens: 300,
+      cacheReadTokens: 1000,
+      cacheWriteTokens: 200,
+    });
     const expected = (1200 * 3 + 300 * 15 + 1000 * 0.3 + 200 * 3.75) / 1e6;
     expect(usage.costUsd).toBeCloseTo(expected, 12);
     expect(usage.costUsd).toBeCloseTo(costOf(sonnet, usage), 12);
@@ -209,7 +228,9 @@ describe("anthropic provider (real SDK, fake server)", () => {
     err = await rejection(provider.complete(planRequest({ budget: { remainingTokens: 900 } })));
     expect(err.code).toBe("budget_exceeded");
     expect(fake!.count).toBe(0);
-    await expect(provider.complete(planRequest({ budget: { remainingUsd: 1, remainingTokens: 5_000 } }))).resolves.toBeDefined();
+    await expect(
+      provider.complete(planRequest({ budget: { remainingUsd: 1, remainingTokens: 5_000 } })),
+    ).resolves.toBeDefined();
     expect(fake!.count).toBe(1);
   });
 
@@ -220,7 +241,10 @@ describe("anthropic provider (real SDK, fake server)", () => {
     ]);
     const err = await rejection(provider.complete(planRequest({ budget: { remainingTokens: 4_500 } })));
     expect(err.code).toBe("budget_exceeded");
-    expect((err.details as { usage: { calls: number; inputTokens: number } }).usage).toMatchObject({ calls: 1, inputTokens: 3_500 });
+    expect((err.details as { usage: { calls: number; inputTokens: number } }).usage).toMatchObject({
+      calls: 1,
+      inputTokens: 3_500,
+    });
     expect(fake!.count).toBe(1);
   });
 
@@ -238,7 +262,9 @@ describe("anthropic provider (real SDK, fake server)", () => {
   });
 
   it("verify(): a bad key fails at once with llm_auth; a good one passes; no tokens spent", async () => {
-    let provider = await anthropic([{ status: 401, body: anthropicError("authentication_error", "invalid x-api-key") }]);
+    let provider = await anthropic([
+      { status: 401, body: anthropicError("authentication_error", "invalid x-api-key") },
+    ]);
     await expect(provider.verify?.()).rejects.toMatchObject({ code: "llm_auth" });
     expect(fake!.count).toBe(1);
     expect(fake!.requests[0]!.path).toMatch(/^\/v1\/models/);

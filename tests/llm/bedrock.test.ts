@@ -7,8 +7,24 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createProvider } from "@loopsmith/shared";
-import { FAST_RETRY, anthropicToolReply, bedrockError, startFakeLlm, type FakeLlm, type FakeResponse } from "../fixtures/fake-llm.js";
-import { AWS_TEST_CREDS as CREDS, GOOD, awsEnv, log, planRequest, rejection, testConfig, type Wire } from "./helpers.js";
+import {
+  FAST_RETRY,
+  anthropicToolReply,
+  bedrockError,
+  startFakeLlm,
+  type FakeLlm,
+  type FakeResponse,
+} from "../fixtures/fake-llm.js";
+import {
+  AWS_TEST_CREDS as CREDS,
+  GOOD,
+  awsEnv,
+  log,
+  planRequest,
+  rejection,
+  testConfig,
+  type Wire,
+} from "./helpers.js";
 
 const MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
 let fake: FakeLlm | undefined;
@@ -54,7 +70,11 @@ describe("bedrock provider (real Bedrock SDK, fake signed runtime)", () => {
   });
 
   it("temporary credentials: AWS_SESSION_TOKEN is sent as x-amz-security-token and signed", async () => {
-    awsEnv({ AWS_ACCESS_KEY_ID: CREDS.accessKeyId, AWS_SECRET_ACCESS_KEY: CREDS.secretAccessKey, AWS_SESSION_TOKEN: "session-token-for-tests" });
+    awsEnv({
+      AWS_ACCESS_KEY_ID: CREDS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: CREDS.secretAccessKey,
+      AWS_SESSION_TOKEN: "session-token-for-tests",
+    });
     const provider = await bedrock([{ body: anthropicToolReply("plan", GOOD) }]);
     await expect(provider.complete(planRequest())).resolves.toMatchObject({ value: GOOD });
     const req = fake!.requests[0]!;

@@ -17,12 +17,20 @@ import {
 import { AWS_TEST_CREDS, GOOD, awsEnv, log, planRequest, rejection, testConfig, type Wire } from "./helpers.js";
 
 const BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
-const overloaded: FakeResponse = { status: 529, headers: FAST_RETRY, body: anthropicError("overloaded_error", "Overloaded") };
-const reply = (tokens = { input_tokens: 1000, output_tokens: 100 }): FakeResponse => ({ body: anthropicToolReply("plan", GOOD, { usage: tokens }) });
+const overloaded: FakeResponse = {
+  status: 529,
+  headers: FAST_RETRY,
+  body: anthropicError("overloaded_error", "Overloaded"),
+};
+const reply = (tokens = { input_tokens: 1000, output_tokens: 100 }): FakeResponse => ({
+  body: anthropicToolReply("plan", GOOD, { usage: tokens }),
+});
 
 let primary: FakeLlm;
 let fallback: FakeLlm;
-beforeEach(() => awsEnv({ AWS_ACCESS_KEY_ID: AWS_TEST_CREDS.accessKeyId, AWS_SECRET_ACCESS_KEY: AWS_TEST_CREDS.secretAccessKey }));
+beforeEach(() =>
+  awsEnv({ AWS_ACCESS_KEY_ID: AWS_TEST_CREDS.accessKeyId, AWS_SECRET_ACCESS_KEY: AWS_TEST_CREDS.secretAccessKey }),
+);
 afterEach(async () => {
   vi.unstubAllEnvs();
   await Promise.all([primary?.close(), fallback?.close()]);
@@ -31,7 +39,12 @@ afterEach(async () => {
 type LlmInput = NonNullable<ConfigInput["llm"]>;
 
 /** Anthropic opus as the plan role's primary (`plan` overrides it), Claude on Bedrock as its fallback. */
-async function setup(primaryReplies: FakeResponse[], fallbackReplies: FakeResponse[], llm: LlmInput = {}, plan: NonNullable<LlmInput["roles"]>["plan"] = {}) {
+async function setup(
+  primaryReplies: FakeResponse[],
+  fallbackReplies: FakeResponse[],
+  llm: LlmInput = {},
+  plan: NonNullable<LlmInput["roles"]>["plan"] = {},
+) {
   primary = await startFakeLlm(primaryReplies, { repeatLast: true });
   fallback = await startFakeLlm(fallbackReplies, { sigv4: AWS_TEST_CREDS });
   const config = testConfig({
@@ -76,11 +89,18 @@ describe("fallbacks", () => {
     const again = await provider.complete(planRequest());
     expect(primary.count).toBe(3);
     expect(fallback.count).toBe(2);
-    expect(again.provider?.fallbackFrom).toMatchObject({ name: "anthropic", code: "llm_overloaded", message: expect.stringMatching(/^skipped while cooling down/) });
+    expect(again.provider?.fallbackFrom).toMatchObject({
+      name: "anthropic",
+      code: "llm_overloaded",
+      message: expect.stringMatching(/^skipped while cooling down/),
+    });
   });
 
   it("with fallbackCooldownMs 0 the primary is tried first again and answers once it is back", async () => {
-    const provider = await setup([overloaded, overloaded, overloaded, reply()], [reply()], { maxRetries: 2, fallbackCooldownMs: 0 });
+    const provider = await setup([overloaded, overloaded, overloaded, reply()], [reply()], {
+      maxRetries: 2,
+      fallbackCooldownMs: 0,
+    });
     expect((await provider.complete(planRequest())).provider?.name).toBe("bedrock");
     const back = await provider.complete(planRequest());
     expect(back.provider).toEqual({ name: "anthropic", model: "claude-opus-4-1", scripted: false });
@@ -88,10 +108,14 @@ describe("fallbacks", () => {
   });
 
   it("a 401 on the primary does not fall back and fails in < 5 s (default timeouts)", async () => {
-    const provider = await setup([{ status: 401, body: anthropicError("authentication_error", "invalid x-api-key") }], [reply()], {
-      maxRetries: 2,
-      timeoutMs: 120_000,
-    });
+    const provider = await setup(
+      [{ status: 401, body: anthropicError("authentication_error", "invalid x-api-key") }],
+      [reply()],
+      {
+        maxRetries: 2,
+        timeoutMs: 120_000,
+      },
+    );
     const started = performance.now();
     const err = await rejection(provider.complete(planRequest()));
     const ms = performance.now() - started;
@@ -117,24 +141,37 @@ describe("fallbacks", () => {
   it("the budget is reserved against the model actually called: a dearer fallback that would pass it is not called", async () => {
     // Primary haiku ($1 / $5): its estimate (≈ $0.005 with 1,000 output tokens) fits in $0.02;
     // the fallback priced at opus ($15 / $75) would need ≈ $0.075, so it is refused before any call.
-    const routed = await setup([overloaded], [reply()], {}, {
-      model: "claude-haiku-4-5",
-      prices: { [BEDROCK_MODEL]: { inputPerMTok: 15, outputPerMTok: 75 } },
-    });
+    const routed = await setup(
+      [overloaded],
+      [reply()],
+      {},
+      {
+        model: "claude-haiku-4-5",
+        prices: { [BEDROCK_MODEL]: { inputPerMTok: 15, outputPerMTok: 75 } },
+      },
+    );
     const err = await rejection(routed.complete(planRequest({ budget: { remainingUsd: 0.02 } })));
     expect(err.code).toBe("budget_exceeded");
-    expect(err.message).toMatch(/only \$0\.0200 of the task's budget is left; anthropic:claude-haiku-4-5 failed first \(llm_overloaded\)/);
+    expect(err.message).toMatch(
+      /only \$0\.0200 of the task's budget is left; anthropic:claude-haiku-4-5 failed first \(llm_overloaded\)/,
+    );
     expect(primary.count).toBe(3);
     expect(fallback.count).toBe(0);
     // With room for it, the same fallback is called.
-    await expect(routed.complete(planRequest({ budget: { remainingUsd: 0.1 } }))).resolves.toMatchObject({ value: GOOD });
+    await expect(routed.complete(planRequest({ budget: { remainingUsd: 0.1 } }))).resolves.toMatchObject({
+      value: GOOD,
+    });
     expect(fallback.count).toBe(1);
   });
 
   it("usage the primary paid before failing over is kept, at its own price", async () => {
     // The primary answers with the wrong shape (paid), then its re-ask meets a 529 storm.
-    const wrong: FakeResponse = { body: anthropicToolReply("plan", { steps: "nope" }, { usage: { input_tokens: 2000, output_tokens: 100 } }) };
-    const provider = await setup([wrong, overloaded], [reply({ input_tokens: 500, output_tokens: 50 })], { maxRetries: 1 });
+    const wrong: FakeResponse = {
+      body: anthropicToolReply("plan", { steps: "nope" }, { usage: { input_tokens: 2000, output_tokens: 100 } }),
+    };
+    const provider = await setup([wrong, overloaded], [reply({ input_tokens: 500, output_tokens: 50 })], {
+      maxRetries: 1,
+    });
     const c = await provider.complete(planRequest());
     expect([primary.count, fallback.count]).toEqual([3, 1]);
     expect(c.usage).toMatchObject({ calls: 2, inputTokens: 2500, outputTokens: 150 });
@@ -145,8 +182,12 @@ describe("fallbacks", () => {
   });
 
   it("the fallback gets only what is left of the budget after the primary's paid calls", async () => {
-    const wrong: FakeResponse = { body: anthropicToolReply("plan", { steps: "nope" }, { usage: { input_tokens: 2000, output_tokens: 100 } }) };
-    const bedrock = (maxTokens: number) => ({ fallback: [{ provider: "bedrock" as const, model: BEDROCK_MODEL, baseUrl: fallback.url, maxTokens }] });
+    const wrong: FakeResponse = {
+      body: anthropicToolReply("plan", { steps: "nope" }, { usage: { input_tokens: 2000, output_tokens: 100 } }),
+    };
+    const bedrock = (maxTokens: number) => ({
+      fallback: [{ provider: "bedrock" as const, model: BEDROCK_MODEL, baseUrl: fallback.url, maxTokens }],
+    });
     // 5,000 tokens: the primary's call (≈1,010 estimated) and its re-ask (≈1,100 of the 2,900
     // left after the 2,100 paid) are admitted; a fallback estimating ≈4,010 (maxTokens 4,000)
     // would fit in 5,000 but not in the 2,900 left, so it is refused before any call.
@@ -165,7 +206,9 @@ describe("fallbacks", () => {
     const err = await rejection(provider.complete(planRequest()));
     expect(err.code).toBe("unavailable");
     expect(err.message).toContain("anthropic:claude-opus-4-1 failed first (llm_overloaded)");
-    expect((err.details as { attempts: Array<{ name: string; code: string }> }).attempts.map((a) => [a.name, a.code])).toEqual([
+    expect(
+      (err.details as { attempts: Array<{ name: string; code: string }> }).attempts.map((a) => [a.name, a.code]),
+    ).toEqual([
       ["anthropic", "llm_overloaded"],
       ["bedrock", "unavailable"],
     ]);
@@ -174,7 +217,9 @@ describe("fallbacks", () => {
 
   it("verify(): a rejected key on any model fails the pre-flight check; an unreachable primary with a healthy fallback passes", async () => {
     const models: FakeResponse = { body: { data: [], has_more: false, first_id: null, last_id: null } };
-    primary = await startFakeLlm([{ status: 401, body: anthropicError("authentication_error", "invalid x-api-key") }], { repeatLast: true });
+    primary = await startFakeLlm([{ status: 401, body: anthropicError("authentication_error", "invalid x-api-key") }], {
+      repeatLast: true,
+    });
     fallback = await startFakeLlm([models], { repeatLast: true });
     const config = (primaryUrl: string, defaultUrl: string) =>
       testConfig({
@@ -191,12 +236,16 @@ describe("fallbacks", () => {
         },
       });
     // The plan role's primary rejects the key: that fails however healthy its fallback is.
-    await expect(createProvider({ config: config(primary.url, fallback.url), log }).verify?.()).rejects.toMatchObject({ code: "llm_auth" });
+    await expect(createProvider({ config: config(primary.url, fallback.url), log }).verify?.()).rejects.toMatchObject({
+      code: "llm_auth",
+    });
     // The plan role's primary is unreachable, its fallback answers: the check passes.
     const gone = primary.url;
     await primary.close();
     await expect(createProvider({ config: config(gone, fallback.url), log }).verify?.()).resolves.toBeUndefined();
     // Unreachable and without a fallback that answers: it fails.
-    await expect(createProvider({ config: config(gone, gone), log }).verify?.()).rejects.toMatchObject({ code: "unavailable" });
+    await expect(createProvider({ config: config(gone, gone), log }).verify?.()).rejects.toMatchObject({
+      code: "unavailable",
+    });
   });
 });

@@ -20,7 +20,9 @@ export function testConfig(llm: NonNullable<ConfigInput["llm"]>): Config {
 }
 
 /** A plan request; `budget` and `messages` optional. */
-export function planRequest(opts: { budget?: Budget; messages?: ChatMessage[]; taskId?: string } = {}): CompletionRequest<Plan> {
+export function planRequest(
+  opts: { budget?: Budget; messages?: ChatMessage[]; taskId?: string } = {},
+): CompletionRequest<Plan> {
   return {
     role: "plan",
     system: "You plan small coding tasks.",

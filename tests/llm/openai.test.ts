@@ -5,7 +5,14 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { REASK_INSTRUCTION, createProvider } from "@loopsmith/shared";
-import { FAST_RETRY, openaiError, openaiReply, startFakeLlm, type FakeLlm, type FakeResponse } from "../fixtures/fake-llm.js";
+import {
+  FAST_RETRY,
+  openaiError,
+  openaiReply,
+  startFakeLlm,
+  type FakeLlm,
+  type FakeResponse,
+} from "../fixtures/fake-llm.js";
 import { GOOD, log, planRequest, rejection, testConfig, type Wire } from "./helpers.js";
 
 let fake: FakeLlm | undefined;
@@ -35,7 +42,9 @@ const bodyOf = (i: number): Body => fake!.requests[i]!.body as Body;
 describe("openai-compatible provider (real SDK, fake server)", () => {
   it("works against a server that wraps its JSON in prose and fences", async () => {
     const text = "Of course. Here it is:\n\n```json\n" + JSON.stringify(GOOD) + ",\n```\n\nHope this helps!";
-    const provider = await openai([{ body: openaiReply(text, { promptTokens: 400, completionTokens: 60, cachedTokens: 100 }) }]);
+    const provider = await openai([
+      { body: openaiReply(text, { promptTokens: 400, completionTokens: 60, cachedTokens: 100 }) },
+    ]);
     const { value, usage } = await provider.complete(planRequest());
     expect(value).toEqual(GOOD);
     expect(fake!.count).toBe(1);
@@ -89,7 +98,9 @@ describe("openai-compatible provider (real SDK, fake server)", () => {
   });
 
   it("401: llm_auth after exactly one HTTP call, naming the API key", async () => {
-    const provider = await openai([{ status: 401, body: openaiError("Incorrect API key provided", "invalid_request_error", "invalid_api_key") }]);
+    const provider = await openai([
+      { status: 401, body: openaiError("Incorrect API key provided", "invalid_request_error", "invalid_api_key") },
+    ]);
     const err = await rejection(provider.complete(planRequest()));
     expect(err.code).toBe("llm_auth");
     expect(err.message).toContain("API key");
@@ -123,7 +134,10 @@ describe("openai-compatible provider (real SDK, fake server)", () => {
   });
 
   it("a reply slower than the timeout: timeout", async () => {
-    const provider = await openai([{ delayMs: 2_000, body: openaiReply(JSON.stringify(GOOD)) }], { timeoutMs: 150, maxRetries: 0 });
+    const provider = await openai([{ delayMs: 2_000, body: openaiReply(JSON.stringify(GOOD)) }], {
+      timeoutMs: 150,
+      maxRetries: 0,
+    });
     const err = await rejection(provider.complete(planRequest()));
     expect(err.code).toBe("timeout");
     expect(fake!.count).toBe(1);
@@ -131,7 +145,10 @@ describe("openai-compatible provider (real SDK, fake server)", () => {
 
   it("an empty reply is re-asked once with the instruction, then succeeds", async () => {
     const provider = await openai([{ body: openaiReply(null) }, { body: openaiReply(JSON.stringify(GOOD)) }]);
-    await expect(provider.complete(planRequest())).resolves.toMatchObject({ value: GOOD, usage: { calls: 2, inputTokens: 200 } });
+    await expect(provider.complete(planRequest())).resolves.toMatchObject({
+      value: GOOD,
+      usage: { calls: 2, inputTokens: 200 },
+    });
     expect(fake!.count).toBe(2);
     const last = bodyOf(1).messages.at(-1)!;
     expect(last.role).toBe("user");
@@ -185,7 +202,10 @@ describe("openai-compatible provider (real SDK, fake server)", () => {
     const url = fake!.url;
     await fake!.close();
     fake = undefined;
-    provider = createProvider({ config: testConfig({ provider: "openai-compatible", baseUrl: `${url}/v1`, maxRetries: 0 }), log });
+    provider = createProvider({
+      config: testConfig({ provider: "openai-compatible", baseUrl: `${url}/v1`, maxRetries: 0 }),
+      log,
+    });
     await expect(provider.verify?.()).rejects.toMatchObject({ code: "unavailable" });
   });
 });

@@ -18,26 +18,53 @@ afterEach(async () => {
 const Candidate = z.object({ code: z.string() });
 const Review = z.object({ approved: z.boolean() });
 const Reflection = z.object({ lesson: z.string() });
-const schemas = { plan: [Plan, "plan"], build: [Candidate, "candidate"], review: [Review, "review"], reflect: [Reflection, "reflection"] } as const;
+const schemas = {
+  plan: [Plan, "plan"],
+  build: [Candidate, "candidate"],
+  review: [Review, "review"],
+  reflect: [Reflection, "reflection"],
+} as const;
 
 // Public list prices, USD per million tokens (DEFAULT_PRICES): opus-4-1 $15/$75, gpt-4o-mini $0.15/$0.60.
 const OPUS = { in: 15, out: 75 };
 const MINI = { in: 0.15, out: 0.6 };
-const cost = (p: { in: number; out: number }, input: number, output: number): number => (input * p.in + output * p.out) / 1e6;
+const cost = (p: { in: number; out: number }, input: number, output: number): number =>
+  (input * p.in + output * p.out) / 1e6;
 
 describe("a model per role", () => {
   it("two roles on two fake servers in one task: each server gets only its role's calls, each priced at its role's model", async () => {
     const strong = await startFakeLlm([
       { body: anthropicToolReply("plan", GOOD, { usage: { input_tokens: 1000, output_tokens: 200 } }) },
-      { body: anthropicToolReply("reflection", { lesson: "off by one" }, { usage: { input_tokens: 800, output_tokens: 100 } }) },
+      {
+        body: anthropicToolReply(
+          "reflection",
+          { lesson: "off by one" },
+          { usage: { input_tokens: 800, output_tokens: 100 } },
+        ),
+      },
     ]);
     const fast = await startFakeLlm([
-      { body: openaiReply(JSON.stringify({ code: "def add(a, b): return a - b" }), { promptTokens: 2000, completionTokens: 500 }) },
+      {
+        body: openaiReply(JSON.stringify({ code: "def add(a, b): return a - b" }), {
+          promptTokens: 2000,
+          completionTokens: 500,
+        }),
+      },
       { body: openaiReply(JSON.stringify({ approved: true }), { promptTokens: 1500, completionTokens: 50 }) },
-      { body: openaiReply(JSON.stringify({ code: "def add(a, b): return a + b" }), { promptTokens: 2500, completionTokens: 600 }) },
+      {
+        body: openaiReply(JSON.stringify({ code: "def add(a, b): return a + b" }), {
+          promptTokens: 2500,
+          completionTokens: 600,
+        }),
+      },
     ]);
     fakes.push(strong, fast);
-    const builder = { provider: "openai-compatible", model: "gpt-4o-mini", baseUrl: `${fast.url}/v1`, apiKey: "sk-fast-test" } as const;
+    const builder = {
+      provider: "openai-compatible",
+      model: "gpt-4o-mini",
+      baseUrl: `${fast.url}/v1`,
+      apiKey: "sk-fast-test",
+    } as const;
     const config = testConfig({
       provider: "anthropic",
       model: "claude-sonnet-4-6",
@@ -53,7 +80,13 @@ describe("a model per role", () => {
     const provider = createProvider({ config, log });
 
     // One task, as the services call it: plan, build, review, reflect, build again.
-    const seq: Array<[Exclude<Role, "spec" | "improve">, number]> = [["plan", 0], ["build", 1], ["review", 1], ["reflect", 1], ["build", 2]];
+    const seq: Array<[Exclude<Role, "spec" | "improve">, number]> = [
+      ["plan", 0],
+      ["build", 1],
+      ["review", 1],
+      ["reflect", 1],
+      ["build", 2],
+    ];
     const done: Array<[Role, Completion<unknown>]> = [];
     for (const [role, iteration] of seq) {
       const [schema, schemaName] = schemas[role];
@@ -72,11 +105,20 @@ describe("a model per role", () => {
     expect(strong.requests.map((r) => (r.body as Wire).tool_choice.name)).toEqual(["plan", "reflection"]);
     expect(strong.requests.map((r) => (r.body as Wire).model)).toEqual(["claude-opus-4-1", "claude-opus-4-1"]);
     // The Anthropic SDK sends the key as x-api-key or as a bearer token, depending on its version.
-    expect(strong.requests.map((r) => [r.path, `${r.headers["x-api-key"] ?? ""} ${r.headers.authorization ?? ""}`.includes("sk-ant-test")])).toEqual([
+    expect(
+      strong.requests.map((r) => [
+        r.path,
+        `${r.headers["x-api-key"] ?? ""} ${r.headers.authorization ?? ""}`.includes("sk-ant-test"),
+      ]),
+    ).toEqual([
       ["/v1/messages", true],
       ["/v1/messages", true],
     ]);
-    expect(fast.requests.map((r) => (r.body as Wire).response_format.json_schema.name)).toEqual(["candidate", "review", "candidate"]);
+    expect(fast.requests.map((r) => (r.body as Wire).response_format.json_schema.name)).toEqual([
+      "candidate",
+      "review",
+      "candidate",
+    ]);
     expect(fast.requests.map((r) => (r.body as Wire).model)).toEqual(["gpt-4o-mini", "gpt-4o-mini", "gpt-4o-mini"]);
     // The Anthropic key never reaches the other server, and per-role limits go on the wire.
     expect(fast.requests.map((r) => r.headers.authorization)).toEqual(Array(3).fill("Bearer sk-fast-test"));

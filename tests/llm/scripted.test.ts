@@ -5,7 +5,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LoopsmithError} from "@loopsmith/shared";
+import type { LoopsmithError } from "@loopsmith/shared";
 import { createProvider, type TranscriptLine } from "@loopsmith/shared";
 import { anthropicToolReply, startFakeLlm } from "../fixtures/fake-llm.js";
 import { GOOD, log, planRequest, rejection, testConfig } from "./helpers.js";
@@ -21,7 +21,10 @@ afterAll(async () => {
 async function scripted(replies: Record<string, unknown[]>, extra: Record<string, unknown> = {}) {
   const file = join(dir, `script-${Math.random().toString(36).slice(2)}.json`);
   await writeFile(file, JSON.stringify({ v: 1, kind: "loopsmith-script", description: "test", replies }));
-  return { provider: createProvider({ config: testConfig({ provider: "scripted", scriptPath: file, ...extra }), log }), file };
+  return {
+    provider: createProvider({ config: testConfig({ provider: "scripted", scriptPath: file, ...extra }), log }),
+    file,
+  };
 }
 
 const step = (n: number) => ({ steps: [`step ${n}`], done: n > 1 });
@@ -39,7 +42,15 @@ describe("scripted provider", () => {
 
   it("takes a task's replies from its entry under tasks (by id or id suffix), other roles and tasks from replies", async () => {
     const file = join(dir, "script-tasks.json");
-    await writeFile(file, JSON.stringify({ v: 1, kind: "loopsmith-script", replies: { plan: [step(0)] }, tasks: { "gen-2": { plan: [step(2)] }, "exact-id": { plan: [step(3)] } } }));
+    await writeFile(
+      file,
+      JSON.stringify({
+        v: 1,
+        kind: "loopsmith-script",
+        replies: { plan: [step(0)] },
+        tasks: { "gen-2": { plan: [step(2)] }, "exact-id": { plan: [step(3)] } },
+      }),
+    );
     const provider = createProvider({ config: testConfig({ provider: "scripted", scriptPath: file }), log });
     const valueFor = async (taskId: string) => (await provider.complete(planRequest({ taskId }))).value;
     expect(await valueFor("run7-gen-2")).toEqual(step(2));
@@ -52,7 +63,10 @@ describe("scripted provider", () => {
     // Two processes (a restart, or two replicas) over the same script, serving one task's calls.
     const { provider: first, file } = await scripted({ plan: ["not json", step(1), step(2), step(3)] });
     const second = createProvider({ config: testConfig({ provider: "scripted", scriptPath: file }), log });
-    const at = (callsBefore: number) => ({ ...planRequest(), context: { taskId: "t-topology", iteration: 1, callsBefore } });
+    const at = (callsBefore: number) => ({
+      ...planRequest(),
+      context: { taskId: "t-topology", iteration: 1, callsBefore },
+    });
     // Call 0 is garbage, so the first step re-asks: it pays two calls and gets entry 1.
     const a = await first.complete(at(0));
     expect(a.value).toEqual(step(1));
@@ -69,7 +83,14 @@ describe("scripted provider", () => {
   it("counts calls with zero tokens and zero cost", async () => {
     const { provider } = await scripted({ plan: [GOOD] });
     const { usage } = await provider.complete(planRequest());
-    expect(usage).toMatchObject({ calls: 1, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0 });
+    expect(usage).toMatchObject({
+      calls: 1,
+      inputTokens: 0,
+      outputTokens: 0,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      costUsd: 0,
+    });
   });
 
   it("garbage then valid: the re-ask takes the next entry", async () => {
@@ -112,9 +133,9 @@ describe("scripted provider", () => {
     })();
     expect(err?.code).toBe("config_invalid");
     expect(err?.message).toContain("not a loopsmith script");
-    expect(() => createProvider({ config: testConfig({ provider: "scripted", scriptPath: join(dir, "missing.json") }), log })).toThrow(
-      expect.objectContaining({ code: "config_invalid" }),
-    );
+    expect(() =>
+      createProvider({ config: testConfig({ provider: "scripted", scriptPath: join(dir, "missing.json") }), log }),
+    ).toThrow(expect.objectContaining({ code: "config_invalid" }));
   });
 
   it("a tokens budget smaller than the estimate is refused even for the scripted provider", async () => {
@@ -127,10 +148,19 @@ describe("scripted provider", () => {
     const transcriptPath = join(dir, "scripted.jsonl");
     const { provider } = await scripted({ plan: ["garbage", GOOD] }, { transcriptPath });
     await provider.complete(planRequest());
-    const lines = (await readFile(transcriptPath, "utf8")).trim().split("\n").map((l) => JSON.parse(l) as TranscriptLine);
+    const lines = (await readFile(transcriptPath, "utf8"))
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as TranscriptLine);
     expect(lines).toHaveLength(2);
     expect(lines.map((l) => l.attempt)).toEqual([1, 2]);
-    expect(lines[0]).toMatchObject({ provider: "scripted", role: "plan", taskId: "task-1", iteration: 0, reply: "garbage" });
+    expect(lines[0]).toMatchObject({
+      provider: "scripted",
+      role: "plan",
+      taskId: "task-1",
+      iteration: 0,
+      reply: "garbage",
+    });
     expect(lines[0]!.system).toBe("You plan small coding tasks.");
     expect(lines[1]!.messages.at(-2)).toEqual({ role: "assistant", content: "garbage" });
     expect(lines[1]!.messages.at(-1)!.content).toContain("Reply with only valid JSON");
@@ -147,14 +177,31 @@ describe("transcript of a real provider", () => {
     ]);
     try {
       const transcriptPath = join(dir, "anthropic.jsonl");
-      const config = testConfig({ provider: "anthropic", model: "claude-haiku-4-5", apiKey: "k", baseUrl: fake.url, transcriptPath });
+      const config = testConfig({
+        provider: "anthropic",
+        model: "claude-haiku-4-5",
+        apiKey: "k",
+        baseUrl: fake.url,
+        transcriptPath,
+      });
       const provider = createProvider({ config, log });
       expect((await rejection(provider.complete(planRequest()))).code).toBe("bad_request");
       await provider.complete(planRequest());
-      const lines = (await readFile(transcriptPath, "utf8")).trim().split("\n").map((l) => JSON.parse(l) as TranscriptLine);
+      const lines = (await readFile(transcriptPath, "utf8"))
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as TranscriptLine);
       expect(lines).toHaveLength(2);
-      expect(lines[0]).toMatchObject({ provider: "anthropic", reply: null, error: { code: "bad_request" }, usage: { calls: 0 } });
-      expect(lines[1]).toMatchObject({ model: "claude-haiku-4-5", usage: { calls: 1, inputTokens: 100, outputTokens: 50 } });
+      expect(lines[0]).toMatchObject({
+        provider: "anthropic",
+        reply: null,
+        error: { code: "bad_request" },
+        usage: { calls: 0 },
+      });
+      expect(lines[1]).toMatchObject({
+        model: "claude-haiku-4-5",
+        usage: { calls: 1, inputTokens: 100, outputTokens: 50 },
+      });
       expect(fake.count).toBe(2);
     } finally {
       await fake.close();

@@ -73,7 +73,10 @@ type Query = (this: pg.Client, ...args: unknown[]) => unknown;
  * Watches every query any `pg` client runs (the pool's included) until `stop`: records its text
  * (to tell COPY from INSERT) and lets `around` wrap its result.
  */
-function watchQueries(around?: (client: pg.Client, text: string, result: unknown) => unknown): { texts: string[]; stop: () => void } {
+function watchQueries(around?: (client: pg.Client, text: string, result: unknown) => unknown): {
+  texts: string[];
+  stop: () => void;
+} {
   const texts: string[] = [];
   const original = pg.Client.prototype.query as unknown as Query;
   (pg.Client.prototype as unknown as { query: Query }).query = function (this: pg.Client, ...args: unknown[]) {
@@ -118,7 +121,10 @@ describe("insertFailures on PostgreSQL", () => {
     // of its text "1.0000000596046448" gives 1 + 2^-23. Random numbers besides.
     let seed = 7;
     const random = (): number => ((seed = (Math.imul(seed, 48271) >>> 0) % 2147483647) / 2147483647) * 2 - 1;
-    const vectors = [[1 + 2 ** -24, -(0.5 + 2 ** -25), -0, 0.1], ...Array.from({ length: 50 }, () => Array.from({ length: 4 }, random))];
+    const vectors = [
+      [1 + 2 ** -24, -(0.5 + 2 ** -25), -0, 0.1],
+      ...Array.from({ length: 50 }, () => Array.from({ length: 4 }, random)),
+    ];
     const texts = vectors.map((v) => JSON.stringify(v)); // what pgvector's toSql sends
     const oid = await vectorTypeOid(db.pool);
     const { rows } = await db.pool.query<{ same: boolean }>(
@@ -129,7 +135,11 @@ describe("insertFailures on PostgreSQL", () => {
     const client = await db.pool.connect();
     try {
       await client.query("CREATE TEMP TABLE copied (n int, e vector)");
-      const data = copyBinary(["int4", "vector"], vectors.map((v, i) => [i, v]), 4);
+      const data = copyBinary(
+        ["int4", "vector"],
+        vectors.map((v, i) => [i, v]),
+        4,
+      );
       await pipeline(Readable.from([data]), client.query(copyFrom("COPY copied (n, e) FROM STDIN (FORMAT binary)")));
       const { rows: copied } = await client.query<{ same: boolean }>(
         "SELECT e::text = (($1::text[])[n + 1])::vector::text AS same FROM copied ORDER BY n",
@@ -137,7 +147,10 @@ describe("insertFailures on PostgreSQL", () => {
       );
       expect(copied.map((r) => r.same)).toEqual(vectors.map(() => true));
       // The naive conversion would differ on the halfway number.
-      expect(Math.fround(1 + 2 ** -24)).not.toBe((await client.query<{ x: number }>("SELECT ('[1.0000000596046448]'::vector::real[])[1]::float8 AS x")).rows[0]?.x);
+      expect(Math.fround(1 + 2 ** -24)).not.toBe(
+        (await client.query<{ x: number }>("SELECT ('[1.0000000596046448]'::vector::real[])[1]::float8 AS x")).rows[0]
+          ?.x,
+      );
     } finally {
       client.release(true);
     }

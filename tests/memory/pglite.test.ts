@@ -45,8 +45,22 @@ describe("embedded PGlite's access", () => {
       expect(statSync(folder).mode & 0o777).toBe(0o700);
       expect(statSync(join(folder, ".s.PGSQL.5432")).isSocket()).toBe(true);
       // No listening TCP socket of this process (/proc/net/tcp: state 0A is LISTEN, owned by our uid).
-      const inodes = new Set(readdirSync(`/proc/${process.pid}/fd`).map((fd) => { try { return readlinkSync(`/proc/${process.pid}/fd/${fd}`); } catch { return ""; } }).filter((l) => l.startsWith("socket:[")).map((l) => l.slice(8, -1)));
-      const listening = [...readFileSync("/proc/net/tcp", "utf8").split("\n"), ...readFileSync("/proc/net/tcp6", "utf8").split("\n")]
+      const inodes = new Set(
+        readdirSync(`/proc/${process.pid}/fd`)
+          .map((fd) => {
+            try {
+              return readlinkSync(`/proc/${process.pid}/fd/${fd}`);
+            } catch {
+              return "";
+            }
+          })
+          .filter((l) => l.startsWith("socket:["))
+          .map((l) => l.slice(8, -1)),
+      );
+      const listening = [
+        ...readFileSync("/proc/net/tcp", "utf8").split("\n"),
+        ...readFileSync("/proc/net/tcp6", "utf8").split("\n"),
+      ]
         .map((l) => l.trim().split(/\s+/))
         .filter((cols) => cols[3] === "0A" && inodes.has(cols[9] ?? ""));
       expect(listening).toEqual([]);

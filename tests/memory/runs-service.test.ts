@@ -10,7 +10,20 @@ import { afterAll, describe, expect, vi } from "vitest";
 import { mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { Endpoints, LoopsmithError, RunRecord, ScriptFile, Task, call, ensureStreams, loadConfig, publishEvent, runService, type TaskEvent, type TaskResult } from "@loopsmith/shared";
+import {
+  Endpoints,
+  LoopsmithError,
+  RunRecord,
+  ScriptFile,
+  Task,
+  call,
+  ensureStreams,
+  loadConfig,
+  publishEvent,
+  runService,
+  type TaskEvent,
+  type TaskResult,
+} from "@loopsmith/shared";
 import { memoryService } from "@loopsmith/memory";
 import { replayCommand } from "../../cli/src/replay.js";
 import { exportCommand, fetchRun, showCommand } from "../../cli/src/runs.js";
@@ -24,7 +37,9 @@ afterAll(async () => {
 });
 
 describe("recorded runs over NATS", () => {
-  it("records a run from the events stream, serves it back in parts, idempotently, and not_found for none", async ({ nats }) => {
+  it("records a run from the events stream, serves it back in parts, idempotently, and not_found for none", async ({
+    nats,
+  }) => {
     const dir = await mkdtemp(join(tmpdir(), "loopsmith-runs-"));
     dirs.push(dir);
     const config = loadConfig({ env: { NATS_URL: nats.url, LOOPSMITH_DATA_DIR: dir } });
@@ -46,7 +61,17 @@ describe("recorded runs over NATS", () => {
       await call(nc, m.recordTask, record);
       expect({ ...(await fetchRun(nc, "svc-run")), recordedAt: "" }).toEqual({ ...run, recordedAt: "" });
       // Once the result is in the stream, a record again keeps exactly one result event.
-      await publishEvent(nc, { v: 1, taskId: "svc-run", seq: events.length, at: new Date().toISOString(), iteration: 2, kind: "result", phase: "done", message: result.message, result });
+      await publishEvent(nc, {
+        v: 1,
+        taskId: "svc-run",
+        seq: events.length,
+        at: new Date().toISOString(),
+        iteration: 2,
+        kind: "result",
+        phase: "done",
+        message: result.message,
+        result,
+      });
       await call(nc, m.recordTask, record);
       expect((await fetchRun(nc, "svc-run")).events.filter((e) => e.kind === "result")).toHaveLength(1);
 
@@ -58,8 +83,26 @@ describe("recorded runs over NATS", () => {
       // A run larger than one NATS message (1 MiB): its events are each under the limit.
       const big = finishedTask("svc-big");
       const bulky: TaskEvent[] = Array.from({ length: 24 }, (_, i) => ({
-        v: 1, taskId: "svc-big", seq: i, at: new Date().toISOString(), iteration: 1, kind: "step", phase: "build", message: `step ${i}`,
-        data: { llm: { role: "build", callsBefore: i, calls: 1, value: { files: [{ path: "big.py", content: `# ${i} é 😀 "\n${"x = 1\n".repeat(12_000)}` }], tests: [], notes: "" } } },
+        v: 1,
+        taskId: "svc-big",
+        seq: i,
+        at: new Date().toISOString(),
+        iteration: 1,
+        kind: "step",
+        phase: "build",
+        message: `step ${i}`,
+        data: {
+          llm: {
+            role: "build",
+            callsBefore: i,
+            calls: 1,
+            value: {
+              files: [{ path: "big.py", content: `# ${i} é 😀 "\n${"x = 1\n".repeat(12_000)}` }],
+              tests: [],
+              notes: "",
+            },
+          },
+        },
       }));
       for (const e of bulky) await publishEvent(nc, e);
       await call(nc, m.recordTask, big.record);
@@ -85,11 +128,16 @@ describe("recorded runs over NATS", () => {
 });
 
 /** Runs `fn` with stdout captured and `NATS_URL`/`LOOPSMITH_DATA_DIR` set, as a user's shell would. */
-async function captured(env: Record<string, string>, fn: () => Promise<number>): Promise<{ code: number; out: string }> {
+async function captured(
+  env: Record<string, string>,
+  fn: () => Promise<number>,
+): Promise<{ code: number; out: string }> {
   const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
   Object.assign(process.env, env);
   let out = "";
-  const spy = vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => ((out += chunk.toString()), true));
+  const spy = vi
+    .spyOn(process.stdout, "write")
+    .mockImplementation((chunk: string | Uint8Array) => ((out += chunk.toString()), true));
   try {
     return { code: await fn(), out };
   } finally {
@@ -123,9 +171,15 @@ describe("show, export and replay over a running memory", () => {
 
       const out = join(dir, "export");
       const exported = await captured(env, () => exportCommand("cli-run", { out, json: true }, log));
-      expect(JSON.parse(exported.out)).toEqual({ kind: "export", taskId: "cli-run", files: [join(out, "result.json"), join(out, "report.md"), join(out, "change.patch")] });
+      expect(JSON.parse(exported.out)).toEqual({
+        kind: "export",
+        taskId: "cli-run",
+        files: [join(out, "result.json"), join(out, "report.md"), join(out, "change.patch")],
+      });
       expect((await readdir(out)).sort()).toEqual(["change.patch", "report.md", "result.json"]);
-      expect(await readFile(join(out, "report.md"), "utf8")).toContain("- Signature: `AssertionError: assert <n> == <n>`");
+      expect(await readFile(join(out, "report.md"), "utf8")).toContain(
+        "- Signature: `AssertionError: assert <n> == <n>`",
+      );
 
       // replay: the task file and script reach the runner; the same result is SAME (exit 0).
       const seen: { task?: Task; script?: ScriptFile; label?: string } = {};
@@ -135,24 +189,52 @@ describe("show, export and replay over a running memory", () => {
         seen.label = `scripted:script:${basename(scriptFile)}`;
         return answer({ ...result, taskId: seen.task.taskId, scripted: true, providers: [seen.label] });
       };
-      const same = await captured(env, () => replayCommand("cli-run", {}, log, runTask((r) => r)));
+      const same = await captured(env, () =>
+        replayCommand(
+          "cli-run",
+          {},
+          log,
+          runTask((r) => r),
+        ),
+      );
       expect(same.code).toBe(0);
       expect(same.out).toMatch(/^REPLAY of task cli-run as task cli-run-replay-[0-9a-f]{6}/);
       expect(same.out).toContain("SAME: the replay");
       expect(seen.task).toMatchObject({ goal: record.task?.goal, repo: { baseCommit: "a".repeat(40) } });
       expect(seen.script?.replies.build).toHaveLength(2);
 
-      const different = await captured(env, () => replayCommand("cli-run", { json: true }, log, runTask((r) => ({ ...r, iterations: 3, providers: [...r.providers, "anthropic:claude"] }))));
+      const different = await captured(env, () =>
+        replayCommand(
+          "cli-run",
+          { json: true },
+          log,
+          runTask((r) => ({ ...r, iterations: 3, providers: [...r.providers, "anthropic:claude"] })),
+        ),
+      );
       expect(different.code).toBe(1);
       const last = JSON.parse(different.out.trim().split("\n").at(-1) ?? "{}");
       expect(last).toMatchObject({ kind: "replay", taskId: "cli-run", same: false });
-      expect(last.differences).toEqual(["iterations: 2 in the recorded run, 3 in the replay", expect.stringMatching(/answered by anthropic:claude, not only by its script/)]);
+      expect(last.differences).toEqual([
+        "iterations: 2 in the recorded run, 3 in the replay",
+        expect.stringMatching(/answered by anthropic:claude, not only by its script/),
+      ]);
 
       // A run without recorded replies cannot be replayed; an unknown task is not_found (exit 2).
       const bare = finishedTask("cli-bare");
       await call(running.nc, Endpoints.memory.recordTask, bare.record);
-      await expect(captured(env, () => replayCommand("cli-bare", {}, log, runTask((r) => r)))).rejects.toMatchObject({ code: "bad_request" });
-      await expect(captured(env, () => showCommand("cli-nobody", {}, log))).rejects.toMatchObject({ code: "not_found" });
+      await expect(
+        captured(env, () =>
+          replayCommand(
+            "cli-bare",
+            {},
+            log,
+            runTask((r) => r),
+          ),
+        ),
+      ).rejects.toMatchObject({ code: "bad_request" });
+      await expect(captured(env, () => showCommand("cli-nobody", {}, log))).rejects.toMatchObject({
+        code: "not_found",
+      });
     } finally {
       await running.stop();
     }

@@ -9,27 +9,89 @@ import { Task, TaskRecord, type LoopsmithError, type TaskEvent, type TaskResult 
 import { assembleRun, openDatabase, openMemoryStore, type MemoryStore } from "@loopsmith/memory";
 import { GOAL_A, log, type TestWithFresh } from "./suite.js";
 
-const usage = { calls: 2, inputTokens: 100, outputTokens: 50, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.25, latencyMs: 900 };
-const reflection = { rootCause: "The table lacks subtractive pairs.", hypothesis: "Add them.", fixPlan: "Extend _VALUES with (900, 'CM') and the rest." };
+const usage = {
+  calls: 2,
+  inputTokens: 100,
+  outputTokens: 50,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0,
+  costUsd: 0.25,
+  latencyMs: 900,
+};
+const reflection = {
+  rootCause: "The table lacks subtractive pairs.",
+  hypothesis: "Add them.",
+  fixPlan: "Extend _VALUES with (900, 'CM') and the rest.",
+};
 
 /** A finished task `taskId`: its record (with task and result) and the events the stream held. */
 export function finishedTask(taskId: string, repo = false) {
   const task = Task.parse({
-    v: 1, taskId, goal: GOAL_A, language: "python", submittedAt: "2026-01-01T00:00:00.000Z",
-    files: [{ path: "solution.py", content: "pass\n" }], acceptanceTests: [{ path: "test_solution.py", content: "def test(): pass\n" }],
+    v: 1,
+    taskId,
+    goal: GOAL_A,
+    language: "python",
+    submittedAt: "2026-01-01T00:00:00.000Z",
+    files: [{ path: "solution.py", content: "pass\n" }],
+    acceptanceTests: [{ path: "test_solution.py", content: "def test(): pass\n" }],
     ...(repo ? { repo: { baseCommit: "a".repeat(40), snapshot: `tree-${"a".repeat(40)}.tar`, name: "demo" } } : {}),
   });
   const result: TaskResult = {
-    v: 1, taskId, status: "passed", stopReason: "passed", iterations: 2, files: [{ path: "solution.py", content: "def f():\n    return 1\n" }], tests: [],
-    lastExecution: { status: "passed", tests: [{ name: "test", classname: "test_solution", status: "passed", durationMs: 1 }], durationMs: 20 }, hidden: null, failureIds: ["1"],
-    usage: { total: usage, byRole: { build: usage }, byIteration: [usage, usage] }, scripted: true, providers: ["scripted:script:s.json"], durationMs: 4_000,
+    v: 1,
+    taskId,
+    status: "passed",
+    stopReason: "passed",
+    iterations: 2,
+    files: [{ path: "solution.py", content: "def f():\n    return 1\n" }],
+    tests: [],
+    lastExecution: {
+      status: "passed",
+      tests: [{ name: "test", classname: "test_solution", status: "passed", durationMs: 1 }],
+      durationMs: 20,
+    },
+    hidden: null,
+    failureIds: ["1"],
+    usage: { total: usage, byRole: { build: usage }, byIteration: [usage, usage] },
+    scripted: true,
+    providers: ["scripted:script:s.json"],
+    durationMs: 4_000,
     message: "passed after 2 iterations",
-    ...(repo ? { repo: { baseCommit: "a".repeat(40), patch: "--- a/x\n+++ b/x\n", summary: "fix x", changed: ["x"], deleted: [] } } : {}),
+    ...(repo
+      ? {
+          repo: {
+            baseCommit: "a".repeat(40),
+            patch: "--- a/x\n+++ b/x\n",
+            summary: "fix x",
+            changed: ["x"],
+            deleted: [],
+          },
+        }
+      : {}),
   };
   const at = "2026-01-01T00:00:01.000Z";
-  const ev = (seq: number, iteration: number, kind: TaskEvent["kind"], extra: Partial<TaskEvent> = {}): TaskEvent => ({ v: 1, taskId, seq, at, iteration, kind, message: `${kind} ${seq}`, ...extra });
+  const ev = (seq: number, iteration: number, kind: TaskEvent["kind"], extra: Partial<TaskEvent> = {}): TaskEvent => ({
+    v: 1,
+    taskId,
+    seq,
+    at,
+    iteration,
+    kind,
+    message: `${kind} ${seq}`,
+    ...extra,
+  });
   const build = (seq: number, iteration: number, callsBefore: number, content: string) =>
-    ev(seq, iteration, "step", { phase: "build", data: { llm: { role: "build", callsBefore, calls: 1, value: { files: [{ path: "solution.py", content }], tests: [], notes: "" }, provider: { name: "scripted", model: "script:s.json", scripted: true } } } });
+    ev(seq, iteration, "step", {
+      phase: "build",
+      data: {
+        llm: {
+          role: "build",
+          callsBefore,
+          calls: 1,
+          value: { files: [{ path: "solution.py", content }], tests: [], notes: "" },
+          provider: { name: "scripted", model: "script:s.json", scripted: true },
+        },
+      },
+    });
   const events: TaskEvent[] = [
     ev(0, 0, "accepted"),
     ev(1, 1, "phase", { phase: "build" }),
@@ -41,8 +103,20 @@ export function finishedTask(taskId: string, repo = false) {
     ev(7, 2, "step", { phase: "execute", data: { status: "passed", failingTests: [] } }),
   ];
   const record = TaskRecord.parse({
-    v: 1, taskId, goal: GOAL_A, language: "python", status: "passed", stopReason: "passed", iterations: 2, usage, usageByRole: { build: usage },
-    durationMs: 4_000, scripted: true, finishedAt: "2026-01-01T00:00:05.000Z", task, result,
+    v: 1,
+    taskId,
+    goal: GOAL_A,
+    language: "python",
+    status: "passed",
+    stopReason: "passed",
+    iterations: 2,
+    usage,
+    usageByRole: { build: usage },
+    durationMs: 4_000,
+    scripted: true,
+    finishedAt: "2026-01-01T00:00:05.000Z",
+    task,
+    result,
   });
   return { task, result, events, record };
 }
@@ -58,7 +132,10 @@ async function errorOf(p: Promise<unknown>): Promise<LoopsmithError> {
 
 /** Registers the recorded-run tests with `test`, which gives each an empty database. */
 export function runsSuite(test: TestWithFresh): void {
-  const withStore = async (f: Parameters<Parameters<TestWithFresh>[1]>[0], fn: (store: MemoryStore) => Promise<void>): Promise<void> => {
+  const withStore = async (
+    f: Parameters<Parameters<TestWithFresh>[1]>[0],
+    fn: (store: MemoryStore) => Promise<void>,
+  ): Promise<void> => {
     const store = await openMemoryStore({ config: f.config, log });
     try {
       await fn(store);
@@ -71,7 +148,9 @@ export function runsSuite(test: TestWithFresh): void {
     await withStore(f, async (store) => {
       const { task, result, events, record } = finishedTask("run-a", true);
       await store.recordTask(record);
-      expect(await store.saveRun(assembleRun(record, { events, complete: true }, new Date().toISOString()))).toEqual({ id: "run-a" });
+      expect(await store.saveRun(assembleRun(record, { events, complete: true }, new Date().toISOString()))).toEqual({
+        id: "run-a",
+      });
       const run = await store.run("run-a");
       expect(run).toMatchObject({ v: 1, taskId: "run-a", task, result, eventsTruncated: false, eventsTotal: 9 });
       expect(run.events.slice(0, 8)).toEqual(events);
@@ -117,7 +196,10 @@ export function runsSuite(test: TestWithFresh): void {
   test("keeps a capped run's flag and count, and text jsonb refuses (NUL) as U+FFFD", async (f) => {
     await withStore(f, async (store) => {
       const { events, record } = finishedTask("run-big");
-      const many = [...events, ...Array.from({ length: 30 }, (_, i) => ({ ...events[3]!, seq: 8 + i, message: `note ${i}\u0000` }))];
+      const many = [
+        ...events,
+        ...Array.from({ length: 30 }, (_, i) => ({ ...events[3]!, seq: 8 + i, message: `note ${i}\u0000` })),
+      ];
       const run = assembleRun(record, { events: many, complete: true }, new Date().toISOString(), 20);
       await store.saveRun(run);
       const back = await store.run("run-big");

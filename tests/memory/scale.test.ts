@@ -8,7 +8,15 @@ import { afterAll, describe, expect } from "vitest";
 import { it as plainIt } from "vitest";
 import pgvector from "pgvector/pg";
 import type { Config, FailureRecord } from "@loopsmith/shared";
-import { analyseStale, createHashingEmbedder, embeddingExpr, hnswIndexName, insertFailures, openDatabase, type Database } from "@loopsmith/memory";
+import {
+  analyseStale,
+  createHashingEmbedder,
+  embeddingExpr,
+  hnswIndexName,
+  insertFailures,
+  openDatabase,
+  type Database,
+} from "@loopsmith/memory";
 import { it as pgIt } from "../fixtures/index.js";
 import { freshDataDir, freshDatabase, removeFreshDirs } from "./fresh.js";
 import { log } from "./suite.js";
@@ -25,7 +33,19 @@ const ERRORS = [
   () => "IndexError: list index out of range",
   (n: string) => `AssertionError: assert ${n.length} == ${n.length + 1}`,
 ];
-const NOUNS = ["numbers", "words", "intervals", "primes", "matrix", "balance", "brackets", "dates", "scores", "pairs", "tokens"];
+const NOUNS = [
+  "numbers",
+  "words",
+  "intervals",
+  "primes",
+  "matrix",
+  "balance",
+  "brackets",
+  "dates",
+  "scores",
+  "pairs",
+  "tokens",
+];
 
 /** `n` varied failures (goals, errors, names, languages), the same on every run. */
 function failures(n: number, salt: string): FailureRecord[] {
@@ -63,10 +83,17 @@ async function plan(db: Database, limit: number): Promise<string> {
 
 type Fresh = () => Promise<Config>;
 
-function scaleSuite(backend: "pglite" | "postgres", test: (name: string, fn: (fresh: Fresh) => Promise<void>) => void): void {
+function scaleSuite(
+  backend: "pglite" | "postgres",
+  test: (name: string, fn: (fresh: Fresh) => Promise<void>) => void,
+): void {
   test("applies hnsw.ef_search to every pooled connection and m, ef_construction to the index", async (fresh) => {
     const config = await fresh();
-    const db = await openDatabase({ config: { ...config, memory: { efSearch: 123, hnswM: 12, hnswEfConstruction: 48 } }, log, embedders: [embedder] });
+    const db = await openDatabase({
+      config: { ...config, memory: { efSearch: 123, hnswM: 12, hnswEfConstruction: 48 } },
+      log,
+      embedders: [embedder],
+    });
     try {
       const clients = await Promise.all(Array.from({ length: backend === "pglite" ? 1 : 3 }, () => db.pool.connect()));
       try {
@@ -77,7 +104,10 @@ function scaleSuite(backend: "pglite" | "postgres", test: (name: string, fn: (fr
       } finally {
         for (const c of clients) c.release();
       }
-      const { rows } = await db.pool.query<{ reloptions: string[] }>("SELECT reloptions FROM pg_class WHERE relname = $1", [HNSW]);
+      const { rows } = await db.pool.query<{ reloptions: string[] }>(
+        "SELECT reloptions FROM pg_class WHERE relname = $1",
+        [HNSW],
+      );
       expect(rows[0]?.reloptions).toEqual(["m=12", "ef_construction=48"]);
     } finally {
       await db.close();
@@ -108,5 +138,7 @@ describe("memory at scale on embedded PGlite", () => {
 });
 
 describe("memory at scale on PostgreSQL + pgvector", () => {
-  scaleSuite("postgres", (name, fn) => pgIt(name, ({ postgres }) => fn(async () => (await freshDatabase(postgres)).config)));
+  scaleSuite("postgres", (name, fn) =>
+    pgIt(name, ({ postgres }) => fn(async () => (await freshDatabase(postgres)).config)),
+  );
 });

@@ -7,7 +7,15 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Svcm } from "@nats-io/services";
-import { Endpoints, LoopsmithError, call, loadConfig, requestSubject, runService, servedSubject } from "@loopsmith/shared";
+import {
+  Endpoints,
+  LoopsmithError,
+  call,
+  loadConfig,
+  requestSubject,
+  runService,
+  servedSubject,
+} from "@loopsmith/shared";
 import { memoryService, openMemoryStore } from "@loopsmith/memory";
 import { it, startPostgres } from "../fixtures/index.js";
 import { GOAL_A, fixPlan, log, nameErrorFailure } from "./suite.js";
@@ -42,35 +50,90 @@ describe("memory service over NATS", () => {
       for (const def of Object.values(m)) {
         const raw = JSON.parse((await nc.request(requestSubject(def), "{not json", { timeout: 5_000 })).string());
         expect(raw).toMatchObject({ ok: false, error: { code: "bad_request", retryable: false } });
-        const bad = JSON.parse((await nc.request(requestSubject(def), JSON.stringify({ v: 2, taskId: 7 }), { timeout: 5_000 })).string());
+        const bad = JSON.parse(
+          (await nc.request(requestSubject(def), JSON.stringify({ v: 2, taskId: 7 }), { timeout: 5_000 })).string(),
+        );
         expect(bad).toMatchObject({ ok: false, error: { code: "bad_request" } });
       }
 
       // A handler's typed error crosses the bus as data.
       const missing = await errorOf(
-        call(nc, m.attachFix, { v: 1, taskId: "svc-a", iteration: 1, idempotencyKey: "svc-a/1/attach_fix", failureId: "424242", reflection: fixPlan }, { retries: 0 }),
+        call(
+          nc,
+          m.attachFix,
+          {
+            v: 1,
+            taskId: "svc-a",
+            iteration: 1,
+            idempotencyKey: "svc-a/1/attach_fix",
+            failureId: "424242",
+            reflection: fixPlan,
+          },
+          { retries: 0 },
+        ),
       );
       expect(missing).toBeInstanceOf(LoopsmithError);
       expect(missing.code).toBe("not_found");
 
       // Still serving, with the data intact.
-      await call(nc, m.attachFix, { v: 1, taskId: "svc-a", iteration: 1, idempotencyKey: "svc-a/1/attach_fix", failureId: remembered.id, reflection: fixPlan });
+      await call(nc, m.attachFix, {
+        v: 1,
+        taskId: "svc-a",
+        iteration: 1,
+        idempotencyKey: "svc-a/1/attach_fix",
+        failureId: remembered.id,
+        reflection: fixPlan,
+      });
       const err = "NameError: name 'total' is not defined";
       const recall = await call(nc, m.recall, { v: 1, taskId: "svc-b", language: "python", text: err, errorText: err });
       expect(recall.failures.map((f) => [f.id, f.reflection])).toEqual([[remembered.id, fixPlan]]);
-      await call(nc, m.rememberSuccess, { v: 1, taskId: "svc-a", iteration: 2, idempotencyKey: "svc-a/2/remember_success", language: "python", goal: GOAL_A, files: [{ path: "solution.py", content: "pass\n" }] });
+      await call(nc, m.rememberSuccess, {
+        v: 1,
+        taskId: "svc-a",
+        iteration: 2,
+        idempotencyKey: "svc-a/2/remember_success",
+        language: "python",
+        goal: GOAL_A,
+        files: [{ path: "solution.py", content: "pass\n" }],
+      });
       await call(nc, m.recordTask, {
-        v: 1, taskId: "svc-a", goal: GOAL_A, language: "python", status: "passed", stopReason: "passed", iterations: 2,
-        usage: { calls: 1, inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.5, latencyMs: 1 },
-        durationMs: 10, scripted: true, finishedAt: new Date().toISOString(),
+        v: 1,
+        taskId: "svc-a",
+        goal: GOAL_A,
+        language: "python",
+        status: "passed",
+        stopReason: "passed",
+        iterations: 2,
+        usage: {
+          calls: 1,
+          inputTokens: 1,
+          outputTokens: 1,
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+          costUsd: 0.5,
+          latencyMs: 1,
+        },
+        durationMs: 10,
+        scripted: true,
+        finishedAt: new Date().toISOString(),
       });
       expect((await call(nc, m.history, { v: 1 })).tasks.map((t) => t.taskId)).toEqual(["svc-a"]);
-      expect(await call(nc, m.stats, { v: 1 })).toMatchObject({ tasks: 1, passed: 1, failures: 1, successes: 1, backend: "pglite" });
+      expect(await call(nc, m.stats, { v: 1 })).toMatchObject({
+        tasks: 1,
+        passed: 1,
+        failures: 1,
+        successes: 1,
+        backend: "pglite",
+      });
 
       const infos = [];
       for await (const i of await new Svcm(nc as never).client().info("loopsmith-memory")) infos.push(i);
       expect(infos[0]?.metadata).toMatchObject({ backend: "pglite", embedder: "hash-v1-256" });
-      expect(infos[0]?.endpoints.map((e) => e.subject).sort()).toEqual(Object.values(m).map((d) => servedSubject(d)).sort());
+      expect(infos[0]?.endpoints.map((e) => e.subject).sort()).toEqual(
+        Object.values(m)
+          .map((d) => servedSubject(d))
+          .sort(),
+      );
     } finally {
       expect(await running.stop()).toBeNull();
     }
@@ -98,12 +161,19 @@ describe("memory service over NATS", () => {
       expect(down.code).toBe("db_error");
       expect(down.retryable).toBe(true);
       const recallDown = await errorOf(
-        call(running.nc, m.recall, { v: 1, taskId: "lost-b", language: "python", text: "x" }, { retries: 0, timeoutMs: 20_000 }),
+        call(
+          running.nc,
+          m.recall,
+          { v: 1, taskId: "lost-b", language: "python", text: "x" },
+          { retries: 0, timeoutMs: 20_000 },
+        ),
       );
       expect(recallDown.code).toBe("db_error");
 
       // The process and the service are still up.
-      const raw = JSON.parse((await running.nc.request(requestSubject(m.stats), "garbage", { timeout: 5_000 })).string());
+      const raw = JSON.parse(
+        (await running.nc.request(requestSubject(m.stats), "garbage", { timeout: 5_000 })).string(),
+      );
       expect(raw.error.code).toBe("bad_request");
     } finally {
       await running.stop();

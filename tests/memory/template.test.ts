@@ -21,7 +21,9 @@ describe("PGlite template", () => {
     expect(existsSync(template)).toBe(true);
     const second = await createPglite(join(dir(), "b"), log, template);
     try {
-      await second.exec("CREATE EXTENSION IF NOT EXISTS vector; CREATE TABLE t (v vector(3)); INSERT INTO t VALUES ('[1,2,3]');");
+      await second.exec(
+        "CREATE EXTENSION IF NOT EXISTS vector; CREATE TABLE t (v vector(3)); INSERT INTO t VALUES ('[1,2,3]');",
+      );
       const r = await second.query<{ d: number }>("SELECT v <=> '[1,2,3]' AS d FROM t");
       expect(r.rows[0]?.d).toBe(0);
     } finally {

@@ -61,13 +61,22 @@ const reviewRequest = (iteration = 1): ReviewRequest => ({
   budget: { remainingUsd: 2 },
 });
 
-const verdict: Review = { approved: true, score: 0.95, findings: [{ severity: "info", message: "fine", path: "solution.py" }] };
+const verdict: Review = {
+  approved: true,
+  score: 0.95,
+  findings: [{ severity: "info", message: "fine", path: "solution.py" }],
+};
 
 describe("reviewer service over NATS", () => {
-  it("gates blocked and clean candidates, reviews through the provider, and answers garbage with bad_request", async ({ nats }) => {
+  it("gates blocked and clean candidates, reviews through the provider, and answers garbage with bad_request", async ({
+    nats,
+  }) => {
     const model = fakeModel(verdict);
     const config = loadConfig({ env: { NATS_URL: nats.url } });
-    const running = await runService("reviewer", (deps) => reviewerService({ ...deps, provider: model }), { config, log });
+    const running = await runService("reviewer", (deps) => reviewerService({ ...deps, provider: model }), {
+      config,
+      log,
+    });
     const { nc } = running;
     try {
       // A blocked candidate: findings with lines, never executed.
@@ -81,7 +90,13 @@ describe("reviewer service over NATS", () => {
       });
       expect(blocked.blocked).toBe(true);
       expect(blocked.findings).toEqual([
-        { severity: "blocker", message: "`os.system` runs a shell command", path: "solution.py", line: 4, rule: "os-command" },
+        {
+          severity: "blocker",
+          message: "`os.system` runs a shell command",
+          path: "solution.py",
+          line: 4,
+          rule: "os-command",
+        },
       ]);
 
       // A clean candidate.
@@ -90,7 +105,11 @@ describe("reviewer service over NATS", () => {
         language: "javascript",
         files: [
           { path: "solution.js", content: "export const add = (a, b) => a + b;\n" },
-          { path: "solution.test.js", content: 'import { test } from "node:test";\nimport assert from "node:assert";\nimport { add } from "./solution.js";\ntest("add", () => assert.equal(add(1, 2), 3));\n' },
+          {
+            path: "solution.test.js",
+            content:
+              'import { test } from "node:test";\nimport assert from "node:assert";\nimport { add } from "./solution.js";\ntest("add", () => assert.equal(add(1, 2), 3));\n',
+          },
         ],
       });
       expect(clean).toEqual({ blocked: false, findings: [] });
@@ -101,13 +120,19 @@ describe("reviewer service over NATS", () => {
       expect(model.calls).toBe(1);
 
       // Garbage: not JSON, and JSON that fails the schema.
-      const notJson = JSON.parse((await nc.request(Endpoints.reviewer.gate.subject, "{nope", { timeout: 5_000 })).string());
+      const notJson = JSON.parse(
+        (await nc.request(Endpoints.reviewer.gate.subject, "{nope", { timeout: 5_000 })).string(),
+      );
       expect(notJson).toMatchObject({ ok: false, error: { code: "bad_request", retryable: false } });
       const badSchema = JSON.parse(
         (
-          await nc.request(Endpoints.reviewer.review.subject, JSON.stringify({ ...reviewRequest(), candidate: { files: [] } }), {
-            timeout: 5_000,
-          })
+          await nc.request(
+            Endpoints.reviewer.review.subject,
+            JSON.stringify({ ...reviewRequest(), candidate: { files: [] } }),
+            {
+              timeout: 5_000,
+            },
+          )
         ).string(),
       );
       expect(badSchema).toMatchObject({ ok: false, error: { code: "bad_request" } });
@@ -115,7 +140,11 @@ describe("reviewer service over NATS", () => {
         (
           await nc.request(
             Endpoints.reviewer.gate.subject,
-            JSON.stringify({ ...header("gate", 3), language: "python", files: [{ path: "../etc/passwd", content: "" }] }),
+            JSON.stringify({
+              ...header("gate", 3),
+              language: "python",
+              files: [{ path: "../etc/passwd", content: "" }],
+            }),
             { timeout: 5_000 },
           )
         ).string(),
@@ -125,7 +154,11 @@ describe("reviewer service over NATS", () => {
 
       // Still serving after the garbage.
       await expect(
-        call(nc, Endpoints.reviewer.gate, { ...header("gate", 4), language: "python", files: [{ path: "a.py", content: "x = 1\n" }] }),
+        call(nc, Endpoints.reviewer.gate, {
+          ...header("gate", 4),
+          language: "python",
+          files: [{ path: "a.py", content: "x = 1\n" }],
+        }),
       ).resolves.toEqual({ blocked: false, findings: [] });
       await expect(call(nc, Endpoints.reviewer.review, reviewRequest(5))).resolves.toMatchObject({ value: verdict });
     } finally {
@@ -133,12 +166,19 @@ describe("reviewer service over NATS", () => {
     }
   });
 
-  it("turns a provider error into a typed error reply, and keeps the gate serving without a provider", async ({ nats }) => {
+  it("turns a provider error into a typed error reply, and keeps the gate serving without a provider", async ({
+    nats,
+  }) => {
     const config = loadConfig({ env: { NATS_URL: nats.url } });
     const failing = fakeModel(verdict, new LoopsmithError("budget_exceeded", "the task's budget is spent"));
-    const first = await runService("reviewer", (deps) => reviewerService({ ...deps, provider: failing }), { config, log });
+    const first = await runService("reviewer", (deps) => reviewerService({ ...deps, provider: failing }), {
+      config,
+      log,
+    });
     try {
-      const err = await call(first.nc, Endpoints.reviewer.review, reviewRequest(), { retries: 0 }).catch((e: unknown) => e);
+      const err = await call(first.nc, Endpoints.reviewer.review, reviewRequest(), { retries: 0 }).catch(
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(LoopsmithError);
       expect((err as LoopsmithError).code).toBe("budget_exceeded");
       expect((err as LoopsmithError).retryable).toBe(false);
@@ -164,7 +204,9 @@ describe("reviewer service over NATS", () => {
         files: [{ path: "a.py", content: "import pickle\npickle.loads(blob)\n" }],
       });
       expect(gated.blocked).toBe(true);
-      const err = await call(noProvider.nc, Endpoints.reviewer.review, reviewRequest(), { retries: 0 }).catch((e: unknown) => e);
+      const err = await call(noProvider.nc, Endpoints.reviewer.review, reviewRequest(), { retries: 0 }).catch(
+        (e: unknown) => e,
+      );
       expect((err as LoopsmithError).code).toBe("config_invalid");
       expect((err as LoopsmithError).message).toBe("ANTHROPIC_API_KEY is not set");
     } finally {

@@ -14,7 +14,13 @@ import {
   mbppEntryPoint,
   parseDataset,
 } from "./datasets.js";
-import { HUMANEVAL_VISIBLE_PATH, docstringExamples, humanevalVisibleTests, informalExamples, pyLiteral } from "./humaneval-examples.js";
+import {
+  HUMANEVAL_VISIBLE_PATH,
+  docstringExamples,
+  humanevalVisibleTests,
+  informalExamples,
+  pyLiteral,
+} from "./humaneval-examples.js";
 import { BenchCase } from "./types.js";
 
 const dir = mkdtempSync(join(tmpdir(), "loopsmith-bench-datasets-"));
@@ -42,7 +48,7 @@ describe("loadDataset: HumanEval", () => {
     "",
     "{not json",
     JSON.stringify({ task_id: "HumanEval/x", prompt: "p" }),
-    JSON.stringify(he(3, { prompt: "def noex_3(x):\n    \"\"\"No examples here.\"\"\"\n", entry_point: "noex_3" })),
+    JSON.stringify(he(3, { prompt: 'def noex_3(x):\n    """No examples here."""\n', entry_point: "noex_3" })),
     JSON.stringify(he(0)),
   ]);
   const d = loadDataset(path);
@@ -94,7 +100,8 @@ describe("loadDataset: HumanEval", () => {
 
   it("leaves out the docstring examples HumanEval's own canonical solution contradicts", () => {
     const rec = he(47, {
-      prompt: 'def median(l: list):\n    """Median.\n    >>> median([3, 1, 2, 4, 5])\n    3\n    >>> median([-10, 4, 6, 1000, 10, 20])\n    15.0\n    """\n',
+      prompt:
+        'def median(l: list):\n    """Median.\n    >>> median([3, 1, 2, 4, 5])\n    3\n    >>> median([-10, 4, 6, 1000, 10, 20])\n    15.0\n    """\n',
       entry_point: "median",
     });
     const [v] = humanevalVisibleTests(rec);
@@ -115,7 +122,7 @@ describe("docstringExamples", () => {
       "",
       "    >>> f(None, 0)",
       "    >>> f('a\\nb', 1)",
-      "    'x' \"\"\"",
+      '    \'x\' """',
       "",
     ].join("\n");
     expect(docstringExamples(prompt)).toEqual([
@@ -133,18 +140,18 @@ describe("docstringExamples", () => {
 describe("informalExamples", () => {
   it("reads `f(x) ==> y`, `➞`, `=`, `should return y.`, `# returns y` lines whose arguments and result are literals", () => {
     const prompt = [
-      'def f(a, b=None):',
+      "def f(a, b=None):",
       '    """Example:',
-      '    f(1, 2) ==> 3',
+      "    f(1, 2) ==> 3",
       '    f("a", true) \u279e [1, "x"]',
-      '    f([1, 2]) should return 16.',
+      "    f([1, 2]) should return 16.",
       '    f(5)   # returns "db101db"',
       '    f(3) = {"k": (1, -2.5)}',
-      '    f(x) => 2',
-      '    f(1) -> 3 - 1 = 2',
+      "    f(x) => 2",
+      "    f(1) -> 3 - 1 = 2",
       '    f(["a", "bb" ,"cc"]) == ""aaaaaaa"',
-      '    f([',
-      '    g(1) == 2',
+      "    f([",
+      "    g(1) == 2",
       '    """',
     ].join("\n");
     expect(informalExamples(prompt, "f")).toEqual([
@@ -195,7 +202,8 @@ describe("loadDataset: MBPP", () => {
     expect(c.visibleTests[0]?.content).not.toContain("[5, 5, 5]");
     expect(c.hiddenTests.map((f) => f.path)).toEqual([MBPP_HIDDEN_PATH]);
     const hidden = c.hiddenTests[0]?.content ?? "";
-    for (const a of ["[4, 1, 7, 7, 3]", "[5, 5, 5]", "[-2, -9]", "second_largest([]) == None", "[1.5, 2.5, 2.5, 0.5]"]) expect(hidden).toContain(a);
+    for (const a of ["[4, 1, 7, 7, 3]", "[5, 5, 5]", "[-2, -9]", "second_largest([]) == None", "[1.5, 2.5, 2.5, 0.5]"])
+      expect(hidden).toContain(a);
     expect(hidden.match(/^def test_\d+\(\):/gm)).toHaveLength(5);
   });
 
@@ -206,12 +214,19 @@ describe("loadDataset: MBPP", () => {
   });
 
   it("takes the entry point the code defines, not a wrapper call", () => {
-    expect(mbppEntryPoint({ code: "def sim(a, b):\n  return a", test_list: ["assert set(sim((3, 4), (5, 4))) == set((4,))"] })).toBe("sim");
+    expect(
+      mbppEntryPoint({
+        code: "def sim(a, b):\n  return a",
+        test_list: ["assert set(sim((3, 4), (5, 4))) == set((4,))"],
+      }),
+    ).toBe("sim");
     expect(mbppEntryPoint({ code: "f = lambda x: x", test_list: ["assert math.isclose(vol(3), 27)"] })).toBe("vol");
   });
 
   it("skips a record whose first assert calls nothing", () => {
-    const p = file("mbpp-bad.jsonl", [JSON.stringify({ task_id: 1, text: "t", code: "x = 1", test_list: ["assert x == 1"] })]);
+    const p = file("mbpp-bad.jsonl", [
+      JSON.stringify({ task_id: 1, text: "t", code: "x = 1", test_list: ["assert x == 1"] }),
+    ]);
     const r = loadDataset(p, { format: "mbpp" });
     expect(r.cases).toEqual([]);
     expect(r.skipped).toEqual([{ line: 1, message: expect.stringMatching(/no function call/) }]);
@@ -260,7 +275,9 @@ describe("loadDataset: errors", () => {
   });
 
   it("throws bad_request when no line is a record of any format and none was given", () => {
-    expect(() => parseDataset('{"a": 1}\nnope\n')).toThrow(/no line of the dataset is a HumanEval, MBPP or jsbench record/);
+    expect(() => parseDataset('{"a": 1}\nnope\n')).toThrow(
+      /no line of the dataset is a HumanEval, MBPP or jsbench record/,
+    );
     expect(() => parseDataset("\n\n")).toThrow(/has no records/);
   });
 
@@ -272,7 +289,12 @@ describe("loadDataset: errors", () => {
   });
 
   it("detects from the first valid line, not the first line", () => {
-    const r = parseDataset(["garbage", JSON.stringify({ task_id: 2, text: "t", code: "def g(x):\n  return x", test_list: ["assert g(1) == 1"] })].join("\n"));
+    const r = parseDataset(
+      [
+        "garbage",
+        JSON.stringify({ task_id: 2, text: "t", code: "def g(x):\n  return x", test_list: ["assert g(1) == 1"] }),
+      ].join("\n"),
+    );
     expect(r.format).toBe("mbpp");
     expect(r.cases.map((c) => c.id)).toEqual(["mbpp/2"]);
     expect(r.skipped).toEqual([{ line: 1, message: expect.stringMatching(/not JSON/) }]);

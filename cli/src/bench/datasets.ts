@@ -80,7 +80,6 @@ export interface LoadedDataset {
   skipped: SkippedLine[];
 }
 
-
 /**
  * Reads a JSONL dataset into bench cases. Blank lines are ignored. A line that is not JSON,
  * not a record of the format, or repeats an earlier id is skipped and reported (never thrown).
@@ -95,7 +94,9 @@ export function loadDataset(path: string, opts: { format?: DatasetFormat } = {})
   try {
     text = readFileSync(path, "utf8");
   } catch (err) {
-    throw new LoopsmithError("bad_request", `cannot read the dataset ${path}: ${(err as Error).message}`, { cause: err });
+    throw new LoopsmithError("bad_request", `cannot read the dataset ${path}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   return parseDataset(text, { ...opts, name: path });
 }
@@ -180,7 +181,6 @@ function issue(err: z.ZodError): string {
   return first.path.length ? `${first.path.join(".")}: ${first.message}` : first.message;
 }
 
-
 // ---------------------------------------------------------------------------------------
 // HumanEval (its visible tests: humaneval-examples.ts)
 
@@ -205,9 +205,40 @@ export function humanevalCase(rec: HumanEvalRecord, line: number): BenchCase {
 // MBPP
 
 const PY_NOT_ENTRY = new Set([
-  "assert", "abs", "all", "any", "bool", "dict", "float", "frozenset", "int", "isinstance", "len", "list",
-  "max", "min", "print", "range", "repr", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip",
-  "not", "and", "or", "in", "is", "lambda", "if", "else", "isclose",
+  "assert",
+  "abs",
+  "all",
+  "any",
+  "bool",
+  "dict",
+  "float",
+  "frozenset",
+  "int",
+  "isinstance",
+  "len",
+  "list",
+  "max",
+  "min",
+  "print",
+  "range",
+  "repr",
+  "round",
+  "set",
+  "sorted",
+  "str",
+  "sum",
+  "tuple",
+  "type",
+  "zip",
+  "not",
+  "and",
+  "or",
+  "in",
+  "is",
+  "lambda",
+  "if",
+  "else",
+  "isclose",
 ]);
 
 /**
@@ -253,14 +284,19 @@ export function mbppCase(rec: MbppRecord, line: number): BenchCase | string {
   const first = (rec.test_list[0] ?? "").trim();
   const setup = rec.test_setup_code ?? "";
   const id = `mbpp/${rec.task_id}`;
-  const comment = rec.text.replace(/\r\n?/g, "\n").split("\n").map((l) => `    # ${l}`.trimEnd());
+  const comment = rec.text
+    .replace(/\r\n?/g, "\n")
+    .split("\n")
+    .map((l) => `    # ${l}`.trimEnd());
   return {
     id,
     format: "mbpp",
     language: "python",
     goal: `${rec.text.trim()}\n\nWrite the Python function \`${sig.replace(/^def\s+/, "")}\` in solution.py (the tests do \`from solution import *\`). Your code should pass this test:\n\n${first}`,
     files: [{ path: "solution.py", content: `${sig}:\n${comment.join("\n")}\n    raise NotImplementedError\n` }],
-    visibleTests: [mbppTestFile(MBPP_VISIBLE_PATH, `Visible test of ${id}: the first assert of its test_list.`, setup, [first])],
+    visibleTests: [
+      mbppTestFile(MBPP_VISIBLE_PATH, `Visible test of ${id}: the first assert of its test_list.`, setup, [first]),
+    ],
     hiddenTests: [
       mbppTestFile(MBPP_HIDDEN_PATH, `Hidden tests of ${id}: its test_list and challenge_test_list.`, setup, [
         ...rec.test_list,
@@ -283,7 +319,12 @@ export function jsExportLine(entry: string): string {
 }
 
 /** A `node:test` file (CommonJS): one test case per snippet, `assert` = `node:assert/strict`. */
-function jsTestFile(path: string, rec: JsbenchRecord, kind: "visible" | "hidden", tests: string | string[]): FileChange {
+function jsTestFile(
+  path: string,
+  rec: JsbenchRecord,
+  kind: "visible" | "hidden",
+  tests: string | string[],
+): FileChange {
   const list = typeof tests === "string" ? [tests] : tests;
   const body = [
     `// ${kind === "visible" ? "Visible" : "Hidden"} tests of ${rec.task_id.replace(/[\r\n]/g, " ")} (node:test, node:assert/strict) against solution.js.`,

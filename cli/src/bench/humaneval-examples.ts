@@ -134,7 +134,10 @@ export function informalExamples(prompt: string, entryPoint: string): DocExample
     const argText = line.slice(i + 1, end).trim();
     const args = argText ? pyLiteral(argText) : "";
     if (args === undefined) continue;
-    let rest = line.slice(end + 1).trim().replace(/^#\s*/, "");
+    let rest = line
+      .slice(end + 1)
+      .trim()
+      .replace(/^#\s*/, "");
     const sep = INFORMAL_SEPARATORS.find((x) => rest.startsWith(x));
     if (!sep) continue;
     rest = rest.slice(sep.length).trim().replace(/\.$/, "");
@@ -180,7 +183,9 @@ export const HUMANEVAL_CONTRADICTED_EXAMPLES: Readonly<Record<string, readonly s
 export function humanevalVisibleTests(rec: HumanEvalRecord): FileChange[] {
   const wrong = new Set(HUMANEVAL_CONTRADICTED_EXAMPLES[rec.task_id] ?? []);
   const doctests = docstringExamples(rec.prompt);
-  const examples = (doctests.length ? doctests : informalExamples(rec.prompt, rec.entry_point)).filter((x) => !wrong.has(x.call));
+  const examples = (doctests.length ? doctests : informalExamples(rec.prompt, rec.entry_point)).filter(
+    (x) => !wrong.has(x.call),
+  );
   const ep = rec.entry_point;
   const head = [
     `"""Visible tests of ${rec.task_id}: ${examples.length ? "the examples of its docstring, checked doctest-style" : `${ep} exists`} against solution.py."""`,

@@ -25,7 +25,12 @@ export interface ProgressReporter {
  * A progress display over `total` tasks (of all arms), `already` of them done by an earlier
  * run (`--resume`). Shown from the start, before the first task ends.
  */
-export function progressReporter(o: { total: number; already: number; json: boolean; stream?: NodeJS.WriteStream }): ProgressReporter {
+export function progressReporter(o: {
+  total: number;
+  already: number;
+  json: boolean;
+  stream?: NodeJS.WriteStream;
+}): ProgressReporter {
   const stream = o.stream ?? process.stderr;
   let passed = 0;
   let finished = o.already;
@@ -41,13 +46,20 @@ export function progressReporter(o: { total: number; already: number; json: bool
       done: (line) => {
         finished += 1;
         if (line.passed) passed += 1;
-        stream.write(`bench: [${finished}/${o.total}] ${printable(line.caseId)} memory ${line.arm}: ${outcome(line)}, ${line.iterations} iteration(s), ${(line.wallMs / 1000).toFixed(1)} s\n`);
+        stream.write(
+          `bench: [${finished}/${o.total}] ${printable(line.caseId)} memory ${line.arm}: ${outcome(line)}, ${line.iterations} iteration(s), ${(line.wallMs / 1000).toFixed(1)} s\n`,
+        );
       },
       stop: () => undefined,
     };
   }
   const bar = new cliProgress.SingleBar(
-    { stream, format: "bench [{bar}] {value}/{total} tasks | passed {passed} | {case}", hideCursor: true, clearOnComplete: false },
+    {
+      stream,
+      format: "bench [{bar}] {value}/{total} tasks | passed {passed} | {case}",
+      hideCursor: true,
+      clearOnComplete: false,
+    },
     cliProgress.Presets.shades_classic,
   );
   bar.start(o.total, o.already, { passed: 0, case: "starting" });

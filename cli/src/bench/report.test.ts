@@ -126,7 +126,8 @@ describe("report.html is self-contained", () => {
   it("has the per-task table: case, arm, passed, iterations, tokens, USD, wall time, stop reason", () => {
     const { html } = run("ab", "model");
     const table = html.slice(html.indexOf("<h2>Tasks</h2>"));
-    for (const h of ["case", "arm", "passed", "iterations", "tokens in", "tokens out", "USD", "wall", "stop reason"]) expect(table).toContain(`<th>${h}</th>`);
+    for (const h of ["case", "arm", "passed", "iterations", "tokens in", "tokens out", "USD", "wall", "stop reason"])
+      expect(table).toContain(`<th>${h}</th>`);
     expect(table.match(/<tr><td>/g)).toHaveLength(8);
     expect(table).toContain("$0.0020");
     expect(table).toContain("2.5 s");

@@ -47,7 +47,10 @@ function pval(p: number | null): string {
 function taskRows(results: readonly BenchResult[]): BenchResult[] {
   const order = new Map<string, number>();
   for (const r of results) if (!order.has(r.caseId)) order.set(r.caseId, order.size);
-  return lastResults(results).sort((a, b) => (order.get(a.caseId) ?? 0) - (order.get(b.caseId) ?? 0) || (a.arm === b.arm ? 0 : a.arm === "off" ? -1 : 1));
+  return lastResults(results).sort(
+    (a, b) =>
+      (order.get(a.caseId) ?? 0) - (order.get(b.caseId) ?? 0) || (a.arm === b.arm ? 0 : a.arm === "off" ? -1 : 1),
+  );
 }
 
 /** Cases passing in exactly one arm of an A/B: [only on, only off]. */
@@ -80,7 +83,11 @@ export function mdText(s: string): string {
 }
 
 function mdTable(head: string[], rows: string[][]): string[] {
-  return [`| ${head.join(" | ")} |`, `|${head.map(() => "---").join("|")}|`, ...rows.map((r) => `| ${r.join(" | ")} |`)];
+  return [
+    `| ${head.join(" | ")} |`,
+    `|${head.map(() => "---").join("|")}|`,
+    ...rows.map((r) => `| ${r.join(" | ")} |`),
+  ];
 }
 
 function armRow(arm: string, a: ArmSummary): string[] {
@@ -100,7 +107,20 @@ function armRow(arm: string, a: ArmSummary): string[] {
   ];
 }
 
-const ARM_HEAD = ["arm", "tasks", "passed", "pass@1", "visible pass", "mean iterations", "p90 iterations", "tokens in / task", "tokens out / task", "USD / task", "mean wall", "errors"];
+const ARM_HEAD = [
+  "arm",
+  "tasks",
+  "passed",
+  "pass@1",
+  "visible pass",
+  "mean iterations",
+  "p90 iterations",
+  "tokens in / task",
+  "tokens out / task",
+  "USD / task",
+  "mean wall",
+  "errors",
+];
 
 /**
  * `report.md`: the notice first (no-model runs), then the run's facts, totals per arm, the
@@ -122,7 +142,15 @@ export function reportMarkdown(summary: BenchSummary, results: readonly BenchRes
     "",
   );
   const arms = armsIn(s);
-  out.push("## Totals", "", ...mdTable(ARM_HEAD, arms.map((a) => armRow(a, s.arms[a] as ArmSummary))), "");
+  out.push(
+    "## Totals",
+    "",
+    ...mdTable(
+      ARM_HEAD,
+      arms.map((a) => armRow(a, s.arms[a] as ArmSummary)),
+    ),
+    "",
+  );
   out.push("pass@1 counts the hidden tests (one sample per task); visible pass counts the tests the model saw.", "");
   if (s.memory === "ab" && s.paired) {
     const p = s.paired;
@@ -132,16 +160,22 @@ export function reportMarkdown(summary: BenchSummary, results: readonly BenchRes
       "",
       `${p.pairs} tasks ran in both arms.`,
       "",
-      ...mdTable(["", "off passed", "off failed"], [
-        ["**on passed**", String(p.bothPass), String(p.onlyOn)],
-        ["**on failed**", String(p.onlyOff), String(p.neither)],
-      ]),
+      ...mdTable(
+        ["", "off passed", "off failed"],
+        [
+          ["**on passed**", String(p.bothPass), String(p.onlyOn)],
+          ["**on failed**", String(p.onlyOff), String(p.neither)],
+        ],
+      ),
       "",
-      ...mdTable(["measure", "on − off", "p (two-sided)", "test"], [
-        ["pass rate", signed(p.passDiff * 100, 1) + " pp", pval(p.mcnemarP), "exact McNemar"],
-        ["iterations / task", signed(p.meanIterationsDiff), pval(p.iterationsP), "Wilcoxon signed-rank"],
-        ["tokens / task", signed(p.meanTokensDiff, 0), pval(p.tokensP), "Wilcoxon signed-rank"],
-      ]),
+      ...mdTable(
+        ["measure", "on − off", "p (two-sided)", "test"],
+        [
+          ["pass rate", signed(p.passDiff * 100, 1) + " pp", pval(p.mcnemarP), "exact McNemar"],
+          ["iterations / task", signed(p.meanIterationsDiff), pval(p.iterationsP), "Wilcoxon signed-rank"],
+          ["tokens / task", signed(p.meanTokensDiff, 0), pval(p.tokensP), "Wilcoxon signed-rank"],
+        ],
+      ),
       "",
     );
     if (onlyOn.length) out.push(`Passed only with memory on: ${onlyOn.map(mdText).join(", ")}`, "");
@@ -150,7 +184,12 @@ export function reportMarkdown(summary: BenchSummary, results: readonly BenchRes
   const reasons = [...new Set(arms.flatMap((a) => Object.keys(s.arms[a]?.stopReasons ?? {})))].sort();
   out.push("## Stop reasons", "");
   if (reasons.length) {
-    out.push(...mdTable(["stop reason", ...arms], reasons.map((r) => [mdText(r), ...arms.map((a) => String(s.arms[a]?.stopReasons[r] ?? 0))])));
+    out.push(
+      ...mdTable(
+        ["stop reason", ...arms],
+        reasons.map((r) => [mdText(r), ...arms.map((a) => String(s.arms[a]?.stopReasons[r] ?? 0))]),
+      ),
+    );
   } else out.push("No task finished.");
   out.push("", "## Skipped dataset lines", "");
   if (s.skippedLines.length) out.push(...s.skippedLines.map((l) => `- line ${l.line}: ${mdText(l.message)}`));
@@ -164,7 +203,12 @@ export function reportMarkdown(summary: BenchSummary, results: readonly BenchRes
 
 /** Escapes text for HTML element content and double- or single-quoted attribute values. */
 export function escapeHtml(s: string): string {
-  return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;");
+  return s
+    .replace(/&/g, "&amp;")
+    .replace(/</g, "&lt;")
+    .replace(/>/g, "&gt;")
+    .replace(/"/g, "&quot;")
+    .replace(/'/g, "&#39;");
 }
 
 const e = escapeHtml;
@@ -203,7 +247,9 @@ function passRateChart(s: BenchSummary): string {
 /** Grouped bars: tasks per iteration count, one bar per arm. */
 function iterationsChart(s: BenchSummary): string {
   const arms = armsIn(s);
-  const keys = [...new Set(arms.flatMap((a) => Object.keys(s.arms[a]?.iterationsHistogram ?? {})))].map(Number).sort((a, b) => a - b);
+  const keys = [...new Set(arms.flatMap((a) => Object.keys(s.arms[a]?.iterationsHistogram ?? {})))]
+    .map(Number)
+    .sort((a, b) => a - b);
   if (!keys.length) return "<p>No task finished.</p>";
   const max = Math.max(1, ...arms.flatMap((a) => keys.map((k) => s.arms[a]?.iterationsHistogram[String(k)] ?? 0)));
   const plotH = 160;
@@ -213,21 +259,31 @@ function iterationsChart(s: BenchSummary): string {
   const w = left + keys.length * group + 20;
   const parts: string[] = [];
   parts.push(`<line x1="${left}" y1="${plotH + 10}" x2="${w - 10}" y2="${plotH + 10}" stroke="#999"/>`);
-  parts.push(`<text x="${left - 6}" y="${14}" text-anchor="end">${max}</text><text x="${left - 6}" y="${plotH + 10}" text-anchor="end">0</text>`);
+  parts.push(
+    `<text x="${left - 6}" y="${14}" text-anchor="end">${max}</text><text x="${left - 6}" y="${plotH + 10}" text-anchor="end">0</text>`,
+  );
   keys.forEach((k, gi) => {
     const gx = left + gi * group + 7;
     arms.forEach((a, ai) => {
       const c = s.arms[a]?.iterationsHistogram[String(k)] ?? 0;
       const h = (c / max) * plotH;
       const x = gx + ai * bar;
-      parts.push(`<rect x="${x}" y="${(plotH + 10 - h).toFixed(1)}" width="${bar - 2}" height="${h.toFixed(1)}" fill="${COLOR[a]}"><title>${a}: ${c} task(s) ended after ${k} iteration(s)</title></rect>`);
-      if (c) parts.push(`<text x="${x + (bar - 2) / 2}" y="${(plotH + 6 - h).toFixed(1)}" text-anchor="middle" font-size="10">${c}</text>`);
+      parts.push(
+        `<rect x="${x}" y="${(plotH + 10 - h).toFixed(1)}" width="${bar - 2}" height="${h.toFixed(1)}" fill="${COLOR[a]}"><title>${a}: ${c} task(s) ended after ${k} iteration(s)</title></rect>`,
+      );
+      if (c)
+        parts.push(
+          `<text x="${x + (bar - 2) / 2}" y="${(plotH + 6 - h).toFixed(1)}" text-anchor="middle" font-size="10">${c}</text>`,
+        );
     });
     parts.push(`<text x="${gx + (arms.length * bar) / 2}" y="${plotH + 26}" text-anchor="middle">${k}</text>`);
   });
   parts.push(`<text x="${w / 2}" y="${plotH + 44}" text-anchor="middle">iterations</text>`);
   // Shifted down so the count above the tallest bar is not clipped.
-  return svg(w, plotH + 64, `<g transform="translate(0,12)">${parts.join("")}</g>`, "Tasks per iteration count") + legend(arms);
+  return (
+    svg(w, plotH + 64, `<g transform="translate(0,12)">${parts.join("")}</g>`, "Tasks per iteration count") +
+    legend(arms)
+  );
 }
 
 /** Per task: iterations with memory on minus off, sorted; colour = the pass outcome of the pair. */
@@ -248,18 +304,29 @@ function pairedChart(results: readonly BenchResult[]): string {
   const w = Math.max(520, 40 + pairs.length * step + 20);
   const mid = 10 + half;
   const parts: string[] = [`<line x1="36" y1="${mid}" x2="${w - 10}" y2="${mid}" stroke="#999"/>`];
-  parts.push(`<text x="32" y="${mid - half + 4}" text-anchor="end">+${maxAbs}</text><text x="32" y="${mid + 4}" text-anchor="end">0</text><text x="32" y="${mid + half + 4}" text-anchor="end">−${maxAbs}</text>`);
+  parts.push(
+    `<text x="32" y="${mid - half + 4}" text-anchor="end">+${maxAbs}</text><text x="32" y="${mid + 4}" text-anchor="end">0</text><text x="32" y="${mid + half + 4}" text-anchor="end">−${maxAbs}</text>`,
+  );
   pairs.forEach((p, i) => {
     // A pair with no difference is a short tick across the axis, so every task shows.
     const h = p.d === 0 ? 3 : (Math.abs(p.d) / maxAbs) * half;
     const y = p.d === 0 ? mid - 1.5 : p.d > 0 ? mid - h : mid;
     const color = p.on && !p.off ? PASS : !p.on && p.off ? FAIL : "#6b7280";
-    const outcome = p.on && p.off ? "both passed" : p.on ? "passed only with memory on" : p.off ? "passed only with memory off" : "neither passed";
+    const outcome =
+      p.on && p.off
+        ? "both passed"
+        : p.on
+          ? "passed only with memory on"
+          : p.off
+            ? "passed only with memory off"
+            : "neither passed";
     parts.push(
       `<rect x="${40 + i * step}" y="${y.toFixed(1)}" width="${Math.max(1, step - 1)}" height="${h.toFixed(1)}" fill="${color}"><title>${e(p.id)}: ${signed(p.d)} iterations (on − off), ${outcome}</title></rect>`,
     );
   });
-  parts.push(`<text x="40" y="${2 * half + 34}">tasks, sorted by iterations on − off (below 0: memory on took fewer)</text>`);
+  parts.push(
+    `<text x="40" y="${2 * half + 34}">tasks, sorted by iterations on − off (below 0: memory on took fewer)</text>`,
+  );
   return (
     svg(w, 2 * half + 42, parts.join(""), "Per-task iterations, memory on minus memory off") +
     `<p class="legend"><span class="sw" style="background:${PASS}"></span>passed only with memory on <span class="sw" style="background:${FAIL}"></span>passed only with memory off <span class="sw" style="background:#6b7280"></span>same outcome</p>`
@@ -315,7 +382,13 @@ export function reportHtml(summary: BenchSummary, results: readonly BenchResult[
     `<dt>time</dt><dd>${e(s.startedAt)} → ${e(s.finishedAt)}; wall ${ms(s.wallMs)}; ${num(s.tasksPerMin)} tasks/min</dd>`,
     "</dl>",
   );
-  body.push("<h2>Totals</h2>", htmlTable(ARM_HEAD.map(e), arms.map((a) => armRow(a, s.arms[a] as ArmSummary).map(e))));
+  body.push(
+    "<h2>Totals</h2>",
+    htmlTable(
+      ARM_HEAD.map(e),
+      arms.map((a) => armRow(a, s.arms[a] as ArmSummary).map(e)),
+    ),
+  );
   body.push("<h2>Pass rate</h2>", passRateChart(s));
   body.push("<h2>Iterations</h2>", iterationsChart(s));
   if (s.memory === "ab" && s.paired) {
@@ -323,23 +396,40 @@ export function reportHtml(summary: BenchSummary, results: readonly BenchResult[
     body.push(
       '<h2 id="paired">Paired comparison (memory on − memory off)</h2>',
       `<p>${p.pairs} tasks ran in both arms.</p>`,
-      htmlTable(["", "off passed", "off failed"], [
-        ["<b>on passed</b>", String(p.bothPass), String(p.onlyOn)],
-        ["<b>on failed</b>", String(p.onlyOff), String(p.neither)],
-      ]),
-      htmlTable(["measure", "on − off", "p (two-sided)", "test"], [
-        ["pass rate", e(`${signed(p.passDiff * 100, 1)} pp`), e(pval(p.mcnemarP)), "exact McNemar"],
-        ["iterations / task", e(signed(p.meanIterationsDiff)), e(pval(p.iterationsP)), "Wilcoxon signed-rank"],
-        ["tokens / task", e(signed(p.meanTokensDiff, 0)), e(pval(p.tokensP)), "Wilcoxon signed-rank"],
-      ]),
+      htmlTable(
+        ["", "off passed", "off failed"],
+        [
+          ["<b>on passed</b>", String(p.bothPass), String(p.onlyOn)],
+          ["<b>on failed</b>", String(p.onlyOff), String(p.neither)],
+        ],
+      ),
+      htmlTable(
+        ["measure", "on − off", "p (two-sided)", "test"],
+        [
+          ["pass rate", e(`${signed(p.passDiff * 100, 1)} pp`), e(pval(p.mcnemarP)), "exact McNemar"],
+          ["iterations / task", e(signed(p.meanIterationsDiff)), e(pval(p.iterationsP)), "Wilcoxon signed-rank"],
+          ["tokens / task", e(signed(p.meanTokensDiff, 0)), e(pval(p.tokensP)), "Wilcoxon signed-rank"],
+        ],
+      ),
       pairedChart(results),
     );
   }
   const reasons = [...new Set(arms.flatMap((a) => Object.keys(s.arms[a]?.stopReasons ?? {})))].sort();
   body.push("<h2>Stop reasons</h2>");
-  body.push(reasons.length ? htmlTable(["stop reason", ...arms], reasons.map((r) => [e(r), ...arms.map((a) => String(s.arms[a]?.stopReasons[r] ?? 0))])) : "<p>No task finished.</p>");
+  body.push(
+    reasons.length
+      ? htmlTable(
+          ["stop reason", ...arms],
+          reasons.map((r) => [e(r), ...arms.map((a) => String(s.arms[a]?.stopReasons[r] ?? 0))]),
+        )
+      : "<p>No task finished.</p>",
+  );
   body.push("<h2>Skipped dataset lines</h2>");
-  body.push(s.skippedLines.length ? `<ul>${s.skippedLines.map((l) => `<li>line ${l.line}: ${e(l.message)}</li>`).join("")}</ul>` : "<p>None.</p>");
+  body.push(
+    s.skippedLines.length
+      ? `<ul>${s.skippedLines.map((l) => `<li>line ${l.line}: ${e(l.message)}</li>`).join("")}</ul>`
+      : "<p>None.</p>",
+  );
   const rows = taskRows(results).map((r) => [
     e(r.caseId),
     e(r.arm),
@@ -354,7 +444,11 @@ export function reportHtml(summary: BenchSummary, results: readonly BenchResult[
   ]);
   body.push(
     "<h2>Tasks</h2>",
-    htmlTable(["case", "arm", "passed", "visible", "iterations", "tokens in", "tokens out", "USD", "wall", "stop reason"], rows, "tasks"),
+    htmlTable(
+      ["case", "arm", "passed", "visible", "iterations", "tokens in", "tokens out", "USD", "wall", "stop reason"],
+      rows,
+      "tasks",
+    ),
   );
   return [
     "<!doctype html>",

@@ -12,7 +12,8 @@ export function noticeFor(label: ProviderLabel): string | undefined {
   if (label === "simulated") {
     return "SIMULATED RUN: answers come from the dataset's reference solutions and their mutants; no model is called. It measures the harness and whether memory routes the right fix into the prompt, never a model.";
   }
-  if (label === "scripted") return "SCRIPTED RUN: replies are replayed from scripts made of the dataset's reference solutions; no model is called.";
+  if (label === "scripted")
+    return "SCRIPTED RUN: replies are replayed from scripts made of the dataset's reference solutions; no model is called.";
   return undefined;
 }
 
@@ -33,8 +34,17 @@ export function readResults(path: string): BenchResult[] {
 }
 
 /** One result line from a task's result. */
-export function resultLine(r: TaskResult, o: { runId: string; caseId: string; arm: BenchArm; wallMs: number; attempts: number; label: ProviderLabel }): BenchResult {
-  const label: ProviderLabel = r.scripted ? (r.providers.some((p) => p.startsWith("simulated:")) ? "simulated" : "scripted") : r.providers.length ? "model" : o.label;
+export function resultLine(
+  r: TaskResult,
+  o: { runId: string; caseId: string; arm: BenchArm; wallMs: number; attempts: number; label: ProviderLabel },
+): BenchResult {
+  const label: ProviderLabel = r.scripted
+    ? r.providers.some((p) => p.startsWith("simulated:"))
+      ? "simulated"
+      : "scripted"
+    : r.providers.length
+      ? "model"
+      : o.label;
   return {
     v: 1,
     runId: o.runId,
@@ -59,10 +69,35 @@ export function resultLine(r: TaskResult, o: { runId: string; caseId: string; ar
 }
 
 /** A result line for a task that gave no result (timeout, lost stack). */
-export function errorLine(o: { runId: string; caseId: string; arm: BenchArm; taskId: string; wallMs: number; attempts: number; label: ProviderLabel; message: string }): BenchResult {
+export function errorLine(o: {
+  runId: string;
+  caseId: string;
+  arm: BenchArm;
+  taskId: string;
+  wallMs: number;
+  attempts: number;
+  label: ProviderLabel;
+  message: string;
+}): BenchResult {
   return {
-    v: 1, runId: o.runId, caseId: o.caseId, arm: o.arm, taskId: o.taskId, status: "error", stopReason: "error", passed: false, visiblePassed: false,
-    hidden: null, iterations: 0, tokensIn: 0, tokensOut: 0, costUsd: 0, wallMs: o.wallMs, provider: o.label, attempts: o.attempts, error: o.message,
+    v: 1,
+    runId: o.runId,
+    caseId: o.caseId,
+    arm: o.arm,
+    taskId: o.taskId,
+    status: "error",
+    stopReason: "error",
+    passed: false,
+    visiblePassed: false,
+    hidden: null,
+    iterations: 0,
+    tokensIn: 0,
+    tokensOut: 0,
+    costUsd: 0,
+    wallMs: o.wallMs,
+    provider: o.label,
+    attempts: o.attempts,
+    error: o.message,
     finishedAt: new Date().toISOString(),
   };
 }
@@ -86,8 +121,12 @@ export function summaryText(s: BenchSummary, out: string): string {
         `iterations ${p.meanIterationsDiff >= 0 ? "+" : ""}${p.meanIterationsDiff.toFixed(2)}${p.iterationsP === null ? "" : ` (Wilcoxon p ${p.iterationsP.toPrecision(3)})`}, tokens ${p.meanTokensDiff >= 0 ? "+" : ""}${Math.round(p.meanTokensDiff)}`,
     );
   }
-  lines.push(`${s.tasksPerMin.toFixed(1)} tasks/min over ${(s.wallMs / 1000).toFixed(1)} s (concurrency ${s.concurrency})`);
+  lines.push(
+    `${s.tasksPerMin.toFixed(1)} tasks/min over ${(s.wallMs / 1000).toFixed(1)} s (concurrency ${s.concurrency})`,
+  );
   if (s.skippedLines.length) lines.push(`${s.skippedLines.length} dataset line(s) skipped (see report.md)`);
-  lines.push(`wrote ${["results.jsonl", "summary.json", "report.md", "report.html"].map((f) => join(out, f)).join(", ")}`);
+  lines.push(
+    `wrote ${["results.jsonl", "summary.json", "report.md", "report.html"].map((f) => join(out, f)).join(", ")}`,
+  );
   return lines.join("\n");
 }

@@ -16,15 +16,33 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import PQueue from "p-queue";
 import type { Logger } from "pino";
 import { z } from "zod";
-import { Endpoints, LoopsmithError, call, createProvider, ensureTaskIntake, loadConfig, submitTask, type Config, type TaskResult, natsServers } from "@loopsmith/shared";
+import {
+  Endpoints,
+  LoopsmithError,
+  call,
+  createProvider,
+  ensureTaskIntake,
+  loadConfig,
+  submitTask,
+  type Config,
+  type TaskResult,
+  natsServers,
+} from "@loopsmith/shared";
 import { answeringServices, startLocalStack, type LocalStack } from "../stack.js";
 import { jsonLine, printable } from "../terminal.js";
 import { loadDataset } from "./datasets.js";
 import { reportHtml, reportMarkdown } from "./report.js";
 import { summarize } from "./summary.js";
 import { benchTask, type BenchTaskOptions } from "./tasks.js";
-import type { BenchResult} from "./types.js";
-import { DatasetFormat, type BenchArm, type BenchCase, type BenchSummary, type ProviderLabel, type SkippedLine } from "./types.js";
+import type { BenchResult } from "./types.js";
+import {
+  DatasetFormat,
+  type BenchArm,
+  type BenchCase,
+  type BenchSummary,
+  type ProviderLabel,
+  type SkippedLine,
+} from "./types.js";
 import { progressReporter } from "./progress.js";
 import { errorLine, noticeFor, readResults, resultLine, summaryText } from "./results.js";
 import { watchEvents } from "../watch.js";
@@ -83,7 +101,13 @@ const RETRYABLE = new Set(["unavailable", "timeout", "internal", "nats_error", "
 
 /** Which provider answers: the flag, else the configured model when it has credentials, else `simulated`. */
 function providerOf(o: BenchOptions, config: Config): RunMeta["provider"] {
-  const name = o.provider ?? (config.llm.provider === "scripted" ? "scripted" : config.llm.provider === "anthropic" && !config.llm.apiKey ? "simulated" : config.llm.provider);
+  const name =
+    o.provider ??
+    (config.llm.provider === "scripted"
+      ? "scripted"
+      : config.llm.provider === "anthropic" && !config.llm.apiKey
+        ? "simulated"
+        : config.llm.provider);
   if (name === "simulated") return { label: "simulated", name: "simulated", model: "simulated" };
   if (name === "scripted") return { label: "scripted", name: "scripted", model: "script:task" };
   return { label: "model", name, model: o.model ?? config.llm.model };
@@ -116,7 +140,12 @@ export function selectCases(cases: BenchCase[], o: Pick<BenchOptions, "ids" | "l
 }
 
 /** Waits for a task's result; undefined when `signal` aborts first. */
-async function resultOf(nc: NatsConnection, owner: string, taskId: string, signal: AbortSignal): Promise<TaskResult | undefined> {
+async function resultOf(
+  nc: NatsConnection,
+  owner: string,
+  taskId: string,
+  signal: AbortSignal,
+): Promise<TaskResult | undefined> {
   for await (const event of watchEvents(nc, taskId, { owner, signal })) {
     if (event.kind === "result" && event.result) return event.result;
   }
@@ -148,7 +177,12 @@ async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Pro
   let line: BenchResult | undefined;
   for (let attempt = 1; attempt <= retries + 1 && !run.abort.aborted; attempt++) {
     const taskOpts: BenchTaskOptions = {
-      runId: meta.runId, arm, index, attempt, provider: meta.provider.label, paired: meta.memory === "ab",
+      runId: meta.runId,
+      arm,
+      index,
+      attempt,
+      provider: meta.provider.label,
+      paired: meta.memory === "ab",
       ...(o.maxIterations !== undefined ? { maxIterations: o.maxIterations } : {}),
       ...(o.findRate !== undefined ? { findRate: o.findRate } : {}),
       ...(o.seed !== undefined ? { seed: o.seed } : {}),
@@ -162,21 +196,44 @@ async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Pro
       const result = await resultOf(run.nc, run.owner, task.taskId, limit);
       if (!result) {
         if (run.abort.aborted) {
-          await call(run.nc, Endpoints.architect.cancel, { v: 1, taskId: task.taskId, reason: "bench interrupted" }, { timeoutMs: 3_000, retries: 0, owner: run.owner }).catch(() => undefined);
+          await call(
+            run.nc,
+            Endpoints.architect.cancel,
+            { v: 1, taskId: task.taskId, reason: "bench interrupted" },
+            { timeoutMs: 3_000, retries: 0, owner: run.owner },
+          ).catch(() => undefined);
           return undefined;
         }
-        await call(run.nc, Endpoints.architect.cancel, { v: 1, taskId: task.taskId, reason: "bench task timeout" }, { timeoutMs: 3_000, retries: 0, owner: run.owner }).catch(() => undefined);
-        line = errorLine({ ...base, taskId: task.taskId, wallMs: Date.now() - started, message: `timeout: no result within ${o.taskTimeoutMs ?? 600_000} ms` });
+        await call(
+          run.nc,
+          Endpoints.architect.cancel,
+          { v: 1, taskId: task.taskId, reason: "bench task timeout" },
+          { timeoutMs: 3_000, retries: 0, owner: run.owner },
+        ).catch(() => undefined);
+        line = errorLine({
+          ...base,
+          taskId: task.taskId,
+          wallMs: Date.now() - started,
+          message: `timeout: no result within ${o.taskTimeoutMs ?? 600_000} ms`,
+        });
       } else {
         line = resultLine(result, { ...base, wallMs: Date.now() - started });
         if (result.status !== "error" || !RETRYABLE.has(result.error?.code ?? "internal")) break;
       }
     } catch (err) {
       if (run.abort.aborted) return undefined;
-      line = errorLine({ ...base, taskId: task.taskId, wallMs: Date.now() - started, message: `${(err as LoopsmithError).code ?? "internal"}: ${(err as Error).message}` });
+      line = errorLine({
+        ...base,
+        taskId: task.taskId,
+        wallMs: Date.now() - started,
+        message: `${(err as LoopsmithError).code ?? "internal"}: ${(err as Error).message}`,
+      });
     }
     if (attempt <= retries) {
-      run.log.warn({ taskId: task.taskId, error: line.error }, "bench: the task ended in an infrastructure error; checking the stack and submitting it again");
+      run.log.warn(
+        { taskId: task.taskId, error: line.error },
+        "bench: the task ended in an infrastructure error; checking the stack and submitting it again",
+      );
       await run.ensureStack().catch((err: unknown) => run.log.warn({ err }, "bench: the stack could not be restarted"));
     }
   }
@@ -185,7 +242,12 @@ async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Pro
 }
 
 /** The run's metadata: a new run, or the one in `out` for `--resume` (which must match). */
-function openRun(o: BenchOptions, cases: BenchCase[], format: DatasetFormat, provider: RunMeta["provider"]): { meta: RunMeta; out: string } {
+function openRun(
+  o: BenchOptions,
+  cases: BenchCase[],
+  format: DatasetFormat,
+  provider: RunMeta["provider"],
+): { meta: RunMeta; out: string } {
   const memory = o.memory ?? "on";
   if (o.resume) {
     if (!o.out) throw new LoopsmithError("bad_request", "--resume needs --out <the run's folder>");
@@ -194,23 +256,50 @@ function openRun(o: BenchOptions, cases: BenchCase[], format: DatasetFormat, pro
     try {
       meta = RunMeta.parse(JSON.parse(readFileSync(metaPath, "utf8")));
     } catch (err) {
-      throw new LoopsmithError("bad_request", `--resume: ${metaPath} is not a bench run's record: ${(err as Error).message}`, { cause: err });
+      throw new LoopsmithError(
+        "bad_request",
+        `--resume: ${metaPath} is not a bench run's record: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
-    if (meta.memory !== memory) throw new LoopsmithError("bad_request", `--resume: the run in ${o.out} used --memory ${meta.memory}, not ${memory}`);
-    if (meta.provider.label !== provider.label) throw new LoopsmithError("bad_request", `--resume: the run in ${o.out} was ${meta.provider.label}, not ${provider.label}`);
+    if (meta.memory !== memory)
+      throw new LoopsmithError(
+        "bad_request",
+        `--resume: the run in ${o.out} used --memory ${meta.memory}, not ${memory}`,
+      );
+    if (meta.provider.label !== provider.label)
+      throw new LoopsmithError(
+        "bad_request",
+        `--resume: the run in ${o.out} was ${meta.provider.label}, not ${provider.label}`,
+      );
     return { meta, out: o.out };
   }
   const runId = randomBytes(5).toString("hex");
   const out = o.out ?? join("bench-runs", runId);
-  if (existsSync(join(out, "results.jsonl"))) throw new LoopsmithError("bad_request", `${out} already holds a run; use --resume to continue it or another --out`);
+  if (existsSync(join(out, "results.jsonl")))
+    throw new LoopsmithError("bad_request", `${out} already holds a run; use --resume to continue it or another --out`);
   mkdirSync(out, { recursive: true });
-  const meta: RunMeta = { v: 1, runId, dataset: resolve(o.dataset), format, memory, provider, caseIds: cases.map((c) => c.id), startedAt: new Date().toISOString() };
+  const meta: RunMeta = {
+    v: 1,
+    runId,
+    dataset: resolve(o.dataset),
+    format,
+    memory,
+    provider,
+    caseIds: cases.map((c) => c.id),
+    startedAt: new Date().toISOString(),
+  };
   writeFileSync(join(out, "run.json"), `${JSON.stringify(meta, null, 2)}\n`);
   return { meta, out };
 }
 
 /** Writes summary.json, report.md and report.html; returns the summary. */
-function writeReports(run: { meta: RunMeta; out: string; resultsPath: string }, o: BenchOptions, skipped: SkippedLine[], finishedAt: Date): BenchSummary {
+function writeReports(
+  run: { meta: RunMeta; out: string; resultsPath: string },
+  o: BenchOptions,
+  skipped: SkippedLine[],
+  finishedAt: Date,
+): BenchSummary {
   const results = readResults(run.resultsPath);
   const notice = noticeFor(run.meta.provider.label);
   const summary = summarize({
@@ -241,9 +330,14 @@ function writeReports(run: { meta: RunMeta; out: string; resultsPath: string }, 
  */
 export async function benchCommand(o: BenchOptions, log: Logger): Promise<number> {
   const loaded = loadDataset(o.dataset, o.format ? { format: o.format } : {});
-  for (const s of loaded.skipped) process.stderr.write(`loopsmith bench: ${o.dataset} line ${s.line} skipped: ${printable(s.message)}\n`);
+  for (const s of loaded.skipped)
+    process.stderr.write(`loopsmith bench: ${o.dataset} line ${s.line} skipped: ${printable(s.message)}\n`);
   const cases = selectCases(loaded.cases, o);
-  if (cases.length === 0) throw new LoopsmithError("bad_request", `no usable case in ${o.dataset} (${loaded.skipped.length} line(s) skipped)`);
+  if (cases.length === 0)
+    throw new LoopsmithError(
+      "bad_request",
+      `no usable case in ${o.dataset} (${loaded.skipped.length} line(s) skipped)`,
+    );
 
   const config = loadConfig({ ...(o.config ? { file: o.config } : {}) });
   const provider = providerOf(o, config);
@@ -257,26 +351,39 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
   const resultsPath = join(out, "results.jsonl");
   const notice = noticeFor(provider.label);
   if (notice) process.stderr.write(`${notice}\n`);
-  if (o.json && notice) process.stdout.write(`${jsonLine({ kind: "notice", simulated: provider.label === "simulated", scripted: true, message: notice })}\n`);
+  if (o.json && notice)
+    process.stdout.write(
+      `${jsonLine({ kind: "notice", simulated: provider.label === "simulated", scripted: true, message: notice })}\n`,
+    );
 
   const arms: BenchArm[] = meta.memory === "ab" ? ["off", "on"] : [meta.memory];
   const done = new Set(readResults(resultsPath).map((r) => `${r.arm}\u0000${r.caseId}`));
   const runCases = cases.filter((c) => meta.caseIds.includes(c.id));
-  const todo = runCases.flatMap((c) => arms.map((arm) => ({ c, index: meta.caseIds.indexOf(c.id), arm }))).filter((t) => !done.has(`${t.arm}\u0000${t.c.id}`));
+  const todo = runCases
+    .flatMap((c) => arms.map((arm) => ({ c, index: meta.caseIds.indexOf(c.id), arm })))
+    .filter((t) => !done.has(`${t.arm}\u0000${t.c.id}`));
 
   const abort = new AbortController();
   const onSignal = (): void => {
-    if (!abort.signal.aborted) process.stderr.write("loopsmith bench: interrupted; cancelling the running tasks (resume with --resume)\n");
+    if (!abort.signal.aborted)
+      process.stderr.write("loopsmith bench: interrupted; cancelling the running tasks (resume with --resume)\n");
     abort.abort();
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
-  const env: NodeJS.ProcessEnv = { LOOPSMITH_CONFIG_JSON: JSON.stringify(flags), ...(o.config ? { LOOPSMITH_CONFIG: resolve(o.config) } : {}) };
+  const env: NodeJS.ProcessEnv = {
+    LOOPSMITH_CONFIG_JSON: JSON.stringify(flags),
+    ...(o.config ? { LOOPSMITH_CONFIG: resolve(o.config) } : {}),
+  };
   const stacks: LocalStack[] = [];
   let nc: NatsConnection | undefined;
   let watchdog: NodeJS.Timeout | undefined;
   let ending = false;
-  const progress = progressReporter({ total: runCases.length * arms.length, already: runCases.length * arms.length - todo.length, json: !!o.json });
+  const progress = progressReporter({
+    total: runCases.length * arms.length,
+    already: runCases.length * arms.length - todo.length,
+    json: !!o.json,
+  });
   try {
     const stack = await startLocalStack({ config: stackConfig, log, env });
     stacks.push(stack);
@@ -287,7 +394,12 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
     let restarting: Promise<void> | undefined;
     const ensureStack = (): Promise<void> =>
       (restarting ??= (async () => {
-        const s = await startLocalStack({ config: { ...stackConfig, natsUrl: stack.natsUrl }, log, env, ...(stack.users ? { users: stack.users } : {}) });
+        const s = await startLocalStack({
+          config: { ...stackConfig, natsUrl: stack.natsUrl },
+          log,
+          env,
+          ...(stack.users ? { users: stack.users } : {}),
+        });
         if (s.started.length) process.stderr.write(`loopsmith bench: restarted ${s.started.join(", ")}\n`);
         stacks.push(s);
       })().finally(() => (restarting = undefined)));
@@ -298,7 +410,17 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
         // A check cut short by the end of the run is no failure.
         .catch((err: unknown) => (ending ? undefined : log.warn({ err }, "bench: the stack check failed")));
     }, WATCH_EVERY_MS);
-    const run: Run = { meta, out, resultsPath, nc, owner: stack.owner, options: o, log, abort: abort.signal, ensureStack };
+    const run: Run = {
+      meta,
+      out,
+      resultsPath,
+      nc,
+      owner: stack.owner,
+      options: o,
+      log,
+      abort: abort.signal,
+      ensureStack,
+    };
     const queue = new PQueue({ concurrency: o.concurrency ?? 4 });
     for (const t of todo) {
       void queue.add(async () => {

@@ -1,6 +1,15 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { lastResults, mcnemarExactP, nearestRank, pairedSummary, signedRankP, simulatedNotice, summarize, summarizeArm } from "./summary.js";
+import {
+  lastResults,
+  mcnemarExactP,
+  nearestRank,
+  pairedSummary,
+  signedRankP,
+  simulatedNotice,
+  summarize,
+  summarizeArm,
+} from "./summary.js";
 import { BenchSummary, type BenchArm, type BenchResult } from "./types.js";
 
 function result(caseId: string, arm: BenchArm, over: Partial<BenchResult> = {}): BenchResult {
@@ -31,8 +40,24 @@ describe("summarizeArm", () => {
   it("computes pass@1, visible pass rate, per-task means, nearest-rank p90, errors and the histograms", () => {
     const rs = [
       result("a", "on", { iterations: 1 }),
-      result("b", "on", { iterations: 2, passed: false, status: "failed", stopReason: "max_iterations", tokensIn: 300, tokensOut: 150, costUsd: 0.03, wallMs: 3000 }),
-      result("c", "on", { iterations: 3, visiblePassed: false, passed: false, status: "error", stopReason: "error", error: "executor down" }),
+      result("b", "on", {
+        iterations: 2,
+        passed: false,
+        status: "failed",
+        stopReason: "max_iterations",
+        tokensIn: 300,
+        tokensOut: 150,
+        costUsd: 0.03,
+        wallMs: 3000,
+      }),
+      result("c", "on", {
+        iterations: 3,
+        visiblePassed: false,
+        passed: false,
+        status: "error",
+        stopReason: "error",
+        error: "executor down",
+      }),
       result("d", "on", { iterations: 10 }),
     ];
     const s = summarizeArm(rs);
@@ -52,7 +77,11 @@ describe("summarizeArm", () => {
   });
 
   it("counts the last line of a case that has several (a resumed run)", () => {
-    const s = summarizeArm([result("a", "on", { passed: false, status: "error", stopReason: "error" }), result("b", "on"), result("a", "on", { iterations: 4 })]);
+    const s = summarizeArm([
+      result("a", "on", { passed: false, status: "error", stopReason: "error" }),
+      result("b", "on"),
+      result("a", "on", { iterations: 4 }),
+    ]);
     expect(s.tasks).toBe(2);
     expect(s.passed).toBe(2);
     expect(s.errors).toBe(0);
@@ -61,7 +90,14 @@ describe("summarizeArm", () => {
 
   it("gives zeros, not NaN, for an arm with no task", () => {
     const s = summarizeArm([]);
-    expect(s).toMatchObject({ tasks: 0, passAt1: 0, visiblePassRate: 0, meanIterations: 0, p90Iterations: 0, usdPerTask: 0 });
+    expect(s).toMatchObject({
+      tasks: 0,
+      passAt1: 0,
+      visiblePassRate: 0,
+      meanIterations: 0,
+      p90Iterations: 0,
+      usdPerTask: 0,
+    });
   });
 
   it("nearest-rank p90 is the ⌈0.9·n⌉-th smallest", () => {
@@ -73,16 +109,27 @@ describe("summarizeArm", () => {
   it("keeps pass@1 and the visible pass rate in [0, 1], and p90 between the mean's bounds (property)", () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ id: fc.integer({ min: 0, max: 30 }), passed: fc.boolean(), vis: fc.boolean(), it: fc.integer({ min: 0, max: 20 }) }), { maxLength: 60 }),
+        fc.array(
+          fc.record({
+            id: fc.integer({ min: 0, max: 30 }),
+            passed: fc.boolean(),
+            vis: fc.boolean(),
+            it: fc.integer({ min: 0, max: 20 }),
+          }),
+          { maxLength: 60 },
+        ),
         (xs) => {
-          const s = summarizeArm(xs.map((x) => result(`c${x.id}`, "on", { passed: x.passed, visiblePassed: x.vis, iterations: x.it })));
+          const s = summarizeArm(
+            xs.map((x) => result(`c${x.id}`, "on", { passed: x.passed, visiblePassed: x.vis, iterations: x.it })),
+          );
           expect(s.passAt1).toBeGreaterThanOrEqual(0);
           expect(s.passAt1).toBeLessThanOrEqual(1);
           expect(s.visiblePassRate).toBeGreaterThanOrEqual(0);
           expect(s.visiblePassRate).toBeLessThanOrEqual(1);
           expect(s.tasks).toBe(new Set(xs.map((x) => x.id)).size);
           expect(Object.values(s.iterationsHistogram).reduce((a, b) => a + b, 0)).toBe(s.tasks);
-          if (s.tasks) expect(s.p90Iterations).toBeGreaterThanOrEqual(Math.min(...Object.keys(s.iterationsHistogram).map(Number)));
+          if (s.tasks)
+            expect(s.p90Iterations).toBeGreaterThanOrEqual(Math.min(...Object.keys(s.iterationsHistogram).map(Number)));
         },
       ),
     );
@@ -146,7 +193,15 @@ describe("pairedSummary", () => {
   });
 
   it("swapping the arms mirrors the table and negates the differences; p-values stay (property)", () => {
-    const pairArb = fc.array(fc.record({ on: fc.boolean(), off: fc.boolean(), itOn: fc.integer({ min: 0, max: 8 }), itOff: fc.integer({ min: 0, max: 8 }) }), { maxLength: 40 });
+    const pairArb = fc.array(
+      fc.record({
+        on: fc.boolean(),
+        off: fc.boolean(),
+        itOn: fc.integer({ min: 0, max: 8 }),
+        itOff: fc.integer({ min: 0, max: 8 }),
+      }),
+      { maxLength: 40 },
+    );
     fc.assert(
       fc.property(pairArb, (xs) => {
         const on = xs.map((x, i) => result(`c${i}`, "on", { passed: x.on, iterations: x.itOn }));
@@ -179,7 +234,13 @@ describe("summarize", () => {
   };
 
   it("for ab: both arms, the paired comparison, tasks/min over the wall time, the notice", () => {
-    const results = [result("a", "off"), result("a", "on"), result("b", "off", { passed: false }), result("b", "on"), result("b", "on", { iterations: 2 })];
+    const results = [
+      result("a", "off"),
+      result("a", "on"),
+      result("b", "off", { passed: false }),
+      result("b", "on"),
+      result("b", "on", { iterations: 2 }),
+    ];
     const s = summarize({ ...base, memory: "ab", results });
     expect(BenchSummary.safeParse(s).success).toBe(true);
     expect(s.wallMs).toBe(120_000);
@@ -193,7 +254,13 @@ describe("summarize", () => {
   });
 
   it("for one arm: that arm only, no paired comparison; no notice for a model; tasksPerMin 0 with no wall time", () => {
-    const s = summarize({ ...base, memory: "off", provider: { label: "model", name: "anthropic", model: "claude" }, finishedAt: base.startedAt, results: [result("a", "off")] });
+    const s = summarize({
+      ...base,
+      memory: "off",
+      provider: { label: "model", name: "anthropic", model: "claude" },
+      finishedAt: base.startedAt,
+      results: [result("a", "off")],
+    });
     expect(Object.keys(s.arms)).toEqual(["off"]);
     expect(s.paired).toBeUndefined();
     expect(s.notice).toBeUndefined();
@@ -207,7 +274,11 @@ describe("summarize", () => {
   });
 
   it("lastResults keeps one line per case and arm, the last", () => {
-    const rs = lastResults([result("a", "on", { iterations: 1 }), result("a", "off"), result("a", "on", { iterations: 7 })]);
+    const rs = lastResults([
+      result("a", "on", { iterations: 1 }),
+      result("a", "off"),
+      result("a", "on", { iterations: 7 }),
+    ]);
     expect(rs.map((r) => [r.arm, r.iterations])).toEqual([
       ["on", 7],
       ["off", 1],

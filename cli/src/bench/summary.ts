@@ -11,7 +11,16 @@
  */
 import binomialTest from "@stdlib/stats-binomial-test";
 import wilcoxon from "@stdlib/stats-wilcoxon";
-import { ArmSummary, BenchSummary, PairedSummary, type BenchArm, type BenchResult, type DatasetFormat, type ProviderLabel, type SkippedLine } from "./types.js";
+import {
+  ArmSummary,
+  BenchSummary,
+  PairedSummary,
+  type BenchArm,
+  type BenchResult,
+  type DatasetFormat,
+  type ProviderLabel,
+  type SkippedLine,
+} from "./types.js";
 
 /**
  * The result that counts for each (case, arm): the last line of it in `results`, in the order

@@ -10,8 +10,18 @@ const c: BenchCase = {
   language: "python",
   goal: `Complete add in solution.py.\n\n${prompt}`,
   files: [{ path: "solution.py", content: prompt }],
-  visibleTests: [{ path: "test_examples.py", content: "import solution\n\ndef test_examples():\n    assert solution.add(1, 2) == 3\n" }],
-  hiddenTests: [{ path: "test_solution.py", content: "import solution\n\ndef test_hidden():\n    assert solution.add(40, 2) == 42  # HIDDEN\n" }],
+  visibleTests: [
+    {
+      path: "test_examples.py",
+      content: "import solution\n\ndef test_examples():\n    assert solution.add(1, 2) == 3\n",
+    },
+  ],
+  hiddenTests: [
+    {
+      path: "test_solution.py",
+      content: "import solution\n\ndef test_hidden():\n    assert solution.add(40, 2) == 42  # HIDDEN\n",
+    },
+  ],
   solutionPath: "solution.py",
   solution: `${prompt}    return a + b\n`,
   entryPoint: "add",
@@ -24,7 +34,12 @@ describe("benchTask", () => {
     const task = Task.parse(benchTask(c, { ...base, arm: "on", provider: "simulated" }));
     expect(task.acceptanceTests).toEqual(c.visibleTests);
     expect(task.hiddenTests).toEqual(c.hiddenTests);
-    const seen = JSON.stringify({ goal: task.goal, files: task.files, acceptanceTests: task.acceptanceTests, script: task.script });
+    const seen = JSON.stringify({
+      goal: task.goal,
+      files: task.files,
+      acceptanceTests: task.acceptanceTests,
+      script: task.script,
+    });
     expect(seen).not.toContain("HIDDEN");
     expect(task.source).toEqual({ kind: "humaneval", id: "HumanEval/900" });
   });
@@ -38,13 +53,19 @@ describe("benchTask", () => {
     expect(off.memory).toBe("off");
     expect(off.memoryScope).toBeUndefined();
     // A single-arm run with memory on recalls all of memory.
-    expect(Task.parse(benchTask(c, { ...base, paired: false, arm: "on", provider: "simulated" })).memoryScope).toBeUndefined();
+    expect(
+      Task.parse(benchTask(c, { ...base, paired: false, arm: "on", provider: "simulated" })).memoryScope,
+    ).toBeUndefined();
     expect(benchTaskId({ runId: "r1", arm: "off", index: 0, attempt: 2 })).toBe(`${armPrefix("r1", "off")}0-2`);
   });
 
   it("carries a script or a simulation without a model, and nothing with one", () => {
-    expect(Task.parse(benchTask(c, { ...base, arm: "off", provider: "scripted" })).script?.kind).toBe("loopsmith-script");
-    expect(Task.parse(benchTask(c, { ...base, arm: "off", provider: "simulated" })).script?.kind).toBe("loopsmith-simulation");
+    expect(Task.parse(benchTask(c, { ...base, arm: "off", provider: "scripted" })).script?.kind).toBe(
+      "loopsmith-script",
+    );
+    expect(Task.parse(benchTask(c, { ...base, arm: "off", provider: "simulated" })).script?.kind).toBe(
+      "loopsmith-simulation",
+    );
     expect(Task.parse(benchTask(c, { ...base, arm: "off", provider: "model" })).script).toBeUndefined();
   });
 });
@@ -63,7 +84,13 @@ describe("scriptFor and simulationFor", () => {
     const sim = Simulation.parse(simulationFor(c, { findRate: 0.5, seed: 7 }));
     expect(sim.wrong[0]?.cause).toBe("+ -> -");
     expect(sim.wrong.every((w) => w.content !== c.solution)).toBe(true);
-    expect(sim).toMatchObject({ source: "HumanEval/900", path: "solution.py", solution: c.solution, findRate: 0.5, seed: 7 });
+    expect(sim).toMatchObject({
+      source: "HumanEval/900",
+      path: "solution.py",
+      solution: c.solution,
+      findRate: 0.5,
+      seed: 7,
+    });
   });
 
   it("falls back to a failing statement when the reference has no mutant", () => {

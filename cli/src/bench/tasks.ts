@@ -39,7 +39,9 @@ export function benchTaskId(o: Pick<BenchTaskOptions, "runId" | "arm" | "index" 
 /** Mutants of the reference solution below the entry point's definition line. */
 function wrongCandidates(c: BenchCase): Mutant[] {
   const lines = c.solution.split("\n");
-  const def = lines.findIndex((l) => new RegExp(`\\b(def|function)\\s+${c.entryPoint}\\b|\\b${c.entryPoint}\\s*=`).test(l));
+  const def = lines.findIndex((l) =>
+    new RegExp(`\\b(def|function)\\s+${c.entryPoint}\\b|\\b${c.entryPoint}\\s*=`).test(l),
+  );
   return mutantsOf(c.solution).filter((m) => m.line - 1 > def);
 }
 
@@ -64,7 +66,11 @@ function plan(c: BenchCase, who: string) {
  * scripted reflection) the reference itself; the reference at once when it has no mutant.
  */
 export function scriptFor(c: BenchCase): ScriptFile {
-  const reference = { files: [{ path: c.solutionPath, content: c.solution }], tests: [], notes: "the reference solution (scripted)" };
+  const reference = {
+    files: [{ path: c.solutionPath, content: c.solution }],
+    tests: [],
+    notes: "the reference solution (scripted)",
+  };
   const mutant = wrongCandidates(c)[0];
   return {
     v: 1,
@@ -73,12 +79,23 @@ export function scriptFor(c: BenchCase): ScriptFile {
     replies: {
       plan: [plan(c, "scripted")],
       spec: [plan(c, "scripted")],
-      build: mutant ? [{ files: [{ path: c.solutionPath, content: mutant.text }], tests: [], notes: `scripted mutant: ${mutant.description}` }, reference] : [reference],
+      build: mutant
+        ? [
+            {
+              files: [{ path: c.solutionPath, content: mutant.text }],
+              tests: [],
+              notes: `scripted mutant: ${mutant.description}`,
+            },
+            reference,
+          ]
+        : [reference],
       reflect: [
         {
           rootCause: mutant ? `${mutant.description} (scripted reflection)` : "scripted reflection",
           hypothesis: mutant ? `Restoring \`${mutant.from}\` makes ${c.entryPoint} pass.` : "The reference passes.",
-          fixPlan: mutant ? `Change \`${mutant.to}\` back to \`${mutant.from}\` on line ${mutant.line}.` : "Use the reference.",
+          fixPlan: mutant
+            ? `Change \`${mutant.to}\` back to \`${mutant.from}\` on line ${mutant.line}.`
+            : "Use the reference.",
         },
       ],
       review: [{ approved: true, score: 0.9, findings: [] }],
@@ -109,7 +126,8 @@ export function simulationFor(c: BenchCase, o: { findRate?: number; seed?: numbe
  * recalls nothing; in an A/B the `on` arm recalls only its own arm's earlier tasks.
  */
 export function benchTask(c: BenchCase, o: BenchTaskOptions): TaskInput {
-  const script = o.provider === "scripted" ? scriptFor(c) : o.provider === "simulated" ? simulationFor(c, o) : undefined;
+  const script =
+    o.provider === "scripted" ? scriptFor(c) : o.provider === "simulated" ? simulationFor(c, o) : undefined;
   return {
     v: 1,
     taskId: benchTaskId(o),

@@ -35,21 +35,30 @@ async function clientsOf(given: string[] | undefined): Promise<string[]> {
 
 /** Registers `bus setup` and `bus config`. */
 export function registerBus(program: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
-  const bus = program.command("bus").description("the NATS side of a deployment: JetStream setup and the server's permission configuration");
+  const bus = program
+    .command("bus")
+    .description("the NATS side of a deployment: JetStream setup and the server's permission configuration");
   bus
     .command("setup")
-    .description("create or update every stream, consumer and bucket loopsmith uses (needs the right to manage JetStream: the admin user)")
+    .description(
+      "create or update every stream, consumer and bucket loopsmith uses (needs the right to manage JetStream: the admin user)",
+    )
     .option("--wait <ms>", "keep trying a NATS that does not answer yet for this long, in ms", wholeNumber(0), 30_000)
     .option("--config <file>", "configuration file (JSON)")
     .option("--json", "print JSON")
-    .option("--client <name>", "a further client user whose snapshot store to create (repeatable; default: LOOPSMITH_CLIENTS)", collect)
+    .option(
+      "--client <name>",
+      "a further client user whose snapshot store to create (repeatable; default: LOOPSMITH_CLIENTS)",
+      collect,
+    )
     .action(async (opts: { wait: number; config?: string; json?: boolean; client?: string[] }) =>
       run(opts.json, async () => {
         const { LoopsmithError, connectNats, loadConfig, setupBus } = await import("@loopsmith/shared");
         const clients = await clientsOf(opts.client);
         const { jsonLine } = await import("../terminal.js");
         const config = loadConfig(opts.config ? { file: opts.config } : {});
-        if (!config.natsUrl) throw new LoopsmithError("config_invalid", "NATS_URL is not set: bus setup works on a NATS server");
+        if (!config.natsUrl)
+          throw new LoopsmithError("config_invalid", "NATS_URL is not set: bus setup works on a NATS server");
         const log = await logger();
         const nc = await connectNats(config.natsUrl, "loopsmith-bus-setup", { waitMs: opts.wait, log, config });
         try {
@@ -64,31 +73,56 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
     );
   bus
     .command("members")
-    .description("who is in the JetStream meta group, from each node's monitoring port; exit 1 names the nodes left out (restart those), 3 when no leader is known")
-    .requiredOption("--monitor <urls>", "every node's monitoring URL, comma-separated (http://nats:8222,http://nats-2:8222,…)")
+    .description(
+      "who is in the JetStream meta group, from each node's monitoring port; exit 1 names the nodes left out (restart those), 3 when no leader is known",
+    )
+    .requiredOption(
+      "--monitor <urls>",
+      "every node's monitoring URL, comma-separated (http://nats:8222,http://nats-2:8222,…)",
+    )
     .option("--wait <ms>", "how long to wait for a leader and a settled group, in ms", wholeNumber(0), 30_000)
-    .option("--settle <ms>", "how long a node must stay out before it counts as left out, in ms", wholeNumber(0), 10_000)
+    .option(
+      "--settle <ms>",
+      "how long a node must stay out before it counts as left out, in ms",
+      wholeNumber(0),
+      10_000,
+    )
     .option("--json", "print JSON")
     .action(async (opts: { monitor: string; wait: number; settle: number; json?: boolean }) =>
       run(opts.json, async () => {
         const { settleMembership } = await import("@loopsmith/shared");
         const { jsonLine } = await import("../terminal.js");
-        const urls = opts.monitor.split(",").map((u) => u.trim()).filter(Boolean);
+        const urls = opts.monitor
+          .split(",")
+          .map((u) => u.trim())
+          .filter(Boolean);
         const bad = urls.find((u) => !/^https?:\/\/[^\s/]+(?::\d+)?\/?$/.test(u));
-        if (!urls.length || bad) throw usageError(`--monitor: ${bad ?? "(empty)"} is not a monitoring URL (http://<host>:8222)`);
+        if (!urls.length || bad)
+          throw usageError(`--monitor: ${bad ?? "(empty)"} is not a monitoring URL (http://<host>:8222)`);
         const { outcome, membership: m } = await settleMembership(urls, { waitMs: opts.wait, settleMs: opts.settle });
         if (opts.json) process.stdout.write(`${jsonLine({ kind: "bus_members", outcome, ...m })}\n`);
         else {
-          process.stdout.write(m.leader ? `meta leader ${m.leader}; members: ${m.members.join(", ")}\n` : "no meta leader known\n");
-          if (m.leftOut.length) process.stdout.write(`left out of the meta group: ${m.leftOut.join(", ")} (restart ${m.leftOut.length === 1 ? "it" : "them"} alone)\n`);
+          process.stdout.write(
+            m.leader ? `meta leader ${m.leader}; members: ${m.members.join(", ")}\n` : "no meta leader known\n",
+          );
+          if (m.leftOut.length)
+            process.stdout.write(
+              `left out of the meta group: ${m.leftOut.join(", ")} (restart ${m.leftOut.length === 1 ? "it" : "them"} alone)\n`,
+            );
           for (const n of m.nodes.filter((x) => x.error)) process.stdout.write(`no answer from ${n.url}: ${n.error}\n`);
         }
-        return outcome === "complete" ? ExitCode.ok : outcome === "left_out" ? ExitCode.failed : ExitCode.infrastructure;
+        return outcome === "complete"
+          ? ExitCode.ok
+          : outcome === "left_out"
+            ? ExitCode.failed
+            : ExitCode.infrastructure;
       }),
     );
   bus
     .command("config")
-    .description("print the nats-server configuration with one user per service, `client` and `admin`, and their permissions")
+    .description(
+      "print the nats-server configuration with one user per service, `client` and `admin`, and their permissions",
+    )
     .option("--out <file>", "write it to this file instead of stdout")
     .option("--store-dir <dir>", "JetStream's store directory inside the server", "/data")
     .option("--http-port <port>", "the monitoring port (0: none)", wholeNumber(0, 65535), 8222)
@@ -96,36 +130,74 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
     .option("--tls-key <file>", "TLS: the server's private key")
     .option("--tls-ca <file>", "TLS: the CA that signs client certificates")
     .option("--tls-verify", "TLS: require a client certificate signed by --tls-ca (clients set NATS_CERT and NATS_KEY)")
-    .option("--cluster-routes <urls>", "a JetStream cluster node: the nodes' route URLs, comma-separated (nats-route://nats-2:6222,…); each node reads the file with its own NATS_SERVER_NAME")
+    .option(
+      "--cluster-routes <urls>",
+      "a JetStream cluster node: the nodes' route URLs, comma-separated (nats-route://nats-2:6222,…); each node reads the file with its own NATS_SERVER_NAME",
+    )
     .option("--cluster-name <name>", "with --cluster-routes: the cluster's name", "loopsmith")
     .option(
       "--client <name>",
       "a further client user, the owner of its own tasks (repeatable; its password is LOOPSMITH_NATS_CLIENT_<NAME>_PASSWORD; default: LOOPSMITH_CLIENTS)",
       collect,
     )
-    .action(async (opts: { out?: string; storeDir: string; httpPort: number; tlsCert?: string; tlsKey?: string; tlsCa?: string; tlsVerify?: boolean; client?: string[]; clusterRoutes?: string; clusterName: string }) =>
-      run(false, async () => {
-        const { renderNatsServerConfig } = await import("@loopsmith/shared");
-        const clients = await clientsOf(opts.client);
-        if (!opts.tlsCert !== !opts.tlsKey) throw usageError("--tls-cert and --tls-key go together");
-        if ((opts.tlsCa || opts.tlsVerify) && !opts.tlsCert) throw usageError("--tls-ca and --tls-verify need --tls-cert and --tls-key");
-        if (opts.tlsVerify && !opts.tlsCa) throw usageError("--tls-verify needs --tls-ca (the CA that signs client certificates)");
-        const tls = opts.tlsCert && opts.tlsKey ? { certFile: opts.tlsCert, keyFile: opts.tlsKey, ...(opts.tlsCa ? { caFile: opts.tlsCa } : {}), ...(opts.tlsVerify ? { verify: true } : {}) } : undefined;
-        const routes = (opts.clusterRoutes ?? "").split(",").map((r) => r.trim()).filter(Boolean);
-        const badRoute = routes.find((r) => !/^nats-route:\/\/[^\s/]+:\d+$/.test(r));
-        if (badRoute) throw usageError(`--cluster-routes: ${badRoute} is not a route URL (nats-route://<host>:<port>)`);
-        if (opts.clusterRoutes !== undefined && routes.length < 2) throw usageError("--cluster-routes needs the route URL of every node (at least two; three for a JetStream cluster that survives a node)");
-        const cluster = routes.length ? { cluster: { name: opts.clusterName, routes } } : {};
-        const text = renderNatsServerConfig({ storeDir: opts.storeDir, httpPort: opts.httpPort, ...(tls ? { tls } : {}), ...(clients.length ? { clients } : {}), ...cluster });
-        if (!opts.out) process.stdout.write(text);
-        else {
-          try {
-            writeFileSync(opts.out, text);
-          } catch (err) {
-            throw usageError(`cannot write ${opts.out}: ${(err as Error).message}`);
+    .action(
+      async (opts: {
+        out?: string;
+        storeDir: string;
+        httpPort: number;
+        tlsCert?: string;
+        tlsKey?: string;
+        tlsCa?: string;
+        tlsVerify?: boolean;
+        client?: string[];
+        clusterRoutes?: string;
+        clusterName: string;
+      }) =>
+        run(false, async () => {
+          const { renderNatsServerConfig } = await import("@loopsmith/shared");
+          const clients = await clientsOf(opts.client);
+          if (!opts.tlsCert !== !opts.tlsKey) throw usageError("--tls-cert and --tls-key go together");
+          if ((opts.tlsCa || opts.tlsVerify) && !opts.tlsCert)
+            throw usageError("--tls-ca and --tls-verify need --tls-cert and --tls-key");
+          if (opts.tlsVerify && !opts.tlsCa)
+            throw usageError("--tls-verify needs --tls-ca (the CA that signs client certificates)");
+          const tls =
+            opts.tlsCert && opts.tlsKey
+              ? {
+                  certFile: opts.tlsCert,
+                  keyFile: opts.tlsKey,
+                  ...(opts.tlsCa ? { caFile: opts.tlsCa } : {}),
+                  ...(opts.tlsVerify ? { verify: true } : {}),
+                }
+              : undefined;
+          const routes = (opts.clusterRoutes ?? "")
+            .split(",")
+            .map((r) => r.trim())
+            .filter(Boolean);
+          const badRoute = routes.find((r) => !/^nats-route:\/\/[^\s/]+:\d+$/.test(r));
+          if (badRoute)
+            throw usageError(`--cluster-routes: ${badRoute} is not a route URL (nats-route://<host>:<port>)`);
+          if (opts.clusterRoutes !== undefined && routes.length < 2)
+            throw usageError(
+              "--cluster-routes needs the route URL of every node (at least two; three for a JetStream cluster that survives a node)",
+            );
+          const cluster = routes.length ? { cluster: { name: opts.clusterName, routes } } : {};
+          const text = renderNatsServerConfig({
+            storeDir: opts.storeDir,
+            httpPort: opts.httpPort,
+            ...(tls ? { tls } : {}),
+            ...(clients.length ? { clients } : {}),
+            ...cluster,
+          });
+          if (!opts.out) process.stdout.write(text);
+          else {
+            try {
+              writeFileSync(opts.out, text);
+            } catch (err) {
+              throw usageError(`cannot write ${opts.out}: ${(err as Error).message}`);
+            }
           }
-        }
-        return ExitCode.ok;
-      }),
+          return ExitCode.ok;
+        }),
     );
 }

@@ -19,7 +19,10 @@ import { PROVIDERS, positiveNumber, wholeNumber } from "../preflight.js";
 const RUN_ID = /^[A-Za-z0-9_-]{1,48}$/;
 
 function checkRunId(runId: string | undefined): void {
-  if (runId !== undefined && !RUN_ID.test(runId)) throw usageError(`run id ${JSON.stringify(runId.slice(0, 80))} is not valid: run ids are 1-48 letters, digits, '-' or '_'`);
+  if (runId !== undefined && !RUN_ID.test(runId))
+    throw usageError(
+      `run id ${JSON.stringify(runId.slice(0, 80))} is not valid: run ids are 1-48 letters, digits, '-' or '_'`,
+    );
 }
 
 function collect(value: string, previous: string[] = []): string[] {
@@ -41,25 +44,66 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
     .option("--generations <n>", "generations to run (default 3)", wholeNumber(1, 100))
     .option("--goal <text>", "what to improve (default: make the benchmark better without breaking the checks)")
     .option("--check <cmd>", "must pass on every candidate (default: the detected test command)")
-    .option("--bench <cmd>", "the benchmark: prints one JSON object per case and line ({\"case\",\"pass\",\"score\"?})")
-    .addOption(new Option("--bench-format <format>", "json lines on stdout, or the JUnit cases pytest writes").choices(["json", "junit"]))
-    .option("--bench-junit <path>", "with --bench-format junit: the JUnit XML file the benchmark writes (workspace-relative)")
+    .option("--bench <cmd>", 'the benchmark: prints one JSON object per case and line ({"case","pass","score"?})')
+    .addOption(
+      new Option("--bench-format <format>", "json lines on stdout, or the JUnit cases pytest writes").choices([
+        "json",
+        "junit",
+      ]),
+    )
+    .option(
+      "--bench-junit <path>",
+      "with --bench-format junit: the JUnit XML file the benchmark writes (workspace-relative)",
+    )
     .option("--repeats <k>", "benchmark runs per side, interleaved (default 1)", wholeNumber(1, 20))
     .option("--alpha <p>", "significance level of the paired test (default 0.05)", alphaValue)
-    .option("--tolerance <n>", "cases passing on the parent that may fail on the candidate (default 0)", wholeNumber(0, 1000))
-    .option("--budget-usd <usd>", "LLM budget of the whole run; a generation that cannot fit is not started", positiveNumber)
-    .option("--dry-run", "plan and implement one generation, show the change and the evidence it would need; benchmark and change nothing")
+    .option(
+      "--tolerance <n>",
+      "cases passing on the parent that may fail on the candidate (default 0)",
+      wholeNumber(0, 1000),
+    )
+    .option(
+      "--budget-usd <usd>",
+      "LLM budget of the whole run; a generation that cannot fit is not started",
+      positiveNumber,
+    )
+    .option(
+      "--dry-run",
+      "plan and implement one generation, show the change and the evidence it would need; benchmark and change nothing",
+    )
     .option("--review", "run the LLM review of each generation's candidate before its check")
     .option("--protect <glob>", "another protected path (repeatable)", collect)
-    .addOption(new Option("--dependencies <policy>", "a candidate changing dependencies is rejected unless allow (default reject)").choices(["reject", "ask", "allow"]))
+    .addOption(
+      new Option(
+        "--dependencies <policy>",
+        "a candidate changing dependencies is rejected unless allow (default reject)",
+      ).choices(["reject", "ask", "allow"]),
+    )
     .option("--max-iterations <n>", "iterations of each generation's task (default 5)", wholeNumber(1, 20))
-    .option("--generation-timeout <s>", "time limit of one generation, in seconds (default 1800)", wholeNumber(10, 86_400))
+    .option(
+      "--generation-timeout <s>",
+      "time limit of one generation, in seconds (default 1800)",
+      wholeNumber(10, 86_400),
+    )
     .option("--base <ref>", "the commit to start from (default HEAD)")
-    .option("--setup-cmd <cmd>", "installs dependencies in the sandbox once per tree (default detected; \"\" for none)")
-    .option("--run-id <id>", "run id (default: generated); a resubmitted id follows the run instead of starting it again")
-    .option("--out <dir>", "the run's directory: reports/gen-N.json, summary.json, dashboard.html (default <dataDir>/improve/<runId>)")
-    .option("--promote <branch>", "at the end, fast-forward this branch to the last accepted generation (only if it is still at the base)")
-    .addOption(new Option("--pr <host>", "open a pull request per accepted generation (token: GITHUB_TOKEN)").choices(["github"]))
+    .option("--setup-cmd <cmd>", 'installs dependencies in the sandbox once per tree (default detected; "" for none)')
+    .option(
+      "--run-id <id>",
+      "run id (default: generated); a resubmitted id follows the run instead of starting it again",
+    )
+    .option(
+      "--out <dir>",
+      "the run's directory: reports/gen-N.json, summary.json, dashboard.html (default <dataDir>/improve/<runId>)",
+    )
+    .option(
+      "--promote <branch>",
+      "at the end, fast-forward this branch to the last accepted generation (only if it is still at the base)",
+    )
+    .addOption(
+      new Option("--pr <host>", "open a pull request per accepted generation (token: GITHUB_TOKEN)").choices([
+        "github",
+      ]),
+    )
     .option("--github-repo <owner/name>", "--pr github: the repository (default: parsed from the remote's URL)")
     .option("--remote <name>", "--pr github: the remote to push the branches to (default origin)")
     .addOption(new Option("--provider <name>", "LLM provider").choices(PROVIDERS))
@@ -90,7 +134,9 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
         const { loadConfig } = await import("@loopsmith/shared");
         const { runDir } = await import("../improve/run.js");
         const { readReports, reportTable } = await import("../improve/reports.js");
-        const reports = await readReports(runDir(loadConfig(opts.config ? { file: opts.config } : {}), runId, opts.dir));
+        const reports = await readReports(
+          runDir(loadConfig(opts.config ? { file: opts.config } : {}), runId, opts.dir),
+        );
         process.stdout.write(opts.json ? `${JSON.stringify(reports)}\n` : `${reportTable(reports)}\n`);
         return ExitCode.ok;
       }),

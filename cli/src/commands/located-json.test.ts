@@ -29,15 +29,65 @@ const parsesLikeJsonParse = (text: string): void => {
 
 describe("parseLocated", () => {
   it("reads what JSON.parse reads, to the same values, and refuses what it refuses", () => {
-    fc.assert(fc.property(fc.jsonValue(), fc.constantFrom(undefined, 0, 2, "\t"), (v, indent) => parsesLikeJsonParse(JSON.stringify(v, null, indent))), { numRuns: 300 });
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom(undefined, 0, 2, "\t"), (v, indent) =>
+        parsesLikeJsonParse(JSON.stringify(v, null, indent)),
+      ),
+      { numRuns: 300 },
+    );
     // Valid JSON with one character dropped, doubled or replaced: mostly invalid text.
-    const mutated = fc.tuple(fc.json(), fc.nat(), fc.constantFrom("drop", "double", "comma", "quote", "brace", "space", "nbsp", "newline")).map(([text, n, how]) => {
-      const k = text.length ? n % text.length : 0;
-      const put = { drop: "", double: `${text[k] ?? ""}${text[k] ?? ""}`, comma: ",", quote: '"', brace: "}", space: " ", nbsp: "\u00a0", newline: "\n" }[how];
-      return text.slice(0, k) + put + text.slice(k + 1);
-    });
+    const mutated = fc
+      .tuple(
+        fc.json(),
+        fc.nat(),
+        fc.constantFrom("drop", "double", "comma", "quote", "brace", "space", "nbsp", "newline"),
+      )
+      .map(([text, n, how]) => {
+        const k = text.length ? n % text.length : 0;
+        const put = {
+          drop: "",
+          double: `${text[k] ?? ""}${text[k] ?? ""}`,
+          comma: ",",
+          quote: '"',
+          brace: "}",
+          space: " ",
+          nbsp: "\u00a0",
+          newline: "\n",
+        }[how];
+        return text.slice(0, k) + put + text.slice(k + 1);
+      });
     fc.assert(fc.property(mutated, parsesLikeJsonParse), { numRuns: 500 });
-    for (const text of ["", " ", "01", "-", "1.", "1e", ".5", "+1", "0x1", "-0", "1E+5", "nul", "[1,]", '{"a":1,}', "'a'", "// c\n1", "/* c */ 1", "\u00a01", "\ufeff1", '"\\u12g4"', '"\\x"', '"a\tb"', '"\u007f"', '"\\ud83d\\ude00"', '{"__proto__": {"x": 1}}', "[1] x", "1 2", "1e400"]) parsesLikeJsonParse(text);
+    for (const text of [
+      "",
+      " ",
+      "01",
+      "-",
+      "1.",
+      "1e",
+      ".5",
+      "+1",
+      "0x1",
+      "-0",
+      "1E+5",
+      "nul",
+      "[1,]",
+      '{"a":1,}',
+      "'a'",
+      "// c\n1",
+      "/* c */ 1",
+      "\u00a01",
+      "\ufeff1",
+      '"\\u12g4"',
+      '"\\x"',
+      '"a\tb"',
+      '"\u007f"',
+      '"\\ud83d\\ude00"',
+      '{"__proto__": {"x": 1}}',
+      "[1] x",
+      "1 2",
+      "1e400",
+    ])
+      parsesLikeJsonParse(text);
   });
 
   it("says where the first syntax error is, with its line and column", () => {
@@ -53,8 +103,12 @@ describe("parseLocated", () => {
     expect(error("")).toBe("1:1 expected a value, found the end of the file");
     expect(error(" \n [1,\n 2,,3]")).toBe('3:4 expected a value, found ","');
     expect(error('"abc')).toBe("1:1 a string is not closed");
-    expect(error('["x",\n "a\nb"]')).toBe("2:4 a control character (a raw line break or tab?) inside a string; write it as \\n or \\t");
-    expect(error('"😀\u0001"')).toBe("1:4 a control character (a raw line break or tab?) inside a string; write it as \\n or \\t");
+    expect(error('["x",\n "a\nb"]')).toBe(
+      "2:4 a control character (a raw line break or tab?) inside a string; write it as \\n or \\t",
+    );
+    expect(error('"😀\u0001"')).toBe(
+      "1:4 a control character (a raw line break or tab?) inside a string; write it as \\n or \\t",
+    );
     expect(error('"ab\\x"')).toBe("1:4 an invalid escape \\x in a string");
     expect(error('"\\u12g4"')).toBe("1:2 an invalid escape \\u in a string");
     expect(error("[1.]")).toBe('1:2 the number "1." is not complete');
@@ -77,7 +131,10 @@ describe("parseLocated", () => {
     const root = parseLocated(text, (at, key) => repeats.push(`${key}@${at}`));
     expect(root.value).toEqual({ a: { c: "x" } });
     expect(repeats.sort()).toEqual([`a@${text.lastIndexOf('"a"')}`, `c@${text.lastIndexOf('"c"')}`].sort());
-    expect(root.entries?.map((e) => [e.key, e.keyStart])).toEqual([["a", 1], ["a", text.lastIndexOf('"a"')]]);
+    expect(root.entries?.map((e) => [e.key, e.keyStart])).toEqual([
+      ["a", 1],
+      ["a", text.lastIndexOf('"a"')],
+    ]);
     const first = root.entries?.[0]?.node;
     expect(first && text.slice(first.start, first.end)).toBe('[1, {"b": true}]');
     expect(first?.items?.map((n) => text.slice(n.start, n.end))).toEqual(["1", '{"b": true}']);
@@ -86,7 +143,8 @@ describe("parseLocated", () => {
 });
 
 describe("nodeAt", () => {
-  const text = '{"edits": [{"path": "a.py", "replace": 1}, {"path": "b.py"}], "edits2": 1, "x": {"y": 1}, "x": {"y": 2}}';
+  const text =
+    '{"edits": [{"path": "a.py", "replace": 1}, {"path": "b.py"}], "edits2": 1, "x": {"y": 1}, "x": {"y": 2}}';
   const root = parse(text);
   const at = (path: PropertyKey[]): string => {
     const n = nodeAt(root, path);

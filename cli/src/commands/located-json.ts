@@ -12,7 +12,16 @@
  * way a bundle cannot follow (the app build's CLI would fail to start); Node, tsx and vitest get
  * the package as it is.
  */
-import { createScanner, findNodeAtLocation, getLocation, parseTree, printParseErrorCode, type JSONPath, type Node, type ParseError } from "#jsonc-parser";
+import {
+  createScanner,
+  findNodeAtLocation,
+  getLocation,
+  parseTree,
+  printParseErrorCode,
+  type JSONPath,
+  type Node,
+  type ParseError,
+} from "#jsonc-parser";
 
 /** A parsed value and where it starts and ends (UTF-16 offsets into the text). */
 export interface Located {
@@ -25,7 +34,10 @@ export interface Located {
 
 /** A JSON syntax error at `offset` (a UTF-16 offset into the text). */
 export class JsonSyntax extends Error {
-  constructor(readonly offset: number, message: string) {
+  constructor(
+    readonly offset: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -37,7 +49,8 @@ const MAX_DEPTH = 257;
 const treeOf = new WeakMap<Located, Node>();
 const locatedOf = new WeakMap<Node, Located>();
 
-const what = (text: string, at: number): string => (at >= text.length ? "the end of the file" : JSON.stringify(text[at]));
+const what = (text: string, at: number): string =>
+  at >= text.length ? "the end of the file" : JSON.stringify(text[at]);
 const CONTROL = "a control character (a raw line break or tab?) inside a string; write it as \\n or \\t";
 
 /** The offset of the first `[` or `{` nested deeper than {@link MAX_DEPTH}, or -1. */
@@ -88,23 +101,50 @@ function syntaxError(text: string, e: ParseError, root: Node | undefined): JsonS
     case "UnexpectedEndOfComment":
       return new JsonSyntax(e.offset, "a comment: JSON has none");
     case "InvalidSymbol":
-      return new JsonSyntax(e.offset, `expected a value, found ${/^[\w.+-]{2,24}$/.test(token) ? JSON.stringify(token) : found}`);
+      return new JsonSyntax(
+        e.offset,
+        `expected a value, found ${/^[\w.+-]{2,24}$/.test(token) ? JSON.stringify(token) : found}`,
+      );
     case "ValueExpected":
-      return new JsonSyntax(e.offset, text[e.offset] === "]" ? "expected a value, found ']' (a trailing comma?)" : `expected a value, found ${found}`);
+      return new JsonSyntax(
+        e.offset,
+        text[e.offset] === "]" ? "expected a value, found ']' (a trailing comma?)" : `expected a value, found ${found}`,
+      );
     case "PropertyNameExpected":
-      return new JsonSyntax(e.offset, `expected a key in double quotes, found ${found}${text[e.offset] === "}" ? " (a trailing comma?)" : ""}`);
+      return new JsonSyntax(
+        e.offset,
+        `expected a key in double quotes, found ${found}${text[e.offset] === "}" ? " (a trailing comma?)" : ""}`,
+      );
     case "ColonExpected": {
       const key = getLocation(text, e.offset).path.at(-1);
-      return new JsonSyntax(e.offset, `expected ':' after ${typeof key === "string" ? `the key ${JSON.stringify(key)}` : "a key"}, found ${found}`);
+      return new JsonSyntax(
+        e.offset,
+        `expected ':' after ${typeof key === "string" ? `the key ${JSON.stringify(key)}` : "a key"}, found ${found}`,
+      );
     }
     case "CommaExpected": {
       const inArray = typeof getLocation(text, e.offset).path.at(-1) === "number";
-      return new JsonSyntax(e.offset, inArray ? `expected ',' or ']' after a value in an array, found ${found}` : `expected ',' or '}' after a value in an object, found ${found}`);
+      return new JsonSyntax(
+        e.offset,
+        inArray
+          ? `expected ',' or ']' after a value in an array, found ${found}`
+          : `expected ',' or '}' after a value in an object, found ${found}`,
+      );
     }
     case "CloseBraceExpected":
-      return new JsonSyntax(e.offset, opened === "{" ? `expected a key in double quotes, found ${found}` : `expected ',' or '}' after a value in an object, found ${found}`);
+      return new JsonSyntax(
+        e.offset,
+        opened === "{"
+          ? `expected a key in double quotes, found ${found}`
+          : `expected ',' or '}' after a value in an object, found ${found}`,
+      );
     case "CloseBracketExpected":
-      return new JsonSyntax(e.offset, opened === "[" ? `expected a value, found ${found}` : `expected ',' or ']' after a value in an array, found ${found}`);
+      return new JsonSyntax(
+        e.offset,
+        opened === "["
+          ? `expected a value, found ${found}`
+          : `expected ',' or ']' after a value in an array, found ${found}`,
+      );
     case "EndOfFileExpected":
       return new JsonSyntax(e.offset, `unexpected ${found} after the end of the JSON value`);
     default:
@@ -133,7 +173,8 @@ function located(node: Node, duplicate: (keyStart: number, key: string) => void)
     }
     // The last of repeated keys counts; findNodeAtLocation takes the first, so keep only the last.
     const last = new Map(entries.map((e, k) => [e.key, k]));
-    if (last.size < props.length) props.splice(0, props.length, ...props.filter((_, k) => last.get(entries[k]?.key ?? "") === k));
+    if (last.size < props.length)
+      props.splice(0, props.length, ...props.filter((_, k) => last.get(entries[k]?.key ?? "") === k));
     out = { start, end, value: obj, entries };
   } else if (node.type === "array") {
     const items = (node.children ?? []).map((child) => located(child, duplicate));
@@ -204,7 +245,10 @@ export function suggest(word: string, options: readonly string[]): string | unde
     let prev = Array.from({ length: b.length + 1 }, (_, k) => k);
     for (let x = 1; x <= a.length; x++) {
       const row = [x];
-      for (let y = 1; y <= b.length; y++) row.push(Math.min((prev[y] ?? 0) + 1, (row[y - 1] ?? 0) + 1, (prev[y - 1] ?? 0) + (a[x - 1] === b[y - 1] ? 0 : 1)));
+      for (let y = 1; y <= b.length; y++)
+        row.push(
+          Math.min((prev[y] ?? 0) + 1, (row[y - 1] ?? 0) + 1, (prev[y - 1] ?? 0) + (a[x - 1] === b[y - 1] ? 0 : 1)),
+        );
       prev = row;
     }
     return prev[b.length] ?? 99;

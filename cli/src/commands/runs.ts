@@ -37,7 +37,10 @@ export interface RunCommandDeps {
  * @throws CliError `bad_request` for a bad id; `unavailable` when NATS does not listen
  */
 async function preflight(taskId: string, opts: { config?: string }): Promise<void> {
-  if (!TASK_ID.test(taskId)) throw usageError(`task id ${JSON.stringify(taskId.slice(0, 80))} is not valid: task ids are 1-64 letters, digits, '-' or '_'`);
+  if (!TASK_ID.test(taskId))
+    throw usageError(
+      `task id ${JSON.stringify(taskId.slice(0, 80))} is not valid: task ids are 1-64 letters, digits, '-' or '_'`,
+    );
   const nats = configuredNats(opts);
   if (nats) await checkNatsListening(nats);
 }
@@ -76,7 +79,9 @@ export function registerRunCommands(program: Command, deps: RunCommandDeps): voi
 
   program
     .command("replay")
-    .description("run a recorded task again with its recorded model replies (no model is called); exit 0 when it ends the same way")
+    .description(
+      "run a recorded task again with its recorded model replies (no model is called); exit 0 when it ends the same way",
+    )
     .argument("<taskId>", "the recorded task's id")
     .option("--repo <path>", "repo mode: a checkout of the repository, to take the recorded base commit from")
     .option("--config <file>", "configuration file (JSON)")

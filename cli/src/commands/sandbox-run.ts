@@ -33,7 +33,8 @@ export async function sandboxRun(command: string[], opts: SandboxRunOptions): Pr
   const config = loadConfig(opts.config ? { file: opts.config } : {});
   const log = createLogger({ service: "cli", level: process.env.LOG_LEVEL || "warn" });
   const files = await readWorkspaceDir(opts.dir);
-  if (files.length === 0) throw new LoopsmithError("workspace_invalid", `the directory ${opts.dir} has no files to run`);
+  if (files.length === 0)
+    throw new LoopsmithError("workspace_invalid", `the directory ${opts.dir} has no files to run`);
   const req: ExecutionRequest = {
     v: 1,
     taskId: "cli-sandbox",
@@ -49,7 +50,11 @@ export async function sandboxRun(command: string[], opts: SandboxRunOptions): Pr
   try {
     await docker.ping();
   } catch (err) {
-    throw new LoopsmithError("unavailable", `no Docker engine answers at ${engineEndpoint().endpoint} (DOCKER_HOST): start dockerd, or check the address and its TLS files`, { cause: err });
+    throw new LoopsmithError(
+      "unavailable",
+      `no Docker engine answers at ${engineEndpoint().endpoint} (DOCKER_HOST): start dockerd, or check the address and its TLS files`,
+      { cause: err },
+    );
   }
   // One run: no warm pool, and only the image this language needs.
   const executor = createExecutor({
@@ -68,7 +73,15 @@ export async function sandboxRun(command: string[], opts: SandboxRunOptions): Pr
     process.stdout.write(opts.json ? `${jsonLine(result, 2)}\n` : resultSummary(result));
     if (!controller.signal.aborted) return exitCodeForExecution(result);
     // Interrupted: the summary above says the run was killed; --json ends with the error object.
-    return report({ kind: "error", code: "cancelled", message: "interrupted; the sandbox run was stopped", exitCode: ExitCode.interrupted }, { json: opts.json, quiet: !opts.json });
+    return report(
+      {
+        kind: "error",
+        code: "cancelled",
+        message: "interrupted; the sandbox run was stopped",
+        exitCode: ExitCode.interrupted,
+      },
+      { json: opts.json, quiet: !opts.json },
+    );
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);

@@ -21,7 +21,9 @@ export function registerSandboxCommand(program: Command, run: CommandRunner = ru
   sandbox
     .command("run")
     .description("run a command over a copy of a directory in a fresh sandbox container; exit 0 when it passed")
-    .addOption(new Option("-l, --language <language>", "the sandbox image to use").choices(LANGUAGES).makeOptionMandatory())
+    .addOption(
+      new Option("-l, --language <language>", "the sandbox image to use").choices(LANGUAGES).makeOptionMandatory(),
+    )
     .requiredOption("-d, --dir <dir>", "the directory copied into the sandbox's /workspace")
     .option("--timeout-ms <ms>", "wall-clock limit in ms (default 30000)", wholeNumber(100, 600_000))
     .option("--memory-mb <mib>", "memory limit in MiB, swap equal (default 512)", wholeNumber(32, 16_384))

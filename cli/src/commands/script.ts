@@ -16,7 +16,16 @@ import type { z } from "zod";
 import { report, runCommand, usageError, type CommandRunner } from "../errors.js";
 import { ExitCode } from "../exit-codes.js";
 import { jsonLine, printable } from "../terminal.js";
-import { JsonSyntax, field, locator, nodeAt, parseLocated, suggest, type Locate, type Located } from "./located-json.js";
+import {
+  JsonSyntax,
+  field,
+  locator,
+  nodeAt,
+  parseLocated,
+  suggest,
+  type Locate,
+  type Located,
+} from "./located-json.js";
 
 /** The roles a script answers, and the shapes each accepts (tried in this order). */
 const SHAPES = {
@@ -29,7 +38,8 @@ const SHAPES = {
 } as const;
 type ScriptRole = keyof typeof SHAPES;
 /** A schema an entry can match. */
-export type EntryShape = "Plan" | "DagPlan" | "EditReply" | "Candidate" | "Review" | "Reflection" | "IntegrationReflection" | "Hypothesis";
+export type EntryShape =
+  "Plan" | "DagPlan" | "EditReply" | "Candidate" | "Review" | "Reflection" | "IntegrationReflection" | "Hypothesis";
 
 /** One finding: where (1-based line and column of the JSON text), what, how bad. */
 export interface ScriptProblem {
@@ -79,7 +89,6 @@ const ROLE_OF_SHAPE: Record<EntryShape, string> = {
   Hypothesis: "a hypothesis",
 };
 
-
 type Shared = typeof SharedModule;
 type Add = (severity: ScriptProblem["severity"], offset: number, where: string, message: string) => void;
 
@@ -102,29 +111,52 @@ function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEnt
   const tried: Array<{ shape: EntryShape; issues: Array<{ path: string; message: string; line?: number }> }> = [];
   for (const shape of SHAPES[entry.role]) {
     const schema: z.ZodType<unknown> = schemas[shape];
-    const read = entry.raw ? shared.readStructured(item.value as string, schema) : shared.validateValue(item.value, schema);
+    const read = entry.raw
+      ? shared.readStructured(item.value as string, schema)
+      : shared.validateValue(item.value, schema);
     if (read.ok) {
       entry.shape = shape;
       const edits = (read.value as { edits?: Array<{ path: string }> }).edits ?? [];
       for (const [k, ed] of edits.entries()) {
         const checked = shared.checkEditPath(ed.path);
-        if (!checked.ok) add("warning", item.start, where, `edits[${k}].path ${JSON.stringify(ed.path)} is unsafe: ${checked.message}; applying it fails with path_escape`);
+        if (!checked.ok)
+          add(
+            "warning",
+            item.start,
+            where,
+            `edits[${k}].path ${JSON.stringify(ed.path)} is unsafe: ${checked.message}; applying it fails with path_escape`,
+          );
       }
       break;
     }
     const details = read.error.details as { issues?: Array<{ path: string; message: string }> } | undefined;
     const issues = (details?.issues ?? []).map((is) => {
       if (entry.raw || !is.path) return is;
-      const at = nodeAt(item, is.path.split(".").map((p) => (/^\d+$/.test(p) ? Number(p) : p)));
+      const at = nodeAt(
+        item,
+        is.path.split(".").map((p) => (/^\d+$/.test(p) ? Number(p) : p)),
+      );
       return { ...is, line: pos(at.start).line };
     });
     if (entry.raw && issues.length === 0) issues.push({ path: "", message: read.error.message });
     tried.push({ shape, issues });
   }
   // Unmatched: report against the shape it most looks like (with edits or a summary and no files: an EditReply).
-  const looksRepo = item.entries?.some((e) => e.key === "edits" || e.key === "summary") && !item.entries.some((e) => e.key === "files");
+  const looksRepo =
+    item.entries?.some((e) => e.key === "edits" || e.key === "summary") && !item.entries.some((e) => e.key === "files");
   const has = (key: string): boolean => !!item.entries?.some((e) => e.key === key);
-  const lookalike: EntryShape = entry.role === "plan" ? (has("subtasks") ? "DagPlan" : "Plan") : entry.role === "reflect" ? (has("subtaskId") ? "IntegrationReflection" : "Reflection") : looksRepo ? "EditReply" : "Candidate";
+  const lookalike: EntryShape =
+    entry.role === "plan"
+      ? has("subtasks")
+        ? "DagPlan"
+        : "Plan"
+      : entry.role === "reflect"
+        ? has("subtaskId")
+          ? "IntegrationReflection"
+          : "Reflection"
+        : looksRepo
+          ? "EditReply"
+          : "Candidate";
   const first = tried.find((t) => t.shape === lookalike) ?? tried[0];
   // Keys the schema drops silently: a misspelt `search` turns an edit into a file creation.
   const like = entry.shape ?? first?.shape;
@@ -132,12 +164,19 @@ function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEnt
     for (const e of node.entries ?? []) {
       if (known.includes(e.key)) continue;
       const near = suggest(e.key, known);
-      add("warning", e.keyStart, at, `unknown key ${JSON.stringify(e.key)}${near ? ` (did you mean "${near}"?)` : ""} is ignored${note}`);
+      add(
+        "warning",
+        e.keyStart,
+        at,
+        `unknown key ${JSON.stringify(e.key)}${near ? ` (did you mean "${near}"?)` : ""} is ignored${note}`,
+      );
     }
   };
   if (like && !entry.raw) {
     unknownKeys(item, Object.keys((schemas[like] as unknown as { shape?: object }).shape ?? {}), where);
-    field(item, "edits")?.node.items?.forEach((ed, k) => unknownKeys(ed, EDIT_KEYS, `${where}.edits[${k}]`, "; an edit without search creates its file"));
+    field(item, "edits")?.node.items?.forEach((ed, k) =>
+      unknownKeys(ed, EDIT_KEYS, `${where}.edits[${k}]`, "; an edit without search creates its file"),
+    );
   }
   if (entry.shape) {
     if (entry.shape === "EditReply" && item.entries?.some((e) => e.key === "files" || e.key === "tests")) {
@@ -145,10 +184,30 @@ function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEnt
     }
     return;
   }
-  const detail = (first?.issues ?? []).slice(0, 12).map((is) => `\n    - at ${is.path ? `\`${is.path}\`` : "the root"}${is.line ? ` (line ${is.line})` : ""}: ${is.message}`).join("");
-  const names = SHAPES[entry.role].map((s) => (s === "EditReply" || s === "Candidate" ? `${s} (${ROLE_OF_SHAPE[s]})` : s)).join(" nor ");
-  if (entry.raw) add("warning", item.start, where, `raw reply text that the reader cannot turn into ${names}: the provider re-asks, and the next entry answers the re-ask${detail}`);
-  else add("error", item.start, where, `does not match ${names}${tried.length > 1 && first ? `; as ${first.shape}` : ""}:${detail}`);
+  const detail = (first?.issues ?? [])
+    .slice(0, 12)
+    .map(
+      (is) =>
+        `\n    - at ${is.path ? `\`${is.path}\`` : "the root"}${is.line ? ` (line ${is.line})` : ""}: ${is.message}`,
+    )
+    .join("");
+  const names = SHAPES[entry.role]
+    .map((s) => (s === "EditReply" || s === "Candidate" ? `${s} (${ROLE_OF_SHAPE[s]})` : s))
+    .join(" nor ");
+  if (entry.raw)
+    add(
+      "warning",
+      item.start,
+      where,
+      `raw reply text that the reader cannot turn into ${names}: the provider re-asks, and the next entry answers the re-ask${detail}`,
+    );
+  else
+    add(
+      "error",
+      item.start,
+      where,
+      `does not match ${names}${tried.length > 1 && first ? `; as ${first.shape}` : ""}:${detail}`,
+    );
 }
 
 /**
@@ -172,7 +231,9 @@ export async function validateScript(text: string): Promise<ScriptReport> {
   };
   let root: Located;
   try {
-    root = parseLocated(text, (at, key) => add("warning", at, "", `the key ${JSON.stringify(key)} appears again; the last one counts`));
+    root = parseLocated(text, (at, key) =>
+      add("warning", at, "", `the key ${JSON.stringify(key)} appears again; the last one counts`),
+    );
   } catch (err) {
     if (!(err instanceof JsonSyntax)) throw err;
     add("error", err.offset, "", `not valid JSON: ${err.message}`);
@@ -183,24 +244,43 @@ export async function validateScript(text: string): Promise<ScriptReport> {
     return done();
   }
   const v = field(root, "v");
-  if (v?.node.value !== 1) add("error", v?.node.start ?? root.start, "v", `"v" must be 1${v ? "" : " (it is missing)"}`);
+  if (v?.node.value !== 1)
+    add("error", v?.node.start ?? root.start, "v", `"v" must be 1${v ? "" : " (it is missing)"}`);
   const kind = field(root, "kind");
-  if (kind?.node.value !== "loopsmith-script") add("error", kind?.node.start ?? root.start, "kind", `"kind" must be "loopsmith-script"${kind ? "" : " (it is missing)"}`);
+  if (kind?.node.value !== "loopsmith-script")
+    add(
+      "error",
+      kind?.node.start ?? root.start,
+      "kind",
+      `"kind" must be "loopsmith-script"${kind ? "" : " (it is missing)"}`,
+    );
   const description = field(root, "description");
-  if (description && typeof description.node.value !== "string") add("error", description.node.start, "description", '"description" must be a string');
+  if (description && typeof description.node.value !== "string")
+    add("error", description.node.start, "description", '"description" must be a string');
   for (const e of root.entries) {
-    if (!["v", "kind", "description", "replies", "tasks"].includes(e.key)) add("warning", e.keyStart, e.key, `unknown key ${JSON.stringify(e.key)} is ignored`);
+    if (!["v", "kind", "description", "replies", "tasks"].includes(e.key))
+      add("warning", e.keyStart, e.key, `unknown key ${JSON.stringify(e.key)} is ignored`);
   }
   const replies = field(root, "replies");
   if (!replies?.node.entries) {
-    add("error", replies?.node.start ?? root.start, "replies", replies ? '"replies" must be an object of role → list of entries' : '"replies" is missing');
+    add(
+      "error",
+      replies?.node.start ?? root.start,
+      "replies",
+      replies ? '"replies" must be an object of role → list of entries' : '"replies" is missing',
+    );
     return done();
   }
   const roles = (block: string, node: Located): void => {
     for (const { key, keyStart, node: list } of node.entries ?? []) {
       if (!Object.hasOwn(SHAPES, key)) {
         const near = suggest(key, Object.keys(SHAPES));
-        add("error", keyStart, `${block}.${key}`, `unknown role ${JSON.stringify(key)}${near ? ` (did you mean "${near}"?)` : ""}; the roles are ${Object.keys(SHAPES).join(", ")}`);
+        add(
+          "error",
+          keyStart,
+          `${block}.${key}`,
+          `unknown role ${JSON.stringify(key)}${near ? ` (did you mean "${near}"?)` : ""}; the roles are ${Object.keys(SHAPES).join(", ")}`,
+        );
         continue;
       }
       const role = key as ScriptRole;
@@ -218,14 +298,27 @@ export async function validateScript(text: string): Promise<ScriptReport> {
   };
   roles("replies", replies.node);
   const tasks = field(root, "tasks");
-  if (tasks && !tasks.node.entries) add("error", tasks.node.start, "tasks", '"tasks" must be an object of task id (or id suffix such as "gen-2") → replies by role');
+  if (tasks && !tasks.node.entries)
+    add(
+      "error",
+      tasks.node.start,
+      "tasks",
+      '"tasks" must be an object of task id (or id suffix such as "gen-2") → replies by role',
+    );
   for (const t of tasks?.node.entries ?? []) {
     if (t.node.entries) roles(`tasks.${t.key}`, t.node);
     else add("error", t.node.start, `tasks.${t.key}`, `tasks.${t.key} must be an object of role → list of entries`);
   }
   const buildShapes = new Set(entries.flatMap((e) => (e.role === "build" && e.shape ? [e.shape] : [])));
-  if (buildShapes.size > 1) add("warning", replies.node.start, "replies.build", "build mixes EditReply (repo mode) and Candidate (inline) entries; a task uses one or the other");
-  if (!counts.plan && !counts.spec) add("warning", replies.node.start, "replies", "no plan or spec entries: every task starts with one of them");
+  if (buildShapes.size > 1)
+    add(
+      "warning",
+      replies.node.start,
+      "replies.build",
+      "build mixes EditReply (repo mode) and Candidate (inline) entries; a task uses one or the other",
+    );
+  if (!counts.plan && !counts.spec)
+    add("warning", replies.node.start, "replies", "no plan or spec entries: every task starts with one of them");
   if (!counts.build) add("warning", replies.node.start, "replies", "no build entries: every iteration asks for one");
   return done();
 }
@@ -234,16 +327,31 @@ export async function validateScript(text: string): Promise<ScriptReport> {
 export function scriptReportText(file: string, r: ScriptReport): string {
   const name = printable(file);
   const rows: Array<{ line: number; column: number; text: string }> = [
-    ...r.problems.map((p) => ({ line: p.line, column: p.column, text: `${name}:${p.line}:${p.column}: ${p.severity}: ${p.where ? `${p.where}: ` : ""}${printable(p.message)}` })),
+    ...r.problems.map((p) => ({
+      line: p.line,
+      column: p.column,
+      text: `${name}:${p.line}:${p.column}: ${p.severity}: ${p.where ? `${p.where}: ` : ""}${printable(p.message)}`,
+    })),
     ...r.entries
       .filter((e) => e.shape)
-      .map((e) => ({ line: e.line, column: e.column, text: `${name}:${e.line}:${e.column}: ok: ${e.block}.${e.role}[${e.index}]: ${e.raw ? "raw text, reads as " : ""}${e.shape}${e.shape === "EditReply" || e.shape === "Candidate" ? ` (${ROLE_OF_SHAPE[e.shape]})` : ""}` })),
+      .map((e) => ({
+        line: e.line,
+        column: e.column,
+        text: `${name}:${e.line}:${e.column}: ok: ${e.block}.${e.role}[${e.index}]: ${e.raw ? "raw text, reads as " : ""}${e.shape}${e.shape === "EditReply" || e.shape === "Candidate" ? ` (${ROLE_OF_SHAPE[e.shape]})` : ""}`,
+      })),
   ].sort((a, b) => a.line - b.line || a.column - b.column);
   const errors = r.problems.filter((p) => p.severity === "error").length;
   const warnings = r.problems.length - errors;
-  const counts = Object.entries(r.counts).map(([role, n]) => `${role} ${n}`).join(", ") || "no entries";
+  const counts =
+    Object.entries(r.counts)
+      .map(([role, n]) => `${role} ${n}`)
+      .join(", ") || "no entries";
   const verdict = r.valid ? "valid" : `not valid: ${errors} error${errors === 1 ? "" : "s"}`;
-  return [...rows.map((x) => x.text), `${name}: ${verdict}${warnings ? `, ${warnings} warning${warnings === 1 ? "" : "s"}` : ""} (${counts})`, ""].join("\n");
+  return [
+    ...rows.map((x) => x.text),
+    `${name}: ${verdict}${warnings ? `, ${warnings} warning${warnings === 1 ? "" : "s"}` : ""} (${counts})`,
+    "",
+  ].join("\n");
 }
 
 /**
@@ -263,7 +371,15 @@ export async function scriptValidate(file: string, opts: { json?: boolean }): Pr
   process.stdout.write(opts.json ? `${jsonLine({ kind: "script-report", file, ...r })}\n` : scriptReportText(file, r));
   if (r.valid) return ExitCode.ok;
   const errors = r.problems.filter((p) => p.severity === "error").length;
-  return report({ kind: "error", code: "config_invalid", message: `${file} is not a valid script (${errors} error${errors === 1 ? "" : "s"})`, exitCode: ExitCode.usage }, { json: opts.json });
+  return report(
+    {
+      kind: "error",
+      code: "config_invalid",
+      message: `${file} is not a valid script (${errors} error${errors === 1 ? "" : "s"})`,
+      exitCode: ExitCode.usage,
+    },
+    { json: opts.json },
+  );
 }
 
 /**

@@ -7,7 +7,15 @@ import { dashboardHtml, escapeHtml, writeDashboard } from "./dashboard.js";
 
 const BASE = "0123456789abcdef0123456789abcdef01234567";
 const XSS = "<script>alert(1)</script>";
-const usage = { calls: 3, inputTokens: 1500, outputTokens: 500, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.0421, latencyMs: 9 };
+const usage = {
+  calls: 3,
+  inputTokens: 1500,
+  outputTokens: 500,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0,
+  costUsd: 0.0421,
+  latencyMs: 9,
+};
 
 /** 10 cases; the first `parent` pass on the parent and the first `candidate` on the candidate (2 runs each). */
 function cases(parent: number, candidate: number, scores?: (i: number) => [number, number]) {
@@ -18,16 +26,30 @@ function cases(parent: number, candidate: number, scores?: (i: number) => [numbe
   }));
 }
 
-function report(generation: number, verdict: "accepted" | "rejected" | "dry_run", reason: string, bench?: ReturnType<typeof cases>): GenerationReport {
+function report(
+  generation: number,
+  verdict: "accepted" | "rejected" | "dry_run",
+  reason: string,
+  bench?: ReturnType<typeof cases>,
+): GenerationReport {
   return GenerationReport.parse({
     v: 1,
     runId: "run-7",
     generation,
     parent: BASE,
     hypothesis: { title: generation === 1 ? XSS : `hypothesis ${generation}`, rationale: "why & how" },
-    change: { summary: "edit slug.py", patch: `--- a/slug.py\n+++ b/slug.py\n-</pre><script>x()</script>\n+return "&lt;"\n`, changed: ["slug.py"], deleted: [], stat: { files: 1, insertions: 1, deletions: 1 } },
+    change: {
+      summary: "edit slug.py",
+      patch: `--- a/slug.py\n+++ b/slug.py\n-</pre><script>x()</script>\n+return "&lt;"\n`,
+      changed: ["slug.py"],
+      deleted: [],
+      stat: { files: 1, insertions: 1, deletions: 1 },
+    },
     ...(bench
-      ? { bench: { command: "python3 bench/run.py", format: "json", repeats: 2, cases: bench }, statistic: { test: "mcnemar_exact", cases: 10, fixed: 3, broken: 0, pValue: 0.125, alpha: 0.05, effect: 0.3 } }
+      ? {
+          bench: { command: "python3 bench/run.py", format: "json", repeats: 2, cases: bench },
+          statistic: { test: "mcnemar_exact", cases: 10, fixed: 3, broken: 0, pValue: 0.125, alpha: 0.05, effect: 0.3 },
+        }
       : {}),
     decision: { verdict, reason, message: `message of ${generation}: "quoted" <b>bold</b>` },
     usage,
@@ -37,11 +59,19 @@ function report(generation: number, verdict: "accepted" | "rejected" | "dry_run"
   });
 }
 
-const reports = [report(1, "accepted", "accepted", cases(4, 7)), report(2, "rejected", "regression", cases(7, 5)), report(3, "rejected", "protected")];
+const reports = [
+  report(1, "accepted", "accepted", cases(4, 7)),
+  report(2, "rejected", "regression", cases(7, 5)),
+  report(3, "rejected", "protected"),
+];
 
 /** The chart's points: [generation, verdict, cy]. */
 function points(html: string): [number, string, number][] {
-  return [...html.matchAll(/<circle class="point [^"]*" data-generation="(\d+)" data-verdict="([a-z_]+)" cx="[\d.]+" cy="([\d.]+)"/g)].map((m) => [Number(m[1]), m[2] as string, Number(m[3])]);
+  return [
+    ...html.matchAll(
+      /<circle class="point [^"]*" data-generation="(\d+)" data-verdict="([a-z_]+)" cx="[\d.]+" cy="([\d.]+)"/g,
+    ),
+  ].map((m) => [Number(m[1]), m[2] as string, Number(m[3])]);
 }
 
 describe("dashboardHtml", () => {
@@ -88,7 +118,9 @@ describe("dashboardHtml", () => {
     expect(s1).toContain("<code>accepted</code>");
     expect(s2).toContain("<code>regression</code>");
     expect(s2).toContain("message of 2: &quot;quoted&quot; &lt;b&gt;bold&lt;/b&gt;");
-    expect(s1).toContain("mcnemar_exact on 10 cases: 3 fixed, 0 broken, p = 0.125 (α = 0.05), effect +30.0 pp pass rate");
+    expect(s1).toContain(
+      "mcnemar_exact on 10 cases: 3 fixed, 0 broken, p = 0.125 (α = 0.05), effect +30.0 pp pass rate",
+    );
     expect(s1.match(/<tr( class="\w+")?><td>/g)).toHaveLength(10);
     expect(s1).toContain(`<tr class="fixed"><td>case-4</td><td class="n">0/2</td><td class="n">2/2</td></tr>`);
     expect(s2).toContain(`<tr class="broken"><td>case-5</td><td class="n">2/2</td><td class="n">0/2</td></tr>`);
@@ -96,7 +128,9 @@ describe("dashboardHtml", () => {
     expect(s3).not.toContain("<table");
     expect(s1).toContain("3 calls, 1500 input + 500 output tokens, $0.0421");
     expect(s1).toContain("5.0 s (plan 1.2 s, bench 3.4 s)");
-    expect(s1).toMatch(/<pre class="patch">--- a\/slug.py\n\+\+\+ b\/slug.py\n-&lt;\/pre&gt;&lt;script&gt;x\(\)&lt;\/script&gt;\n\+return &quot;&amp;lt;&quot;\n<\/pre>/);
+    expect(s1).toMatch(
+      /<pre class="patch">--- a\/slug.py\n\+\+\+ b\/slug.py\n-&lt;\/pre&gt;&lt;script&gt;x\(\)&lt;\/script&gt;\n\+return &quot;&amp;lt;&quot;\n<\/pre>/,
+    );
   });
 
   it("escapes every string from the reports", () => {
@@ -110,15 +144,32 @@ describe("dashboardHtml", () => {
   });
 
   it("plots mean scores when the benchmark is scored", () => {
-    const scored = dashboardHtml("run-s", [report(1, "accepted", "accepted", cases(0, 0, (i) => [i, i + 2])), report(2, "dry_run", "dry_run", cases(0, 0, (i) => [i + 2, i + 1]))]);
+    const scored = dashboardHtml("run-s", [
+      report(
+        1,
+        "accepted",
+        "accepted",
+        cases(0, 0, (i) => [i, i + 2]),
+      ),
+      report(
+        2,
+        "dry_run",
+        "dry_run",
+        cases(0, 0, (i) => [i + 2, i + 1]),
+      ),
+    ]);
     expect(scored).toContain("mean score");
     const [a, b] = points(scored) as [[number, string, number], [number, string, number]];
     expect(b[1]).toBe("dry_run");
     // Means 6.5 and 5.5 on the candidate side: gen 1 is drawn higher.
     expect(a[2]).toBeLessThan(b[2]);
     // Rows show the mean score per side and are marked by it, passes being equal.
-    expect(scored).toContain(`<tr class="fixed"><td>case-4</td><td class="n">0/2 (4.00)</td><td class="n">0/2 (6.00)</td></tr>`);
-    expect(scored).toContain(`<tr class="broken"><td>case-4</td><td class="n">0/2 (6.00)</td><td class="n">0/2 (5.00)</td></tr>`);
+    expect(scored).toContain(
+      `<tr class="fixed"><td>case-4</td><td class="n">0/2 (4.00)</td><td class="n">0/2 (6.00)</td></tr>`,
+    );
+    expect(scored).toContain(
+      `<tr class="broken"><td>case-4</td><td class="n">0/2 (6.00)</td><td class="n">0/2 (5.00)</td></tr>`,
+    );
   });
 
   it("renders a run with no generation yet", () => {

@@ -20,7 +20,9 @@ const mean = (xs: number[]): number | undefined => (xs.length ? xs.reduce((a, b)
 
 /** True when the run's benchmark reports scores (the chart shows mean scores, not pass rates). */
 function isScored(reports: GenerationReport[]): boolean {
-  return reports.some((r) => r.statistic?.test === "wilcoxon" || r.bench?.cases.some((c) => c.candidate.scores.length > 0));
+  return reports.some(
+    (r) => r.statistic?.test === "wilcoxon" || r.bench?.cases.some((c) => c.candidate.scores.length > 0),
+  );
 }
 
 /** One side's level in a generation: its pass rate (0..1) or its mean score; undefined without a benchmark. */
@@ -52,15 +54,24 @@ function chart(reports: GenerationReport[]): string {
   const parts: string[] = [];
   for (let i = 0; i <= 4; i++) {
     const v = lo + ((hi - lo) * i) / 4;
-    parts.push(`<line class="grid" x1="${M.left}" x2="${W - M.right}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}"/>`);
-    parts.push(`<text class="tick" x="${M.left - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${e(fmt(v))}</text>`);
+    parts.push(
+      `<line class="grid" x1="${M.left}" x2="${W - M.right}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}"/>`,
+    );
+    parts.push(
+      `<text class="tick" x="${M.left - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${e(fmt(v))}</text>`,
+    );
   }
   const step = Math.max(1, Math.ceil(gens.length / 20));
   gens.forEach((g, i) => {
-    if (i % step === 0) parts.push(`<text class="tick" x="${x(g).toFixed(1)}" y="${H - M.bottom + 16}" text-anchor="middle">${g}</text>`);
+    if (i % step === 0)
+      parts.push(`<text class="tick" x="${x(g).toFixed(1)}" y="${H - M.bottom + 16}" text-anchor="middle">${g}</text>`);
   });
-  parts.push(`<text class="axis" x="${(M.left + W - M.right) / 2}" y="${H - 6}" text-anchor="middle">generation</text>`);
-  parts.push(`<text class="axis" x="14" y="${(M.top + H - M.bottom) / 2}" text-anchor="middle" transform="rotate(-90 14 ${(M.top + H - M.bottom) / 2})">${scored ? "mean score" : "candidate pass rate"}</text>`);
+  parts.push(
+    `<text class="axis" x="${(M.left + W - M.right) / 2}" y="${H - 6}" text-anchor="middle">generation</text>`,
+  );
+  parts.push(
+    `<text class="axis" x="14" y="${(M.top + H - M.bottom) / 2}" text-anchor="middle" transform="rotate(-90 14 ${(M.top + H - M.bottom) / 2})">${scored ? "mean score" : "candidate pass rate"}</text>`,
+  );
   // The parent's level: measured where a benchmark ran, carried forward where none did.
   const half = (W - M.left - M.right) / (g1 - g0) / 2;
   const clampX = (v: number): string => Math.min(W - M.right, Math.max(M.left, v)).toFixed(1);
@@ -69,11 +80,17 @@ function chart(reports: GenerationReport[]): string {
   for (const p of points) {
     carried = p.parent ?? carried;
     p.parent = carried;
-    if (carried !== undefined) steps.push(`${clampX(x(p.r.generation) - half)},${y(carried).toFixed(1)} ${clampX(x(p.r.generation) + half)},${y(carried).toFixed(1)}`);
+    if (carried !== undefined)
+      steps.push(
+        `${clampX(x(p.r.generation) - half)},${y(carried).toFixed(1)} ${clampX(x(p.r.generation) + half)},${y(carried).toFixed(1)}`,
+      );
   }
   if (steps.length) parts.push(`<polyline class="parent-level" points="${steps.join(" ")}"/>`);
   const measured = points.filter((p) => p.y !== undefined);
-  if (measured.length > 1) parts.push(`<polyline class="candidate-line" points="${measured.map((p) => `${x(p.r.generation).toFixed(1)},${y(p.y as number).toFixed(1)}`).join(" ")}"/>`);
+  if (measured.length > 1)
+    parts.push(
+      `<polyline class="candidate-line" points="${measured.map((p) => `${x(p.r.generation).toFixed(1)},${y(p.y as number).toFixed(1)}`).join(" ")}"/>`,
+    );
   for (const p of points) {
     const { verdict, reason } = p.r.decision;
     const at = p.y ?? p.parent ?? lo;
@@ -118,20 +135,43 @@ function section(r: GenerationReport): string {
   rows.push(["decision", `${e(verdict)}, reason <code>${e(reason)}</code>`], ["message", e(message)]);
   const s = r.statistic;
   if (s) {
-    const effect = s.test === "mcnemar_exact" ? `${s.effect >= 0 ? "+" : ""}${(s.effect * 100).toFixed(1)} pp pass rate` : `${s.effect >= 0 ? "+" : ""}${s.effect.toPrecision(3)} median score`;
-    rows.push(["statistic", `${e(s.test)} on ${s.cases} cases: ${s.fixed} fixed, ${s.broken} broken, p = ${e(formatP(s.pValue))} (α = ${e(s.alpha)}), effect ${e(effect)}${s.nonZero === undefined ? "" : `, ${s.nonZero} non-zero pairs`}`]);
+    const effect =
+      s.test === "mcnemar_exact"
+        ? `${s.effect >= 0 ? "+" : ""}${(s.effect * 100).toFixed(1)} pp pass rate`
+        : `${s.effect >= 0 ? "+" : ""}${s.effect.toPrecision(3)} median score`;
+    rows.push([
+      "statistic",
+      `${e(s.test)} on ${s.cases} cases: ${s.fixed} fixed, ${s.broken} broken, p = ${e(formatP(s.pValue))} (α = ${e(s.alpha)}), effect ${e(effect)}${s.nonZero === undefined ? "" : `, ${s.nonZero} non-zero pairs`}`,
+    ]);
   }
   if (r.check) {
-    const counts = (c: typeof r.check.parent): string => (c ? `${e(c.status)}: ${c.passed}/${c.total} passed, ${c.failed} failed, ${c.skipped} skipped` : "-");
-    rows.push(["check", `<code>${e(r.check.command)}</code>; parent ${counts(r.check.parent)}; candidate ${counts(r.check.candidate)}`]);
+    const counts = (c: typeof r.check.parent): string =>
+      c ? `${e(c.status)}: ${c.passed}/${c.total} passed, ${c.failed} failed, ${c.skipped} skipped` : "-";
+    rows.push([
+      "check",
+      `<code>${e(r.check.command)}</code>; parent ${counts(r.check.parent)}; candidate ${counts(r.check.candidate)}`,
+    ]);
   }
   if (r.change) {
     const { stat } = r.change;
-    rows.push(["change", `${e(r.change.summary)} (${stat.files} file${stat.files === 1 ? "" : "s"}, +${stat.insertions}/-${stat.deletions})`]);
-    if (r.change.changed.length || r.change.deleted.length) rows.push(["files", [...r.change.changed.map((f) => `<code>${e(f)}</code>`), ...r.change.deleted.map((f) => `<code>${e(f)}</code> (deleted)`)].join(", ")]);
+    rows.push([
+      "change",
+      `${e(r.change.summary)} (${stat.files} file${stat.files === 1 ? "" : "s"}, +${stat.insertions}/-${stat.deletions})`,
+    ]);
+    if (r.change.changed.length || r.change.deleted.length)
+      rows.push([
+        "files",
+        [
+          ...r.change.changed.map((f) => `<code>${e(f)}</code>`),
+          ...r.change.deleted.map((f) => `<code>${e(f)}</code> (deleted)`),
+        ].join(", "),
+      ]);
   }
   const u = r.usage;
-  rows.push(["cost", `${u.calls} calls, ${u.inputTokens} input + ${u.outputTokens} output tokens, $${u.costUsd.toFixed(4)}`]);
+  rows.push([
+    "cost",
+    `${u.calls} calls, ${u.inputTokens} input + ${u.outputTokens} output tokens, $${u.costUsd.toFixed(4)}`,
+  ]);
   const phases = Object.entries(r.phasesMs).map(([k, v]) => `${e(k)} ${(v / 1000).toFixed(1)} s`);
   rows.push(["time", `${(generationMs(r) / 1000).toFixed(1)} s${phases.length ? ` (${phases.join(", ")})` : ""}`]);
   let cases = "";
@@ -146,7 +186,9 @@ function section(r: GenerationReport): string {
   } else {
     cases = `<p class="muted">no benchmark ran for this generation</p>`;
   }
-  const patch = r.change ? `<details open><summary>patch</summary><pre class="patch">${e(r.change.patch)}</pre></details>` : "";
+  const patch = r.change
+    ? `<details open><summary>patch</summary><pre class="patch">${e(r.change.patch)}</pre></details>`
+    : "";
   return `<section class="generation" id="gen-${r.generation}"><h2>Generation ${r.generation} <span class="badge ${e(verdict)}">${e(verdict)}</span></h2><dl>${rows.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join("")}</dl>${cases}${patch}</section>`;
 }
 
@@ -162,7 +204,11 @@ function section(r: GenerationReport): string {
  * statistic, check counts, change, cost (tokens, USD), time (s), the per-case table and the
  * patch in a `<pre>`. Every string taken from the reports is HTML-escaped. Pure.
  */
-export function dashboardHtml(runId: string, reports: GenerationReport[], meta: { repo?: string; scripted?: boolean } = {}): string {
+export function dashboardHtml(
+  runId: string,
+  reports: GenerationReport[],
+  meta: { repo?: string; scripted?: boolean } = {},
+): string {
   const sorted = [...reports].sort((a, b) => a.generation - b.generation);
   const accepted = sorted.filter((r) => r.decision.verdict === "accepted").length;
   const tokens = sorted.reduce((s, r) => s + r.usage.inputTokens + r.usage.outputTokens, 0);

@@ -27,23 +27,50 @@ async function fakeGithub(req: IncomingMessage, res: ServerResponse): Promise<vo
   let raw = "";
   for await (const chunk of req) raw += String(chunk);
   const path = req.url ?? "";
-  seen.push({ method: req.method ?? "", path, authorization: req.headers.authorization, body: raw ? JSON.parse(raw) : undefined });
+  seen.push({
+    method: req.method ?? "",
+    path,
+    authorization: req.headers.authorization,
+    body: raw ? JSON.parse(raw) : undefined,
+  });
   const docs = "https://docs.github.com/rest";
-  if (mode === "unauthorized") return answer(res, 401, { message: "Bad credentials", documentation_url: docs, status: "401" });
+  if (mode === "unauthorized")
+    return answer(res, 401, { message: "Bad credentials", documentation_url: docs, status: "401" });
   if (mode === "missing") return answer(res, 404, { message: "Not Found", documentation_url: docs, status: "404" });
   const repo = /^\/repos\/([^/]+)\/([^/?]+)(\/pulls)?(\?.*)?$/.exec(path);
   if (!repo) return answer(res, 404, { message: "Not Found", documentation_url: docs });
   const [, owner, name, pulls, query] = repo;
-  if (req.method === "GET" && !pulls) return answer(res, 200, { id: 1, name, full_name: `${owner}/${name}`, default_branch: "main", private: false });
+  if (req.method === "GET" && !pulls)
+    return answer(res, 200, { id: 1, name, full_name: `${owner}/${name}`, default_branch: "main", private: false });
   if (req.method === "POST" && pulls) {
     if (mode === "exists") {
-      return answer(res, 422, { message: "Validation Failed", errors: [{ resource: "PullRequest", code: "custom", message: `A pull request already exists for ${owner}:loopsmith/improve/r-gen-1.` }], documentation_url: docs, status: "422" });
+      return answer(res, 422, {
+        message: "Validation Failed",
+        errors: [
+          {
+            resource: "PullRequest",
+            code: "custom",
+            message: `A pull request already exists for ${owner}:loopsmith/improve/r-gen-1.`,
+          },
+        ],
+        documentation_url: docs,
+        status: "422",
+      });
     }
     return answer(res, 201, { number: 42, html_url: `https://github.com/${owner}/${name}/pull/42`, state: "open" });
   }
   if (req.method === "GET" && pulls) {
     const head = new URLSearchParams(query?.slice(1)).get("head");
-    const open = head === `${owner}:loopsmith/improve/r-gen-1` ? [{ number: 7, html_url: `https://github.com/${owner}/${name}/pull/7`, head: { ref: "loopsmith/improve/r-gen-1" } }] : [];
+    const open =
+      head === `${owner}:loopsmith/improve/r-gen-1`
+        ? [
+            {
+              number: 7,
+              html_url: `https://github.com/${owner}/${name}/pull/7`,
+              head: { ref: "loopsmith/improve/r-gen-1" },
+            },
+          ]
+        : [];
     return answer(res, 200, open);
   }
   return answer(res, 404, { message: "Not Found", documentation_url: docs });
@@ -73,22 +100,49 @@ const pr = { head: "loopsmith/improve/r-gen-1", base: "main", title: "loopsmith:
 
 describe("parseGithubRepo", () => {
   it("reads owner/name, HTTPS and SSH remotes", () => {
-    for (const spec of ["acme/slug", "https://github.com/acme/slug", "https://github.com/acme/slug.git", "git@github.com:acme/slug.git", "ssh://git@github.com/acme/slug.git", " acme/slug \n"]) {
+    for (const spec of [
+      "acme/slug",
+      "https://github.com/acme/slug",
+      "https://github.com/acme/slug.git",
+      "git@github.com:acme/slug.git",
+      "ssh://git@github.com/acme/slug.git",
+      " acme/slug \n",
+    ]) {
       expect(parseGithubRepo(spec), spec).toEqual(target);
     }
     expect(parseGithubRepo("octo-org/my.repo_2")).toEqual({ owner: "octo-org", repo: "my.repo_2" });
   });
 
   it("refuses other hosts, paths and names with bad_request", () => {
-    for (const spec of ["", "slug", "acme/slug/extra", "https://gitlab.com/acme/slug", "git@gitlab.com:acme/slug.git", "-acme/slug", "acme/..", "acme/sl ug"]) {
-      expect(() => parseGithubRepo(spec), spec).toThrow(expect.objectContaining({ name: "LoopsmithError", code: "bad_request", message: expect.stringContaining("give owner/name") }));
+    for (const spec of [
+      "",
+      "slug",
+      "acme/slug/extra",
+      "https://gitlab.com/acme/slug",
+      "git@gitlab.com:acme/slug.git",
+      "-acme/slug",
+      "acme/..",
+      "acme/sl ug",
+    ]) {
+      expect(() => parseGithubRepo(spec), spec).toThrow(
+        expect.objectContaining({
+          name: "LoopsmithError",
+          code: "bad_request",
+          message: expect.stringContaining("give owner/name"),
+        }),
+      );
     }
   });
 });
 
 describe("githubClient", () => {
   it("needs a token: config_invalid naming GITHUB_TOKEN when there is none", () => {
-    expect(() => githubClient({ baseUrl })).toThrow(expect.objectContaining({ code: "config_invalid", message: expect.stringMatching(/^--pr github needs a token: set GITHUB_TOKEN/) }));
+    expect(() => githubClient({ baseUrl })).toThrow(
+      expect.objectContaining({
+        code: "config_invalid",
+        message: expect.stringMatching(/^--pr github needs a token: set GITHUB_TOKEN/),
+      }),
+    );
   });
 
   it("takes the token and the API URL from the environment, GITHUB_TOKEN before GH_TOKEN", async () => {
@@ -104,7 +158,9 @@ describe("githubClient", () => {
 
 describe("checkGithubAccess", () => {
   it("reads the repository with the token and returns its default branch", async () => {
-    await expect(checkGithubAccess(githubClient({ token: "t0ken", baseUrl }), target)).resolves.toEqual({ defaultBranch: "main" });
+    await expect(checkGithubAccess(githubClient({ token: "t0ken", baseUrl }), target)).resolves.toEqual({
+      defaultBranch: "main",
+    });
     expect(seen).toEqual([{ method: "GET", path: "/repos/acme/slug", authorization: "token t0ken", body: undefined }]);
   });
 
@@ -112,10 +168,16 @@ describe("checkGithubAccess", () => {
     mode = "unauthorized";
     const refused = await checkGithubAccess(githubClient({ token: "bad", baseUrl }), target).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(LoopsmithError);
-    expect(refused).toMatchObject({ code: "config_invalid", message: expect.stringMatching(/^GitHub refused the token \(401\).*GITHUB_TOKEN.*acme\/slug/) });
+    expect(refused).toMatchObject({
+      code: "config_invalid",
+      message: expect.stringMatching(/^GitHub refused the token \(401\).*GITHUB_TOKEN.*acme\/slug/),
+    });
     expect(seen).toHaveLength(1); // not retried
     mode = "missing";
-    await expect(checkGithubAccess(githubClient({ token: "t", baseUrl }), target)).rejects.toMatchObject({ code: "not_found", message: expect.stringContaining("acme/slug") });
+    await expect(checkGithubAccess(githubClient({ token: "t", baseUrl }), target)).rejects.toMatchObject({
+      code: "not_found",
+      message: expect.stringContaining("acme/slug"),
+    });
   });
 
   it("says unavailable when nothing answers", async () => {
@@ -123,7 +185,9 @@ describe("checkGithubAccess", () => {
     await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
     const dead = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
     await new Promise((resolve) => closed.close(resolve));
-    await expect(checkGithubAccess(githubClient({ token: "t", baseUrl: dead }), target)).rejects.toMatchObject({ code: "unavailable" });
+    await expect(checkGithubAccess(githubClient({ token: "t", baseUrl: dead }), target)).rejects.toMatchObject({
+      code: "unavailable",
+    });
   });
 });
 
@@ -137,7 +201,10 @@ describe("openPullRequest", () => {
   it("returns the open pull request for the branch when GitHub says one already exists (422)", async () => {
     mode = "exists";
     const client = githubClient({ token: "t0ken", baseUrl });
-    expect(await openPullRequest(client, target, pr)).toEqual({ number: 7, url: "https://github.com/acme/slug/pull/7" });
+    expect(await openPullRequest(client, target, pr)).toEqual({
+      number: 7,
+      url: "https://github.com/acme/slug/pull/7",
+    });
     expect(seen.map((s) => [s.method, s.path.split("?")[0]])).toEqual([
       ["POST", "/repos/acme/slug/pulls"],
       ["GET", "/repos/acme/slug/pulls"],
@@ -146,12 +213,18 @@ describe("openPullRequest", () => {
     expect(query.get("head")).toBe("acme:loopsmith/improve/r-gen-1");
     expect(query.get("state")).toBe("open");
     // A 422 with no open pull request for the branch is GitHub's refusal, reported as such.
-    await expect(openPullRequest(client, target, { ...pr, head: "other" })).rejects.toMatchObject({ code: "bad_request", message: expect.stringContaining("(422)") });
+    await expect(openPullRequest(client, target, { ...pr, head: "other" })).rejects.toMatchObject({
+      code: "bad_request",
+      message: expect.stringContaining("(422)"),
+    });
   });
 
   it("reports a refused token as config_invalid", async () => {
     mode = "unauthorized";
-    await expect(openPullRequest(githubClient({ token: "bad", baseUrl }), target, pr)).rejects.toMatchObject({ code: "config_invalid", message: expect.stringContaining("(401)") });
+    await expect(openPullRequest(githubClient({ token: "bad", baseUrl }), target, pr)).rejects.toMatchObject({
+      code: "config_invalid",
+      message: expect.stringContaining("(401)"),
+    });
   });
 });
 
@@ -164,11 +237,42 @@ describe("prBody", () => {
       generation,
       parent: "0123456789abcdef0123456789abcdef01234567",
       hypothesis: { title: "Normalize accents | before slugifying", rationale: "8 titles have accents" },
-      change: { summary: "normalize", patch: "", changed: ["textkit/slug.py"], deleted: ["old.py"], stat: { files: 2, insertions: 5, deletions: 1 } },
-      bench: { command: "python3 bench/run.py", format: "json", repeats: 2, cases: Array.from({ length: n }, (_, i) => ({ case: caseName(i), parent: side(i % 2 ? 0 : 2), candidate: side(2) })) },
-      statistic: { test: "mcnemar_exact", cases: n, fixed: Math.floor(n / 2), broken: 0, pValue: 2 * 0.5 ** 8, alpha: 0.05, effect: 0.5 },
+      change: {
+        summary: "normalize",
+        patch: "",
+        changed: ["textkit/slug.py"],
+        deleted: ["old.py"],
+        stat: { files: 2, insertions: 5, deletions: 1 },
+      },
+      bench: {
+        command: "python3 bench/run.py",
+        format: "json",
+        repeats: 2,
+        cases: Array.from({ length: n }, (_, i) => ({
+          case: caseName(i),
+          parent: side(i % 2 ? 0 : 2),
+          candidate: side(2),
+        })),
+      },
+      statistic: {
+        test: "mcnemar_exact",
+        cases: n,
+        fixed: Math.floor(n / 2),
+        broken: 0,
+        pValue: 2 * 0.5 ** 8,
+        alpha: 0.05,
+        effect: 0.5,
+      },
       decision: { verdict: "accepted", reason: "accepted", message: "8 fixed, none broken" },
-      usage: { calls: 4, inputTokens: 12000, outputTokens: 3456, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.05678, latencyMs: 1 },
+      usage: {
+        calls: 4,
+        inputTokens: 12000,
+        outputTokens: 3456,
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+        costUsd: 0.05678,
+        latencyMs: 1,
+      },
       phasesMs: {},
       startedAt: "2025-01-01T00:00:00Z",
       finishedAt: "2025-01-01T00:01:00Z",
@@ -179,7 +283,9 @@ describe("prBody", () => {
     expect(body).toContain("## loopsmith improvement run `run-1`");
     expect(body).toContain("**Hypothesis:** Normalize accents \\| before slugifying");
     expect(body).toContain("**Decision:** accepted (`accepted`): 8 fixed, none broken");
-    expect(body).toContain("exact McNemar test on 16 paired cases: 8 fixed, 0 broken, p = 0.00781 (alpha 0.05), effect +50.0 percentage points");
+    expect(body).toContain(
+      "exact McNemar test on 16 paired cases: 8 fixed, 0 broken, p = 0.00781 (alpha 0.05), effect +50.0 percentage points",
+    );
     expect(body).toContain("2 files changed, +5 −1");
     expect(body).toContain("`textkit/slug.py`, `old.py` (deleted)");
     expect(body).toContain("16/32 passes on the parent, 32/32 on the candidate");
@@ -193,11 +299,17 @@ describe("prBody", () => {
   it("says so first when the run was scripted", () => {
     const body = prBody([report(1, 4), report(2, 4)], "run-1", { scripted: true });
     expect(body.split("\n")[2]).toMatch(/^> \*\*Scripted run:\*\* .*no model was called/);
-    expect(body.match(/^### Generation \d+: accepted$/gm)).toEqual(["### Generation 1: accepted", "### Generation 2: accepted"]);
+    expect(body.match(/^### Generation \d+: accepted$/gm)).toEqual([
+      "### Generation 1: accepted",
+      "### Generation 2: accepted",
+    ]);
   });
 
   it("stays under GitHub's limit by cutting the case list, with a note", () => {
-    const body = prBody(report(3, 8000, (i) => `tests/very/long/path/to/a/benchmark/case/number/${i}/${"x".repeat(60)}`), "run-1");
+    const body = prBody(
+      report(3, 8000, (i) => `tests/very/long/path/to/a/benchmark/case/number/${i}/${"x".repeat(60)}`),
+      "run-1",
+    );
     expect(body.length).toBeLessThanOrEqual(PR_BODY_MAX);
     expect(body.length).toBeGreaterThan(PR_BODY_MAX - 500);
     const rows = body.split("\n").filter((l) => l.startsWith("| tests/")).length;

@@ -36,7 +36,10 @@ export function parseGithubRepo(spec: string): GithubRepo {
     const m = form.exec(text);
     if (m?.[1] && m[2] && m[2] !== "." && m[2] !== "..") return { owner: m[1], repo: m[2] };
   }
-  throw new LoopsmithError("bad_request", `"${spec}" is not a GitHub repository: give owner/name, https://github.com/owner/name or git@github.com:owner/name.git`);
+  throw new LoopsmithError(
+    "bad_request",
+    `"${spec}" is not a GitHub repository: give owner/name, https://github.com/owner/name or git@github.com:owner/name.git`,
+  );
 }
 
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -49,7 +52,11 @@ const REQUEST_TIMEOUT_MS = 30_000;
  */
 export function githubClient(opts: { token?: string; baseUrl?: string }): GithubClient {
   const token = opts.token || process.env.GITHUB_TOKEN || process.env.GH_TOKEN;
-  if (!token) throw new LoopsmithError("config_invalid", "--pr github needs a token: set GITHUB_TOKEN (or GH_TOKEN) to a token that can open pull requests on the repository");
+  if (!token)
+    throw new LoopsmithError(
+      "config_invalid",
+      "--pr github needs a token: set GITHUB_TOKEN (or GH_TOKEN) to a token that can open pull requests on the repository",
+    );
   const baseUrl = (opts.baseUrl || process.env.GITHUB_API_URL || "https://api.github.com").replace(/\/+$/, "");
   const noop = (): void => undefined;
   return new Octokit({
@@ -59,7 +66,8 @@ export function githubClient(opts: { token?: string; baseUrl?: string }): Github
     log: { debug: noop, info: noop, warn: console.warn, error: noop },
     request: {
       retries: 0,
-      fetch: (url: string | URL, init?: RequestInit) => fetch(url, { ...init, signal: init?.signal ?? AbortSignal.timeout(REQUEST_TIMEOUT_MS) }),
+      fetch: (url: string | URL, init?: RequestInit) =>
+        fetch(url, { ...init, signal: init?.signal ?? AbortSignal.timeout(REQUEST_TIMEOUT_MS) }),
     },
   });
 }
@@ -72,18 +80,44 @@ function statusOf(err: unknown): number {
 
 /** GitHub's own words in an Octokit error, on one line. */
 function detail(err: unknown): string {
-  return String((err as Error | undefined)?.message ?? err).split("\n")[0]?.slice(0, 300) ?? "";
+  return (
+    String((err as Error | undefined)?.message ?? err)
+      .split("\n")[0]
+      ?.slice(0, 300) ?? ""
+  );
 }
 
 /** An Octokit error as a LoopsmithError with an actionable message. */
 function githubError(err: unknown, target: GithubRepo, doing: string): LoopsmithError {
   const slug = `${target.owner}/${target.repo}`;
   const status = statusOf(err);
-  if (status === 401) return new LoopsmithError("config_invalid", `GitHub refused the token (401) while ${doing}: set GITHUB_TOKEN (or GH_TOKEN) to a valid token with access to ${slug}`, { cause: err });
-  if (status === 403) return new LoopsmithError("config_invalid", `GitHub denied access (403) while ${doing} on ${slug}: ${detail(err)}`, { cause: err });
-  if (status === 404) return new LoopsmithError("not_found", `GitHub has no repository ${slug}, or the token cannot see it (404 while ${doing})`, { cause: err });
-  if (status === 422) return new LoopsmithError("bad_request", `GitHub refused ${doing} on ${slug} (422): ${detail(err)}`, { cause: err });
-  return new LoopsmithError("unavailable", `GitHub did not answer while ${doing} on ${slug} (${status || "no response"}): ${detail(err)}`, { cause: err });
+  if (status === 401)
+    return new LoopsmithError(
+      "config_invalid",
+      `GitHub refused the token (401) while ${doing}: set GITHUB_TOKEN (or GH_TOKEN) to a valid token with access to ${slug}`,
+      { cause: err },
+    );
+  if (status === 403)
+    return new LoopsmithError(
+      "config_invalid",
+      `GitHub denied access (403) while ${doing} on ${slug}: ${detail(err)}`,
+      { cause: err },
+    );
+  if (status === 404)
+    return new LoopsmithError(
+      "not_found",
+      `GitHub has no repository ${slug}, or the token cannot see it (404 while ${doing})`,
+      { cause: err },
+    );
+  if (status === 422)
+    return new LoopsmithError("bad_request", `GitHub refused ${doing} on ${slug} (422): ${detail(err)}`, {
+      cause: err,
+    });
+  return new LoopsmithError(
+    "unavailable",
+    `GitHub did not answer while ${doing} on ${slug} (${status || "no response"}): ${detail(err)}`,
+    { cause: err },
+  );
 }
 
 /**
@@ -114,13 +148,22 @@ export async function openPullRequest(
 ): Promise<{ number: number; url: string }> {
   const { owner, repo } = target;
   try {
-    const { data } = await client.pulls.create({ owner, repo, head: pr.head, base: pr.base, title: pr.title, body: pr.body });
+    const { data } = await client.pulls.create({
+      owner,
+      repo,
+      head: pr.head,
+      base: pr.base,
+      title: pr.title,
+      body: pr.body,
+    });
     return { number: data.number, url: data.html_url };
   } catch (err) {
     if (statusOf(err) !== 422) throw githubError(err, target, "opening a pull request");
     let open: { number: number; html_url: string } | undefined;
     try {
-      ({ data: [open] } = await client.pulls.list({ owner, repo, head: `${owner}:${pr.head}`, state: "open" }));
+      ({
+        data: [open],
+      } = await client.pulls.list({ owner, repo, head: `${owner}:${pr.head}`, state: "open" }));
     } catch (listErr) {
       throw githubError(listErr, target, "listing pull requests");
     }
@@ -150,28 +193,57 @@ function generationMarkdown(r: GenerationReport, maxRows: number): string {
   const s = r.statistic;
   if (s) {
     const test = s.test === "mcnemar_exact" ? "exact McNemar test" : "Wilcoxon signed-rank test";
-    const effect = s.test === "mcnemar_exact" ? `${s.effect >= 0 ? "+" : ""}${(s.effect * 100).toFixed(1)} percentage points of pass rate` : `${s.effect >= 0 ? "+" : ""}${s.effect.toPrecision(3)} median score difference`;
-    out.push(`**Statistic:** ${test} on ${num(s.cases)} paired cases: ${num(s.fixed)} fixed, ${num(s.broken)} broken, p = ${formatP(s.pValue)} (alpha ${s.alpha}), effect ${effect}.`, "");
+    const effect =
+      s.test === "mcnemar_exact"
+        ? `${s.effect >= 0 ? "+" : ""}${(s.effect * 100).toFixed(1)} percentage points of pass rate`
+        : `${s.effect >= 0 ? "+" : ""}${s.effect.toPrecision(3)} median score difference`;
+    out.push(
+      `**Statistic:** ${test} on ${num(s.cases)} paired cases: ${num(s.fixed)} fixed, ${num(s.broken)} broken, p = ${formatP(s.pValue)} (alpha ${s.alpha}), effect ${effect}.`,
+      "",
+    );
   }
   if (r.change) {
     const { stat } = r.change;
-    out.push(`**Change:** ${md(r.change.summary)} (${stat.files} file${stat.files === 1 ? "" : "s"} changed, +${stat.insertions} −${stat.deletions})`, "");
+    out.push(
+      `**Change:** ${md(r.change.summary)} (${stat.files} file${stat.files === 1 ? "" : "s"} changed, +${stat.insertions} −${stat.deletions})`,
+      "",
+    );
     const files = [...r.change.changed.map(codeSpan), ...r.change.deleted.map((f) => `${codeSpan(f)} (deleted)`)];
-    if (files.length) out.push(`Files: ${files.slice(0, 50).join(", ")}${files.length > 50 ? `, and ${files.length - 50} more` : ""}`, "");
+    if (files.length)
+      out.push(
+        `Files: ${files.slice(0, 50).join(", ")}${files.length > 50 ? `, and ${files.length - 50} more` : ""}`,
+        "",
+      );
   }
   const t = benchTotals(r);
   if (r.bench && t) {
-    out.push(`**Benchmark:** ${codeSpan(r.bench.command)} (${r.bench.format}, ${r.bench.repeats} repeat${r.bench.repeats === 1 ? "" : "s"} per side): ${t.parent.passes}/${t.parent.runs} passes on the parent, ${t.candidate.passes}/${t.candidate.runs} on the candidate.`, "");
-    const changed = r.bench.cases.filter((c) => c.parent.passes !== c.candidate.passes || c.parent.runs !== c.candidate.runs || String(c.parent.scores) !== String(c.candidate.scores));
+    out.push(
+      `**Benchmark:** ${codeSpan(r.bench.command)} (${r.bench.format}, ${r.bench.repeats} repeat${r.bench.repeats === 1 ? "" : "s"} per side): ${t.parent.passes}/${t.parent.runs} passes on the parent, ${t.candidate.passes}/${t.candidate.runs} on the candidate.`,
+      "",
+    );
+    const changed = r.bench.cases.filter(
+      (c) =>
+        c.parent.passes !== c.candidate.passes ||
+        c.parent.runs !== c.candidate.runs ||
+        String(c.parent.scores) !== String(c.candidate.scores),
+    );
     if (changed.length) {
       out.push("| case | parent passes/runs | candidate passes/runs |", "|---|---:|---:|");
-      for (const c of changed.slice(0, maxRows)) out.push(`| ${md(c.case)} | ${c.parent.passes}/${c.parent.runs} | ${c.candidate.passes}/${c.candidate.runs} |`);
-      if (changed.length > maxRows) out.push("", `_…and ${num(changed.length - maxRows)} more changed cases, left out: GitHub limits a pull request's body; see reports/gen-${r.generation}.json._`);
+      for (const c of changed.slice(0, maxRows))
+        out.push(`| ${md(c.case)} | ${c.parent.passes}/${c.parent.runs} | ${c.candidate.passes}/${c.candidate.runs} |`);
+      if (changed.length > maxRows)
+        out.push(
+          "",
+          `_…and ${num(changed.length - maxRows)} more changed cases, left out: GitHub limits a pull request's body; see reports/gen-${r.generation}.json._`,
+        );
       out.push("", `${num(t.cases - changed.length)} of ${num(t.cases)} cases unchanged.`, "");
     } else out.push("No case changed.", "");
   }
   const u = r.usage;
-  out.push(`**Cost:** ${num(u.calls)} model calls, ${num(u.inputTokens + u.outputTokens)} tokens (${num(u.inputTokens)} in, ${num(u.outputTokens)} out), $${u.costUsd.toFixed(4)}`, "");
+  out.push(
+    `**Cost:** ${num(u.calls)} model calls, ${num(u.inputTokens + u.outputTokens)} tokens (${num(u.inputTokens)} in, ${num(u.outputTokens)} out), $${u.costUsd.toFixed(4)}`,
+    "",
+  );
   return out.join("\n");
 }
 
@@ -184,11 +256,25 @@ function generationMarkdown(r: GenerationReport, maxRows: number): string {
  * called. At most {@link PR_BODY_MAX} characters: the case lists are cut first (with a note),
  * then the text itself. Pure.
  */
-export function prBody(report: GenerationReport | GenerationReport[], runId: string, opts: { scripted?: boolean } = {}): string {
+export function prBody(
+  report: GenerationReport | GenerationReport[],
+  runId: string,
+  opts: { scripted?: boolean } = {},
+): string {
   const reports = Array.isArray(report) ? report : [report];
   const head = [`## loopsmith improvement run ${codeSpan(runId)}`, ""];
-  if (opts.scripted) head.push("> **Scripted run:** the model's replies were replayed from a script; no model was called. The evidence below is from a test fixture, not a real improvement.", "");
-  const render = (maxRows: number): string => [...head, ...reports.map((r) => generationMarkdown(r, maxRows)), "_Opened by loopsmith `improve --pr github`._", ""].join("\n");
+  if (opts.scripted)
+    head.push(
+      "> **Scripted run:** the model's replies were replayed from a script; no model was called. The evidence below is from a test fixture, not a real improvement.",
+      "",
+    );
+  const render = (maxRows: number): string =>
+    [
+      ...head,
+      ...reports.map((r) => generationMarkdown(r, maxRows)),
+      "_Opened by loopsmith `improve --pr github`._",
+      "",
+    ].join("\n");
   let body = render(Number.MAX_SAFE_INTEGER);
   if (body.length > PR_BODY_MAX) {
     let lo = 0;

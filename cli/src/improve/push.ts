@@ -7,8 +7,16 @@ import { git } from "../repo.js";
  * @throws LoopsmithError `repo_invalid` when there is no such remote
  */
 export async function remoteUrl(root: string, remote: string): Promise<string> {
-  const url = (await git(root).raw(["remote", "get-url", "--", remote]).catch(() => "")).trim();
-  if (!url) throw new LoopsmithError("repo_invalid", `--pr github: ${root} has no remote "${remote}" (give --remote, or --github-repo owner/name)`);
+  const url = (
+    await git(root)
+      .raw(["remote", "get-url", "--", remote])
+      .catch(() => "")
+  ).trim();
+  if (!url)
+    throw new LoopsmithError(
+      "repo_invalid",
+      `--pr github: ${root} has no remote "${remote}" (give --remote, or --github-repo owner/name)`,
+    );
   return url;
 }
 
@@ -20,6 +28,10 @@ export async function pushBranch(root: string, remote: string, branch: string): 
   try {
     await git(root).raw(["push", "--", remote, `refs/heads/${branch}:refs/heads/${branch}`]);
   } catch (err) {
-    throw new LoopsmithError("repo_invalid", `cannot push ${branch} to ${remote}: ${String((err as Error).message).split("\n")[0]}`, { cause: err });
+    throw new LoopsmithError(
+      "repo_invalid",
+      `cannot push ${branch} to ${remote}: ${String((err as Error).message).split("\n")[0]}`,
+      { cause: err },
+    );
   }
 }

@@ -27,7 +27,15 @@ function report(generation: number, extra: Partial<GenerationReport> = {}): Gene
     parent: BASE,
     hypothesis: { title: `Normalize accents with unicodedata before slugifying, generation ${generation}` },
     decision: { verdict: "rejected", reason: "protected", message: "touched bench/cases.json" },
-    usage: { calls: 2, inputTokens: 1000, outputTokens: 234, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.01234, latencyMs: 5 },
+    usage: {
+      calls: 2,
+      inputTokens: 1000,
+      outputTokens: 234,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      costUsd: 0.01234,
+      latencyMs: 5,
+    },
     phasesMs: { plan: 1000, implement: 2000 },
     startedAt: "2025-01-01T00:00:00.000Z",
     finishedAt: "2025-01-01T00:00:12.500Z",
@@ -35,8 +43,23 @@ function report(generation: number, extra: Partial<GenerationReport> = {}): Gene
   });
 }
 const accepted = report(1, {
-  change: { summary: "fix", patch: "--- a\n+++ b\n", changed: ["a.py", "b.py"], deleted: [], stat: { files: 2, insertions: 12, deletions: 4 } },
-  bench: { command: "python3 bench.py", format: "json", repeats: 2, cases: Array.from({ length: 10 }, (_, i) => ({ case: `c${i}`, parent: side(i < 6 ? 2 : 0), candidate: side(i < 9 ? 2 : 0) })) },
+  change: {
+    summary: "fix",
+    patch: "--- a\n+++ b\n",
+    changed: ["a.py", "b.py"],
+    deleted: [],
+    stat: { files: 2, insertions: 12, deletions: 4 },
+  },
+  bench: {
+    command: "python3 bench.py",
+    format: "json",
+    repeats: 2,
+    cases: Array.from({ length: 10 }, (_, i) => ({
+      case: `c${i}`,
+      parent: side(i < 6 ? 2 : 0),
+      candidate: side(i < 9 ? 2 : 0),
+    })),
+  },
   statistic: { test: "mcnemar_exact", cases: 10, fixed: 3, broken: 0, pValue: 0.25, alpha: 0.05, effect: 0.3 },
   decision: { verdict: "accepted", reason: "accepted", message: "3 fixed, none broken" },
 });
@@ -65,28 +88,49 @@ describe("writeReport / readReports", () => {
     await writeFile(join(dir, "reports", "gen-1.json"), "{ not json");
     const notJson = await readReports(dir).catch((e: unknown) => e);
     expect(notJson).toBeInstanceOf(LoopsmithError);
-    expect(notJson).toMatchObject({ code: "bad_request", message: expect.stringMatching(/gen-1\.json: not valid JSON/) });
+    expect(notJson).toMatchObject({
+      code: "bad_request",
+      message: expect.stringMatching(/gen-1\.json: not valid JSON/),
+    });
 
-    await writeFile(join(dir, "reports", "gen-1.json"), JSON.stringify({ ...accepted, decision: { verdict: "maybe" } }));
-    await expect(readReports(dir)).rejects.toMatchObject({ code: "bad_request", message: expect.stringMatching(/gen-1\.json: not a generation report \(decision\.verdict: /) });
+    await writeFile(
+      join(dir, "reports", "gen-1.json"),
+      JSON.stringify({ ...accepted, decision: { verdict: "maybe" } }),
+    );
+    await expect(readReports(dir)).rejects.toMatchObject({
+      code: "bad_request",
+      message: expect.stringMatching(/gen-1\.json: not a generation report \(decision\.verdict: /),
+    });
 
     await writeFile(join(dir, "reports", "gen-1.json"), JSON.stringify(report(2)));
-    await expect(readReports(dir)).rejects.toMatchObject({ code: "bad_request", message: expect.stringMatching(/gen-1\.json: holds generation 2, not 1/) });
+    await expect(readReports(dir)).rejects.toMatchObject({
+      code: "bad_request",
+      message: expect.stringMatching(/gen-1\.json: holds generation 2, not 1/),
+    });
   });
 
   it("says not_found when the run has no reports folder", async () => {
     const dir = await tempDir();
-    await expect(readReports(join(dir, "nope"))).rejects.toMatchObject({ code: "not_found", message: expect.stringContaining("reports") });
+    await expect(readReports(join(dir, "nope"))).rejects.toMatchObject({
+      code: "not_found",
+      message: expect.stringContaining("reports"),
+    });
   });
 });
 
 describe("reportTable", () => {
-  const table = reportTable([accepted, report(2, { hypothesis: { title: "a\u001b[31m red\nline", rationale: "", expected: "", files: [] } }), report(3)]);
+  const table = reportTable([
+    accepted,
+    report(2, { hypothesis: { title: "a\u001b[31m red\nline", rationale: "", expected: "", files: [] } }),
+    report(3),
+  ]);
   const lines = table.split("\n");
 
   it("prints one aligned row per generation with the figures of each column", () => {
     expect(lines).toHaveLength(5);
-    expect(lines[0]).toMatch(/^gen\s+verdict\s+reason\s+hypothesis\s+files\s+bench\s+fixed\/broken\s+p\s+tokens\s+USD\s+time s$/);
+    expect(lines[0]).toMatch(
+      /^gen\s+verdict\s+reason\s+hypothesis\s+files\s+bench\s+fixed\/broken\s+p\s+tokens\s+USD\s+time s$/,
+    );
     const row1 = lines[1] as string;
     expect(row1).toMatch(/^\s*1\s+accepted\s+accepted\s+Normalize accents with unicodedata befo…\s/);
     expect(row1).toContain("2 (+12/-4)");
@@ -107,14 +151,27 @@ describe("reportTable", () => {
 
   it("ends with the totals, on a line that does not start with a number", () => {
     expect(lines[4]).toBe("total: 3 generations, 1 accepted, 3702 tokens, $0.0370");
-    expect(reportTable([]).split("\n")).toEqual([expect.stringMatching(/^gen/), "(no generations)", "total: 0 generations, 0 accepted, 0 tokens, $0.0000"]);
+    expect(reportTable([]).split("\n")).toEqual([
+      expect.stringMatching(/^gen/),
+      "(no generations)",
+      "total: 0 generations, 0 accepted, 0 tokens, $0.0000",
+    ]);
   });
 });
 
 describe("helpers", () => {
   it("sums passes and runs over cases, and formats p-values to 3 significant digits", () => {
-    expect(benchTotals(accepted)).toEqual({ cases: 10, parent: { passes: 12, runs: 20 }, candidate: { passes: 18, runs: 20 } });
+    expect(benchTotals(accepted)).toEqual({
+      cases: 10,
+      parent: { passes: 12, runs: 20 },
+      candidate: { passes: 18, runs: 20 },
+    });
     expect(benchTotals(report(2))).toBeUndefined();
-    expect([formatP(2 * 0.5 ** 8), formatP(1), formatP(undefined), formatP(1.234e-9)]).toEqual(["0.00781", "1.00", "-", "1.23e-9"]);
+    expect([formatP(2 * 0.5 ** 8), formatP(1), formatP(undefined), formatP(1.234e-9)]).toEqual([
+      "0.00781",
+      "1.00",
+      "-",
+      "1.23e-9",
+    ]);
   });
 });

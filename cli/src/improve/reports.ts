@@ -24,7 +24,11 @@ export async function readReports(dir: string): Promise<GenerationReport[]> {
     names = await readdir(folder);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT" || (err as NodeJS.ErrnoException).code === "ENOTDIR") {
-      throw new LoopsmithError("not_found", `no reports in ${dir}: ${folder} does not exist (is the run id or --dir right?)`, { cause: err });
+      throw new LoopsmithError(
+        "not_found",
+        `no reports in ${dir}: ${folder} does not exist (is the run id or --dir right?)`,
+        { cause: err },
+      );
     }
     throw err;
   }
@@ -45,7 +49,11 @@ export async function readReports(dir: string): Promise<GenerationReport[]> {
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       const where = issue?.path.length ? issue.path.join(".") : "(root)";
-      throw new LoopsmithError("bad_request", `${file}: not a generation report (${where}: ${issue?.message ?? "invalid"}).`, { details: parsed.error.issues });
+      throw new LoopsmithError(
+        "bad_request",
+        `${file}: not a generation report (${where}: ${issue?.message ?? "invalid"}).`,
+        { details: parsed.error.issues },
+      );
     }
     if (parsed.data.generation !== n) {
       throw new LoopsmithError("bad_request", `${file}: holds generation ${parsed.data.generation}, not ${n}.`);
@@ -87,7 +95,11 @@ export interface BenchTotals {
 /** The benchmark totals of `report` (passes and runs over all cases), or undefined when it has no benchmark. Pure. */
 export function benchTotals(report: GenerationReport): BenchTotals | undefined {
   if (!report.bench) return undefined;
-  const totals: BenchTotals = { cases: report.bench.cases.length, parent: { passes: 0, runs: 0 }, candidate: { passes: 0, runs: 0 } };
+  const totals: BenchTotals = {
+    cases: report.bench.cases.length,
+    parent: { passes: 0, runs: 0 },
+    candidate: { passes: 0, runs: 0 },
+  };
   for (const c of report.bench.cases) {
     totals.parent.passes += c.parent.passes;
     totals.parent.runs += c.parent.runs;
@@ -117,7 +129,19 @@ function cell(text: string, max: number): string {
   return chars.length > max ? `${chars.slice(0, max - 1).join("")}…` : line;
 }
 
-const COLUMNS = ["gen", "verdict", "reason", "hypothesis", "files", "bench", "fixed/broken", "p", "tokens", "USD", "time s"] as const;
+const COLUMNS = [
+  "gen",
+  "verdict",
+  "reason",
+  "hypothesis",
+  "files",
+  "bench",
+  "fixed/broken",
+  "p",
+  "tokens",
+  "USD",
+  "time s",
+] as const;
 const RIGHT = new Set<string>(["gen", "files", "bench", "fixed/broken", "p", "tokens", "USD", "time s"]);
 
 /**
@@ -160,6 +184,8 @@ export function reportTable(reports: GenerationReport[]): string {
   const usd = reports.reduce((sum, r) => sum + r.usage.costUsd, 0);
   const accepted = reports.filter((r) => r.decision.verdict === "accepted").length;
   const lines = [line(header), ...(rows.length ? rows.map(line) : ["(no generations)"])];
-  lines.push(`total: ${reports.length} generation${reports.length === 1 ? "" : "s"}, ${accepted} accepted, ${tokens} tokens, $${usd.toFixed(4)}`);
+  lines.push(
+    `total: ${reports.length} generation${reports.length === 1 ? "" : "s"}, ${accepted} accepted, ${tokens} tokens, $${usd.toFixed(4)}`,
+  );
   return lines.join("\n");
 }

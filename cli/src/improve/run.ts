@@ -12,7 +12,23 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { Endpoints, GenerationReport, ImproveSummary, LoopsmithError, call, createProvider, ensureImproveIntake, ensureTaskIntake, loadConfig, putSnapshot, snapshotName, submitImprove, type Config, type ImproveSettings, natsServers } from "@loopsmith/shared";
+import {
+  Endpoints,
+  GenerationReport,
+  ImproveSummary,
+  LoopsmithError,
+  call,
+  createProvider,
+  ensureImproveIntake,
+  ensureTaskIntake,
+  loadConfig,
+  putSnapshot,
+  snapshotName,
+  submitImprove,
+  type Config,
+  type ImproveSettings,
+  natsServers,
+} from "@loopsmith/shared";
 import { CliError } from "../errors.js";
 import { jsonLine, printable } from "../terminal.js";
 import { archiveCommit, branchCommit, checkRepo, commitPatch, git, setBranch } from "../repo.js";
@@ -66,16 +82,31 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   if (finished) return reopen(flags, repo, runId, dir, finished);
   // Branches of an unfinished run with this id would be mistaken for this run's, unless a
   // stack that stays up (NATS_URL) still has that run: then this command follows it.
-  const left = (await git(repo.root).raw(["for-each-ref", "--format=%(refname:short)", `refs/heads/${runBranch(runId)}`, `refs/heads/${runBranch(runId)}-gen-*`])).trim();
+  const left = (
+    await git(repo.root).raw([
+      "for-each-ref",
+      "--format=%(refname:short)",
+      `refs/heads/${runBranch(runId)}`,
+      `refs/heads/${runBranch(runId)}-gen-*`,
+    ])
+  ).trim();
   const leftover = (): LoopsmithError =>
-    new LoopsmithError("repo_invalid", `an earlier run with the id ${runId} left branches that this run would mix with its own (${left.split("\n").join(", ")}): delete them (git branch -D …) or choose another --run-id`);
+    new LoopsmithError(
+      "repo_invalid",
+      `an earlier run with the id ${runId} left branches that this run would mix with its own (${left.split("\n").join(", ")}): delete them (git branch -D …) or choose another --run-id`,
+    );
   if (left && !config.natsUrl) throw leftover();
   const self = await isLoopsmith(repo.root);
   // GitHub first: a missing or refused token fails before any generation runs.
   const gh = flags.pr === "github" ? await githubTarget(flags, repo.root) : undefined;
   const provider = createProvider({ config, log });
   const scripted = provider.info.scripted;
-  if (scripted) emit(flags, { kind: "notice", scripted: true, message: `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath}; no model is called.` });
+  if (scripted)
+    emit(flags, {
+      kind: "notice",
+      scripted: true,
+      message: `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath}; no model is called.`,
+    });
   if (provider.verify) await provider.verify();
   const snapshot = await archiveCommit(repo.root, repo.baseCommit);
   const language = await detectLanguage(repo.root, repo.baseCommit);
@@ -87,26 +118,49 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {
-    stack = await startLocalStack({ config, log, env: flags.config ? { LOOPSMITH_CONFIG: resolve(flags.config) } : {} });
+    stack = await startLocalStack({
+      config,
+      log,
+      env: flags.config ? { LOOPSMITH_CONFIG: resolve(flags.config) } : {},
+    });
     nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
     const owner = stack.owner;
     await ensureTaskIntake(nc);
     await ensureImproveIntake(nc);
     if (left) {
-      const known = await call(nc, Endpoints.architect.improveStatus, { runId }, { timeoutMs: 10_000, retries: 1, owner }).catch(() => undefined);
+      const known = await call(
+        nc,
+        Endpoints.architect.improveStatus,
+        { runId },
+        { timeoutMs: 10_000, retries: 1, owner },
+      ).catch(() => undefined);
       if (!known?.state) throw leftover();
     }
     await putSnapshot(nc, snapshotName(repo.baseCommit), snapshot, owner);
-    const submitted = await submitImprove(nc, {
-      v: 1,
+    const submitted = await submitImprove(
+      nc,
+      {
+        v: 1,
+        runId,
+        repo: {
+          baseCommit: repo.baseCommit,
+          snapshot: snapshotName(repo.baseCommit),
+          name: repo.name,
+          ...(setupCommand !== undefined ? { setupCommand } : {}),
+        },
+        language,
+        settings,
+        self,
+        submittedAt: new Date().toISOString(),
+      },
+      owner,
+    );
+    emit(flags, {
+      kind: "submitted",
       runId,
-      repo: { baseCommit: repo.baseCommit, snapshot: snapshotName(repo.baseCommit), name: repo.name, ...(setupCommand !== undefined ? { setupCommand } : {}) },
-      language,
-      settings,
-      self,
-      submittedAt: new Date().toISOString(),
-    }, owner);
-    emit(flags, { kind: "submitted", runId, duplicate: submitted.duplicate, message: `run ${runId} submitted${submitted.duplicate ? " (already submitted: following it)" : ""}; reports in ${dir}` });
+      duplicate: submitted.duplicate,
+      message: `run ${runId} submitted${submitted.duplicate ? " (already submitted: following it)" : ""}; reports in ${dir}`,
+    });
     await mkdir(join(dir, "reports"), { recursive: true });
 
     const commits = new Map<string, string>([[repo.baseCommit, repo.baseCommit]]);
@@ -117,7 +171,8 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
     for await (const event of watchEvents(nc, runId, { owner, signal: abort.signal })) {
       if (event.kind === "generation") {
         let report = GenerationReport.parse(event.data?.report);
-        if (report.change?.patch.startsWith("(patch of ")) report = await fullReport(nc, owner, runId, report.generation);
+        if (report.change?.patch.startsWith("(patch of "))
+          report = await fullReport(nc, owner, runId, report.generation);
         reports.push(report);
         await writeReport(dir, report);
         if (!settings.dryRun && report.change) {
@@ -126,7 +181,12 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
           if (gh && report.decision.verdict === "accepted") {
             const branch = generationBranch(runId, report.generation);
             await pushBranch(repo.root, gh.remote, branch);
-            const pr = await openPullRequest(gh.client, gh.target, { head: branch, base: gh.base, title: `loopsmith: ${report.hypothesis?.title ?? report.change.summary}`.slice(0, 250), body: prBody(report, runId, { scripted }) });
+            const pr = await openPullRequest(gh.client, gh.target, {
+              head: branch,
+              base: gh.base,
+              title: `loopsmith: ${report.hypothesis?.title ?? report.change.summary}`.slice(0, 250),
+              body: prBody(report, runId, { scripted }),
+            });
             pullRequests.push(pr.url);
           }
         }
@@ -138,7 +198,11 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
         summary = ImproveSummary.parse(event.data?.summary);
       }
     }
-    if (!summary) throw new CliError("cancelled", `stopped following run ${runId}; a stack this command started stops with it (a stack that stays up, NATS_URL, goes on running it: loopsmith report ${runId} later)`);
+    if (!summary)
+      throw new CliError(
+        "cancelled",
+        `stopped following run ${runId}; a stack this command started stops with it (a stack that stays up, NATS_URL, goes on running it: loopsmith report ${runId} later)`,
+      );
     await writeFile(join(dir, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
     await writeDashboard(join(dir, "dashboard.html"), dashboardHtml(runId, reports, { repo: repo.name, scripted }));
     let promoted: string | undefined;
@@ -149,8 +213,16 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
         promoted = flags.promote;
       }
     }
-    if (flags.json) out(jsonLine({ kind: "summary", ...summary, dir, branches, ...(promoted ? { promoted } : {}), pullRequests }));
-    else out([reportTable(reports), ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : []), `reports, summary and dashboard.html in ${dir}`].join("\n"));
+    if (flags.json)
+      out(jsonLine({ kind: "summary", ...summary, dir, branches, ...(promoted ? { promoted } : {}), pullRequests }));
+    else
+      out(
+        [
+          reportTable(reports),
+          ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : []),
+          `reports, summary and dashboard.html in ${dir}`,
+        ].join("\n"),
+      );
     return { summary, dir, branches, ...(promoted ? { promoted } : {}), pullRequests };
   } finally {
     process.off("SIGINT", onSignal);
@@ -178,8 +250,19 @@ async function finishedRun(dir: string, runId: string): Promise<ImproveSummary |
  * A run id that already finished here is not run again: its reports are shown, and
  * `--promote` still applies (to the run's branch, if it still points at the accepted head).
  */
-async function reopen(flags: ImproveFlags, repo: { root: string; baseCommit: string }, runId: string, dir: string, summary: ImproveSummary): Promise<ImproveOutcome> {
-  emit(flags, { kind: "submitted", runId, duplicate: true, message: `run ${runId} already finished (${dir}/summary.json): not running it again` });
+async function reopen(
+  flags: ImproveFlags,
+  repo: { root: string; baseCommit: string },
+  runId: string,
+  dir: string,
+  summary: ImproveSummary,
+): Promise<ImproveOutcome> {
+  emit(flags, {
+    kind: "submitted",
+    runId,
+    duplicate: true,
+    message: `run ${runId} already finished (${dir}/summary.json): not running it again`,
+  });
   const reports = await readReports(dir);
   let promoted: string | undefined;
   const head = await branchCommit(repo.root, runBranch(runId));
@@ -187,8 +270,14 @@ async function reopen(flags: ImproveFlags, repo: { root: string; baseCommit: str
     await setBranch(repo.root, flags.promote, head, repo.baseCommit, `loopsmith: promote improvement run ${runId}`);
     promoted = flags.promote;
   }
-  if (flags.json) out(jsonLine({ kind: "summary", ...summary, dir, branches: [], ...(promoted ? { promoted } : {}), pullRequests: [] }));
-  else out([reportTable(reports), ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : [])].join("\n"));
+  if (flags.json)
+    out(
+      jsonLine({ kind: "summary", ...summary, dir, branches: [], ...(promoted ? { promoted } : {}), pullRequests: [] }),
+    );
+  else
+    out(
+      [reportTable(reports), ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : [])].join("\n"),
+    );
   return { summary, dir, branches: [], ...(promoted ? { promoted } : {}), pullRequests: [] };
 }
 
@@ -199,8 +288,18 @@ function emit(flags: ImproveFlags, value: Record<string, unknown> | { message: s
 }
 
 /** A report whose patch was too large for its event, from the architect's KV copy. */
-async function fullReport(nc: NatsConnection, owner: string, runId: string, generation: number): Promise<GenerationReport> {
-  const { reports } = await call(nc, Endpoints.architect.improveStatus, { runId }, { timeoutMs: 10_000, retries: 1, owner });
+async function fullReport(
+  nc: NatsConnection,
+  owner: string,
+  runId: string,
+  generation: number,
+): Promise<GenerationReport> {
+  const { reports } = await call(
+    nc,
+    Endpoints.architect.improveStatus,
+    { runId },
+    { timeoutMs: 10_000, retries: 1, owner },
+  );
   const found = reports.find((r) => r.generation === generation);
   if (!found) throw new CliError("internal", `the report of generation ${generation} of ${runId} is missing`);
   return found;
@@ -210,22 +309,42 @@ async function fullReport(nc: NatsConnection, owner: string, runId: string, gene
  * Commits a generation's change on its parent's commit, on its own branch; an accepted one
  * also moves (or creates) the run's branch. Tree ids are mapped to the commits made here.
  */
-async function commitGeneration(root: string, runId: string, report: GenerationReport, commits: Map<string, string>): Promise<string[]> {
+async function commitGeneration(
+  root: string,
+  runId: string,
+  report: GenerationReport,
+  commits: Map<string, string>,
+): Promise<string[]> {
   const parent = commits.get(report.parent);
   if (!parent || !report.change) return [];
-  const subject = (report.hypothesis?.title ?? report.change.summary).split("\n")[0]?.slice(0, 72) ?? "loopsmith improvement";
+  const subject =
+    (report.hypothesis?.title ?? report.change.summary).split("\n")[0]?.slice(0, 72) ?? "loopsmith improvement";
   const message = `${subject}\n\n${report.decision.verdict} (${report.decision.reason}): ${report.decision.message}\n\nloopsmith improvement run ${runId}, generation ${report.generation}\n`;
   const branch = generationBranch(runId, report.generation);
   // A run followed again (a resubmitted id) replays its reports: the branch made then stays.
   const existing = await branchCommit(root, branch);
   const commit = existing ?? (await commitPatch(root, parent, report.change.patch, message));
-  if (!existing) await setBranch(root, branch, commit, undefined, `loopsmith: improvement run ${runId} generation ${report.generation}`);
+  if (!existing)
+    await setBranch(
+      root,
+      branch,
+      commit,
+      undefined,
+      `loopsmith: improvement run ${runId} generation ${report.generation}`,
+    );
   const made = [branch];
   if (report.decision.verdict === "accepted" && report.candidate) {
     commits.set(report.candidate, commit);
     const run = runBranch(runId);
     const at = await branchCommit(root, run);
-    if (at !== commit) await setBranch(root, run, commit, at, `loopsmith: improvement run ${runId} accepts generation ${report.generation}`);
+    if (at !== commit)
+      await setBranch(
+        root,
+        run,
+        commit,
+        at,
+        `loopsmith: improvement run ${runId} accepts generation ${report.generation}`,
+      );
     made.push(run);
   }
   return made;

@@ -34,7 +34,9 @@ describe("improve settings", () => {
   });
 
   it("runs one generation on a dry run", () => {
-    expect(improveSettings({ bench: "b", generations: 4, dryRun: true }, loadConfig({ env: {} }), undefined).generations).toBe(1);
+    expect(
+      improveSettings({ bench: "b", generations: 4, dryRun: true }, loadConfig({ env: {} }), undefined).generations,
+    ).toBe(1);
   });
 
   it("starts from --base, else the config file's base, else HEAD", () => {

@@ -55,7 +55,11 @@ export function repoImproveSection(root: string): Record<string, unknown> | unde
  * repository's `loopsmith.json` section, over the defaults.
  * @throws LoopsmithError `bad_request` naming the invalid or missing setting (`--bench` is required)
  */
-export function improveSettings(flags: ImproveFlags, config: Config, fromRepo: Record<string, unknown> | undefined): ImproveSettings {
+export function improveSettings(
+  flags: ImproveFlags,
+  config: Config,
+  fromRepo: Record<string, unknown> | undefined,
+): ImproveSettings {
   const fromFlags: Record<string, unknown> = {
     goal: flags.goal,
     check: flags.check,
@@ -74,7 +78,11 @@ export function improveSettings(flags: ImproveFlags, config: Config, fromRepo: R
     maxIterations: flags.maxIterations,
     generationTimeoutMs: flags.generationTimeout !== undefined ? flags.generationTimeout * 1000 : undefined,
   };
-  const merged = { ...(fromRepo ?? {}), ...(config.improve ?? {}), ...Object.fromEntries(Object.entries(fromFlags).filter(([, v]) => v !== undefined)) };
+  const merged = {
+    ...(fromRepo ?? {}),
+    ...(config.improve ?? {}),
+    ...Object.fromEntries(Object.entries(fromFlags).filter(([, v]) => v !== undefined)),
+  };
   if (merged.dryRun) merged.generations = 1;
   const parsed = ImproveSettings.safeParse(merged);
   if (!parsed.success) {
@@ -93,7 +101,11 @@ export function improveSettings(flags: ImproveFlags, config: Config, fromRepo: R
  * The setup command of the run: `--setup-cmd`, else `setupCommand` in the improve section
  * (config file over the repository's `loopsmith.json`); undefined leaves it to detection.
  */
-export function improveSetup(flags: ImproveFlags, config: Config, fromRepo: Record<string, unknown> | undefined): string | undefined {
+export function improveSetup(
+  flags: ImproveFlags,
+  config: Config,
+  fromRepo: Record<string, unknown> | undefined,
+): string | undefined {
   if (flags.setupCmd !== undefined) return flags.setupCmd;
   const v = config.improve?.setupCommand ?? fromRepo?.setupCommand;
   return typeof v === "string" ? v : undefined;

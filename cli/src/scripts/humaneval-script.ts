@@ -17,14 +17,28 @@ import { docstringExamples } from "../bench/humaneval-examples.js";
 
 /** Docstring examples (`>>> call` then the expected output) as acceptance criteria. */
 function examples(rec: HumanEvalRecord): string[] {
-  return docstringExamples(rec.prompt).filter((e) => e.expected).slice(0, 10).map((e) => `${e.call} == ${e.expected}`);
+  return docstringExamples(rec.prompt)
+    .filter((e) => e.expected)
+    .slice(0, 10)
+    .map((e) => `${e.call} == ${e.expected}`);
 }
 
 /** The script file's object. */
 export function scriptFor(rec: HumanEvalRecord, mutant: Mutant | null) {
-  const canonical = { files: [{ path: "solution.py", content: `${rec.prompt}${rec.canonical_solution}` }], tests: [], notes: "the canonical solution" };
+  const canonical = {
+    files: [{ path: "solution.py", content: `${rec.prompt}${rec.canonical_solution}` }],
+    tests: [],
+    notes: "the canonical solution",
+  };
   const build = mutant
-    ? [{ files: [{ path: "solution.py", content: `${rec.prompt}${mutant.text}` }], tests: [], notes: `scripted mutant: ${mutant.description}` }, canonical]
+    ? [
+        {
+          files: [{ path: "solution.py", content: `${rec.prompt}${mutant.text}` }],
+          tests: [],
+          notes: `scripted mutant: ${mutant.description}`,
+        },
+        canonical,
+      ]
     : [canonical];
   return {
     v: 1,
@@ -79,7 +93,8 @@ try {
     } else {
       mutant = mutantsOf(rec.canonical_solution)[0] ?? null;
     }
-    if (!mutant) throw new LoopsmithError("not_found", `no mutant of ${rec.task_id}'s canonical solution fails its tests`);
+    if (!mutant)
+      throw new LoopsmithError("not_found", `no mutant of ${rec.task_id}'s canonical solution fails its tests`);
   }
   process.stdout.write(`${JSON.stringify(scriptFor(rec, mutant), null, 2)}\n`);
 } catch (err) {

@@ -7,7 +7,15 @@
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
 import {
-  LoopsmithError, Streams, Subjects, TASK_MAX_DELIVER, Task, ensureStreams, lastEventSeq, ownerOfTask, publishEvent,
+  LoopsmithError,
+  Streams,
+  Subjects,
+  TASK_MAX_DELIVER,
+  Task,
+  ensureStreams,
+  lastEventSeq,
+  ownerOfTask,
+  publishEvent,
 } from "@loopsmith/shared";
 import { runDurableConsumer, type DurableConsumer } from "./durable/index.js";
 import { RetryLater, finalState, runLoop } from "./loop.js";
@@ -49,7 +57,21 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
     if (!state.result) return;
     const seq = Math.max(state.eventSeq - 1, (await lastEventSeq(nc, ownerOfTask(state.task), state.task.taskId)) + 1);
     const { taskId } = state.task;
-    await publishEvent(nc, { v: 1, taskId, seq, at: at(), iteration: state.iteration, kind: "result", phase: "done", message: state.result.message, result: state.result }, ownerOfTask(state.task));
+    await publishEvent(
+      nc,
+      {
+        v: 1,
+        taskId,
+        seq,
+        at: at(),
+        iteration: state.iteration,
+        kind: "result",
+        phase: "done",
+        message: state.result.message,
+        result: state.result,
+      },
+      ownerOfTask(state.task),
+    );
   };
 
   return runDurableConsumer<Task, TaskState>({
@@ -73,16 +95,26 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
         const { task } = state;
         const parent = task.parent ? { parentTaskId: task.parent.taskId, subtaskId: task.parent.subtaskId } : {};
         const message = `task accepted (${task.language}${task.parent ? `; subtask ${task.parent.subtaskId} of ${task.parent.taskId}` : ""})`;
-        await publishEvent(nc, { v: 1, taskId: task.taskId, seq: 0, at: at(), iteration: 0, kind: "accepted", message, ...parent }, ownerOfTask(task));
+        await publishEvent(
+          nc,
+          { v: 1, taskId: task.taskId, seq: 0, at: at(), iteration: 0, kind: "accepted", message, ...parent },
+          ownerOfTask(task),
+        );
         return { ...state, eventSeq: 1 };
       },
       async run(state, _revision, ctx) {
         const final = await runLoop(state, steps, ctx);
-        ctx.log.info({ status: final.result?.status, stopReason: final.result?.stopReason, iterations: final.iteration }, "task finished");
+        ctx.log.info(
+          { status: final.result?.status, stopReason: final.result?.stopReason, iterations: final.iteration },
+          "task finished",
+        );
         return final;
       },
       failed(base, err) {
-        const error = err instanceof LoopsmithError ? err : new LoopsmithError("internal", (err as Error)?.message ?? String(err), { cause: err });
+        const error =
+          err instanceof LoopsmithError
+            ? err
+            : new LoopsmithError("internal", (err as Error)?.message ?? String(err), { cause: err });
         return finalState({ ...base, eventSeq: base.eventSeq + 1 }, "error", `stopped: ${error.message}`, error);
       },
       async ended(final) {
@@ -98,8 +130,27 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
       async refuseTaken(task) {
         // The submitter gets an `error` result on its own events subject; the other owner's task is left as it is.
         const message = `the task id ${task.taskId} belongs to another client's task: submit with another id`;
-        const result = finalState(initialState(task), "error", message, new LoopsmithError("bad_request", message, { retryable: false })).result;
-        await publishEvent(nc, { v: 1, taskId: task.taskId, seq: 0, at: at(), iteration: 0, kind: "result", phase: "done", message, ...(result ? { result } : {}) }, ownerOfTask(task));
+        const result = finalState(
+          initialState(task),
+          "error",
+          message,
+          new LoopsmithError("bad_request", message, { retryable: false }),
+        ).result;
+        await publishEvent(
+          nc,
+          {
+            v: 1,
+            taskId: task.taskId,
+            seq: 0,
+            at: at(),
+            iteration: 0,
+            kind: "result",
+            phase: "done",
+            message,
+            ...(result ? { result } : {}),
+          },
+          ownerOfTask(task),
+        );
       },
       isHandBack: (err) => err instanceof RetryLater,
     },

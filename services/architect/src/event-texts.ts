@@ -23,7 +23,8 @@ export const runTexts = {
   /** The message of a final state resumed without one. */
   finished: "finished",
   handBack: "the conductor is stopping; the task resumes from its checkpoint",
-  fallback: (role: string, from: { name: string; model: string; code: string }, label: string) => `${role}: ${from.name}:${from.model} failed (${from.code}); ${label} answered instead`,
+  fallback: (role: string, from: { name: string; model: string; code: string }, label: string) =>
+    `${role}: ${from.name}:${from.model} failed (${from.code}); ${label} answered instead`,
   usage: (role: string, u: Usage, total: Usage) =>
     `${role}: ${u.calls} ${plural(u.calls, "call")}, ${u.inputTokens}+${u.outputTokens} tokens, $${u.costUsd.toFixed(4)}; task total $${total.costUsd.toFixed(4)}`,
   /** The provider label a usage event and the result's `providers` carry. */
@@ -46,7 +47,8 @@ export const loopTexts = {
   tooBig: "the goal is too big for one change: planning it as subtasks",
   iteration: (n: number, max: number) => `iteration ${n} of at most ${max}`,
   building: "building a candidate",
-  candidate: (files: readonly string[], tests: readonly string[]) => `candidate: ${files.join(", ")}${tests.length ? ` + tests ${tests.join(", ")}` : ""}`,
+  candidate: (files: readonly string[], tests: readonly string[]) =>
+    `candidate: ${files.join(", ")}${tests.length ? ` + tests ${tests.join(", ")}` : ""}`,
   repoCandidate: (summary: string | undefined, changed: readonly string[], deleted: readonly string[]) =>
     `candidate: ${summary ?? "edits"} (${[...changed, ...deleted.map((p) => `-${p}`)].join(", ") || "no change"})`,
   editsFailed: (message: string) => `the edits could not be applied: ${firstLine(message)}`,
@@ -62,7 +64,8 @@ export const loopTexts = {
   /** Repo mode's policy decision before the gate: why, then the diff of the files it is about. */
   policy: (reason: string, diff: string) => `${reason}\n${diff}`,
   needsApproval: (reason: string) => `stopped for approval: ${reason}`,
-  reviewing: (concerns: boolean) => (concerns ? "reviewing the candidate (the gate saw possible evaluation tampering)" : "reviewing the candidate"),
+  reviewing: (concerns: boolean) =>
+    concerns ? "reviewing the candidate (the gate saw possible evaluation tampering)" : "reviewing the candidate",
   review: (approved: boolean, score: number, blockers: readonly Finding[]) => {
     const why = blockers.map(findingText).join("; ");
     return `review: ${approved ? "approved" : "not approved"}, score ${score.toFixed(2)}${why ? `: ${why}` : ""}`;
@@ -73,7 +76,14 @@ export const loopTexts = {
   commandNotFound: (reason: string) => `stopped: the test command is not found in the sandbox: ${reason}`,
   sandboxFailed: (reason?: string) => `the sandbox failed (${reason ?? "unknown"}); not counted against the candidate`,
   sandboxGaveUp: (n: number, reason?: string) => `stopped: the sandbox failed ${n} times in a row: ${reason ?? ""}`,
-  executed: (iteration: number, status: string, failing: readonly string[], shown: readonly string[], total: number, durationMs: number) =>
+  executed: (
+    iteration: number,
+    status: string,
+    failing: readonly string[],
+    shown: readonly string[],
+    total: number,
+    durationMs: number,
+  ) =>
     `iteration ${iteration}: ${status}${failing.length ? `; failing tests: ${shown.join(", ")}${failing.length > shown.length ? ` and ${failing.length - shown.length} more` : ""}` : ""} (${total} tests, ${Math.round(durationMs)} ms)`,
   passed: (iterations: number) => `passed after ${iterations} ${plural(iterations, "iteration")}`,
   remembering: "remembering the failure",
@@ -96,8 +106,10 @@ export const repoTexts = {
     "stopped: no test command was given and none was detected (no pytest configuration or test_*.py files, no package.json test script); give one with --test-cmd",
   commands: (files: number, testCommand: string, detectedWhy: string | undefined, setupCommand: string) =>
     `${files} files; tests: ${testCommand}${detectedWhy === undefined ? "" : ` (detected: ${detectedWhy})`}; setup: ${setupCommand || "none"}`,
-  baselineSandboxFailed: (reason?: string) => `the sandbox failed on the baseline run (${reason ?? "unknown"}); trying again`,
-  baselineGaveUp: (n: number, reason?: string) => `stopped: the sandbox failed ${n} times on the baseline run: ${reason ?? ""}`,
+  baselineSandboxFailed: (reason?: string) =>
+    `the sandbox failed on the baseline run (${reason ?? "unknown"}); trying again`,
+  baselineGaveUp: (n: number, reason?: string) =>
+    `stopped: the sandbox failed ${n} times on the baseline run: ${reason ?? ""}`,
   setupFailed: (message?: string) => `the setup command failed; the tests run without it: ${message ?? ""}`,
   baseline: (baseCommit: string, status: string, total: number, failing: readonly string[], durationMs: number) =>
     `baseline at ${baseCommit.slice(0, 12)}: ${status} (${total} tests, ${failing.length} failing${failing.length ? `: ${failing.slice(0, 10).join(", ")}` : ""}; ${Math.round(durationMs)} ms)`,
@@ -110,25 +122,36 @@ export const dagTexts = {
   planned: (subtasks: number, summary: string) => `${subtasks} subtasks: ${summary}`,
   refused: (ask: number, problems: readonly { message: string }[]) =>
     `the plan of subtasks was refused (${ask === 1 ? "asking again" : "for the second time"}): ${problems.map((p) => p.message).join("; ")}`,
-  invalidPlan: (problems: readonly { message: string }[]) => `stopped: the plan of subtasks failed validation twice: ${problems.map((p) => p.message).join("; ")}`,
+  invalidPlan: (problems: readonly { message: string }[]) =>
+    `stopped: the plan of subtasks failed validation twice: ${problems.map((p) => p.message).join("; ")}`,
   unreadablePlan: (why: string) => `the reply was not a plan of subtasks: ${why}`,
   /** One line about a subtask's move, for its event. */
   move: (s: SubtaskState) => {
-    const why = s.reason && s.reason !== "passed" ? ` (${s.reason}${s.message ? `: ${s.message.split("\n")[0]?.slice(0, 200)}` : ""})` : "";
+    const why =
+      s.reason && s.reason !== "passed"
+        ? ` (${s.reason}${s.message ? `: ${s.message.split("\n")[0]?.slice(0, 200)}` : ""})`
+        : "";
     // A running subtask with a reason: its attempt just failed, and another follows after the backoff.
-    if (s.status === "running") return why ? `subtask ${s.id}: attempt ${s.attempts} failed${why}; trying again` : `subtask ${s.id}: running, attempt ${s.attempts}`;
+    if (s.status === "running")
+      return why
+        ? `subtask ${s.id}: attempt ${s.attempts} failed${why}; trying again`
+        : `subtask ${s.id}: running, attempt ${s.attempts}`;
     return `subtask ${s.id}: ${s.status}${why}`;
   },
   progress: "subtask progress",
-  scheduling: (open: number, total: number, parallel: number) => `running ${open} of ${total} subtasks, ${parallel} at a time`,
+  scheduling: (open: number, total: number, parallel: number) =>
+    `running ${open} of ${total} subtasks, ${parallel} at a time`,
   budgetUsedUp: "the task's budget is used up",
-  budgetStop: (subtask: string, passed: readonly string[]) => `stopped: the task's budget was used up while subtask ${subtask} ran; built: ${passed.join(", ") || "none"}`,
+  budgetStop: (subtask: string, passed: readonly string[]) =>
+    `stopped: the task's budget was used up while subtask ${subtask} ran; built: ${passed.join(", ") || "none"}`,
   subtasksFailed: (failed: readonly SubtaskState[], cancelled: readonly string[], passed: readonly string[]) =>
     `stopped: subtask ${failed.map((t) => `${t.id} (${t.reason ?? "failed"}: ${(t.message ?? "").split("\n")[0]?.slice(0, 200)})`).join(", ")} gave up; cancelled: ${cancelled.join(", ") || "none"}; built: ${passed.join(", ") || "none"}`,
   integrating: (changed: number) => `integrating: the task's tests on the merged tree (${changed} files changed)`,
-  integrationSandboxFailed: (reason?: string) => `the sandbox failed on the integration run (${reason ?? "unknown"}); trying again`,
+  integrationSandboxFailed: (reason?: string) =>
+    `the sandbox failed on the integration run (${reason ?? "unknown"}); trying again`,
   integrationCouldNotRun: (why: string) => `stopped: the integration run could not run: ${why}`,
-  integrated: (status: string, total: number, failed: number) => `integration: ${status} (${total} tests, ${failed} failing)`,
+  integrated: (status: string, total: number, failed: number) =>
+    `integration: ${status} (${total} tests, ${failed} failing)`,
   passed: (subtasks: number) => `passed: ${subtasks} subtasks built and the task's tests pass on the merged tree`,
   mergedFails: (failing: readonly string[], status: string, open: boolean) =>
     `stopped: the task's tests fail on the merged tree (${failing.slice(0, 10).join(", ") || status}) and ${open ? "the iteration limit is reached" : "every subtask was re-opened once already"}`,
@@ -136,6 +159,8 @@ export const dagTexts = {
   reflection: (subtaskId: string, rootCause: string) => `reflection: re-open ${subtaskId}: ${rootCause}`,
   badChoice: (chosen: string | undefined, known: boolean) =>
     `stopped: the task's tests fail on the merged tree and ${chosen !== undefined ? `the reflection chose "${chosen}", which ${known ? "was re-opened before" : "is not a subtask"}` : "the reflection could not be read"}`,
-  reopenedGoal: (goal: string, rootCause: string, fixPlan: string) => `${goal}\n\nThe integration run failed after this subtask passed: ${rootCause}\nFix: ${fixPlan}`,
-  historyIntegration: (iteration: number, status: string, reopened: string) => `integration ${iteration}: ${status}; re-opened ${reopened}`,
+  reopenedGoal: (goal: string, rootCause: string, fixPlan: string) =>
+    `${goal}\n\nThe integration run failed after this subtask passed: ${rootCause}\nFix: ${fixPlan}`,
+  historyIntegration: (iteration: number, status: string, reopened: string) =>
+    `integration ${iteration}: ${status}; re-opened ${reopened}`,
 };

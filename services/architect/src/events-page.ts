@@ -6,7 +6,14 @@
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { EVENTS_PAGE_MAX, Streams, TaskEvent, eventsSubject, type EventsPage, type EventsRequest } from "@loopsmith/shared";
+import {
+  EVENTS_PAGE_MAX,
+  Streams,
+  TaskEvent,
+  eventsSubject,
+  type EventsPage,
+  type EventsRequest,
+} from "@loopsmith/shared";
 
 /** Largest page, in bytes of event JSON: well under NATS's default 1 MiB `max_payload`. */
 export const EVENTS_PAGE_BYTES = 512 * 1024;

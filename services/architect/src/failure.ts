@@ -24,18 +24,30 @@ export function errorTextOf(result: ExecutionResult): string {
 
 /** The output a prompt sees: stdout and stderr, trimmed to about `maxTokens` tokens. */
 export function outputOf(result: ExecutionResult, maxTokens = 1_500): string {
-  const parts = [result.stdout.trim() && `[stdout]\n${result.stdout.trim()}`, result.stderr.trim() && `[stderr]\n${result.stderr.trim()}`];
+  const parts = [
+    result.stdout.trim() && `[stdout]\n${result.stdout.trim()}`,
+    result.stderr.trim() && `[stderr]\n${result.stderr.trim()}`,
+  ];
   return trimToTokens(parts.filter(Boolean).join("\n"), maxTokens);
 }
 
 /** A failure brief from an execution. `signature` is filled in once memory has normalised it. */
 export function briefFromExecution(iteration: number, result: ExecutionResult): FailureBrief {
-  return { iteration, status: result.status, signature: "", failingTests: failingTests(result), output: outputOf(result), findings: [] };
+  return {
+    iteration,
+    status: result.status,
+    signature: "",
+    failingTests: failingTests(result),
+    output: outputOf(result),
+    findings: [],
+  };
 }
 
 /** A failure brief from blocking findings (gate or review); nothing was executed. */
 export function briefFromFindings(iteration: number, status: string, findings: Finding[]): FailureBrief {
-  const text = findings.map((f) => `${f.severity}: ${f.message}${f.path ? ` (${f.path}${f.line ? `:${f.line}` : ""})` : ""}`).join("\n");
+  const text = findings
+    .map((f) => `${f.severity}: ${f.message}${f.path ? ` (${f.path}${f.line ? `:${f.line}` : ""})` : ""}`)
+    .join("\n");
   return { iteration, status, signature: "", failingTests: [], output: text, findings };
 }
 

@@ -1,7 +1,15 @@
 /** @loopsmith/architect: the conductor (task lifecycle) and planning/reflection. */
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Endpoints, LoopsmithError, createProvider, handle, type Config, type LlmProvider, type ServiceModule } from "@loopsmith/shared";
+import {
+  Endpoints,
+  LoopsmithError,
+  createProvider,
+  handle,
+  type Config,
+  type LlmProvider,
+  type ServiceModule,
+} from "@loopsmith/shared";
 import { startConductor } from "./conductor.js";
 import { readEventsPage } from "./events-page.js";
 import { createPlanner } from "./planner.js";
@@ -11,8 +19,19 @@ import type { Improver, ImproverOptions } from "./improve/consumer.js";
 
 export { CANCEL_POLL_MS, startConductor, type Conductor, type ConductorOptions } from "./conductor.js";
 export {
-  CHECKPOINT_HEADROOM_BYTES, HEARTBEAT_MS, RETRY_DELAY_MS, checkpointStore, maxPayloadOf, runDurableConsumer,
-  type BlobStore, type CheckpointStore, type Checkpointed, type DurableConsumer, type DurableConsumerOptions, type DurableContext, type DurableHandler,
+  CHECKPOINT_HEADROOM_BYTES,
+  HEARTBEAT_MS,
+  RETRY_DELAY_MS,
+  checkpointStore,
+  maxPayloadOf,
+  runDurableConsumer,
+  type BlobStore,
+  type CheckpointStore,
+  type Checkpointed,
+  type DurableConsumer,
+  type DurableConsumerOptions,
+  type DurableContext,
+  type DurableHandler,
 } from "./durable/index.js";
 export { readEventsPage } from "./events-page.js";
 export { createPlanner, type Planner } from "./planner.js";
@@ -68,7 +87,9 @@ export async function architectService(deps: {
   return {
     registrations: [
       handle(Endpoints.architect.status, async (req, ctx) => ({ state: await need().status(req.taskId, ctx.owner) })),
-      handle(Endpoints.architect.cancel, async (req, ctx) => ({ cancelled: await need().cancel(req.taskId, ctx.owner) })),
+      handle(Endpoints.architect.cancel, async (req, ctx) => ({
+        cancelled: await need().cancel(req.taskId, ctx.owner),
+      })),
       handle(Endpoints.architect.events, async (req, ctx) => readEventsPage(deps.nc, ctx.owner, req)),
       handle(Endpoints.architect.improveStatus, async (req, ctx) => {
         if (!improver) throw new LoopsmithError("unavailable", "the improver is starting; try again");

@@ -12,14 +12,31 @@
 import type { Phase } from "@loopsmith/shared";
 import { dagPlanPhase, integratePhase, schedulePhase } from "./dag/phases.js";
 import { runTexts } from "./event-texts.js";
-import { buildPhase, executePhase, gatePhase, planPhase, recallPhase, reflectPhase, rememberPhase, reviewPhase, scorePhase } from "./phases.js";
+import {
+  buildPhase,
+  executePhase,
+  gatePhase,
+  planPhase,
+  recallPhase,
+  reflectPhase,
+  rememberPhase,
+  reviewPhase,
+  scorePhase,
+} from "./phases.js";
 import { preparePhase } from "./repo/phases.js";
 import { RetryLater, TaskRun, type PhaseFn } from "./run.js";
 import type { TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
 
 export { MAX_SANDBOX_ERRORS, RetryLater } from "./run.js";
-export { CHECKPOINT_OUTPUT_CHARS, fallbackPlan, finalState, forCheckpoint, verdictFiles, type VerdictFiles } from "./verdict.js";
+export {
+  CHECKPOINT_OUTPUT_CHARS,
+  fallbackPlan,
+  finalState,
+  forCheckpoint,
+  verdictFiles,
+  type VerdictFiles,
+} from "./verdict.js";
 
 const PHASES: Record<Exclude<Phase, "done">, PhaseFn> = {
   prepare: preparePhase,
@@ -48,10 +65,12 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
     const s = run.s;
     if (s.status === "final") return s;
     // A task that passed is scored and ends as passed: a cancel no longer changes that.
-    if (io.cancelled() && s.phase !== "score") return run.stop({ stop: "cancelled", message: runTexts.cancelledOnRequest });
+    if (io.cancelled() && s.phase !== "score")
+      return run.stop({ stop: "cancelled", message: runTexts.cancelledOnRequest });
     if (io.stopping()) throw new RetryLater(runTexts.handBack);
     io.heartbeat();
-    if (s.phase === "done") return run.stop({ stop: s.result?.stopReason ?? "error", message: s.result?.message ?? runTexts.finished });
+    if (s.phase === "done")
+      return run.stop({ stop: s.result?.stopReason ?? "error", message: s.result?.message ?? runTexts.finished });
     const final = await run.advance(await PHASES[s.phase](s, run));
     if (final) return final;
   }

@@ -37,7 +37,13 @@ export interface RecordOutbox {
  * @throws LoopsmithError `unavailable` when the bucket cannot be opened, `permission_denied` when
  *   it is missing and this user may not create it
  */
-export async function openRecordOutbox(nc: NatsConnection, send: (record: TaskRecord) => Promise<Remembered>, log: Logger, retryMs = OUTBOX_RETRY_MS, replicas = 1): Promise<RecordOutbox> {
+export async function openRecordOutbox(
+  nc: NatsConnection,
+  send: (record: TaskRecord) => Promise<Remembered>,
+  log: Logger,
+  retryMs = OUTBOX_RETRY_MS,
+  replicas = 1,
+): Promise<RecordOutbox> {
   const outbox = await openOutbox({
     nc,
     bucket: Streams.recordOutboxBucket,

@@ -5,7 +5,14 @@
  * (`run.ts`). RECALL → PLAN → BUILD → GATE → REVIEW? → EXECUTE → (pass: SCORE → stop)
  * | (fail: REMEMBER → REFLECT → BUILD …). Texts are in `event-texts.ts`.
  */
-import { LoopsmithError, testSummary, type Candidate, type ExecutionRequest, type FailureBrief, type Plan } from "@loopsmith/shared";
+import {
+  LoopsmithError,
+  testSummary,
+  type Candidate,
+  type ExecutionRequest,
+  type FailureBrief,
+  type Plan,
+} from "@loopsmith/shared";
 import { dagTexts, loopTexts, runTexts } from "./event-texts.js";
 import { briefFromError, briefFromExecution, briefFromFindings, errorTextOf } from "./failure.js";
 import { applyCandidate, baseReader, policyOf, repoExecution } from "./repo/workspace.js";
@@ -24,9 +31,22 @@ export async function recallPhase(s: TaskState, run: TaskRun): Promise<PhaseOutc
     return { next: "plan" };
   }
   await run.emit("phase", loopTexts.recalling, { phase: "recall" });
-  const recall = await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: s.task.goal, k: 3, excludeSameTask: true, ...recallScope(s) }));
+  const recall = await run.safely(() =>
+    run.steps.recall({
+      v: 1,
+      taskId: s.task.taskId,
+      language: s.task.language,
+      text: s.task.goal,
+      k: 3,
+      excludeSameTask: true,
+      ...recallScope(s),
+    }),
+  );
   if (!recall) return { next: "plan" };
-  await run.emit("step", loopTexts.recalled(recall.failures.length, recall.successes.length), { phase: "recall", data: { failureIds: recall.failures.map((f) => f.id) } });
+  await run.emit("step", loopTexts.recalled(recall.failures.length, recall.successes.length), {
+    phase: "recall",
+    data: { failureIds: recall.failures.map((f) => f.id) },
+  });
   return { next: "plan", patch: { recall } };
 }
 
@@ -37,7 +57,9 @@ export async function planPhase(s: TaskState, run: TaskRun): Promise<PhaseOutcom
   let data: Record<string, unknown> = {};
   try {
     const role = s.task.acceptanceTests.length || s.task.repo ? "plan" : "spec";
-    const reply = await run.llm(role, "plan", (head) => run.steps.plan({ ...head, recall: s.recall, previousFailures: s.replanned ? s.failures.slice(-3) : [] }));
+    const reply = await run.llm(role, "plan", (head) =>
+      run.steps.plan({ ...head, recall: s.recall, previousFailures: s.replanned ? s.failures.slice(-3) : [] }),
+    );
     plan = reply.value;
     data = reply.data;
   } catch (err) {
@@ -59,30 +81,67 @@ export async function buildPhase(s: TaskState, run: TaskRun): Promise<PhaseOutco
   await run.emit("iteration", loopTexts.iteration(s.iteration, s.task.limits.maxIterations));
   await run.emit("phase", loopTexts.building, { phase: "build" });
   try {
-    const previous = s.candidate && s.failure ? { previous: { candidate: s.candidate, failure: s.failure, ...(s.reflection ? { reflection: s.reflection } : {}) } } : {};
-    const reply = await run.llm("build", "build", (head) => run.steps.build({ ...head, plan: s.plan ?? fallbackPlan(s), ...previous, history: s.history, recall: s.recall }));
+    const previous =
+      s.candidate && s.failure
+        ? {
+            previous: {
+              candidate: s.candidate,
+              failure: s.failure,
+              ...(s.reflection ? { reflection: s.reflection } : {}),
+            },
+          }
+        : {};
+    const reply = await run.llm("build", "build", (head) =>
+      run.steps.build({ ...head, plan: s.plan ?? fallbackPlan(s), ...previous, history: s.history, recall: s.recall }),
+    );
     const data = { provider: reply.provider, ...reply.data };
     if (s.task.repo) return await applyRepoCandidate(s, run, reply.value, data);
     const c = reply.value;
-    await run.emit("step", loopTexts.candidate(c.files.map((f) => f.path), c.tests.map((f) => f.path)), { phase: "build", data });
+    await run.emit(
+      "step",
+      loopTexts.candidate(
+        c.files.map((f) => f.path),
+        c.tests.map((f) => f.path),
+      ),
+      { phase: "build", data },
+    );
     return { next: "gate", patch: { candidate: c } };
   } catch (err) {
     const outcome = await run.llmFailure(err, "build");
     if (outcome !== "iteration_failed") return outcome;
-    return { next: "remember", patch: { failure: briefFromError(s.iteration, "llm_bad_reply", (err as Error).message) } };
+    return {
+      next: "remember",
+      patch: { failure: briefFromError(s.iteration, "llm_bad_reply", (err as Error).message) },
+    };
   }
 }
 
 /** Repo mode, after BUILD: the edits applied to the tree, or an `edit_failed` iteration fed back to the builder. */
-async function applyRepoCandidate(s: TaskState, run: TaskRun, reply: Candidate, data: Record<string, unknown>): Promise<PhaseOutcome> {
+async function applyRepoCandidate(
+  s: TaskState,
+  run: TaskRun,
+  reply: Candidate,
+  data: Record<string, unknown>,
+): Promise<PhaseOutcome> {
   const applied = await applyCandidate(s, run.steps, reply);
   const message = applied.message ?? "";
   if (!applied.ok) {
     await run.emit("step", loopTexts.editsFailed(message), { phase: "build", data });
-    return { next: "remember", patch: { candidate: applied.candidate, failure: briefFromError(s.iteration, "edit_failed", message) } };
+    return {
+      next: "remember",
+      patch: { candidate: applied.candidate, failure: briefFromError(s.iteration, "edit_failed", message) },
+    };
   }
   const c = applied.candidate;
-  await run.emit("step", loopTexts.repoCandidate(c.summary, c.files.map((f) => f.path), c.deleted ?? []), { phase: "build", data });
+  await run.emit(
+    "step",
+    loopTexts.repoCandidate(
+      c.summary,
+      c.files.map((f) => f.path),
+      c.deleted ?? [],
+    ),
+    { phase: "build", data },
+  );
   return { next: "gate", patch: { candidate: c } };
 }
 
@@ -105,11 +164,30 @@ export async function gatePhase(s: TaskState, run: TaskRun): Promise<PhaseOutcom
     await run.emit("step", loopTexts.gateNothing, { phase: "gate" });
     return { next: afterGate, patch: { concerns: [] } };
   }
-  const evaluation = evaluationNames([s.repo?.testCommand ?? s.task.repo?.testCommand], [...s.task.acceptanceTests, ...s.task.hiddenTests].map((f) => f.path));
-  const request = { v: 1 as const, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: stepKey(s, "gate"), language: s.task.language, files, evaluation };
-  const verdict = await gateChange(run.steps.gate, request, s.task.repo ? await baseReader(s, run.steps) : undefined, stepKey(s, "gate_base"));
+  const evaluation = evaluationNames(
+    [s.repo?.testCommand ?? s.task.repo?.testCommand],
+    [...s.task.acceptanceTests, ...s.task.hiddenTests].map((f) => f.path),
+  );
+  const request = {
+    v: 1 as const,
+    taskId: s.task.taskId,
+    iteration: s.iteration,
+    idempotencyKey: stepKey(s, "gate"),
+    language: s.task.language,
+    files,
+    evaluation,
+  };
+  const verdict = await gateChange(
+    run.steps.gate,
+    request,
+    s.task.repo ? await baseReader(s, run.steps) : undefined,
+    stepKey(s, "gate_base"),
+  );
   if (verdict.blocked) {
-    await run.emit("step", loopTexts.gateBlocked(verdict.findings.filter((f) => f.severity === "blocker")), { phase: "gate", data: { findings: verdict.findings } });
+    await run.emit("step", loopTexts.gateBlocked(verdict.findings.filter((f) => f.severity === "blocker")), {
+      phase: "gate",
+      data: { findings: verdict.findings },
+    });
     return { next: "remember", patch: { failure: briefFromFindings(s.iteration, "blocked", verdict.findings) } };
   }
   const concerns = tamperingConcerns(verdict).slice(0, 50);
@@ -117,7 +195,10 @@ export async function gatePhase(s: TaskState, run: TaskRun): Promise<PhaseOutcom
     await run.emit("step", loopTexts.gatePassed(verdict.findings.length), { phase: "gate" });
     return { next: afterGate, patch: { concerns: [] } };
   }
-  await run.emit("step", loopTexts.gateConcerns(verdict.findings.length, concerns, s.task.review), { phase: "gate", data: { concerns } });
+  await run.emit("step", loopTexts.gateConcerns(verdict.findings.length, concerns, s.task.review), {
+    phase: "gate",
+    data: { concerns },
+  });
   return { next: "review", patch: { concerns } };
 }
 
@@ -125,9 +206,14 @@ export async function gatePhase(s: TaskState, run: TaskRun): Promise<PhaseOutcom
 async function repoPolicy(s: TaskState, run: TaskRun): Promise<PhaseOutcome | undefined> {
   const { decision, diff } = await policyOf(s, run.steps);
   if (decision.action === "run") return undefined;
-  await run.emit("step", loopTexts.policy(decision.reason, diff), { phase: "gate", data: { policy: decision.action, paths: decision.paths, diff } });
+  await run.emit("step", loopTexts.policy(decision.reason, diff), {
+    phase: "gate",
+    data: { policy: decision.action, paths: decision.paths, diff },
+  });
   if (decision.action === "ask") return { stop: "needs_approval", message: loopTexts.needsApproval(decision.reason) };
-  const failure = briefFromFindings(s.iteration, "blocked", [{ severity: "blocker", message: decision.reason, rule: "repo-policy" }]);
+  const failure = briefFromFindings(s.iteration, "blocked", [
+    { severity: "blocker", message: decision.reason, rule: "repo-policy" },
+  ]);
   return { next: "remember", patch: { failure: { ...failure, output: `${failure.output}\n${diff}`.slice(0, 8_000) } } };
 }
 
@@ -142,7 +228,12 @@ export async function reviewPhase(s: TaskState, run: TaskRun): Promise<PhaseOutc
   await run.emit("phase", loopTexts.reviewing(concerns.length > 0), { phase: "review" });
   try {
     const reply = await run.llm("review", "review", (head) =>
-      run.steps.review({ ...head, plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, ...(concerns.length ? { concerns } : {}) }),
+      run.steps.review({
+        ...head,
+        plan: s.plan ?? fallbackPlan(s),
+        candidate: s.candidate ?? EMPTY_CANDIDATE,
+        ...(concerns.length ? { concerns } : {}),
+      }),
     );
     const review = reply.value;
     let blockers = review.findings.filter((f) => f.severity === "blocker");
@@ -150,9 +241,21 @@ export async function reviewPhase(s: TaskState, run: TaskRun): Promise<PhaseOutc
       // Not approved with concerns: the review's own findings say why; the gate's concerns when it gave none.
       blockers = review.findings.length ? review.findings : concerns;
     }
-    await run.emit("step", loopTexts.review(review.approved, review.score, blockers), { phase: "review", data: { review, ...(concerns.length ? { concerns } : {}), ...reply.data } });
+    await run.emit("step", loopTexts.review(review.approved, review.score, blockers), {
+      phase: "review",
+      data: { review, ...(concerns.length ? { concerns } : {}), ...reply.data },
+    });
     if (blockers.length > 0) {
-      return { next: "remember", patch: { failure: briefFromFindings(s.iteration, "blocked", blockers.map((f) => ({ ...f, severity: "blocker" as const }))) } };
+      return {
+        next: "remember",
+        patch: {
+          failure: briefFromFindings(
+            s.iteration,
+            "blocked",
+            blockers.map((f) => ({ ...f, severity: "blocker" as const })),
+          ),
+        },
+      };
     }
   } catch (err) {
     const outcome = await run.llmFailure(err, "review");
@@ -173,24 +276,43 @@ export async function executePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
   } else {
     const { files, ignored, tests } = verdictFiles(s);
     // Said once: not again when the phase resumes after a sandbox failure.
-    if (ignored.length && s.sandboxErrors === 0) await run.emit("warning", loopTexts.ignored(ignored), { phase: "execute", data: { ignored } });
+    if (ignored.length && s.sandboxErrors === 0)
+      await run.emit("warning", loopTexts.ignored(ignored), { phase: "execute", data: { ignored } });
     request = (attempt) => executionRequest(s, "execute", files, tests, attempt);
   }
   const result = await run.sandbox("execute", request, loopTexts.sandboxFailed);
   if (result.status === "command_not_found") {
-    return { stop: "error", message: loopTexts.commandNotFound(result.reason ?? ""), error: new LoopsmithError("command_not_found", result.reason ?? "command not found") };
+    return {
+      stop: "error",
+      message: loopTexts.commandNotFound(result.reason ?? ""),
+      error: new LoopsmithError("command_not_found", result.reason ?? "command not found"),
+    };
   }
   if (result.status === "sandbox_error") {
-    return { stop: "error", message: loopTexts.sandboxGaveUp(MAX_SANDBOX_ERRORS, result.reason), error: new LoopsmithError("sandbox_error", result.reason ?? "sandbox failure") };
+    return {
+      stop: "error",
+      message: loopTexts.sandboxGaveUp(MAX_SANDBOX_ERRORS, result.reason),
+      error: new LoopsmithError("sandbox_error", result.reason ?? "sandbox failure"),
+    };
   }
   const failing = result.tests.filter((t) => t.status === "failed" || t.status === "error").map((t) => t.name);
   const shown = failing.slice(0, 20);
-  await run.emit("step", loopTexts.executed(s.iteration, result.status, failing, shown, testSummary(result).total, result.durationMs), {
-    phase: "execute",
-    data: { status: result.status, failingTests: shown, summary: result.summary, tests: result.tests.slice(0, 100).map((t) => ({ name: t.name, status: t.status })) },
-  });
+  await run.emit(
+    "step",
+    loopTexts.executed(s.iteration, result.status, failing, shown, testSummary(result).total, result.durationMs),
+    {
+      phase: "execute",
+      data: {
+        status: result.status,
+        failingTests: shown,
+        summary: result.summary,
+        tests: result.tests.slice(0, 100).map((t) => ({ name: t.name, status: t.status })),
+      },
+    },
+  );
   const lastExecution = forCheckpoint(result);
-  if (result.status === "passed") return { next: "score", patch: { lastExecution, history: [...s.history, loopTexts.historyPassed(s.iteration)] } };
+  if (result.status === "passed")
+    return { next: "score", patch: { lastExecution, history: [...s.history, loopTexts.historyPassed(s.iteration)] } };
   return { next: "remember", patch: { lastExecution, failure: briefFromExecution(s.iteration, result) } };
 }
 
@@ -206,7 +328,11 @@ export async function scorePhase(s: TaskState, run: TaskRun): Promise<PhaseOutco
   await run.emit("phase", runTexts.scoring, { phase: "score" });
   const files = [...verdictFiles(s, { generatedTests: false }).files, ...hidden];
   const paths = hidden.map((f) => f.path);
-  const r = await run.sandbox("score", (attempt) => executionRequest(s, "score", files, paths, attempt), runTexts.scoreSandboxFailed);
+  const r = await run.sandbox(
+    "score",
+    (attempt) => executionRequest(s, "score", files, paths, attempt),
+    runTexts.scoreSandboxFailed,
+  );
   const counts = testSummary(r);
   return { stop: "passed", message, hidden: { status: r.status, passed: counts.passed, total: counts.total } };
 }
@@ -216,7 +342,10 @@ const MEMORY_CODE_CHARS = 50_000;
 
 /** The candidate's files (not its tests) as one text for memory, or "" when there is none. */
 function codeOf(candidate: TaskState["candidate"]): string {
-  return (candidate?.files ?? []).map((f) => f.content).join("\n").slice(0, MEMORY_CODE_CHARS);
+  return (candidate?.files ?? [])
+    .map((f) => f.content)
+    .join("\n")
+    .slice(0, MEMORY_CODE_CHARS);
 }
 
 /** REMEMBER: store the failure, recall similar ones, apply the circuit breaker and the iteration limit. */
@@ -224,17 +353,57 @@ export async function rememberPhase(s: TaskState, run: TaskRun): Promise<PhaseOu
   await run.emit("phase", loopTexts.remembering, { phase: "remember" });
   const failure = s.failure ?? briefFromError(s.iteration, "unknown", "no failure recorded");
   const code = codeOf(s.candidate);
-  const errorText = s.lastExecution && failure.status !== "blocked" && failure.status !== "llm_bad_reply" ? errorTextOf(s.lastExecution) : failure.output.slice(0, 2_000) || failure.status;
+  const errorText =
+    s.lastExecution && failure.status !== "blocked" && failure.status !== "llm_bad_reply"
+      ? errorTextOf(s.lastExecution)
+      : failure.output.slice(0, 2_000) || failure.status;
   const stored = await run.safely(() =>
-    run.steps.rememberFailure({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: stepKey(s, "failure"), language: s.task.language, goal: s.task.goal, errorText, failingTests: failure.failingTests, outputTail: failure.output.slice(-4_000), status: failure.status, ...(code ? { code } : {}), ...(s.task.owner ? { owner: s.task.owner } : {}) }),
+    run.steps.rememberFailure({
+      v: 1,
+      taskId: s.task.taskId,
+      iteration: s.iteration,
+      idempotencyKey: stepKey(s, "failure"),
+      language: s.task.language,
+      goal: s.task.goal,
+      errorText,
+      failingTests: failure.failingTests,
+      outputTail: failure.output.slice(-4_000),
+      status: failure.status,
+      ...(code ? { code } : {}),
+      ...(s.task.owner ? { owner: s.task.owner } : {}),
+    }),
   );
   const signature = stored?.signature ?? `${failure.status}: ${errorText.split("\n")[0] ?? ""}`.slice(0, 300);
   const withSig: FailureBrief = { ...failure, signature };
   // The goal, the error, the failing tests and the code each count in recall (memory builds one text of them).
-  const recall = s.task.memory === "off" ? undefined : await run.safely(() => run.steps.recall({ v: 1, taskId: s.task.taskId, language: s.task.language, text: s.task.goal, errorText, failingTests: failure.failingTests, ...(code ? { code } : {}), k: 3, excludeSameTask: true, ...recallScope(s) }));
+  const recall =
+    s.task.memory === "off"
+      ? undefined
+      : await run.safely(() =>
+          run.steps.recall({
+            v: 1,
+            taskId: s.task.taskId,
+            language: s.task.language,
+            text: s.task.goal,
+            errorText,
+            failingTests: failure.failingTests,
+            ...(code ? { code } : {}),
+            k: 3,
+            excludeSameTask: true,
+            ...recallScope(s),
+          }),
+        );
   const same = s.lastSignature === signature ? s.sameSignatureCount + 1 : 1;
-  if (stored) await run.emit("step", loopTexts.stored(signature), { phase: "remember", data: { failureId: stored.id, signature } });
-  if (recall) await run.emit("step", loopTexts.recalledSimilar(recall.failures.length), { phase: "recall", data: { failureIds: recall.failures.map((f) => f.id) } });
+  if (stored)
+    await run.emit("step", loopTexts.stored(signature), {
+      phase: "remember",
+      data: { failureId: stored.id, signature },
+    });
+  if (recall)
+    await run.emit("step", loopTexts.recalledSimilar(recall.failures.length), {
+      phase: "recall",
+      data: { failureIds: recall.failures.map((f) => f.id) },
+    });
   const remembered: Partial<TaskState> = {
     failure: withSig,
     failures: [...s.failures, withSig],
@@ -249,14 +418,26 @@ export async function rememberPhase(s: TaskState, run: TaskRun): Promise<PhaseOu
   if (same >= limits.stuckAfter) {
     if (limits.replanOnStuck && !s.replanned && s.iteration < limits.maxIterations) {
       await run.emit("warning", loopTexts.replanning(same));
-      return { next: "plan", patch: { ...remembered, replanned: true, sameSignatureCount: 0, iteration: s.iteration + 1, reflection: undefined } };
+      return {
+        next: "plan",
+        patch: {
+          ...remembered,
+          replanned: true,
+          sameSignatureCount: 0,
+          iteration: s.iteration + 1,
+          reflection: undefined,
+        },
+      };
     }
     return { stop: "stuck", message: loopTexts.stuck(same, signature), patch: remembered };
   }
-  if (s.iteration >= limits.maxIterations) return { stop: "max_iterations", message: loopTexts.maxIterations(s.iteration), patch: remembered };
+  if (s.iteration >= limits.maxIterations)
+    return { stop: "max_iterations", message: loopTexts.maxIterations(s.iteration), patch: remembered };
   // Reflect on a candidate that ran or was blocked; a step that produced no candidate goes straight on.
   const reflectable = s.candidate && failure.status !== "llm_bad_reply" && failure.status !== "edit_failed";
-  return reflectable ? { next: "reflect", patch: remembered } : { next: "build", patch: { ...remembered, iteration: s.iteration + 1 } };
+  return reflectable
+    ? { next: "reflect", patch: remembered }
+    : { next: "build", patch: { ...remembered, iteration: s.iteration + 1 } };
 }
 
 /** REFLECT: root cause, hypothesis and fix plan for the next build; attached to the stored failure. */
@@ -264,12 +445,31 @@ export async function reflectPhase(s: TaskState, run: TaskRun): Promise<PhaseOut
   await run.emit("phase", loopTexts.reflecting, { phase: "reflect" });
   try {
     const reply = await run.llm("reflect", "reflect", (head) =>
-      run.steps.reflect({ ...head, plan: s.plan ?? fallbackPlan(s), candidate: s.candidate ?? EMPTY_CANDIDATE, failure: s.failure ?? briefFromError(s.iteration, "unknown", ""), recall: s.recall }),
+      run.steps.reflect({
+        ...head,
+        plan: s.plan ?? fallbackPlan(s),
+        candidate: s.candidate ?? EMPTY_CANDIDATE,
+        failure: s.failure ?? briefFromError(s.iteration, "unknown", ""),
+        recall: s.recall,
+      }),
     );
     const reflection = reply.value;
-    await run.emit("step", loopTexts.reflection(reflection.rootCause), { phase: "reflect", data: { reflection, ...reply.data } });
+    await run.emit("step", loopTexts.reflection(reflection.rootCause), {
+      phase: "reflect",
+      data: { reflection, ...reply.data },
+    });
     const failureId = s.failureId;
-    if (failureId) await run.safely(() => run.steps.attachFix({ v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: stepKey(s, "fix"), failureId, reflection }));
+    if (failureId)
+      await run.safely(() =>
+        run.steps.attachFix({
+          v: 1,
+          taskId: s.task.taskId,
+          iteration: s.iteration,
+          idempotencyKey: stepKey(s, "fix"),
+          failureId,
+          reflection,
+        }),
+      );
     return { next: "build", patch: { reflection, iteration: s.iteration + 1 } };
   } catch (err) {
     const outcome = await run.llmFailure(err, "reflect");

@@ -59,7 +59,9 @@ function renderDag(plan: DagPlan, reopened: readonly string[]): string {
       [
         `- ${s.id}${s.dependsOn.length ? ` (after ${s.dependsOn.join(", ")})` : ""}${reopened.includes(s.id) ? " [re-opened once already: cannot be again]" : ""}: ${s.goal}`,
         `  owns: ${[...s.files, ...s.acceptanceTests.map((t) => t.path)].join(", ")}`,
-        s.provides.length ? `  provides: ${s.provides.map((p) => `${p.name}${p.description ? ` = ${p.description}` : ""}`).join("; ")}` : "",
+        s.provides.length
+          ? `  provides: ${s.provides.map((p) => `${p.name}${p.description ? ` = ${p.description}` : ""}`).join("; ")}`
+          : "",
       ]
         .filter(Boolean)
         .join("\n"),
@@ -83,7 +85,11 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
     system?: string,
   ): Promise<LlmValue<T>> {
     const messages: ChatMessage[] = [
-      { role: "user", content: [renderTask(req.task), renderHints(req.recall)].filter(Boolean).join("\n"), cache: true },
+      {
+        role: "user",
+        content: [renderTask(req.task), renderHints(req.recall)].filter(Boolean).join("\n"),
+        cache: true,
+      },
       { role: "user", content: parts.filter(Boolean).join("\n") },
     ];
     const { value, usage, provider } = await deps.provider.complete({
@@ -92,7 +98,12 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
       messages,
       schema,
       schemaName,
-      context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}), ...(req.script ? { script: req.script } : {}) },
+      context: {
+        taskId: req.taskId,
+        iteration: req.iteration,
+        ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}),
+        ...(req.script ? { script: req.script } : {}),
+      },
       budget: req.budget,
     });
     return { value, usage, provider: provider ?? deps.provider.info };
@@ -108,22 +119,46 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
     reflect: (req) =>
       ask("reflect", Reflection, "reflection", req, [
         section("Plan", req.plan.summary),
-        section(req.task.repo ? "Files the candidate changed (in full)" : "Candidate", req.candidate.files.map((f) => renderFile(f)).join("\n")),
+        section(
+          req.task.repo ? "Files the candidate changed (in full)" : "Candidate",
+          req.candidate.files.map((f) => renderFile(f)).join("\n"),
+        ),
         req.candidate.deleted?.length ? section("Files the candidate deleted", req.candidate.deleted.join("\n")) : "",
-        req.candidate.tests.length ? section("Generated tests", req.candidate.tests.map((f) => renderFile(f)).join("\n")) : "",
+        req.candidate.tests.length
+          ? section("Generated tests", req.candidate.tests.map((f) => renderFile(f)).join("\n"))
+          : "",
         renderFailure(req.failure),
         "Reply with the reflection as structured output.",
       ]),
     decompose: (req, problems) =>
-      ask("plan", DagPlan, "dag_plan", req, [
-        problems.length ? section("Problems of the plan you sent before (fix every one)", problems.map((p) => `- ${p.message}`).join("\n")) : "",
-        "Reply with the plan of subtasks as structured output.",
-      ], dag.plan.system),
+      ask(
+        "plan",
+        DagPlan,
+        "dag_plan",
+        req,
+        [
+          problems.length
+            ? section(
+                "Problems of the plan you sent before (fix every one)",
+                problems.map((p) => `- ${p.message}`).join("\n"),
+              )
+            : "",
+          "Reply with the plan of subtasks as structured output.",
+        ],
+        dag.plan.system,
+      ),
     reflectIntegration: (req) =>
-      ask("reflect", IntegrationReflection, "integration_reflection", req, [
-        section("Subtasks", renderDag(req.dag, req.reopened)),
-        renderFailure(req.failure),
-        "Reply with the subtask to re-open as structured output.",
-      ], dag.reflect.system),
+      ask(
+        "reflect",
+        IntegrationReflection,
+        "integration_reflection",
+        req,
+        [
+          section("Subtasks", renderDag(req.dag, req.reopened)),
+          renderFailure(req.failure),
+          "Reply with the subtask to re-open as structured output.",
+        ],
+        dag.reflect.system,
+      ),
   };
 }

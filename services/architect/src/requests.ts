@@ -3,7 +3,13 @@
  * of the budget, the task's own script and memory scope, and a sandbox run's request. Pure
  * functions of the state (`state.ts`); the run (`run.ts`) and the phases call them.
  */
-import { idempotencyKey, type Budget, type ExecutionRequest, type FileChange, type TaskScript } from "@loopsmith/shared";
+import {
+  idempotencyKey,
+  type Budget,
+  type ExecutionRequest,
+  type FileChange,
+  type TaskScript,
+} from "@loopsmith/shared";
 import type { TaskState } from "./state.js";
 
 /**
@@ -42,7 +48,13 @@ export function budgetLeft(s: TaskState): Budget {
  * A sandbox run of `files` for `step`, under the task's limits (run timeout in ms, memory
  * in MB); `attempt` (the sandbox failures before it) makes a retry a new idempotency key.
  */
-export function executionRequest(s: TaskState, step: string, files: FileChange[], tests: string[] | undefined, attempt: number): ExecutionRequest {
+export function executionRequest(
+  s: TaskState,
+  step: string,
+  files: FileChange[],
+  tests: string[] | undefined,
+  attempt: number,
+): ExecutionRequest {
   return {
     v: 1,
     taskId: s.task.taskId,

@@ -50,24 +50,47 @@ function sandbox(results: ExecutionResult[]): { steps: Steps; requests: Executio
 }
 
 function state(over: Partial<Task> = {}): TaskState {
-  const task = Task.parse({ v: 1, taskId: "t-run", goal: "add", language: "python", submittedAt: new Date().toISOString(), ...over });
-  return { ...initialState(task), phase: "execute", iteration: 1, candidate: { files: [{ path: "add.py", content: "def add(a, b): return a + b\n" }], tests: [], notes: "" } };
+  const task = Task.parse({
+    v: 1,
+    taskId: "t-run",
+    goal: "add",
+    language: "python",
+    submittedAt: new Date().toISOString(),
+    ...over,
+  });
+  return {
+    ...initialState(task),
+    phase: "execute",
+    iteration: 1,
+    candidate: { files: [{ path: "add.py", content: "def add(a, b): return a + b\n" }], tests: [], notes: "" },
+  };
 }
 
 const request = (s: TaskState) => (attempt: number) => executionRequest(s, "execute", [], undefined, attempt);
 
 describe("the run's sandbox retry", () => {
   it("retries a sandbox failure as a new attempt, checkpointing the count before each try", async () => {
-    const { steps, requests } = sandbox([result("sandbox_error", "container died"), result("sandbox_error", "container died"), result("passed")]);
+    const { steps, requests } = sandbox([
+      result("sandbox_error", "container died"),
+      result("sandbox_error", "container died"),
+      result("passed"),
+    ]);
     const out = io();
     const s = state();
     const run = new TaskRun(s, steps, out.io);
     const r = await run.sandbox("execute", request(s), loopTexts.sandboxFailed);
     expect(r.status).toBe("passed");
-    expect(requests.map((q) => q.idempotencyKey)).toEqual(["t-run/1/execute", "t-run/1/execute.1", "t-run/1/execute.2"]);
+    expect(requests.map((q) => q.idempotencyKey)).toEqual([
+      "t-run/1/execute",
+      "t-run/1/execute.1",
+      "t-run/1/execute.2",
+    ]);
     // A checkpoint after each failure, holding the count the next try runs with.
     expect(out.checkpoints.map((c) => c.sandboxErrors)).toEqual([1, 2]);
-    expect(out.events.filter((e) => e.kind === "warning").map((e) => e.message)).toEqual([loopTexts.sandboxFailed("container died"), loopTexts.sandboxFailed("container died")]);
+    expect(out.events.filter((e) => e.kind === "warning").map((e) => e.message)).toEqual([
+      loopTexts.sandboxFailed("container died"),
+      loopTexts.sandboxFailed("container died"),
+    ]);
     // The count is reset once the sandbox answered (the phase's checkpoint records it).
     expect(run.s.sandboxErrors).toBe(0);
   });
@@ -78,13 +101,22 @@ describe("the run's sandbox retry", () => {
     const s = state();
     let calls = 0;
     // The conductor dies on the second try: the checkpoint written after the first failure is what is left.
-    const dying = { execute: async (req: ExecutionRequest) => (++calls === 2 ? Promise.reject(new Error("killed")) : first.steps.execute(req)) } as unknown as Steps;
-    await expect(new TaskRun(s, dying, out.io).sandbox("execute", request(s), loopTexts.sandboxFailed)).rejects.toThrow("killed");
+    const dying = {
+      execute: async (req: ExecutionRequest) =>
+        ++calls === 2 ? Promise.reject(new Error("killed")) : first.steps.execute(req),
+    } as unknown as Steps;
+    await expect(new TaskRun(s, dying, out.io).sandbox("execute", request(s), loopTexts.sandboxFailed)).rejects.toThrow(
+      "killed",
+    );
     const saved = out.checkpoints.at(-1)!;
     expect(saved.sandboxErrors).toBe(1);
 
     const second = sandbox([result("passed")]);
-    const r = await new TaskRun(saved, second.steps, io().io).sandbox("execute", request(saved), loopTexts.sandboxFailed);
+    const r = await new TaskRun(saved, second.steps, io().io).sandbox(
+      "execute",
+      request(saved),
+      loopTexts.sandboxFailed,
+    );
     expect(r.status).toBe("passed");
     expect(second.requests.map((q) => q.idempotencyKey)).toEqual(["t-run/1/execute.1"]);
   });
@@ -96,7 +128,10 @@ describe("the run's sandbox retry", () => {
     const run = new TaskRun(s, steps, out.io);
     const outcome = await executePhase(s, run);
     expect(requests).toHaveLength(MAX_SANDBOX_ERRORS);
-    expect(outcome).toMatchObject({ stop: "error", message: "stopped: the sandbox failed 3 times in a row: no engine" });
+    expect(outcome).toMatchObject({
+      stop: "error",
+      message: "stopped: the sandbox failed 3 times in a row: no engine",
+    });
     // A warning (and a checkpoint) between tries only.
     expect(out.events.filter((e) => e.kind === "warning")).toHaveLength(MAX_SANDBOX_ERRORS - 1);
     expect(out.checkpoints.map((c) => c.sandboxErrors)).toEqual([1, 2]);
@@ -114,14 +149,22 @@ describe("EXECUTE and SCORE", () => {
     expect(final).toBeUndefined();
     expect(run.s.phase).toBe("score");
     const scored = await scorePhase(run.s, run);
-    expect(scored).toMatchObject({ stop: "passed", message: "passed after 1 iteration", hidden: { status: "passed", passed: 1, total: 1 } });
+    expect(scored).toMatchObject({
+      stop: "passed",
+      message: "passed after 1 iteration",
+      hidden: { status: "passed", passed: 1, total: 1 },
+    });
     expect(requests.at(-1)).toMatchObject({ idempotencyKey: "t-run/1/score", tests: ["test_hidden.py"] });
   });
 
   it("SCORE without hidden tests runs nothing", async () => {
     const { steps, requests } = sandbox([result("passed")]);
     const s = { ...state(), phase: "score" as const, iteration: 2 };
-    expect(await scorePhase(s, new TaskRun(s, steps, io().io))).toEqual({ stop: "passed", message: "passed after 2 iterations", hidden: null });
+    expect(await scorePhase(s, new TaskRun(s, steps, io().io))).toEqual({
+      stop: "passed",
+      message: "passed after 2 iterations",
+      hidden: null,
+    });
     expect(requests).toHaveLength(0);
   });
 });

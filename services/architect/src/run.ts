@@ -149,16 +149,35 @@ export class TaskRun {
    * `step` in this iteration); the reply's usage is added and published. Errors are thrown
    * as they come: the phase hands them to {@link llmFailure}.
    */
-  async llm<T>(role: string, step: string, call: (head: LlmHead) => Promise<{ value: T; usage: Usage; provider: ProviderInfo }>): Promise<LlmReply<T>> {
+  async llm<T>(
+    role: string,
+    step: string,
+    call: (head: LlmHead) => Promise<{ value: T; usage: Usage; provider: ProviderInfo }>,
+  ): Promise<LlmReply<T>> {
     const s = this.s;
     const callsBefore = s.usage.byRole[role]?.calls ?? 0;
-    const head: LlmHead = { v: 1, taskId: s.task.taskId, iteration: s.iteration, idempotencyKey: stepKey(s, step), callsBefore, ...taskScript(s), task: await this.brief(), budget: this.budget() };
+    const head: LlmHead = {
+      v: 1,
+      taskId: s.task.taskId,
+      iteration: s.iteration,
+      idempotencyKey: stepKey(s, step),
+      callsBefore,
+      ...taskScript(s),
+      task: await this.brief(),
+      budget: this.budget(),
+    };
     const reply = await call(head);
     await this.noteProvider(role, reply);
     // The step event carries the validated reply, so a recorded run holds every reply in order
     // and can be replayed: `calls` is what this step used (2 after a re-ask).
     const p = reply.provider;
-    const llm = { role, callsBefore, calls: reply.usage.calls, value: reply.value, provider: { name: p.name, model: p.model, scripted: p.scripted } };
+    const llm = {
+      role,
+      callsBefore,
+      calls: reply.usage.calls,
+      value: reply.value,
+      provider: { name: p.name, model: p.model, scripted: p.scripted },
+    };
     return { value: reply.value, provider: p, data: { llm } };
   }
 
@@ -173,9 +192,14 @@ export class TaskRun {
       providers: s.providers.includes(label) ? s.providers : [...s.providers, label],
     };
     const from = reply.provider.fallbackFrom;
-    if (from) await this.emit("warning", runTexts.fallback(role, from, label), { data: { role, provider: reply.provider, fallbackFrom: from } });
+    if (from)
+      await this.emit("warning", runTexts.fallback(role, from, label), {
+        data: { role, provider: reply.provider, fallbackFrom: from },
+      });
     const total = this.s.usage.total;
-    await this.emit("usage", runTexts.usage(role, reply.usage, total), { data: { role, provider: reply.provider, call: reply.usage, total } });
+    await this.emit("usage", runTexts.usage(role, reply.usage, total), {
+      data: { role, provider: reply.provider, call: reply.usage, total },
+    });
   }
 
   /**
@@ -185,7 +209,8 @@ export class TaskRun {
    */
   async llmFailure(err: unknown, role: string): Promise<LlmOutcome> {
     const paid = Usage.safeParse((err as { details?: { usage?: unknown } } | undefined)?.details?.usage);
-    if (paid.success && paid.data.calls > 0) this.s = { ...this.s, usage: addStepUsage(this.s.usage, role, this.s.iteration, paid.data) };
+    if (paid.success && paid.data.calls > 0)
+      this.s = { ...this.s, usage: addStepUsage(this.s.usage, role, this.s.iteration, paid.data) };
     if (hasCode(err, "budget_exceeded")) return { stop: "budget", message: runTexts.stopped(err.message), error: err };
     if (hasCode(err, "cancelled")) return { stop: "cancelled", message: runTexts.cancelled };
     if (hasCode(err, "llm_bad_reply")) {
@@ -193,7 +218,10 @@ export class TaskRun {
       return "iteration_failed";
     }
     if (err instanceof LoopsmithError && err.retryable) throw new RetryLater(`${role}: ${err.message}`, { cause: err });
-    const e = err instanceof LoopsmithError ? err : new LoopsmithError("internal", String((err as Error)?.message ?? err), { cause: err });
+    const e =
+      err instanceof LoopsmithError
+        ? err
+        : new LoopsmithError("internal", String((err as Error)?.message ?? err), { cause: err });
     return { stop: "error", message: runTexts.stopped(e.message), error: e };
   }
 
@@ -220,7 +248,11 @@ export class TaskRun {
    * @param phase - the phase the warnings are reported in
    * @param request - the request of an attempt (0 for the first)
    */
-  async sandbox(phase: Phase, request: (attempt: number) => ExecutionRequest, retrying: (reason?: string) => string): Promise<ExecutionResult> {
+  async sandbox(
+    phase: Phase,
+    request: (attempt: number) => ExecutionRequest,
+    retrying: (reason?: string) => string,
+  ): Promise<ExecutionResult> {
     for (;;) {
       const attempt = this.s.sandboxErrors;
       const result = await this.steps.execute(request(attempt));
@@ -250,7 +282,17 @@ export class TaskRun {
     const s0 = this.s;
     if (reason === "passed" && s0.candidate) {
       const files = s0.candidate.files;
-      await this.safely(() => this.steps.rememberSuccess({ v: 1, taskId: s0.task.taskId, iteration: s0.iteration, idempotencyKey: stepKey(s0, "success"), language: s0.task.language, goal: s0.task.goal, files }));
+      await this.safely(() =>
+        this.steps.rememberSuccess({
+          v: 1,
+          taskId: s0.task.taskId,
+          iteration: s0.iteration,
+          idempotencyKey: stepKey(s0, "success"),
+          language: s0.task.language,
+          goal: s0.task.goal,
+          files,
+        }),
+      );
     }
     const change = s0.task.repo ? await this.repoChangeSafely() : undefined;
     this.s = finalState(this.s, reason, message, error, hidden, change);
@@ -260,7 +302,11 @@ export class TaskRun {
     // Checkpoint the final state first, then publish the result (message id `taskId:result`):
     // a conductor that dies in between finds the task final and publishes the result again.
     await this.io.checkpoint({ ...s, eventSeq: s.eventSeq + 1 });
-    await this.emit("result", message, { phase: "done", result, ...(s.dag ? { data: { dag: dagProgress(s.dag) } } : {}) });
+    await this.emit("result", message, {
+      phase: "done",
+      result,
+      ...(s.dag ? { data: { dag: dagProgress(s.dag) } } : {}),
+    });
     return this.s;
   }
 }

@@ -103,10 +103,16 @@ export function busChildTasks(nc: NatsConnection, cancel: ChildTasks["cancel"]):
         }
       } catch (err) {
         if (signal.aborted) throw signal.reason;
-        throw new LoopsmithError("unavailable", `lost the events of child task ${taskId}: ${(err as Error)?.message ?? err}`, { cause: err, retryable: true });
+        throw new LoopsmithError(
+          "unavailable",
+          `lost the events of child task ${taskId}: ${(err as Error)?.message ?? err}`,
+          { cause: err, retryable: true },
+        );
       }
       if (signal.aborted) throw signal.reason;
-      throw new LoopsmithError("unavailable", `the events of child task ${taskId} ended without a result`, { retryable: true });
+      throw new LoopsmithError("unavailable", `the events of child task ${taskId} ended without a result`, {
+        retryable: true,
+      });
     },
     cancel,
     getTree: (name, owner) => getSnapshot(nc, name, owner),
@@ -161,7 +167,12 @@ export function busSteps(nc: NatsConnection, config: Config, planner: Planner): 
     gate: (req) => call(nc, Endpoints.reviewer.gate, req, mem),
     review: (req) => call(nc, Endpoints.reviewer.review, req, llmStep),
     // An executor with no free slot (or a dead engine) answers busy: ask again until one has room.
-    execute: (req) => call(nc, Endpoints.executor.run, req, { ...step, timeoutMs: Math.max(step.timeoutMs, req.timeoutMs + 60_000), busyWaitMs: config.bus.busyWaitMs }),
+    execute: (req) =>
+      call(nc, Endpoints.executor.run, req, {
+        ...step,
+        timeoutMs: Math.max(step.timeoutMs, req.timeoutMs + 60_000),
+        busyWaitMs: config.bus.busyWaitMs,
+      }),
     rememberFailure: (req) => call(nc, Endpoints.memory.rememberFailure, req, mem),
     attachFix: (req) => call(nc, Endpoints.memory.attachFix, req, mem),
     rememberSuccess: (req) => call(nc, Endpoints.memory.rememberSuccess, req, mem),

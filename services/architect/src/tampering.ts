@@ -27,7 +27,10 @@ export function findingPlace(f: Finding): string {
  * lines (the check's, the benchmark's) and the paths (test files, a JUnit file). The gate
  * keeps the path-like ones. At most 200, duplicates removed.
  */
-export function evaluationNames(commands: readonly (string | undefined)[], paths: readonly (string | undefined)[]): string[] {
+export function evaluationNames(
+  commands: readonly (string | undefined)[],
+  paths: readonly (string | undefined)[],
+): string[] {
   const words = commands.flatMap((c) => (c ? c.split(/[\s;&|<>()'"`=]+/) : []));
   return [...new Set([...words, ...paths].filter((w): w is string => !!w && w.length <= 1_000))].slice(0, 200);
 }

@@ -3,7 +3,9 @@ import { pack } from "tar-stream";
 import { readTar } from "@loopsmith/shared";
 import { candidateSnapshot } from "./tree.js";
 
-async function tarOf(entries: { name: string; type?: "directory" | "symlink"; body?: string; mode?: number; linkname?: string }[]): Promise<Buffer> {
+async function tarOf(
+  entries: { name: string; type?: "directory" | "symlink"; body?: string; mode?: number; linkname?: string }[],
+): Promise<Buffer> {
   const p = pack();
   const chunks: Buffer[] = [];
   p.on("data", (c: unknown) => chunks.push(c as Buffer));
@@ -29,12 +31,21 @@ describe("candidateSnapshot", () => {
       { name: "old.py", body: "gone\n" },
       { name: "link", type: "symlink", linkname: "src/a.py" },
     ]);
-    const files = [{ path: "src/a.py", content: "a = 2\n" }, { path: "src/new.py", content: "b = 3\n" }];
+    const files = [
+      { path: "src/a.py", content: "a = 2\n" },
+      { path: "src/new.py", content: "b = 3\n" },
+    ];
     const first = await candidateSnapshot(parent, files, ["old.py"]);
     const again = await candidateSnapshot(parent, files, ["old.py"]);
     expect(again.id).toBe(first.id);
     const entries = await readTar(first.tar);
-    expect(entries.map((e) => [e.path, e.type])).toEqual([["src", "directory"], ["src/a.py", "file"], ["run.sh", "file"], ["link", "symlink"], ["src/new.py", "file"]]);
+    expect(entries.map((e) => [e.path, e.type])).toEqual([
+      ["src", "directory"],
+      ["src/a.py", "file"],
+      ["run.sh", "file"],
+      ["link", "symlink"],
+      ["src/new.py", "file"],
+    ]);
     const byPath = new Map(entries.map((e) => [e.path, e]));
     expect(byPath.get("src/a.py")?.content.toString()).toBe("a = 2\n");
     expect(byPath.get("src/new.py")?.content.toString()).toBe("b = 3\n");

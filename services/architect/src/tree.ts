@@ -22,7 +22,10 @@ function stripPrefix(name: string | undefined): string | undefined {
  * @throws LoopsmithError `internal` when a hunk does not apply to the parent (the patch was
  *   made against another tree)
  */
-export function candidateFiles(change: Pick<RepoChange, "patch" | "deleted">, read: (path: string) => string | undefined): { files: FileChange[]; deleted: string[] } {
+export function candidateFiles(
+  change: Pick<RepoChange, "patch" | "deleted">,
+  read: (path: string) => string | undefined,
+): { files: FileChange[]; deleted: string[] } {
   const deleted = new Set(change.deleted);
   const files: FileChange[] = [];
   for (const p of parsePatch(change.patch)) {
@@ -30,7 +33,8 @@ export function candidateFiles(change: Pick<RepoChange, "patch" | "deleted">, re
     if (!path || deleted.has(path)) continue;
     const before = stripPrefix(p.oldFileName) ? (read(path) ?? "") : "";
     const after = applyPatch(before, p);
-    if (after === false) throw new LoopsmithError("internal", `the change of ${path} does not apply to the parent tree`);
+    if (after === false)
+      throw new LoopsmithError("internal", `the change of ${path} does not apply to the parent tree`);
     files.push({ path, content: after });
   }
   return { files, deleted: [...deleted] };
@@ -42,7 +46,11 @@ export function candidateFiles(change: Pick<RepoChange, "patch" | "deleted">, re
  * mtime 0, so the same tree always gives the same bytes and the same id.
  * @returns the tar bytes and the tree id (sha-256 hex of the bytes)
  */
-export async function candidateSnapshot(parentTar: Uint8Array, files: readonly FileChange[], deleted: readonly string[]): Promise<{ tar: Buffer; id: string }> {
+export async function candidateSnapshot(
+  parentTar: Uint8Array,
+  files: readonly FileChange[],
+  deleted: readonly string[],
+): Promise<{ tar: Buffer; id: string }> {
   const replace = new Map(files.map((f) => [f.path, f.content]));
   const gone = new Set(deleted);
   const out = pack();
@@ -67,15 +75,21 @@ export async function candidateSnapshot(parentTar: Uint8Array, files: readonly F
       if (gone.has(name)) return;
       const content = replace.has(name) ? Buffer.from(replace.get(name) as string, "utf8") : entry.content;
       replace.delete(name);
-      if (entry.type === "file") await write({ name, mode: entry.mode, mtime: new Date(0), size: content.length }, content);
-      else if (entry.type === "directory") await write({ name, type: "directory", mode: entry.mode, mtime: new Date(0) });
+      if (entry.type === "file")
+        await write({ name, mode: entry.mode, mtime: new Date(0), size: content.length }, content);
+      else if (entry.type === "directory")
+        await write({ name, type: "directory", mode: entry.mode, mtime: new Date(0) });
       else await write({ name, type: "symlink", linkname: entry.linkname ?? "", mtime: new Date(0) });
     },
     { select: (member) => kept.has(member.type) },
   );
   for (const [path, content] of replace) {
     const body = Buffer.from(content, "utf8");
-    await new Promise<void>((resolve, reject) => out.entry({ name: path, mode: 0o644, mtime: new Date(0), size: body.length }, body, (err) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      out.entry({ name: path, mode: 0o644, mtime: new Date(0), size: body.length }, body, (err) =>
+        err ? reject(err) : resolve(),
+      ),
+    );
   }
   out.finalize();
   await ended;

@@ -52,17 +52,33 @@ export function verdictFiles(s: TaskState, opts: { generatedTests?: boolean } = 
   const byPath = new Map<string, FileChange>();
   for (const f of [...s.task.files, ...candidate, ...generated, ...s.task.acceptanceTests]) byPath.set(f.path, f);
   const tests = [...s.task.acceptanceTests, ...generated].map((f) => f.path).filter((p) => isTestFile(p, language));
-  return { files: [...byPath.values()], ignored: [...new Set(ignored)], ...(tests.length ? { tests: [...new Set(tests)] } : {}) };
+  return {
+    files: [...byPath.values()],
+    ignored: [...new Set(ignored)],
+    ...(tests.length ? { tests: [...new Set(tests)] } : {}),
+  };
 }
 
 /** A plan made from the task alone, used when the planner's reply could not be read. */
 export function fallbackPlan(s: TaskState): Plan {
   const firstLine = s.task.goal.split("\n").find((l) => l.trim()) ?? s.task.goal;
-  return { summary: firstLine.slice(0, 500), acceptanceCriteria: [], steps: ["Implement the goal."], files: s.task.files.map((f) => f.path) };
+  return {
+    summary: firstLine.slice(0, 500),
+    acceptanceCriteria: [],
+    steps: ["Implement the goal."],
+    files: s.task.files.map((f) => f.path),
+  };
 }
 
 /** The state with its final result; pure. */
-export function finalState(s: TaskState, reason: StopReason, message: string, error?: LoopsmithError, hidden: TaskResult["hidden"] = null, repo?: TaskResult["repo"]): TaskState {
+export function finalState(
+  s: TaskState,
+  reason: StopReason,
+  message: string,
+  error?: LoopsmithError,
+  hidden: TaskResult["hidden"] = null,
+  repo?: TaskResult["repo"],
+): TaskState {
   const passed = reason === "passed";
   const result: TaskResult = {
     v: 1,
@@ -72,7 +88,9 @@ export function finalState(s: TaskState, reason: StopReason, message: string, er
     iterations: s.iteration,
     files: s.candidate?.files ?? [],
     tests: s.candidate?.tests ?? [],
-    lastExecution: s.lastExecution ? { status: s.lastExecution.status, tests: s.lastExecution.tests, durationMs: s.lastExecution.durationMs } : null,
+    lastExecution: s.lastExecution
+      ? { status: s.lastExecution.status, tests: s.lastExecution.tests, durationMs: s.lastExecution.durationMs }
+      : null,
     hidden,
     failureIds: s.failureIds,
     usage: s.usage,
@@ -93,7 +111,8 @@ export const CHECKPOINT_TESTS = 500;
 
 /** An execution result small enough to checkpoint: stdout and stderr trimmed, test list and messages capped. */
 export function forCheckpoint(r: ExecutionResult): ExecutionResult {
-  const cut = (t: string): string => (t.length > CHECKPOINT_OUTPUT_CHARS ? trimToTokens(t, CHECKPOINT_OUTPUT_CHARS / 4) : t);
+  const cut = (t: string): string =>
+    t.length > CHECKPOINT_OUTPUT_CHARS ? trimToTokens(t, CHECKPOINT_OUTPUT_CHARS / 4) : t;
   const trimmed = r.stdout.length > CHECKPOINT_OUTPUT_CHARS || r.stderr.length > CHECKPOINT_OUTPUT_CHARS;
   return {
     ...r,
@@ -101,6 +120,8 @@ export function forCheckpoint(r: ExecutionResult): ExecutionResult {
     stderr: cut(r.stderr),
     truncated: r.truncated || trimmed,
     summary: r.summary ?? summarizeTests(r.tests),
-    tests: trimTests(r.tests, CHECKPOINT_TESTS).map((t) => (t.message && t.message.length > 2_000 ? { ...t, message: t.message.slice(0, 2_000) } : t)),
+    tests: trimTests(r.tests, CHECKPOINT_TESTS).map((t) =>
+      t.message && t.message.length > 2_000 ? { ...t, message: t.message.slice(0, 2_000) } : t,
+    ),
   };
 }

@@ -36,7 +36,9 @@ export function buildMessages(req: BuildRequest): ChatMessage[] {
     "Plan",
     [
       req.plan.summary,
-      req.plan.acceptanceCriteria.length ? `Acceptance criteria:\n${req.plan.acceptanceCriteria.map((c) => `- ${c}`).join("\n")}` : "",
+      req.plan.acceptanceCriteria.length
+        ? `Acceptance criteria:\n${req.plan.acceptanceCriteria.map((c) => `- ${c}`).join("\n")}`
+        : "",
       req.plan.steps.length ? `Steps:\n${req.plan.steps.map((s, i) => `${i + 1}. ${s}`).join("\n")}` : "",
       req.plan.files.length ? `Files to write: ${req.plan.files.join(", ")}` : "",
     ]
@@ -46,14 +48,32 @@ export function buildMessages(req: BuildRequest): ChatMessage[] {
   const parts = [plan, renderHistory(req.history)];
   if (req.previous && req.task.repo) {
     const edits = req.previous.candidate.edits ?? [];
-    parts.push(section("Your previous edits", edits.length ? "```json\n" + JSON.stringify(edits, null, 1).slice(0, 16_000) + "\n```" : ""));
-    parts.push(section("Files your change touched so far", [...req.previous.candidate.files.map((f) => f.path), ...(req.previous.candidate.deleted ?? []).map((p) => `${p} (deleted)`)].join("\n")));
+    parts.push(
+      section(
+        "Your previous edits",
+        edits.length ? "```json\n" + JSON.stringify(edits, null, 1).slice(0, 16_000) + "\n```" : "",
+      ),
+    );
+    parts.push(
+      section(
+        "Files your change touched so far",
+        [
+          ...req.previous.candidate.files.map((f) => f.path),
+          ...(req.previous.candidate.deleted ?? []).map((p) => `${p} (deleted)`),
+        ].join("\n"),
+      ),
+    );
   } else if (req.previous) {
     parts.push(section("Your previous candidate", req.previous.candidate.files.map((f) => renderFile(f)).join("\n")));
     parts.push(renderFailure(req.previous.failure));
     if (req.previous.reflection) {
       const r = req.previous.reflection;
-      parts.push(section("Reflection on the failure", `Root cause: ${r.rootCause}\nHypothesis: ${r.hypothesis}\nFix plan: ${r.fixPlan}`));
+      parts.push(
+        section(
+          "Reflection on the failure",
+          `Root cause: ${r.rootCause}\nHypothesis: ${r.hypothesis}\nFix plan: ${r.fixPlan}`,
+        ),
+      );
     }
   }
   if (req.task.repo) {
@@ -89,32 +109,51 @@ export function createBuilder(deps: { provider: LlmProvider; log: Logger }): Bui
       messages: buildMessages(req),
       schema: EditReply,
       schemaName: "edits",
-      context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}), ...(req.script ? { script: req.script } : {}) },
+      context: {
+        taskId: req.taskId,
+        iteration: req.iteration,
+        ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}),
+        ...(req.script ? { script: req.script } : {}),
+      },
       budget: req.budget,
     });
-    const candidate: Candidate = { files: [], tests: [], notes: value.notes, edits: value.edits, summary: value.summary };
+    const candidate: Candidate = {
+      files: [],
+      tests: [],
+      notes: value.notes,
+      edits: value.edits,
+      summary: value.summary,
+    };
     return { value: candidate, usage, provider: provider ?? deps.provider.info };
   }
 
   async function build(req: BuildRequest): Promise<BuildReply> {
-      if (req.task.repo) return buildEdits(req);
-      const { value, usage, provider } = await deps.provider.complete({
-        role: "build",
-        system: prompt.system,
-        messages: buildMessages(req),
-        schema: Candidate,
-        schemaName: "candidate",
-        context: { taskId: req.taskId, iteration: req.iteration, ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}), ...(req.script ? { script: req.script } : {}) },
-        budget: req.budget,
-      });
-      // The visible acceptance tests are fixed: a candidate may not replace them.
-      const fixed = new Set(req.task.acceptanceTests.map((f) => f.path));
-      const files = value.files.filter((f) => !fixed.has(f.path));
-      const tests = req.task.acceptanceTests.length ? [] : value.tests.filter((f) => !fixed.has(f.path));
-      if (files.length !== value.files.length) {
-        deps.log.warn({ taskId: req.taskId, iteration: req.iteration }, "the candidate tried to replace acceptance tests; ignored");
-      }
-      const candidate: Candidate = { files: files.length ? files : value.files, tests, notes: value.notes };
-      return { value: candidate, usage, provider: provider ?? deps.provider.info };
+    if (req.task.repo) return buildEdits(req);
+    const { value, usage, provider } = await deps.provider.complete({
+      role: "build",
+      system: prompt.system,
+      messages: buildMessages(req),
+      schema: Candidate,
+      schemaName: "candidate",
+      context: {
+        taskId: req.taskId,
+        iteration: req.iteration,
+        ...(req.callsBefore !== undefined ? { callsBefore: req.callsBefore } : {}),
+        ...(req.script ? { script: req.script } : {}),
+      },
+      budget: req.budget,
+    });
+    // The visible acceptance tests are fixed: a candidate may not replace them.
+    const fixed = new Set(req.task.acceptanceTests.map((f) => f.path));
+    const files = value.files.filter((f) => !fixed.has(f.path));
+    const tests = req.task.acceptanceTests.length ? [] : value.tests.filter((f) => !fixed.has(f.path));
+    if (files.length !== value.files.length) {
+      deps.log.warn(
+        { taskId: req.taskId, iteration: req.iteration },
+        "the candidate tried to replace acceptance tests; ignored",
+      );
+    }
+    const candidate: Candidate = { files: files.length ? files : value.files, tests, notes: value.notes };
+    return { value: candidate, usage, provider: provider ?? deps.provider.info };
   }
 }

@@ -1,6 +1,13 @@
 /** @loopsmith/builder: writes candidates (code and, where the task has none, tests). */
 import type { Logger } from "pino";
-import { Endpoints, createProvider, handle, type Config, type LlmProvider, type ServiceModule } from "@loopsmith/shared";
+import {
+  Endpoints,
+  createProvider,
+  handle,
+  type Config,
+  type LlmProvider,
+  type ServiceModule,
+} from "@loopsmith/shared";
 import { createBuilder } from "./builder.js";
 
 export { buildMessages, createBuilder, type Builder } from "./builder.js";
@@ -9,7 +16,11 @@ export { buildMessages, createBuilder, type Builder } from "./builder.js";
  * The builder's service module: registers `loopsmith.builder.build`.
  * @throws LoopsmithError `config_invalid` when no provider can be built from the configuration.
  */
-export async function builderService(deps: { config: Config; log: Logger; provider?: LlmProvider }): Promise<ServiceModule> {
+export async function builderService(deps: {
+  config: Config;
+  log: Logger;
+  provider?: LlmProvider;
+}): Promise<ServiceModule> {
   const provider = deps.provider ?? createProvider({ config: deps.config, log: deps.log });
   const builder = createBuilder({ provider, log: deps.log });
   return {

@@ -22,7 +22,11 @@ export interface ExtraEntry {
  * (`checkFiles`); long paths are written with pax headers.
  * @returns the archive's bytes (ustar/pax)
  */
-export async function workspaceArchive(files: readonly FileChange[], resultDir: string, extra: readonly ExtraEntry[] = []): Promise<Buffer> {
+export async function workspaceArchive(
+  files: readonly FileChange[],
+  resultDir: string,
+  extra: readonly ExtraEntry[] = [],
+): Promise<Buffer> {
   const tar = pack();
   const chunks: Buffer[] = [];
   const done = (async () => {

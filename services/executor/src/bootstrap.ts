@@ -64,7 +64,16 @@ export interface BootSpec {
 
 /** The argv prefix that runs a program as `uid` with no capabilities (util-linux `setpriv`). */
 export function dropTo(uid: number): string[] {
-  return ["setpriv", `--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"];
+  return [
+    "setpriv",
+    `--reuid=${uid}`,
+    `--regid=${uid}`,
+    "--clear-groups",
+    "--bounding-set=-all",
+    "--inh-caps=-all",
+    "--no-new-privs",
+    "--",
+  ];
 }
 
 /** What the supervisor reports after the command ended. */
@@ -99,7 +108,15 @@ export function encodeSpec(spec: BootSpec, archive: Buffer): Buffer {
     ...spec,
     archiveBytes: archive.length,
     extract: [...drop, "tar", "-x", "-f", "-", "-C", "/", "--no-same-permissions", "--no-overwrite-dir"],
-    read: [...drop, "dd", `if=${spec.resultPath}`, "iflag=nofollow,nonblock", `bs=${RESULT_BLOCK}`, `count=${Math.ceil(spec.resultLimitBytes / RESULT_BLOCK)}`, "status=none"],
+    read: [
+      ...drop,
+      "dd",
+      `if=${spec.resultPath}`,
+      "iflag=nofollow,nonblock",
+      `bs=${RESULT_BLOCK}`,
+      `count=${Math.ceil(spec.resultLimitBytes / RESULT_BLOCK)}`,
+      "status=none",
+    ],
     drop,
   };
   const body = Buffer.from(JSON.stringify(wire), "utf8");

@@ -16,7 +16,12 @@ describe("Capture", () => {
   it("demultiplexes frames split at any byte and splits the trailer off stdout", () => {
     const events: CaptureEvent[] = [];
     const c = new Capture(1024, MARK, (e) => events.push(e));
-    const raw = Buffer.concat([frame(1, "hello "), frame(2, "warn"), frame(2, MARK), frame(1, `world${MARK}{"phase":"run"}\n`)]);
+    const raw = Buffer.concat([
+      frame(1, "hello "),
+      frame(2, "warn"),
+      frame(2, MARK),
+      frame(1, `world${MARK}{"phase":"run"}\n`),
+    ]);
     for (let i = 0; i < raw.length; i += 3) c.write(raw.subarray(i, i + 3));
     c.end();
     expect(c.stdout().toString()).toBe("hello world");

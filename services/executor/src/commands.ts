@@ -77,7 +77,21 @@ export const TS_NODE_OPTIONS = ["--import", "/opt/loopsmith/ts-register.mjs"];
  *   self-contained);
  * - `-p no:cacheprovider`: nothing is read from or written to `.pytest_cache`.
  */
-export const PYTEST_ISOLATED = ["python3", "-I", "-B", "-u", "-m", "pytest", "-q", "-c", "/dev/null", "--rootdir=/workspace", "--noconftest", "-p", "no:cacheprovider"];
+export const PYTEST_ISOLATED = [
+  "python3",
+  "-I",
+  "-B",
+  "-u",
+  "-m",
+  "pytest",
+  "-q",
+  "-c",
+  "/dev/null",
+  "--rootdir=/workspace",
+  "--noconftest",
+  "-p",
+  "no:cacheprovider",
+];
 
 /**
  * pytest options that make the verdict the controller's (integrity.ts): pytest-xdist with one
@@ -125,7 +139,13 @@ export function defaultCommand(
     const lean = opts.wholeWorkspace ?? true;
     const hypothesis = !lean || files.some((f) => f.path.endsWith(".py") && USES_HYPOTHESIS.test(f.content));
     return {
-      argv: [...PYTEST_ISOLATED, ...PYTEST_CONTROLLER, ...(lean && hypothesis ? ["-p", HYPOTHESIS_PLUGIN] : []), `--junitxml=${RESULT_PATH}`, ...(tests ? ["--", ...tests] : [])],
+      argv: [
+        ...PYTEST_ISOLATED,
+        ...PYTEST_CONTROLLER,
+        ...(lean && hypothesis ? ["-p", HYPOTHESIS_PLUGIN] : []),
+        `--junitxml=${RESULT_PATH}`,
+        ...(tests ? ["--", ...tests] : []),
+      ],
       runner: "pytest",
       env: lean ? { ...env, PYTEST_DISABLE_PLUGIN_AUTOLOAD: "1" } : env,
     };

@@ -45,7 +45,10 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
     return await Promise.race([
       p,
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new LoopsmithError("unavailable", `${what} did not answer within ${ms} ms`)), ms);
+        timer = setTimeout(
+          () => reject(new LoopsmithError("unavailable", `${what} did not answer within ${ms} ms`)),
+          ms,
+        );
       }),
     ]);
   } finally {
@@ -58,15 +61,33 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
  * @throws LoopsmithError `sandbox_error` naming the endpoint when the engine does not answer
  *   within `timeoutMs` (default 10 000) or refuses the connection (a TLS mismatch included)
  */
-export async function describeEngine(docker: Docker, opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<EngineInfo> {
+export async function describeEngine(
+  docker: Docker,
+  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<EngineInfo> {
   const { endpoint, tls } = engineEndpoint(opts.env);
   let info: { ID?: string; Name?: string; ServerVersion?: string };
   try {
-    info = (await within(docker.info() as Promise<typeof info>, opts.timeoutMs ?? 10_000, `the Docker engine at ${endpoint}`)) ?? {};
+    info =
+      (await within(
+        docker.info() as Promise<typeof info>,
+        opts.timeoutMs ?? 10_000,
+        `the Docker engine at ${endpoint}`,
+      )) ?? {};
   } catch (err) {
-    throw new LoopsmithError("sandbox_error", `the Docker engine at ${endpoint} does not answer: ${(err as Error).message}`, { cause: err, retryable: false });
+    throw new LoopsmithError(
+      "sandbox_error",
+      `the Docker engine at ${endpoint} does not answer: ${(err as Error).message}`,
+      { cause: err, retryable: false },
+    );
   }
-  return { id: info.ID ?? "unknown", name: info.Name ?? "unknown", version: info.ServerVersion ?? "unknown", endpoint, tls };
+  return {
+    id: info.ID ?? "unknown",
+    name: info.Name ?? "unknown",
+    version: info.ServerVersion ?? "unknown",
+    endpoint,
+    tls,
+  };
 }
 
 /** True when the engine has `image` (by name or id). */
@@ -101,7 +122,10 @@ export async function ensureImages(
   if (!absent.length) return { loaded: [] };
   const where = `the Docker engine ${opts.engine.name} (${opts.engine.endpoint})`;
   if (opts.archive) {
-    opts.log.info({ images: absent, archive: opts.archive, engine: opts.engine.endpoint }, "loading sandbox images into the engine");
+    opts.log.info(
+      { images: absent, archive: opts.archive, engine: opts.engine.endpoint },
+      "loading sandbox images into the engine",
+    );
     try {
       const stream = await docker.loadImage(createReadStream(opts.archive), { quiet: true });
       await new Promise<void>((resolve, reject) => {
@@ -112,7 +136,11 @@ export async function ensureImages(
         });
       });
     } catch (err) {
-      throw new LoopsmithError("sandbox_error", `could not load ${opts.archive} into ${where}: ${(err as Error).message}`, { cause: err, retryable: false });
+      throw new LoopsmithError(
+        "sandbox_error",
+        `could not load ${opts.archive} into ${where}: ${(err as Error).message}`,
+        { cause: err, retryable: false },
+      );
     }
     const before = absent;
     absent = await missing();
@@ -160,7 +188,8 @@ export class EngineWatch {
     this.checking ??= within(this.docker.ping(), this.timeoutMs, "the Docker engine")
       .then(
         () => this.set({ healthy: true, lastAnswerAt: Date.now() }),
-        (err: unknown) => this.set({ healthy: false, lastAnswerAt: this.state.lastAnswerAt, error: (err as Error).message }),
+        (err: unknown) =>
+          this.set({ healthy: false, lastAnswerAt: this.state.lastAnswerAt, error: (err as Error).message }),
       )
       .finally(() => {
         this.checking = undefined;

@@ -138,14 +138,25 @@ export interface ExecutorDeps {
  * (not from the pool: nothing is pooled until the test has passed), removed afterwards.
  * @throws LoopsmithError `sandbox_error` when confinement is missing or the image cannot run
  */
-async function selfTestPool(docker: Docker, pool: WarmPool, cfg: Config["executor"], tracker: SandboxTracker): Promise<void> {
+async function selfTestPool(
+  docker: Docker,
+  pool: WarmPool,
+  cfg: Config["executor"],
+  tracker: SandboxTracker,
+): Promise<void> {
   const want = { memoryBytes: pool.spec.memoryBytes, pidsLimit: cfg.pidsLimit, cpus: cfg.cpus };
   await selfTest(pool.spec.image, want, async () => {
     const sandbox = await Sandbox.create(docker, pool.spec);
     tracker.track(sandbox);
     try {
       return await sandbox.run(
-        { argv: ["sh", "-c", PROBE], env: commandEnv("python"), files: [], resultPath: RESULT_PATH, resultLimitBytes: 1024 },
+        {
+          argv: ["sh", "-c", PROBE],
+          env: commandEnv("python"),
+          files: [],
+          resultPath: RESULT_PATH,
+          resultLimitBytes: 1024,
+        },
         { timeoutMs: 20_000, outputLimitBytes: 64 * 1024, memoryBytes: pool.spec.memoryBytes },
       );
     } finally {
@@ -168,7 +179,13 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   const inflight = new Set<AbortController>();
   const idempotent = createIdempotencyCache<DetailedResult>({ ttlMs: IDEMPOTENCY_TTL_MS, maxEntries: IDEMPOTENCY_MAX });
   const pools = new Map<ImageKind, WarmPool>();
-  const layers = new SetupLayers({ docker, log, track: (s) => tracker.track(s), dispose: (s) => tracker.dispose(s), ...deps.setup });
+  const layers = new SetupLayers({
+    docker,
+    log,
+    track: (s) => tracker.track(s),
+    dispose: (s) => tracker.dispose(s),
+    ...deps.setup,
+  });
   let starting: Promise<void> | undefined;
   let stopping: Promise<void> | undefined;
   let sweeper: NodeJS.Timeout | undefined;
@@ -209,7 +226,8 @@ export function createExecutor(deps: ExecutorDeps): Executor {
   /** @throws LoopsmithError `sandbox_error` when this executor does not serve the language's image */
   const poolOf = (language: Language): WarmPool => {
     const pool = pools.get(kindOf(language));
-    if (!pool) throw new LoopsmithError("sandbox_error", `this executor does not run ${language}`, { retryable: false });
+    if (!pool)
+      throw new LoopsmithError("sandbox_error", `this executor does not run ${language}`, { retryable: false });
     return pool;
   };
 
@@ -218,15 +236,25 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       // The ping's collection window (0.5 s) passes while the engine is asked.
       const asked = deps.liveInstances?.();
       engine = await describeEngine(docker, deps.env ? { env: deps.env } : {});
-      await ensureImages(docker, [...pools.values()].map((p) => p.spec.image), { engine, log, ...(cfg.imageArchive ? { archive: cfg.imageArchive } : {}) });
+      await ensureImages(
+        docker,
+        [...pools.values()].map((p) => p.spec.image),
+        { engine, log, ...(cfg.imageArchive ? { archive: cfg.imageArchive } : {}) },
+      );
       await sweepLeftovers({}, asked);
       await Promise.all([...pools.values()].map((pool) => selfTestPool(docker, pool, cfg, tracker)));
       for (const pool of pools.values()) pool.fill();
       // Sandboxes of an executor that died end by themselves; remove them as they do.
-      sweeper = setInterval(() => void sweepLeftovers().catch((err: unknown) => log.warn({ err }, "leftover sweep failed")), SWEEP_EVERY_MS);
+      sweeper = setInterval(
+        () => void sweepLeftovers().catch((err: unknown) => log.warn({ err }, "leftover sweep failed")),
+        SWEEP_EVERY_MS,
+      );
       sweeper.unref();
       watch.start(deps.enginePingEveryMs);
-      log.info({ instanceId, engine, warmPoolSize: cfg.warmPoolSize, concurrency: cfg.concurrency }, "executor started");
+      log.info(
+        { instanceId, engine, warmPoolSize: cfg.warmPoolSize, concurrency: cfg.concurrency },
+        "executor started",
+      );
     })();
     return starting;
   };
@@ -236,13 +264,19 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     const started = performance.now();
     const refused = precheck(req, cfg.tmpfsMb * MiB);
     if (refused) return refused;
-    const prepared = await planRun(req, { docker, config, log, layers, specFor, ...(deps.loadBase ? { loadBase: deps.loadBase } : {}) }, signal);
+    const prepared = await planRun(
+      req,
+      { docker, config, log, layers, specFor, ...(deps.loadBase ? { loadBase: deps.loadBase } : {}) },
+      signal,
+    );
     if ("blocked" in prepared) return blocked(prepared.blocked);
     if ("error" in prepared) return withoutOutput(sandboxError(prepared.error));
     const { plan } = prepared;
     const pool = poolOf(req.language);
     // A run with a setup layer mounted needs a container created with the mount.
-    const sandbox = plan.mounts ? await Sandbox.create(docker, { ...pool.spec, memoryBytes: req.memoryMb * MiB, mounts: plan.mounts }) : await pool.take();
+    const sandbox = plan.mounts
+      ? await Sandbox.create(docker, { ...pool.spec, memoryBytes: req.memoryMb * MiB, mounts: plan.mounts })
+      : await pool.take();
     tracker.track(sandbox);
     let raw: RawRun;
     try {
@@ -251,7 +285,11 @@ export function createExecutor(deps: ExecutorDeps): Executor {
           argv: plan.argv,
           env: plan.env,
           files: req.files,
-          ...(plan.archive ? { archive: plan.archive } : plan.integrity ? { extra: tripwireEntries(plan.integrity) } : {}),
+          ...(plan.archive
+            ? { archive: plan.archive }
+            : plan.integrity
+              ? { extra: tripwireEntries(plan.integrity) }
+              : {}),
           ...(plan.integrity ? { verdictKey: plan.integrity.key } : {}),
           resultPath: RESULT_PATH,
           resultLimitBytes: RESULT_LIMIT_BYTES,
@@ -310,7 +348,9 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       const paths = parsed.error.issues.some((i) => i.path[0] === "files" && i.path[2] === "path");
       if (paths) return Promise.resolve(blocked("a file path escapes the workspace"));
       const fields = parsed.error.issues.map((i) => `${i.path.join(".") || "(request)"}: ${i.message}`).join("; ");
-      return Promise.reject(new LoopsmithError("bad_request", `invalid execution request: ${fields}`, { details: parsed.error.issues }));
+      return Promise.reject(
+        new LoopsmithError("bad_request", `invalid execution request: ${fields}`, { details: parsed.error.issues }),
+      );
     }
     const req = parsed.data;
     return idempotent.run(req.idempotencyKey, (forget) => runOnce(req, opts, forget));
@@ -320,7 +360,10 @@ export function createExecutor(deps: ExecutorDeps): Executor {
 
   /** The refusal while the engine does not answer: a busy answer, so the caller goes elsewhere. */
   const engineDown = (): LoopsmithError =>
-    busyError(`the Docker engine at ${engine?.endpoint ?? "its address"} does not answer (${watch.health.error ?? "no answer"}): this executor takes no runs until it does`, "engine_down");
+    busyError(
+      `the Docker engine at ${engine?.endpoint ?? "its address"} does not answer (${watch.health.error ?? "no answer"}): this executor takes no runs until it does`,
+      "engine_down",
+    );
 
   const load = (): ExecutorLoad => {
     const health = watch.health;
@@ -351,7 +394,9 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       await settled();
       // Whatever still carries this executor's label (a container created while its engine
       // went away, so never tracked) is removed: nothing of it stays on the engine.
-      await sweepLeftovers({ own: "all" }).catch((err: unknown) => log.warn({ err }, "could not sweep this executor's containers"));
+      await sweepLeftovers({ own: "all" }).catch((err: unknown) =>
+        log.warn({ err }, "could not sweep this executor's containers"),
+      );
       log.info({ instanceId }, "executor stopped");
     })();
     return stopping;

@@ -13,8 +13,14 @@ export function headTail(text: string, maxBytes: number): string {
   if (bytes.length <= maxBytes) return text;
   const note = `\n…[${bytes.length - maxBytes} bytes cut]…\n`;
   const room = Math.max(0, maxBytes - Buffer.byteLength(note));
-  const head = bytes.subarray(0, Math.floor(room / 2)).toString("utf8").replace(/\uFFFD+$/, "");
-  const tail = bytes.subarray(bytes.length - Math.ceil(room / 2)).toString("utf8").replace(/^\uFFFD+/, "");
+  const head = bytes
+    .subarray(0, Math.floor(room / 2))
+    .toString("utf8")
+    .replace(/\uFFFD+$/, "");
+  const tail = bytes
+    .subarray(bytes.length - Math.ceil(room / 2))
+    .toString("utf8")
+    .replace(/^\uFFFD+/, "");
   return head + note + tail;
 }
 
@@ -33,7 +39,10 @@ export function fitResult(result: ExecutionResult, maxPayloadBytes: number): Exe
   let fitted: ExecutionResult = { ...result, truncated: true, summary: result.summary ?? summarizeTests(result.tests) };
   const bare = (r: ExecutionResult): ExecutionResult => ({ ...r, stdout: "", stderr: "" });
   if (size(bare(fitted)) > limit / 2) {
-    fitted = { ...fitted, tests: fitted.tests.map((t) => (t.message ? { ...t, message: headTail(t.message, 512) } : t)) };
+    fitted = {
+      ...fitted,
+      tests: fitted.tests.map((t) => (t.message ? { ...t, message: headTail(t.message, 512) } : t)),
+    };
   }
   while (size(bare(fitted)) > limit / 2 && fitted.tests.length > 0) {
     fitted = { ...fitted, tests: trimTests(fitted.tests, Math.floor(fitted.tests.length / 2)) };

@@ -104,7 +104,14 @@ export function planIntegrity(runner: "pytest" | "node", testFiles: readonly str
       `        self.assertEqual(${d}, ${d + 1}, "loopsmith tripwire: this test must fail")`,
       "",
     ].join("\n");
-    return { key, runner, testFiles: [], mustPass: [`test_${p1}`, `test_${p2}`], mustFail: [`test_${f1}`, `test_${f2}`], files: [{ path: `${TRIPWIRE_DIR}/test_${stem}.py`, content }] };
+    return {
+      key,
+      runner,
+      testFiles: [],
+      mustPass: [`test_${p1}`, `test_${p2}`],
+      mustFail: [`test_${f1}`, `test_${f2}`],
+      files: [{ path: `${TRIPWIRE_DIR}/test_${stem}.py`, content }],
+    };
   }
   const seal = tripwireName();
   const files = testFiles.map((file, i) => {
@@ -243,7 +250,12 @@ function isTripwire(t: ReportedTest, plan: IntegrityPlan): boolean {
  * file's child): each must be there with its outcome.
  * @returns what was wrong, or undefined
  */
-function checkTripwires(wires: readonly ReportedTest[], plan: IntegrityPlan, failing: boolean, where: string): string | undefined {
+function checkTripwires(
+  wires: readonly ReportedTest[],
+  plan: IntegrityPlan,
+  failing: boolean,
+  where: string,
+): string | undefined {
   const byName = new Map(wires.map((t) => [nameOf(t), t]));
   const wrong: string[] = [];
   const missing: string[] = [];
@@ -257,8 +269,10 @@ function checkTripwires(wires: readonly ReportedTest[], plan: IntegrityPlan, fai
       else if (got.outcome !== want) wrong.push(`${name} must have ${want} and ${got.outcome}`);
     }
   }
-  if (wrong.length) return `tripwire tests${where} had the wrong outcome (${wrong.join("; ")}): test outcomes or assertions were rewritten`;
-  if (missing.length && !failing) return `${missing.length} of ${plan.mustPass.length + plan.mustFail.length} tripwire tests${where} were not reported: the tests did not run to their end, or their results were replaced`;
+  if (wrong.length)
+    return `tripwire tests${where} had the wrong outcome (${wrong.join("; ")}): test outcomes or assertions were rewritten`;
+  if (missing.length && !failing)
+    return `${missing.length} of ${plan.mustPass.length + plan.mustFail.length} tripwire tests${where} were not reported: the tests did not run to their end, or their results were replaced`;
   return undefined;
 }
 
@@ -284,7 +298,14 @@ function toCase(t: ReportedTest, runner: "pytest" | "node"): TestCase {
   } else {
     const at = t.id.lastIndexOf("::");
     name = at >= 0 ? t.id.slice(at + 2) : t.id;
-    classname = at >= 0 ? t.id.slice(0, at).replace(/\.py(?=::|$)/, "").replace(/::/g, ".").replace(/\//g, ".") : "";
+    classname =
+      at >= 0
+        ? t.id
+            .slice(0, at)
+            .replace(/\.py(?=::|$)/, "")
+            .replace(/::/g, ".")
+            .replace(/\//g, ".")
+        : "";
   }
   const status: TestCase["status"] = ["passed", "failed", "error", "skipped"].includes(t.outcome) ? t.outcome : "error";
   const c: TestCase = { name, classname, status, durationMs: Math.round((Number(t.ms) || 0) * 1000) / 1000 };
@@ -296,12 +317,21 @@ function toCase(t: ReportedTest, runner: "pytest" | "node"): TestCase {
  * Checks node's seal for one test file: the failure `<seal> ok @<file>` must be there.
  * @returns what was wrong, or undefined
  */
-function checkSeal(seals: readonly ReportedTest[], plan: IntegrityPlan, file: string, failing: boolean): string | undefined {
+function checkSeal(
+  seals: readonly ReportedTest[],
+  plan: IntegrityPlan,
+  file: string,
+  failing: boolean,
+): string | undefined {
   const patched = seals.find((t) => (t.message ?? "").includes(`${plan.seal} patched`));
-  if (patched) return `in ${file}, ${/patched: ([^@\n]*)/.exec(patched.message ?? "")?.[1]?.trim() ?? "assertions were patched"}: assertions were rewritten`;
+  if (patched)
+    return `in ${file}, ${/patched: ([^@\n]*)/.exec(patched.message ?? "")?.[1]?.trim() ?? "assertions were patched"}: assertions were rewritten`;
   if (seals.some((t) => (t.message ?? "").includes(`${plan.seal} ok`) && t.outcome === "failed")) return undefined;
-  if (seals.length) return `the end-of-file check in ${file} had the wrong outcome (it must fail): test outcomes were rewritten`;
-  return failing ? undefined : `the end-of-file check in ${file} was not reported: the tests did not run to their end, or their results were replaced`;
+  if (seals.length)
+    return `the end-of-file check in ${file} had the wrong outcome (it must fail): test outcomes were rewritten`;
+  return failing
+    ? undefined
+    : `the end-of-file check in ${file} was not reported: the tests did not run to their end, or their results were replaced`;
 }
 
 /**
@@ -317,12 +347,22 @@ function checkSeal(seals: readonly ReportedTest[], plan: IntegrityPlan, file: st
  * @returns undefined when no session reported and none was required (the caller falls back to
  *   the result file and the exit code, and says the verdict is unverified)
  */
-export function judgeIntegrity(read: ChannelRead, plan: IntegrityPlan, required: boolean): IntegrityJudgement | undefined {
+export function judgeIntegrity(
+  read: ChannelRead,
+  plan: IntegrityPlan,
+  required: boolean,
+): IntegrityJudgement | undefined {
   if (read.sessions.length === 0 && read.foreign === 0 && !required) return undefined;
   const judgement: IntegrityJudgement = { tests: [] };
   const say = (why: string): IntegrityJudgement => ({ ...judgement, tampering: why });
-  if (read.foreign > 0) return say(`${read.foreign} line(s) on the verdict channel were not signed by the test runner's controller: something else in the sandbox wrote to it`);
-  if (read.sessions.length === 0) return say("the test runner's controller reported no session: it was stopped, or the runner was replaced, before it could start");
+  if (read.foreign > 0)
+    return say(
+      `${read.foreign} line(s) on the verdict channel were not signed by the test runner's controller: something else in the sandbox wrote to it`,
+    );
+  if (read.sessions.length === 0)
+    return say(
+      "the test runner's controller reported no session: it was stopped, or the runner was replaced, before it could start",
+    );
   const unfinished = read.sessions.filter((s) => !s.ended).length;
   const tests: TestCase[] = [];
   const problems: string[] = [];
@@ -337,28 +377,57 @@ export function judgeIntegrity(read: ChannelRead, plan: IntegrityPlan, required:
       const file = t.fileOnly ? testFileOf.get(t.file ?? "") : undefined;
       tests.push(toCase(file ? { ...t, name: file, file: `/workspace/${file}` } : t, plan.runner));
     }
-    const failing = real.some((t) => t.outcome === "failed" || t.outcome === "error") || s.collectErrors.length > 0 || s.crashed.length > 0;
+    const failing =
+      real.some((t) => t.outcome === "failed" || t.outcome === "error") ||
+      s.collectErrors.length > 0 ||
+      s.crashed.length > 0;
     realFailures ||= failing;
-    if (s.collectErrors.length) errors.push(...s.collectErrors.map((e) => `${e.id ? `${e.id}: ` : ""}${e.message.split("\n").slice(-3).join(" ").slice(0, 500)}`));
-    if (s.crashed.length) errors.push(`a test worker ended before its session did (${[...new Set(s.crashed)].map((c) => c.slice(0, 200)).join("; ")}): the code under test exited early, or crashed`);
+    if (s.collectErrors.length)
+      errors.push(
+        ...s.collectErrors.map(
+          (e) => `${e.id ? `${e.id}: ` : ""}${e.message.split("\n").slice(-3).join(" ").slice(0, 500)}`,
+        ),
+      );
+    if (s.crashed.length)
+      errors.push(
+        `a test worker ended before its session did (${[...new Set(s.crashed)].map((c) => c.slice(0, 200)).join("; ")}): the code under test exited early, or crashed`,
+      );
     if (s.ended && plan.runner === "pytest") {
       // A session that ran no test at all (pytest stopped before: an internal error, an
       // interrupt) is an error whatever made it stop; it is never a pass.
       const ranNothing = real.length === 0 && wires.length === 0;
       const problem = checkTripwires(wires, plan, failing || ranNothing, "");
       if (problem) problems.push(problem);
-      if (ranNothing && !failing && s.exitstatus !== undefined && s.exitstatus !== 0 && s.exitstatus !== 5) errors.push(`pytest ended with exit status ${s.exitstatus} before any test ran (see its output)`);
+      if (ranNothing && !failing && s.exitstatus !== undefined && s.exitstatus !== 0 && s.exitstatus !== 5)
+        errors.push(`pytest ended with exit status ${s.exitstatus} before any test ran (see its output)`);
     }
     if (s.ended && plan.runner === "node") {
       // Each test file's child runs its wrapper's tripwires and seal: check them per file.
-      const ranIn = (t: ReportedTest) => relative((t.seal ? / @(\S+)\s*$/m.exec(t.message ?? "")?.[1] : NODE_TRIPWIRE.exec(t.name ?? "")?.[2]) ?? "");
+      const ranIn = (t: ReportedTest) =>
+        relative((t.seal ? / @(\S+)\s*$/m.exec(t.message ?? "")?.[1] : NODE_TRIPWIRE.exec(t.name ?? "")?.[2]) ?? "");
       // A file whose child reported no test is an error of its own, not a tripwire's.
-      const silent = new Map(real.filter((t) => t.fileOnly).map((t) => [testFileOf.get(t.file ?? "") ?? relative(t.file ?? ""), t.message ?? "reported no test"]));
+      const silent = new Map(
+        real
+          .filter((t) => t.fileOnly)
+          .map((t) => [testFileOf.get(t.file ?? "") ?? relative(t.file ?? ""), t.message ?? "reported no test"]),
+      );
       errors.push(...[...silent].map(([file, message]) => `${file}: ${message}`));
       for (const file of plan.testFiles) {
         if (silent.has(file)) continue;
         const mine = wires.filter((t) => ranIn(t) === file);
-        const problem = checkTripwires(mine.filter((t) => !t.seal), plan, failing, ` in ${file}`) ?? checkSeal(mine.filter((t) => t.seal), plan, file, failing);
+        const problem =
+          checkTripwires(
+            mine.filter((t) => !t.seal),
+            plan,
+            failing,
+            ` in ${file}`,
+          ) ??
+          checkSeal(
+            mine.filter((t) => t.seal),
+            plan,
+            file,
+            failing,
+          );
         if (problem) problems.push(problem);
       }
     }
@@ -367,13 +436,22 @@ export function judgeIntegrity(read: ChannelRead, plan: IntegrityPlan, required:
       const reported = new Set(s.tests.map((t) => t.id));
       const invented = [...reported].filter((id) => !collected.has(id) && !s.crashed.length);
       const unreported = s.collected.filter((id) => !reported.has(id));
-      if (invented.length) problems.push(`results were reported for tests no worker collected (${invented.slice(0, 3).join(", ")}${invented.length > 3 ? ", …" : ""})`);
-      if (unreported.length && !failing) problems.push(`${unreported.length} collected test(s) reported no result (${unreported.slice(0, 3).join(", ")}${unreported.length > 3 ? ", …" : ""})`);
+      if (invented.length)
+        problems.push(
+          `results were reported for tests no worker collected (${invented.slice(0, 3).join(", ")}${invented.length > 3 ? ", …" : ""})`,
+        );
+      if (unreported.length && !failing)
+        problems.push(
+          `${unreported.length} collected test(s) reported no result (${unreported.slice(0, 3).join(", ")}${unreported.length > 3 ? ", …" : ""})`,
+        );
     }
   }
   judgement.tests = tests;
   if (unfinished > 0) {
-    if (!realFailures) return say(`the test runner's controller started ${unfinished === 1 ? "a session" : `${unfinished} sessions`} and did not report ${unfinished === 1 ? "its" : "their"} end: the process was ended from inside (an early exit) before the tests finished`);
+    if (!realFailures)
+      return say(
+        `the test runner's controller started ${unfinished === 1 ? "a session" : `${unfinished} sessions`} and did not report ${unfinished === 1 ? "its" : "their"} end: the process was ended from inside (an early exit) before the tests finished`,
+      );
   }
   if (problems.length) return say(problems.join("; "));
   if (errors.length) judgement.error = errors.slice(0, 5).join("; ");

@@ -26,12 +26,18 @@ describe("parseJUnit", () => {
     const xml = `<testsuites><testsuite name="math"><testcase name="adds" time="0.0005" classname="test"/>
       <testsuite name="inner"><testcase name="subtracts" time="0.001" classname="test"><failure type="testCodeFailure" message="Expected 1 to equal 2">stack</failure></testcase></testsuite>
       </testsuite><testcase name="top" time="0" classname="test"/></testsuites>`;
-    expect(parseJUnit(xml)?.map((c) => `${c.name}:${c.status}`)).toEqual(["top:passed", "adds:passed", "subtracts:failed"]);
+    expect(parseJUnit(xml)?.map((c) => `${c.name}:${c.status}`)).toEqual([
+      "top:passed",
+      "adds:passed",
+      "subtracts:failed",
+    ]);
   });
 
   it("caps messages, and gives null for text that is not XML", () => {
     const long = "x".repeat(20_000);
-    const cases = parseJUnit(`<testsuites><testsuite><testcase name="t"><failure message="${long}"/></testcase></testsuite></testsuites>`);
+    const cases = parseJUnit(
+      `<testsuites><testsuite><testcase name="t"><failure message="${long}"/></testcase></testsuite></testsuites>`,
+    );
     expect(cases?.[0]?.message?.length).toBe(8_000);
     expect(parseJUnit("<testsuites><testcase name='a'>")).toBeNull();
     expect(parseJUnit("<testsuites></testsuites>")).toEqual([]);

@@ -30,8 +30,17 @@ export const DEFAULT_SETUP_TIMEOUT_MS = 240_000;
  * pip's timeouts. Nothing else of the host's environment enters it.
  */
 export const PASSED_THROUGH = [
-  "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-  "npm_config_registry", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_DEFAULT_TIMEOUT", "PIP_RETRIES",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "NO_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "no_proxy",
+  "npm_config_registry",
+  "PIP_INDEX_URL",
+  "PIP_EXTRA_INDEX_URL",
+  "PIP_DEFAULT_TIMEOUT",
+  "PIP_RETRIES",
 ] as const;
 
 const BASE_PATH = "/usr/local/bin:/usr/bin:/bin";
@@ -48,7 +57,13 @@ export interface SetupKeyInput {
 
 /** The layer key: sha256 (hex) over the image id, commit, setup command and manifests. */
 export function setupKey(i: SetupKeyInput): string {
-  const body = JSON.stringify({ v: 1, image: i.imageId, commit: i.commit, setup: i.setupCommand, manifests: i.manifests.map((m) => [m.path, m.sha256]) });
+  const body = JSON.stringify({
+    v: 1,
+    image: i.imageId,
+    commit: i.commit,
+    setup: i.setupCommand,
+    manifests: i.manifests.map((m) => [m.path, m.sha256]),
+  });
   return createHash("sha256").update(body).digest("hex");
 }
 
@@ -73,7 +88,9 @@ export function layerMount(kind: ImageKind, volume: string, readOnly: boolean): 
  * on PATH; Node's `node_modules/.bin` on PATH.
  */
 export function layerEnv(kind: ImageKind): Record<string, string> {
-  return kind === "python" ? { PYTHONUSERBASE: DEPS_DIR, PATH: `${DEPS_DIR}/bin:${BASE_PATH}` } : { PATH: `${NODE_MODULES_DIR}/.bin:${BASE_PATH}` };
+  return kind === "python"
+    ? { PYTHONUSERBASE: DEPS_DIR, PATH: `${DEPS_DIR}/bin:${BASE_PATH}` }
+    : { PATH: `${NODE_MODULES_DIR}/.bin:${BASE_PATH}` };
 }
 
 /**
@@ -102,7 +119,8 @@ export function setupEnv(kind: ImageKind, hostEnv: NodeJS.ProcessEnv, withCa: bo
     if (value) env[name] = value;
   }
   if (withCa) {
-    for (const name of ["NODE_EXTRA_CA_CERTS", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "npm_config_cafile"]) env[name] = CA_PATH;
+    for (const name of ["NODE_EXTRA_CA_CERTS", "PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "npm_config_cafile"])
+      env[name] = CA_PATH;
   }
   return env;
 }

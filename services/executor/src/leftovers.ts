@@ -68,7 +68,12 @@ export interface LeftoverOptions {
  * @returns the ids removed
  * @throws whatever the engine throws when it cannot list containers
  */
-export async function removeLeftovers(docker: Docker, ownId: string, log: Logger, opts: LeftoverOptions = {}): Promise<string[]> {
+export async function removeLeftovers(
+  docker: Docker,
+  ownId: string,
+  log: Logger,
+  opts: LeftoverOptions = {},
+): Promise<string[]> {
   const list = await docker.listContainers({ all: true, filters: { label: [LABEL] } });
   const removed: string[] = [];
   const nowS = Date.now() / 1000;
@@ -90,7 +95,8 @@ export async function removeLeftovers(docker: Docker, ownId: string, log: Logger
         await docker.getContainer(c.Id).remove({ force: true, v: true });
         removed.push(c.Id);
       } catch (err) {
-        if ((err as { statusCode?: number }).statusCode !== 404) log.warn({ err, id: c.Id }, "could not remove a leftover sandbox");
+        if ((err as { statusCode?: number }).statusCode !== 404)
+          log.warn({ err, id: c.Id }, "could not remove a leftover sandbox");
       }
     }),
   );

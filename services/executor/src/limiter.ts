@@ -40,13 +40,16 @@ export class Limiter {
    */
   acquire(signal?: AbortSignal): Promise<() => void> {
     if (this.closed) return Promise.reject(new LoopsmithError("unavailable", "the executor is stopping"));
-    if (signal?.aborted) return Promise.reject(new LoopsmithError("cancelled", "the run was cancelled before it started"));
+    if (signal?.aborted)
+      return Promise.reject(new LoopsmithError("cancelled", "the run was cancelled before it started"));
     if (this.active < this.concurrency) {
       this.active++;
       return Promise.resolve(this.releaser());
     }
     if (this.waiting.length >= this.queueLimit) {
-      return Promise.reject(busyError(`the executor is busy: ${this.active} runs running and ${this.waiting.length} waiting`, "full"));
+      return Promise.reject(
+        busyError(`the executor is busy: ${this.active} runs running and ${this.waiting.length} waiting`, "full"),
+      );
     }
     return new Promise((resolve, reject) => {
       const waiter: Waiter = { resolve, reject, signal };

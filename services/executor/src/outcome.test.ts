@@ -28,11 +28,25 @@ describe("verdict", () => {
     expect(verdict(exit(3, "custom")).status).toBe("failed");
     expect(verdict(exit(127, "custom")).status).toBe("error");
     expect(verdict(exit(1, "node")).status).toBe("error"); // no test ran: it could not load
-    const ran = { ...exit(1, "node"), tests: [{ name: "a", classname: "", status: "failed" as const, durationMs: 0 }, { name: "b", classname: "", status: "passed" as const, durationMs: 0 }] };
+    const ran = {
+      ...exit(1, "node"),
+      tests: [
+        { name: "a", classname: "", status: "failed" as const, durationMs: 0 },
+        { name: "b", classname: "", status: "passed" as const, durationMs: 0 },
+      ],
+    };
     expect(verdict(ran).status).toBe("failed");
-    const onlyFailing = { ...exit(1, "node"), tests: [{ name: "adds", classname: "test", status: "failed" as const, durationMs: 0, message: "ERR_TEST_FAILURE" }] };
+    const onlyFailing = {
+      ...exit(1, "node"),
+      tests: [
+        { name: "adds", classname: "test", status: "failed" as const, durationMs: 0, message: "ERR_TEST_FAILURE" },
+      ],
+    };
     expect(verdict(onlyFailing).status).toBe("failed");
-    const fileLevel = { ...exit(1, "node"), tests: [{ name: "/workspace/bad.test.js", classname: "test", status: "failed" as const, durationMs: 0 }] };
+    const fileLevel = {
+      ...exit(1, "node"),
+      tests: [{ name: "/workspace/bad.test.js", classname: "test", status: "failed" as const, durationMs: 0 }],
+    };
     expect(verdict(fileLevel).status).toBe("error");
   });
 
@@ -41,10 +55,18 @@ describe("verdict", () => {
     expect(verdict({ ...base, stopReason: "output_limit" }).status).toBe("output_limit");
     expect(verdict({ ...base, stopReason: "cancelled" }).status).toBe("killed");
     expect(verdict({ ...base, oomKilled: true }).status).toBe("oom");
-    const segv = verdict({ ...base, trailer: { phase: "run", exitCode: null, signal: 11, durationMs: 1, stragglers: 0 } });
+    const segv = verdict({
+      ...base,
+      trailer: { phase: "run", exitCode: null, signal: 11, durationMs: 1, stragglers: 0 },
+    });
     expect(segv).toMatchObject({ status: "killed", exitCode: 139 });
     expect(segv.reason).toContain("SIGSEGV");
     expect(verdict({ ...base, trailer: null, containerExitCode: 137 }).status).toBe("killed");
-    expect(verdict({ ...base, trailer: { phase: "setup", error: "ENOSPC", exitCode: null, signal: null, durationMs: 0, stragglers: 0 } }).status).toBe("blocked");
+    expect(
+      verdict({
+        ...base,
+        trailer: { phase: "setup", error: "ENOSPC", exitCode: null, signal: null, durationMs: 0, stragglers: 0 },
+      }).status,
+    ).toBe("blocked");
   });
 });

@@ -46,7 +46,8 @@ function byExitCode(runner: Runner, code: number, tests: TestCase[]): Verdict {
   if (runner === "pytest") {
     if (code === 1) return { status: "failed", exitCode: code };
     if (code === 5) return { status: "error", exitCode: code, reason: "pytest collected no tests" };
-    if (code === 2) return { status: "error", exitCode: code, reason: "pytest could not collect the tests (syntax or import error)" };
+    if (code === 2)
+      return { status: "error", exitCode: code, reason: "pytest could not collect the tests (syntax or import error)" };
     return { status: "error", exitCode: code, reason: `pytest ended with exit code ${code}` };
   }
   if (code === 127) return { status: "error", exitCode: code, reason: "the command was not found" };
@@ -67,9 +68,17 @@ export function verdict(o: Outcome): Verdict {
   const exit = o.trailer?.exitCode ?? o.containerExitCode;
   switch (o.stopReason) {
     case "timeout":
-      return { status: "timeout", exitCode: null, reason: `the run passed its ${o.timeoutMs} ms time limit and was killed` };
+      return {
+        status: "timeout",
+        exitCode: null,
+        reason: `the run passed its ${o.timeoutMs} ms time limit and was killed`,
+      };
     case "output_limit":
-      return { status: "output_limit", exitCode: null, reason: "stdout or stderr passed the output cap and the run was stopped" };
+      return {
+        status: "output_limit",
+        exitCode: null,
+        reason: "stdout or stderr passed the output cap and the run was stopped",
+      };
     case "cancelled":
       return { status: "killed", exitCode: null, reason: "the run was cancelled" };
     case "stopped":
@@ -80,7 +89,11 @@ export function verdict(o: Outcome): Verdict {
       break;
   }
   if (o.oomKilled) {
-    return { status: "oom", exitCode: exit ?? null, reason: `the run passed its ${o.memoryMb} MiB memory limit and was killed` };
+    return {
+      status: "oom",
+      exitCode: exit ?? null,
+      reason: `the run passed its ${o.memoryMb} MiB memory limit and was killed`,
+    };
   }
   const t = o.trailer;
   if (!t) {
@@ -90,7 +103,8 @@ export function verdict(o: Outcome): Verdict {
       reason: "the sandbox's supervisor process was killed before it could report (by the command?)",
     };
   }
-  if (t.phase === "setup") return { status: "blocked", exitCode: null, reason: `the workspace could not be written: ${t.error ?? "unknown"}` };
+  if (t.phase === "setup")
+    return { status: "blocked", exitCode: null, reason: `the workspace could not be written: ${t.error ?? "unknown"}` };
   if (t.signal !== null) {
     return { status: "killed", exitCode: 128 + t.signal, reason: `the command was killed by ${signalName(t.signal)}` };
   }

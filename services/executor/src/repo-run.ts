@@ -7,7 +7,16 @@ import { posix } from "node:path";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
 import { hasCode, ownerOfTask, type Config, type ExecutionRequest, type ExecutionResult } from "@loopsmith/shared";
-import { commandEnv, customCommand, defaultCommand, kindOf, nodeTestFiles, RESULT_PATH, type ImageKind, type Runner } from "./commands.js";
+import {
+  commandEnv,
+  customCommand,
+  defaultCommand,
+  kindOf,
+  nodeTestFiles,
+  RESULT_PATH,
+  type ImageKind,
+  type Runner,
+} from "./commands.js";
 import { isManifest, repoArchive, type ArchiveLimits } from "./repo.js";
 import { inodesFor, type SandboxSpec } from "./sandbox.js";
 import { layerEnv, layerMount, setupKey } from "./layer.js";
@@ -51,14 +60,27 @@ export interface RunPlan {
  * environment.
  */
 function withIntegrity(plan: RunPlan, req: ExecutionRequest): RunPlan {
-  const runner = plan.shell !== undefined ? (req.language === "python" ? "pytest" : undefined) : plan.runner === "custom" ? undefined : plan.runner;
+  const runner =
+    plan.shell !== undefined
+      ? req.language === "python"
+        ? "pytest"
+        : undefined
+      : plan.runner === "custom"
+        ? undefined
+        : plan.runner;
   if (!runner) return plan;
   // node: the files the default command gives the runner (commands.ts).
-  const integrity = planIntegrity(runner, runner === "node" ? (req.tests ?? nodeTestFiles(req.files, req.language)) : []);
+  const integrity = planIntegrity(
+    runner,
+    runner === "node" ? (req.tests ?? nodeTestFiles(req.files, req.language)) : [],
+  );
   return {
     ...plan,
     // node: the runner is given each test file's wrapper instead of the file (the argv's tail).
-    argv: runner === "node" ? [...plan.argv.slice(0, plan.argv.length - integrity.testFiles.length), ...integrity.files.map((f) => f.path)] : plan.argv,
+    argv:
+      runner === "node"
+        ? [...plan.argv.slice(0, plan.argv.length - integrity.testFiles.length), ...integrity.files.map((f) => f.path)]
+        : plan.argv,
     env: { ...plan.env, ...integrityEnv(integrity) },
     integrity,
     integrityRequired: plan.shell === undefined,
@@ -103,7 +125,12 @@ export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: 
   const kind = kindOf(req.language);
   const plan: RunPlan = withIntegrity(
     req.shell
-      ? { argv: shellArgv(req.shell), runner: "custom", env: { ...commandEnv(req.language), PYTEST_ADDOPTS, LOOPSMITH_JUNIT: RESULT_PATH }, shell: req.shell }
+      ? {
+          argv: shellArgv(req.shell),
+          runner: "custom",
+          env: { ...commandEnv(req.language), PYTEST_ADDOPTS, LOOPSMITH_JUNIT: RESULT_PATH },
+          shell: req.shell,
+        }
       : req.command
         ? { argv: customCommand(req.language, req.command), runner: "custom", env: commandEnv(req.language) }
         : defaultCommand(req.language, req.files, req.tests, { wholeWorkspace: !req.base }),
@@ -111,7 +138,11 @@ export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: 
   );
   const base = req.base;
   if (!base) return { plan };
-  if (!ctx.loadBase) return { error: "this executor has no snapshot store (it was created without a NATS connection), so it cannot run over a repository's base tree" };
+  if (!ctx.loadBase)
+    return {
+      error:
+        "this executor has no snapshot store (it was created without a NATS connection), so it cannot run over a repository's base tree",
+    };
   let treeDir: string;
   try {
     treeDir = await ctx.loadBase(base.snapshot, ownerOfTask(base));
@@ -123,8 +154,14 @@ export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: 
   try {
     const started = performance.now();
     const extra = plan.integrity ? tripwireEntries(plan.integrity) : [];
-    const built = await repoArchive({ treeDir, deleted: base.deleted, files: req.files }, { resultDir, limits: limitsOf(tmpfsMb), extra, log: ctx.log });
-    ctx.log.debug({ files: built.files, bytes: built.bytes, ms: Math.round(performance.now() - started) }, "repo workspace packed");
+    const built = await repoArchive(
+      { treeDir, deleted: base.deleted, files: req.files },
+      { resultDir, limits: limitsOf(tmpfsMb), extra, log: ctx.log },
+    );
+    ctx.log.debug(
+      { files: built.files, bytes: built.bytes, ms: Math.round(performance.now() - started) },
+      "repo workspace packed",
+    );
     plan.archive = built.archive;
     const setupCommand = base.setupCommand ?? "";
     if (!setupCommand.trim()) return { plan };
@@ -132,7 +169,11 @@ export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: 
     const imageId = (await ctx.docker.getImage(spec.image).inspect()).Id;
     const key = setupKey({ imageId, commit: base.commit, setupCommand, manifests: built.manifests });
     // The layer is a function of its key: the base tree with the changed manifests only.
-    const manifestsOnly = { treeDir, deleted: base.deleted.filter(isManifest), files: req.files.filter((f) => isManifest(f.path)) };
+    const manifestsOnly = {
+      treeDir,
+      deleted: base.deleted.filter(isManifest),
+      files: req.files.filter((f) => isManifest(f.path)),
+    };
     const setupLimits = limitsOf(Math.max(tmpfsMb, SETUP_TMPFS_MB));
     plan.setup = await ctx.layers.ensure({
       key,
@@ -141,7 +182,8 @@ export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: 
       setupCommand,
       memoryMb: req.memoryMb,
       ...(signal ? { signal } : {}),
-      archive: async (extra) => (await repoArchive(manifestsOnly, { resultDir, limits: setupLimits, extra, log: ctx.log })).archive,
+      archive: async (extra) =>
+        (await repoArchive(manifestsOnly, { resultDir, limits: setupLimits, extra, log: ctx.log })).archive,
     });
     if (plan.setup.volume) {
       plan.mounts = [layerMount(kind, plan.setup.volume, true)];

@@ -67,7 +67,13 @@ describe("repoArchive", () => {
       ],
     });
     const names = [...listing(a.archive).keys()].sort();
-    expect(names).toEqual(["tmp/.loopsmith/", "workspace/new/mod.py", "workspace/requirements.txt", "workspace/run.sh", "workspace/src/app.py"]);
+    expect(names).toEqual([
+      "tmp/.loopsmith/",
+      "workspace/new/mod.py",
+      "workspace/requirements.txt",
+      "workspace/run.sh",
+      "workspace/src/app.py",
+    ]);
     expect(listing(a.archive).get("workspace/run.sh")).toMatch(/^-rwxr-xr-x/); // the overlay keeps the tree file's execute bit
     const content = execFileSync("tar", ["-xOf", "-", "workspace/src/app.py"], { input: a.archive }).toString();
     expect(content).toBe("x = 2\n");
@@ -81,10 +87,10 @@ describe("repoArchive", () => {
       "lib/real.py": "r\n",
       "inside.py": "->lib/real.py",
       "lib/up.py": "->../lib/real.py",
-      "dir": "->lib",
-      "abs": "->/etc/passwd",
-      "escape": "->../../outside",
-      "dangling": "->missing/file",
+      dir: "->lib",
+      abs: "->/etc/passwd",
+      escape: "->../../outside",
+      dangling: "->missing/file",
       "into-git": "->.git/config",
     });
     const a = await pack({ treeDir: root, deleted: [], files: [] });
@@ -98,7 +104,7 @@ describe("repoArchive", () => {
   });
 
   it("refuses a changed file where the tree has a directory, a file or a link on its path", async () => {
-    const root = tree({ "pkg/a.py": "a\n", "mod.py": "m\n", "ln": "->pkg" });
+    const root = tree({ "pkg/a.py": "a\n", "mod.py": "m\n", ln: "->pkg" });
     const fail = async (src: TreeOverlay): Promise<string> => {
       try {
         await pack(src);
@@ -108,11 +114,24 @@ describe("repoArchive", () => {
       }
       return "no error";
     };
-    expect(await fail({ treeDir: root, deleted: [], files: [{ path: "pkg", content: "" }] })).toContain('"pkg" is a directory');
-    expect(await fail({ treeDir: root, deleted: [], files: [{ path: "mod.py/x.py", content: "" }] })).toContain('"mod.py", which is a file');
-    expect(await fail({ treeDir: root, deleted: [], files: [{ path: "ln/b.py", content: "" }] })).toContain('"ln", which is a link');
+    expect(await fail({ treeDir: root, deleted: [], files: [{ path: "pkg", content: "" }] })).toContain(
+      '"pkg" is a directory',
+    );
+    expect(await fail({ treeDir: root, deleted: [], files: [{ path: "mod.py/x.py", content: "" }] })).toContain(
+      '"mod.py", which is a file',
+    );
+    expect(await fail({ treeDir: root, deleted: [], files: [{ path: "ln/b.py", content: "" }] })).toContain(
+      '"ln", which is a link',
+    );
     // Deleting what is in the way makes it fine.
-    const ok = await pack({ treeDir: root, deleted: ["pkg/a.py", "mod.py"], files: [{ path: "pkg", content: "" }, { path: "mod.py/x.py", content: "" }] });
+    const ok = await pack({
+      treeDir: root,
+      deleted: ["pkg/a.py", "mod.py"],
+      files: [
+        { path: "pkg", content: "" },
+        { path: "mod.py/x.py", content: "" },
+      ],
+    });
     expect(ok.files).toBe(2);
   });
 
@@ -125,8 +144,24 @@ describe("repoArchive", () => {
   });
 
   it("names the dependency manifests", () => {
-    for (const p of ["requirements.txt", "requirements-dev.txt", "a/pyproject.toml", "setup.py", "setup.cfg", "package.json", "web/package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Pipfile.lock", "constraints.txt"]) expect(isManifest(p), p).toBe(true);
-    for (const p of ["src/requirements.py", "package.jsonx", "setup.pyc", "README.md"]) expect(isManifest(p), p).toBe(false);
+    for (const p of [
+      "requirements.txt",
+      "requirements-dev.txt",
+      "a/pyproject.toml",
+      "setup.py",
+      "setup.cfg",
+      "package.json",
+      "web/package-lock.json",
+      "npm-shrinkwrap.json",
+      "yarn.lock",
+      "pnpm-lock.yaml",
+      "poetry.lock",
+      "Pipfile.lock",
+      "constraints.txt",
+    ])
+      expect(isManifest(p), p).toBe(true);
+    for (const p of ["src/requirements.py", "package.jsonx", "setup.pyc", "README.md"])
+      expect(isManifest(p), p).toBe(false);
   });
 
   it("packs a 10,000-file tree from disk (timed)", async () => {
@@ -134,17 +169,27 @@ describe("repoArchive", () => {
     roots.push(root);
     for (let d = 0; d < 100; d++) {
       mkdirSync(join(root, `pkg${d}`, "sub"), { recursive: true });
-      for (let f = 0; f < 100; f++) writeFileSync(join(root, `pkg${d}`, f % 2 ? "sub" : "", `mod_${f}.py`), `# module ${d}/${f}\n${"x = 1\n".repeat(40)}`);
+      for (let f = 0; f < 100; f++)
+        writeFileSync(
+          join(root, `pkg${d}`, f % 2 ? "sub" : "", `mod_${f}.py`),
+          `# module ${d}/${f}\n${"x = 1\n".repeat(40)}`,
+        );
     }
     const times: number[] = [];
     let last;
     for (let i = 0; i < 3; i++) {
       const t0 = performance.now();
-      last = await pack({ treeDir: root, deleted: ["pkg0/mod_0.py"], files: [{ path: "pkg1/mod_0.py", content: "changed\n" }] });
+      last = await pack({
+        treeDir: root,
+        deleted: ["pkg0/mod_0.py"],
+        files: [{ path: "pkg1/mod_0.py", content: "changed\n" }],
+      });
       times.push(performance.now() - t0);
     }
     expect(last?.files).toBe(9_999);
-    console.log(`repoArchive, 10,000 files (${Math.round((last?.bytes ?? 0) / 1024)} KiB, archive ${Math.round((last?.archive.length ?? 0) / 1024)} KiB): ${times.map((t) => `${Math.round(t)} ms`).join(", ")}`);
+    console.log(
+      `repoArchive, 10,000 files (${Math.round((last?.bytes ?? 0) / 1024)} KiB, archive ${Math.round((last?.archive.length ?? 0) / 1024)} KiB): ${times.map((t) => `${Math.round(t)} ms`).join(", ")}`,
+    );
     expect(Math.min(...times)).toBeLessThan(15_000);
   }, 60_000);
 });

@@ -6,7 +6,15 @@
  * at a time, never the whole tree as strings.
  */
 import { createHash } from "node:crypto";
-import { createReadStream, lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync, type Stats } from "node:fs";
+import {
+  createReadStream,
+  lstatSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  type Stats,
+} from "node:fs";
 import { realpath } from "node:fs/promises";
 import { join, posix, sep } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -35,7 +43,6 @@ export interface TreeOverlay {
   /** The candidate's files, full content; they replace tree files of the same path. */
   files: readonly FileChange[];
 }
-
 
 /** Limits of {@link repoArchive}: the sandbox's workspace tmpfs. */
 export interface ArchiveLimits {
@@ -139,7 +146,17 @@ export async function repoArchive(
   const root = await realpath(src.treeDir);
   const deleted = new Set(src.deleted);
   const overlay = new Map<string, FileChange>();
-  const out: RepoArchive = { archive: Buffer.alloc(0), files: 0, links: 0, bytes: 0, pageBytes: 0, entries: 1, droppedLinks: [], droppedFiles: [], manifests: [] };
+  const out: RepoArchive = {
+    archive: Buffer.alloc(0),
+    files: 0,
+    links: 0,
+    bytes: 0,
+    pageBytes: 0,
+    entries: 1,
+    droppedLinks: [],
+    droppedFiles: [],
+    manifests: [],
+  };
   for (const f of src.files) {
     if (f.path.split("/").some((seg) => NEVER_FROM_TREE.has(seg))) out.droppedFiles.push(f.path);
     else overlay.set(f.path, f);
@@ -152,13 +169,18 @@ export async function repoArchive(
     out.entries += 1;
     if (out.pageBytes > opts.limits.maxBytes) {
       const mib = (n: number): string => `${Math.round((n / 1048576) * 10) / 10} MiB`;
-      throw invalid(`the workspace (base tree and changed files) needs more than ${mib(opts.limits.maxBytes)} of tmpfs (at ${what}, ${out.files + out.links} files so far, ${mib(out.pageBytes)} in 4 KiB pages); raise executor.tmpfsMb`);
+      throw invalid(
+        `the workspace (base tree and changed files) needs more than ${mib(opts.limits.maxBytes)} of tmpfs (at ${what}, ${out.files + out.links} files so far, ${mib(out.pageBytes)} in 4 KiB pages); raise executor.tmpfsMb`,
+      );
     }
     if (out.entries > opts.limits.maxEntries) {
-      throw invalid(`the workspace (base tree and changed files) has more than ${opts.limits.maxEntries} files and directories, the tmpfs inode limit; raise executor.tmpfsMb`);
+      throw invalid(
+        `the workspace (base tree and changed files) has more than ${opts.limits.maxEntries} files and directories, the tmpfs inode limit; raise executor.tmpfsMb`,
+      );
     }
   };
-  const isDeleted = (rel: string): boolean => deleted.has(rel) || (deleted.size > 0 && ancestors(rel).some((a) => deleted.has(a)));
+  const isDeleted = (rel: string): boolean =>
+    deleted.has(rel) || (deleted.size > 0 && ancestors(rel).some((a) => deleted.has(a)));
 
   const tar = pack();
   const chunks: Buffer[] = [];
@@ -209,7 +231,11 @@ export async function repoArchive(
         inside = (real === root || real.startsWith(root + sep)) && !real.slice(root.length).split(sep).includes(".git");
       } catch {
         const lexical = posix.normalize(posix.join(posix.dirname(item.rel), target));
-        inside = !posix.isAbsolute(target) && lexical !== ".." && !lexical.startsWith("../") && !lexical.split("/").includes(".git");
+        inside =
+          !posix.isAbsolute(target) &&
+          lexical !== ".." &&
+          !lexical.startsWith("../") &&
+          !lexical.split("/").includes(".git");
       }
       return { item, target, inside };
     }
@@ -221,7 +247,8 @@ export async function repoArchive(
   /** `rel`, a tree file or link that is packed, may not be an overlay file's ancestor. */
   const claim = (item: Item, what: string): void => {
     if (item.under) throw invalid(`the changed file "${item.under}" is a directory in the base tree`, item.under);
-    if (overlayDirs.has(item.rel)) throw invalid(`a changed file is under "${item.rel}", which is a ${what} in the base tree`, item.rel);
+    if (overlayDirs.has(item.rel))
+      throw invalid(`a changed file is under "${item.rel}", which is a ${what} in the base tree`, item.rel);
   };
 
   const emit = async ({ item, info, body, target, inside }: Loaded): Promise<void> => {
@@ -248,7 +275,8 @@ export async function repoArchive(
     if (!body) {
       await putStream(tar, header, item.abs);
     } else {
-      if (body.length !== info.size) throw new LoopsmithError("sandbox_error", `the cached base tree changed while it was read: ${item.rel}`);
+      if (body.length !== info.size)
+        throw new LoopsmithError("sandbox_error", `the cached base tree changed while it was read: ${item.rel}`);
       if (isManifest(item.rel)) manifests.push({ path: item.rel, sha256: sha256(body) });
       tar.entry(header, body, onEntry);
     }
@@ -256,7 +284,12 @@ export async function repoArchive(
   };
 
   try {
-    for (const e of opts.extra ?? []) tar.entry({ name: e.path.replace(/^\/+/, ""), mode: e.mode ?? 0o644, mtime, size: e.content.length }, e.content, onEntry);
+    for (const e of opts.extra ?? [])
+      tar.entry(
+        { name: e.path.replace(/^\/+/, ""), mode: e.mode ?? 0o644, mtime, size: e.content.length },
+        e.content,
+        onEntry,
+      );
     tar.entry({ name: `${opts.resultDir.replace(/^\/+/, "")}/`, type: "directory", mode: 0o700, mtime }, onEntry);
     let n = 0;
     for (const item of items(root, "", undefined)) {
@@ -268,7 +301,11 @@ export async function repoArchive(
       const body = Buffer.from(f.content, "utf8");
       account(body.length, f.path);
       if (isManifest(f.path)) manifests.push({ path: f.path, sha256: sha256(body) });
-      tar.entry({ name: `workspace/${f.path}`, mode: execBits.get(f.path) ? 0o755 : 0o644, mtime, size: body.length }, body, onEntry);
+      tar.entry(
+        { name: `workspace/${f.path}`, mode: execBits.get(f.path) ? 0o755 : 0o644, mtime, size: body.length },
+        body,
+        onEntry,
+      );
       out.files += 1;
     }
     tar.finalize();
@@ -279,8 +316,16 @@ export async function repoArchive(
     await collected.catch(() => undefined);
     throw err;
   }
-  if (out.droppedLinks.length) opts.log?.info({ links: out.droppedLinks.slice(0, 20), count: out.droppedLinks.length }, "links that point outside the repository were left out of the workspace");
-  if (out.droppedFiles.length) opts.log?.info({ files: out.droppedFiles.slice(0, 20), count: out.droppedFiles.length }, "changed files under .git/ or node_modules/ were left out of the workspace");
+  if (out.droppedLinks.length)
+    opts.log?.info(
+      { links: out.droppedLinks.slice(0, 20), count: out.droppedLinks.length },
+      "links that point outside the repository were left out of the workspace",
+    );
+  if (out.droppedFiles.length)
+    opts.log?.info(
+      { files: out.droppedFiles.slice(0, 20), count: out.droppedFiles.length },
+      "changed files under .git/ or node_modules/ were left out of the workspace",
+    );
   out.manifests = manifests.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   out.archive = Buffer.concat(chunks);
   return out;
@@ -294,6 +339,9 @@ export async function repoArchive(
  * @returns a function from a snapshot name to the extracted tree's directory; it throws
  *   LoopsmithError `not_found` (snapshot expired or never put) or `unavailable` (store failed)
  */
-export function snapshotLoader(nc: NatsConnection, cacheDir: string): (snapshot: string, owner: string) => Promise<string> {
+export function snapshotLoader(
+  nc: NatsConnection,
+  cacheDir: string,
+): (snapshot: string, owner: string) => Promise<string> {
   return (snapshot, owner) => materializeSnapshot(nc, snapshot, cacheDir, owner);
 }

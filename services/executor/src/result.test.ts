@@ -16,7 +16,8 @@ const req = (extra: Partial<ExecutionRequest> = {}): ExecutionRequest => ({
   ...extra,
 });
 const plan: RunPlan = { argv: ["python3", "-m", "pytest"], runner: "pytest", env: {} };
-const junit = (cases: string) => Buffer.from(`<testsuites><testsuite name="pytest">${cases}</testsuite></testsuites>`).toString("base64");
+const junit = (cases: string) =>
+  Buffer.from(`<testsuites><testsuite name="pytest">${cases}</testsuite></testsuites>`).toString("base64");
 const raw = (exitCode: number, result?: string, extra: Partial<RawRun> = {}): RawRun => ({
   trailer: { phase: "run", exitCode, signal: null, durationMs: 12.3456, stragglers: 0, ...(result ? { result } : {}) },
   stdout: Buffer.from("out"),
@@ -33,8 +34,16 @@ describe("precheck", () => {
   it("blocks a request whose named test files are not in the workspace, unless it runs on a base tree", () => {
     expect(precheck(req(), 16 * 1024 * 1024)).toBeUndefined();
     const missing = precheck(req({ tests: ["test_a.py", "test_b.py"] }), 16 * 1024 * 1024);
-    expect(missing?.result).toMatchObject({ status: "blocked", reason: "the test files to run are not in the workspace: test_b.py" });
-    expect(precheck(req({ tests: ["test_b.py"], base: { snapshot: "s", commit: "c".repeat(40) } } as Partial<ExecutionRequest>), 16 * 1024 * 1024)).toBeUndefined();
+    expect(missing?.result).toMatchObject({
+      status: "blocked",
+      reason: "the test files to run are not in the workspace: test_b.py",
+    });
+    expect(
+      precheck(
+        req({ tests: ["test_b.py"], base: { snapshot: "s", commit: "c".repeat(40) } } as Partial<ExecutionRequest>),
+        16 * 1024 * 1024,
+      ),
+    ).toBeUndefined();
   });
 
   it("blocks files larger than the workspace", () => {
@@ -45,7 +54,8 @@ describe("precheck", () => {
 
 describe("resultOf", () => {
   it("reads the JUnit file back into test cases, with the summary and the command's own duration", () => {
-    const cases = '<testcase classname="test_a" name="test_ok" time="0.01"/><testcase classname="test_a" name="test_bad" time="0.02"><failure message="boom">x</failure></testcase>';
+    const cases =
+      '<testcase classname="test_a" name="test_ok" time="0.01"/><testcase classname="test_a" name="test_bad" time="0.02"><failure message="boom">x</failure></testcase>';
     const { result, stdout } = resultOf(raw(1, junit(cases)), plan, req());
     expect(result.status).toBe("failed");
     expect(result.tests.map((t) => [t.name, t.status])).toEqual([
@@ -60,7 +70,9 @@ describe("resultOf", () => {
 
   it("lists at most MAX_TESTS_REPORTED cases, the failing one among them, and counts them all", () => {
     const many = Array.from({ length: MAX_TESTS_REPORTED + 5 }, (_, i) =>
-      i === MAX_TESTS_REPORTED + 2 ? `<testcase classname="c" name="t${i}" time="0"><failure message="late">x</failure></testcase>` : `<testcase classname="c" name="t${i}" time="0"/>`,
+      i === MAX_TESTS_REPORTED + 2
+        ? `<testcase classname="c" name="t${i}" time="0"><failure message="late">x</failure></testcase>`
+        : `<testcase classname="c" name="t${i}" time="0"/>`,
     ).join("");
     const { result } = resultOf(raw(1, junit(many)), plan, req());
     expect(result.tests).toHaveLength(MAX_TESTS_REPORTED);

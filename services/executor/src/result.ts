@@ -3,7 +3,14 @@
  * that block a request before any container is used, and the verdict of a raw run (the
  * supervisor's trailer, the JUnit file, the stop reason) with its test cases and output.
  */
-import { hasCode, summarizeTests, trimTests, type ExecutionRequest, type ExecutionResult, type TestCase } from "@loopsmith/shared";
+import {
+  hasCode,
+  summarizeTests,
+  trimTests,
+  type ExecutionRequest,
+  type ExecutionResult,
+  type TestCase,
+} from "@loopsmith/shared";
 import { judgeIntegrity, readChannel, type IntegrityJudgement } from "./integrity.js";
 import { parseJUnit } from "./junit.js";
 import { verdict, type Verdict } from "./outcome.js";
@@ -26,7 +33,16 @@ export interface DetailedResult {
 
 /** A `sandbox_error` result saying `reason`, with nothing run. */
 export function sandboxError(reason: string): ExecutionResult {
-  return { status: "sandbox_error", exitCode: null, durationMs: 0, tests: [], stdout: "", stderr: "", truncated: false, reason };
+  return {
+    status: "sandbox_error",
+    exitCode: null,
+    durationMs: 0,
+    tests: [],
+    stdout: "",
+    stderr: "",
+    truncated: false,
+    reason,
+  };
 }
 
 /** A result with no output bytes (nothing ran). */
@@ -69,7 +85,12 @@ export function controllerVerdict(j: IntegrityJudgement, exitCode: number | null
   if (j.tampering) return { status: "tampering", exitCode, reason: `the verdict cannot be trusted: ${j.tampering}` };
   if (j.error) return { status: "error", exitCode, reason: j.error };
   if (j.tests.some((t) => t.status === "failed" || t.status === "error")) return { status: "failed", exitCode };
-  if (!j.tests.some((t) => t.status === "passed")) return { status: "error", exitCode, reason: j.tests.length ? "every test was skipped" : "the test runner collected no tests" };
+  if (!j.tests.some((t) => t.status === "passed"))
+    return {
+      status: "error",
+      exitCode,
+      reason: j.tests.length ? "every test was skipped" : "the test runner collected no tests",
+    };
   if (exitCode !== 0) {
     const reason = `every test passed, but the command exited with code ${exitCode ?? "?"}`;
     return shell ? { status: "failed", exitCode, reason } : { status: "error", exitCode, reason };
@@ -102,16 +123,32 @@ export function resultOf(raw: RawRun, plan: RunPlan, req: ExecutionRequest): Det
     memoryMb: req.memoryMb,
   });
   const durationMs = raw.trailer?.durationMs ?? raw.wallMs;
-  const judged = plan.integrity && !STOPPED.has(v.status) ? judgeIntegrity(readChannel(Buffer.from(raw.trailer?.verdict ?? "", "base64"), plan.integrity.key), plan.integrity, plan.integrityRequired ?? false) : undefined;
+  const judged =
+    plan.integrity && !STOPPED.has(v.status)
+      ? judgeIntegrity(
+          readChannel(Buffer.from(raw.trailer?.verdict ?? "", "base64"), plan.integrity.key),
+          plan.integrity,
+          plan.integrityRequired ?? false,
+        )
+      : undefined;
   if (judged) {
     tests = judged.tests;
     v = controllerVerdict(judged, raw.trailer?.exitCode ?? null, plan.shell !== undefined);
     source = "controller";
   } else if (plan.shell !== undefined) {
-    ({ verdict: v, tests } = shellOutcome(v, { shell: plan.shell, tests, stdout: raw.stdout.toString("utf8"), stderr: raw.stderr.toString("utf8"), durationMs }));
+    ({ verdict: v, tests } = shellOutcome(v, {
+      shell: plan.shell,
+      tests,
+      stdout: raw.stdout.toString("utf8"),
+      stderr: raw.stderr.toString("utf8"),
+      durationMs,
+    }));
   }
   if (plan.setup?.status === "failed" && v.status !== "passed") {
-    v = { ...v, reason: `${v.reason ? `${v.reason}; ` : ""}the setup command failed, so the run had no dependency layer` };
+    v = {
+      ...v,
+      reason: `${v.reason ? `${v.reason}; ` : ""}the setup command failed, so the run had no dependency layer`,
+    };
   }
   const result: ExecutionResult = {
     status: v.status,

@@ -132,7 +132,11 @@ export interface RawRun {
  * One run's work: the spec without its per-run secret, and the files of the workspace, or
  * (repo mode) the workspace archive already built from disk (`archive`, which then wins).
  */
-export type SandboxWork = Omit<BootSpec, "marker" | "uid" | "deadlineMs"> & { files: readonly FileChange[]; archive?: Buffer; extra?: readonly ExtraEntry[] };
+export type SandboxWork = Omit<BootSpec, "marker" | "uid" | "deadlineMs"> & {
+  files: readonly FileChange[];
+  archive?: Buffer;
+  extra?: readonly ExtraEntry[];
+};
 
 /** Options of {@link Sandbox.run}. */
 export interface SandboxRunOptions {
@@ -232,9 +236,13 @@ export class Sandbox {
         const goneBeforeStart = container !== undefined && (err as { statusCode?: number }).statusCode === 404;
         if (container) await container.remove({ force: true }).catch(() => undefined);
         if (goneBeforeStart && attempt === 1) continue;
-        throw new LoopsmithError("sandbox_error", `cannot start a sandbox container from ${spec.image}: ${(err as Error).message}`, {
-          cause: err,
-        });
+        throw new LoopsmithError(
+          "sandbox_error",
+          `cannot start a sandbox container from ${spec.image}: ${(err as Error).message}`,
+          {
+            cause: err,
+          },
+        );
       }
     }
   }
@@ -275,7 +283,10 @@ export class Sandbox {
     let trailer: BootTrailer | null = null;
     let early = false;
     try {
-      if (!stopReason) this.stream.write(encodeSpec({ ...boot, marker, uid: SANDBOX_UID, deadlineMs: opts.timeoutMs + SUPERVISOR_GRACE_MS }, archive));
+      if (!stopReason)
+        this.stream.write(
+          encodeSpec({ ...boot, marker, uid: SANDBOX_UID, deadlineMs: opts.timeoutMs + SUPERVISOR_GRACE_MS }, archive),
+        );
       let grace: NodeJS.Timeout | undefined;
       const deadline = new Promise<"stuck">((resolve) => {
         grace = setTimeout(() => resolve("stuck"), opts.timeoutMs + KILL_GRACE_MS);
@@ -290,7 +301,8 @@ export class Sandbox {
         if (!early) how = await Promise.race([ended, deadline]);
       }
       clearTimeout(grace);
-      if (how === "stuck") throw new LoopsmithError("sandbox_error", "the sandbox container did not end after it was killed");
+      if (how === "stuck")
+        throw new LoopsmithError("sandbox_error", "the sandbox container did not end after it was killed");
     } finally {
       clearTimeout(timer);
       opts.signal?.removeEventListener("abort", onAbort);

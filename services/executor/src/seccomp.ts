@@ -10,7 +10,15 @@ import { LoopsmithError, assetPath } from "@loopsmith/shared";
 export const SHIPPED_SECCOMP_PROFILE = assetPath("deploy", "seccomp", "sandbox.json");
 
 /** System calls the sandbox must never allow, whatever profile is configured. */
-export const NEVER_ALLOWED = ["io_uring_setup", "io_uring_enter", "io_uring_register", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"];
+export const NEVER_ALLOWED = [
+  "io_uring_setup",
+  "io_uring_enter",
+  "io_uring_register",
+  "ptrace",
+  "process_vm_readv",
+  "process_vm_writev",
+  "pidfd_getfd",
+];
 
 interface ProfileRule {
   names?: string[];
@@ -29,16 +37,28 @@ export function loadSeccompProfile(path = SHIPPED_SECCOMP_PROFILE): string {
   try {
     profile = JSON.parse(readFileSync(path, "utf8")) as typeof profile;
   } catch (err) {
-    throw new LoopsmithError("config_invalid", `cannot read the seccomp profile ${path}: ${(err as Error).message}`, { cause: err });
+    throw new LoopsmithError("config_invalid", `cannot read the seccomp profile ${path}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   if (typeof profile.defaultAction !== "string" || !Array.isArray(profile.syscalls)) {
-    throw new LoopsmithError("config_invalid", `${path} is not a seccomp profile (it needs defaultAction and syscalls)`);
+    throw new LoopsmithError(
+      "config_invalid",
+      `${path} is not a seccomp profile (it needs defaultAction and syscalls)`,
+    );
   }
   if (!/^SCMP_ACT_(ERRNO|KILL|KILL_PROCESS|KILL_THREAD|TRAP)$/.test(profile.defaultAction)) {
-    throw new LoopsmithError("config_invalid", `the seccomp profile ${path} allows by default (${profile.defaultAction}); it must deny what it does not name`);
+    throw new LoopsmithError(
+      "config_invalid",
+      `the seccomp profile ${path} allows by default (${profile.defaultAction}); it must deny what it does not name`,
+    );
   }
   const allowed = new Set(profile.syscalls.filter((r) => r.action === "SCMP_ACT_ALLOW").flatMap((r) => r.names ?? []));
   const bad = NEVER_ALLOWED.filter((n) => allowed.has(n));
-  if (bad.length) throw new LoopsmithError("config_invalid", `the seccomp profile ${path} allows ${bad.join(", ")}, which the sandbox must deny`);
+  if (bad.length)
+    throw new LoopsmithError(
+      "config_invalid",
+      `the seccomp profile ${path} allows ${bad.join(", ")}, which the sandbox must deny`,
+    );
   return JSON.stringify(profile);
 }

@@ -50,25 +50,44 @@ export function checkProbe(report: string, want: Expected): string[] {
   const expect = (ok: boolean, what: string): void => {
     if (!ok) problems.push(what);
   };
-  expect(kv.get("uid") !== undefined && kv.get("uid") !== "0", `the command runs as root (uid ${kv.get("uid") ?? "?"})`);
+  expect(
+    kv.get("uid") !== undefined && kv.get("uid") !== "0",
+    `the command runs as root (uid ${kv.get("uid") ?? "?"})`,
+  );
   const nets = (kv.get("net") ?? "").split(",").filter(Boolean);
-  expect(nets.length > 0 && nets.every((n) => n === "lo"), `network interfaces other than loopback: ${nets.join(" ") || "?"}`);
+  expect(
+    nets.length > 0 && nets.every((n) => n === "lo"),
+    `network interfaces other than loopback: ${nets.join(" ") || "?"}`,
+  );
   expect(kv.get("routes") === "0", `the container has network routes (${kv.get("routes") ?? "?"})`);
   expect(/^0+$/.test(kv.get("CapEff") ?? "x"), `effective capabilities are not empty (${kv.get("CapEff") ?? "?"})`);
   expect(/^0+$/.test(kv.get("CapBnd") ?? "x"), `the capability bounding set is not empty (${kv.get("CapBnd") ?? "?"})`);
   expect(kv.get("NoNewPrivs") === "1", "no-new-privileges is not set");
   expect(kv.get("Seccomp") === "2", `no seccomp filter is in force (Seccomp ${kv.get("Seccomp") ?? "?"})`);
-  expect(Number(kv.get("mem")) === want.memoryBytes, `the memory limit is ${kv.get("mem") ?? "?"} bytes, not ${want.memoryBytes}`);
+  expect(
+    Number(kv.get("mem")) === want.memoryBytes,
+    `the memory limit is ${kv.get("mem") ?? "?"} bytes, not ${want.memoryBytes}`,
+  );
   expect(kv.get("swap") === "0", `swap is allowed beyond the memory limit (${kv.get("swap") ?? "?"})`);
-  expect(Number(kv.get("pids")) === want.pidsLimit, `the pids limit is ${kv.get("pids") ?? "?"}, not ${want.pidsLimit}`);
+  expect(
+    Number(kv.get("pids")) === want.pidsLimit,
+    `the pids limit is ${kv.get("pids") ?? "?"}, not ${want.pidsLimit}`,
+  );
   const [quota, period] = (kv.get("cpu") ?? "").split("/").map(Number);
   expect(
-    quota !== undefined && period !== undefined && quota > 0 && period > 0 && Math.abs(quota / period - want.cpus) < 0.01,
+    quota !== undefined &&
+      period !== undefined &&
+      quota > 0 &&
+      period > 0 &&
+      Math.abs(quota / period - want.cpus) < 0.01,
     `the CPU quota is ${kv.get("cpu") ?? "?"}, not ${want.cpus} CPUs`,
   );
   expect(kv.get("rootfs") === "ro", "the root file system is writable");
   // The verdict's producer must be out of the command's reach (docs/SANDBOX.md, "Verdicts").
-  expect(/^\d+$/.test(kv.get("supervisor_uid") ?? "") && kv.get("supervisor_uid") !== kv.get("uid"), `the supervisor runs as the command's user (uid ${kv.get("supervisor_uid") ?? "?"})`);
+  expect(
+    /^\d+$/.test(kv.get("supervisor_uid") ?? "") && kv.get("supervisor_uid") !== kv.get("uid"),
+    `the supervisor runs as the command's user (uid ${kv.get("supervisor_uid") ?? "?"})`,
+  );
   expect(kv.get("supervisor_readable") === "0", "the command can read the supervisor's /proc entries");
   expect(kv.get("supervisor_signalable") === "0", "the command can signal the supervisor");
   return problems;
@@ -83,16 +102,24 @@ export async function selfTest(image: string, want: Expected, runProbe: () => Pr
   const raw = await runProbe();
   const report = raw.stdout.toString("utf8");
   if (raw.trailer?.exitCode !== 0) {
-    throw new LoopsmithError("sandbox_error", `the sandbox self-test could not run in ${image}: ${raw.stderr.toString("utf8").slice(0, 500)}`, {
-      retryable: false,
-      details: { image, stdout: report.slice(0, 2000), trailer: raw.trailer },
-    });
+    throw new LoopsmithError(
+      "sandbox_error",
+      `the sandbox self-test could not run in ${image}: ${raw.stderr.toString("utf8").slice(0, 500)}`,
+      {
+        retryable: false,
+        details: { image, stdout: report.slice(0, 2000), trailer: raw.trailer },
+      },
+    );
   }
   const problems = checkProbe(report, want);
   if (problems.length) {
-    throw new LoopsmithError("sandbox_error", `the sandbox in ${image} is not confined: ${problems.join("; ")}; refusing to run code`, {
-      retryable: false,
-      details: { image, problems },
-    });
+    throw new LoopsmithError(
+      "sandbox_error",
+      `the sandbox in ${image} is not confined: ${problems.join("; ")}; refusing to run code`,
+      {
+        retryable: false,
+        details: { image, problems },
+      },
+    );
   }
 }

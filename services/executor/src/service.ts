@@ -78,7 +78,15 @@ export async function executorService(deps: ExecutorServiceDeps): Promise<Servic
     // Which engine: executors with the same `engine` share one Docker engine's CPUs.
     metadata: {
       instance: executor.instanceId,
-      ...(engine ? { engine: engine.id, engineName: engine.name, engineVersion: engine.version, engineEndpoint: engine.endpoint, engineTls: String(engine.tls) } : {}),
+      ...(engine
+        ? {
+            engine: engine.id,
+            engineName: engine.name,
+            engineVersion: engine.version,
+            engineEndpoint: engine.endpoint,
+            engineTls: String(engine.tls),
+          }
+        : {}),
     },
     // Live: free slots and the engine's health, in `$SRV` STATS (`loopsmith status`).
     stats: () => executor.load(),

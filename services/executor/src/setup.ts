@@ -19,7 +19,17 @@ import { pack } from "tar-stream";
 import { LoopsmithError, readTar } from "@loopsmith/shared";
 import { SANDBOX_UID } from "./bootstrap.js";
 import { RESULT_PATH, type ImageKind } from "./commands.js";
-import { CA_PATH, DEFAULT_SETUP_TIMEOUT_MS, LABEL_SETUP, layerMount, SETUP_NETWORK, SETUP_MARKER, SETUP_RETRY_MS, setupEnv, volumeName } from "./layer.js";
+import {
+  CA_PATH,
+  DEFAULT_SETUP_TIMEOUT_MS,
+  LABEL_SETUP,
+  layerMount,
+  SETUP_NETWORK,
+  SETUP_MARKER,
+  SETUP_RETRY_MS,
+  setupEnv,
+  volumeName,
+} from "./layer.js";
 import type { ExtraEntry } from "./archive.js";
 import { Sandbox, STOPPED_REASON, type RawRun, type SandboxSpec } from "./sandbox.js";
 
@@ -89,7 +99,8 @@ const statusOf = (err: unknown): number | undefined => (err as { statusCode?: nu
 function abortable<T>(work: Promise<T>, signal?: AbortSignal): Promise<T> {
   if (!signal) return work;
   return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(new LoopsmithError("cancelled", "the run was cancelled while its setup layer was being built"));
+    const onAbort = (): void =>
+      reject(new LoopsmithError("cancelled", "the run was cancelled while its setup layer was being built"));
     if (signal.aborted) return onAbort();
     signal.addEventListener("abort", onAbort, { once: true });
     work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
@@ -196,7 +207,11 @@ export class SetupLayers {
         return { status: "ready", fresh: false };
       }
       if (marker?.status === "failed" && Date.now() - marker.at < SETUP_RETRY_MS) {
-        this.states.set(req.key, { status: "failed", at: marker.at, ...(marker.message ? { message: marker.message } : {}) });
+        this.states.set(req.key, {
+          status: "failed",
+          at: marker.at,
+          ...(marker.message ? { message: marker.message } : {}),
+        });
         return { status: "failed", message: failedAt(marker) };
       }
       if (!marker) {
@@ -208,11 +223,22 @@ export class SetupLayers {
     }
     const started = performance.now();
     // Not the executor's instance label: the volume outlives this executor (it is the cache).
-    await docker.createVolume({ Name: name, Labels: { [LABEL_SETUP]: req.key, "org.loopsmith.setup.image": req.spec.image, "org.loopsmith.setup.command": req.setupCommand.slice(0, 1000) } });
+    await docker.createVolume({
+      Name: name,
+      Labels: {
+        [LABEL_SETUP]: req.key,
+        "org.loopsmith.setup.image": req.spec.image,
+        "org.loopsmith.setup.command": req.setupCommand.slice(0, 1000),
+      },
+    });
     await this.helper(req, name, false, ["chown", `${SANDBOX_UID}:${SANDBOX_UID}`, HELPER_MOUNT], async (c) => {
       await c.start();
       const { StatusCode } = (await c.wait()) as { StatusCode: number };
-      if (StatusCode !== 0) throw new LoopsmithError("sandbox_error", `could not give the setup volume to the sandbox user (chown exit ${StatusCode})`);
+      if (StatusCode !== 0)
+        throw new LoopsmithError(
+          "sandbox_error",
+          `could not give the setup volume to the sandbox user (chown exit ${StatusCode})`,
+        );
     });
     await this.ensureNetwork();
     const ca = await this.caBundle();
@@ -231,15 +257,29 @@ export class SetupLayers {
     let raw: RawRun;
     try {
       raw = await sandbox.run(
-        { argv: ["sh", "-c", req.setupCommand], env: setupEnv(req.kind, this.env, ca !== undefined), files: [], archive, resultPath: RESULT_PATH, resultLimitBytes: 64 * 1024 },
+        {
+          argv: ["sh", "-c", req.setupCommand],
+          env: setupEnv(req.kind, this.env, ca !== undefined),
+          files: [],
+          archive,
+          resultPath: RESULT_PATH,
+          resultLimitBytes: 64 * 1024,
+        },
         { timeoutMs: this.timeoutMs, outputLimitBytes: SETUP_OUTPUT_LIMIT, memoryBytes, signal: this.stopper.signal },
       );
     } finally {
       this.deps.dispose(sandbox);
     }
-    if (raw.stopReason === "cancelled" || raw.stopReason === "stopped") return { status: "skipped", message: "the executor stopped during the setup" };
+    if (raw.stopReason === "cancelled" || raw.stopReason === "stopped")
+      return { status: "skipped", message: "the executor stopped during the setup" };
     const ok = raw.stopReason === null && !raw.oomKilled && raw.trailer?.phase === "run" && raw.trailer.exitCode === 0;
-    const marker: Marker = { v: 1, status: ok ? "ready" : "failed", at: Date.now(), key: req.key, durationMs: Math.round(performance.now() - started) };
+    const marker: Marker = {
+      v: 1,
+      status: ok ? "ready" : "failed",
+      at: Date.now(),
+      key: req.key,
+      durationMs: Math.round(performance.now() - started),
+    };
     if (!ok) marker.message = describe(raw, this.timeoutMs);
     await this.writeMarker(req, name, marker);
     log.info({ key: req.key, volume: name, status: marker.status, durationMs: marker.durationMs }, "setup layer built");
@@ -247,7 +287,11 @@ export class SetupLayers {
       this.states.set(req.key, { status: "ready" });
       return { status: "ready", fresh: true };
     }
-    this.states.set(req.key, { status: "failed", at: marker.at, ...(marker.message ? { message: marker.message } : {}) });
+    this.states.set(req.key, {
+      status: "failed",
+      at: marker.at,
+      ...(marker.message ? { message: marker.message } : {}),
+    });
     return { status: "failed", message: marker.message ?? "the setup command failed" };
   }
 
@@ -261,7 +305,10 @@ export class SetupLayers {
     const path = this.env.NODE_EXTRA_CA_CERTS;
     if (!path) return undefined;
     return readFile(path).catch((err: unknown) => {
-      this.deps.log.warn({ err, path }, "NODE_EXTRA_CA_CERTS names a file that cannot be read; the setup runs without it");
+      this.deps.log.warn(
+        { err, path },
+        "NODE_EXTRA_CA_CERTS names a file that cannot be read; the setup runs without it",
+      );
       return undefined;
     });
   }
@@ -294,7 +341,13 @@ export class SetupLayers {
    * A helper container of the sandbox image with the volume at `/layer`: created and, with
    * `cmd`, started (root with only CAP_CHOWN, no network); always removed after `use`.
    */
-  private async helper<T>(req: SetupRequest, volume: string, readOnly: boolean, cmd: string[] | undefined, use: (c: Docker.Container) => Promise<T>): Promise<T> {
+  private async helper<T>(
+    req: SetupRequest,
+    volume: string,
+    readOnly: boolean,
+    cmd: string[] | undefined,
+    use: (c: Docker.Container) => Promise<T>,
+  ): Promise<T> {
     const c = await this.deps.docker.createContainer({
       Image: req.spec.image,
       Entrypoint: [],
@@ -350,6 +403,8 @@ export class SetupLayers {
     tar.entry({ name: SETUP_MARKER, mode: 0o644 }, Buffer.from(JSON.stringify(marker)));
     tar.finalize();
     await collected;
-    await this.helper(req, volume, false, undefined, (c) => c.putArchive(Buffer.concat(chunks), { path: HELPER_MOUNT }));
+    await this.helper(req, volume, false, undefined, (c) =>
+      c.putArchive(Buffer.concat(chunks), { path: HELPER_MOUNT }),
+    );
   }
 }

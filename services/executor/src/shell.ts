@@ -62,11 +62,23 @@ export interface ShellFacts {
 export function shellOutcome(v: Verdict, f: ShellFacts): { verdict: Verdict; tests: TestCase[] } {
   if (v.exitCode === 127 && v.status === "error" && f.tests.length === 0) {
     const name = missingCommand(f.stderr, f.shell);
-    return { verdict: { status: "command_not_found", exitCode: 127, reason: `the command "${name}" was not found in the sandbox (sh exit code 127)` }, tests: [] };
+    return {
+      verdict: {
+        status: "command_not_found",
+        exitCode: 127,
+        reason: `the command "${name}" was not found in the sandbox (sh exit code 127)`,
+      },
+      tests: [],
+    };
   }
   if (f.tests.length > 0 || (v.status !== "passed" && v.status !== "failed")) return { verdict: v, tests: f.tests };
   const name = f.shell.length > NAME_LIMIT ? `${f.shell.slice(0, NAME_LIMIT - 1)}…` : f.shell;
-  const test: TestCase = { name, classname: "command", status: v.status, durationMs: Math.round(f.durationMs * 1000) / 1000 };
+  const test: TestCase = {
+    name,
+    classname: "command",
+    status: v.status,
+    durationMs: Math.round(f.durationMs * 1000) / 1000,
+  };
   if (v.status === "failed") {
     const output = f.stderr.trim() || f.stdout.trim();
     test.message = `exit code ${v.exitCode ?? "?"}${output ? `\n${output.slice(-MESSAGE_TAIL)}` : ""}`;

@@ -16,16 +16,57 @@ const codeOf = (fn: () => unknown): string | undefined => {
 
 describe("checkFiles", () => {
   it("accepts nested relative paths", () => {
-    expect(() => checkFiles([{ path: "a/b/c.py", content: "x" }, { path: "a/d.py", content: "" }], 1024)).not.toThrow();
+    expect(() =>
+      checkFiles(
+        [
+          { path: "a/b/c.py", content: "x" },
+          { path: "a/d.py", content: "" },
+        ],
+        1024,
+      ),
+    ).not.toThrow();
   });
 
   it("refuses escapes, duplicates, file/directory clashes and oversize", () => {
     for (const path of ["../x", "/etc/passwd", "a/../../x", "a//b", "./a", "a\\b", ""]) {
-      expect(codeOf(() => checkFiles([{ path, content: "" }], 1024)), path).toBe("workspace_invalid");
+      expect(
+        codeOf(() => checkFiles([{ path, content: "" }], 1024)),
+        path,
+      ).toBe("workspace_invalid");
     }
-    expect(codeOf(() => checkFiles([{ path: "a", content: "" }, { path: "a", content: "" }], 1024))).toBe("workspace_invalid");
-    expect(codeOf(() => checkFiles([{ path: "a", content: "" }, { path: "a/b", content: "" }], 1024))).toBe("workspace_invalid");
-    expect(codeOf(() => checkFiles([{ path: "a/b", content: "" }, { path: "a", content: "" }], 1024))).toBe("workspace_invalid");
+    expect(
+      codeOf(() =>
+        checkFiles(
+          [
+            { path: "a", content: "" },
+            { path: "a", content: "" },
+          ],
+          1024,
+        ),
+      ),
+    ).toBe("workspace_invalid");
+    expect(
+      codeOf(() =>
+        checkFiles(
+          [
+            { path: "a", content: "" },
+            { path: "a/b", content: "" },
+          ],
+          1024,
+        ),
+      ),
+    ).toBe("workspace_invalid");
+    expect(
+      codeOf(() =>
+        checkFiles(
+          [
+            { path: "a/b", content: "" },
+            { path: "a", content: "" },
+          ],
+          1024,
+        ),
+      ),
+    ).toBe("workspace_invalid");
     expect(codeOf(() => checkFiles([{ path: "a", content: "x".repeat(2000) }], 1024))).toBe("workspace_invalid");
   });
 });

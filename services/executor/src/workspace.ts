@@ -108,7 +108,8 @@ export async function readWorkspaceDir(dir: string, opts: ReadDirOptions = {}): 
         continue;
       }
       if (!info.isFile()) throw invalid(`"${childRel}" is not a regular file`, childRel);
-      if (!isSafeRelativePath(childRel)) throw invalid(`the path "${childRel}" cannot be used in a workspace`, childRel);
+      if (!isSafeRelativePath(childRel))
+        throw invalid(`the path "${childRel}" cannot be used in a workspace`, childRel);
       if (files.length >= maxFiles) throw invalid(`the directory has more than ${maxFiles} files`);
       total += info.size;
       if (total > maxBytes) throw invalid(`the directory holds more than ${maxBytes} bytes`);

@@ -84,7 +84,10 @@ async function rowsOf(embedder: Embedder, batch: FailureRecord[]): Promise<Row[]
     for (const rec of batch.slice(start, start + ROWS_PER_TURN)) derived.push(prepareFailure(rec));
   }
   if (batch.length > ROWS_PER_TURN) await turn();
-  const embeddings = await embedPartsMany(embedder, derived.map((d) => d.parts));
+  const embeddings = await embedPartsMany(
+    embedder,
+    derived.map((d) => d.parts),
+  );
   return batch.map((rec, i) => ({ rec, derived: derived[i] as PreparedFailure, embedding: embeddings[i] as number[] }));
 }
 
@@ -95,12 +98,22 @@ async function rowsOf(embedder: Embedder, batch: FailureRecord[]): Promise<Row[]
  * skipped; RETURNING names the rows inserted.
  */
 function insertStatement(embedder: Embedder, vectorOid: number, rows: Row[]): pg.QueryConfig {
-  const params = COLUMNS.map((c, i) => `$${i + 1}::${c.kind === "int4" ? "int" : c.kind === "vector" ? "vector" : "text"}[]`);
+  const params = COLUMNS.map(
+    (c, i) => `$${i + 1}::${c.kind === "int4" ? "int" : c.kind === "vector" ? "vector" : "text"}[]`,
+  );
   const values = COLUMNS.map((c) =>
-    c.kind === "vector" ? vectorArrayParam(rows.map((r) => r.embedding), embedder.dimensions, vectorOid) : rows.map((r) => c.value(r, embedder.id)),
+    c.kind === "vector"
+      ? vectorArrayParam(
+          rows.map((r) => r.embedding),
+          embedder.dimensions,
+          vectorOid,
+        )
+      : rows.map((r) => c.value(r, embedder.id)),
   );
   const aliases = COLUMNS.map((_, i) => `c${i}`);
-  const selected = COLUMNS.map((c, i) => (c.kind === "jsonb" ? `c${i}::jsonb` : c.kind === "vector" ? `c${i}::vector(${embedder.dimensions})` : `c${i}`));
+  const selected = COLUMNS.map((c, i) =>
+    c.kind === "jsonb" ? `c${i}::jsonb` : c.kind === "vector" ? `c${i}::vector(${embedder.dimensions})` : `c${i}`,
+  );
   return {
     // One row (`rememberFailure`) keeps the pool's limit, below the bus's timeout.
     ...(rows.length > 1 ? { query_timeout: BATCH_TIMEOUT_MS } : {}),
@@ -120,18 +133,33 @@ interface Payload {
 }
 
 /** Prepares a batch: derives, embeds and encodes it (while the batch before is being sent). */
-export async function payloadOf(embedder: Embedder, vectorOid: number, batch: FailureRecord[], copy: boolean): Promise<Payload> {
+export async function payloadOf(
+  embedder: Embedder,
+  vectorOid: number,
+  batch: FailureRecord[],
+  copy: boolean,
+): Promise<Payload> {
   const rows = await rowsOf(embedder, batch);
   const viaCopy = copy && rows.length > 1 && rows.every((r) => r.rec.iteration <= INT4_MAX);
   return viaCopy
-    ? { rows, copy: copyBinary(COLUMN_KINDS, rows.map((r) => COLUMNS.map((c) => c.value(r, embedder.id))), embedder.dimensions) }
+    ? {
+        rows,
+        copy: copyBinary(
+          COLUMN_KINDS,
+          rows.map((r) => COLUMNS.map((c) => c.value(r, embedder.id))),
+          embedder.dimensions,
+        ),
+      }
     : { rows, insert: insertStatement(embedder, vectorOid, rows) };
 }
 
 type Settled<T> = { ok: T } | { err: unknown };
 
 /** Stored rows of `keys`, by key (id as a decimal string, headline signature). */
-export async function rowsByKey(client: Pick<pg.PoolClient, "query">, keys: string[]): Promise<Map<string, Remembered>> {
+export async function rowsByKey(
+  client: Pick<pg.PoolClient, "query">,
+  keys: string[],
+): Promise<Map<string, Remembered>> {
   if (keys.length === 0) return new Map();
   const { rows } = await client.query<{ id: string; key: string; signature: string }>(
     "SELECT id::text AS id, idempotency_key AS key, signature FROM loopsmith.failures WHERE idempotency_key = ANY($1::text[])",
@@ -147,21 +175,42 @@ export async function rowsByKey(client: Pick<pg.PoolClient, "query">, keys: stri
  * inserted with {@link insertStatement}, which skips it.
  * @returns the rows this batch inserted, by key
  */
-async function copyBatch(client: pg.PoolClient, embedder: Embedder, vectorOid: number, payload: Payload & { copy: Buffer }): Promise<Map<string, Remembered>> {
-  const stored = await rowsByKey(client, payload.rows.map((r) => r.rec.idempotencyKey));
+async function copyBatch(
+  client: pg.PoolClient,
+  embedder: Embedder,
+  vectorOid: number,
+  payload: Payload & { copy: Buffer },
+): Promise<Map<string, Remembered>> {
+  const stored = await rowsByKey(
+    client,
+    payload.rows.map((r) => r.rec.idempotencyKey),
+  );
   const fresh = payload.rows.filter((r) => !stored.has(r.rec.idempotencyKey));
   if (fresh.length === 0) return new Map();
   const data =
-    fresh.length === payload.rows.length ? payload.copy : copyBinary(COLUMN_KINDS, fresh.map((r) => COLUMNS.map((c) => c.value(r, embedder.id))), embedder.dimensions);
-  const stream = Object.assign(copyFrom(`COPY loopsmith.failures (${COLUMN_NAMES}) FROM STDIN (FORMAT binary)`), { query_timeout: BATCH_TIMEOUT_MS });
+    fresh.length === payload.rows.length
+      ? payload.copy
+      : copyBinary(
+          COLUMN_KINDS,
+          fresh.map((r) => COLUMNS.map((c) => c.value(r, embedder.id))),
+          embedder.dimensions,
+        );
+  const stream = Object.assign(copyFrom(`COPY loopsmith.failures (${COLUMN_NAMES}) FROM STDIN (FORMAT binary)`), {
+    query_timeout: BATCH_TIMEOUT_MS,
+  });
   try {
     await pipeline(Readable.from([data]), client.query(stream));
   } catch (err) {
     if ((err as { code?: unknown }).code !== "23505") throw err;
-    const { rows } = await client.query<{ id: string; key: string; signature: string }>(insertStatement(embedder, vectorOid, fresh));
+    const { rows } = await client.query<{ id: string; key: string; signature: string }>(
+      insertStatement(embedder, vectorOid, fresh),
+    );
     return new Map(rows.map((r) => [r.key, { id: r.id, signature: r.signature }]));
   }
-  return rowsByKey(client, fresh.map((r) => r.rec.idempotencyKey));
+  return rowsByKey(
+    client,
+    fresh.map((r) => r.rec.idempotencyKey),
+  );
 }
 
 /**
@@ -169,7 +218,12 @@ async function copyBatch(client: pg.PoolClient, embedder: Embedder, vectorOid: n
  * batch is prepared): the client is released as soon as the batch is stored.
  * @returns the rows this batch inserted, by key
  */
-export async function send(db: Database, embedder: Embedder, vectorOid: number, payload: Payload): Promise<Settled<Map<string, Remembered>>> {
+export async function send(
+  db: Database,
+  embedder: Embedder,
+  vectorOid: number,
+  payload: Payload,
+): Promise<Settled<Map<string, Remembered>>> {
   let client: pg.PoolClient;
   try {
     client = await db.pool.connect();
@@ -179,7 +233,9 @@ export async function send(db: Database, embedder: Embedder, vectorOid: number, 
   let broken = false;
   try {
     if (payload.copy) return { ok: await copyBatch(client, embedder, vectorOid, { ...payload, copy: payload.copy }) };
-    const { rows } = await client.query<{ id: string; key: string; signature: string }>(payload.insert ?? insertStatement(embedder, vectorOid, payload.rows));
+    const { rows } = await client.query<{ id: string; key: string; signature: string }>(
+      payload.insert ?? insertStatement(embedder, vectorOid, payload.rows),
+    );
     return { ok: new Map(rows.map((r) => [r.key, { id: r.id, signature: r.signature }])) };
   } catch (err) {
     // A COPY cut short (a timeout) may leave the connection mid-protocol: do not reuse it.

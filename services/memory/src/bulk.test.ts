@@ -38,12 +38,23 @@ function failure(taskId: string, i: number, name = `value_${i}`): FailureRecord 
     failingTests: [`test_solution.py::test_${i}`],
     outputTail: "1 failed",
     status: "failed",
-    ...(i === 3 ? { reflection: { rootCause: "r", hypothesis: "h", fixPlan: "p" }, code: `def sum_${i}(numbers):\n    return ${name} <= 3  # why\n` } : {}),
+    ...(i === 3
+      ? {
+          reflection: { rootCause: "r", hypothesis: "h", fixPlan: "p" },
+          code: `def sum_${i}(numbers):\n    return ${name} <= 3  # why\n`,
+        }
+      : {}),
   };
 }
 
 const count = async (taskId: string): Promise<number> =>
-  Number((await db.pool.query<{ n: string }>("SELECT count(*)::text AS n FROM loopsmith.failures WHERE task_id = $1", [taskId])).rows[0]?.n);
+  Number(
+    (
+      await db.pool.query<{ n: string }>("SELECT count(*)::text AS n FROM loopsmith.failures WHERE task_id = $1", [
+        taskId,
+      ])
+    ).rows[0]?.n,
+  );
 
 describe("insertFailures", () => {
   it("stores every row over several statements, each as rememberFailure would store it", async () => {
@@ -56,7 +67,11 @@ describe("insertFailures", () => {
     expect(await count("bulk-a")).toBe(20);
 
     // The same record through the store, under another key: same columns, same embedding.
-    const one = await store.rememberFailure({ ...failure("bulk-a", 3), taskId: "bulk-b", idempotencyKey: "bulk-b/3/remember_failure" });
+    const one = await store.rememberFailure({
+      ...failure("bulk-a", 3),
+      taskId: "bulk-b",
+      idempotencyKey: "bulk-b/3/remember_failure",
+    });
     const { rows } = await db.pool.query<Record<string, unknown>>(
       `SELECT a.signature = b.signature AND a.error_type = b.error_type AND a.error_text = b.error_text
               AND a.failing_tests = b.failing_tests AND a.reflection = b.reflection AND a.embedder = b.embedder
@@ -74,7 +89,12 @@ describe("insertFailures", () => {
 
   it("stores a key once: repeats in a call and keys stored before get the first row", async () => {
     const before = await store.rememberFailure(failure("bulk-c", 1, "stored_first"));
-    const records = [failure("bulk-c", 1, "ignored"), failure("bulk-c", 2), failure("bulk-c", 2, "repeat"), failure("bulk-c", 3)];
+    const records = [
+      failure("bulk-c", 1, "ignored"),
+      failure("bulk-c", 2),
+      failure("bulk-c", 2, "repeat"),
+      failure("bulk-c", 3),
+    ];
     const first = await insertFailures(db, embedder, records);
     expect(first.stored).toBe(2);
     expect(first.results[0]).toEqual(before);
@@ -90,32 +110,56 @@ describe("insertFailures", () => {
 
   it("refuses an invalid record or batch size before storing anything", async () => {
     const bad = { ...failure("bulk-d", 2), language: "cobol" };
-    const err = await insertFailures(db, embedder, [failure("bulk-d", 1), bad as FailureRecord]).catch((e: unknown) => e);
+    const err = await insertFailures(db, embedder, [failure("bulk-d", 1), bad as FailureRecord]).catch(
+      (e: unknown) => e,
+    );
     expect(err).toMatchObject({ code: "bad_request" });
     expect((err as Error).message).toContain("index 1");
-    await expect(insertFailures(db, embedder, [failure("bulk-d", 1)], { batchSize: 0 })).rejects.toMatchObject({ code: "bad_request" });
+    await expect(insertFailures(db, embedder, [failure("bulk-d", 1)], { batchSize: 0 })).rejects.toMatchObject({
+      code: "bad_request",
+    });
     expect(await count("bulk-d")).toBe(0);
-    await expect(insertFailures(db, embedder, [])).resolves.toEqual({ results: [], stored: 0, analysed: false, buildMs: 0, textIndexMs: 0 });
+    await expect(insertFailures(db, embedder, [])).resolves.toEqual({
+      results: [],
+      stored: 0,
+      analysed: false,
+      buildMs: 0,
+      textIndexMs: 0,
+    });
   });
 
   it("rebuildIndex drops the HNSW and full-text indexes for the load and builds them again as they were", async () => {
     const def = async (): Promise<string | undefined> =>
-      (await db.pool.query<{ def: string }>("SELECT indexdef AS def FROM pg_indexes WHERE indexname = $1", [hnswIndexName("failures", embedder.id)])).rows[0]?.def;
+      (
+        await db.pool.query<{ def: string }>("SELECT indexdef AS def FROM pg_indexes WHERE indexname = $1", [
+          hnswIndexName("failures", embedder.id),
+        ])
+      ).rows[0]?.def;
     const textDefs = async (): Promise<string[]> =>
       (
-        await db.pool.query<{ def: string }>("SELECT indexdef AS def FROM pg_indexes WHERE indexname = ANY($1::text[]) ORDER BY indexname", [
-          FAILURES_TEXT_INDEXES.map((i) => i.name),
-        ])
+        await db.pool.query<{ def: string }>(
+          "SELECT indexdef AS def FROM pg_indexes WHERE indexname = ANY($1::text[]) ORDER BY indexname",
+          [FAILURES_TEXT_INDEXES.map((i) => i.name)],
+        )
       ).rows.map((r) => r.def);
     const textBefore = await textDefs();
     expect(textBefore).toHaveLength(3);
     expect(textBefore.every((d) => d.includes("USING gin (fts_"))).toBe(true);
     const settings = async (): Promise<string> =>
-      (await db.pool.query<{ s: string }>("SELECT current_setting('maintenance_work_mem') || ' ' || current_setting('max_parallel_maintenance_workers') AS s")).rows[0]?.s ?? "";
+      (
+        await db.pool.query<{ s: string }>(
+          "SELECT current_setting('maintenance_work_mem') || ' ' || current_setting('max_parallel_maintenance_workers') AS s",
+        )
+      ).rows[0]?.s ?? "";
     const before = await def();
     const settingsBefore = await settings();
     expect(before).toContain("ef_construction");
-    const res = await insertFailures(db, embedder, Array.from({ length: 30 }, (_, i) => failure("bulk-g", i + 1)), { rebuildIndex: true, batchSize: 10 });
+    const res = await insertFailures(
+      db,
+      embedder,
+      Array.from({ length: 30 }, (_, i) => failure("bulk-g", i + 1)),
+      { rebuildIndex: true, batchSize: 10 },
+    );
     expect(res.stored).toBe(30);
     expect(res.buildMs).toBeGreaterThan(0);
     expect(res.textIndexMs).toBeGreaterThan(0);
@@ -138,21 +182,36 @@ describe("insertFailures", () => {
     await db.close();
     db = await openDatabase({ config: loadConfig({ env: { LOOPSMITH_DATA_DIR: dir } }), log, embedders: [embedder] });
     store = createMemoryStore(db, embedder, log);
-    const { rows } = await db.pool.query<{ name: string }>("SELECT indexname AS name FROM pg_indexes WHERE indexname = ANY($1::text[])", [
-      FAILURES_TEXT_INDEXES.map((i) => i.name),
-    ]);
+    const { rows } = await db.pool.query<{ name: string }>(
+      "SELECT indexname AS name FROM pg_indexes WHERE indexname = ANY($1::text[])",
+      [FAILURES_TEXT_INDEXES.map((i) => i.name)],
+    );
     expect(rows.map((r) => r.name).sort()).toEqual(FAILURES_TEXT_INDEXES.map((i) => i.name).sort());
   }, 60_000);
 
   it("analyses the table once enough rows changed (50 + 10 %)", async () => {
     await db.pool.query("ANALYZE loopsmith.failures");
     const reltuples = async (): Promise<number> =>
-      Number((await db.pool.query<{ n: number }>("SELECT reltuples::float8 AS n FROM pg_class WHERE oid = 'loopsmith.failures'::regclass")).rows[0]?.n);
+      Number(
+        (
+          await db.pool.query<{ n: number }>(
+            "SELECT reltuples::float8 AS n FROM pg_class WHERE oid = 'loopsmith.failures'::regclass",
+          )
+        ).rows[0]?.n,
+      );
     const seen = await reltuples();
-    const few = await insertFailures(db, embedder, Array.from({ length: 5 }, (_, i) => failure("bulk-e", i + 1)));
+    const few = await insertFailures(
+      db,
+      embedder,
+      Array.from({ length: 5 }, (_, i) => failure("bulk-e", i + 1)),
+    );
     expect(few.analysed).toBe(false);
     expect(await reltuples()).toBe(seen);
-    const many = await insertFailures(db, embedder, Array.from({ length: 120 }, (_, i) => failure("bulk-f", i + 1)));
+    const many = await insertFailures(
+      db,
+      embedder,
+      Array.from({ length: 120 }, (_, i) => failure("bulk-f", i + 1)),
+    );
     expect(many.analysed).toBe(true);
     expect(await reltuples()).toBe(seen + 125);
   });

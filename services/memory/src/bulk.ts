@@ -80,9 +80,13 @@ export interface InsertFailuresResult {
 function validate(input: unknown, index: number): FailureRecord {
   const parsed = FailureRecord.safeParse(input);
   if (!parsed.success) {
-    throw new LoopsmithError("bad_request", `invalid failure record at index ${index}: ${z.prettifyError(parsed.error)}`, {
-      details: parsed.error.issues,
-    });
+    throw new LoopsmithError(
+      "bad_request",
+      `invalid failure record at index ${index}: ${z.prettifyError(parsed.error)}`,
+      {
+        details: parsed.error.issues,
+      },
+    );
   }
   return parsed.data;
 }
@@ -147,7 +151,9 @@ async function buildIndexes(db: Database, statements: readonly string[]): Promis
     await client.query(`SET maintenance_work_mem = '${BUILD_MEMORY}'; SET max_parallel_maintenance_workers = 0`);
     for (const text of statements) await client.query({ text, query_timeout: BUILD_TIMEOUT_MS } as pg.QueryConfig);
   } finally {
-    await client.query("RESET maintenance_work_mem; RESET max_parallel_maintenance_workers").catch(() => (broken = true));
+    await client
+      .query("RESET maintenance_work_mem; RESET max_parallel_maintenance_workers")
+      .catch(() => (broken = true));
     client.release(broken);
   }
 }
@@ -251,10 +257,16 @@ export async function insertFailures(
   }
   const results = valid.map((rec) => {
     const r = done.get(rec.idempotencyKey);
-    if (!r) throw new LoopsmithError("db_error", `memory could not store the failures: the row of ${rec.idempotencyKey} vanished`);
+    if (!r)
+      throw new LoopsmithError(
+        "db_error",
+        `memory could not store the failures: the row of ${rec.idempotencyKey} vanished`,
+      );
     return r;
   });
   const analysed =
-    opts.analyse !== false && stored > 0 ? (await withDb("analyse the failures", () => analyseStale(db.pool, ["failures"]))).length > 0 : false;
+    opts.analyse !== false && stored > 0
+      ? (await withDb("analyse the failures", () => analyseStale(db.pool, ["failures"]))).length > 0
+      : false;
   return { results, stored, analysed, buildMs, textIndexMs };
 }

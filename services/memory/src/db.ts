@@ -97,7 +97,10 @@ type Queryable = Pick<pg.Pool, "query">;
  * @returns the tables it analysed, in order
  * @throws the database's error, untyped (callers wrap it in `db_error`)
  */
-export async function analyseStale(db: Queryable, tables: readonly AnalysedTable[] = ANALYSED_TABLES): Promise<AnalysedTable[]> {
+export async function analyseStale(
+  db: Queryable,
+  tables: readonly AnalysedTable[] = ANALYSED_TABLES,
+): Promise<AnalysedTable[]> {
   const analysed: AnalysedTable[] = [];
   for (const table of tables) {
     const { rows } = await db.query<{ reltuples: number; live: string; has_stats: boolean }>(
@@ -129,7 +132,10 @@ function shortHash(text: string): string {
 
 /** Name of the HNSW index of one table and embedder (at most 63 bytes, PostgreSQL's limit). */
 export function hnswIndexName(table: "failures" | "successes", embedderId: string): string {
-  const slug = embedderId.toLowerCase().replace(/[^a-z0-9]+/g, "_").slice(0, 30);
+  const slug = embedderId
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "_")
+    .slice(0, 30);
   return `${table}_hnsw_${slug}_${shortHash(embedderId)}`;
 }
 
@@ -138,12 +144,12 @@ export function hnswIndexName(table: "failures" | "successes", embedderId: strin
  * load may drop them and build them again after (`insertFailures` with `rebuildIndex`); opening
  * builds any that is missing, as after a load that died before its build.
  */
-export const FAILURES_TEXT_INDEXES: ReadonlyArray<{ readonly name: string; readonly create: string }> = (["goal", "error", "code"] as const).map(
-  (part) => ({
-    name: `failures_fts_${part}_idx`,
-    create: `CREATE INDEX IF NOT EXISTS failures_fts_${part}_idx ON loopsmith.failures USING gin (fts_${part})`,
-  }),
-);
+export const FAILURES_TEXT_INDEXES: ReadonlyArray<{ readonly name: string; readonly create: string }> = (
+  ["goal", "error", "code"] as const
+).map((part) => ({
+  name: `failures_fts_${part}_idx`,
+  create: `CREATE INDEX IF NOT EXISTS failures_fts_${part}_idx ON loopsmith.failures USING gin (fts_${part})`,
+}));
 
 /** The SQL expression the HNSW index is built on; queries must use the same expression. */
 export function embeddingExpr(dimensions: number): string {
@@ -213,7 +219,10 @@ async function migrate(client: pg.Client, log: Logger, embedders: Embedder[], hn
     );
     for (const index of FAILURES_TEXT_INDEXES) {
       if (text.some((r) => r.name === index.name)) continue;
-      log.info({ index: index.name }, "building a missing full-text index of memory (a bulk load stopped before its build)");
+      log.info(
+        { index: index.name },
+        "building a missing full-text index of memory (a bulk load stopped before its build)",
+      );
       await client.query(index.create);
     }
     const analysed = await analyseStale(client);
@@ -241,7 +250,12 @@ function createPool(connectionString: string, max: number, log: Logger, hnsw: Hn
 }
 
 /** Connects one client, runs migrations and indexes on it, and always ends it. */
-async function prepare(connectionString: string, log: Logger, embedders: Embedder[], hnsw: HnswSettings): Promise<void> {
+async function prepare(
+  connectionString: string,
+  log: Logger,
+  embedders: Embedder[],
+  hnsw: HnswSettings,
+): Promise<void> {
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   client.on("error", (err) => log.warn({ err }, "memory migration connection lost"));
   try {
@@ -258,7 +272,10 @@ async function openPostgres(url: string, log: Logger, embedders: Embedder[], hns
     const u = new URL(url);
     location = `postgres ${u.host}${u.pathname}`;
   } catch {
-    throw new LoopsmithError("config_invalid", "DATABASE_URL is not a valid URL (expected postgres://user:password@host:port/db)");
+    throw new LoopsmithError(
+      "config_invalid",
+      "DATABASE_URL is not a valid URL (expected postgres://user:password@host:port/db)",
+    );
   }
   try {
     await prepare(url, log, embedders, hnsw);

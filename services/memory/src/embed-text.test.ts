@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { anyWordQuery, buildEmbedText, embedParts, prepareFailure, spellOperators, stripComments, words } from "./embed-text.js";
+import {
+  anyWordQuery,
+  buildEmbedText,
+  embedParts,
+  prepareFailure,
+  spellOperators,
+  stripComments,
+  words,
+} from "./embed-text.js";
 import { cosine, createHashingEmbedder } from "./embedder.js";
 
 const GOAL = "Complete the Python function `below_zero` in solution.py so that it behaves as its docstring says.";
@@ -64,10 +72,21 @@ describe("buildEmbedText", () => {
   });
 
   it("gives each line of code a word, so the same change on another line differs", () => {
-    const code = (first: string, second: string) => buildEmbedText({ goal: GOAL, code: `if c ${first} '(':\n    n += 1\nelif c ${second} ')':\n    n -= 1\n` }).code;
+    const code = (first: string, second: string) =>
+      buildEmbedText({ goal: GOAL, code: `if c ${first} '(':\n    n += 1\nelif c ${second} ')':\n    n -= 1\n` }).code;
     const a = code("!=", "==");
     const b = code("==", "!=");
-    expect(a.split(" ").filter((w) => !w.startsWith("ln")).sort()).toEqual(b.split(" ").filter((w) => !w.startsWith("ln")).sort());
+    expect(
+      a
+        .split(" ")
+        .filter((w) => !w.startsWith("ln"))
+        .sort(),
+    ).toEqual(
+      b
+        .split(" ")
+        .filter((w) => !w.startsWith("ln"))
+        .sort(),
+    );
     expect(a).not.toBe(b);
     expect(code("!=", "==")).toBe(a);
   });
@@ -78,8 +97,21 @@ describe("buildEmbedText", () => {
   });
 
   it("builds the same parts from a stored failure and from a recall request with the same fields", () => {
-    const stored = prepareFailure({ goal: GOAL, errorText: ERROR, failingTests: ["test_below_zero"], code: CODE, outputTail: "x &amp; y", language: "python" });
-    const query = buildEmbedText({ goal: GOAL, errorText: ERROR, failingTests: ["test_below_zero"], code: CODE, language: "python" });
+    const stored = prepareFailure({
+      goal: GOAL,
+      errorText: ERROR,
+      failingTests: ["test_below_zero"],
+      code: CODE,
+      outputTail: "x &amp; y",
+      language: "python",
+    });
+    const query = buildEmbedText({
+      goal: GOAL,
+      errorText: ERROR,
+      failingTests: ["test_below_zero"],
+      code: CODE,
+      language: "python",
+    });
     expect(stored.parts).toEqual(query);
     expect(stored.errorText).toContain("assert False == True\n +  where");
     expect(stored.outputTail).toBe("x & y");
@@ -87,7 +119,14 @@ describe("buildEmbedText", () => {
   });
 
   it("puts a signature given by the caller in place of the computed headline", () => {
-    const p = prepareFailure({ goal: GOAL, errorText: ERROR, signature: "Custom: thing", failingTests: [], outputTail: "", language: "python" });
+    const p = prepareFailure({
+      goal: GOAL,
+      errorText: ERROR,
+      signature: "Custom: thing",
+      failingTests: [],
+      outputTail: "",
+      language: "python",
+    });
     expect(p.signature).toBe("Custom: thing");
     expect(p.key).toBe("Custom: thing | assert candidate([1, -4]) == True");
     expect(p.parts.error).toBe("custom thing assert candidate 1 opsub 4 opeq true");

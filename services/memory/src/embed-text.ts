@@ -53,12 +53,41 @@ export const PART_WEIGHTS = { goal: 0.3, error: 0.4, code: 0.3 } as const;
 
 /** Longest operators first, so `<=` is never read as `<` then `=`. */
 const OPERATORS: ReadonlyArray<readonly [string, string]> = [
-  ["===", "opeq"], ["!==", "opne"], ["**=", "oppowset"], ["//=", "opfloordivset"], ["...", "opspread"],
-  ["==", "opeq"], ["!=", "opne"], ["<=", "ople"], [">=", "opge"], ["//", "opfloordiv"], ["**", "oppow"],
-  ["+=", "opaddset"], ["-=", "opsubset"], ["*=", "opmulset"], ["/=", "opdivset"], ["%=", "opmodset"],
-  ["->", "oparrow"], ["=>", "oparrow"], ["&&", "opand"], ["||", "opor"], ["<<", "opshl"], [">>", "opshr"],
-  ["<", "oplt"], [">", "opgt"], ["+", "opadd"], ["-", "opsub"], ["*", "opmul"], ["/", "opdiv"], ["%", "opmod"],
-  ["=", "opset"], ["!", "opnot"], ["&", "opbitand"], ["|", "opbitor"], ["^", "opxor"], ["~", "opinv"],
+  ["===", "opeq"],
+  ["!==", "opne"],
+  ["**=", "oppowset"],
+  ["//=", "opfloordivset"],
+  ["...", "opspread"],
+  ["==", "opeq"],
+  ["!=", "opne"],
+  ["<=", "ople"],
+  [">=", "opge"],
+  ["//", "opfloordiv"],
+  ["**", "oppow"],
+  ["+=", "opaddset"],
+  ["-=", "opsubset"],
+  ["*=", "opmulset"],
+  ["/=", "opdivset"],
+  ["%=", "opmodset"],
+  ["->", "oparrow"],
+  ["=>", "oparrow"],
+  ["&&", "opand"],
+  ["||", "opor"],
+  ["<<", "opshl"],
+  [">>", "opshr"],
+  ["<", "oplt"],
+  [">", "opgt"],
+  ["+", "opadd"],
+  ["-", "opsub"],
+  ["*", "opmul"],
+  ["/", "opdiv"],
+  ["%", "opmod"],
+  ["=", "opset"],
+  ["!", "opnot"],
+  ["&", "opbitand"],
+  ["|", "opbitor"],
+  ["^", "opxor"],
+  ["~", "opinv"],
 ];
 const OPERATOR_RE = new RegExp(OPERATORS.map(([op]) => op.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")).join("|"), "g");
 const OPERATOR_WORD = new Map(OPERATORS);
@@ -72,7 +101,10 @@ export function spellOperators(text: string): string {
 
 /** Lower-case letters and digits, single spaces, at most `max` characters (cut at a word). */
 export function words(text: string, max = Infinity): string {
-  const out = text.toLowerCase().replace(/[^a-z0-9]+/g, " ").trim();
+  const out = text
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, " ")
+    .trim();
   if (out.length <= max) return out;
   const cut = out.slice(0, max);
   const space = cut.lastIndexOf(" ");
@@ -142,7 +174,10 @@ export function buildEmbedText(input: EmbedInput): EmbedText {
   const sig = hasError ? signatureOf(input.errorText ?? "") : undefined;
   const headline = input.signature?.trim() ? input.signature.trim() : sig?.signature;
   const located = sig ? [headline, sig.message, sig.test, sig.assertion, sig.frame] : [];
-  const error = words(spellOperators([...located, ...(input.failingTests ?? [])].filter(Boolean).join(" ")), PART_CHARS.error);
+  const error = words(
+    spellOperators([...located, ...(input.failingTests ?? [])].filter(Boolean).join(" ")),
+    PART_CHARS.error,
+  );
   const code = input.code ? codeWords(stripComments(decodeEntities(input.code), input.language)) : "";
   return { goal, error, code, ...(sig ? { signature: sig } : {}) };
 }
@@ -153,7 +188,10 @@ export function buildEmbedText(input: EmbedInput): EmbedText {
  * @returns a vector of `embedder.dimensions` numbers
  * @throws LoopsmithError `internal` when the embedder returns a vector of the wrong size
  */
-export async function embedParts(embedder: Embedder, parts: Pick<EmbedText, "goal" | "error" | "code">): Promise<number[]> {
+export async function embedParts(
+  embedder: Embedder,
+  parts: Pick<EmbedText, "goal" | "error" | "code">,
+): Promise<number[]> {
   const [v] = await embedPartsMany(embedder, [parts]);
   if (!v) throw new LoopsmithError("internal", `embedder ${embedder.id} returned no vector`);
   return v;
@@ -211,7 +249,14 @@ export function prepareFailure(rec: {
   const sig = parts.signature ?? signatureOf(rec.errorText);
   const signature = given ?? sig.signature;
   const key = given ? `${given}${sig.key.slice(sig.signature.length)}` : sig.key;
-  return { signature, errorType: sig.errorType, key, errorText: decodeEntities(rec.errorText), outputTail: decodeEntities(rec.outputTail), parts };
+  return {
+    signature,
+    errorType: sig.errorType,
+    key,
+    errorText: decodeEntities(rec.errorText),
+    outputTail: decodeEntities(rec.outputTail),
+    parts,
+  };
 }
 
 /**
@@ -219,7 +264,10 @@ export function prepareFailure(rec: {
  * @returns one vector per part set, in order
  * @throws LoopsmithError `internal` when the embedder returns vectors of the wrong size or number
  */
-export async function embedPartsMany(embedder: Embedder, many: ReadonlyArray<Pick<EmbedText, "goal" | "error" | "code">>): Promise<number[][]> {
+export async function embedPartsMany(
+  embedder: Embedder,
+  many: ReadonlyArray<Pick<EmbedText, "goal" | "error" | "code">>,
+): Promise<number[][]> {
   const plan = many.map((parts) => {
     const chosen = (["goal", "error", "code"] as const).filter((p) => parts[p] !== "");
     return chosen.length > 0 ? chosen : (["goal"] as const);
@@ -233,6 +281,9 @@ export async function embedPartsMany(embedder: Embedder, many: ReadonlyArray<Pic
   return plan.map((names) => {
     const mine = vectors.slice(at, at + names.length);
     at += names.length;
-    return combine(mine, names.map((p) => PART_WEIGHTS[p]));
+    return combine(
+      mine,
+      names.map((p) => PART_WEIGHTS[p]),
+    );
   });
 }

@@ -55,14 +55,15 @@ describe("createHashingEmbedder", () => {
     const rand = (): number => ((seed = Math.imul(seed ^ (seed >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0) / 2 ** 32;
     const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789_ <>:.'\"()[]=+-\n\t";
     for (let n = 0; n < 300; n++) {
-      texts.push(Array.from({ length: Math.floor(rand() * 200) }, () => alphabet[Math.floor(rand() * alphabet.length)]).join(""));
+      texts.push(
+        Array.from({ length: Math.floor(rand() * 200) }, () => alphabet[Math.floor(rand() * alphabet.length)]).join(""),
+      );
     }
     for (const dimensions of [16, 256, 1000]) {
       const got = await createHashingEmbedder({ dimensions }).embed(texts);
       texts.forEach((t, i) => expect(got[i], JSON.stringify(t.slice(0, 60))).toEqual(referenceEmbed(t, dimensions)));
     }
   });
-
 
   it("is deterministic and names its settings", async () => {
     const a = createHashingEmbedder();
@@ -84,7 +85,9 @@ describe("createHashingEmbedder", () => {
 
   it("puts the same mistake on two tasks closer than unrelated errors", async () => {
     const e = createHashingEmbedder();
-    const first = signature("Traceback (most recent call last):\n  File \"/w/a.py\", line 3\nNameError: name 'totl' is not defined").signature;
+    const first = signature(
+      "Traceback (most recent call last):\n  File \"/w/a.py\", line 3\nNameError: name 'totl' is not defined",
+    ).signature;
     const second = signature("NameError: name 'cnt' is not defined").signature;
     const attribute = signature("AttributeError: 'list' object has no attribute 'push'").signature;
     const zero = signature("ZeroDivisionError: division by zero").signature;
@@ -99,7 +102,11 @@ describe("createHashingEmbedder", () => {
 
   it("shares character n-grams between spellings of a word", async () => {
     const e = createHashingEmbedder();
-    const [x, y, z] = await e.embed(["IndexError list index", "IndexErrors list indexes", "ZeroDivisionError division"]);
+    const [x, y, z] = await e.embed([
+      "IndexError list index",
+      "IndexErrors list indexes",
+      "ZeroDivisionError division",
+    ]);
     expect(cosine(x!, y!)).toBeGreaterThan(cosine(x!, z!));
   });
 
@@ -118,7 +125,13 @@ describe("createHashingEmbedder", () => {
 
 describe("combine and checkEmbedder", () => {
   it("weights vectors and normalises the sum", () => {
-    const v = combine([[1, 0], [0, 1]], [3, 4]);
+    const v = combine(
+      [
+        [1, 0],
+        [0, 1],
+      ],
+      [3, 4],
+    );
     expect(v[0]).toBeCloseTo(0.6, 9);
     expect(v[1]).toBeCloseTo(0.8, 9);
   });

@@ -194,9 +194,15 @@ export function combine(vectors: number[][], weights: number[]): number[] {
  */
 export function checkEmbedder(embedder: Embedder): void {
   if (!/^[A-Za-z0-9._:-]{1,100}$/.test(embedder.id)) {
-    throw new LoopsmithError("config_invalid", `embedder id "${embedder.id}" must be 1-100 letters, digits, '.', '_', ':' or '-'`);
+    throw new LoopsmithError(
+      "config_invalid",
+      `embedder id "${embedder.id}" must be 1-100 letters, digits, '.', '_', ':' or '-'`,
+    );
   }
   if (!Number.isInteger(embedder.dimensions) || embedder.dimensions < 1 || embedder.dimensions > 2_000) {
-    throw new LoopsmithError("config_invalid", `embedder ${embedder.id} has ${embedder.dimensions} dimensions; 1 to 2000 are allowed (the HNSW limit of pgvector's vector type)`);
+    throw new LoopsmithError(
+      "config_invalid",
+      `embedder ${embedder.id} has ${embedder.dimensions} dimensions; 1 to 2000 are allowed (the HNSW limit of pgvector's vector type)`,
+    );
   }
 }

@@ -25,7 +25,9 @@ describe("toDbError", () => {
   it("passes a LoopsmithError through and wraps failures of withDb", async () => {
     const nf = new LoopsmithError("not_found", "no such failure");
     expect(toDbError("x", nf)).toBe(nf);
-    await expect(withDb("count", () => Promise.reject(pgError("ECONNRESET")))).rejects.toMatchObject({ code: "db_error" });
+    await expect(withDb("count", () => Promise.reject(pgError("ECONNRESET")))).rejects.toMatchObject({
+      code: "db_error",
+    });
     await expect(withDb("count", () => Promise.resolve(3))).resolves.toBe(3);
   });
 });

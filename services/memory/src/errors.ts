@@ -2,7 +2,15 @@
 import { LoopsmithError } from "@loopsmith/shared";
 
 /** Socket-level error codes that mean the database cannot be reached. */
-const UNREACHABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "EAI_AGAIN"]);
+const UNREACHABLE = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EHOSTUNREACH",
+  "EAI_AGAIN",
+]);
 
 /** The reason part of the sentence, from the error's code (never from its message text). */
 function reason(err: unknown): string {

@@ -20,12 +20,7 @@ export {
   type Embedder,
   type HashingEmbedderOptions,
 } from "./embedder.js";
-export {
-  openMemoryStore,
-  createMemoryStore,
-  type MemoryStore,
-  type MemoryStoreDeps,
-} from "./store.js";
+export { openMemoryStore, createMemoryStore, type MemoryStore, type MemoryStoreDeps } from "./store.js";
 export {
   openDatabase,
   analyseStale,

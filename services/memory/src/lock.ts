@@ -25,7 +25,10 @@ export const LOCK_UPDATE_MS = 2_000;
 
 /** Age of a lock's last renewal, in ms, or undefined when it cannot be read. */
 async function ageOf(path: string): Promise<number | undefined> {
-  return stat(path).then((s) => Math.max(0, Date.now() - s.mtimeMs), () => undefined);
+  return stat(path).then(
+    (s) => Math.max(0, Date.now() - s.mtimeMs),
+    () => undefined,
+  );
 }
 
 /** A held lock; `release` is safe to call twice and never rejects. */
@@ -48,7 +51,11 @@ async function clearOldLock(path: string, what: string): Promise<void> {
 }
 
 function inUse(what: string, by: string): LoopsmithError {
-  return new LoopsmithError("db_error", `embedded memory at ${what} is in use by ${by}; stop it, or set DATABASE_URL to share a PostgreSQL server`, { retryable: false });
+  return new LoopsmithError(
+    "db_error",
+    `embedded memory at ${what} is in use by ${by}; stop it, or set DATABASE_URL to share a PostgreSQL server`,
+    { retryable: false },
+  );
 }
 
 /**
@@ -60,9 +67,24 @@ function inUse(what: string, by: string): LoopsmithError {
  * @throws LoopsmithError `db_error` (not retryable) when a live process holds it; the file
  *   system's error when the lock cannot be made
  */
-export async function acquireLock(path: string, what: string, onCompromised: (err: Error) => void = (err) => process.emitWarning(`the lock ${path} of embedded memory at ${what} was lost (${err.message}); another process may open it too`)): Promise<HeldLock> {
+export async function acquireLock(
+  path: string,
+  what: string,
+  onCompromised: (err: Error) => void = (err) =>
+    process.emitWarning(
+      `the lock ${path} of embedded memory at ${what} was lost (${err.message}); another process may open it too`,
+    ),
+): Promise<HeldLock> {
   await clearOldLock(path, what);
-  const take = () => lockfile.lock(path, { lockfilePath: path, realpath: false, stale: LOCK_STALE_MS, update: LOCK_UPDATE_MS, retries: 0, onCompromised });
+  const take = () =>
+    lockfile.lock(path, {
+      lockfilePath: path,
+      realpath: false,
+      stale: LOCK_STALE_MS,
+      update: LOCK_UPDATE_MS,
+      retries: 0,
+      onCompromised,
+    });
   let unlock: () => Promise<void>;
   try {
     unlock = await take().catch(async (err: NodeJS.ErrnoException) => {
@@ -76,7 +98,10 @@ export async function acquireLock(path: string, what: string, onCompromised: (er
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ELOCKED") {
       const renewed = await ageOf(path);
-      throw inUse(what, `another process (its lock ${path} was renewed ${renewed === undefined ? "?" : Math.round(renewed / 1000)} s ago; a lock left by a process that died is taken over ${LOCK_STALE_MS / 1000} s after its last renewal)`);
+      throw inUse(
+        what,
+        `another process (its lock ${path} was renewed ${renewed === undefined ? "?" : Math.round(renewed / 1000)} s ago; a lock left by a process that died is taken over ${LOCK_STALE_MS / 1000} s after its last renewal)`,
+      );
     }
     throw err;
   }

@@ -10,7 +10,11 @@ import { memoryService } from "./service.js";
 import { openMemoryStore, type MemoryStore } from "./store.js";
 
 // The database is opened while the service connects to NATS (the longest part of its start).
-await serviceMain<MemoryStore>("memory", ({ nc, config, log, prepared }) => memoryService({ nc, config, log, store: prepared }), {
-  open: (deps) => openMemoryStore(deps),
-  close: (store) => store.close(),
-});
+await serviceMain<MemoryStore>(
+  "memory",
+  ({ nc, config, log, prepared }) => memoryService({ nc, config, log, store: prepared }),
+  {
+    open: (deps) => openMemoryStore(deps),
+    close: (store) => store.close(),
+  },
+);

@@ -50,9 +50,15 @@ describe("float4Of", () => {
       .tuple(fc.integer({ min: 1, max: 2 ** 23 - 1 }), fc.integer({ min: -20, max: 20 }), fc.boolean())
       .map(([m, e, neg]) => (neg ? -1 : 1) * (1 + (2 * m + 1) * 2 ** -24) * 2 ** e);
     fc.assert(
-      fc.property(fc.oneof(halfway, fc.double({ min: -1, max: 1, noNaN: true }).filter((x) => Math.abs(x) >= 2 ** -30)), (x) => {
-        expect(float4Of(x)).toBe(nearest(x));
-      }),
+      fc.property(
+        fc.oneof(
+          halfway,
+          fc.double({ min: -1, max: 1, noNaN: true }).filter((x) => Math.abs(x) >= 2 ** -30),
+        ),
+        (x) => {
+          expect(float4Of(x)).toBe(nearest(x));
+        },
+      ),
       { numRuns: 2_000 },
     );
   });
@@ -69,7 +75,14 @@ describe("binary layouts", () => {
   });
 
   it("makes a one-dimensional vector[] as array_recv reads it", () => {
-    const buf = vectorArrayParam([[1, 2], [3, 4]], 2, 12345);
+    const buf = vectorArrayParam(
+      [
+        [1, 2],
+        [3, 4],
+      ],
+      2,
+      12345,
+    );
     expect([0, 4, 8, 12, 16].map((o) => buf.readInt32BE(o))).toEqual([1, 0, 12345, 2, 1]);
     expect(buf.readInt32BE(20)).toBe(12);
     expect(buf.readInt16BE(24)).toBe(2);

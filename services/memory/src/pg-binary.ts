@@ -115,7 +115,11 @@ export function writeVector(buf: Buffer, offset: number, vector: readonly number
  * @returns the parameter's bytes (20 + vectors × (8 + 4 × dimensions))
  * @throws LoopsmithError `internal` when a vector is not `dimensions` long
  */
-export function vectorArrayParam(vectors: ReadonlyArray<readonly number[]>, dimensions: number, vectorOid: number): Buffer {
+export function vectorArrayParam(
+  vectors: ReadonlyArray<readonly number[]>,
+  dimensions: number,
+  vectorOid: number,
+): Buffer {
   const size = vectorBytes(dimensions);
   const buf = Buffer.allocUnsafe(20 + vectors.length * (4 + size));
   let o = buf.writeInt32BE(1, 0); // dimensions of the array
@@ -170,7 +174,11 @@ const COPY_HEADER = Buffer.concat([Buffer.from("PGCOPY\n\xff\r\n\0", "latin1"), 
  * @throws LoopsmithError `internal` when a row has another number of values than `kinds`, or a
  *   value does not fit its kind
  */
-export function copyBinary(kinds: readonly CopyKind[], rows: ReadonlyArray<readonly CopyValue[]>, dimensions: number): Buffer {
+export function copyBinary(
+  kinds: readonly CopyKind[],
+  rows: ReadonlyArray<readonly CopyValue[]>,
+  dimensions: number,
+): Buffer {
   const bad = (what: string): never => {
     throw new LoopsmithError("internal", `COPY: ${what}`);
   };
@@ -191,7 +199,8 @@ export function copyBinary(kinds: readonly CopyKind[], rows: ReadonlyArray<reado
         lengths.push(n);
         size += n + (kind === "jsonb" ? 1 : 0);
       } else if (kind === "int4") {
-        if (typeof v !== "number" || !Number.isInteger(v) || v < -(2 ** 31) || v >= 2 ** 31) bad(`column ${c} needs a 32-bit integer`);
+        if (typeof v !== "number" || !Number.isInteger(v) || v < -(2 ** 31) || v >= 2 ** 31)
+          bad(`column ${c} needs a 32-bit integer`);
         size += 4;
       } else {
         if (!Array.isArray(v)) bad(`column ${c} needs a vector`);

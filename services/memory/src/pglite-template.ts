@@ -78,7 +78,8 @@ export async function createPglite(dataDir: string, log: Logger, templateFile?: 
     } catch (err) {
       log.warn({ err, template }, "the PGlite template could not be loaded; deleting it and creating the cluster");
       await rm(template, { force: true });
-      for (const entry of existsSync(dataDir) ? readdirSync(dataDir) : []) await rm(join(dataDir, entry), { recursive: true, force: true });
+      for (const entry of existsSync(dataDir) ? readdirSync(dataDir) : [])
+        await rm(join(dataDir, entry), { recursive: true, force: true });
     }
   }
   const db = await PGlite.create({ dataDir, extensions: { vector } });
@@ -91,7 +92,10 @@ export async function createPglite(dataDir: string, log: Logger, templateFile?: 
     await rename(partial, template);
     log.debug({ template, bytes: dump.size }, "PGlite template written");
   } catch (err) {
-    log.warn({ err, template }, "the PGlite template could not be written; new data directories will create their cluster");
+    log.warn(
+      { err, template },
+      "the PGlite template could not be written; new data directories will create their cluster",
+    );
   }
   return db;
 }

@@ -3,7 +3,14 @@
  * open database; the store (`store.ts`) validates requests and calls these. Statistics are in
  * `stats.ts`.
  */
-import { HISTORY_GOAL_CHARS, Reflection, type Failures, type FailuresRequest, type History, type HistoryRequest } from "@loopsmith/shared";
+import {
+  HISTORY_GOAL_CHARS,
+  Reflection,
+  type Failures,
+  type FailuresRequest,
+  type History,
+  type HistoryRequest,
+} from "@loopsmith/shared";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
 import { rowToTaskRecord } from "./rows.js";
@@ -31,27 +38,39 @@ export async function readHistory(db: Database, req: HistoryRequest, owner: stri
  * @throws LoopsmithError `db_error`
  */
 export async function readFailures(db: Database, req: FailuresRequest, owner: string): Promise<Failures> {
-    const { rows } = await withDb("read the stored failures", () =>
-      db.pool.query<{ id: string; task_id: string; iteration: number; status: string; signature: string; failing_tests: string[]; error_text: string; reflection: unknown; created_at: Date }>(
-        `SELECT id::text, task_id, iteration, status, signature, failing_tests, left(error_text, 2000) AS error_text, reflection, created_at
+  const { rows } = await withDb("read the stored failures", () =>
+    db.pool.query<{
+      id: string;
+      task_id: string;
+      iteration: number;
+      status: string;
+      signature: string;
+      failing_tests: string[];
+      error_text: string;
+      reflection: unknown;
+      created_at: Date;
+    }>(
+      `SELECT id::text, task_id, iteration, status, signature, failing_tests, left(error_text, 2000) AS error_text, reflection, created_at
            FROM loopsmith.failures
           WHERE owner = $3 AND ($1::text IS NULL OR task_id = $1)
           ORDER BY CASE WHEN $1::text IS NULL THEN 0 ELSE id END ASC, created_at DESC, id DESC
           LIMIT $2`,
-        [req.taskId ?? null, req.limit, owner],
-      ),
-    );
-    return {
-      failures: rows.map((r) => ({
-        id: r.id,
-        taskId: r.task_id,
-        iteration: r.iteration,
-        status: r.status,
-        signature: r.signature,
-        failingTests: r.failing_tests,
-        errorText: r.error_text,
-        reflection: Reflection.nullable().catch(null).parse(r.reflection ?? null),
-        createdAt: new Date(r.created_at).toISOString(),
-      })),
-    };
+      [req.taskId ?? null, req.limit, owner],
+    ),
+  );
+  return {
+    failures: rows.map((r) => ({
+      id: r.id,
+      taskId: r.task_id,
+      iteration: r.iteration,
+      status: r.status,
+      signature: r.signature,
+      failingTests: r.failing_tests,
+      errorText: r.error_text,
+      reflection: Reflection.nullable()
+        .catch(null)
+        .parse(r.reflection ?? null),
+      createdAt: new Date(r.created_at).toISOString(),
+    })),
+  };
 }

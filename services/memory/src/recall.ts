@@ -72,7 +72,8 @@ export async function hybridRecall(db: Database, embedder: Embedder, req: Recall
   const vec = embeddingExpr(embedder.dimensions);
   const param = `$1::vector(${embedder.dimensions})`;
   // A scope (a benchmark arm's task-id prefix) keeps recall to that run's own tasks.
-  const filters = "f.embedder = $2 AND f.language = $3 AND ($4::text IS NULL OR f.task_id <> $4::text) AND ($12::text IS NULL OR starts_with(f.task_id, $12::text))";
+  const filters =
+    "f.embedder = $2 AND f.language = $3 AND ($4::text IS NULL OR f.task_id <> $4::text) AND ($12::text IS NULL OR starts_with(f.task_id, $12::text))";
   const w = RANKING_WEIGHTS;
   const sql = `
     WITH q AS (

@@ -1,5 +1,13 @@
 /** Database rows to contract shapes (`pg` parses jsonb; bigint ids are selected as text). */
-import type { FileChange, Language, Reflection, RecalledFailure, RecalledSuccess, TaskRecord, Usage } from "@loopsmith/shared";
+import type {
+  FileChange,
+  Language,
+  Reflection,
+  RecalledFailure,
+  RecalledSuccess,
+  TaskRecord,
+  Usage,
+} from "@loopsmith/shared";
 
 type Row = Record<string, unknown>;
 
@@ -26,7 +34,11 @@ export function rowToRecalledFailure(row: Row): RecalledFailure {
     out.fixedBy =
       row.fix_id === null || row.fix_id === undefined
         ? null
-        : { successId: str(row.fix_id), iteration: num(row.fix_iteration), files: (Array.isArray(row.fix_files) ? row.fix_files : []) as FileChange[] };
+        : {
+            successId: str(row.fix_id),
+            iteration: num(row.fix_iteration),
+            files: (Array.isArray(row.fix_files) ? row.fix_files : []) as FileChange[],
+          };
   }
   return out;
 }

@@ -25,7 +25,12 @@ export interface ReadTaskEventsOptions {
  * `result` event), in stream order. Never throws: when the stream cannot be read (no stream,
  * NATS down, the time is up), returns what it has with `complete: false` and logs a warning.
  */
-export async function readTaskEvents(nc: EventsConnection, owner: string, taskId: string, opts: ReadTaskEventsOptions = {}): Promise<ReadEvents> {
+export async function readTaskEvents(
+  nc: EventsConnection,
+  owner: string,
+  taskId: string,
+  opts: ReadTaskEventsOptions = {},
+): Promise<ReadEvents> {
   const limit = opts.limit ?? 4 * RUN_EVENTS_CAP;
   const events: TaskEvent[] = [];
   const abort = new AbortController();
@@ -38,10 +43,16 @@ export async function readTaskEvents(nc: EventsConnection, owner: string, taskId
       if (e.seq >= last || e.kind === "result") return { events, complete: true };
       if (events.length >= limit) break;
     }
-    opts.log?.warn({ taskId, read: events.length, last, timedOut: abort.signal.aborted }, "the run is recorded without all of its events");
+    opts.log?.warn(
+      { taskId, read: events.length, last, timedOut: abort.signal.aborted },
+      "the run is recorded without all of its events",
+    );
     return { events, complete: false };
   } catch (err) {
-    opts.log?.warn({ err, taskId, read: events.length }, "the task's events could not be read; the run is recorded without them");
+    opts.log?.warn(
+      { err, taskId, read: events.length },
+      "the task's events could not be read; the run is recorded without them",
+    );
     return { events, complete: false };
   } finally {
     clearTimeout(timer);

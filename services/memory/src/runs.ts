@@ -27,7 +27,9 @@ const PART_ENVELOPE_BYTES = 16 * 1024;
  * holds one).
  */
 export function jsonbText(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) => (typeof v === "string" && v.includes("\u0000") ? v.replaceAll("\u0000", "\uFFFD") : v));
+  return JSON.stringify(value, (_key, v: unknown) =>
+    typeof v === "string" && v.includes("\u0000") ? v.replaceAll("\u0000", "\uFFFD") : v,
+  );
 }
 
 /**
@@ -68,7 +70,17 @@ export interface ReadEvents {
 
 /** The `result` event memory adds when the stream does not hold one yet (it is published after `record_task`). */
 function resultEvent(taskId: string, seq: number, at: string, result: TaskResult): TaskEvent {
-  return { v: 1, taskId, seq, at, iteration: result.iterations, kind: "result", phase: "done", message: result.message, result };
+  return {
+    v: 1,
+    taskId,
+    seq,
+    at,
+    iteration: result.iterations,
+    kind: "result",
+    phase: "done",
+    message: result.message,
+    result,
+  };
 }
 
 /**
@@ -80,11 +92,23 @@ function resultEvent(taskId: string, seq: number, at: string, result: TaskResult
  * @param recordedAt - ISO-8601 time of recording
  * @throws LoopsmithError `bad_request` when `record.task` is absent or names another task
  */
-export function assembleRun(record: TaskRecord, read: ReadEvents, recordedAt: string, cap: number = RUN_EVENTS_CAP): RunRecord {
+export function assembleRun(
+  record: TaskRecord,
+  read: ReadEvents,
+  recordedAt: string,
+  cap: number = RUN_EVENTS_CAP,
+): RunRecord {
   const { task } = record;
-  if (!task) throw new LoopsmithError("bad_request", `the task record of ${record.taskId} has no task: there is no run to record`);
+  if (!task)
+    throw new LoopsmithError(
+      "bad_request",
+      `the task record of ${record.taskId} has no task: there is no run to record`,
+    );
   if (task.taskId !== record.taskId || (record.result && record.result.taskId !== record.taskId)) {
-    throw new LoopsmithError("bad_request", `the task record of ${record.taskId} carries the task or result of another task`);
+    throw new LoopsmithError(
+      "bad_request",
+      `the task record of ${record.taskId} carries the task or result of another task`,
+    );
   }
   const bySeq = new Map<number, TaskEvent>();
   for (const e of read.events) if (e.taskId === record.taskId && !bySeq.has(e.seq)) bySeq.set(e.seq, e);
@@ -118,7 +142,14 @@ export async function saveRun(db: Database, run: RunRecord): Promise<void> {
        ON CONFLICT (task_id) DO UPDATE SET
          task = EXCLUDED.task, result = EXCLUDED.result, events = EXCLUDED.events,
          events_truncated = EXCLUDED.events_truncated, events_total = EXCLUDED.events_total, recorded_at = now()`,
-      [run.taskId, jsonbText(run.task), run.result ? jsonbText(run.result) : null, jsonbText(run.events), run.eventsTruncated, run.eventsTotal ?? null],
+      [
+        run.taskId,
+        jsonbText(run.task),
+        run.result ? jsonbText(run.result) : null,
+        jsonbText(run.events),
+        run.eventsTruncated,
+        run.eventsTotal ?? null,
+      ],
     ),
   );
 }
@@ -133,14 +164,25 @@ export async function readRun(db: Database, taskId: string, owner: string = DEFA
   // A run's owner is its task's (`task.owner`; none: the default client's). Another owner's
   // run is "not found", like one never recorded.
   const { rows } = await withDb("read the run", () =>
-    db.pool.query<{ task: unknown; result: unknown; events: unknown; events_truncated: boolean; events_total: number | null; recorded_at: Date }>(
+    db.pool.query<{
+      task: unknown;
+      result: unknown;
+      events: unknown;
+      events_truncated: boolean;
+      events_total: number | null;
+      recorded_at: Date;
+    }>(
       `SELECT task, result, events, events_truncated, events_total, recorded_at FROM loopsmith.runs
         WHERE task_id = $1 AND coalesce(task->>'owner', $3) = $2`,
       [taskId, owner, DEFAULT_OWNER],
     ),
   );
   const row = rows[0];
-  if (!row) throw new LoopsmithError("not_found", `no run of task ${taskId} is recorded in memory (runs are recorded when a task ends)`);
+  if (!row)
+    throw new LoopsmithError(
+      "not_found",
+      `no run of task ${taskId} is recorded in memory (runs are recorded when a task ends)`,
+    );
   const raw = Array.isArray(row.events) ? (row.events as unknown[]) : [];
   const events = raw.flatMap((e) => {
     const parsed = TaskEvent.safeParse(e);
@@ -156,7 +198,10 @@ export async function readRun(db: Database, taskId: string, owner: string = DEFA
     ...(row.events_total !== null ? { eventsTotal: row.events_total } : {}),
     recordedAt: new Date(row.recorded_at).toISOString(),
   });
-  if (!parsed.success) throw new LoopsmithError("internal", `the recorded run of ${taskId} does not match the current contract`, { details: parsed.error.issues });
+  if (!parsed.success)
+    throw new LoopsmithError("internal", `the recorded run of ${taskId} does not match the current contract`, {
+      details: parsed.error.issues,
+    });
   return parsed.data;
 }
 
@@ -167,7 +212,11 @@ export async function readRun(db: Database, taskId: string, owner: string = DEFA
  */
 export function runPart(record: RunRecord, offset: number, maxBytes: number): RunPart {
   const text = JSON.stringify(record);
-  if (offset > text.length) throw new LoopsmithError("bad_request", `offset ${offset} is past the end of the run of ${record.taskId} (${text.length} characters)`);
+  if (offset > text.length)
+    throw new LoopsmithError(
+      "bad_request",
+      `offset ${offset} is past the end of the run of ${record.taskId} (${text.length} characters)`,
+    );
   const sha256 = createHash("sha256").update(text, "utf8").digest("hex");
   const budget = Math.max(1024, maxBytes - PART_ENVELOPE_BYTES);
   let n = Math.min(text.length - offset, budget);
@@ -177,5 +226,13 @@ export function runPart(record: RunRecord, offset: number, maxBytes: number): Ru
     if (bytes <= budget || n <= 1) break;
     n = Math.max(1, Math.floor((n * budget * 0.97) / bytes));
   }
-  return { v: 1, taskId: record.taskId, recordedAt: record.recordedAt, sha256, total: text.length, offset, text: text.slice(offset, offset + n) };
+  return {
+    v: 1,
+    taskId: record.taskId,
+    recordedAt: record.recordedAt,
+    sha256,
+    total: text.length,
+    offset,
+    text: text.slice(offset, offset + n),
+  };
 }

@@ -49,7 +49,10 @@ async function recordTask(store: MemoryStore, record: TaskRecord, deps: Registra
   const recorded = await store.recordTask(record);
   if (record.task) {
     const read = deps.nc
-      ? await readTaskEvents(deps.nc, record.owner ?? record.task.owner ?? DEFAULT_OWNER, record.taskId, { ...(deps.log ? { log: deps.log } : {}), ...(deps.eventsTimeoutMs !== undefined ? { timeoutMs: deps.eventsTimeoutMs } : {}) })
+      ? await readTaskEvents(deps.nc, record.owner ?? record.task.owner ?? DEFAULT_OWNER, record.taskId, {
+          ...(deps.log ? { log: deps.log } : {}),
+          ...(deps.eventsTimeoutMs !== undefined ? { timeoutMs: deps.eventsTimeoutMs } : {}),
+        })
       : { events: [], complete: false };
     await store.saveRun(assembleRun(record, read, new Date().toISOString()));
   }
@@ -64,7 +67,9 @@ export function memoryRegistrations(store: MemoryStore, deps: RegistrationDeps =
     handle(m.recall, async (req, ctx) => {
       const recall = await store.recall(req);
       // The log only feeds statistics: a recall answers even when it cannot be logged.
-      await store.logRecall(req.taskId, recall).catch((err: unknown) => ctx.log.warn({ err }, "could not log the recall"));
+      await store
+        .logRecall(req.taskId, recall)
+        .catch((err: unknown) => ctx.log.warn({ err }, "could not log the recall"));
       return recall;
     }),
     handle(m.rememberFailure, (req) => store.rememberFailure(req)),

@@ -76,12 +76,18 @@ describe("signature", () => {
   });
 
   it("gives two NameErrors on different names, files and lines the same signature", () => {
-    const other = pythonNameError.replace(/numbrs/g, "valuez").replace(/line \d+/g, "line 99").replace("/tmp/work", "/x/y");
+    const other = pythonNameError
+      .replace(/numbrs/g, "valuez")
+      .replace(/line \d+/g, "line 99")
+      .replace("/tmp/work", "/x/y");
     expect(signature(other).signature).toBe(signature(pythonNameError).signature);
   });
 
   it("reads pytest's E lines for an assertion without a message", () => {
-    expect(signature(pytestAssert)).toMatchObject({ signature: "AssertionError: assert False == True", errorType: "AssertionError" });
+    expect(signature(pytestAssert)).toMatchObject({
+      signature: "AssertionError: assert False == True",
+      errorType: "AssertionError",
+    });
   });
 
   it("gives the same pytest assertion on other values and another test the same signature", () => {
@@ -99,7 +105,9 @@ describe("signature", () => {
   });
 
   it("normalises a Python TypeError's function name and counts", () => {
-    expect(signature(pyTypeError).signature).toBe("TypeError: <id>() takes <num> positional arguments but <num> were given");
+    expect(signature(pyTypeError).signature).toBe(
+      "TypeError: <id>() takes <num> positional arguments but <num> were given",
+    );
   });
 
   it("keeps plain English messages (ZeroDivisionError, IndexError)", () => {
@@ -108,12 +116,18 @@ describe("signature", () => {
   });
 
   it("turns a non-identifier string literal of a SyntaxError into <str>", () => {
-    expect(signature(pySyntax)).toMatchObject({ signature: "SyntaxError: <str> was never closed", errorType: "SyntaxError" });
+    expect(signature(pySyntax)).toMatchObject({
+      signature: "SyntaxError: <str> was never closed",
+      errorType: "SyntaxError",
+    });
   });
 
   it("normalises Node errors: TypeError, ReferenceError and assert's error code", () => {
     expect(signature(nodeTypeError).signature).toBe("TypeError: Cannot read properties of undefined (reading <id>)");
-    expect(signature(nodeReference)).toMatchObject({ signature: "ReferenceError: <id> is not defined", errorType: "ReferenceError" });
+    expect(signature(nodeReference)).toMatchObject({
+      signature: "ReferenceError: <id> is not defined",
+      errorType: "ReferenceError",
+    });
     expect(signature(nodeAssert).signature).toBe("AssertionError: Expected values to be strictly equal:");
   });
 
@@ -208,7 +222,9 @@ describe("decodeEntities", () => {
   });
 
   it("leaves unknown names and invalid code points as they are", () => {
-    expect(decodeEntities("&bogus; &#0; &#xD800; &#99999999; fish & chips")).toBe("&bogus; &#0; &#xD800; &#99999999; fish & chips");
+    expect(decodeEntities("&bogus; &#0; &#xD800; &#99999999; fish & chips")).toBe(
+      "&bogus; &#0; &#xD800; &#99999999; fish & chips",
+    );
   });
 });
 
@@ -253,7 +269,10 @@ describe("signature of a test failure", () => {
   it("finds the candidate frame of a plain Python traceback and of a Node stack", () => {
     expect(signature(pythonNameError).frame).toBe("has_close_elements: for idx, elem in enumerate(numbrs):");
     expect(signature(pyIndex).frame).toBe("below_zero: return ops[len(ops)]");
-    expect(signature(bareAssert)).toMatchObject({ assertion: "assert add(2, 3) == 5", key: "AssertionError | assert add(2, 3) == 5" });
+    expect(signature(bareAssert)).toMatchObject({
+      assertion: "assert add(2, 3) == 5",
+      key: "AssertionError | assert add(2, 3) == 5",
+    });
     expect(signature(nodeTypeError)).toMatchObject({ frame: "doubleAll" });
     expect(signature(nodeReference).frame).toBe("sum");
   });

@@ -122,7 +122,9 @@ function replaceIdentifiers(message: string): string {
     /[A-Za-z]\d|\d[A-Za-z]/.test(word);
   return message
     .replace(/\b[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*\(\)/g, "<id>()")
-    .replace(/(?<![<\w$])[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*(?![\w$>])/g, (word) => (codeLike(word) ? "<id>" : word));
+    .replace(/(?<![<\w$])[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*(?![\w$>])/g, (word) =>
+      codeLike(word) ? "<id>" : word,
+    );
 }
 
 /** Replaces numbers: hex (`0x7f…`), decimals, floats, exponents, with an optional sign. */
@@ -155,8 +157,14 @@ export function normaliseMessage(type: string, message: string): string {
   return out.length > MAX_MESSAGE ? `${out.slice(0, MAX_MESSAGE)}…` : out;
 }
 
-
-const NAMED_ENTITIES: Readonly<Record<string, string>> = { lt: "<", gt: ">", amp: "&", quot: '"', apos: "'", nbsp: " " };
+const NAMED_ENTITIES: Readonly<Record<string, string>> = {
+  lt: "<",
+  gt: ">",
+  amp: "&",
+  quot: '"',
+  apos: "'",
+  nbsp: " ",
+};
 
 /**
  * Decodes XML/HTML character references in one pass (so `&amp;lt;` becomes `&lt;`, not `<`):
@@ -166,12 +174,19 @@ const NAMED_ENTITIES: Readonly<Record<string, string>> = { lt: "<", gt: ">", amp
  */
 export function decodeEntities(text: string): string {
   if (!text.includes("&")) return text;
-  return text.replace(/&(?:#(\d{1,7})|#[xX]([0-9a-fA-F]{1,6})|([a-zA-Z]{2,4}));/g, (all, dec?: string, hex?: string, name?: string) => {
-    if (name !== undefined) return NAMED_ENTITIES[name] ?? all;
-    const code = dec !== undefined ? Number.parseInt(dec, 10) : Number.parseInt(hex ?? "", 16);
-    const valid = code === 0x9 || code === 0xa || code === 0xd || (code >= 0x20 && code <= 0x10ffff && (code < 0xd800 || code > 0xdfff));
-    return valid ? String.fromCodePoint(code) : all;
-  });
+  return text.replace(
+    /&(?:#(\d{1,7})|#[xX]([0-9a-fA-F]{1,6})|([a-zA-Z]{2,4}));/g,
+    (all, dec?: string, hex?: string, name?: string) => {
+      if (name !== undefined) return NAMED_ENTITIES[name] ?? all;
+      const code = dec !== undefined ? Number.parseInt(dec, 10) : Number.parseInt(hex ?? "", 16);
+      const valid =
+        code === 0x9 ||
+        code === 0xa ||
+        code === 0xd ||
+        (code >= 0x20 && code <= 0x10ffff && (code < 0xd800 || code > 0xdfff));
+      return valid ? String.fromCodePoint(code) : all;
+    },
+  );
 }
 
 /** One stack frame, outermost first in the lists below. */
@@ -182,11 +197,17 @@ interface Frame {
 }
 
 /** Test files (and test helpers such as HumanEval's `*_check.py`), by path. */
-const TEST_FILE = /(?:^|[\\/])(?:tests?|__tests__|spec)[\\/]|(?:^|[\\/._-])(?:test|tests|spec|check|conftest)(?:[._-][^\\/]*)?\.[A-Za-z]+$|(?:^|[\\/])test_[^\\/]*$/i;
+const TEST_FILE =
+  /(?:^|[\\/])(?:tests?|__tests__|spec)[\\/]|(?:^|[\\/._-])(?:test|tests|spec|check|conftest)(?:[._-][^\\/]*)?\.[A-Za-z]+$|(?:^|[\\/])test_[^\\/]*$/i;
 /** Library and runtime frames: never the candidate's code. */
-const LIBRARY_FILE = /site-packages|dist-packages|[\\/]lib[\\/]python\d|^<frozen|^<string>|node_modules|^node:|^internal[\\/]/;
+const LIBRARY_FILE =
+  /site-packages|dist-packages|[\\/]lib[\\/]python\d|^<frozen|^<string>|node_modules|^node:|^internal[\\/]/;
 
-const basename = (file: string): string => file.replace(/^file:\/\//, "").split(/[\\/]/).pop() ?? file;
+const basename = (file: string): string =>
+  file
+    .replace(/^file:\/\//, "")
+    .split(/[\\/]/)
+    .pop() ?? file;
 
 /** Frames of Python tracebacks, pytest's long and short reports, and Node stacks, outermost first. */
 function framesOf(lines: string[]): Frame[] {
@@ -292,7 +313,9 @@ export function signature(errorText: string): Signature {
   const frame = innermost
     ? [innermost.func ?? basename(innermost.file), sourceOf(innermost)].filter(Boolean).join(": ")
     : undefined;
-  const parts = [headline, raw && `message ${raw}`, test && `test ${test}`, assertion, frame && `at ${frame}`].filter((p): p is string => Boolean(p));
+  const parts = [headline, raw && `message ${raw}`, test && `test ${test}`, assertion, frame && `at ${frame}`].filter(
+    (p): p is string => Boolean(p),
+  );
   const key = parts.join(" | ");
   return {
     signature: headline,

@@ -3,7 +3,14 @@
  * from. A window is the tasks finished at or after `since` and, of those, the `last` most
  * recent (both optional). Percentiles are PostgreSQL's `percentile_disc` (nearest rank).
  */
-import { DEFAULT_OWNER, LoopsmithError, Usage, type MemoryStats, type Recall, type StatsRequest } from "@loopsmith/shared";
+import {
+  DEFAULT_OWNER,
+  LoopsmithError,
+  Usage,
+  type MemoryStats,
+  type Recall,
+  type StatsRequest,
+} from "@loopsmith/shared";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
 
@@ -37,7 +44,11 @@ interface Totals {
  * successes are counted over all of memory (the memory every task recalls from).
  * @throws LoopsmithError `db_error`
  */
-export async function computeStats(db: Database, req: StatsRequest = { v: 1 }, owner: string = DEFAULT_OWNER): Promise<MemoryStats> {
+export async function computeStats(
+  db: Database,
+  req: StatsRequest = { v: 1 },
+  owner: string = DEFAULT_OWNER,
+): Promise<MemoryStats> {
   const params = [req.since ?? null, req.last ?? null, owner];
   const { rows } = await withDb("compute statistics", () =>
     db.pool.query<Totals>(
@@ -66,7 +77,10 @@ export async function computeStats(db: Database, req: StatsRequest = { v: 1 }, o
   const r = rows[0];
   if (!r) throw new LoopsmithError("db_error", "memory could not compute statistics: no row came back");
   const reasons = await withDb("count stop reasons", () =>
-    db.pool.query<{ stop_reason: string; n: string }>(`${WINDOW} SELECT stop_reason, count(*) AS n FROM w GROUP BY stop_reason ORDER BY stop_reason`, params),
+    db.pool.query<{ stop_reason: string; n: string }>(
+      `${WINDOW} SELECT stop_reason, count(*) AS n FROM w GROUP BY stop_reason ORDER BY stop_reason`,
+      params,
+    ),
   );
   const byRole = await withDb("sum usage by role", () =>
     db.pool.query<{ role: string; usage: Record<string, number> }>(
@@ -82,13 +96,21 @@ export async function computeStats(db: Database, req: StatsRequest = { v: 1 }, o
       params,
     ),
   );
-  const usageByRole = Object.fromEntries(byRole.rows.map((x) => [x.role, Usage.parse(Object.fromEntries(Object.entries(x.usage).map(([k, v]) => [k, Number(v)])))]));
+  const usageByRole = Object.fromEntries(
+    byRole.rows.map((x) => [
+      x.role,
+      Usage.parse(Object.fromEntries(Object.entries(x.usage).map(([k, v]) => [k, Number(v)]))),
+    ]),
+  );
   const tasks = Number(r.tasks);
   const recalls = Number(r.recalls);
   const hits = Number(r.hits);
   const cost = r.cost ?? 0;
   return {
-    window: { ...(req.since !== undefined ? { since: req.since } : {}), ...(req.last !== undefined ? { last: req.last } : {}) },
+    window: {
+      ...(req.since !== undefined ? { since: req.since } : {}),
+      ...(req.last !== undefined ? { last: req.last } : {}),
+    },
     tasks,
     passed: Number(r.passed),
     passRate: tasks ? Number(r.passed) / tasks : null,
@@ -121,13 +143,10 @@ export async function logRecall(db: Database, taskId: string, recall: Recall): P
   if (sig === undefined) return false;
   const same = recall.failures.filter((f) => f.signature === sig);
   await withDb("log the recall", () =>
-    db.pool.query(`INSERT INTO loopsmith.recalls (task_id, signature, returned, hit, with_fix) VALUES ($1, $2, $3, $4, $5)`, [
-      taskId,
-      sig,
-      recall.failures.length,
-      same.length > 0,
-      same.some((f) => f.reflection !== null),
-    ]),
+    db.pool.query(
+      `INSERT INTO loopsmith.recalls (task_id, signature, returned, hit, with_fix) VALUES ($1, $2, $3, $4, $5)`,
+      [taskId, sig, recall.failures.length, same.length > 0, same.some((f) => f.reflection !== null)],
+    ),
   );
   return true;
 }

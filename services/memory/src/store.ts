@@ -194,7 +194,11 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
       const rec = parse(SuccessRecord, input, "success record");
       const found = await withDb("look up the success", () => existing("successes", rec.idempotencyKey));
       if (found) return found;
-      const embedding = await embedParts(embedder, { goal: buildEmbedText({ goal: rec.goal }).goal, error: "", code: "" });
+      const embedding = await embedParts(embedder, {
+        goal: buildEmbedText({ goal: rec.goal }).goal,
+        error: "",
+        code: "",
+      });
       return withDb("store the success", async () => {
         const { rows } = await db.pool.query<{ id: string }>(
           `INSERT INTO loopsmith.successes
@@ -202,7 +206,16 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
            VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, ${param(8)})
            ON CONFLICT (idempotency_key) DO NOTHING
            RETURNING id::text AS id`,
-          [rec.idempotencyKey, rec.taskId, rec.iteration, rec.language, rec.goal, JSON.stringify(rec.files), embedder.id, pgvector.toSql(embedding)],
+          [
+            rec.idempotencyKey,
+            rec.taskId,
+            rec.iteration,
+            rec.language,
+            rec.goal,
+            JSON.stringify(rec.files),
+            embedder.id,
+            pgvector.toSql(embedding),
+          ],
         );
         const id = rows[0]?.id;
         if (id !== undefined) return { id };
@@ -215,7 +228,10 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
     async recordTask(input) {
       const rec = parse(TaskRecord, input, "task record");
       if (Number.isNaN(Date.parse(rec.finishedAt))) {
-        throw new LoopsmithError("bad_request", `finishedAt ${JSON.stringify(rec.finishedAt.slice(0, 40))} is not an ISO-8601 date`);
+        throw new LoopsmithError(
+          "bad_request",
+          `finishedAt ${JSON.stringify(rec.finishedAt.slice(0, 40))} is not an ISO-8601 date`,
+        );
       }
       await withDb("record the task", () =>
         db.pool.query(
@@ -266,7 +282,8 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
       return readFailures(db, parse(FailuresRequest, input, "failures request"), owner);
     },
 
-    stats: async (input = { v: 1 }, owner = DEFAULT_OWNER) => computeStats(db, parse(StatsRequest, input, "stats request"), owner),
+    stats: async (input = { v: 1 }, owner = DEFAULT_OWNER) =>
+      computeStats(db, parse(StatsRequest, input, "stats request"), owner),
 
     logRecall: (taskId, recall) => logRecall(db, taskId, recall),
 

@@ -6,5 +6,12 @@
 export { gate, MAX_FINDINGS } from "./gate/gate.js";
 export { RULES, type RuleId } from "./gate/rules.js";
 export { scanShell, type ShellHit } from "./gate/shell.js";
-export { createReviewer, renderConcerns, renderPlan, renderReviewMessage, type Reviewer, type ReviewerDeps } from "./review.js";
+export {
+  createReviewer,
+  renderConcerns,
+  renderPlan,
+  renderReviewMessage,
+  type Reviewer,
+  type ReviewerDeps,
+} from "./review.js";
 export { reviewerService, type ReviewerServiceDeps } from "./service.js";

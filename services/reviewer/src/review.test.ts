@@ -49,7 +49,9 @@ const request = (key = "task-1/2/review") =>
       goal: "Write add(a, b) that returns the sum of two integers.",
       language: "python",
       files: [],
-      acceptanceTests: [{ path: "test_add.py", content: "from solution import add\n\ndef test_add():\n    assert add(1, 2) == 3\n" }],
+      acceptanceTests: [
+        { path: "test_add.py", content: "from solution import add\n\ndef test_add():\n    assert add(1, 2) == 3\n" },
+      ],
     },
     plan: {
       summary: "Implement add in solution.py.",
@@ -137,14 +139,31 @@ describe("review", () => {
   });
 
   it("shows the gate's tampering concerns with file and line, and the prompt names evaluation tampering as a reason to reject", () => {
-    const req = { ...request(), concerns: [{ severity: "warning" as const, message: "`sys.argv` tested in a function", path: "solution.py", line: 4, rule: "tampering.branch_on_runner" }] };
+    const req = {
+      ...request(),
+      concerns: [
+        {
+          severity: "warning" as const,
+          message: "`sys.argv` tested in a function",
+          path: "solution.py",
+          line: 4,
+          rule: "tampering.branch_on_runner",
+        },
+      ],
+    };
     const text = renderReviewMessage(req);
     expect(text).toContain("## Gate concerns");
     expect(text).toContain("- solution.py:4 (tampering.branch_on_runner): `sys.argv` tested in a function");
     expect(renderReviewMessage(request())).not.toContain("Gate concerns");
     const prompt = loadPrompt("review");
     expect(prompt.version).toBe(2);
-    for (const part of ["Reject evaluation tampering", "result file", "ending the process early", "patching the test framework", "special-casing the tests or the benchmark"]) {
+    for (const part of [
+      "Reject evaluation tampering",
+      "result file",
+      "ending the process early",
+      "patching the test framework",
+      "special-casing the tests or the benchmark",
+    ]) {
       expect(prompt.system).toContain(part);
     }
   });

@@ -65,7 +65,9 @@ export function renderPlan(plan: Plan): string {
 /** The gate's evaluation-tampering concerns as the review prompt shows them: one line each, with file and line. */
 export function renderConcerns(concerns: readonly Finding[] | undefined): string {
   if (!concerns?.length) return "";
-  const lines = concerns.map((f) => `- ${f.path ?? "?"}${f.line ? `:${f.line}` : ""} (${f.rule ?? "tampering"}): ${f.message}`);
+  const lines = concerns.map(
+    (f) => `- ${f.path ?? "?"}${f.line ? `:${f.line}` : ""} (${f.rule ?? "tampering"}): ${f.message}`,
+  );
   return section(
     "Gate concerns",
     `The static gate saw possible evaluation tampering it could not judge. Decide for each whether it is tampering (then do not approve, and give a blocker finding) or the program's legitimate business:\n${lines.join("\n")}`,
@@ -111,7 +113,12 @@ export function createReviewer(deps: ReviewerDeps): Reviewer {
       messages: [{ role: "user", content: renderReviewMessage(request) }],
       schema: Review,
       schemaName: "review",
-      context: { taskId: request.taskId, iteration: request.iteration, ...(request.callsBefore !== undefined ? { callsBefore: request.callsBefore } : {}), ...(request.script ? { script: request.script } : {}) },
+      context: {
+        taskId: request.taskId,
+        iteration: request.iteration,
+        ...(request.callsBefore !== undefined ? { callsBefore: request.callsBefore } : {}),
+        ...(request.script ? { script: request.script } : {}),
+      },
       budget: request.budget,
     });
     log.info(

@@ -46,7 +46,9 @@ export async function reviewerService(deps: ReviewerServiceDeps): Promise<Servic
       providerError =
         err instanceof LoopsmithError
           ? err
-          : new LoopsmithError("config_invalid", `the LLM provider could not be created: ${String(err)}`, { cause: err });
+          : new LoopsmithError("config_invalid", `the LLM provider could not be created: ${String(err)}`, {
+              cause: err,
+            });
       log.error({ err }, "no LLM provider: reviews will fail until the configuration is fixed; the gate still serves");
     }
   }

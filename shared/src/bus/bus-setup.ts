@@ -34,10 +34,17 @@ export interface SetupBusOptions {
  * reported. Passing; anything else (a refused permission, a bad setting) is not.
  */
 export function clusterNotReady(err: unknown): boolean {
-  if (err instanceof JetStreamApiError) return /no suitable peers|insufficient resources|not (?:yet )?available|no meta leader|jetstream system temporarily unavailable|stream is offline/i.test(err.message);
+  if (err instanceof JetStreamApiError)
+    return /no suitable peers|insufficient resources|not (?:yet )?available|no meta leader|jetstream system temporarily unavailable|stream is offline/i.test(
+      err.message,
+    );
   // A JetStream API request nobody answers in time, or no responder at all: no meta leader yet.
   const e = err as { name?: string; message?: string; cause?: { name?: string } } | undefined;
-  return e?.name === "TimeoutError" || e?.cause?.name === "TimeoutError" || /no responders|jetstream not enabled/i.test(e?.message ?? "");
+  return (
+    e?.name === "TimeoutError" ||
+    e?.cause?.name === "TimeoutError" ||
+    /no responders|jetstream not enabled/i.test(e?.message ?? "")
+  );
 }
 
 /** How long a client keeps retrying a JetStream call while a cluster elects a leader, in ms (the issue's "silent for at most 30 s"). */
@@ -50,7 +57,14 @@ export const CLUSTER_SETTLE_MS = 30_000;
  * @throws the call's last error
  */
 export function retryWhileClusterSettles<T>(fn: () => Promise<T>, waitMs = CLUSTER_SETTLE_MS): Promise<T> {
-  return pRetry(fn, { retries: Number.POSITIVE_INFINITY, maxRetryTime: waitMs, minTimeout: 250, factor: 1.5, maxTimeout: 2_000, shouldRetry: ({ error }) => clusterNotReady(error) });
+  return pRetry(fn, {
+    retries: Number.POSITIVE_INFINITY,
+    maxRetryTime: waitMs,
+    minTimeout: 250,
+    factor: 1.5,
+    maxTimeout: 2_000,
+    shouldRetry: ({ error }) => clusterNotReady(error),
+  });
 }
 
 /**
@@ -60,12 +74,13 @@ export function retryWhileClusterSettles<T>(fn: () => Promise<T>, waitMs = CLUST
  * leader lists the members under `meta_cluster.replicas`). Undefined for any other error.
  */
 export function unplaceable(err: unknown, replicas: number, waitedMs: number): LoopsmithError | undefined {
-  if (!(err instanceof JetStreamApiError) || !/no suitable peers|insufficient resources/i.test(err.message)) return undefined;
+  if (!(err instanceof JetStreamApiError) || !/no suitable peers|insufficient resources/i.test(err.message))
+    return undefined;
   return new LoopsmithError(
     "unavailable",
     `JetStream could not place ${replicas} replica${replicas === 1 ? "" : "s"}${waitedMs ? ` in ${waitedMs} ms` : ""} (${err.message}): ` +
       `fewer than ${replicas} nodes with JetStream are in its meta group. Each node's monitoring port answers /jsz, where the leader lists the members under meta_cluster.replicas: ` +
-      "start the missing node, or restart it if it runs (README, \"Running on several machines\"), or set nats.replicas (NATS_REPLICAS) to the nodes you have",
+      'start the missing node, or restart it if it runs (README, "Running on several machines"), or set nats.replicas (NATS_REPLICAS) to the nodes you have',
     { cause: err, details: { replicas } },
   );
 }

@@ -100,7 +100,13 @@ export interface ReplyLink {
  * dead service; when the connection was lost and made again meanwhile, the reply goes to that
  * subject too, marked with {@link REPLY_HEADER} (the reply subject would be refused).
  */
-export async function answer(msg: ServiceMsg, def: EndpointDef, handler: Handler<EndpointDef>, log: Logger, link?: ReplyLink): Promise<void> {
+export async function answer(
+  msg: ServiceMsg,
+  def: EndpointDef,
+  handler: Handler<EndpointDef>,
+  log: Logger,
+  link?: ReplyLink,
+): Promise<void> {
   const raw = msg.headers?.get(HEARTBEAT_HEADER);
   const beatTo = raw && link && raw.startsWith(`${BEATS_PREFIX}.`) ? raw : undefined;
   const beat = beatTo && link ? setInterval(() => link.publish(beatTo), HEARTBEAT_EVERY_MS) : undefined;
@@ -125,7 +131,13 @@ export async function answer(msg: ServiceMsg, def: EndpointDef, handler: Handler
 /** Sends a reply's body; with `error`, as a `$SRV` error reply (status and description headers). */
 type Sender = (body: Uint8Array, error?: { status: number; description: string }) => void;
 
-async function answerOnce(msg: ServiceMsg, def: EndpointDef, handler: Handler<EndpointDef>, log: Logger, send: Sender): Promise<void> {
+async function answerOnce(
+  msg: ServiceMsg,
+  def: EndpointDef,
+  handler: Handler<EndpointDef>,
+  log: Logger,
+  send: Sender,
+): Promise<void> {
   const fail = (error: ErrorData): void => {
     // The description travels in a header: one line, bounded.
     const description = error.message.replace(/[\r\n]+/g, " ").slice(0, 200);
@@ -218,7 +230,9 @@ export async function startService(nc: NatsConnection, opts: ServiceOptions): Pr
     version: opts.version,
     description: opts.description,
     ...(opts.metadata ? { metadata: opts.metadata } : {}),
-    ...(opts.stats ? { statsHandler: (endpoint: { subject: string }) => Promise.resolve(opts.stats?.(endpoint.subject) ?? null) } : {}),
+    ...(opts.stats
+      ? { statsHandler: (endpoint: { subject: string }) => Promise.resolve(opts.stats?.(endpoint.subject) ?? null) }
+      : {}),
   });
   for (const { def, handler } of opts.registrations) {
     service.addEndpoint(def.name, {
@@ -309,20 +323,38 @@ function busError(err: unknown, subject: string, timeoutMs: number): LoopsmithEr
     return new LoopsmithError("unavailable", `no service answers on ${subject}; is it running?`, { cause: err });
   }
   if (err instanceof SilentServiceError) {
-    return new LoopsmithError("timeout", `${err.message}; sending it again (the service died, or NATS lost the request or its reply)`, { cause: err });
+    return new LoopsmithError(
+      "timeout",
+      `${err.message}; sending it again (the service died, or NATS lost the request or its reply)`,
+      { cause: err },
+    );
   }
   if (cause instanceof TimeoutError || err instanceof TimeoutError) {
     return new LoopsmithError("timeout", `${subject} did not answer within ${timeoutMs} ms`, { cause: err });
   }
-  if (cause instanceof ClosedConnectionError || cause instanceof DrainingConnectionError || cause instanceof ConnectionError) {
-    return new LoopsmithError("unavailable", `the connection to NATS is not usable for ${subject}: ${(cause as Error).message}`, { cause: err });
+  if (
+    cause instanceof ClosedConnectionError ||
+    cause instanceof DrainingConnectionError ||
+    cause instanceof ConnectionError
+  ) {
+    return new LoopsmithError(
+      "unavailable",
+      `the connection to NATS is not usable for ${subject}: ${(cause as Error).message}`,
+      { cause: err },
+    );
   }
   const refused = permissionDenied(err);
   if (refused) return refused;
   if (cause instanceof InvalidArgumentError) {
-    return new LoopsmithError("bad_request", `the request to ${subject} cannot be sent: ${(cause as Error).message}`, { cause: err });
+    return new LoopsmithError("bad_request", `the request to ${subject} cannot be sent: ${(cause as Error).message}`, {
+      cause: err,
+    });
   }
-  return new LoopsmithError("internal", `the request to ${subject} failed: ${String((cause as Error)?.message ?? cause)}`, { cause: err });
+  return new LoopsmithError(
+    "internal",
+    `the request to ${subject} failed: ${String((cause as Error)?.message ?? cause)}`,
+    { cause: err },
+  );
 }
 
 /**
@@ -409,7 +441,13 @@ class SilentServiceError extends Error {
  * @throws SilentServiceError when no heartbeat or reply came for `livenessMs`; whatever
  *   `nc.request` throws otherwise
  */
-async function requestOnce(nc: NatsConnection, subject: string, payload: string, timeoutMs: number, livenessMs?: number): Promise<Msg> {
+async function requestOnce(
+  nc: NatsConnection,
+  subject: string,
+  payload: string,
+  timeoutMs: number,
+  livenessMs?: number,
+): Promise<Msg> {
   if (livenessMs === undefined) return nc.request(subject, payload, { timeout: timeoutMs });
   // Unguessable (not a nuid): a reply may come this way ({@link REPLY_HEADER}).
   const inbox = `${BEATS_PREFIX}.${randomBytes(16).toString("hex")}`;
@@ -420,7 +458,10 @@ async function requestOnce(nc: NatsConnection, subject: string, payload: string,
   const silence = new Promise<Msg>((resolve, reject) => {
     const arm = (): void => {
       clearTimeout(timer);
-      timer = setTimeout(() => reject(new SilentServiceError(`no sign of life from ${subject} for ${livenessMs} ms`)), livenessMs);
+      timer = setTimeout(
+        () => reject(new SilentServiceError(`no sign of life from ${subject} for ${livenessMs} ms`)),
+        livenessMs,
+      );
     };
     arm();
     void (async () => {

@@ -34,7 +34,12 @@ function endpoint<Req extends z.ZodType, Res extends z.ZodType>(
 }
 
 /** A client's endpoint ({@link EndpointDef.owned}). */
-function ownedEndpoint<Req extends z.ZodType, Res extends z.ZodType>(name: string, subject: string, request: Req, response: Res): EndpointDef<Req, Res> {
+function ownedEndpoint<Req extends z.ZodType, Res extends z.ZodType>(
+  name: string,
+  subject: string,
+  request: Req,
+  response: Res,
+): EndpointDef<Req, Res> {
   return endpoint(name, subject, request, response, true);
 }
 
@@ -44,7 +49,11 @@ function ownedEndpoint<Req extends z.ZodType, Res extends z.ZodType>(name: strin
  */
 export function requestSubject(def: EndpointDef, owner: string = DEFAULT_OWNER): string {
   if (!def.owned) return def.subject;
-  if (!OWNER_PATTERN.test(owner)) throw new LoopsmithError("bad_request", `the owner "${owner}" is not valid: use 1 to 64 letters, digits, "_" or "-"`);
+  if (!OWNER_PATTERN.test(owner))
+    throw new LoopsmithError(
+      "bad_request",
+      `the owner "${owner}" is not valid: use 1 to 64 letters, digits, "_" or "-"`,
+    );
   return `${def.subject}.${owner}`;
 }
 
@@ -57,7 +66,12 @@ export function servedSubject(def: EndpointDef): string {
 export const Endpoints = {
   architect: {
     /** A task's checkpoint; null when the task is unknown or belongs to another owner. */
-    status: ownedEndpoint("status", Subjects.architect.status, C.StatusRequest, z.object({ state: z.unknown().nullable() })),
+    status: ownedEndpoint(
+      "status",
+      Subjects.architect.status,
+      C.StatusRequest,
+      z.object({ state: z.unknown().nullable() }),
+    ),
     /** Cancels a task of the caller's; false when it is final, unknown or another owner's. */
     cancel: ownedEndpoint("cancel", Subjects.architect.cancel, C.CancelRequest, z.object({ cancelled: z.boolean() })),
     /** One page of a task's events, for its owner (see {@link C.EventsRequest}). */

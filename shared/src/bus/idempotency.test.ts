@@ -56,7 +56,9 @@ describe("idempotency cache", () => {
     const fresh = cache.run("k", () => new Promise<number>((r) => (release = r)));
     fail(new Error("late"));
     await expect(old).rejects.toThrow("late");
-    expect(await Promise.race([cache.run("k", async () => 3), new Promise((r) => setTimeout(() => r("joined"), 10))])).toBe("joined");
+    expect(
+      await Promise.race([cache.run("k", async () => 3), new Promise((r) => setTimeout(() => r("joined"), 10))]),
+    ).toBe("joined");
     release(2);
     expect(await fresh).toBe(2);
     expect(await cache.run("k", async () => 3)).toBe(2);

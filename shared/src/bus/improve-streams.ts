@@ -11,7 +11,16 @@ import type { KV } from "@nats-io/kv";
 import { ImproveRequest, type ImproveRequestInput } from "../contracts/improve.js";
 import { LoopsmithError } from "../runtime/errors.js";
 import { permissionDenied } from "./nats-errors.js";
-import { TASK_ACK_WAIT_MS, TASK_DUPLICATE_WINDOW_MS, ensureStreams, openBucket, upsertConsumer, upsertStream, type StreamOptions, type Submitted } from "./streams.js";
+import {
+  TASK_ACK_WAIT_MS,
+  TASK_DUPLICATE_WINDOW_MS,
+  ensureStreams,
+  openBucket,
+  upsertConsumer,
+  upsertStream,
+  type StreamOptions,
+  type Submitted,
+} from "./streams.js";
 import { DEFAULT_OWNER, Streams, Subjects, improveSubmitSubject } from "./subjects.js";
 
 /** Redeliveries of a run message before the architect gives up on it (a run resumes from its checkpoint each time). */
@@ -42,7 +51,12 @@ export async function ensureImproveIntake(nc: NatsConnection, opts: StreamOption
     duplicate_window: nanos(TASK_DUPLICATE_WINDOW_MS),
     num_replicas: opts.replicas ?? 1,
   });
-  await upsertConsumer(jsm, Streams.improve, { durable_name: Streams.improveConsumer, ack_policy: AckPolicy.Explicit, ack_wait: nanos(TASK_ACK_WAIT_MS), max_deliver: IMPROVE_MAX_DELIVER });
+  await upsertConsumer(jsm, Streams.improve, {
+    durable_name: Streams.improveConsumer,
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: nanos(TASK_ACK_WAIT_MS),
+    max_deliver: IMPROVE_MAX_DELIVER,
+  });
 }
 
 /** Opens (creating when missing) the KV bucket of improvement runs. */
@@ -56,10 +70,17 @@ export async function openImproveStates(nc: NatsConnection, opts: StreamOptions 
  * @throws LoopsmithError `bad_request` when the request fails its schema (nothing is sent);
  *   `permission_denied` when this NATS user may not submit runs
  */
-export async function submitImprove(nc: NatsConnection, input: ImproveRequestInput, owner: string = DEFAULT_OWNER): Promise<Submitted> {
+export async function submitImprove(
+  nc: NatsConnection,
+  input: ImproveRequestInput,
+  owner: string = DEFAULT_OWNER,
+): Promise<Submitted> {
   const parsed = ImproveRequest.safeParse(input);
   if (!parsed.success) {
-    throw new LoopsmithError("bad_request", `the improvement run is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+    throw new LoopsmithError(
+      "bad_request",
+      `the improvement run is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+    );
   }
   const ack = await jetstream(nc)
     .publish(improveSubmitSubject(owner), JSON.stringify(parsed.data), { msgID: `${owner}:${parsed.data.runId}` })

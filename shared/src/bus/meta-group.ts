@@ -45,7 +45,11 @@ async function viewOf(url: string, timeoutMs: number): Promise<MetaNodeView> {
   const base = url.replace(/\/+$/, "");
   try {
     const [varz, jsz] = await Promise.all([getJson(`${base}/varz`, timeoutMs), getJson(`${base}/jsz`, timeoutMs)]);
-    const meta = (jsz.meta_cluster ?? {}) as { leader?: string; cluster_size?: number; replicas?: Array<{ name?: string }> };
+    const meta = (jsz.meta_cluster ?? {}) as {
+      leader?: string;
+      cluster_size?: number;
+      replicas?: Array<{ name?: string }>;
+    };
     return {
       url,
       name: typeof varz.server_name === "string" ? varz.server_name : undefined,

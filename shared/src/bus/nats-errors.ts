@@ -3,7 +3,15 @@
  * the snapshot store, the conductor): a failure that passes (a restart, a reconnect) and a
  * refusal by the user's permissions.
  */
-import { ClosedConnectionError, ConnectionError, DrainingConnectionError, NoRespondersError, PermissionViolationError, RequestError, TimeoutError } from "@nats-io/transport-node";
+import {
+  ClosedConnectionError,
+  ConnectionError,
+  DrainingConnectionError,
+  NoRespondersError,
+  PermissionViolationError,
+  RequestError,
+  TimeoutError,
+} from "@nats-io/transport-node";
 import { JetStreamApiError } from "@nats-io/jetstream";
 import { LoopsmithError } from "../runtime/errors.js";
 
@@ -18,7 +26,12 @@ export function isTransientNatsError(err: unknown): boolean {
   const cause = err instanceof RequestError ? (err.cause ?? err) : err;
   if (err instanceof RequestError && err.isNoResponders()) return true;
   if ([cause, err].some((e) => e instanceof TimeoutError || e instanceof NoRespondersError)) return true;
-  if (cause instanceof ClosedConnectionError || cause instanceof DrainingConnectionError || cause instanceof ConnectionError) return true;
+  if (
+    cause instanceof ClosedConnectionError ||
+    cause instanceof DrainingConnectionError ||
+    cause instanceof ConnectionError
+  )
+    return true;
   return err instanceof JetStreamApiError && err.status === 503;
 }
 
@@ -33,5 +46,9 @@ export function permissionDenied(err: unknown): LoopsmithError | undefined {
   for (let depth = 0; pv && !(pv instanceof PermissionViolationError) && depth < 5; depth++) pv = (pv as Error).cause;
   if (!(pv instanceof PermissionViolationError)) return undefined;
   const what = pv.operation === "subscription" ? "subscribe on" : "publish to";
-  return new LoopsmithError("permission_denied", `NATS does not let this user ${what} ${pv.subject}${pv.queue ? ` (queue ${pv.queue})` : ""}: its permissions forbid it`, { cause: err, retryable: false });
+  return new LoopsmithError(
+    "permission_denied",
+    `NATS does not let this user ${what} ${pv.subject}${pv.queue ? ` (queue ${pv.queue})` : ""}: its permissions forbid it`,
+    { cause: err, retryable: false },
+  );
 }

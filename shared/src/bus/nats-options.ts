@@ -6,7 +6,12 @@
  * `NATS_CA`, `NATS_CERT`, `NATS_KEY` for TLS).
  */
 import { readFileSync } from "node:fs";
-import { AuthorizationError, UserAuthenticationExpiredError, credsAuthenticator, type ConnectionOptions } from "@nats-io/transport-node";
+import {
+  AuthorizationError,
+  UserAuthenticationExpiredError,
+  credsAuthenticator,
+  type ConnectionOptions,
+} from "@nats-io/transport-node";
 import type { Config } from "../runtime/config.js";
 import { LoopsmithError } from "../runtime/errors.js";
 import { maskUrl } from "../runtime/mask.js";
@@ -17,7 +22,10 @@ import { maskUrl } from "../runtime/mask.js";
  * (it does not split a string itself). A client that loses its server moves to another.
  */
 export function natsServers(url: string): string[] {
-  return url.split(",").map((u) => u.trim()).filter(Boolean);
+  return url
+    .split(",")
+    .map((u) => u.trim())
+    .filter(Boolean);
 }
 
 /**
@@ -36,13 +44,21 @@ export function natsConnectOptions(config: Pick<Config, "nats">): Partial<Connec
     try {
       creds = new Uint8Array(readFileSync(n.credsFile));
     } catch (err) {
-      throw new LoopsmithError("config_invalid", `cannot read the NATS credentials file ${n.credsFile} (NATS_CREDS): ${(err as Error).message}`, { cause: err });
+      throw new LoopsmithError(
+        "config_invalid",
+        `cannot read the NATS credentials file ${n.credsFile} (NATS_CREDS): ${(err as Error).message}`,
+        { cause: err },
+      );
     }
     out.authenticator = credsAuthenticator(creds);
   }
   const tls = n.tls;
   if (tls.caFile || tls.certFile || tls.keyFile) {
-    out.tls = { ...(tls.caFile ? { caFile: tls.caFile } : {}), ...(tls.certFile ? { certFile: tls.certFile } : {}), ...(tls.keyFile ? { keyFile: tls.keyFile } : {}) };
+    out.tls = {
+      ...(tls.caFile ? { caFile: tls.caFile } : {}),
+      ...(tls.certFile ? { certFile: tls.certFile } : {}),
+      ...(tls.keyFile ? { keyFile: tls.keyFile } : {}),
+    };
   }
   return out;
 }
@@ -67,7 +83,12 @@ export function natsIdentity(config: Pick<Config, "nats" | "natsUrl">): string {
  * `config_invalid`, naming the identity (never the secret); undefined for any other failure.
  */
 export function natsRefusal(err: unknown, url: string, identity: string): LoopsmithError | undefined {
-  const refused = (e: unknown): boolean => e instanceof AuthorizationError || e instanceof UserAuthenticationExpiredError;
+  const refused = (e: unknown): boolean =>
+    e instanceof AuthorizationError || e instanceof UserAuthenticationExpiredError;
   if (!refused(err) && !(err instanceof Error && refused(err.cause))) return undefined;
-  return new LoopsmithError("config_invalid", `NATS at ${maskUrl(url)} refused ${identity} (authorization violation): set NATS_USER and NATS_PASSWORD, NATS_TOKEN or NATS_CREDS`, { cause: err, retryable: false });
+  return new LoopsmithError(
+    "config_invalid",
+    `NATS at ${maskUrl(url)} refused ${identity} (authorization violation): set NATS_USER and NATS_PASSWORD, NATS_TOKEN or NATS_CREDS`,
+    { cause: err, retryable: false },
+  );
 }

@@ -1,6 +1,14 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { NATS_ROLES, checkClientNames, clientPermission, inboxPrefixOf, natsPermissions, passwordVariable, renderNatsServerConfig } from "./nats-permissions.js";
+import {
+  NATS_ROLES,
+  checkClientNames,
+  clientPermission,
+  inboxPrefixOf,
+  natsPermissions,
+  passwordVariable,
+  renderNatsServerConfig,
+} from "./nats-permissions.js";
 import { assetPath } from "../runtime/assets.js";
 import { CHECKPOINT_BLOBS_BUCKET, differingSettings } from "./streams.js";
 import { natsServers } from "./nats-options.js";
@@ -21,12 +29,16 @@ describe("the NATS permission matrix", () => {
       const endpoints = p.subscribe.filter((s) => /^loopsmith\.(architect|builder|reviewer|executor|memory)\./.test(s));
       expect(endpoints, role).toEqual(role === "client" ? [] : [`loopsmith.${role}.>`]);
       // Replies: only its own inbox, never another user's or the shared default.
-      expect(p.subscribe.filter((s) => s.startsWith("_INBOX")), role).toEqual([`${inboxPrefixOf(role)}.>`]);
+      expect(
+        p.subscribe.filter((s) => s.startsWith("_INBOX")),
+        role,
+      ).toEqual([`${inboxPrefixOf(role)}.>`]);
     }
   });
 
   it("gives the JetStream management API to the admin alone (but the architect's purge of its own checkpoint blobs); a client creates no consumer at all", () => {
-    const management = /^\$JS\.API\.(STREAM\.(CREATE|UPDATE|DELETE|PURGE|MSG\.DELETE)|CONSUMER\.DURABLE\.CREATE|ACCOUNT)|^>$|^\$JS\.API\.>$/;
+    const management =
+      /^\$JS\.API\.(STREAM\.(CREATE|UPDATE|DELETE|PURGE|MSG\.DELETE)|CONSUMER\.DURABLE\.CREATE|ACCOUNT)|^>$|^\$JS\.API\.>$/;
     for (const role of NATS_ROLES) {
       const allowed = perms[role].publish.filter((s) => management.test(s));
       if (role === "admin") expect(allowed).toEqual([">"]);
@@ -34,7 +46,10 @@ describe("the NATS permission matrix", () => {
       else if (role === "architect") expect(allowed).toEqual([`$JS.API.STREAM.PURGE.OBJ_${CHECKPOINT_BLOBS_BUCKET}`]);
       else expect(allowed, role).toEqual([]);
       // No consumer on the work queues but the architect's own durable ones (which it may not create).
-      expect(perms[role].publish.filter((s) => /CONSUMER\.CREATE\.LOOPSMITH_(TASKS|IMPROVE)/.test(s)), role).toEqual([]);
+      expect(
+        perms[role].publish.filter((s) => /CONSUMER\.CREATE\.LOOPSMITH_(TASKS|IMPROVE)/.test(s)),
+        role,
+      ).toEqual([]);
     }
     // A push consumer's delivery subject is not checked against its creator's rights, and a
     // consumer or a read by sequence would show other owners' events: clients get neither.
@@ -46,7 +61,8 @@ describe("the NATS permission matrix", () => {
     const alice = clientPermission("alice");
     const owned = [...alice.publish, ...alice.subscribe].filter((s) => /^loopsmith\.|^_INBOX/.test(s));
     expect(owned.length).toBeGreaterThan(10);
-    for (const subject of owned) expect(subject.split(".").includes("alice") || subject.startsWith("_INBOX_alice."), subject).toBe(true);
+    for (const subject of owned)
+      expect(subject.split(".").includes("alice") || subject.startsWith("_INBOX_alice."), subject).toBe(true);
     expect(alice.subscribe).toEqual(["_INBOX_alice.>", "loopsmith.events.alice.>", "loopsmith.rejects.*.alice"]);
     expect(() => clientPermission("a.b")).toThrow(/owner/);
     expect(() => checkClientNames(["alice", "admin"])).toThrow(/role's name/);
@@ -65,8 +81,18 @@ describe("the NATS permission matrix", () => {
 
 describe("differingSettings", () => {
   it("names the settings whose values differ, ignoring what the server adds", () => {
-    expect(differingSettings({ name: "S", subjects: ["a.>"], max_age: 5 }, { name: "S", subjects: ["a.>"], max_age: 5, num_replicas: 1 })).toEqual([]);
-    expect(differingSettings({ name: "S", subjects: ["a.>", "b"], max_age: 5 }, { name: "S", subjects: ["a.>"], max_age: 6 })).toEqual(["subjects", "max_age"]);
+    expect(
+      differingSettings(
+        { name: "S", subjects: ["a.>"], max_age: 5 },
+        { name: "S", subjects: ["a.>"], max_age: 5, num_replicas: 1 },
+      ),
+    ).toEqual([]);
+    expect(
+      differingSettings(
+        { name: "S", subjects: ["a.>", "b"], max_age: 5 },
+        { name: "S", subjects: ["a.>"], max_age: 6 },
+      ),
+    ).toEqual(["subjects", "max_age"]);
   });
 
   it("raises replicas but never lowers them: more than wanted is not a difference", () => {
@@ -78,9 +104,13 @@ describe("differingSettings", () => {
 
 describe("renderNatsServerConfig for a cluster", () => {
   it("adds the node's name from its environment and the routes, and keeps the users", () => {
-    const text = renderNatsServerConfig({ cluster: { name: "loopsmith", routes: ["nats-route://nats-1:6222", "nats-route://nats-2:6222"] } });
+    const text = renderNatsServerConfig({
+      cluster: { name: "loopsmith", routes: ["nats-route://nats-1:6222", "nats-route://nats-2:6222"] },
+    });
     expect(text).toContain("server_name: $NATS_SERVER_NAME");
-    expect(text).toMatch(/cluster \{\n {2}name: "loopsmith"\n {2}listen: "0\.0\.0\.0:6222"\n {2}routes: \["nats-route:\/\/nats-1:6222", "nats-route:\/\/nats-2:6222"\]\n\}/);
+    expect(text).toMatch(
+      /cluster \{\n {2}name: "loopsmith"\n {2}listen: "0\.0\.0\.0:6222"\n {2}routes: \["nats-route:\/\/nats-1:6222", "nats-route:\/\/nats-2:6222"\]\n\}/,
+    );
     for (const role of NATS_ROLES) expect(text).toContain(`password: $${passwordVariable(role)}`);
     // The single-server file has neither.
     expect(renderNatsServerConfig()).not.toMatch(/server_name|cluster \{/);
@@ -93,7 +123,11 @@ describe("renderNatsServerConfig for a cluster", () => {
 
 describe("natsServers", () => {
   it("splits a cluster's URLs on commas, one URL stays one", () => {
-    expect(natsServers("nats://a:4222, nats://b:4222,nats://c:4222")).toEqual(["nats://a:4222", "nats://b:4222", "nats://c:4222"]);
+    expect(natsServers("nats://a:4222, nats://b:4222,nats://c:4222")).toEqual([
+      "nats://a:4222",
+      "nats://b:4222",
+      "nats://c:4222",
+    ]);
     expect(natsServers("nats://user:pw@a:4222")).toEqual(["nats://user:pw@a:4222"]);
     expect(natsServers(" , ")).toEqual([]);
   });

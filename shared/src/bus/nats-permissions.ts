@@ -26,7 +26,16 @@
  */
 import { snapshotBucket } from "./snapshot.js";
 import { CHECKPOINT_BLOBS_BUCKET } from "./streams.js";
-import { BEATS_PREFIX, DEFAULT_OWNER, ServiceNames, Streams, Subjects, SUBJECT_PREFIX, checkOwner, type ServiceName } from "./subjects.js";
+import {
+  BEATS_PREFIX,
+  DEFAULT_OWNER,
+  ServiceNames,
+  Streams,
+  Subjects,
+  SUBJECT_PREFIX,
+  checkOwner,
+  type ServiceName,
+} from "./subjects.js";
 
 /** The NATS users of a loopsmith deployment: one per service, `client` and `admin`. */
 export const NATS_ROLES = ["architect", "builder", "reviewer", "executor", "memory", "client", "admin"] as const;
@@ -70,7 +79,12 @@ function readStream(stream: string): string[] {
 
 /** Taking work from a durable pull consumer an admin created: info, pulls, acks. */
 function consume(stream: string, consumer: string): string[] {
-  return [`${API}.STREAM.INFO.${stream}`, `${API}.CONSUMER.INFO.${stream}.${consumer}`, `${API}.CONSUMER.MSG.NEXT.${stream}.${consumer}`, `$JS.ACK.${stream}.${consumer}.>`];
+  return [
+    `${API}.STREAM.INFO.${stream}`,
+    `${API}.CONSUMER.INFO.${stream}.${consumer}`,
+    `${API}.CONSUMER.MSG.NEXT.${stream}.${consumer}`,
+    `$JS.ACK.${stream}.${consumer}.>`,
+  ];
 }
 
 /** Reading and writing a KV bucket's keys. */
@@ -87,7 +101,15 @@ function serviceBase(role: ServiceName): NatsPermission {
     // meant for another (the health of the executor is the executor's). The verbs are
     // literal: an allowed `$SRV.*` would also let a subscription on `$SRV.>` through (the
     // server matches the subscription's `>` token against the `*`).
-    subscribe: [`${SUBJECT_PREFIX}.${role}.>`, "$SRV.PING", "$SRV.INFO", "$SRV.STATS", `$SRV.*.${name}`, `$SRV.*.${name}.*`, `${inboxPrefixOf(role)}.>`],
+    subscribe: [
+      `${SUBJECT_PREFIX}.${role}.>`,
+      "$SRV.PING",
+      "$SRV.INFO",
+      "$SRV.STATS",
+      `$SRV.*.${name}`,
+      `$SRV.*.${name}.*`,
+      `${inboxPrefixOf(role)}.>`,
+    ],
     respond: true,
   };
 }
@@ -95,7 +117,13 @@ function serviceBase(role: ServiceName): NatsPermission {
 /** Reading one object's metadata and putting objects (no consumers: a put needs none). */
 function putObjects(bucket: string): string[] {
   const stream = objStream(bucket);
-  return [`${API}.STREAM.INFO.${stream}`, `${API}.STREAM.MSG.GET.${stream}`, `${API}.DIRECT.GET.${stream}`, `${API}.DIRECT.GET.${stream}.>`, `$O.${bucket}.>`];
+  return [
+    `${API}.STREAM.INFO.${stream}`,
+    `${API}.STREAM.MSG.GET.${stream}`,
+    `${API}.DIRECT.GET.${stream}`,
+    `${API}.DIRECT.GET.${stream}.>`,
+    `$O.${bucket}.>`,
+  ];
 }
 
 /**
@@ -149,7 +177,11 @@ export function clientPermission(owner: string): NatsPermission {
       `${API}.CONSUMER.INFO.${Streams.improve}.${Streams.improveConsumer}`,
       ...putObjects(snapshotBucket(owner)),
     ],
-    subscribe: [`${inboxPrefixOf(owner)}.>`, `${SUBJECT_PREFIX}.events.${owner}.>`, `${SUBJECT_PREFIX}.rejects.*.${owner}`],
+    subscribe: [
+      `${inboxPrefixOf(owner)}.>`,
+      `${SUBJECT_PREFIX}.events.${owner}.>`,
+      `${SUBJECT_PREFIX}.rejects.*.${owner}`,
+    ],
     respond: false,
   };
 }
@@ -225,9 +257,11 @@ export function checkClientNames(names: readonly string[]): string[] {
   const seen = new Set<string>();
   for (const name of names) {
     checkOwner(name);
-    if ((NATS_ROLES as readonly string[]).includes(name)) throw new Error(`the client name "${name}" is a role's name: choose another`);
+    if ((NATS_ROLES as readonly string[]).includes(name))
+      throw new Error(`the client name "${name}" is a role's name: choose another`);
     const key = clientPasswordVariable(name);
-    if (seen.has(key)) throw new Error(`the client name "${name}" is given twice (names differ in case or "-"/"_" only)`);
+    if (seen.has(key))
+      throw new Error(`the client name "${name}" is given twice (names differ in case or "-"/"_" only)`);
     seen.add(key);
   }
   return [...names];
@@ -264,7 +298,10 @@ export interface NatsServerConfigOptions {
  * `deploy/compose.cluster.yml` (`nats`, `nats-2`, `nats-3`), routes on port 6222.
  */
 export const CLUSTER_CONF: NatsServerConfigOptions = {
-  cluster: { name: "loopsmith", routes: ["nats-route://nats:6222", "nats-route://nats-2:6222", "nats-route://nats-3:6222"] },
+  cluster: {
+    name: "loopsmith",
+    routes: ["nats-route://nats:6222", "nats-route://nats-2:6222", "nats-route://nats-3:6222"],
+  },
 };
 
 /**
@@ -290,7 +327,9 @@ export function renderNatsServerConfig(opts: NatsServerConfigOptions = {}): stri
     ].join("\n");
   const users = [
     ...NATS_ROLES.map((role) => user(role, passwordVariable(role), perms[role], role === "admin")),
-    ...checkClientNames(opts.clients ?? []).map((name) => user(name, clientPasswordVariable(name), clientPermission(name))),
+    ...checkClientNames(opts.clients ?? []).map((name) =>
+      user(name, clientPasswordVariable(name), clientPermission(name)),
+    ),
   ];
   const httpPort = opts.httpPort ?? 8222;
   const tls = opts.tls
@@ -336,4 +375,3 @@ export function renderNatsServerConfig(opts: NatsServerConfigOptions = {}): stri
     "",
   ].join("\n");
 }
-

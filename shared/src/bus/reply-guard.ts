@@ -29,7 +29,10 @@ export function repliesToInboxesOnly(nc: NatsConnection, log: Logger): NatsConne
             ...opts,
             callback: (err, msg) => {
               if (!err && msg.reply && !isInboxSubject(msg.reply)) {
-                log.warn({ code: "permission_denied", subject: msg.subject, reply: msg.reply.slice(0, 200) }, "request dropped: its reply subject is not an inbox, and a service answers only to inboxes");
+                log.warn(
+                  { code: "permission_denied", subject: msg.subject, reply: msg.reply.slice(0, 200) },
+                  "request dropped: its reply subject is not an inbox, and a service answers only to inboxes",
+                );
                 return;
               }
               return callback(err, msg);

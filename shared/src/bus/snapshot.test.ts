@@ -7,13 +7,16 @@ import { pack } from "tar-stream";
 import { extractTar } from "./snapshot.js";
 
 /** A tar of `members` (name, body or link target, mode, type). */
-async function tarOf(members: { name: string; body?: string; mode?: number; type?: "file" | "directory" | "symlink"; linkname?: string }[]): Promise<Buffer> {
+async function tarOf(
+  members: { name: string; body?: string; mode?: number; type?: "file" | "directory" | "symlink"; linkname?: string }[],
+): Promise<Buffer> {
   const p = pack();
   const chunks: Buffer[] = [];
   const done = (async () => {
     for await (const c of p) chunks.push(c as Buffer);
   })();
-  for (const m of members) p.entry({ name: m.name, type: m.type ?? "file", mode: m.mode, linkname: m.linkname }, m.body ?? "");
+  for (const m of members)
+    p.entry({ name: m.name, type: m.type ?? "file", mode: m.mode, linkname: m.linkname }, m.body ?? "");
   p.finalize();
   await done;
   return Buffer.concat(chunks);
@@ -48,7 +51,10 @@ describe("extractTar", () => {
   it("throws bad_request for bytes that are not a tar archive", async () => {
     const root = await mkdtemp(join(tmpdir(), "snapshot-test-"));
     try {
-      await expect(extractTar(Buffer.from("not a tar ".repeat(100)), join(root, "t"))).rejects.toMatchObject({ code: "bad_request", message: expect.stringContaining("not a readable tar archive") });
+      await expect(extractTar(Buffer.from("not a tar ".repeat(100)), join(root, "t"))).rejects.toMatchObject({
+        code: "bad_request",
+        message: expect.stringContaining("not a readable tar archive"),
+      });
     } finally {
       await rm(root, { recursive: true, force: true });
     }

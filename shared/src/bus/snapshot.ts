@@ -41,7 +41,11 @@ export const MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024;
  * @throws LoopsmithError `permission_denied` when it is missing and this user may not create it
  *   (the message names `loopsmith bus setup --client <owner>`)
  */
-export async function openSnapshots(nc: NatsConnection, owner: string = DEFAULT_OWNER, opts: StreamOptions = {}): Promise<ObjectStore> {
+export async function openSnapshots(
+  nc: NatsConnection,
+  owner: string = DEFAULT_OWNER,
+  opts: StreamOptions = {},
+): Promise<ObjectStore> {
   const objm = new Objm(nc);
   const bucket = snapshotBucket(owner);
   const replicas = opts.replicas ?? 1;
@@ -53,12 +57,21 @@ export async function openSnapshots(nc: NatsConnection, owner: string = DEFAULT_
   } catch (openErr) {
     if (openErr instanceof LoopsmithError) throw openErr;
     try {
-      return await objm.create(bucket, { storage: StorageType.File, ttl: nanos(SNAPSHOT_TTL_MS), replicas, description: `loopsmith repository snapshots of ${owner} (tar of a commit's tracked files)` });
+      return await objm.create(bucket, {
+        storage: StorageType.File,
+        ttl: nanos(SNAPSHOT_TTL_MS),
+        replicas,
+        description: `loopsmith repository snapshots of ${owner} (tar of a commit's tracked files)`,
+      });
     } catch (err) {
       const refused = permissionDenied(err);
       if (!refused) throw err;
       const setup = owner === DEFAULT_OWNER ? "loopsmith bus setup" : `loopsmith bus setup --client ${owner}`;
-      throw new LoopsmithError("permission_denied", `the snapshot store ${bucket} is missing, and this NATS user may not create it: run \`${setup}\` with the admin user's credentials (${refused.message})`, { cause: err, retryable: false });
+      throw new LoopsmithError(
+        "permission_denied",
+        `the snapshot store ${bucket} is missing, and this NATS user may not create it: run \`${setup}\` with the admin user's credentials (${refused.message})`,
+        { cause: err, retryable: false },
+      );
     }
   }
 }
@@ -70,9 +83,17 @@ export async function openSnapshots(nc: NatsConnection, owner: string = DEFAULT_
  * @throws LoopsmithError `bad_request` over {@link MAX_SNAPSHOT_BYTES}; `permission_denied` when
  *   this NATS user may not put objects; `unavailable` when the store fails
  */
-export async function putSnapshot(nc: NatsConnection, name: string, tar: Uint8Array, owner: string = DEFAULT_OWNER): Promise<boolean> {
+export async function putSnapshot(
+  nc: NatsConnection,
+  name: string,
+  tar: Uint8Array,
+  owner: string = DEFAULT_OWNER,
+): Promise<boolean> {
   if (tar.byteLength > MAX_SNAPSHOT_BYTES) {
-    throw new LoopsmithError("bad_request", `the repository snapshot is ${Math.round(tar.byteLength / 1048576)} MiB, over the ${MAX_SNAPSHOT_BYTES / 1048576} MiB limit`);
+    throw new LoopsmithError(
+      "bad_request",
+      `the repository snapshot is ${Math.round(tar.byteLength / 1048576)} MiB, over the ${MAX_SNAPSHOT_BYTES / 1048576} MiB limit`,
+    );
   }
   try {
     const os = await openSnapshots(nc, owner);
@@ -82,7 +103,12 @@ export async function putSnapshot(nc: NatsConnection, name: string, tar: Uint8Ar
     return true;
   } catch (err) {
     if (err instanceof LoopsmithError) throw err;
-    throw permissionDenied(err) ?? new LoopsmithError("unavailable", `cannot store the repository snapshot ${name}: ${(err as Error).message}`, { cause: err });
+    throw (
+      permissionDenied(err) ??
+      new LoopsmithError("unavailable", `cannot store the repository snapshot ${name}: ${(err as Error).message}`, {
+        cause: err,
+      })
+    );
   }
 }
 
@@ -91,15 +117,28 @@ export async function putSnapshot(nc: NatsConnection, name: string, tar: Uint8Ar
  * @throws LoopsmithError `not_found` when the store has no such object (expired or never put);
  *   `unavailable` when the store fails
  */
-export async function getSnapshot(nc: NatsConnection, name: string, owner: string = DEFAULT_OWNER): Promise<Uint8Array> {
+export async function getSnapshot(
+  nc: NatsConnection,
+  name: string,
+  owner: string = DEFAULT_OWNER,
+): Promise<Uint8Array> {
   let data: Uint8Array | null;
   try {
     data = await (await openSnapshots(nc, owner)).getBlob(name);
   } catch (err) {
     if (err instanceof LoopsmithError) throw err;
-    throw permissionDenied(err) ?? new LoopsmithError("unavailable", `cannot read the repository snapshot ${name}: ${(err as Error).message}`, { cause: err });
+    throw (
+      permissionDenied(err) ??
+      new LoopsmithError("unavailable", `cannot read the repository snapshot ${name}: ${(err as Error).message}`, {
+        cause: err,
+      })
+    );
   }
-  if (!data) throw new LoopsmithError("not_found", `the repository snapshot ${name} is not in the ${snapshotBucket(owner)} store (expired after 7 days, or never uploaded): submit the task again from the repository`);
+  if (!data)
+    throw new LoopsmithError(
+      "not_found",
+      `the repository snapshot ${name} is not in the ${snapshotBucket(owner)} store (expired after 7 days, or never uploaded): submit the task again from the repository`,
+    );
   return data;
 }
 
@@ -149,7 +188,11 @@ export async function extractTar(tar: Uint8Array, dir: string): Promise<Extracte
       { select: (m) => kept.has(m.type) && !inGit(m.path) },
     );
   } catch (err) {
-    throw new LoopsmithError("bad_request", `the repository snapshot is not a readable tar archive: ${(err as Error).message}`, { cause: err });
+    throw new LoopsmithError(
+      "bad_request",
+      `the repository snapshot is not a readable tar archive: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
   out.files.sort();
   out.symlinks.sort();
@@ -165,13 +208,24 @@ const inFlight = new Map<string, Promise<string>>();
  * @returns the directory
  * @throws LoopsmithError as {@link getSnapshot} and {@link extractTar}
  */
-export async function materializeSnapshot(nc: NatsConnection, name: string, cacheDir: string, owner: string = DEFAULT_OWNER): Promise<string> {
+export async function materializeSnapshot(
+  nc: NatsConnection,
+  name: string,
+  cacheDir: string,
+  owner: string = DEFAULT_OWNER,
+): Promise<string> {
   // One folder per owner: a tree extracted from one owner's store never serves another's.
   const dir = join(cacheDir, checkOwner(owner), name.replace(/\.tar$/, ""));
   const existing = inFlight.get(dir);
   if (existing) return existing;
   const work = (async () => {
-    if (await stat(dir).then(() => true, () => false)) return dir;
+    if (
+      await stat(dir).then(
+        () => true,
+        () => false,
+      )
+    )
+      return dir;
     await mkdir(dirname(dir), { recursive: true });
     const tmp = await mkdtemp(join(dirname(dir), ".partial-"));
     try {

@@ -23,7 +23,15 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import { LoopsmithError } from "../runtime/errors.js";
 import { permissionDenied } from "./nats-errors.js";
-import { DEFAULT_OWNER, Streams, Subjects, eventsSubject, ownerOfSubject, rejectsSubject, tasksSubmitSubject } from "./subjects.js";
+import {
+  DEFAULT_OWNER,
+  Streams,
+  Subjects,
+  eventsSubject,
+  ownerOfSubject,
+  rejectsSubject,
+  tasksSubmitSubject,
+} from "./subjects.js";
 
 /** Redeliveries of a task message before the conductor gives up on it. */
 export const TASK_MAX_DELIVER = 10;
@@ -115,7 +123,15 @@ export function differingSettings(wanted: object, actual: object): string[] {
   const have = actual as Record<string, unknown>;
   return Object.entries(wanted)
     .filter(([key, value]) => value !== undefined && JSON.stringify(value) !== JSON.stringify(have[key]))
-    .filter(([key, value]) => !(key === "num_replicas" && typeof value === "number" && typeof have[key] === "number" && (have[key] as number) >= value))
+    .filter(
+      ([key, value]) =>
+        !(
+          key === "num_replicas" &&
+          typeof value === "number" &&
+          typeof have[key] === "number" &&
+          (have[key] as number) >= value
+        ),
+    )
     .map(([key]) => key);
 }
 
@@ -129,7 +145,10 @@ export async function ensureReplicas(jsm: Jsm, stream: string, replicas: number)
   if (replicas <= 1) return;
   const info = await manage(`the stream ${stream} cannot be read`, () => jsm.streams.info(stream));
   if ((info.config.num_replicas ?? 1) >= replicas) return;
-  await manage(`the stream ${stream} has ${info.config.num_replicas ?? 1} replica(s), not ${replicas} (num_replicas)`, () => jsm.streams.update(stream, { ...info.config, num_replicas: replicas }));
+  await manage(
+    `the stream ${stream} has ${info.config.num_replicas ?? 1} replica(s), not ${replicas} (num_replicas)`,
+    () => jsm.streams.update(stream, { ...info.config, num_replicas: replicas }),
+  );
 }
 
 /**
@@ -142,7 +161,11 @@ async function manage<T>(what: string, fn: () => Promise<T>): Promise<T> {
   } catch (err) {
     const refused = permissionDenied(err);
     if (!refused) throw err;
-    throw new LoopsmithError("permission_denied", `${what}, and this NATS user may not manage JetStream: run \`loopsmith bus setup\` with the admin user's credentials (${refused.message})`, { cause: err, retryable: false });
+    throw new LoopsmithError(
+      "permission_denied",
+      `${what}, and this NATS user may not manage JetStream: run \`loopsmith bus setup\` with the admin user's credentials (${refused.message})`,
+      { cause: err, retryable: false },
+    );
   }
 }
 
@@ -165,15 +188,21 @@ export async function upsertStream(jsm: Jsm, config: StreamConfig): Promise<void
   // answered "no suitable peers for placement" now and then. Replicas above ours are kept.
   const keep = (actual as { num_replicas?: number }).num_replicas ?? 1;
   const merged = { ...actual, ...config, num_replicas: Math.max(keep, config.num_replicas ?? 1) } as StreamConfig;
-  if (diff.length) await manage(`the stream ${name} has other settings (${diff.join(", ")})`, () => jsm.streams.update(name, merged));
+  if (diff.length)
+    await manage(`the stream ${name} has other settings (${diff.join(", ")})`, () => jsm.streams.update(name, merged));
 }
 
 /** Creates a durable consumer on `stream`, or updates it when it exists with other settings. @throws LoopsmithError `permission_denied` (see {@link ensureStreams}) */
-export async function upsertConsumer(jsm: Jsm, stream: string, consumer: Parameters<Jsm["consumers"]["add"]>[1] & { durable_name: string }): Promise<void> {
+export async function upsertConsumer(
+  jsm: Jsm,
+  stream: string,
+  consumer: Parameters<Jsm["consumers"]["add"]>[1] & { durable_name: string },
+): Promise<void> {
   const name = consumer.durable_name;
   let actual: object;
   try {
-    actual = (await manage(`the consumer ${name} of ${stream} cannot be read`, () => jsm.consumers.info(stream, name))).config;
+    actual = (await manage(`the consumer ${name} of ${stream} cannot be read`, () => jsm.consumers.info(stream, name)))
+      .config;
   } catch (err) {
     if (err instanceof JetStreamApiError && err.status === 404) {
       await manage(`the consumer ${name} of ${stream} is missing`, () => jsm.consumers.add(stream, consumer));
@@ -182,7 +211,10 @@ export async function upsertConsumer(jsm: Jsm, stream: string, consumer: Paramet
     throw err;
   }
   const diff = differingSettings(consumer, actual);
-  if (diff.length) await manage(`the consumer ${name} of ${stream} has other settings (${diff.join(", ")})`, () => jsm.consumers.update(stream, name, consumer));
+  if (diff.length)
+    await manage(`the consumer ${name} of ${stream} has other settings (${diff.join(", ")})`, () =>
+      jsm.consumers.update(stream, name, consumer),
+    );
 }
 
 /**
@@ -190,7 +222,9 @@ export async function upsertConsumer(jsm: Jsm, stream: string, consumer: Paramet
  * @throws LoopsmithError `permission_denied` when it is missing and this user may not create it
  */
 export async function openBucket(nc: NatsConnection, bucket: string, opts: StreamOptions = {}): Promise<KV> {
-  const kv = await manage(`the bucket ${bucket} is missing or cannot be read`, () => new Kvm(nc).create(bucket, { history: 1, replicas: replicasOf(opts) }));
+  const kv = await manage(`the bucket ${bucket} is missing or cannot be read`, () =>
+    new Kvm(nc).create(bucket, { history: 1, replicas: replicasOf(opts) }),
+  );
   await ensureReplicas(await jetstreamManager(nc), `KV_${bucket}`, replicasOf(opts));
   return kv;
 }
@@ -214,7 +248,11 @@ export async function openCheckpointBlobs(nc: NatsConnection, opts: StreamOption
     store = await objm.open(bucket);
   } catch {
     store = await manage(`the object store ${bucket} is missing`, () =>
-      objm.create(bucket, { storage: StorageType.File, replicas: replicasOf(opts), description: "loopsmith checkpoint blobs: the large parts of task and run checkpoints, by sha256" }),
+      objm.create(bucket, {
+        storage: StorageType.File,
+        replicas: replicasOf(opts),
+        description: "loopsmith checkpoint blobs: the large parts of task and run checkpoints, by sha256",
+      }),
     );
   }
   if (replicasOf(opts) > 1) await ensureReplicas(await jetstreamManager(nc), `OBJ_${bucket}`, replicasOf(opts));
@@ -236,10 +274,17 @@ export interface Submitted {
  * @throws LoopsmithError `bad_request` when the task fails its schema (nothing is sent);
  *   `permission_denied` when this NATS user may not submit tasks as `owner`
  */
-export async function submitTask(nc: NatsConnection, input: TaskInput, owner: string = DEFAULT_OWNER): Promise<Submitted> {
+export async function submitTask(
+  nc: NatsConnection,
+  input: TaskInput,
+  owner: string = DEFAULT_OWNER,
+): Promise<Submitted> {
   const parsed = Task.safeParse(input);
   if (!parsed.success) {
-    throw new LoopsmithError("bad_request", `the task is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+    throw new LoopsmithError(
+      "bad_request",
+      `the task is invalid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+    );
   }
   const ack = await jetstream(nc)
     .publish(tasksSubmitSubject(owner), JSON.stringify(parsed.data), { msgID: `${owner}:${parsed.data.taskId}` })
@@ -267,9 +312,16 @@ export async function publishEvent(nc: NatsConnection, event: TaskEvent, owner: 
     const refused = permissionDenied(err);
     if (refused) throw refused;
     if (err instanceof InvalidArgumentError) {
-      throw new LoopsmithError("bad_request", `an event of task ${event.taskId} cannot be sent: ${err.message}`, { cause: err, retryable: false });
+      throw new LoopsmithError("bad_request", `an event of task ${event.taskId} cannot be sent: ${err.message}`, {
+        cause: err,
+        retryable: false,
+      });
     }
-    throw new LoopsmithError("unavailable", `an event of task ${event.taskId} could not be published: ${(err as Error)?.message ?? err}`, { cause: err, retryable: true });
+    throw new LoopsmithError(
+      "unavailable",
+      `an event of task ${event.taskId} could not be published: ${(err as Error)?.message ?? err}`,
+      { cause: err, retryable: true },
+    );
   }
 }
 
@@ -297,7 +349,12 @@ export async function lastEventSeq(nc: NatsConnection, owner: string, taskId: st
  * services, which may create consumers on the events stream. Clients use `watchEvents`
  * (`watch.ts`). Events that fail their schema are skipped.
  */
-export async function* followEvents(nc: NatsConnection, owner: string, taskId: string, signal?: AbortSignal): AsyncGenerator<TaskEvent> {
+export async function* followEvents(
+  nc: NatsConnection,
+  owner: string,
+  taskId: string,
+  signal?: AbortSignal,
+): AsyncGenerator<TaskEvent> {
   const consumer = await jetstream(nc).consumers.get(Streams.events, {
     filter_subjects: [eventsSubject(owner, taskId)],
     deliver_policy: DeliverPolicy.All,
@@ -333,8 +390,15 @@ export interface IntakeMessage {
  * @param schemaError - what the schema found (ignored when the data is not JSON at all)
  * @returns the notice published (also when publishing failed: that is logged, never thrown)
  */
-export function rejectIntakeMessage(nc: NatsConnection, intake: "tasks" | "improve", msg: IntakeMessage, schemaError: z.ZodError, log: Logger): RejectNotice {
-  const owner = ownerOfSubject(msg.subject, intake === "tasks" ? Subjects.tasksSubmit : Subjects.improveSubmit) ?? DEFAULT_OWNER;
+export function rejectIntakeMessage(
+  nc: NatsConnection,
+  intake: "tasks" | "improve",
+  msg: IntakeMessage,
+  schemaError: z.ZodError,
+  log: Logger,
+): RejectNotice {
+  const owner =
+    ownerOfSubject(msg.subject, intake === "tasks" ? Subjects.tasksSubmit : Subjects.improveSubmit) ?? DEFAULT_OWNER;
   let taskId: string | undefined;
   let problems: string;
   try {
@@ -351,10 +415,17 @@ export function rejectIntakeMessage(nc: NatsConnection, intake: "tasks" | "impro
     ...(msg.info ? { streamSeq: msg.info.streamSequence } : {}),
     ...(taskId !== undefined ? { taskId } : {}),
     at: new Date().toISOString(),
-    error: { code: "bad_request", message: `the message on ${msg.subject} is not a valid ${intake === "tasks" ? "task" : "improvement run"}: ${problems.slice(0, 2_000)}`, retryable: false },
+    error: {
+      code: "bad_request",
+      message: `the message on ${msg.subject} is not a valid ${intake === "tasks" ? "task" : "improvement run"}: ${problems.slice(0, 2_000)}`,
+      retryable: false,
+    },
     bytes: msg.data.length,
   };
-  log.error({ subject: msg.subject, streamSeq: notice.streamSeq, taskId, owner, bytes: notice.bytes, problems }, "intake message rejected: it fails its schema");
+  log.error(
+    { subject: msg.subject, streamSeq: notice.streamSeq, taskId, owner, bytes: notice.bytes, problems },
+    "intake message rejected: it fails its schema",
+  );
   try {
     nc.publish(rejectsSubject(intake, owner), JSON.stringify(notice));
   } catch (err) {

@@ -69,7 +69,8 @@ export function ownerOfTask(task: { owner?: string | undefined }): string {
  * @throws Error naming the rule when `owner` is not one subject token of {@link OWNER_PATTERN}
  */
 export function checkOwner(owner: string): string {
-  if (!OWNER_PATTERN.test(owner)) throw new Error(`the owner "${owner}" is not valid: use 1 to 64 letters, digits, "_" or "-"`);
+  if (!OWNER_PATTERN.test(owner))
+    throw new Error(`the owner "${owner}" is not valid: use 1 to 64 letters, digits, "_" or "-"`);
   return owner;
 }
 

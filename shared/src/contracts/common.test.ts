@@ -12,7 +12,14 @@ describe("idempotencyKey", () => {
       fc.property(taskId, fc.nat(10_000), step, fc.nat(50), (t, iteration, s, attempt) => {
         const key = idempotencyKey(t, iteration, s, attempt);
         expect(IdempotencyKey.safeParse(key).success).toBe(true);
-        const request = ExecutionRequest.safeParse({ v: 1, taskId: t, iteration, idempotencyKey: key, language: "python", files: [{ path: "a.py", content: "" }] });
+        const request = ExecutionRequest.safeParse({
+          v: 1,
+          taskId: t,
+          iteration,
+          idempotencyKey: key,
+          language: "python",
+          files: [{ path: "a.py", content: "" }],
+        });
         expect(request.success).toBe(true);
       }),
     );
@@ -32,7 +39,14 @@ describe("idempotencyKey", () => {
   });
 
   it("the contract refuses keys the builder never makes", () => {
-    for (const bad of ["t1/1/execute_retry1x/", "t1/1/", "t1/x/execute", "t1/1/execute.0", "t1/1/execute.-1", "../1/execute"]) {
+    for (const bad of [
+      "t1/1/execute_retry1x/",
+      "t1/1/",
+      "t1/x/execute",
+      "t1/1/execute.0",
+      "t1/1/execute.-1",
+      "../1/execute",
+    ]) {
       expect(IdempotencyKey.safeParse(bad).success, bad).toBe(false);
     }
   });

@@ -11,9 +11,7 @@ export const Language = z.enum(["python", "javascript", "typescript"]);
 export type Language = z.infer<typeof Language>;
 
 /** Task ids: safe in NATS subjects and KV keys (letters, digits, `-`, `_`), 1–64 chars. */
-export const TaskId = z
-  .string()
-  .regex(/^[A-Za-z0-9_-]{1,64}$/, "task ids are 1-64 letters, digits, '-' or '_'");
+export const TaskId = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "task ids are 1-64 letters, digits, '-' or '_'");
 export type TaskId = z.infer<typeof TaskId>;
 
 /** The client a task belongs to (a subject token; see `OWNER_PATTERN` in `subjects.ts`). */
@@ -53,7 +51,12 @@ export const STEP_NAME_PATTERN = /^[a-z][a-z_]*$/;
  * {@link idempotencyKey}; this schema is the same rule, so whatever one side builds the other
  * side accepts.
  */
-export const IdempotencyKey = z.string().regex(/^[A-Za-z0-9_-]{1,64}\/\d+\/[a-z][a-z_]*(\.[1-9]\d*)?$/, "idempotency keys are taskId/iteration/step[.attempt]");
+export const IdempotencyKey = z
+  .string()
+  .regex(
+    /^[A-Za-z0-9_-]{1,64}\/\d+\/[a-z][a-z_]*(\.[1-9]\d*)?$/,
+    "idempotency keys are taskId/iteration/step[.attempt]",
+  );
 export type IdempotencyKey = z.infer<typeof IdempotencyKey>;
 
 /**
@@ -66,8 +69,13 @@ export type IdempotencyKey = z.infer<typeof IdempotencyKey>;
  */
 export function idempotencyKey(taskId: string, iteration: number, step: string, attempt = 0): IdempotencyKey {
   const key = `${taskId}/${iteration}/${step}${attempt > 0 ? `.${attempt}` : ""}`;
-  const ok = Number.isInteger(attempt) && attempt >= 0 && STEP_NAME_PATTERN.test(step) && IdempotencyKey.safeParse(key).success;
-  if (!ok) throw new LoopsmithError("bad_request", `cannot form an idempotency key from task ${JSON.stringify(taskId)}, iteration ${iteration}, step ${JSON.stringify(step)}, attempt ${attempt}`);
+  const ok =
+    Number.isInteger(attempt) && attempt >= 0 && STEP_NAME_PATTERN.test(step) && IdempotencyKey.safeParse(key).success;
+  if (!ok)
+    throw new LoopsmithError(
+      "bad_request",
+      `cannot form an idempotency key from task ${JSON.stringify(taskId)}, iteration ${iteration}, step ${JSON.stringify(step)}, attempt ${attempt}`,
+    );
   return key;
 }
 
@@ -85,7 +93,15 @@ export type Usage = z.infer<typeof Usage>;
 
 /** A zero {@link Usage}. */
 export function emptyUsage(): Usage {
-  return { calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, latencyMs: 0 };
+  return {
+    calls: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    costUsd: 0,
+    latencyMs: 0,
+  };
 }
 
 /** Sum of two {@link Usage} values (a new object). */

@@ -9,7 +9,12 @@ import { z } from "zod";
 import { FileChange, RelativePath, TaskId, Usage } from "./common.js";
 
 /** A subtask's id inside its plan: 1–24 lower-case letters, digits, `-` or `_`, starting with a letter. */
-export const SubtaskId = z.string().regex(/^[a-z][a-z0-9_-]{0,23}$/, "subtask ids are 1-24 lower-case letters, digits, '-' or '_', starting with a letter");
+export const SubtaskId = z
+  .string()
+  .regex(
+    /^[a-z][a-z0-9_-]{0,23}$/,
+    "subtask ids are 1-24 lower-case letters, digits, '-' or '_', starting with a letter",
+  );
 export type SubtaskId = z.infer<typeof SubtaskId>;
 
 /** An interface's name, as subtasks provide and use it (`TodoStore`, `storage.save`, `POST /todos`). */
@@ -90,12 +95,18 @@ export function validateDagPlan(plan: DagPlan): DagPlanProblem[] {
   const problems: DagPlanProblem[] = [];
   const seen = new Set<string>();
   for (const s of plan.subtasks) {
-    if (seen.has(s.id)) problems.push({ kind: "duplicate_id", subtasks: [s.id], message: `two subtasks have the id "${s.id}"` });
+    if (seen.has(s.id))
+      problems.push({ kind: "duplicate_id", subtasks: [s.id], message: `two subtasks have the id "${s.id}"` });
     seen.add(s.id);
   }
   for (const s of plan.subtasks) {
     for (const d of s.dependsOn) {
-      if (!seen.has(d)) problems.push({ kind: "unknown_dependency", subtasks: [s.id, d], message: `subtask "${s.id}" depends on "${d}", which is not in the plan` });
+      if (!seen.has(d))
+        problems.push({
+          kind: "unknown_dependency",
+          subtasks: [s.id, d],
+          message: `subtask "${s.id}" depends on "${d}", which is not in the plan`,
+        });
     }
   }
   const g = dependencyGraph(plan);
@@ -103,37 +114,54 @@ export function validateDagPlan(plan: DagPlan): DagPlanProblem[] {
   for (const cycle of cycles) {
     // findCycles lists a strongly connected component; name it in dependency order.
     const ids = [...cycle].reverse();
-    const path = ids.length === 1 ? `"${ids[0]}" depends on itself` : `${ids.map((id) => `"${id}"`).join(" → ")} → "${ids[0]}" depend on each other`;
+    const path =
+      ids.length === 1
+        ? `"${ids[0]}" depends on itself`
+        : `${ids.map((id) => `"${id}"`).join(" → ")} → "${ids[0]}" depend on each other`;
     problems.push({ kind: "cycle", subtasks: ids, message: `a dependency cycle: ${path}` });
   }
   if (cycles.length || problems.some((p) => p.kind === "duplicate_id")) return problems;
 
   const up = reversed(g);
-  const ancestors = new Map(plan.subtasks.map((s) => [s.id, new Set(alg.preorder(up, s.id).filter((a) => a !== s.id))]));
+  const ancestors = new Map(
+    plan.subtasks.map((s) => [s.id, new Set(alg.preorder(up, s.id).filter((a) => a !== s.id))]),
+  );
   const ordered = (a: string, b: string): boolean => ancestors.get(a)!.has(b) || ancestors.get(b)!.has(a);
 
   const owners = new Map<string, string[]>();
   for (const s of plan.subtasks) {
-    for (const path of new Set([...s.files, ...s.acceptanceTests.map((t) => t.path)])) owners.set(path, [...(owners.get(path) ?? []), s.id]);
+    for (const path of new Set([...s.files, ...s.acceptanceTests.map((t) => t.path)]))
+      owners.set(path, [...(owners.get(path) ?? []), s.id]);
   }
   for (const [path, ids] of owners) {
     for (let i = 0; i < ids.length; i++) {
       for (let j = i + 1; j < ids.length; j++) {
         if (!ordered(ids[i]!, ids[j]!)) {
-          problems.push({ kind: "file_conflict", subtasks: [ids[i]!, ids[j]!], message: `subtasks "${ids[i]}" and "${ids[j]}" both own ${path} and neither depends on the other` });
+          problems.push({
+            kind: "file_conflict",
+            subtasks: [ids[i]!, ids[j]!],
+            message: `subtasks "${ids[i]}" and "${ids[j]}" both own ${path} and neither depends on the other`,
+          });
         }
       }
     }
   }
 
   const providers = new Map<string, string[]>();
-  for (const s of plan.subtasks) for (const p of s.provides) providers.set(p.name, [...(providers.get(p.name) ?? []), s.id]);
+  for (const s of plan.subtasks)
+    for (const p of s.provides) providers.set(p.name, [...(providers.get(p.name) ?? []), s.id]);
   for (const s of plan.subtasks) {
     for (const name of s.uses) {
       const by = providers.get(name) ?? [];
       if (by.some((p) => ancestors.get(s.id)!.has(p))) continue;
-      const where = by.length ? `it is provided by ${by.map((p) => `"${p}"`).join(", ")}, which "${s.id}" does not depend on` : "no subtask provides it";
-      problems.push({ kind: "interface_missing", subtasks: [s.id, ...by], message: `subtask "${s.id}" uses ${name}, but ${where}` });
+      const where = by.length
+        ? `it is provided by ${by.map((p) => `"${p}"`).join(", ")}, which "${s.id}" does not depend on`
+        : "no subtask provides it";
+      problems.push({
+        kind: "interface_missing",
+        subtasks: [s.id, ...by],
+        message: `subtask "${s.id}" uses ${name}, but ${where}`,
+      });
     }
   }
   return problems;

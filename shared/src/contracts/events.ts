@@ -55,9 +55,7 @@ export const TaskResult = z.object({
   iterations: z.number().int().nonnegative(),
   files: z.array(FileChange),
   tests: z.array(FileChange),
-  lastExecution: z
-    .object({ status: ExecutionStatus, tests: z.array(TestCase), durationMs: z.number() })
-    .nullable(),
+  lastExecution: z.object({ status: ExecutionStatus, tests: z.array(TestCase), durationMs: z.number() }).nullable(),
   /** Score on the hidden tests, when the task had any. */
   hidden: z.object({ status: ExecutionStatus, passed: z.number().int(), total: z.number().int() }).nullable(),
   /** Ids of the failure records memory stored for this task. */

@@ -49,7 +49,12 @@ export const ImproveSettings = z.object({
   /** LLM budget of the whole run, in USD; a generation that cannot fit is not started. */
   budgetUsd: z.number().positive().optional(),
   /** Wall-clock limit of one generation, in ms; past it the generation is recorded as `timeout`. @defaultValue 30 min */
-  generationTimeoutMs: z.number().int().min(10_000).max(24 * 3600_000).default(30 * 60_000),
+  generationTimeoutMs: z
+    .number()
+    .int()
+    .min(10_000)
+    .max(24 * 3600_000)
+    .default(30 * 60_000),
   /** Limit of one benchmark or check run in the sandbox, in ms. @defaultValue 5 min */
   commandTimeoutMs: z.number().int().min(1_000).max(600_000).default(300_000),
   /** Iterations of each generation's repo-mode task. @defaultValue 5 */
@@ -209,8 +214,16 @@ export type Statistic = z.infer<typeof Statistic>;
 /** One benchmark case, parent against candidate over the repeats. */
 export const CaseOutcome = z.object({
   case: z.string(),
-  parent: z.object({ passes: z.number().int().nonnegative(), runs: z.number().int().nonnegative(), scores: z.array(z.number()) }),
-  candidate: z.object({ passes: z.number().int().nonnegative(), runs: z.number().int().nonnegative(), scores: z.array(z.number()) }),
+  parent: z.object({
+    passes: z.number().int().nonnegative(),
+    runs: z.number().int().nonnegative(),
+    scores: z.array(z.number()),
+  }),
+  candidate: z.object({
+    passes: z.number().int().nonnegative(),
+    runs: z.number().int().nonnegative(),
+    scores: z.array(z.number()),
+  }),
 });
 export type CaseOutcome = z.infer<typeof CaseOutcome>;
 
@@ -245,8 +258,12 @@ export const GenerationReport = z.object({
       stat: z.object({ files: z.number().int(), insertions: z.number().int(), deletions: z.number().int() }),
     })
     .optional(),
-  check: z.object({ command: z.string(), parent: CheckCounts.optional(), candidate: CheckCounts.optional() }).optional(),
-  bench: z.object({ command: z.string(), format: BenchFormat, repeats: z.number().int(), cases: z.array(CaseOutcome) }).optional(),
+  check: z
+    .object({ command: z.string(), parent: CheckCounts.optional(), candidate: CheckCounts.optional() })
+    .optional(),
+  bench: z
+    .object({ command: z.string(), format: BenchFormat, repeats: z.number().int(), cases: z.array(CaseOutcome) })
+    .optional(),
   statistic: Statistic.optional(),
   decision: z.object({
     verdict: z.enum(["accepted", "rejected", "dry_run"]),

@@ -44,7 +44,10 @@ export const Candidate = z
     /** Repo mode: one line saying what the change does (the commit subject). */
     summary: z.string().max(500).optional(),
   })
-  .refine((c) => c.files.length > 0 || (c.edits?.length ?? 0) > 0, { message: "a candidate needs at least one file or edit", path: ["files"] });
+  .refine((c) => c.files.length > 0 || (c.edits?.length ?? 0) > 0, {
+    message: "a candidate needs at least one file or edit",
+    path: ["files"],
+  });
 export type Candidate = z.infer<typeof Candidate>;
 
 /** One finding of the gate or the review. */

@@ -8,7 +8,9 @@ import { z } from "zod";
 import { FileChange, RelativePath } from "./common.js";
 
 /** A full git object id (SHA-1, 40 hex; SHA-256, 64 hex), lower case. */
-export const CommitId = z.string().regex(/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/, "a full commit id (40 or 64 lower-case hex digits)");
+export const CommitId = z
+  .string()
+  .regex(/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/, "a full commit id (40 or 64 lower-case hex digits)");
 export type CommitId = z.infer<typeof CommitId>;
 
 /**

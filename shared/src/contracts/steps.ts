@@ -80,9 +80,7 @@ export const BuildRequest = z.object({
   task: TaskBrief,
   plan: Plan,
   /** The previous candidate, its failure and the reflection on it (absent on iteration 1). */
-  previous: z
-    .object({ candidate: Candidate, failure: FailureBrief, reflection: Reflection.optional() })
-    .optional(),
+  previous: z.object({ candidate: Candidate, failure: FailureBrief, reflection: Reflection.optional() }).optional(),
   /** One-line summaries of older iterations, oldest first. */
   history: z.array(z.string()).default([]),
   recall: Recall.optional(),

@@ -122,14 +122,20 @@ export function createAnthropicBackend(opts: AnthropicBackendOptions): Backend {
           const toolUse = content.find((b): b is Anthropic.ToolUseBlock => b.type === "tool_use");
           if (toolUse) {
             // After a tool_use the next user turn must carry its tool_result.
-            wire.push({ role: "assistant", content: [{ type: "tool_use", id: toolUse.id, name: toolUse.name, input: toolUse.input }] });
-            wire.push({ role: "user", content: [{ type: "tool_result", tool_use_id: toolUse.id, is_error: true, content: feedback }] });
+            wire.push({
+              role: "assistant",
+              content: [{ type: "tool_use", id: toolUse.id, name: toolUse.name, input: toolUse.input }],
+            });
+            wire.push({
+              role: "user",
+              content: [{ type: "tool_result", tool_use_id: toolUse.id, is_error: true, content: feedback }],
+            });
           } else {
             const text = reply.content.kind === "text" ? reply.content.text.trim() : "";
             if (text) wire.push({ role: "assistant", content: [{ type: "text", text }] });
             wire.push({ role: "user", content: [{ type: "text", text: feedback }] });
           }
-          const said = reply.content.kind === "json" ? JSON.stringify(reply.content.value) ?? "" : reply.content.text;
+          const said = reply.content.kind === "json" ? (JSON.stringify(reply.content.value) ?? "") : reply.content.text;
           if (said.trim()) neutral.push({ role: "assistant", content: said });
           neutral.push({ role: "user", content: feedback });
         },

@@ -7,12 +7,15 @@ const sonnet = { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cach
 
 describe("costOf", () => {
   it("prices each kind of token per million", () => {
-    expect(costOf(sonnet, { inputTokens: 1_000_000, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 })).toBe(3);
-    expect(costOf(sonnet, { inputTokens: 0, outputTokens: 2_000_000, cacheReadTokens: 0, cacheWriteTokens: 0 })).toBe(30);
-    expect(costOf(sonnet, { inputTokens: 1200, outputTokens: 300, cacheReadTokens: 1000, cacheWriteTokens: 200 })).toBeCloseTo(
-      (1200 * 3 + 300 * 15 + 1000 * 0.3 + 200 * 3.75) / 1e6,
-      12,
+    expect(costOf(sonnet, { inputTokens: 1_000_000, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 })).toBe(
+      3,
     );
+    expect(costOf(sonnet, { inputTokens: 0, outputTokens: 2_000_000, cacheReadTokens: 0, cacheWriteTokens: 0 })).toBe(
+      30,
+    );
+    expect(
+      costOf(sonnet, { inputTokens: 1200, outputTokens: 300, cacheReadTokens: 1000, cacheWriteTokens: 200 }),
+    ).toBeCloseTo((1200 * 3 + 300 * 15 + 1000 * 0.3 + 200 * 3.75) / 1e6, 12);
   });
 
   it("is zero for a free model", () => {
@@ -50,15 +53,25 @@ describe("checkBudget", () => {
   it("admits a call within the budget, unlimited fields included", () => {
     const meter = new SpendMeter();
     expect(code(() => checkBudget({ estimate, budget: {}, spent: emptyUsage(), meter }))).toBeUndefined();
-    expect(code(() => checkBudget({ estimate, budget: { remainingUsd: 1, remainingTokens: 1100 }, spent: emptyUsage(), meter }))).toBeUndefined();
+    expect(
+      code(() =>
+        checkBudget({ estimate, budget: { remainingUsd: 1, remainingTokens: 1100 }, spent: emptyUsage(), meter }),
+      ),
+    ).toBeUndefined();
   });
 
   it("refuses by USD, by tokens, and counts what the call already spent", () => {
     const meter = new SpendMeter();
-    expect(code(() => checkBudget({ estimate, budget: { remainingUsd: 0.01 }, spent: emptyUsage(), meter }))).toBe("budget_exceeded");
-    expect(code(() => checkBudget({ estimate, budget: { remainingTokens: 1099 }, spent: emptyUsage(), meter }))).toBe("budget_exceeded");
+    expect(code(() => checkBudget({ estimate, budget: { remainingUsd: 0.01 }, spent: emptyUsage(), meter }))).toBe(
+      "budget_exceeded",
+    );
+    expect(code(() => checkBudget({ estimate, budget: { remainingTokens: 1099 }, spent: emptyUsage(), meter }))).toBe(
+      "budget_exceeded",
+    );
     const spent = { ...emptyUsage(), inputTokens: 500, outputTokens: 100, costUsd: 0.5 };
-    expect(code(() => checkBudget({ estimate, budget: { remainingTokens: 1500 }, spent, meter }))).toBe("budget_exceeded");
+    expect(code(() => checkBudget({ estimate, budget: { remainingTokens: 1500 }, spent, meter }))).toBe(
+      "budget_exceeded",
+    );
     expect(code(() => checkBudget({ estimate, budget: { remainingUsd: 0.51 }, spent, meter }))).toBe("budget_exceeded");
   });
 

@@ -12,24 +12,38 @@ describe("createProvider", () => {
   it("builds an anthropic provider without an API key that refuses every model call with provider_unconfigured, naming ANTHROPIC_API_KEY, and still answers a task's own replies", async () => {
     const p = createProvider({ config: Config.parse({ llm: { provider: "anthropic" } }), log });
     expect(p.info).toEqual({ name: "anthropic", model: "claude-sonnet-4-6", scripted: false });
-    const refused = { code: "provider_unconfigured", retryable: false, message: expect.stringContaining("ANTHROPIC_API_KEY is not set") };
+    const refused = {
+      code: "provider_unconfigured",
+      retryable: false,
+      message: expect.stringContaining("ANTHROPIC_API_KEY is not set"),
+    };
     await expect(p.verify?.()).rejects.toMatchObject(refused);
     await expect(p.complete(planRequest("task-1"))).rejects.toMatchObject(refused);
-    await expect(p.complete(planRequest("task-2", taskScript))).resolves.toMatchObject({ value: plan, provider: { name: "scripted" } });
+    await expect(p.complete(planRequest("task-2", taskScript))).resolves.toMatchObject({
+      value: plan,
+      provider: { name: "scripted" },
+    });
   });
 
   it("builds each real provider with its info", () => {
     const a = createProvider({ config: Config.parse({ llm: { provider: "anthropic", apiKey: "k" } }), log });
     expect(a.info).toEqual({ name: "anthropic", model: "claude-sonnet-4-6", scripted: false });
     const o = createProvider({
-      config: Config.parse({ llm: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", model: "llama3" } }),
+      config: Config.parse({
+        llm: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", model: "llama3" },
+      }),
       log,
     });
     expect(o.info).toEqual({ name: "openai-compatible", model: "llama3", scripted: false });
   });
 });
 
-const plan: Plan = { summary: "the task's own plan", acceptanceCriteria: [], steps: ["write it"], files: ["solution.py"] };
+const plan: Plan = {
+  summary: "the task's own plan",
+  acceptanceCriteria: [],
+  steps: ["write it"],
+  files: ["solution.py"],
+};
 const taskScript: ScriptFile = { v: 1, kind: "loopsmith-script", replies: { plan: [plan] } };
 const simulation: Simulation = {
   v: 1,
@@ -63,7 +77,8 @@ describe("createProvider and the replies a task carries", () => {
     expect(p.info).toEqual({ name: "scripted", model: "script:none", scripted: true });
     await expect(p.complete(planRequest("task-7"))).rejects.toMatchObject({
       code: "provider_unconfigured",
-      message: "the scripted provider has no script file (LOOPSMITH_SCRIPT) and task task-7 carries no replies (Task.script)",
+      message:
+        "the scripted provider has no script file (LOOPSMITH_SCRIPT) and task task-7 carries no replies (Task.script)",
     });
     const done = await p.complete(planRequest("task-8", taskScript));
     expect(done.value).toEqual(plan);
@@ -74,15 +89,26 @@ describe("createProvider and the replies a task carries", () => {
     const p = createProvider({ config: scriptlessConfig({ roles: { build: { model: "other" } } }), log });
     expect(p.info).toEqual({ name: "scripted", model: "script:none", scripted: true });
     await expect(p.complete(planRequest("task-9"))).rejects.toMatchObject({ code: "provider_unconfigured" });
-    await expect(p.complete(planRequest("task-9", simulation))).resolves.toMatchObject({ provider: { name: "simulated", model: "simulated:HumanEval/3" } });
+    await expect(p.complete(planRequest("task-9", simulation))).resolves.toMatchObject({
+      provider: { name: "simulated", model: "simulated:HumanEval/3" },
+    });
   });
 
   it("every provider honours a task's script: a model provider answers it without calling the model", async () => {
     // The base URL goes nowhere: a call that reached the model would fail.
-    const p = createProvider({ config: Config.parse({ llm: { provider: "anthropic", apiKey: "k", baseUrl: "http://127.0.0.1:1", maxRetries: 0 } }), log });
+    const p = createProvider({
+      config: Config.parse({
+        llm: { provider: "anthropic", apiKey: "k", baseUrl: "http://127.0.0.1:1", maxRetries: 0 },
+      }),
+      log,
+    });
     expect(p.info).toEqual({ name: "anthropic", model: "claude-sonnet-4-6", scripted: false });
     const scripted = await p.complete(planRequest("task-1", taskScript));
-    expect(scripted).toMatchObject({ value: plan, provider: { name: "scripted", model: "script:task", scripted: true }, usage: { costUsd: 0 } });
+    expect(scripted).toMatchObject({
+      value: plan,
+      provider: { name: "scripted", model: "script:task", scripted: true },
+      usage: { costUsd: 0 },
+    });
     const simulated = await p.complete(planRequest("task-2", simulation));
     expect(simulated.provider).toEqual({ name: "simulated", model: "simulated:HumanEval/3", scripted: true });
     await expect(p.complete(planRequest("task-3"))).rejects.toMatchObject({ code: "unavailable" });
@@ -93,16 +119,28 @@ describe("createProvider with per-role models", () => {
   it("info names the llm default; a role's anthropic model without a key is refused naming the role", async () => {
     const routed = createProvider({
       config: Config.parse({
-        llm: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", model: "llama3", roles: { plan: { model: "qwen3" } } },
+        llm: {
+          provider: "openai-compatible",
+          baseUrl: "http://127.0.0.1:1/v1",
+          model: "llama3",
+          roles: { plan: { model: "qwen3" } },
+        },
       }),
       log,
     });
     expect(routed.info).toEqual({ name: "openai-compatible", model: "llama3", scripted: false });
     const config = Config.parse({
-      llm: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", roles: { plan: { provider: "anthropic", model: "claude-opus-4-1" } } },
+      llm: {
+        provider: "openai-compatible",
+        baseUrl: "http://127.0.0.1:1/v1",
+        roles: { plan: { provider: "anthropic", model: "claude-opus-4-1" } },
+      },
     });
     const p = createProvider({ config, log });
-    await expect(p.complete(planRequest("task-4"))).rejects.toMatchObject({ code: "provider_unconfigured", message: expect.stringContaining("llm.roles.plan") });
+    await expect(p.complete(planRequest("task-4"))).rejects.toMatchObject({
+      code: "provider_unconfigured",
+      message: expect.stringContaining("llm.roles.plan"),
+    });
   });
 });
 

@@ -98,7 +98,11 @@ async function openAIError(err: unknown, ctx: ErrorContext): Promise<LoopsmithEr
  * A pre-flight check around one cheap request: it fails on `llm_auth`, `unavailable` and
  * `timeout` and lets anything else pass (a server without `GET /v1/models` still works).
  */
-function verifier(run: () => PromiseLike<unknown>, map: (err: unknown) => Promise<LoopsmithError>, log: Logger): () => Promise<void> {
+function verifier(
+  run: () => PromiseLike<unknown>,
+  map: (err: unknown) => Promise<LoopsmithError>,
+  log: Logger,
+): () => Promise<void> {
   return async () => {
     try {
       await run();
@@ -129,7 +133,11 @@ function createUnconfiguredBackend(info: ProviderInfo, message: string): Backend
 }
 
 /** A messages client whose SDK client is built on the first call. */
-function lazyMessages(client: () => Promise<{ messages: { create(p: Anthropic.MessageCreateParamsNonStreaming): PromiseLike<Anthropic.Message> } }>): AnthropicMessagesClient {
+function lazyMessages(
+  client: () => Promise<{
+    messages: { create(p: Anthropic.MessageCreateParamsNonStreaming): PromiseLike<Anthropic.Message> };
+  }>,
+): AnthropicMessagesClient {
   return { messages: { create: async (params) => (await client()).messages.create(params) } };
 }
 
@@ -162,14 +170,23 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
       const apiKey = llm.apiKey;
       const client = once(async () => {
         const { default: AnthropicSdk } = await import("@anthropic-ai/sdk");
-        return new AnthropicSdk({ ...common, apiKey, authToken: null, ...(llm.baseUrl ? { baseURL: llm.baseUrl } : {}) });
+        return new AnthropicSdk({
+          ...common,
+          apiKey,
+          authToken: null,
+          ...(llm.baseUrl ? { baseURL: llm.baseUrl } : {}),
+        });
       });
       return createAnthropicBackend({
         client: lazyMessages(client),
         name: "anthropic",
         ...shared,
         errors,
-        verify: verifier(async () => (await client()).models.list({ limit: 1 }), (err) => anthropicError(err, errors), log),
+        verify: verifier(
+          async () => (await client()).models.list({ limit: 1 }),
+          (err) => anthropicError(err, errors),
+          log,
+        ),
       });
     }
     case "bedrock": {
@@ -190,7 +207,8 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
         errors: {
           ...errorsBase,
           provider: "Amazon Bedrock",
-          credential: "the AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or AWS_BEARER_TOKEN_BEDROCK)",
+          credential:
+            "the AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or AWS_BEARER_TOKEN_BEDROCK)",
         },
       });
     }
@@ -213,11 +231,17 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
         credential: "the API key (LOOPSMITH_API_KEY or OPENAI_API_KEY)",
       };
       return createOpenAIBackend({
-        client: { chat: { completions: { create: async (params) => (await client()).chat.completions.create(params) } } } satisfies OpenAIChatClient,
+        client: {
+          chat: { completions: { create: async (params) => (await client()).chat.completions.create(params) } },
+        } satisfies OpenAIChatClient,
         ...shared,
         log,
         errors,
-        verify: verifier(async () => (await client()).models.list(), (err) => openAIError(err, errors), log),
+        verify: verifier(
+          async () => (await client()).models.list(),
+          (err) => openAIError(err, errors),
+          log,
+        ),
       });
     }
     case "scripted": {

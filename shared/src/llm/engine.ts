@@ -64,7 +64,8 @@ export interface EngineDeps {
 }
 
 /** The sentence that ends every re-ask (issue #4 item 3). */
-export const REASK_INSTRUCTION = "Reply with only valid JSON that matches the required schema: no prose, no code fences.";
+export const REASK_INSTRUCTION =
+  "Reply with only valid JSON that matches the required schema: no prose, no code fences.";
 
 /** The re-ask text: what was wrong, the validation errors, and the instruction. */
 export function reaskFeedback(error: LoopsmithError, truncated: boolean, maxOutputTokens: number): string {
@@ -82,7 +83,11 @@ export function reaskFeedback(error: LoopsmithError, truncated: boolean, maxOutp
 function withUsage(err: LoopsmithError, usage: Usage): LoopsmithError {
   if (usage.calls === 0) return err;
   const base = typeof err.details === "object" && err.details !== null ? err.details : { detail: err.details };
-  return new LoopsmithError(err.code, err.message, { retryable: err.retryable, cause: err, details: { ...base, usage } });
+  return new LoopsmithError(err.code, err.message, {
+    retryable: err.retryable,
+    cause: err,
+    details: { ...base, usage },
+  });
 }
 
 function asLoopsmithError(err: unknown): LoopsmithError {
@@ -101,7 +106,7 @@ function readReply<T>(reply: TurnReply, request: CompletionRequest<T>): ReadResu
 }
 
 function replyText(reply: TurnReply): string {
-  return reply.content.kind === "json" ? JSON.stringify(reply.content.value) ?? "" : reply.content.text;
+  return reply.content.kind === "json" ? (JSON.stringify(reply.content.value) ?? "") : reply.content.text;
 }
 
 /**
@@ -117,7 +122,11 @@ function replyText(reply: TurnReply): string {
 export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmProvider {
   const { info, price } = backend;
   async function complete<T>(request: CompletionRequest<T>): Promise<Completion<T>> {
-    const log = deps.log.child({ taskId: request.context.taskId, iteration: request.context.iteration, llmRole: request.role });
+    const log = deps.log.child({
+      taskId: request.context.taskId,
+      iteration: request.context.iteration,
+      llmRole: request.role,
+    });
     const conv = backend.open(request);
     let usage = emptyUsage();
     for (let attempt = 1; ; attempt++) {
@@ -129,7 +138,13 @@ export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmPro
         maxOutputTokens: deps.maxOutputTokens,
       });
       try {
-        checkBudget({ estimate, budget: request.budget, spent: usage, ceilingUsd: deps.processCeilingUsd, meter: deps.meter });
+        checkBudget({
+          estimate,
+          budget: request.budget,
+          spent: usage,
+          ceilingUsd: deps.processCeilingUsd,
+          meter: deps.meter,
+        });
       } catch (err) {
         log.warn({ code: (err as LoopsmithError).code, estimate }, (err as Error).message);
         throw withUsage(asLoopsmithError(err), usage);
@@ -151,7 +166,13 @@ export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmPro
       } catch (err) {
         const e = asLoopsmithError(err);
         log.warn({ code: e.code, attempt, err }, `LLM call failed: ${e.message}`);
-        await deps.transcript({ ...line, at: new Date().toISOString(), reply: null, usage: emptyUsage(), error: e.toData() });
+        await deps.transcript({
+          ...line,
+          at: new Date().toISOString(),
+          reply: null,
+          usage: emptyUsage(),
+          error: e.toData(),
+        });
         throw withUsage(e, usage);
       }
       const call: Usage = {
@@ -166,7 +187,10 @@ export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmPro
       const read = readReply(reply, request);
       if (read.ok) return { value: read.value, usage, provider: info };
       const details = read.error.details as BadReplyDetails;
-      log.warn({ attempt, issues: details.issues.slice(0, 5), truncated: reply.truncated }, `bad LLM reply: ${read.error.message}`);
+      log.warn(
+        { attempt, issues: details.issues.slice(0, 5), truncated: reply.truncated },
+        `bad LLM reply: ${read.error.message}`,
+      );
       if (attempt >= 2) {
         throw new LoopsmithError(
           "llm_bad_reply",

@@ -1,7 +1,13 @@
 /** The LLM module: one provider interface, its implementations, the tolerant reader, cost and budgets. */
 export {
-  ROLES, type AnsweredBy, type ChatMessage, type Completion, type CompletionRequest, type FallbackNote,
-  type LlmProvider, type Role,
+  ROLES,
+  type AnsweredBy,
+  type ChatMessage,
+  type Completion,
+  type CompletionRequest,
+  type FallbackNote,
+  type LlmProvider,
+  type Role,
 } from "./types.js";
 export { createProvider, resolvePrice, basePriceKey, type CreateProviderDeps } from "./create.js";
 export { resolveRoutes, effectiveRoles, type LlmTarget, type RoleRoute, type EffectiveRole } from "./roles.js";
@@ -28,7 +34,13 @@ export {
   type BudgetCheck,
 } from "./cost.js";
 export { REASK_INSTRUCTION, type Backend, type Conversation, type EngineDeps, type TurnReply } from "./engine.js";
-export { loadScript, ScriptFile, createScriptedBackend, createScriptlessBackend, SCRIPTLESS_MODEL } from "./scripted.js";
+export {
+  loadScript,
+  ScriptFile,
+  createScriptedBackend,
+  createScriptlessBackend,
+  SCRIPTLESS_MODEL,
+} from "./scripted.js";
 export { createSimulatedBackend, simulatedAnswer, simulatedDraw, causeMarker } from "./simulated.js";
 export {
   withTaskScripts,
@@ -40,7 +52,15 @@ export {
 export { outputSchema, type OutputSchema } from "./schema.js";
 export type { TranscriptLine } from "./transcript.js";
 export {
-  PROMPT_VERSIONS, approxTokens, loadPrompt, renderFailure, renderFile, renderHints, renderHistory,
-  renderTask, section, trimToTokens,
+  PROMPT_VERSIONS,
+  approxTokens,
+  loadPrompt,
+  renderFailure,
+  renderFile,
+  renderHints,
+  renderHistory,
+  renderTask,
+  section,
+  trimToTokens,
 } from "./prompts.js";
 export type { Prompt } from "./prompts.js";

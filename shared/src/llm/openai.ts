@@ -98,10 +98,16 @@ export function createOpenAIBackend(opts: OpenAIBackendOptions): Backend & { rea
       const { jsonSchema, wrapped } = outputSchema(request.schema);
       const schemaJson = JSON.stringify(jsonSchema);
       const neutral: ChatMessage[] = [...request.messages];
-      const systemNow = (): string => (mode === "json_schema" ? request.system : request.system + plainInstruction(schemaJson));
+      const systemNow = (): string =>
+        mode === "json_schema" ? request.system : request.system + plainInstruction(schemaJson);
       const format = (): Pick<ChatParams, "response_format"> =>
         mode === "json_schema"
-          ? { response_format: { type: "json_schema", json_schema: { name: request.schemaName, schema: jsonSchema, strict: false } } }
+          ? {
+              response_format: {
+                type: "json_schema",
+                json_schema: { name: request.schemaName, schema: jsonSchema, strict: false },
+              },
+            }
           : mode === "json_object"
             ? { response_format: { type: "json_object" } }
             : {};
@@ -110,7 +116,10 @@ export function createOpenAIBackend(opts: OpenAIBackendOptions): Backend & { rea
           model: opts.model,
           max_tokens: opts.maxOutputTokens,
           ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
-          messages: [{ role: "system", content: systemNow() }, ...neutral.map((m) => ({ role: m.role, content: m.content }))],
+          messages: [
+            { role: "system", content: systemNow() },
+            ...neutral.map((m) => ({ role: m.role, content: m.content })),
+          ],
           ...format(),
         });
       const read = (resp: ChatCompletion): TurnReply => {
@@ -129,17 +138,23 @@ export function createOpenAIBackend(opts: OpenAIBackendOptions): Backend & { rea
             try {
               return read(await call());
             } catch (err) {
-              const [{ default: OpenAI }, { mapOpenAIError }] = await Promise.all([import("openai"), import("./sdk-errors.js")]);
+              const [{ default: OpenAI }, { mapOpenAIError }] = await Promise.all([
+                import("openai"),
+                import("./sdk-errors.js"),
+              ]);
               const rejected = err instanceof OpenAI.BadRequestError || err instanceof OpenAI.UnprocessableEntityError;
               const next = NEXT_MODE[mode];
               if (!rejected || !next) throw mapOpenAIError(err, opts.errors);
-              opts.log.info({ status: err.status, from: mode, to: next }, `the server rejected response_format ${mode}; using ${next}`);
+              opts.log.info(
+                { status: err.status, from: mode, to: next },
+                `the server rejected response_format ${mode}; using ${next}`,
+              );
               mode = next;
             }
           }
         },
         reask(reply: TurnReply, feedback: string): void {
-          const said = reply.content.kind === "text" ? reply.content.text : JSON.stringify(reply.content.value) ?? "";
+          const said = reply.content.kind === "text" ? reply.content.text : (JSON.stringify(reply.content.value) ?? "");
           if (said.trim()) neutral.push({ role: "assistant", content: said });
           neutral.push({ role: "user", content: feedback });
         },

@@ -33,14 +33,17 @@ describe("parseStructured (the tolerant reader)", () => {
     const other = { steps: ["x"], done: false };
     const text = `First a draft: {"steps": []} then ${JSON.stringify(other)} and finally ${json}`;
     expect(parseStructured(text, Plan)).toEqual(other);
-    const fenced = "```json\n{\"wrong\": 1}\n```\n```json\n" + json + "\n```";
+    const fenced = '```json\n{"wrong": 1}\n```\n```json\n' + json + "\n```";
     expect(parseStructured(fenced, Plan)).toEqual(GOOD);
   });
 
   it("repairs trailing commas, single quotes and unescaped quotes", () => {
     expect(parseStructured('{"steps": ["a", "b",], "done": true,}', Plan)).toEqual(GOOD);
     expect(parseStructured("{'steps': ['a', 'b'], 'done': true}", Plan)).toEqual(GOOD);
-    expect(parseStructured('{"steps": ["say "hi" loudly"], "done": true}', Plan)).toEqual({ steps: ['say "hi" loudly'], done: true });
+    expect(parseStructured('{"steps": ["say "hi" loudly"], "done": true}', Plan)).toEqual({
+      steps: ['say "hi" loudly'],
+      done: true,
+    });
   });
 
   it("repairs JSON truncated inside an unclosed fence", () => {
@@ -76,7 +79,7 @@ describe("parseStructured (the tolerant reader)", () => {
   });
 
   it("keeps brackets inside strings from confusing the scanner", () => {
-    const value = { steps: ["use } and ] freely", "and \\\" too"], done: false };
+    const value = { steps: ["use } and ] freely", 'and \\" too'], done: false };
     expect(parseStructured(`prose ${JSON.stringify(value)} prose`, Plan)).toEqual(value);
   });
 

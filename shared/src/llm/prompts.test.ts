@@ -60,10 +60,25 @@ describe("prompts", () => {
       successes: [],
       failures: [
         {
-          id: "f2", taskId: "t1", goal: "sum a list", signature: "AssertionError", failingTests: [], reflection: null, similarity: 0.8,
+          id: "f2",
+          taskId: "t1",
+          goal: "sum a list",
+          signature: "AssertionError",
+          failingTests: [],
+          reflection: null,
+          similarity: 0.8,
           fixedBy: { successId: "s9", iteration: 2, files: [{ path: "solution.py", content: long }] },
         },
-        { id: "f3", taskId: "t2", goal: "sum a list", signature: "AssertionError", failingTests: [], reflection: null, similarity: 0.7, fixedBy: null },
+        {
+          id: "f3",
+          taskId: "t2",
+          goal: "sum a list",
+          signature: "AssertionError",
+          failingTests: [],
+          reflection: null,
+          similarity: 0.7,
+          fixedBy: null,
+        },
       ],
     });
     expect(text).toContain("what then passed (iteration 2):");

@@ -13,7 +13,14 @@ import { assetPath } from "../runtime/assets.js";
 import { LoopsmithError } from "../runtime/errors.js";
 
 /** The prompt version each role uses now. Bump it with a new file, never edit an old one. */
-export const PROMPT_VERSIONS: Readonly<Record<Role, number>> = { spec: 1, plan: 1, build: 1, review: 2, reflect: 1, improve: 1 };
+export const PROMPT_VERSIONS: Readonly<Record<Role, number>> = {
+  spec: 1,
+  plan: 1,
+  build: 1,
+  review: 2,
+  reflect: 1,
+  improve: 1,
+};
 
 /** A loaded prompt: its system text (rules and worked example) and version. */
 export interface Prompt {
@@ -92,7 +99,9 @@ export function renderTask(task: TaskBrief): string {
         [
           r.name ? `Name: ${r.name}` : "",
           `Test command (run at the repository root, network off): ${r.testCommand}`,
-          r.failingAtBase.length ? `Failing before any change: ${r.failingAtBase.slice(0, 30).join(", ")}` : "All tests pass before any change.",
+          r.failingAtBase.length
+            ? `Failing before any change: ${r.failingAtBase.slice(0, 30).join(", ")}`
+            : "All tests pass before any change.",
         ]
           .filter(Boolean)
           .join("\n"),
@@ -134,8 +143,12 @@ export function renderHints(recall: Recall | undefined, maxTokens = 2_000): stri
       `- [memory:failure:${f.id}] similarity ${f.similarity.toFixed(2)}; signature "${f.signature}"` +
         (f.failingTests.length ? `; failing tests ${f.failingTests.join(", ")}` : "") +
         `; goal: ${trimToTokens(f.goal.replace(/\s+/g, " "), 60)}` +
-        (f.reflection ? `\n  root cause: ${f.reflection.rootCause}\n  fix that was planned: ${f.reflection.fixPlan}` : "") +
-        (f.fixedBy?.files.length ? `\n  what then passed (iteration ${f.fixedBy.iteration}):\n${fixedFiles(f.fixedBy.files)}` : ""),
+        (f.reflection
+          ? `\n  root cause: ${f.reflection.rootCause}\n  fix that was planned: ${f.reflection.fixPlan}`
+          : "") +
+        (f.fixedBy?.files.length
+          ? `\n  what then passed (iteration ${f.fixedBy.iteration}):\n${fixedFiles(f.fixedBy.files)}`
+          : ""),
     );
   }
   for (const s of recall.successes) {

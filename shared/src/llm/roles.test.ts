@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../runtime/config.js";
 import { effectiveRoles, resolveRoutes } from "./roles.js";
 
-const load = (env: Record<string, string>, flags?: Record<string, unknown>) => loadConfig({ env, ...(flags ? { flags } : {}) });
+const load = (env: Record<string, string>, flags?: Record<string, unknown>) =>
+  loadConfig({ env, ...(flags ? { flags } : {}) });
 
 describe("per-role configuration", () => {
   it("reads LOOPSMITH_{PROVIDER,MODEL,BASE_URL,API_KEY}_<ROLE>; roles left alone use the llm defaults", () => {
@@ -15,12 +16,30 @@ describe("per-role configuration", () => {
       LOOPSMITH_BASE_URL_BUILD: "http://localhost:11434/v1",
       LOOPSMITH_API_KEY_REVIEW: "sk-ant-review",
     });
-    expect(config.llm.roles.build).toEqual({ provider: "openai-compatible", model: "qwen2.5-coder:14b", baseUrl: "http://localhost:11434/v1", apiKey: "sk-oai" });
+    expect(config.llm.roles.build).toEqual({
+      provider: "openai-compatible",
+      model: "qwen2.5-coder:14b",
+      baseUrl: "http://localhost:11434/v1",
+      apiKey: "sk-oai",
+    });
     const routes = resolveRoutes(config);
     expect(routes.plan.primary).toMatchObject({ provider: "anthropic", model: "claude-opus-4-1", apiKey: "sk-ant" });
-    expect(routes.build.primary).toMatchObject({ provider: "openai-compatible", apiKey: "sk-oai", baseUrl: "http://localhost:11434/v1" });
-    expect(routes.review.primary).toMatchObject({ provider: "anthropic", model: "claude-sonnet-4-6", apiKey: "sk-ant-review" });
-    expect(routes.spec.primary).toMatchObject({ provider: "anthropic", model: "claude-sonnet-4-6", apiKey: "sk-ant", source: "llm" });
+    expect(routes.build.primary).toMatchObject({
+      provider: "openai-compatible",
+      apiKey: "sk-oai",
+      baseUrl: "http://localhost:11434/v1",
+    });
+    expect(routes.review.primary).toMatchObject({
+      provider: "anthropic",
+      model: "claude-sonnet-4-6",
+      apiKey: "sk-ant-review",
+    });
+    expect(routes.spec.primary).toMatchObject({
+      provider: "anthropic",
+      model: "claude-sonnet-4-6",
+      apiKey: "sk-ant",
+      source: "llm",
+    });
   });
 
   it("never sends one provider's key or URL to another", () => {
@@ -51,7 +70,11 @@ describe("per-role configuration", () => {
         llm: {
           fallback: [{ provider: "anthropic", model: "claude-haiku-4-5" }],
           roles: {
-            plan: { model: "claude-opus-4-1", maxTokens: 4000, fallback: [{ provider: "anthropic", model: "claude-sonnet-4-6" }] },
+            plan: {
+              model: "claude-opus-4-1",
+              maxTokens: 4000,
+              fallback: [{ provider: "anthropic", model: "claude-sonnet-4-6" }],
+            },
             build: { model: "claude-haiku-4-5" },
             review: { fallback: [] },
           },
@@ -71,11 +94,20 @@ describe("per-role configuration", () => {
     expect(() => resolveRoutes(load({ LOOPSMITH_PROVIDER_BUILD: "bedrock" }))).toThrow(
       expect.objectContaining({ code: "config_invalid", message: expect.stringContaining("LOOPSMITH_MODEL_BUILD") }),
     );
-    expect(() => resolveRoutes(load({ LOOPSMITH_PROVIDER_REVIEW: "openai-compatible", LOOPSMITH_MODEL_REVIEW: "m" }))).toThrow(
-      expect.objectContaining({ code: "config_invalid", message: expect.stringContaining("LOOPSMITH_BASE_URL_REVIEW") }),
+    expect(() =>
+      resolveRoutes(load({ LOOPSMITH_PROVIDER_REVIEW: "openai-compatible", LOOPSMITH_MODEL_REVIEW: "m" })),
+    ).toThrow(
+      expect.objectContaining({
+        code: "config_invalid",
+        message: expect.stringContaining("LOOPSMITH_BASE_URL_REVIEW"),
+      }),
     );
-    expect(() => load({}, { llm: { roles: { planner: { model: "x" } } } })).toThrow(expect.objectContaining({ code: "config_invalid" }));
-    expect(() => load({}, { llm: { fallback: [{ provider: "bedrock" }] } })).toThrow(expect.objectContaining({ code: "config_invalid" }));
+    expect(() => load({}, { llm: { roles: { planner: { model: "x" } } } })).toThrow(
+      expect.objectContaining({ code: "config_invalid" }),
+    );
+    expect(() => load({}, { llm: { fallback: [{ provider: "bedrock" }] } })).toThrow(
+      expect.objectContaining({ code: "config_invalid" }),
+    );
   });
 
   it("effectiveRoles: what config show prints, without secrets", () => {
@@ -84,7 +116,10 @@ describe("per-role configuration", () => {
       {
         llm: {
           roles: {
-            plan: { model: "claude-opus-4-1", fallback: [{ provider: "bedrock", model: "us.anthropic.claude-opus-4-1-20250805-v1:0" }] },
+            plan: {
+              model: "claude-opus-4-1",
+              fallback: [{ provider: "bedrock", model: "us.anthropic.claude-opus-4-1-20250805-v1:0" }],
+            },
             build: { model: "claude-haiku-4-5", temperature: 0 },
           },
         },

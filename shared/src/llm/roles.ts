@@ -43,7 +43,10 @@ export function targetKey(t: LlmTarget): string {
 function check(t: LlmTarget): LlmTarget {
   if (t.provider === "openai-compatible" && !t.baseUrl) {
     const role = /^llm\.roles\.(\w+)$/.exec(t.source)?.[1];
-    const where = t.source === "llm" ? "LOOPSMITH_BASE_URL" : `${t.source}.baseUrl${role ? ` (LOOPSMITH_BASE_URL_${role.toUpperCase()})` : ""}`;
+    const where =
+      t.source === "llm"
+        ? "LOOPSMITH_BASE_URL"
+        : `${t.source}.baseUrl${role ? ` (LOOPSMITH_BASE_URL_${role.toUpperCase()})` : ""}`;
     throw new LoopsmithError(
       "config_invalid",
       `${where} is not set: the openai-compatible provider needs the server's base URL (or set OPENAI_BASE_URL)`,
@@ -144,7 +147,12 @@ export function effectiveRoles(config: Config): Record<Role, EffectiveRole> {
     const { primary: p, fallbacks } = routes[role];
     out[role] = {
       provider: p.provider,
-      model: p.provider === "scripted" ? (config.llm.scriptPath ? `script:${basename(config.llm.scriptPath)}` : "script:none") : p.model,
+      model:
+        p.provider === "scripted"
+          ? config.llm.scriptPath
+            ? `script:${basename(config.llm.scriptPath)}`
+            : "script:none"
+          : p.model,
       maxOutputTokens: p.maxOutputTokens,
       ...(p.temperature !== undefined ? { temperature: p.temperature } : {}),
       ...(p.baseUrl ? { baseUrl: p.baseUrl } : {}),

@@ -13,10 +13,22 @@ import type { Logger } from "pino";
 import { addUsage, emptyUsage, Usage, type Budget } from "../contracts/common.js";
 import type { ProviderInfo } from "../contracts/steps.js";
 import { LoopsmithError, type ErrorCode } from "../runtime/errors.js";
-import { ROLES, type Completion, type CompletionRequest, type FallbackNote, type LlmProvider, type Role } from "./types.js";
+import {
+  ROLES,
+  type Completion,
+  type CompletionRequest,
+  type FallbackNote,
+  type LlmProvider,
+  type Role,
+} from "./types.js";
 
 /** Codes after which the next model of the chain is tried. */
-export const FALLBACK_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>(["llm_overloaded", "llm_rate_limited", "timeout", "unavailable"]);
+export const FALLBACK_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  "llm_overloaded",
+  "llm_rate_limited",
+  "timeout",
+  "unavailable",
+]);
 
 /** Dependencies of {@link createRoutingProvider}. */
 export interface RouterDeps {
@@ -36,7 +48,9 @@ export interface RouterDeps {
 
 function asError(err: unknown): LoopsmithError {
   if (err instanceof LoopsmithError) return err;
-  return new LoopsmithError("internal", `the LLM call failed unexpectedly: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+  return new LoopsmithError("internal", `the LLM call failed unexpectedly: ${(err as Error)?.message ?? String(err)}`, {
+    cause: err,
+  });
 }
 
 /** The usage an error says was already paid (`details.usage`), else zero. */
@@ -89,7 +103,9 @@ export function createRoutingProvider(deps: RouterDeps): LlmProvider {
         const answered = done.provider ?? p.info;
         const usage = addUsage(spent, done.usage);
         if (p === first) return { value: done.value, usage, provider: answered };
-        const from = notes.get(first) ?? (skipped && { ...skipped, message: `skipped while cooling down after: ${skipped.message}` });
+        const from =
+          notes.get(first) ??
+          (skipped && { ...skipped, message: `skipped while cooling down after: ${skipped.message}` });
         if (!from) return { value: done.value, usage, provider: answered };
         return { value: done.value, usage, provider: { ...answered, fallbackFrom: from } };
       } catch (err) {
@@ -111,7 +127,13 @@ export function createRoutingProvider(deps: RouterDeps): LlmProvider {
         }
         if (deps.cooldownMs > 0) cooling.set(p, { until: now() + deps.cooldownMs, note });
         deps.log.warn(
-          { taskId: request.context.taskId, llmRole: request.role, from: label(p.info), to: label(next.info), code: e.code },
+          {
+            taskId: request.context.taskId,
+            llmRole: request.role,
+            from: label(p.info),
+            to: label(next.info),
+            code: e.code,
+          },
           `${request.role}: ${label(p.info)} failed (${e.code}); falling back to ${label(next.info)}`,
         );
       }
@@ -143,7 +165,11 @@ export function createRoutingProvider(deps: RouterDeps): LlmProvider {
       const chain = deps.chains[role];
       if (chain.every((p) => failed.has(p))) throw failed.get(chain[0] as LlmProvider) as LoopsmithError;
     }
-    for (const [p, e] of failed) deps.log.warn({ model: label(p.info), code: e.code }, `pre-flight check of ${label(p.info)} failed: ${e.message}`);
+    for (const [p, e] of failed)
+      deps.log.warn(
+        { model: label(p.info), code: e.code },
+        `pre-flight check of ${label(p.info)} failed: ${e.message}`,
+      );
   }
   return checked.length ? { info: deps.info, complete, verify } : { info: deps.info, complete };
 }

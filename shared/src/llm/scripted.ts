@@ -42,15 +42,21 @@ export function loadScript(path: string): ScriptFile {
   try {
     text = readFileSync(path, "utf8");
   } catch (err) {
-    throw new LoopsmithError("config_invalid", `cannot read the script file ${path} (LOOPSMITH_SCRIPT): ${(err as Error).message}`, {
-      cause: err,
-    });
+    throw new LoopsmithError(
+      "config_invalid",
+      `cannot read the script file ${path} (LOOPSMITH_SCRIPT): ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
   }
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (err) {
-    throw new LoopsmithError("config_invalid", `the script file ${path} is not valid JSON: ${(err as Error).message}`, { cause: err });
+    throw new LoopsmithError("config_invalid", `the script file ${path} is not valid JSON: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   const parsed = ScriptFile.safeParse(json);
   if (!parsed.success) {
@@ -88,7 +94,9 @@ export function createScriptedBackend(script: ScriptFile, file: string): Backend
     price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
     open<T>(request: CompletionRequest<T>): Conversation {
       const { callsBefore } = request.context;
-      return replayConversation(request, (turn) => next(request.role, request.context.taskId, callsBefore === undefined ? undefined : callsBefore + turn));
+      return replayConversation(request, (turn) =>
+        next(request.role, request.context.taskId, callsBefore === undefined ? undefined : callsBefore + turn),
+      );
     },
   };
 }
@@ -156,7 +164,7 @@ export function replayConversation<T>(request: CompletionRequest<T>, answer: (tu
       };
     },
     reask(reply: TurnReply, feedback: string): void {
-      const said = reply.content.kind === "text" ? reply.content.text : JSON.stringify(reply.content.value) ?? "";
+      const said = reply.content.kind === "text" ? reply.content.text : (JSON.stringify(reply.content.value) ?? "");
       if (said.trim()) neutral.push({ role: "assistant", content: said });
       neutral.push({ role: "user", content: feedback });
     },

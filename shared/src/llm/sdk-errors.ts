@@ -52,17 +52,27 @@ export function errorForStatus(
     );
   }
   if (status === 402) {
-    return new LoopsmithError("llm_auth", `${ctx.provider} refused the request for billing reasons (402)${said(opts.apiMessage)}`, {
-      cause,
-    });
+    return new LoopsmithError(
+      "llm_auth",
+      `${ctx.provider} refused the request for billing reasons (402)${said(opts.apiMessage)}`,
+      {
+        cause,
+      },
+    );
   }
   if (status === 529 || opts.overloaded) {
-    return new LoopsmithError("llm_overloaded", `${ctx.provider} is overloaded (${status}) ${tries}; try again later`, { cause });
-  }
-  if (status === 429) {
-    return new LoopsmithError("llm_rate_limited", `${ctx.provider} is rate-limiting this key (429) ${tries}; try again later`, {
+    return new LoopsmithError("llm_overloaded", `${ctx.provider} is overloaded (${status}) ${tries}; try again later`, {
       cause,
     });
+  }
+  if (status === 429) {
+    return new LoopsmithError(
+      "llm_rate_limited",
+      `${ctx.provider} is rate-limiting this key (429) ${tries}; try again later`,
+      {
+        cause,
+      },
+    );
   }
   if (status === 408 || status === 504) {
     return new LoopsmithError("timeout", `${ctx.provider} timed out (${status}) ${tries}`, { cause });
@@ -75,9 +85,15 @@ export function errorForStatus(
     );
   }
   if (status >= 400 && status < 500) {
-    return new LoopsmithError("bad_request", `${ctx.provider} rejected the request (${status})${said(opts.apiMessage)}`, { cause });
+    return new LoopsmithError(
+      "bad_request",
+      `${ctx.provider} rejected the request (${status})${said(opts.apiMessage)}`,
+      { cause },
+    );
   }
-  return new LoopsmithError("unavailable", `${ctx.provider} failed with a server error (${status}) ${tries}`, { cause });
+  return new LoopsmithError("unavailable", `${ctx.provider} failed with a server error (${status}) ${tries}`, {
+    cause,
+  });
 }
 
 function timeoutError(ctx: ErrorContext, cause: unknown): LoopsmithError {
@@ -98,16 +114,21 @@ function connectionError(ctx: ErrorContext, cause: unknown): LoopsmithError {
       { cause },
     );
   }
-  return new LoopsmithError("unavailable", `cannot reach ${ctx.provider} (connection failed after ${ctx.maxRetries} retries)`, {
-    cause,
-  });
+  return new LoopsmithError(
+    "unavailable",
+    `cannot reach ${ctx.provider} (connection failed after ${ctx.maxRetries} retries)`,
+    {
+      cause,
+    },
+  );
 }
 
 /** Maps an error thrown by `@anthropic-ai/sdk` (or the Bedrock SDK, which shares its classes). */
 export function mapAnthropicError(err: unknown, ctx: ErrorContext): LoopsmithError {
   if (err instanceof LoopsmithError) return err;
   if (err instanceof Anthropic.APIConnectionTimeoutError) return timeoutError(ctx, err);
-  if (err instanceof Anthropic.APIUserAbortError) return new LoopsmithError("cancelled", "the LLM call was cancelled", { cause: err });
+  if (err instanceof Anthropic.APIUserAbortError)
+    return new LoopsmithError("cancelled", "the LLM call was cancelled", { cause: err });
   if (err instanceof Anthropic.APIConnectionError) return connectionError(ctx, err);
   if (err instanceof Anthropic.APIError && typeof err.status === "number") {
     return errorForStatus(err.status, ctx, {
@@ -116,19 +137,24 @@ export function mapAnthropicError(err: unknown, ctx: ErrorContext): LoopsmithErr
       cause: err,
     });
   }
-  return new LoopsmithError("internal", `${ctx.provider} call failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+  return new LoopsmithError("internal", `${ctx.provider} call failed: ${(err as Error)?.message ?? String(err)}`, {
+    cause: err,
+  });
 }
 
 /** Maps an error thrown by the `openai` SDK. */
 export function mapOpenAIError(err: unknown, ctx: ErrorContext): LoopsmithError {
   if (err instanceof LoopsmithError) return err;
   if (err instanceof OpenAI.APIConnectionTimeoutError) return timeoutError(ctx, err);
-  if (err instanceof OpenAI.APIUserAbortError) return new LoopsmithError("cancelled", "the LLM call was cancelled", { cause: err });
+  if (err instanceof OpenAI.APIUserAbortError)
+    return new LoopsmithError("cancelled", "the LLM call was cancelled", { cause: err });
   if (err instanceof OpenAI.APIConnectionError) return connectionError(ctx, err);
   if (err instanceof OpenAI.APIError && typeof err.status === "number") {
     const body = err.error as { message?: unknown } | undefined;
     const apiMessage = typeof body?.message === "string" ? body.message : null;
     return errorForStatus(err.status, ctx, { apiMessage, overloaded: err.type === "overloaded_error", cause: err });
   }
-  return new LoopsmithError("internal", `${ctx.provider} call failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+  return new LoopsmithError("internal", `${ctx.provider} call failed: ${(err as Error)?.message ?? String(err)}`, {
+    cause: err,
+  });
 }

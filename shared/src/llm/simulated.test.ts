@@ -36,7 +36,9 @@ const task = (goal = "Write same(a, b): True when a equals b."): TaskBrief => ({
   goal,
   language: "python",
   files: [],
-  acceptanceTests: [{ path: "test_solution.py", content: "from solution import same\n\ndef test_same():\n    assert same(1, 1)\n" }],
+  acceptanceTests: [
+    { path: "test_solution.py", content: "from solution import same\n\ndef test_same():\n    assert same(1, 1)\n" },
+  ],
 });
 
 const failure = (output = "AssertionError: assert False"): FailureBrief => ({
@@ -79,10 +81,17 @@ function buildMessages(o: {
     parts.push(renderFailure(failure(o.previous.output)));
     if (o.previous.reflection) {
       const r = o.previous.reflection;
-      parts.push(section("Reflection on the failure", `Root cause: ${r.rootCause}\nHypothesis: ${r.hypothesis}\nFix plan: ${r.fixPlan}`));
+      parts.push(
+        section(
+          "Reflection on the failure",
+          `Root cause: ${r.rootCause}\nHypothesis: ${r.hypothesis}\nFix plan: ${r.fixPlan}`,
+        ),
+      );
     }
   }
-  parts.push(`Iteration ${o.iteration ?? (o.previous ? 2 : 1)}. The visible acceptance tests are fixed; return only the files to write. Reply with the candidate as structured output.`);
+  parts.push(
+    `Iteration ${o.iteration ?? (o.previous ? 2 : 1)}. The visible acceptance tests are fixed; return only the files to write. Reply with the candidate as structured output.`,
+  );
   return [
     { role: "user", content: stable, cache: true },
     { role: "user", content: parts.filter(Boolean).join("\n") },
@@ -92,7 +101,11 @@ function buildMessages(o: {
 /** The reflect prompt as the planner renders it (services/architect/src/planner.ts). */
 function reflectMessages(o: { content: string; recall?: Recall; goal?: string }): ChatMessage[] {
   return [
-    { role: "user", content: [renderTask(task(o.goal)), renderHints(o.recall)].filter(Boolean).join("\n"), cache: true },
+    {
+      role: "user",
+      content: [renderTask(task(o.goal)), renderHints(o.recall)].filter(Boolean).join("\n"),
+      cache: true,
+    },
     {
       role: "user",
       content: [
@@ -107,9 +120,20 @@ function reflectMessages(o: { content: string; recall?: Recall; goal?: string })
   ];
 }
 
-const SCHEMAS = { plan: Plan, spec: Plan, build: Candidate, reflect: Reflection, review: Review, improve: Plan } as const;
+const SCHEMAS = {
+  plan: Plan,
+  spec: Plan,
+  build: Candidate,
+  reflect: Reflection,
+  review: Review,
+  improve: Plan,
+} as const;
 
-function request(role: Role, messages: ChatMessage[], o: { taskId?: string; iteration?: number; schemaName?: string } = {}): CompletionRequest<unknown> {
+function request(
+  role: Role,
+  messages: ChatMessage[],
+  o: { taskId?: string; iteration?: number; schemaName?: string } = {},
+): CompletionRequest<unknown> {
   return {
     role,
     system: "system prompt",
@@ -122,7 +146,12 @@ function request(role: Role, messages: ChatMessage[], o: { taskId?: string; iter
 
 /** The engine over the simulated backend, as `withTaskScripts` builds it. */
 function provider(s: Simulation = sim) {
-  return createEngineProvider(createSimulatedBackend(s), { log, meter: new SpendMeter(), transcript: async () => {}, maxOutputTokens: 4_096 });
+  return createEngineProvider(createSimulatedBackend(s), {
+    log,
+    meter: new SpendMeter(),
+    transcript: async () => {},
+    maxOutputTokens: 4_096,
+  });
 }
 
 const built = (value: unknown): string => Candidate.parse(value).files[0]?.content ?? "";
@@ -143,8 +172,13 @@ describe("the simulated backend", () => {
   });
 
   it("answers the first build with the first wrong candidate, even when a hint already names its cause", async () => {
-    const done = await provider().complete(request("build", buildMessages({ recall: recallWith(`x ${causeMarker(EQ.cause)}`) })));
-    expect(Candidate.parse(done.value)).toMatchObject({ files: [{ path: "solution.py", content: WRONG_EQ }], tests: [] });
+    const done = await provider().complete(
+      request("build", buildMessages({ recall: recallWith(`x ${causeMarker(EQ.cause)}`) })),
+    );
+    expect(Candidate.parse(done.value)).toMatchObject({
+      files: [{ path: "solution.py", content: WRONG_EQ }],
+      tests: [],
+    });
     expect(Candidate.parse(done.value).notes).toMatch(/^simulated/);
   });
 
@@ -165,14 +199,26 @@ describe("the simulated backend", () => {
 
   it("does not apply the fix for a hint that names another wrong candidate's cause", () => {
     const recall = recallWith(`x ${causeMarker(EQ.cause)}`);
-    expect(built(simulatedAnswer(sim, request("build", buildMessages({ recall, previous: { content: WRONG_LT } }))))).toBe(WRONG_LT);
+    expect(
+      built(simulatedAnswer(sim, request("build", buildMessages({ recall, previous: { content: WRONG_LT } })))),
+    ).toBe(WRONG_LT);
   });
 
   it("applies the fix when the previous reflection carries the marker", () => {
-    const reflection = { rootCause: `the comparison is inverted ${causeMarker(EQ.cause)}`, hypothesis: "h", fixPlan: "change it back" };
-    expect(built(simulatedAnswer(sim, request("build", buildMessages({ previous: { content: WRONG_EQ, reflection } }))))).toBe(SOLUTION);
+    const reflection = {
+      rootCause: `the comparison is inverted ${causeMarker(EQ.cause)}`,
+      hypothesis: "h",
+      fixPlan: "change it back",
+    };
+    expect(
+      built(simulatedAnswer(sim, request("build", buildMessages({ previous: { content: WRONG_EQ, reflection } })))),
+    ).toBe(SOLUTION);
     const without = { rootCause: "cause not found", hypothesis: "h", fixPlan: "look again" };
-    expect(built(simulatedAnswer(sim, request("build", buildMessages({ previous: { content: WRONG_EQ, reflection: without } }))))).toBe(WRONG_EQ);
+    expect(
+      built(
+        simulatedAnswer(sim, request("build", buildMessages({ previous: { content: WRONG_EQ, reflection: without } }))),
+      ),
+    ).toBe(WRONG_EQ);
   });
 
   it("ignores a marker outside the hints' root causes and the reflection: in the goal, the test output, a recalled goal", () => {
@@ -183,24 +229,36 @@ describe("the simulated backend", () => {
     const inOutput = buildMessages({ previous: { content: WRONG_EQ, output: `AssertionError ${marker}` } });
     expect(built(simulatedAnswer(sim, request("build", inOutput)))).toBe(WRONG_EQ);
     // The goal also reaches the hints (a recalled failure of the same task shows its goal).
-    const inRecalledGoal = buildMessages({ goal: `Write same. ${marker}`, recall: recallWith("cause not found", `Write same. ${marker}`), previous: { content: WRONG_EQ } });
+    const inRecalledGoal = buildMessages({
+      goal: `Write same. ${marker}`,
+      recall: recallWith("cause not found", `Write same. ${marker}`),
+      previous: { content: WRONG_EQ },
+    });
     expect(inRecalledGoal[0]?.content).toMatch(/## Hints from memory[\s\S]*\[simulated cause/);
     expect(built(simulatedAnswer(sim, request("build", inRecalledGoal)))).toBe(WRONG_EQ);
   });
 
   it("keeps answering the solution once the previous candidate was the solution", () => {
-    expect(built(simulatedAnswer(sim, request("build", buildMessages({ previous: { content: SOLUTION } }))))).toBe(SOLUTION);
+    expect(built(simulatedAnswer(sim, request("build", buildMessages({ previous: { content: SOLUTION } }))))).toBe(
+      SOLUTION,
+    );
   });
 
   it("falls back to the first wrong candidate for a previous candidate it does not know", () => {
     const other = "def same(a, b):\n    return True\n";
-    expect(built(simulatedAnswer(sim, request("build", buildMessages({ previous: { content: other } }))))).toBe(WRONG_EQ);
+    expect(built(simulatedAnswer(sim, request("build", buildMessages({ previous: { content: other } }))))).toBe(
+      WRONG_EQ,
+    );
     const recall = recallWith(causeMarker(EQ.cause));
-    expect(built(simulatedAnswer(sim, request("build", buildMessages({ recall, previous: { content: other } }))))).toBe(SOLUTION);
+    expect(built(simulatedAnswer(sim, request("build", buildMessages({ recall, previous: { content: other } }))))).toBe(
+      SOLUTION,
+    );
   });
 
   it("refuses repo-mode builds and improvement hypotheses with bad_request", async () => {
-    await expect(provider().complete(request("build", buildMessages({}), { schemaName: "edits" }))).rejects.toMatchObject({
+    await expect(
+      provider().complete(request("build", buildMessages({}), { schemaName: "edits" })),
+    ).rejects.toMatchObject({
       code: "bad_request",
       message: "a simulation answers inline tasks only",
     });
@@ -217,8 +275,21 @@ describe("the simulated backend", () => {
 });
 
 describe("the simulated reflection", () => {
-  const reflect = (s: Simulation, iteration: number, o: { content?: string; recall?: Recall; taskId?: string } = {}): Reflection =>
-    Reflection.parse(simulatedAnswer(s, request("reflect", reflectMessages({ content: o.content ?? WRONG_EQ, ...(o.recall ? { recall: o.recall } : {}) }), { iteration, taskId: o.taskId ?? "task-1" })));
+  const reflect = (
+    s: Simulation,
+    iteration: number,
+    o: { content?: string; recall?: Recall; taskId?: string } = {},
+  ): Reflection =>
+    Reflection.parse(
+      simulatedAnswer(
+        s,
+        request(
+          "reflect",
+          reflectMessages({ content: o.content ?? WRONG_EQ, ...(o.recall ? { recall: o.recall } : {}) }),
+          { iteration, taskId: o.taskId ?? "task-1" },
+        ),
+      ),
+    );
   const iterations = Array.from({ length: 40 }, (_, i) => i + 1);
 
   it("never finds the cause at findRate 0 and always finds it at 1, the marker of the candidate shown", () => {
@@ -233,8 +304,12 @@ describe("the simulated reflection", () => {
 
   it("draws deterministically from (seed, source, iteration): the same for two task ids, different across seeds", () => {
     const half = { ...sim, findRate: 0.5 };
-    const outcomes = iterations.map((i) => reflect(half, i, { taskId: "bench-r1-on-0-1" }).rootCause.includes("[simulated cause"));
-    expect(iterations.map((i) => reflect(half, i, { taskId: "bench-r1-off-0-1" }).rootCause.includes("[simulated cause"))).toEqual(outcomes);
+    const outcomes = iterations.map((i) =>
+      reflect(half, i, { taskId: "bench-r1-on-0-1" }).rootCause.includes("[simulated cause"),
+    );
+    expect(
+      iterations.map((i) => reflect(half, i, { taskId: "bench-r1-off-0-1" }).rootCause.includes("[simulated cause")),
+    ).toEqual(outcomes);
     expect(outcomes).toEqual(iterations.map((i) => simulatedDraw(half, i) < 0.5));
     expect(outcomes).toContain(true);
     expect(outcomes).toContain(false);
@@ -244,24 +319,38 @@ describe("the simulated reflection", () => {
       expect(u).toBeLessThan(1);
       expect(simulatedDraw(sim, i)).toBe(u);
     }
-    expect(iterations.map((i) => simulatedDraw({ ...sim, seed: 2 }, i))).not.toEqual(iterations.map((i) => simulatedDraw(sim, i)));
-    expect(iterations.map((i) => simulatedDraw({ ...sim, source: "HumanEval/1" }, i))).not.toEqual(iterations.map((i) => simulatedDraw(sim, i)));
+    expect(iterations.map((i) => simulatedDraw({ ...sim, seed: 2 }, i))).not.toEqual(
+      iterations.map((i) => simulatedDraw(sim, i)),
+    );
+    expect(iterations.map((i) => simulatedDraw({ ...sim, source: "HumanEval/1" }, i))).not.toEqual(
+      iterations.map((i) => simulatedDraw(sim, i)),
+    );
   });
 
   it("finds the cause from a recalled hint even at findRate 0, and not from a hint for another cause", () => {
     const none = { ...sim, findRate: 0 };
-    expect(reflect(none, 1, { recall: recallWith(`x ${causeMarker(EQ.cause)}`) }).rootCause).toContain(causeMarker(EQ.cause));
-    expect(reflect(none, 1, { content: WRONG_LT, recall: recallWith(`x ${causeMarker(EQ.cause)}`) }).rootCause).not.toContain("[simulated cause");
+    expect(reflect(none, 1, { recall: recallWith(`x ${causeMarker(EQ.cause)}`) }).rootCause).toContain(
+      causeMarker(EQ.cause),
+    );
+    expect(
+      reflect(none, 1, { content: WRONG_LT, recall: recallWith(`x ${causeMarker(EQ.cause)}`) }).rootCause,
+    ).not.toContain("[simulated cause");
   });
 
   it("closes the memory loop: a found reflection, recalled by a later task, gives that task the fix", async () => {
     const first = reflect({ ...sim, findRate: 1 }, 1);
     const later = await provider({ ...sim, findRate: 0 }).complete(
-      request("build", buildMessages({ recall: recallWith(first.rootCause), previous: { content: WRONG_EQ } }), { taskId: "task-2", iteration: 2 }),
+      request("build", buildMessages({ recall: recallWith(first.rootCause), previous: { content: WRONG_EQ } }), {
+        taskId: "task-2",
+        iteration: 2,
+      }),
     );
     expect(built(later.value)).toBe(SOLUTION);
     const notFound = reflect({ ...sim, findRate: 0 }, 1);
-    const stuck = simulatedAnswer(sim, request("build", buildMessages({ recall: recallWith(notFound.rootCause), previous: { content: WRONG_EQ } })));
+    const stuck = simulatedAnswer(
+      sim,
+      request("build", buildMessages({ recall: recallWith(notFound.rootCause), previous: { content: WRONG_EQ } })),
+    );
     expect(built(stuck)).toBe(WRONG_EQ);
   });
 

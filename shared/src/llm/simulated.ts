@@ -53,7 +53,9 @@ export function causeMarker(cause: string): string {
  * unaided when the draw is below `findRate`: never at 0, always at 1.
  */
 export function simulatedDraw(sim: Pick<Simulation, "seed" | "source">, iteration: number): number {
-  const digest = createHash("sha256").update(JSON.stringify([sim.seed, sim.source, iteration])).digest();
+  const digest = createHash("sha256")
+    .update(JSON.stringify([sim.seed, sim.source, iteration]))
+    .digest();
   return digest.readUIntBE(0, 6) / 2 ** 48;
 }
 
@@ -95,7 +97,10 @@ function shownCandidate(sim: Simulation, messages: ChatMessage[], header: string
   if (at === 0 && !rest.startsWith(opener)) return { kind: "unknown" };
   const options: Array<{ shown: Shown; rendered: string }> = [
     { shown: { kind: "solution" }, rendered: renderFile({ path: sim.path, content: sim.solution }) },
-    ...sim.wrong.map((wrong) => ({ shown: { kind: "wrong", wrong } as Shown, rendered: renderFile({ path: sim.path, content: wrong.content }) })),
+    ...sim.wrong.map((wrong) => ({
+      shown: { kind: "wrong", wrong } as Shown,
+      rendered: renderFile({ path: sim.path, content: wrong.content }),
+    })),
   ];
   // The longest rendering that matches, so a file that is a prefix of another cannot shadow it.
   const match = options
@@ -148,8 +153,10 @@ function buildOf<T>(sim: Simulation, request: CompletionRequest<T>): Candidate {
   if (previous.kind === "solution") return candidateOf(sim, sim.solution, "the fix again");
   const failing = previous.kind === "wrong" ? previous.wrong : first;
   const marker = causeMarker(failing.cause);
-  if (hintCarries(request.messages, marker)) return candidateOf(sim, sim.solution, "the fix, from a hint recalled from memory");
-  if (reflectionCarries(request.messages, marker)) return candidateOf(sim, sim.solution, "the fix, from the reflection");
+  if (hintCarries(request.messages, marker))
+    return candidateOf(sim, sim.solution, "the fix, from a hint recalled from memory");
+  if (reflectionCarries(request.messages, marker))
+    return candidateOf(sim, sim.solution, "the fix, from the reflection");
   return candidateOf(sim, failing.content, "the same attempt again (the cause is not known)");
 }
 
@@ -171,7 +178,8 @@ function reflectionOf<T>(sim: Simulation, request: CompletionRequest<T>): Reflec
     };
   }
   const wrong = shown?.kind === "wrong" ? shown.wrong : (sim.wrong[0] as SimulatedWrong);
-  if (hintCarries(request.messages, causeMarker(wrong.cause))) return found(sim, wrong, "a hint recalled from memory names the cause");
+  if (hintCarries(request.messages, causeMarker(wrong.cause)))
+    return found(sim, wrong, "a hint recalled from memory names the cause");
   if (simulatedDraw(sim, request.context.iteration) < sim.findRate) return found(sim, wrong, "found unaided");
   return {
     rootCause: "the failing assertion does not point at the faulty line; cause not found (simulated)",
@@ -193,7 +201,10 @@ const REVIEW: Review = { approved: true, score: 0.9, findings: [] };
  * @throws LoopsmithError `bad_request` for the `improve` role and for repo-mode builds
  *   (`schemaName` `edits`)
  */
-export function simulatedAnswer<T>(sim: Simulation, request: CompletionRequest<T>): Plan | Candidate | Reflection | Review {
+export function simulatedAnswer<T>(
+  sim: Simulation,
+  request: CompletionRequest<T>,
+): Plan | Candidate | Reflection | Review {
   switch (request.role) {
     case "plan":
     case "spec":

@@ -11,7 +11,12 @@ import type { Completion, CompletionRequest, LlmProvider } from "./types.js";
 
 const log = pino({ level: "silent" });
 
-const plan = (n: number): Plan => ({ summary: `plan ${n}`, acceptanceCriteria: [], steps: [`step ${n}`], files: ["solution.py"] });
+const plan = (n: number): Plan => ({
+  summary: `plan ${n}`,
+  acceptanceCriteria: [],
+  steps: [`step ${n}`],
+  files: ["solution.py"],
+});
 
 const script: ScriptFile = { v: 1, kind: "loopsmith-script", replies: { plan: [plan(1), plan(2)] } };
 const simulation: Simulation = {
@@ -33,7 +38,11 @@ function fakeInner() {
     info: { name: "anthropic", model: "claude-sonnet-4-6", scripted: false },
     async complete<T>(request: CompletionRequest<T>): Promise<Completion<T>> {
       seen.push(request.context.taskId);
-      return { value: request.schema.parse(plan(99)), usage: { ...emptyUsage(), calls: 1, inputTokens: 10, costUsd: 0.01 }, provider: this.info };
+      return {
+        value: request.schema.parse(plan(99)),
+        usage: { ...emptyUsage(), calls: 1, inputTokens: 10, costUsd: 0.01 },
+        provider: this.info,
+      };
     },
     async verify() {
       verified += 1;
@@ -60,7 +69,12 @@ const req = (taskId: string, taskScript?: TaskScript, callsBefore?: number): Com
   messages: [{ role: "user", content: "## Task\nLanguage: python\n\nWrite x." }],
   schema: Plan,
   schemaName: "plan",
-  context: { taskId, iteration: 1, ...(callsBefore !== undefined ? { callsBefore } : {}), ...(taskScript ? { script: taskScript } : {}) },
+  context: {
+    taskId,
+    iteration: 1,
+    ...(callsBefore !== undefined ? { callsBefore } : {}),
+    ...(taskScript ? { script: taskScript } : {}),
+  },
 });
 
 describe("withTaskScripts", () => {
@@ -71,14 +85,27 @@ describe("withTaskScripts", () => {
     const a = await p.complete(req("task-a", script));
     expect(a.value).toEqual(plan(1));
     expect(a.provider).toEqual({ name: "scripted", model: "script:task", scripted: true });
-    expect(a.usage).toMatchObject({ calls: 1, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0 });
+    expect(a.usage).toMatchObject({
+      calls: 1,
+      inputTokens: 0,
+      outputTokens: 0,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      costUsd: 0,
+    });
     const b = await p.complete(req("task-b"));
     expect(b.value).toEqual(plan(99));
     expect(b.provider).toEqual(inner.info);
     expect(seen).toEqual(["task-b"]);
     // The script's call went through the engine: one transcript line, named after the script.
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ provider: "scripted", model: "script:task", taskId: "task-a", role: "plan", attempt: 1 });
+    expect(lines[0]).toMatchObject({
+      provider: "scripted",
+      model: "script:task",
+      taskId: "task-a",
+      role: "plan",
+      attempt: 1,
+    });
   });
 
   it("keeps a task's provider between calls (its count goes on) and honours callsBefore", async () => {
@@ -100,7 +127,11 @@ describe("withTaskScripts", () => {
 
   it("validates scripted replies like a model's: one re-ask, then llm_bad_reply", async () => {
     const p = wrap(fakeInner().inner);
-    const garbageFirst: ScriptFile = { v: 1, kind: "loopsmith-script", replies: { plan: ["not json at all", plan(3)] } };
+    const garbageFirst: ScriptFile = {
+      v: 1,
+      kind: "loopsmith-script",
+      replies: { plan: ["not json at all", plan(3)] },
+    };
     const done = await p.complete(req("task-r", garbageFirst));
     expect(done.value).toEqual(plan(3));
     expect(done.usage.calls).toBe(2);
@@ -111,7 +142,10 @@ describe("withTaskScripts", () => {
   it("refuses a script that is neither a loopsmith script nor a simulation", async () => {
     const p = wrap(fakeInner().inner);
     const bogus = { v: 1, kind: "loopsmith-script", replies: { plann: [] } } as unknown as TaskScript;
-    await expect(p.complete(req("task-x", bogus))).rejects.toMatchObject({ code: "bad_request", message: expect.stringContaining("task-x") });
+    await expect(p.complete(req("task-x", bogus))).rejects.toMatchObject({
+      code: "bad_request",
+      message: expect.stringContaining("task-x"),
+    });
   });
 
   it("applies a simulation's defaults when the task's script was not parsed", async () => {
@@ -149,7 +183,10 @@ describe("withTaskScripts", () => {
 
   it("passes the schema through: a schema the script does not satisfy fails", async () => {
     const p = wrap(fakeInner().inner);
-    const strict = { ...req("task-z", script), schema: z.object({ other: z.string() }) } as unknown as CompletionRequest<Plan>;
+    const strict = {
+      ...req("task-z", script),
+      schema: z.object({ other: z.string() }),
+    } as unknown as CompletionRequest<Plan>;
     await expect(p.complete(strict)).rejects.toMatchObject({ code: "llm_bad_reply" });
   });
 });

@@ -33,7 +33,9 @@ export interface TaskScriptDeps extends EngineDeps {
  * scripted: true}`).
  */
 export function taskScriptBackend(script: TaskScript): Backend {
-  return script.kind === "loopsmith-script" ? createScriptedBackend(script, TASK_SCRIPT_NAME) : createSimulatedBackend(script);
+  return script.kind === "loopsmith-script"
+    ? createScriptedBackend(script, TASK_SCRIPT_NAME)
+    : createSimulatedBackend(script);
 }
 
 /**

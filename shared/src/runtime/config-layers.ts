@@ -75,7 +75,12 @@ export function mergeConfig(base: Json, over: Json): Json {
     if (v === undefined) continue;
     const b = out[k];
     out[k] =
-      typeof v === "object" && v !== null && !Array.isArray(v) && typeof b === "object" && b !== null && !Array.isArray(b)
+      typeof v === "object" &&
+      v !== null &&
+      !Array.isArray(v) &&
+      typeof b === "object" &&
+      b !== null &&
+      !Array.isArray(b)
         ? mergeConfig(b as Json, v as Json)
         : v;
   }
@@ -117,7 +122,9 @@ export function withProviderCredentials(layered: Json, env: NodeJS.ProcessEnv): 
   const obj = (v: unknown): Json => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Json) : {});
   const fallbacks = (list: unknown, inherits: string[]): unknown =>
     Array.isArray(list)
-      ? list.map((f: unknown) => (inherits.includes(obj(f).provider as string) ? f : fill(obj(f), obj(f).provider as string)))
+      ? list.map((f: unknown) =>
+          inherits.includes(obj(f).provider as string) ? f : fill(obj(f), obj(f).provider as string),
+        )
       : list;
   const llm = obj(layered.llm);
   const provider = (llm.provider as string | undefined) ?? "anthropic";

@@ -41,9 +41,14 @@ export const Config = z
          */
         inboxPrefix: z
           .string()
-          .regex(/^_INBOX(_[A-Za-z0-9-]+)?$/, "_INBOX or _INBOX_<name> (letters, digits, '-'): services answer only to inboxes")
+          .regex(
+            /^_INBOX(_[A-Za-z0-9-]+)?$/,
+            "_INBOX or _INBOX_<name> (letters, digits, '-'): services answer only to inboxes",
+          )
           .optional(),
-        tls: z.object({ caFile: z.string().optional(), certFile: z.string().optional(), keyFile: z.string().optional() }).default({}),
+        tls: z
+          .object({ caFile: z.string().optional(), certFile: z.string().optional(), keyFile: z.string().optional() })
+          .default({}),
         /**
          * The owner token this client submits, follows, cancels and reads tasks as
          * (`LOOPSMITH_OWNER`; default: the NATS user's name, or `client`). Under the permission
@@ -109,7 +114,12 @@ export const Config = z
         temperature: z.number().min(0).max(2).optional(),
         /** Per-role overrides (`spec`, `plan`, `build`, `review`, `reflect`). @defaultValue {} */
         roles: z
-          .strictObject(Object.fromEntries(ROLES.map((r) => [r, RoleLlm.optional()])) as Record<Role, z.ZodOptional<typeof RoleLlm>>)
+          .strictObject(
+            Object.fromEntries(ROLES.map((r) => [r, RoleLlm.optional()])) as Record<
+              Role,
+              z.ZodOptional<typeof RoleLlm>
+            >,
+          )
           .default({}),
         /** Fallbacks of every role that sets none. @defaultValue [] */
         fallback: z.array(FallbackTarget).default([]),
@@ -205,7 +215,13 @@ export const Config = z
          */
         busyWaitMs: z.number().int().min(0).default(600_000),
       })
-      .default({ stepTimeoutMs: 300_000, memoryTimeoutMs: 30_000, retries: 2, livenessMs: 10_000, busyWaitMs: 600_000 }),
+      .default({
+        stepTimeoutMs: 300_000,
+        memoryTimeoutMs: 30_000,
+        retries: 2,
+        livenessMs: 10_000,
+        busyWaitMs: 600_000,
+      }),
     /**
      * Memory's pgvector HNSW settings. The defaults were chosen by `npm run bench:memory`
      * (recall@10 against exact search, and latency, at 100,000 failures).
@@ -235,10 +251,18 @@ export const Config = z
   })
   .superRefine((cfg, ctx) => {
     if (cfg.llm.provider === "openai-compatible" && !cfg.llm.baseUrl) {
-      ctx.addIssue({ code: "custom", path: ["llm", "baseUrl"], message: "the openai-compatible provider needs a base URL" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["llm", "baseUrl"],
+        message: "the openai-compatible provider needs a base URL",
+      });
     }
     if (cfg.memory.hnswEfConstruction < 2 * cfg.memory.hnswM) {
-      ctx.addIssue({ code: "custom", path: ["memory", "hnswEfConstruction"], message: "must be at least 2 × memory.hnswM (pgvector's rule)" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["memory", "hnswEfConstruction"],
+        message: "must be at least 2 × memory.hnswM (pgvector's rule)",
+      });
     }
   });
 export type Config = z.infer<typeof Config>;
@@ -265,9 +289,13 @@ export function loadConfig(opts: LoadConfigOptions = {}): Config {
     try {
       layered = JSON.parse(readFileSync(file, "utf8")) as Json;
     } catch (err) {
-      throw new LoopsmithError("config_invalid", `cannot read the configuration file ${file}: ${(err as Error).message}`, {
-        cause: err,
-      });
+      throw new LoopsmithError(
+        "config_invalid",
+        `cannot read the configuration file ${file}: ${(err as Error).message}`,
+        {
+          cause: err,
+        },
+      );
     }
   }
   layered = mergeConfig(layered, configFromEnv(env));

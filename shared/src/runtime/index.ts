@@ -4,17 +4,48 @@
  * An explicit list: what is not named here is internal to the package.
  */
 export {
-  ErrorCode, ErrorData, LoopsmithError, RETRYABLE_BY_DEFAULT, busyError, busyReason, hasCode, toErrorData,
+  ErrorCode,
+  ErrorData,
+  LoopsmithError,
+  RETRYABLE_BY_DEFAULT,
+  busyError,
+  busyReason,
+  hasCode,
+  toErrorData,
   type BusyReason,
 } from "./errors.js";
 export { assetPath, installRoot } from "./assets.js";
-export { Config, DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm, loadConfig, ownerOf, priceOf } from "./config.js";
+export {
+  Config,
+  DEFAULT_PRICES,
+  FallbackTarget,
+  ModelPrice,
+  ProviderName,
+  RoleLlm,
+  loadConfig,
+  ownerOf,
+  priceOf,
+} from "./config.js";
 export { ENV_KEYS, configFromEnv, mergeConfig, withProviderCredentials } from "./config-layers.js";
 export { maskConfig, maskUrl } from "./mask.js";
 export type { ConfigInput, LoadConfigOptions } from "./config.js";
 export { REDACT_PATHS, createLogger } from "./log.js";
 export type { LoggerOptions } from "./log.js";
 export {
-  LOOPSMITH_VERSION, SERVICE_NATS_WAIT_MS, connectNats, exitOnSignals, logConnectionStatus, processAlive, runService, serviceMain,
+  LOOPSMITH_VERSION,
+  SERVICE_NATS_WAIT_MS,
+  connectNats,
+  exitOnSignals,
+  logConnectionStatus,
+  processAlive,
+  runService,
+  serviceMain,
 } from "./runtime.js";
-export type { PreparedStart, RunningService, ServiceDeps, ServiceIdentityFile, ServiceModule, ShutdownHook } from "./runtime.js";
+export type {
+  PreparedStart,
+  RunningService,
+  ServiceDeps,
+  ServiceIdentityFile,
+  ServiceModule,
+  ShutdownHook,
+} from "./runtime.js";

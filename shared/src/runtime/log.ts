@@ -14,7 +14,7 @@ export const REDACT_PATHS = [
   "authorization",
   "*.authorization",
   "*.headers.authorization",
-  "*.headers[\"x-api-key\"]",
+  '*.headers["x-api-key"]',
   "databaseUrl",
   "*.databaseUrl",
   "natsUrl",

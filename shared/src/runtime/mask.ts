@@ -77,7 +77,8 @@ export function maskConfig(cfg: Config | Json): Json {
       return v.replace(SECRET_VALUE, MASK);
     }
     if (Array.isArray(v)) return v.map((x) => mask(x, key));
-    if (typeof v === "object" && v !== null) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mask(x, k)]));
+    if (typeof v === "object" && v !== null)
+      return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mask(x, k)]));
     return v;
   };
   return mask(cfg, "") as Json;

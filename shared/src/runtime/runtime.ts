@@ -84,7 +84,8 @@ export async function connectNats(
 ): Promise<NatsConnection> {
   const auth = opts.config ? natsConnectOptions(opts.config) : {};
   const identity = opts.config ? natsIdentity(opts.config) : "no credentials";
-  const once = (): Promise<NatsConnection> => connect({ ...auth, servers: natsServers(url), name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+  const once = (): Promise<NatsConnection> =>
+    connect({ ...auth, servers: natsServers(url), name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
   try {
     if (!opts.waitMs) return await once();
     return await pRetry(once, {
@@ -97,13 +98,16 @@ export async function connectNats(
       // Refused credentials do not get better by waiting.
       shouldRetry: ({ error }) => !natsRefusal(error, url, identity),
       onFailedAttempt: ({ error, attemptNumber }) => {
-        if (attemptNumber === 1 && !natsRefusal(error, url, identity)) opts.log?.warn({ url: maskUrl(url), err: error.message }, "NATS does not answer yet; retrying");
+        if (attemptNumber === 1 && !natsRefusal(error, url, identity))
+          opts.log?.warn({ url: maskUrl(url), err: error.message }, "NATS does not answer yet; retrying");
       },
     });
   } catch (err) {
     const refused = natsRefusal(err, url, identity);
     if (refused) throw refused;
-    throw new LoopsmithError("unavailable", `cannot connect to NATS at ${maskUrl(url)}: ${(err as Error).message}`, { cause: err });
+    throw new LoopsmithError("unavailable", `cannot connect to NATS at ${maskUrl(url)}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
 }
 
@@ -126,7 +130,15 @@ export async function logConnectionStatus(nc: NatsConnection, log: Logger): Prom
         if (s.error instanceof PermissionViolationError) {
           // The refusal of this user's publish or subscription: typed, with the subject; the
           // user is on the logger (natsIdentity), never a secret.
-          log.error({ code: "permission_denied", operation: s.error.operation, subject: s.error.subject, ...(s.error.queue ? { queue: s.error.queue } : {}) }, `NATS refused a ${s.error.operation} on ${s.error.subject}: this user's permissions forbid it`);
+          log.error(
+            {
+              code: "permission_denied",
+              operation: s.error.operation,
+              subject: s.error.subject,
+              ...(s.error.queue ? { queue: s.error.queue } : {}),
+            },
+            `NATS refused a ${s.error.operation} on ${s.error.subject}: this user's permissions forbid it`,
+          );
         } else log.error({ err: s.error }, "NATS reported an error");
         break;
       case "staleConnection":
@@ -191,7 +203,8 @@ export async function runService<T = undefined>(
     nc = await connectNats(config.natsUrl, ServiceNames[name], { waitMs: SERVICE_NATS_WAIT_MS, log, config });
   } catch (err) {
     const o = await opened;
-    if (o.ok && prepare) await prepare.close(o.value).catch((e: unknown) => log.warn({ err: e }, "undoing the start-up work failed"));
+    if (o.ok && prepare)
+      await prepare.close(o.value).catch((e: unknown) => log.warn({ err: e }, "undoing the start-up work failed"));
     throw err;
   }
   const o = await opened;
@@ -199,7 +212,9 @@ export async function runService<T = undefined>(
     await nc.close().catch(() => undefined);
     throw o.err;
   }
-  void logConnectionStatus(nc, log.child({ natsIdentity: natsIdentity(config) })).catch((err: unknown) => log.warn({ err }, "the NATS status watch ended"));
+  void logConnectionStatus(nc, log.child({ natsIdentity: natsIdentity(config) })).catch((err: unknown) =>
+    log.warn({ err }, "the NATS status watch ended"),
+  );
   const mod = await build({ nc, config, log, prepared: o.value });
   const service = await startService(nc, {
     name: ServiceNames[name],
@@ -255,7 +270,10 @@ async function writeServiceIdFile(file: string, identity: ServiceIdentityFile, l
     await writeFile(tmp, `${JSON.stringify(identity)}\n`, { mode: 0o644 });
     await rename(tmp, file);
   } catch (err) {
-    log.error({ err, file }, "cannot write the service id file (LOOPSMITH_SERVICE_ID_FILE); the health check will fail");
+    log.error(
+      { err, file },
+      "cannot write the service id file (LOOPSMITH_SERVICE_ID_FILE); the health check will fail",
+    );
   }
 }
 

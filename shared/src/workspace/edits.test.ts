@@ -7,8 +7,16 @@ import { afterAll, describe, expect, it } from "vitest";
 import type { Edit } from "../contracts/repo.js";
 import { applyEdits, checkEditPath, renderEditFailures, unifiedPatch, type ReadBase } from "./edits.js";
 
-const edit = (path: string, search: string, replace = "", del = false): Edit => ({ path, search, replace, delete: del });
-const reader = (files: Record<string, string>): ReadBase => (p) => (Object.hasOwn(files, p) ? files[p] : undefined);
+const edit = (path: string, search: string, replace = "", del = false): Edit => ({
+  path,
+  search,
+  replace,
+  delete: del,
+});
+const reader =
+  (files: Record<string, string>): ReadBase =>
+  (p) =>
+    Object.hasOwn(files, p) ? files[p] : undefined;
 
 const PY = [
   "def price(qty, unit):",
@@ -37,11 +45,22 @@ afterAll(() => {
 describe("applyEdits", () => {
   it("applies an edit and normalises ./ paths", () => {
     const r = applyEdits([edit("./shop/price.py", "qty >= 10", "qty >= 20")], base);
-    expect(r).toEqual({ ok: true, changed: [{ path: "shop/price.py", content: PY.replace("qty >= 10", "qty >= 20") }], deleted: [] });
+    expect(r).toEqual({
+      ok: true,
+      changed: [{ path: "shop/price.py", content: PY.replace("qty >= 10", "qty >= 20") }],
+      deleted: [],
+    });
   });
 
   it("applies several edits to one file in order, each seeing the previous result", () => {
-    const r = applyEdits([edit("shop/price.py", "0.9", "0.85"), edit("shop/price.py", "total * 0.85", "total * 0.8"), edit("README.md", "# shop\n", "# shop\n\nPrices.\n")], base);
+    const r = applyEdits(
+      [
+        edit("shop/price.py", "0.9", "0.85"),
+        edit("shop/price.py", "total * 0.85", "total * 0.8"),
+        edit("README.md", "# shop\n", "# shop\n\nPrices.\n"),
+      ],
+      base,
+    );
     expect(r.ok).toBe(true);
     if (!r.ok) return;
     expect(r.changed.map((f) => f.path)).toEqual(["README.md", "shop/price.py"]);
@@ -49,7 +68,15 @@ describe("applyEdits", () => {
   });
 
   it("is all or nothing, and reports every failure it finds", () => {
-    const r = applyEdits([edit("README.md", "# shop", "# store"), edit("shop/price.py", "qty > 10", "x"), edit("nope.py", "a", "b"), edit("twice.txt", "x = 1", "x = 3")], base);
+    const r = applyEdits(
+      [
+        edit("README.md", "# shop", "# store"),
+        edit("shop/price.py", "qty > 10", "x"),
+        edit("nope.py", "a", "b"),
+        edit("twice.txt", "x = 1", "x = 3"),
+      ],
+      base,
+    );
     expect(r.ok).toBe(false);
     if (r.ok) return;
     expect(r.failures.map((f) => [f.index, f.path, f.reason])).toEqual([
@@ -68,7 +95,16 @@ describe("applyEdits", () => {
     const f = r.failures[0];
     expect(f?.reason).toBe("not_found");
     expect(f?.message).toContain("lines 3–4");
-    expect(f?.nearest).toBe(["1 | def price(qty, unit):", "2 |     total = qty * unit", "3 |     if qty >= 10:", "4 |         total = total * 0.9", "5 |     return round(total, 2)", "6 | "].join("\n"));
+    expect(f?.nearest).toBe(
+      [
+        "1 | def price(qty, unit):",
+        "2 |     total = qty * unit",
+        "3 |     if qty >= 10:",
+        "4 |         total = total * 0.9",
+        "5 |     return round(total, 2)",
+        "6 | ",
+      ].join("\n"),
+    );
   });
 
   it("says so when only whitespace differs, and does not apply the edit", () => {
@@ -88,8 +124,15 @@ describe("applyEdits", () => {
   it("creates a file, which must not exist yet", () => {
     const r = applyEdits([edit("shop/new.py", "", "X = 1\n"), edit("shop/new.py", "X = 1", "X = 2")], base);
     expect(r).toEqual({ ok: true, changed: [{ path: "shop/new.py", content: "X = 2\n" }], deleted: [] });
-    const again = applyEdits([edit("README.md", "", "x"), edit("a.txt", "", "1"), edit("a.txt", "", "2"), edit("README.md/x", "", "")], base);
-    expect(!again.ok && again.failures.map((f) => [f.index, f.reason])).toEqual([[0, "file_exists"], [2, "file_exists"], [3, "file_exists"]]);
+    const again = applyEdits(
+      [edit("README.md", "", "x"), edit("a.txt", "", "1"), edit("a.txt", "", "2"), edit("README.md/x", "", "")],
+      base,
+    );
+    expect(!again.ok && again.failures.map((f) => [f.index, f.reason])).toEqual([
+      [0, "file_exists"],
+      [2, "file_exists"],
+      [3, "file_exists"],
+    ]);
   });
 
   it("deletes a file, which must exist; edited then deleted is only deleted", () => {
@@ -102,13 +145,24 @@ describe("applyEdits", () => {
   });
 
   it("leaves out a file whose final text equals its base, and a file created then deleted", () => {
-    const r = applyEdits([edit("README.md", "shop", "store"), edit("README.md", "store", "shop"), edit("t.txt", "", "t"), edit("t.txt", "", "", true)], base);
+    const r = applyEdits(
+      [
+        edit("README.md", "shop", "store"),
+        edit("README.md", "store", "shop"),
+        edit("t.txt", "", "t"),
+        edit("t.txt", "", "", true),
+      ],
+      base,
+    );
     expect(r).toEqual({ ok: true, changed: [], deleted: [] });
   });
 
   it("refuses paths that leave the repository or enter .git", () => {
     const bad = ["/etc/passwd", "../x", "a/../../x", "a\\b", "a\0b", ".git", ".git/config", "sub/.GIT/HEAD", "", "./"];
-    const r = applyEdits(bad.map((p) => edit(p, "", "x")), base);
+    const r = applyEdits(
+      bad.map((p) => edit(p, "", "x")),
+      base,
+    );
     expect(!r.ok && r.failures.map((f) => f.reason)).toEqual(bad.map(() => "path_escape"));
     expect(checkEditPath("./a//b/./c.txt")).toEqual({ ok: true, path: "a/b/c.txt" });
     expect(checkEditPath(".gitignore")).toEqual({ ok: true, path: ".gitignore" });
@@ -129,10 +183,20 @@ describe("applyEdits", () => {
         return undefined;
       }
     };
-    const r = applyEdits([edit("src/out/secret.txt", "s", "t"), edit("src/out/new.txt", "", "n"), edit("alias.py", "a = 1", "a = 2")], read, { root });
-    expect(!r.ok && r.failures.map((f) => [f.index, f.reason])).toEqual([[0, "path_escape"], [1, "path_escape"], [2, "path_escape"]]);
+    const r = applyEdits(
+      [edit("src/out/secret.txt", "s", "t"), edit("src/out/new.txt", "", "n"), edit("alias.py", "a = 1", "a = 2")],
+      read,
+      { root },
+    );
+    expect(!r.ok && r.failures.map((f) => [f.index, f.reason])).toEqual([
+      [0, "path_escape"],
+      [1, "path_escape"],
+      [2, "path_escape"],
+    ]);
     expect(!r.ok && r.failures[0]?.message).toContain("src/out is a symbolic link");
-    expect(applyEdits([edit("src/ok.py", "a = 1", "a = 2"), edit("src/fresh/x.py", "", "x")], read, { root }).ok).toBe(true);
+    expect(applyEdits([edit("src/ok.py", "a = 1", "a = 2"), edit("src/fresh/x.py", "", "x")], read, { root }).ok).toBe(
+      true,
+    );
     expect(applyEdits([edit("src", "", "x")], read, { root }).ok).toBe(false);
   });
 });
@@ -150,7 +214,9 @@ describe("renderEditFailures", () => {
   });
 
   it("uses a fence longer than any backtick run in the quoted lines", () => {
-    const text = renderEditFailures([{ index: 0, path: "a.md", reason: "not_found", message: "m", nearest: "1 | ```js" }]);
+    const text = renderEditFailures([
+      { index: 0, path: "a.md", reason: "not_found", message: "m", nearest: "1 | ```js" },
+    ]);
     expect(text).toContain("````\n1 | ```js\n````");
   });
 });
@@ -167,7 +233,8 @@ function treeOf(dir: string, prefix = ""): Record<string, string> {
   return out;
 }
 
-const git = (cwd: string, ...args: string[]): string => execFileSync("git", args, { cwd, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"] });
+const git = (cwd: string, ...args: string[]): string =>
+  execFileSync("git", args, { cwd, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"] });
 
 /** A temp directory holding `files`; with `repo`, a git repository with them committed. */
 function dirOf(files: Record<string, string>, repo: boolean): string {
@@ -198,7 +265,10 @@ function gitApplied(files: Record<string, string>, patch: string, repo = true): 
 }
 
 /** The tree after a successful apply. */
-function expected(files: Record<string, string>, r: { changed: { path: string; content: string }[]; deleted: string[] }): Record<string, string> {
+function expected(
+  files: Record<string, string>,
+  r: { changed: { path: string; content: string }[]; deleted: string[] },
+): Record<string, string> {
   const out = { ...files };
   for (const f of r.changed) out[f.path] = f.content;
   for (const p of r.deleted) delete out[p];
@@ -225,7 +295,7 @@ describe("unifiedPatch", () => {
         edit("with space.txt", "s p a c e", "space"),
         edit("new/dir/fresh.py", "", "print('hi')\n"),
         edit("new/empty.txt", "", ""),
-        edit("new/ünïcode \"q\".txt", "", "u"),
+        edit('new/ünïcode "q".txt', "", "u"),
       ],
       reader(files),
     );
@@ -233,7 +303,9 @@ describe("unifiedPatch", () => {
     if (!r.ok) return;
     const patch = unifiedPatch(reader(files), r.changed, r.deleted);
     expect(patch).toMatch(/^diff --git a\/gone\.txt b\/gone\.txt\ndeleted file mode 100644\n/);
-    expect(patch).toContain("diff --git a/new/dir/fresh.py b/new/dir/fresh.py\nnew file mode 100644\n--- /dev/null\n+++ b/new/dir/fresh.py\n");
+    expect(patch).toContain(
+      "diff --git a/new/dir/fresh.py b/new/dir/fresh.py\nnew file mode 100644\n--- /dev/null\n+++ b/new/dir/fresh.py\n",
+    );
     expect(patch).toContain("\\ No newline at end of file");
     const headers = [...patch.matchAll(/^diff --git a\/(.*) b\//gm)].map((m) => m[1]);
     expect(headers).toEqual([...headers].sort());
@@ -247,12 +319,19 @@ describe("unifiedPatch", () => {
 
   it("round-trips through git apply for random files and edits (property)", () => {
     const line = fc.constantFrom("a", "b", "c", "", "  d", "e e");
-    const text = fc.tuple(fc.array(line, { maxLength: 12 }), fc.boolean()).map(([ls, eol]) => ls.join("\n") + (eol && ls.length ? "\n" : ""));
+    const text = fc
+      .tuple(fc.array(line, { maxLength: 12 }), fc.boolean())
+      .map(([ls, eol]) => ls.join("\n") + (eol && ls.length ? "\n" : ""));
     fc.assert(
       fc.property(text, text, text, (a, b, c) => {
         const files = { "a.txt": a, "b.txt": b };
         // a.txt rewritten as c (deleted, then created again), b.txt deleted, c.txt created as b.
-        const edits = [edit("a.txt", "", "", true), edit("a.txt", "", c), edit("b.txt", "", "", true), edit("c.txt", "", b)];
+        const edits = [
+          edit("a.txt", "", "", true),
+          edit("a.txt", "", c),
+          edit("b.txt", "", "", true),
+          edit("c.txt", "", b),
+        ];
         const r = applyEdits(edits, reader(files));
         if (!r.ok) return;
         expect(gitApplied(files, unifiedPatch(reader(files), r.changed, r.deleted), false)).toEqual(expected(files, r));
@@ -263,15 +342,21 @@ describe("unifiedPatch", () => {
 
   it("replaces exactly the one occurrence of a unique search (property)", () => {
     fc.assert(
-      fc.property(fc.string(), fc.string({ minLength: 1 }), fc.string(), fc.string(), (before, search, after, replace) => {
-        const textOf = before + search + after;
-        const r = applyEdits([edit("f", search, replace)], reader({ f: textOf }));
-        let count = 0;
-        for (let i = textOf.indexOf(search); i !== -1; i = textOf.indexOf(search, i + 1)) count++;
-        if (count === 1 && r.ok) expect(r.changed[0]?.content ?? textOf).toBe(before + replace + after);
-        if (count !== 1) expect(r.ok).toBe(false);
-        if (count === 1) expect(r.ok).toBe(true);
-      }),
+      fc.property(
+        fc.string(),
+        fc.string({ minLength: 1 }),
+        fc.string(),
+        fc.string(),
+        (before, search, after, replace) => {
+          const textOf = before + search + after;
+          const r = applyEdits([edit("f", search, replace)], reader({ f: textOf }));
+          let count = 0;
+          for (let i = textOf.indexOf(search); i !== -1; i = textOf.indexOf(search, i + 1)) count++;
+          if (count === 1 && r.ok) expect(r.changed[0]?.content ?? textOf).toBe(before + replace + after);
+          if (count !== 1) expect(r.ok).toBe(false);
+          if (count === 1) expect(r.ok).toBe(true);
+        },
+      ),
     );
   });
 });

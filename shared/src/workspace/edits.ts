@@ -20,7 +20,8 @@ export type ReadBase = (path: string) => string | undefined;
  * The outcome of {@link applyEdits}: every changed file in full and the deleted paths (both
  * sorted by path), or every failure found. Never a partial apply.
  */
-export type ApplyResult = { ok: true; changed: FileChange[]; deleted: string[] } | { ok: false; failures: EditFailure[] };
+export type ApplyResult =
+  { ok: true; changed: FileChange[]; deleted: string[] } | { ok: false; failures: EditFailure[] };
 
 /** The outcome of {@link checkEditPath}: the normalised path, or why it is refused. */
 export type PathCheck = { ok: true; path: string } | { ok: false; message: string };
@@ -45,11 +46,13 @@ export function checkEditPath(path: string, root?: string): PathCheck {
   if (typeof path !== "string" || path.length === 0) return { ok: false, message: "the path is empty" };
   if (path.includes("\0")) return { ok: false, message: "the path contains a NUL character" };
   if (path.includes("\\")) return { ok: false, message: "the path contains a backslash; use / between directories" };
-  if (path.startsWith("/")) return { ok: false, message: "the path is absolute; paths are relative to the repository root" };
+  if (path.startsWith("/"))
+    return { ok: false, message: "the path is absolute; paths are relative to the repository root" };
   const segments = path.split("/").filter((s) => s !== "" && s !== ".");
   if (segments.length === 0) return { ok: false, message: "the path names no file" };
   if (segments.includes("..")) return { ok: false, message: "the path contains a '..' segment" };
-  if (segments.some((s) => s.toLowerCase() === ".git")) return { ok: false, message: "the path is inside git's own .git directory" };
+  if (segments.some((s) => s.toLowerCase() === ".git"))
+    return { ok: false, message: "the path is inside git's own .git directory" };
   const normal = segments.join("/");
   if (root !== undefined) {
     for (let k = 1; k <= segments.length; k++) {
@@ -60,7 +63,8 @@ export function checkEditPath(path: string, root?: string): PathCheck {
       } catch {
         break; // absent (or under a file): nothing further on the path exists
       }
-      if (isLink) return { ok: false, message: `${prefix} is a symbolic link in the repository; edits may not go through links` };
+      if (isLink)
+        return { ok: false, message: `${prefix} is a symbolic link in the repository; edits may not go through links` };
     }
   }
   return { ok: true, path: normal };
@@ -94,7 +98,8 @@ function quote(lines: readonly string[], from: number, to: number): string {
   const end = Math.min(stop, start + MAX_QUOTED);
   const width = String(end).length;
   const out: string[] = [];
-  for (let i = start; i < end; i++) out.push(`${String(i + 1).padStart(width)} | ${(lines[i] ?? "").replace(/\r$/, "")}`);
+  for (let i = start; i < end; i++)
+    out.push(`${String(i + 1).padStart(width)} | ${(lines[i] ?? "").replace(/\r$/, "")}`);
   if (end < stop) out.push(`${" ".repeat(width)} | … (${plural(stop - end, "more line")})`);
   return out.join("\n");
 }
@@ -139,13 +144,19 @@ function dice(cache: Map<string, Set<string>>, a: string, b: string): number {
  * lines are not probed; a match one or two lines away counts 0.98. In a large search only evenly spaced lines are, so that at most
  * {@link FUZZY_PAIRS} line pairs are compared. Ties go to the earliest window.
  */
-function nearestWindow(fileLines: readonly string[], searchLines: readonly string[]): { start: number; length: number; score: number } {
+function nearestWindow(
+  fileLines: readonly string[],
+  searchLines: readonly string[],
+): { start: number; length: number; score: number } {
   const file = fileLines.map((l) => l.trim());
   const search = searchLines.map((l) => l.trim());
   const length = Math.min(search.length, file.length);
   const nonBlank = search.flatMap((l, i) => (l ? [i] : []));
   const count = Math.max(1, Math.min(nonBlank.length, Math.floor(FUZZY_PAIRS / Math.max(1, file.length))));
-  const probes = nonBlank.length <= count ? nonBlank : Array.from({ length: count }, (_, k) => nonBlank[Math.floor((k * nonBlank.length) / count)] ?? 0);
+  const probes =
+    nonBlank.length <= count
+      ? nonBlank
+      : Array.from({ length: count }, (_, k) => nonBlank[Math.floor((k * nonBlank.length) / count)] ?? 0);
   const cache = new Map<string, Set<string>>();
   // sims[p * m + j]: similarity of probe p and file line j, computed once (-1: not yet).
   const m = file.length;
@@ -162,7 +173,8 @@ function nearestWindow(fileLines: readonly string[], searchLines: readonly strin
     probes.forEach((i, p) => {
       let top = 0;
       // A line found where it belongs beats one found a line or two away (which breaks ties).
-      for (let j = Math.max(s, s + i - 2); j <= Math.min(s + length - 1, s + i + 2) && top < 1; j++) top = Math.max(top, j === s + i ? sim(p, j) : 0.98 * sim(p, j));
+      for (let j = Math.max(s, s + i - 2); j <= Math.min(s + length - 1, s + i + 2) && top < 1; j++)
+        top = Math.max(top, j === s + i ? sim(p, j) : 0.98 * sim(p, j));
       score += top;
     });
     if (score > best.score) best = { start: s, length, score };
@@ -175,7 +187,11 @@ function nearestWindow(fileLines: readonly string[], searchLines: readonly strin
  * search line may be the end of a file line, the last one the start of one). Start line
  * indices, 0-based.
  */
-function tolerantMatches(fileLines: readonly string[], searchLines: readonly string[], norm: (s: string) => string): number[] {
+function tolerantMatches(
+  fileLines: readonly string[],
+  searchLines: readonly string[],
+  norm: (s: string) => string,
+): number[] {
   const want = searchLines.map(norm);
   if (!want.some((l) => l.trim())) return [];
   const have = fileLines.map(norm);
@@ -201,7 +217,8 @@ function notFound(index: number, path: string, text: string, search: string): Ed
   const fileLines = splitLines(text);
   const searchLines = splitLines(search);
   const base = { index, path, reason: "not_found" as const };
-  if (text.length === 0) return { ...base, message: `the search text of edit ${index + 1} is not in ${path}: the file is empty` };
+  if (text.length === 0)
+    return { ...base, message: `the search text of edit ${index + 1} is not in ${path}: the file is empty` };
   const kinds: Array<[string, (s: string) => string]> = [
     ["line endings (\\r\\n against \\n)", (s) => s.replace(/\r$/, "")],
     ["trailing whitespace", (s) => s.replace(/\s+$/, "")],
@@ -212,7 +229,10 @@ function notFound(index: number, path: string, text: string, search: string): Ed
     const first = at[0];
     if (first === undefined) continue;
     const last = first + searchLines.length;
-    const where = at.length === 1 ? lineRange(first + 1, last) : `${at.length} places (the first, ${lineRange(first + 1, last)}, is shown)`;
+    const where =
+      at.length === 1
+        ? lineRange(first + 1, last)
+        : `${at.length} places (the first, ${lineRange(first + 1, last)}, is shown)`;
     return {
       ...base,
       message: `the search text of edit ${index + 1} is not in ${path} exactly: it differs from ${where} only in ${what}; copy the exact text of the file into search`,
@@ -240,7 +260,10 @@ function ambiguous(index: number, path: string, text: string, search: string, at
     path,
     reason: "ambiguous",
     message: `the search text of edit ${index + 1} occurs ${count} times in ${path} (starting at lines ${shown}); it must occur exactly once: add neighbouring lines to it`,
-    nearest: lines.slice(0, 3).map((l) => quote(fileLines, l - 2, l - 1 + span + 1)).join("\n…\n"),
+    nearest: lines
+      .slice(0, 3)
+      .map((l) => quote(fileLines, l - 2, l - 1 + span + 1))
+      .join("\n…\n"),
   };
 }
 
@@ -271,14 +294,22 @@ export function applyEdits(edits: readonly Edit[], readBase: ReadBase, opts: { r
   const work = new Map<string, string | null>(); // null: deleted
   const failures: EditFailure[] = [];
   const current = (p: string): string | undefined => (work.has(p) ? (work.get(p) ?? undefined) : readBase(p));
-  const fail = (index: number, path: string, reason: EditFailureReason, message: string): void => void failures.push({ index, path, reason, message });
+  const fail = (index: number, path: string, reason: EditFailureReason, message: string): void =>
+    void failures.push({ index, path, reason, message });
   edits.forEach((edit, index) => {
     const checked = checkEditPath(edit.path, opts.root);
-    if (!checked.ok) return fail(index, String(edit.path), "path_escape", `edit ${index + 1} cannot touch ${JSON.stringify(edit.path)}: ${checked.message}`);
+    if (!checked.ok)
+      return fail(
+        index,
+        String(edit.path),
+        "path_escape",
+        `edit ${index + 1} cannot touch ${JSON.stringify(edit.path)}: ${checked.message}`,
+      );
     const path = checked.path;
     const text = current(path);
     if (edit.delete) {
-      if (text === undefined) return fail(index, path, "missing_file", `edit ${index + 1} deletes ${path}, which does not exist`);
+      if (text === undefined)
+        return fail(index, path, "missing_file", `edit ${index + 1} deletes ${path}, which does not exist`);
       work.set(path, null);
       return;
     }
@@ -286,20 +317,37 @@ export function applyEdits(edits: readonly Edit[], readBase: ReadBase, opts: { r
     const replace = edit.replace ?? "";
     if (search === "") {
       if (text !== undefined) {
-        return fail(index, path, "file_exists", `edit ${index + 1} creates ${path} (its search is empty), but the file exists; to change it, search for the exact text to replace`);
+        return fail(
+          index,
+          path,
+          "file_exists",
+          `edit ${index + 1} creates ${path} (its search is empty), but the file exists; to change it, search for the exact text to replace`,
+        );
       }
       const segments = path.split("/");
       for (let k = 1; k < segments.length; k++) {
         const parent = segments.slice(0, k).join("/");
-        if (current(parent) !== undefined) return fail(index, path, "file_exists", `edit ${index + 1} creates ${path}, but ${parent} is a file`);
+        if (current(parent) !== undefined)
+          return fail(index, path, "file_exists", `edit ${index + 1} creates ${path}, but ${parent} is a file`);
       }
       if (opts.root !== undefined && !work.has(path) && isDirectory(join(opts.root, path))) {
-        return fail(index, path, "file_exists", `edit ${index + 1} creates ${path}, but that is a directory in the repository`);
+        return fail(
+          index,
+          path,
+          "file_exists",
+          `edit ${index + 1} creates ${path}, but that is a directory in the repository`,
+        );
       }
       work.set(path, replace);
       return;
     }
-    if (text === undefined) return fail(index, path, "missing_file", `edit ${index + 1} changes ${path}, which does not exist; to create a file, leave search empty`);
+    if (text === undefined)
+      return fail(
+        index,
+        path,
+        "missing_file",
+        `edit ${index + 1} changes ${path}, which does not exist; to create a file, leave search empty`,
+      );
     const at = occurrences(text, search);
     const first = at[0];
     if (first === undefined) return void failures.push(notFound(index, path, text, search));
@@ -354,7 +402,12 @@ export function renderEditFailures(failures: readonly EditFailure[]): string {
     out.push("", `Edit ${f.index + 1} (${f.path}), ${f.reason}: ${f.message}.`.replace(/\.\.$/, "."));
     if (f.nearest) {
       const fence = fenceFor(f.nearest);
-      out.push(`The nearest lines of ${f.path} (the line numbers and " | " are not part of the file):`, fence, f.nearest, fence);
+      out.push(
+        `The nearest lines of ${f.path} (the line numbers and " | " are not part of the file):`,
+        fence,
+        f.nearest,
+        fence,
+      );
     }
   }
   return out.join("\n");
@@ -380,11 +433,20 @@ export function unifiedPatch(readBase: ReadBase, changed: readonly FileChange[],
   let out = "";
   for (const [path, text] of [...entries].sort(([a], [b]) => compare(a, b))) {
     const base = readBase(path);
-    if (text === null && base === undefined) throw new LoopsmithError("bad_request", `cannot delete ${path}: it is not in the base`);
+    if (text === null && base === undefined)
+      throw new LoopsmithError("bad_request", `cannot delete ${path}: it is not in the base`);
     if (text === base) continue;
     const isCreate = base === undefined;
     const isDelete = text === null;
-    const patch = structuredPatch(isCreate ? "/dev/null" : `a/${path}`, isDelete ? "/dev/null" : `b/${path}`, base ?? "", text ?? "", undefined, undefined, { context: 3 });
+    const patch = structuredPatch(
+      isCreate ? "/dev/null" : `a/${path}`,
+      isDelete ? "/dev/null" : `b/${path}`,
+      base ?? "",
+      text ?? "",
+      undefined,
+      undefined,
+      { context: 3 },
+    );
     out += formatPatch({ ...patch, isGit: true, isCreate, isDelete });
   }
   return out;

@@ -15,7 +15,8 @@ import type { Language } from "../contracts/common.js";
  * formats" and "conftest.py"), and the files Python's `site` module runs at start-up
  * (`sitecustomize`, `usercustomize`, `*.pth`).
  */
-const PYTHON_RUNNER_CONFIG = /(^|\/)(conftest\.py|pytest\.ini|\.pytest\.ini|pyproject\.toml|tox\.ini|setup\.cfg|sitecustomize\.py|usercustomize\.py|[^/]*\.pth)$/;
+const PYTHON_RUNNER_CONFIG =
+  /(^|\/)(conftest\.py|pytest\.ini|\.pytest\.ini|pyproject\.toml|tox\.ini|setup\.cfg|sitecustomize\.py|usercustomize\.py|[^/]*\.pth)$/;
 
 /**
  * Node.js: package scopes (`package.json`: `type`, `imports`, `exports`, `main`), installed
@@ -34,7 +35,8 @@ export function isRunnerConfig(path: string, language: Language): boolean {
 /** pytest's default `python_files`: `test_*.py` and `*_test.py`. */
 const PYTHON_TEST_FILE = /(^|\/)(test_[^/]*|[^/]*_test)\.py$/;
 /** node's test runner's naming conventions (plus `test_*`), JavaScript or TypeScript files. */
-const NODE_TEST_FILE = /(^|\/)(test\/.*\.(c|m)?[jt]s$|[^/]*[._-]test\.(c|m)?[jt]s$|test[._-][^/]*\.(c|m)?[jt]s$|test_[^/]*\.(c|m)?[jt]s$)/;
+const NODE_TEST_FILE =
+  /(^|\/)(test\/.*\.(c|m)?[jt]s$|[^/]*[._-]test\.(c|m)?[jt]s$|test[._-][^/]*\.(c|m)?[jt]s$|test_[^/]*\.(c|m)?[jt]s$)/;
 
 /**
  * True when the language's runner would collect `path` as a test file by its naming
@@ -53,7 +55,8 @@ export function isTestFile(path: string, language: Language): boolean {
  * and what repo mode's dependency policy looks at (architect). `pyproject.toml`, `setup.cfg`
  * and `package.json` hold more than dependencies; the policy tells their parts apart.
  */
-const DEPENDENCY_MANIFEST = /^(requirements[^/]*\.txt|constraints[^/]*\.txt|Pipfile|Pipfile\.lock|poetry\.lock|pyproject\.toml|setup\.py|setup\.cfg|package\.json|package-lock\.json|npm-shrinkwrap\.json|yarn\.lock|pnpm-lock\.yaml)$/;
+const DEPENDENCY_MANIFEST =
+  /^(requirements[^/]*\.txt|constraints[^/]*\.txt|Pipfile|Pipfile\.lock|poetry\.lock|pyproject\.toml|setup\.py|setup\.cfg|package\.json|package-lock\.json|npm-shrinkwrap\.json|yarn\.lock|pnpm-lock\.yaml)$/;
 
 /** True when `path` (workspace-relative) is a dependency manifest or lock file. */
 export function isDependencyManifest(path: string): boolean {

@@ -3,7 +3,13 @@ import { PassThrough } from "node:stream";
 import { pack } from "tar-stream";
 import { forEachTarEntry, readTar, safeTarPath } from "./tar.js";
 
-type Member = { name: string; body?: string | Buffer; type?: "file" | "directory" | "symlink"; mode?: number; linkname?: string };
+type Member = {
+  name: string;
+  body?: string | Buffer;
+  type?: "file" | "directory" | "symlink";
+  mode?: number;
+  linkname?: string;
+};
 
 /** A tar of `members`, written by tar-stream's packer. */
 async function tarOf(members: Member[]): Promise<Buffer> {
@@ -13,7 +19,10 @@ async function tarOf(members: Member[]): Promise<Buffer> {
     for await (const c of p) chunks.push(c as Buffer);
   })();
   for (const m of members) {
-    p.entry({ name: m.name, type: m.type ?? "file", mode: m.mode, linkname: m.linkname }, m.body === undefined ? "" : Buffer.from(m.body));
+    p.entry(
+      { name: m.name, type: m.type ?? "file", mode: m.mode, linkname: m.linkname },
+      m.body === undefined ? "" : Buffer.from(m.body),
+    );
   }
   p.finalize();
   await done;
@@ -25,7 +34,8 @@ describe("safeTarPath", () => {
     expect(safeTarPath("./a//b/./c.py")).toBe("a/b/c.py");
     expect(safeTarPath("dir/")).toBe("dir");
     expect(safeTarPath("a/../b")).toBe("b");
-    for (const bad of ["/etc/passwd", "../x", "..", "a/../../x", ".", "./", "a\0b"]) expect(safeTarPath(bad)).toBeUndefined();
+    for (const bad of ["/etc/passwd", "../x", "..", "a/../../x", ".", "./", "a\0b"])
+      expect(safeTarPath(bad)).toBeUndefined();
   });
 });
 
@@ -63,22 +73,38 @@ describe("readTar", () => {
   });
 
   it("throws bad_request naming the cap when a member or the whole passes it", async () => {
-    const tar = await tarOf([{ name: "a", body: "x".repeat(600) }, { name: "b", body: "y".repeat(600) }]);
-    await expect(readTar(tar, { maxEntryBytes: 599 })).rejects.toMatchObject({ code: "bad_request", message: expect.stringContaining("a holds more than 599 bytes") });
-    await expect(readTar(tar, { maxEntryBytes: 600, maxTotalBytes: 1000 })).rejects.toMatchObject({ code: "bad_request", message: expect.stringContaining("more than 1000 bytes") });
+    const tar = await tarOf([
+      { name: "a", body: "x".repeat(600) },
+      { name: "b", body: "y".repeat(600) },
+    ]);
+    await expect(readTar(tar, { maxEntryBytes: 599 })).rejects.toMatchObject({
+      code: "bad_request",
+      message: expect.stringContaining("a holds more than 599 bytes"),
+    });
+    await expect(readTar(tar, { maxEntryBytes: 600, maxTotalBytes: 1000 })).rejects.toMatchObject({
+      code: "bad_request",
+      message: expect.stringContaining("more than 1000 bytes"),
+    });
     expect((await readTar(tar, { maxEntryBytes: 600, maxTotalBytes: 1200 })).length).toBe(2);
     // An unselected member counts against no cap.
-    expect((await readTar(tar, { maxTotalBytes: 600, select: (m) => m.path === "b" })).map((e) => e.path)).toEqual(["b"]);
+    expect((await readTar(tar, { maxTotalBytes: 600, select: (m) => m.path === "b" })).map((e) => e.path)).toEqual([
+      "b",
+    ]);
   });
 
   it("throws bad_request for bytes that are not a tar archive", async () => {
-    await expect(readTar(Buffer.from("this is not a tar archive, just some text ".repeat(20)))).rejects.toMatchObject({ code: "bad_request" });
+    await expect(readTar(Buffer.from("this is not a tar archive, just some text ".repeat(20)))).rejects.toMatchObject({
+      code: "bad_request",
+    });
     const tar = await tarOf([{ name: "a", body: "x".repeat(2000) }]);
     await expect(readTar(tar.subarray(0, 1024))).rejects.toMatchObject({ code: "bad_request" });
   });
 
   it("reads a stream, passes the stream's own error through and destroys it when a cap stops the read", async () => {
-    const tar = await tarOf([{ name: "a", body: "x".repeat(5000) }, { name: "b", body: "y" }]);
+    const tar = await tarOf([
+      { name: "a", body: "x".repeat(5000) },
+      { name: "b", body: "y" },
+    ]);
     const ok = new PassThrough();
     ok.end(tar);
     expect((await readTar(ok)).map((e) => e.content.byteLength)).toEqual([5000, 1]);
@@ -96,7 +122,10 @@ describe("readTar", () => {
   });
 
   it("passes the callback's error through unchanged and stops reading", async () => {
-    const tar = await tarOf([{ name: "a", body: "1" }, { name: "b", body: "2" }]);
+    const tar = await tarOf([
+      { name: "a", body: "1" },
+      { name: "b", body: "2" },
+    ]);
     const mine = new Error("disk full");
     const seen: string[] = [];
     await expect(

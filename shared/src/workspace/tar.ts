@@ -65,7 +65,10 @@ export async function forEachTarEntry(
   const maxEntry = opts.maxEntryBytes ?? Infinity;
   const maxTotal = opts.maxTotalBytes ?? Infinity;
   const ex = extract();
-  const source = input instanceof Uint8Array ? undefined : (input as NodeJS.ReadableStream & { destroy?: () => void; readableEnded?: boolean });
+  const source =
+    input instanceof Uint8Array
+      ? undefined
+      : (input as NodeJS.ReadableStream & { destroy?: () => void; readableEnded?: boolean });
   const whole = input instanceof Uint8Array ? Buffer.from(input.buffer, input.byteOffset, input.byteLength) : undefined;
   let sourceError: Error | undefined;
   const onSourceError = (err: Error): void => {
@@ -93,13 +96,21 @@ export async function forEachTarEntry(
       let bytes = 0;
       for await (const chunk of member) {
         bytes += (chunk as Buffer).byteLength;
-        if (bytes > maxEntry) throw new LoopsmithError("bad_request", `the tar member ${path} holds more than ${maxEntry} bytes`);
-        if (total + bytes > maxTotal) throw new LoopsmithError("bad_request", `the tar archive's members hold more than ${maxTotal} bytes`);
+        if (bytes > maxEntry)
+          throw new LoopsmithError("bad_request", `the tar member ${path} holds more than ${maxEntry} bytes`);
+        if (total + bytes > maxTotal)
+          throw new LoopsmithError("bad_request", `the tar archive's members hold more than ${maxTotal} bytes`);
         chunks.push(chunk as Buffer);
       }
       total += bytes;
       inCaller = true;
-      await onEntry({ path, type, mode: h.mode ?? 0o644, content: Buffer.concat(chunks), ...(h.linkname ? { linkname: h.linkname } : {}) });
+      await onEntry({
+        path,
+        type,
+        mode: h.mode ?? 0o644,
+        content: Buffer.concat(chunks),
+        ...(h.linkname ? { linkname: h.linkname } : {}),
+      });
       inCaller = false;
     }
   } catch (err) {
@@ -118,7 +129,10 @@ export async function forEachTarEntry(
  * The members of a tar archive, in archive order; see {@link forEachTarEntry} for the paths,
  * the caps and what is thrown. Holds every selected body in memory: cap it.
  */
-export async function readTar(input: Uint8Array | NodeJS.ReadableStream, opts: ReadTarOptions = {}): Promise<TarEntry[]> {
+export async function readTar(
+  input: Uint8Array | NodeJS.ReadableStream,
+  opts: ReadTarOptions = {},
+): Promise<TarEntry[]> {
   const entries: TarEntry[] = [];
   await forEachTarEntry(input, (e) => void entries.push(e), opts);
   return entries;

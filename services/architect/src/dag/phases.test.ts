@@ -54,7 +54,13 @@ function bus() {
 }
 
 function start(io: LoopIO): TaskRun {
-  const task = Task.parse({ v: 1, taskId: "t-dag", goal: "an api", language: "python", submittedAt: new Date().toISOString() });
+  const task = Task.parse({
+    v: 1,
+    taskId: "t-dag",
+    goal: "an api",
+    language: "python",
+    submittedAt: new Date().toISOString(),
+  });
   return new TaskRun({ ...initialState(task), phase: "schedule", eventSeq: 7, dag: startDag(plan) }, {} as Steps, io);
 }
 
@@ -65,7 +71,9 @@ function move(state: DagState, id: string, patch: Partial<SubtaskState>): [DagSt
 }
 
 const running = (stream: TaskEvent[], id: string): number[] =>
-  stream.filter((e) => e.message.startsWith(`subtask ${id}: running`)).map((e) => (e.data?.subtask as SubtaskState).attempts);
+  stream
+    .filter((e) => e.message.startsWith(`subtask ${id}: running`))
+    .map((e) => (e.data?.subtask as SubtaskState).attempts);
 
 describe("DAG moves: checkpoint, then event, announced once across a conductor that dies", () => {
   it("checkpoints a move with the seq its event takes before publishing it; the event's subtask has no moveSeq", async () => {
@@ -80,10 +88,17 @@ describe("DAG moves: checkpoint, then event, announced once across a conductor t
     [dag, changed] = move(dag, "storage", { status: "running", attempts: 1 });
     await recordMove(run, dag, changed);
     expect(b.writes).toEqual(["checkpoint 7", "event 7", "checkpoint 8", "event 8", "checkpoint 9", "event 9"]);
-    expect(b.stream.map((e) => e.message)).toEqual(["subtask model: running, attempt 1", "subtask model: passed", "subtask storage: running, attempt 1"]);
+    expect(b.stream.map((e) => e.message)).toEqual([
+      "subtask model: running, attempt 1",
+      "subtask model: passed",
+      "subtask storage: running, attempt 1",
+    ]);
     expect(b.stream.every((e) => (e.data?.subtask as SubtaskState).moveSeq === undefined)).toBe(true);
     // Each subtask keeps the seq of its own last move, though the scheduler's state does not carry it.
-    expect(run.s.dag!.subtasks.map((s) => [s.id, s.moveSeq])).toEqual([["model", 8], ["storage", 9]]);
+    expect(run.s.dag!.subtasks.map((s) => [s.id, s.moveSeq])).toEqual([
+      ["model", 8],
+      ["storage", 9],
+    ]);
   });
 
   it("a move checkpointed whose event was lost is announced once when the run resumes", async () => {

@@ -32,7 +32,15 @@ import { RetryLater, type PhaseOutcome, type TaskRun } from "../run.js";
 import { addStepUsage, type TaskState } from "../state.js";
 import type { ChildTasks } from "../steps.js";
 import { forCheckpoint } from "../verdict.js";
-import { DagHandBack, dagOutcome, reopenSubtask, runDag, startDag, type AttemptOutcome, type AttemptRequest } from "./scheduler.js";
+import {
+  DagHandBack,
+  dagOutcome,
+  reopenSubtask,
+  runDag,
+  startDag,
+  type AttemptOutcome,
+  type AttemptRequest,
+} from "./scheduler.js";
 import { composeTree, subtaskTestCommand, subtaskTree } from "./tree.js";
 
 /** Backoff between a subtask's attempts, in ms (p-retry: ×2 per retry, times a random factor in [1, 2)). */
@@ -43,24 +51,35 @@ const WATCH_MS = 250;
 export const SUBTASKS_ROLE = "subtasks";
 
 function childrenOf(run: TaskRun): ChildTasks {
-  if (!run.steps.children) throw new LoopsmithError("internal", "this conductor cannot run DAG tasks (no child-task access)");
+  if (!run.steps.children)
+    throw new LoopsmithError("internal", "this conductor cannot run DAG tasks (no child-task access)");
   return run.steps.children;
 }
 
 /** PLAN for a DAG task: a plan of subtasks, validated before anything runs. */
 export async function dagPlanPhase(s: TaskState, run: TaskRun): Promise<PhaseOutcome> {
-  if (!s.task.repo) return { stop: "error", message: dagTexts.needsRepo, error: new LoopsmithError("bad_request", "decompose without a repository") };
+  if (!s.task.repo)
+    return {
+      stop: "error",
+      message: dagTexts.needsRepo,
+      error: new LoopsmithError("bad_request", "decompose without a repository"),
+    };
   await run.emit("phase", dagTexts.planning, { phase: "plan" });
   let problems: DagPlanProblem[] = [];
   for (let ask = 1; ask <= 2; ask++) {
     try {
       const refused = problems;
-      const reply = await run.llm("plan", ask === 1 ? "plan" : "replan", (head) => run.steps.decompose({ ...head, iteration: 0, recall: s.recall, previousFailures: [] }, refused));
+      const reply = await run.llm("plan", ask === 1 ? "plan" : "replan", (head) =>
+        run.steps.decompose({ ...head, iteration: 0, recall: s.recall, previousFailures: [] }, refused),
+      );
       const plan: DagPlan = reply.value;
       problems = validateDagPlan(plan);
       if (!problems.length) {
         const dag = startDag(plan);
-        await run.emit("step", dagTexts.planned(plan.subtasks.length, plan.summary), { phase: "plan", data: { dagPlan: plan, dag: dagProgress(dag), ...reply.data } });
+        await run.emit("step", dagTexts.planned(plan.subtasks.length, plan.summary), {
+          phase: "plan",
+          data: { dagPlan: plan, dag: dagProgress(dag), ...reply.data },
+        });
         return { next: "schedule", patch: { dag, plan: summaryPlan(plan) } };
       }
     } catch (err) {
@@ -70,7 +89,10 @@ export async function dagPlanPhase(s: TaskState, run: TaskRun): Promise<PhaseOut
     }
     await run.emit("warning", dagTexts.refused(ask, problems), { phase: "plan", data: { problems } });
   }
-  const error = new LoopsmithError("llm_bad_reply", "invalid plan of subtasks", { retryable: false, details: { problems } });
+  const error = new LoopsmithError("llm_bad_reply", "invalid plan of subtasks", {
+    retryable: false,
+    details: { problems },
+  });
   return { stop: "invalid_plan", message: dagTexts.invalidPlan(problems), error };
 }
 
@@ -79,7 +101,12 @@ function summaryPlan(plan: DagPlan): Plan {
   return {
     summary: plan.summary.slice(0, 4_000),
     acceptanceCriteria: ["every subtask passes its own tests", "the task's tests pass on the merged tree"],
-    steps: plan.subtasks.slice(0, 30).map((t) => `${t.id}${t.dependsOn.length ? ` (after ${t.dependsOn.join(", ")})` : ""}: ${t.goal.split("\n")[0]?.slice(0, 900) ?? ""}`),
+    steps: plan.subtasks
+      .slice(0, 30)
+      .map(
+        (t) =>
+          `${t.id}${t.dependsOn.length ? ` (after ${t.dependsOn.join(", ")})` : ""}: ${t.goal.split("\n")[0]?.slice(0, 900) ?? ""}`,
+      ),
     files: [...new Set(plan.subtasks.flatMap((t) => t.files))].slice(0, 50),
   };
 }
@@ -107,9 +134,15 @@ function childGoal(plan: DagPlan, id: string, taskGoal: string): string {
     sub.goal,
     "",
     `This is subtask "${sub.id}" of a larger task. Write only these files: ${sub.files.join(", ")}.`,
-    sub.acceptanceTests.length ? `Its tests (already in the tree): ${sub.acceptanceTests.map((t) => t.path).join(", ")}.` : "",
-    sub.provides.length ? `Provide: ${sub.provides.map((p) => `${p.name}${p.description ? ` = ${p.description}` : ""}`).join("; ")}.` : "",
-    sub.uses.length ? `Build against (already in the tree): ${sub.uses.map((u) => `${u}${provided.get(u)?.description ? ` = ${provided.get(u)?.description}` : ""}`).join("; ")}.` : "",
+    sub.acceptanceTests.length
+      ? `Its tests (already in the tree): ${sub.acceptanceTests.map((t) => t.path).join(", ")}.`
+      : "",
+    sub.provides.length
+      ? `Provide: ${sub.provides.map((p) => `${p.name}${p.description ? ` = ${p.description}` : ""}`).join("; ")}.`
+      : "",
+    sub.uses.length
+      ? `Build against (already in the tree): ${sub.uses.map((u) => `${u}${provided.get(u)?.description ? ` = ${provided.get(u)?.description}` : ""}`).join("; ")}.`
+      : "",
     "",
     `The whole task: ${plan.summary}`,
     "",
@@ -121,7 +154,13 @@ function childGoal(plan: DagPlan, id: string, taskGoal: string): string {
 }
 
 /** Runs one attempt of a subtask as a child task (or re-attaches to it), and reads its outcome. */
-async function attemptSubtask(s: TaskState, run: TaskRun, req: AttemptRequest, live: Record<string, number>, onIteration: () => void): Promise<AttemptOutcome> {
+async function attemptSubtask(
+  s: TaskState,
+  run: TaskRun,
+  req: AttemptRequest,
+  live: Record<string, number>,
+  onIteration: () => void,
+): Promise<AttemptOutcome> {
   const children = childrenOf(run);
   const task = s.task;
   const repo = repoOf(task);
@@ -129,8 +168,18 @@ async function attemptSubtask(s: TaskState, run: TaskRun, req: AttemptRequest, l
   const plan = s.dag!.plan;
   // The task's budget is the DAG's: a child may spend what is left of it when it starts.
   const left = run.budget();
-  if ((left.remainingUsd !== undefined && left.remainingUsd <= 0) || (left.remainingTokens !== undefined && left.remainingTokens <= 0)) {
-    return { passed: false, reason: "budget", message: dagTexts.budgetUsedUp, iterations: 0, usage: emptyUsage(), retryable: false };
+  if (
+    (left.remainingUsd !== undefined && left.remainingUsd <= 0) ||
+    (left.remainingTokens !== undefined && left.remainingTokens <= 0)
+  ) {
+    return {
+      passed: false,
+      reason: "budget",
+      message: dagTexts.budgetUsedUp,
+      iterations: 0,
+      usage: emptyUsage(),
+      retryable: false,
+    };
   }
   const root = await run.steps.tree(repo.snapshot, owner);
   const tree = await subtaskTree(plan, req.subtask, req.base, {
@@ -182,7 +231,9 @@ async function attemptSubtask(s: TaskState, run: TaskRun, req: AttemptRequest, l
   } finally {
     delete live[req.subtask.id];
   }
-  const change = result.repo ? { patch: result.repo.patch, changed: result.repo.changed, deleted: result.repo.deleted } : undefined;
+  const change = result.repo
+    ? { patch: result.repo.patch, changed: result.repo.changed, deleted: result.repo.deleted }
+    : undefined;
   return {
     passed: result.status === "passed",
     reason: result.stopReason,
@@ -196,9 +247,18 @@ async function attemptSubtask(s: TaskState, run: TaskRun, req: AttemptRequest, l
 }
 
 /** A subtask's move event: its line, the DAG's progress and the subtask's state (without its `moveSeq`). */
-async function emitMove(run: TaskRun, dag: DagState, moved: SubtaskState, live: Readonly<Record<string, number>> = {}): Promise<void> {
+async function emitMove(
+  run: TaskRun,
+  dag: DagState,
+  moved: SubtaskState,
+  live: Readonly<Record<string, number>> = {},
+): Promise<void> {
   const { moveSeq: _seq, ...subtask } = moved;
-  await run.emit("step", dagTexts.move(subtask), { phase: "schedule", subtaskId: subtask.id, data: { dag: dagProgress(dag, live), subtask } });
+  await run.emit("step", dagTexts.move(subtask), {
+    phase: "schedule",
+    subtaskId: subtask.id,
+    data: { dag: dagProgress(dag, live), subtask },
+  });
 }
 
 /**
@@ -209,7 +269,12 @@ async function emitMove(run: TaskRun, dag: DagState, moved: SubtaskState, live: 
  * never reached the stream is announced when the run resumes ({@link announceUnpublished}).
  * The caller emits nothing else meanwhile (the event must take the seq checkpointed).
  */
-export async function recordMove(run: TaskRun, state: DagState, changed: SubtaskState, live: Readonly<Record<string, number>> = {}): Promise<void> {
+export async function recordMove(
+  run: TaskRun,
+  state: DagState,
+  changed: SubtaskState,
+  live: Readonly<Record<string, number>> = {},
+): Promise<void> {
   const previous = new Map((run.s.dag?.subtasks ?? []).map((t) => [t.id, t]));
   const grew = usageDelta(previous.get(changed.id)?.usage, changed.usage);
   const seq = run.s.eventSeq;
@@ -223,7 +288,10 @@ export async function recordMove(run: TaskRun, state: DagState, changed: Subtask
       return last === undefined ? t : { ...t, moveSeq: last };
     }),
   };
-  await run.record({ dag, ...(grew.calls || grew.costUsd ? { usage: addStepUsage(run.s.usage, SUBTASKS_ROLE, run.s.iteration, grew) } : {}) });
+  await run.record({
+    dag,
+    ...(grew.calls || grew.costUsd ? { usage: addStepUsage(run.s.usage, SUBTASKS_ROLE, run.s.iteration, grew) } : {}),
+  });
   await emitMove(run, dag, moved, live);
 }
 
@@ -237,23 +305,30 @@ export async function recordMove(run: TaskRun, state: DagState, changed: Subtask
 export async function announceUnpublished(run: TaskRun): Promise<void> {
   const dag = run.s.dag;
   if (!dag) return;
-  const unpublished = dag.subtasks.filter((t) => t.moveSeq !== undefined && t.moveSeq >= run.s.eventSeq).sort((a, b) => a.moveSeq! - b.moveSeq!);
+  const unpublished = dag.subtasks
+    .filter((t) => t.moveSeq !== undefined && t.moveSeq >= run.s.eventSeq)
+    .sort((a, b) => a.moveSeq! - b.moveSeq!);
   for (const t of unpublished) await emitMove(run, dag, t);
 }
 
 /** SCHEDULE: the subtasks that have not finished run as child tasks (see `scheduler.ts`). */
 export async function schedulePhase(s: TaskState, run: TaskRun): Promise<PhaseOutcome> {
   const dag = s.dag;
-  if (!dag) throw new LoopsmithError("internal", `task ${s.task.taskId} is in the schedule phase without a plan of subtasks`);
+  if (!dag)
+    throw new LoopsmithError("internal", `task ${s.task.taskId} is in the schedule phase without a plan of subtasks`);
   // From here the task mostly waits on its children: it gives its conductor slot back.
   run.io.release?.();
   const parallel = s.task.parallel ?? (await childrenOf(run).builderReplicas());
   await announceUnpublished(run);
   const open = dag.subtasks.filter((t) => t.status === "pending" || t.status === "running").length;
-  await run.emit("phase", dagTexts.scheduling(open, dag.subtasks.length, parallel), { phase: "schedule", data: { dag: dagProgress(dag), parallel } });
+  await run.emit("phase", dagTexts.scheduling(open, dag.subtasks.length, parallel), {
+    phase: "schedule",
+    data: { dag: dagProgress(dag), parallel },
+  });
   const abort = new AbortController();
   const watch = setInterval(() => {
-    if (run.io.cancelled() || run.io.stopping()) abort.abort(new Error(run.io.cancelled() ? "cancelled" : "the conductor is stopping"));
+    if (run.io.cancelled() || run.io.stopping())
+      abort.abort(new Error(run.io.cancelled() ? "cancelled" : "the conductor is stopping"));
     else run.io.heartbeat();
   }, WATCH_MS);
   const live: Record<string, number> = {};
@@ -261,7 +336,10 @@ export async function schedulePhase(s: TaskState, run: TaskRun): Promise<PhaseOu
   let recording = false;
   const progress = (): void => {
     const d = run.s.dag;
-    if (d && !recording) void run.emit("step", dagTexts.progress, { phase: "schedule", data: { dag: dagProgress(d, live) } }).catch(() => undefined);
+    if (d && !recording)
+      void run
+        .emit("step", dagTexts.progress, { phase: "schedule", data: { dag: dagProgress(d, live) } })
+        .catch(() => undefined);
   };
   let final: DagState;
   try {
@@ -291,9 +369,17 @@ export async function schedulePhase(s: TaskState, run: TaskRun): Promise<PhaseOu
   const outcome = dagOutcome(final);
   if (outcome.status === "cancelled" && run.io.cancelled()) return { stop: "cancelled", message: runTexts.cancelled };
   const spent = final.subtasks.find((t) => t.status === "failed" && t.reason === "budget");
-  if (outcome.status !== "passed" && spent) return { stop: "budget", message: dagTexts.budgetStop(spent.id, outcome.passed) };
+  if (outcome.status !== "passed" && spent)
+    return { stop: "budget", message: dagTexts.budgetStop(spent.id, outcome.passed) };
   if (outcome.status !== "passed") {
-    return { stop: "subtask_failed", message: dagTexts.subtasksFailed(final.subtasks.filter((t) => t.status === "failed"), outcome.cancelled, outcome.passed) };
+    return {
+      stop: "subtask_failed",
+      message: dagTexts.subtasksFailed(
+        final.subtasks.filter((t) => t.status === "failed"),
+        outcome.cancelled,
+        outcome.passed,
+      ),
+    };
   }
   return { next: "integrate", patch: { dag: final, iteration: s.iteration + 1 } };
 }
@@ -308,45 +394,92 @@ export async function integratePhase(s: TaskState, run: TaskRun): Promise<PhaseO
   const task = s.task;
   const root = await run.steps.tree(repoOf(task).snapshot, ownerOfTask(task));
   const states = new Map(dag.subtasks.map((t) => [t.id, t]));
-  const merged = composeTree(dag.plan, dependencyOrder(dag.plan).map((id) => states.get(id)!), (p) => readBaseFile(root, p));
-  const candidate = { files: merged.files, deleted: merged.deleted, tests: [], notes: dag.plan.summary, summary: dag.plan.summary.split("\n")[0]?.slice(0, 500) ?? "" };
+  const merged = composeTree(
+    dag.plan,
+    dependencyOrder(dag.plan).map((id) => states.get(id)!),
+    (p) => readBaseFile(root, p),
+  );
+  const candidate = {
+    files: merged.files,
+    deleted: merged.deleted,
+    tests: [],
+    notes: dag.plan.summary,
+    summary: dag.plan.summary.split("\n")[0]?.slice(0, 500) ?? "",
+  };
   // The merged tree is the task's candidate from here: the reflection's brief shows it, the result's change is made of it.
   run.update({ candidate });
-  await run.emit("phase", dagTexts.integrating(merged.files.length), { phase: "integrate", data: { dag: dagProgress(dag) } });
-  const result = await run.sandbox("integrate", (attempt) => repoExecution(s, "integrate", candidate, attempt), dagTexts.integrationSandboxFailed);
+  await run.emit("phase", dagTexts.integrating(merged.files.length), {
+    phase: "integrate",
+    data: { dag: dagProgress(dag) },
+  });
+  const result = await run.sandbox(
+    "integrate",
+    (attempt) => repoExecution(s, "integrate", candidate, attempt),
+    dagTexts.integrationSandboxFailed,
+  );
   if (result.status === "sandbox_error" || result.status === "command_not_found") {
-    const error = new LoopsmithError(result.status === "command_not_found" ? "command_not_found" : "sandbox_error", result.reason ?? result.status);
+    const error = new LoopsmithError(
+      result.status === "command_not_found" ? "command_not_found" : "sandbox_error",
+      result.reason ?? result.status,
+    );
     return { stop: "error", message: dagTexts.integrationCouldNotRun(result.reason ?? result.status), error };
   }
   const lastExecution = forCheckpoint(result);
   const counts = testSummary(result);
-  await run.emit("step", dagTexts.integrated(result.status, counts.total, counts.failed), { phase: "integrate", data: { status: result.status, summary: counts, dag: dagProgress(dag) } });
+  await run.emit("step", dagTexts.integrated(result.status, counts.total, counts.failed), {
+    phase: "integrate",
+    data: { status: result.status, summary: counts, dag: dagProgress(dag) },
+  });
   if (result.status === "passed") return { next: "score", patch: { lastExecution } };
 
   const failure = briefFromExecution(s.iteration, result);
   const open = dag.subtasks.filter((t) => t.status === "passed" && !dag.reopened.includes(t.id));
   if (!open.length || s.iteration >= task.limits.maxIterations) {
-    return { stop: "subtask_failed", message: dagTexts.mergedFails(failure.failingTests, result.status, open.length > 0), patch: { lastExecution } };
+    return {
+      stop: "subtask_failed",
+      message: dagTexts.mergedFails(failure.failingTests, result.status, open.length > 0),
+      patch: { lastExecution },
+    };
   }
   await run.emit("phase", dagTexts.reflecting, { phase: "reflect" });
   let chosen;
   try {
-    const reply = await run.llm("reflect", "reflect", (head) => run.steps.reflectIntegration({ ...head, dag: dag.plan, reopened: dag.reopened, failure, recall: s.recall }));
+    const reply = await run.llm("reflect", "reflect", (head) =>
+      run.steps.reflectIntegration({ ...head, dag: dag.plan, reopened: dag.reopened, failure, recall: s.recall }),
+    );
     chosen = reply.value;
-    await run.emit("step", dagTexts.reflection(chosen.subtaskId, chosen.rootCause), { phase: "reflect", data: { integrationReflection: chosen, ...reply.data } });
+    await run.emit("step", dagTexts.reflection(chosen.subtaskId, chosen.rootCause), {
+      phase: "reflect",
+      data: { integrationReflection: chosen, ...reply.data },
+    });
   } catch (err) {
     const outcome = await run.llmFailure(err, "reflect");
     if (outcome !== "iteration_failed") return { ...outcome, patch: { lastExecution } };
   }
   if (!chosen || !open.some((t) => t.id === chosen.subtaskId)) {
-    const message = dagTexts.badChoice(chosen?.subtaskId, !!chosen && dag.subtasks.some((t) => t.id === chosen.subtaskId));
+    const message = dagTexts.badChoice(
+      chosen?.subtaskId,
+      !!chosen && dag.subtasks.some((t) => t.id === chosen.subtaskId),
+    );
     return { stop: "subtask_failed", message, patch: { lastExecution } };
   }
   // The fix plan goes into the subtask's goal, so every later attempt's child task sees it.
-  const plan: DagPlan = { ...dag.plan, subtasks: dag.plan.subtasks.map((t) => (t.id === chosen.subtaskId ? { ...t, goal: dagTexts.reopenedGoal(t.goal, chosen.rootCause, chosen.fixPlan).slice(0, 8_000) } : t)) };
+  const plan: DagPlan = {
+    ...dag.plan,
+    subtasks: dag.plan.subtasks.map((t) =>
+      t.id === chosen.subtaskId
+        ? { ...t, goal: dagTexts.reopenedGoal(t.goal, chosen.rootCause, chosen.fixPlan).slice(0, 8_000) }
+        : t,
+    ),
+  };
   const next = reopenSubtask({ ...dag, plan }, chosen.subtaskId, chosen.rootCause);
   return {
     next: "schedule",
-    patch: { lastExecution, dag: next, failures: [...s.failures, failure], history: [...s.history, dagTexts.historyIntegration(s.iteration, result.status, chosen.subtaskId)] },
+    patch: {
+      lastExecution,
+      dag: next,
+      failures: [...s.failures, failure],
+      history: [...s.history, dagTexts.historyIntegration(s.iteration, result.status, chosen.subtaskId)],
+    },
   };
 }

@@ -1,21 +1,58 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { DagPlan, emptyUsage, type DagPlanInput, type DagState, type SubtaskState } from "@loopsmith/shared";
-import { DagHandBack, dagOutcome, reopenSubtask, runDag, startDag, type AttemptOutcome, type AttemptRequest, type DagIO } from "./scheduler.js";
+import {
+  DagHandBack,
+  dagOutcome,
+  reopenSubtask,
+  runDag,
+  startDag,
+  type AttemptOutcome,
+  type AttemptRequest,
+  type DagIO,
+} from "./scheduler.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 function plan(subtasks: Array<{ id: string; deps?: string[] }>): DagPlan {
-  const input: DagPlanInput = { summary: "test plan", subtasks: subtasks.map((s) => ({ id: s.id, goal: `build ${s.id}`, files: [`${s.id}.py`], dependsOn: s.deps ?? [] })) };
+  const input: DagPlanInput = {
+    summary: "test plan",
+    subtasks: subtasks.map((s) => ({
+      id: s.id,
+      goal: `build ${s.id}`,
+      files: [`${s.id}.py`],
+      dependsOn: s.deps ?? [],
+    })),
+  };
   return DagPlan.parse(input);
 }
 
 /** model → (storage ∥ validation) → handlers → server */
 const restApi = (): DagPlan =>
-  plan([{ id: "model" }, { id: "storage", deps: ["model"] }, { id: "validation", deps: ["model"] }, { id: "handlers", deps: ["storage", "validation"] }, { id: "server", deps: ["handlers"] }]);
+  plan([
+    { id: "model" },
+    { id: "storage", deps: ["model"] },
+    { id: "validation", deps: ["model"] },
+    { id: "handlers", deps: ["storage", "validation"] },
+    { id: "server", deps: ["handlers"] },
+  ]);
 
-const pass = (iterations = 1): AttemptOutcome => ({ passed: true, reason: "passed", message: "tests pass", iterations, usage: { ...emptyUsage(), calls: 2, inputTokens: 100 }, change: { patch: "", changed: [], deleted: [] } });
-const fail = (retryable = true): AttemptOutcome => ({ passed: false, reason: "max_iterations", message: "AssertionError in test_x", iterations: 3, usage: { ...emptyUsage(), calls: 4 }, retryable });
+const pass = (iterations = 1): AttemptOutcome => ({
+  passed: true,
+  reason: "passed",
+  message: "tests pass",
+  iterations,
+  usage: { ...emptyUsage(), calls: 2, inputTokens: 100 },
+  change: { patch: "", changed: [], deleted: [] },
+});
+const fail = (retryable = true): AttemptOutcome => ({
+  passed: false,
+  reason: "max_iterations",
+  message: "AssertionError in test_x",
+  iterations: 3,
+  usage: { ...emptyUsage(), calls: 4 },
+  retryable,
+});
 
 interface Recorded {
   at: number;
@@ -25,7 +62,14 @@ interface Recorded {
 }
 
 /** A harness: `behave` answers each attempt (after `ms`), every record is kept with its time. */
-function harness(behave: (req: AttemptRequest) => AttemptOutcome | Promise<AttemptOutcome>, opts: { ms?: (req: AttemptRequest) => number; stopWhen?: (r: Recorded) => boolean; cancelWhen?: (r: Recorded) => boolean } = {}) {
+function harness(
+  behave: (req: AttemptRequest) => AttemptOutcome | Promise<AttemptOutcome>,
+  opts: {
+    ms?: (req: AttemptRequest) => number;
+    stopWhen?: (r: Recorded) => boolean;
+    cancelWhen?: (r: Recorded) => boolean;
+  } = {},
+) {
   const abort = new AbortController();
   let cancelled = false;
   const records: Recorded[] = [];
@@ -39,7 +83,9 @@ function harness(behave: (req: AttemptRequest) => AttemptOutcome | Promise<Attem
       const wait = opts.ms?.(req) ?? 20;
       await new Promise<void>((resolve, reject) => {
         const t = setTimeout(resolve, wait);
-        req.signal.addEventListener("abort", () => (clearTimeout(t), reject(req.signal.reason as Error)), { once: true });
+        req.signal.addEventListener("abort", () => (clearTimeout(t), reject(req.signal.reason as Error)), {
+          once: true,
+        });
       });
       return behave(req);
     },
@@ -55,7 +101,12 @@ function harness(behave: (req: AttemptRequest) => AttemptOutcome | Promise<Attem
   return { io, records, attempts };
 }
 
-const opts = (parallel: number, attempts = 3) => ({ parentTaskId: "t-dag", parallel, attempts, backoff: { minMs: 5, maxMs: 20 } });
+const opts = (parallel: number, attempts = 3) => ({
+  parentTaskId: "t-dag",
+  parallel,
+  attempts,
+  backoff: { minMs: 5, maxMs: 20 },
+});
 
 /** Seq of the first record where `id` reached `status`. */
 function when(records: Recorded[], id: string, status: SubtaskState["status"]): Recorded | undefined {
@@ -64,7 +115,9 @@ function when(records: Recorded[], id: string, status: SubtaskState["status"]): 
 
 describe("runDag", () => {
   it("runs independent subtasks at the same time (from the recorded start and end times)", async () => {
-    const h = harness(() => pass(), { ms: (r) => (r.subtask.id === "storage" || r.subtask.id === "validation" ? 80 : 10) });
+    const h = harness(() => pass(), {
+      ms: (r) => (r.subtask.id === "storage" || r.subtask.id === "validation" ? 80 : 10),
+    });
     const final = await runDag(startDag(restApi()), h.io, opts(2));
     expect(dagOutcome(final).status).toBe("passed");
     const storage = [when(h.records, "storage", "running")!.at, when(h.records, "storage", "passed")!.at];
@@ -101,7 +154,9 @@ describe("runDag", () => {
             if (lo !== hi) deps[hi]!.add(`s${lo}`);
           }
           const p = plan(deps.map((d, i) => ({ id: `s${i}`, deps: [...d] })));
-          const h = harness((req) => (failing[Number(req.subtask.id.slice(1))] ? fail() : pass()), { ms: (req) => (req.attempt * 7 + Number(req.subtask.id.slice(1))) % 4 });
+          const h = harness((req) => (failing[Number(req.subtask.id.slice(1))] ? fail() : pass()), {
+            ms: (req) => (req.attempt * 7 + Number(req.subtask.id.slice(1))) % 4,
+          });
           const final = await runDag(startDag(p), h.io, { ...opts(parallel, 2), backoff: { minMs: 1, maxMs: 2 } });
           for (const s of p.subtasks) {
             const started = when(h.records, s.id, "running");
@@ -132,10 +187,16 @@ describe("runDag", () => {
     const failedAt = h.records.find((r) => r.sub.id === "storage" && r.sub.reason === "max_iterations")!.at;
     const retriedAt = h.records.find((r) => r.sub.id === "storage" && r.sub.attempts === 2)!.at;
     expect(retriedAt - failedAt).toBeGreaterThanOrEqual(55); // ≥ minMs (a random factor ≥ 1), less timer slack
-    expect(final.subtasks.find((s) => s.id === "storage")).toMatchObject({ status: "passed", attempts: 2, iterations: 3 + 2 });
+    expect(final.subtasks.find((s) => s.id === "storage")).toMatchObject({
+      status: "passed",
+      attempts: 2,
+      iterations: 3 + 2,
+    });
     // handlers started after storage's second attempt passed, from model, storage and validation.
     const handlers = h.attempts.find((a) => a.subtask.id === "handlers")!;
-    expect(handlers.base.map((b) => b.id)).toEqual(["model", "storage", "validation"].filter((id) => handlers.base.some((b) => b.id === id)));
+    expect(handlers.base.map((b) => b.id)).toEqual(
+      ["model", "storage", "validation"].filter((id) => handlers.base.some((b) => b.id === id)),
+    );
     expect(new Set(handlers.base.map((b) => b.id))).toEqual(new Set(["model", "storage", "validation"]));
     expect(handlers.base.every((b) => b.status === "passed")).toBe(true);
   });
@@ -150,23 +211,38 @@ describe("runDag", () => {
     expect(by.server).toMatchObject({ status: "cancelled", reason: "dependency_failed" });
     expect(by.handlers!.message).toContain('"storage" failed after 2 attempt(s)');
     expect(h.attempts.some((a) => a.subtask.id === "handlers" || a.subtask.id === "server")).toBe(false);
-    expect(dagOutcome(final)).toEqual({ status: "failed", passed: ["model", "validation"], failed: ["storage"], cancelled: ["handlers", "server"] });
+    expect(dagOutcome(final)).toEqual({
+      status: "failed",
+      passed: ["model", "validation"],
+      failed: ["storage"],
+      cancelled: ["handlers", "server"],
+    });
   });
 
   it("does not retry an attempt that cannot help, nor a non-retryable infrastructure error", async () => {
-    const h = harness((req) => {
-      if (req.subtask.id === "storage") return fail(false);
-      if (req.subtask.id === "validation") throw new Error("the child task's record is malformed");
-      return pass();
-    }, { ms: () => 1 });
+    const h = harness(
+      (req) => {
+        if (req.subtask.id === "storage") return fail(false);
+        if (req.subtask.id === "validation") throw new Error("the child task's record is malformed");
+        return pass();
+      },
+      { ms: () => 1 },
+    );
     const final = await runDag(startDag(restApi()), h.io, opts(2, 3));
     expect(h.attempts.filter((a) => a.subtask.id === "storage")).toHaveLength(1);
     expect(h.attempts.filter((a) => a.subtask.id === "validation")).toHaveLength(1);
-    expect(final.subtasks.find((s) => s.id === "validation")).toMatchObject({ status: "failed", reason: "error", message: "the child task's record is malformed" });
+    expect(final.subtasks.find((s) => s.id === "validation")).toMatchObject({
+      status: "failed",
+      reason: "error",
+      message: "the child task's record is malformed",
+    });
   });
 
   it("resumes after the conductor stopped: passed subtasks are not run again, a running one is re-attached", async () => {
-    const first = harness(() => pass(), { ms: (r) => (r.subtask.id === "handlers" ? 1_000 : 5), stopWhen: (r) => r.sub.id === "handlers" && r.sub.status === "running" });
+    const first = harness(() => pass(), {
+      ms: (r) => (r.subtask.id === "handlers" ? 1_000 : 5),
+      stopWhen: (r) => r.sub.id === "handlers" && r.sub.status === "running",
+    });
     await expect(runDag(startDag(restApi()), first.io, opts(2))).rejects.toBeInstanceOf(DagHandBack);
     const checkpoint = first.records.at(-1)!.state;
     expect(checkpoint.subtasks.map((s) => [s.id, s.status])).toEqual([
@@ -189,7 +265,10 @@ describe("runDag", () => {
   });
 
   it("on a cancel, stops the running subtask and cancels the rest", async () => {
-    const h = harness(() => pass(), { ms: (r) => (r.subtask.id === "storage" ? 1_000 : 5), cancelWhen: (r) => r.sub.id === "validation" && r.sub.status === "passed" });
+    const h = harness(() => pass(), {
+      ms: (r) => (r.subtask.id === "storage" ? 1_000 : 5),
+      cancelWhen: (r) => r.sub.id === "validation" && r.sub.status === "passed",
+    });
     const final = await runDag(startDag(restApi()), h.io, opts(2));
     expect(final.subtasks.map((s) => [s.id, s.status, s.reason])).toEqual([
       ["model", "passed", "passed"],
@@ -229,7 +308,10 @@ describe("reopenSubtask", () => {
       ["handlers", "pending"],
       ["server", "pending"],
     ]);
-    expect(again.subtasks.find((s) => s.id === "storage")).toMatchObject({ attemptsBefore: 1, message: "re-opened: integration: test_create fails with KeyError 'id'" });
+    expect(again.subtasks.find((s) => s.id === "storage")).toMatchObject({
+      attemptsBefore: 1,
+      message: "re-opened: integration: test_create fails with KeyError 'id'",
+    });
     expect(again.subtasks.find((s) => s.id === "storage")!.change).toBeUndefined();
 
     const rerun = harness(() => pass(), { ms: () => 1 });

@@ -109,7 +109,11 @@ const now = (): string => new Date().toISOString();
  *   at once: a move that was not checkpointed must not be built on)
  */
 export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Promise<DagState> {
-  if (opts.parallel < 1 || opts.attempts < 1) throw new LoopsmithError("bad_request", `a DAG run needs parallel ≥ 1 and attempts ≥ 1 (got ${opts.parallel} and ${opts.attempts})`);
+  if (opts.parallel < 1 || opts.attempts < 1)
+    throw new LoopsmithError(
+      "bad_request",
+      `a DAG run needs parallel ≥ 1 and attempts ≥ 1 (got ${opts.parallel} and ${opts.attempts})`,
+    );
   let state = initial;
   // One signal for every wait of this run (p-retry adds a listener per subtask): the caller's,
   // or this run's own when recording a move failed (the checkpoint cannot be trusted to go on).
@@ -125,25 +129,30 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
     state = { ...state, subtasks: state.subtasks.map((s) => (s.id === id ? { ...s, ...patch } : s)) };
     const snapshot = state;
     const changed = get(id);
-    return records.add(() => io.record(snapshot, changed)).catch((err: unknown) => {
-      failure ??= err;
-      broken.abort(err);
-      throw err;
-    });
+    return records
+      .add(() => io.record(snapshot, changed))
+      .catch((err: unknown) => {
+        failure ??= err;
+        broken.abort(err);
+        throw err;
+      });
   };
 
   const work = new PQueue({ concurrency: opts.parallel });
   const queued = new Set<string>();
-  const ready = (s: SubtaskState): boolean => s.status === "pending" && subtaskOf.get(s.id)!.dependsOn.every((d) => get(d).status === "passed");
+  const ready = (s: SubtaskState): boolean =>
+    s.status === "pending" && subtaskOf.get(s.id)!.dependsOn.every((d) => get(d).status === "passed");
   const schedule = (): void => {
     if (signal.aborted) return;
     for (const s of state.subtasks) {
       if (queued.has(s.id) || !(s.status === "running" || ready(s))) continue;
       queued.add(s.id);
-      work.add(() => runSubtask(s.id)).catch((err: unknown) => {
-        failure ??= err;
-        broken.abort(err);
-      });
+      work
+        .add(() => runSubtask(s.id))
+        .catch((err: unknown) => {
+          failure ??= err;
+          broken.abort(err);
+        });
     }
   };
 
@@ -161,7 +170,15 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
           const attempt = again ? cur.attempts : cur.attempts + 1;
           const child = childTaskId(opts.parentTaskId, id, attempt);
           // A new attempt: the last attempt's reason and message are its own, not this one's.
-          if (!again) await update(id, { status: "running", attempts: attempt, childTaskId: child, startedAt: cur.startedAt ?? now(), reason: undefined, message: undefined });
+          if (!again)
+            await update(id, {
+              status: "running",
+              attempts: attempt,
+              childTaskId: child,
+              startedAt: cur.startedAt ?? now(),
+              reason: undefined,
+              message: undefined,
+            });
           const base = dependenciesOf(plan, id).map(get);
           signal.throwIfAborted();
           const outcome = await io.attempt({ subtask, attempt, childTaskId: child, base, signal });
@@ -188,7 +205,10 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
             });
           },
           shouldRetry: ({ error }) =>
-            !signal.aborted && (error instanceof AttemptFailed ? error.outcome.retryable !== false : error instanceof LoopsmithError && error.retryable),
+            !signal.aborted &&
+            (error instanceof AttemptFailed
+              ? error.outcome.retryable !== false
+              : error instanceof LoopsmithError && error.retryable),
         },
       );
       const cur = get(id);
@@ -205,10 +225,23 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
     } catch (err) {
       if (signal.aborted) return;
       const cur = get(id);
-      await update(id, { status: "failed", finishedAt: now(), ...(err instanceof AttemptFailed ? {} : { reason: "error", message: (err as Error)?.message ?? String(err) }) });
+      await update(id, {
+        status: "failed",
+        finishedAt: now(),
+        ...(err instanceof AttemptFailed ? {} : { reason: "error", message: (err as Error)?.message ?? String(err) }),
+      });
       for (const d of dependentsOf(plan, id)) {
         if (get(d).status !== "pending") continue;
-        await update(d, { status: "cancelled", reason: "dependency_failed", message: `"${id}" failed after ${cur.attempts - cur.attemptsBefore} attempt(s): ${get(id).message ?? ""}`.slice(0, 4_000), finishedAt: now() });
+        await update(d, {
+          status: "cancelled",
+          reason: "dependency_failed",
+          message:
+            `"${id}" failed after ${cur.attempts - cur.attemptsBefore} attempt(s): ${get(id).message ?? ""}`.slice(
+              0,
+              4_000,
+            ),
+          finishedAt: now(),
+        });
       }
     }
   }
@@ -220,7 +253,13 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
   if (io.signal.aborted) {
     if (!io.cancelled()) throw new DagHandBack();
     for (const s of state.subtasks) {
-      if (s.status === "pending" || s.status === "running") await update(s.id, { status: "cancelled", reason: "cancelled", message: "the task was cancelled", finishedAt: now() });
+      if (s.status === "pending" || s.status === "running")
+        await update(s.id, {
+          status: "cancelled",
+          reason: "cancelled",
+          message: "the task was cancelled",
+          finishedAt: now(),
+        });
     }
     await records.onIdle();
   }
@@ -228,8 +267,14 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
 }
 
 /** The outcome of a finished DAG run: `passed` when every subtask passed. */
-export function dagOutcome(state: DagState): { status: "passed" | "failed" | "cancelled"; passed: string[]; failed: string[]; cancelled: string[] } {
-  const ids = (status: SubtaskState["status"]): string[] => state.subtasks.filter((s) => s.status === status).map((s) => s.id);
+export function dagOutcome(state: DagState): {
+  status: "passed" | "failed" | "cancelled";
+  passed: string[];
+  failed: string[];
+  cancelled: string[];
+} {
+  const ids = (status: SubtaskState["status"]): string[] =>
+    state.subtasks.filter((s) => s.status === status).map((s) => s.id);
   const failed = ids("failed");
   const cancelled = ids("cancelled");
   const status = failed.length ? "failed" : cancelled.length ? "cancelled" : "passed";
@@ -245,8 +290,10 @@ export function dagOutcome(state: DagState): { status: "passed" | "failed" | "ca
 export function reopenSubtask(state: DagState, id: string, why: string): DagState {
   const target = state.subtasks.find((s) => s.id === id);
   if (!target) throw new LoopsmithError("bad_request", `cannot re-open "${id}": no such subtask`);
-  if (target.status !== "passed") throw new LoopsmithError("bad_request", `cannot re-open "${id}": it is ${target.status}, not passed`);
-  if (state.reopened.includes(id)) throw new LoopsmithError("bad_request", `cannot re-open "${id}" again: a subtask is re-opened at most once`);
+  if (target.status !== "passed")
+    throw new LoopsmithError("bad_request", `cannot re-open "${id}": it is ${target.status}, not passed`);
+  if (state.reopened.includes(id))
+    throw new LoopsmithError("bad_request", `cannot re-open "${id}" again: a subtask is re-opened at most once`);
   const again = new Set([id, ...dependentsOf(state.plan, id)]);
   return {
     ...state,
@@ -254,12 +301,28 @@ export function reopenSubtask(state: DagState, id: string, why: string): DagStat
     subtasks: state.subtasks.map((s) => {
       if (!again.has(s.id)) return s;
       const { change: _change, finishedAt: _finishedAt, ...rest } = s;
-      return { ...rest, status: "pending", attemptsBefore: s.attempts, reason: "reopened", message: s.id === id ? `re-opened: ${why}`.slice(0, 4_000) : `re-opened with "${id}"` };
+      return {
+        ...rest,
+        status: "pending",
+        attemptsBefore: s.attempts,
+        reason: "reopened",
+        message: s.id === id ? `re-opened: ${why}`.slice(0, 4_000) : `re-opened with "${id}"`,
+      };
     }),
   };
 }
 
 /** A fresh DAG state for a validated plan: every subtask pending. */
 export function startDag(plan: DagState["plan"]): DagState {
-  return { plan, reopened: [], subtasks: plan.subtasks.map((s) => ({ id: s.id, status: "pending", attempts: 0, attemptsBefore: 0, iterations: 0 })) };
+  return {
+    plan,
+    reopened: [],
+    subtasks: plan.subtasks.map((s) => ({
+      id: s.id,
+      status: "pending",
+      attempts: 0,
+      attemptsBefore: 0,
+      iterations: 0,
+    })),
+  };
 }

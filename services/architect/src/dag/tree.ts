@@ -20,7 +20,12 @@ export interface TreeChange {
  * @param read - the base tree's file text, or undefined when it has no such file
  * @throws LoopsmithError `internal` when a subtask's patch does not apply (it was made against another tree)
  */
-export function composeTree(plan: DagPlan, passed: readonly SubtaskState[], read: (path: string) => string | undefined, extra: readonly FileChange[] = []): TreeChange {
+export function composeTree(
+  plan: DagPlan,
+  passed: readonly SubtaskState[],
+  read: (path: string) => string | undefined,
+  extra: readonly FileChange[] = [],
+): TreeChange {
   const files = new Map<string, string>();
   const deleted = new Set<string>();
   const current = (p: string): string | undefined => (deleted.has(p) ? undefined : (files.get(p) ?? read(p)));
@@ -54,7 +59,11 @@ export async function subtaskTree(
   plan: DagPlan,
   subtask: Subtask,
   base: readonly SubtaskState[],
-  io: { baseTar: Uint8Array; read: (path: string) => string | undefined; put: (name: string, tar: Uint8Array) => Promise<void> },
+  io: {
+    baseTar: Uint8Array;
+    read: (path: string) => string | undefined;
+    put: (name: string, tar: Uint8Array) => Promise<void>;
+  },
 ): Promise<{ commit: string; snapshot: string }> {
   const change = composeTree(plan, base, io.read, subtask.acceptanceTests);
   const { tar, id } = await candidateSnapshot(io.baseTar, change.files, change.deleted);

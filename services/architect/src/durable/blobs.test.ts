@@ -18,7 +18,11 @@ async function roundTrip(encoded: ReturnType<typeof encode>): Promise<unknown> {
 
 describe("checkpoint documents and their blobs", () => {
   it("keeps a state that fits the budget whole, with no blob", () => {
-    const state = { status: "running", eventSeq: 3, files: [{ path: "a.py", content: "x".repeat(BLOB_MIN_BYTES * 2) }] };
+    const state = {
+      status: "running",
+      eventSeq: 3,
+      files: [{ path: "a.py", content: "x".repeat(BLOB_MIN_BYTES * 2) }],
+    };
     const out = encode(state, BUDGET);
     expect(out.blobs).toEqual([]);
     expect(JSON.parse(out.text)).toEqual(state);
@@ -27,7 +31,15 @@ describe("checkpoint documents and their blobs", () => {
   it("moves the longest strings out first, by sha256, until the document fits; decoding gives the state back", async () => {
     const big = "é".repeat(300_000); // 600 kB of UTF-8
     const medium = "m".repeat(40_000);
-    const state = { status: "running", eventSeq: 7, files: [{ path: "big.py", content: big }, { path: "m.py", content: medium }], note: "short" };
+    const state = {
+      status: "running",
+      eventSeq: 7,
+      files: [
+        { path: "big.py", content: big },
+        { path: "m.py", content: medium },
+      ],
+      note: "short",
+    };
     const out = encode(state, BUDGET);
     expect(bytes(out.text)).toBeLessThanOrEqual(BUDGET);
     const doc = JSON.parse(out.text) as { files: Array<{ content: unknown }>; note: string };
@@ -35,13 +47,21 @@ describe("checkpoint documents and their blobs", () => {
     expect(isBlobRef(doc.files[0]?.content)).toBe(true);
     expect(doc.files[1]?.content).toBe(medium);
     expect(doc.note).toBe("short");
-    expect(out.blobs.map((b) => b.digest)).toEqual([createHash("sha256").update(Buffer.from(big, "utf8")).digest("hex")]);
+    expect(out.blobs.map((b) => b.digest)).toEqual([
+      createHash("sha256").update(Buffer.from(big, "utf8")).digest("hex"),
+    ]);
     expect(refsOf(doc)).toEqual(out.blobs.map((b) => b.digest));
     expect(await roundTrip(out)).toEqual(state);
   });
 
   it("moves a large array of small values (a 2,000-case test list) when strings alone cannot make it fit", async () => {
-    const tests = Array.from({ length: 2_000 }, (_, i) => ({ name: `test_case_${i}`, classname: "suite", status: i % 3 ? "passed" : "failed", message: "assert 1 == 2 ".repeat(5), durationMs: i }));
+    const tests = Array.from({ length: 2_000 }, (_, i) => ({
+      name: `test_case_${i}`,
+      classname: "suite",
+      status: i % 3 ? "passed" : "failed",
+      message: "assert 1 == 2 ".repeat(5),
+      durationMs: i,
+    }));
     const state = { status: "running", eventSeq: 1, lastExecution: { status: "failed", tests } };
     expect(bytes(JSON.stringify(state))).toBeGreaterThan(BUDGET);
     const out = encode(state, BUDGET);
@@ -60,7 +80,9 @@ describe("checkpoint documents and their blobs", () => {
 
   it("refuses a blob whose bytes do not have its digest", async () => {
     const out = encode({ content: "z".repeat(100_000) }, 1_000);
-    await expect(decode(JSON.parse(out.text), async () => new TextEncoder().encode("tampered"))).rejects.toThrow(/does not have its digest/);
+    await expect(decode(JSON.parse(out.text), async () => new TextEncoder().encode("tampered"))).rejects.toThrow(
+      /does not have its digest/,
+    );
   });
 
   it("compacts a final state to fit without blobs: long strings become a note of their size and digest", () => {

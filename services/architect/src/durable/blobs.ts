@@ -47,7 +47,12 @@ const sha256 = (data: Uint8Array): string => createHash("sha256").update(data).d
 
 /** True when `value` is a {@link BlobRef}. */
 export function isBlobRef(value: unknown): value is BlobRef {
-  return typeof value === "object" && value !== null && !Array.isArray(value) && typeof (value as Record<string, unknown>)[BLOB_REF_KEY] === "string";
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    !Array.isArray(value) &&
+    typeof (value as Record<string, unknown>)[BLOB_REF_KEY] === "string"
+  );
 }
 
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
@@ -63,7 +68,9 @@ function slotsOf(root: Json): Array<Slot & { value: Json }> {
   const out: Array<Slot & { value: Json }> = [];
   const walk = (value: Json, path: string): void => {
     if (value === null || typeof value !== "object") return;
-    const entries: Array<[string | number, Json]> = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+    const entries: Array<[string | number, Json]> = Array.isArray(value)
+      ? value.map((v, i) => [i, v])
+      : Object.entries(value);
     for (const [key, child] of entries) {
       const childPath = `${path}/${key}`;
       out.push({ parent: value, key, path: childPath, value: child });
@@ -141,7 +148,10 @@ export function refsOf(doc: unknown): string[] {
  * @returns the state and every digest it named
  * @throws what `read` throws; Error when a blob's bytes do not have its digest
  */
-export async function decode(doc: unknown, read: (digest: string) => Promise<Uint8Array>): Promise<{ state: unknown; digests: string[] }> {
+export async function decode(
+  doc: unknown,
+  read: (digest: string) => Promise<Uint8Array>,
+): Promise<{ state: unknown; digests: string[] }> {
   const digests: string[] = [];
   const resolve = async (value: unknown): Promise<unknown> => {
     if (isBlobRef(value)) {

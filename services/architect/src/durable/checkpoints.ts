@@ -117,7 +117,9 @@ const READ_ATTEMPTS = 3;
 const cancelKey = (key: string, owner: string): string => `cancel.${owner}.${key}`;
 
 /** A {@link CheckpointStore} over a KV bucket and a blob store. */
-export function checkpointStore<State extends Checkpointed>(opts: CheckpointStoreOptions<State>): CheckpointStore<State> {
+export function checkpointStore<State extends Checkpointed>(
+  opts: CheckpointStoreOptions<State>,
+): CheckpointStore<State> {
   const { kv, blobs, schema, label } = opts;
   const budget = opts.maxPayload - CHECKPOINT_HEADROOM_BYTES;
   // Tasks and runs share the blob store: a key's blobs are `<label>/<key>/<sha256>`.
@@ -134,13 +136,24 @@ export function checkpointStore<State extends Checkpointed>(opts: CheckpointStor
   const writeError = (err: unknown, key: string): LoopsmithError => {
     if (err instanceof LoopsmithError) return err;
     if (err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE) {
-      return new LoopsmithError("unavailable", `the checkpoint of ${label} ${key} was written by another runner`, { cause: err, retryable: true });
+      return new LoopsmithError("unavailable", `the checkpoint of ${label} ${key} was written by another runner`, {
+        cause: err,
+        retryable: true,
+      });
     }
     // A request the server refuses: retrying cannot help.
     if (err instanceof JetStreamApiError || err instanceof InvalidArgumentError) {
-      return new LoopsmithError("internal", `the checkpoint of ${label} ${key} could not be written: ${(err as Error).message}`, { cause: err, retryable: false });
+      return new LoopsmithError(
+        "internal",
+        `the checkpoint of ${label} ${key} could not be written: ${(err as Error).message}`,
+        { cause: err, retryable: false },
+      );
     }
-    return new LoopsmithError("unavailable", `the checkpoint of ${label} ${key} could not be written: ${(err as Error)?.message ?? err}`, { cause: err, retryable: true });
+    return new LoopsmithError(
+      "unavailable",
+      `the checkpoint of ${label} ${key} could not be written: ${(err as Error)?.message ?? err}`,
+      { cause: err, retryable: true },
+    );
   };
 
   const deleteBlobs = async (key: string, digests: Iterable<string>): Promise<void> => {
@@ -160,11 +173,16 @@ export function checkpointStore<State extends Checkpointed>(opts: CheckpointStor
     // Updating a checkpoint another runner wrote: the blobs it named are not known here.
     if (!before && revision !== undefined) suspect.add(key);
     try {
-      for (const blob of encoded.blobs) if (!before?.has(blob.digest)) await blobs.putBlob({ name: blobName(key, blob.digest) }, blob.data);
-      const rev = revision === undefined ? await kv.create(key, encoded.text) : await kv.update(key, encoded.text, revision);
+      for (const blob of encoded.blobs)
+        if (!before?.has(blob.digest)) await blobs.putBlob({ name: blobName(key, blob.digest) }, blob.data);
+      const rev =
+        revision === undefined ? await kv.create(key, encoded.text) : await kv.update(key, encoded.text, revision);
       const now = new Set(encoded.blobs.map((b) => b.digest));
       named.set(key, now);
-      await deleteBlobs(key, [...(before ?? [])].filter((d) => !now.has(d)));
+      await deleteBlobs(
+        key,
+        [...(before ?? [])].filter((d) => !now.has(d)),
+      );
       return rev;
     } catch (err) {
       if (encoded.blobs.length) suspect.add(key);
@@ -181,7 +199,9 @@ export function checkpointStore<State extends Checkpointed>(opts: CheckpointStor
     await deleteBlobs(key, known);
     if (suspect.has(key)) {
       suspect.delete(key);
-      const listed = (await blobsOf(key)).map((name) => name.slice(prefixOf(key).length)).filter((d) => !keep.has(d) && !known.includes(d));
+      const listed = (await blobsOf(key))
+        .map((name) => name.slice(prefixOf(key).length))
+        .filter((d) => !keep.has(d) && !known.includes(d));
       await deleteBlobs(key, listed);
     }
     if (keep.size) named.set(key, keep);
@@ -197,17 +217,30 @@ export function checkpointStore<State extends Checkpointed>(opts: CheckpointStor
       try {
         decoded = await decode(doc, async (digest) => {
           const data = await blobs.getBlob(blobName(key, digest));
-          if (!data) throw new LoopsmithError("unavailable", `the checkpoint of ${label} ${key} names the blob ${digest}, which is gone`, { retryable: true });
+          if (!data)
+            throw new LoopsmithError(
+              "unavailable",
+              `the checkpoint of ${label} ${key} names the blob ${digest}, which is gone`,
+              { retryable: true },
+            );
           return data;
         });
       } catch (err) {
         // A newer checkpoint was written and cleaned up after this one was read: read again.
         if (attempt < READ_ATTEMPTS && err instanceof LoopsmithError && err.retryable) continue;
-        throw err instanceof LoopsmithError ? err : new LoopsmithError("unavailable", `the checkpoint of ${label} ${key} could not be read: ${(err as Error).message}`, { cause: err, retryable: true });
+        throw err instanceof LoopsmithError
+          ? err
+          : new LoopsmithError(
+              "unavailable",
+              `the checkpoint of ${label} ${key} could not be read: ${(err as Error).message}`,
+              { cause: err, retryable: true },
+            );
       }
       const parsed = schema.safeParse(decoded.state);
       if (!parsed.success) {
-        throw new LoopsmithError("internal", `the checkpoint of ${label} ${key} fails its schema`, { details: parsed.error.issues });
+        throw new LoopsmithError("internal", `the checkpoint of ${label} ${key} fails its schema`, {
+          details: parsed.error.issues,
+        });
       }
       return { state: parsed.data, revision: entry.revision, doc, digests: decoded.digests };
     }

@@ -19,7 +19,17 @@ import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, type JsMsg } from "@nats-io/jetstream";
 import type { z } from "zod";
-import { DEFAULT_OWNER, LoopsmithError, isTransientNatsError, lastEventSeq, ownerOfSubject, ownerOfTask, publishEvent, rejectIntakeMessage, type TaskEvent } from "@loopsmith/shared";
+import {
+  DEFAULT_OWNER,
+  LoopsmithError,
+  isTransientNatsError,
+  lastEventSeq,
+  ownerOfSubject,
+  ownerOfTask,
+  publishEvent,
+  rejectIntakeMessage,
+  type TaskEvent,
+} from "@loopsmith/shared";
 import type { CheckpointStore, Checkpointed } from "./checkpoints.js";
 import { pipelinedEvents } from "./events.js";
 
@@ -119,7 +129,8 @@ export interface DurableConsumer<State> {
 type Owned = { owner?: string | undefined };
 
 /** The owner of a job's state: its request's. */
-const ownerOfState = <Request extends Owned, State>(handler: DurableHandler<Request, State>, state: State): string => ownerOfTask(handler.requestOf(state));
+const ownerOfState = <Request extends Owned, State>(handler: DurableHandler<Request, State>, state: State): string =>
+  ownerOfTask(handler.requestOf(state));
 
 /** The message's request, its owner taken from the subject it came on (the permission matrix vouches for the subject, not the body). */
 function parseRequest<Request extends Owned, State>(opts: DurableConsumerOptions<Request, State>, msg: JsMsg) {
@@ -134,12 +145,20 @@ function parseRequest<Request extends Owned, State>(opts: DurableConsumerOptions
 }
 
 /** The next free event seq of a state: events published after its checkpoint were not counted in it. */
-async function nextSeq<Request extends Owned, State extends Checkpointed>(opts: DurableConsumerOptions<Request, State>, state: State, request: Request): Promise<number> {
+async function nextSeq<Request extends Owned, State extends Checkpointed>(
+  opts: DurableConsumerOptions<Request, State>,
+  state: State,
+  request: Request,
+): Promise<number> {
   return Math.max(state.eventSeq, (await lastEventSeq(opts.nc, ownerOfTask(request), opts.handler.keyOf(request))) + 1);
 }
 
 /** Ends a job with the handler's error state, from its checkpoint (or from the request alone). */
-async function endWithError<Request extends Owned, State extends Checkpointed>(opts: DurableConsumerOptions<Request, State>, request: Request, err: unknown): Promise<void> {
+async function endWithError<Request extends Owned, State extends Checkpointed>(
+  opts: DurableConsumerOptions<Request, State>,
+  request: Request,
+  err: unknown,
+): Promise<void> {
   const { store, handler } = opts;
   const key = handler.keyOf(request);
   const current = await store.get(key);
@@ -220,13 +239,20 @@ async function processMessage<Request extends Owned, State extends Checkpointed>
     jlog.info({ status: final.status }, `${label} finished`);
     msg.ack();
   } catch (err) {
-    const retryable = handler.isHandBack(err) || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
+    const retryable =
+      handler.isHandBack(err) || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
     try {
       if (retryable && msg.info.deliveryCount < opts.maxDeliver) {
-        jlog.warn({ err }, `the ${label} hands back (an infrastructure failure, or the service is stopping); it resumes from its checkpoint`);
+        jlog.warn(
+          { err },
+          `the ${label} hands back (an infrastructure failure, or the service is stopping); it resumes from its checkpoint`,
+        );
         msg.nak(stopping() ? 0 : RETRY_DELAY_MS);
       } else {
-        jlog.error({ err, deliveries: msg.info.deliveryCount }, retryable ? `${label} still failing on its last delivery; ending it` : `${label} failed; ending it`);
+        jlog.error(
+          { err, deliveries: msg.info.deliveryCount },
+          retryable ? `${label} still failing on its last delivery; ending it` : `${label} failed; ending it`,
+        );
         await endWithError(opts, request, err);
         msg.term(retryable ? "failed on its last delivery" : "failed");
       }
@@ -240,7 +266,9 @@ async function processMessage<Request extends Owned, State extends Checkpointed>
 }
 
 /** Starts a durable consumer's fetch loop (the stream and consumer must exist). */
-export async function runDurableConsumer<Request extends Owned, State extends Checkpointed>(opts: DurableConsumerOptions<Request, State>): Promise<DurableConsumer<State>> {
+export async function runDurableConsumer<Request extends Owned, State extends Checkpointed>(
+  opts: DurableConsumerOptions<Request, State>,
+): Promise<DurableConsumer<State>> {
   const { nc, log, store, handler, label } = opts;
   const consumer = await jetstream(nc).consumers.get(opts.stream, opts.consumer);
   const limit = opts.concurrency ?? 1;
@@ -265,7 +293,10 @@ export async function runDurableConsumer<Request extends Owned, State extends Ch
       // run out while that job runs (the submitter would never hear back).
       void handler.refuseTaken(request).then(
         () => msg.term(`${label} id taken by another owner`),
-        (err: unknown) => (log.warn({ err, key }, `could not refuse a taken ${label} id; it is offered again`), msg.nak(RETRY_DELAY_MS)),
+        (err: unknown) => (
+          log.warn({ err, key }, `could not refuse a taken ${label} id; it is offered again`),
+          msg.nak(RETRY_DELAY_MS)
+        ),
       );
       return;
     }

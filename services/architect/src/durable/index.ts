@@ -6,13 +6,36 @@
  * side cannot take yet ({@link openOutbox}). Its public API is what this file names.
  */
 export {
-  HEARTBEAT_MS, RETRY_DELAY_MS, runDurableConsumer,
-  type DurableConsumer, type DurableConsumerOptions, type DurableContext, type DurableHandler,
+  HEARTBEAT_MS,
+  RETRY_DELAY_MS,
+  runDurableConsumer,
+  type DurableConsumer,
+  type DurableConsumerOptions,
+  type DurableContext,
+  type DurableHandler,
 } from "./consumer.js";
 export {
-  CHECKPOINT_HEADROOM_BYTES, checkpointStore, maxPayloadOf,
-  type BlobStore, type CheckpointStore, type CheckpointStoreOptions, type Checkpointed, type Revisioned,
+  CHECKPOINT_HEADROOM_BYTES,
+  checkpointStore,
+  maxPayloadOf,
+  type BlobStore,
+  type CheckpointStore,
+  type CheckpointStoreOptions,
+  type Checkpointed,
+  type Revisioned,
 } from "./checkpoints.js";
-export { BLOB_MIN_BYTES, BLOB_REF_KEY, STUB_MIN_BYTES, compact, decode, encode, isBlobRef, refsOf, stubText, type BlobRef, type Encoded } from "./blobs.js";
+export {
+  BLOB_MIN_BYTES,
+  BLOB_REF_KEY,
+  STUB_MIN_BYTES,
+  compact,
+  decode,
+  encode,
+  isBlobRef,
+  refsOf,
+  stubText,
+  type BlobRef,
+  type Encoded,
+} from "./blobs.js";
 export { pipelinedEvents, type PipelinedEvents } from "./events.js";
 export { openOutbox, type Outbox, type OutboxOptions } from "./outbox.js";

@@ -59,7 +59,9 @@ export async function openOutbox<Item, Reply>(opts: OutboxOptions<Item, Reply>):
     kv = await openBucket(opts.nc, opts.bucket, { replicas: opts.replicas ?? 1 });
   } catch (err) {
     if (err instanceof LoopsmithError && err.code === "permission_denied") throw err;
-    throw new LoopsmithError("unavailable", `cannot open the outbox ${opts.bucket}: ${(err as Error).message}`, { cause: err });
+    throw new LoopsmithError("unavailable", `cannot open the outbox ${opts.bucket}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   let draining: Promise<number> | undefined;
   // Whether the bucket may hold items: true at open (an earlier process may have kept some),
@@ -110,7 +112,8 @@ export async function openOutbox<Item, Reply>(opts: OutboxOptions<Item, Reply>):
     return draining;
   };
   const timer = setInterval(() => {
-    if (mayHoldItems) void drain().catch((err: unknown) => log.warn({ err }, `the outbox ${opts.bucket} could not be drained`));
+    if (mayHoldItems)
+      void drain().catch((err: unknown) => log.warn({ err }, `the outbox ${opts.bucket} could not be drained`));
   }, opts.retryMs);
   timer.unref();
 

@@ -36,7 +36,9 @@ describe("parseBenchOutput", () => {
   });
 
   it("keeps scores, negative and zero included, and leaves score out when absent", () => {
-    const got = cases('{"case":"x","pass":false,"score":-2.5}\n{"case":"y","pass":true,"score":0}\n{"case":"z","pass":true}');
+    const got = cases(
+      '{"case":"x","pass":false,"score":-2.5}\n{"case":"y","pass":true,"score":0}\n{"case":"z","pass":true}',
+    );
     expect(got).toEqual([
       { case: "x", pass: false, score: -2.5 },
       { case: "y", pass: true, score: 0 },
@@ -59,12 +61,16 @@ describe("parseBenchOutput", () => {
   });
 
   it("refuses a non-finite score (JSON 1e999 reads as Infinity)", () => {
-    expect(error(parseBenchOutput('{"case": "a", "pass": true, "score": 1}\n{"case": "b", "pass": true, "score": 1e999}'))).toMatch(/line 2\b.*finite/);
+    expect(
+      error(parseBenchOutput('{"case": "a", "pass": true, "score": 1}\n{"case": "b", "pass": true, "score": 1e999}')),
+    ).toMatch(/line 2\b.*finite/);
     expect(error(parseBenchOutput('{"case": "a", "pass": true, "score": -1e999}'))).toMatch(/line 1\b.*finite/);
   });
 
   it("refuses a duplicate case id, naming both lines", () => {
-    const e = error(parseBenchOutput('{"case": "a", "pass": true}\nlog\n{"case": "b", "pass": true}\n{"case": "a", "pass": false}'));
+    const e = error(
+      parseBenchOutput('{"case": "a", "pass": true}\nlog\n{"case": "b", "pass": true}\n{"case": "a", "pass": false}'),
+    );
     expect(e).toMatch(/"a"/);
     expect(e).toMatch(/lines 1 and 4/);
   });
@@ -83,26 +89,41 @@ describe("parseBenchOutput", () => {
   });
 
   it("round-trips any set of distinct cases printed between log lines", () => {
-    const caseArb = fc.record({ pass: fc.boolean(), score: fc.option(fc.double({ noNaN: true, noDefaultInfinity: true }), { nil: undefined }) });
+    const caseArb = fc.record({
+      pass: fc.boolean(),
+      score: fc.option(fc.double({ noNaN: true, noDefaultInfinity: true }), { nil: undefined }),
+    });
     fc.assert(
-      fc.property(fc.uniqueArray(fc.string({ minLength: 1 }), { minLength: 1, maxLength: 20 }), fc.array(caseArb, { minLength: 20, maxLength: 20 }), (ids, runs) => {
-        const expected: CaseRun[] = ids.map((id, i) => {
-          const r = runs[i] ?? { pass: false, score: undefined };
-          // JSON has no -0: it prints as 0.
-          return r.score === undefined ? { case: id, pass: r.pass } : { case: id, pass: r.pass, score: Object.is(r.score, -0) ? 0 : r.score };
-        });
-        const text = expected.map((c) => `log line for ${c.case.length}\n${JSON.stringify(c)}`).join("\n");
-        expect(cases(text)).toEqual(expected);
-      }),
+      fc.property(
+        fc.uniqueArray(fc.string({ minLength: 1 }), { minLength: 1, maxLength: 20 }),
+        fc.array(caseArb, { minLength: 20, maxLength: 20 }),
+        (ids, runs) => {
+          const expected: CaseRun[] = ids.map((id, i) => {
+            const r = runs[i] ?? { pass: false, score: undefined };
+            // JSON has no -0: it prints as 0.
+            return r.score === undefined
+              ? { case: id, pass: r.pass }
+              : { case: id, pass: r.pass, score: Object.is(r.score, -0) ? 0 : r.score };
+          });
+          const text = expected.map((c) => `log line for ${c.case.length}\n${JSON.stringify(c)}`).join("\n");
+          expect(cases(text)).toEqual(expected);
+        },
+      ),
     );
   });
 });
 
 describe("casesFromTests", () => {
-  const t = (name: string, status: TestCase["status"], classname = ""): TestCase => TestCase.parse({ name, classname, status });
+  const t = (name: string, status: TestCase["status"], classname = ""): TestCase =>
+    TestCase.parse({ name, classname, status });
 
   it("ids are classname::name (or name); only passed passes, skipped does not", () => {
-    const r = casesFromTests([t("test_a", "passed", "tests.test_x"), t("test_b", "failed", "tests.test_x"), t("test_c", "error"), t("test_d", "skipped", "k")]);
+    const r = casesFromTests([
+      t("test_a", "passed", "tests.test_x"),
+      t("test_b", "failed", "tests.test_x"),
+      t("test_c", "error"),
+      t("test_d", "skipped", "k"),
+    ]);
     expect(r).toEqual({
       ok: true,
       cases: [
@@ -115,7 +136,10 @@ describe("casesFromTests", () => {
   });
 
   it("accepts cases without a classname", () => {
-    expect(casesFromTests([{ name: "only", status: "passed" }])).toEqual({ ok: true, cases: [{ case: "only", pass: true }] });
+    expect(casesFromTests([{ name: "only", status: "passed" }])).toEqual({
+      ok: true,
+      cases: [{ case: "only", pass: true }],
+    });
   });
 
   it("refuses an empty report and a duplicate id", () => {

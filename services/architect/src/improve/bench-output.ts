@@ -82,7 +82,10 @@ export function parseBenchOutput(stdout: string): CasesResult {
     cases.push(score === undefined ? { case: id, pass } : { case: id, pass, score });
   }
   if (cases.length === 0) {
-    return { ok: false, error: 'Benchmark output holds no case line (one JSON object per line, {"case": "<id>", "pass": true|false}).' };
+    return {
+      ok: false,
+      error: 'Benchmark output holds no case line (one JSON object per line, {"case": "<id>", "pass": true|false}).',
+    };
   }
   return { ok: true, cases };
 }

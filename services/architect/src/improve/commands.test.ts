@@ -12,10 +12,16 @@ describe("benchShell", () => {
 
   it("copies the named JUnit file to $LOOPSMITH_JUNIT and keeps the benchmark's exit status, whatever the path holds", () => {
     const dir = mkdtempSync(join(tmpdir(), "bench-shell-"));
-    const line = benchShell("mkdir -p \"it's out\" && echo '<testsuite/>' > \"it's out/j.xml\"; exit 3", "it's out/j.xml");
+    const line = benchShell(
+      "mkdir -p \"it's out\" && echo '<testsuite/>' > \"it's out/j.xml\"; exit 3",
+      "it's out/j.xml",
+    );
     let status = 0;
     try {
-      execFileSync("sh", ["-c", line], { cwd: dir, env: { PATH: process.env.PATH ?? "", LOOPSMITH_JUNIT: join(dir, "result.xml") } });
+      execFileSync("sh", ["-c", line], {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? "", LOOPSMITH_JUNIT: join(dir, "result.xml") },
+      });
     } catch (err) {
       status = (err as { status: number }).status;
     }
@@ -27,10 +33,23 @@ describe("benchShell", () => {
 describe("readBench", () => {
   const base = { exitCode: 0, durationMs: 1, stderr: "", truncated: false, tests: [] };
   it("has no cases for a run that timed out, whatever it printed", () => {
-    expect(readBench({ ...base, status: "timeout", stdout: '{"case":"a","pass":true}' }, "json")).toMatchObject({ ok: false, status: "timeout" });
+    expect(readBench({ ...base, status: "timeout", stdout: '{"case":"a","pass":true}' }, "json")).toMatchObject({
+      ok: false,
+      status: "timeout",
+    });
   });
   it("reads JUnit cases in junit format and names stderr when there are none", () => {
-    expect(readBench({ ...base, status: "passed", stdout: "", tests: [{ name: "t1", classname: "b", status: "passed", durationMs: 1 }] }, "junit")).toMatchObject({ ok: true, cases: [{ case: "b::t1", pass: true }] });
+    expect(
+      readBench(
+        {
+          ...base,
+          status: "passed",
+          stdout: "",
+          tests: [{ name: "t1", classname: "b", status: "passed", durationMs: 1 }],
+        },
+        "junit",
+      ),
+    ).toMatchObject({ ok: true, cases: [{ case: "b::t1", pass: true }] });
     const none = readBench({ ...base, status: "failed", stdout: "", stderr: "Traceback\nNameError: x" }, "junit");
     expect(none).toMatchObject({ ok: false });
     expect(!none.ok && none.error).toMatch(/NameError: x/);

@@ -44,7 +44,14 @@ export interface Overlay {
  * (`attempt` = the repeat), so a resumed generation gets the executor's recorded answer.
  * @throws LoopsmithError from the executor call; a result still `sandbox_error` after the retries is returned as it is
  */
-export async function runCommand(ctx: CommandContext, step: string, shell: string, parent: Tree, overlay: Overlay | undefined, attempt: number): Promise<ExecutionResult> {
+export async function runCommand(
+  ctx: CommandContext,
+  step: string,
+  shell: string,
+  parent: Tree,
+  overlay: Overlay | undefined,
+  attempt: number,
+): Promise<ExecutionResult> {
   let result: ExecutionResult | undefined;
   for (let retry = 0; retry <= SANDBOX_RETRIES; retry++) {
     const req: ExecutionRequest = {
@@ -54,7 +61,13 @@ export async function runCommand(ctx: CommandContext, step: string, shell: strin
       idempotencyKey: idempotencyKey(ctx.taskId, ctx.generation, step, attempt * (SANDBOX_RETRIES + 1) + retry),
       language: ctx.request.language,
       files: overlay?.files ?? [],
-      base: { snapshot: parent.snapshot, owner: ownerOfTask(ctx.request), commit: parent.commit, deleted: overlay?.deleted ?? [], setupCommand: ctx.setupCommand },
+      base: {
+        snapshot: parent.snapshot,
+        owner: ownerOfTask(ctx.request),
+        commit: parent.commit,
+        deleted: overlay?.deleted ?? [],
+        setupCommand: ctx.setupCommand,
+      },
       shell,
       timeoutMs: ctx.request.settings.commandTimeoutMs,
       memoryMb: COMMAND_MEMORY_MB,
@@ -84,7 +97,8 @@ export function benchShell(bench: string, junit: string | undefined): string {
 }
 
 /** One benchmark run read as cases, or why it could not be. */
-export type BenchRead = { ok: true; cases: CaseRun[] } | { ok: false; error: string; status: ExecutionResult["status"] };
+export type BenchRead =
+  { ok: true; cases: CaseRun[] } | { ok: false; error: string; status: ExecutionResult["status"] };
 
 /**
  * Reads a benchmark run: its stdout (`json`) or its JUnit cases (`junit`). A run that timed
@@ -92,8 +106,16 @@ export type BenchRead = { ok: true; cases: CaseRun[] } | { ok: false; error: str
  * whose verdict the sandbox saw forged (`tampering`: a JUnit benchmark run by pytest).
  */
 export function readBench(result: ExecutionResult, format: "json" | "junit"): BenchRead {
-  if (["timeout", "oom", "output_limit", "killed", "sandbox_error", "blocked", "command_not_found", "tampering"].includes(result.status)) {
-    return { ok: false, status: result.status, error: `the benchmark run ended with ${result.status}${result.reason ? ` (${result.reason})` : ""}` };
+  if (
+    ["timeout", "oom", "output_limit", "killed", "sandbox_error", "blocked", "command_not_found", "tampering"].includes(
+      result.status,
+    )
+  ) {
+    return {
+      ok: false,
+      status: result.status,
+      error: `the benchmark run ended with ${result.status}${result.reason ? ` (${result.reason})` : ""}`,
+    };
   }
   const read = format === "json" ? parseBenchOutput(result.stdout) : casesFromTests(result.tests);
   if (read.ok) return read;
@@ -111,14 +133,24 @@ export async function benchBoth(
   parent: Tree,
   candidate: Overlay,
   onRun: (side: "parent" | "candidate", repeat: number) => void,
-): Promise<{ ok: true; parent: CaseRun[][]; candidate: CaseRun[][] } | { ok: false; side: "parent" | "candidate"; error: string; status: string }> {
+): Promise<
+  | { ok: true; parent: CaseRun[][]; candidate: CaseRun[][] }
+  | { ok: false; side: "parent" | "candidate"; error: string; status: string }
+> {
   const { benchFormat, repeats } = ctx.request.settings;
   const bench = benchShell(ctx.request.settings.bench, ctx.request.settings.benchJunit);
   const sides: { parent: CaseRun[][]; candidate: CaseRun[][] } = { parent: [], candidate: [] };
   for (let r = 0; r < repeats; r++) {
     for (const side of ["parent", "candidate"] as const) {
       onRun(side, r + 1);
-      const result = await runCommand(ctx, side === "parent" ? "bench_parent" : "bench_candidate", bench, parent, side === "candidate" ? candidate : undefined, r);
+      const result = await runCommand(
+        ctx,
+        side === "parent" ? "bench_parent" : "bench_candidate",
+        bench,
+        parent,
+        side === "candidate" ? candidate : undefined,
+        r,
+      );
       const read = readBench(result, benchFormat);
       if (!read.ok) return { ok: false, side, error: read.error, status: read.status };
       sides[side].push(read.cases);

@@ -8,7 +8,14 @@
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
 import {
-  IMPROVE_MAX_DELIVER, ImproveRequest, Streams, Subjects, ensureImproveStreams, ownerOfTask, publishEvent, type GenerationReport,
+  IMPROVE_MAX_DELIVER,
+  ImproveRequest,
+  Streams,
+  Subjects,
+  ensureImproveStreams,
+  ownerOfTask,
+  publishEvent,
+  type GenerationReport,
 } from "@loopsmith/shared";
 import { runDurableConsumer } from "../durable/index.js";
 import type { GenerationDeps } from "./generation.js";
@@ -37,14 +44,42 @@ export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "
 type Kind = "step" | "generation" | "warning" | "result";
 
 /** Publishes one event of a run; returns the state with the next seq. */
-async function publish(nc: NatsConnection, state: ImproveState, kind: Kind, message: string, data?: Record<string, unknown>): Promise<ImproveState> {
+async function publish(
+  nc: NatsConnection,
+  state: ImproveState,
+  kind: Kind,
+  message: string,
+  data?: Record<string, unknown>,
+): Promise<ImproveState> {
   let payload = data;
   const report = data?.report as GenerationReport | undefined;
   if (report?.change && JSON.stringify(report).length > EVENT_REPORT_MAX_CHARS) {
-    payload = { ...data, report: { ...report, change: { ...report.change, patch: `(patch of ${report.change.patch.length} characters: loopsmith.architect.improve_status has it)` } } };
+    payload = {
+      ...data,
+      report: {
+        ...report,
+        change: {
+          ...report.change,
+          patch: `(patch of ${report.change.patch.length} characters: loopsmith.architect.improve_status has it)`,
+        },
+      },
+    };
   }
   const iteration = Math.min(state.generation, 10_000);
-  await publishEvent(nc, { v: 1, taskId: state.request.runId, seq: state.eventSeq, at: new Date().toISOString(), iteration, kind, message, ...(payload ? { data: payload } : {}) }, ownerOfTask(state.request));
+  await publishEvent(
+    nc,
+    {
+      v: 1,
+      taskId: state.request.runId,
+      seq: state.eventSeq,
+      at: new Date().toISOString(),
+      iteration,
+      kind,
+      message,
+      ...(payload ? { data: payload } : {}),
+    },
+    ownerOfTask(state.request),
+  );
   return { ...state, eventSeq: state.eventSeq + 1 };
 }
 
@@ -54,7 +89,8 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
   const streams = { replicas: opts.replicas ?? 1 };
   await ensureImproveStreams(nc, streams);
   const store = await openImproveStore(nc, streams);
-  const result = (state: ImproveState, message: string) => publish(nc, state, "result", message, { summary: state.summary });
+  const result = (state: ImproveState, message: string) =>
+    publish(nc, state, "result", message, { summary: state.summary });
   const runs = await runDurableConsumer<ImproveRequest, ImproveState>({
     nc,
     log,
@@ -72,21 +108,47 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
       initial: (request) => initialImproveState(request),
       accepted: (state) => {
         const { repo, settings } = state.request;
-        return publish(nc, state, "step", `run accepted: ${settings.generations} generation(s) on ${repo.name ?? repo.baseCommit.slice(0, 12)}`, { phase: "accepted" });
+        return publish(
+          nc,
+          state,
+          "step",
+          `run accepted: ${settings.generations} generation(s) on ${repo.name ?? repo.baseCommit.slice(0, 12)}`,
+          { phase: "accepted" },
+        );
       },
       async run(state, revision, ctx) {
         const io = { ...opts, log: ctx.log, store, cancelled: ctx.cancelled, stopping: ctx.stopping };
-        const final = await runImprove(state, revision, { ...io, publish: (s, kind, message, data) => publish(nc, s, kind, message, data) });
+        const final = await runImprove(state, revision, {
+          ...io,
+          publish: (s, kind, message, data) => publish(nc, s, kind, message, data),
+        });
         ctx.log.info({ summary: final.summary }, "run finished");
         return final;
       },
-      failed: (base, err) => ({ ...base, status: "final", summary: summarize(base, "error", `stopped: ${(err as Error)?.message ?? String(err)}`) }),
+      failed: (base, err) => ({
+        ...base,
+        status: "final",
+        summary: summarize(base, "error", `stopped: ${(err as Error)?.message ?? String(err)}`),
+      }),
       ended: async (state) => void (await result(state, state.summary?.message ?? "final")),
       republish: async (state) => void (await result(state, state.summary?.message ?? "final")),
       async refuseTaken(request) {
         const message = `the run id ${request.runId} belongs to another client's run: submit with another id`;
         const data = { error: { code: "bad_request", message, retryable: false } };
-        await publishEvent(nc, { v: 1, taskId: request.runId, seq: 0, at: new Date().toISOString(), iteration: 0, kind: "result", message, data }, ownerOfTask(request));
+        await publishEvent(
+          nc,
+          {
+            v: 1,
+            taskId: request.runId,
+            seq: 0,
+            at: new Date().toISOString(),
+            iteration: 0,
+            kind: "result",
+            message,
+            data,
+          },
+          ownerOfTask(request),
+        );
       },
       isHandBack: (err) => err instanceof HandBack,
     },

@@ -5,13 +5,24 @@ import type { CaseRun } from "./bench-output.js";
 import { decide, neededFixes, pairCases } from "./decision.js";
 
 /** A case with one run per side, or `runs` runs with the given passes; scores when given (one per run). */
-function pf(id: string, parent: boolean | number, candidate: boolean | number, runs = 1, scores?: { parent: number[]; candidate: number[] }): CaseOutcome {
+function pf(
+  id: string,
+  parent: boolean | number,
+  candidate: boolean | number,
+  runs = 1,
+  scores?: { parent: number[]; candidate: number[] },
+): CaseOutcome {
   const n = (v: boolean | number) => (typeof v === "number" ? v : v ? runs : 0);
-  return { case: id, parent: { passes: n(parent), runs, scores: scores?.parent ?? [] }, candidate: { passes: n(candidate), runs, scores: scores?.candidate ?? [] } };
+  return {
+    case: id,
+    parent: { passes: n(parent), runs, scores: scores?.parent ?? [] },
+    candidate: { passes: n(candidate), runs, scores: scores?.candidate ?? [] },
+  };
 }
 
 /** A scored case, one run per side, passing on both. */
-const scored = (id: string, parent: number, candidate: number) => pf(id, true, true, 1, { parent: [parent], candidate: [candidate] });
+const scored = (id: string, parent: number, candidate: number) =>
+  pf(id, true, true, 1, { parent: [parent], candidate: [candidate] });
 
 const id = (i: number) => `case-${String(i).padStart(3, "0")}`;
 const many = <T>(n: number, f: (i: number) => T): T[] => Array.from({ length: n }, (_, i) => f(i));
@@ -32,24 +43,52 @@ function exactP(k: number, n: number): number {
 }
 
 /** p-values agree to 1e-9 relative; stdlib's upper tail `1 − CDF` loses precision below ~1e-15. */
-const expectP = (actual: number, expected: number) => expect(Math.abs(actual - expected)).toBeLessThanOrEqual(1e-9 * expected + 1e-15);
+const expectP = (actual: number, expected: number) =>
+  expect(Math.abs(actual - expected)).toBeLessThanOrEqual(1e-9 * expected + 1e-15);
 
 const passes = (s: CaseOutcome["parent"]) => s.runs > 0 && s.passes === s.runs;
 
 describe("pairCases", () => {
-  const run = (...xs: [string, boolean, number?][]): CaseRun[] => xs.map(([c, pass, score]) => (score === undefined ? { case: c, pass } : { case: c, pass, score }));
+  const run = (...xs: [string, boolean, number?][]): CaseRun[] =>
+    xs.map(([c, pass, score]) => (score === undefined ? { case: c, pass } : { case: c, pass, score }));
 
   it("aggregates repeats per side, sorted by case id, scores in run order", () => {
-    const parent = [run(["b", true, 1], ["a", false, 0]), run(["a", true, 2], ["b", true, 3]), run(["b", false, 5], ["a", false, 4])];
-    const r = pairCases(parent, [run(["a", true, 7], ["b", false, 9]), run(["b", true, 8], ["a", true, 6]), run(["a", true, 5], ["b", false, 4])]);
-    const a = { case: "a", parent: { passes: 1, runs: 3, scores: [0, 2, 4] }, candidate: { passes: 3, runs: 3, scores: [7, 6, 5] } };
-    expect(r).toEqual({ ok: true, cases: [a, { case: "b", parent: { passes: 2, runs: 3, scores: [1, 3, 5] }, candidate: { passes: 1, runs: 3, scores: [9, 8, 4] } }] });
+    const parent = [
+      run(["b", true, 1], ["a", false, 0]),
+      run(["a", true, 2], ["b", true, 3]),
+      run(["b", false, 5], ["a", false, 4]),
+    ];
+    const r = pairCases(parent, [
+      run(["a", true, 7], ["b", false, 9]),
+      run(["b", true, 8], ["a", true, 6]),
+      run(["a", true, 5], ["b", false, 4]),
+    ]);
+    const a = {
+      case: "a",
+      parent: { passes: 1, runs: 3, scores: [0, 2, 4] },
+      candidate: { passes: 3, runs: 3, scores: [7, 6, 5] },
+    };
+    expect(r).toEqual({
+      ok: true,
+      cases: [
+        a,
+        {
+          case: "b",
+          parent: { passes: 2, runs: 3, scores: [1, 3, 5] },
+          candidate: { passes: 1, runs: 3, scores: [9, 8, 4] },
+        },
+      ],
+    });
     if (r.ok) for (const c of r.cases) CaseOutcome.parse(c);
   });
 
   it("keeps only the scores the runs reported", () => {
     const r = pairCases([run(["a", true, 1]), run(["a", true])], [run(["a", true]), run(["a", true])]);
-    expect(r.ok && r.cases[0]).toEqual({ case: "a", parent: { passes: 2, runs: 2, scores: [1] }, candidate: { passes: 2, runs: 2, scores: [] } });
+    expect(r.ok && r.cases[0]).toEqual({
+      case: "a",
+      parent: { passes: 2, runs: 2, scores: [1] },
+      candidate: { passes: 2, runs: 2, scores: [] },
+    });
   });
 
   it("names a case missing from, or added by, the candidate", () => {
@@ -84,7 +123,11 @@ describe("pairCases", () => {
         for (const c of r.ok ? r.cases : []) {
           const i = ids.indexOf(c.case);
           expect(c.parent).toEqual({ runs: parent.length, passes: parent.filter((x) => x[i]).length, scores: [] });
-          expect(c.candidate).toEqual({ runs: candidate.length, passes: candidate.filter((x) => x[i]).length, scores: [] });
+          expect(c.candidate).toEqual({
+            runs: candidate.length,
+            passes: candidate.filter((x) => x[i]).length,
+            scores: [],
+          });
         }
       }),
     );
@@ -98,24 +141,42 @@ describe("decide: pass/fail (exact McNemar)", () => {
     const cases = many(20, (i) => pf(id(i), i % 3 === 0, i % 3 === 0));
     const d = decide(cases, opts);
     expect(d).toMatchObject({ verdict: "rejected", reason: "no_improvement" });
-    expect(d.statistic).toEqual({ test: "mcnemar_exact", cases: 20, fixed: 0, broken: 0, pValue: 1, alpha: 0.05, effect: 0 });
+    expect(d.statistic).toEqual({
+      test: "mcnemar_exact",
+      cases: 20,
+      fixed: 0,
+      broken: 0,
+      pValue: 1,
+      alpha: 0.05,
+      effect: 0,
+    });
     expect(d.message).toMatch(/no case changed outcome/);
   });
 
   it("fixing 8 of 20 failing cases and breaking none is accepted with p = 2·0.5^8", () => {
     const cases = [...many(20, (i) => pf(id(i), false, i < 8)), ...many(10, (i) => pf(id(100 + i), true, true))];
     const d = decide(cases, opts);
-    expect(d).toMatchObject({ verdict: "accepted", reason: "accepted", statistic: { fixed: 8, broken: 0, cases: 30, pValue: 2 * 0.5 ** 8 } });
+    expect(d).toMatchObject({
+      verdict: "accepted",
+      reason: "accepted",
+      statistic: { fixed: 8, broken: 0, cases: 30, pValue: 2 * 0.5 ** 8 },
+    });
     expect(d.statistic.effect).toBeCloseTo(8 / 30, 12);
     expect(d.message).toMatch(/fixed 8 and broke 0 of 30/);
     Statistic.parse(d.statistic);
   });
 
   it("fixing 10 and breaking 1 is a regression at tolerance 0, tested at tolerance 1", () => {
-    const cases = [...many(10, (i) => pf(id(i), false, true)), pf("broken-one", true, false), ...many(5, (i) => pf(id(50 + i), false, false))];
+    const cases = [
+      ...many(10, (i) => pf(id(i), false, true)),
+      pf("broken-one", true, false),
+      ...many(5, (i) => pf(id(50 + i), false, false)),
+    ];
     const strict = decide(cases, opts);
     expect(strict).toMatchObject({ verdict: "rejected", reason: "regression" });
-    expect(strict.message).toMatch(/broke 1 case that passed on the parent, more than the tolerance of 0: "broken-one"/);
+    expect(strict.message).toMatch(
+      /broke 1 case that passed on the parent, more than the tolerance of 0: "broken-one"/,
+    );
     const lenient = decide(cases, { alpha: 0.05, tolerance: 1 });
     expect(lenient.reason).toBe("accepted");
     expect(lenient.statistic.pValue).toBeCloseTo((2 * (1 + 11)) / 2 ** 11, 15); // 0.01171875
@@ -125,7 +186,10 @@ describe("decide: pass/fail (exact McNemar)", () => {
   });
 
   it("a regression message lists at most 5 ids", () => {
-    const d = decide(many(8, (i) => pf(id(i), true, false)), opts);
+    const d = decide(
+      many(8, (i) => pf(id(i), true, false)),
+      opts,
+    );
     expect(d.reason).toBe("regression");
     expect(d.message).toContain('"case-000", "case-001", "case-002", "case-003", "case-004" and 3 more');
     expect(d.message).not.toContain("case-005");
@@ -133,7 +197,15 @@ describe("decide: pass/fail (exact McNemar)", () => {
 
   it("p-values match hand-computed exact binomial values", () => {
     // [fixed, broken, p]: 2/32; 2/64; 2·(1+9+36)/512; 2·(1+15+105+455)/2^15; ties and n = 1 give 1.
-    const table: [number, number, number][] = [[5, 0, 0.0625], [6, 0, 0.03125], [7, 2, 92 / 512], [12, 3, 1152 / 32768], [3, 3, 1], [4, 3, 1], [1, 0, 1]];
+    const table: [number, number, number][] = [
+      [5, 0, 0.0625],
+      [6, 0, 0.03125],
+      [7, 2, 92 / 512],
+      [12, 3, 1152 / 32768],
+      [3, 3, 1],
+      [4, 3, 1],
+      [1, 0, 1],
+    ];
     for (const [fixed, broken, p] of table) {
       const cases = [...many(fixed, (i) => pf(`f${i}`, false, true)), ...many(broken, (i) => pf(`b${i}`, true, false))];
       expect(decide(cases, { alpha: 0.05, tolerance: 100 }).statistic.pValue).toBeCloseTo(p, 14);
@@ -142,19 +214,30 @@ describe("decide: pass/fail (exact McNemar)", () => {
 
   it("a significant fall within the tolerance is not an improvement, nor is a tie", () => {
     const falls = many(8, (i) => pf(id(i), true, false));
-    expect(decide(falls, { alpha: 0.05, tolerance: 10 })).toMatchObject({ reason: "no_improvement", statistic: { pValue: 2 / 256 } });
+    expect(decide(falls, { alpha: 0.05, tolerance: 10 })).toMatchObject({
+      reason: "no_improvement",
+      statistic: { pValue: 2 / 256 },
+    });
     const tie = [...many(9, (i) => pf(`f${i}`, false, true)), ...many(9, (i) => pf(`b${i}`, true, false))];
     expect(decide(tie, { alpha: 0.5, tolerance: 100 }).verdict).toBe("rejected");
   });
 
   it("a case passes on a side only when every run passed it", () => {
     // 3 of 4 is not a pass; 4 of 4 is. 3/4 → 4/4 fixes, 4/4 → 3/4 breaks, 1/3 → 2/3 neither, 0/2 → 2/2 fixes.
-    const d = decide([pf("a", 3, 4, 4), pf("b", 4, 3, 4), pf("c", 1, 2, 3), pf("d", 0, 2, 2)], { alpha: 0.05, tolerance: 5 });
+    const d = decide([pf("a", 3, 4, 4), pf("b", 4, 3, 4), pf("c", 1, 2, 3), pf("d", 0, 2, 2)], {
+      alpha: 0.05,
+      tolerance: 5,
+    });
     expect(d.statistic).toMatchObject({ fixed: 2, broken: 1 });
   });
 
   it("falls back to pass/fail when any run lacks a score", () => {
-    expect(decide(many(12, (i) => pf(id(i), false, true, 2, { parent: [0, 0], candidate: i === 3 ? [1] : [1, 1] })), opts).statistic.test).toBe("mcnemar_exact");
+    expect(
+      decide(
+        many(12, (i) => pf(id(i), false, true, 2, { parent: [0, 0], candidate: i === 3 ? [1] : [1, 1] })),
+        opts,
+      ).statistic.test,
+    ).toBe("mcnemar_exact");
   });
 
   it("coin-flip candidates are rejected", () => {
@@ -162,12 +245,20 @@ describe("decide: pass/fail (exact McNemar)", () => {
       const rand = rng(seed);
       const cases = many(200, (i) => pf(id(i), rand() < 0.5, rand() < 0.5));
       expect(decide(cases, opts).reason).toBe("regression");
-      expect(decide(cases, { alpha: 0.05, tolerance: 1000 })).toMatchObject({ verdict: "rejected", reason: "no_improvement" });
+      expect(decide(cases, { alpha: 0.05, tolerance: 1000 })).toMatchObject({
+        verdict: "rejected",
+        reason: "no_improvement",
+      });
     }
   });
 
   it("refuses invalid settings", () => {
-    for (const bad of [{ alpha: 0, tolerance: 0 }, { alpha: 1.5, tolerance: 0 }, { alpha: 0.05, tolerance: -1 }, { alpha: 0.05, tolerance: 0.5 }]) {
+    for (const bad of [
+      { alpha: 0, tolerance: 0 },
+      { alpha: 1.5, tolerance: 0 },
+      { alpha: 0.05, tolerance: -1 },
+      { alpha: 0.05, tolerance: 0.5 },
+    ]) {
       expect(() => decide([], bad)).toThrow(RangeError);
     }
     expect(decide([], opts)).toMatchObject({ reason: "no_improvement", statistic: { cases: 0, pValue: 1, effect: 0 } });
@@ -178,7 +269,10 @@ describe("decide: scored (Wilcoxon signed-rank)", () => {
   const opts = { alpha: 0.05, tolerance: 0 };
 
   it("consistent positive differences are accepted with the exact p (all 12 signs positive: 2/2^12)", () => {
-    const d = decide(many(12, (i) => scored(id(i), 0.5, 0.5 + 0.01 * (i + 1))), opts);
+    const d = decide(
+      many(12, (i) => scored(id(i), 0.5, 0.5 + 0.01 * (i + 1))),
+      opts,
+    );
     expect(d).toMatchObject({ reason: "accepted", statistic: { test: "wilcoxon", nonZero: 12 } });
     expect(d.statistic.pValue).toBeCloseTo(2 / 4096, 12);
     expect(d.statistic.effect).toBeCloseTo(0.065, 12);
@@ -205,15 +299,28 @@ describe("decide: scored (Wilcoxon signed-rank)", () => {
   });
 
   it("identical scores are no_improvement; gains on a minority of cases with the rest unchanged are accepted", () => {
-    expect(decide(many(10, (i) => scored(id(i), i, i)), opts)).toMatchObject({ reason: "no_improvement", statistic: { pValue: 1, nonZero: 0, effect: 0 } });
+    expect(
+      decide(
+        many(10, (i) => scored(id(i), i, i)),
+        opts,
+      ),
+    ).toMatchObject({ reason: "no_improvement", statistic: { pValue: 1, nonZero: 0, effect: 0 } });
     // 8 gains (1..8), 12 unchanged: p = 2/2^8 < alpha; mean difference 36/20 = 1.8.
     const d = decide([...many(8, (i) => scored(id(i), 0, i + 1)), ...many(12, (i) => scored(`same${i}`, 1, 1))], opts);
-    expect([d.reason, d.statistic.nonZero, d.statistic.effect, d.statistic.pValue.toFixed(10)]).toEqual(["accepted", 8, 1.8, (2 / 256).toFixed(10)]);
+    expect([d.reason, d.statistic.nonZero, d.statistic.effect, d.statistic.pValue.toFixed(10)]).toEqual([
+      "accepted",
+      8,
+      1.8,
+      (2 / 256).toFixed(10),
+    ]);
   });
 
   it("more cases gaining a little is not enough when fewer lose a lot", () => {
     // 11 tiny gains, 10 large losses: median +0.01 but W+ = 66 < 115.5 and the mean is negative; p ≈ 0.089.
-    const cases = [...many(11, (i) => scored(`up${i}`, 0, 0.01 * (i + 1))), ...many(10, (i) => scored(`down${i}`, 0, -(10 + i)))];
+    const cases = [
+      ...many(11, (i) => scored(`up${i}`, 0, 0.01 * (i + 1))),
+      ...many(10, (i) => scored(`down${i}`, 0, -(10 + i))),
+    ];
     const d = decide(cases, { alpha: 0.1, tolerance: 0 });
     expect([d.statistic.effect < 0, d.statistic.pValue < 0.1, d.reason]).toEqual([true, true, "no_improvement"]);
   });
@@ -226,7 +333,12 @@ describe("decide: scored (Wilcoxon signed-rank)", () => {
   });
 
   it("a score gain that breaks a passing case is a regression", () => {
-    expect(decide([...many(12, (i) => scored(id(i), 0, i + 1)), pf("fell", true, false, 1, { parent: [1], candidate: [2] })], opts).reason).toBe("regression");
+    expect(
+      decide(
+        [...many(12, (i) => scored(id(i), 0, i + 1)), pf("fell", true, false, 1, { parent: [1], candidate: [2] })],
+        opts,
+      ).reason,
+    ).toBe("regression");
   });
 });
 
@@ -239,7 +351,11 @@ describe("neededFixes", () => {
   it("n fixes are accepted by decide and n − 1 are not (property)", () => {
     fc.assert(
       fc.property(fc.double({ min: 1e-6, max: 0.5, noNaN: true }), (alpha) => {
-        const fixes = (k: number) => decide(many(k, (i) => pf(id(i), false, true)), { alpha, tolerance: 0 }).reason;
+        const fixes = (k: number) =>
+          decide(
+            many(k, (i) => pf(id(i), false, true)),
+            { alpha, tolerance: 0 },
+          ).reason;
         expect([fixes(neededFixes(alpha)), fixes(neededFixes(alpha) - 1)]).toEqual(["accepted", "no_improvement"]);
       }),
     );
@@ -250,10 +366,20 @@ describe("decide: properties over random paired outcomes", () => {
   const alphaArb = fc.double({ min: 0.001, max: 0.5, noNaN: true });
   const toleranceArb = fc.integer({ min: 0, max: 3 });
   /** Per case: runs per side and passes per side. */
-  const caseArb = fc.integer({ min: 1, max: 3 }).chain((runs) => fc.record({ runs: fc.constant(runs), parent: fc.integer({ min: 0, max: runs }), candidate: fc.integer({ min: 0, max: runs }) }));
-  const outcomesArb = fc.array(caseArb, { maxLength: 60, size: "max" }).map((xs) => xs.map((x, i) => pf(id(i), x.parent, x.candidate, x.runs)));
+  const caseArb = fc.integer({ min: 1, max: 3 }).chain((runs) =>
+    fc.record({
+      runs: fc.constant(runs),
+      parent: fc.integer({ min: 0, max: runs }),
+      candidate: fc.integer({ min: 0, max: runs }),
+    }),
+  );
+  const outcomesArb = fc
+    .array(caseArb, { maxLength: 60, size: "max" })
+    .map((xs) => xs.map((x, i) => pf(id(i), x.parent, x.candidate, x.runs)));
   /** Biased towards improvements, so acceptances happen (fast-check favours the bounds, so 10 is rare). */
-  const improvingArb = fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 20 })), { minLength: 1, maxLength: 60, size: "max" }).map((xs) => xs.map(([p, r], i) => pf(id(i), p, p ? r !== 10 : r > 8)));
+  const improvingArb = fc
+    .array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 20 })), { minLength: 1, maxLength: 60, size: "max" })
+    .map((xs) => xs.map(([p, r], i) => pf(id(i), p, p ? r !== 10 : r > 8)));
   const swap = (cs: CaseOutcome[]) => cs.map((c) => ({ ...c, parent: c.candidate, candidate: c.parent }));
 
   it("accepted ⇒ p < alpha, broken ≤ tolerance, fixed > broken; counts and p are exact", () => {
@@ -282,7 +408,10 @@ describe("decide: properties over random paired outcomes", () => {
   it("identical sides are never accepted", () => {
     fc.assert(
       fc.property(outcomesArb, alphaArb, toleranceArb, (cases, alpha, tolerance) => {
-        const d = decide(cases.map((c) => ({ ...c, candidate: c.parent })), { alpha, tolerance });
+        const d = decide(
+          cases.map((c) => ({ ...c, candidate: c.parent })),
+          { alpha, tolerance },
+        );
         expect(d).toMatchObject({ reason: "no_improvement", statistic: { pValue: 1 } });
       }),
     );
@@ -300,7 +429,12 @@ describe("decide: properties over random paired outcomes", () => {
           expect([d.statistic.pValue < alpha, d.statistic.effect > 0]).toEqual([true, true]);
           expect(decide(swap(cases), { alpha, tolerance: 0 }).verdict).toBe("rejected");
         }
-        expect(decide(cases.map((c) => ({ ...c, candidate: c.parent })), { alpha, tolerance: 0 }).verdict).toBe("rejected");
+        expect(
+          decide(
+            cases.map((c) => ({ ...c, candidate: c.parent })),
+            { alpha, tolerance: 0 },
+          ).verdict,
+        ).toBe("rejected");
       }),
     );
   });

@@ -36,13 +36,20 @@ function runName(side: "parent" | "candidate", index: number, total: number): st
  * @returns one `CaseOutcome` per case, sorted by case id (code-unit order): per side the runs,
  *   the passes and the scores the runs reported, in run order.
  */
-export function pairCases(parentRuns: readonly (readonly CaseRun[])[], candidateRuns: readonly (readonly CaseRun[])[]): PairResult {
+export function pairCases(
+  parentRuns: readonly (readonly CaseRun[])[],
+  candidateRuns: readonly (readonly CaseRun[])[],
+): PairResult {
   const reference = parentRuns[0];
   if (reference === undefined) return { ok: false, error: "The parent has no benchmark run to compare." };
   if (candidateRuns.length === 0) return { ok: false, error: "The candidate has no benchmark run to compare." };
   const outcomes = new Map<string, CaseOutcome>();
   for (const c of reference) {
-    outcomes.set(c.case, { case: c.case, parent: { passes: 0, runs: 0, scores: [] }, candidate: { passes: 0, runs: 0, scores: [] } });
+    outcomes.set(c.case, {
+      case: c.case,
+      parent: { passes: 0, runs: 0, scores: [] },
+      candidate: { passes: 0, runs: 0, scores: [] },
+    });
   }
   const sides = [
     ["parent", parentRuns],
@@ -59,11 +66,17 @@ export function pairCases(parentRuns: readonly (readonly CaseRun[])[], candidate
       }
       const extra = [...ids].filter((id) => !outcomes.has(id));
       if (extra.length > 0) {
-        return { ok: false, error: `${name} reports case${extra.length > 1 ? "s" : ""} ${quoteSome(extra, 3)} that parent run 1 does not.` };
+        return {
+          ok: false,
+          error: `${name} reports case${extra.length > 1 ? "s" : ""} ${quoteSome(extra, 3)} that parent run 1 does not.`,
+        };
       }
       const missing = [...outcomes.keys()].filter((id) => !ids.has(id));
       if (missing.length > 0) {
-        return { ok: false, error: `Case${missing.length > 1 ? "s" : ""} ${quoteSome(missing, 3)} of parent run 1 ${missing.length > 1 ? "are" : "is"} missing from ${name.toLowerCase()}.` };
+        return {
+          ok: false,
+          error: `Case${missing.length > 1 ? "s" : ""} ${quoteSome(missing, 3)} of parent run 1 ${missing.length > 1 ? "are" : "is"} missing from ${name.toLowerCase()}.`,
+        };
       }
       for (const c of run) {
         const tally = outcomes.get(c.case)?.[side];
@@ -172,7 +185,8 @@ function fmt(x: number): string {
 export function decide(cases: readonly CaseOutcome[], opts: DecideOptions): Decision {
   const { alpha, tolerance } = opts;
   if (!(alpha > 0 && alpha <= 1)) throw new RangeError(`alpha must be in (0, 1], got ${alpha}`);
-  if (!Number.isInteger(tolerance) || tolerance < 0) throw new RangeError(`tolerance must be a non-negative integer, got ${tolerance}`);
+  if (!Number.isInteger(tolerance) || tolerance < 0)
+    throw new RangeError(`tolerance must be a non-negative integer, got ${tolerance}`);
   const fixedIds: string[] = [];
   const brokenIds: string[] = [];
   for (const c of cases) {
@@ -184,7 +198,15 @@ export function decide(cases: readonly CaseOutcome[], opts: DecideOptions): Deci
   const fixed = fixedIds.length;
   const broken = brokenIds.length;
   const n = cases.length;
-  const scored = n > 0 && cases.every((c) => c.parent.runs > 0 && c.candidate.runs > 0 && c.parent.scores.length === c.parent.runs && c.candidate.scores.length === c.candidate.runs);
+  const scored =
+    n > 0 &&
+    cases.every(
+      (c) =>
+        c.parent.runs > 0 &&
+        c.candidate.runs > 0 &&
+        c.parent.scores.length === c.parent.runs &&
+        c.candidate.scores.length === c.candidate.runs,
+    );
 
   let statistic: Statistic;
   let significant: boolean;
@@ -198,7 +220,15 @@ export function decide(cases: readonly CaseOutcome[], opts: DecideOptions): Deci
     summary = `mean score difference ${effect > 0 ? "+" : ""}${fmt(effect)} over ${n} cases (${nonZero} changed; Wilcoxon signed-rank p = ${fmt(pValue)}, alpha ${alpha}; fixed ${fixed}, broke ${broken})`;
   } else {
     const pValue = mcnemarP(fixed, broken);
-    statistic = { test: "mcnemar_exact", cases: n, fixed, broken, pValue, alpha, effect: n === 0 ? 0 : (fixed - broken) / n };
+    statistic = {
+      test: "mcnemar_exact",
+      cases: n,
+      fixed,
+      broken,
+      pValue,
+      alpha,
+      effect: n === 0 ? 0 : (fixed - broken) / n,
+    };
     significant = pValue < alpha && fixed > broken;
     summary = `fixed ${fixed} and broke ${broken} of ${n} cases (exact McNemar p = ${fmt(pValue)}, alpha ${alpha})`;
   }
@@ -207,7 +237,8 @@ export function decide(cases: readonly CaseOutcome[], opts: DecideOptions): Deci
     const message = `The candidate broke ${broken} case${broken === 1 ? "" : "s"} that passed on the parent, more than the tolerance of ${tolerance}: ${quoteSome(brokenIds)}. It ${summary}.`;
     return { verdict: "rejected", reason: "regression", message, statistic };
   }
-  if (significant) return { verdict: "accepted", reason: "accepted", message: `Accepted: the candidate ${summary}.`, statistic };
+  if (significant)
+    return { verdict: "accepted", reason: "accepted", message: `Accepted: the candidate ${summary}.`, statistic };
   const why =
     scored && statistic.nonZero === 0
       ? "no case's score changed"
@@ -216,7 +247,12 @@ export function decide(cases: readonly CaseOutcome[], opts: DecideOptions): Deci
         : statistic.pValue < alpha
           ? "the significant change is not an improvement"
           : "the difference is not significant";
-  return { verdict: "rejected", reason: "no_improvement", message: `No improvement (${why}): the candidate ${summary}.`, statistic };
+  return {
+    verdict: "rejected",
+    reason: "no_improvement",
+    message: `No improvement (${why}): the candidate ${summary}.`,
+    statistic,
+  };
 }
 
 /**

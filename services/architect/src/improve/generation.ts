@@ -90,22 +90,42 @@ export function generationTaskId(runId: string, n: number): string {
  * files under the paths its command line names (`pytest -q tests` → `tests/`), or every
  * test file when it names none (`npm test`, `python3 -m pytest -q`).
  */
-export function checkedTestsEdited(changed: readonly string[], check: string, files: ReadonlySet<string>, dirs: ReadonlySet<string>): string[] {
-  const named = check.split(/\s+/).map((w) => w.replace(/^['"]|['"]$/g, "").replace(/^\.\//, "")).filter((w) => files.has(w) || dirs.has(w));
-  const isTest = (p: string): boolean => isTestFile(p, "python") || isTestFile(p, "javascript") || isTestFile(p, "typescript");
-  return changed.filter((p) => files.has(p) && isTest(p) && (named.length === 0 || named.some((n) => p === n || p.startsWith(`${n}/`))));
+export function checkedTestsEdited(
+  changed: readonly string[],
+  check: string,
+  files: ReadonlySet<string>,
+  dirs: ReadonlySet<string>,
+): string[] {
+  const named = check
+    .split(/\s+/)
+    .map((w) => w.replace(/^['"]|['"]$/g, "").replace(/^\.\//, ""))
+    .filter((w) => files.has(w) || dirs.has(w));
+  const isTest = (p: string): boolean =>
+    isTestFile(p, "python") || isTestFile(p, "javascript") || isTestFile(p, "typescript");
+  return changed.filter(
+    (p) => files.has(p) && isTest(p) && (named.length === 0 || named.some((n) => p === n || p.startsWith(`${n}/`))),
+  );
 }
 
 /** Waits for a task's result event; undefined when `ms` passed first. */
-async function waitForResult(nc: NatsConnection, owner: string, taskId: string, ms: number): Promise<TaskResult | undefined> {
+async function waitForResult(
+  nc: NatsConnection,
+  owner: string,
+  taskId: string,
+  ms: number,
+): Promise<TaskResult | undefined> {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), Math.max(0, ms));
   try {
-    for await (const e of followEvents(nc, owner, taskId, abort.signal)) if (e.kind === "result" && e.result) return e.result;
+    for await (const e of followEvents(nc, owner, taskId, abort.signal))
+      if (e.kind === "result" && e.result) return e.result;
     return undefined;
   } catch (err) {
     // NATS went away while waiting: the run resumes from its checkpoint (the task is durable).
-    throw new LoopsmithError("unavailable", `lost the events of task ${taskId}: ${(err as Error)?.message ?? err}`, { cause: err, retryable: true });
+    throw new LoopsmithError("unavailable", `lost the events of task ${taskId}: ${(err as Error)?.message ?? err}`, {
+      cause: err,
+      retryable: true,
+    });
   } finally {
     clearTimeout(timer);
   }
@@ -116,7 +136,11 @@ async function waitForResult(nc: NatsConnection, owner: string, taskId: string, 
  * @param reports - the run's earlier reports (the hypothesis prompt shows them)
  * @throws LoopsmithError when retryable (the run resumes later from its checkpoint)
  */
-export async function runGeneration(state: ImproveState, reports: readonly GenerationReport[], deps: GenerationDeps): Promise<GenerationOutcome> {
+export async function runGeneration(
+  state: ImproveState,
+  reports: readonly GenerationReport[],
+  deps: GenerationDeps,
+): Promise<GenerationOutcome> {
   const { request } = state;
   const s = request.settings;
   const n = state.generation;
@@ -131,8 +155,23 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
     mark = Date.now();
   };
   const report = (part: Partial<GenerationReport> & Pick<GenerationReport, "decision">): GenerationReport =>
-    GenerationReport.parse({ v: 1, runId: request.runId, generation: n, parent: state.parent.commit, taskId, usage, phasesMs, startedAt, finishedAt: new Date().toISOString(), ...part });
-  const reject = (reason: DecisionReason, message: string, part: Partial<GenerationReport> = {}): GenerationOutcome => ({
+    GenerationReport.parse({
+      v: 1,
+      runId: request.runId,
+      generation: n,
+      parent: state.parent.commit,
+      taskId,
+      usage,
+      phasesMs,
+      startedAt,
+      finishedAt: new Date().toISOString(),
+      ...part,
+    });
+  const reject = (
+    reason: DecisionReason,
+    message: string,
+    part: Partial<GenerationReport> = {},
+  ): GenerationOutcome => ({
     report: report({ ...part, decision: { verdict: "rejected", reason, message } }),
   });
 
@@ -141,18 +180,58 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
   const read = (path: string): string | undefined => readBaseFile(root, path);
   const detected = detectCommands(files, read);
   const check = s.check ?? detected.testCommand;
-  if (!check) return { ...reject("error", "no check command: give --check (no pytest or npm test setup was found in the repository)"), fatal: true };
+  if (!check)
+    return {
+      ...reject("error", "no check command: give --check (no pytest or npm test setup was found in the repository)"),
+      fatal: true,
+    };
   const fileSet = new Set(files);
-  const dirs = new Set(files.flatMap((f) => f.split("/").slice(0, -1).map((_, i, parts) => parts.slice(0, i + 1).join("/"))));
-  const globs = protectedGlobs({ self: request.self, extra: s.protected, commands: [s.bench, check], exists: (p) => (fileSet.has(p) ? "file" : dirs.has(p) ? "dir" : undefined) });
-  const ctx: CommandContext = { execute: deps.execute, request, taskId, generation: n, setupCommand: request.repo.setupCommand ?? detected.setupCommand ?? "" };
+  const dirs = new Set(
+    files.flatMap((f) =>
+      f
+        .split("/")
+        .slice(0, -1)
+        .map((_, i, parts) => parts.slice(0, i + 1).join("/")),
+    ),
+  );
+  const globs = protectedGlobs({
+    self: request.self,
+    extra: s.protected,
+    commands: [s.bench, check],
+    exists: (p) => (fileSet.has(p) ? "file" : dirs.has(p) ? "dir" : undefined),
+  });
+  const ctx: CommandContext = {
+    execute: deps.execute,
+    request,
+    taskId,
+    generation: n,
+    setupCommand: request.repo.setupCommand ?? detected.setupCommand ?? "",
+  };
 
   // PLAN
   let hypothesis = state.hypothesis;
   if (!hypothesis) {
-    const map = await buildRepoMap({ root, commit: state.parent.commit, files, goal: s.goal, maxTokens: request.repo.mapTokens, ...(deps.cacheDir ? { cacheDir: deps.cacheDir } : {}) });
+    const map = await buildRepoMap({
+      root,
+      commit: state.parent.commit,
+      files,
+      goal: s.goal,
+      maxTokens: request.repo.mapTokens,
+      ...(deps.cacheDir ? { cacheDir: deps.cacheDir } : {}),
+    });
     const remaining = s.budgetUsd !== undefined ? Math.max(0, s.budgetUsd - state.usage.costUsd) : undefined;
-    const asked = await hypothesize(deps.provider, { request, generation: n, taskId, map: map.text, reports, earlier: await deps.rejectedFrom(state.parent.commit), failing: failingOnParent(reports, state.parent.commit), protectedGlobs: globs, check, ...(remaining !== undefined ? { budgetUsd: remaining } : {}) });
+    const asked = await hypothesize(deps.provider, {
+      request,
+      generation: n,
+      taskId,
+      map: map.text,
+      reports,
+      earlier: await deps.rejectedFrom(state.parent.commit),
+      failing: failingOnParent(reports, state.parent.commit),
+      protectedGlobs: globs,
+      check,
+      ...(remaining !== undefined ? { budgetUsd: remaining } : {}),
+    });
     hypothesis = asked.hypothesis;
     usage = addUsage(usage, asked.usage);
     await deps.saveHypothesis(hypothesis, usage);
@@ -163,53 +242,115 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
   // IMPLEMENT
   const remainingUsd = s.budgetUsd !== undefined ? s.budgetUsd - state.usage.costUsd - usage.costUsd : undefined;
   const owner = request.owner ?? DEFAULT_OWNER;
-  await submitTask(deps.nc, {
-    v: 1,
-    taskId,
-    goal: taskGoal(request, n, hypothesis, check),
-    language: request.language,
-    review: s.review,
-    limits: { maxIterations: s.maxIterations, runTimeoutMs: s.commandTimeoutMs, memoryMb: 1_024, ...(remainingUsd !== undefined && remainingUsd > 0 ? { maxCostUsd: remainingUsd } : {}) },
-    repo: {
-      baseCommit: state.parent.commit,
-      snapshot: state.parent.snapshot,
-      ...(request.repo.name ? { name: request.repo.name } : {}),
-      testCommand: check,
-      setupCommand: ctx.setupCommand,
-      dependencies: s.dependencies === "allow" ? "allow" : "reject",
-      mapTokens: request.repo.mapTokens,
+  await submitTask(
+    deps.nc,
+    {
+      v: 1,
+      taskId,
+      goal: taskGoal(request, n, hypothesis, check),
+      language: request.language,
+      review: s.review,
+      limits: {
+        maxIterations: s.maxIterations,
+        runTimeoutMs: s.commandTimeoutMs,
+        memoryMb: 1_024,
+        ...(remainingUsd !== undefined && remainingUsd > 0 ? { maxCostUsd: remainingUsd } : {}),
+      },
+      repo: {
+        baseCommit: state.parent.commit,
+        snapshot: state.parent.snapshot,
+        ...(request.repo.name ? { name: request.repo.name } : {}),
+        testCommand: check,
+        setupCommand: ctx.setupCommand,
+        dependencies: s.dependencies === "allow" ? "allow" : "reject",
+        mapTokens: request.repo.mapTokens,
+      },
+      submittedAt: new Date().toISOString(),
     },
-    submittedAt: new Date().toISOString(),
-  }, owner);
+    owner,
+  );
   await deps.emit(`generation ${n}: implementing (task ${taskId})`, { generation: n, phase: "implement", taskId });
   const result = await waitForResult(deps.nc, owner, taskId, deadline - Date.now());
   lap("implement");
   if (!result) {
-    await deps.cancelTask(taskId, owner).catch((err: unknown) => deps.log.warn({ err, taskId }, "could not cancel the generation's task"));
-    return reject("timeout", `the generation passed its time limit of ${Math.round(s.generationTimeoutMs / 1000)} s while its task was running`, { hypothesis });
+    await deps
+      .cancelTask(taskId, owner)
+      .catch((err: unknown) => deps.log.warn({ err, taskId }, "could not cancel the generation's task"));
+    return reject(
+      "timeout",
+      `the generation passed its time limit of ${Math.round(s.generationTimeoutMs / 1000)} s while its task was running`,
+      { hypothesis },
+    );
   }
   usage = addUsage(usage, result.usage.total);
   const change = result.repo;
   if (!change || (!change.changed.length && !change.deleted.length)) {
-    return reject(result.status === "passed" ? "no_change" : "implement_failed", `the task ${result.status === "passed" ? "changed nothing" : `ended ${result.status} (${result.stopReason}) without a change`}: ${result.message}`, { hypothesis });
+    return reject(
+      result.status === "passed" ? "no_change" : "implement_failed",
+      `the task ${result.status === "passed" ? "changed nothing" : `ended ${result.status} (${result.stopReason}) without a change`}: ${result.message}`,
+      { hypothesis },
+    );
   }
-  const changePart = { change: { summary: change.summary, patch: change.patch, changed: change.changed, deleted: change.deleted, stat: diffStat(change.patch) }, hypothesis };
+  const changePart = {
+    change: {
+      summary: change.summary,
+      patch: change.patch,
+      changed: change.changed,
+      deleted: change.deleted,
+      stat: diffStat(change.patch),
+    },
+    hypothesis,
+  };
   // VALIDATE, first: a change that tampers with the evaluation is rejected as such, whatever its check said.
-  const tampered = await changeTampering(deps.gate, { taskId, generation: n, language: request.language, patch: change.patch, deleted: change.deleted, read, evaluation: evaluationNames([s.bench, check], [s.benchJunit]) });
+  const tampered = await changeTampering(deps.gate, {
+    taskId,
+    generation: n,
+    language: request.language,
+    patch: change.patch,
+    deleted: change.deleted,
+    read,
+    evaluation: evaluationNames([s.bench, check], [s.benchJunit]),
+  });
   if (tampered) return reject(tampered.reason, tampered.message, changePart);
   // The sandbox saw the check's run forged (tripwires, an early exit, unsigned results: docs/SANDBOX.md).
-  if (result.lastExecution?.status === "tampering") return reject("tampering", `the check's verdict on the candidate cannot be trusted (the sandbox saw its results forged): ${result.message}`, changePart);
-  if (result.status !== "passed") return reject("check_failed", `the check \`${check}\` did not pass on the candidate: ${result.message}`, changePart);
+  if (result.lastExecution?.status === "tampering")
+    return reject(
+      "tampering",
+      `the check's verdict on the candidate cannot be trusted (the sandbox saw its results forged): ${result.message}`,
+      changePart,
+    );
+  if (result.status !== "passed")
+    return reject(
+      "check_failed",
+      `the check \`${check}\` did not pass on the candidate: ${result.message}`,
+      changePart,
+    );
 
   // VALIDATE
-  const violation = validateChange({ patch: change.patch, changed: change.changed, deleted: change.deleted }, { globs, dependencies: s.dependencies });
-  if (violation) return { ...reject(violation.reason, violation.message, changePart), ...(state.parentCheck ? { parentCheck: state.parentCheck } : {}) };
+  const violation = validateChange(
+    { patch: change.patch, changed: change.changed, deleted: change.deleted },
+    { globs, dependencies: s.dependencies },
+  );
+  if (violation)
+    return {
+      ...reject(violation.reason, violation.message, changePart),
+      ...(state.parentCheck ? { parentCheck: state.parentCheck } : {}),
+    };
   // The tests the check runs are its ground truth: a candidate may add tests, not rewrite them.
   const rewritten = checkedTestsEdited(change.changed, check, fileSet, dirs);
-  if (rewritten.length) return reject("protected", `the candidate edits existing test files the check runs (${rewritten.slice(0, 5).join(", ")}); a generation may add tests but not change the ones it is checked by`, changePart);
-  const parentCheck = state.parentCheck ?? checkCounts(await runCommand(ctx, "check_parent", check, state.parent, undefined, 0));
+  if (rewritten.length)
+    return reject(
+      "protected",
+      `the candidate edits existing test files the check runs (${rewritten.slice(0, 5).join(", ")}); a generation may add tests but not change the ones it is checked by`,
+      changePart,
+    );
+  const parentCheck =
+    state.parentCheck ?? checkCounts(await runCommand(ctx, "check_parent", check, state.parent, undefined, 0));
   const candidateCheck = result.lastExecution ? checkCounts(result.lastExecution) : undefined;
-  const checkPart = { ...changePart, check: { command: check, parent: parentCheck, ...(candidateCheck ? { candidate: candidateCheck } : {}) } };
+  const checkPart = {
+    ...changePart,
+    check: { command: check, parent: parentCheck, ...(candidateCheck ? { candidate: candidateCheck } : {}) },
+  };
   const counted = candidateCheck ? testCountViolation(parentCheck, candidateCheck) : undefined;
   lap("validate");
   if (counted) return { ...reject(counted.reason, counted.message, checkPart), parentCheck };
@@ -218,13 +359,23 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
   if (s.dryRun) {
     const need = neededFixes(s.alpha);
     return {
-      report: report({ ...checkPart, decision: { verdict: "dry_run", reason: "dry_run", message: `dry run: not measured. To be accepted it would need, over ${s.repeats} run(s) per side, at least ${need} case(s) fixed with none broken beyond the tolerance of ${s.tolerance} (exact McNemar, two-sided, p < ${s.alpha}), or a significant signed-rank gain on a scored benchmark` } }),
+      report: report({
+        ...checkPart,
+        decision: {
+          verdict: "dry_run",
+          reason: "dry_run",
+          message: `dry run: not measured. To be accepted it would need, over ${s.repeats} run(s) per side, at least ${need} case(s) fixed with none broken beyond the tolerance of ${s.tolerance} (exact McNemar, two-sided, p < ${s.alpha}), or a significant signed-rank gain on a scored benchmark`,
+        },
+      }),
       parentCheck,
     };
   }
 
   // BENCH
-  await deps.emit(`generation ${n}: benchmarking parent and candidate (${s.repeats} run(s) each)`, { generation: n, phase: "bench" });
+  await deps.emit(`generation ${n}: benchmarking parent and candidate (${s.repeats} run(s) each)`, {
+    generation: n,
+    phase: "bench",
+  });
   let bench: Awaited<ReturnType<typeof benchBoth>>;
   try {
     bench = await benchBoth(ctx, state.parent, overlay, () => {
@@ -233,34 +384,71 @@ export async function runGeneration(state: ImproveState, reports: readonly Gener
   } catch (err) {
     if (!(err instanceof GenerationTimeout)) throw err;
     lap("bench");
-    return { ...reject("timeout", `the generation passed its time limit of ${Math.round(s.generationTimeoutMs / 1000)} s while benchmarking`, checkPart), parentCheck };
+    return {
+      ...reject(
+        "timeout",
+        `the generation passed its time limit of ${Math.round(s.generationTimeoutMs / 1000)} s while benchmarking`,
+        checkPart,
+      ),
+      parentCheck,
+    };
   }
   lap("bench");
   if (!bench.ok) {
     const onParent = bench.side === "parent";
-    if (bench.status === "tampering" && !onParent) return { ...reject("tampering", `the candidate's benchmark run cannot be trusted: ${bench.error}`, checkPart), parentCheck };
-    return { ...reject("bench_unparsed", `${onParent ? "the PARENT's" : "the candidate's"} benchmark output cannot be read: ${bench.error}`, checkPart), parentCheck, fatal: onParent };
+    if (bench.status === "tampering" && !onParent)
+      return {
+        ...reject("tampering", `the candidate's benchmark run cannot be trusted: ${bench.error}`, checkPart),
+        parentCheck,
+      };
+    return {
+      ...reject(
+        "bench_unparsed",
+        `${onParent ? "the PARENT's" : "the candidate's"} benchmark output cannot be read: ${bench.error}`,
+        checkPart,
+      ),
+      parentCheck,
+      fatal: onParent,
+    };
   }
   const paired = pairCases(bench.parent, bench.candidate);
   if (!paired.ok) return { ...reject("bench_unparsed", paired.error, checkPart), parentCheck };
 
   // DECIDE
   const d = decide(paired.cases, { alpha: s.alpha, tolerance: s.tolerance });
-  const benchPart = { ...checkPart, bench: { command: s.bench, format: s.benchFormat, repeats: s.repeats, cases: paired.cases }, statistic: d.statistic };
+  const benchPart = {
+    ...checkPart,
+    bench: { command: s.bench, format: s.benchFormat, repeats: s.repeats, cases: paired.cases },
+    statistic: d.statistic,
+  };
   if (d.verdict !== "accepted") {
     lap("decide");
     return { ...reject(d.reason, d.message, benchPart), parentCheck };
   }
-  const snap = await candidateSnapshot(await getSnapshot(deps.nc, state.parent.snapshot, ownerOfTask(request)), overlay.files, overlay.deleted);
+  const snap = await candidateSnapshot(
+    await getSnapshot(deps.nc, state.parent.snapshot, ownerOfTask(request)),
+    overlay.files,
+    overlay.deleted,
+  );
   const accepted: Tree = { commit: snap.id, snapshot: snapshotName(snap.id) };
   await putSnapshot(deps.nc, accepted.snapshot, snap.tar, ownerOfTask(request));
   lap("decide");
-  return { report: report({ ...benchPart, candidate: snap.id, decision: { verdict: "accepted", reason: "accepted", message: d.message } }), accepted };
+  return {
+    report: report({
+      ...benchPart,
+      candidate: snap.id,
+      decision: { verdict: "accepted", reason: "accepted", message: d.message },
+    }),
+    accepted,
+  };
 }
 
 /** A generation ended by an error that retrying cannot fix: its report, and the run goes on. */
 export function errorReport(state: ImproveState, err: unknown, startedAt: string): GenerationReport {
-  const e = err instanceof LoopsmithError ? err : new LoopsmithError("internal", (err as Error)?.message ?? String(err), { cause: err });
+  const e =
+    err instanceof LoopsmithError
+      ? err
+      : new LoopsmithError("internal", (err as Error)?.message ?? String(err), { cause: err });
   return GenerationReport.parse({
     v: 1,
     runId: state.request.runId,

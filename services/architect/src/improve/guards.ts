@@ -10,11 +10,27 @@
  */
 import { parsePatch } from "diff";
 import picomatch from "picomatch";
-import { DEFAULT_PROTECTED, SELF_PROTECTED, isDependencyManifest, isTestFile, type CheckCounts, type DecisionReason } from "@loopsmith/shared";
+import {
+  DEFAULT_PROTECTED,
+  SELF_PROTECTED,
+  isDependencyManifest,
+  isTestFile,
+  type CheckCounts,
+  type DecisionReason,
+} from "@loopsmith/shared";
 
 /** A guard that fired: the reason code, one or two sentences with the figures, the paths involved. */
 export interface Violation {
-  reason: Extract<DecisionReason, "protected" | "tests_deleted" | "tests_skipped" | "fewer_tests" | "thresholds_lowered" | "new_dependency" | "tampering">;
+  reason: Extract<
+    DecisionReason,
+    | "protected"
+    | "tests_deleted"
+    | "tests_skipped"
+    | "fewer_tests"
+    | "thresholds_lowered"
+    | "new_dependency"
+    | "tampering"
+  >;
   message: string;
   paths: string[];
 }
@@ -49,13 +65,19 @@ const more = (n: number) => (n > LISTED ? ` and ${n - LISTED} more` : "");
  * Glob characters in a named path are escaped, so it matches only itself.
  * @param opts.exists - what the path is in the parent tree
  */
-export function protectedGlobs(opts: { self: boolean; extra: string[]; commands: string[]; exists: (path: string) => PathKind }): string[] {
+export function protectedGlobs(opts: {
+  self: boolean;
+  extra: string[];
+  commands: string[];
+  exists: (path: string) => PathKind;
+}): string[] {
   const out = [...DEFAULT_PROTECTED, ...(opts.self ? SELF_PROTECTED : []), ...opts.extra];
   for (const command of opts.commands) {
     const ws = shellWords(command).flatMap((w) => (/\s/.test(w) ? [w, ...shellWords(w)] : [w]));
     ws.forEach((w, i) => {
       const candidates = [w, ...(w.includes("=") ? [w.slice(w.indexOf("=") + 1)] : [])];
-      if (ws[i - 1] === "-m" && /^[A-Za-z_][\w.]*$/.test(w)) candidates.push(`${w.replaceAll(".", "/")}.py`, w.replaceAll(".", "/"));
+      if (ws[i - 1] === "-m" && /^[A-Za-z_][\w.]*$/.test(w))
+        candidates.push(`${w.replaceAll(".", "/")}.py`, w.replaceAll(".", "/"));
       for (const c of candidates) {
         const path = relativePath(c);
         const kind = path === undefined ? undefined : opts.exists(path);
@@ -104,7 +126,8 @@ const escapeGlob = (path: string) => path.replace(/[\\*?[\]{}()!+@]/g, "\\$&");
 type FilePatch = { oldPath: string | undefined; newPath: string | undefined; removed: string[]; added: string[] };
 
 /** A patch file name without git's prefix; undefined for `/dev/null`. */
-const stripName = (name: string | undefined, prefix: string) => (!name || name === "/dev/null" ? undefined : name.startsWith(prefix) ? name.slice(prefix.length) : name);
+const stripName = (name: string | undefined, prefix: string) =>
+  !name || name === "/dev/null" ? undefined : name.startsWith(prefix) ? name.slice(prefix.length) : name;
 
 /** The files of a unified diff. @throws when jsdiff cannot parse it (the caller reports an error: nothing is validated). */
 function filePatches(patch: string): FilePatch[] {
@@ -112,13 +135,20 @@ function filePatches(patch: string): FilePatch[] {
   return parsePatch(patch).map((p) => {
     const lines = p.hunks.flatMap((h) => h.lines);
     const side = (sign: string) => lines.filter((l) => l.startsWith(sign)).map((l) => l.slice(1));
-    return { oldPath: stripName(p.oldFileName, "a/"), newPath: stripName(p.newFileName, "b/"), removed: side("-"), added: side("+") };
+    return {
+      oldPath: stripName(p.oldFileName, "a/"),
+      newPath: stripName(p.newFileName, "b/"),
+      removed: side("-"),
+      added: side("+"),
+    };
   });
 }
 
 /** Every path the change names: changed, deleted, and both sides of each file of the patch; no leading `./`. */
 function allPaths(change: ChangeUnderReview): string[] {
-  const fromPatch = filePatches(change.patch).flatMap((f) => [f.oldPath, f.newPath].filter((p): p is string => p !== undefined));
+  const fromPatch = filePatches(change.patch).flatMap((f) =>
+    [f.oldPath, f.newPath].filter((p): p is string => p !== undefined),
+  );
   return [...new Set([...change.changed, ...change.deleted, ...fromPatch].map((p) => p.replace(/^(\.\/)+/, "")))];
 }
 
@@ -126,11 +156,15 @@ function allPaths(change: ChangeUnderReview): string[] {
 function isTest(path: string | undefined): boolean {
   if (path === undefined) return false;
   if ((["python", "typescript", "javascript"] as const).some((l) => isTestFile(path, l))) return true;
-  return !path.split("/").includes("node_modules") && (/\.(test|spec)\.[cm]?[jt]sx?$/.test(path) || /(^|\/)__tests__\/.*\.[cm]?[jt]sx?$/.test(path));
+  return (
+    !path.split("/").includes("node_modules") &&
+    (/\.(test|spec)\.[cm]?[jt]sx?$/.test(path) || /(^|\/)__tests__\/.*\.[cm]?[jt]sx?$/.test(path))
+  );
 }
 
 /** Test-runner configuration files, by file name: where thresholds, timeouts and deselections live. */
-const TEST_CONFIG = /(^|\/)(pytest\.ini|\.pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|\.coveragerc|conftest\.py|package\.json|(jest\.config|vitest\.config|vitest\.workspace|karma\.conf|playwright\.config)\.[^/]*|\.mocharc[^/]*|\.nycrc[^/]*|\.c8rc[^/]*)$/;
+const TEST_CONFIG =
+  /(^|\/)(pytest\.ini|\.pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|\.coveragerc|conftest\.py|package\.json|(jest\.config|vitest\.config|vitest\.workspace|karma\.conf|playwright\.config)\.[^/]*|\.mocharc[^/]*|\.nycrc[^/]*|\.c8rc[^/]*)$/;
 
 /** True for a JavaScript/TypeScript/JSON file (`//` comments), false for the `#` family. */
 const isJsLike = (path: string) => /\.([cm]?[jt]sx?|json)$/.test(path) || /(^|\/)\.(mocharc|nycrc|c8rc)$/.test(path);
@@ -150,24 +184,56 @@ export function touchesProtected(change: ChangeUnderReview, globs: readonly stri
     return m ? [{ path, glob: m.glob }] : [];
   });
   if (hits.length === 0) return undefined;
-  const listed = hits.slice(0, LISTED).map((h) => (h.path === h.glob ? h.path : `${h.path} (matches ${h.glob})`)).join(", ");
-  return { reason: "protected", message: `the change touches protected paths: ${listed}${more(hits.length)}`, paths: hits.map((h) => h.path) };
+  const listed = hits
+    .slice(0, LISTED)
+    .map((h) => (h.path === h.glob ? h.path : `${h.path} (matches ${h.glob})`))
+    .join(", ");
+  return {
+    reason: "protected",
+    message: `the change touches protected paths: ${listed}${more(hits.length)}`,
+    paths: hits.map((h) => h.path),
+  };
 }
 
 /** A deleted test file (or one renamed away) → `tests_deleted`. */
 export function deletedTests(change: ChangeUnderReview): Violation | undefined {
-  const gone = filePatches(change.patch).filter((f) => f.oldPath !== undefined && f.oldPath !== f.newPath).map((f) => f.oldPath ?? "");
+  const gone = filePatches(change.patch)
+    .filter((f) => f.oldPath !== undefined && f.oldPath !== f.newPath)
+    .map((f) => f.oldPath ?? "");
   const tests = [...new Set([...change.deleted, ...gone].map((p) => p.replace(/^(\.\/)+/, "")))].filter(isTest);
   if (tests.length === 0) return undefined;
-  return { reason: "tests_deleted", message: `the change deletes test files: ${tests.slice(0, LISTED).join(", ")}${more(tests.length)}`, paths: tests };
+  return {
+    reason: "tests_deleted",
+    message: `the change deletes test files: ${tests.slice(0, LISTED).join(", ")}${more(tests.length)}`,
+    paths: tests,
+  };
 }
 
 /** Python skip/xfail markers (`pytest.importorskip` included: a module it cannot import is skipped whole). */
-const PY_SKIPS = [/\bpytest\.mark\.(skip|skipif|xfail)\b/, /\bpytest\.(skip|xfail|importorskip)\s*\(/, /\bunittest\.(skip|skipIf|skipUnless|expectedFailure)\b/, /^@(skip|skipIf|skipUnless|expectedFailure)\b/, /\.skipTest\s*\(/, /\bSkipTest\b/, /\b__test__\s*=\s*False\b/, /\bcollect_ignore(_glob)?\b/];
+const PY_SKIPS = [
+  /\bpytest\.mark\.(skip|skipif|xfail)\b/,
+  /\bpytest\.(skip|xfail|importorskip)\s*\(/,
+  /\bunittest\.(skip|skipIf|skipUnless|expectedFailure)\b/,
+  /^@(skip|skipIf|skipUnless|expectedFailure)\b/,
+  /\.skipTest\s*\(/,
+  /\bSkipTest\b/,
+  /\b__test__\s*=\s*False\b/,
+  /\bcollect_ignore(_glob)?\b/,
+];
 /** JavaScript skips, todos and focus (`.only` skips every other test), node:test options included. */
-const JS_SKIPS = [/(?<![\w$])(it|test|describe|suite|context|specify|bench)(\.\w+)*\.(skip|only|todo|skipIf|runIf|fails)\b/, /\.(skip|only|todo)\s*\(/, /(?<![\w$.])(x|f)(it|test|describe|context|specify)\s*\(/, /(^|[{,(])\s*(skip|todo|only)\s*:(?!\s*(false|null|undefined)\b)/];
+const JS_SKIPS = [
+  /(?<![\w$])(it|test|describe|suite|context|specify|bench)(\.\w+)*\.(skip|only|todo|skipIf|runIf|fails)\b/,
+  /\.(skip|only|todo)\s*\(/,
+  /(?<![\w$.])(x|f)(it|test|describe|context|specify)\s*\(/,
+  /(^|[{,(])\s*(skip|todo|only)\s*:(?!\s*(false|null|undefined)\b)/,
+];
 /** Deselections in test-runner configuration. */
-const CONFIG_SKIPS = [/--(ignore|ignore-glob|deselect)(?=[\s="']|$)/, /\bnorecursedirs\b/, /\b(testPathIgnorePatterns|modulePathIgnorePatterns)\b/, /\baddopts\b.*\s-[km](\s|=)/];
+const CONFIG_SKIPS = [
+  /--(ignore|ignore-glob|deselect)(?=[\s="']|$)/,
+  /\bnorecursedirs\b/,
+  /\b(testPathIgnorePatterns|modulePathIgnorePatterns)\b/,
+  /\baddopts\b.*\s-[km](\s|=)/,
+];
 /** A Python test function definition. */
 const PY_TEST_DEF = /^(?:async\s+)?def\s+(test\w*)\s*\(/;
 /** A JavaScript test case with a literal name (`it("…"`, `test.each(…)("…"`). */
@@ -234,27 +300,72 @@ export function addedSkips(change: ChangeUnderReview): Violation | undefined {
     }
   }
   if (skips.length) {
-    const listed = skips.slice(0, LISTED).map((s) => `${s.path}: ${s.line}`).join("; ");
-    return { reason: "tests_skipped", message: `the change adds skip, focus or deselection markers to tests: ${listed}`, paths: [...new Set(skips.map((s) => s.path))] };
+    const listed = skips
+      .slice(0, LISTED)
+      .map((s) => `${s.path}: ${s.line}`)
+      .join("; ");
+    return {
+      reason: "tests_skipped",
+      message: `the change adds skip, focus or deselection markers to tests: ${listed}`,
+      paths: [...new Set(skips.map((s) => s.path))],
+    };
   }
   const lost = [...names].filter(([k, n]) => n > 0 && (net.get(namePaths.get(k) ?? "") ?? 0) > 0).map(([k]) => k);
   if (lost.length === 0) return undefined;
-  const listed = lost.slice(0, LISTED).map((k) => `${namePaths.get(k) ?? ""}: ${k.slice(3)}`).join("; ");
-  return { reason: "tests_deleted", message: `the change removes test cases it does not add back: ${listed}${more(lost.length)}`, paths: [...new Set(lost.map((k) => namePaths.get(k) ?? ""))] };
+  const listed = lost
+    .slice(0, LISTED)
+    .map((k) => `${namePaths.get(k) ?? ""}: ${k.slice(3)}`)
+    .join("; ");
+  return {
+    reason: "tests_deleted",
+    message: `the change removes test cases it does not add back: ${listed}${more(lost.length)}`,
+    paths: [...new Set(lost.map((k) => namePaths.get(k) ?? ""))],
+  };
 }
 
 /** A number with `_` separators and an optional exponent, then an optional unit. */
 const NUM = String.raw`([-+]?\d[\d_]*(?:\.\d+)?(?:[eE][-+]?\d+)?)(ms|s|m|%)?`;
 /** `key = 90`, `key: 90`, `"key": 90`, `--key=90`, `key=90` (keyword argument). */
-const KEY_VALUE = new RegExp(String.raw`(?<![\w$.])([A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*)["']?\s*[:=]\s*["']?${NUM}(?![\w.])`, "g");
+const KEY_VALUE = new RegExp(
+  String.raw`(?<![\w$.])([A-Za-z_$][\w$-]*(?:\.[A-Za-z_$][\w$-]*)*)["']?\s*[:=]\s*["']?${NUM}(?![\w.])`,
+  "g",
+);
 /** `name(90` as a first argument: `@pytest.mark.timeout(5)`, `this.timeout(2000)`, `jest.setTimeout(5000)`. */
 const CALL = new RegExp(String.raw`(?<![\w$.])([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\s*\(\s*${NUM}\s*[,)]`, "g");
 /** `--key 90` on a command line. */
 const FLAG = new RegExp(String.raw`(?<![\w-])--?([A-Za-z][\w-]*)\s+["']?${NUM}(?![\w.])`, "g");
 /** Keys whose increase makes a check easier to pass (a larger limit, more retries, a wider tolerance). */
-const CEILING = new Set(["timeout", "timeouts", "deadline", "retry", "retries", "reruns", "tolerance", "tol", "rtol", "atol", "rel", "abs", "delta"]);
+const CEILING = new Set([
+  "timeout",
+  "timeouts",
+  "deadline",
+  "retry",
+  "retries",
+  "reruns",
+  "tolerance",
+  "tol",
+  "rtol",
+  "atol",
+  "rel",
+  "abs",
+  "delta",
+]);
 /** Keys whose decrease makes a check easier to pass; in test files only the last three (the rest are test data there). */
-const FLOOR = new Set(["threshold", "thresholds", "min", "minimum", "coverage", "branches", "functions", "lines", "statements", "under", "examples", "runs", "places"]);
+const FLOOR = new Set([
+  "threshold",
+  "thresholds",
+  "min",
+  "minimum",
+  "coverage",
+  "branches",
+  "functions",
+  "lines",
+  "statements",
+  "under",
+  "examples",
+  "runs",
+  "places",
+]);
 const FLOOR_IN_TESTS = new Set(["examples", "runs", "places"]);
 const UNIT: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, "%": 1 };
 
@@ -267,7 +378,12 @@ function settings(line: string): Setting[] {
   for (const re of [KEY_VALUE, CALL, FLAG]) {
     for (const m of line.matchAll(re)) {
       const [, key = "", num = "", unit = ""] = m;
-      out.push({ name: key, key: key.toLowerCase().replaceAll("-", "_"), value: Number(num.replaceAll("_", "")) * (UNIT[unit] ?? 1), text: num + unit });
+      out.push({
+        name: key,
+        key: key.toLowerCase().replaceAll("-", "_"),
+        value: Number(num.replaceAll("_", "")) * (UNIT[unit] ?? 1),
+        text: num + unit,
+      });
     }
   }
   return out;
@@ -276,7 +392,10 @@ function settings(line: string): Setting[] {
 /** Whether going up (`ceiling`) or down (`floor`) makes a key more lenient, or neither. */
 function direction(name: string, inTest: boolean): "ceiling" | "floor" | undefined {
   const last = name.slice(name.lastIndexOf(".") + 1);
-  const tokens = last.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase().split(/[_-]+/);
+  const tokens = last
+    .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
+    .toLowerCase()
+    .split(/[_-]+/);
   if (tokens.includes("version")) return undefined;
   if (tokens.some((t) => CEILING.has(t))) return "ceiling";
   return tokens.some((t) => (inTest ? FLOOR_IN_TESTS : FLOOR).has(t)) ? "floor" : undefined;
@@ -317,12 +436,20 @@ export function loweredThresholds(change: ChangeUnderReview): Violation | undefi
       const i = added.findIndex((a) => a.key === r.key);
       const a = i >= 0 ? added.splice(i, 1)[0] : undefined;
       if (!a) found.push({ path, what: `${r.name} ${r.text} removed` });
-      else if (dir === "floor" ? a.value < r.value : a.value > r.value || (a.value <= 0 && r.value > 0)) found.push({ path, what: `${r.name} ${r.text} → ${a.text}` });
+      else if (dir === "floor" ? a.value < r.value : a.value > r.value || (a.value <= 0 && r.value > 0))
+        found.push({ path, what: `${r.name} ${r.text} → ${a.text}` });
     }
   }
   if (found.length === 0) return undefined;
-  const listed = found.slice(0, LISTED).map((x) => `${x.path}: ${x.what}`).join("; ");
-  return { reason: "thresholds_lowered", message: `the change makes test thresholds or limits more lenient: ${listed}${more(found.length)}`, paths: [...new Set(found.map((x) => x.path))] };
+  const listed = found
+    .slice(0, LISTED)
+    .map((x) => `${x.path}: ${x.what}`)
+    .join("; ");
+  return {
+    reason: "thresholds_lowered",
+    message: `the change makes test thresholds or limits more lenient: ${listed}${more(found.length)}`,
+    paths: [...new Set(found.map((x) => x.path))],
+  };
 }
 
 /** A changed or deleted dependency manifest ({@link isDependencyManifest}) → `new_dependency`, unless `policy` is `allow`. */
@@ -330,7 +457,11 @@ export function dependencyChange(change: ChangeUnderReview, policy: "reject" | "
   if (policy === "allow") return undefined;
   const manifests = allPaths(change).filter(isDependencyManifest);
   if (manifests.length === 0) return undefined;
-  return { reason: "new_dependency", message: `the change edits dependency manifests (${manifests.slice(0, LISTED).join(", ")}) and the run's dependency policy is "${policy}"`, paths: manifests };
+  return {
+    reason: "new_dependency",
+    message: `the change edits dependency manifests (${manifests.slice(0, LISTED).join(", ")}) and the run's dependency policy is "${policy}"`,
+    paths: manifests,
+  };
 }
 
 /**
@@ -338,9 +469,19 @@ export function dependencyChange(change: ChangeUnderReview, policy: "reject" | "
  * fewer tests run (total − skipped) → `fewer_tests`.
  */
 export function testCountViolation(parent: CheckCounts, candidate: CheckCounts): Violation | undefined {
-  if (candidate.skipped > parent.skipped) return { reason: "tests_skipped", message: `the check skipped ${candidate.skipped} test(s) on the candidate against ${parent.skipped} on the parent`, paths: [] };
+  if (candidate.skipped > parent.skipped)
+    return {
+      reason: "tests_skipped",
+      message: `the check skipped ${candidate.skipped} test(s) on the candidate against ${parent.skipped} on the parent`,
+      paths: [],
+    };
   const ran = (c: CheckCounts) => Math.max(0, c.total - c.skipped);
-  if (ran(candidate) < ran(parent)) return { reason: "fewer_tests", message: `the check ran ${ran(candidate)} test(s) on the candidate against ${ran(parent)} on the parent`, paths: [] };
+  if (ran(candidate) < ran(parent))
+    return {
+      reason: "fewer_tests",
+      message: `the check ran ${ran(candidate)} test(s) on the candidate against ${ran(parent)} on the parent`,
+      paths: [],
+    };
   return undefined;
 }
 
@@ -350,6 +491,15 @@ export function testCountViolation(parent: CheckCounts, candidate: CheckCounts):
  * then removed test cases), {@link loweredThresholds}, {@link dependencyChange}.
  * @throws when the patch cannot be parsed
  */
-export function validateChange(change: ChangeUnderReview, opts: { globs: readonly string[]; dependencies: "reject" | "ask" | "allow" }): Violation | undefined {
-  return touchesProtected(change, opts.globs) ?? deletedTests(change) ?? addedSkips(change) ?? loweredThresholds(change) ?? dependencyChange(change, opts.dependencies);
+export function validateChange(
+  change: ChangeUnderReview,
+  opts: { globs: readonly string[]; dependencies: "reject" | "ask" | "allow" },
+): Violation | undefined {
+  return (
+    touchesProtected(change, opts.globs) ??
+    deletedTests(change) ??
+    addedSkips(change) ??
+    loweredThresholds(change) ??
+    dependencyChange(change, opts.dependencies)
+  );
 }

@@ -34,7 +34,9 @@ export function renderReports(reports: readonly GenerationReport[]): string {
   return reports
     .slice(-REPORTS_SHOWN)
     .map((r) => {
-      const stat = r.statistic ? ` (fixed ${r.statistic.fixed}, broken ${r.statistic.broken}, p=${r.statistic.pValue.toPrecision(3)})` : "";
+      const stat = r.statistic
+        ? ` (fixed ${r.statistic.fixed}, broken ${r.statistic.broken}, p=${r.statistic.pValue.toPrecision(3)})`
+        : "";
       return `- ${r.runId} gen ${r.generation}: "${r.hypothesis?.title ?? "no hypothesis"}" → ${r.decision.verdict} (${r.decision.reason})${stat}: ${r.decision.message}`;
     })
     .join("\n");
@@ -65,10 +67,20 @@ export async function hypothesize(
   const s = request.settings;
   const user = [
     section("Goal", s.goal),
-    section("Repository", `${request.repo.name ?? "(unnamed)"} at ${request.repo.baseCommit.slice(0, 12)}; language ${request.language}`),
+    section(
+      "Repository",
+      `${request.repo.name ?? "(unnamed)"} at ${request.repo.baseCommit.slice(0, 12)}; language ${request.language}`,
+    ),
     section("Check (must keep passing)", s.check ?? input.check),
-    section("Benchmark", `${s.bench} (${s.benchFormat}; ${s.repeats} run(s) per side; accepted at p < ${s.alpha} with at most ${s.tolerance} case(s) broken)`),
-    section("Cases failing on the parent", input.failing.slice(0, FAILING_SHOWN).join("\n") + (input.failing.length > FAILING_SHOWN ? `\n… and ${input.failing.length - FAILING_SHOWN} more` : "")),
+    section(
+      "Benchmark",
+      `${s.bench} (${s.benchFormat}; ${s.repeats} run(s) per side; accepted at p < ${s.alpha} with at most ${s.tolerance} case(s) broken)`,
+    ),
+    section(
+      "Cases failing on the parent",
+      input.failing.slice(0, FAILING_SHOWN).join("\n") +
+        (input.failing.length > FAILING_SHOWN ? `\n… and ${input.failing.length - FAILING_SHOWN} more` : ""),
+    ),
     section("Earlier generations of this run", renderReports(input.reports)),
     section("Rejected attempts of earlier runs on this same tree (do not repeat them)", renderReports(input.earlier)),
     section("Protected paths (a change touching one is rejected)", input.protectedGlobs.join("\n")),

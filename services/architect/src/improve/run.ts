@@ -19,7 +19,12 @@ import type { ImproveState, ImproveStore } from "./state.js";
 export interface RunIO extends Omit<GenerationDeps, "saveHypothesis" | "emit" | "rejectedFrom"> {
   store: ImproveStore;
   /** Publishes an event of the run (`kind`, message, data); returns when it is stored. */
-  publish(state: ImproveState, kind: "step" | "generation" | "warning" | "result", message: string, data?: Record<string, unknown>): Promise<ImproveState>;
+  publish(
+    state: ImproveState,
+    kind: "step" | "generation" | "warning" | "result",
+    message: string,
+    data?: Record<string, unknown>,
+  ): Promise<ImproveState>;
   /** True once a cancel was asked for. */
   cancelled(): boolean;
   /** True when the service is stopping: the run hands back before its next generation. */
@@ -73,11 +78,21 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
     if (s.budgetUsd !== undefined && !state.hypothesis) {
       const left = s.budgetUsd - state.usage.costUsd;
       if (left <= 0 || state.maxGenerationUsd > left) {
-        return finish("budget", `stopped before generation ${state.generation}: $${left.toFixed(4)} of the $${s.budgetUsd} budget left, and a generation has cost up to $${state.maxGenerationUsd.toFixed(4)}`);
+        return finish(
+          "budget",
+          `stopped before generation ${state.generation}: $${left.toFixed(4)} of the $${s.budgetUsd} budget left, and a generation has cost up to $${state.maxGenerationUsd.toFixed(4)}`,
+        );
       }
     }
     const startedAt = new Date().toISOString();
-    await save(await io.publish(state, "step", `generation ${state.generation} of ${s.generations} from ${state.parent.commit.slice(0, 12)}`, { generation: state.generation, phase: "start", parent: state.parent.commit }));
+    await save(
+      await io.publish(
+        state,
+        "step",
+        `generation ${state.generation} of ${s.generations} from ${state.parent.commit.slice(0, 12)}`,
+        { generation: state.generation, phase: "start", parent: state.parent.commit },
+      ),
+    );
     let report: GenerationReport;
     let outcome: Awaited<ReturnType<typeof runGeneration>> | undefined;
     try {
@@ -113,5 +128,8 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
     if (outcome?.fatal) return finish("error", `the run cannot go on: ${report.decision.message}`);
   }
   const kept = state.accepted.length;
-  return finish("completed", `${s.generations} generation(s): ${kept} accepted${kept ? ` (${state.accepted.map((a) => a.generation).join(", ")})` : ""}`);
+  return finish(
+    "completed",
+    `${s.generations} generation(s): ${kept} accepted${kept ? ` (${state.accepted.map((a) => a.generation).join(", ")})` : ""}`,
+  );
 }

@@ -9,7 +9,16 @@ import { z } from "zod";
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import {
-  CheckCounts, CommitId, GenerationReport, Hypothesis, ImproveRequest, ImproveSummary, Usage, emptyUsage, openCheckpointBlobs, openImproveStates,
+  CheckCounts,
+  CommitId,
+  GenerationReport,
+  Hypothesis,
+  ImproveRequest,
+  ImproveSummary,
+  Usage,
+  emptyUsage,
+  openCheckpointBlobs,
+  openImproveStates,
   type StreamOptions,
 } from "@loopsmith/shared";
 import { checkpointStore, maxPayloadOf, type BlobStore, type CheckpointStore } from "../durable/index.js";

@@ -2,14 +2,28 @@ import { describe, expect, it } from "vitest";
 import { unifiedPatch, type Finding, type GateRequest, type GateResult } from "@loopsmith/shared";
 import { changeTampering, tamperingViolation } from "./tampering.js";
 
-const exitFinding = (path: string, line: number): Finding => ({ severity: "blocker", message: "`os._exit` at module level: importing the module ends the process before the tests report", path, line, rule: "tampering.exit" });
-const argvConcern: Finding = { severity: "warning", message: "`sys.argv` tested in a function: fine for a command-line tool's main", path: "solution.py", line: 4, rule: "tampering.branch_on_runner" };
+const exitFinding = (path: string, line: number): Finding => ({
+  severity: "blocker",
+  message: "`os._exit` at module level: importing the module ends the process before the tests report",
+  path,
+  line,
+  rule: "tampering.exit",
+});
+const argvConcern: Finding = {
+  severity: "warning",
+  message: "`sys.argv` tested in a function: fine for a command-line tool's main",
+  path: "solution.py",
+  line: 4,
+  rule: "tampering.branch_on_runner",
+};
 
 /** A gate stub: an exit finding on each line that says `EXIT`. */
 function stubGate(requests: GateRequest[] = []): (req: GateRequest) => Promise<GateResult> {
   return async (req) => {
     requests.push(req);
-    const findings = req.files.flatMap((f) => f.content.split("\n").flatMap((line, i) => (line.includes("EXIT") ? [exitFinding(f.path, i + 1)] : [])));
+    const findings = req.files.flatMap((f) =>
+      f.content.split("\n").flatMap((line, i) => (line.includes("EXIT") ? [exitFinding(f.path, i + 1)] : [])),
+    );
     return { blocked: findings.length > 0, findings };
   };
 }
@@ -19,7 +33,8 @@ describe("improve: the tampering guard", () => {
     const result: GateResult = { blocked: true, findings: [exitFinding("pkg/__init__.py", 2), argvConcern] };
     expect(tamperingViolation(result)).toEqual({
       reason: "tampering",
-      message: "the change tampers with the evaluation: pkg/__init__.py:2: `os._exit` at module level: importing the module ends the process before the tests report (tampering.exit)",
+      message:
+        "the change tampers with the evaluation: pkg/__init__.py:2: `os._exit` at module level: importing the module ends the process before the tests report (tampering.exit)",
       paths: ["pkg/__init__.py"],
     });
     expect(tamperingViolation({ blocked: false, findings: [argvConcern] })).toBeUndefined();
@@ -29,7 +44,15 @@ describe("improve: the tampering guard", () => {
     const requests: GateRequest[] = [];
     const read = (p: string) => (p === "pkg/__init__.py" ? "import x\n" : undefined);
     const patch = unifiedPatch(read, [{ path: "pkg/__init__.py", content: "EXIT\nimport x\n" }], []);
-    const change = { taskId: "run-gen-2", generation: 2, language: "python" as const, patch, deleted: [], read, evaluation: ["bench/run.py"] };
+    const change = {
+      taskId: "run-gen-2",
+      generation: 2,
+      language: "python" as const,
+      patch,
+      deleted: [],
+      read,
+      evaluation: ["bench/run.py"],
+    };
     const v = await changeTampering(stubGate(requests), change);
     expect(v).toMatchObject({ reason: "tampering", paths: ["pkg/__init__.py"] });
     expect(requests.map((r) => [r.idempotencyKey, r.files.map((f) => f.content)])).toEqual([

@@ -21,13 +21,23 @@ const LISTED = 5;
 export function tamperingViolation(result: GateResult): Violation | undefined {
   const clear = result.findings.filter((f) => isTampering(f) && f.severity === "blocker");
   if (clear.length === 0) return undefined;
-  const listed = clear.slice(0, LISTED).map((f) => `${findingPlace(f)}: ${f.message} (${f.rule})`).join("; ");
+  const listed = clear
+    .slice(0, LISTED)
+    .map((f) => `${findingPlace(f)}: ${f.message} (${f.rule})`)
+    .join("; ");
   const more = clear.length > LISTED ? ` and ${clear.length - LISTED} more` : "";
-  return { reason: "tampering", message: `the change tampers with the evaluation: ${listed}${more}`, paths: [...new Set(clear.map((f) => f.path ?? ""))].filter(Boolean) };
+  return {
+    reason: "tampering",
+    message: `the change tampers with the evaluation: ${listed}${more}`,
+    paths: [...new Set(clear.map((f) => f.path ?? ""))].filter(Boolean),
+  };
 }
 
 /** The change's changed and created files in full; none when its patch does not apply to the parent (VALIDATE fails on that later). */
-function changedFiles(change: { patch: string; deleted: string[] }, read: (path: string) => string | undefined): FileChange[] {
+function changedFiles(
+  change: { patch: string; deleted: string[] },
+  read: (path: string) => string | undefined,
+): FileChange[] {
   try {
     return candidateFiles(change, read).files;
   } catch {
@@ -49,11 +59,29 @@ function changedFiles(change: { patch: string; deleted: string[] }, read: (path:
  */
 export async function changeTampering(
   gate: (req: GateRequest) => Promise<GateResult>,
-  change: { taskId: string; generation: number; language: Language; patch: string; deleted: string[]; read: (path: string) => string | undefined; evaluation: string[] },
+  change: {
+    taskId: string;
+    generation: number;
+    language: Language;
+    patch: string;
+    deleted: string[];
+    read: (path: string) => string | undefined;
+    evaluation: string[];
+  },
 ): Promise<Violation | undefined> {
   const files = changedFiles(change, change.read);
   if (files.length === 0) return undefined;
   const { taskId, generation } = change;
-  const request: GateRequest = { v: 1, taskId, iteration: generation, idempotencyKey: idempotencyKey(taskId, generation, "validate_gate"), language: change.language, files, evaluation: change.evaluation };
-  return tamperingViolation(await gateChange(gate, request, change.read, idempotencyKey(taskId, generation, "validate_gate_base")));
+  const request: GateRequest = {
+    v: 1,
+    taskId,
+    iteration: generation,
+    idempotencyKey: idempotencyKey(taskId, generation, "validate_gate"),
+    language: change.language,
+    files,
+    evaluation: change.evaluation,
+  };
+  return tamperingViolation(
+    await gateChange(gate, request, change.read, idempotencyKey(taskId, generation, "validate_gate_base")),
+  );
 }

@@ -20,5 +20,9 @@ export function diffStat(patch: string): { files: number; insertions: number; de
       }
     }
   }
-  return { files: parsed.filter((p) => p.hunks.length || p.oldFileName !== p.newFileName).length, insertions, deletions };
+  return {
+    files: parsed.filter((p) => p.hunks.length || p.oldFileName !== p.newFileName).length,
+    insertions,
+    deletions,
+  };
 }

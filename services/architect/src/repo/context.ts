@@ -74,7 +74,12 @@ export function detectCommands(files: readonly string[], read: (path: string) =>
   const pkg = has("package.json") ? safeJson(read("package.json")) : undefined;
   const scripts = (pkg?.scripts ?? {}) as Record<string, unknown>;
   const pyproject = has("pyproject.toml") ? (read("pyproject.toml") ?? "") : "";
-  const pytestConfig = has("pytest.ini") || has("conftest.py") || /\[tool\.pytest/.test(pyproject) || /\[tool:pytest\]/.test(read("setup.cfg") ?? "") || /\[pytest\]/.test(read("tox.ini") ?? "");
+  const pytestConfig =
+    has("pytest.ini") ||
+    has("conftest.py") ||
+    /\[tool\.pytest/.test(pyproject) ||
+    /\[tool:pytest\]/.test(read("setup.cfg") ?? "") ||
+    /\[pytest\]/.test(read("tox.ini") ?? "");
   const pyTests = files.some((f) => /(^|\/)(test_[^/]*|[^/]*_test)\.py$/.test(f));
   let testCommand: string | undefined;
   let why = "";
@@ -89,7 +94,11 @@ export function detectCommands(files: readonly string[], read: (path: string) =>
   if (has("requirements.txt")) setupCommand = "pip install -r requirements.txt";
   else if (has("setup.py") || /^\s*dependencies\s*=\s*\[\s*["']/m.test(pyproject)) setupCommand = "pip install -e .";
   else if (pkg && (has("package-lock.json") || has("npm-shrinkwrap.json"))) setupCommand = "npm ci";
-  else if (pkg && Object.keys({ ...(pkg.dependencies as object | undefined), ...(pkg.devDependencies as object | undefined) }).length) setupCommand = "npm install";
+  else if (
+    pkg &&
+    Object.keys({ ...(pkg.dependencies as object | undefined), ...(pkg.devDependencies as object | undefined) }).length
+  )
+    setupCommand = "npm install";
   return { ...(testCommand ? { testCommand } : {}), setupCommand, why };
 }
 
@@ -124,7 +133,10 @@ export function pathsIn(texts: readonly string[], files: readonly string[]): str
  * A reader of the candidate's current tree: its changed files over the base, its deleted
  * paths absent.
  */
-export function currentReader(root: string, candidate: { files: readonly FileChange[]; deleted?: readonly string[] } | undefined): (path: string) => string | undefined {
+export function currentReader(
+  root: string,
+  candidate: { files: readonly FileChange[]; deleted?: readonly string[] } | undefined,
+): (path: string) => string | undefined {
   const changed = new Map((candidate?.files ?? []).map((f) => [f.path, f.content]));
   const deleted = new Set(candidate?.deleted ?? []);
   return (path) => (deleted.has(path) ? undefined : (changed.get(path) ?? readBaseFile(root, path)));
@@ -134,7 +146,11 @@ export function currentReader(root: string, candidate: { files: readonly FileCha
  * The files a prompt sees in full, in order of `wanted` (duplicates and unreadable ones
  * dropped), until `maxTokens` is spent; a file over {@link MAX_PROMPT_FILE_BYTES} is left out.
  */
-export function promptFiles(read: (path: string) => string | undefined, wanted: readonly string[], maxTokens: number): FileChange[] {
+export function promptFiles(
+  read: (path: string) => string | undefined,
+  wanted: readonly string[],
+  maxTokens: number,
+): FileChange[] {
   const out: FileChange[] = [];
   let used = 0;
   for (const path of [...new Set(wanted)]) {

@@ -19,17 +19,23 @@ function tree(files: Record<string, string | Buffer>): string {
   return root;
 }
 
-const short = (s: FileSymbols): string[] => s.defs.map((d) => `${d.line} ${d.kind} ${d.depth} ${d.name} | ${d.signature}`);
+const short = (s: FileSymbols): string[] =>
+  s.defs.map((d) => `${d.line} ${d.kind} ${d.depth} ${d.name} | ${d.signature}`);
 
 /** A small repository: headers ← client ← server/tests, a util everyone calls, a web part. */
 const REPO: Record<string, string | Buffer> = {
-  "pkg/headers.py": 'class Header:\n    def __init__(self, name: str, value: str) -> None:\n        self.name = name\n\n\ndef parse_header(line: str) -> Header:\n    """Split `name: value`."""\n    name, _, value = line.partition(":")\n    return Header(normalize_text(name), value)\n',
+  "pkg/headers.py":
+    'class Header:\n    def __init__(self, name: str, value: str) -> None:\n        self.name = name\n\n\ndef parse_header(line: str) -> Header:\n    """Split `name: value`."""\n    name, _, value = line.partition(":")\n    return Header(normalize_text(name), value)\n',
   "pkg/util.py": "def normalize_text(s: str) -> str:\n    return s.strip().lower()\n",
-  "pkg/client.py": "from pkg.headers import parse_header\nfrom pkg.util import normalize_text\n\n\nclass Client:\n    def fetch(self, url: str) -> list:\n        return [parse_header(normalize_text(url))]\n",
-  "pkg/server.py": "from pkg.client import Client\nfrom pkg.util import normalize_text\n\n\ndef serve(port: int) -> None:\n    Client().fetch(normalize_text(str(port)))\n",
+  "pkg/client.py":
+    "from pkg.headers import parse_header\nfrom pkg.util import normalize_text\n\n\nclass Client:\n    def fetch(self, url: str) -> list:\n        return [parse_header(normalize_text(url))]\n",
+  "pkg/server.py":
+    "from pkg.client import Client\nfrom pkg.util import normalize_text\n\n\ndef serve(port: int) -> None:\n    Client().fetch(normalize_text(str(port)))\n",
   "tests/test_client.py": "from pkg.client import Client\n\n\ndef test_fetch():\n    assert Client().fetch('a: b')\n",
-  "web/api.ts": "export interface ApiOptions { base: string }\nexport async function fetchJson(url: string, opts?: ApiOptions): Promise<unknown> {\n  return (await fetch(url)).json();\n}\n",
-  "web/view.ts": 'import { fetchJson } from "./api.js";\nexport class View {\n  render(): Promise<unknown> {\n    return fetchJson("/x");\n  }\n}\n',
+  "web/api.ts":
+    "export interface ApiOptions { base: string }\nexport async function fetchJson(url: string, opts?: ApiOptions): Promise<unknown> {\n  return (await fetch(url)).json();\n}\n",
+  "web/view.ts":
+    'import { fetchJson } from "./api.js";\nexport class View {\n  render(): Promise<unknown> {\n    return fetchJson("/x");\n  }\n}\n',
   "README.md": "# demo\n",
   "logo.png": Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0, 0]),
 };
@@ -91,11 +97,17 @@ describe("symbols", () => {
   });
 
   it("parses JSX in .js and .tsx files, and keeps whole heads across comments and type predicates", () => {
-    const jsx = extractSymbols("App.js", "export function App() {\n  return <div className=\"a\">{x}</div>;\n}\nexport const Row = ({ a }) => <li>{a}</li>;\n");
-    expect(short(jsx)).toEqual(["1 function 0 App | export function App()", "4 function 0 Row | export const Row = ({ a }) =>"]);
+    const jsx = extractSymbols(
+      "App.js",
+      'export function App() {\n  return <div className="a">{x}</div>;\n}\nexport const Row = ({ a }) => <li>{a}</li>;\n',
+    );
+    expect(short(jsx)).toEqual([
+      "1 function 0 App | export function App()",
+      "4 function 0 Row | export const Row = ({ a }) =>",
+    ]);
     const tsx = extractSymbols(
       "v.tsx",
-      "export const isRow = (v: unknown): v is Row => typeof v === \"object\";\nexport const LIMIT = /* @__PURE__ */ make(3);\nexport class List<T> implements Iterable<T> {\n  [Symbol.iterator](): Iterator<T> { return [].values(); }\n  render(): JSX.Element { return <ul />; }\n}\nexport const Anon = class implements Runner {\n  run(): void {}\n};\n",
+      'export const isRow = (v: unknown): v is Row => typeof v === "object";\nexport const LIMIT = /* @__PURE__ */ make(3);\nexport class List<T> implements Iterable<T> {\n  [Symbol.iterator](): Iterator<T> { return [].values(); }\n  render(): JSX.Element { return <ul />; }\n}\nexport const Anon = class implements Runner {\n  run(): void {}\n};\n',
     );
     expect(short(tsx)).toEqual([
       "1 function 0 isRow | export const isRow = (v: unknown): v is Row =>",
@@ -109,17 +121,28 @@ describe("symbols", () => {
 
   it("indexes the names a file seems to define and the identifiers it uses, without parsing", () => {
     const table = { tokens: [] as string[], ids: new Map<string, number>() };
-    const py = indexText("a.py", "LIMIT = 3\nclass Node:\n    def walk(self):\n        return visit(visit(self))\n", table);
+    const py = indexText(
+      "a.py",
+      "LIMIT = 3\nclass Node:\n    def walk(self):\n        return visit(visit(self))\n",
+      table,
+    );
     expect(py.names).toEqual(["LIMIT", "Node", "walk"]);
     expect(table.tokens).toEqual(["LIMIT", "Node", "walk", "visit"]);
     expect(py.refs).toEqual([0, 1, 1, 1, 2, 1, 3, 2]);
-    const ts = indexText("a.ts", 'export const MAX = 1;\nexport interface Opts {}\nclass K {\n  async get(key: string): Promise<void> {\n    if (key) {\n      describe("x", () => {});\n    }\n  }\n}\n', table);
+    const ts = indexText(
+      "a.ts",
+      'export const MAX = 1;\nexport interface Opts {}\nclass K {\n  async get(key: string): Promise<void> {\n    if (key) {\n      describe("x", () => {});\n    }\n  }\n}\n',
+      table,
+    );
     expect(ts.names).toEqual(["K", "MAX", "Opts", "get"]);
     expect(indexText("README.md", "see parse_header", table).names).toEqual([]);
   });
 
   it("still yields the definitions it can from a file with a syntax error", () => {
-    const s = extractSymbols("b.py", "def before(a):\n    return a\n\ndef broken(:\n    pass\n\nclass After:\n    def method(self):\n        return 1\n");
+    const s = extractSymbols(
+      "b.py",
+      "def before(a):\n    return a\n\ndef broken(:\n    pass\n\nclass After:\n    def method(self):\n        return 1\n",
+    );
     const names = s.defs.map((d) => d.name);
     expect(names).toContain("before");
     expect(names).toContain("After");
@@ -127,7 +150,11 @@ describe("symbols", () => {
   });
 
   it("skips binary and huge files, symbolic links and paths outside the root, without throwing", () => {
-    const root = tree({ "bin.py": Buffer.from([0x64, 0x65, 0x66, 0, 0, 1]), "big.py": "x = 1\n".repeat(MAX_FILE_BYTES / 4), "ok.py": "def f(): pass\n" });
+    const root = tree({
+      "bin.py": Buffer.from([0x64, 0x65, 0x66, 0, 0, 1]),
+      "big.py": "x = 1\n".repeat(MAX_FILE_BYTES / 4),
+      "ok.py": "def f(): pass\n",
+    });
     symlinkSync("/etc/hostname", join(root, "link.py"));
     expect(readSymbols(root, "bin.py")).toBeNull();
     expect(readSymbols(root, "big.py")).toEqual({ defs: [], refs: [], skipped: "too-large" });
@@ -136,7 +163,6 @@ describe("symbols", () => {
     expect(readSymbols(root, "missing.py")).toBeNull();
     expect(readSymbols(root, "ok.py")?.defs.map((d) => d.name)).toEqual(["f"]);
   });
-
 });
 
 describe("buildRepoMap", () => {
@@ -179,7 +205,11 @@ describe("buildRepoMap", () => {
   });
 
   it("maps a huge file as a bare path and leaves binary files out", async () => {
-    const root = tree({ ...REPO, "gen/big.py": "x = 1\n".repeat(MAX_FILE_BYTES / 4), "pkg/blob.py": Buffer.from([1, 0, 2]) });
+    const root = tree({
+      ...REPO,
+      "gen/big.py": "x = 1\n".repeat(MAX_FILE_BYTES / 4),
+      "pkg/blob.py": Buffer.from([1, 0, 2]),
+    });
     const map = await buildRepoMap(input(root, { maxTokens: 10_000 }));
     expect(map.text).toMatch(/^gen\/big\.py$/m);
     expect(map.ranked.map((r) => r.path)).not.toContain("pkg/blob.py");
@@ -207,12 +237,20 @@ describe("buildRepoMap", () => {
 
   it("parses only files that can reach the map, and the text does not depend on what was parsed before", async () => {
     const files: Record<string, string> = {};
-    for (let i = 0; i < 120; i++) files[`m/mod${i}.py`] = `class Thing${i}:\n    def run(self, x: int) -> int:\n        return helper_${(i * 7) % 120}(x)\n\ndef helper_${i}(x: int) -> int:\n    return x + ${i}\n`;
+    for (let i = 0; i < 120; i++)
+      files[`m/mod${i}.py`] =
+        `class Thing${i}:\n    def run(self, x: int) -> int:\n        return helper_${(i * 7) % 120}(x)\n\ndef helper_${i}(x: int) -> int:\n    return x + ${i}\n`;
     const root = tree(files);
     const cacheDir = tree({}); // not inside the walked tree
-    const small = { ...input(root, { goal: "helper_17 is off by one", maxTokens: 60 }), cacheDir, commit: "c".repeat(40) };
+    const small = {
+      ...input(root, { goal: "helper_17 is off by one", maxTokens: 60 }),
+      cacheDir,
+      commit: "c".repeat(40),
+    };
     const fresh = await buildRepoMap(small);
-    const stored = JSON.parse(readFileSync(join(cacheDir, `repomap-v2-${"c".repeat(40)}.json`), "utf8")) as { tags: unknown[] };
+    const stored = JSON.parse(readFileSync(join(cacheDir, `repomap-v2-${"c".repeat(40)}.json`), "utf8")) as {
+      tags: unknown[];
+    };
     expect(stored.tags.length).toBeLessThan(30); // of 120
     expect(fresh.text).toContain("helper_17(x: int) -> int:");
     await buildRepoMap({ ...small, commit: "d".repeat(40), maxTokens: 100_000 }); // parses every file
@@ -225,12 +263,16 @@ describe("buildRepoMap", () => {
     const root = tree(REPO);
     const a = await buildRepoMap(input(root, { commit: "x1", goal: "Client.fetch fails" }));
     clearRepoMapCache();
-    const b = await buildRepoMap(input(root, { commit: "x2", goal: "Client.fetch fails", files: Object.keys(REPO).reverse() }));
+    const b = await buildRepoMap(
+      input(root, { commit: "x2", goal: "Client.fetch fails", files: Object.keys(REPO).reverse() }),
+    );
     expect(b.text).toBe(a.text);
     expect(b.ranked).toEqual(a.ranked);
   });
 
   it("throws workspace_invalid for a root that is not a directory", async () => {
-    await expect(buildRepoMap(input("/nonexistent/loopsmith-tree"))).rejects.toMatchObject({ code: "workspace_invalid" });
+    await expect(buildRepoMap(input("/nonexistent/loopsmith-tree"))).rejects.toMatchObject({
+      code: "workspace_invalid",
+    });
   });
 });

@@ -13,7 +13,16 @@
 import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CHARS_PER_TOKEN, LoopsmithError, approxTokens } from "@loopsmith/shared";
-import { countsAsReference, indexFile, languageOf, readSymbols, walkTree, type FileIndex, type FileSymbols, type TokenTable } from "./symbols.js";
+import {
+  countsAsReference,
+  indexFile,
+  languageOf,
+  readSymbols,
+  walkTree,
+  type FileIndex,
+  type FileSymbols,
+  type TokenTable,
+} from "./symbols.js";
 
 /** What to map. */
 export interface RepoMapInput {
@@ -91,11 +100,23 @@ function cacheFile(cacheDir: string, commit: string): string {
 
 function loadDisk(cacheDir: string, commit: string): CommitCache | undefined {
   try {
-    type Stored = { v?: number; commit?: string; walked?: string[]; tokens?: string[]; index?: Array<[string, FileIndex | null]>; tags?: Array<[string, FileSymbols]> };
+    type Stored = {
+      v?: number;
+      commit?: string;
+      walked?: string[];
+      tokens?: string[];
+      index?: Array<[string, FileIndex | null]>;
+      tags?: Array<[string, FileSymbols]>;
+    };
     const data = JSON.parse(readFileSync(cacheFile(cacheDir, commit), "utf8")) as Stored;
     const { walked, tokens, index, tags } = data;
     if (data.v !== CACHE_VERSION || data.commit !== commit || !tokens || !index || !tags) return undefined;
-    return { walked, table: { tokens, ids: new Map(tokens.map((t, i) => [t, i])) }, index: new Map(index), tags: new Map(tags) };
+    return {
+      walked,
+      table: { tokens, ids: new Map(tokens.map((t, i) => [t, i])) },
+      index: new Map(index),
+      tags: new Map(tags),
+    };
   } catch {
     return undefined; // absent or unreadable: read the files again
   }
@@ -106,7 +127,17 @@ function saveDisk(cacheDir: string, commit: string, c: CommitCache): void {
   const [file, tmp] = [cacheFile(cacheDir, commit), `${cacheFile(cacheDir, commit)}.${process.pid}.tmp`];
   try {
     mkdirSync(cacheDir, { recursive: true });
-    writeFileSync(tmp, JSON.stringify({ v: CACHE_VERSION, commit, walked: c.walked, tokens: c.table.tokens, index: [...c.index], tags: [...c.tags] }));
+    writeFileSync(
+      tmp,
+      JSON.stringify({
+        v: CACHE_VERSION,
+        commit,
+        walked: c.walked,
+        tokens: c.table.tokens,
+        index: [...c.index],
+        tags: [...c.tags],
+      }),
+    );
     renameSync(tmp, file);
   } catch {
     /* best effort */
@@ -116,7 +147,11 @@ function saveDisk(cacheDir: string, commit: string, c: CommitCache): void {
 /** The commit's cache (memory, then disk, then empty), made the most recently used. */
 function commitCache(input: RepoMapInput): CommitCache {
   const c = memory.get(input.commit) ??
-    (input.cacheDir ? loadDisk(input.cacheDir, input.commit) : undefined) ?? { table: { tokens: [], ids: new Map() }, index: new Map(), tags: new Map() };
+    (input.cacheDir ? loadDisk(input.cacheDir, input.commit) : undefined) ?? {
+      table: { tokens: [], ids: new Map() },
+      index: new Map(),
+      tags: new Map(),
+    };
   memory.delete(input.commit);
   memory.set(input.commit, c);
   while (memory.size > MEMORY_COMMITS) memory.delete(memory.keys().next().value ?? "");
@@ -124,7 +159,11 @@ function commitCache(input: RepoMapInput): CommitCache {
 }
 
 /** The files to map (given, or walked once per commit) and their indexes; `read` counts files read now. */
-function filesAndIndex(input: RepoMapInput, c: CommitCache, dirs: Map<string, string>): { files: string[]; read: number } {
+function filesAndIndex(
+  input: RepoMapInput,
+  c: CommitCache,
+  dirs: Map<string, string>,
+): { files: string[]; read: number } {
   let files: string[];
   if (input.files) files = [...new Set(input.files.map((f) => f.replace(/^\.\//, "")))].sort(byCodeUnit);
   else {
@@ -204,8 +243,21 @@ function buildGraph(index: FileIndex[], table: TokenTable): Graph {
     }
   });
   const baseWeight = fill(idents.length, (k) => identWeight(idents[k] ?? "", at(defStart, k + 1) - at(defStart, k)));
-  const [file, ident, root, self] = [new Int32Array(refs.file), new Int32Array(refs.ident), new Float64Array(refs.root), new Int32Array(refs.self)];
-  return { idents, identIndex, defStart, defFile: g.defFile, defIdent: new Int32Array(defIdent), refs: { file, ident, root, self }, baseWeight };
+  const [file, ident, root, self] = [
+    new Int32Array(refs.file),
+    new Int32Array(refs.ident),
+    new Float64Array(refs.root),
+    new Int32Array(refs.self),
+  ];
+  return {
+    idents,
+    identIndex,
+    defStart,
+    defFile: g.defFile,
+    defIdent: new Int32Array(defIdent),
+    refs: { file, ident, root, self },
+    baseWeight,
+  };
 }
 
 function personalisation(files: string[], g: Graph, input: RepoMapInput, mentioned: Map<string, number>): Float64Array {
@@ -221,7 +273,11 @@ function personalisation(files: string[], g: Graph, input: RepoMapInput, mention
   for (const f of files) basenames.set(base(f), (basenames.get(base(f)) ?? 0) + 1);
   files.forEach((f, i) => {
     const b = base(f);
-    if ((f.includes("/") && input.goal.includes(f)) || (basenames.get(b) === 1 && b.includes(".") && input.goal.includes(b))) p[i] = at(p, i) + 1;
+    if (
+      (f.includes("/") && input.goal.includes(f)) ||
+      (basenames.get(b) === 1 && b.includes(".") && input.goal.includes(b))
+    )
+      p[i] = at(p, i) + 1;
   });
   for (const [ident, w] of [...mentioned].sort((a, b) => byCodeUnit(a[0], b[0]))) {
     const k = g.identIndex.get(ident);
@@ -271,7 +327,8 @@ function rank(files: string[], g: Graph, input: RepoMapInput): Ranking {
   const spread = (x: Float64Array, next: Float64Array): void => {
     mass.fill(0);
     for (let j = 0; j < R; j++) mass[at(rIdent, j)] = at(mass, at(rIdent, j)) + at(x, at(rFile, j)) * at(cn, j);
-    for (let d = 0; d < g.defFile.length; d++) next[at(g.defFile, d)] = at(next, at(g.defFile, d)) + ALPHA * at(mass, at(g.defIdent, d));
+    for (let d = 0; d < g.defFile.length; d++)
+      next[at(g.defFile, d)] = at(next, at(g.defFile, d)) + ALPHA * at(mass, at(g.defIdent, d));
     for (let j = 0; j < R; j++) {
       if (at(rSelf, j) >= 0) next[at(rFile, j)] = at(next, at(rFile, j)) - ALPHA * at(x, at(rFile, j)) * at(cn, j);
     }
@@ -315,10 +372,13 @@ function render(files: string[], syms: Map<number, FileSymbols>, score: Float64A
     }
   }
   const lines: string[] = [];
-  for (const f of [...shown.keys()].sort((a, b) => at(score, b) - at(score, a) || byCodeUnit(files[a] ?? "", files[b] ?? ""))) {
+  for (const f of [...shown.keys()].sort(
+    (a, b) => at(score, b) - at(score, a) || byCodeUnit(files[a] ?? "", files[b] ?? ""),
+  )) {
     const set = [...(shown.get(f) ?? [])].sort((a, b) => a - b);
     lines.push(set.length > 0 ? `${files[f]}:` : (files[f] ?? ""));
-    for (const d of set.map((i) => syms.get(f)?.defs[i])) if (d) lines.push(`${String(d.line).padStart(4)}│ ${"    ".repeat(d.depth)}${d.signature}`);
+    for (const d of set.map((i) => syms.get(f)?.defs[i]))
+      if (d) lines.push(`${String(d.line).padStart(4)}│ ${"    ".repeat(d.depth)}${d.signature}`);
   }
   return lines.length > 0 ? `${lines.join("\n")}\n` : "";
 }
@@ -341,13 +401,18 @@ export async function buildRepoMap(input: RepoMapInput): Promise<RepoMap> {
   const { score, p, defFlow, mentioned } = rank(files, g, input);
   // A file's own share (a tenth of its score, a third of its personalisation), spread over the names its
   // index found: known before parsing, so the bound below is tight.
-  const own = fill(files.length, (f) => (0.1 * at(score, f) + 0.3 * at(p, f)) / Math.max(1, index[f]?.names.length ?? 0));
+  const own = fill(
+    files.length,
+    (f) => (0.1 * at(score, f) + 0.3 * at(p, f)) / Math.max(1, index[f]?.names.length ?? 0),
+  );
   // Upper bound of each file's best entry; files are parsed best bound first.
   const best = new Float64Array(files.length);
-  for (let d = 0; d < defFlow.length; d++) best[at(g.defFile, d)] = Math.max(at(best, at(g.defFile, d)), at(defFlow, d));
+  for (let d = 0; d < defFlow.length; d++)
+    best[at(g.defFile, d)] = Math.max(at(best, at(g.defFile, d)), at(defFlow, d));
   // A file defining a mentioned name has it among its tokens (a name the tokens leave out: any file may).
   const ids = [...mentioned].map(([m, w]) => [countsAsReference(m) ? (c.table.ids.get(m) ?? -1) : -2, w] as const);
-  const has = (f: number, id: number): boolean => id === -2 || (id >= 0 && (index[f]?.refs ?? []).some((t, i) => i % 2 === 0 && t === id));
+  const has = (f: number, id: number): boolean =>
+    id === -2 || (id >= 0 && (index[f]?.refs ?? []).some((t, i) => i % 2 === 0 && t === id));
   const named = (f: number): number => Math.max(0, ...ids.filter(([id]) => has(f, id)).map(([, w]) => w));
   const bound = fill(files.length, (f) => (at(best, f) + at(own, f) + named(f) * at(score, f)) * (1 + 1e-9));
   const order = files.map((_, f) => f).sort((a, b) => at(bound, b) - at(bound, a) || a - b);
@@ -375,7 +440,10 @@ export async function buildRepoMap(input: RepoMapInput): Promise<RepoMap> {
         entries.push({ file: f, def: i, score: flow + at(own, f) + (mentioned.get(d.name) ?? 0) * fs, line: d.line });
       });
     }
-    entries.sort((a, b) => b.score - a.score || byCodeUnit(files[a.file] ?? "", files[b.file] ?? "") || a.line - b.line || a.def - b.def);
+    entries.sort(
+      (a, b) =>
+        b.score - a.score || byCodeUnit(files[a.file] ?? "", files[b.file] ?? "") || a.line - b.line || a.def - b.def,
+    );
     // Entries scoring above every unparsed file's bound are in their final order.
     const limit = next < files.length && hi > 0 ? at(bound, order[next] ?? 0) : -Infinity;
     const certain = entries.findIndex((e) => e.score <= limit);
@@ -390,6 +458,15 @@ export async function buildRepoMap(input: RepoMapInput): Promise<RepoMap> {
     if (lo < known || lo >= hi || next >= files.length) break;
   }
   if ((read > 0 || parsed > 0) && input.cacheDir) saveDisk(input.cacheDir, input.commit, c);
-  const ranked = files.map((path, i) => ({ path, score: at(score, i) })).sort((a, b) => b.score - a.score || byCodeUnit(a.path, b.path));
-  return { text, ranked, tokens: approxTokens(text), fromCache: read === 0 && parsed === 0, ms: performance.now() - t0, files: files.length };
+  const ranked = files
+    .map((path, i) => ({ path, score: at(score, i) }))
+    .sort((a, b) => b.score - a.score || byCodeUnit(a.path, b.path));
+  return {
+    text,
+    ranked,
+    tokens: approxTokens(text),
+    fromCache: read === 0 && parsed === 0,
+    ms: performance.now() - t0,
+    files: files.length,
+  };
 }

@@ -25,33 +25,56 @@ export async function preparePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
   try {
     root = await baseTree(s, run.steps);
   } catch (err) {
-    const e = err instanceof LoopsmithError ? err : new LoopsmithError("internal", (err as Error).message, { cause: err });
+    const e =
+      err instanceof LoopsmithError ? err : new LoopsmithError("internal", (err as Error).message, { cause: err });
     if (e.retryable) throw err;
     return { stop: "error", message: runTexts.stopped(e.message), error: e };
   }
   const files = listTree(root);
   const detected = detectCommands(files, (p) => readBaseFile(root, p));
   const testCommand = repo.testCommand ?? detected.testCommand;
-  if (!testCommand) return { stop: "error", message: repoTexts.noTestCommand, error: new LoopsmithError("bad_request", "no test command") };
+  if (!testCommand)
+    return {
+      stop: "error",
+      message: repoTexts.noTestCommand,
+      error: new LoopsmithError("bad_request", "no test command"),
+    };
   const setupCommand = repo.setupCommand ?? detected.setupCommand;
-  await run.emit("step", repoTexts.commands(files.length, testCommand, repo.testCommand ? undefined : detected.why, setupCommand), { phase: "prepare", data: { files: files.length, testCommand, setupCommand } });
+  await run.emit(
+    "step",
+    repoTexts.commands(files.length, testCommand, repo.testCommand ? undefined : detected.why, setupCommand),
+    { phase: "prepare", data: { files: files.length, testCommand, setupCommand } },
+  );
   // The baseline runs with the commands in use; its outcome completes them.
   const commands = { repo: { testCommand, setupCommand, failingAtBase: [], baseStatus: "unknown" } };
   const withCommands = { ...s, ...commands };
-  const result = await run.sandbox("prepare", (attempt) => repoExecution(withCommands, "baseline", undefined, attempt), repoTexts.baselineSandboxFailed);
+  const result = await run.sandbox(
+    "prepare",
+    (attempt) => repoExecution(withCommands, "baseline", undefined, attempt),
+    repoTexts.baselineSandboxFailed,
+  );
   if (result.status === "sandbox_error") {
-    return { stop: "error", message: repoTexts.baselineGaveUp(MAX_SANDBOX_ERRORS, result.reason), error: new LoopsmithError("sandbox_error", result.reason ?? "sandbox failure"), patch: commands };
+    return {
+      stop: "error",
+      message: repoTexts.baselineGaveUp(MAX_SANDBOX_ERRORS, result.reason),
+      error: new LoopsmithError("sandbox_error", result.reason ?? "sandbox failure"),
+      patch: commands,
+    };
   }
   if (result.status === "command_not_found") {
     const error = new LoopsmithError("command_not_found", `${testCommand}: ${result.reason ?? "command not found"}`);
     return { stop: "error", message: loopTexts.commandNotFound(result.reason ?? testCommand), error, patch: commands };
   }
-  if (result.setup?.status === "failed") await run.emit("warning", repoTexts.setupFailed(result.setup.message), { phase: "prepare" });
+  if (result.setup?.status === "failed")
+    await run.emit("warning", repoTexts.setupFailed(result.setup.message), { phase: "prepare" });
   const failing = failingTests(result);
   const counts = testSummary(result);
   await run.emit("step", repoTexts.baseline(repo.baseCommit, result.status, counts.total, failing, result.durationMs), {
     phase: "prepare",
     data: { status: result.status, failingTests: failing.slice(0, 100), summary: counts, setup: result.setup },
   });
-  return { next: "recall", patch: { repo: { testCommand, setupCommand, failingAtBase: failing.slice(0, 200), baseStatus: result.status } } };
+  return {
+    next: "recall",
+    patch: { repo: { testCommand, setupCommand, failingAtBase: failing.slice(0, 200), baseStatus: result.status } },
+  };
 }

@@ -13,7 +13,8 @@ import { parse as parseToml } from "smol-toml";
 import { isDependencyManifest, type DependencyPolicy, type FileChange } from "@loopsmith/shared";
 
 /** Files that always configure a test runner or the interpreter's start-up. */
-const RUNNER = /(^|\/)(conftest\.py|pytest\.ini|\.pytest\.ini|sitecustomize\.py|usercustomize\.py|[^/]*\.pth|\.npmrc|\.mocharc[^/]*|jest\.config\.[^/]+|vitest\.config\.[^/]+)$|(^|\/)node_modules(\/|$)/;
+const RUNNER =
+  /(^|\/)(conftest\.py|pytest\.ini|\.pytest\.ini|sitecustomize\.py|usercustomize\.py|[^/]*\.pth|\.npmrc|\.mocharc[^/]*|jest\.config\.[^/]+|vitest\.config\.[^/]+)$|(^|\/)node_modules(\/|$)/;
 /** Files whose sections are told apart (runner sections vs dependency sections): TOML, read with smol-toml… */
 const PYPROJECT = /(^|\/)pyproject\.toml$/;
 /** …and ini, read by section headers. */
@@ -43,7 +44,8 @@ function iniSections(text: string): Map<string, string> {
 }
 
 type Table = Record<string, unknown>;
-const isTable = (v: unknown): v is Table => typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
+const isTable = (v: unknown): v is Table =>
+  typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 
 /**
  * A parsed TOML document's tables by dotted name (`tool.pytest.ini_options`; the root is
@@ -106,8 +108,28 @@ const json = (text: string | undefined): Record<string, unknown> => {
   }
 };
 
-const DEP_FIELDS = ["dependencies", "devDependencies", "peerDependencies", "optionalDependencies", "bundleDependencies", "overrides", "resolutions"];
-const RUNNER_FIELDS = ["scripts", "type", "imports", "exports", "main", "jest", "mocha", "ava", "c8", "nyc", "workspaces"];
+const DEP_FIELDS = [
+  "dependencies",
+  "devDependencies",
+  "peerDependencies",
+  "optionalDependencies",
+  "bundleDependencies",
+  "overrides",
+  "resolutions",
+];
+const RUNNER_FIELDS = [
+  "scripts",
+  "type",
+  "imports",
+  "exports",
+  "main",
+  "jest",
+  "mocha",
+  "ava",
+  "c8",
+  "nyc",
+  "workspaces",
+];
 
 /** Findings of one `package.json` change: which fields changed, by kind. */
 function packageJson(path: string, before: string | undefined, after: string | undefined): PolicyFinding[] {
@@ -116,7 +138,12 @@ function packageJson(path: string, before: string | undefined, after: string | u
   const differs = (k: string): boolean => JSON.stringify(a[k]) !== JSON.stringify(b[k]);
   const out: PolicyFinding[] = [];
   const runner = RUNNER_FIELDS.filter(differs);
-  if (runner.length) out.push({ path, kind: "runner", message: `${path}: changes ${runner.join(", ")}, which decide how the tests run` });
+  if (runner.length)
+    out.push({
+      path,
+      kind: "runner",
+      message: `${path}: changes ${runner.join(", ")}, which decide how the tests run`,
+    });
   const deps = DEP_FIELDS.filter(differs);
   if (deps.length) out.push({ path, kind: "dependencies", message: `${path}: changes ${deps.join(", ")}` });
   return out;
@@ -131,7 +158,12 @@ const DEP_SECTION = /dependencies|requires|^options$|^build-system$|poetry|^depe
 function bySection(path: string, changed: readonly string[], projectDeps = false): PolicyFinding[] {
   const out: PolicyFinding[] = [];
   const runner = changed.filter((s) => RUNNER_SECTION.test(s));
-  if (runner.length) out.push({ path, kind: "runner", message: `${path}: changes [${runner.join("], [")}], which configure the test runner` });
+  if (runner.length)
+    out.push({
+      path,
+      kind: "runner",
+      message: `${path}: changes [${runner.join("], [")}], which configure the test runner`,
+    });
   const depSections = changed.filter((s) => DEP_SECTION.test(s) && !runner.includes(s));
   if (depSections.length || projectDeps) {
     const names = [...depSections, ...(projectDeps ? ["project.dependencies"] : [])];
@@ -148,7 +180,14 @@ function bySection(path: string, changed: readonly string[], projectDeps = false
 function pyproject(path: string, before: string, after: string): PolicyFinding[] {
   if (before === after) return [];
   const b = readToml(after);
-  if (!b.ok) return [{ path, kind: "runner", message: `${path}: is not valid TOML after the change (${b.error}), so which of its sections change cannot be told; pytest reads its configuration from this file` }];
+  if (!b.ok)
+    return [
+      {
+        path,
+        kind: "runner",
+        message: `${path}: is not valid TOML after the change (${b.error}), so which of its sections change cannot be told; pytest reads its configuration from this file`,
+      },
+    ];
   const a = readToml(before);
   const base = a.ok ? a.doc : {};
   const changed = changedTables(base, b.doc);
@@ -162,13 +201,21 @@ function pyproject(path: string, before: string, after: string): PolicyFinding[]
  * @param deleted - removed paths
  * @param readBase - a base file's text, undefined when the file is new
  */
-export function policyFindings(changed: readonly FileChange[], deleted: readonly string[], readBase: (path: string) => string | undefined): PolicyFinding[] {
+export function policyFindings(
+  changed: readonly FileChange[],
+  deleted: readonly string[],
+  readBase: (path: string) => string | undefined,
+): PolicyFinding[] {
   const out: PolicyFinding[] = [];
-  const touched: Array<{ path: string; after: string | undefined }> = [...changed.map((f) => ({ path: f.path, after: f.content as string | undefined })), ...deleted.map((path) => ({ path, after: undefined }))];
+  const touched: Array<{ path: string; after: string | undefined }> = [
+    ...changed.map((f) => ({ path: f.path, after: f.content as string | undefined })),
+    ...deleted.map((path) => ({ path, after: undefined })),
+  ];
   for (const { path, after } of touched) {
     const before = readBase(path);
     const verb = after === undefined ? "deletes" : before === undefined ? "adds" : "changes";
-    if (RUNNER.test(path)) out.push({ path, kind: "runner", message: `${verb} ${path}, which configures the test runner` });
+    if (RUNNER.test(path))
+      out.push({ path, kind: "runner", message: `${verb} ${path}, which configures the test runner` });
     else if (/(^|\/)package\.json$/.test(path)) out.push(...packageJson(path, before, after));
     else if (PYPROJECT.test(path)) out.push(...pyproject(path, before ?? "", after ?? ""));
     else if (INI.test(path)) out.push(...bySection(path, changedIniSections(before ?? "", after ?? "")));
@@ -178,7 +225,10 @@ export function policyFindings(changed: readonly FileChange[], deleted: readonly
 }
 
 /** What the loop does with a candidate, given its findings and the task's policy. */
-export type PolicyDecision = { action: "run" } | { action: "block"; reason: string; paths: string[] } | { action: "ask"; reason: string; paths: string[] };
+export type PolicyDecision =
+  | { action: "run" }
+  | { action: "block"; reason: string; paths: string[] }
+  | { action: "ask"; reason: string; paths: string[] };
 
 /**
  * Runner changes always block; dependency changes follow `policy`.
@@ -186,12 +236,25 @@ export type PolicyDecision = { action: "run" } | { action: "block"; reason: stri
  */
 export function decide(findings: readonly PolicyFinding[], policy: DependencyPolicy): PolicyDecision {
   const runner = findings.filter((f) => f.kind === "runner");
-  if (runner.length) return { action: "block", reason: `the change touches the test runner's configuration, which a candidate may not change: ${runner.map((f) => f.message).join("; ")}`, paths: runner.map((f) => f.path) };
+  if (runner.length)
+    return {
+      action: "block",
+      reason: `the change touches the test runner's configuration, which a candidate may not change: ${runner.map((f) => f.message).join("; ")}`,
+      paths: runner.map((f) => f.path),
+    };
   const deps = findings.filter((f) => f.kind === "dependencies");
   if (!deps.length || policy === "allow") return { action: "run" };
   const what = deps.map((f) => f.message).join("; ");
   const paths = deps.map((f) => f.path);
   return policy === "ask"
-    ? { action: "ask", reason: `the change touches the dependencies (${what}); the task's policy is "ask": approve by running it again with dependencies "allow"`, paths }
-    : { action: "block", reason: `the change touches the dependencies (${what}), and the task's dependency policy is "reject": solve the task without changing them`, paths };
+    ? {
+        action: "ask",
+        reason: `the change touches the dependencies (${what}); the task's policy is "ask": approve by running it again with dependencies "allow"`,
+        paths,
+      }
+    : {
+        action: "block",
+        reason: `the change touches the dependencies (${what}), and the task's dependency policy is "reject": solve the task without changing them`,
+        paths,
+      };
 }

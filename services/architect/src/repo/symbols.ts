@@ -67,14 +67,26 @@ export interface FileIndex {
 export type SourceLanguage = "python" | "javascript" | "typescript" | "tsx";
 
 const LANG_BY_EXT: Record<string, SourceLanguage> = {
-  ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
-  ".jsx": "javascript", ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
+  ".py": "python",
+  ".pyi": "python",
+  ".js": "javascript",
+  ".mjs": "javascript",
+  ".cjs": "javascript",
+  ".jsx": "javascript",
+  ".ts": "typescript",
+  ".mts": "typescript",
+  ".cts": "typescript",
+  ".tsx": "tsx",
 };
 
 const BINARY_EXT = new Set(
-  ("png jpg jpeg gif bmp ico webp tiff psd pdf zip gz tgz bz2 xz 7z rar jar war whl egg so dylib dll exe o a lib " +
+  (
+    "png jpg jpeg gif bmp ico webp tiff psd pdf zip gz tgz bz2 xz 7z rar jar war whl egg so dylib dll exe o a lib " +
     "pyc pyo class wasm bin dat db sqlite sqlite3 woff woff2 ttf otf eot mp3 mp4 wav ogg flac avi mov mkv webm " +
-    "npy npz pkl pickle h5 parquet onnx pt ckpt").split(" ").map((e) => `.${e}`),
+    "npy npz pkl pickle h5 parquet onnx pt ckpt"
+  )
+    .split(" ")
+    .map((e) => `.${e}`),
 );
 
 /** The language of a path, by extension; undefined for files without a parser. */
@@ -97,11 +109,13 @@ const PARSERS: Record<SourceLanguage, typeof python> = {
 
 /** Keywords and the commonest built-in names: noise in every file, kept out of the references. */
 const NOT_REFS = new Set(
-  ("self cls None True False and or not in is if elif else for while return def class import from as with try " +
+  (
+    "self cls None True False and or not in is if elif else for while return def class import from as with try " +
     "except finally raise pass break continue lambda yield async await global nonlocal del assert this null " +
     "undefined true false function const let var new typeof instanceof void delete switch case default throw " +
     "catch extends implements interface type enum export static public private protected readonly string number " +
-    "boolean any unknown never object super of do keyof declare namespace module require").split(" "),
+    "boolean any unknown never object super of do keyof declare namespace module require"
+  ).split(" "),
 );
 
 /** A definition as found in the tree, before the filter of {@link finish}. */
@@ -164,8 +178,18 @@ const enum Next {
 
 /** Python nodes that hold statements; any other node holds no definition. */
 const PY_BLOCKS = new Set([
-  "Script", "Body", "IfStatement", "WhileStatement", "ForStatement", "TryStatement", "WithStatement", "DecoratedStatement",
-  "MatchStatement", "MatchBody", "MatchClause", "StatementGroup",
+  "Script",
+  "Body",
+  "IfStatement",
+  "WhileStatement",
+  "ForStatement",
+  "TryStatement",
+  "WithStatement",
+  "DecoratedStatement",
+  "MatchStatement",
+  "MatchBody",
+  "MatchClause",
+  "StatementGroup",
 ]);
 
 /** The offsets of the cursor node's first child with one of `names`, or undefined. */
@@ -195,7 +219,14 @@ function visitPython(c: TreeCursor, text: string, depth: number, out: Raw[]): Ne
     const first = c.node.firstChild;
     const after = nextSibling(first)?.name;
     if (first?.name === "VariableName" && (after === "AssignOp" || after === "TypeDef")) {
-      out.push({ kind: "variable", name: text.slice(first.from, first.to), start: c.from, end: c.to, bodyStart: undefined, depth });
+      out.push({
+        kind: "variable",
+        name: text.slice(first.from, first.to),
+        start: c.from,
+        end: c.to,
+        bodyStart: undefined,
+        depth,
+      });
     }
   }
   return PY_BLOCKS.has(type) ? Next.Enter : Next.Skip;
@@ -207,7 +238,12 @@ const JS_DEFINITIONS: Record<string, { kind: SymbolKind; name: string[]; body?: 
   AmbientFunctionDeclaration: { kind: "function", name: ["VariableDefinition"], next: Next.Skip },
   ClassDeclaration: { kind: "class", name: ["VariableDefinition"], body: "ClassBody", next: Next.Deeper },
   ClassExpression: { kind: "class", name: ["VariableDefinition"], body: "ClassBody", next: Next.Deeper },
-  MethodDeclaration: { kind: "method", name: ["PropertyDefinition", "PrivatePropertyDefinition"], body: "Block", next: Next.Skip },
+  MethodDeclaration: {
+    kind: "method",
+    name: ["PropertyDefinition", "PrivatePropertyDefinition"],
+    body: "Block",
+    next: Next.Skip,
+  },
   MethodType: { kind: "method", name: ["PropertyDefinition"], next: Next.Skip },
   InterfaceDeclaration: { kind: "interface", name: ["TypeDefinition"], body: "ObjectType", next: Next.Deeper },
   TypeAliasDeclaration: { kind: "type", name: ["TypeDefinition"], next: Next.Skip },
@@ -258,7 +294,15 @@ function visitJs(c: TreeCursor, text: string, depth: number, out: Raw[]): Next {
     let name = childNamed(c, def.name) ?? (def.kind === "method" ? computedName(c) : undefined);
     if (name && def.kind === "class" && text.startsWith("implements", name.from)) name = undefined; // `class implements I {…}`: lezer takes the keyword for a name
     const body = def.body === undefined ? undefined : childNamed(c, [def.body])?.from;
-    if (name) out.push({ kind: def.kind, name: text.slice(name.from, name.to), start: c.from, end: c.to, bodyStart: body, depth });
+    if (name)
+      out.push({
+        kind: def.kind,
+        name: text.slice(name.from, name.to),
+        start: c.from,
+        end: c.to,
+        bodyStart: body,
+        depth,
+      });
     return def.next === Next.Deeper && !name ? Next.Enter : def.next;
   }
   if (FUNCTION_VALUES.has(type)) return Next.Skip;
@@ -272,15 +316,29 @@ function visitJs(c: TreeCursor, text: string, depth: number, out: Raw[]): Next {
       if (value?.name === "TypeAnnotation") [end, value] = [value.to, nextSibling(value)];
       value = value?.name === "Equals" ? nextSibling(value) : null;
       const name = text.slice(n.from, n.to);
-      if (value && FUNCTION_VALUES.has(value.name)) out.push({ kind: "function", name, start: n.from, end: value.to, bodyStart: bodyOf(text, value), depth });
-      else if (exported) out.push({ kind: "variable", name, start: n.from, end: value?.to ?? end, bodyStart: undefined, depth });
+      if (value && FUNCTION_VALUES.has(value.name))
+        out.push({ kind: "function", name, start: n.from, end: value.to, bodyStart: bodyOf(text, value), depth });
+      else if (exported)
+        out.push({ kind: "variable", name, start: n.from, end: value?.to ?? end, bodyStart: undefined, depth });
     }
   } else if (type === "ExpressionStatement") {
     const assign = c.node.firstChild;
     const [target, value] = [assign?.firstChild, assign?.lastChild];
     const name = target?.name === "MemberExpression" ? target.lastChild : null;
-    if (assign?.name === "AssignmentExpression" && name?.name === "PropertyName" && value && FUNCTION_VALUES.has(value.name)) {
-      out.push({ kind: "function", name: text.slice(name.from, name.to), start: assign.from, end: assign.to, bodyStart: bodyOf(text, value), depth });
+    if (
+      assign?.name === "AssignmentExpression" &&
+      name?.name === "PropertyName" &&
+      value &&
+      FUNCTION_VALUES.has(value.name)
+    ) {
+      out.push({
+        kind: "function",
+        name: text.slice(name.from, name.to),
+        start: assign.from,
+        end: assign.to,
+        bodyStart: bodyOf(text, value),
+        depth,
+      });
     }
   }
   return Next.Enter;
@@ -351,7 +409,9 @@ const DEFINES: Record<"python" | "js", RegExp> = {
       /^[ \t]*(?:export[ \t]+)?(?:default[ \t]+)?(?:declare[ \t]+)?(?:abstract[ \t]+)?(?:async[ \t]+)?(?:function\*?|class|interface|enum|type)[ \t]+([A-Za-z_$][\w$]*)/,
       /^(?:export[ \t]+)?(?:const|let|var)[ \t]+([A-Za-z_$][\w$]*)|^(?:module\.)?exports\.([A-Za-z_$][\w$]*)[ \t]*=/,
       /^[ \t]+(?:(?:public|private|protected|static|async|readonly|abstract|override|get|set)[ \t]+)*([A-Za-z_$][\w$]*)[ \t]*(?:<[^>\n]*>)?\([^()\n]*\)[ \t]*(?::[^{};\n]+)?\{[ \t]*$/,
-    ].map((r) => r.source).join("|"),
+    ]
+      .map((r) => r.source)
+      .join("|"),
     "gm",
   ),
 };
@@ -395,7 +455,11 @@ export function indexFile(root: string, path: string, table: TokenTable, dirs?: 
  * NUL byte in its first 8 KiB). A file over {@link MAX_FILE_BYTES} or without a grammar is
  * not read: `text` is undefined. `dirs` memoises real directory paths.
  */
-export function readSource(root: string, path: string, dirs = new Map<string, string>()): { text?: string; tooLarge?: true } | null {
+export function readSource(
+  root: string,
+  path: string,
+  dirs = new Map<string, string>(),
+): { text?: string; tooLarge?: true } | null {
   if (isAbsolute(path) || /^\.\.(?:[\\/]|$)/.test(normalize(path)) || isBinaryPath(path)) return null;
   const abs = join(root, path);
   const real = (dir: string): string => dirs.get(dir) ?? dirs.set(dir, realpathSync(dir)).get(dir) ?? dir;

@@ -5,7 +5,18 @@
  * task ends with. No events and no checkpoints: the phases (`repo/phases.ts`, `phases.ts`)
  * and the run (`run.ts`) call these and report.
  */
-import { LoopsmithError, applyEdits, ownerOfTask, renderEditFailures, unifiedPatch, type Candidate, type ExecutionRequest, type RepoBrief, type RepoChange, type Task } from "@loopsmith/shared";
+import {
+  LoopsmithError,
+  applyEdits,
+  ownerOfTask,
+  renderEditFailures,
+  unifiedPatch,
+  type Candidate,
+  type ExecutionRequest,
+  type RepoBrief,
+  type RepoChange,
+  type Task,
+} from "@loopsmith/shared";
 import { executionRequest } from "../requests.js";
 import type { TaskState } from "../state.js";
 import type { Steps } from "../steps.js";
@@ -37,11 +48,22 @@ export async function baseReader(s: TaskState, trees: TreeSource): Promise<(path
 }
 
 /** A verdict's request: the candidate's changed files over the base tree, the repository's command. */
-export function repoExecution(s: TaskState, step: string, candidate: Candidate | undefined, attempt: number): ExecutionRequest {
+export function repoExecution(
+  s: TaskState,
+  step: string,
+  candidate: Candidate | undefined,
+  attempt: number,
+): ExecutionRequest {
   const repo = repoOf(s.task);
   return {
     ...executionRequest(s, step, candidate?.files ?? [], undefined, attempt),
-    base: { snapshot: repo.snapshot, owner: ownerOfTask(s.task), commit: repo.baseCommit, deleted: candidate?.deleted ?? [], setupCommand: s.repo?.setupCommand ?? "" },
+    base: {
+      snapshot: repo.snapshot,
+      owner: ownerOfTask(s.task),
+      commit: repo.baseCommit,
+      deleted: candidate?.deleted ?? [],
+      setupCommand: s.repo?.setupCommand ?? "",
+    },
     shell: s.repo?.testCommand ?? repo.testCommand ?? "",
   };
 }
@@ -57,8 +79,19 @@ export async function repoBrief(s: TaskState, trees: TreeSource): Promise<RepoBr
   const failing = s.failure?.failingTests.length ? s.failure.failingTests : (s.repo?.failingAtBase ?? []);
   const named = pathsIn([...failing, s.failure?.output ?? "", s.task.goal], files);
   const focusFiles = [...(s.plan?.files ?? []), ...named];
-  const focusSymbols = failing.flatMap((t) => t.split(/[^A-Za-z0-9_]+/)).filter((w) => w.length > 2 && !/^test_?$/.test(w));
-  const map = await buildRepoMap({ root, commit: repo.baseCommit, files, goal: s.task.goal, focusFiles, focusSymbols, maxTokens: repo.mapTokens, cacheDir: trees.cacheDir });
+  const focusSymbols = failing
+    .flatMap((t) => t.split(/[^A-Za-z0-9_]+/))
+    .filter((w) => w.length > 2 && !/^test_?$/.test(w));
+  const map = await buildRepoMap({
+    root,
+    commit: repo.baseCommit,
+    files,
+    goal: s.task.goal,
+    focusFiles,
+    focusSymbols,
+    maxTokens: repo.mapTokens,
+    cacheDir: trees.cacheDir,
+  });
   return {
     ...(repo.name ? { name: repo.name } : {}),
     map: map.text,
@@ -75,13 +108,18 @@ export async function repoBrief(s: TaskState, trees: TreeSource): Promise<RepoBr
  * When any edit fails nothing is applied: the candidate keeps the previous tree (with the
  * failed edits, for the builder to see) and the failures come back rendered.
  */
-export async function applyCandidate(s: TaskState, trees: TreeSource, reply: Candidate): Promise<{ ok: boolean; candidate: Candidate; message?: string }> {
+export async function applyCandidate(
+  s: TaskState,
+  trees: TreeSource,
+  reply: Candidate,
+): Promise<{ ok: boolean; candidate: Candidate; message?: string }> {
   const root = await baseTree(s, trees);
   const previous = s.candidate;
   const read = currentReader(root, previous);
   const applied = applyEdits(reply.edits ?? [], read, { root });
   const kept = { files: previous?.files ?? [], deleted: previous?.deleted ?? [] };
-  if (!applied.ok) return { ok: false, candidate: { ...reply, ...kept, tests: [] }, message: renderEditFailures(applied.failures) };
+  if (!applied.ok)
+    return { ok: false, candidate: { ...reply, ...kept, tests: [] }, message: renderEditFailures(applied.failures) };
   // Against the base: the previous changes, this reply's on top; a file back to its base text is no change.
   const files = new Map(kept.files.map((f) => [f.path, f.content]));
   const deleted = new Set(kept.deleted);
@@ -93,8 +131,18 @@ export async function applyCandidate(s: TaskState, trees: TreeSource, reply: Can
     files.delete(p);
     if (readBaseFile(root, p) !== undefined) deleted.add(p);
   }
-  const changed = [...files].filter(([p, c]: [string, string]) => readBaseFile(root, p) !== c).map(([path, content]) => ({ path, content }));
-  return { ok: true, candidate: { ...reply, files: changed.sort((a, b) => a.path.localeCompare(b.path)), deleted: [...deleted].sort(), tests: [] } };
+  const changed = [...files]
+    .filter(([p, c]: [string, string]) => readBaseFile(root, p) !== c)
+    .map(([path, content]) => ({ path, content }));
+  return {
+    ok: true,
+    candidate: {
+      ...reply,
+      files: changed.sort((a, b) => a.path.localeCompare(b.path)),
+      deleted: [...deleted].sort(),
+      tests: [],
+    },
+  };
 }
 
 /**
@@ -109,7 +157,14 @@ export async function policyOf(s: TaskState, trees: TreeSource): Promise<{ decis
   const decision = decide(policyFindings(c?.files ?? [], c?.deleted ?? [], read), repo.dependencies);
   if (decision.action === "run") return { decision, diff: "" };
   const about = new Set(decision.paths);
-  return { decision, diff: unifiedPatch(read, (c?.files ?? []).filter((f) => about.has(f.path)), (c?.deleted ?? []).filter((p) => about.has(p))) };
+  return {
+    decision,
+    diff: unifiedPatch(
+      read,
+      (c?.files ?? []).filter((f) => about.has(f.path)),
+      (c?.deleted ?? []).filter((p) => about.has(p)),
+    ),
+  };
 }
 
 /** The change of the current candidate against the base commit (undefined before any candidate was applied). */

@@ -37,9 +37,7 @@ describe("gate: files and verdict", () => {
   });
 
   it("is blocked only by blockers: syntax errors and warnings alone do not block", () => {
-    const r = check([
-      { path: "a.py", content: src("import subprocess", "subprocess.run(cmd, **opts)", "def f(:") },
-    ]);
+    const r = check([{ path: "a.py", content: src("import subprocess", "subprocess.run(cmd, **opts)", "def f(:") }]);
     expect(r.findings.map((f) => f.severity).sort()).toEqual(["error", "warning"]);
     expect(r.blocked).toBe(false);
   });
@@ -55,6 +53,10 @@ describe("gate: files and verdict", () => {
     const r = check([{ path: "many.py", content: src(...lines) }]);
     expect(r.blocked).toBe(true);
     expect(r.findings).toHaveLength(MAX_FINDINGS);
-    expect(r.findings.at(-1)).toMatchObject({ severity: "info", rule: "truncated", message: "21 more findings were left out" });
+    expect(r.findings.at(-1)).toMatchObject({
+      severity: "info",
+      rule: "truncated",
+      message: "21 more findings were left out",
+    });
   });
 });

@@ -74,7 +74,14 @@ function analyseShell(path: string, text: string): Finding[] {
  */
 function analyseFile(path: string, content: string, evaluation: EvaluationNames): Finding[] {
   const kind = kindOf(path, content);
-  const ctx: TamperContext | undefined = isTestCode(path) ? undefined : { evaluation, testSupport: isTestSupport(path), script: content.startsWith("#!"), main: /(^|\/)__main__\.py$/.test(path) };
+  const ctx: TamperContext | undefined = isTestCode(path)
+    ? undefined
+    : {
+        evaluation,
+        testSupport: isTestSupport(path),
+        script: content.startsWith("#!"),
+        main: /(^|\/)__main__\.py$/.test(path),
+      };
   const shadow = shadowFinding(path);
   const findings: Finding[] = shadow ? [shadow] : [];
   switch (kind.lang) {
@@ -153,6 +160,10 @@ export function gate(request: GateRequest): GateResult {
   // Keep blockers first so a cut never hides why the candidate was blocked.
   const ordered = [...all.filter((f) => f.severity === "blocker"), ...all.filter((f) => f.severity !== "blocker")];
   const kept = ordered.slice(0, MAX_FINDINGS - 1);
-  kept.push({ severity: "info", message: `${all.length - kept.length} more findings were left out`, rule: "truncated" });
+  kept.push({
+    severity: "info",
+    message: `${all.length - kept.length} more findings were left out`,
+    rule: "truncated",
+  });
   return { blocked, findings: kept };
 }

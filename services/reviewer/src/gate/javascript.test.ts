@@ -34,7 +34,13 @@ describe("gate: JavaScript/TypeScript rules that block", () => {
   });
 
   it("lets a parameter named fetch shadow the global only inside its function", () => {
-    const r = js("function get(fetch, key) {", "  return fetch(key);", "}", "get(fetch, 'k');", "const load = (u) => fetch(u);");
+    const r = js(
+      "function get(fetch, key) {",
+      "  return fetch(key);",
+      "}",
+      "get(fetch, 'k');",
+      "const load = (u) => fetch(u);",
+    );
     expect(blockers(r)).toEqual(["network@4", "network@5"]);
   });
 
@@ -44,7 +50,7 @@ describe("gate: JavaScript/TypeScript rules that block", () => {
       'new Function("a", body);',
       'Function("return " + expr)();',
       'eval("1 + 2");',
-      'eval("require(\'net\')");',
+      "eval(\"require('net')\");",
       "const e = eval;",
     );
     expect(blockers(r)).toEqual(["dynamic-eval@1", "dynamic-eval@2", "dynamic-eval@3", "network@5", "dynamic-eval@6"]);
@@ -128,7 +134,7 @@ describe("gate: ordinary JavaScript/TypeScript is not blocked", () => {
     const r = ts(
       'import type { Socket } from "node:net";',
       'import { type Agent } from "node:https";',
-      "export interface Shape { kind: \"circle\" | \"square\"; size?: number }",
+      'export interface Shape { kind: "circle" | "square"; size?: number }',
       "type Keys<T> = { [K in keyof T]: T[K] extends string ? K : never }[keyof T];",
       "enum Color { Red = 1, Green }",
       "export class Cache<K, V> {",
@@ -141,7 +147,7 @@ describe("gate: ordinary JavaScript/TypeScript is not blocked", () => {
       "  return xs.length > cfg.a - 1 ? xs[0] : undefined;",
       "}",
       "export const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);",
-      'const msg = `value: ${sum([1, 2])}`;',
+      "const msg = `value: ${sum([1, 2])}`;",
       "function fetch(url: string): string { return url; }",
       'fetch("local-cache-key");',
       'const literal = eval("2 + 2");',

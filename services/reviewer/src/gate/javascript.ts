@@ -23,7 +23,16 @@ const VM_EVAL = /^vm\.(runInThisContext|runInNewContext|runInContext|compileFunc
 const FS_DELETE = /^fs\.(rm|rmSync|rmdir|rmdirSync)$/;
 const NATIVE = new Set(["process.binding", "process._linkedBinding", "process.dlopen"]);
 
-const ESCAPES: Readonly<Record<string, string>> = { n: "\n", t: "\t", r: "\r", "0": "\0", b: "\b", f: "\f", v: "\v", "\n": "" };
+const ESCAPES: Readonly<Record<string, string>> = {
+  n: "\n",
+  t: "\t",
+  r: "\r",
+  "0": "\0",
+  b: "\b",
+  f: "\f",
+  v: "\v",
+  "\n": "",
+};
 
 /**
  * The content of a JS string or template literal. Mode `scan` keeps the length (escaped
@@ -69,7 +78,8 @@ function enclosingFunction(node: SyntaxNode): SyntaxNode | null {
 function bindingScope(def: SyntaxNode): SyntaxNode | null {
   const parent = def.parent;
   if (parent?.name === "ParamList" && parent.parent) return parent.parent;
-  if (parent && (parent.name === "FunctionDeclaration" || parent.name === "ClassDeclaration")) return enclosingFunction(parent);
+  if (parent && (parent.name === "FunctionDeclaration" || parent.name === "ClassDeclaration"))
+    return enclosingFunction(parent);
   return enclosingFunction(def);
 }
 
@@ -217,7 +227,9 @@ class JsAnalyser implements JsNames {
         const base = this.resolve(node.firstChild);
         if (!base) return undefined;
         const prop = node.getChild("PropertyName");
-        const key = prop ? this.src.textOf(prop) : this.literal(node.getChild("String") ?? node.getChild("TemplateString"));
+        const key = prop
+          ? this.src.textOf(prop)
+          : this.literal(node.getChild("String") ?? node.getChild("TemplateString"));
         return key === undefined ? undefined : this.qualify(base, key);
       }
       case "CallExpression": {
@@ -249,8 +261,10 @@ class JsAnalyser implements JsNames {
     const spec = this.literal(source);
     if (spec === undefined) return;
     const mod = normaliseModule(spec);
-    if (JS_PROCESS_MODULES.has(mod)) this.src.report("child-process", at.from, `the module \`${spec}\` spawns programs`);
-    else if (JS_NETWORK_MODULES.has(mod)) this.src.report("network", at.from, `the module \`${spec}\` opens network connections`);
+    if (JS_PROCESS_MODULES.has(mod))
+      this.src.report("child-process", at.from, `the module \`${spec}\` spawns programs`);
+    else if (JS_NETWORK_MODULES.has(mod))
+      this.src.report("network", at.from, `the module \`${spec}\` opens network connections`);
   }
 
   /** `require(x)` / `import(x)`: a literal is checked as a module; a computed name is blocked. */
@@ -270,14 +284,22 @@ class JsAnalyser implements JsNames {
     if (q === "eval" || q === "Function" || VM_EVAL.test(q)) {
       const code = q === "Function" ? args : args.slice(0, 1);
       if (code.some((a) => this.literal(a) === undefined)) {
-        this.src.report("dynamic-eval", node.from, `\`${q}\` of a computed string can run any code; only string literals are allowed`);
+        this.src.report(
+          "dynamic-eval",
+          node.from,
+          `\`${q}\` of a computed string can run any code; only string literals are allowed`,
+        );
       } else if (code.length > 0 && this.src.depth < MAX_DEPTH) {
         this.analyseNested(code[code.length - 1]!);
       }
       return;
     }
     if (FS_DELETE.test(q) && args[0] && this.isRootOrHome(args[0])) {
-      this.src.report("destructive-delete", node.from, `\`${q}\` on \`${this.src.textOf(args[0])}\` deletes the root or home directory`);
+      this.src.report(
+        "destructive-delete",
+        node.from,
+        `\`${q}\` on \`${this.src.textOf(args[0])}\` deletes the root or home directory`,
+      );
     }
   }
 
@@ -376,7 +398,11 @@ export function analyseJavaScript(path: string, text: string, dialect: JsDialect
  * {@link analyseJavaScript}, also returning how the file's names resolve (after the
  * analysis, so every import and binding of the file is known), for the tampering pass.
  */
-export function analyseJavaScriptNames(path: string, text: string, dialect: JsDialect): { src: SourceFile; names: JsNames } {
+export function analyseJavaScriptNames(
+  path: string,
+  text: string,
+  dialect: JsDialect,
+): { src: SourceFile; names: JsNames } {
   const patched = dialect.startsWith("ts") ? patchTsForParser(text) : text;
   const src = new SourceFile(path, patched, parser.configure({ dialect }).parse(patched));
   const analyser = new JsAnalyser(src, dialect, undefined);

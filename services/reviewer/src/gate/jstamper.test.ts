@@ -5,7 +5,15 @@ import { src } from "./testing.js";
 
 /** Gates one file (with the evaluation's names, when given). */
 function run(path: string, content: string, evaluation?: string[]): GateResult {
-  return gate({ v: 1, taskId: "t1", iteration: 1, idempotencyKey: "t1/1/gate", language: "javascript", files: [{ path, content }], ...(evaluation ? { evaluation } : {}) });
+  return gate({
+    v: 1,
+    taskId: "t1",
+    iteration: 1,
+    idempotencyKey: "t1/1/gate",
+    language: "javascript",
+    files: [{ path, content }],
+    ...(evaluation ? { evaluation } : {}),
+  });
 }
 
 const js = (...lines: string[]) => run("src/solution.js", src(...lines));
@@ -49,7 +57,9 @@ describe("gate, evaluation tampering in JavaScript/TypeScript: what blocks", () 
       "setTimeout(() => process.exit(0), 10);",
     );
     expect(tampering(r)).toEqual([1, 2, 3, 4, 5, 7, 8, 9].map((l) => `blocker tampering.exit@${l}`));
-    expect(r.findings.find((f) => f.line === 5)?.message).toBe("`process.exit` in `boot`, which the module calls when it loads: loading the module ends the process before the tests report");
+    expect(r.findings.find((f) => f.line === 5)?.message).toBe(
+      "`process.exit` in `boot`, which the module calls when it loads: loading the module ends the process before the tests report",
+    );
   });
 
   it("2. a hard exit inside a function goes to review; process.exit inside a function is not flagged", () => {
@@ -108,7 +118,10 @@ describe("gate, evaluation tampering in JavaScript/TypeScript: what blocks", () 
   });
 
   it("4. a condition on the evaluation's file names blocks", () => {
-    const r = run("src/lib.js", src("export const f = (x) => (new Error().stack.includes('bench/run.mjs') ? 1 : x);"), ["node", "bench/run.mjs"]);
+    const r = run("src/lib.js", src("export const f = (x) => (new Error().stack.includes('bench/run.mjs') ? 1 : x);"), [
+      "node",
+      "bench/run.mjs",
+    ]);
     expect(tampering(r)).toEqual(["blocker tampering.branch_on_runner@1"]);
   });
 });
@@ -130,7 +143,15 @@ describe("gate, evaluation tampering in JavaScript/TypeScript: what is not flagg
   });
 
   it("test files and ordinary code: assert used, not patched; process.env.NODE_ENV; exitCode set in a function", () => {
-    const test = run("test/links.test.mjs", src("import test from 'node:test';", "import assert from 'node:assert';", "assert.strictEqual = () => {};", "process.exit(0);"));
+    const test = run(
+      "test/links.test.mjs",
+      src(
+        "import test from 'node:test';",
+        "import assert from 'node:assert';",
+        "assert.strictEqual = () => {};",
+        "process.exit(0);",
+      ),
+    );
     expect(tampering(test)).toEqual([]);
     const lib = js(
       "import assert from 'node:assert';",

@@ -9,7 +9,13 @@
 import type { SyntaxNode } from "@lezer/common";
 import type { JsNames } from "./javascript.js";
 import { children, walk, type SourceFile } from "./source.js";
-import { benchRecordMessage, reportTamper, scanTamperString, type TamperContext, type TamperRule } from "./tampering.js";
+import {
+  benchRecordMessage,
+  reportTamper,
+  scanTamperString,
+  type TamperContext,
+  type TamperRule,
+} from "./tampering.js";
 
 /** Exits that skip the runner's report even inside a function. */
 const HARD_EXITS = new Set(["process.reallyExit", "process.abort"]);
@@ -27,11 +33,20 @@ const SCHEDULERS = new Set([
   "process.prependOnceListener",
 ]);
 /** The module loader's hooks: patching them swaps what `require` returns (an `assert`, the code under test). */
-const LOADER = /^(module\.(_load|_resolveFilename|_extensions|_cache|prototype\.require|prototype\._compile)|require\.(cache|extensions))(\.|$)/;
+const LOADER =
+  /^(module\.(_load|_resolveFilename|_extensions|_cache|prototype\.require|prototype\._compile)|require\.(cache|extensions))(\.|$)/;
 /** `process` members that decide or end the exit status. */
 const PROCESS_EXIT_MEMBERS = /^process\.(exit|reallyExit|abort|kill|exitCode)$/;
 /** Calls that define or overwrite properties of their first argument. */
-const DEFINERS = new Set(["Object.defineProperty", "Object.defineProperties", "Object.assign", "Object.setPrototypeOf", "Reflect.set", "Reflect.defineProperty", "Reflect.deleteProperty"]);
+const DEFINERS = new Set([
+  "Object.defineProperty",
+  "Object.defineProperties",
+  "Object.assign",
+  "Object.setPrototypeOf",
+  "Reflect.set",
+  "Reflect.defineProperty",
+  "Reflect.deleteProperty",
+]);
 /** A string naming the test runner. */
 const RUNNER_WORD = /node:test|(^|\s)--test(?![-\w])|(^|[^\w-])(vitest|jest|mocha)(?![\w-])/;
 /** Where a program sees how it was started. */
@@ -45,7 +60,8 @@ const FUNCTION_SCOPES = new Set(["FunctionDeclaration", "FunctionExpression", "A
 const BOUNDARY = /Statement$|Declaration$|^(Block|Script|ClassBody|SwitchBody)$/;
 
 const same = (a: SyntaxNode | null | undefined, b: SyntaxNode): boolean => !!a && a.from === b.from && a.to === b.to;
-const within = (outer: SyntaxNode | null | undefined, inner: SyntaxNode): boolean => !!outer && outer.from <= inner.from && outer.to >= inner.to;
+const within = (outer: SyntaxNode | null | undefined, inner: SyntaxNode): boolean =>
+  !!outer && outer.from <= inner.from && outer.to >= inner.to;
 
 function enclosingFunction(node: SyntaxNode): SyntaxNode | null {
   for (let p = node.parent; p; p = p.parent) if (FUNCTION_SCOPES.has(p.name)) return p;
@@ -57,7 +73,8 @@ function conditionOf(node: SyntaxNode): SyntaxNode | undefined {
   for (let child = node, p = node.parent; p; child = p, p = p.parent) {
     if (/^(If|While|Do)Statement$/.test(p.name)) return child.name === "ParenthesizedExpression" ? child : undefined;
     if (p.name === "ConditionalExpression" && same(p.firstChild, child)) return child;
-    if (p.name === "BinaryExpression" && children(p).some((c) => /^(CompareOp|LogicOp|in|instanceof)$/.test(c.name))) return exprRoot(p);
+    if (p.name === "BinaryExpression" && children(p).some((c) => /^(CompareOp|LogicOp|in|instanceof)$/.test(c.name)))
+      return exprRoot(p);
     if (p.name === "UnaryExpression" && p.firstChild?.name === "LogicOp") return exprRoot(p);
     if (BOUNDARY.test(p.name)) return undefined;
   }
@@ -83,7 +100,12 @@ class JsTamper {
 
   run(): void {
     walk(this.src.tree, (n) => {
-      if (n.name === "CallExpression" && n.firstChild?.name === "VariableName" && !enclosingFunction(n) && !this.guarded(n)) {
+      if (
+        n.name === "CallExpression" &&
+        n.firstChild?.name === "VariableName" &&
+        !enclosingFunction(n) &&
+        !this.guarded(n)
+      ) {
         this.calledAtImport.add(this.src.textOf(n.firstChild));
       }
     });
@@ -147,8 +169,19 @@ class JsTamper {
   /** True when `node` runs only when the file is the main program (`if (require.main === module)`, `cond && …`). */
   private guarded(node: SyntaxNode): boolean {
     for (let child = node, p = node.parent; p; child = p, p = p.parent) {
-      if (p.name === "IfStatement" && child.prevSibling?.name === "ParenthesizedExpression" && GUARD.test(this.src.textOf(child.prevSibling))) return true;
-      if (p.name === "BinaryExpression" && same(p.lastChild, child) && p.firstChild && GUARD.test(this.src.textOf(p.firstChild)) && /&&/.test(this.src.textOf(p.firstChild.nextSibling ?? p))) {
+      if (
+        p.name === "IfStatement" &&
+        child.prevSibling?.name === "ParenthesizedExpression" &&
+        GUARD.test(this.src.textOf(child.prevSibling))
+      )
+        return true;
+      if (
+        p.name === "BinaryExpression" &&
+        same(p.lastChild, child) &&
+        p.firstChild &&
+        GUARD.test(this.src.textOf(p.firstChild)) &&
+        /&&/.test(this.src.textOf(p.firstChild.nextSibling ?? p))
+      ) {
         return true;
       }
     }
@@ -158,7 +191,8 @@ class JsTamper {
   /** The name a function is declared or assigned under at module level (`function f`, `const f = () => …`). */
   private topLevelName(fn: SyntaxNode): string | undefined {
     const p = fn.parent;
-    const top = (n: SyntaxNode | null | undefined): boolean => n?.name === "Script" || (n?.name === "ExportDeclaration" && n.parent?.name === "Script");
+    const top = (n: SyntaxNode | null | undefined): boolean =>
+      n?.name === "Script" || (n?.name === "ExportDeclaration" && n.parent?.name === "Script");
     if (fn.name === "FunctionDeclaration" && top(p)) {
       const def = fn.getChild("VariableDefinition");
       return def ? this.src.textOf(def) : undefined;
@@ -182,10 +216,12 @@ class JsTamper {
     if (!fn) return "module";
     let p = fn.parent;
     while (p?.name === "ParenthesizedExpression") p = p.parent;
-    if (p?.name === "CallExpression" && within(p.firstChild, fn)) return this.atImport(p) && "a function called in place when the module loads";
+    if (p?.name === "CallExpression" && within(p.firstChild, fn))
+      return this.atImport(p) && "a function called in place when the module loads";
     if (p?.name === "ArgList" && p.parent?.name === "CallExpression") {
       const callee = this.name(p.parent.firstChild);
-      if (callee && SCHEDULERS.has(callee) && this.atImport(p.parent)) return `a callback given to \`${callee}\` when the module loads`;
+      if (callee && SCHEDULERS.has(callee) && this.atImport(p.parent))
+        return `a callback given to \`${callee}\` when the module loads`;
     }
     const name = this.topLevelName(fn);
     return name && this.calledAtImport.has(name) ? `\`${name}\`, which the module calls when it loads` : undefined;
@@ -199,8 +235,20 @@ class JsTamper {
   private checkModule(source: SyntaxNode | null, at: SyntaxNode): void {
     const spec = source ? this.names.constString(source) : undefined;
     if (spec === undefined) return;
-    if (/^node:test(\/|$)/.test(spec)) this.report("tampering.framework", at, `imports \`${spec}\`, the test runner, from code under test`, this.sureOutsideTests());
-    else if (/^(vitest|jest|mocha|@jest\/|@vitest\/)/.test(spec)) this.report("tampering.framework", at, `imports \`${spec}\`, a test framework, from code under test; check what it does with it`, false);
+    if (/^node:test(\/|$)/.test(spec))
+      this.report(
+        "tampering.framework",
+        at,
+        `imports \`${spec}\`, the test runner, from code under test`,
+        this.sureOutsideTests(),
+      );
+    else if (/^(vitest|jest|mocha|@jest\/|@vitest\/)/.test(spec))
+      this.report(
+        "tampering.framework",
+        at,
+        `imports \`${spec}\`, a test framework, from code under test; check what it does with it`,
+        false,
+      );
   }
 
   /** The exit a call performs (`process.exit`, `process.kill(process.pid)`), if it is one. */
@@ -222,17 +270,44 @@ class JsTamper {
     if (exit) {
       if (this.guarded(n)) return;
       const via = this.atImport(n);
-      if (via) this.report("tampering.exit", n, `\`${exit}\` ${this.where(via)}: loading the module ends the process before the tests report`, !this.ctx.script);
-      else if (exit !== "process.exit") this.report("tampering.exit", n, `\`${exit}\` in a function: it ends the process without the runner's report; check why code under test needs it`, false);
+      if (via)
+        this.report(
+          "tampering.exit",
+          n,
+          `\`${exit}\` ${this.where(via)}: loading the module ends the process before the tests report`,
+          !this.ctx.script,
+        );
+      else if (exit !== "process.exit")
+        this.report(
+          "tampering.exit",
+          n,
+          `\`${exit}\` in a function: it ends the process without the runner's report; check why code under test needs it`,
+          false,
+        );
       return;
     }
     if (callee && DEFINERS.has(callee) && args[0]) {
       const target = this.names.resolve(args[0]);
       const key = args[1] ? this.names.constString(args[1]) : undefined;
-      if (target === "assert" || target?.startsWith("assert.") || target === "test" || (target && LOADER.test(target))) {
-        this.report("tampering.framework", n, `\`${callee}(${this.src.textOf(args[0])}, …)\` rewrites the assertions or the module loader the tests rely on`, this.sureOutsideTests());
+      if (
+        target === "assert" ||
+        target?.startsWith("assert.") ||
+        target === "test" ||
+        (target && LOADER.test(target))
+      ) {
+        this.report(
+          "tampering.framework",
+          n,
+          `\`${callee}(${this.src.textOf(args[0])}, …)\` rewrites the assertions or the module loader the tests rely on`,
+          this.sureOutsideTests(),
+        );
       } else if (target === "process" && (key === undefined || /^(exitCode|exit|reallyExit|abort|kill)$/.test(key))) {
-        this.report("tampering.framework", n, `\`${callee}(process, ${key === undefined ? "…" : JSON.stringify(key)}, …)\` takes over how the process exits`, key !== undefined);
+        this.report(
+          "tampering.framework",
+          n,
+          `\`${callee}(process, ${key === undefined ? "…" : JSON.stringify(key)}, …)\` takes over how the process exits`,
+          key !== undefined,
+        );
       }
     }
   }
@@ -244,13 +319,29 @@ class JsTamper {
     if (!q) return;
     if (q.startsWith("assert.") || q === "assert" || q.startsWith("test.")) {
       const text = this.src.textOf(target);
-      this.report("tampering.framework", n, `reassigns \`${text}\`${text === q ? "" : ` (\`${q}\`)`}: the tests' assertions would not check`, this.sureOutsideTests());
+      this.report(
+        "tampering.framework",
+        n,
+        `reassigns \`${text}\`${text === q ? "" : ` (\`${q}\`)`}: the tests' assertions would not check`,
+        this.sureOutsideTests(),
+      );
     } else if (LOADER.test(q)) {
-      this.report("tampering.framework", n, `patches the module loader (\`${q}\`): every later \`require\`, of \`assert\` or of the code under test, can be swapped`, this.sureOutsideTests());
+      this.report(
+        "tampering.framework",
+        n,
+        `patches the module loader (\`${q}\`): every later \`require\`, of \`assert\` or of the code under test, can be swapped`,
+        this.sureOutsideTests(),
+      );
     } else if (q === "process.exitCode") {
       if (this.guarded(n)) return;
       const via = this.atImport(n);
-      if (via) this.report("tampering.framework", n, `sets \`process.exitCode\` ${this.where(via)}: code under test decides the run's exit status`, !this.ctx.script);
+      if (via)
+        this.report(
+          "tampering.framework",
+          n,
+          `sets \`process.exitCode\` ${this.where(via)}: code under test decides the run's exit status`,
+          !this.ctx.script,
+        );
     } else if (PROCESS_EXIT_MEMBERS.test(q)) {
       this.report("tampering.framework", n, `reassigns \`${q}\`: takes over how the process exits`, true);
     }
@@ -261,7 +352,13 @@ class JsTamper {
     if (!q) return;
     if (q.startsWith("process.env.")) {
       const prop = n.getChild("PropertyName");
-      for (const hit of prop ? scanTamperString(this.src.textOf(prop)) : []) this.report(hit.rule, n, hit.message, hit.sure && (hit.rule === "tampering.result_file" || this.sureOutsideTests()));
+      for (const hit of prop ? scanTamperString(this.src.textOf(prop)) : [])
+        this.report(
+          hit.rule,
+          n,
+          hit.message,
+          hit.sure && (hit.rule === "tampering.result_file" || this.sureOutsideTests()),
+        );
     }
     if (q === "process.argv" || q === "process.execArgv") this.checkArgv(n, q);
     if (INTROSPECTION.test(q)) this.checkRunnerWord(n, q);
@@ -273,9 +370,19 @@ class JsTamper {
     if (!cond || GUARD.test(this.src.textOf(cond)) || this.guarded(n)) return;
     const via = this.atImport(n);
     if (via) {
-      this.report("tampering.branch_on_runner", n, `\`${q}\` tested ${this.where(via)}: the module behaves differently depending on the program that loads it (the test runner or the benchmark)`, !this.ctx.script && this.sureOutsideTests());
+      this.report(
+        "tampering.branch_on_runner",
+        n,
+        `\`${q}\` tested ${this.where(via)}: the module behaves differently depending on the program that loads it (the test runner or the benchmark)`,
+        !this.ctx.script && this.sureOutsideTests(),
+      );
     } else {
-      this.report("tampering.branch_on_runner", n, `\`${q}\` tested in a function: fine for a command-line tool's main, special-casing if it looks for the test runner or the benchmark; check which`, false);
+      this.report(
+        "tampering.branch_on_runner",
+        n,
+        `\`${q}\` tested in a function: fine for a command-line tool's main, special-casing if it looks for the test runner or the benchmark; check which`,
+        false,
+      );
     }
   }
 
@@ -284,11 +391,18 @@ class JsTamper {
     let word: string | undefined;
     const search = (m: SyntaxNode): void => {
       if (word) return;
-      if (m.name === "String" || m.name === "TemplateString") word = RUNNER_WORD.exec(this.names.constString(m) ?? this.src.textOf(m))?.[0].trim();
+      if (m.name === "String" || m.name === "TemplateString")
+        word = RUNNER_WORD.exec(this.names.constString(m) ?? this.src.textOf(m))?.[0].trim();
       for (let c = m.firstChild; c; c = c.nextSibling) search(c);
     };
     search(exprRoot(n));
-    if (word) this.report("tampering.branch_on_runner", n, `\`${q}\` is checked for \`${word}\`: the code behaves differently under the test runner`, this.sureOutsideTests());
+    if (word)
+      this.report(
+        "tampering.branch_on_runner",
+        n,
+        `\`${q}\` is checked for \`${word}\`: the code behaves differently under the test runner`,
+        this.sureOutsideTests(),
+      );
   }
 
   /** An object with `case` and `pass`/`score` keys: a benchmark case record (review). */
@@ -310,14 +424,22 @@ class JsTamper {
     if (n.parent?.name === "ImportDeclaration" || n.parent?.name === "ExportDeclaration") return;
     const value = this.names.constString(n);
     if (value === undefined) return;
-    for (const hit of scanTamperString(value)) this.report(hit.rule, n, hit.message, hit.sure && (hit.rule === "tampering.result_file" || this.sureOutsideTests()));
+    for (const hit of scanTamperString(value))
+      this.report(
+        hit.rule,
+        n,
+        hit.message,
+        hit.sure && (hit.rule === "tampering.result_file" || this.sureOutsideTests()),
+      );
     const name = this.ctx.evaluation.find(value);
     if (!name) return;
     const cond = conditionOf(n) !== undefined;
     this.report(
       "tampering.branch_on_runner",
       n,
-      cond ? `a condition on \`${name}\`, a file of the evaluation: the code special-cases the benchmark or the check` : `names \`${name}\`, a file of the evaluation; check the code does not special-case it`,
+      cond
+        ? `a condition on \`${name}\`, a file of the evaluation: the code special-cases the benchmark or the check`
+        : `names \`${name}\`, a file of the evaluation; check the code does not special-case it`,
       cond && this.sureOutsideTests(),
     );
   }

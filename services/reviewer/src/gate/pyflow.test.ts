@@ -42,7 +42,7 @@ describe("gate precision: eval/exec of strings the program builds itself", () =>
     const r = py(
       "a = '__imp'",
       "b = 'ort__'",
-      "exec(a + b + '(\"o\" \"s\").getcwd()')",
+      'exec(a + b + \'("o" "s").getcwd()\')',
       "pieces = []",
       "pieces.append('().__class__.__bases__[0]')",
       "pieces.append('.__subclasses__()')",
@@ -91,7 +91,10 @@ describe("gate precision: eval/exec of strings the program builds itself", () =>
   });
 
   it("keeps blocking eval handed on as a value, since the string it will run cannot be traced", () => {
-    expect(blockers(py("results = list(map(eval, lines))", "run = exec"))).toEqual(["dynamic-eval@1", "dynamic-eval@2"]);
+    expect(blockers(py("results = list(map(eval, lines))", "run = exec"))).toEqual([
+      "dynamic-eval@1",
+      "dynamic-eval@2",
+    ]);
     // compile only makes a code object: passing it around is not running anything.
     expect(blockers(py("build = compile"))).toEqual([]);
   });
@@ -129,9 +132,19 @@ describe("gate precision: dynamic imports and attributes", () => {
 
 describe("gate precision: deserialisation and sockets", () => {
   it("passes a pickle round trip of the program's own objects, and blocks any other loads", () => {
-    const ok = py("import pickle", "copy = pickle.loads(pickle.dumps(data))", "blob = pickle.dumps(data)", "again = pickle.loads(blob)");
+    const ok = py(
+      "import pickle",
+      "copy = pickle.loads(pickle.dumps(data))",
+      "blob = pickle.dumps(data)",
+      "again = pickle.loads(blob)",
+    );
     expect(ok).toEqual({ blocked: false, findings: [] });
-    const bad = py("import pickle, base64", "pickle.loads(base64.b64decode(s))", "pickle.loads(b'cos\\nsystem\\n')", "pickle.loads(blob)");
+    const bad = py(
+      "import pickle, base64",
+      "pickle.loads(base64.b64decode(s))",
+      "pickle.loads(b'cos\\nsystem\\n')",
+      "pickle.loads(blob)",
+    );
     expect(blockers(bad)).toEqual(["unsafe-deserialization@2", "unsafe-deserialization@3", "unsafe-deserialization@4"]);
   });
 

@@ -57,20 +57,81 @@ const BUDGET = 3_000;
 const FLOW_BUILTINS = new Set(["input", "open", "chr", "bytes", "bytearray", "compile"]);
 /** Builtins whose result is made only of their arguments. */
 const PURE_BUILTINS = new Set([
-  "str", "repr", "ascii", "format", "int", "float", "complex", "bool", "abs", "round", "len", "min", "max", "sum",
-  "zip", "enumerate", "range", "list", "tuple", "set", "frozenset", "dict", "sorted", "reversed", "map", "filter", "iter", "next",
-  "bytes", "bytearray",
+  "str",
+  "repr",
+  "ascii",
+  "format",
+  "int",
+  "float",
+  "complex",
+  "bool",
+  "abs",
+  "round",
+  "len",
+  "min",
+  "max",
+  "sum",
+  "zip",
+  "enumerate",
+  "range",
+  "list",
+  "tuple",
+  "set",
+  "frozenset",
+  "dict",
+  "sorted",
+  "reversed",
+  "map",
+  "filter",
+  "iter",
+  "next",
+  "bytes",
+  "bytearray",
 ]);
 const MUTATORS = new Set(["append", "extend", "insert", "add", "write", "writelines"]);
 /** String methods whose result is made of the receiver and the arguments (their text is material). */
 const STRING_METHODS = new Set([
-  "join", "format", "format_map", "replace", "strip", "lstrip", "rstrip", "upper", "lower", "title", "capitalize",
-  "casefold", "swapcase", "center", "ljust", "rjust", "zfill", "expandtabs", "removeprefix", "removesuffix",
-  "split", "rsplit", "splitlines", "partition", "rpartition", "encode", "decode",
+  "join",
+  "format",
+  "format_map",
+  "replace",
+  "strip",
+  "lstrip",
+  "rstrip",
+  "upper",
+  "lower",
+  "title",
+  "capitalize",
+  "casefold",
+  "swapcase",
+  "center",
+  "ljust",
+  "rjust",
+  "zfill",
+  "expandtabs",
+  "removeprefix",
+  "removesuffix",
+  "split",
+  "rsplit",
+  "splitlines",
+  "partition",
+  "rpartition",
+  "encode",
+  "decode",
 ]);
 /** Argument shapes of `bytes(…)` that spell text as character codes (`bytes([111, 115])`; also `bytes(map(…))`). */
-const CODE_SEQUENCES = new Set(["ArrayExpression", "TupleExpression", "ArrayComprehensionExpression", "ComprehensionExpression"]);
-const COMPREHENSIONS = new Set(["ArrayComprehensionExpression", "ComprehensionExpression", "SetComprehensionExpression", "DictionaryComprehensionExpression"]);
+const CODE_SEQUENCES = new Set([
+  "ArrayExpression",
+  "TupleExpression",
+  "ArrayComprehensionExpression",
+  "ComprehensionExpression",
+]);
+const COMPREHENSIONS = new Set([
+  "ArrayComprehensionExpression",
+  "ComprehensionExpression",
+  "SetComprehensionExpression",
+  "DictionaryComprehensionExpression",
+]);
 
 /** Definitions of the file, indexed once, on the first question. Keys are `<scope offset>\0<name>` (-1: module). */
 interface Index {
@@ -124,7 +185,13 @@ export class PyFlow {
   }
 
   private build(): Index {
-    const ix: Index = { values: new Map(), params: new Map(), functions: new Map(), calls: new Map(), returns: new Map() };
+    const ix: Index = {
+      values: new Map(),
+      params: new Map(),
+      functions: new Map(),
+      calls: new Map(),
+      returns: new Map(),
+    };
     const bindAt = (target: SyntaxNode, value: SyntaxNode): void => {
       const base = target.name === "MemberExpression" && target.getChild("[") ? target.firstChild : target;
       if (base?.name === "VariableName") push(ix.values, keyOf(enclosingFunction(base), this.text(base)), value);
@@ -151,7 +218,8 @@ export class PyFlow {
           const params = node.getChild("ParamList");
           let position = 0;
           for (const p of params ? children(params) : []) {
-            if (p.name === "VariableName" && p.prevSibling?.name !== "AssignOp") ix.params.set(keyOf(node, this.text(p)), { fn: node, position: position++ });
+            if (p.name === "VariableName" && p.prevSibling?.name !== "AssignOp")
+              ix.params.set(keyOf(node, this.text(p)), { fn: node, position: position++ });
           }
           break;
         }
@@ -160,7 +228,8 @@ export class PyFlow {
         case "YieldExpression": {
           // What a function returns or yields (`return a, b` has no tuple node: every value).
           const fn = enclosingFunction(node);
-          for (const value of kids) if (fn && !["return", "yield", "from", ","].includes(value.name)) push(ix.returns, fn.from, value);
+          for (const value of kids)
+            if (fn && !["return", "yield", "from", ","].includes(value.name)) push(ix.returns, fn.from, value);
           break;
         }
         case "CallExpression": {
@@ -219,7 +288,8 @@ export class PyFlow {
     for (const part of node.getChildren("FormatReplacement")) {
       text += this.ctx.src.text.slice(at, part.from);
       at = part.to;
-      for (const kid of children(part)) if (!["FormatConversion", "FormatSpec", "FormatSelfDoc"].includes(kid.name)) this.trace(kid, out);
+      for (const kid of children(part))
+        if (!["FormatConversion", "FormatSpec", "FormatSelfDoc"].includes(kid.name)) this.trace(kid, out);
     }
     text += this.ctx.src.text.slice(at, node.to);
     if (this.quiet === 0) out.material.push(decodePyString(text, "code").value);
@@ -237,7 +307,9 @@ export class PyFlow {
       if (param || values) return;
       if (!scope) break;
     }
-    const q = this.ctx.resolve(node) ?? (!this.ctx.isBound(name, node) && FLOW_BUILTINS.has(name) ? `builtins.${name}` : undefined);
+    const q =
+      this.ctx.resolve(node) ??
+      (!this.ctx.isBound(name, node) && FLOW_BUILTINS.has(name) ? `builtins.${name}` : undefined);
     if (q && PY_EXTERNAL_NAMES.test(q)) out.external.push(q);
     else if (q && PY_DECODERS.test(q)) out.decoded.push(q.replace(/^builtins\./, ""));
     else out.unknown = true;
@@ -271,7 +343,8 @@ export class PyFlow {
     const kids = children(node);
     const colons = kids.filter((k) => k.name === ":");
     const step = colons[1]?.nextSibling;
-    if (colons.length === 2 && step?.name === "UnaryExpression" && this.text(step).startsWith("-")) out.decoded.push("[::-1]");
+    if (colons.length === 2 && step?.name === "UnaryExpression" && this.text(step).startsWith("-"))
+      out.decoded.push("[::-1]");
     if (q && PY_EXTERNAL_NAMES.test(q.split(".").slice(0, 2).join("."))) out.external.push(q);
     if (kids[0]) this.trace(kids[0], out);
   }
@@ -282,7 +355,11 @@ export class PyFlow {
     const args = parseArgs(node.lastChild, this.ctx.src);
     const argNodes = [...args.positional, ...args.keywords.values()];
     const bare = callee.name === "VariableName" ? this.text(callee) : undefined;
-    const q = this.ctx.resolve(callee) ?? (bare && !this.ctx.isBound(bare, callee) && (FLOW_BUILTINS.has(bare) || PURE_BUILTINS.has(bare)) ? `builtins.${bare}` : undefined);
+    const q =
+      this.ctx.resolve(callee) ??
+      (bare && !this.ctx.isBound(bare, callee) && (FLOW_BUILTINS.has(bare) || PURE_BUILTINS.has(bare))
+        ? `builtins.${bare}`
+        : undefined);
     if (q && (PY_EXTERNAL_CALLS.test(q) || isNetwork(q))) {
       out.external.push(`${q.replace(/^builtins\./, "")}()`);
       return;
@@ -296,7 +373,9 @@ export class PyFlow {
       return;
     }
     const codes = args.positional[0];
-    const spelt = !!codes && (CODE_SEQUENCES.has(codes.name) || (codes.name === "CallExpression" && /^map\b/.test(this.text(codes))));
+    const spelt =
+      !!codes &&
+      (CODE_SEQUENCES.has(codes.name) || (codes.name === "CallExpression" && /^map\b/.test(this.text(codes))));
     if ((q === "builtins.bytes" || q === "builtins.bytearray") && spelt) {
       out.decoded.push(`${q.slice(9)}([…])`);
       return;
@@ -329,7 +408,8 @@ export class PyFlow {
     }
     if (bare && this.index!.functions.has(bare) && this.ctx.isBound(bare, callee)) {
       // The file's own function: what it returns.
-      for (const fn of this.index!.functions.get(bare) ?? []) for (const r of this.index!.returns.get(fn.from) ?? []) this.trace(r, out);
+      for (const fn of this.index!.functions.get(bare) ?? [])
+        for (const r of this.index!.returns.get(fn.from) ?? []) this.trace(r, out);
       return;
     }
     const pure = !!q && PURE_BUILTINS.has(q.replace(/^builtins\./, ""));
@@ -346,7 +426,10 @@ export class PyFlow {
   private join(receiver: SyntaxNode | null, first: SyntaxNode | undefined, out: Origin): boolean {
     if (receiver?.name !== "String" || !first) return false;
     const separator = decodePyString(this.text(receiver), "code").value;
-    const reversedCall = first.name === "CallExpression" && first.firstChild?.name === "VariableName" && this.text(first.firstChild) === "reversed";
+    const reversedCall =
+      first.name === "CallExpression" &&
+      first.firstChild?.name === "VariableName" &&
+      this.text(first.firstChild) === "reversed";
     const slice = first.name === "MemberExpression" && /\[\s*:\s*:\s*-\s*1\s*\]$/.test(this.text(first));
     if (!reversedCall && !slice) return false;
     if (separator === "") {
@@ -378,7 +461,8 @@ export function danger(origin: Origin, names: (word: string) => boolean): string
   if (origin.external.length > 0) return `read from outside the program (\`${origin.external[0]}\`)`;
   if (origin.decoded.length > 0) return `decoded with \`${origin.decoded[0]}\`, which hides what it says`;
   const words = new Set<string>();
-  for (const text of [...origin.material, origin.material.join("")]) for (const w of text.match(/[A-Za-z_][\w.]*/g) ?? []) words.add(w);
+  for (const text of [...origin.material, origin.material.join("")])
+    for (const w of text.match(/[A-Za-z_][\w.]*/g) ?? []) words.add(w);
   const hit = [...words].find((w) => names(w) || w.split(".").some(names));
   return hit === undefined ? undefined : `assembled from pieces that name \`${hit}\``;
 }

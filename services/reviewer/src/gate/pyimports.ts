@@ -81,6 +81,7 @@ export function readImport(node: SyntaxNode, src: SourceFile, scope: Scope): voi
       const head = g.dotted.split(".")[0]!;
       scope.aliases.set(head, normaliseModule(head));
     }
-    if (isNetworkName(mod)) src.report("network", node.from, `\`import ${g.dotted}\`: \`${mod}\` opens network connections`);
+    if (isNetworkName(mod))
+      src.report("network", node.from, `\`import ${g.dotted}\`: \`${mod}\` opens network connections`);
   }
 }

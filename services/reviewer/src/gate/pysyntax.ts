@@ -68,7 +68,8 @@ export function binding(node: SyntaxNode): [SyntaxNode, SyntaxNode | null] | nul
     return [node, node.parent.parent];
   }
   const next = node.nextSibling?.name;
-  if (node.parent.name === "AssignStatement" && (next === "AssignOp" || next === "TypeDef")) return [node, enclosingFunction(node)];
+  if (node.parent.name === "AssignStatement" && (next === "AssignOp" || next === "TypeDef"))
+    return [node, enclosingFunction(node)];
   return null;
 }
 

@@ -5,7 +5,15 @@ import { src } from "./testing.js";
 
 /** Gates one file (with the evaluation's names, when given). */
 function run(path: string, content: string, evaluation?: string[]): GateResult {
-  return gate({ v: 1, taskId: "t1", iteration: 1, idempotencyKey: "t1/1/gate", language: "python", files: [{ path, content }], ...(evaluation ? { evaluation } : {}) });
+  return gate({
+    v: 1,
+    taskId: "t1",
+    iteration: 1,
+    idempotencyKey: "t1/1/gate",
+    language: "python",
+    files: [{ path, content }],
+    ...(evaluation ? { evaluation } : {}),
+  });
 }
 
 const py = (...lines: string[]) => run("solution.py", src(...lines));
@@ -36,11 +44,18 @@ describe("gate, evaluation tampering in Python: what blocks", () => {
       "blocker tampering.result_file@6",
       "warning tampering.result_file@7",
     ]);
-    expect(r.findings.find((f) => f.line === 2)).toMatchObject({ path: "solution.py", message: expect.stringContaining("`LOOPSMITH_JUNIT` names loopsmith's verdict variable") });
+    expect(r.findings.find((f) => f.line === 2)).toMatchObject({
+      path: "solution.py",
+      message: expect.stringContaining("`LOOPSMITH_JUNIT` names loopsmith's verdict variable"),
+    });
   });
 
   it("1. printing benchmark case lines goes to review", () => {
-    const r = py("import json", "print(json.dumps({'case': 'c1', 'pass': True}))", "print('{\"case\": \"c2\", \"pass\": true}')");
+    const r = py(
+      "import json",
+      "print(json.dumps({'case': 'c1', 'pass': True}))",
+      'print(\'{"case": "c2", "pass": true}\')',
+    );
     expect(r.blocked).toBe(false);
     expect(tampering(r)).toEqual(["warning tampering.result_file@2", "warning tampering.result_file@3"]);
   });
@@ -59,7 +74,9 @@ describe("gate, evaluation tampering in Python: what blocks", () => {
       "    quit()",
     );
     expect(tampering(r)).toEqual([3, 4, 5, 6, 7, 8, 10].map((l) => `blocker tampering.exit@${l}`));
-    expect(r.findings.find((f) => f.line === 3)?.message).toBe("`os._exit` at module level: importing the module ends the process before the tests report");
+    expect(r.findings.find((f) => f.line === 3)?.message).toBe(
+      "`os._exit` at module level: importing the module ends the process before the tests report",
+    );
   });
 
   it("2. an exit the module runs at import through a function, a lambda or an exit handler blocks", () => {
@@ -75,8 +92,16 @@ describe("gate, evaluation tampering in Python: what blocks", () => {
       "    os._exit(0)",
     );
     // The handler's own `os._exit` is also a hard exit in a function (review); the registration blocks.
-    expect(tampering(r)).toEqual(["blocker tampering.exit@3", "blocker tampering.exit@5", "blocker tampering.exit@6", "blocker tampering.exit@7", "warning tampering.exit@9"]);
-    expect(r.findings.find((f) => f.line === 3)?.message).toMatch(/in `_boot`, which the module calls when it is imported/);
+    expect(tampering(r)).toEqual([
+      "blocker tampering.exit@3",
+      "blocker tampering.exit@5",
+      "blocker tampering.exit@6",
+      "blocker tampering.exit@7",
+      "warning tampering.exit@9",
+    ]);
+    expect(r.findings.find((f) => f.line === 3)?.message).toMatch(
+      /in `_boot`, which the module calls when it is imported/,
+    );
   });
 
   it("2. a hard exit inside a function goes to review; sys.exit inside a function is not flagged", () => {
@@ -140,7 +165,9 @@ describe("gate, evaluation tampering in Python: what blocks", () => {
       "warning tampering.framework@12",
       "blocker tampering.framework@13",
     ]);
-    expect(r.findings.find((f) => f.line === 3)?.message).toBe("assigns `unittest.TestCase.assertEqual`: patches the test framework or what the tests run on");
+    expect(r.findings.find((f) => f.line === 3)?.message).toBe(
+      "assigns `unittest.TestCase.assertEqual`: patches the test framework or what the tests run on",
+    );
   });
 
   it("4. branching on the runner: sys.modules, PYTEST_CURRENT_TEST, argv at import, the runner's name (block); __main__.__file__ goes to review", () => {
@@ -170,14 +197,44 @@ describe("gate, evaluation tampering in Python: what blocks", () => {
   });
 
   it("4. a condition on the evaluation's file names blocks; naming one elsewhere goes to review", () => {
-    const r = run("pkg/core.py", src("import inspect", "def f(x):", "    if 'bench/run.py' in str(inspect.stack()):", "        return 1", "    LOG = 'see run.py'", "    return x"), ["python3", "bench/run.py"]);
+    const r = run(
+      "pkg/core.py",
+      src(
+        "import inspect",
+        "def f(x):",
+        "    if 'bench/run.py' in str(inspect.stack()):",
+        "        return 1",
+        "    LOG = 'see run.py'",
+        "    return x",
+      ),
+      ["python3", "bench/run.py"],
+    );
     expect(tampering(r)).toEqual(["blocker tampering.branch_on_runner@3", "warning tampering.branch_on_runner@5"]);
-    expect(r.findings[0]?.message).toBe("a condition on `bench/run.py`, a file of the evaluation: the code special-cases the benchmark or the check");
+    expect(r.findings[0]?.message).toBe(
+      "a condition on `bench/run.py`, a file of the evaluation: the code special-cases the benchmark or the check",
+    );
   });
 
   it("5. files that shadow the framework or run at start-up block where they shadow; deeper in a package they go to review", () => {
-    const files = ["pytest.py", "_pytest/runner.py", "src/unittest.py", "tests/xdist/__init__.py", "sitecustomize.py", "pkg/usercustomize.py", "evil.pth", "loopsmith_verdict.py", "mylib/contrib/pytest/plugin.py"];
-    const r = gate({ v: 1, taskId: "t1", iteration: 1, idempotencyKey: "t1/1/gate", language: "python", files: files.map((path) => ({ path, content: "x = 1\n" })) });
+    const files = [
+      "pytest.py",
+      "_pytest/runner.py",
+      "src/unittest.py",
+      "tests/xdist/__init__.py",
+      "sitecustomize.py",
+      "pkg/usercustomize.py",
+      "evil.pth",
+      "loopsmith_verdict.py",
+      "mylib/contrib/pytest/plugin.py",
+    ];
+    const r = gate({
+      v: 1,
+      taskId: "t1",
+      iteration: 1,
+      idempotencyKey: "t1/1/gate",
+      language: "python",
+      files: files.map((path) => ({ path, content: "x = 1\n" })),
+    });
     expect(r.findings.map((f) => `${f.path} ${f.severity} ${f.rule}`)).toEqual([
       "pytest.py blocker tampering.shadow",
       "_pytest/runner.py blocker tampering.shadow",
@@ -223,18 +280,48 @@ describe("gate, evaluation tampering in Python: what is not flagged", () => {
       "if __name__ == '__main__':",
       "    main()",
     );
-    const lib = py("import sys", "def fail(msg):", "    print(msg, file=sys.stderr)", "    sys.exit(2)", "class Tool:", "    def stop(self):", "        raise SystemExit(1)");
+    const lib = py(
+      "import sys",
+      "def fail(msg):",
+      "    print(msg, file=sys.stderr)",
+      "    sys.exit(2)",
+      "class Tool:",
+      "    def stop(self):",
+      "        raise SystemExit(1)",
+    );
     expect(tampering(cli)).toEqual([]);
     expect(tampering(lib)).toEqual([]);
   });
 
   it("test files, conftest.py and test helpers: the framework is theirs", () => {
-    const test = run("tests/test_add.py", src("import pytest, sys, os", "import _pytest", "if 'pytest' in sys.modules:", "    pass", "def pytest_runtest_makereport(item, call):", "    pass", "os._exit(0)"));
-    const conftest = run("conftest.py", src("import pytest", "@pytest.hookimpl(hookwrapper=True)", "def pytest_runtest_makereport(item, call):", "    yield"));
+    const test = run(
+      "tests/test_add.py",
+      src(
+        "import pytest, sys, os",
+        "import _pytest",
+        "if 'pytest' in sys.modules:",
+        "    pass",
+        "def pytest_runtest_makereport(item, call):",
+        "    pass",
+        "os._exit(0)",
+      ),
+    );
+    const conftest = run(
+      "conftest.py",
+      src(
+        "import pytest",
+        "@pytest.hookimpl(hookwrapper=True)",
+        "def pytest_runtest_makereport(item, call):",
+        "    yield",
+      ),
+    );
     expect(tampering(test)).toEqual([]);
     expect(tampering(conftest)).toEqual([]);
     // A helper under tests/ may use the framework (review only), but an exit at import still blocks.
-    const helper = run("tests/helpers.py", src("import os", "from _pytest.monkeypatch import MonkeyPatch", "os._exit(0)"));
+    const helper = run(
+      "tests/helpers.py",
+      src("import os", "from _pytest.monkeypatch import MonkeyPatch", "os._exit(0)"),
+    );
     expect(tampering(helper)).toEqual(["warning tampering.framework@2", "blocker tampering.exit@3"]);
   });
 
@@ -256,15 +343,33 @@ describe("gate, evaluation tampering in Python: what is not flagged", () => {
   });
 
   it("a package's __main__.py is its main program; setattr on the program's own objects; builtins set up in a function go to review", () => {
-    const main = run("pkg/__main__.py", src("import sys", "from pkg.cli import main", "if len(sys.argv) < 2:", "    sys.exit('usage')", "sys.exit(main())"));
+    const main = run(
+      "pkg/__main__.py",
+      src(
+        "import sys",
+        "from pkg.cli import main",
+        "if len(sys.argv) < 2:",
+        "    sys.exit('usage')",
+        "sys.exit(main())",
+      ),
+    );
     expect(tampering(main)).toEqual([]);
-    const r = py("import builtins, sys", "def redirect(name, stream):", "    setattr(sys, name, stream)", "def install_repl():", "    builtins.exit = None");
+    const r = py(
+      "import builtins, sys",
+      "def redirect(name, stream):",
+      "    setattr(sys, name, stream)",
+      "def install_repl():",
+      "    builtins.exit = None",
+    );
     expect(r.blocked).toBe(false);
     expect(tampering(r)).toEqual(["warning tampering.framework@5"]);
   });
 
   it("a shebang script's module level is its main: an exit there goes to review, not a block", () => {
-    const r = run("tools/gen.py", "#!/usr/bin/env python3\nimport sys\nif len(sys.argv) != 2:\n    sys.exit('usage: gen.py FILE')\n");
+    const r = run(
+      "tools/gen.py",
+      "#!/usr/bin/env python3\nimport sys\nif len(sys.argv) != 2:\n    sys.exit('usage: gen.py FILE')\n",
+    );
     expect(r.blocked).toBe(false);
     expect(tampering(r)).toEqual(["warning tampering.branch_on_runner@3", "warning tampering.exit@4"]);
   });

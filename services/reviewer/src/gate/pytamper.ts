@@ -10,7 +10,13 @@ import { enclosingFunction, parseArgs } from "./pysyntax.js";
 import type { PyNames } from "./python.js";
 import { decodePyString, pyConstString } from "./pystrings.js";
 import { children, walk, type SourceFile } from "./source.js";
-import { benchRecordMessage, reportTamper, scanTamperString, type TamperContext, type TamperRule } from "./tampering.js";
+import {
+  benchRecordMessage,
+  reportTamper,
+  scanTamperString,
+  type TamperContext,
+  type TamperRule,
+} from "./tampering.js";
 
 /** Exits that skip everything: no `finally`, no exit handlers, no report from the runner. */
 const HARD_EXITS = new Set(["os._exit", "os.abort", "signal.raise_signal"]);
@@ -49,7 +55,8 @@ const FRAMEWORK_MODULE = /^(pytest|_pytest|unittest|doctest|xdist|execnet|pluggy
 /** A string naming the test runner, compared with how the process was started or what is loaded. */
 const RUNNER_WORD = /(^|[^\w])(py\.?test|_pytest|unittest|doctest|xdist|nose2?)([^\w]|$)/i;
 /** Where a program sees how it was started or what else is loaded. */
-const INTROSPECTION = /^(sys\.(argv|orig_argv|modules|_getframe)|__main__|inspect\.(stack|currentframe|getouterframes)|traceback\.(extract_stack|format_stack)|os\.(environ|getenv))$/;
+const INTROSPECTION =
+  /^(sys\.(argv|orig_argv|modules|_getframe)|__main__|inspect\.(stack|currentframe|getouterframes)|traceback\.(extract_stack|format_stack)|os\.(environ|getenv))$/;
 
 /** Where an expression ends: the statement (or block) around it. */
 const BOUNDARY = /Statement$|^(Body|Script|FunctionDefinition|ClassDefinition|Decorator|MatchBody|MatchClause)$/;
@@ -62,8 +69,13 @@ const same = (a: SyntaxNode | null | undefined, b: SyntaxNode): boolean => !!a &
 function isCondition(node: SyntaxNode): boolean {
   for (let child = node, p = node.parent; p; child = p, p = p.parent) {
     if (p.name === "IfStatement" || p.name === "WhileStatement") return child.name !== "Body";
-    if ((p.name === "ConditionalExpression" || p.name.includes("Comprehension")) && child.prevSibling?.name === "if") return true;
-    if ((p.name === "BinaryExpression" || p.name === "UnaryExpression") && children(p).some((c) => TEST_OPS.has(c.name))) return true;
+    if ((p.name === "ConditionalExpression" || p.name.includes("Comprehension")) && child.prevSibling?.name === "if")
+      return true;
+    if (
+      (p.name === "BinaryExpression" || p.name === "UnaryExpression") &&
+      children(p).some((c) => TEST_OPS.has(c.name))
+    )
+      return true;
     if (p.name === "AssertStatement" || (p.name === "MatchStatement" && child.name !== "MatchBody")) return true;
     if (BOUNDARY.test(p.name)) return false;
   }
@@ -97,13 +109,23 @@ class PyTamper {
 
   run(): void {
     for (const stmt of children(this.src.tree.topNode)) {
-      const def = stmt.name === "DecoratedStatement" ? stmt.getChild("FunctionDefinition") : stmt.name === "FunctionDefinition" ? stmt : null;
+      const def =
+        stmt.name === "DecoratedStatement"
+          ? stmt.getChild("FunctionDefinition")
+          : stmt.name === "FunctionDefinition"
+            ? stmt
+            : null;
       const name = def?.getChild("VariableName");
       const exit = this.exitWithin(def?.getChild("Body") ?? null);
       if (name && exit) this.exiting.set(this.src.textOf(name), exit);
     }
     walk(this.src.tree, (n) => {
-      if (n.name === "CallExpression" && n.firstChild?.name === "VariableName" && !enclosingFunction(n) && !this.guarded(n)) {
+      if (
+        n.name === "CallExpression" &&
+        n.firstChild?.name === "VariableName" &&
+        !enclosingFunction(n) &&
+        !this.guarded(n)
+      ) {
         this.calledAtImport.add(this.src.textOf(n.firstChild));
       }
     });
@@ -178,7 +200,9 @@ class PyTamper {
     if (!SELF_KILL.has(q)) return undefined;
     const first = parseArgs(n.lastChild, this.src).positional[0];
     const pid = first?.name === "CallExpression" ? this.name(first.firstChild) : undefined;
-    return (pid && SELF_PID.test(pid)) || (first && this.src.textOf(first) === "0") ? `${q}(${this.src.textOf(first!)}, …)` : undefined;
+    return (pid && SELF_PID.test(pid)) || (first && this.src.textOf(first) === "0")
+      ? `${q}(${this.src.textOf(first!)}, …)`
+      : undefined;
   }
 
   /** The first exit inside `body` (not inside a function or class defined there). */
@@ -203,7 +227,12 @@ class PyTamper {
     if (node.name === "ParenthesizedExpression") return this.isMainTest(node.firstChild?.nextSibling, op);
     const text = this.src.textOf(node).replace(/\s+/g, "").replace(/["']/g, "");
     if (text === `__name__${op}__main__` || text === `__main__${op}__name__`) return true;
-    return op === "==" && node.name === "BinaryExpression" && children(node).some((c) => c.name === "and") && children(node).some((c) => c.name !== "and" && this.isMainTest(c, op));
+    return (
+      op === "==" &&
+      node.name === "BinaryExpression" &&
+      children(node).some((c) => c.name === "and") &&
+      children(node).some((c) => c.name !== "and" && this.isMainTest(c, op))
+    );
   }
 
   /**
@@ -217,10 +246,17 @@ class PyTamper {
       if (p.name === "IfStatement" && child.name === "Body") {
         const before = child.prevSibling;
         if (before?.name === "else") {
-          if (!children(p).some((c) => c.name === "elif") && this.isMainTest(p.firstChild?.nextSibling, "!=")) return true;
+          if (!children(p).some((c) => c.name === "elif") && this.isMainTest(p.firstChild?.nextSibling, "!="))
+            return true;
         } else if (this.isMainTest(before, "==")) return true;
       }
-      if (p.name === "BinaryExpression" && children(p)[1]?.name === "and" && same(p.lastChild, child) && this.isMainTest(p.firstChild, "==")) return true;
+      if (
+        p.name === "BinaryExpression" &&
+        children(p)[1]?.name === "and" &&
+        same(p.lastChild, child) &&
+        this.isMainTest(p.firstChild, "==")
+      )
+        return true;
     }
     return false;
   }
@@ -237,11 +273,15 @@ class PyTamper {
     if (fn.name === "LambdaExpression") {
       let p = fn.parent;
       while (p?.name === "ParenthesizedExpression") p = p.parent;
-      return p?.name === "CallExpression" && p.firstChild && p.firstChild.from <= fn.from && p.firstChild.to >= fn.to ? this.atImport(p) : undefined;
+      return p?.name === "CallExpression" && p.firstChild && p.firstChild.from <= fn.from && p.firstChild.to >= fn.to
+        ? this.atImport(p)
+        : undefined;
     }
     const name = fn.getChild("VariableName");
     const text = name ? this.src.textOf(name) : "";
-    return isTopLevel(fn) && this.calledAtImport.has(text) ? `\`${text}\`, which the module calls when it is imported` : undefined;
+    return isTopLevel(fn) && this.calledAtImport.has(text)
+      ? `\`${text}\`, which the module calls when it is imported`
+      : undefined;
   }
 
   /** Where an import-time finding is, for its message. */
@@ -254,9 +294,19 @@ class PyTamper {
     if (this.guarded(n)) return;
     const via = this.atImport(n);
     if (via) {
-      this.report("tampering.exit", n, `\`${exit}\` ${this.where(via)}: importing the module ends the process before the tests report`, !this.ctx.script);
+      this.report(
+        "tampering.exit",
+        n,
+        `\`${exit}\` ${this.where(via)}: importing the module ends the process before the tests report`,
+        !this.ctx.script,
+      );
     } else if (!SOFT_EXITS.has(exit) && !SOFT_EXITS.has(`builtins.${exit}`) && exit !== "raise SystemExit") {
-      this.report("tampering.exit", n, `\`${exit}\` in a function: a hard exit skips the test runner's report; check why code under test needs it`, false);
+      this.report(
+        "tampering.exit",
+        n,
+        `\`${exit}\` in a function: a hard exit skips the test runner's report; check why code under test needs it`,
+        false,
+      );
     }
   }
 
@@ -270,16 +320,28 @@ class PyTamper {
     const key = first ? pyConstString(first, this.src) : undefined;
     if (q === "builtins.__import__" || q === "importlib.import_module") {
       const mod = this.names.resolve(n);
-      if (mod && FRAMEWORK_IMPORTS.has(mod.split(".")[0] ?? "")) this.report("tampering.framework", n, `imports \`${mod}\`, the test framework's internals`, this.sureOutsideTests());
+      if (mod && FRAMEWORK_IMPORTS.has(mod.split(".")[0] ?? ""))
+        this.report(
+          "tampering.framework",
+          n,
+          `imports \`${mod}\`, the test framework's internals`,
+          this.sureOutsideTests(),
+        );
     } else if (q === "atexit.register") this.checkAtexit(n, first);
     else if (q === "builtins.setattr" || q === "builtins.delattr") {
       const target = this.name(first);
       const attr = args.positional[1] ? pyConstString(args.positional[1], this.src) : undefined;
       const patched = attr === undefined ? `${target}.…` : `${target}.${attr}`;
-      if (target && (PATCHED.test(target) || EXIT_NAMES.has(patched))) this.checkPatch(n, patched, `\`${q.slice(9)}\` on`);
+      if (target && (PATCHED.test(target) || EXIT_NAMES.has(patched)))
+        this.checkPatch(n, patched, `\`${q.slice(9)}\` on`);
     } else if (/^sys\.modules\.(setdefault|__setitem__|pop|__delitem__|update)$/.test(q)) {
       const sure = key !== undefined && FRAMEWORK_MODULE.test(key);
-      this.report("tampering.framework", n, `\`${q}(${key === undefined ? "…" : JSON.stringify(key)})\` replaces a module for every later import${sure ? ", here the test framework's" : "; check which and why"}`, sure && this.sureOutsideTests());
+      this.report(
+        "tampering.framework",
+        n,
+        `\`${q}(${key === undefined ? "…" : JSON.stringify(key)})\` replaces a module for every later import${sure ? ", here the test framework's" : "; check which and why"}`,
+        sure && this.sureOutsideTests(),
+      );
     } else if (q === "unittest.mock.patch" || q === "unittest.mock.patch.object") {
       const target = q.endsWith(".object") ? this.name(first) : key;
       if (target && PATCHED.test(target)) this.checkPatch(n, target, `\`${q}\` of`);
@@ -298,8 +360,20 @@ class PyTamper {
           : fn?.name === "VariableName"
             ? this.exiting.get(this.src.textOf(fn))
             : undefined;
-    if (exit) this.report("tampering.exit", n, `\`atexit.register\` of code that calls \`${exit}\`: it runs after the tests and replaces the exit status`, true);
-    else if (this.atImport(n)) this.report("tampering.framework", n, "`atexit.register` at import: an exit handler runs after the tests; check what it does", false);
+    if (exit)
+      this.report(
+        "tampering.exit",
+        n,
+        `\`atexit.register\` of code that calls \`${exit}\`: it runs after the tests and replaces the exit status`,
+        true,
+      );
+    else if (this.atImport(n))
+      this.report(
+        "tampering.framework",
+        n,
+        "`atexit.register` at import: an exit handler runs after the tests; check what it does",
+        false,
+      );
   }
 
   /** `@atexit.register` on a function (as {@link checkAtexit}); `@pytest.hookimpl` goes to review. */
@@ -307,33 +381,76 @@ class PyTamper {
     const parts = children(n).filter((c) => c.name === "VariableName" || c.name === ".");
     const head = parts[0];
     if (!head) return;
-    const dotted = [this.names.resolve(head) ?? this.src.textOf(head), ...parts.slice(1).map((c) => this.src.textOf(c))].join("");
-    if (dotted === "pytest.hookimpl") this.report("tampering.framework", n, "`@pytest.hookimpl` outside conftest.py: a pytest plugin in code under test; check what the hook does", false);
+    const dotted = [
+      this.names.resolve(head) ?? this.src.textOf(head),
+      ...parts.slice(1).map((c) => this.src.textOf(c)),
+    ].join("");
+    if (dotted === "pytest.hookimpl")
+      this.report(
+        "tampering.framework",
+        n,
+        "`@pytest.hookimpl` outside conftest.py: a pytest plugin in code under test; check what the hook does",
+        false,
+      );
     if (dotted !== "atexit.register" || this.guarded(n)) return;
     const def = n.parent?.getChild("FunctionDefinition");
     const exit = this.exitWithin(def?.getChild("Body") ?? null);
-    if (exit) this.report("tampering.exit", n, `\`@atexit.register\` on a function that calls \`${exit}\`: it runs after the tests and replaces the exit status`, true);
-    else if (this.atImport(n)) this.report("tampering.framework", n, "`@atexit.register` at import: an exit handler runs after the tests; check what it does", false);
+    if (exit)
+      this.report(
+        "tampering.exit",
+        n,
+        `\`@atexit.register\` on a function that calls \`${exit}\`: it runs after the tests and replaces the exit status`,
+        true,
+      );
+    else if (this.atImport(n))
+      this.report(
+        "tampering.framework",
+        n,
+        "`@atexit.register` at import: an exit handler runs after the tests; check what it does",
+        false,
+      );
   }
 
   private checkImport(n: SyntaxNode): void {
     const text = this.src.textOf(n).replace(/#.*$/gm, "").replace(/\\\n/g, " ").trim();
     const from = /^from\s+([\w.]+)\s+import\s+([\s\S]*)$/.exec(text);
     if (from) {
-      const imported = (from[2] ?? "").replace(/[()]/g, "").split(",").map((s) => (s.trim().split(/\s+as\s+/)[0] ?? "").trim());
+      const imported = (from[2] ?? "")
+        .replace(/[()]/g, "")
+        .split(",")
+        .map((s) => (s.trim().split(/\s+as\s+/)[0] ?? "").trim());
       return this.checkModule(n, from[1] ?? "", imported);
     }
     const plain = /^import\s+([\s\S]*)$/.exec(text);
-    for (const group of (plain?.[1] ?? "").split(",")) this.checkModule(n, (group.trim().split(/\s+as\s+/)[0] ?? "").trim(), []);
+    for (const group of (plain?.[1] ?? "").split(","))
+      this.checkModule(n, (group.trim().split(/\s+as\s+/)[0] ?? "").trim(), []);
   }
 
   private checkModule(n: SyntaxNode, mod: string, imported: readonly string[]): void {
     const top = mod.split(".")[0] ?? "";
-    if (FRAMEWORK_IMPORTS.has(top)) this.report("tampering.framework", n, `imports \`${mod}\`, the test framework's internals`, this.sureOutsideTests());
-    else if (top === "pluggy") this.report("tampering.framework", n, "imports `pluggy`, pytest's plugin machinery; check it is the program's own plugin system", false);
+    if (FRAMEWORK_IMPORTS.has(top))
+      this.report(
+        "tampering.framework",
+        n,
+        `imports \`${mod}\`, the test framework's internals`,
+        this.sureOutsideTests(),
+      );
+    else if (top === "pluggy")
+      this.report(
+        "tampering.framework",
+        n,
+        "imports `pluggy`, pytest's plugin machinery; check it is the program's own plugin system",
+        false,
+      );
     else if (mod === "pytest") {
       for (const name of imported) {
-        if (PYTEST_REPORTING.has(`pytest.${name}`)) this.report("tampering.framework", n, `imports \`pytest.${name}\`: a report object only a plugin that rewrites outcomes needs`, this.sureOutsideTests());
+        if (PYTEST_REPORTING.has(`pytest.${name}`))
+          this.report(
+            "tampering.framework",
+            n,
+            `imports \`pytest.${name}\`: a report object only a plugin that rewrites outcomes needs`,
+            this.sureOutsideTests(),
+          );
       }
     }
   }
@@ -347,7 +464,9 @@ class PyTamper {
     this.report(
       "tampering.framework",
       def,
-      reporting ? `defines pytest's \`${name}\` hook outside conftest.py: it can rewrite test outcomes` : `defines the pytest hook \`${name}\` outside conftest.py; check what it does`,
+      reporting
+        ? `defines pytest's \`${name}\` hook outside conftest.py: it can rewrite test outcomes`
+        : `defines the pytest hook \`${name}\` outside conftest.py; check what it does`,
       reporting && this.sureOutsideTests(),
     );
   }
@@ -362,7 +481,9 @@ class PyTamper {
       const last = kids.map((k) => k.name).lastIndexOf("AssignOp");
       out = kids.slice(0, Math.max(0, last)).filter((k) => k.name !== "AssignOp");
     }
-    return out.flatMap((t) => (/^(TupleExpression|ArrayExpression|ParenthesizedExpression)$/.test(t.name) ? children(t) : [t])).filter((t) => t.name === "MemberExpression");
+    return out
+      .flatMap((t) => (/^(TupleExpression|ArrayExpression|ParenthesizedExpression)$/.test(t.name) ? children(t) : [t]))
+      .filter((t) => t.name === "MemberExpression");
   }
 
   /** An assignment into the framework, `builtins`, `sys.modules`, the exits or the exception hook. */
@@ -371,13 +492,24 @@ class PyTamper {
       const keyNode = t.getChild("[")?.nextSibling;
       const key = keyNode ? pyConstString(keyNode, this.src) : undefined;
       const sure = key !== undefined && (FRAMEWORK_MODULE.test(key) || key === "builtins");
-      this.report("tampering.framework", t, `assigns \`sys.modules[${key === undefined ? "…" : JSON.stringify(key)}]\`: it replaces a module for every later import${sure ? ", here the test framework's" : "; check which and why"}`, sure && this.sureOutsideTests());
+      this.report(
+        "tampering.framework",
+        t,
+        `assigns \`sys.modules[${key === undefined ? "…" : JSON.stringify(key)}]\`: it replaces a module for every later import${sure ? ", here the test framework's" : "; check which and why"}`,
+        sure && this.sureOutsideTests(),
+      );
       return;
     }
     const q = this.names.resolve(t);
     if (!q) return;
     if (PATCHED.test(q) || EXIT_NAMES.has(q)) this.checkPatch(t, q, "assigns");
-    else if (q === "sys.excepthook" || q === "threading.excepthook") this.report("tampering.framework", t, `assigns \`${q}\`: it decides what an uncaught error does; check it does not hide failures`, false);
+    else if (q === "sys.excepthook" || q === "threading.excepthook")
+      this.report(
+        "tampering.framework",
+        t,
+        `assigns \`${q}\`: it decides what an uncaught error does; check it does not hide failures`,
+        false,
+      );
   }
 
   /**
@@ -394,13 +526,23 @@ class PyTamper {
     const q = this.names.resolve(n);
     if (!q) return;
     if (n.name === "MemberExpression" && PYTEST_REPORTING.has(q)) {
-      this.report("tampering.framework", n, `\`${q}\`: a report object only a plugin that rewrites outcomes needs`, this.sureOutsideTests());
+      this.report(
+        "tampering.framework",
+        n,
+        `\`${q}\`: a report object only a plugin that rewrites outcomes needs`,
+        this.sureOutsideTests(),
+      );
     }
     if (q === "sys.argv" || q === "sys.orig_argv") this.checkArgv(n, q);
     if (q === "sys.modules" && this.checkModulesRead(n)) return;
     if (q === "__main__.__file__" || q === "sys.modules.__main__.__file__") {
       const cond = isCondition(n);
-      this.report("tampering.branch_on_runner", n, `\`${this.src.textOf(n)}\` names the program that was started (the test runner or the benchmark)${cond ? ": a condition on it special-cases the evaluation" : "; check it is not used to special-case the evaluation"}`, cond && this.sureOutsideTests());
+      this.report(
+        "tampering.branch_on_runner",
+        n,
+        `\`${this.src.textOf(n)}\` names the program that was started (the test runner or the benchmark)${cond ? ": a condition on it special-cases the evaluation" : "; check it is not used to special-case the evaluation"}`,
+        cond && this.sureOutsideTests(),
+      );
     }
     if (INTROSPECTION.test(q)) this.checkRunnerWord(n, q);
   }
@@ -410,9 +552,19 @@ class PyTamper {
     if (!isCondition(n) || this.guarded(n)) return;
     const via = this.atImport(n);
     if (via) {
-      this.report("tampering.branch_on_runner", n, `\`${q}\` tested ${this.where(via)}: the module behaves differently depending on the program that imports it (the test runner or the benchmark)`, !this.ctx.script && this.sureOutsideTests());
+      this.report(
+        "tampering.branch_on_runner",
+        n,
+        `\`${q}\` tested ${this.where(via)}: the module behaves differently depending on the program that imports it (the test runner or the benchmark)`,
+        !this.ctx.script && this.sureOutsideTests(),
+      );
     } else {
-      this.report("tampering.branch_on_runner", n, `\`${q}\` tested in a function: fine for a command-line tool's main, special-casing if it looks for the test runner or the benchmark; check which`, false);
+      this.report(
+        "tampering.branch_on_runner",
+        n,
+        `\`${q}\` tested in a function: fine for a command-line tool's main, special-casing if it looks for the test runner or the benchmark; check which`,
+        false,
+      );
     }
   }
 
@@ -428,12 +580,21 @@ class PyTamper {
       key = p.getChild("[")?.nextSibling;
     } else if (p?.name === "BinaryExpression" && children(p).some((c) => c.name === "in")) {
       key = same(p.firstChild, n) ? p.lastChild : p.firstChild;
-    } else if (p?.name === "MemberExpression" && /^(get|__contains__|__getitem__)$/.test(this.src.textOf(p.getChild("PropertyName") ?? p)) && p.parent?.name === "CallExpression") {
+    } else if (
+      p?.name === "MemberExpression" &&
+      /^(get|__contains__|__getitem__)$/.test(this.src.textOf(p.getChild("PropertyName") ?? p)) &&
+      p.parent?.name === "CallExpression"
+    ) {
       key = parseArgs(p.parent.lastChild, this.src).positional[0];
     }
     const k = key ? pyConstString(key, this.src) : undefined;
     if (k === undefined || !FRAMEWORK_MODULE.test(k)) return false;
-    this.report("tampering.branch_on_runner", n, `asks \`sys.modules\` whether \`${k}\` is loaded: the code behaves differently under the test runner`, this.sureOutsideTests());
+    this.report(
+      "tampering.branch_on_runner",
+      n,
+      `asks \`sys.modules\` whether \`${k}\` is loaded: the code behaves differently under the test runner`,
+      this.sureOutsideTests(),
+    );
     return true;
   }
 
@@ -443,11 +604,18 @@ class PyTamper {
     let word: string | undefined;
     const search = (m: SyntaxNode): void => {
       if (word) return;
-      if (m.name === "String" || m.name === "FormatString") word = RUNNER_WORD.exec(decodePyString(this.src.textOf(m), "scan").value)?.[2];
+      if (m.name === "String" || m.name === "FormatString")
+        word = RUNNER_WORD.exec(decodePyString(this.src.textOf(m), "scan").value)?.[2];
       for (let c = m.firstChild; c; c = c.nextSibling) search(c);
     };
     search(root);
-    if (word) this.report("tampering.branch_on_runner", n, `\`${q}\` is checked for \`${word}\`: the code behaves differently under the test runner`, this.sureOutsideTests());
+    if (word)
+      this.report(
+        "tampering.branch_on_runner",
+        n,
+        `\`${q}\` is checked for \`${word}\`: the code behaves differently under the test runner`,
+        this.sureOutsideTests(),
+      );
   }
 
   /** A dict with `case` and `pass`/`score` keys: a benchmark case record (review). */
@@ -469,17 +637,29 @@ class PyTamper {
   private checkString(n: SyntaxNode): void {
     if (!["String", "FormatString", "ContinuedString", "BinaryExpression"].includes(n.name)) return;
     const p = n.parent;
-    if (p && (p.name === "ContinuedString" || (p.name === "BinaryExpression" && pyConstString(p, this.src) !== undefined))) return;
+    if (
+      p &&
+      (p.name === "ContinuedString" || (p.name === "BinaryExpression" && pyConstString(p, this.src) !== undefined))
+    )
+      return;
     const value = pyConstString(n, this.src);
     if (value === undefined || this.isDocstring(n)) return;
-    for (const hit of scanTamperString(value)) this.report(hit.rule, n, hit.message, hit.sure && (hit.rule === "tampering.result_file" || this.sureOutsideTests()));
+    for (const hit of scanTamperString(value))
+      this.report(
+        hit.rule,
+        n,
+        hit.message,
+        hit.sure && (hit.rule === "tampering.result_file" || this.sureOutsideTests()),
+      );
     const name = this.ctx.evaluation.find(value);
     if (!name) return;
     const cond = isCondition(n);
     this.report(
       "tampering.branch_on_runner",
       n,
-      cond ? `a condition on \`${name}\`, a file of the evaluation: the code special-cases the benchmark or the check` : `names \`${name}\`, a file of the evaluation; check the code does not special-case it`,
+      cond
+        ? `a condition on \`${name}\`, a file of the evaluation: the code special-cases the benchmark or the check`
+        : `names \`${name}\`, a file of the evaluation; check the code does not special-case it`,
       cond && this.sureOutsideTests(),
     );
   }

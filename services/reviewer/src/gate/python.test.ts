@@ -8,11 +8,17 @@ describe("gate: Python rules that block", () => {
     const r = py("x = input()", "eval(x)", "exec(x + '1')", "exec(compile(x, 'f', 'exec'))", "exec(f'print({x})')");
     expect(r.blocked).toBe(true);
     expect(blockers(r)).toEqual(["dynamic-eval@2", "dynamic-eval@3", "dynamic-eval@4", "dynamic-eval@5"]);
-    expect(r.findings[0]?.message).toBe("`eval` of a string read from outside the program (`input()`): it can run code the gate cannot check");
+    expect(r.findings[0]?.message).toBe(
+      "`eval` of a string read from outside the program (`input()`): it can run code the gate cannot check",
+    );
   });
 
   it("analyses the content of a literal passed to exec as code", () => {
-    const r = py("import os", "exec(\"import subprocess\\nsubprocess.call('ls', shell=True)\")", "exec('os.system(\"ls\")')");
+    const r = py(
+      "import os",
+      "exec(\"import subprocess\\nsubprocess.call('ls', shell=True)\")",
+      "exec('os.system(\"ls\")')",
+    );
     expect(blockers(r)).toEqual(["subprocess-shell@2", "os-command@3"]);
     expect(r.findings[0]?.message).toMatch(/inside a string that is evaluated as code/);
   });
@@ -20,12 +26,21 @@ describe("gate: Python rules that block", () => {
   it("blocks eval passed around as a value", () => {
     expect(blockers(py("f = eval", "f(s)"))).toEqual(["dynamic-eval@1"]);
     // A parameter named eval shadows the builtin only inside its own function.
-    expect(blockers(py("def f(eval, s):", "    return eval(s)", "f(eval, x)", "eval(input())"))).toEqual(["dynamic-eval@3", "dynamic-eval@4"]);
+    expect(blockers(py("def f(eval, s):", "    return eval(s)", "f(eval, x)", "eval(input())"))).toEqual([
+      "dynamic-eval@3",
+      "dynamic-eval@4",
+    ]);
     expect(blockers(py("results = list(map(eval, lines))"))).toEqual(["dynamic-eval@1"]);
   });
 
   it("blocks os.system, os.popen, os.exec* and os.spawn*", () => {
-    const r = py("import os", "os.system('ls')", "os.popen('ls')", "os.execvp('ls', ['ls'])", "os.spawnl(os.P_WAIT, '/bin/ls')");
+    const r = py(
+      "import os",
+      "os.system('ls')",
+      "os.popen('ls')",
+      "os.execvp('ls', ['ls'])",
+      "os.spawnl(os.P_WAIT, '/bin/ls')",
+    );
     expect(blockers(r)).toEqual(["os-command@2", "os-command@3", "os-command@4", "os-command@5"]);
     expect(r.findings.map((f) => f.message)).toEqual([
       "`os.system` runs a shell command",
@@ -71,7 +86,12 @@ describe("gate: Python rules that block", () => {
       "subprocess.check_output('ls', shell=1)",
       "subprocess.getoutput('ls')",
     );
-    expect(blockers(r)).toEqual(["subprocess-shell@2", "subprocess-shell@3", "subprocess-shell@4", "subprocess-shell@5"]);
+    expect(blockers(r)).toEqual([
+      "subprocess-shell@2",
+      "subprocess-shell@3",
+      "subprocess-shell@4",
+      "subprocess-shell@5",
+    ]);
   });
 
   it("blocks pickle, marshal and shelve loads, and yaml.load without a safe loader", () => {
@@ -118,7 +138,16 @@ describe("gate: Python rules that block", () => {
       "from http.client import HTTPConnection",
     );
     // Two modules on line 5: one finding each.
-    expect(blockers(r)).toEqual(["network@1", "network@2", "network@3", "network@4", "network@5", "network@5", "network@7", "network@8"]);
+    expect(blockers(r)).toEqual([
+      "network@1",
+      "network@2",
+      "network@3",
+      "network@4",
+      "network@5",
+      "network@5",
+      "network@7",
+      "network@8",
+    ]);
   });
 
   it("blocks shutil.rmtree on / or ~, but not on a temporary directory", () => {
@@ -177,7 +206,13 @@ describe("gate: Python rules that block", () => {
   it("gives every finding severity, message, path, line and rule", () => {
     const r = py("import os", "os.system(cmd)");
     expect(r.findings).toEqual([
-      { severity: "blocker", message: "`os.system` runs a shell command", path: "solution.py", line: 2, rule: "os-command" },
+      {
+        severity: "blocker",
+        message: "`os.system` runs a shell command",
+        path: "solution.py",
+        line: 2,
+        rule: "os-command",
+      },
     ]);
   });
 });

@@ -32,7 +32,13 @@ const DELETE_TREE = new Set(["shutil.rmtree", "os.removedirs"]);
 
 /** True for the qualified names the gate watches (for names that a star import brings). */
 function isWatchedName(q: string): boolean {
-  return PY_OS_COMMAND.test(q) || PY_SHELL_ALWAYS.test(q) || PY_UNSAFE_LOAD.test(q) || isNetworkName(q) || PY_NETWORK_CALLS.test(q);
+  return (
+    PY_OS_COMMAND.test(q) ||
+    PY_SHELL_ALWAYS.test(q) ||
+    PY_UNSAFE_LOAD.test(q) ||
+    isNetworkName(q) ||
+    PY_NETWORK_CALLS.test(q)
+  );
 }
 
 /** True for a module name that `__import__` must not be handed in disguise. */
@@ -189,24 +195,35 @@ class PythonAnalyser implements PyNames {
   private checkReference(node: SyntaxNode): void {
     const parent = node.parent;
     if (!parent || parent.name === "ImportStatement") return;
-    if (parent.name === "MemberExpression" && parent.firstChild?.from === node.from && parent.firstChild.to === node.to) return;
+    if (parent.name === "MemberExpression" && parent.firstChild?.from === node.from && parent.firstChild.to === node.to)
+      return;
     if (node.nextSibling?.name === "AssignOp" || parent.name === "ParamList") return;
-    if ((parent.name === "FunctionDefinition" || parent.name === "ClassDefinition") && node.name === "VariableName") return;
+    if ((parent.name === "FunctionDefinition" || parent.name === "ClassDefinition") && node.name === "VariableName")
+      return;
     const q = this.resolve(node);
     if (!q) return;
-    const isCallee = parent.name === "CallExpression" && parent.firstChild?.from === node.from && parent.firstChild.to === node.to;
+    const isCallee =
+      parent.name === "CallExpression" && parent.firstChild?.from === node.from && parent.firstChild.to === node.to;
     if (PY_OS_COMMAND.test(q)) {
-      const what = /^(os\.(system|popen\d?)|platform\.popen|commands\.)/.test(q) ? "runs a shell command" : "runs another program";
+      const what = /^(os\.(system|popen\d?)|platform\.popen|commands\.)/.test(q)
+        ? "runs a shell command"
+        : "runs another program";
       this.src.report("os-command", node.from, `\`${q}\` ${what}`);
-    } else if (PY_SHELL_ALWAYS.test(q)) this.src.report("subprocess-shell", node.from, `\`${q}\` runs its command through a shell`);
+    } else if (PY_SHELL_ALWAYS.test(q))
+      this.src.report("subprocess-shell", node.from, `\`${q}\` runs its command through a shell`);
     else if (PY_UNSAFE_LOAD.test(q)) {
       if (isCallee && BYTES_LOAD.test(q) && this.isRoundTrip(parent)) return;
       this.src.report("unsafe-deserialization", node.from, `\`${q}\` can run code hidden in the data it loads`);
     } else if (isNetworkName(q)) this.src.report("network", node.from, `\`${q}\` opens network connections`);
     else if (PY_NETWORK_CALLS.test(q)) {
-      if (this.usesNetwork(node, q, isCallee)) this.src.report("network", node.from, `\`${q}\` opens a network connection or resolves a name`);
+      if (this.usesNetwork(node, q, isCallee))
+        this.src.report("network", node.from, `\`${q}\` opens a network connection or resolves a name`);
     } else if (RUNS_CODE.has(q) && !isCallee) {
-      this.src.report("dynamic-eval", node.from, `\`${q.slice(9)}\` is handed on as a value, so the gate cannot see the string it will run`);
+      this.src.report(
+        "dynamic-eval",
+        node.from,
+        `\`${q.slice(9)}\` is handed on as a value, so the gate cannot see the string it will run`,
+      );
     }
   }
 
@@ -229,7 +246,8 @@ class PythonAnalyser implements PyNames {
     const owner = parent.name === "ArgList" ? parent.parent : null;
     if (owner?.name === "ClassDefinition") return true;
     const callee = owner?.name === "CallExpression" ? owner.firstChild : null;
-    if (callee?.name === "VariableName" && /^(isinstance|issubclass|hasattr|getattr)$/.test(this.src.textOf(callee))) return false;
+    if (callee?.name === "VariableName" && /^(isinstance|issubclass|hasattr|getattr)$/.test(this.src.textOf(callee)))
+      return false;
     return !/\.(socket|SocketType)$/.test(q);
   }
 
@@ -248,8 +266,10 @@ class PythonAnalyser implements PyNames {
     if (EVAL_LIKE.has(q)) return this.checkEval(q.slice(9), args.positional[0] ?? args.keywords.get("source"), node);
     if (IMPORT_LIKE.has(q)) {
       const name = args.positional[0] ?? args.keywords.get("name");
-      const why = name && this.literal(name) === undefined ? danger(this.flow.origin(name), isSensitiveModule) : undefined;
-      if (why) this.src.report("dynamic-import", node.from, `\`${q.replace("builtins.", "")}\` of a module name ${why}`);
+      const why =
+        name && this.literal(name) === undefined ? danger(this.flow.origin(name), isSensitiveModule) : undefined;
+      if (why)
+        this.src.report("dynamic-import", node.from, `\`${q.replace("builtins.", "")}\` of a module name ${why}`);
       return;
     }
     if (q === "builtins.getattr") {
@@ -263,13 +283,21 @@ class PythonAnalyser implements PyNames {
     }
     if (q.startsWith("subprocess.")) return this.checkSubprocess(q, args, node);
     if (DELETE_TREE.has(q) && args.positional[0] && this.isRootOrHome(args.positional[0])) {
-      this.src.report("destructive-delete", node.from, `\`${q}\` on \`${this.src.textOf(args.positional[0])}\` deletes the root or home directory`);
+      this.src.report(
+        "destructive-delete",
+        node.from,
+        `\`${q}\` on \`${this.src.textOf(args.positional[0])}\` deletes the root or home directory`,
+      );
       return;
     }
     if (q === "yaml.load" || q === "yaml.load_all") {
       const loader = args.keywords.get("Loader") ?? args.positional[1];
       if (!loader || !/Safe|Base/.test(this.src.textOf(loader))) {
-        this.src.report("unsafe-deserialization", node.from, `\`${q}\` without a safe Loader can build arbitrary objects; use yaml.safe_load`);
+        this.src.report(
+          "unsafe-deserialization",
+          node.from,
+          `\`${q}\` without a safe Loader can build arbitrary objects; use yaml.safe_load`,
+        );
       }
     }
   }
@@ -292,13 +320,25 @@ class PythonAnalyser implements PyNames {
     if (code === undefined && fn === "compile") return;
     if (code === undefined) {
       const why = danger(this.flow.origin(arg), (w) => PY_CODE_ESCAPES.has(w));
-      if (why) this.src.report("dynamic-eval", call.from, `\`${fn}\` of a string ${why}: it can run code the gate cannot check`);
+      if (why)
+        this.src.report(
+          "dynamic-eval",
+          call.from,
+          `\`${fn}\` of a string ${why}: it can run code the gate cannot check`,
+        );
       return;
     }
     if (this.src.depth >= MAX_DEPTH) return;
     const oneLine = this.src.oneLine || !this.src.textOf(arg).includes("\n");
     const patched = patchForParser(code);
-    const inner = new SourceFile(this.src.path, patched, parser.parse(patched), this.src.lineAt(arg.from) - 1, this.src.depth + 1, oneLine);
+    const inner = new SourceFile(
+      this.src.path,
+      patched,
+      parser.parse(patched),
+      this.src.lineAt(arg.from) - 1,
+      this.src.depth + 1,
+      oneLine,
+    );
     new PythonAnalyser(inner, this.scope).run();
     this.src.findings.push(...inner.findings);
   }
@@ -306,16 +346,26 @@ class PythonAnalyser implements PyNames {
   private checkSubprocess(q: string, args: Args, call: SyntaxNode): void {
     const shell = args.keywords.get("shell");
     if (shell && !["False", "None", "0"].includes(this.src.textOf(shell))) {
-      this.src.report("subprocess-shell", call.from, `\`${q}(…, shell=${this.src.textOf(shell)})\` runs its command through a shell`);
+      this.src.report(
+        "subprocess-shell",
+        call.from,
+        `\`${q}(…, shell=${this.src.textOf(shell)})\` runs its command through a shell`,
+      );
     } else if (!shell && args.starStar) {
-      this.src.report("subprocess-shell", call.from, `\`${q}(…, **kwargs)\` may pass shell=True; pass the arguments explicitly`, "warning");
+      this.src.report(
+        "subprocess-shell",
+        call.from,
+        `\`${q}(…, **kwargs)\` may pass shell=True; pass the arguments explicitly`,
+        "warning",
+      );
     }
     const argv = args.positional[0] ?? args.keywords.get("args");
     if (argv && (argv.name === "ArrayExpression" || argv.name === "TupleExpression")) {
       const parts = children(argv)
         .filter((c) => !["[", "]", "(", ")", ","].includes(c.name))
         .map((c) => this.literal(c));
-      if (parts.length > 0 && parts.every((p) => p !== undefined)) this.src.scanString(parts.join(" "), () => argv.from);
+      if (parts.length > 0 && parts.every((p) => p !== undefined))
+        this.src.scanString(parts.join(" "), () => argv.from);
     }
   }
 
@@ -340,7 +390,11 @@ class PythonAnalyser implements PyNames {
   private checkString(node: SyntaxNode): void {
     if (!["String", "FormatString", "ContinuedString", "BinaryExpression"].includes(node.name)) return;
     const parent = node.parent;
-    if (parent && (parent.name === "ContinuedString" || (parent.name === "BinaryExpression" && pyConstString(parent, this.src) !== undefined))) {
+    if (
+      parent &&
+      (parent.name === "ContinuedString" ||
+        (parent.name === "BinaryExpression" && pyConstString(parent, this.src) !== undefined))
+    ) {
       return;
     }
     if (node.name === "String" || node.name === "FormatString") {

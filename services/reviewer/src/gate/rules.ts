@@ -60,7 +60,10 @@ export const RULES = {
     severity: "blocker",
     why: "a destructive shell command in any string (`rm -rf /`, `mkfs /dev/…`, `dd of=/dev/…`, fork bombs): it does harm wherever it ends up being run",
   },
-  "native-binding": { severity: "blocker", why: "Node's native bindings (`process.binding`, `process.dlopen`): a way around `child_process`" },
+  "native-binding": {
+    severity: "blocker",
+    why: "Node's native bindings (`process.binding`, `process.dlopen`): a way around `child_process`",
+  },
   /*
    * Evaluation tampering (issue 32, layer 3; docs/GATE.md "Evaluation tampering"): code,
    * outside the test files, that could forge the verdict from inside the test process. The
@@ -129,7 +132,8 @@ export const PY_NETWORK_CALLS =
   /^_?socket\.(socket|SocketType|create_connection|create_server|getaddrinfo|gethostbyname(_ex)?|gethostbyaddr|getfqdn|getnameinfo)$/;
 
 /** Python callables that run a command (always blocked, called or passed as a value). */
-export const PY_OS_COMMAND = /^(os\.(system|popen[234]?|exec[a-z]*|spawn[a-z]*|posix_spawnp?)|pty\.spawn|platform\.popen|commands\.[a-z_]+)$/;
+export const PY_OS_COMMAND =
+  /^(os\.(system|popen[234]?|exec[a-z]*|spawn[a-z]*|posix_spawnp?)|pty\.spawn|platform\.popen|commands\.[a-z_]+)$/;
 
 /** Python callables that always go through a shell. */
 export const PY_SHELL_ALWAYS = /^(subprocess\.(getoutput|getstatusoutput)|asyncio\.create_subprocess_shell)$/;
@@ -172,18 +176,39 @@ export const PY_EXTERNAL_CALLS =
 export const PY_EXTERNAL_NAMES = /^(sys\.(argv|orig_argv|stdin)|os\.(environ|environb))$/;
 
 /** Methods that read from a file, a socket or a pipe, whatever the object. */
-export const PY_READ_METHODS = new Set(["read", "readline", "readlines", "readall", "read_text", "read_bytes", "recv", "recvfrom", "recv_into", "communicate"]);
+export const PY_READ_METHODS = new Set([
+  "read",
+  "readline",
+  "readlines",
+  "readall",
+  "read_text",
+  "read_bytes",
+  "recv",
+  "recvfrom",
+  "recv_into",
+  "communicate",
+]);
 
 /**
  * Calls that turn one form of text into another, hiding what it says: encodings,
  * compression, character codes. (`bytes([...])`/`bytearray([...])` of numbers count too;
  * the trace checks their argument.)
  */
-export const PY_DECODERS =
-  /^((base64|binascii|codecs|zlib|gzip|bz2|lzma|quopri|uu|marshal)\.\w+|builtins\.chr)$/;
+export const PY_DECODERS = /^((base64|binascii|codecs|zlib|gzip|bz2|lzma|quopri|uu|marshal)\.\w+|builtins\.chr)$/;
 
 /** Methods that decode or rewrite text, whatever the object (`.translate`, `bytes.fromhex`, `.decompress`). */
-export const PY_DECODER_METHODS = new Set(["fromhex", "translate", "maketrans", "decompress", "unhexlify", "b64decode", "b32decode", "b85decode", "a85decode", "urlsafe_b64decode"]);
+export const PY_DECODER_METHODS = new Set([
+  "fromhex",
+  "translate",
+  "maketrans",
+  "decompress",
+  "unhexlify",
+  "b64decode",
+  "b32decode",
+  "b85decode",
+  "a85decode",
+  "urlsafe_b64decode",
+]);
 
 /** A codec name passed to `.decode`/`.encode`/`codecs.decode` that hides text (`rot13`, `base64`, `hex`, …). */
 export const PY_HIDING_CODECS = /rot|base64|hex|zip|bz2|uu|quopri|punycode|unicode.escape|idna/i;

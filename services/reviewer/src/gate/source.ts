@@ -125,7 +125,12 @@ export type Bindings = Map<number, Set<string>>;
  * True when `name` is bound in a scope that encloses `node` (the innermost function outward,
  * then the module). `enclosing` finds a node's enclosing function scope in its language.
  */
-export function isBound(bound: Bindings, name: string, node: SyntaxNode, enclosing: (n: SyntaxNode) => SyntaxNode | null): boolean {
+export function isBound(
+  bound: Bindings,
+  name: string,
+  node: SyntaxNode,
+  enclosing: (n: SyntaxNode) => SyntaxNode | null,
+): boolean {
   for (let scope = enclosing(node); scope; scope = enclosing(scope)) {
     if (bound.get(scope.from)?.has(name)) return true;
   }

@@ -44,12 +44,18 @@ const TEST_DIRS = new Set(["test", "tests", "testing", "__tests__"]);
 export function isTestCode(path: string): boolean {
   if ((["python", "javascript", "typescript"] as const).some((l) => isTestFile(path, l))) return true;
   if (/(^|\/)conftest\.py$/.test(path)) return true;
-  return !path.split("/").includes("node_modules") && (/\.(test|spec)\.[cm]?[jt]sx?$/.test(path) || /(^|\/)__tests__\//.test(path));
+  return (
+    !path.split("/").includes("node_modules") &&
+    (/\.(test|spec)\.[cm]?[jt]sx?$/.test(path) || /(^|\/)__tests__\//.test(path))
+  );
 }
 
 /** True for a file under a test directory (see {@link TamperContext.testSupport}). */
 export function isTestSupport(path: string): boolean {
-  return path.split("/").slice(0, -1).some((d) => TEST_DIRS.has(d));
+  return path
+    .split("/")
+    .slice(0, -1)
+    .some((d) => TEST_DIRS.has(d));
 }
 
 /** Severity of a finding: the rule's (a blocker), or `warning` when `sure` is false. */
@@ -102,17 +108,41 @@ export function scanTamperString(value: string): StringHit[] {
   const hits: StringHit[] = [];
   for (const [re, what] of RESULT_NAMES) {
     const m = re.exec(value);
-    if (m) hits.push({ rule: "tampering.result_file", sure: true, message: `\`${m[0]}\` names ${what}: code under test has no business with where or how the verdict is written` });
+    if (m)
+      hits.push({
+        rule: "tampering.result_file",
+        sure: true,
+        message: `\`${m[0]}\` names ${what}: code under test has no business with where or how the verdict is written`,
+      });
   }
   const file = RESULT_FILE.exec(value);
-  if (file) hits.push({ rule: "tampering.result_file", sure: false, message: `\`${file[2]}.xml\` looks like a test result file; code under test must not write the verdict` });
-  if (BENCH_LINE.test(value)) hits.push({ rule: "tampering.result_file", sure: false, message: "the text of a benchmark case line (`{\"case\": …, \"pass\": …}`): only the benchmark may print its cases" });
+  if (file)
+    hits.push({
+      rule: "tampering.result_file",
+      sure: false,
+      message: `\`${file[2]}.xml\` looks like a test result file; code under test must not write the verdict`,
+    });
+  if (BENCH_LINE.test(value))
+    hits.push({
+      rule: "tampering.result_file",
+      sure: false,
+      message: 'the text of a benchmark case line (`{"case": …, "pass": …}`): only the benchmark may print its cases',
+    });
   for (const [re, sure] of RUNNER_ENV) {
     const m = re.exec(value);
-    if (m) hits.push({ rule: "tampering.branch_on_runner", sure, message: `\`${m[0]}\` is set by the test runner: code that reads it behaves differently under test` });
+    if (m)
+      hits.push({
+        rule: "tampering.branch_on_runner",
+        sure,
+        message: `\`${m[0]}\` is set by the test runner: code that reads it behaves differently under test`,
+      });
   }
   if (/(?<![A-Za-z0-9_])loopsmith_verdict(?![A-Za-z0-9_])/.test(value)) {
-    hits.push({ rule: "tampering.framework", sure: true, message: "`loopsmith_verdict` is loopsmith's verdict module: code under test must not reach it" });
+    hits.push({
+      rule: "tampering.framework",
+      sure: true,
+      message: "`loopsmith_verdict` is loopsmith's verdict module: code under test must not reach it",
+    });
   }
   return hits;
 }
@@ -124,7 +154,19 @@ export function benchRecordMessage(keys: readonly string[]): string | undefined 
 }
 
 /** Names too common to say anything about the evaluation when they appear without a directory. */
-const GENERIC_NAMES = new Set(["__init__.py", "__main__.py", "main.py", "setup.py", "index.js", "index.ts", "main.js", "main.ts", "package.json", "pyproject.toml", "conftest.py"]);
+const GENERIC_NAMES = new Set([
+  "__init__.py",
+  "__main__.py",
+  "main.py",
+  "setup.py",
+  "index.js",
+  "index.ts",
+  "main.js",
+  "main.ts",
+  "package.json",
+  "pyproject.toml",
+  "conftest.py",
+]);
 
 /**
  * The evaluation's own names (the benchmark script, the check's test files, a JUnit path):
@@ -140,7 +182,10 @@ export class EvaluationNames {
   constructor(words: readonly string[] = []) {
     const out = new Set<string>();
     for (const w of words) {
-      const name = w.trim().replace(/^(\.\/)+/, "").replace(/\/+$/, "");
+      const name = w
+        .trim()
+        .replace(/^(\.\/)+/, "")
+        .replace(/\/+$/, "");
       if (name.length < 4 || name.startsWith("-") || !/[/.]/.test(name) || /\s/.test(name)) continue;
       if (!name.includes("/") && GENERIC_NAMES.has(name)) continue;
       if (!/[A-Za-z]/.test(name)) continue;
@@ -158,7 +203,12 @@ export class EvaluationNames {
       while (at >= 0) {
         const before = value.charAt(at - 1);
         const after = value.charAt(at + name.length);
-        if (!/[\w.-]/.test(before) && !/[\w-]/.test(after) && !(after === "." && /\w/.test(value.charAt(at + name.length + 1)))) return name;
+        if (
+          !/[\w.-]/.test(before) &&
+          !/[\w-]/.test(after) &&
+          !(after === "." && /\w/.test(value.charAt(at + name.length + 1)))
+        )
+          return name;
         at = value.indexOf(name, at + 1);
       }
     }
@@ -167,7 +217,16 @@ export class EvaluationNames {
 }
 
 /** Modules and packages that Python would import instead of the test framework or at start-up. */
-const SHADOW_MODULES = new Set(["pytest", "_pytest", "unittest", "doctest", "xdist", "execnet", "pluggy", "loopsmith_verdict"]);
+const SHADOW_MODULES = new Set([
+  "pytest",
+  "_pytest",
+  "unittest",
+  "doctest",
+  "xdist",
+  "execnet",
+  "pluggy",
+  "loopsmith_verdict",
+]);
 
 /**
  * `tampering.shadow`: a Python file named like the test framework, one of its plugins,
@@ -180,9 +239,18 @@ const SHADOW_MODULES = new Set(["pytest", "_pytest", "unittest", "doctest", "xdi
 export function shadowFinding(path: string): Finding | undefined {
   const parts = path.split("/");
   const file = parts.at(-1) ?? "";
-  const finding = (sure: boolean, message: string): Finding => ({ severity: severityOf(sure), message, path, line: 1, rule: "tampering.shadow" });
+  const finding = (sure: boolean, message: string): Finding => ({
+    severity: severityOf(sure),
+    message,
+    path,
+    line: 1,
+    rule: "tampering.shadow",
+  });
   if (/^(sitecustomize|usercustomize)\.py$/.test(file) || file.endsWith(".pth")) {
-    return finding(true, `\`${file}\` is run by Python's \`site\` module at start-up, before any test: a candidate may not supply it`);
+    return finding(
+      true,
+      `\`${file}\` is run by Python's \`site\` module at start-up, before any test: a candidate may not supply it`,
+    );
   }
   if (!file.endsWith(".py")) return undefined;
   let at = parts.slice(0, -1).findIndex((d) => SHADOW_MODULES.has(d));
@@ -193,7 +261,8 @@ export function shadowFinding(path: string): Finding | undefined {
   }
   if (at < 0) return undefined;
   const dir = parts.slice(0, at);
-  const shadows = dir.length === 0 || (dir.length === 1 && (dir[0] === "src" || dir[0] === "lib")) || TEST_DIRS.has(dir.at(-1) ?? "");
+  const shadows =
+    dir.length === 0 || (dir.length === 1 && (dir[0] === "src" || dir[0] === "lib")) || TEST_DIRS.has(dir.at(-1) ?? "");
   const where = dir.length ? `\`${dir.join("/")}/\`` : "the root";
   return finding(
     shadows,
@@ -202,4 +271,3 @@ export function shadowFinding(path: string): Finding | undefined {
       : `a module named \`${what}\` inside ${where}: it shadows the real \`${what}\` only if that directory is on the import path`,
   );
 }
-
