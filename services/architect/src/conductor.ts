@@ -15,15 +15,14 @@ import {
   ensureStreams,
   lastEventSeq,
   ownerOfTask,
-  publishEvent,
 } from "@loopsmith/shared";
-import { runDurableConsumer, type DurableConsumer } from "./durable/index.js";
+import { publishJobEvent, runDurableConsumer, type DurableConsumer } from "./durable/index.js";
+import { conductorTexts } from "./event-texts.js";
 import { RetryLater, finalState, runLoop } from "./loop.js";
 import { initialState, openStateStore, type TaskState } from "./state.js";
 import type { Steps } from "./steps.js";
 import { taskRecordOf } from "./task-record.js";
 
-export { HEARTBEAT_MS, RETRY_DELAY_MS } from "./durable/index.js";
 /**
  * Longest a running task goes without reading its cancel marker, in ms: a cancel asked of
  * another conductor instance is seen at the first checkpoint after this long. Measured by
@@ -50,28 +49,14 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
   const { nc, steps, log } = opts;
   const streams = { replicas: opts.replicas ?? 1 };
   await ensureStreams(nc, streams);
-  const at = (): string => new Date().toISOString();
 
   /** Publishes the final result of a state (idempotent: the result's message id is fixed). */
   const publishResult = async (state: TaskState): Promise<void> => {
     if (!state.result) return;
-    const seq = Math.max(state.eventSeq - 1, (await lastEventSeq(nc, ownerOfTask(state.task), state.task.taskId)) + 1);
-    const { taskId } = state.task;
-    await publishEvent(
-      nc,
-      {
-        v: 1,
-        taskId,
-        seq,
-        at: at(),
-        iteration: state.iteration,
-        kind: "result",
-        phase: "done",
-        message: state.result.message,
-        result: state.result,
-      },
-      ownerOfTask(state.task),
-    );
+    const { task, result } = state;
+    const seq = Math.max(state.eventSeq - 1, (await lastEventSeq(nc, ownerOfTask(task), task.taskId)) + 1);
+    const event = { taskId: task.taskId, seq, iteration: state.iteration, message: result.message, result };
+    await publishJobEvent(nc, ownerOfTask(task), { ...event, kind: "result", phase: "done" });
   };
 
   return runDurableConsumer<Task, TaskState>({
@@ -94,20 +79,15 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
       async accepted(state) {
         const { task } = state;
         const parent = task.parent ? { parentTaskId: task.parent.taskId, subtaskId: task.parent.subtaskId } : {};
-        const message = `task accepted (${task.language}${task.parent ? `; subtask ${task.parent.subtaskId} of ${task.parent.taskId}` : ""})`;
-        await publishEvent(
-          nc,
-          { v: 1, taskId: task.taskId, seq: 0, at: at(), iteration: 0, kind: "accepted", message, ...parent },
-          ownerOfTask(task),
-        );
+        const message = conductorTexts.accepted(task.language, task.parent);
+        const event = { taskId: task.taskId, seq: 0, iteration: 0, message, ...parent };
+        await publishJobEvent(nc, ownerOfTask(task), { ...event, kind: "accepted" });
         return { ...state, eventSeq: 1 };
       },
       async run(state, _revision, ctx) {
         const final = await runLoop(state, steps, ctx);
-        ctx.log.info(
-          { status: final.result?.status, stopReason: final.result?.stopReason, iterations: final.iteration },
-          "task finished",
-        );
+        const { status, stopReason } = final.result ?? {};
+        ctx.log.info({ status, stopReason, iterations: final.iteration }, "task finished");
         return final;
       },
       failed(base, err) {
@@ -119,38 +99,18 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
       },
       async ended(final) {
         // Recorded like any ended task (history, stats, `show`); memory is advisory here too.
-        try {
-          await steps.recordTask(taskRecordOf(final, "error"));
-        } catch (recordErr) {
-          log.warn({ err: recordErr, taskId: final.task.taskId }, "could not record the task that ended in an error");
-        }
+        const record = steps.recordTask(taskRecordOf(final, "error"));
+        await record.catch((err: unknown) => log.warn({ err, taskId: final.task.taskId }, "could not record the task"));
         await publishResult(final);
       },
       republish: publishResult,
       async refuseTaken(task) {
         // The submitter gets an `error` result on its own events subject; the other owner's task is left as it is.
-        const message = `the task id ${task.taskId} belongs to another client's task: submit with another id`;
-        const result = finalState(
-          initialState(task),
-          "error",
-          message,
-          new LoopsmithError("bad_request", message, { retryable: false }),
-        ).result;
-        await publishEvent(
-          nc,
-          {
-            v: 1,
-            taskId: task.taskId,
-            seq: 0,
-            at: at(),
-            iteration: 0,
-            kind: "result",
-            phase: "done",
-            message,
-            ...(result ? { result } : {}),
-          },
-          ownerOfTask(task),
-        );
+        const message = conductorTexts.taken(task.taskId);
+        const error = new LoopsmithError("bad_request", message, { retryable: false });
+        const result = finalState(initialState(task), "error", message, error).result;
+        const event = { taskId: task.taskId, seq: 0, iteration: 0, message, ...(result ? { result } : {}) };
+        await publishJobEvent(nc, ownerOfTask(task), { ...event, kind: "result", phase: "done" });
       },
       isHandBack: (err) => err instanceof RetryLater,
     },

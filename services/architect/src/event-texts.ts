@@ -14,6 +14,13 @@ const firstLine = (text: string): string => text.split("\n")[0] ?? "";
 /** A finding as a blocker list shows it: its message and, when it has one, its place. */
 const findingText = (f: Finding): string => `${f.message}${f.path ? ` (${findingPlace(f)})` : ""}`;
 
+/** The texts of the conductor (`conductor.ts`): a task taken, refused, or ended by an error. */
+export const conductorTexts = {
+  accepted: (language: string, parent?: { taskId: string; subtaskId: string }) =>
+    `task accepted (${language}${parent ? `; subtask ${parent.subtaskId} of ${parent.taskId}` : ""})`,
+  taken: (taskId: string) => `the task id ${taskId} belongs to another client's task: submit with another id`,
+};
+
 /** The texts of the run's mechanics (`run.ts`): stops, usage, memory, the sandbox and the score. */
 export const runTexts = {
   /** Prefix of a stop caused by an error or a limit. */

@@ -1,5 +1,6 @@
 /** Events published without waiting for each ack, and waited for all at once before a checkpoint. */
-import type { TaskEvent } from "@loopsmith/shared";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { publishEvent, type TaskEvent } from "@loopsmith/shared";
 
 /** Publishes events without waiting for each ack; {@link PipelinedEvents.flush} waits for them all. */
 export interface PipelinedEvents {
@@ -27,4 +28,18 @@ export function pipelinedEvents(publish: (event: TaskEvent) => Promise<void>): P
       await Promise.all(waiting);
     },
   };
+}
+
+/**
+ * Publishes one event of a job (a task or a run) on its owner's events subject, stamped now
+ * (`v` and `at` filled in). Its message id is `<owner>:<taskId>:<seq>` (`…:result` for a result),
+ * so a repeat is a duplicate JetStream drops.
+ * @throws as `publishEvent`: a NATS error when JetStream does not take it
+ */
+export async function publishJobEvent(
+  nc: NatsConnection,
+  owner: string,
+  event: Omit<TaskEvent, "v" | "at">,
+): Promise<void> {
+  await publishEvent(nc, { v: 1, at: new Date().toISOString(), ...event }, owner);
 }

@@ -37,5 +37,5 @@ export {
   type BlobRef,
   type Encoded,
 } from "./blobs.js";
-export { pipelinedEvents, type PipelinedEvents } from "./events.js";
+export { pipelinedEvents, publishJobEvent, type PipelinedEvents } from "./events.js";
 export { openOutbox, type Outbox, type OutboxOptions } from "./outbox.js";

@@ -14,16 +14,13 @@ import {
   Subjects,
   ensureImproveStreams,
   ownerOfTask,
-  publishEvent,
   type GenerationReport,
 } from "@loopsmith/shared";
-import { runDurableConsumer } from "../durable/index.js";
+import { publishJobEvent, runDurableConsumer } from "../durable/index.js";
+import { publishRunEvent } from "./events.js";
 import type { GenerationDeps } from "./generation.js";
 import { HandBack, runImprove, summarize } from "./run.js";
 import { initialImproveState, openImproveStore, type ImproveState } from "./state.js";
-
-/** Largest report sent whole in an event, in characters; a larger one goes without its patch (the KV copy keeps it). */
-const EVENT_REPORT_MAX_CHARS = 400_000;
 
 /** The running improver. */
 export interface Improver {
@@ -41,48 +38,6 @@ export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "
   replicas?: number;
 };
 
-type Kind = "step" | "generation" | "warning" | "result";
-
-/** Publishes one event of a run; returns the state with the next seq. */
-async function publish(
-  nc: NatsConnection,
-  state: ImproveState,
-  kind: Kind,
-  message: string,
-  data?: Record<string, unknown>,
-): Promise<ImproveState> {
-  let payload = data;
-  const report = data?.report as GenerationReport | undefined;
-  if (report?.change && JSON.stringify(report).length > EVENT_REPORT_MAX_CHARS) {
-    payload = {
-      ...data,
-      report: {
-        ...report,
-        change: {
-          ...report.change,
-          patch: `(patch of ${report.change.patch.length} characters: loopsmith.architect.improve_status has it)`,
-        },
-      },
-    };
-  }
-  const iteration = Math.min(state.generation, 10_000);
-  await publishEvent(
-    nc,
-    {
-      v: 1,
-      taskId: state.request.runId,
-      seq: state.eventSeq,
-      at: new Date().toISOString(),
-      iteration,
-      kind,
-      message,
-      ...(payload ? { data: payload } : {}),
-    },
-    ownerOfTask(state.request),
-  );
-  return { ...state, eventSeq: state.eventSeq + 1 };
-}
-
 /** Starts the improver's consumer loop (one run at a time: a run's generations already fill the stack). */
 export async function startImprover(opts: ImproverOptions): Promise<Improver> {
   const { nc, log } = opts;
@@ -90,7 +45,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
   await ensureImproveStreams(nc, streams);
   const store = await openImproveStore(nc, streams);
   const result = (state: ImproveState, message: string) =>
-    publish(nc, state, "result", message, { summary: state.summary });
+    publishRunEvent(nc, state, "result", message, { summary: state.summary });
   const runs = await runDurableConsumer<ImproveRequest, ImproveState>({
     nc,
     log,
@@ -108,7 +63,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
       initial: (request) => initialImproveState(request),
       accepted: (state) => {
         const { repo, settings } = state.request;
-        return publish(
+        return publishRunEvent(
           nc,
           state,
           "step",
@@ -120,7 +75,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
         const io = { ...opts, log: ctx.log, store, cancelled: ctx.cancelled, stopping: ctx.stopping };
         const final = await runImprove(state, revision, {
           ...io,
-          publish: (s, kind, message, data) => publish(nc, s, kind, message, data),
+          publish: (s, kind, message, data) => publishRunEvent(nc, s, kind, message, data),
         });
         ctx.log.info({ summary: final.summary }, "run finished");
         return final;
@@ -135,20 +90,8 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
       async refuseTaken(request) {
         const message = `the run id ${request.runId} belongs to another client's run: submit with another id`;
         const data = { error: { code: "bad_request", message, retryable: false } };
-        await publishEvent(
-          nc,
-          {
-            v: 1,
-            taskId: request.runId,
-            seq: 0,
-            at: new Date().toISOString(),
-            iteration: 0,
-            kind: "result",
-            message,
-            data,
-          },
-          ownerOfTask(request),
-        );
+        const event = { taskId: request.runId, seq: 0, iteration: 0, message, data };
+        await publishJobEvent(nc, ownerOfTask(request), { ...event, kind: "result" });
       },
       isHandBack: (err) => err instanceof HandBack,
     },

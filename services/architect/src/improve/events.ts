@@ -1,0 +1,43 @@
+/** How an improvement run publishes its events: on its owner's events subject, numbered by its state. */
+import type { NatsConnection } from "@nats-io/transport-node";
+import { ownerOfTask, type GenerationReport } from "@loopsmith/shared";
+import { publishJobEvent } from "../durable/index.js";
+import type { ImproveState } from "./state.js";
+
+/** Largest report sent whole in an event, in characters; a larger one goes without its patch (the KV copy keeps it). */
+const EVENT_REPORT_MAX_CHARS = 400_000;
+
+/** The kinds of event a run publishes. */
+export type RunEventKind = "step" | "generation" | "warning" | "result";
+
+/**
+ * Publishes one event of a run; returns the state with the next seq. A generation report over
+ * {@link EVENT_REPORT_MAX_CHARS} goes without its patch.
+ * @throws as `publishEvent`
+ */
+export async function publishRunEvent(
+  nc: NatsConnection,
+  state: ImproveState,
+  kind: RunEventKind,
+  message: string,
+  data?: Record<string, unknown>,
+): Promise<ImproveState> {
+  let payload = data;
+  const report = data?.report as GenerationReport | undefined;
+  if (report?.change && JSON.stringify(report).length > EVENT_REPORT_MAX_CHARS) {
+    payload = {
+      ...data,
+      report: {
+        ...report,
+        change: {
+          ...report.change,
+          patch: `(patch of ${report.change.patch.length} characters: loopsmith.architect.improve_status has it)`,
+        },
+      },
+    };
+  }
+  const iteration = Math.min(state.generation, 10_000);
+  const event = { taskId: state.request.runId, seq: state.eventSeq, iteration, message };
+  await publishJobEvent(nc, ownerOfTask(state.request), { ...event, kind, ...(payload ? { data: payload } : {}) });
+  return { ...state, eventSeq: state.eventSeq + 1 };
+}
