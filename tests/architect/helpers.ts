@@ -17,7 +17,7 @@ import {
 } from "@loopsmith/shared";
 import { startConductor, type Steps } from "@loopsmith/architect";
 
-export const log = pino({ level: "silent" });
+export const log = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
 export const provider = { name: "test", model: "fake", scripted: true };
 export const usage = (costUsd = 0.01, tokens = 100) => ({
   ...emptyUsage(),
