@@ -180,7 +180,13 @@ describe("replayTask", () => {
       ...r,
       task: {
         ...r.task,
-        repo: { baseCommit: base, snapshot: `tree-${base}.tar`, dependencies: "reject" as const, mapTokens: 2048 },
+        repo: {
+          baseCommit: base,
+          snapshot: `tree-${base}.tar`,
+          dependencies: "reject" as const,
+          mapTokens: 2048,
+          mode: "oneshot" as const,
+        },
       },
     };
     expect(Task.parse(replayTask(repo, "x")).repo?.baseCommit).toBe(base);

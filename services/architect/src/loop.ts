@@ -43,6 +43,10 @@ const PHASES: Record<Exclude<Phase, "done">, PhaseFn> = {
   recall: recallPhase,
   plan: (s, run) => (s.task.decompose ? dagPlanPhase(s, run) : planPhase(s, run)),
   build: buildPhase,
+  // Agent mode's loop (issue #34) is being built; no phase leads here yet.
+  explore: () => {
+    throw new Error("no phase leads to explore yet");
+  },
   gate: gatePhase,
   review: reviewPhase,
   execute: executePhase,

@@ -86,6 +86,8 @@ export const Endpoints = {
   },
   builder: {
     build: endpoint("build", Subjects.builder.build, C.BuildRequest, C.BuildReply),
+    /** Agent mode: the model's next message in a tool loop (issue #34). */
+    turn: endpoint("turn", Subjects.builder.turn, C.AgentTurnRequest, C.AgentTurnReply),
   },
   reviewer: {
     gate: endpoint("gate", Subjects.reviewer.gate, C.GateRequest, C.GateResult),
@@ -93,6 +95,20 @@ export const Endpoints = {
   },
   executor: {
     run: endpoint("run", Subjects.executor.run, C.ExecutionRequest, C.ExecutionResult),
+    /** Agent mode: opens a session container on any replica; the reply names the replica. */
+    sessionOpen: endpoint("session_open", Subjects.executor.sessionOpen, C.SessionOpen, C.SessionOpened),
+    /**
+     * One call in a session, sent to the replica that holds it: `<subject>.<executorId>` (the
+     * token is the replica's id, not an owner; each replica serves only its own).
+     */
+    sessionCall: endpoint("session_call", Subjects.executor.sessionCall, C.SessionCall, C.SessionObservation),
+    /** Removes a session's container, on its replica's subject like `sessionCall`. */
+    sessionClose: endpoint(
+      "session_close",
+      Subjects.executor.sessionClose,
+      C.SessionClose,
+      z.object({ closed: z.boolean() }),
+    ),
   },
   memory: {
     recall: endpoint("recall", Subjects.memory.recall, C.RecallRequest, C.Recall),

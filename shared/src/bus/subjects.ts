@@ -17,9 +17,15 @@ export const Subjects = {
     /** An improvement run's state and reports. */
     improveStatus: "loopsmith.architect.improve_status",
   },
-  builder: { build: "loopsmith.builder.build" },
+  builder: { build: "loopsmith.builder.build", turn: "loopsmith.builder.turn" },
   reviewer: { gate: "loopsmith.reviewer.gate", review: "loopsmith.reviewer.review" },
-  executor: { run: "loopsmith.executor.run" },
+  executor: {
+    run: "loopsmith.executor.run",
+    /** Agent mode's session container (issue #34): open on any replica, then call and close on its own `.<executorId>`. */
+    sessionOpen: "loopsmith.executor.session_open",
+    sessionCall: "loopsmith.executor.session_call",
+    sessionClose: "loopsmith.executor.session_close",
+  },
   memory: {
     recall: "loopsmith.memory.recall",
     rememberFailure: "loopsmith.memory.remember_failure",

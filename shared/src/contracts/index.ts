@@ -31,7 +31,29 @@ export {
   RepoSpec,
   snapshotName,
 } from "./repo.js";
-export { RoleReplies, ScriptFile, SimulatedWrong, Simulation, TaskScript } from "./script.js";
+export { RoleReplies, ScriptFile, ScriptTurn, SimulatedWrong, Simulation, TaskScript } from "./script.js";
+export {
+  AgentMessage,
+  AgentStop,
+  EditArgs,
+  ListArgs,
+  ReadArgs,
+  RunArgs,
+  SearchArgs,
+  SessionCall,
+  SessionClose,
+  SessionObservation,
+  SessionOpen,
+  SessionOpened,
+  SubmitArgs,
+  SymbolArgs,
+  ToolArgs,
+  ToolCall,
+  ToolName,
+  TranscriptStep,
+  AgentTurnReply,
+  AgentTurnRequest,
+} from "./agent.js";
 export { CancelRequest, StatusRequest, Task, TaskLimits, TaskSource, type TaskInput } from "./task.js";
 export { Candidate, Finding, GateResult, Plan, Reflection, Review } from "./plan.js";
 export {

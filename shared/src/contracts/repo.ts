@@ -53,6 +53,13 @@ export const RepoSpec = z.object({
   dependencies: DependencyPolicy.default("reject"),
   /** Token budget of the repo map in a prompt (about 4 characters a token). @defaultValue 2048 */
   mapTokens: z.number().int().min(256).max(32_000).default(2_048),
+  /**
+   * How the model works on the repository: `agent` explores with tools in a bounded loop
+   * (list, read, search, symbol, run, edit, submit) before the verdict; `oneshot` answers with
+   * edits in one call from the files picked up front (cheaper on small fixes).
+   * @defaultValue "oneshot" (becomes "agent" once the loop lands, issue #34)
+   */
+  mode: z.enum(["agent", "oneshot"]).default("oneshot"),
 });
 export type RepoSpec = z.infer<typeof RepoSpec>;
 

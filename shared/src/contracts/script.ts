@@ -9,6 +9,25 @@ import { z } from "zod";
 
 const Entries = z.array(z.unknown());
 
+/**
+ * One scripted model turn of agent mode: optional text and the tool calls it makes, as a
+ * transcript replays them (`loopsmith replay`). `id` defaults to `call_<turn>_<index>`.
+ */
+export const ScriptTurn = z.object({
+  content: z.string().default(""),
+  toolCalls: z
+    .array(
+      z.object({
+        id: z.string().min(1).max(200).optional(),
+        name: z.string().min(1).max(100),
+        args: z.record(z.string(), z.unknown()).default({}),
+      }),
+    )
+    .max(20)
+    .default([]),
+});
+export type ScriptTurn = z.infer<typeof ScriptTurn>;
+
 /** Replies per role. Unknown roles are an error, so a typo does not silently fall through. */
 export const RoleReplies = z
   .object({
@@ -18,6 +37,8 @@ export const RoleReplies = z
     review: Entries.optional(),
     reflect: Entries.optional(),
     improve: Entries.optional(),
+    /** Agent-mode turns, each a {@link ScriptTurn}. */
+    agent: z.array(z.lazy(() => ScriptTurn)).optional(),
   })
   .strict();
 export type RoleReplies = z.infer<typeof RoleReplies>;

@@ -26,6 +26,11 @@ export const TaskLimits = z.object({
    * them. @defaultValue 3
    */
   subtaskAttempts: z.number().int().min(1).max(10).default(3),
+  /**
+   * Repo tasks in agent mode: model turns (tool-calling steps) at most in one iteration's
+   * loop; the loop stops with `steps` after the last. @defaultValue 40 (issue #34)
+   */
+  maxAgentSteps: z.number().int().min(1).max(500).default(40),
 });
 export type TaskLimits = z.infer<typeof TaskLimits>;
 

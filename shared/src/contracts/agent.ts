@@ -1,0 +1,255 @@
+/**
+ * Agent mode for repo tasks (issue #34): the model explores the repository through tools in
+ * a bounded loop before it submits. Three groups of messages:
+ *
+ * - **Tool calls**, as the model makes them ({@link ToolCall}) and their arguments per tool.
+ * - **A model turn** (architect → builder, `loopsmith.builder.turn`): the conversation so far
+ *   goes in, the model's next message (text and tool calls) comes out ({@link AgentTurnRequest},
+ *   {@link AgentTurnReply}).
+ * - **A session** (architect → executor): one sandbox container kept for a task attempt, with
+ *   the candidate tree beside it. `loopsmith.executor.session_open` goes to any executor (queue
+ *   group) and names the replica that holds it; `session_call` and `session_close` go to that
+ *   replica's own subject (`<subject>.<executorId>`). A replica that died answers nothing
+ *   (`no_responders`): the architect opens the session again elsewhere and writes the
+ *   candidate's files into it.
+ *
+ * `list`, `read`, `search` and `run` are session calls; `symbol` and `edit` are answered by the
+ * architect (the repo map's index, the search/replace engine and the policy live there);
+ * `submit` ends the loop. See docs/ARCHITECTURE.md, "The agent loop".
+ */
+import { z } from "zod";
+import { Budget, FileChange, Language, Owner, RelativePath, StepHeader, Usage } from "./common.js";
+import { CommitId, Edit } from "./repo.js";
+import { ProviderInfo, TaskBrief } from "./steps.js";
+import { Recall } from "./memory.js";
+import { TaskScript } from "./script.js";
+
+/** The tools of agent mode. */
+export const ToolName = z.enum(["list", "read", "search", "symbol", "run", "edit", "submit"]);
+export type ToolName = z.infer<typeof ToolName>;
+
+/** `list`: a directory's entries, `depth` levels down (directories end with `/`). */
+export const ListArgs = z.object({
+  path: z.string().max(1_000).default("."),
+  depth: z.number().int().min(1).max(4).default(2),
+});
+/** `read`: a file's lines `startLine`..`endLine` (1-based, inclusive), numbered. */
+export const ReadArgs = z.object({
+  path: RelativePath,
+  startLine: z.number().int().min(1).optional(),
+  endLine: z.number().int().min(1).optional(),
+});
+/** `search`: lines matching a regular expression (JavaScript syntax), in files matching `glob`. */
+export const SearchArgs = z.object({
+  pattern: z.string().min(1).max(1_000),
+  glob: z.string().max(500).optional(),
+  /** Matching lines at most. @defaultValue 100 */
+  maxResults: z.number().int().min(1).max(1_000).default(100),
+});
+/** `symbol`: where a name is defined and referenced (the repo map's index). */
+export const SymbolArgs = z.object({ name: z.string().min(1).max(200) });
+/** `run`: a shell line (`sh -c`) at the workspace root of the session container. */
+export const RunArgs = z.object({
+  command: z.string().min(1).max(4_000),
+  /** ms; capped by the task's run timeout. */
+  timeoutMs: z.number().int().min(100).max(600_000).optional(),
+});
+/** `edit`: search/replace edits, applied in order over the candidate so far. */
+export const EditArgs = z.object({ edits: z.array(Edit).min(1).max(20) });
+/** `submit`: the change is done; `summary` is its one line. */
+export const SubmitArgs = z.object({ summary: z.string().min(1).max(500) });
+
+/** Each tool's arguments schema, by name. */
+export const ToolArgs = {
+  list: ListArgs,
+  read: ReadArgs,
+  search: SearchArgs,
+  symbol: SymbolArgs,
+  run: RunArgs,
+  edit: EditArgs,
+  submit: SubmitArgs,
+} as const satisfies Record<ToolName, z.ZodTypeAny>;
+
+/**
+ * One tool call as the model made it. `args` is validated against {@link ToolArgs} by the
+ * loop, which answers bad arguments with an error observation (never a crash).
+ */
+export const ToolCall = z.object({
+  /** The provider's call id (Anthropic `tool_use.id`, OpenAI `tool_calls[].id`), or `call_<n>`. */
+  id: z.string().min(1).max(200),
+  name: z.string().min(1).max(100),
+  args: z.record(z.string(), z.unknown()).default({}),
+});
+export type ToolCall = z.infer<typeof ToolCall>;
+
+/** One message of an agent conversation. */
+export const AgentMessage = z.discriminatedUnion("role", [
+  z.object({ role: z.literal("user"), content: z.string() }),
+  z.object({
+    role: z.literal("assistant"),
+    content: z.string().default(""),
+    toolCalls: z.array(ToolCall).max(20).default([]),
+  }),
+  z.object({
+    role: z.literal("tool"),
+    toolCallId: z.string().min(1).max(200),
+    name: z.string().max(100),
+    /** The observation as the model sees it (already cut, see `cutObservation`). */
+    content: z.string(),
+    isError: z.boolean().default(false),
+  }),
+]);
+export type AgentMessage = z.infer<typeof AgentMessage>;
+
+/**
+ * Ask the builder for the model's next message (`loopsmith.builder.turn`). The builder renders
+ * the system prompt (`prompts/agent.md`) and the opening message from `task`, `recall` and
+ * `previous`, then appends `messages`.
+ */
+export const AgentTurnRequest = z.object({
+  ...StepHeader,
+  /** Calls the task already made for the `agent` role: a scripted provider replays by it. */
+  callsBefore: z.number().int().nonnegative().optional(),
+  script: TaskScript.optional(),
+  task: TaskBrief,
+  recall: Recall.optional(),
+  /** The failing verdict of the previous iteration (its output cut) and the reflection on it. */
+  previous: z.string().max(40_000).optional(),
+  /** The conversation after the opening message, oldest first. */
+  messages: z.array(AgentMessage).max(2_000),
+  /** Steps left in the step budget, told to the model. */
+  stepsLeft: z.number().int().nonnegative(),
+  budget: Budget.default({}),
+});
+export type AgentTurnRequest = z.infer<typeof AgentTurnRequest>;
+
+/** The model's next message. No tool call means it answered in text only (the loop nudges it). */
+export const AgentTurnReply = z.object({
+  content: z.string().default(""),
+  toolCalls: z.array(ToolCall).max(20).default([]),
+  usage: Usage,
+  provider: ProviderInfo,
+});
+export type AgentTurnReply = z.infer<typeof AgentTurnReply>;
+
+/**
+ * Open a session: a container kept for one task attempt (no network, the verdict run's
+ * limits, seccomp and user), its workspace the base tree with `files` over it and `deleted`
+ * removed. Opening an id that is open replaces its files (after a resume).
+ */
+export const SessionOpen = z.object({
+  ...StepHeader,
+  /** `<taskId>-<iteration>`: one per task attempt. */
+  sessionId: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/),
+  owner: Owner.optional(),
+  language: Language,
+  base: z.object({
+    snapshot: z.string().min(1).max(255),
+    commit: CommitId,
+    setupCommand: z.string().max(4_000).optional(),
+  }),
+  files: z.array(FileChange).max(500).default([]),
+  deleted: z.array(RelativePath).max(500).default([]),
+  /** Memory of the container, MB. */
+  memoryMb: z.number().int().min(64).max(16_384),
+  /** Default and cap of one `run`, ms. */
+  timeoutMs: z.number().int().min(100).max(600_000),
+});
+export type SessionOpen = z.infer<typeof SessionOpen>;
+
+/** The session an open made, and which replica holds it. */
+export const SessionOpened = z.object({
+  sessionId: z.string(),
+  /** Subject token of the replica: calls go to `session_call.<executorId>`. */
+  executorId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  /** Files in the workspace. */
+  files: z.number().int().nonnegative(),
+  /** ms the open took (image, archive, container start). */
+  durationMs: z.number().nonnegative(),
+});
+export type SessionOpened = z.infer<typeof SessionOpened>;
+
+/** One call in a session. `write` puts the candidate's changed files (and removals) in both trees. */
+export const SessionCall = z.object({
+  v: z.literal(1),
+  sessionId: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/),
+  call: z.discriminatedUnion("tool", [
+    ListArgs.extend({ tool: z.literal("list") }),
+    ReadArgs.extend({ tool: z.literal("read") }),
+    SearchArgs.extend({ tool: z.literal("search") }),
+    RunArgs.extend({ tool: z.literal("run") }),
+    z.object({
+      tool: z.literal("write"),
+      files: z.array(FileChange).max(500),
+      deleted: z.array(RelativePath).max(500).default([]),
+    }),
+  ]),
+});
+export type SessionCall = z.infer<typeof SessionCall>;
+
+/**
+ * A session call's observation, uncut: the architect cuts it for the model. `list`, `read`
+ * and `search` answer from the candidate tree (base plus writes), never from files a `run`
+ * left in the container; `run` answers with the command's exit code and output.
+ */
+export const SessionObservation = z.object({
+  /** The text (for `read`, numbered lines `<n>: <line>`; for `search`, `<path>:<n>: <line>`). */
+  output: z.string(),
+  /** False when the call failed (no such file, a bad pattern, a non-zero exit). */
+  ok: z.boolean(),
+  /** `run`: the command's exit code; `null` when it was killed (timeout, memory). */
+  exitCode: z.number().int().nullable().optional(),
+  /** `run`: it passed its timeout and was killed. */
+  timedOut: z.boolean().optional(),
+  /** Bytes of output before any cut the executor made (a run's output is capped at 1 MiB). */
+  totalBytes: z.number().int().nonnegative(),
+  /** `read`: lines in the file; `search`: matches found (beyond `maxResults` too, up to 10 000). */
+  total: z.number().int().nonnegative().optional(),
+  durationMs: z.number().nonnegative(),
+});
+export type SessionObservation = z.infer<typeof SessionObservation>;
+
+/** Close a session: its container is removed. Closing an unknown id is not an error. */
+export const SessionClose = z.object({
+  v: z.literal(1),
+  sessionId: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/),
+});
+export type SessionClose = z.infer<typeof SessionClose>;
+
+/** Why an agent loop ended. */
+export const AgentStop = z.enum([
+  /** The model called `submit`. */
+  "submitted",
+  /** The step budget (`TaskLimits.maxAgentSteps`) ran out. */
+  "steps",
+  /** The same call with the same arguments, or the same failing output, three times after a redirect. */
+  "stuck",
+  /** The task's token or USD budget would be passed by the next model call. */
+  "budget",
+]);
+export type AgentStop = z.infer<typeof AgentStop>;
+
+/**
+ * One step of a transcript, as the run record keeps it (the data of an `agent_step` event):
+ * the tool, its arguments, the observation as the model saw it, and what the step cost.
+ */
+export const TranscriptStep = z.object({
+  /** 1-based step number within the iteration's loop. */
+  step: z.number().int().min(1),
+  iteration: z.number().int().min(1),
+  /** The model's text beside the call (its reasoning, when it gave any), cut to 2 000 characters. */
+  thought: z.string().max(2_000).default(""),
+  tool: z.string().max(100),
+  args: z.record(z.string(), z.unknown()),
+  /** The observation exactly as the model saw it (cut to 4 000 characters in the event). */
+  observation: z.string().max(4_000),
+  isError: z.boolean().default(false),
+  /** Tokens of the model call that made this step (the first call of a turn carries them). */
+  tokens: z.number().int().nonnegative().default(0),
+  costUsd: z.number().nonnegative().default(0),
+  /** ms: the model call and the tool. */
+  durationMs: z.number().nonnegative(),
+  /** Set on the step the stuck rule fired on: `repeat_call` or `repeat_output`, and what it did. */
+  stuck: z.object({ rule: z.enum(["repeat_call", "repeat_output"]), action: z.enum(["redirect", "stop"]) }).optional(),
+});
+export type TranscriptStep = z.infer<typeof TranscriptStep>;
