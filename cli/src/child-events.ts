@@ -84,6 +84,7 @@ export async function* withChildEvents(
     push({ from: parentTaskId, end: true });
   };
   o.signal?.addEventListener("abort", onAbort, { once: true });
+  if (o.signal?.aborted) onAbort();
 
   const read = async (taskId: string, signal: AbortSignal): Promise<void> => {
     try {

@@ -89,6 +89,7 @@ interface Runner {
 async function startRunner(
   nc: NatsConnection,
   before: (key: string, step: number) => Promise<void> = async () => undefined,
+  options: { stopTimeoutMs?: number; log?: pino.Logger } = {},
 ): Promise<Runner> {
   const kv = await openBucket(nc, "durable_test");
   const store = checkpointStore({
@@ -113,7 +114,8 @@ async function startRunner(
     publishEvent(nc, event(s, "result", s.error ?? `done after ${s.step} steps`), s.request.owner);
   const consumer = await runDurableConsumer<Job, JobState>({
     nc,
-    log,
+    log: options.log ?? log,
+    ...(options.stopTimeoutMs !== undefined ? { stopTimeoutMs: options.stopTimeoutMs } : {}),
     stream: STREAM,
     consumer: CONSUMER,
     intake: "tasks",
@@ -340,4 +342,88 @@ describe("the durable consumer", () => {
       await nc.close();
     }
   }, 60_000);
+
+  it("stops in bounded time when a job never hands back; the job's message goes back to the broker and resumes on another runner", async ({
+    nats,
+  }) => {
+    const nc1 = await connect({ servers: nats.url });
+    await ensureJobStream(nc1);
+    let reached!: () => void;
+    const blocked = new Promise<void>((r) => (reached = r));
+    // Step 2 never returns, and the job never looks at `stopping()`: a job stuck in a call.
+    const first = await startRunner(
+      nc1,
+      async (_key, step) => {
+        if (step === 2) {
+          reached();
+          await new Promise<never>(() => undefined);
+        }
+      },
+      { stopTimeoutMs: 1_500 },
+    );
+    const j = job(3);
+    await submit(nc1, j);
+    await blocked;
+    const started = Date.now();
+    await first.consumer.stop();
+    const stopMs = Date.now() - started;
+    // The fetch loop ends within its 2 s fetch expiry; the stuck job is then given 1.5 s.
+    expect(stopMs).toBeLessThan(6_000);
+    expect(stopMs).toBeGreaterThanOrEqual(1_400);
+    const nc2 = await connect({ servers: nats.url });
+    const second = await startRunner(nc2);
+    try {
+      // No heartbeat beats for the abandoned job: it is redelivered after the 10 s ack wait.
+      const events = await eventsOf(nc2, j.taskId);
+      expect(events.at(-1)?.message).toBe("done after 3 steps");
+      expect(second.startedAt).toEqual([1]);
+      expect(second.effects).toEqual([`${j.taskId}:2`, `${j.taskId}:3`]);
+      expect(first.effects).toEqual([`${j.taskId}:1`]);
+    } finally {
+      await second.consumer.stop();
+      await nc2.close();
+      await nc1.close();
+    }
+  }, 90_000);
+
+  it("takes no more jobs once its connection is closed, instead of retrying a closed connection for ever", async ({
+    nats,
+  }) => {
+    const nc = await connect({ servers: nats.url });
+    await ensureJobStream(nc);
+    const lines: string[] = [];
+    const sink = { write: (line: string) => void lines.push(line) };
+    const runner = await startRunner(nc, undefined, { log: pino({ level: "warn" }, sink) });
+    await nc.close();
+    await new Promise((r) => setTimeout(r, 4_000));
+    const messages = lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
+    expect(messages.filter((m) => m.includes("the connection is closed"))).toHaveLength(1);
+    expect(messages.filter((m) => m.includes("failed; retrying")).length).toBeLessThanOrEqual(1);
+    const started = Date.now();
+    await runner.consumer.stop();
+    expect(Date.now() - started).toBeLessThan(1_000);
+  }, 30_000);
+
+  it("stops following a task's events when the signal fired before the follow began", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    await ensureStreams(nc);
+    const key = `follow-${Date.now().toString(36)}`;
+    const at = new Date().toISOString();
+    await publishEvent(nc, { v: 1, taskId: key, seq: 0, at, iteration: 0, kind: "accepted", message: "accepted" });
+    const fired = new AbortController();
+    fired.abort(new Error("the conductor is stopping"));
+    try {
+      // The task never ends: a follow that missed the abort would wait for ever.
+      const ended = await Promise.race([
+        (async () => {
+          for await (const _ of followEvents(nc, DEFAULT_OWNER, key, fired.signal));
+          return "ended";
+        })(),
+        new Promise((r) => setTimeout(() => r("still following"), 5_000)),
+      ]);
+      expect(ended).toBe("ended");
+    } finally {
+      await nc.close();
+    }
+  }, 30_000);
 });

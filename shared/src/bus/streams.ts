@@ -362,6 +362,9 @@ export async function* followEvents(
   const messages = await consumer.consume();
   const onAbort = (): void => void messages.close();
   signal?.addEventListener("abort", onAbort, { once: true });
+  // A signal that fired before the listener was added (while the consumer was being made)
+  // fires no event: without this check the caller would follow the events for ever.
+  if (signal?.aborted) onAbort();
   try {
     for await (const m of messages) {
       const parsed = TaskEvent.safeParse(m.json());

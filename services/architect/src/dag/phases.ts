@@ -200,6 +200,7 @@ async function attemptSubtask(
       setupCommand: s.repo?.setupCommand ?? repo.setupCommand ?? "",
       dependencies: repo.dependencies,
       mapTokens: repo.mapTokens,
+      mode: repo.mode,
     },
     review: task.review,
     memory: task.memory,

@@ -108,7 +108,16 @@ export interface DurableConsumerOptions<Request, State> {
    * Undefined: only cancels asked of this consumer are seen.
    */
   cancelPollMs?: number;
+  /**
+   * How long `stop()` waits for running jobs to hand back, in ms; past it they are abandoned:
+   * their heartbeats stop and their messages are left unsettled, so the broker redelivers them
+   * after the ack wait and they resume from their checkpoints. @defaultValue 30000
+   */
+  stopTimeoutMs?: number;
 }
+
+/** How often `stop()` names the jobs it still waits for, in ms. */
+const STOP_REPORT_MS = 5_000;
 
 /** A running durable consumer. */
 export interface DurableConsumer<State> {
@@ -121,7 +130,8 @@ export interface DurableConsumer<State> {
   cancel(key: string, owner: string): Promise<boolean>;
   /**
    * Stops taking jobs; running ones hand back at their next step (their messages are nak'd
-   * and resume elsewhere from the checkpoint). Waits for them. Safe to call twice.
+   * and resume elsewhere from the checkpoint). Waits for them, naming every 5 s the ones it
+   * still waits for, at most `stopTimeoutMs`. Safe to call twice.
    */
   stop(): Promise<void>;
 }
@@ -178,13 +188,20 @@ async function processMessage<Request extends Owned, State extends Checkpointed>
   request: Request,
   abort: AbortController,
   release: () => void,
+  abandon: AbortSignal,
 ): Promise<void> {
   const { nc, log, store, handler, label } = opts;
   const key = handler.keyOf(request);
   const owner = ownerOfTask(request);
   const jlog = log.child({ [label === "task" ? "taskId" : "runId"]: key, owner });
   let cancelSeen = false;
-  const heartbeat = setInterval(() => msg.working(), HEARTBEAT_MS);
+  // An abandoned job (one that did not hand back before `stop()` gave up) beats no more: the
+  // broker redelivers its message after the ack wait, and it resumes from its checkpoint.
+  const working = (): void => {
+    if (!abandon.aborted) msg.working();
+  };
+  const heartbeat = setInterval(working, HEARTBEAT_MS);
+  abandon.addEventListener("abort", () => clearInterval(heartbeat), { once: true });
   try {
     const existing = await store.get(key);
     if (existing && ownerOfState(handler, existing.state) !== owner) {
@@ -228,7 +245,7 @@ async function processMessage<Request extends Owned, State extends Checkpointed>
         }
       },
       emit: events.emit,
-      heartbeat: () => msg.working(),
+      heartbeat: working,
       cancelled: () => cancelSeen || abort.signal.aborted,
       stopping,
       release,
@@ -273,7 +290,11 @@ export async function runDurableConsumer<Request extends Owned, State extends Ch
   const consumer = await jetstream(nc).consumers.get(opts.stream, opts.consumer);
   const limit = opts.concurrency ?? 1;
   // `slot`: the job takes one of the `limit` slots (a DAG task gives its slot back while its children run).
-  const running = new Map<string, { request: Request; abort: AbortController; done: Promise<void>; slot: boolean }>();
+  // `abandon`: stop() gave up waiting for it (see `stopTimeoutMs`).
+  const running = new Map<
+    string,
+    { request: Request; abort: AbortController; abandon: AbortController; done: Promise<void>; slot: boolean }
+  >();
   const slotsTaken = (): number => [...running.values()].filter((r) => r.slot).length;
   let stopped = false;
   let wake: (() => void) | undefined;
@@ -313,13 +334,14 @@ export async function runDurableConsumer<Request extends Owned, State extends Ch
         wake?.();
       }
     };
-    const done = processMessage(opts, () => stopped, msg, request, abort, release)
+    const abandon = new AbortController();
+    const done = processMessage(opts, () => stopped, msg, request, abort, release, abandon.signal)
       .catch((err: unknown) => log.error({ err, key }, `${label} processing failed`))
       .finally(() => {
         running.delete(key);
         wake?.();
       });
-    running.set(key, { request, abort, done, slot: true });
+    running.set(key, { request, abort, abandon, done, slot: true });
   };
 
   const loop = (async () => {
@@ -333,6 +355,11 @@ export async function runDurableConsumer<Request extends Owned, State extends Ch
         for await (const msg of batch) take(msg);
       } catch (err) {
         if (stopped) break;
+        if (nc.isClosed()) {
+          // A closed connection never comes back (a reconnect happens under an open one).
+          log.warn({ err }, `the connection is closed; the ${label} consumer takes no more ${label}s`);
+          break;
+        }
         log.warn({ err }, `fetching ${label}s failed; retrying`);
         await new Promise((r) => setTimeout(r, 1_000));
       }
@@ -357,8 +384,38 @@ export async function runDurableConsumer<Request extends Owned, State extends Ch
     async stop() {
       stopped = true;
       wake?.();
-      await loop;
-      await Promise.allSettled([...running.values()].map((r) => r.done));
+      const limitMs = opts.stopTimeoutMs ?? 30_000;
+      const report = setInterval(
+        () =>
+          log.warn(
+            { jobs: [...running.keys()] },
+            `stopping: still waiting for ${running.size} ${label}(s) to hand back`,
+          ),
+        STOP_REPORT_MS,
+      );
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), limitMs)));
+      try {
+        const ended = await Promise.race([
+          (async () => {
+            await loop;
+            await Promise.allSettled([...running.values()].map((r) => r.done));
+            return "ended" as const;
+          })(),
+          deadline,
+        ]);
+        if (ended === "timeout") {
+          log.error(
+            { jobs: [...running.keys()], limitMs },
+            `stopping: ${running.size} ${label}(s) did not hand back in time; left to the broker, which redelivers them after the ack wait`,
+          );
+          // Not aborted: `abort` means cancelled, and a stopping service cancels nothing.
+          for (const r of running.values()) r.abandon.abort();
+        }
+      } finally {
+        clearInterval(report);
+        clearTimeout(timer);
+      }
     },
   };
 }
