@@ -278,16 +278,25 @@ program
   .command("config")
   .description("configuration")
   .command("show")
-  .description("print the effective configuration with secrets masked")
+  .description(
+    "print the effective configuration with secrets masked, the files read, and where each value came from " +
+      "(flag, env VAR, user/repo/config file PATH, default)",
+  )
   .option("--config <file>", "configuration file (JSON)")
   .option("--json", "on failure, end with a JSON error object (the configuration is always JSON)")
   .action(async (opts: { config?: string; json?: boolean }) =>
     run(opts.json, async () => {
-      const { effectiveRoles, loadConfig, maskConfig } = await import("@loopsmith/shared");
+      const { describeSource, effectiveRoles, loadConfigWithSources, maskConfig } = await import("@loopsmith/shared");
       const { jsonLine } = await import("./terminal.js");
-      const config = loadConfig(opts.config ? { file: opts.config } : {});
-      // The configuration as loaded, then what each role will really call; all of it masked.
-      process.stdout.write(`${jsonLine(maskConfig({ ...config, effectiveRoles: effectiveRoles(config) }), 2)}\n`);
+      const { config, sources, files } = loadConfigWithSources(opts.config ? { file: opts.config } : {});
+      // The configuration as loaded, then what each role will really call, all of it masked;
+      // then the files read and the source of each value (names and paths, never values).
+      const shown = {
+        ...maskConfig({ ...config, effectiveRoles: effectiveRoles(config) }),
+        files,
+        sources: Object.fromEntries(Object.entries(sources).map(([path, source]) => [path, describeSource(source)])),
+      };
+      process.stdout.write(`${jsonLine(shown, 2)}\n`);
       return ExitCode.ok;
     }),
   );

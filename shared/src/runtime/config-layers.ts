@@ -1,9 +1,14 @@
 /**
  * The layers of the configuration before the schema sees them (config.ts): the environment
  * variables and where each goes ({@link ENV_KEYS}), the deep merge of two layers, and the
- * provider-specific credentials filled in once the provider is known.
+ * provider-specific credentials filled in once the provider is known; the files found by
+ * convention (the repository's, the user's) and where each value came from.
  */
+import { existsSync, readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join, resolve } from "node:path";
 import { ROLES } from "../llm/types.js";
+import { LoopsmithError } from "./errors.js";
 
 /** A configuration layer before validation: plain JSON objects. */
 export type Json = { [k: string]: unknown };
@@ -142,4 +147,172 @@ export function withProviderCredentials(layered: Json, env: NodeJS.ProcessEnv): 
   }
   if (llm.fallback === undefined) delete out.fallback;
   return { ...layered, llm: out };
+}
+
+/**
+ * Where one configuration value came from, as `loopsmith config show` names it: a flag
+ * (`LOOPSMITH_CONFIG_JSON` carries the flags to child processes), an environment variable, a
+ * configuration file (`explicit`: `--config`/`LOOPSMITH_CONFIG`; `repo`: the repository's;
+ * `user`: `$XDG_CONFIG_HOME/loopsmith/config.json`), or the schema's default.
+ */
+export type ConfigSource =
+  | { kind: "flag" }
+  | { kind: "env"; name: string }
+  | { kind: "file"; layer: "explicit" | "repo" | "user"; path: string }
+  | { kind: "default" };
+
+/** A {@link ConfigSource} as one phrase: `flag`, `env LOOPSMITH_MODEL`, `repo file /r/loopsmith.json`, `default`. */
+export function describeSource(source: ConfigSource): string {
+  switch (source.kind) {
+    case "flag":
+      return "flag";
+    case "env":
+      return `env ${source.name}`;
+    case "file":
+      return `${source.layer === "explicit" ? "config" : source.layer} file ${source.path}`;
+    default:
+      return "default";
+  }
+}
+
+/** The configuration files found by convention, each absent when there is none. */
+export interface ConfigFiles {
+  /** `$XDG_CONFIG_HOME/loopsmith/config.json` (XDG's default `~/.config`). */
+  user?: string;
+  /** The repository's `.loopsmith/config.json`, else its `loopsmith.json` (one schema). */
+  repo?: string;
+}
+
+/**
+ * The root of the git repository holding `dir`: the nearest ancestor (itself included) with
+ * a `.git` entry (a directory, or the file of a worktree or submodule); undefined outside one.
+ */
+export function repositoryRoot(dir: string): string | undefined {
+  for (let at = resolve(dir); ;) {
+    if (existsSync(join(at, ".git"))) return at;
+    const up = dirname(at);
+    if (up === at) return undefined;
+    at = up;
+  }
+}
+
+/**
+ * The configuration files found by convention (XDG Base Directory Specification for the
+ * user's; the repository root for the repository's). Outside a git repository no repository
+ * file is read.
+ * @param opts.repoRoot the repository whose file counts; else the one holding `opts.cwd`
+ * @throws LoopsmithError `config_invalid` when the repository has both `.loopsmith/config.json`
+ *   and `loopsmith.json` (one would silently shadow the other)
+ */
+export function findConfigFiles(opts: { cwd: string; env: NodeJS.ProcessEnv; repoRoot?: string }): ConfigFiles {
+  const out: ConfigFiles = {};
+  const configHome = opts.env.XDG_CONFIG_HOME || join(opts.env.HOME || homedir(), ".config");
+  const user = join(configHome, "loopsmith", "config.json");
+  if (existsSync(user)) out.user = user;
+  const root = opts.repoRoot ?? repositoryRoot(opts.cwd);
+  if (root) {
+    const found = [join(root, ".loopsmith", "config.json"), join(root, "loopsmith.json")].filter((f) => existsSync(f));
+    if (found.length > 1) {
+      throw new LoopsmithError(
+        "config_invalid",
+        `the repository has two configuration files, ${found[0]} and ${found[1]}: keep one (they share one schema)`,
+      );
+    }
+    if (found[0]) out.repo = found[0];
+  }
+  return out;
+}
+
+/** Line and column (from 1) of a UTF-16 offset into `text`. */
+function lineColumn(text: string, offset: number): { line: number; column: number } {
+  const before = text.slice(0, offset).split("\n");
+  return { line: before.length, column: (before.at(-1)?.length ?? 0) + 1 };
+}
+
+/**
+ * Reads one configuration file: a JSON object.
+ * @throws LoopsmithError `config_invalid` naming the file, and for a syntax error its line and
+ *   column (from V8's `at position N`), or saying the top level is not an object
+ */
+export function readConfigFile(file: string): Json {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new LoopsmithError(
+      "config_invalid",
+      `cannot read the configuration file ${file}: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    const message = (err as Error).message;
+    const at = /at position (\d+)/.exec(message);
+    const where = at ? lineColumn(text, Number(at[1])) : undefined;
+    throw new LoopsmithError(
+      "config_invalid",
+      `the configuration file ${file} is not valid JSON${where ? ` (line ${where.line}, column ${where.column})` : ""}: ${message}`,
+      { cause: err },
+    );
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new LoopsmithError("config_invalid", `the configuration file ${file} must hold a JSON object`);
+  }
+  return value as Json;
+}
+
+/**
+ * Every leaf of a layer (a scalar, an array, or an empty object) with its path. Arrays are
+ * leaves because {@link mergeConfig} replaces them whole.
+ */
+export function leavesOf(json: unknown, path: string[] = []): Array<[string[], unknown]> {
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return [[path, json]];
+  const entries = Object.entries(json).filter(([, v]) => v !== undefined);
+  if (entries.length === 0) return path.length ? [[path, json]] : [];
+  return entries.flatMap(([k, v]) => leavesOf(v, [...path, k]));
+}
+
+/**
+ * Records, for each leaf a layer sets, that layer as its source (later layers overwrite):
+ * `sources` maps a dotted path to its {@link ConfigSource}.
+ */
+export function recordSources(
+  sources: Map<string, ConfigSource>,
+  layer: Json,
+  source: (path: string[]) => ConfigSource,
+): void {
+  for (const [path] of leavesOf(layer)) {
+    const key = path.join(".");
+    // A layer setting a whole value replaces what earlier layers set beneath it.
+    for (const old of [...sources.keys()]) if (old.startsWith(`${key}.`)) sources.delete(old);
+    sources.set(key, source(path));
+  }
+}
+
+/** The environment variable that set `path` in {@link configFromEnv}'s layer, if any. */
+export function envNameOf(path: string[], env: NodeJS.ProcessEnv): string | undefined {
+  const key = path.join(".");
+  for (const [name, to] of ENV_KEYS)
+    if (to.join(".") === key && env[name] !== undefined && env[name] !== "") return name;
+  return undefined;
+}
+
+/**
+ * The source of the value at `path`: the nearest recorded path at or above it (a layer may
+ * set a whole object or array), else the default.
+ */
+export function sourceAt(
+  sources: ReadonlyMap<string, ConfigSource>,
+  path: ReadonlyArray<string | number>,
+): ConfigSource {
+  for (let n = path.length; n > 0; n--) {
+    const found = sources.get(path.slice(0, n).join("."));
+    if (found) return found;
+  }
+  return { kind: "default" };
 }

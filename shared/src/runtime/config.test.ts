@@ -70,7 +70,7 @@ describe("configuration", () => {
     expect(cfg.memory).toEqual({ efSearch: 200, hnswM: 24, hnswEfConstruction: 100 });
     expect(() => loadConfig({ env: { LOOPSMITH_HNSW_EF_SEARCH: "1001" } })).toThrow(/efSearch/);
     expect(() => loadConfig({ env: { LOOPSMITH_HNSW_M: "40", LOOPSMITH_HNSW_EF_CONSTRUCTION: "64" } })).toThrow(
-      /2 × memory.hnswM[\s\S]*memory.hnswEfConstruction/,
+      /memory\.hnswEfConstruction: must be at least 2 × memory\.hnswM/,
     );
   });
 

@@ -1,17 +1,30 @@
 /**
  * Configuration: one zod schema, parsed once at boot. Layers, later wins:
- * defaults < file (`--config` or `LOOPSMITH_CONFIG`, JSON) < environment < flags
- * (`LOOPSMITH_CONFIG_JSON` carries flags to child processes); the layers themselves are
- * built in config-layers.ts.
+ * defaults < the user's file (`$XDG_CONFIG_HOME/loopsmith/config.json`) < the repository's
+ * file (`.loopsmith/config.json` or `loopsmith.json`) < the file named by `--config` or
+ * `LOOPSMITH_CONFIG` < environment < flags (`LOOPSMITH_CONFIG_JSON` carries flags to child
+ * processes); the layers themselves are built in config-layers.ts.
  */
-import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { z } from "zod";
 import { LoopsmithError } from "./errors.js";
 import { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "../llm/config-schema.js";
 import { ROLES, type Role } from "../llm/types.js";
-import { configFromEnv, mergeConfig, withProviderCredentials, type Json } from "./config-layers.js";
+import {
+  configFromEnv,
+  describeSource,
+  envNameOf,
+  findConfigFiles,
+  leavesOf,
+  mergeConfig,
+  readConfigFile,
+  recordSources,
+  sourceAt,
+  withProviderCredentials,
+  type ConfigSource,
+  type Json,
+} from "./config-layers.js";
 import { DEFAULT_OWNER, OWNER_PATTERN } from "../bus/subjects.js";
 import { Owner } from "../contracts/common.js";
 
@@ -270,51 +283,125 @@ export type ConfigInput = z.input<typeof Config>;
 
 /** Options of {@link loadConfig}. */
 export interface LoadConfigOptions {
-  /** A JSON configuration file; else `LOOPSMITH_CONFIG`. */
+  /** A JSON configuration file named on purpose (`--config`); else `LOOPSMITH_CONFIG`. */
   file?: string;
   env?: NodeJS.ProcessEnv;
   /** The flags layer (highest). */
   flags?: Json;
+  /**
+   * Whether to read the files found by convention (the user's and the repository's).
+   * @defaultValue true
+   */
+  discover?: boolean;
+  /** Where the repository is looked for (its root: the nearest ancestor with `.git`). @defaultValue process.cwd() */
+  cwd?: string;
+  /** The repository whose `.loopsmith/config.json` or `loopsmith.json` counts, when not the one holding `cwd`. */
+  repoRoot?: string;
+}
+
+/** A loaded configuration, where each of its values came from, and the files read. */
+export interface LoadedConfig {
+  config: Config;
+  /**
+   * The source of every leaf of `config` (a scalar or an array; dotted path, e.g.
+   * `llm.model`), in the order of the configuration.
+   */
+  sources: Record<string, ConfigSource>;
+  /** The files read, lowest layer first. */
+  files: Array<{ layer: "user" | "repo" | "explicit"; path: string }>;
 }
 
 /**
- * Loads and validates the configuration.
- * @throws LoopsmithError `config_invalid` naming the bad keys, or a file that cannot be read.
+ * Loads and validates the configuration. Layers, later wins: defaults < the user's file
+ * (`$XDG_CONFIG_HOME/loopsmith/config.json`) < the repository's file (`.loopsmith/config.json`
+ * or `loopsmith.json` at its root) < the file named by `--config` or `LOOPSMITH_CONFIG` <
+ * environment < flags (`LOOPSMITH_CONFIG_JSON`, then `opts.flags`).
+ * @throws LoopsmithError `config_invalid` naming the file (and line and column) of a file that
+ *   cannot be read or parsed, or each bad key with the layer that set it
  */
-export function loadConfig(opts: LoadConfigOptions = {}): Config {
+export function loadConfigWithSources(opts: LoadConfigOptions = {}): LoadedConfig {
   const env = opts.env ?? process.env;
+  const sources = new Map<string, ConfigSource>();
+  const files: LoadedConfig["files"] = [];
   let layered: Json = {};
-  const file = opts.file ?? env.LOOPSMITH_CONFIG;
-  if (file) {
-    try {
-      layered = JSON.parse(readFileSync(file, "utf8")) as Json;
-    } catch (err) {
-      throw new LoopsmithError(
-        "config_invalid",
-        `cannot read the configuration file ${file}: ${(err as Error).message}`,
-        {
-          cause: err,
-        },
-      );
-    }
+  const addFile = (layer: "user" | "repo" | "explicit", path: string): void => {
+    const json = readConfigFile(path);
+    files.push({ layer, path });
+    recordSources(sources, json, () => ({ kind: "file", layer, path }));
+    layered = mergeConfig(layered, json);
+  };
+  if (opts.discover !== false) {
+    const found = findConfigFiles({
+      cwd: opts.cwd ?? process.cwd(),
+      env,
+      ...(opts.repoRoot ? { repoRoot: opts.repoRoot } : {}),
+    });
+    if (found.user) addFile("user", found.user);
+    if (found.repo) addFile("repo", found.repo);
   }
-  layered = mergeConfig(layered, configFromEnv(env));
+  const file = opts.file ?? env.LOOPSMITH_CONFIG;
+  if (file) addFile("explicit", resolve(file));
+  const fromEnv = configFromEnv(env);
+  recordSources(sources, fromEnv, (path) => ({ kind: "env", name: envNameOf(path, env) ?? "?" }));
+  layered = mergeConfig(layered, fromEnv);
   if (env.LOOPSMITH_CONFIG_JSON) {
+    let carried: Json;
     try {
-      layered = mergeConfig(layered, JSON.parse(env.LOOPSMITH_CONFIG_JSON) as Json);
+      carried = JSON.parse(env.LOOPSMITH_CONFIG_JSON) as Json;
     } catch (err) {
       throw new LoopsmithError("config_invalid", "LOOPSMITH_CONFIG_JSON is not valid JSON", { cause: err });
     }
+    recordSources(sources, carried, () => ({ kind: "flag" }));
+    layered = mergeConfig(layered, carried);
   }
-  if (opts.flags) layered = mergeConfig(layered, opts.flags);
+  if (opts.flags) {
+    recordSources(sources, opts.flags, () => ({ kind: "flag" }));
+    layered = mergeConfig(layered, opts.flags);
+  }
   layered = withProviderCredentials(layered, env);
+  // The provider's own variables (ANTHROPIC_API_KEY, OPENAI_BASE_URL, …) filled in above.
+  for (const [path, value] of leavesOf(layered)) {
+    if (sourceAt(sources, path).kind !== "default" || typeof value !== "string") continue;
+    const name = PROVIDER_VARIABLES.find((n) => env[n] === value);
+    if (name) sources.set(path.join("."), { kind: "env", name });
+  }
   const parsed = Config.safeParse(layered);
   if (!parsed.success) {
-    throw new LoopsmithError("config_invalid", `invalid configuration: ${z.prettifyError(parsed.error)}`, {
-      details: parsed.error.issues,
+    const lines = parsed.error.issues.map((issue) => {
+      const path = issue.path.map(String);
+      let source = sourceAt(sources, path);
+      if (source.kind === "default") {
+        const under = [...sources.entries()].find(([k]) => path.length === 0 || k.startsWith(`${path.join(".")}.`));
+        if (under) source = under[1];
+      }
+      return `${path.join(".") || "(top level)"}: ${issue.message} (set by ${describeSource(source)})`;
     });
+    const fileOf = new Set(
+      parsed.error.issues
+        .map((i) => sourceAt(sources, i.path.map(String)))
+        .flatMap((s) => (s.kind === "file" ? [s.path] : [])),
+    );
+    throw new LoopsmithError(
+      "config_invalid",
+      `invalid configuration${fileOf.size ? ` in ${[...fileOf].join(", ")}` : ""}: ${lines.join("; ")}`,
+      { details: parsed.error.issues },
+    );
   }
-  return parsed.data;
+  const config = parsed.data;
+  const ordered: Record<string, ConfigSource> = {};
+  for (const [path] of leavesOf(config)) ordered[path.join(".")] = sourceAt(sources, path);
+  return { config, sources: ordered, files };
+}
+
+/** The provider-specific variables {@link withProviderCredentials} reads. */
+const PROVIDER_VARIABLES = ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
+
+/**
+ * Loads and validates the configuration (see {@link loadConfigWithSources} for the layers).
+ * @throws LoopsmithError `config_invalid` naming the bad keys, or a file that cannot be read.
+ */
+export function loadConfig(opts: LoadConfigOptions = {}): Config {
+  return loadConfigWithSources(opts).config;
 }
 
 /** The price of `model`: configured prices first, then {@link DEFAULT_PRICES}, else free. */

@@ -23,12 +23,22 @@ export {
   ProviderName,
   RoleLlm,
   loadConfig,
+  loadConfigWithSources,
   ownerOf,
   priceOf,
 } from "./config.js";
-export { ENV_KEYS, configFromEnv, mergeConfig, withProviderCredentials } from "./config-layers.js";
+export {
+  ENV_KEYS,
+  configFromEnv,
+  describeSource,
+  findConfigFiles,
+  mergeConfig,
+  repositoryRoot,
+  withProviderCredentials,
+} from "./config-layers.js";
+export type { ConfigFiles, ConfigSource } from "./config-layers.js";
 export { maskConfig, maskUrl } from "./mask.js";
-export type { ConfigInput, LoadConfigOptions } from "./config.js";
+export type { ConfigInput, LoadConfigOptions, LoadedConfig } from "./config.js";
 export { REDACT_PATHS, createLogger } from "./log.js";
 export type { LoggerOptions } from "./log.js";
 export {
