@@ -171,3 +171,64 @@ export const dagTexts = {
   historyIntegration: (iteration: number, status: string, reopened: string) =>
     `integration ${iteration}: ${status}; re-opened ${reopened}`,
 };
+
+/** The texts of agent mode's loop (`agent/explore.ts`): its events, its stops, and what the model is told. */
+export const agentTexts = {
+  exploring: (maxSteps: number) => `exploring the repository with tools (at most ${maxSteps} steps)`,
+  sessionOpened: (executorId: string, files: number, ms: number) =>
+    `session open on executor ${executorId} (${files} files, ${Math.round(ms)} ms)`,
+  sessionLost: (executorId: string, why: string) =>
+    `the session's executor ${executorId} is gone (${why}); opening the session again`,
+  /** One step of the transcript: the tool, its arguments in short, the observation's first line. */
+  step: (step: number, tool: string, args: string, observation: string, isError: boolean) =>
+    `step ${step}: ${tool}${args ? ` ${args}` : ""} → ${isError ? "error: " : ""}${firstLine(observation).slice(0, 200)}`,
+  /** What the model is told when it answered without calling a tool. */
+  nudge: "You answered without calling a tool. Call one of the tools; call submit with a one-line summary when the change is done.",
+  noTool: "(no tool call)",
+  unknownTool: (name: string, tools: readonly string[]) => `unknown tool "${name}"; the tools are ${tools.join(", ")}`,
+  badArgs: (name: string, why: string) => `the arguments of ${name} are not valid:\n${why}`,
+  /** The stuck rule's redirect, appended as a user message. */
+  redirect: (rule: "repeat_call" | "repeat_output", tool: string, count: number) =>
+    rule === "repeat_call"
+      ? `You have called ${tool} with the same arguments ${count} times on the same tree; it will not show anything new. Try something else: another tool, other arguments, or a different change. Doing it again ends the attempt.`
+      : `The same failing output came back ${count} times. What you are doing is not changing the outcome; try a different approach. Repeating it again ends the attempt.`,
+  stuckStop: (rule: "repeat_call" | "repeat_output", tool: string) =>
+    `stopped: the agent repeated itself after it was redirected (${rule === "repeat_call" ? `the same ${tool} call again` : "the same failing output again"})`,
+  budgetStop: (left: string, estimate: string) =>
+    `stopped: the next model turn would pass the task's budget (${left} left; the last turn cost ${estimate})`,
+  editApplied: (paths: readonly string[], diff: string) => `applied; changed ${paths.join(", ") || "nothing"}\n${diff}`,
+  editBlocked: (reason: string) => `refused: ${reason}`,
+  editNeedsApproval: (reason: string) => `applied, but ${reason}`,
+  editBreaksSyntax: (problems: readonly string[]) =>
+    `refused: the edit leaves a file that no longer parses (it parsed before); nothing was applied:\n${problems.join("\n")}`,
+  submitted: (summary: string) => `submitted: ${summary}`,
+  afterSubmit: "not run: submit ended the loop",
+  stepsRanOut: (steps: number, edits: boolean) =>
+    `the step budget (${steps} steps) ran out; ${edits ? "the candidate goes to the verdict as it is" : "no file was changed"}`,
+  noChange: (why: string) => `the agent changed no file (${why}): nothing to run`,
+  toolFailed: (tool: string, why: string) => `${tool} failed: ${why}`,
+  needsAgentSteps: "stopped: agent mode needs the builder's turn and the executor's session steps, which this architect does not have",
+  /** The previous iteration, as the next loop's opening message tells it. */
+  previous: (
+    iteration: number,
+    status: string,
+    failing: readonly string[],
+    output: string,
+    reflection: { rootCause: string; hypothesis: string; fixPlan: string } | undefined,
+    tree: { kept: readonly string[] } | { blocked: string },
+  ) =>
+    [
+      `Iteration ${iteration} failed (${status})${failing.length ? `; failing tests: ${failing.slice(0, 20).join(", ")}` : ""}.`,
+      output ? `Its output:\n${output}` : "",
+      reflection
+        ? `Reflection on it: root cause: ${reflection.rootCause}\nHypothesis: ${reflection.hypothesis}\nFix plan: ${reflection.fixPlan}`
+        : "",
+      "kept" in tree
+        ? tree.kept.length
+          ? `Your change from that iteration is still in the tree (changed: ${tree.kept.join(", ")}).`
+          : "The tree is the base commit's."
+        : `That change was blocked and is NOT in the tree (you start again from the base commit): ${tree.blocked}`,
+    ]
+      .filter(Boolean)
+      .join("\n\n"),
+};

@@ -2,6 +2,9 @@
  * The loop of one task, as a resumable state machine:
  * (repo mode: PREPARE →) RECALL → PLAN → BUILD → GATE → REVIEW? → EXECUTE → (pass: SCORE → DONE)
  *                                                  → (fail: REMEMBER → REFLECT → BUILD …)
+ * Agent mode (a repo task with `mode: "agent"`): RECALL → EXPLORE (one model turn and its
+ * tools per execution, a checkpoint each, until submit) → GATE …, and EXPLORE in BUILD's place
+ * after REFLECT (`agent/explore.ts`).
  * A DAG task (`decompose`, `dag/phases.ts`): PREPARE → RECALL → PLAN (subtasks) → SCHEDULE →
  * INTEGRATE → (pass: SCORE → DONE) | (fail: one subtask re-opened → SCHEDULE …)
  * Every phase ends with a checkpoint, so a conductor that dies resumes at the phase it was in.
@@ -10,6 +13,7 @@
  * in `verdict.ts` and `requests.ts`, the texts in `event-texts.ts`. Nothing here does I/O of its own.
  */
 import type { Phase } from "@loopsmith/shared";
+import { explorePhase } from "./agent/explore.js";
 import { dagPlanPhase, integratePhase, schedulePhase } from "./dag/phases.js";
 import { runTexts } from "./event-texts.js";
 import {
@@ -43,10 +47,7 @@ const PHASES: Record<Exclude<Phase, "done">, PhaseFn> = {
   recall: recallPhase,
   plan: (s, run) => (s.task.decompose ? dagPlanPhase(s, run) : planPhase(s, run)),
   build: buildPhase,
-  // Agent mode's loop (issue #34) is being built; no phase leads here yet.
-  explore: () => {
-    throw new Error("no phase leads to explore yet");
-  },
+  explore: explorePhase,
   gate: gatePhase,
   review: reviewPhase,
   execute: executePhase,

@@ -13,6 +13,7 @@ import {
   type FailureBrief,
   type Plan,
 } from "@loopsmith/shared";
+import { candidatePhase, isAgentTask } from "./agent/explore.js";
 import { dagTexts, loopTexts, runTexts } from "./event-texts.js";
 import { briefFromError, briefFromExecution, briefFromFindings, errorTextOf } from "./failure.js";
 import { applyCandidate, baseReader, policyOf, repoExecution } from "./repo/workspace.js";
@@ -24,11 +25,19 @@ import { fallbackPlan, forCheckpoint, verdictFiles } from "./verdict.js";
 
 const EMPTY_CANDIDATE = { files: [], tests: [], notes: "" };
 
+/**
+ * Where RECALL goes: PLAN; in agent mode straight to EXPLORE, iteration 1 (the model finds
+ * the files itself, and a plan's summary and file list would only repeat the goal to it).
+ */
+function afterRecall(s: TaskState): PhaseOutcome {
+  return isAgentTask(s) ? { next: "explore", patch: { iteration: Math.max(1, s.iteration) } } : { next: "plan" };
+}
+
 /** RECALL: similar past failures and successes for the goal (not this task's own). */
 export async function recallPhase(s: TaskState, run: TaskRun): Promise<PhaseOutcome> {
   if (s.task.memory === "off") {
     await run.emit("step", loopTexts.memoryOff, { phase: "recall" });
-    return { next: "plan" };
+    return afterRecall(s);
   }
   await run.emit("phase", loopTexts.recalling, { phase: "recall" });
   const recall = await run.safely(() =>
@@ -42,12 +51,13 @@ export async function recallPhase(s: TaskState, run: TaskRun): Promise<PhaseOutc
       ...recallScope(s),
     }),
   );
-  if (!recall) return { next: "plan" };
+  if (!recall) return afterRecall(s);
   await run.emit("step", loopTexts.recalled(recall.failures.length, recall.successes.length), {
     phase: "recall",
     data: { failureIds: recall.failures.map((f) => f.id) },
   });
-  return { next: "plan", patch: { recall } };
+  const after = afterRecall(s);
+  return { ...after, patch: { ...after.patch, recall } };
 }
 
 /** PLAN (role `spec` when the task has no visible tests): one call; a fallback plan when unreadable. */
@@ -73,7 +83,7 @@ export async function planPhase(s: TaskState, run: TaskRun): Promise<PhaseOutcom
     await run.emit("step", loopTexts.tooBig, { phase: "plan" });
     return { next: "plan", patch: { task: { ...s.task, decompose: true } } };
   }
-  return { next: "build", patch: { plan, iteration: Math.max(1, s.iteration) } };
+  return { next: candidatePhase(s), patch: { plan, iteration: Math.max(1, s.iteration) } };
 }
 
 /** BUILD: a candidate from the plan, the last failure and its reflection. */
@@ -437,7 +447,7 @@ export async function rememberPhase(s: TaskState, run: TaskRun): Promise<PhaseOu
   const reflectable = s.candidate && failure.status !== "llm_bad_reply" && failure.status !== "edit_failed";
   return reflectable
     ? { next: "reflect", patch: remembered }
-    : { next: "build", patch: { ...remembered, iteration: s.iteration + 1 } };
+    : { next: candidatePhase(s), patch: { ...remembered, iteration: s.iteration + 1 } };
 }
 
 /** REFLECT: root cause, hypothesis and fix plan for the next build; attached to the stored failure. */
@@ -470,10 +480,10 @@ export async function reflectPhase(s: TaskState, run: TaskRun): Promise<PhaseOut
           reflection,
         }),
       );
-    return { next: "build", patch: { reflection, iteration: s.iteration + 1 } };
+    return { next: candidatePhase(s), patch: { reflection, iteration: s.iteration + 1 } };
   } catch (err) {
     const outcome = await run.llmFailure(err, "reflect");
     if (outcome !== "iteration_failed") return outcome;
-    return { next: "build", patch: { reflection: undefined, iteration: s.iteration + 1 } };
+    return { next: candidatePhase(s), patch: { reflection: undefined, iteration: s.iteration + 1 } };
   }
 }

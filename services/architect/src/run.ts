@@ -22,6 +22,7 @@ import {
   type TaskResult,
   type TaskScript,
 } from "@loopsmith/shared";
+import { closeSession } from "./agent/session.js";
 import { runTexts } from "./event-texts.js";
 import { repoBrief, repoChange } from "./repo/workspace.js";
 import { budgetLeft, stepKey, taskScript } from "./requests.js";
@@ -86,11 +87,17 @@ export class TaskRun {
     readonly io: LoopIO,
   ) {}
 
-  /** The parts of the task a prompt may see (never the hidden tests); in repo mode, the map and the picked files. */
+  /**
+   * The parts of the task a prompt may see (never the hidden tests); in repo mode, the map and
+   * the picked files. In agent mode the map only: the model reads the files it wants, and the
+   * opening message goes again with every turn.
+   */
   async brief(): Promise<TaskBrief> {
     const t = this.s.task;
     const brief: TaskBrief = { goal: t.goal, language: t.language, files: t.files, acceptanceTests: t.acceptanceTests };
-    return t.repo ? { ...brief, repo: await repoBrief(this.s, this.steps) } : brief;
+    if (!t.repo) return brief;
+    const repo = await repoBrief(this.s, this.steps);
+    return { ...brief, repo: t.repo.mode === "agent" ? { ...repo, files: [] } : repo };
   }
 
   /** What is left of the task's budget now (usage grows as steps are paid for). */
@@ -146,13 +153,14 @@ export class TaskRun {
 
   /**
    * One LLM step of `role`: the request starts with the {@link LlmHead} of the step (key of
-   * `step` in this iteration); the reply's usage is added and published. Errors are thrown
+   * `step` in this iteration, `.attempt` after it when `attempt` is not 0: an agent loop's turn number); the reply's usage is added and published. Errors are thrown
    * as they come: the phase hands them to {@link llmFailure}.
    */
   async llm<T>(
     role: string,
     step: string,
     call: (head: LlmHead) => Promise<{ value: T; usage: Usage; provider: ProviderInfo }>,
+    attempt = 0,
   ): Promise<LlmReply<T>> {
     const s = this.s;
     const callsBefore = s.usage.byRole[role]?.calls ?? 0;
@@ -160,7 +168,7 @@ export class TaskRun {
       v: 1,
       taskId: s.task.taskId,
       iteration: s.iteration,
-      idempotencyKey: stepKey(s, step),
+      idempotencyKey: stepKey(s, step, attempt),
       callsBefore,
       ...taskScript(s),
       task: await this.brief(),
@@ -279,6 +287,12 @@ export class TaskRun {
   /** Ends the task: remembers a pass, records the task, checkpoints, publishes the result. */
   async stop(end: Stop): Promise<TaskState> {
     const { stop: reason, message, error, hidden = null } = end;
+    // An agent loop's session ends with the task (a cancel, a stop mid-loop).
+    const session = this.s.agent?.session;
+    if (session) {
+      await closeSession(this, session);
+      this.update({ agent: this.s.agent ? { ...this.s.agent, session: undefined } : undefined });
+    }
     const s0 = this.s;
     if (reason === "passed" && s0.candidate) {
       const files = s0.candidate.files;

@@ -27,6 +27,7 @@ import {
   openTaskStates,
   type StreamOptions,
 } from "@loopsmith/shared";
+import { AgentLoopState } from "./agent/loop-state.js";
 import { checkpointStore, maxPayloadOf, type BlobStore, type CheckpointStore } from "./durable/index.js";
 
 /** The conductor's checkpoint of one task. */
@@ -77,6 +78,8 @@ export const TaskState = z.object({
     .optional(),
   /** A DAG task (`decompose`): its validated plan of subtasks and each subtask's progress. */
   dag: DagState.optional(),
+  /** Agent mode (`RepoSpec.mode`): the current iteration's tool loop, checkpointed after every step. */
+  agent: AgentLoopState.optional(),
 });
 export type TaskState = z.infer<typeof TaskState>;
 

@@ -39,6 +39,14 @@ import {
   type TaskInput,
   type TaskRecord,
   type TaskResult,
+  type AgentTurnReply,
+  type AgentTurnRequest,
+  type EndpointDef,
+  type SessionCall,
+  type SessionClose,
+  type SessionObservation,
+  type SessionOpen,
+  type SessionOpened,
 } from "@loopsmith/shared";
 import type { IntegrationReflectRequest, LlmValue, Planner } from "./planner.js";
 import type { TaskState } from "./state.js";
@@ -70,6 +78,28 @@ export interface Steps {
   tree(snapshot: string, owner: string): Promise<string>;
   /** Where derived per-commit data (the repo map's tags) is cached; none when absent. */
   cacheDir?: string;
+  /**
+   * Agent mode (issue #34): the model's next message in a tool loop (the builder). Absent
+   * where agent tasks cannot run: such a task stops with an error.
+   */
+  turn?(req: AgentTurnRequest): Promise<AgentTurnReply>;
+  /** Agent mode: opens a session container on any executor replica; the reply names the replica. */
+  openSession?(req: SessionOpen): Promise<SessionOpened>;
+  /**
+   * Agent mode: one call in a session, on the replica that holds it. @throws LoopsmithError
+   * `unavailable` or `timeout` when the replica is gone, `not_found` when it no longer has the session
+   */
+  sessionCall?(executorId: string, req: SessionCall): Promise<SessionObservation>;
+  /** Agent mode: removes a session's container (an unknown session is not an error). */
+  closeSession?(executorId: string, req: SessionClose): Promise<{ closed: boolean }>;
+}
+
+/**
+ * An endpoint as served by one replica: its subject with the replica's token
+ * (`<subject>.<executorId>`, see `Endpoints.executor.sessionCall`).
+ */
+export function atReplica<E extends EndpointDef>(def: E, executorId: string): E {
+  return { ...def, subject: `${def.subject}.${executorId}` };
 }
 
 /** What a DAG task needs besides the steps: its child tasks, their trees, and how many builders there are. */
@@ -180,6 +210,23 @@ export function busSteps(nc: NatsConnection, config: Config, planner: Planner): 
     reflect: (req) => planner.reflect(req),
     decompose: (req, problems) => planner.decompose(req, problems),
     reflectIntegration: (req) => planner.reflectIntegration(req),
+    turn: (req) => call(nc, Endpoints.builder.turn, req, llmStep),
+    // A replica with no free slot answers busy: ask again until one has room.
+    openSession: (req) =>
+      call(nc, Endpoints.executor.sessionOpen, req, {
+        ...step,
+        timeoutMs: Math.max(step.timeoutMs, 120_000),
+        busyWaitMs: config.bus.busyWaitMs,
+      }),
+    // No retry: a replica that does not answer is gone, and the loop opens the session elsewhere.
+    sessionCall: (executorId, req) =>
+      call(nc, atReplica(Endpoints.executor.sessionCall, executorId), req, {
+        ...step,
+        retries: 0,
+        timeoutMs: Math.max(step.timeoutMs, (req.call.tool === "run" ? (req.call.timeoutMs ?? 600_000) : 0) + 30_000),
+      }),
+    closeSession: (executorId, req) =>
+      call(nc, atReplica(Endpoints.executor.sessionClose, executorId), req, { ...step, retries: 0 }),
     tree: (snapshot, owner) => materializeSnapshot(nc, snapshot, join(config.dataDir, "cache", "repos"), owner),
     cacheDir: join(config.dataDir, "cache", "repomap"),
   };

@@ -1,0 +1,299 @@
+/**
+ * EXPLORE, agent mode's phase (issue #34; docs/ARCHITECTURE.md, "The agent loop"): the model
+ * works on the repository through tools in a bounded loop, one model turn per execution of
+ * the phase. Each execution ends with `{ next: "explore", patch: { agent } }`, so every
+ * step is a checkpoint and a conductor that dies resumes at the next step (never redoing a
+ * finished one). The first execution of an iteration opens the session; `submit`, or the
+ * step budget, ends the loop and the candidate goes on to GATE as one-shot's does; the budget
+ * and the stuck rule stop the task.
+ */
+import {
+  LoopsmithError,
+  type AgentMessage,
+  type AgentTurnReply,
+  type Candidate,
+  type ToolCall,
+  type TranscriptStep,
+} from "@loopsmith/shared";
+import { agentTexts, loopTexts } from "../event-texts.js";
+import { briefFromError } from "../failure.js";
+import { baseTree } from "../repo/workspace.js";
+import { budgetLeft } from "../requests.js";
+import { RetryLater, type PhaseOutcome, type TaskRun } from "../run.js";
+import type { TaskState } from "../state.js";
+import type { AgentLoopState } from "./loop-state.js";
+import { OBSERVATION_CUT, TRANSCRIPT_CUT, cutObservation } from "./observe.js";
+import { closeSession, openSession, type LoopContext } from "./session.js";
+import { countStep, type StuckVerdict } from "./stuck.js";
+import { runTool, type ToolResult } from "./tools.js";
+
+/** Longest text of the previous iteration's output told to the next loop, in characters. */
+const PREVIOUS_OUTPUT_CHARS = 8_000;
+/** Files a candidate holds at most (`Candidate.files`). */
+const MAX_CANDIDATE_FILES = 50;
+
+/** True for a repo task in agent mode. */
+export function isAgentTask(s: TaskState): boolean {
+  return s.task.repo?.mode === "agent";
+}
+
+/** The phase that makes an iteration's candidate: `explore` in agent mode, `build` otherwise. */
+export function candidatePhase(s: TaskState): "build" | "explore" {
+  return isAgentTask(s) ? "explore" : "build";
+}
+
+/**
+ * Where the loop's tree starts: the previous iteration's candidate, unless the gate or the
+ * policy blocked it (a blocked change never becomes the base of the next one); then the
+ * base commit's.
+ */
+function startingTree(s: TaskState): { files: Candidate["files"]; deleted: string[] } {
+  if (!s.candidate || s.failure?.status === "blocked") return { files: [], deleted: [] };
+  return { files: s.candidate.files, deleted: s.candidate.deleted ?? [] };
+}
+
+/** The previous iteration as the turn request's `previous`: its failure, the reflection, what the tree holds. */
+function previousOf(s: TaskState): string | undefined {
+  const f = s.failure;
+  if (!f || s.iteration <= 1) return undefined;
+  const output = cutObservation(f.output, { ...OBSERVATION_CUT, maxChars: PREVIOUS_OUTPUT_CHARS });
+  const tree =
+    f.status === "blocked"
+      ? { blocked: f.output.split("\n")[0] ?? "" }
+      : {
+          kept: [...(s.candidate?.files ?? []).map((x) => x.path), ...(s.candidate?.deleted ?? []).map((p) => `-${p}`)],
+        };
+  return agentTexts.previous(f.iteration, f.status, f.failingTests, output, s.reflection, tree).slice(0, 40_000);
+}
+
+/** Short arguments of a step for its event line. */
+function argsLine(call: ToolCall | undefined): string {
+  if (!call) return "";
+  const a = call.args;
+  if (typeof a.path === "string" && (call.name === "read" || call.name === "list"))
+    return `${a.path}${a.startLine || a.endLine ? `:${String(a.startLine ?? 1)}-${String(a.endLine ?? "")}` : ""}`;
+  if (typeof a.command === "string") return a.command.slice(0, 120);
+  if (typeof a.pattern === "string")
+    return `/${a.pattern.slice(0, 100)}/${typeof a.glob === "string" ? ` ${a.glob}` : ""}`;
+  if (typeof a.name === "string") return a.name;
+  if (Array.isArray(a.edits))
+    return [...new Set(a.edits.map((e) => String((e as { path?: unknown }).path ?? "?")))].join(", ").slice(0, 120);
+  if (typeof a.summary === "string") return a.summary.slice(0, 120);
+  return JSON.stringify(a).slice(0, 120);
+}
+
+/** The stop, when the next turn would pass the task's budget: the last turn's cost is the estimate of the next. */
+function budgetStop(s: TaskState, a: AgentLoopState): string | undefined {
+  const left = budgetLeft(s);
+  const est = a.lastTurn ?? { tokens: 0, costUsd: 0 };
+  if (left.remainingUsd !== undefined && (left.remainingUsd <= 0 || left.remainingUsd < est.costUsd))
+    return agentTexts.budgetStop(`$${Math.max(0, left.remainingUsd).toFixed(4)}`, `$${est.costUsd.toFixed(4)}`);
+  if (left.remainingTokens !== undefined && (left.remainingTokens <= 0 || left.remainingTokens < est.tokens))
+    return agentTexts.budgetStop(`${Math.max(0, left.remainingTokens)} tokens`, `${est.tokens} tokens`);
+  return undefined;
+}
+
+/** EXPLORE: one step of the loop (see the module comment). */
+export async function explorePhase(s: TaskState, run: TaskRun): Promise<PhaseOutcome> {
+  const { turn, openSession: canOpen, sessionCall, closeSession: canClose } = run.steps;
+  if (!turn || !canOpen || !sessionCall || !canClose)
+    return {
+      stop: "error",
+      message: agentTexts.needsAgentSteps,
+      error: new LoopsmithError("internal", "no agent steps (turn, session) in this architect"),
+    };
+  const root = await baseTree(s, run.steps);
+  const a = s.agent?.iteration === s.iteration ? s.agent : undefined;
+  if (!a) return startLoop(s, run, root);
+  const max = s.task.limits.maxAgentSteps;
+  if (a.step >= max) return endLoop(s, run, a, "steps");
+  const over = budgetStop(s, a);
+  if (over) {
+    await closeSession(run, a.session);
+    return { stop: "budget", message: over, patch: { agent: { ...a, session: undefined } } };
+  }
+  const step = a.step + 1;
+  const t0 = performance.now();
+  let reply: AgentTurnReply;
+  try {
+    const r = await run.llm(
+      "agent",
+      "turn",
+      async (head) => {
+        const value = await turn({
+          ...head,
+          ...(s.recall ? { recall: s.recall } : {}),
+          ...(previousOf(s) ? { previous: previousOf(s) } : {}),
+          messages: a.messages,
+          stepsLeft: max - a.step,
+        });
+        return { value, usage: value.usage, provider: value.provider };
+      },
+      step,
+    );
+    reply = r.value;
+  } catch (err) {
+    if (err instanceof RetryLater) throw err;
+    const outcome = await run.llmFailure(err, "agent");
+    await closeSession(run, a.session);
+    if (outcome !== "iteration_failed") return { ...outcome, patch: { agent: { ...a, session: undefined } } };
+    return {
+      next: "remember",
+      patch: { agent: undefined, failure: briefFromError(s.iteration, "llm_bad_reply", (err as Error).message) },
+    };
+  }
+  const turnMs = performance.now() - t0;
+  const u = reply.usage;
+  const tokens = u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
+  const loop: AgentLoopState = {
+    ...a,
+    step,
+    messages: [...a.messages, { role: "assistant", content: reply.content, toolCalls: reply.toolCalls }],
+    lastTurn: { tokens, costUsd: u.costUsd },
+  };
+  const { stuck, submitted } = await answerCalls({ s, run, root, loop }, reply, step, turnMs, tokens);
+  if (stuck?.action === "stop") {
+    await closeSession(run, loop.session);
+    return {
+      stop: "agent_stuck",
+      message: agentTexts.stuckStop(stuck.rule, stuck.tool),
+      patch: { agent: { ...loop, session: undefined } },
+    };
+  }
+  if (stuck)
+    loop.messages = [
+      ...loop.messages,
+      { role: "user", content: agentTexts.redirect(stuck.rule, stuck.tool, stuck.count) },
+    ];
+  if (submitted !== undefined) return endLoop(s, run, loop, "submitted", submitted);
+  return { next: "explore", patch: { agent: loop } };
+}
+
+/**
+ * Answers a turn's tool calls in order (a turn without one is nudged), each observation cut
+ * and added to the conversation, counted by the stuck rule, and published as a transcript
+ * step. Calls after a `submit` are not run; a stuck `stop` ends the turn.
+ */
+async function answerCalls(
+  ctx: LoopContext,
+  reply: AgentTurnReply,
+  step: number,
+  turnMs: number,
+  tokens: number,
+): Promise<{ stuck?: StuckVerdict & { tool: string }; submitted?: string }> {
+  const { s, run, loop } = ctx;
+  let stuck: (StuckVerdict & { tool: string }) | undefined;
+  let submitted: string | undefined;
+  const calls: Array<ToolCall | undefined> = reply.toolCalls.length ? reply.toolCalls : [undefined];
+  for (const [i, call] of calls.entries()) {
+    const t1 = performance.now();
+    let result: ToolResult;
+    if (!call) result = { content: agentTexts.nudge, isError: true };
+    else if (submitted !== undefined) result = { content: agentTexts.afterSubmit, isError: false };
+    else result = await runTool(ctx, call);
+    if (result.submitted !== undefined) submitted = result.submitted;
+    const seen = cutObservation(result.content);
+    const message: AgentMessage = call
+      ? { role: "tool", toolCallId: call.id, name: call.name, content: seen, isError: result.isError }
+      : { role: "user", content: seen };
+    loop.messages = [...loop.messages, message];
+    const tool = call?.name ?? agentTexts.noTool;
+    const counted = countStep(
+      loop,
+      tool,
+      call?.args ?? {},
+      loop.treeVersion - (call?.name === "edit" && !result.isError ? 1 : 0),
+      seen,
+      result.isError,
+    );
+    Object.assign(loop, counted.counters);
+    // One verdict a turn: the model has not seen a redirect before its next turn.
+    const verdict = stuck ? undefined : counted.verdict;
+    if (verdict) stuck = { ...verdict, tool };
+    const agentStep: TranscriptStep = {
+      step,
+      iteration: s.iteration,
+      thought: i === 0 ? reply.content.slice(0, 2_000) : "",
+      tool: tool.slice(0, 100),
+      args: call?.args ?? {},
+      observation: cutObservation(seen, TRANSCRIPT_CUT),
+      isError: result.isError,
+      tokens: i === 0 ? tokens : 0,
+      costUsd: i === 0 ? reply.usage.costUsd : 0,
+      durationMs: (i === 0 ? turnMs : 0) + (performance.now() - t1),
+      ...(verdict ? { stuck: { rule: verdict.rule, action: verdict.action } } : {}),
+    };
+    await run.emit("step", agentTexts.step(step, tool, argsLine(call), seen, result.isError), {
+      phase: "explore",
+      data: { agentStep },
+    });
+    run.io.heartbeat();
+    if (stuck?.action === "stop") break;
+  }
+  return { ...(stuck ? { stuck } : {}), ...(submitted !== undefined ? { submitted } : {}) };
+}
+
+/** The first execution of an iteration's loop: the iteration's events, the loop's state, the session. */
+async function startLoop(s: TaskState, run: TaskRun, root: string): Promise<PhaseOutcome> {
+  await run.emit("iteration", loopTexts.iteration(s.iteration, s.task.limits.maxIterations));
+  await run.emit("phase", agentTexts.exploring(s.task.limits.maxAgentSteps), { phase: "explore" });
+  const loop: AgentLoopState = {
+    iteration: s.iteration,
+    step: 0,
+    messages: [],
+    ...startingTree(s),
+    edits: [],
+    treeVersion: 0,
+    calls: {},
+    outputs: {},
+    redirected: false,
+  };
+  await openSession({ s, run, root, loop }, "session_open", 0);
+  return { next: "explore", patch: { agent: loop } };
+}
+
+/**
+ * The loop's end (submitted, or the step budget ran out): the session closed, and the
+ * candidate on to GATE; a loop that changed nothing is a failed iteration.
+ */
+async function endLoop(
+  s: TaskState,
+  run: TaskRun,
+  loop: AgentLoopState,
+  why: "submitted" | "steps",
+  summary?: string,
+): Promise<PhaseOutcome> {
+  await closeSession(run, loop.session);
+  // A loop without an accepted edit changed nothing of its own (the previous candidate, when it kept one, already failed).
+  const changed = loop.edits.length > 0;
+  if (why === "steps")
+    await run.emit("warning", agentTexts.stepsRanOut(s.task.limits.maxAgentSteps, changed), { phase: "explore" });
+  if (!changed || loop.files.length > MAX_CANDIDATE_FILES) {
+    const message = changed
+      ? `the change touches ${loop.files.length} files; a candidate holds at most ${MAX_CANDIDATE_FILES}`
+      : agentTexts.noChange(why === "submitted" ? "it submitted without an edit" : "the step budget ran out");
+    await run.emit("step", message, { phase: "explore" });
+    return {
+      next: "remember",
+      patch: { agent: undefined, failure: briefFromError(s.iteration, "no_change", message) },
+    };
+  }
+  const candidate: Candidate = {
+    files: loop.files,
+    deleted: loop.deleted,
+    tests: [],
+    notes: summary ?? "",
+    summary: (summary ?? agentTexts.stepsRanOut(s.task.limits.maxAgentSteps, true)).slice(0, 500),
+    edits: loop.edits.slice(-50),
+  };
+  await run.emit(
+    "step",
+    loopTexts.repoCandidate(
+      candidate.summary,
+      candidate.files.map((f) => f.path),
+      candidate.deleted ?? [],
+    ),
+    { phase: "explore", data: { stop: why, steps: loop.step } },
+  );
+  return { next: "gate", patch: { candidate, agent: undefined } };
+}

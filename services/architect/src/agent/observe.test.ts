@@ -1,0 +1,56 @@
+import { describe, expect, it } from "vitest";
+import { OBSERVATION_CUT, TRANSCRIPT_CUT, cutObservation, renderObservation } from "./observe.js";
+
+const numbered = (n: number, width = 10): string =>
+  Array.from({ length: n }, (_, i) => `${i + 1}: ${"x".repeat(width)}`).join("\n") + "\n";
+
+describe("cutObservation", () => {
+  it("leaves an output within the rule as it is", () => {
+    const text = numbered(100);
+    expect(cutObservation(text)).toBe(text);
+  });
+
+  it("keeps the first 60 and the last 40 lines and says what was cut, line numbers intact", () => {
+    const text = numbered(2_000);
+    const out = cutObservation(text);
+    const lines = out.split("\n");
+    expect(lines[0]).toBe(`1: ${"x".repeat(10)}`);
+    expect(lines[59]).toBe(`60: ${"x".repeat(10)}`);
+    // 1 900 lines of 14 or 15 bytes (numbers 61..1960) went.
+    const cutBytes = Buffer.byteLength(text.split("\n").slice(60, 1960).join("\n") + "\n");
+    expect(lines[60]).toBe(`[... 1,900 lines (${cutBytes.toLocaleString("en-US")} bytes) cut; total 2,000 lines ...]`);
+    expect(lines[61]).toBe(`1961: ${"x".repeat(10)}`);
+    expect(out.trimEnd().split("\n").at(-1)).toBe(`2000: ${"x".repeat(10)}`);
+    expect(out.length).toBeLessThanOrEqual(OBSERVATION_CUT.maxChars);
+  });
+
+  it("cuts by characters when the kept lines are still too long, and never passes the limit", () => {
+    const text = numbered(300, 400);
+    for (const rule of [OBSERVATION_CUT, TRANSCRIPT_CUT]) {
+      const out = cutObservation(text, rule);
+      expect(out.length).toBeLessThanOrEqual(rule.maxChars);
+      expect(out.startsWith("1: x")).toBe(true);
+      expect(out).toMatch(/\[\.\.\. [\d,]+ lines \([\d,]+ bytes\) cut; total 300 lines \.\.\.\]/);
+      expect(out.trimEnd().endsWith("x")).toBe(true);
+    }
+  });
+
+  it("cuts one very long line in its middle", () => {
+    const text = "a".repeat(5_000) + "b".repeat(5_000);
+    const out = cutObservation(text);
+    expect(out.length).toBeLessThanOrEqual(OBSERVATION_CUT.maxChars);
+    expect(out.startsWith("aaa")).toBe(true);
+    expect(out.endsWith("bbb")).toBe(true);
+    expect(out).toContain("cut; total 1 lines");
+  });
+});
+
+describe("renderObservation", () => {
+  it("puts a run's exit code above its output and says when the sandbox capped it", () => {
+    const text = renderObservation("run", { output: "boom", ok: false, exitCode: 2, totalBytes: 9_000, durationMs: 1 });
+    expect(text).toBe("exit code 2\nboom\n[the sandbox kept 4 of 9,000 bytes of output]");
+    expect(
+      renderObservation("run", { output: "", ok: false, exitCode: null, timedOut: true, totalBytes: 0, durationMs: 1 }),
+    ).toMatch(/^killed: it passed its timeout/);
+  });
+});

@@ -1,0 +1,143 @@
+/**
+ * The tools of agent mode, as the architect answers them. `list`, `read`, `search` and `run`
+ * are calls in the session container (`session.ts`); `symbol` and `edit` are answered here
+ * (the repo map's index; the search/replace engine, the policy and the parse check); `submit`
+ * ends the loop. Every problem a model can cause (bad arguments, an edit that misses or is
+ * refused, a file that is not there) is an error observation: the loop goes on.
+ */
+import { z } from "zod";
+import {
+  LoopsmithError,
+  ToolArgs,
+  ToolName,
+  unifiedPatch,
+  type Candidate,
+  type FileChange,
+  type ToolCall,
+} from "@loopsmith/shared";
+import { agentTexts } from "../event-texts.js";
+import { currentReader, listTree } from "../repo/context.js";
+import { applyCandidate, policyOf } from "../repo/workspace.js";
+import { RetryLater } from "../run.js";
+import { renderObservation } from "./observe.js";
+import { callSession, type LoopContext } from "./session.js";
+import { findSymbol } from "./symbol.js";
+import { syntaxError } from "./syntax.js";
+
+/** A tool's answer before the cut: its text, whether it failed, and (submit) the summary. */
+export interface ToolResult {
+  content: string;
+  isError: boolean;
+  submitted?: string;
+}
+
+const error = (content: string): ToolResult => ({ content, isError: true });
+
+/**
+ * Answers one tool call. Arguments are checked against {@link ToolArgs} first.
+ * @throws RetryLater when the session cannot be reached now (the task resumes from its checkpoint)
+ */
+export async function runTool(ctx: LoopContext, call: ToolCall): Promise<ToolResult> {
+  const name = ToolName.safeParse(call.name);
+  if (!name.success) return error(agentTexts.unknownTool(call.name, ToolName.options));
+  const parsed = ToolArgs[name.data].safeParse(call.args);
+  if (!parsed.success) return error(agentTexts.badArgs(name.data, z.prettifyError(parsed.error)));
+  try {
+    switch (name.data) {
+      case "list":
+      case "read":
+      case "search": {
+        const args = parsed.data as z.infer<(typeof ToolArgs)["list" | "read" | "search"]>;
+        const o = await callSession(ctx, { tool: name.data, ...args } as Parameters<typeof callSession>[1]);
+        return { content: renderObservation(name.data, o), isError: !o.ok };
+      }
+      case "run": {
+        const args = parsed.data as z.infer<(typeof ToolArgs)["run"]>;
+        const cap = ctx.s.task.limits.runTimeoutMs;
+        const o = await callSession(ctx, {
+          tool: "run",
+          command: args.command,
+          timeoutMs: Math.min(args.timeoutMs ?? cap, cap),
+        });
+        return { content: renderObservation("run", o), isError: !o.ok };
+      }
+      case "symbol": {
+        const { name: symbol } = parsed.data as z.infer<(typeof ToolArgs)["symbol"]>;
+        return { content: findSymbol(symbol, treeFiles(ctx), currentReader(ctx.root, ctx.loop)), isError: false };
+      }
+      case "edit":
+        return await edit(ctx, (parsed.data as z.infer<(typeof ToolArgs)["edit"]>).edits);
+      case "submit": {
+        const { summary } = parsed.data as z.infer<(typeof ToolArgs)["submit"]>;
+        return { content: agentTexts.submitted(summary), isError: false, submitted: summary };
+      }
+    }
+  } catch (err) {
+    if (err instanceof RetryLater) throw err;
+    if (err instanceof LoopsmithError && err.retryable)
+      throw new RetryLater(`${call.name}: ${err.message}`, { cause: err });
+    return error(agentTexts.toolFailed(call.name, (err as Error).message));
+  }
+}
+
+/** Every path of the candidate's tree: the base's, less the removed, with the new files. */
+function treeFiles(ctx: LoopContext): string[] {
+  const deleted = new Set(ctx.loop.deleted);
+  const all = new Set(listTree(ctx.root).filter((p) => !deleted.has(p)));
+  for (const f of ctx.loop.files) all.add(f.path);
+  return [...all].sort();
+}
+
+/**
+ * `edit`: the edits applied in order over the candidate so far, with the engine of one-shot
+ * repo mode (`applyCandidate`: all or nothing, a miss answered with the nearest lines).
+ * Refused at once, nothing applied: a change the policy blocks (the test runner's
+ * configuration; dependencies under `reject`), as the gate would block it; and a Python,
+ * JavaScript or TypeScript file that parsed before the edit and no longer does (the parser's
+ * message; a new file, or one that did not parse before, is not held to it). An accepted
+ * edit is written to the session and answered with its diff.
+ */
+async function edit(ctx: LoopContext, edits: Candidate["edits"] & object): Promise<ToolResult> {
+  const { s, run, root, loop } = ctx;
+  const current: Candidate = { files: loop.files, deleted: loop.deleted, tests: [], notes: "" };
+  const applied = await applyCandidate({ ...s, candidate: current }, run.steps, {
+    files: [],
+    tests: [],
+    notes: "",
+    edits,
+  });
+  if (!applied.ok) return error(applied.message ?? "the edits could not be applied");
+  const next = applied.candidate;
+  const { decision } = await policyOf({ ...s, candidate: next }, run.steps);
+  if (decision.action === "block") return error(agentTexts.editBlocked(decision.reason));
+  const before = currentReader(root, current);
+  const after = currentReader(root, next);
+  const touched = [...new Set(edits.map((e) => e.path))];
+  const problems: string[] = [];
+  for (const path of touched) {
+    const [was, now] = [before(path), after(path)];
+    if (was === undefined || now === undefined || syntaxError(path, was) !== undefined) continue;
+    const problem = syntaxError(path, now);
+    if (problem) problems.push(problem);
+  }
+  if (problems.length) return error(agentTexts.editBreaksSyntax(problems));
+  const written: FileChange[] = [];
+  const removed: string[] = [];
+  for (const path of touched) {
+    const [was, now] = [before(path), after(path)];
+    if (now === undefined) {
+      if (was !== undefined) removed.push(path);
+    } else if (now !== was) written.push({ path, content: now });
+  }
+  if (written.length || removed.length) await callSession(ctx, { tool: "write", files: written, deleted: removed });
+  loop.files = next.files;
+  loop.deleted = next.deleted ?? [];
+  loop.edits = [...loop.edits, ...edits];
+  loop.treeVersion += 1;
+  const diff = unifiedPatch(before, written, removed);
+  const text = agentTexts.editApplied([...written.map((f) => f.path), ...removed.map((p) => `-${p}`)], diff);
+  return {
+    content: decision.action === "ask" ? `${text}\n${agentTexts.editNeedsApproval(decision.reason)}` : text,
+    isError: false,
+  };
+}
