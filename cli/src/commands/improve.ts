@@ -35,6 +35,12 @@ function alphaValue(v: string): number {
   return n;
 }
 
+function fractionValue(v: string): number {
+  const n = Number(v);
+  if (!(n >= 0 && n <= 0.9)) throw usageError(`--confirmation-fraction must be a number in [0, 0.9], got ${v}`);
+  return n;
+}
+
 /** Registers `improve`, `report` and `dashboard`. */
 export function registerImprove(program: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
   const improve = program
@@ -55,8 +61,42 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
       "--bench-junit <path>",
       "with --bench-format junit: the JUnit XML file the benchmark writes (workspace-relative)",
     )
-    .option("--repeats <k>", "benchmark runs per side, interleaved (default 1)", wholeNumber(1, 20))
-    .option("--alpha <p>", "significance level of the paired test (default 0.05)", alphaValue)
+    .option(
+      "--repeats <k>",
+      "benchmark runs per side at most, interleaved; stops early when the runs so far already reject (default 1)",
+      wholeNumber(1, 20),
+    )
+    .option(
+      "--alpha <p>",
+      "the run's error budget: P(any generation accepted that is not better) ≤ p over the whole run (default 0.05)",
+      alphaValue,
+    )
+    .addOption(
+      new Option(
+        "--alpha-spending <rule>",
+        "how the run spends --alpha over its tests: harmonic over --generations, basel (6/π²j², any number), none (each test at --alpha)",
+      ).choices(["harmonic", "basel", "none"]),
+    )
+    .option(
+      "--holdout <pattern or file>",
+      "confirmation cases the model never sees: a case-id glob, or a file of case ids, one per line (repeatable)",
+      collect,
+    )
+    .option(
+      "--confirmation-fraction <f>",
+      "share of the cases held out for confirmation, stratified by the parent's pass/fail (default 0.3; 0: none)",
+      fractionValue,
+    )
+    .option(
+      "--calibration-runs <k>",
+      "benchmark runs of the parent before generation 1, to find flaky cases (default 3)",
+      wholeNumber(1, 20),
+    )
+    .option(
+      "--split-seed <n>",
+      "seed of the selection/confirmation split (default: from the run id)",
+      wholeNumber(0, 2 ** 32 - 1),
+    )
     .option(
       "--tolerance <n>",
       "cases passing on the parent that may fail on the candidate (default 0)",

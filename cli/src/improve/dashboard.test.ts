@@ -172,6 +172,51 @@ describe("dashboardHtml", () => {
     );
   });
 
+  it("shows both sets, the error budget and each case's set when the run split its cases (issue #36)", () => {
+    const set = (fixed: number, passed: boolean) => ({
+      test: "sign_exact" as const,
+      cases: 5,
+      parentFailing: 3,
+      fixed,
+      broken: 0,
+      pValue: 0.125,
+      alpha: 0.0273,
+      passed,
+    });
+    const split = cases(4, 7).map((c, i) => ({
+      ...c,
+      set: i % 2 ? ("confirmation" as const) : ("selection" as const),
+      ...(i === 9 ? { flaky: true } : {}),
+    }));
+    const r = GenerationReport.parse({
+      ...report(1, "rejected", "overfit", split),
+      statistic: {
+        test: "mcnemar_exact",
+        cases: 10,
+        fixed: 3,
+        broken: 0,
+        pValue: 0.125,
+        alpha: 0.0273,
+        effect: 0.3,
+        selection: set(3, true),
+        confirmation: set(0, false),
+        testIndex: 1,
+        alphaSpent: 0.0273,
+        flaky: 1,
+      },
+    });
+    const page = dashboardHtml("run-8", [r], {});
+    expect(page).toContain(
+      "<dt>selection</dt><dd>sign_exact: 3 fixed, 0 broken of 5 (3 failing on the parent), p = 0.125 at 0.0273 → passed</dd>",
+    );
+    expect(page).toContain("<dt>confirmation (held out)</dt><dd>sign_exact: 0 fixed, 0 broken of 5");
+    expect(page).toContain("→ not passed");
+    expect(page).toContain("test 1 of the run; 0.0273 of the run's alpha spent; 1 flaky case(s) left out");
+    expect(page).toContain("<th>set</th>");
+    expect(page).toContain("<td>case-9</td><td>confirmation (flaky)</td>");
+    expect(html).not.toContain("<th>set</th>");
+  });
+
   it("renders a run with no generation yet", () => {
     const empty = dashboardHtml("run-0", []);
     expect(empty).toContain("no generations yet");

@@ -143,6 +143,16 @@ function section(r: GenerationReport): string {
       "statistic",
       `${e(s.test)} on ${s.cases} cases: ${s.fixed} fixed, ${s.broken} broken, p = ${e(formatP(s.pValue))} (α = ${e(s.alpha)}), effect ${e(effect)}${s.nonZero === undefined ? "" : `, ${s.nonZero} non-zero pairs`}`,
     ]);
+    // Issue #36: both sets, and the run's error budget spent with this test.
+    const set = (t: NonNullable<typeof s.selection>): string =>
+      `${e(t.test)}: ${t.fixed} fixed, ${t.broken} broken of ${t.cases} (${t.parentFailing} failing on the parent), p = ${e(formatP(t.pValue))} at ${e(t.alpha.toPrecision(3))} → ${t.passed ? "passed" : "not passed"}`;
+    if (s.selection) rows.push(["selection", set(s.selection)]);
+    if (s.confirmation) rows.push(["confirmation (held out)", set(s.confirmation)]);
+    if (s.testIndex !== undefined)
+      rows.push([
+        "error budget",
+        `test ${s.testIndex} of the run; ${e((s.alphaSpent ?? 0).toPrecision(3))} of the run's alpha spent${s.flaky ? `; ${s.flaky} flaky case(s) left out` : ""}${s.repeatsRun !== undefined ? `; ${s.repeatsRun} run(s) per side` : ""}`,
+      ]);
   }
   if (r.check) {
     const counts = (c: typeof r.check.parent): string =>
@@ -176,13 +186,16 @@ function section(r: GenerationReport): string {
   rows.push(["time", `${(generationMs(r) / 1000).toFixed(1)} s${phases.length ? ` (${phases.join(", ")})` : ""}`]);
   let cases = "";
   if (r.bench) {
+    // Issue #36: a set column when the run split its cases (or found flaky ones).
+    const split = r.bench.cases.some((c) => c.set !== undefined || c.flaky);
     const trs = r.bench.cases.map((c) => {
       const pr = mean(c.parent.scores) ?? (c.parent.runs ? c.parent.passes / c.parent.runs : 0);
       const cr = mean(c.candidate.scores) ?? (c.candidate.runs ? c.candidate.passes / c.candidate.runs : 0);
       const cls = cr > pr ? ` class="fixed"` : cr < pr ? ` class="broken"` : "";
-      return `<tr${cls}><td>${e(c.case)}</td><td class="n">${e(side(c.parent))}</td><td class="n">${e(side(c.candidate))}</td></tr>`;
+      const setCell = split ? `<td>${e(`${c.set ?? "-"}${c.flaky ? " (flaky)" : ""}`)}</td>` : "";
+      return `<tr${cls}><td>${e(c.case)}</td>${setCell}<td class="n">${e(side(c.parent))}</td><td class="n">${e(side(c.candidate))}</td></tr>`;
     });
-    cases = `<p class="muted">benchmark <code>${e(r.bench.command)}</code> (${e(r.bench.format)}, ${r.bench.repeats} repeats per side)</p><table class="cases"><thead><tr><th>case</th><th>parent passes/runs</th><th>candidate passes/runs</th></tr></thead><tbody>${trs.join("")}</tbody></table>`;
+    cases = `<p class="muted">benchmark <code>${e(r.bench.command)}</code> (${e(r.bench.format)}, ${r.bench.repeats} repeats per side)</p><table class="cases"><thead><tr><th>case</th>${split ? "<th>set</th>" : ""}<th>parent passes/runs</th><th>candidate passes/runs</th></tr></thead><tbody>${trs.join("")}</tbody></table>`;
   } else {
     cases = `<p class="muted">no benchmark ran for this generation</p>`;
   }

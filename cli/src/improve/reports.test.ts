@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { GenerationReport, LoopsmithError } from "@loopsmith/shared";
-import { benchTotals, formatP, readReports, reportTable, writeReport } from "./reports.js";
+import { benchTotals, confirmationCell, formatP, readReports, reportTable, runFooter, writeReport } from "./reports.js";
 
 const dirs: string[] = [];
 afterAll(async () => {
@@ -129,15 +129,15 @@ describe("reportTable", () => {
   it("prints one aligned row per generation with the figures of each column", () => {
     expect(lines).toHaveLength(5);
     expect(lines[0]).toMatch(
-      /^gen\s+verdict\s+reason\s+hypothesis\s+files\s+bench\s+fixed\/broken\s+p\s+tokens\s+USD\s+time s$/,
+      /^gen\s+verdict\s+reason\s+hypothesis\s+files\s+bench\s+fixed\/broken\s+p\s+confirmation\s+tokens\s+USD\s+time s$/,
     );
     const row1 = lines[1] as string;
     expect(row1).toMatch(/^\s*1\s+accepted\s+accepted\s+Normalize accents with unicodedata befo…\s/);
     expect(row1).toContain("2 (+12/-4)");
     expect(row1).toContain("12/20 → 18/20");
-    expect(row1).toMatch(/\s3\/0\s+0\.250\s+1234\s+0\.0123\s+12\.5$/);
+    expect(row1).toMatch(/\s3\/0\s+0\.250\s+-\s+1234\s+0\.0123\s+12\.5$/);
     // Rows without a change, benchmark or statistic show dashes.
-    expect(lines[3]).toMatch(/^\s*3\s+rejected\s+protected\s.*\s-\s+-\s+-\s+-\s+1234\s+0\.0123\s+12\.5$/);
+    expect(lines[3]).toMatch(/^\s*3\s+rejected\s+protected\s.*\s-\s+-\s+-\s+-\s+-\s+1234\s+0\.0123\s+12\.5$/);
     // Aligned: every column ends at the same offset in each row (right-aligned numbers).
     const ends = lines.slice(0, 4).map((l) => l.length);
     expect(new Set(ends).size).toBe(1);
@@ -173,5 +173,61 @@ describe("helpers", () => {
       "-",
       "1.23e-9",
     ]);
+  });
+});
+
+describe("confirmationCell and runFooter (issue #36)", () => {
+  const set = (fixed: number, passed: boolean) => ({
+    test: "sign_exact" as const,
+    cases: 10,
+    parentFailing: 6,
+    fixed,
+    broken: 0,
+    pValue: 0.5,
+    alpha: 0.05,
+    passed,
+  });
+  const withSets = (selection: boolean, confirmation: boolean) =>
+    report(4, {
+      statistic: {
+        test: "mcnemar_exact",
+        cases: 30,
+        fixed: 9,
+        broken: 0,
+        pValue: 0.002,
+        alpha: 0.0273,
+        effect: 0.3,
+        selection: set(9, selection),
+        confirmation: set(confirmation ? 3 : 0, confirmation),
+      },
+    });
+
+  it("says ok, overfit, or - when the selection did not pass", () => {
+    expect(confirmationCell(withSets(true, true))).toBe("3/0 ok");
+    expect(confirmationCell(withSets(true, false))).toBe("0/0 overfit");
+    expect(confirmationCell(withSets(false, false))).toBe("0/0 -");
+    expect(confirmationCell(report(5))).toBe("-");
+  });
+
+  it("names the sets, the flaky cases and the error budget spent", () => {
+    const lines = runFooter({
+      calibration: {
+        runs: 3,
+        flaky: ["t\u001b[31mx", "c9"],
+        seed: 42,
+        source: "fraction",
+        selection: ["a", "b", "c"],
+        confirmation: ["d"],
+        parentFailing: ["a"],
+      },
+      alpha: { budget: 0.05, spent: 0.0409, tests: 2 },
+    });
+    expect(lines[0]).toBe(
+      "sets: 3 selection case(s) shown to the model, 1 confirmation case(s) held out (held out at random, stratified by the parent's pass/fail, seed 42)",
+    );
+    expect(lines[1]).toContain("flaky: 2 of 4 case(s) both passed and failed in 3 calibration run(s)");
+    expect(lines[1]).not.toContain("\u001b");
+    expect(lines[2]).toBe("error budget: alpha 0.05 for the whole run; 0.0409 spent by 2 paired test(s)");
+    expect(runFooter({})).toEqual([]);
   });
 });

@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { GenerationReport, LoopsmithError } from "@loopsmith/shared";
+import { GenerationReport, LoopsmithError, type ImproveSummary } from "@loopsmith/shared";
 
 const REPORT_FILE = /^gen-(\d+)\.json$/;
 
@@ -138,11 +138,65 @@ const COLUMNS = [
   "bench",
   "fixed/broken",
   "p",
+  "confirmation",
   "tokens",
   "USD",
   "time s",
 ] as const;
-const RIGHT = new Set<string>(["gen", "files", "bench", "fixed/broken", "p", "tokens", "USD", "time s"]);
+const RIGHT = new Set<string>([
+  "gen",
+  "files",
+  "bench",
+  "fixed/broken",
+  "p",
+  "confirmation",
+  "tokens",
+  "USD",
+  "time s",
+]);
+
+/**
+ * The confirmation column of a generation (issue #36): the held-out set's fixed/broken, then
+ * `ok` when it confirmed the selection's improvement, `overfit` when it did not, and `-` when
+ * the selection test did not pass (the confirmation was not needed). `-` without a confirmation set. Pure.
+ */
+export function confirmationCell(r: GenerationReport): string {
+  const c = r.statistic?.confirmation;
+  if (!c) return "-";
+  const verdict = r.statistic?.selection?.passed ? (c.passed ? "ok" : "overfit") : "-";
+  return `${c.fixed}/${c.broken} ${verdict}`;
+}
+
+/**
+ * The lines after the table at the end of a run (issue #36): the selection and confirmation
+ * sets and how they were chosen, the flaky cases left out of the test (up to 20 named), and the
+ * run's error budget spent. Empty for a summary without them (a dry run, an older run). Pure.
+ */
+export function runFooter(summary: Pick<ImproveSummary, "calibration" | "alpha">): string[] {
+  const out: string[] = [];
+  const c = summary.calibration;
+  if (c) {
+    const how =
+      c.source === "holdout"
+        ? "named by --holdout"
+        : c.source === "fraction"
+          ? `held out at random, stratified by the parent's pass/fail, seed ${c.seed}`
+          : "no confirmation set";
+    out.push(
+      `sets: ${c.selection.length} selection case(s) shown to the model, ${c.confirmation.length} confirmation case(s) held out (${how})`,
+    );
+    const named = c.flaky.slice(0, 20).map((id) => cell(id, 60));
+    out.push(
+      `flaky: ${c.flaky.length} of ${c.selection.length + c.confirmation.length} case(s) both passed and failed in ${c.runs} calibration run(s) of the parent and were left out of the test${named.length ? `: ${named.join(", ")}${c.flaky.length > named.length ? ", …" : ""}` : ""}`,
+    );
+  }
+  const a = summary.alpha;
+  if (a)
+    out.push(
+      `error budget: alpha ${a.budget} for the whole run; ${a.spent.toPrecision(3)} spent by ${a.tests} paired test(s)`,
+    );
+  return out;
+}
 
 /**
  * The plain-text table of a run's generations: gen, verdict, reason, hypothesis (cut to 40
@@ -165,6 +219,7 @@ export function reportTable(reports: GenerationReport[]): string {
       bench ? `${bench.parent.passes}/${bench.parent.runs} → ${bench.candidate.passes}/${bench.candidate.runs}` : "-",
       r.statistic ? `${r.statistic.fixed}/${r.statistic.broken}` : "-",
       formatP(r.statistic?.pValue),
+      confirmationCell(r),
       String(r.usage.inputTokens + r.usage.outputTokens),
       r.usage.costUsd.toFixed(4),
       (generationMs(r) / 1000).toFixed(1),

@@ -36,7 +36,7 @@ import { detectLanguage } from "../solve-repo.js";
 import { startLocalStack, type LocalStack } from "../stack.js";
 import { dashboardHtml, writeDashboard } from "./dashboard.js";
 import { checkGithubAccess, githubClient, openPullRequest, parseGithubRepo, prBody } from "./github.js";
-import { readReports, reportTable, writeReport } from "./reports.js";
+import { readReports, reportTable, runFooter, writeReport } from "./reports.js";
 import { improveBase, improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
 import { pushBranch, remoteUrl } from "./push.js";
 import { watchEvents } from "../watch.js";
@@ -219,6 +219,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
       out(
         [
           reportTable(reports),
+          ...runFooter(summary),
           ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : []),
           `reports, summary and dashboard.html in ${dir}`,
         ].join("\n"),

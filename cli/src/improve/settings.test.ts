@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { LoopsmithError, loadConfig } from "@loopsmith/shared";
-import { improveBase, improveSettings, improveSetup, repoImproveSection } from "./settings.js";
+import { holdoutPatterns, improveBase, improveSettings, improveSetup, repoImproveSection } from "./settings.js";
 
 /** A configuration whose file holds `improve`, read from a temporary file. */
 function configWith(improve: Record<string, unknown>) {
@@ -62,5 +62,39 @@ describe("improve settings", () => {
     expect(repoImproveSection(dir)).toEqual({ bench: "x" });
     writeFileSync(join(dir, "loopsmith.json"), "{ not json");
     expect(() => repoImproveSection(dir)).toThrow(/loopsmith\.json/);
+  });
+});
+
+describe("--holdout (issue #36)", () => {
+  it("reads a file as case ids and passes anything else on as a glob", () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopsmith-holdout-"));
+    writeFileSync(join(dir, "held.txt"), "# never shown\ncase-7\n\n  case-9  \n");
+    expect(holdoutPatterns(["held.txt", "hard/*"], dir)).toEqual(["case-7", "case-9", "hard/*"]);
+    writeFileSync(join(dir, "empty.txt"), "# nothing\n");
+    expect(() => holdoutPatterns(["empty.txt"], dir)).toThrow(LoopsmithError);
+  });
+
+  it("reaches the settings with the other issue #36 flags", () => {
+    const s = improveSettings(
+      {
+        bench: "b",
+        holdout: ["x*"],
+        confirmationFraction: 0.2,
+        calibrationRuns: 5,
+        alphaSpending: "basel",
+        splitSeed: 9,
+      },
+      configWith({}),
+      undefined,
+    );
+    expect(s).toMatchObject({
+      holdout: ["x*"],
+      confirmationFraction: 0.2,
+      calibrationRuns: 5,
+      alphaSpending: "basel",
+      splitSeed: 9,
+    });
+    const d = improveSettings({ bench: "b" }, configWith({}), undefined);
+    expect(d).toMatchObject({ holdout: [], confirmationFraction: 0.3, calibrationRuns: 3, alphaSpending: "harmonic" });
   });
 });

@@ -2,8 +2,8 @@
  * `loopsmith improve`'s options: flags over the `improve` section of the configuration file
  * (`--config`, or `loopsmith.json` at the repository's root), checked against ImproveSettings.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { z } from "zod";
 import { ImproveSettings, LoopsmithError, type Config } from "@loopsmith/shared";
 
@@ -19,6 +19,12 @@ export interface ImproveFlags {
   benchJunit?: string;
   repeats?: number;
   alpha?: number;
+  alphaSpending?: "harmonic" | "basel" | "none";
+  /** `--holdout`, repeatable: a case-id glob, or a file of case ids (one per line). */
+  holdout?: string[];
+  confirmationFraction?: number;
+  calibrationRuns?: number;
+  splitSeed?: number;
   tolerance?: number;
   budgetUsd?: number;
   dryRun?: boolean;
@@ -36,6 +42,34 @@ export interface ImproveFlags {
   remote?: string;
   config?: string;
   json?: boolean;
+}
+
+/**
+ * The confirmation cases `--holdout` names (issue #36). Each value is a file when one exists
+ * at that path (relative to `cwd`): its lines are case ids (blank lines and lines starting
+ * with `#` skipped, blanks around an id trimmed); otherwise it is a case-id glob (picomatch:
+ * `*`, `?`, `[…]`, `{a,b}`), passed on as it is.
+ * @throws LoopsmithError `bad_request` when a file cannot be read or names no case
+ */
+export function holdoutPatterns(values: readonly string[], cwd: string = process.cwd()): string[] {
+  return values.flatMap((v) => {
+    const file = resolve(cwd, v);
+    if (!existsSync(file) || !statSync(file).isFile()) return [v];
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch (err) {
+      throw new LoopsmithError("bad_request", `--holdout: cannot read ${file}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    const ids = text
+      .split(/\r?\n/)
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith("#"));
+    if (!ids.length) throw new LoopsmithError("bad_request", `--holdout: ${file} names no case (one case id per line)`);
+    return ids;
+  });
 }
 
 /** The `improve` section of `<root>/loopsmith.json`, when the repository has one. */
@@ -68,6 +102,11 @@ export function improveSettings(
     benchJunit: flags.benchJunit,
     repeats: flags.repeats,
     alpha: flags.alpha,
+    alphaSpending: flags.alphaSpending,
+    holdout: flags.holdout?.length ? holdoutPatterns(flags.holdout) : undefined,
+    confirmationFraction: flags.confirmationFraction,
+    calibrationRuns: flags.calibrationRuns,
+    splitSeed: flags.splitSeed,
     tolerance: flags.tolerance,
     generations: flags.generations,
     budgetUsd: flags.budgetUsd,

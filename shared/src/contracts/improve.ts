@@ -40,8 +40,49 @@ export const ImproveSettings = z.object({
   benchJunit: RelativePath.optional(),
   /** Benchmark runs per side (parent, candidate), interleaved. @defaultValue 1 */
   repeats: z.number().int().min(1).max(20).default(1),
-  /** Significance level of the paired test. @defaultValue 0.05 */
+  /**
+   * The run's error budget: the probability that the run accepts ANY generation that is not
+   * better is at most `alpha`, whatever the number of generations. The paired tests of the run
+   * spend it (see `alphaSpending`). @defaultValue 0.05
+   */
   alpha: z.number().gt(0).max(0.5).default(0.05),
+  /**
+   * How the run spends `alpha` over its paired tests (the j-th benchmarked generation is tested
+   * at α_j, and Σ α_j ≤ alpha, so by the union bound P(any false accept) ≤ alpha):
+   * - `harmonic`: α_j = alpha / (j · H_G), H_G = Σ_{i ≤ G} 1/i, G = `generations` (a run has at
+   *   most G tests);
+   * - `basel`: α_j = alpha · 6 / (π² j²), valid for any number of tests;
+   * - `none`: α_j = alpha for every test (each generation on its own, the rule before issue #36;
+   *   no run-level guarantee).
+   * @defaultValue "harmonic"
+   */
+  alphaSpending: z.enum(["harmonic", "basel", "none"]).default("harmonic"),
+  /**
+   * Share of the benchmark's cases held out as the **confirmation** set (issue #36): never shown
+   * to the model, and a candidate is accepted only when they confirm the selection set's
+   * improvement. Stratified by the parent's pass/fail, seeded (`splitSeed`). 0: no confirmation
+   * set. Ignored when `holdout` names the confirmation cases. @defaultValue 0.3
+   */
+  confirmationFraction: z.number().min(0).max(0.9).default(0.3),
+  /**
+   * The confirmation cases, named by the user: case-id globs (picomatch, `*` and `?`), or exact
+   * ids (the CLI's `--holdout <pattern or file>` reads a file as one id per line).
+   */
+  holdout: z.array(z.string().min(1).max(500)).max(10_000).default([]),
+  /** Seed of the selection/confirmation split (absent: derived from the run id). Recorded in the run's state. */
+  splitSeed: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 32 - 1)
+    .optional(),
+  /**
+   * Benchmark runs of the base parent before generation 1, to measure each case's flakiness: a
+   * case that both passed and failed in them is **flaky** and leaves the pass/fail test (both
+   * sets, and the regression count). They also give the parent pass/fail the split is
+   * stratified by. @defaultValue 3
+   */
+  calibrationRuns: z.number().int().min(1).max(20).default(3),
   /** Cases that passed on the parent and may fail on the candidate. @defaultValue 0 */
   tolerance: z.number().int().min(0).max(1_000).default(0),
   /** Generations to run. @defaultValue 3 */
@@ -164,6 +205,8 @@ export type Hypothesis = z.infer<typeof Hypothesis>;
  *   framework, branching on the runner or the benchmark, a file shadowing the framework).
  * - `bench_unparsed`: a benchmark run printed no case, or an unreadable one, or other cases than the parent's.
  * - `regression`: cases that passed on the parent fail on the candidate (beyond the tolerance).
+ * - `overfit`: the selection set (the cases the model was shown) says better and the held-out
+ *   confirmation set does not confirm it (issue #36).
  * - `no_improvement`: no significant improvement (a tie, or p ≥ alpha).
  * - `check_failed` / `implement_failed` / `no_change`: the task did not produce a passing change.
  * - `timeout`: the generation passed its time limit. `budget`: it could not fit the budget.
@@ -181,6 +224,7 @@ export const DecisionReason = z.enum([
   "tampering",
   "bench_unparsed",
   "regression",
+  "overfit",
   "no_improvement",
   "check_failed",
   "implement_failed",
@@ -190,6 +234,30 @@ export const DecisionReason = z.enum([
   "error",
 ]);
 export type DecisionReason = z.infer<typeof DecisionReason>;
+
+/** The paired test on one set of cases (selection or confirmation) of a generation. */
+export const SetStatistic = z.object({
+  /**
+   * `sign_exact`: one-sided exact sign test (exact McNemar) on the discordant pairs;
+   * `fix_rate`: too few discordant pairs for it, so the confirmation's fix rate is compared with
+   * the selection's (one-sided Fisher exact test); `wilcoxon`: signed-rank test (scored cases);
+   * `none`: nothing to test.
+   */
+  test: z.enum(["sign_exact", "fix_rate", "wilcoxon", "none"]),
+  /** Cases in the set (flaky ones included). */
+  cases: z.number().int().nonnegative(),
+  /** Cases that failed on the parent, flaky ones left out. */
+  parentFailing: z.number().int().nonnegative(),
+  fixed: z.number().int().nonnegative(),
+  broken: z.number().int().nonnegative(),
+  /** One-sided p-value of the set's test (1 when there is nothing to test). */
+  pValue: z.number().min(0).max(1),
+  /** The level the set was tested at. */
+  alpha: z.number(),
+  /** Whether the set says "better" (selection) or confirms it (confirmation). */
+  passed: z.boolean(),
+});
+export type SetStatistic = z.infer<typeof SetStatistic>;
 
 /** The paired statistic behind a decision. */
 export const Statistic = z.object({
@@ -208,12 +276,28 @@ export const Statistic = z.object({
   effect: z.number(),
   /** Scored benchmarks: pairs with a non-zero difference (the signed-rank test's n). */
   nonZero: z.number().int().nonnegative().optional(),
+  /** Issue #36: the selection set's test (the cases the model may see). */
+  selection: SetStatistic.optional(),
+  /** Issue #36: the held-out confirmation set's test. */
+  confirmation: SetStatistic.optional(),
+  /** Issue #36: this generation's place among the run's paired tests (1-based): α_j is `alpha`. */
+  testIndex: z.number().int().min(1).optional(),
+  /** Issue #36: the run's error budget spent so far, this test included (Σ α_i, i ≤ j). */
+  alphaSpent: z.number().nonnegative().optional(),
+  /** Issue #36: flaky cases (from the calibration runs) left out of the pass/fail test. */
+  flaky: z.number().int().nonnegative().optional(),
+  /** Issue #36: benchmark runs per side actually made (fewer than `repeats` when the evidence was decisive early). */
+  repeatsRun: z.number().int().min(1).optional(),
 });
 export type Statistic = z.infer<typeof Statistic>;
 
 /** One benchmark case, parent against candidate over the repeats. */
 export const CaseOutcome = z.object({
   case: z.string(),
+  /** Issue #36: the set the case belongs to (absent: no split). */
+  set: z.enum(["selection", "confirmation"]).optional(),
+  /** Issue #36: the case was flaky in the calibration runs (left out of the pass/fail test). */
+  flaky: z.boolean().optional(),
   parent: z.object({
     passes: z.number().int().nonnegative(),
     runs: z.number().int().nonnegative(),
@@ -283,6 +367,26 @@ export type GenerationReport = z.infer<typeof GenerationReport>;
 export const RunStopReason = z.enum(["completed", "budget", "cancelled", "error"]);
 export type RunStopReason = z.infer<typeof RunStopReason>;
 
+/**
+ * Issue #36: what the run measured before generation 1 and how it split the cases. The
+ * confirmation ids are the user's to see (reports, dashboard); the model never sees them.
+ */
+export const Calibration = z.object({
+  /** Benchmark runs of the base parent. */
+  runs: z.number().int().min(0),
+  /** Cases that both passed and failed in them, sorted. */
+  flaky: z.array(z.string()),
+  /** The seed of the split. */
+  seed: z.number().int(),
+  /** How the confirmation set was chosen. */
+  source: z.enum(["fraction", "holdout", "none"]),
+  selection: z.array(z.string()),
+  confirmation: z.array(z.string()),
+  /** Cases failing on the parent in every calibration run. */
+  parentFailing: z.array(z.string()),
+});
+export type Calibration = z.infer<typeof Calibration>;
+
 /** The end of a run. */
 export const ImproveSummary = z.object({
   v: V1,
@@ -295,5 +399,9 @@ export const ImproveSummary = z.object({
   head: CommitId,
   usage: Usage,
   message: z.string(),
+  /** Issue #36: the calibration runs, the flaky cases and the split. */
+  calibration: Calibration.optional(),
+  /** Issue #36: the run's error budget (`alpha`) and how much of it its tests spent. */
+  alpha: z.object({ budget: z.number(), spent: z.number(), tests: z.number().int().nonnegative() }).optional(),
 });
 export type ImproveSummary = z.infer<typeof ImproveSummary>;

@@ -122,6 +122,7 @@ export {
 } from "./events.js";
 export {
   BenchFormat,
+  Calibration,
   CaseOutcome,
   CheckCounts,
   DEFAULT_IMPROVE_GOAL,
@@ -135,6 +136,7 @@ export {
   RunId,
   RunStopReason,
   SELF_PROTECTED,
+  SetStatistic,
   Statistic,
   type ImproveRequestInput,
   type ImproveSettingsInput,

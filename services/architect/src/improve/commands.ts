@@ -125,7 +125,9 @@ export function readBench(result: ExecutionResult, format: "json" | "junit"): Be
 
 /**
  * The benchmark `repeats` times on each side, interleaved (parent, candidate, parent, …), so
- * drift in the machine's speed or state hits both sides alike.
+ * drift in the machine's speed or state hits both sides alike. After each repeat of both sides
+ * but the last, `enough(parentRuns, candidateRuns)` may end the benchmark early (issue #36:
+ * `futile` in `decision.ts`, when the evidence already rejects).
  * @returns each side's runs, or the first run that could not be read and on which side
  */
 export async function benchBoth(
@@ -133,6 +135,7 @@ export async function benchBoth(
   parent: Tree,
   candidate: Overlay,
   onRun: (side: "parent" | "candidate", repeat: number) => void,
+  enough?: (parent: CaseRun[][], candidate: CaseRun[][]) => boolean,
 ): Promise<
   | { ok: true; parent: CaseRun[][]; candidate: CaseRun[][] }
   | { ok: false; side: "parent" | "candidate"; error: string; status: string }
@@ -155,6 +158,7 @@ export async function benchBoth(
       if (!read.ok) return { ok: false, side, error: read.error, status: read.status };
       sides[side].push(read.cases);
     }
+    if (r + 1 < repeats && enough?.(sides.parent, sides.candidate)) break;
   }
   return { ok: true, ...sides };
 }

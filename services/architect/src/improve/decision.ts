@@ -4,9 +4,12 @@
  * tolerance and a paired test says it is better. Pure functions: no I/O, no clock, no LLM;
  * the p-values come from stdlib (`@stdlib/stats-binomial-test`, `@stdlib/stats-wilcoxon`).
  */
+import { createHash } from "node:crypto";
 import binomialTest from "@stdlib/stats-binomial-test";
 import wilcoxon from "@stdlib/stats-wilcoxon";
+import picomatch from "picomatch";
 import type { CaseOutcome, Statistic } from "@loopsmith/shared";
+import type { SetStatistic } from "@loopsmith/shared/contracts";
 import { quoteId, type CaseRun } from "./bench-output.js";
 
 /** The paired cases of a generation, or one sentence saying why the runs do not pair (`bench_unparsed`). */
@@ -267,4 +270,444 @@ export function neededFixes(alpha: number): number {
   // p falls by half per case and reaches 0 (underflow) before n = 1100, below any alpha > 0.
   for (let n = 1; n < 1100; n++) if (mcnemarP(n, 0) < alpha) return n;
   return 1100;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue #36: selection and confirmation sets, flaky cases, and the run's error budget.
+// ---------------------------------------------------------------------------------------------
+
+/** How a run spends its `alpha` over its tests (`ImproveSettings.alphaSpending`). */
+export type AlphaSpending = "harmonic" | "basel" | "none";
+
+/**
+ * The level α_j of the run's j-th paired test (j ≥ 1), given the run's budget `alpha` and its
+ * `generations` G (a run makes at most one test per generation, so j ≤ G).
+ *
+ * - `harmonic`: α_j = alpha / (j · H_G), H_G = Σ_{i=1..G} 1/i. Σ_{j ≤ G} α_j = alpha.
+ * - `basel`: α_j = alpha · 6 / (π² j²). Σ_{j ≥ 1} α_j = alpha (Euler's sum Σ 1/j² = π²/6), for
+ *   any number of tests.
+ * - `none`: α_j = alpha (no run-level guarantee; the rule before issue #36).
+ *
+ * With Σ α_j ≤ alpha, the union bound (Bonferroni) gives P(any false accept in the run) ≤ alpha
+ * however many tests the run makes: each test's false-accept chance, conditional on the run so
+ * far, is ≤ its α_j, and j is fixed by the run so far (a predictable sequence). Only generations
+ * that reach the benchmark spend; a rejected-before-bench generation spends nothing.
+ *
+ * @throws RangeError when `alpha` is not in (0, 1], or `j` or `generations` is not a positive integer
+ */
+export function testAlpha(alpha: number, j: number, generations: number, rule: AlphaSpending): number {
+  if (!(alpha > 0 && alpha <= 1)) throw new RangeError(`alpha must be in (0, 1], got ${alpha}`);
+  if (!Number.isInteger(j) || j < 1) throw new RangeError(`the test index must be a positive integer, got ${j}`);
+  if (!Number.isInteger(generations) || generations < 1)
+    throw new RangeError(`generations must be a positive integer, got ${generations}`);
+  if (rule === "none") return alpha;
+  if (rule === "basel") return (alpha * 6) / (Math.PI ** 2 * j * j);
+  let h = 0;
+  for (let i = 1; i <= generations; i++) h += 1 / i;
+  return alpha / (j * h);
+}
+
+/** Σ_{i ≤ j} α_i: the run's budget spent once its j-th test is made (see {@link testAlpha}). */
+export function alphaSpent(alpha: number, j: number, generations: number, rule: AlphaSpending): number {
+  let s = 0;
+  for (let i = 1; i <= j; i++) s += testAlpha(alpha, i, generations, rule);
+  return s;
+}
+
+/** A seed for the split from the run id: the first 32 bits of its SHA-256. */
+export function splitSeedOf(runId: string): number {
+  return createHash("sha256").update(runId).digest().readUInt32BE(0);
+}
+
+/** What the calibration runs and the split give a run (`Calibration` in the contracts). */
+export interface CalibrationResult {
+  runs: number;
+  flaky: string[];
+  seed: number;
+  source: "fraction" | "holdout" | "none";
+  selection: string[];
+  confirmation: string[];
+  parentFailing: string[];
+}
+
+/**
+ * Measures each case's flakiness on `runs` of the base parent and splits the cases into the
+ * selection set and the confirmation set.
+ *
+ * - A case is **flaky** when it passed in some runs and failed in others; it is
+ *   *parent-failing* when it failed in every run.
+ * - `holdout` patterns (picomatch globs over case ids, `*` and `?`; an id is also matched
+ *   exactly) name the confirmation cases when given: the rest is the selection set.
+ * - Otherwise the split is stratified: within each stratum (passing, failing, flaky on the
+ *   parent) the cases are ordered by SHA-256 of `<seed>:<id>` and the first
+ *   round(fraction × stratum size) go to confirmation, so each set keeps the parent's pass
+ *   rate. The same seed and cases always give the same split. `fraction` 0: no confirmation.
+ *
+ * @param runs - the calibration runs (at least one), each as `parseBenchOutput` reads it
+ * @returns the calibration, or one sentence when the runs do not report the same cases
+ */
+export function calibrate(
+  runs: readonly (readonly CaseRun[])[],
+  opts: { fraction: number; holdout: readonly string[]; seed: number },
+): { ok: true; calibration: CalibrationResult } | { ok: false; error: string } {
+  const paired = pairCases(runs, runs.slice(0, 1));
+  if (!paired.ok) return paired;
+  const flaky: string[] = [];
+  const failing: string[] = [];
+  const passing: string[] = [];
+  for (const c of paired.cases) {
+    if (c.parent.passes === 0) failing.push(c.case);
+    else if (c.parent.passes === c.parent.runs) passing.push(c.case);
+    else flaky.push(c.case);
+  }
+  let confirmation: Set<string>;
+  let source: CalibrationResult["source"];
+  if (opts.holdout.length > 0) {
+    const matchers = opts.holdout.map((p) => picomatch(p, { dot: true }));
+    const exact = new Set(opts.holdout);
+    confirmation = new Set(
+      paired.cases.map((c) => c.case).filter((id) => exact.has(id) || matchers.some((m) => m(id))),
+    );
+    source = "holdout";
+  } else if (opts.fraction > 0) {
+    const key = (id: string): string => createHash("sha256").update(`${opts.seed}:${id}`).digest("hex");
+    confirmation = new Set(
+      [passing, failing, flaky].flatMap((stratum) =>
+        stratum
+          .map((id) => ({ id, k: key(id) }))
+          .sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0))
+          .slice(0, Math.round(opts.fraction * stratum.length))
+          .map((x) => x.id),
+      ),
+    );
+    source = "fraction";
+  } else {
+    confirmation = new Set();
+    source = "none";
+  }
+  const ids = paired.cases.map((c) => c.case);
+  return {
+    ok: true,
+    calibration: {
+      runs: runs.length,
+      flaky,
+      seed: opts.seed,
+      source,
+      selection: ids.filter((id) => !confirmation.has(id)),
+      confirmation: ids.filter((id) => confirmation.has(id)),
+      parentFailing: failing,
+    },
+  };
+}
+
+/** The settings of {@link decideGeneration}. */
+export interface GenerationDecideOptions {
+  /** α_j: the level of this generation's selection test (see {@link testAlpha}). */
+  alpha: number;
+  /** The run's budget `alpha`: the level of the confirmation test. */
+  confirmationAlpha: number;
+  /** Cases that may pass on the parent and fail on the candidate (flaky cases not counted). */
+  tolerance: number;
+  /** The confirmation cases; every other case is a selection case. */
+  confirmation: ReadonlySet<string>;
+  /** Flaky cases (calibration), left out of the pass/fail test and of the regression count. */
+  flaky: ReadonlySet<string>;
+  /** This test's place among the run's tests, and the budget spent with it (reported only). */
+  testIndex?: number;
+  alphaSpent?: number;
+}
+
+/** The outcome of {@link decideGeneration}: a {@link Decision} that may be `overfit`, with its cases marked. */
+export interface GenerationDecision extends Omit<Decision, "reason"> {
+  reason: Decision["reason"] | "overfit";
+  /** The paired cases, each marked with its set and, when flaky, `flaky`. */
+  cases: CaseOutcome[];
+}
+
+/** One-sided exact sign test: P(X ≥ fixed) for X ~ Binomial(fixed + broken, 1/2); 1 with no discordant pair. */
+function signP(fixed: number, broken: number): number {
+  const n = fixed + broken;
+  if (n === 0) return 1;
+  return clampP(binomialTest(fixed, n, { p: 0.5, alternative: "greater" }).pValue);
+}
+
+/** ln C(n, k), summed exactly enough for the case counts of a benchmark. */
+function lnChoose(n: number, k: number): number {
+  let s = 0;
+  for (let i = 1; i <= k; i++) s += Math.log((n - k + i) / i);
+  return s;
+}
+
+/**
+ * One-sided Fisher exact test (Fisher 1922) that the confirmation set's fix rate
+ * `fixedC / failingC` is LOWER than the selection set's `fixedS / failingS`: the hypergeometric
+ * P(X ≤ fixedC), X the confirmation fixes when fixedS + fixedC fixes fall at random among the
+ * failingS + failingC parent-failing cases.
+ */
+export function fixRateP(fixedS: number, failingS: number, fixedC: number, failingC: number): number {
+  const total = failingS + failingC;
+  const fixes = fixedS + fixedC;
+  if (failingC === 0 || total === 0) return 1;
+  const denom = lnChoose(total, failingC);
+  let p = 0;
+  for (let x = Math.max(0, failingC - (total - fixes)); x <= Math.min(fixedC, fixes); x++)
+    p += Math.exp(lnChoose(fixes, x) + lnChoose(total - fixes, failingC - x) - denom);
+  return clampP(p);
+}
+
+function setStatistic(
+  test: SetStatistic["test"],
+  cases: number,
+  parentFailing: number,
+  fixed: number,
+  broken: number,
+  pValue: number,
+  alpha: number,
+  passed: boolean,
+): SetStatistic {
+  return { test, cases, parentFailing, fixed, broken, pValue, alpha, passed };
+}
+
+/**
+ * Decides a generation of a run under issue #36's rule: the selection set must say better at
+ * the generation's α_j, and the held-out confirmation set must confirm it.
+ *
+ * 1. Flaky cases (calibration) are marked and leave the test: they count neither as fixed nor
+ *    as broken, on either set. A case passes on a side when it passed in every run (as {@link decide}).
+ * 2. Regression: broken cases of both sets > `tolerance` → `regression`. The message quotes
+ *    broken SELECTION ids only, and counts the confirmation's (its ids never reach a prompt).
+ * 3. Selection (pass/fail): one-sided exact sign test (exact McNemar, McNemar 1947) on its
+ *    discordant pairs, P(X ≥ fixed | fixed + broken, 1/2) < α_j with fixed > broken.
+ *    Scored cases: one-sided Wilcoxon signed-rank (`greater`) < α_j with a positive mean
+ *    difference. Not passed → `no_improvement`.
+ * 4. Confirmation, at the run's `confirmationAlpha` (its job is to catch overfitting; the
+ *    run-level error bound already holds through step 3, since an accept needs both):
+ *    - no confirmation case: confirmed (no split);
+ *    - pass/fail with enough discordant pairs that the sign test can reach the level
+ *      (0.5^d < level, d = fixed + broken; 5 pairs at 0.05): the one-sided sign test on them;
+ *    - too few discordant pairs, some parent-failing case: the fix rate must be consistent
+ *      with the selection's: fixed > broken and the one-sided Fisher exact test
+ *      ({@link fixRateP}) does not find the confirmation's fix rate lower at the level;
+ *    - no parent-failing case and no discordant pair: nothing can confirm or refute; confirmed
+ *      (the message says so);
+ *    - scored: one-sided Wilcoxon on the confirmation cases when it can reach the level
+ *      (≥ 5 non-zero pairs at 0.05), else a positive mean difference.
+ *    Not confirmed → `overfit`.
+ *
+ * @throws RangeError as {@link decide} for `alpha`, `confirmationAlpha` or `tolerance`
+ */
+export function decideGeneration(cases: readonly CaseOutcome[], opts: GenerationDecideOptions): GenerationDecision {
+  const { alpha, confirmationAlpha: alphaC, tolerance, confirmation, flaky } = opts;
+  if (!(alpha > 0 && alpha <= 1)) throw new RangeError(`alpha must be in (0, 1], got ${alpha}`);
+  if (!(alphaC > 0 && alphaC <= 1)) throw new RangeError(`confirmationAlpha must be in (0, 1], got ${alphaC}`);
+  if (!Number.isInteger(tolerance) || tolerance < 0)
+    throw new RangeError(`tolerance must be a non-negative integer, got ${tolerance}`);
+  const marked: CaseOutcome[] = cases.map((c) => ({
+    ...c,
+    ...(confirmation.size > 0
+      ? { set: confirmation.has(c.case) ? ("confirmation" as const) : ("selection" as const) }
+      : {}),
+    ...(flaky.has(c.case) ? { flaky: true } : {}),
+  }));
+  type Tally = { cases: CaseOutcome[]; tested: CaseOutcome[]; fixed: string[]; broken: string[]; failing: number };
+  const tally = (inSet: (c: CaseOutcome) => boolean): Tally => {
+    const t: Tally = { cases: [], tested: [], fixed: [], broken: [], failing: 0 };
+    for (const c of marked) {
+      if (!inSet(c)) continue;
+      t.cases.push(c);
+      if (c.flaky) continue;
+      t.tested.push(c);
+      const before = passesOn(c.parent);
+      const after = passesOn(c.candidate);
+      if (!before) t.failing += 1;
+      if (before && !after) t.broken.push(c.case);
+      if (!before && after) t.fixed.push(c.case);
+    }
+    return t;
+  };
+  const sel = tally((c) => !confirmation.has(c.case));
+  const con = tally((c) => confirmation.has(c.case));
+  const tested = [...sel.tested, ...con.tested];
+  const scored =
+    tested.length > 0 &&
+    tested.every(
+      (c) =>
+        c.parent.runs > 0 &&
+        c.candidate.runs > 0 &&
+        c.parent.scores.length === c.parent.runs &&
+        c.candidate.scores.length === c.candidate.runs,
+    );
+  const diffs = (cs: readonly CaseOutcome[]): number[] =>
+    cs.map((c) => mean(c.candidate.scores) - mean(c.parent.scores));
+  const oneSidedRank = (d: readonly number[]): { p: number; nonZero: number } => {
+    const nz = d.filter((x) => x !== 0);
+    if (nz.length < 2) return { p: nz.length === 1 && (nz[0] ?? 0) > 0 ? 0.5 : 1, nonZero: nz.length };
+    return { p: clampP(wilcoxon(nz, { alternative: "greater", zeroMethod: "wilcox" }).pValue), nonZero: nz.length };
+  };
+
+  let selStat: SetStatistic;
+  let conStat: SetStatistic;
+  let effect: number;
+  let nonZero: number | undefined;
+  let conNote = "";
+  if (scored) {
+    const ds = diffs(sel.tested);
+    const r = oneSidedRank(ds);
+    const m = ds.length ? mean(ds) : 0;
+    selStat = setStatistic(
+      "wilcoxon",
+      sel.cases.length,
+      sel.failing,
+      sel.fixed.length,
+      sel.broken.length,
+      r.p,
+      alpha,
+      r.p < alpha && m > 0,
+    );
+    const dc = diffs(con.tested);
+    const rc = oneSidedRank(dc);
+    const mc = dc.length ? mean(dc) : 0;
+    if (con.cases.length === 0) conStat = setStatistic("none", 0, 0, 0, 0, 1, alphaC, true);
+    else if (0.5 ** rc.nonZero < alphaC)
+      conStat = setStatistic(
+        "wilcoxon",
+        con.cases.length,
+        con.failing,
+        con.fixed.length,
+        con.broken.length,
+        rc.p,
+        alphaC,
+        rc.p < alphaC && mc > 0,
+      );
+    else {
+      conStat = setStatistic(
+        "none",
+        con.cases.length,
+        con.failing,
+        con.fixed.length,
+        con.broken.length,
+        1,
+        alphaC,
+        mc > 0,
+      );
+      conNote = ` (too few changed scores for the signed-rank test: mean difference ${fmt(mc)})`;
+    }
+    effect = tested.length ? mean(diffs(tested)) : 0;
+    nonZero = r.nonZero + rc.nonZero;
+  } else {
+    const fs = sel.fixed.length;
+    const bs = sel.broken.length;
+    const ps = signP(fs, bs);
+    selStat = setStatistic("sign_exact", sel.cases.length, sel.failing, fs, bs, ps, alpha, ps < alpha && fs > bs);
+    const fc = con.fixed.length;
+    const bc = con.broken.length;
+    if (con.cases.length === 0) conStat = setStatistic("none", 0, 0, 0, 0, 1, alphaC, true);
+    else if (0.5 ** (fc + bc) < alphaC) {
+      const pc = signP(fc, bc);
+      conStat = setStatistic("sign_exact", con.cases.length, con.failing, fc, bc, pc, alphaC, pc < alphaC && fc > bc);
+    } else if (con.failing > 0) {
+      const pr = fixRateP(fs, sel.failing, fc, con.failing);
+      conStat = setStatistic("fix_rate", con.cases.length, con.failing, fc, bc, pr, alphaC, fc > bc && pr >= alphaC);
+      conNote = ` (too few discordant pairs for the sign test: fix rate ${fc}/${con.failing} against the selection's ${fs}/${sel.failing}, one-sided Fisher p = ${fmt(pr)})`;
+    } else {
+      conStat = setStatistic("none", con.cases.length, 0, fc, bc, 1, alphaC, bc === 0);
+      conNote = " (no parent-failing case to confirm on)";
+    }
+    const n = tested.length;
+    effect = n === 0 ? 0 : (sel.fixed.length + con.fixed.length - sel.broken.length - con.broken.length) / n;
+  }
+  const fixed = sel.fixed.length + con.fixed.length;
+  const broken = sel.broken.length + con.broken.length;
+  const statistic: Statistic = {
+    test: scored ? "wilcoxon" : "mcnemar_exact",
+    cases: marked.length,
+    fixed,
+    broken,
+    pValue: selStat.pValue,
+    alpha,
+    effect,
+    ...(nonZero !== undefined ? { nonZero } : {}),
+    selection: selStat,
+    ...(con.cases.length > 0 ? { confirmation: conStat } : {}),
+    ...(opts.testIndex !== undefined ? { testIndex: opts.testIndex } : {}),
+    ...(opts.alphaSpent !== undefined ? { alphaSpent: opts.alphaSpent } : {}),
+    flaky: marked.filter((c) => c.flaky).length,
+  };
+  const flakyNote = statistic.flaky ? `; ${statistic.flaky} flaky case(s) left out` : "";
+  const selText = `selection: fixed ${selStat.fixed}, broke ${selStat.broken} of ${selStat.cases} (${scored ? "one-sided signed-rank" : "one-sided exact sign test"} p = ${fmt(selStat.pValue)}, α_j ${fmt(alpha)})`;
+  const conText =
+    con.cases.length === 0
+      ? "no confirmation set"
+      : `confirmation: fixed ${conStat.fixed}, broke ${conStat.broken} of ${conStat.cases}, ${conStat.parentFailing} failing on the parent (${conStat.test === "sign_exact" ? `one-sided exact sign test p = ${fmt(conStat.pValue)}, level ${alphaC}` : conStat.test === "wilcoxon" ? `one-sided signed-rank p = ${fmt(conStat.pValue)}, level ${alphaC}` : conStat.test === "fix_rate" ? `level ${alphaC}` : "untestable"})${conNote}`;
+  const summary = `${selText}; ${conText}${flakyNote}`;
+  const base = { statistic, cases: marked };
+  if (broken > tolerance) {
+    const shown = sel.broken.length ? `: ${quoteSome(sel.broken)}` : "";
+    const hidden = con.broken.length ? ` (${con.broken.length} of them held out)` : "";
+    return {
+      ...base,
+      verdict: "rejected",
+      reason: "regression",
+      message: `The candidate broke ${broken} case${broken === 1 ? "" : "s"} that passed on the parent, more than the tolerance of ${tolerance}${hidden}${shown}. ${summary}.`,
+    };
+  }
+  if (!selStat.passed)
+    return {
+      ...base,
+      verdict: "rejected",
+      reason: "no_improvement",
+      message: `No improvement on the selection set (${selStat.fixed + selStat.broken === 0 && !scored ? "no case changed outcome" : "not significant at α_j"}): ${summary}.`,
+    };
+  if (!conStat.passed)
+    return {
+      ...base,
+      verdict: "rejected",
+      reason: "overfit",
+      message: `Overfit: the selection set says better but the held-out confirmation set does not confirm it. ${summary}.`,
+    };
+  return { ...base, verdict: "accepted", reason: "accepted", message: `Accepted: ${summary}.` };
+}
+
+/**
+ * Whether a generation's benchmark may stop before `repeats` runs per side: only to REJECT,
+ * when the runs so far already make acceptance out of reach. More runs can only turn a
+ * candidate's unanimous pass into a fail (a case passes on a side only when it passed in every
+ * run), so, the parent's non-flaky cases being stable, the selection's fixed count can only
+ * fall and its broken count only rise: a regression beyond the tolerance, or a selection test
+ * that fails even now, stays so. Stopping to reject never adds a false accept; a close call
+ * runs every repeat. Scored benchmarks always run every repeat.
+ */
+export function futile(
+  parentRuns: readonly (readonly CaseRun[])[],
+  candidateRuns: readonly (readonly CaseRun[])[],
+  opts: GenerationDecideOptions,
+): boolean {
+  const paired = pairCases(parentRuns, candidateRuns);
+  if (!paired.ok) return false;
+  if (paired.cases.some((c) => c.parent.scores.length > 0)) return false;
+  const d = decideGeneration(paired.cases, opts);
+  return d.reason === "regression" || d.reason === "no_improvement";
+}
+
+/** The parts of a run's state {@link runDecideOptions} reads. */
+export interface RunDecisionState {
+  request: { settings: { alpha: number; tolerance: number; generations: number; alphaSpending: AlphaSpending } };
+  calibration?: { flaky: readonly string[]; confirmation: readonly string[] } | undefined;
+  /** Paired tests the run made before this generation. */
+  tests: number;
+}
+
+/** The options of {@link decideGeneration} for the run's next test: α_j, the sets, the flaky cases. */
+export function runDecideOptions(state: RunDecisionState): GenerationDecideOptions {
+  const s = state.request.settings;
+  const j = state.tests + 1;
+  return {
+    alpha: testAlpha(s.alpha, j, s.generations, s.alphaSpending),
+    confirmationAlpha: s.alpha,
+    tolerance: s.tolerance,
+    confirmation: new Set(state.calibration?.confirmation ?? []),
+    flaky: new Set(state.calibration?.flaky ?? []),
+    testIndex: j,
+    alphaSpent: alphaSpent(s.alpha, j, s.generations, s.alphaSpending),
+  };
 }

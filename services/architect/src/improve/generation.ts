@@ -36,7 +36,7 @@ import {
 import { detectCommands, listTree, readBaseFile } from "../repo/context.js";
 import { buildRepoMap } from "../repo/map.js";
 import { benchBoth, checkCounts, runCommand, type CommandContext } from "./commands.js";
-import { decide, neededFixes, pairCases } from "./decision.js";
+import { decideGeneration, futile, neededFixes, pairCases, runDecideOptions } from "./decision.js";
 import { protectedGlobs, testCountViolation, validateChange } from "./guards.js";
 import { failingOnParent, hypothesize, taskGoal } from "./hypothesis.js";
 import type { ImproveState, Tree } from "./state.js";
@@ -378,9 +378,15 @@ export async function runGeneration(
   });
   let bench: Awaited<ReturnType<typeof benchBoth>>;
   try {
-    bench = await benchBoth(ctx, state.parent, overlay, () => {
-      if (Date.now() > deadline) throw new GenerationTimeout();
-    });
+    bench = await benchBoth(
+      ctx,
+      state.parent,
+      overlay,
+      () => {
+        if (Date.now() > deadline) throw new GenerationTimeout();
+      },
+      (p, c) => futile(p, c, runDecideOptions(state)),
+    );
   } catch (err) {
     if (!(err instanceof GenerationTimeout)) throw err;
     lap("bench");
@@ -415,11 +421,11 @@ export async function runGeneration(
   if (!paired.ok) return { ...reject("bench_unparsed", paired.error, checkPart), parentCheck };
 
   // DECIDE
-  const d = decide(paired.cases, { alpha: s.alpha, tolerance: s.tolerance });
+  const d = decideGeneration(paired.cases, runDecideOptions(state));
   const benchPart = {
     ...checkPart,
-    bench: { command: s.bench, format: s.benchFormat, repeats: s.repeats, cases: paired.cases },
-    statistic: d.statistic,
+    bench: { command: s.bench, format: s.benchFormat, repeats: s.repeats, cases: d.cases },
+    statistic: { ...d.statistic, repeatsRun: bench.parent.length },
   };
   if (d.verdict !== "accepted") {
     lap("decide");

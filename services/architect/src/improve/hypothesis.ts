@@ -12,19 +12,43 @@ import {
   type LlmProvider,
   type Usage,
 } from "@loopsmith/shared";
+import { quoteId } from "./bench-output.js";
 
 /** Earlier generations shown in the prompt, newest last. */
 const REPORTS_SHOWN = 10;
 /** Failing cases named in the prompt. */
 const FAILING_SHOWN = 40;
 
-/** The cases failing on the newest measured tree that is the current parent (empty when none was measured). */
+/**
+ * Issue #36: the reports as the model may see them. Cases of the confirmation set (`held`, and
+ * any case a report marks `confirmation`) leave `bench.cases`, and a held-out id quoted in a
+ * decision message (as `quoteId` quotes it) becomes `"(held out)"`. Counts stay: they say how
+ * the held-out set fared, not which cases it holds. The stored reports are not changed.
+ */
+export function shownToModel(reports: readonly GenerationReport[], held: ReadonlySet<string>): GenerationReport[] {
+  return reports.map((r) => {
+    const hidden = (id: string): boolean => held.has(id);
+    let message = r.decision.message;
+    for (const id of held) if (message.includes(quoteId(id))) message = message.split(quoteId(id)).join('"(held out)"');
+    return {
+      ...r,
+      decision: { ...r.decision, message },
+      ...(r.bench
+        ? { bench: { ...r.bench, cases: r.bench.cases.filter((c) => c.set !== "confirmation" && !hidden(c.case)) } }
+        : {}),
+    };
+  });
+}
+
+/** The cases failing on the newest measured tree that is the current parent (empty when none was measured); never a confirmation case. */
 export function failingOnParent(reports: readonly GenerationReport[], parentCommit: string): string[] {
   for (const r of [...reports].reverse()) {
     if (!r.bench) continue;
     const side = r.parent === parentCommit ? "parent" : r.candidate === parentCommit ? "candidate" : undefined;
     if (!side) continue;
-    return r.bench.cases.filter((c) => c[side].passes < c[side].runs || c[side].runs === 0).map((c) => c.case);
+    return r.bench.cases
+      .filter((c) => c.set !== "confirmation" && (c[side].passes < c[side].runs || c[side].runs === 0))
+      .map((c) => c.case);
   }
   return [];
 }
@@ -74,7 +98,7 @@ export async function hypothesize(
     section("Check (must keep passing)", s.check ?? input.check),
     section(
       "Benchmark",
-      `${s.bench} (${s.benchFormat}; ${s.repeats} run(s) per side; accepted at p < ${s.alpha} with at most ${s.tolerance} case(s) broken)`,
+      `${s.bench} (${s.benchFormat}; up to ${s.repeats} run(s) per side; accepted when a one-sided paired test on the cases you are shown says better at this generation's share of the run's error budget ${s.alpha}, with at most ${s.tolerance} case(s) broken${s.confirmationFraction > 0 || s.holdout.length > 0 ? ", AND held-out cases you are not shown confirm the improvement: a change that special-cases the shown inputs is rejected as overfit" : ""})`,
     ),
     section(
       "Cases failing on the parent",

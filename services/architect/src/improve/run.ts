@@ -7,13 +7,19 @@ import {
   ImproveSummary,
   LoopsmithError,
   addUsage,
+  ownerOfTask,
   type GenerationReport,
   type Hypothesis,
   type RunStopReason,
   type Usage,
 } from "@loopsmith/shared";
-import { errorReport, runGeneration, type GenerationDeps } from "./generation.js";
+import { detectCommands, listTree, readBaseFile } from "../repo/context.js";
+import { benchShell, readBench, runCommand, type CommandContext } from "./commands.js";
+import { alphaSpent, calibrate, splitSeedOf } from "./decision.js";
+import { errorReport, generationTaskId, runGeneration, type GenerationDeps } from "./generation.js";
+import { shownToModel } from "./hypothesis.js";
 import type { ImproveState, ImproveStore } from "./state.js";
+import type { CaseRun } from "./bench-output.js";
 
 /** The run's I/O beyond a generation's. */
 export interface RunIO extends Omit<GenerationDeps, "saveHypothesis" | "emit" | "rejectedFrom"> {
@@ -37,8 +43,46 @@ const REJECTED_SHOWN = 10;
 /** Thrown when the service stops between generations: the run's message is handed back. */
 export class HandBack extends Error {}
 
+/**
+ * Issue #36, before generation 1: runs the benchmark `calibrationRuns` times on the base parent
+ * (task id `<runId>-gen-0`, so the executor's idempotency keys answer a resumed run the same),
+ * measures each case's flakiness and splits the cases into the selection and confirmation sets.
+ * @returns the calibration, or one sentence when the benchmark cannot be read on the parent
+ * @throws LoopsmithError from the executor call (retryable: the run resumes here)
+ */
+export async function calibrateParent(
+  state: ImproveState,
+  io: Pick<GenerationDeps, "execute" | "tree">,
+): Promise<{ ok: true; calibration: NonNullable<ImproveState["calibration"]> } | { ok: false; error: string }> {
+  const { request } = state;
+  const s = request.settings;
+  const root = await io.tree(state.parent.snapshot, ownerOfTask(request));
+  const detected = detectCommands(listTree(root), (p) => readBaseFile(root, p));
+  const ctx: CommandContext = {
+    execute: io.execute,
+    request,
+    taskId: generationTaskId(request.runId, 0),
+    generation: 0,
+    setupCommand: request.repo.setupCommand ?? detected.setupCommand ?? "",
+  };
+  const shell = benchShell(s.bench, s.benchJunit);
+  const runs: CaseRun[][] = [];
+  for (let k = 0; k < s.calibrationRuns; k++) {
+    const read = readBench(await runCommand(ctx, "bench_parent", shell, state.parent, undefined, k), s.benchFormat);
+    if (!read.ok) return { ok: false, error: `calibration run ${k + 1} of the parent: ${read.error}` };
+    runs.push(read.cases);
+  }
+  const cal = calibrate(runs, {
+    fraction: s.confirmationFraction,
+    holdout: s.holdout,
+    seed: s.splitSeed ?? splitSeedOf(request.runId),
+  });
+  return cal.ok ? { ok: true, calibration: cal.calibration } : cal;
+}
+
 /** The run's summary from its state. */
 export function summarize(state: ImproveState, stopReason: RunStopReason, message: string): ImproveSummary {
+  const s = state.request.settings;
   return ImproveSummary.parse({
     v: 1,
     runId: state.request.runId,
@@ -49,6 +93,12 @@ export function summarize(state: ImproveState, stopReason: RunStopReason, messag
     head: state.parent.commit,
     usage: state.usage,
     message,
+    ...(state.calibration ? { calibration: state.calibration } : {}),
+    alpha: {
+      budget: s.alpha,
+      spent: state.tests > 0 ? alphaSpent(s.alpha, state.tests, s.generations, s.alphaSpending) : 0,
+      tests: state.tests,
+    },
   });
 }
 
@@ -71,6 +121,32 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
     return state;
   };
   const reports = await io.store.reports(state.request.runId);
+
+  if (!state.calibration && !s.dryRun && state.generation === 1) {
+    await save(
+      await io.publish(state, "step", `calibration: the benchmark ${s.calibrationRuns} time(s) on the parent`, {
+        generation: 0,
+        phase: "calibrate",
+      }),
+    );
+    const cal = await calibrateParent(state, io);
+    if (!cal.ok) return finish("error", `the run cannot go on: ${cal.error}`);
+    const c = cal.calibration;
+    await save({ ...state, calibration: c });
+    const line = `calibration: ${c.selection.length} selection and ${c.confirmation.length} confirmation case(s) (${c.source === "holdout" ? "--holdout" : `${Math.round(s.confirmationFraction * 100)}% held out, stratified, seed ${c.seed}`}); ${c.flaky.length} flaky case(s) left out of the test${c.flaky.length ? `: ${c.flaky.slice(0, 10).join(", ")}${c.flaky.length > 10 ? ", …" : ""}` : ""}`;
+    await save(await io.publish(state, "step", line, { generation: 0, phase: "calibrate", calibration: c }));
+    if (c.source === "holdout" && (c.confirmation.length === 0 || c.selection.length === 0))
+      await save(
+        await io.publish(
+          state,
+          "warning",
+          c.confirmation.length === 0
+            ? "--holdout matches no case: the run has no confirmation set"
+            : "--holdout matches every case: no selection case is left, so no generation can be accepted",
+        ),
+      );
+  }
+  const held = new Set(state.calibration?.confirmation ?? []);
 
   while (state.generation <= s.generations) {
     if (io.cancelled()) return finish("cancelled", `cancelled before generation ${state.generation}`);
@@ -96,11 +172,13 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
     let report: GenerationReport;
     let outcome: Awaited<ReturnType<typeof runGeneration>> | undefined;
     try {
-      outcome = await runGeneration(state, reports, {
+      // The model sees the selection set only: held-out cases leave the reports its prompt reads.
+      outcome = await runGeneration(state, shownToModel(reports, held), {
         ...io,
         emit: async (message, data) => save(await io.publish(state, "step", message, data)),
         saveHypothesis: (h: Hypothesis, usage: Usage) => save({ ...state, hypothesis: h, hypothesisUsage: usage }),
-        rejectedFrom: (parent) => io.store.rejectedFrom(parent, state.request.runId, REJECTED_SHOWN),
+        rejectedFrom: async (parent) =>
+          shownToModel(await io.store.rejectedFrom(parent, state.request.runId, REJECTED_SHOWN), held),
       });
       report = outcome.report;
     } catch (err) {
@@ -118,6 +196,7 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
       hypothesisUsage: undefined,
       usage: addUsage(state.usage, report.usage),
       maxGenerationUsd: Math.max(state.maxGenerationUsd, report.usage.costUsd),
+      tests: state.tests + (report.statistic ? 1 : 0),
       parent: accepted ?? state.parent,
       accepted: accepted ? [...state.accepted, { generation: report.generation, tree: accepted }] : state.accepted,
       parentCheck: accepted ? undefined : (outcome?.parentCheck ?? state.parentCheck),

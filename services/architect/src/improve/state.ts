@@ -21,6 +21,7 @@ import {
   openImproveStates,
   type StreamOptions,
 } from "@loopsmith/shared";
+import { Calibration } from "@loopsmith/shared/contracts";
 import { checkpointStore, maxPayloadOf, type BlobStore, type CheckpointStore } from "../durable/index.js";
 
 /** A tree a generation can start from. */
@@ -46,6 +47,13 @@ export const ImproveState = z.object({
   usage: Usage,
   /** The highest cost of one generation so far, USD: the estimate a budget check uses. */
   maxGenerationUsd: z.number().nonnegative().default(0),
+  /**
+   * Issue #36: the base parent's calibration runs, its flaky cases and the seeded split into
+   * selection and confirmation sets, measured once before generation 1 and kept for the run.
+   */
+  calibration: Calibration.optional(),
+  /** Issue #36: paired tests the run has made (generations that reached DECIDE): the next one is tested at α_{tests+1}. */
+  tests: z.number().int().nonnegative().default(0),
   /** Next event seq. */
   eventSeq: z.number().int().nonnegative(),
   summary: ImproveSummary.optional(),
@@ -63,6 +71,7 @@ export function initialImproveState(request: ImproveRequest): ImproveState {
     accepted: [],
     usage: emptyUsage(),
     maxGenerationUsd: 0,
+    tests: 0,
     eventSeq: 0,
     startedAt: new Date().toISOString(),
   };
