@@ -442,4 +442,73 @@ describe("agent mode in the conductor", () => {
       await nc.close();
     }
   }, 90_000);
+  it("carries the previous failure, the reflection and the recall into the next loop; a loop without an edit fails its iteration", async ({
+    nats,
+  }) => {
+    const wrong = { path: "pkg/mod.py", search: "    return 41\n", replace: "    return 43\n" };
+    const right = { path: "pkg/mod.py", search: "    return 43\n", replace: "    return 42\n" };
+    const script = [
+      // Iteration 1: looks the name up, then submits without an edit.
+      say([tc("symbol", { name: "answer" })]),
+      say([tc("submit", { summary: "nothing to do" })]),
+      // Iteration 2: a wrong edit; the verdict fails.
+      say([tc("edit", { edits: [wrong] })]),
+      say([tc("submit", { summary: "answer 43" })]),
+      // Iteration 3: starts from iteration 2's tree and fixes it.
+      say([tc("edit", { edits: [right] })]),
+      say([tc("submit", { summary: "answer 42" })]),
+    ];
+    await withAgent(
+      nats.url,
+      (req) => script[req.callsBefore ?? 0] ?? say([]),
+      async ({ nc, turns, r }) => {
+        const { result, events } = await runTask(nc, agentTask());
+        expect(result.status).toBe("passed");
+        expect(result.iterations).toBe(3);
+        const steps = transcript(events);
+        expect(steps[0]?.observation).toMatch(
+          /^definitions of answer \(1\):\npkg\/mod\.py:1: def answer\(\): \[function\]/,
+        );
+        expect(steps[0]?.observation).toMatch(
+          /references \(2\):\ntests\/test_mod\.py:1: from pkg\.mod import answer\ntests\/test_mod\.py:4: assert answer\(\) == 42$/,
+        );
+        expect(events.some((e) => e.message.includes("the agent changed no file (it submitted without an edit)"))).toBe(
+          true,
+        );
+        // Recall went with every turn; the first loop had no previous iteration.
+        expect(turns.every((t) => t.recall !== undefined)).toBe(true);
+        expect(turns[0]?.previous).toBeUndefined();
+        expect(turns[2]?.previous).toMatch(/Iteration 1 failed \(no_change\)/);
+        // Iteration 3 was told the failing test, the reflection, and that its change is still in the tree.
+        expect(turns[4]?.previous).toMatch(/Iteration 2 failed \(failed\); failing tests: test_add/);
+        expect(turns[4]?.previous).toMatch(/root cause: subtracts/);
+        expect(turns[4]?.previous).toMatch(/still in the tree \(changed: pkg\/mod\.py\)/);
+        expect(turns[4]?.messages).toEqual([]);
+        expect(r.calls.reflect).toBe(1);
+        expect(r.runs.at(-1)?.files).toEqual([{ path: "pkg/mod.py", content: "def answer():\n    return 42\n" }]);
+      },
+    );
+  });
+
+  it("sends the candidate to the verdict when the step budget runs out after an edit", async ({ nats }) => {
+    let n = 0;
+    await withAgent(
+      nats.url,
+      (req) =>
+        req.callsBefore === 0
+          ? say([tc("edit", { edits: [fix] })])
+          : say([tc("read", { path: "pkg/mod.py", endLine: ++n })]),
+      async ({ nc, turns, ex }) => {
+        const input = agentTask();
+        const { result, events } = await runTask(nc, { ...input, limits: { maxAgentSteps: 3 } });
+        expect(result.status).toBe("passed");
+        expect(turns).toHaveLength(3);
+        expect(turns.map((t) => t.stepsLeft)).toEqual([3, 2, 1]);
+        expect(events.some((e) => e.kind === "warning" && e.message.includes("step budget (3 steps) ran out"))).toBe(
+          true,
+        );
+        expect(ex.closes).toHaveLength(1);
+      },
+    );
+  });
 });
