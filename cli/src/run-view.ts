@@ -9,6 +9,7 @@ import { Reflection, Review, type DagProgress, type RunRecord, type Usage } from
 import { dagOf, dagReportLines, dagTotals, dagTree } from "./dag-view.js";
 import { duration, shortCount, usd } from "./format.js";
 import { printable } from "./terminal.js";
+import { transcriptLines, transcriptMarkdown, transcriptSteps } from "./transcript-view.js";
 import { formatTable } from "./ui/index.js";
 
 /** One iteration of a run, as its events tell it. */
@@ -118,8 +119,20 @@ function headline(record: RunRecord): string {
   return r ? `${r.status.toUpperCase()} (stop reason ${r.stopReason})` : "NO RESULT RECORDED";
 }
 
-/** `loopsmith show` for people: the run's goal, verdict, iterations, failures, cost, time and providers; ends in a newline. */
-export function runText(record: RunRecord): string {
+/** How {@link runText} draws. */
+export interface RunTextOptions {
+  /** Agent mode: each step's thought and observation under its line (`show --transcript`). @defaultValue false */
+  transcript?: boolean;
+  /** Colour the transcript (the caller decides, for example with `colourEnabled(process.stdout)`). @defaultValue false */
+  color?: boolean;
+}
+
+/**
+ * `loopsmith show` for people: the run's goal, verdict, iterations, failures, the agent-mode
+ * transcript (one line per step; see `transcript-view.ts`), cost, time and providers; ends
+ * in a newline.
+ */
+export function runText(record: RunRecord, opts: RunTextOptions = {}): string {
   const { task, result: r } = record;
   const lines = [
     `task ${record.taskId} · ${headline(record)}${r ? ` · ${r.iterations} iteration${r.iterations === 1 ? "" : "s"} · ${duration(r.durationMs)}` : ""}`,
@@ -157,6 +170,12 @@ export function runText(record: RunRecord): string {
         `        fix plan: ${printable(oneLine(it.reflection.fixPlan))}`,
       );
   }
+  lines.push(
+    ...transcriptLines(transcriptSteps(record.events), {
+      verbose: opts.transcript ?? false,
+      color: opts.color ?? false,
+    }),
+  );
   const dag = runDag(record);
   if (dag) lines.push("  subtasks:", ...dagReportLines(dag, Date.parse(record.recordedAt), "    "));
   if (r?.repo) {
@@ -195,9 +214,31 @@ const md = (text: string, max = 2_000): string =>
 /** A code span inside a table cell, where a `|` would end the cell. */
 const cellCode = (text: string): string => codeSpan(text).replace(/\|/g, "\\|");
 
+/** The "Subtasks" section of a DAG task's `report.md`: totals and one table row per subtask, in tree order. */
+function subtasksMarkdown(dag: DagProgress, now: number): string[] {
+  const out: string[] = [];
+  out.push(
+    "## Subtasks",
+    "",
+    md(dagTotals(dag, now)),
+    "",
+    "| subtask | status | depends on | attempt | iterations | tokens | USD | time | goal |",
+    "|---|---|---|---:|---:|---:|---:|---:|---|",
+  );
+  for (const { subtask: s, depth } of dagTree(dag.subtasks)) {
+    const ms = s.startedAt && s.finishedAt ? Date.parse(s.finishedAt) - Date.parse(s.startedAt) : NaN;
+    const status = `${s.status}${s.reason ? ` (${s.reason})` : ""}${dag.reopened.includes(s.id) ? ", re-opened" : ""}`;
+    out.push(
+      `| ${"&nbsp;&nbsp;".repeat(depth)}${cellCode(s.id)} | ${md(status)} | ${s.dependsOn.map(cellCode).join(", ")} | ${s.attempt} | ${s.iterations} | ${shortCount(s.tokens)} | ${usd(s.costUsd)} | ${Number.isNaN(ms) ? "" : duration(Math.max(0, ms))} | ${md(s.goal, 200)} |`,
+    );
+  }
+  out.push("");
+  return out;
+}
+
 /**
  * The `report.md` of a run: goal, verdict, iterations (each failure with its signature,
- * failing tests and reflection), cost and tokens per role, time, providers (SCRIPTED when no
+ * failing tests and reflection), the agent-mode transcript (folded per iteration), cost and tokens per role, time, providers (SCRIPTED when no
  * model was called) and, in repo mode, the change.
  */
 export function reportMarkdown(record: RunRecord): string {
@@ -243,26 +284,9 @@ export function reportMarkdown(record: RunRecord): string {
     }
     if (items.length) out.push(...items, "");
   }
+  out.push(...transcriptMarkdown(transcriptSteps(record.events)));
   const dag = runDag(record);
-  if (dag) {
-    const now = Date.parse(record.recordedAt);
-    out.push(
-      "## Subtasks",
-      "",
-      md(dagTotals(dag, now)),
-      "",
-      "| subtask | status | depends on | attempt | iterations | tokens | USD | time | goal |",
-      "|---|---|---|---:|---:|---:|---:|---:|---|",
-    );
-    for (const { subtask: s, depth } of dagTree(dag.subtasks)) {
-      const ms = s.startedAt && s.finishedAt ? Date.parse(s.finishedAt) - Date.parse(s.startedAt) : NaN;
-      const status = `${s.status}${s.reason ? ` (${s.reason})` : ""}${dag.reopened.includes(s.id) ? ", re-opened" : ""}`;
-      out.push(
-        `| ${"&nbsp;&nbsp;".repeat(depth)}${cellCode(s.id)} | ${md(status)} | ${s.dependsOn.map(cellCode).join(", ")} | ${s.attempt} | ${s.iterations} | ${shortCount(s.tokens)} | ${usd(s.costUsd)} | ${Number.isNaN(ms) ? "" : duration(Math.max(0, ms))} | ${md(s.goal, 200)} |`,
-      );
-    }
-    out.push("");
-  }
+  if (dag) out.push(...subtasksMarkdown(dag, Date.parse(record.recordedAt)));
   if (r && Object.keys(r.usage.byRole).length) {
     const roles = providersByRole(record);
     out.push(

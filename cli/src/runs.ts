@@ -29,6 +29,8 @@ import {
 } from "@loopsmith/shared";
 import { ExitCode } from "./exit-codes.js";
 import { reportMarkdown, runText } from "./run-view.js";
+import { transcriptSteps } from "./transcript-view.js";
+import { colourEnabled } from "./ui/index.js";
 import { startLocalStack } from "./stack.js";
 import { jsonLine, printable } from "./terminal.js";
 
@@ -78,6 +80,8 @@ export async function fetchRun(nc: NatsConnection, taskId: string, opts: CallOpt
 export interface RunCommandOptions {
   json?: boolean;
   config?: string;
+  /** `show`: an agent-mode run's steps with their thoughts and observations (`--json`: the steps alone). */
+  transcript?: boolean;
 }
 
 /**
@@ -195,13 +199,21 @@ export async function exportRun(
 
 /**
  * `loopsmith show <taskId>`: prints the recorded run (`--json`: the run record, one line).
+ * With `--transcript`, an agent-mode run's steps carry their thoughts and observations, and
+ * `--json` prints `{"kind":"transcript","taskId","steps":[TranscriptStep…]}` instead.
  * @returns {@link ExitCode.ok}
  * @throws LoopsmithError `not_found` (no run of that task), `config_invalid`, `unavailable`
  *   or `timeout` (NATS, Docker or memory)
  */
 export async function showCommand(taskId: string, opts: RunCommandOptions, log: Logger): Promise<number> {
   const record = await withMemory(log, opts.config, (nc, owner) => fetchRun(nc, taskId, { owner }));
-  process.stdout.write(opts.json ? `${jsonLine(record)}\n` : runText(record));
+  if (opts.json && opts.transcript)
+    process.stdout.write(`${jsonLine({ kind: "transcript", taskId, steps: transcriptSteps(record.events) })}\n`);
+  else if (opts.json) process.stdout.write(`${jsonLine(record)}\n`);
+  else
+    process.stdout.write(
+      runText(record, { transcript: opts.transcript ?? false, color: colourEnabled(process.stdout) }),
+    );
   return ExitCode.ok;
 }
 

@@ -5,8 +5,11 @@
  * `simulated`), both start with the run's notice. Every string that comes from the dataset or
  * a result (case ids, stop reasons, errors, skipped-line messages) is escaped.
  */
+import type { TranscriptStep } from "@loopsmith/shared";
+import { escapeHtml } from "../html.js";
+import { TRANSCRIPT_CSS, transcriptHtml } from "../transcript-view.js";
 import { armsOf, lastResults, simulatedNotice } from "./summary.js";
-import type { ArmSummary, BenchArm, BenchResult, BenchSummary } from "./types.js";
+import type { ArmSummary, BenchArm, BenchResult, BenchSummary, PairedSummary } from "./types.js";
 
 /** The notice a report carries: the summary's, else the one its provider label implies. */
 function noticeOf(s: BenchSummary): string | undefined {
@@ -201,15 +204,7 @@ export function reportMarkdown(summary: BenchSummary, results: readonly BenchRes
 // ---------------------------------------------------------------------------------------
 // HTML
 
-/** Escapes text for HTML element content and double- or single-quoted attribute values. */
-export function escapeHtml(s: string): string {
-  return s
-    .replace(/&/g, "&amp;")
-    .replace(/</g, "&lt;")
-    .replace(/>/g, "&gt;")
-    .replace(/"/g, "&quot;")
-    .replace(/'/g, "&#39;");
-}
+export { escapeHtml };
 
 const e = escapeHtml;
 
@@ -345,6 +340,66 @@ function htmlTable(head: string[], rows: string[][], cls = ""): string {
   return `<table${cls ? ` class="${cls}"` : ""}><thead><tr>${head.map((h) => `<th>${h}</th>`).join("")}</tr></thead><tbody>${rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join("")}</tr>`).join("")}</tbody></table>`;
 }
 
+/** The paired comparison of `--memory ab`: the 2×2 pass table, the tests, and the per-task chart. */
+function pairedSection(p: PairedSummary, results: readonly BenchResult[]): string[] {
+  return [
+    '<h2 id="paired">Paired comparison (memory on − memory off)</h2>',
+    `<p>${p.pairs} tasks ran in both arms.</p>`,
+    htmlTable(
+      ["", "off passed", "off failed"],
+      [
+        ["<b>on passed</b>", String(p.bothPass), String(p.onlyOn)],
+        ["<b>on failed</b>", String(p.onlyOff), String(p.neither)],
+      ],
+    ),
+    htmlTable(
+      ["measure", "on − off", "p (two-sided)", "test"],
+      [
+        ["pass rate", e(`${signed(p.passDiff * 100, 1)} pp`), e(pval(p.mcnemarP)), "exact McNemar"],
+        ["iterations / task", e(signed(p.meanIterationsDiff)), e(pval(p.iterationsP)), "Wilcoxon signed-rank"],
+        ["tokens / task", e(signed(p.meanTokensDiff, 0)), e(pval(p.tokensP)), "Wilcoxon signed-rank"],
+      ],
+    ),
+    pairedChart(results),
+  ];
+}
+
+/** The "Tasks" section: one row per counted task (case, arm, passed, visible, iterations, tokens, USD, wall, stop reason). */
+function tasksSection(results: readonly BenchResult[]): string[] {
+  const rows = taskRows(results).map((r) => [
+    e(r.caseId),
+    e(r.arm),
+    r.passed ? '<span class="pass">yes</span>' : '<span class="fail">no</span>',
+    r.visiblePassed ? "yes" : "no",
+    String(r.iterations),
+    String(r.tokensIn),
+    String(r.tokensOut),
+    e(usd(r.costUsd)),
+    e(ms(r.wallMs)),
+    e(r.stopReason) + (r.error ? ` — ${e(r.error)}` : ""),
+  ]);
+  return [
+    "<h2>Tasks</h2>",
+    htmlTable(
+      ["case", "arm", "passed", "visible", "iterations", "tokens in", "tokens out", "USD", "wall", "stop reason"],
+      rows,
+      "tasks",
+    ),
+  ];
+}
+
+/** The "Transcripts" section: a heading per counted task that has agent steps, then its transcript. */
+function transcriptSections(
+  results: readonly BenchResult[],
+  transcripts: ReadonlyMap<string, readonly TranscriptStep[]>,
+): string[] {
+  const parts = taskRows(results).flatMap((r) => {
+    const steps = transcripts.get(r.taskId) ?? [];
+    return steps.length ? [`<h3>${e(r.caseId)} (memory ${e(r.arm)})</h3>`, transcriptHtml(steps)] : [];
+  });
+  return parts.length ? ['<h2 id="transcripts">Transcripts (agent mode)</h2>', ...parts] : [];
+}
+
 const CSS = `
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1100px;padding:0 16px;color:#1f2328;line-height:1.4}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #d0d7de;padding-bottom:4px}
@@ -356,6 +411,7 @@ th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}
 .legend{font-size:12px;color:#57606a}.sw{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px;vertical-align:middle}
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dt{color:#57606a}dd{margin:0}
 svg{display:block;margin:8px 0;max-width:100%;height:auto}
+${TRANSCRIPT_CSS}
 `;
 
 /**
@@ -363,11 +419,18 @@ svg{display:block;margin:8px 0;max-width:100%;height:auto}
  * reference): the notice first (no-model runs), the run's facts, totals per arm, a pass-rate
  * chart, an iterations histogram, for `ab` the paired comparison (2×2 pass table, tests, and a
  * per-task iterations on − off chart), stop reasons, skipped lines and the per-task table
- * (case, arm, passed, visible, iterations, tokens in/out, USD, wall time, stop reason).
+ * (case, arm, passed, visible, iterations, tokens in/out, USD, wall time, stop reason) and,
+ * for agent-mode tasks, their transcripts (one folded `<details>` per iteration, see
+ * `transcriptHtml`).
  * @param summary - the run's `summary.json`
  * @param results - the lines of `results.jsonl` (repeated lines: the last counts)
+ * @param transcripts - agent steps by task id (`BenchResult.taskId`); tasks without steps get no transcript
  */
-export function reportHtml(summary: BenchSummary, results: readonly BenchResult[]): string {
+export function reportHtml(
+  summary: BenchSummary,
+  results: readonly BenchResult[],
+  transcripts: ReadonlyMap<string, readonly TranscriptStep[]> = new Map(),
+): string {
   const s = summary;
   const arms = armsIn(s);
   const notice = noticeOf(s);
@@ -391,29 +454,7 @@ export function reportHtml(summary: BenchSummary, results: readonly BenchResult[
   );
   body.push("<h2>Pass rate</h2>", passRateChart(s));
   body.push("<h2>Iterations</h2>", iterationsChart(s));
-  if (s.memory === "ab" && s.paired) {
-    const p = s.paired;
-    body.push(
-      '<h2 id="paired">Paired comparison (memory on − memory off)</h2>',
-      `<p>${p.pairs} tasks ran in both arms.</p>`,
-      htmlTable(
-        ["", "off passed", "off failed"],
-        [
-          ["<b>on passed</b>", String(p.bothPass), String(p.onlyOn)],
-          ["<b>on failed</b>", String(p.onlyOff), String(p.neither)],
-        ],
-      ),
-      htmlTable(
-        ["measure", "on − off", "p (two-sided)", "test"],
-        [
-          ["pass rate", e(`${signed(p.passDiff * 100, 1)} pp`), e(pval(p.mcnemarP)), "exact McNemar"],
-          ["iterations / task", e(signed(p.meanIterationsDiff)), e(pval(p.iterationsP)), "Wilcoxon signed-rank"],
-          ["tokens / task", e(signed(p.meanTokensDiff, 0)), e(pval(p.tokensP)), "Wilcoxon signed-rank"],
-        ],
-      ),
-      pairedChart(results),
-    );
-  }
+  if (s.memory === "ab" && s.paired) body.push(...pairedSection(s.paired, results));
   const reasons = [...new Set(arms.flatMap((a) => Object.keys(s.arms[a]?.stopReasons ?? {})))].sort();
   body.push("<h2>Stop reasons</h2>");
   body.push(
@@ -430,26 +471,8 @@ export function reportHtml(summary: BenchSummary, results: readonly BenchResult[
       ? `<ul>${s.skippedLines.map((l) => `<li>line ${l.line}: ${e(l.message)}</li>`).join("")}</ul>`
       : "<p>None.</p>",
   );
-  const rows = taskRows(results).map((r) => [
-    e(r.caseId),
-    e(r.arm),
-    r.passed ? '<span class="pass">yes</span>' : '<span class="fail">no</span>',
-    r.visiblePassed ? "yes" : "no",
-    String(r.iterations),
-    String(r.tokensIn),
-    String(r.tokensOut),
-    e(usd(r.costUsd)),
-    e(ms(r.wallMs)),
-    e(r.stopReason) + (r.error ? ` — ${e(r.error)}` : ""),
-  ]);
-  body.push(
-    "<h2>Tasks</h2>",
-    htmlTable(
-      ["case", "arm", "passed", "visible", "iterations", "tokens in", "tokens out", "USD", "wall", "stop reason"],
-      rows,
-      "tasks",
-    ),
-  );
+  body.push(...tasksSection(results));
+  body.push(...transcriptSections(results, transcripts));
   return [
     "<!doctype html>",
     '<html lang="en">',

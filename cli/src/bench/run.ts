@@ -2,7 +2,8 @@
  * `loopsmith bench` (issue #11 items 1 and 7): runs a dataset's tasks over one stack (the
  * one `loopsmith up` started, or one started for the run), scores each on its hidden tests,
  * and writes `results.jsonl` (one line as each task ends, so `--resume` continues an
- * interrupted run), `summary.json`, `report.md` and `report.html`.
+ * interrupted run), `summary.json`, `report.md` and `report.html` (with agent-mode tasks'
+ * transcripts, kept in `transcripts.jsonl` as each task ends).
  *
  * Without a model (`--provider scripted|simulated`, or no API key) every task carries its own
  * replies (`Task.script`), so one stack serves any number of different tasks at once, and
@@ -25,6 +26,7 @@ import {
   loadConfig,
   submitTask,
   type Config,
+  type TaskEvent,
   type TaskResult,
   natsServers,
 } from "@loopsmith/shared";
@@ -32,6 +34,7 @@ import { answeringServices, startLocalStack, type LocalStack } from "../stack.js
 import { jsonLine, printable } from "../terminal.js";
 import { loadDataset } from "./datasets.js";
 import { reportHtml, reportMarkdown } from "./report.js";
+import { appendTranscript, readTranscripts } from "./transcripts.js";
 import { summarize } from "./summary.js";
 import { benchTask, type BenchTaskOptions } from "./tasks.js";
 import type { BenchResult } from "./types.js";
@@ -139,14 +142,16 @@ export function selectCases(cases: BenchCase[], o: Pick<BenchOptions, "ids" | "l
   return o.limit ? out.slice(0, o.limit) : out;
 }
 
-/** Waits for a task's result; undefined when `signal` aborts first. */
+/** Waits for a task's result, keeping its agent-step events in `steps`; undefined when `signal` aborts first. */
 async function resultOf(
   nc: NatsConnection,
   owner: string,
   taskId: string,
   signal: AbortSignal,
+  steps: TaskEvent[] = [],
 ): Promise<TaskResult | undefined> {
   for await (const event of watchEvents(nc, taskId, { owner, signal })) {
+    if (event.kind === "step" && event.phase === "explore") steps.push(event);
     if (event.kind === "result" && event.result) return event.result;
   }
   return undefined;
@@ -193,7 +198,8 @@ async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Pro
     try {
       await submitTask(run.nc, task, run.owner);
       const limit = AbortSignal.any([run.abort, AbortSignal.timeout(o.taskTimeoutMs ?? 600_000)]);
-      const result = await resultOf(run.nc, run.owner, task.taskId, limit);
+      const steps: TaskEvent[] = [];
+      const result = await resultOf(run.nc, run.owner, task.taskId, limit, steps);
       if (!result) {
         if (run.abort.aborted) {
           await call(
@@ -218,6 +224,7 @@ async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Pro
         });
       } else {
         line = resultLine(result, { ...base, wallMs: Date.now() - started });
+        appendTranscript(join(run.out, "transcripts.jsonl"), task.taskId, steps);
         if (result.status !== "error" || !RETRYABLE.has(result.error?.code ?? "internal")) break;
       }
     } catch (err) {
@@ -317,7 +324,10 @@ function writeReports(
   });
   writeFileSync(join(run.out, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
   writeFileSync(join(run.out, "report.md"), reportMarkdown(summary, results));
-  writeFileSync(join(run.out, "report.html"), reportHtml(summary, results));
+  writeFileSync(
+    join(run.out, "report.html"),
+    reportHtml(summary, results, readTranscripts(join(run.out, "transcripts.jsonl"))),
+  );
   return summary;
 }
 

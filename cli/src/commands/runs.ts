@@ -54,6 +54,10 @@ export function registerRunCommands(program: Command, deps: RunCommandDeps): voi
     .argument("<taskId>", "the task's id")
     .option("--config <file>", "configuration file (JSON)")
     .option("--json", "print the run record (task, events, result) as JSON")
+    .option(
+      "-v, --transcript",
+      "agent mode: each step's thought and observation under its line (with --json: the steps alone)",
+    )
     .action(async (taskId: string, opts: RunCommandOptions) =>
       run(opts.json, async () => {
         await preflight(taskId, opts);

@@ -1,0 +1,47 @@
+/**
+ * The agent-mode transcripts of a bench run, kept beside `results.jsonl` in
+ * `transcripts.jsonl` (one line per task that took agent steps: `{"taskId", "steps"}`, the
+ * steps {@link TranscriptStep}s as the task's events carried them), so `report.html` shows
+ * them after `--resume` too. A task retried after an error writes a line per attempt (each
+ * attempt has its own task id).
+ */
+import { appendFileSync, existsSync, readFileSync } from "node:fs";
+import { z } from "zod";
+import { TranscriptStep, type TaskEvent } from "@loopsmith/shared";
+import { transcriptSteps } from "../transcript-view.js";
+
+/** One line of `transcripts.jsonl`. */
+export const TranscriptLine = z.object({ taskId: z.string().min(1), steps: z.array(TranscriptStep) });
+export type TranscriptLine = z.infer<typeof TranscriptLine>;
+
+/**
+ * Appends the agent steps among `events` (see `transcriptSteps`) as one line for `taskId`;
+ * writes nothing when there are none.
+ * @returns the number of steps written
+ * @throws what `appendFileSync` throws (the folder cannot be written)
+ */
+export function appendTranscript(path: string, taskId: string, events: readonly TaskEvent[]): number {
+  const steps = transcriptSteps(events);
+  if (steps.length) appendFileSync(path, `${JSON.stringify({ taskId, steps })}\n`);
+  return steps.length;
+}
+
+/**
+ * The transcripts of `transcripts.jsonl` by task id (a later line for the same task wins);
+ * an empty map when the file is missing. Lines that are not JSON or not a transcript line
+ * (a write cut by a crash) are skipped.
+ */
+export function readTranscripts(path: string): Map<string, TranscriptStep[]> {
+  const out = new Map<string, TranscriptStep[]>();
+  if (!existsSync(path)) return out;
+  for (const line of readFileSync(path, "utf8").split("\n")) {
+    if (!line.trim()) continue;
+    try {
+      const parsed = TranscriptLine.safeParse(JSON.parse(line));
+      if (parsed.success) out.set(parsed.data.taskId, parsed.data.steps);
+    } catch {
+      // a line cut short: skipped, as results.jsonl's are
+    }
+  }
+  return out;
+}

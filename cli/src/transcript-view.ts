@@ -1,0 +1,231 @@
+/**
+ * The transcript of an agent-mode run (issue #34 section 3) as people read it: the steps of
+ * the model's tool loop, read back from the run's `step` events of phase `explore` (each
+ * carries a {@link TranscriptStep} in `data.agentStep`), for `loopsmith show` (one compact
+ * line per step, and with `--transcript` the thought and the observation under it), the
+ * `report.md` of `loopsmith export`, and the HTML report (one `<details>` per iteration).
+ * Pure. Terminal text goes through `printable`; HTML through `escapeHtml`.
+ */
+import { z } from "zod";
+import { TranscriptStep, type TaskEvent } from "@loopsmith/shared";
+import { duration, usd } from "./format.js";
+import { escapeHtml } from "./html.js";
+import { printable } from "./terminal.js";
+import { palette } from "./ui/index.js";
+
+/**
+ * A step as the run recorded it, with the model turn that made it when the event says so.
+ * `turn` and `callId` are not (yet) fields of the shared {@link TranscriptStep}: they are
+ * read when an event carries them, so a loop that records them gets its turns grouped by
+ * `loopsmith replay`; without them every step is its own turn.
+ */
+export const RecordedStep = TranscriptStep.extend({
+  /** 1-based number of the model turn (the agent role's call) within the task. */
+  turn: z.number().int().min(1).optional(),
+  /** The provider's id of the tool call (`ToolCall.id`). */
+  callId: z.string().min(1).max(200).optional(),
+});
+export type RecordedStep = z.infer<typeof RecordedStep>;
+
+/**
+ * The agent steps of a run, in the order they were taken (iteration, then step): from each
+ * `step` event of phase `explore` whose `data.agentStep` is a valid step; events that are
+ * not are skipped. A step recorded twice (a loop resumed after a restart publishes it again)
+ * counts once, the later event winning.
+ */
+export function transcriptSteps(events: readonly TaskEvent[]): RecordedStep[] {
+  const byKey = new Map<string, RecordedStep>();
+  for (const e of [...events].sort((a, b) => a.seq - b.seq)) {
+    if (e.kind !== "step" || e.phase !== "explore") continue;
+    const parsed = RecordedStep.safeParse(e.data?.agentStep);
+    if (parsed.success) byKey.set(`${parsed.data.iteration}:${parsed.data.step}`, parsed.data);
+  }
+  return [...byKey.values()].sort((a, b) => a.iteration - b.iteration || a.step - b.step);
+}
+
+/** Steps grouped by iteration, iterations in order. */
+export function stepsByIteration(steps: readonly RecordedStep[]): [number, RecordedStep[]][] {
+  const out = new Map<number, RecordedStep[]>();
+  for (const s of steps) out.set(s.iteration, [...(out.get(s.iteration) ?? []), s]);
+  return [...out.entries()].sort((a, b) => a[0] - b[0]);
+}
+
+/** An integer with its thousands apart: `1 234`. */
+export function groupDigits(n: number): string {
+  return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, " ");
+}
+
+const cut = (text: string, max: number): string => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+
+/** One argument's value on a step line: strings quoted (JSON escapes, cut at 60), `edits` by path. */
+function argValue(key: string, value: unknown): string {
+  if (typeof value === "string") return cut(JSON.stringify(value), 60);
+  if (typeof value === "number" || typeof value === "boolean" || value === null) return String(value);
+  if (Array.isArray(value)) {
+    const paths = value.map((v) => (v as { path?: unknown } | null)?.path).filter((p) => typeof p === "string");
+    if (key === "edits" && paths.length === value.length) return `[${cut(paths.join(", "), 80)}]`;
+    return `[${value.length} item${value.length === 1 ? "" : "s"}]`;
+  }
+  return "{…}";
+}
+
+/** A step's arguments on one line: `pattern="def foo" glob="*.py"`. */
+export function formatArgs(args: Readonly<Record<string, unknown>>): string {
+  return Object.entries(args)
+    .map(([k, v]) => `${k}=${argValue(k, v)}`)
+    .join(" ");
+}
+
+const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
+
+/**
+ * What a step observed, in a few words: `4 matches` (search: lines `path:n: …`), `120 lines`
+ * (read: numbered lines), `9 entries` (list), `exit 1` (run, when the output names its exit
+ * code), `submitted` (submit), `error: <first line>` for an error observation, else the
+ * first line (cut at 60).
+ */
+export function stepOutcome(step: Pick<TranscriptStep, "tool" | "observation" | "isError">): string {
+  const lines = step.observation.split("\n").filter((l) => l.trim() !== "");
+  const first = cut((lines[0] ?? "").trim(), 60);
+  if (step.isError) return `error${first ? `: ${first}` : ""}`;
+  const count = (re: RegExp): number => lines.filter((l) => re.test(l)).length;
+  switch (step.tool) {
+    case "search":
+      return plural(count(/^[^\s:][^:]*:\d+:/), "match", "matches");
+    case "read":
+      return plural(count(/^\s*\d+: /), "line");
+    case "list":
+      return plural(lines.length, "entry", "entries");
+    case "run": {
+      const exit = /\bexit(?:\s+code)?\s*[:=]?\s*(-?\d+)/i.exec(step.observation);
+      return exit ? `exit ${exit[1]}` : plural(lines.length, "line");
+    }
+    case "submit":
+      return "submitted";
+    default:
+      return first || "(no output)";
+  }
+}
+
+/** The mark of a step the stuck rule fired on: `STUCK repeat_call → redirect`. */
+const stuckMark = (s: TranscriptStep): string => (s.stuck ? `STUCK ${s.stuck.rule} → ${s.stuck.action}` : "");
+
+/** One step's line, uncoloured: `#3 search pattern="def foo" → 4 matches (12 ms, 1 234 tok)`. */
+export function stepText(s: TranscriptStep): string {
+  const cost = [duration(s.durationMs), ...(s.tokens ? [`${groupDigits(s.tokens)} tok`] : [])].join(", ");
+  const args = formatArgs(s.args);
+  return `#${s.step} ${s.tool}${args ? ` ${args}` : ""} → ${stepOutcome(s)} (${cost})${s.stuck ? `  ${stuckMark(s)}` : ""}`;
+}
+
+/** An iteration's totals: `12 steps · 5 432 tok · $0.0123 · 14.2 s`, `· stuck` when the rule fired. */
+function iterationTotals(steps: readonly TranscriptStep[]): string {
+  const tokens = steps.reduce((n, s) => n + s.tokens, 0);
+  const cost = steps.reduce((n, s) => n + s.costUsd, 0);
+  const ms = steps.reduce((n, s) => n + s.durationMs, 0);
+  const stuck = steps.some((s) => s.stuck) ? " · stuck" : "";
+  return `${plural(steps.length, "step")} · ${groupDigits(tokens)} tok · ${usd(cost)} · ${duration(ms)}${stuck}`;
+}
+
+/** `text` as indented lines, at most `maxLines` of them (each cut at 160 characters), saying what was left out. */
+function indented(label: string, text: string, indent: string, maxLines: number): string[] {
+  const all = printable(text.replace(/\s+$/, "")).split("\n");
+  if (all.length === 1 && all[0] === "") return [];
+  const shown = all.slice(0, maxLines).map((l) => `${indent}  ${cut(l, 160)}`);
+  const more = all.length - maxLines;
+  return [`${indent}${label}:`, ...shown, ...(more > 0 ? [`${indent}  … ${plural(more, "more line")}`] : [])];
+}
+
+/** How {@link transcriptLines} draws. */
+export interface TranscriptViewOptions {
+  /** Each step's thought and observation under its line (indented, cut). @defaultValue false */
+  verbose?: boolean;
+  /** Colour the tool, errors and stuck marks. @defaultValue false */
+  color?: boolean;
+  /** Text before each line. @defaultValue "  " */
+  indent?: string;
+  /** Lines of an observation shown with `verbose`. @defaultValue 12 */
+  observationLines?: number;
+}
+
+/**
+ * The transcript for the terminal: a heading, then per iteration its totals and one line per
+ * step ({@link stepText}); errors red, stuck steps yellow when coloured. Model and sandbox
+ * text goes through `printable`. No lines when there are no steps.
+ */
+export function transcriptLines(steps: readonly TranscriptStep[], opts: TranscriptViewOptions = {}): string[] {
+  if (!steps.length) return [];
+  const c = palette(opts.color ?? false);
+  const indent = opts.indent ?? "  ";
+  const out = [`${indent}transcript (agent mode):`];
+  for (const [iteration, list] of stepsByIteration(steps)) {
+    out.push(`${indent}  iteration ${iteration}: ${iterationTotals(list)}`);
+    for (const s of list) {
+      const tool = printable(s.tool);
+      const line = printable(stepText(s)).replace(` ${tool}`, ` ${c.bold(c.cyan(tool))}`);
+      const painted = s.stuck ? c.yellow(line) : s.isError ? c.red(line) : line;
+      out.push(`${indent}    ${painted}`);
+      if (!opts.verbose) continue;
+      const deeper = `${indent}       `;
+      out.push(...indented("thought", cut(s.thought, 600), deeper, 6));
+      out.push(...indented("observation", s.observation, deeper, opts.observationLines ?? 12));
+    }
+  }
+  return out;
+}
+
+/** The CSS of {@link transcriptHtml}'s classes, for a page's `<style>`. */
+export const TRANSCRIPT_CSS = [
+  "details.transcript{margin:4px 0}details.transcript ol{font-size:13px;margin:4px 0}details.transcript li{margin:2px 0}",
+  "details.transcript pre{background:#f6f8fa;padding:6px 8px;max-height:24em;overflow:auto;white-space:pre-wrap;font-size:12px}",
+  "li.stuck>code{background:#fff4ce}li.fail>code{color:#d04a3a}",
+].join("\n");
+
+/**
+ * The transcript as HTML: one `<details>` per iteration (its summary the totals), an ordered
+ * list of steps, each with its line and a nested `<details>` holding the thought and the
+ * observation in `<pre>`. Every text from the run is escaped. Empty when there are no steps.
+ */
+export function transcriptHtml(steps: readonly TranscriptStep[]): string {
+  if (!steps.length) return "";
+  const e = escapeHtml;
+  return stepsByIteration(steps)
+    .map(([iteration, list]) => {
+      const items = list.map((s) => {
+        const cls = s.stuck ? ' class="stuck"' : s.isError ? ' class="fail"' : "";
+        const thought = s.thought ? `<p><b>thought</b></p><pre>${e(s.thought)}</pre>` : "";
+        return (
+          `<li value="${s.step}"${cls}><code>${e(stepText(s))}</code>` +
+          `<details><summary>thought and observation</summary>${thought}` +
+          `<p><b>observation</b></p><pre>${e(s.observation)}</pre></details></li>`
+        );
+      });
+      return `<details class="transcript"><summary>iteration ${iteration}: ${e(iterationTotals(list))}</summary><ol>${items.join("")}</ol></details>`;
+    })
+    .join("\n");
+}
+
+/**
+ * The transcript for `report.md`: per iteration a `<details>` block (GitHub renders it
+ * folded) holding the step lines in a fence no step can close. Empty when there are no steps.
+ */
+export function transcriptMarkdown(steps: readonly TranscriptStep[]): string[] {
+  if (!steps.length) return [];
+  const out = ["## Transcript (agent mode)", ""];
+  for (const [iteration, list] of stepsByIteration(steps)) {
+    const body = list.map((s) => stepText(s).replace(/\n/g, " ")).join("\n");
+    const longest = Math.max(2, ...(body.match(/~+/g) ?? []).map((m) => m.length));
+    const fence = "~".repeat(longest + 1);
+    out.push(
+      "<details>",
+      `<summary>iteration ${iteration}: ${escapeHtml(iterationTotals(list))}</summary>`,
+      "",
+      `${fence}text`,
+      body,
+      fence,
+      "",
+      "</details>",
+      "",
+    );
+  }
+  return out;
+}
