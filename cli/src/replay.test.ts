@@ -17,7 +17,17 @@ import {
   type TaskEvent,
   type TaskResult,
 } from "@loopsmith/shared";
-import { UNREADABLE_REPLY, compareRuns, replayScript, replaySolveOptions, replayTask, replayTaskId } from "./replay.js";
+import {
+  UNREADABLE_REPLY,
+  agentCallsNote,
+  agentTurns,
+  compareRuns,
+  replayScript,
+  replaySolveOptions,
+  replayTask,
+  replayTaskId,
+} from "./replay.js";
+import { transcriptSteps } from "./transcript-view.js";
 import { flagsOf } from "./solve.js";
 
 const dirs: string[] = [];
@@ -266,5 +276,129 @@ describe("compareRuns", () => {
     expect(compareRuns(result({ repo: change }), result()).differences).toEqual([
       "only the recorded run has a change against a base commit",
     ]);
+  });
+});
+
+/** An agent step event (phase `explore`, `data.agentStep`), with `extra` fields beside the contract's. */
+const agentStep = (
+  seq: number,
+  iteration: number,
+  step: number,
+  tool: string,
+  args: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+): TaskEvent => ({
+  v: 1,
+  taskId: "rec",
+  seq,
+  at: "t",
+  iteration,
+  kind: "step",
+  phase: "explore",
+  message: `step ${step}`,
+  data: {
+    agentStep: {
+      step,
+      iteration,
+      thought: `thought ${iteration}.${step}`,
+      tool,
+      args,
+      observation: "o",
+      durationMs: 1,
+      ...extra,
+    },
+  },
+});
+
+/** Arguments with what a careless copy would lose: nested edits, quotes, newlines, unicode, a null. */
+const EDIT_ARGS = {
+  edits: [{ path: "pkg/a.py", search: 'def foo():\n    return "x"\n', replace: "def foo():\n    return 'ÿ→'\n" }],
+  note: null,
+};
+
+describe("agentTurns", () => {
+  it("makes one turn per step when steps carry no turn number, in the order taken, args kept exactly", () => {
+    const events = [
+      agentStep(3, 1, 2, "edit", EDIT_ARGS),
+      agentStep(2, 1, 1, "search", { pattern: "def foo\\(", glob: "**/*.py", maxResults: 5 }),
+      agentStep(4, 2, 1, "run", { command: "pytest -q tests/test_a.py" }),
+      agentStep(5, 2, 2, "submit", { summary: "fix foo" }),
+    ];
+    const turns = agentTurns(transcriptSteps(events));
+    expect(turns).toEqual([
+      {
+        content: "thought 1.1",
+        toolCalls: [{ name: "search", args: { pattern: "def foo\\(", glob: "**/*.py", maxResults: 5 } }],
+      },
+      { content: "thought 1.2", toolCalls: [{ name: "edit", args: EDIT_ARGS }] },
+      { content: "thought 2.1", toolCalls: [{ name: "run", args: { command: "pytest -q tests/test_a.py" } }] },
+      { content: "thought 2.2", toolCalls: [{ name: "submit", args: { summary: "fix foo" } }] },
+    ]);
+    expect(JSON.stringify(turns[1]?.toolCalls[0]?.args)).toBe(JSON.stringify(EDIT_ARGS));
+  });
+
+  it("groups the steps of one model turn when they carry its number, with the call ids", () => {
+    const events = [
+      agentStep(1, 1, 1, "read", { path: "a.py" }, { turn: 1, callId: "toolu_1" }),
+      agentStep(2, 1, 2, "read", { path: "b.py" }, { turn: 1, callId: "toolu_2", thought: "" }),
+      agentStep(3, 1, 3, "edit", EDIT_ARGS, { turn: 2, callId: "toolu_3" }),
+      agentStep(4, 2, 1, "submit", { summary: "done" }, { turn: 3 }),
+    ];
+    expect(agentTurns(transcriptSteps(events))).toEqual([
+      {
+        content: "thought 1.1",
+        toolCalls: [
+          { id: "toolu_1", name: "read", args: { path: "a.py" } },
+          { id: "toolu_2", name: "read", args: { path: "b.py" } },
+        ],
+      },
+      { content: "thought 1.3", toolCalls: [{ id: "toolu_3", name: "edit", args: EDIT_ARGS }] },
+      { content: "thought 2.1", toolCalls: [{ name: "submit", args: { summary: "done" } }] },
+    ]);
+  });
+
+  it("keeps a text-only turn (no tool) as a turn without calls", () => {
+    expect(agentTurns(transcriptSteps([agentStep(1, 1, 1, "", {}, { thought: "I think it is done" })]))).toEqual([
+      { content: "I think it is done", toolCalls: [] },
+    ]);
+  });
+});
+
+describe("replayScript in agent mode", () => {
+  function agentRecord(agentCalls: number): RunRecord {
+    const r = recorded();
+    const usage = {
+      ...r.result!.usage,
+      byRole: { ...r.result!.usage.byRole, agent: { ...usage1, calls: agentCalls } },
+    };
+    return RunRecord.parse({
+      ...r,
+      result: { ...r.result, usage },
+      events: [
+        ...r.events,
+        agentStep(10, 2, 1, "read", { path: "roman.py", startLine: 1 }),
+        agentStep(11, 2, 2, "submit", { summary: "pairs" }),
+      ],
+    });
+  }
+  const usage1 = usage(1);
+
+  it("adds the transcript's turns as the agent replies, beside the other roles' recorded replies", () => {
+    const script = ScriptFile.parse(replayScript(agentRecord(2)));
+    expect(script.replies.agent).toEqual([
+      { content: "thought 2.1", toolCalls: [{ name: "read", args: { path: "roman.py", startLine: 1 } }] },
+      { content: "thought 2.2", toolCalls: [{ name: "submit", args: { summary: "pairs" } }] },
+    ]);
+    expect(script.replies.plan).toEqual([plan]);
+    expect(replayScript(recorded()).replies.agent).toBeUndefined();
+  });
+
+  it("warns when the turns are not as many as the agent calls the run made", () => {
+    const r = agentRecord(3);
+    expect(agentCallsNote(r, replayScript(r))).toBe(
+      "the run of rec made 3 agent calls but its transcript gives 2 turns; the replay serves them in order, and may take its steps differently",
+    );
+    const same = agentRecord(2);
+    expect(agentCallsNote(same, replayScript(same))).toBeUndefined();
   });
 });

@@ -1,11 +1,12 @@
 /**
  * `loopsmith replay <taskId>`: runs a recorded task again with the model replies it recorded
- * (each LLM step event carries its validated reply in `data.llm`), served by the scripted
+ * (each LLM step event carries its validated reply in `data.llm`; an agent-mode run's model
+ * turns are rebuilt from its transcript, see {@link agentTurns}), served by the scripted
  * provider from a script built here and labelled as a replay, against the same workspace or
  * base commit, and says whether it ended the same way (status, stop reason, iterations,
  * final files or patch).
  *
- * The pure parts ({@link replayScript}, {@link replayTask}, {@link compareRuns}) are
+ * The pure parts ({@link replayScript}, {@link agentTurns}, {@link replayTask}, {@link compareRuns}) are
  * exported for tests; {@link replayCommand} fetches the run, writes the task and the script
  * to a temporary folder and runs them through the injected {@link RunTask} (the path `solve`
  * uses). Exit codes: 0 the replay ended the same way; 1 it did not; 2 no run of that task
@@ -17,12 +18,13 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import type { Logger } from "pino";
 import { z } from "zod";
-import type { FileChange, Role, RunRecord, ScriptFile, TaskInput, TaskResult } from "@loopsmith/shared";
+import type { FileChange, Role, RunRecord, ScriptFile, ScriptTurn, TaskInput, TaskResult } from "@loopsmith/shared";
 import { CliError } from "./errors.js";
 import { ExitCode } from "./exit-codes.js";
 import { fetchRun, withMemory } from "./runs.js";
 import type { SolveOptions } from "./solve.js";
 import { jsonLine, printable } from "./terminal.js";
+import { transcriptSteps, type RecordedStep } from "./transcript-view.js";
 
 /** The LLM roles, in the order a script file lists them. */
 const ROLE_NAMES = ["spec", "plan", "build", "review", "reflect"] as const satisfies readonly Role[];
@@ -44,12 +46,35 @@ const LlmNote = z.object({
 });
 
 /**
+ * The agent role's script turns from a run's transcript (see docs/SCRIPTS.md, "From a
+ * transcript to a script"), in the order the steps were taken: one {@link ScriptTurn} per
+ * model turn, `content` the turn's thought (its first non-empty one) and `toolCalls` its
+ * steps' calls, each with the recorded tool name and arguments exactly as recorded (`id` the
+ * provider's call id when the step carries one). Steps are grouped into turns by their
+ * `turn` number when they carry one; a step without one (the shared `TranscriptStep` has no
+ * such field yet) is a turn of its own. A step with an empty tool name is a turn without a
+ * tool call (the model answered in text). Pure.
+ */
+export function agentTurns(steps: readonly RecordedStep[]): ScriptTurn[] {
+  const turns = new Map<string, ScriptTurn>();
+  for (const s of steps) {
+    const key = s.turn !== undefined ? `turn ${s.turn}` : `step ${s.iteration}.${s.step}`;
+    const turn = turns.get(key) ?? { content: "", toolCalls: [] };
+    if (!turn.content && s.thought) turn.content = s.thought;
+    if (s.tool) turn.toolCalls.push({ ...(s.callId ? { id: s.callId } : {}), name: s.tool, args: s.args });
+    turns.set(key, turn);
+  }
+  return [...turns.values()];
+}
+
+/**
  * The scripted provider's replies file that serves a run's recorded replies: for each LLM
  * step event, the call `callsBefore + calls - 1` of its role gets the recorded `value`; the
  * calls before it in the same step (`calls` 2: the first reply was unreadable and the model
  * was asked again) and calls that produced no reply at all (a step whose re-ask failed too,
  * counted only in the result's usage) get {@link UNREADABLE_REPLY}, so the replay makes the
- * same calls in the same order. Roles with no call are left out. Pure.
+ * same calls in the same order. An agent-mode run's `agent` replies are the turns of its
+ * transcript ({@link agentTurns}). Roles with no call are left out. Pure.
  */
 export function replayScript(record: RunRecord): ScriptFile {
   const lists = new Map<Role, unknown[]>();
@@ -68,12 +93,27 @@ export function replayScript(record: RunRecord): ScriptFile {
     if (length === 0) continue;
     replies[role] = Array.from({ length }, (_, i) => (list[i] === undefined ? UNREADABLE_REPLY : list[i]));
   }
+  const agent = agentTurns(transcriptSteps(record.events));
+  if (agent.length) replies.agent = agent;
   return {
     v: 1,
     kind: "loopsmith-script",
     description: `replay of ${record.taskId} (recorded replies; no model is called)`,
     replies,
   };
+}
+
+/**
+ * A warning when the agent turns rebuilt from the transcript are not as many as the agent
+ * calls the run made (steps without a turn number, several calls in one turn, a text-only
+ * turn left unrecorded, or lost events): the replay may then take different steps.
+ * Undefined when they match, or when the result counts no `agent` call.
+ */
+export function agentCallsNote(record: RunRecord, script: ScriptFile): string | undefined {
+  const calls = record.result?.usage.byRole.agent?.calls ?? 0;
+  const turns = script.replies.agent?.length ?? 0;
+  if (calls === 0 || calls === turns) return undefined;
+  return `the run of ${record.taskId} made ${calls} agent call${calls === 1 ? "" : "s"} but its transcript gives ${turns} turn${turns === 1 ? "" : "s"}; the replay serves them in order, and may take its steps differently`;
 }
 
 /** A task id for the replay of `taskId`: `<taskId (first 48 characters)>-replay-<6 hex>`. */
@@ -250,6 +290,8 @@ export async function replayCommand(
         ? `${jsonLine({ kind: "notice", replay: true, taskId, replayTaskId: newId, script: scriptFile, message: banner })}\n`
         : `${printable(banner)}\n`,
     );
+    const agentNote = agentCallsNote(record, script);
+    if (agentNote) process.stderr.write(`loopsmith: ${agentNote}\n`);
     if (record.eventsTruncated)
       process.stderr.write(
         `loopsmith: the run of ${taskId} keeps ${record.events.length} of its ${record.eventsTotal ?? "more"} events; replies left out are replayed as unreadable\n`,
