@@ -17,7 +17,7 @@ import {
   PairedSummary,
   type BenchArm,
   type BenchResult,
-  type DatasetFormat,
+  type RunFormat,
   type ProviderLabel,
   type SkippedLine,
 } from "./types.js";
@@ -168,7 +168,7 @@ export interface SummaryInput {
   runId: string;
   /** The dataset file as the user named it. */
   dataset: string;
-  format: DatasetFormat;
+  format: RunFormat;
   provider: { label: ProviderLabel; name: string; model: string };
   /** The no-model sentence ({@link simulatedNotice}); taken as given when present. */
   notice?: string;

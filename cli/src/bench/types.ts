@@ -9,6 +9,10 @@ import { FileChange, Language } from "@loopsmith/shared";
 export const DatasetFormat = z.enum(["humaneval", "mbpp", "jsbench"]);
 export type DatasetFormat = z.infer<typeof DatasetFormat>;
 
+/** The formats a run's summary names: the case formats, and `swe-bench` (repository instances, cli/src/bench/swe-bench). */
+export const RunFormat = z.enum([...DatasetFormat.options, "swe-bench"]);
+export type RunFormat = z.infer<typeof RunFormat>;
+
 /**
  * One dataset task. `visibleTests` go into the task's acceptance tests (the model sees
  * them); `hiddenTests` go into `Task.hiddenTests` only (never a prompt) and score the final
@@ -75,6 +79,21 @@ export const BenchResult = z.object({
   /** Submissions it took (a task retried after an error counts each). */
   attempts: z.number().int().positive(),
   error: z.string().optional(),
+  /**
+   * SWE-bench instances only: the grade by the official rule. `status` is also the line's
+   * `stopReason`; `passed` is `status === "resolved"`; `hidden` counts both test lists.
+   */
+  swe: z
+    .object({
+      status: z.enum(["resolved", "unresolved", "patch_failed", "error"]),
+      failToPass: z.object({ passed: z.number().int(), total: z.number().int() }),
+      passToPass: z.object({ passed: z.number().int(), total: z.number().int() }),
+      /** Agent steps (tool calls) of the run that made the patch; 0 when graded offline. */
+      steps: z.number().int().nonnegative(),
+      /** Wall time of the graded test run, ms. */
+      testMs: z.number().nonnegative(),
+    })
+    .optional(),
   /** ISO-8601. */
   finishedAt: z.string(),
 });
@@ -125,7 +144,7 @@ export const BenchSummary = z.object({
   v: z.literal(1),
   runId: z.string(),
   dataset: z.string(),
-  format: DatasetFormat,
+  format: RunFormat,
   provider: z.object({ label: ProviderLabel, name: z.string(), model: z.string() }),
   /** The one sentence every output carries when no model answered. */
   notice: z.string().optional(),

@@ -1,6 +1,7 @@
 /**
  * `loopsmith bench`: the agent's benchmark over a dataset (HumanEval, MBPP or jsbench JSON
- * lines). Registration only: the work is in `../bench/`, loaded when the command runs.
+ * lines), or SWE-bench instances graded by the official rule (`--format swe-bench`, see
+ * docs/SWE-BENCH.md). Registration only: the work is in `../bench/`, loaded when the command runs.
  *
  * Exit codes (`ExitCode`): 0 the run completed, whatever its pass rate; 2 bad flags, an
  * unreadable dataset, a bad `--resume`; 3 infrastructure (NATS, Docker); 130 interrupted.
@@ -10,6 +11,7 @@ import type { Logger } from "pino";
 import { usageError, type CommandRunner } from "../errors.js";
 import { PROVIDERS, positiveNumber, wholeNumber } from "../preflight.js";
 import type { BenchOptions } from "../bench/run.js";
+import type { SweBenchOptions } from "../bench/swe-bench/run.js";
 
 function ids(value: string, previous: string[] = []): string[] {
   return [
@@ -27,6 +29,14 @@ function rate(v: string): number {
   return n;
 }
 
+/** The flags as commander gives them: either command's options, `--format` naming which. */
+type BenchFlags = Omit<BenchOptions, "format"> &
+  Omit<SweBenchOptions, "memory"> & {
+    format?: BenchOptions["format"] | "swe-bench";
+    taskTimeout?: number;
+    testTimeout?: number;
+  };
+
 /** Registers `bench`. */
 export function registerBench(program: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
   program
@@ -34,13 +44,35 @@ export function registerBench(program: Command, run: CommandRunner, logger: () =
     .description(
       "run a dataset's tasks and score them on hidden tests: pass@1, iterations, tokens, cost, tasks/min; --memory ab compares memory off and on",
     )
-    .requiredOption("--dataset <file.jsonl>", "HumanEval, MBPP or jsbench JSON lines (see examples/bench/README.md)")
+    .requiredOption(
+      "--dataset <file.jsonl>",
+      "HumanEval, MBPP or jsbench JSON lines (see examples/bench/README.md), or SWE-bench instances",
+    )
     .addOption(
-      new Option("--format <format>", "the dataset's format (default: detected)").choices([
+      new Option("--format <format>", "the dataset's format (default: detected; swe-bench must be named)").choices([
         "humaneval",
         "mbpp",
         "jsbench",
+        "swe-bench",
       ]),
+    )
+    .option(
+      "--repos <dir>",
+      "swe-bench: the repositories, <owner>__<name>.bundle or a bare clone <owner>__<name>[.git]",
+    )
+    .option("--env <file.json>", "swe-bench: environment spec over the built-in one (docs/SWE-BENCH.md)")
+    .option("--gold", "swe-bench: grade the reference patches (every instance must resolve)")
+    .option("--empty", "swe-bench: grade empty patches (no instance may resolve)")
+    .option("--predictions <file.jsonl>", "swe-bench: grade these predictions (instance_id, model_patch), offline")
+    .option(
+      "--script <dir>",
+      "swe-bench agent run: scripted transcripts <instance_id>.json (default: scripts/ beside the dataset)",
+    )
+    .option("--hints", "swe-bench agent run: add hints_text to the goal")
+    .option(
+      "--test-timeout <s>",
+      "swe-bench: wall-clock limit of one instance's test run in seconds (default 300)",
+      positiveNumber,
     )
     .option("--ids <ids>", "only these cases, comma-separated (HumanEval/3 or 3; repeatable)", ids)
     .option("--limit <n>", "the first n cases", wholeNumber(1, 100_000))
@@ -76,12 +108,29 @@ export function registerBench(program: Command, run: CommandRunner, logger: () =
       wholeNumber(0, 5),
     )
     .option("--json", "print one JSON object per finished task, then the summary")
-    .action(async (opts: BenchOptions & { taskTimeout?: number }) =>
+    .action(async (opts: BenchFlags) =>
       run(opts.json, async () => {
+        const { taskTimeout, testTimeout, format, ...rest } = opts;
+        if (format === "swe-bench") {
+          const { sweBenchCommand } = await import("../bench/swe-bench/run.js");
+          return sweBenchCommand(
+            {
+              ...rest,
+              ...(taskTimeout !== undefined ? { taskTimeoutMs: Math.round(taskTimeout * 1000) } : {}),
+              ...(testTimeout !== undefined ? { testTimeoutMs: Math.round(testTimeout * 1000) } : {}),
+            },
+            await logger(),
+          );
+        }
+        for (const flag of ["repos", "env", "gold", "empty", "predictions", "script", "hints"] as const)
+          if (opts[flag] !== undefined) throw usageError(`--${flag} applies to --format swe-bench only`);
         const { benchCommand } = await import("../bench/run.js");
-        const { taskTimeout, ...rest } = opts;
         return benchCommand(
-          { ...rest, ...(taskTimeout !== undefined ? { taskTimeoutMs: Math.round(taskTimeout * 1000) } : {}) },
+          {
+            ...rest,
+            ...(format ? { format } : {}),
+            ...(taskTimeout !== undefined ? { taskTimeoutMs: Math.round(taskTimeout * 1000) } : {}),
+          },
           await logger(),
         );
       }),

@@ -1,0 +1,290 @@
+/**
+ * The agent run of `loopsmith bench --format swe-bench`: each instance becomes a repo-mode
+ * task of the stack (the one `loopsmith up` started, or one started for the run), in agent
+ * mode. The task sees the problem statement (and `hints_text` with `--hints`), the tracked
+ * tree at `base_commit` (a snapshot: no `.git`, so no history) and the environment's test
+ * command without test files; never `patch`, `test_patch` or the test lists. The task's
+ * patch (`RepoChange.patch`) is the prediction, graded as the offline modes grade (grade.ts).
+ *
+ * Without a model (`--provider scripted`, or no key), `--script <dir>` (default: `scripts/`
+ * beside the dataset) gives each instance its scripted transcript, `<instance_id>.json`: a
+ * `loopsmith-script` whose `replies.agent` lists the turns (docs/SCRIPTS.md).
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import PQueue from "p-queue";
+import {
+  Endpoints,
+  LoopsmithError,
+  ScriptFile,
+  call,
+  createProvider,
+  ensureTaskIntake,
+  loadConfig,
+  natsServers,
+  putSnapshot,
+  snapshotName,
+  submitTask,
+  type Config,
+  type TaskInput,
+  type TaskResult,
+} from "@loopsmith/shared";
+import { archiveCommit } from "../../repo.js";
+import { startLocalStack, type LocalStack } from "../../stack.js";
+import { watchEvents } from "../../watch.js";
+import type { BenchArm, BenchResult } from "../types.js";
+import { armPrefix } from "../tasks.js";
+import { resolveEnv, setupCommandOf } from "./env.js";
+import type { Grade } from "./grade.js";
+import type { SweInstance } from "./instances.js";
+import { checkoutInstance } from "./repos.js";
+import {
+  errorGrade,
+  gradeLine,
+  recordInstance,
+  type InstanceContext,
+  type SweBenchOptions,
+  type SweRunMeta,
+} from "./run.js";
+
+/** Who answers the agent run: the flag, else the configured model when it has a key, else `scripted`. */
+export async function agentProvider(o: SweBenchOptions, config: Config): Promise<SweRunMeta["provider"]> {
+  const name =
+    o.provider ??
+    (config.llm.provider === "scripted" || (config.llm.provider === "anthropic" && !config.llm.apiKey)
+      ? "scripted"
+      : config.llm.provider);
+  if (name === "scripted") return { label: "scripted", name: "scripted", model: "script:task" };
+  const provider = { label: "model" as const, name, model: o.model ?? config.llm.model };
+  const p = createProvider({
+    config: loadConfig({ ...(o.config ? { file: o.config } : {}), flags: stackFlags(o, provider.label) }),
+    log: (await import("@loopsmith/shared")).createLogger({ service: "cli", level: "warn" }),
+  });
+  if (p.verify) await p.verify();
+  return provider;
+}
+
+/** The configuration flags the stack's services get. */
+function stackFlags(o: SweBenchOptions, label: SweRunMeta["provider"]["label"]): Record<string, unknown> {
+  const llm: Record<string, unknown> = {};
+  if (label !== "model") llm.provider = "scripted";
+  else {
+    if (o.provider) llm.provider = o.provider;
+    if (o.model) llm.model = o.model;
+    if (o.baseUrl) llm.baseUrl = o.baseUrl;
+  }
+  return { llm };
+}
+
+/**
+ * The scripted transcript of an instance: `<dir>/<instance_id>.json`, `dir` being `--script`
+ * or `scripts/` beside the dataset; undefined when there is none.
+ * @throws LoopsmithError `bad_request` when the file is not a `loopsmith-script`
+ */
+export function scriptOf(o: Pick<SweBenchOptions, "script" | "dataset">, id: string): ScriptFile | undefined {
+  const path = join(o.script ?? join(dirname(o.dataset), "scripts"), `${id}.json`);
+  if (!existsSync(path)) return undefined;
+  const parsed = ScriptFile.safeParse(JSON.parse(readFileSync(path, "utf8")));
+  if (!parsed.success)
+    throw new LoopsmithError(
+      "bad_request",
+      `${path} is not a loopsmith-script: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+    );
+  return parsed.data;
+}
+
+/** The goal of an instance: the problem statement, and the hints with `--hints`. */
+export function goalOf(inst: SweInstance, hints: boolean): string {
+  const text = inst.problem_statement.trim();
+  return hints && inst.hints_text.trim() ? `${text}\n\nHints:\n${inst.hints_text.trim()}` : text;
+}
+
+/**
+ * The task of one instance in one arm: repo mode, agent mode, the environment's test command
+ * without test files. Nothing of `patch`, `test_patch` or the test lists goes in.
+ */
+export function agentTask(
+  inst: SweInstance,
+  o: {
+    taskId: string;
+    arm: BenchArm;
+    runId: string;
+    paired: boolean;
+    testCommand: string;
+    setupCommand: string;
+    hints: boolean;
+    maxIterations?: number;
+    script?: ScriptFile;
+  },
+): TaskInput {
+  return {
+    v: 1,
+    taskId: o.taskId,
+    goal: goalOf(inst, o.hints),
+    language: "python",
+    memory: o.arm,
+    ...(o.paired && o.arm === "on" ? { memoryScope: armPrefix(o.runId, "on") } : {}),
+    ...(o.script ? { script: o.script } : {}),
+    ...(o.maxIterations !== undefined ? { limits: { maxIterations: o.maxIterations } } : {}),
+    repo: {
+      baseCommit: inst.base_commit,
+      snapshot: snapshotName(inst.base_commit),
+      name: inst.repo,
+      testCommand: o.testCommand,
+      setupCommand: o.setupCommand,
+      mode: "agent",
+    },
+    source: { kind: "user", id: inst.instance_id },
+    submittedAt: new Date().toISOString(),
+  };
+}
+
+/**
+ * Waits for a task's result, counting its agent steps (the `step` events of the `explore`
+ * phase) in `steps.count`; undefined when `signal` aborts first.
+ */
+async function resultOf(
+  nc: NatsConnection,
+  owner: string,
+  taskId: string,
+  signal: AbortSignal,
+  steps: { count: number },
+): Promise<TaskResult | undefined> {
+  for await (const event of watchEvents(nc, taskId, { owner, signal })) {
+    if (event.kind === "step" && event.phase === "explore") steps.count += 1;
+    if (event.kind === "result" && event.result) return event.result;
+  }
+  return undefined;
+}
+
+/**
+ * Runs `todo` as agent tasks over one stack and grades each task's patch; each line goes to
+ * the run's folder and `onLine` as it ends.
+ * @throws LoopsmithError `unavailable` when no stack could be started
+ */
+export async function runAgentInstances(
+  ctx: InstanceContext,
+  o: SweBenchOptions,
+  config: Config,
+  todo: { inst: SweInstance; arm: BenchArm; index: number }[],
+  onLine: (line: BenchResult) => void,
+): Promise<void> {
+  const { meta, grader, env, log, signal } = ctx;
+  const flags = stackFlags(o, meta.provider.label);
+  if (o.transcript) (flags.llm as Record<string, unknown>).transcriptPath = o.transcript;
+  const stackConfig = loadConfig({ ...(o.config ? { file: o.config } : {}), flags });
+  let stack: LocalStack | undefined;
+  let nc: NatsConnection | undefined;
+  const work = await mkdtemp(join(tmpdir(), "loopsmith-swe-agent-"));
+  try {
+    stack = await startLocalStack({
+      config: stackConfig,
+      log,
+      env: { LOOPSMITH_CONFIG_JSON: JSON.stringify(flags), ...(o.config ? { LOOPSMITH_CONFIG: o.config } : {}) },
+    });
+    nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
+    await ensureTaskIntake(nc);
+    const conn = nc;
+    const owner = stack.owner;
+    const uploaded = new Map<string, Promise<unknown>>();
+    const queue = new PQueue({ concurrency: o.concurrency ?? 2 });
+    for (const t of todo)
+      void queue.add(async () => {
+        if (signal.aborted) return;
+        const { inst, arm } = t;
+        const taskId = `${armPrefix(meta.runId, arm)}${t.index}`;
+        const started = Date.now();
+        let grade: Grade;
+        let result: TaskResult | undefined;
+        let patch = "";
+        let error: string | undefined;
+        const steps = { count: 0 };
+        try {
+          const e = resolveEnv(env, inst.repo, inst.version);
+          // The snapshot of base_commit: the tracked tree, no .git.
+          if (!uploaded.has(inst.base_commit))
+            uploaded.set(
+              inst.base_commit,
+              (async () => {
+                const dir = await checkoutInstance(o.repos ?? "", inst, join(work, inst.base_commit));
+                await putSnapshot(
+                  conn,
+                  snapshotName(inst.base_commit),
+                  await archiveCommit(dir, inst.base_commit),
+                  owner,
+                );
+              })(),
+            );
+          await uploaded.get(inst.base_commit);
+          const script = meta.provider.label === "scripted" ? scriptOf(o, inst.instance_id) : undefined;
+          if (meta.provider.label === "scripted" && !script)
+            throw new LoopsmithError(
+              "bad_request",
+              `no scripted transcript for ${inst.instance_id} (looked in ${o.script ?? join(dirname(o.dataset), "scripts")})`,
+            );
+          const task = agentTask(inst, {
+            taskId,
+            arm,
+            runId: meta.runId,
+            paired: meta.memory === "ab",
+            testCommand: e.testCmd,
+            setupCommand: setupCommandOf(e),
+            hints: !!o.hints,
+            ...(o.maxIterations !== undefined ? { maxIterations: o.maxIterations } : {}),
+            ...(script ? { script } : {}),
+          });
+          await submitTask(conn, task, owner);
+          const limit = AbortSignal.any([signal, AbortSignal.timeout(o.taskTimeoutMs ?? 1_800_000)]);
+          result = await resultOf(conn, owner, taskId, limit, steps);
+          if (!result) {
+            await call(
+              conn,
+              Endpoints.architect.cancel,
+              { v: 1, taskId, reason: signal.aborted ? "bench interrupted" : "bench task timeout" },
+              { timeoutMs: 3_000, retries: 0, owner },
+            ).catch(() => undefined);
+            if (signal.aborted) return;
+            error = `timeout: no result within ${o.taskTimeoutMs ?? 1_800_000} ms`;
+          } else if (result.error) error = `${result.error.code}: ${result.error.message}`;
+          patch = result?.repo?.patch ?? "";
+          grade = await grader.grade(inst, patch, signal);
+        } catch (err) {
+          if (signal.aborted) return;
+          grade = errorGrade(inst, `${(err as LoopsmithError).code ?? "internal"}: ${(err as Error).message}`);
+        }
+        if (signal.aborted) return;
+        const line = gradeLine(grade, {
+          runId: meta.runId,
+          inst,
+          arm,
+          taskId,
+          label: meta.provider.label,
+          wallMs: Date.now() - started,
+          ...(result
+            ? {
+                task: {
+                  iterations: result.iterations,
+                  steps: steps.count,
+                  tokensIn: result.usage.total.inputTokens,
+                  tokensOut: result.usage.total.outputTokens,
+                  costUsd: result.usage.total.costUsd,
+                  passed: result.status === "passed",
+                  attempts: 1,
+                },
+              }
+            : {}),
+          ...(error ? { error } : {}),
+        });
+        recordInstance(ctx.out, meta.memory === "ab", line, { model: meta.provider.model, patch }, grade.log);
+        onLine(line);
+      });
+    await queue.onIdle();
+  } finally {
+    await nc?.close().catch(() => undefined);
+    await stack?.stop();
+    await rm(work, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,247 @@
+/**
+ * Grading one SWE-bench instance, as the official harness does (swebench/harness's
+ * evaluation script and `get_eval_report`):
+ *
+ * 1. check the repository out at `base_commit` (repos.ts);
+ * 2. apply the model's patch: `git apply --verbose`, else `patch --batch --fuzz=5 -p1`
+ *    (the official fallbacks); neither applies → `patch_failed`;
+ * 3. put every file `test_patch` touches back to `base_commit` (a file new in `test_patch`
+ *    is removed), so a model's change to a test file never reaches the run, then apply
+ *    `test_patch`;
+ * 4. run the environment's `test_cmd` with the test files as arguments ({@link testDirectives})
+ *    in the hardened sandbox (the executor library, the Python image, no network), installing
+ *    through the executor's setup layer when the environment has an install step;
+ * 5. parse per-test statuses from the output (parsers.ts) and call the instance resolved when
+ *    every FAIL_TO_PASS and every PASS_TO_PASS test passes (`PASSED` or `XFAIL`).
+ */
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import Docker from "dockerode";
+import type { Logger } from "pino";
+import { LoopsmithError, type Config, type ExecutionResult } from "@loopsmith/shared";
+import { createExecutor, engineEndpoint, type Executor } from "@loopsmith/executor";
+import { git } from "../../repo.js";
+import { resolveEnv, setupCommandOf, type EnvFile } from "./env.js";
+import { filesOfPatch, testDirectives, type SweInstance } from "./instances.js";
+import { isResolved, parseLog, tally, type Tally } from "./parsers.js";
+import { checkoutInstance } from "./repos.js";
+
+const execFileAsync = promisify(execFile);
+
+/** An instance's grade. */
+export type SweStatus = "resolved" | "unresolved" | "patch_failed" | "error";
+
+/** What {@link Grader.grade} found. */
+export interface Grade {
+  status: SweStatus;
+  failToPass: Tally;
+  passToPass: Tally;
+  /** The sandbox run's wall time, ms (0 when no test ran). */
+  testMs: number;
+  /** The executor's status of the test run, when one ran. */
+  execution?: ExecutionResult["status"];
+  /** The test run's output (stdout, then stderr), or the apply step's messages. */
+  log: string;
+  /** Why the status is `patch_failed` or `error`. */
+  message?: string;
+}
+
+/** Options of {@link createGrader}. */
+export interface GraderOptions {
+  config: Config;
+  log: Logger;
+  /** The environment spec (built-in merged with `--env`). */
+  env: EnvFile;
+  /** `--repos`. */
+  reposDir: string;
+  /** Wall-clock limit of one instance's test run, ms. @defaultValue 300000 */
+  testTimeoutMs?: number;
+  /** Memory of the test run's container, MiB. @defaultValue 2048 */
+  memoryMb?: number;
+  /** Keep the checkouts (for debugging) instead of removing them. */
+  keep?: boolean;
+}
+
+/** Grades instances in the sandbox; `stop()` when done. */
+export interface Grader {
+  /**
+   * Grades `modelPatch` (a unified diff; `""`: no change) on `inst`.
+   * @throws LoopsmithError `not_found`/`repo_invalid` (no repository, no base commit),
+   *   `bad_request` (no test command for the instance's repo and version), `cancelled`
+   */
+  grade(inst: SweInstance, modelPatch: string, signal?: AbortSignal): Promise<Grade>;
+  stop(): Promise<void>;
+}
+
+/** Applies a patch file in `dir` the official way; undefined when it applied, else the messages. */
+async function applyPatch(dir: string, file: string): Promise<string | undefined> {
+  try {
+    await git(dir).raw(["apply", "--verbose", file]);
+    return undefined;
+  } catch (err) {
+    const gitMessage = (err as Error).message.trim();
+    try {
+      await execFileAsync("patch", ["--batch", "--fuzz=5", "-p1", "-i", file], { cwd: dir });
+      return undefined;
+    } catch (perr) {
+      const out = (perr as { stdout?: string }).stdout ?? (perr as Error).message;
+      return `git apply: ${gitMessage}\npatch --fuzz=5: ${out.trim()}`;
+    }
+  }
+}
+
+/** A shell word for `s` (single-quoted unless plainly safe). */
+export function shellWord(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`;
+}
+
+const NO_TALLY: Tally = { passed: 0, total: 0, failing: [] };
+
+/**
+ * Starts the sandbox (Python image only, no warm pool) and returns a grader.
+ * @throws LoopsmithError `unavailable` when no Docker engine answers, `sandbox_error` when
+ *   the sandbox's self-test fails
+ */
+export async function createGrader(o: GraderOptions): Promise<Grader> {
+  const docker = new Docker();
+  try {
+    await docker.ping();
+  } catch (err) {
+    throw new LoopsmithError(
+      "unavailable",
+      `no Docker engine answers at ${engineEndpoint().endpoint} (DOCKER_HOST): grading runs the tests in the sandbox`,
+      { cause: err },
+    );
+  }
+  const trees = new Map<string, string>();
+  const executor: Executor = createExecutor({
+    docker,
+    config: {
+      ...o.config,
+      executor: {
+        ...o.config.executor,
+        warmPoolSize: 0,
+        // The -rA summary of a big test file is long; a cut summary would lose statuses.
+        outputLimitBytes: Math.max(o.config.executor.outputLimitBytes, 16 * 1024 * 1024),
+      },
+    },
+    log: o.log,
+    kinds: ["python"],
+    loadBase: (snapshot) => {
+      const dir = trees.get(snapshot);
+      return dir ? Promise.resolve(dir) : Promise.reject(new Error(`no checkout for ${snapshot}`));
+    },
+  });
+  await executor.start();
+  const work = await mkdtemp(join(tmpdir(), "loopsmith-swe-"));
+
+  async function grade(inst: SweInstance, modelPatch: string, signal?: AbortSignal): Promise<Grade> {
+    const env = resolveEnv(o.env, inst.repo, inst.version);
+    const id = randomBytes(4).toString("hex");
+    const dir = join(work, `${inst.instance_id.replace(/[^\w.-]/g, "_")}-${id}`);
+    try {
+      await checkoutInstance(o.reposDir, inst, join(dir, "tree"));
+      const tree = join(dir, "tree");
+      if (modelPatch.trim()) {
+        const file = join(dir, "model.diff");
+        await writeFile(file, modelPatch.endsWith("\n") ? modelPatch : `${modelPatch}\n`);
+        const failed = await applyPatch(tree, file);
+        if (failed)
+          return {
+            status: "patch_failed",
+            failToPass: tally(new Map(), inst.FAIL_TO_PASS),
+            passToPass: tally(new Map(), inst.PASS_TO_PASS),
+            testMs: 0,
+            log: failed,
+            message: "the model patch does not apply at base_commit",
+          };
+      }
+      const g = git(tree);
+      for (const f of filesOfPatch(inst.test_patch)) {
+        const atBase = await g.raw(["cat-file", "-e", `HEAD:${f}`]).then(
+          () => true,
+          () => false,
+        );
+        if (atBase) await g.raw(["checkout", "-q", "HEAD", "--", f]);
+        else await rm(join(tree, f), { force: true, recursive: true });
+      }
+      const testFile = join(dir, "test.diff");
+      await writeFile(testFile, inst.test_patch);
+      try {
+        await g.raw(["apply", "--verbose", testFile]);
+      } catch (err) {
+        return {
+          status: "error",
+          failToPass: NO_TALLY,
+          passToPass: NO_TALLY,
+          testMs: 0,
+          log: (err as Error).message,
+          message: "test_patch does not apply after the model patch",
+        };
+      }
+      const snapshot = `swe-${id}`;
+      trees.set(snapshot, tree);
+      const shell = [env.testCmd, ...testDirectives(inst).map(shellWord)].join(" ");
+      const setupCommand = setupCommandOf(env);
+      const started = performance.now();
+      const result = await executor.run(
+        {
+          v: 1,
+          taskId: `swe-${id}`,
+          iteration: 0,
+          idempotencyKey: `swe-${id}/0/grade`,
+          language: "python",
+          files: [],
+          base: { snapshot, commit: inst.base_commit, deleted: [], ...(setupCommand ? { setupCommand } : {}) },
+          shell,
+          timeoutMs: o.testTimeoutMs ?? 300_000,
+          memoryMb: o.memoryMb ?? 2048,
+        },
+        signal ? { signal } : {},
+      );
+      trees.delete(snapshot);
+      const testMs = Math.round(performance.now() - started);
+      const log = `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`;
+      if (
+        ["timeout", "oom", "output_limit", "killed", "blocked", "command_not_found", "sandbox_error"].includes(
+          result.status,
+        )
+      )
+        return {
+          status: "error",
+          failToPass: tally(new Map(), inst.FAIL_TO_PASS),
+          passToPass: tally(new Map(), inst.PASS_TO_PASS),
+          testMs,
+          execution: result.status,
+          log,
+          message: `the test run ended ${result.status}${result.reason ? `: ${result.reason}` : ""}`,
+        };
+      const statuses = parseLog(env.logParser, log);
+      const failToPass = tally(statuses, inst.FAIL_TO_PASS);
+      const passToPass = tally(statuses, inst.PASS_TO_PASS);
+      return {
+        status: isResolved(failToPass, passToPass) ? "resolved" : "unresolved",
+        failToPass,
+        passToPass,
+        testMs,
+        execution: result.status,
+        log,
+        ...(statuses.size === 0 ? { message: "the test run reported no per-test status" } : {}),
+      };
+    } finally {
+      if (!o.keep) await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  return {
+    grade,
+    stop: async () => {
+      await executor.stop();
+      if (!o.keep) await rm(work, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,468 @@
+/**
+ * `loopsmith bench --format swe-bench` (issue #34 section 4): grades SWE-bench instances by
+ * the official rule (grade.ts) and writes the run's folder:
+ *
+ * - `results.jsonl`: one {@link BenchResult} a line as each instance ends (its `swe` field
+ *   holds the grade), so `--resume` continues an interrupted run;
+ * - `predictions.jsonl`: the graded patches in the official shape (`instance_id`,
+ *   `model_name_or_path`, `model_patch`), for the official harness to grade the same run;
+ * - `logs/<instance_id>.log`: the test run's output;
+ * - `summary.json`, `report.md`, `report.html` (the other formats' reports; pass@1 is the
+ *   resolved rate).
+ *
+ * Where the patches come from: `--gold` (the reference `patch`, must resolve 100 %),
+ * `--empty` (no change, must resolve 0 %), `--predictions <file>` (any agent's, offline), or
+ * the agent run (agent.ts): each instance a repo-mode task of the running stack.
+ */
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { join, resolve } from "node:path";
+import PQueue from "p-queue";
+import type { Logger } from "pino";
+import { z } from "zod";
+import { LoopsmithError, loadConfig } from "@loopsmith/shared";
+import { jsonLine, printable } from "../../terminal.js";
+import { progressReporter } from "../progress.js";
+import { reportHtml, reportMarkdown } from "../report.js";
+import { readResults } from "../results.js";
+import { lastResults, summarize } from "../summary.js";
+import type { BenchArm, BenchResult, BenchSummary, ProviderLabel } from "../types.js";
+import { BUILTIN_ENV, loadEnvFile, mergeEnv, resolveEnv, type EnvFile } from "./env.js";
+import { createGrader, type Grade, type Grader } from "./grade.js";
+import { loadInstances, loadPredictions, type SweInstance } from "./instances.js";
+
+/** Options of `loopsmith bench --format swe-bench`. */
+export interface SweBenchOptions {
+  dataset: string;
+  /** The folder of bundles or bare clones (`owner__name.bundle`, `owner__name.git`, `owner__name`). */
+  repos?: string;
+  /** An environment file over the built-in spec (env.ts). */
+  env?: string;
+  /** Grade the reference patches. */
+  gold?: boolean;
+  /** Grade empty patches. */
+  empty?: boolean;
+  /** Grade a predictions file. */
+  predictions?: string;
+  /** Instance ids (exact). */
+  ids?: string[];
+  limit?: number;
+  /** Instances in flight at once. @defaultValue 2 */
+  concurrency?: number;
+  out?: string;
+  resume?: boolean;
+  /** A test run's wall-clock limit, ms. @defaultValue 300000 */
+  testTimeoutMs?: number;
+  config?: string;
+  json?: boolean;
+  /** Agent run: `on`, `off` or `ab` (each instance with memory off, then on). @defaultValue "on" */
+  memory?: "on" | "off" | "ab";
+  /** Agent run: a folder of scripted transcripts, `<instance_id>.json`. */
+  script?: string;
+  /** Agent run: add `hints_text` to the goal. */
+  hints?: boolean;
+  provider?: string;
+  model?: string;
+  baseUrl?: string;
+  transcript?: string;
+  maxIterations?: number;
+  /** Agent run: wall-clock limit of one task, ms. @defaultValue 1800000 */
+  taskTimeoutMs?: number;
+}
+
+/** Where a run's patches come from. */
+export type PatchSource = "gold" | "empty" | "predictions" | "agent";
+
+/** What a run's folder records about it, so `--resume` continues the same run. */
+const SweRunMeta = z.object({
+  v: z.literal(1),
+  kind: z.literal("swe-bench"),
+  runId: z.string(),
+  source: z.enum(["gold", "empty", "predictions", "agent"]),
+  dataset: z.string(),
+  memory: z.enum(["on", "off", "ab"]),
+  provider: z.object({ label: z.enum(["model", "scripted", "simulated"]), name: z.string(), model: z.string() }),
+  caseIds: z.array(z.string()),
+  startedAt: z.string(),
+});
+export type SweRunMeta = z.infer<typeof SweRunMeta>;
+
+/** The sentence a run without a model carries. */
+function noticeOf(source: PatchSource, label: ProviderLabel): string | undefined {
+  if (source === "gold")
+    return "GOLD RUN: the reference patches are graded; no model is called. Every instance must resolve, or the environment is wrong.";
+  if (source === "empty")
+    return "EMPTY RUN: empty patches are graded; no model is called. No instance may resolve, or the tests do not test the fix.";
+  if (source === "predictions") return undefined;
+  return label === "model"
+    ? undefined
+    : "SCRIPTED RUN: the agent's tool calls are replayed from scripted transcripts; no model is called.";
+}
+
+/** The patch source the flags name. @throws LoopsmithError `bad_request` for more than one */
+export function patchSource(o: Pick<SweBenchOptions, "gold" | "empty" | "predictions">): PatchSource {
+  const named = [o.gold && "--gold", o.empty && "--empty", o.predictions && "--predictions"].filter(Boolean);
+  if (named.length > 1) throw new LoopsmithError("bad_request", `${named.join(" and ")} exclude each other`);
+  return o.gold ? "gold" : o.empty ? "empty" : o.predictions ? "predictions" : "agent";
+}
+
+/** The instances of the run: `ids` in dataset order, then the first `limit`. */
+export function selectInstances(all: SweInstance[], o: Pick<SweBenchOptions, "ids" | "limit">): SweInstance[] {
+  let out = all;
+  if (o.ids?.length) {
+    const missing = o.ids.filter((id) => !all.some((i) => i.instance_id === id));
+    if (missing.length) throw new LoopsmithError("not_found", `no instance ${missing.join(", ")} in the dataset`);
+    out = all.filter((i) => o.ids?.includes(i.instance_id));
+  }
+  return o.limit ? out.slice(0, o.limit) : out;
+}
+
+/** One result line from a grade. */
+export function gradeLine(
+  g: Grade,
+  o: {
+    runId: string;
+    inst: SweInstance;
+    arm: BenchArm;
+    taskId: string;
+    label: ProviderLabel;
+    wallMs: number;
+    /** The agent task's figures, when an agent made the patch. */
+    task?: {
+      iterations: number;
+      steps: number;
+      tokensIn: number;
+      tokensOut: number;
+      costUsd: number;
+      passed: boolean;
+      attempts: number;
+    };
+    error?: string;
+  },
+): BenchResult {
+  const counts = (t: { passed: number; total: number }) => ({ passed: t.passed, total: t.total });
+  const error = o.error ?? g.message;
+  return {
+    v: 1,
+    runId: o.runId,
+    caseId: o.inst.instance_id,
+    arm: o.arm,
+    taskId: o.taskId,
+    status: g.status === "resolved" ? "passed" : g.status === "error" ? "error" : "failed",
+    stopReason: g.status,
+    passed: g.status === "resolved",
+    visiblePassed: o.task ? o.task.passed : g.status === "resolved",
+    hidden: {
+      passed: g.failToPass.passed + g.passToPass.passed,
+      total: g.failToPass.total + g.passToPass.total,
+    },
+    iterations: o.task?.iterations ?? 0,
+    tokensIn: o.task?.tokensIn ?? 0,
+    tokensOut: o.task?.tokensOut ?? 0,
+    costUsd: o.task?.costUsd ?? 0,
+    wallMs: o.wallMs,
+    provider: o.label,
+    attempts: o.task?.attempts ?? 1,
+    ...(error ? { error } : {}),
+    swe: {
+      status: g.status,
+      failToPass: counts(g.failToPass),
+      passToPass: counts(g.passToPass),
+      steps: o.task?.steps ?? 0,
+      testMs: g.testMs,
+    },
+    finishedAt: new Date().toISOString(),
+  };
+}
+
+/** A grade for an instance that could not be graded (no repository, no test command, ...). */
+export function errorGrade(inst: SweInstance, raw: string): Grade {
+  const message = raw.trim();
+  const none = (tests: string[]) => ({ passed: 0, total: tests.length, failing: tests.slice(0, 20) });
+  return {
+    status: "error",
+    failToPass: none(inst.FAIL_TO_PASS),
+    passToPass: none(inst.PASS_TO_PASS),
+    testMs: 0,
+    log: message,
+    message,
+  };
+}
+
+/** The run's metadata: a new run, or the one in `out` for `--resume` (which must match). */
+function openRun(
+  o: SweBenchOptions,
+  instances: SweInstance[],
+  source: PatchSource,
+  provider: SweRunMeta["provider"],
+): { meta: SweRunMeta; out: string } {
+  const memory = source === "agent" ? (o.memory ?? "on") : "off";
+  if (o.resume) {
+    if (!o.out) throw new LoopsmithError("bad_request", "--resume needs --out <the run's folder>");
+    const metaPath = join(o.out, "run.json");
+    let meta: SweRunMeta;
+    try {
+      meta = SweRunMeta.parse(JSON.parse(readFileSync(metaPath, "utf8")));
+    } catch (err) {
+      throw new LoopsmithError(
+        "bad_request",
+        `--resume: ${metaPath} is not a SWE-bench run's record: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+    if (meta.source !== source || meta.memory !== memory)
+      throw new LoopsmithError(
+        "bad_request",
+        `--resume: the run in ${o.out} graded ${meta.source} patches (memory ${meta.memory}), not ${source} (memory ${memory})`,
+      );
+    return { meta, out: o.out };
+  }
+  const runId = randomBytes(5).toString("hex");
+  const out = o.out ?? join("bench-runs", runId);
+  if (existsSync(join(out, "results.jsonl")))
+    throw new LoopsmithError("bad_request", `${out} already holds a run; use --resume to continue it or another --out`);
+  mkdirSync(join(out, "logs"), { recursive: true });
+  const meta: SweRunMeta = {
+    v: 1,
+    kind: "swe-bench",
+    runId,
+    source,
+    dataset: resolve(o.dataset),
+    memory,
+    provider,
+    caseIds: instances.map((i) => i.instance_id),
+    startedAt: new Date().toISOString(),
+  };
+  writeFileSync(join(out, "run.json"), `${JSON.stringify(meta, null, 2)}\n`);
+  return { meta, out };
+}
+
+/** The resolved rate and counts by status, in a few lines for the terminal. */
+export function sweSummaryText(summary: BenchSummary, results: readonly BenchResult[], out: string): string {
+  const lines: string[] = [];
+  if (summary.notice) lines.push(summary.notice);
+  const last = lastResults(results);
+  for (const arm of ["off", "on"] as const) {
+    const a = summary.arms[arm];
+    if (!a) continue;
+    const rs = last.filter((r) => r.arm === arm);
+    const by = (s: string) => rs.filter((r) => r.swe?.status === s).length;
+    const label = summary.memory === "ab" ? `memory ${arm}: ` : "";
+    lines.push(
+      `${label}resolved ${a.passed}/${a.tasks} (${(a.passAt1 * 100).toFixed(1)} %); unresolved ${by("unresolved")}, patch_failed ${by("patch_failed")}, error ${by("error")}` +
+        (summary.provider.label === "model" && summary.provider.name !== "predictions"
+          ? `; tokens/task ${Math.round(a.tokensInPerTask)} in ${Math.round(a.tokensOutPerTask)} out, $${a.usdPerTask.toFixed(4)}/task`
+          : ""),
+    );
+  }
+  lines.push(`${(summary.wallMs / 1000).toFixed(1)} s (concurrency ${summary.concurrency})`);
+  lines.push(
+    `wrote ${["results.jsonl", "predictions.jsonl", "summary.json", "report.md", "report.html"].map((f) => join(out, f)).join(", ")}`,
+  );
+  return lines.join("\n");
+}
+
+/** The environment spec: built-in, then `--env` over it. */
+export function envOf(o: Pick<SweBenchOptions, "env">): EnvFile {
+  return o.env ? mergeEnv(BUILTIN_ENV, loadEnvFile(o.env)) : BUILTIN_ENV;
+}
+
+/** What one instance's run needs. */
+export interface InstanceContext {
+  meta: SweRunMeta;
+  out: string;
+  grader: Grader;
+  env: EnvFile;
+  log: Logger;
+  signal: AbortSignal;
+}
+
+/**
+ * Appends an instance's line and its prediction, and writes its test log, in the run's
+ * folder. With `--memory ab` each arm has its own predictions file (`predictions.<arm>.jsonl`)
+ * and log (`logs/<id>.<arm>.log`), since the official shape has one line per instance.
+ */
+export function recordInstance(
+  out: string,
+  ab: boolean,
+  line: BenchResult,
+  prediction: { model: string; patch: string },
+  testLog: string,
+): void {
+  appendFileSync(join(out, "results.jsonl"), `${JSON.stringify(line)}\n`);
+  appendFileSync(
+    join(out, ab ? `predictions.${line.arm}.jsonl` : "predictions.jsonl"),
+    `${JSON.stringify({ instance_id: line.caseId, model_name_or_path: prediction.model, model_patch: prediction.patch })}\n`,
+  );
+  const name = line.caseId.replace(/[^\w.-]/g, "_");
+  writeFileSync(join(out, "logs", ab ? `${name}.${line.arm}.log` : `${name}.log`), testLog);
+}
+
+/** The patch an offline run grades for `inst`. */
+function patchOf(source: PatchSource, inst: SweInstance, predictions?: Map<string, { model_patch: string }>): string {
+  if (source === "gold") return inst.patch;
+  if (source === "empty") return "";
+  return predictions?.get(inst.instance_id)?.model_patch ?? "";
+}
+
+/** Grades `todo` offline, `--concurrency` at a time; each line goes to the run's folder and `onLine`. */
+async function gradeAll(
+  ctx: InstanceContext,
+  todo: { inst: SweInstance; arm: BenchArm; index: number }[],
+  patch: (inst: SweInstance) => string,
+  onLine: (line: BenchResult) => void,
+  concurrency = 2,
+): Promise<void> {
+  const { meta, grader, signal } = ctx;
+  const queue = new PQueue({ concurrency });
+  for (const t of todo)
+    void queue.add(async () => {
+      if (signal.aborted) return;
+      const started = Date.now();
+      let grade: Grade;
+      try {
+        grade = await grader.grade(t.inst, patch(t.inst), signal);
+      } catch (err) {
+        if (signal.aborted) return;
+        grade = errorGrade(t.inst, `${(err as LoopsmithError).code ?? "internal"}: ${(err as Error).message}`);
+      }
+      if (signal.aborted) return;
+      const line = gradeLine(grade, {
+        runId: meta.runId,
+        inst: t.inst,
+        arm: t.arm,
+        taskId: `swe-${meta.runId}-${t.index}`,
+        label: meta.provider.label,
+        wallMs: Date.now() - started,
+      });
+      recordInstance(
+        ctx.out,
+        meta.memory === "ab",
+        line,
+        { model: meta.provider.model, patch: patch(t.inst) },
+        grade.log,
+      );
+      onLine(line);
+    });
+  await queue.onIdle();
+}
+
+/**
+ * Runs `loopsmith bench --format swe-bench`.
+ * @returns exit code 0 when the run completed (whatever its resolved rate), 130 when interrupted
+ * @throws LoopsmithError `bad_request` (no `--repos`, an unreadable or invalid dataset,
+ *   predictions or environment file, a bad `--resume`, exclusive flags), `not_found` (an
+ *   unknown `--ids` entry, a prediction for an instance the dataset lacks), `unavailable`
+ *   (no Docker engine)
+ */
+export async function sweBenchCommand(o: SweBenchOptions, log: Logger): Promise<number> {
+  if (!o.repos)
+    throw new LoopsmithError("bad_request", "--format swe-bench needs --repos <dir> (bundles or bare clones)");
+  const source = patchSource(o);
+  const all = loadInstances(o.dataset);
+  let instances = selectInstances(all, o);
+  const predictions = o.predictions ? loadPredictions(o.predictions) : undefined;
+  if (predictions) {
+    const unknown = [...predictions.keys()].filter((id) => !all.some((i) => i.instance_id === id));
+    if (unknown.length)
+      throw new LoopsmithError("not_found", `${o.predictions}: no instance ${unknown.join(", ")} in ${o.dataset}`);
+    const without = instances.filter((i) => !predictions.has(i.instance_id));
+    if (without.length)
+      process.stderr.write(
+        `loopsmith bench: ${without.length} instance(s) have no prediction and are not graded: ${without
+          .slice(0, 5)
+          .map((i) => printable(i.instance_id))
+          .join(", ")}${without.length > 5 ? ", ..." : ""}\n`,
+      );
+    instances = instances.filter((i) => predictions.has(i.instance_id));
+  }
+  if (instances.length === 0) throw new LoopsmithError("bad_request", `no instance to grade in ${o.dataset}`);
+  const env = envOf(o);
+  // Every instance needs a test command before anything starts.
+  for (const i of instances) resolveEnv(env, i.repo, i.version);
+
+  const config = loadConfig({ ...(o.config ? { file: o.config } : {}) });
+  const firstModel = predictions?.values().next().value?.model_name_or_path;
+  const provider: SweRunMeta["provider"] =
+    source === "gold"
+      ? { label: "scripted", name: "gold", model: "gold" }
+      : source === "empty"
+        ? { label: "scripted", name: "empty", model: "empty" }
+        : source === "predictions"
+          ? { label: "model", name: "predictions", model: firstModel || "unknown" }
+          : await (await import("./agent.js")).agentProvider(o, config);
+  const { meta, out } = openRun(o, instances, source, provider);
+  mkdirSync(join(out, "logs"), { recursive: true });
+  const notice = noticeOf(source, provider.label);
+  if (notice) process.stderr.write(`${notice}\n`);
+  const arms: BenchArm[] = meta.memory === "ab" ? ["off", "on"] : [meta.memory];
+  const resultsPath = join(out, "results.jsonl");
+  const done = new Set(readResults(resultsPath).map((r) => `${r.arm}\u0000${r.caseId}`));
+  const runInstances = instances.filter((i) => meta.caseIds.includes(i.instance_id));
+  const todo = runInstances
+    .flatMap((inst) => arms.map((arm) => ({ inst, arm, index: meta.caseIds.indexOf(inst.instance_id) })))
+    .filter((t) => !done.has(`${t.arm}\u0000${t.inst.instance_id}`));
+
+  const abort = new AbortController();
+  const onSignal = (): void => {
+    if (!abort.signal.aborted)
+      process.stderr.write("loopsmith bench: interrupted; stopping the running instances (resume with --resume)\n");
+    abort.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  const total = runInstances.length * arms.length;
+  const progress = progressReporter({ total, already: total - todo.length, json: !!o.json });
+  try {
+    if (todo.length) {
+      const grader = await createGrader({
+        config,
+        log,
+        env,
+        reposDir: o.repos,
+        ...(o.testTimeoutMs !== undefined ? { testTimeoutMs: o.testTimeoutMs } : {}),
+      });
+      try {
+        const ctx: InstanceContext = { meta, out, grader, env, log, signal: abort.signal };
+        if (source === "agent") {
+          const { runAgentInstances } = await import("./agent.js");
+          await runAgentInstances(ctx, o, config, todo, (line) => progress.done(line));
+        } else
+          await gradeAll(
+            ctx,
+            todo,
+            (inst) => patchOf(source, inst, predictions),
+            (line) => progress.done(line),
+            o.concurrency ?? 2,
+          );
+      } finally {
+        await grader.stop();
+      }
+    }
+  } finally {
+    progress.stop();
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+  const results = readResults(resultsPath);
+  const summary = summarize({
+    results,
+    runId: meta.runId,
+    dataset: meta.dataset,
+    format: "swe-bench",
+    provider: meta.provider,
+    ...(notice ? { notice } : {}),
+    memory: meta.memory,
+    concurrency: o.concurrency ?? 2,
+    startedAt: meta.startedAt,
+    finishedAt: new Date().toISOString(),
+    skipped: [],
+  });
+  writeFileSync(join(out, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
+  writeFileSync(join(out, "report.md"), reportMarkdown(summary, results));
+  writeFileSync(join(out, "report.html"), reportHtml(summary, results));
+  process.stdout.write(
+    o.json ? `${jsonLine({ kind: "summary", ...summary })}\n` : `${sweSummaryText(summary, results, out)}\n`,
+  );
+  return abort.signal.aborted ? 130 : 0;
+}
