@@ -72,7 +72,12 @@ function processWall(argv: string[]): number {
 }
 
 async function main(): Promise<void> {
-  if (!currentBuild(REPO, {})) throw new Error("no current build in dist/app: run `npm run build` first");
+  if (!currentBuild(REPO, {})) {
+    // What it needs, in one line (no stack trace): it times the built JavaScript.
+    console.error("bench:startup: no current build in dist/app (it times the built CLI): run `npm run build` first");
+    process.exitCode = 1;
+    return;
+  }
   console.log(
     `bench:startup on ${(await import("node:os")).cpus().length} cores, load average ${(await import("node:os"))
       .loadavg()

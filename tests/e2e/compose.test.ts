@@ -192,6 +192,21 @@ describe("the compose commands of docs/OPERATIONS.md, offline and keyless", () =
     expect(client).toMatch(/^NATS_INBOX_PREFIX=_INBOX_client$/m);
   });
 
+  it("gives NATS a health check (JetStream on, by its monitoring endpoint) that bus-setup waits for", async () => {
+    await healthy("nats", 30_000);
+    const yaml = await docker(["compose", "-p", PROJECT, "config", "--format", "json"]);
+    const services = (
+      JSON.parse(yaml) as { services: Record<string, { depends_on?: Record<string, { condition: string }> }> }
+    ).services;
+    expect(services["bus-setup"]?.depends_on?.nats?.condition).toBe("service_healthy");
+    // The check itself: the command compose runs, against this NATS, answers 0.
+    const id = (await docker(["compose", "-p", PROJECT, "ps", "-q", "nats"])).trim();
+    const test = JSON.parse(await docker(["inspect", "-f", "{{json .Config.Healthcheck.Test}}", id])) as string[];
+    expect(test[0]).toBe("CMD-SHELL");
+    expect(test[1]).toContain("/healthz?js-enabled-only=true");
+    await expect(docker(["exec", id, "/bin/sh", "-c", test[1] as string])).resolves.toBeDefined();
+  });
+
   it("runs NATS with a user per service: the admin's bus-setup ran once and exited 0, a connection without credentials is refused, and a client's forged event is refused and logged with the subject and the user", async () => {
     const setup = JSON.parse(
       await docker(["compose", "-p", PROJECT, "ps", "-a", "--format", "json", "bus-setup"]).then(

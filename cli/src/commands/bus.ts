@@ -126,6 +126,11 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
     .option("--out <file>", "write it to this file instead of stdout")
     .option("--store-dir <dir>", "JetStream's store directory inside the server", "/data")
     .option("--http-port <port>", "the monitoring port (0: none)", wholeNumber(0, 65535), 8222)
+    .option(
+      "--sync-interval <interval>",
+      "JetStream's sync_interval: always (every acknowledged message on disk) or a duration such as 2m (faster; a power loss can lose that window)",
+      "always",
+    )
     .option("--tls-cert <file>", "TLS: the server's certificate (a path inside the server); clients then set NATS_CA")
     .option("--tls-key <file>", "TLS: the server's private key")
     .option("--tls-ca <file>", "TLS: the CA that signs client certificates")
@@ -145,6 +150,7 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
         out?: string;
         storeDir: string;
         httpPort: number;
+        syncInterval: string;
         tlsCert?: string;
         tlsKey?: string;
         tlsCa?: string;
@@ -185,6 +191,7 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
           const text = renderNatsServerConfig({
             storeDir: opts.storeDir,
             httpPort: opts.httpPort,
+            syncInterval: opts.syncInterval,
             ...(tls ? { tls } : {}),
             ...(clients.length ? { clients } : {}),
             ...cluster,

@@ -72,6 +72,14 @@ describe("the NATS permission matrix", () => {
     expect(text).toContain("password: $LOOPSMITH_NATS_CLIENT_BOB_2_PASSWORD");
   });
 
+  it("syncs every JetStream write to disk by default; another interval only when asked, and a bad one refused", () => {
+    expect(renderNatsServerConfig()).toMatch(/^jetstream \{ store_dir: "\/data", sync_interval: always \}$/m);
+    const window = renderNatsServerConfig({ syncInterval: "2m" });
+    expect(window).toMatch(/^jetstream \{ store_dir: "\/data", sync_interval: 2m \}$/m);
+    expect(window).toMatch(/^# Forced to disk every 2m: a power loss can lose that window/m);
+    expect(() => renderNatsServerConfig({ syncInterval: "2 minutes" })).toThrow(/always or a duration/);
+  });
+
   it("reads each password from the server's environment, so the file holds no secret", () => {
     const text = renderNatsServerConfig();
     for (const role of NATS_ROLES) expect(text).toContain(`password: $${passwordVariable(role)}`);
