@@ -186,7 +186,7 @@ async function fakeBuilder(
 }
 
 /** Steps whose turns and session calls go over the bus; the verdict passes when pkg/mod.py returns 42. */
-function agentSteps(nc: NatsConnection, root: string) {
+function agentSteps(nc: NatsConnection, root: string, over: Partial<Steps> = {}) {
   const base = steps([failed()]);
   const runs: ExecutionRequest[] = [];
   const s: Steps = {
@@ -203,6 +203,7 @@ function agentSteps(nc: NatsConnection, root: string) {
       call(nc, atReplica(Endpoints.executor.sessionCall, id), req, { timeoutMs: 10_000, retries: 0 }),
     closeSession: (id, req) =>
       call(nc, atReplica(Endpoints.executor.sessionClose, id), req, { timeoutMs: 10_000, retries: 0 }),
+    ...over,
   };
   return { steps: s, calls: base.calls, runs };
 }
@@ -224,12 +225,12 @@ async function withAgent<T>(
     turns: AgentTurnRequest[];
     r: ReturnType<typeof agentSteps>;
   }) => Promise<T>,
-  opts: { loseSessionAtCall?: number } = {},
+  opts: { loseSessionAtCall?: number; over?: Partial<Steps> } = {},
 ): Promise<T> {
   const nc = await connect({ servers: url });
   const ex = await fakeExecutor(nc, opts);
   const builder = await fakeBuilder(nc, reply);
-  const r = agentSteps(nc, tree());
+  const r = agentSteps(nc, tree(), opts.over);
   const conductor = await startConductor({ nc, steps: r.steps, log });
   try {
     return await fn({ nc, ex: ex.rec, turns: builder.turns, r });
@@ -508,6 +509,38 @@ describe("agent mode in the conductor", () => {
           true,
         );
         expect(ex.closes).toHaveLength(1);
+      },
+    );
+  });
+  it("starts the loop after a blocked candidate from the tree before it, and tells the model why", async ({ nats }) => {
+    const script = [
+      say([tc("edit", { edits: [{ ...fix, replace: "    import os; return 42\n" }] })]),
+      say([tc("submit", { summary: "sneaky" })]),
+      say([tc("read", { path: "pkg/mod.py" })]),
+      say([tc("edit", { edits: [fix] })]),
+      say([tc("submit", { summary: "answer 42" })]),
+    ];
+    let gates = 0;
+    await withAgent(
+      nats.url,
+      (req) => script[req.callsBefore ?? 0] ?? say([]),
+      async ({ nc, ex, turns }) => {
+        const { result, events } = await runTask(nc, agentTask());
+        expect(result.status).toBe("passed");
+        expect(result.iterations).toBe(2);
+        // Iteration 2's session holds none of the blocked change, and the model read the base's line.
+        expect(ex.opens[1]?.files).toEqual([]);
+        expect(transcript(events)[2]?.observation).toContain("2:     return 41");
+        expect(turns[2]?.previous).toMatch(/Iteration 1 failed \(blocked\)/);
+        expect(turns[2]?.previous).toMatch(/That change was blocked and is NOT in the tree: blocker: imports os/);
+      },
+      {
+        over: {
+          gate: async () =>
+            ++gates === 1
+              ? { blocked: true, findings: [{ severity: "blocker" as const, message: "imports os", rule: "test" }] }
+              : { blocked: false, findings: [] },
+        },
       },
     );
   });

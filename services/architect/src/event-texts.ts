@@ -59,6 +59,9 @@ export const loopTexts = {
   repoCandidate: (summary: string | undefined, changed: readonly string[], deleted: readonly string[]) =>
     `candidate: ${summary ?? "edits"} (${[...changed, ...deleted.map((p) => `-${p}`)].join(", ") || "no change"})`,
   editsFailed: (message: string) => `the edits could not be applied: ${firstLine(message)}`,
+  /** Told to the builder after a blocked candidate (repo mode). */
+  blockedNotApplied:
+    "That change was blocked, so it is NOT in the tree: your edits apply to the tree as it was before it (the files shown are that tree's).",
   gate: "static safety gate",
   gateNothing: "gate passed (nothing to check: the change only deletes files)",
   gateBlocked: (blockers: readonly Finding[]) => `gate blocked the candidate: ${blockers.map(findingText).join("; ")}`,
@@ -183,7 +186,8 @@ export const agentTexts = {
   step: (step: number, tool: string, args: string, observation: string, isError: boolean) =>
     `step ${step}: ${tool}${args ? ` ${args}` : ""} → ${isError ? "error: " : ""}${firstLine(observation).slice(0, 200)}`,
   /** What the model is told when it answered without calling a tool. */
-  nudge: "You answered without calling a tool. Call one of the tools; call submit with a one-line summary when the change is done.",
+  nudge:
+    "You answered without calling a tool. Call one of the tools; call submit with a one-line summary when the change is done.",
   noTool: "(no tool call)",
   unknownTool: (name: string, tools: readonly string[]) => `unknown tool "${name}"; the tools are ${tools.join(", ")}`,
   badArgs: (name: string, why: string) => `the arguments of ${name} are not valid:\n${why}`,
@@ -207,7 +211,8 @@ export const agentTexts = {
     `the step budget (${steps} steps) ran out; ${edits ? "the candidate goes to the verdict as it is" : "no file was changed"}`,
   noChange: (why: string) => `the agent changed no file (${why}): nothing to run`,
   toolFailed: (tool: string, why: string) => `${tool} failed: ${why}`,
-  needsAgentSteps: "stopped: agent mode needs the builder's turn and the executor's session steps, which this architect does not have",
+  needsAgentSteps:
+    "stopped: agent mode needs the builder's turn and the executor's session steps, which this architect does not have",
   /** The previous iteration, as the next loop's opening message tells it. */
   previous: (
     iteration: number,
@@ -215,7 +220,7 @@ export const agentTexts = {
     failing: readonly string[],
     output: string,
     reflection: { rootCause: string; hypothesis: string; fixPlan: string } | undefined,
-    tree: { kept: readonly string[] } | { blocked: string },
+    tree: { kept: readonly string[]; blocked?: string },
   ) =>
     [
       `Iteration ${iteration} failed (${status})${failing.length ? `; failing tests: ${failing.slice(0, 20).join(", ")}` : ""}.`,
@@ -223,11 +228,10 @@ export const agentTexts = {
       reflection
         ? `Reflection on it: root cause: ${reflection.rootCause}\nHypothesis: ${reflection.hypothesis}\nFix plan: ${reflection.fixPlan}`
         : "",
-      "kept" in tree
-        ? tree.kept.length
-          ? `Your change from that iteration is still in the tree (changed: ${tree.kept.join(", ")}).`
-          : "The tree is the base commit's."
-        : `That change was blocked and is NOT in the tree (you start again from the base commit): ${tree.blocked}`,
+      tree.blocked !== undefined ? `That change was blocked and is NOT in the tree: ${tree.blocked}` : "",
+      tree.kept.length
+        ? `${tree.blocked !== undefined ? "The tree holds the last change that ran" : "Your change from that iteration is still in the tree"} (changed: ${tree.kept.join(", ")}).`
+        : "The tree is the base commit's.",
     ]
       .filter(Boolean)
       .join("\n\n"),

@@ -17,7 +17,7 @@ import { candidatePhase, isAgentTask } from "./agent/explore.js";
 import { dagTexts, loopTexts, runTexts } from "./event-texts.js";
 import { briefFromError, briefFromExecution, briefFromFindings, errorTextOf } from "./failure.js";
 import { applyCandidate, baseReader, policyOf, repoExecution } from "./repo/workspace.js";
-import { executionRequest, recallScope, stepKey } from "./requests.js";
+import { executionRequest, recallScope, stepKey, treeBase } from "./requests.js";
 import { MAX_SANDBOX_ERRORS, type PhaseOutcome, type TaskRun } from "./run.js";
 import type { TaskState } from "./state.js";
 import { evaluationNames, gateChange, tamperingConcerns } from "./tampering.js";
@@ -91,12 +91,17 @@ export async function buildPhase(s: TaskState, run: TaskRun): Promise<PhaseOutco
   await run.emit("iteration", loopTexts.iteration(s.iteration, s.task.limits.maxIterations));
   await run.emit("phase", loopTexts.building, { phase: "build" });
   try {
+    // The builder sees a blocked candidate and why it was blocked, and that it is not in the tree.
+    const failure =
+      s.task.repo && s.failure?.status === "blocked"
+        ? { ...s.failure, output: `${s.failure.output}\n\n${loopTexts.blockedNotApplied}` }
+        : s.failure;
     const previous =
-      s.candidate && s.failure
+      s.candidate && failure
         ? {
             previous: {
               candidate: s.candidate,
-              failure: s.failure,
+              failure,
               ...(s.reflection ? { reflection: s.reflection } : {}),
             },
           }
@@ -133,7 +138,8 @@ async function applyRepoCandidate(
   reply: Candidate,
   data: Record<string, unknown>,
 ): Promise<PhaseOutcome> {
-  const applied = await applyCandidate(s, run.steps, reply);
+  // Over the tree the iteration starts from: never a blocked candidate's.
+  const applied = await applyCandidate({ ...s, candidate: treeBase(s) }, run.steps, reply);
   const message = applied.message ?? "";
   if (!applied.ok) {
     await run.emit("step", loopTexts.editsFailed(message), { phase: "build", data });
@@ -321,9 +327,13 @@ export async function executePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
     },
   );
   const lastExecution = forCheckpoint(result);
+  const ran = s.task.repo && s.candidate ? { lastRunCandidate: s.candidate } : {};
   if (result.status === "passed")
-    return { next: "score", patch: { lastExecution, history: [...s.history, loopTexts.historyPassed(s.iteration)] } };
-  return { next: "remember", patch: { lastExecution, failure: briefFromExecution(s.iteration, result) } };
+    return {
+      next: "score",
+      patch: { lastExecution, ...ran, history: [...s.history, loopTexts.historyPassed(s.iteration)] },
+    };
+  return { next: "remember", patch: { lastExecution, ...ran, failure: briefFromExecution(s.iteration, result) } };
 }
 
 /**

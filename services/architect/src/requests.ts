@@ -6,6 +6,7 @@
 import {
   idempotencyKey,
   type Budget,
+  type Candidate,
   type ExecutionRequest,
   type FileChange,
   type TaskScript,
@@ -66,4 +67,14 @@ export function executionRequest(
     timeoutMs: s.task.limits.runTimeoutMs,
     memoryMb: s.task.limits.memoryMb,
   };
+}
+
+/**
+ * Repo mode: the candidate whose tree the next iteration starts from (edits apply over it,
+ * the prompt shows its files). The current candidate, unless it was blocked (by the policy,
+ * the gate or the review: the failure's status `blocked`): a blocked change never becomes
+ * the next base, so the latest candidate that ran is used (none: the base commit's tree).
+ */
+export function treeBase(s: TaskState): Candidate | undefined {
+  return s.failure?.status === "blocked" ? s.lastRunCandidate : s.candidate;
 }

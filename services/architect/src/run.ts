@@ -25,7 +25,7 @@ import {
 import { closeSession } from "./agent/session.js";
 import { runTexts } from "./event-texts.js";
 import { repoBrief, repoChange } from "./repo/workspace.js";
-import { budgetLeft, stepKey, taskScript } from "./requests.js";
+import { budgetLeft, stepKey, taskScript, treeBase } from "./requests.js";
 import { addStepUsage, type TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
 import { taskRecordOf } from "./task-record.js";
@@ -89,14 +89,15 @@ export class TaskRun {
 
   /**
    * The parts of the task a prompt may see (never the hidden tests); in repo mode, the map and
-   * the picked files. In agent mode the map only: the model reads the files it wants, and the
-   * opening message goes again with every turn.
+   * the picked files, from the tree the next candidate starts from (`treeBase`: never a blocked
+   * change). In agent mode the map only: the model reads the files it wants, and the opening
+   * message goes again with every turn.
    */
   async brief(): Promise<TaskBrief> {
     const t = this.s.task;
     const brief: TaskBrief = { goal: t.goal, language: t.language, files: t.files, acceptanceTests: t.acceptanceTests };
     if (!t.repo) return brief;
-    const repo = await repoBrief(this.s, this.steps);
+    const repo = await repoBrief({ ...this.s, candidate: treeBase(this.s) }, this.steps);
     return { ...brief, repo: t.repo.mode === "agent" ? { ...repo, files: [] } : repo };
   }
 

@@ -41,6 +41,12 @@ export const TaskState = z.object({
   recall: Recall.optional(),
   plan: Plan.optional(),
   candidate: Candidate.optional(),
+  /**
+   * Repo mode: the latest candidate that was run (the policy, the gate and the review let it
+   * through). After a blocked iteration the next one starts from this tree, never from the
+   * blocked change (`treeBase` in requests.ts).
+   */
+  lastRunCandidate: Candidate.optional(),
   lastExecution: ExecutionResult.optional(),
   /** The failure of the latest iteration, while it is being remembered and reflected on. */
   failure: FailureBrief.optional(),

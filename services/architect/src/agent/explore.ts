@@ -18,7 +18,7 @@ import {
 import { agentTexts, loopTexts } from "../event-texts.js";
 import { briefFromError } from "../failure.js";
 import { baseTree } from "../repo/workspace.js";
-import { budgetLeft } from "../requests.js";
+import { budgetLeft, treeBase } from "../requests.js";
 import { RetryLater, type PhaseOutcome, type TaskRun } from "../run.js";
 import type { TaskState } from "../state.js";
 import type { AgentLoopState } from "./loop-state.js";
@@ -43,13 +43,13 @@ export function candidatePhase(s: TaskState): "build" | "explore" {
 }
 
 /**
- * Where the loop's tree starts: the previous iteration's candidate, unless the gate or the
- * policy blocked it (a blocked change never becomes the base of the next one); then the
- * base commit's.
+ * Where the loop's tree starts: the previous iteration's candidate, unless the policy, the
+ * gate or the review blocked it (a blocked change never becomes the base of the next one);
+ * then the latest candidate that ran, or the base commit's tree (`treeBase`).
  */
 function startingTree(s: TaskState): { files: Candidate["files"]; deleted: string[] } {
-  if (!s.candidate || s.failure?.status === "blocked") return { files: [], deleted: [] };
-  return { files: s.candidate.files, deleted: s.candidate.deleted ?? [] };
+  const from = treeBase(s);
+  return { files: from?.files ?? [], deleted: from?.deleted ?? [] };
 }
 
 /** The previous iteration as the turn request's `previous`: its failure, the reflection, what the tree holds. */
@@ -57,12 +57,9 @@ function previousOf(s: TaskState): string | undefined {
   const f = s.failure;
   if (!f || s.iteration <= 1) return undefined;
   const output = cutObservation(f.output, { ...OBSERVATION_CUT, maxChars: PREVIOUS_OUTPUT_CHARS });
-  const tree =
-    f.status === "blocked"
-      ? { blocked: f.output.split("\n")[0] ?? "" }
-      : {
-          kept: [...(s.candidate?.files ?? []).map((x) => x.path), ...(s.candidate?.deleted ?? []).map((p) => `-${p}`)],
-        };
+  const base = treeBase(s);
+  const changed = [...(base?.files ?? []).map((x) => x.path), ...(base?.deleted ?? []).map((p) => `-${p}`)];
+  const tree = f.status === "blocked" ? { blocked: f.output.split("\n")[0] ?? "", kept: changed } : { kept: changed };
   return agentTexts.previous(f.iteration, f.status, f.failingTests, output, s.reflection, tree).slice(0, 40_000);
 }
 
