@@ -17,8 +17,13 @@ export interface ProgressStream extends LiveStream {
 
 /** The progress display of one task. */
 export interface SolveProgress {
-  /** Shows one event of the task. */
+  /** Shows one event of the task; the first one after {@link SolveProgress.queued} is announced as its start. */
   event(e: TaskEvent): void;
+  /**
+   * Says at once that the submitted task waits in the intake queue for a conductor, with
+   * `ahead` tasks before it (see `intakePosition`); its first event then prints `started`.
+   */
+  queued(ahead: number): void;
   /** Runs `write` (to stderr, on the same terminal) without breaking the tree on screen. */
   aside(write: () => void): void;
   /**
@@ -53,6 +58,40 @@ export function solveProgress(
   o: { tty?: boolean; color?: boolean; now?: () => number; tickMs?: number } = {},
 ): SolveProgress {
   const now = o.now ?? Date.now;
+  const inner = eventsProgress(stream, o, now);
+  let queuedAt: number | undefined;
+  return {
+    ...inner,
+    queued(ahead) {
+      queuedAt = now();
+      inner.line(queuedLine(ahead));
+    },
+    event(e) {
+      if (queuedAt !== undefined) {
+        inner.line(startedLine(now() - queuedAt));
+        queuedAt = undefined;
+      }
+      inner.event(e);
+    },
+  };
+}
+
+/** The line printed right after submission while the task waits for a conductor. */
+export function queuedLine(ahead: number): string {
+  return `queued: waiting for a conductor (${ahead} task${ahead === 1 ? "" : "s"} ahead)`;
+}
+
+/** The line printed at the task's first event, after `waitedMs` in the queue. */
+export function startedLine(waitedMs: number): string {
+  return `started: a conductor took the task after ${(waitedMs / 1000).toFixed(1)} s in the queue`;
+}
+
+/** The display of the events alone, and a way to print a line of its own between them. */
+function eventsProgress(
+  stream: ProgressStream,
+  o: { tty?: boolean; color?: boolean; tickMs?: number },
+  now: () => number,
+): Omit<SolveProgress, "queued"> & { line(text: string): void } {
   if (!(o.tty ?? stream.isTTY)) {
     let last: DagProgress | undefined;
     return {
@@ -66,6 +105,7 @@ export function solveProgress(
       },
       aside: (write) => write(),
       stop: () => undefined,
+      line: (text) => void stream.write(`${text}\n`),
     };
   }
   const block = new LiveBlock(stream);
@@ -92,6 +132,7 @@ export function solveProgress(
       tick();
     },
     aside: (write) => block.around(write),
+    line: (text) => block.log(text),
     stop({ clear }) {
       if (timer) clearInterval(timer);
       timer = undefined;

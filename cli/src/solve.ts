@@ -35,6 +35,7 @@ import { dagOf } from "./dag-view.js";
 import { withChildEvents } from "./child-events.js";
 import { resultText } from "./output.js";
 import { solveProgress, type SolveProgress } from "./solve-progress.js";
+import { intakePosition } from "./intake-queue.js";
 import { ROLES, shownNatsUrl } from "./preflight.js";
 import { startLocalStack, type LocalStack } from "./stack.js";
 import { liveStack } from "./stack-record.js";
@@ -343,6 +344,11 @@ async function runSolve(
       out(
         `task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`,
       );
+    // Waiting in the intake queue says so at once (and its first event says it started).
+    if (progress && !submitted.duplicate) {
+      const ahead = await intakePosition(intake, submitted.seq);
+      if (ahead !== undefined) progress.queued(ahead);
+    }
     const { result, dag } = await follow(nc, owner, task.taskId, o, abort.signal, progress, log).catch(
       (err: unknown) => {
         throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), {
