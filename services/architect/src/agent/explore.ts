@@ -222,7 +222,8 @@ async function answerCalls(
     };
     await run.emit("step", agentTexts.step(step, tool, argsLine(call), seen, result.isError), {
       phase: "explore",
-      data: { agentStep },
+      // The provider's call id goes with the step, so a replay gives the same ids (cli/src/replay.ts).
+      data: { agentStep: call ? { ...agentStep, callId: call.id } : agentStep },
     });
     run.io.heartbeat();
     if (stuck?.action === "stop") break;
