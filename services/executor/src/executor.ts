@@ -3,7 +3,8 @@
  * pool, under a concurrency limit with a bounded queue, and reports an {@link ExecutionResult}.
  */
 import { randomBytes } from "node:crypto";
-import { hostname } from "node:os";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
 import {
@@ -30,6 +31,7 @@ import { blocked, precheck, resultOf, sandboxError, withoutOutput, type Detailed
 import { PROBE, selfTest } from "./selftest.js";
 import { SetupLayers } from "./setup.js";
 import { SandboxTracker } from "./tracker.js";
+import { SessionManager } from "./session.js";
 
 /** Options of one run. */
 export interface RunOptions {
@@ -70,6 +72,8 @@ export interface Executor {
   readonly engine: EngineInfo | undefined;
   /** Its load and health now, as `$SRV` STATS reports them ({@link ExecutorLoad}). */
   load(): ExecutorLoad;
+  /** Agent mode's session containers (session.ts); all closed by `stop()`. */
+  readonly sessions: SessionManager;
 }
 
 /** An executor's load and health, reported in `$SRV` STATS (the run endpoint's `data`). */
@@ -125,6 +129,13 @@ export interface ExecutorDeps {
    * are read from (@defaultValue process.env).
    */
   setup?: { timeoutMs?: number; env?: NodeJS.ProcessEnv };
+  /**
+   * Where session host copies live (session.ts); this executor uses `<sessionsDir>/<instanceId>`.
+   * @defaultValue `<os tmpdir>/loopsmith-sessions`
+   */
+  sessionsDir?: string;
+  /** Closes sessions idle for this long, ms (tests shorten it). @defaultValue SESSION_IDLE_MS */
+  sessionIdleMs?: number;
   /**
    * The executor instances alive now (service.ts asks `$SRV` PING over NATS): a container of
    * another executor that was created and never started is removed within seconds when its
@@ -220,6 +231,18 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     seccomp,
     ...(cfg.runtime ? { runtime: cfg.runtime } : {}),
   });
+  const sessions = new SessionManager({
+    docker,
+    config,
+    log,
+    layers,
+    specFor,
+    instanceId,
+    labels,
+    dir: join(deps.sessionsDir ?? join(tmpdir(), "loopsmith-sessions"), instanceId),
+    ...(deps.loadBase ? { loadBase: deps.loadBase } : {}),
+    ...(deps.sessionIdleMs !== undefined ? { idleMs: deps.sessionIdleMs } : {}),
+  });
   for (const kind of deps.kinds ?? (["python", "node"] as const)) {
     pools.set(kind, new WarmPool(docker, specFor(kind), cfg.warmPoolSize, log, (s) => tracker.track(s)));
   }
@@ -251,6 +274,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       );
       sweeper.unref();
       watch.start(deps.enginePingEveryMs);
+      sessions.start();
       log.info(
         { instanceId, engine, warmPoolSize: cfg.warmPoolSize, concurrency: cfg.concurrency },
         "executor started",
@@ -387,6 +411,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       clearInterval(sweeper);
       for (const c of inflight) c.abort(STOPPED_REASON);
       await starting?.catch(() => undefined);
+      await sessions.closeAll().catch((err: unknown) => log.warn({ err }, "could not close every session"));
       clearInterval(sweeper);
       await Promise.all([...pools.values()].map((p) => p.close()));
       while (inflight.size) await new Promise((resolve) => setTimeout(resolve, 20));
@@ -404,6 +429,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
 
   return {
     instanceId,
+    sessions,
     get engine() {
       return engine;
     },

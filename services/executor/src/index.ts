@@ -21,6 +21,7 @@ export {
 export { executorService, liveExecutors, type ExecutorServiceDeps } from "./service.js";
 export {
   CREATED_GRACE_S,
+  LABEL_SESSION,
   ORPHAN_GRACE_S,
   SWEEP_EVERY_MS,
   removeLeftovers,
@@ -68,3 +69,13 @@ export {
   PASSED_THROUGH,
 } from "./layer.js";
 export { PYTEST_ADDOPTS, shellOutcome } from "./shell.js";
+export { SessionManager, SESSION_IDLE_MS, type SessionDeps } from "./session.js";
+export { RUN_OUTPUT_LIMIT_BYTES, SESSION_IDLE_UID, HeadTail } from "./session-exec.js";
+export {
+  listTree,
+  readLines,
+  searchTree,
+  MAX_SEARCH_MATCHES,
+  MAX_SEARCH_FILE_BYTES,
+  SEARCH_TIMEOUT_MS,
+} from "./session-tools.js";

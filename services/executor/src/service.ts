@@ -6,7 +6,15 @@ import { join } from "node:path";
 import Docker from "dockerode";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { Endpoints, ServiceNames, handle, pingService, type Config, type ServiceModule } from "@loopsmith/shared";
+import {
+  Endpoints,
+  ServiceNames,
+  handle,
+  onReplica,
+  pingService,
+  type Config,
+  type ServiceModule,
+} from "@loopsmith/shared";
 import { createExecutor, type Executor } from "./executor.js";
 import { fitResult } from "./fit.js";
 import type { LiveInstances } from "./leftovers.js";
@@ -43,7 +51,10 @@ const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
 /**
  * The service module for `runService`/`serviceMain`: starts the executor (self-test,
- * leftover cleanup, warm pools) and registers `Endpoints.executor.run`. Repo-mode runs read
+ * leftover cleanup, warm pools) and registers `Endpoints.executor.run`, and agent mode's
+ * sessions: `sessionOpen` in the queue group, `sessionCall` and `sessionClose` on this
+ * replica's subject only (`onReplica(def, instanceId)`; a call for a session it does not hold
+ * fails `not_found`). Session host copies live under `<dataDir>/sessions/<instanceId>`. Repo-mode runs read
  * their base trees through `deps.nc` (`snapshotLoader`, cached under `<dataDir>/cache/repos`).
  * A reply that would pass the server's `max_payload` keeps the head and tail of stdout and
  * stderr. `$SRV` INFO metadata names the engine (`engine`: its id, `engineName`,
@@ -64,6 +75,8 @@ export async function executorService(deps: ExecutorServiceDeps): Promise<Servic
       loadBase: snapshotLoader(deps.nc, join(deps.config.dataDir, "cache", "repos")),
       // A created, never-started sandbox of an executor that does not answer is removed soon.
       liveInstances: liveExecutors(deps.nc, deps.log),
+      // Agent mode's session host copies.
+      sessionsDir: join(deps.config.dataDir, "sessions"),
     });
   await executor.start();
   const engine = executor.engine;
@@ -73,6 +86,13 @@ export async function executorService(deps: ExecutorServiceDeps): Promise<Servic
         const result = await executor.run(req);
         return fitResult(result, deps.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
       }),
+      // Agent mode: a session opens on any replica (queue group); its calls and its close go
+      // to this replica's own subject, `<subject>.<instanceId>`, which only it serves.
+      handle(Endpoints.executor.sessionOpen, (req) => executor.sessions.open(req)),
+      handle(onReplica(Endpoints.executor.sessionCall, executor.instanceId), (req) => executor.sessions.call(req)),
+      handle(onReplica(Endpoints.executor.sessionClose, executor.instanceId), async (req) => ({
+        closed: await executor.sessions.close(req.sessionId),
+      })),
     ],
     hooks: [{ name: "executor", run: () => executor.stop() }],
     // Which engine: executors with the same `engine` share one Docker engine's CPUs.

@@ -62,6 +62,38 @@ export function servedSubject(def: EndpointDef): string {
   return def.owned ? `${def.subject}.*` : def.subject;
 }
 
+/** A replica's subject token: its instance id (1 to 64 letters, digits, `_` or `-`). */
+export const REPLICA_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * The subject of an endpoint on one replica only: `<subject>.<replicaId>` (agent mode's
+ * `session_call` and `session_close`, sent to the executor that holds the session, whose id
+ * `SessionOpened.executorId` names).
+ * @throws LoopsmithError `bad_request` when `replicaId` is not a valid token ({@link REPLICA_PATTERN})
+ */
+export function replicaSubject(def: EndpointDef, replicaId: string): string {
+  if (!REPLICA_PATTERN.test(replicaId))
+    throw new LoopsmithError(
+      "bad_request",
+      `the replica id "${replicaId}" is not valid: use 1 to 64 letters, digits, "_" or "-"`,
+    );
+  return `${def.subject}.${replicaId}`;
+}
+
+/**
+ * An endpoint as served and called on one replica: the same name and schemas, its subject
+ * {@link replicaSubject}. Serve it with `handle(onReplica(def, myId), …)` (only that replica
+ * subscribes, so its queue group holds one member); call it with
+ * `call(nc, onReplica(def, executorId), req)`. A replica that is gone answers nothing: the
+ * call fails `unavailable` (no responders).
+ * @throws LoopsmithError `bad_request` as {@link replicaSubject}; and for an owned endpoint
+ */
+export function onReplica<E extends EndpointDef>(def: E, replicaId: string): E {
+  if (def.owned)
+    throw new LoopsmithError("bad_request", `${def.subject} is an owned endpoint: it has no replica subject`);
+  return { ...def, subject: replicaSubject(def, replicaId) };
+}
+
 /** Every endpoint of every service. */
 export const Endpoints = {
   architect: {

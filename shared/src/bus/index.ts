@@ -37,7 +37,7 @@ export {
   tasksSubmitSubject,
 } from "./subjects.js";
 export type { ServiceName } from "./subjects.js";
-export { Endpoints, requestSubject, servedSubject } from "./endpoints.js";
+export { Endpoints, REPLICA_PATTERN, onReplica, replicaSubject, requestSubject, servedSubject } from "./endpoints.js";
 export type { EndpointDef } from "./endpoints.js";
 export {
   HEARTBEAT_EVERY_MS,
