@@ -24,7 +24,7 @@ import { ExitCode } from "./exit-codes.js";
 import { fetchRun, withMemory } from "./runs.js";
 import type { SolveOptions } from "./solve.js";
 import { jsonLine, printable } from "./terminal.js";
-import { transcriptSteps, type RecordedStep } from "./transcript-view.js";
+import { NO_TOOL_CALL, transcriptSteps, type RecordedStep } from "./transcript-view.js";
 
 /** The LLM roles, in the order a script file lists them. */
 const ROLE_NAMES = ["spec", "plan", "build", "review", "reflect"] as const satisfies readonly Role[];
@@ -47,21 +47,21 @@ const LlmNote = z.object({
 
 /**
  * The agent role's script turns from a run's transcript (see docs/SCRIPTS.md, "From a
- * transcript to a script"), in the order the steps were taken: one {@link ScriptTurn} per
- * model turn, `content` the turn's thought (its first non-empty one) and `toolCalls` its
- * steps' calls, each with the recorded tool name and arguments exactly as recorded (`id` the
- * provider's call id when the step carries one). Steps are grouped into turns by their
- * `turn` number when they carry one; a step without one (the shared `TranscriptStep` has no
- * such field yet) is a turn of its own. A step with an empty tool name is a turn without a
- * tool call (the model answered in text). Pure.
+ * transcript to a script"), in the order the model took them: one {@link ScriptTurn} per
+ * model turn (the steps that share an iteration and a `step` number, one per tool call),
+ * `content` the turn's thought (the loop records it on the turn's first call) and
+ * `toolCalls` its calls in order, each with the recorded tool name and arguments exactly as
+ * recorded (`id` when the step carries the provider's call id). A turn without a tool call
+ * (recorded as the tool {@link NO_TOOL_CALL}, or an empty name) has no calls. Pure.
  */
 export function agentTurns(steps: readonly RecordedStep[]): ScriptTurn[] {
   const turns = new Map<string, ScriptTurn>();
   for (const s of steps) {
-    const key = s.turn !== undefined ? `turn ${s.turn}` : `step ${s.iteration}.${s.step}`;
+    const key = `${s.iteration}:${s.step}`;
     const turn = turns.get(key) ?? { content: "", toolCalls: [] };
     if (!turn.content && s.thought) turn.content = s.thought;
-    if (s.tool) turn.toolCalls.push({ ...(s.callId ? { id: s.callId } : {}), name: s.tool, args: s.args });
+    if (s.tool && s.tool !== NO_TOOL_CALL)
+      turn.toolCalls.push({ ...(s.callId ? { id: s.callId } : {}), name: s.tool, args: s.args });
     turns.set(key, turn);
   }
   return [...turns.values()];
@@ -105,8 +105,8 @@ export function replayScript(record: RunRecord): ScriptFile {
 
 /**
  * A warning when the agent turns rebuilt from the transcript are not as many as the agent
- * calls the run made (steps without a turn number, several calls in one turn, a text-only
- * turn left unrecorded, or lost events): the replay may then take different steps.
+ * calls the run made (a model call that failed before any step, or events lost from a
+ * truncated record): the replay may then take different steps.
  * Undefined when they match, or when the result counts no `agent` call.
  */
 export function agentCallsNote(record: RunRecord, script: ScriptFile): string | undefined {

@@ -94,16 +94,33 @@ describe("transcriptSteps", () => {
     ]);
   });
 
-  it("counts a step published twice once, the later event winning", () => {
-    const again = stepEvent(9, {
-      step: 2,
-      tool: "search",
-      args: { pattern: "def bar" },
-      observation: "x.py:1: def bar",
+  it("keeps every call of a turn, numbered in the turn, and a re-published turn once", () => {
+    const agentUsage = (seq: number): TaskEvent => ({
+      v: 1,
+      taskId: "agent1",
+      seq,
+      at: "t",
+      iteration: 3,
+      kind: "usage",
+      message: "usage",
+      data: { role: "agent" },
     });
-    const steps = transcriptSteps([...events(), again]);
-    expect(steps).toHaveLength(5);
-    expect(steps[1]?.args).toEqual({ pattern: "def bar" });
+    const turn = (seq: number, path: string): TaskEvent =>
+      stepEvent(seq, { step: 1, tool: "read", args: { path }, observation: "1: x" }, 3);
+    const steps = transcriptSteps([
+      agentUsage(20),
+      turn(21, "a.py"),
+      agentUsage(22),
+      turn(23, "b.py"),
+      turn(24, "c.py"),
+    ]);
+    expect(transcriptLines(steps)[1]).toBe("    iteration 3: 1 step (2 calls) · 0 tok · $0 · 10 ms");
+    expect(steps.map((s) => stepText(s))).toEqual([
+      '#1 read path="b.py" → 1 line (5 ms)',
+      '#1.2 read path="c.py" → 1 line (5 ms)',
+    ]);
+    // Without the usage events (a truncated record) both publications stay.
+    expect(transcriptSteps([turn(21, "a.py"), turn(23, "b.py")]).map((s) => s.call)).toEqual([1, 2]);
   });
 });
 

@@ -14,38 +14,61 @@ import { printable } from "./terminal.js";
 import { palette } from "./ui/index.js";
 
 /**
- * A step as the run recorded it, with the model turn that made it when the event says so.
- * `turn` and `callId` are not (yet) fields of the shared {@link TranscriptStep}: they are
- * read when an event carries them, so a loop that records them gets its turns grouped by
- * `loopsmith replay`; without them every step is its own turn.
+ * The `tool` of a step the loop records for a model turn without a tool call (it nudges the
+ * model): `agentTexts.noTool` in services/architect/src/event-texts.ts.
+ */
+export const NO_TOOL_CALL = "(no tool call)";
+
+/**
+ * A step as the run recorded it, with its place in its model turn. The loop numbers its
+ * model turns (`TranscriptStep.step`, per iteration) and records one step per tool call of
+ * a turn, so the calls of one turn share their `step`; `call` is the call's 1-based place in
+ * the turn. `callId` (the provider's `ToolCall.id`) is not a field of the shared contract: it
+ * is read when an event carries it.
  */
 export const RecordedStep = TranscriptStep.extend({
-  /** 1-based number of the model turn (the agent role's call) within the task. */
-  turn: z.number().int().min(1).optional(),
-  /** The provider's id of the tool call (`ToolCall.id`). */
+  call: z.number().int().min(1).default(1),
   callId: z.string().min(1).max(200).optional(),
 });
 export type RecordedStep = z.infer<typeof RecordedStep>;
 
+/** A step to draw: a recorded one, or a bare {@link TranscriptStep} (its turn's first call). */
+export type ViewStep = TranscriptStep & { call?: number };
+
+const StepData = RecordedStep.omit({ call: true });
+
+/** Whether `e` is a model turn's `usage` event (the loop's model calls are the `agent` role's). */
+const isAgentUsage = (e: TaskEvent): boolean => e.kind === "usage" && e.data?.role === "agent";
+
 /**
- * The agent steps of a run, in the order they were taken (iteration, then step): from each
+ * The agent steps of a run, in the order they were taken (iteration, turn, call): from each
  * `step` event of phase `explore` whose `data.agentStep` is a valid step; events that are
- * not are skipped. A step recorded twice (a loop resumed after a restart publishes it again)
- * counts once, the later event winning.
+ * not are skipped. A turn published again (a loop resumed after a restart asks the model
+ * again, so a new `usage` event of role `agent` comes before its steps) replaces the earlier
+ * publication of that turn; a record without its `usage` events (truncated) keeps both.
  */
 export function transcriptSteps(events: readonly TaskEvent[]): RecordedStep[] {
-  const byKey = new Map<string, RecordedStep>();
+  const turns = new Map<string, { mark: number; steps: RecordedStep[] }>();
+  let mark = 0;
   for (const e of [...events].sort((a, b) => a.seq - b.seq)) {
+    if (isAgentUsage(e)) mark++;
     if (e.kind !== "step" || e.phase !== "explore") continue;
-    const parsed = RecordedStep.safeParse(e.data?.agentStep);
-    if (parsed.success) byKey.set(`${parsed.data.iteration}:${parsed.data.step}`, parsed.data);
+    const parsed = StepData.safeParse(e.data?.agentStep);
+    if (!parsed.success) continue;
+    const key = `${parsed.data.iteration}:${parsed.data.step}`;
+    const turn = turns.get(key);
+    const steps = turn && turn.mark === mark ? turn.steps : [];
+    steps.push({ ...parsed.data, call: steps.length + 1 });
+    turns.set(key, { mark, steps });
   }
-  return [...byKey.values()].sort((a, b) => a.iteration - b.iteration || a.step - b.step);
+  return [...turns.values()]
+    .flatMap((t) => t.steps)
+    .sort((a, b) => a.iteration - b.iteration || a.step - b.step || a.call - b.call);
 }
 
 /** Steps grouped by iteration, iterations in order. */
-export function stepsByIteration(steps: readonly RecordedStep[]): [number, RecordedStep[]][] {
-  const out = new Map<number, RecordedStep[]>();
+export function stepsByIteration<T extends TranscriptStep>(steps: readonly T[]): [number, T[]][] {
+  const out = new Map<number, T[]>();
   for (const s of steps) out.set(s.iteration, [...(out.get(s.iteration) ?? []), s]);
   return [...out.entries()].sort((a, b) => a[0] - b[0]);
 }
@@ -110,20 +133,29 @@ export function stepOutcome(step: Pick<TranscriptStep, "tool" | "observation" | 
 /** The mark of a step the stuck rule fired on: `STUCK repeat_call → redirect`. */
 const stuckMark = (s: TranscriptStep): string => (s.stuck ? `STUCK ${s.stuck.rule} → ${s.stuck.action}` : "");
 
-/** One step's line, uncoloured: `#3 search pattern="def foo" → 4 matches (12 ms, 1 234 tok)`. */
-export function stepText(s: TranscriptStep): string {
+/**
+ * One step's line, uncoloured: `#3 search pattern="def foo" → 4 matches (12 ms, 1 234 tok)`;
+ * the second call of turn 3 is `#3.2`.
+ */
+export function stepText(s: ViewStep): string {
   const cost = [duration(s.durationMs), ...(s.tokens ? [`${groupDigits(s.tokens)} tok`] : [])].join(", ");
   const args = formatArgs(s.args);
-  return `#${s.step} ${s.tool}${args ? ` ${args}` : ""} → ${stepOutcome(s)} (${cost})${s.stuck ? `  ${stuckMark(s)}` : ""}`;
+  return `#${s.step}${s.call && s.call > 1 ? `.${s.call}` : ""} ${s.tool}${args ? ` ${args}` : ""} → ${stepOutcome(s)} (${cost})${s.stuck ? `  ${stuckMark(s)}` : ""}`;
 }
 
-/** An iteration's totals: `12 steps · 5 432 tok · $0.0123 · 14.2 s`, `· stuck` when the rule fired. */
+/**
+ * An iteration's totals: `12 steps (15 calls) · 5 432 tok · $0.0123 · 14.2 s` (a step is a
+ * model turn, as the step budget counts them; the calls are shown when a turn made several),
+ * `· stuck` when the rule fired.
+ */
 function iterationTotals(steps: readonly TranscriptStep[]): string {
   const tokens = steps.reduce((n, s) => n + s.tokens, 0);
   const cost = steps.reduce((n, s) => n + s.costUsd, 0);
   const ms = steps.reduce((n, s) => n + s.durationMs, 0);
   const stuck = steps.some((s) => s.stuck) ? " · stuck" : "";
-  return `${plural(steps.length, "step")} · ${groupDigits(tokens)} tok · ${usd(cost)} · ${duration(ms)}${stuck}`;
+  const turns = new Set(steps.map((s) => s.step)).size;
+  const calls = turns === steps.length ? "" : ` (${plural(steps.length, "call")})`;
+  return `${plural(turns, "step")}${calls} · ${groupDigits(tokens)} tok · ${usd(cost)} · ${duration(ms)}${stuck}`;
 }
 
 /** `text` as indented lines, at most `maxLines` of them (each cut at 160 characters), saying what was left out. */
@@ -152,7 +184,7 @@ export interface TranscriptViewOptions {
  * step ({@link stepText}); errors red, stuck steps yellow when coloured. Model and sandbox
  * text goes through `printable`. No lines when there are no steps.
  */
-export function transcriptLines(steps: readonly TranscriptStep[], opts: TranscriptViewOptions = {}): string[] {
+export function transcriptLines(steps: readonly ViewStep[], opts: TranscriptViewOptions = {}): string[] {
   if (!steps.length) return [];
   const c = palette(opts.color ?? false);
   const indent = opts.indent ?? "  ";
@@ -185,7 +217,7 @@ export const TRANSCRIPT_CSS = [
  * list of steps, each with its line and a nested `<details>` holding the thought and the
  * observation in `<pre>`. Every text from the run is escaped. Empty when there are no steps.
  */
-export function transcriptHtml(steps: readonly TranscriptStep[]): string {
+export function transcriptHtml(steps: readonly ViewStep[]): string {
   if (!steps.length) return "";
   const e = escapeHtml;
   return stepsByIteration(steps)
@@ -208,7 +240,7 @@ export function transcriptHtml(steps: readonly TranscriptStep[]): string {
  * The transcript for `report.md`: per iteration a `<details>` block (GitHub renders it
  * folded) holding the step lines in a fence no step can close. Empty when there are no steps.
  */
-export function transcriptMarkdown(steps: readonly TranscriptStep[]): string[] {
+export function transcriptMarkdown(steps: readonly ViewStep[]): string[] {
   if (!steps.length) return [];
   const out = ["## Transcript (agent mode)", ""];
   for (const [iteration, list] of stepsByIteration(steps)) {

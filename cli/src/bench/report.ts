@@ -5,9 +5,8 @@
  * `simulated`), both start with the run's notice. Every string that comes from the dataset or
  * a result (case ids, stop reasons, errors, skipped-line messages) is escaped.
  */
-import type { TranscriptStep } from "@loopsmith/shared";
 import { escapeHtml } from "../html.js";
-import { TRANSCRIPT_CSS, transcriptHtml } from "../transcript-view.js";
+import { TRANSCRIPT_CSS, transcriptHtml, type ViewStep } from "../transcript-view.js";
 import { armsOf, lastResults, simulatedNotice } from "./summary.js";
 import type { ArmSummary, BenchArm, BenchResult, BenchSummary, PairedSummary } from "./types.js";
 
@@ -391,7 +390,7 @@ function tasksSection(results: readonly BenchResult[]): string[] {
 /** The "Transcripts" section: a heading per counted task that has agent steps, then its transcript. */
 function transcriptSections(
   results: readonly BenchResult[],
-  transcripts: ReadonlyMap<string, readonly TranscriptStep[]>,
+  transcripts: ReadonlyMap<string, readonly ViewStep[]>,
 ): string[] {
   const parts = taskRows(results).flatMap((r) => {
     const steps = transcripts.get(r.taskId) ?? [];
@@ -429,7 +428,7 @@ ${TRANSCRIPT_CSS}
 export function reportHtml(
   summary: BenchSummary,
   results: readonly BenchResult[],
-  transcripts: ReadonlyMap<string, readonly TranscriptStep[]> = new Map(),
+  transcripts: ReadonlyMap<string, readonly ViewStep[]> = new Map(),
 ): string {
   const s = summary;
   const arms = armsIn(s);

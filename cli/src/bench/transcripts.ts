@@ -1,17 +1,17 @@
 /**
  * The agent-mode transcripts of a bench run, kept beside `results.jsonl` in
  * `transcripts.jsonl` (one line per task that took agent steps: `{"taskId", "steps"}`, the
- * steps {@link TranscriptStep}s as the task's events carried them), so `report.html` shows
+ * steps `RecordedStep`s: as the task's events carried them, with their place in their turn), so `report.html` shows
  * them after `--resume` too. A task retried after an error writes a line per attempt (each
  * attempt has its own task id).
  */
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { z } from "zod";
-import { TranscriptStep, type TaskEvent } from "@loopsmith/shared";
-import { transcriptSteps } from "../transcript-view.js";
+import type { TaskEvent } from "@loopsmith/shared";
+import { RecordedStep, transcriptSteps } from "../transcript-view.js";
 
 /** One line of `transcripts.jsonl`. */
-export const TranscriptLine = z.object({ taskId: z.string().min(1), steps: z.array(TranscriptStep) });
+export const TranscriptLine = z.object({ taskId: z.string().min(1), steps: z.array(RecordedStep) });
 export type TranscriptLine = z.infer<typeof TranscriptLine>;
 
 /**
@@ -31,8 +31,8 @@ export function appendTranscript(path: string, taskId: string, events: readonly 
  * an empty map when the file is missing. Lines that are not JSON or not a transcript line
  * (a write cut by a crash) are skipped.
  */
-export function readTranscripts(path: string): Map<string, TranscriptStep[]> {
-  const out = new Map<string, TranscriptStep[]>();
+export function readTranscripts(path: string): Map<string, RecordedStep[]> {
+  const out = new Map<string, RecordedStep[]>();
   if (!existsSync(path)) return out;
   for (const line of readFileSync(path, "utf8").split("\n")) {
     if (!line.trim()) continue;
