@@ -17,7 +17,7 @@ export const LANGUAGES = ["python", "javascript", "typescript"] as const;
 /** LLM providers (`ProviderName` in shared). */
 export const PROVIDERS = ["anthropic", "openai-compatible", "bedrock", "scripted"] as const;
 /** LLM roles, each with its own `--model-<role>`/`--provider-<role>` (`ROLES` in shared). */
-export const ROLES = ["spec", "plan", "build", "review", "reflect", "improve"] as const;
+export const ROLES = ["spec", "plan", "build", "review", "reflect", "improve", "agent"] as const;
 /** `--max-iterations` bounds (`TaskLimits.maxIterations` in shared). */
 export const MAX_ITERATIONS = { min: 1, max: 50 } as const;
 /** `--parallel` bounds (`Task.parallel` in shared): subtasks of a DAG task running at once. */

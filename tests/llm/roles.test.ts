@@ -80,7 +80,7 @@ describe("a model per role", () => {
     const provider = createProvider({ config, log });
 
     // One task, as the services call it: plan, build, review, reflect, build again.
-    const seq: Array<[Exclude<Role, "spec" | "improve">, number]> = [
+    const seq: Array<[Exclude<Role, "spec" | "improve" | "agent">, number]> = [
       ["plan", 0],
       ["build", 1],
       ["review", 1],

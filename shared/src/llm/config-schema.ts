@@ -32,6 +32,15 @@ export const ProviderName = z.enum(["anthropic", "openai-compatible", "bedrock",
 export type ProviderName = z.infer<typeof ProviderName>;
 
 /**
+ * How agent mode calls tools on an openai-compatible server: `native` function calling (a
+ * server that rejects `tools` is then asked in JSON mode), or `json`, the tools described in
+ * the prompt and the model answering `{"thought", "tool", "args"}` as JSON, for models
+ * without tool calling. Anthropic and Bedrock always use native tool use.
+ */
+export const ToolCallMode = z.enum(["native", "json"]);
+export type ToolCallMode = z.infer<typeof ToolCallMode>;
+
+/**
  * Where one model is called, as a role or a fallback overrides it; each absent field comes
  * from the role, then from `llm` (`apiKey` and `baseUrl` only from a level whose provider is
  * the same, so a key meant for one provider is never sent to another).
@@ -46,6 +55,8 @@ const TargetFields = {
   maxTokens: z.number().int().min(16).optional(),
   /** Sampling temperature; the provider's own default when absent. */
   temperature: z.number().min(0).max(2).optional(),
+  /** Agent mode's tool calling on an openai-compatible server ({@link ToolCallMode}). @defaultValue `llm.toolCalls` */
+  toolCalls: ToolCallMode.optional(),
 };
 
 /** A fallback model: tried after the one before it failed with a retryable error. */

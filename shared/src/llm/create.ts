@@ -128,6 +128,7 @@ function createUnconfiguredBackend(info: ProviderInfo, message: string): Backend
     info,
     price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
     open: refuse,
+    converse: async () => refuse(),
     verify: async () => refuse(),
   };
 }
@@ -235,6 +236,7 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
           chat: { completions: { create: async (params) => (await client()).chat.completions.create(params) } },
         } satisfies OpenAIChatClient,
         ...shared,
+        toolCalls: llm.toolCalls,
         log,
         errors,
         verify: verifier(

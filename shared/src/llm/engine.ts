@@ -13,7 +13,15 @@ import { LoopsmithError } from "../runtime/errors.js";
 import { checkBudget, costOf, estimateCost, type SpendMeter, type TokenCounts } from "./cost.js";
 import { formatIssues, readStructured, validateValue, type BadReplyDetails, type ReadResult } from "./parse.js";
 import type { TranscriptWriter } from "./transcript.js";
-import type { ChatMessage, Completion, CompletionRequest, LlmProvider } from "./types.js";
+import type { AgentMessage, ToolCall } from "../contracts/agent.js";
+import type {
+  ChatMessage,
+  Completion,
+  CompletionRequest,
+  ConverseReply,
+  ConverseRequest,
+  LlmProvider,
+} from "./types.js";
 
 /** What one HTTP call (or one scripted entry) returned. */
 export interface TurnReply {
@@ -42,12 +50,27 @@ export interface Conversation {
   reask(reply: TurnReply, feedback: string): void;
 }
 
+/** What one agent-mode call (or one scripted turn) returned. */
+export interface ToolTurn {
+  content: string;
+  toolCalls: ToolCall[];
+  tokens: TokenCounts;
+  /** True when the reply stopped at the output limit. */
+  truncated: boolean;
+}
+
 /** A provider's own part. */
 export interface Backend {
   readonly info: ProviderInfo;
   /** The model's price, USD per million tokens (`priceOf(config, model)`). */
   readonly price: ModelPrice;
   open<T>(request: CompletionRequest<T>): Conversation;
+  /**
+   * Makes one agent-mode call (see {@link LlmProvider.converse}); absent where the backend
+   * has no agent mode.
+   * @throws LoopsmithError mapped from the SDK, as {@link Conversation.send}
+   */
+  converse?(request: ConverseRequest): Promise<ToolTurn>;
   /** See {@link LlmProvider.verify}. */
   verify?: () => Promise<void>;
 }
@@ -105,8 +128,108 @@ function readReply<T>(reply: TurnReply, request: CompletionRequest<T>): ReadResu
   return readStructured(reply.content.text, either as z.ZodType<T>);
 }
 
+/**
+ * An agent conversation as provider-neutral `{role, content}` lines, for the budget estimate
+ * and the transcript: an assistant's tool calls follow its text as JSON, a tool result is
+ * `[<tool> <id>] <content>` (`[<tool> <id> error]` when it failed).
+ */
+export function agentChatLines(messages: readonly AgentMessage[]): Array<{ role: string; content: string }> {
+  return messages.map((m) => {
+    if (m.role === "user") return { role: "user", content: m.content };
+    if (m.role === "tool") {
+      return { role: "tool", content: `[${m.name} ${m.toolCallId}${m.isError ? " error" : ""}] ${m.content}` };
+    }
+    const calls = m.toolCalls.map((c) => JSON.stringify({ id: c.id, name: c.name, args: c.args }));
+    return { role: "assistant", content: [m.content, ...calls].filter(Boolean).join("\n") };
+  });
+}
+
 function replyText(reply: TurnReply): string {
   return reply.content.kind === "json" ? (JSON.stringify(reply.content.value) ?? "") : reply.content.text;
+}
+
+/**
+ * The engine's `converse` over a backend: one agent-mode call. The estimate (system,
+ * messages, note, the tools' JSON) is checked against the budget and the process ceiling,
+ * then the call is made, priced at this model's price and written to the transcript. No
+ * re-ask: a bad tool call goes back to the agent loop.
+ * @throws LoopsmithError `bad_request` when the backend has no agent mode,
+ *   `budget_exceeded` before the call, the backend's codes from it
+ */
+function agentCaller(backend: Backend, deps: EngineDeps): (request: ConverseRequest) => Promise<ConverseReply> {
+  const { info, price } = backend;
+  return async function converse(request: ConverseRequest): Promise<ConverseReply> {
+    const log = deps.log.child({
+      taskId: request.context.taskId,
+      iteration: request.context.iteration,
+      llmRole: request.role,
+    });
+    if (!backend.converse) {
+      throw new LoopsmithError("bad_request", `the ${info.name} provider has no agent mode (tool calling)`);
+    }
+    const lines = agentChatLines(request.messages);
+    if (request.note) lines.push({ role: "user", content: request.note });
+    const estimate = estimateCost(price, {
+      system: request.system,
+      messages: lines,
+      extraChars: JSON.stringify(request.tools).length,
+      maxOutputTokens: deps.maxOutputTokens,
+    });
+    try {
+      checkBudget({
+        estimate,
+        budget: request.budget,
+        spent: emptyUsage(),
+        ceilingUsd: deps.processCeilingUsd,
+        meter: deps.meter,
+      });
+    } catch (err) {
+      log.warn({ code: (err as LoopsmithError).code, estimate }, (err as Error).message);
+      throw asLoopsmithError(err);
+    }
+    const line = {
+      provider: info.name,
+      model: info.model,
+      role: request.role,
+      taskId: request.context.taskId,
+      iteration: request.context.iteration,
+      attempt: 1,
+      system: request.system,
+      messages: lines,
+    };
+    const started = performance.now();
+    let turn: ToolTurn;
+    try {
+      turn = await backend.converse(request);
+    } catch (err) {
+      const e = asLoopsmithError(err);
+      log.warn({ code: e.code, err }, `LLM call failed: ${e.message}`);
+      await deps.transcript({
+        ...line,
+        at: new Date().toISOString(),
+        reply: null,
+        usage: emptyUsage(),
+        error: e.toData(),
+      });
+      throw e;
+    }
+    const usage: Usage = {
+      calls: 1,
+      ...turn.tokens,
+      costUsd: costOf(price, turn.tokens),
+      latencyMs: Math.round(performance.now() - started),
+    };
+    deps.meter.add(usage.costUsd);
+    const said = agentChatLines([{ role: "assistant", content: turn.content, toolCalls: turn.toolCalls }])[0];
+    await deps.transcript({ ...line, at: new Date().toISOString(), reply: said?.content ?? "", usage });
+    return {
+      content: turn.content,
+      toolCalls: turn.toolCalls,
+      usage,
+      provider: info,
+      ...(turn.truncated ? { truncated: true } : {}),
+    };
+  };
 }
 
 /**
@@ -201,5 +324,6 @@ export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmPro
       conv.reask(reply, reaskFeedback(read.error, reply.truncated, deps.maxOutputTokens));
     }
   }
-  return backend.verify ? { info, complete, verify: backend.verify } : { info, complete };
+  const converse = agentCaller(backend, deps);
+  return backend.verify ? { info, complete, converse, verify: backend.verify } : { info, complete, converse };
 }

@@ -2,7 +2,11 @@
 export {
   ROLES,
   type AnsweredBy,
+  type CallContext,
   type ChatMessage,
+  type ConverseReply,
+  type ConverseRequest,
+  type ToolSpec,
   type Completion,
   type CompletionRequest,
   type FallbackNote,
@@ -33,12 +37,30 @@ export {
   type CostEstimate,
   type BudgetCheck,
 } from "./cost.js";
-export { REASK_INSTRUCTION, type Backend, type Conversation, type EngineDeps, type TurnReply } from "./engine.js";
+export {
+  REASK_INSTRUCTION,
+  agentChatLines,
+  type Backend,
+  type Conversation,
+  type EngineDeps,
+  type ToolTurn,
+  type TurnReply,
+} from "./engine.js";
+export {
+  UNPARSED_ARGS,
+  TOOL_DESCRIPTIONS,
+  JsonModeTurn,
+  agentToolSpecs,
+  jsonModeInstruction,
+  readToolArgs,
+  toolParameters,
+} from "./agent-tools.js";
 export {
   loadScript,
   ScriptFile,
   createScriptedBackend,
   createScriptlessBackend,
+  scriptedTurn,
   SCRIPTLESS_MODEL,
 } from "./scripted.js";
 export { createSimulatedBackend, simulatedAnswer, simulatedDraw, causeMarker } from "./simulated.js";

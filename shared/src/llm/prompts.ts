@@ -20,6 +20,7 @@ export const PROMPT_VERSIONS: Readonly<Record<Role, number>> = {
   review: 2,
   reflect: 1,
   improve: 1,
+  agent: 1,
 };
 
 /** A loaded prompt: its system text (rules and worked example) and version. */

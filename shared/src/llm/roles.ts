@@ -4,7 +4,7 @@
  * configuration; `createProvider` builds one provider per distinct target from them.
  */
 import { basename } from "node:path";
-import type { Config, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "../runtime/config.js";
+import type { Config, FallbackTarget, ModelPrice, ProviderName, RoleLlm, ToolCallMode } from "../runtime/config.js";
 import { LoopsmithError } from "../runtime/errors.js";
 import { ROLES, type Role } from "./types.js";
 
@@ -19,6 +19,8 @@ export interface LlmTarget {
   /** `max_tokens` of every call, and the output part of the budget estimate. */
   maxOutputTokens: number;
   temperature?: number | undefined;
+  /** Agent mode's tool calling (openai-compatible only). @defaultValue "native" */
+  toolCalls?: ToolCallMode | undefined;
   /** `llm.prices` with the role's `prices` merged over it (`DEFAULT_PRICES` still underneath). */
   prices: Record<string, ModelPrice>;
   /** Where it is configured, for messages: `llm`, `llm.roles.build`, `llm.roles.build.fallback[0]`. */
@@ -74,6 +76,7 @@ function primaryOf(config: Config, role: Role, r: RoleLlm | undefined): LlmTarge
     awsRegion: r?.awsRegion ?? llm.awsRegion,
     maxOutputTokens: r?.maxTokens ?? llm.maxOutputTokens,
     temperature: r?.temperature ?? llm.temperature,
+    toolCalls: r?.toolCalls ?? llm.toolCalls,
     prices: { ...llm.prices, ...r?.prices },
     source,
     modelVar: r?.model ? `LOOPSMITH_MODEL_${role.toUpperCase()}` : "LOOPSMITH_MODEL",
@@ -92,6 +95,7 @@ function fallbackOf(config: Config, primary: LlmTarget, f: FallbackTarget, sourc
     awsRegion: f.awsRegion ?? primary.awsRegion,
     maxOutputTokens: f.maxTokens ?? primary.maxOutputTokens,
     temperature: f.temperature ?? primary.temperature,
+    toolCalls: f.toolCalls ?? primary.toolCalls,
     prices: primary.prices,
     source,
   };

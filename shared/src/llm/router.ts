@@ -15,8 +15,11 @@ import type { ProviderInfo } from "../contracts/steps.js";
 import { LoopsmithError, type ErrorCode } from "../runtime/errors.js";
 import {
   ROLES,
+  type AnsweredBy,
   type Completion,
   type CompletionRequest,
+  type ConverseReply,
+  type ConverseRequest,
   type FallbackNote,
   type LlmProvider,
   type Role,
@@ -71,23 +74,20 @@ function remaining(budget: Budget | undefined, spent: Usage): Budget | undefined
 const label = (info: ProviderInfo): string => `${info.name}:${info.model}`;
 
 /**
- * Builds a provider that dispatches each `complete()` on `request.role`.
- *
- * The completion's `provider` names the model that answered; when that is not the first
- * of the chain, `provider.fallbackFrom` names the first (its error code and sentence), and
- * the switch is logged at `warn`. `usage` sums every call of every model tried, each at its
- * own price. While a provider cools down ({@link RouterDeps.cooldownMs}) it is tried after
- * the others, so a storm of 529s costs its retries once, not on every call.
- * @throws LoopsmithError the last model's error when no model answered, its message
- *   naming the earlier failures, with `details.usage` (everything paid) and
- *   `details.attempts` (`FallbackNote[]`, in order); errors without a fallback code at once
+ * The chain walk both `complete` and `converse` share: `route(role, taskId, budget, call)`
+ * sends `call(p, budget)` to each provider of the role's chain in order (cooling ones last)
+ * until one answers, with the budget less what the models before it spent.
  */
-export function createRoutingProvider(deps: RouterDeps): LlmProvider {
+function chainRouter(deps: RouterDeps) {
   const now = deps.now ?? Date.now;
   const cooling = new Map<LlmProvider, { until: number; note: FallbackNote }>();
-
-  async function complete<T>(request: CompletionRequest<T>): Promise<Completion<T>> {
-    const chain = deps.chains[request.role];
+  return async function route<R extends { usage: Usage; provider?: AnsweredBy }>(
+    role: Role,
+    taskId: string,
+    budget: Budget | undefined,
+    call: (p: LlmProvider, budget: Budget | undefined) => Promise<R>,
+  ): Promise<R> {
+    const chain = deps.chains[role];
     const t = now();
     const isUp = (p: LlmProvider): boolean => (cooling.get(p)?.until ?? 0) <= t;
     const order = [...chain.filter(isUp), ...chain.filter((p) => !isUp(p))];
@@ -98,16 +98,16 @@ export function createRoutingProvider(deps: RouterDeps): LlmProvider {
     const notes = new Map<LlmProvider, FallbackNote>();
     for (const [i, p] of order.entries()) {
       try {
-        const done = await p.complete({ ...request, budget: remaining(request.budget, spent) });
+        const done = await call(p, remaining(budget, spent));
         cooling.delete(p);
         const answered = done.provider ?? p.info;
         const usage = addUsage(spent, done.usage);
-        if (p === first) return { value: done.value, usage, provider: answered };
+        if (p === first) return { ...done, usage, provider: answered };
         const from =
           notes.get(first) ??
           (skipped && { ...skipped, message: `skipped while cooling down after: ${skipped.message}` });
-        if (!from) return { value: done.value, usage, provider: answered };
-        return { value: done.value, usage, provider: { ...answered, fallbackFrom: from } };
+        if (!from) return { ...done, usage, provider: answered };
+        return { ...done, usage, provider: { ...answered, fallbackFrom: from } };
       } catch (err) {
         const e = asError(err);
         spent = addUsage(spent, paidBy(e));
@@ -127,19 +127,45 @@ export function createRoutingProvider(deps: RouterDeps): LlmProvider {
         }
         if (deps.cooldownMs > 0) cooling.set(p, { until: now() + deps.cooldownMs, note });
         deps.log.warn(
-          {
-            taskId: request.context.taskId,
-            llmRole: request.role,
-            from: label(p.info),
-            to: label(next.info),
-            code: e.code,
-          },
-          `${request.role}: ${label(p.info)} failed (${e.code}); falling back to ${label(next.info)}`,
+          { taskId, llmRole: role, from: label(p.info), to: label(next.info), code: e.code },
+          `${role}: ${label(p.info)} failed (${e.code}); falling back to ${label(next.info)}`,
         );
       }
     }
     // Unreachable: every chain has at least one provider, and the last one returns or throws.
-    throw new LoopsmithError("internal", `no model is configured for the role ${request.role}`);
+    throw new LoopsmithError("internal", `no model is configured for the role ${role}`);
+  };
+}
+
+/**
+ * Builds a provider that dispatches each `complete()` and `converse()` on `request.role`.
+ *
+ * The completion's `provider` names the model that answered; when that is not the first
+ * of the chain, `provider.fallbackFrom` names the first (its error code and sentence), and
+ * the switch is logged at `warn`. `usage` sums every call of every model tried, each at its
+ * own price. While a provider cools down ({@link RouterDeps.cooldownMs}) it is tried after
+ * the others, so a storm of 529s costs its retries once, not on every call.
+ * @throws LoopsmithError the last model's error when no model answered, its message
+ *   naming the earlier failures, with `details.usage` (everything paid) and
+ *   `details.attempts` (`FallbackNote[]`, in order); errors without a fallback code at once
+ */
+export function createRoutingProvider(deps: RouterDeps): LlmProvider {
+  const route = chainRouter(deps);
+
+  function complete<T>(request: CompletionRequest<T>): Promise<Completion<T>> {
+    return route(request.role, request.context.taskId, request.budget, (p, budget) =>
+      p.complete({ ...request, ...(budget ? { budget } : {}) }),
+    );
+  }
+
+  /** Agent mode, routed as {@link complete}: a provider without `converse` fails with `bad_request`. */
+  function converse(request: ConverseRequest): Promise<ConverseReply> {
+    return route(request.role, request.context.taskId, request.budget, (p, budget) => {
+      if (!p.converse) {
+        throw new LoopsmithError("bad_request", `the ${p.info.name} provider has no agent mode (tool calling)`);
+      }
+      return p.converse({ ...request, ...(budget ? { budget } : {}) });
+    });
   }
 
   const all = [...new Set(ROLES.flatMap((r) => deps.chains[r]))];
@@ -171,5 +197,5 @@ export function createRoutingProvider(deps: RouterDeps): LlmProvider {
         `pre-flight check of ${label(p.info)} failed: ${e.message}`,
       );
   }
-  return checked.length ? { info: deps.info, complete, verify } : { info: deps.info, complete };
+  return checked.length ? { info: deps.info, complete, converse, verify } : { info: deps.info, complete, converse };
 }

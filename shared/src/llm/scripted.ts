@@ -18,6 +18,11 @@
  * id or id suffix), as the generations of an improvement run need. Usage counts calls, with
  * zero tokens and zero cost.
  *
+ * Agent mode (`converse`): the n-th agent call of a task (n = `context.callsBefore`, else this
+ * process's count) gets `replies.agent[n]`, a {@link ScriptTurn} (`{content, toolCalls: [{id?,
+ * name, args}]}`); a call without an `id` gets `call_<n>_<i>`. Once the list is used up the
+ * last turn repeats.
+ *
  * A task may also carry its own script (`Task.script`, see `withTaskScripts` in
  * `task-script.ts`); it is then answered from that whatever the file. Without a file
  * ({@link createScriptlessBackend}) the scripted provider answers only such tasks.
@@ -26,9 +31,9 @@ import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 import { z } from "zod";
 import { LoopsmithError } from "../runtime/errors.js";
-import { ScriptFile, type RoleReplies } from "../contracts/script.js";
-import type { Backend, Conversation, TurnReply } from "./engine.js";
-import type { ChatMessage, CompletionRequest, Role } from "./types.js";
+import { ScriptFile, ScriptTurn, type RoleReplies } from "../contracts/script.js";
+import type { Backend, Conversation, ToolTurn, TurnReply } from "./engine.js";
+import type { ChatMessage, CompletionRequest, ConverseRequest, Role } from "./types.js";
 
 export { ScriptFile };
 
@@ -77,18 +82,23 @@ export function loadScript(path: string): ScriptFile {
 export function createScriptedBackend(script: ScriptFile, file: string): Backend {
   const used = new Map<string, number>();
   const model = `script:${basename(file)}`;
-  /** The entry for `role`'s call number `n` of a task (or this process's count when n is undefined). */
-  const next = (role: Role, taskId: string, n: number | undefined): unknown => {
+  /**
+   * The entry for `role`'s call number `n` of a task (or this process's count when n is
+   * undefined), and the number of the call it answers.
+   */
+  const entryAt = (role: Role, taskId: string, n: number | undefined): [unknown, number] => {
     const own = scriptedEntriesFor(script, taskId, role);
-    const entries = own?.[1][role] ?? script.replies[role];
+    const entries: unknown[] | undefined = own?.[1][role] ?? script.replies[role];
     if (!entries || entries.length === 0) {
       throw new LoopsmithError("llm_bad_reply", `the script ${basename(file)} has no replies for the role "${role}"`);
     }
     const key = `${taskId}\u0000${role}`;
     const counted = used.get(key) ?? 0;
     used.set(key, counted + 1);
-    return entries[Math.min(n ?? counted, entries.length - 1)];
+    const index = n ?? counted;
+    return [entries[Math.min(index, entries.length - 1)], index];
   };
+  const next = (role: Role, taskId: string, n: number | undefined): unknown => entryAt(role, taskId, n)[0];
   return {
     info: { name: "scripted", model, scripted: true },
     price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
@@ -98,6 +108,31 @@ export function createScriptedBackend(script: ScriptFile, file: string): Backend
         next(request.role, request.context.taskId, callsBefore === undefined ? undefined : callsBefore + turn),
       );
     },
+    async converse(request: ConverseRequest): Promise<ToolTurn> {
+      const [entry, n] = entryAt(request.role, request.context.taskId, request.context.callsBefore);
+      return scriptedTurn(entry, n, basename(file));
+    },
+  };
+}
+
+/**
+ * A scripted agent turn as the engine returns it: the entry read as a {@link ScriptTurn},
+ * call ids defaulting to `call_<n>_<i>`, zero tokens.
+ * @throws LoopsmithError `llm_bad_reply` when the entry is not a turn
+ */
+export function scriptedTurn(entry: unknown, n: number, scriptName: string): ToolTurn {
+  const parsed = ScriptTurn.safeParse(entry);
+  if (!parsed.success) {
+    throw new LoopsmithError(
+      "llm_bad_reply",
+      `agent turn ${n} of the script ${scriptName} is not a turn ({"content"?, "toolCalls": [{"name", "args"}]}): ${z.prettifyError(parsed.error)}`,
+    );
+  }
+  return {
+    content: parsed.data.content,
+    toolCalls: parsed.data.toolCalls.map((c, i) => ({ id: c.id ?? `call_${n}_${i}`, name: c.name, args: c.args })),
+    tokens: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+    truncated: false,
   };
 }
 
@@ -133,6 +168,12 @@ export function createScriptlessBackend(): Backend {
     info: { name: "scripted", model: SCRIPTLESS_MODEL, scripted: true },
     price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
     open<T>(request: CompletionRequest<T>): Conversation {
+      throw new LoopsmithError(
+        "provider_unconfigured",
+        `the scripted provider has no script file (LOOPSMITH_SCRIPT) and task ${request.context.taskId} carries no replies (Task.script)`,
+      );
+    },
+    async converse(request: ConverseRequest): Promise<ToolTurn> {
       throw new LoopsmithError(
         "provider_unconfigured",
         `the scripted provider has no script file (LOOPSMITH_SCRIPT) and task ${request.context.taskId} carries no replies (Task.script)`,

@@ -127,6 +127,7 @@ const SCHEMAS = {
   reflect: Reflection,
   review: Review,
   improve: Plan,
+  agent: Plan,
 } as const;
 
 function request(

@@ -198,8 +198,8 @@ const REVIEW: Review = { approved: true, score: 0.9, findings: [] };
  * reflection, else the same wrong candidate again); `reflect` a `Reflection` (found, with
  * the marker in `rootCause`, when a hint carries it or the draw is below `findRate`);
  * `review` approved with score 0.9.
- * @throws LoopsmithError `bad_request` for the `improve` role and for repo-mode builds
- *   (`schemaName` `edits`)
+ * @throws LoopsmithError `bad_request` for the `improve` and `agent` roles and for repo-mode
+ *   builds (`schemaName` `edits`)
  */
 export function simulatedAnswer<T>(
   sim: Simulation,
@@ -217,6 +217,8 @@ export function simulatedAnswer<T>(
       return REVIEW;
     case "improve":
       throw new LoopsmithError("bad_request", "a simulation does not answer improvement hypotheses");
+    case "agent":
+      throw new LoopsmithError("bad_request", "the simulated provider has no agent mode");
   }
 }
 

@@ -12,7 +12,7 @@ import { LoopsmithError } from "../runtime/errors.js";
 import { createEngineProvider, type Backend, type EngineDeps } from "./engine.js";
 import { createScriptedBackend } from "./scripted.js";
 import { createSimulatedBackend } from "./simulated.js";
-import type { Completion, CompletionRequest, LlmProvider } from "./types.js";
+import type { Completion, CompletionRequest, ConverseReply, ConverseRequest, LlmProvider } from "./types.js";
 
 /** The name a task's own script goes by: its provider's model is `script:task`. */
 export const TASK_SCRIPT_NAME = "task";
@@ -42,7 +42,7 @@ export function taskScriptBackend(script: TaskScript): Backend {
  * Wraps `inner` so that a request whose `context.script` is set is answered from that
  * script or simulation, through the same engine flow as every provider (validation
  * against `request.schema`, one re-ask, usage, the transcript line), and any other request
- * goes to `inner` unchanged. The completion's `provider` names the backend that answered
+ * goes to `inner` unchanged; `converse` (agent mode) likewise. The completion's `provider` names the backend that answered
  * (see {@link taskScriptBackend}); usage is zero tokens and zero cost. `info` and `verify`
  * are `inner`'s.
  *
@@ -81,6 +81,18 @@ export function withTaskScripts(inner: LlmProvider, deps: TaskScriptDeps): LlmPr
     return providerFor(taskId, script).complete(request);
   }
 
+  /** Agent mode, answered the same way: a task's own script replays its `agent` turns. */
+  async function converse(request: ConverseRequest): Promise<ConverseReply> {
+    const { script, taskId } = request.context;
+    const target = script === undefined ? inner : providerFor(taskId, script);
+    if (!target.converse) {
+      throw new LoopsmithError("bad_request", `the ${target.info.name} provider has no agent mode (tool calling)`);
+    }
+    return target.converse(request);
+  }
+
   const verify = inner.verify;
-  return verify ? { info: inner.info, complete, verify: () => verify.call(inner) } : { info: inner.info, complete };
+  return verify
+    ? { info: inner.info, complete, converse, verify: () => verify.call(inner) }
+    : { info: inner.info, complete, converse };
 }

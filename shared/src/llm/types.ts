@@ -7,9 +7,13 @@ import type { z } from "zod";
 import type { Budget, Usage } from "../contracts/common.js";
 import type { ProviderInfo } from "../contracts/steps.js";
 import type { TaskScript } from "../contracts/script.js";
+import type { AgentMessage, ToolCall } from "../contracts/agent.js";
 
-/** The LLM roles of the loop; each has one versioned prompt file. */
-export const ROLES = ["spec", "plan", "build", "review", "reflect", "improve"] as const;
+/**
+ * The LLM roles of the loop; each has one versioned prompt file. `agent` is agent mode's
+ * model (issue #34): it is called through {@link LlmProvider.converse}, not `complete`.
+ */
+export const ROLES = ["spec", "plan", "build", "review", "reflect", "improve", "agent"] as const;
 export type Role = (typeof ROLES)[number];
 
 /** One chat message. `cache: true` marks the end of a stable prefix worth caching. */
@@ -77,6 +81,58 @@ export interface Completion<T> {
   provider?: AnsweredBy;
 }
 
+/** The task a call serves; see {@link CompletionRequest.context}. */
+export type CallContext = CompletionRequest<unknown>["context"];
+
+/** One tool as the model is offered it. */
+export interface ToolSpec {
+  /** The tool's name, `[a-z_]+` (`ToolName`). */
+  name: string;
+  /** What it does and when to use it, one or two sentences. */
+  description: string;
+  /** JSON Schema (draft 2020-12, without `$schema`) of its arguments; the root is an object. */
+  parameters: Record<string, unknown>;
+}
+
+/**
+ * One agent-mode model turn (issue #34): the conversation so far in, the model's next
+ * message out. The provider keeps the stable prefix cacheable: the system prompt, the tools
+ * and the first message (the opening) come first and never change within a loop.
+ */
+export interface ConverseRequest {
+  role: Role;
+  system: string;
+  /** The conversation, oldest first; the first is the user's opening message. */
+  messages: AgentMessage[];
+  tools: ToolSpec[];
+  /**
+   * A short text sent after the conversation, outside the cached prefix, that changes every
+   * turn (the steps left). The providers add it as a user message (Anthropic: a text block
+   * after the last cache breakpoint); the next turn's request no longer carries it.
+   */
+  note?: string;
+  context: CallContext;
+  /** What is left of the task's budget; a call that would pass it is not made. */
+  budget?: Budget;
+}
+
+/** The model's next message, and what the call cost. */
+export interface ConverseReply {
+  /** Its text (reasoning, or an answer without a tool call); may be empty. */
+  content: string;
+  /**
+   * Its tool calls, in order. Arguments are as the model gave them, not validated; when the
+   * model's argument text was not a JSON object, `args` is `{[UNPARSED_ARGS]: "<the text>"}`
+   * (see `UNPARSED_ARGS` in `agent-tools.ts`).
+   */
+  toolCalls: ToolCall[];
+  usage: Usage;
+  /** The model that answered (a fallback, with `fallbackFrom`). */
+  provider?: AnsweredBy;
+  /** True when the reply stopped at the output limit. */
+  truncated?: boolean;
+}
+
 /**
  * A provider turns a request into a validated value. Implementations throw
  * `LoopsmithError` with codes `llm_auth`, `llm_rate_limited`, `llm_overloaded`, `timeout`,
@@ -89,6 +145,16 @@ export interface LlmProvider {
    */
   readonly info: ProviderInfo;
   complete<T>(request: CompletionRequest<T>): Promise<Completion<T>>;
+  /**
+   * One agent-mode turn with the model's tool calling ({@link ConverseRequest}): Anthropic
+   * tool use, OpenAI function calling, or JSON mode for servers without it
+   * (`llm.toolCalls`). The budget is checked before the call as for `complete`; there is no
+   * re-ask (the agent loop answers a bad tool call with an error observation). Every
+   * built-in provider has it; it is optional so that test doubles need not.
+   * @throws LoopsmithError the codes of `complete` (without `llm_bad_reply`), and
+   *   `bad_request` from a provider without agent mode (the simulated provider)
+   */
+  converse?(request: ConverseRequest): Promise<ConverseReply>;
   /**
    * Optional pre-flight check that costs no tokens (an authenticated `GET /v1/models`), so a
    * bad key or an unreachable server fails before a task starts. Absent where the API has

@@ -9,7 +9,14 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { LoopsmithError } from "./errors.js";
-import { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "../llm/config-schema.js";
+import {
+  DEFAULT_PRICES,
+  FallbackTarget,
+  ModelPrice,
+  ProviderName,
+  RoleLlm,
+  ToolCallMode,
+} from "../llm/config-schema.js";
 import { ROLES, type Role } from "../llm/types.js";
 import {
   configFromEnv,
@@ -28,7 +35,14 @@ import {
 import { DEFAULT_OWNER, OWNER_PATTERN } from "../bus/subjects.js";
 import { Owner } from "../contracts/common.js";
 
-export { DEFAULT_PRICES, FallbackTarget, ModelPrice, ProviderName, RoleLlm } from "../llm/config-schema.js";
+export {
+  DEFAULT_PRICES,
+  FallbackTarget,
+  ModelPrice,
+  ProviderName,
+  RoleLlm,
+  ToolCallMode,
+} from "../llm/config-schema.js";
 
 /** The whole configuration. Every default is documented with `@defaultValue`. */
 export const Config = z
@@ -125,7 +139,12 @@ export const Config = z
         processCeilingUsd: z.number().positive().optional(),
         /** Sampling temperature of every call; the provider's own default when absent. */
         temperature: z.number().min(0).max(2).optional(),
-        /** Per-role overrides (`spec`, `plan`, `build`, `review`, `reflect`). @defaultValue {} */
+        /**
+         * Agent mode's tool calling on an openai-compatible server: `native` (function calling,
+         * JSON mode after the server rejects it) or `json` (tools in the prompt). @defaultValue "native"
+         */
+        toolCalls: ToolCallMode.optional(),
+        /** Per-role overrides (`spec`, `plan`, `build`, `review`, `reflect`, `improve`, `agent`). @defaultValue {} */
         roles: z
           .strictObject(
             Object.fromEntries(ROLES.map((r) => [r, RoleLlm.optional()])) as Record<
