@@ -277,7 +277,11 @@ async function reopen(
     );
   else
     out(
-      [reportTable(reports), ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : [])].join("\n"),
+      [
+        reportTable(reports),
+        ...runFooter(summary),
+        ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : []),
+      ].join("\n"),
     );
   return { summary, dir, branches: [], ...(promoted ? { promoted } : {}), pullRequests: [] };
 }

@@ -79,6 +79,17 @@ describe("decideGeneration (issue #36)", () => {
     expect(fixRateP(10, 25, 2, 11)).toBeCloseTo(tail, 12);
   });
 
+  it("counts a case whose parent runs disagree in this generation as flaky", () => {
+    const twice = (c: string, parent: number, candidate: number): CaseOutcome => ({
+      case: c,
+      parent: { passes: parent, runs: 2, scores: [] },
+      candidate: { passes: candidate, runs: 2, scores: [] },
+    });
+    const d = decideGeneration([twice("a", 1, 0), twice("b", 2, 0), twice("c", 0, 2)], opts([]));
+    expect(d.cases.map((c) => c.flaky ?? false)).toEqual([true, false, false]);
+    expect(d.statistic).toMatchObject({ fixed: 1, broken: 1, flaky: 1 });
+  });
+
   it("leaves flaky cases out of both tests and of the regression count", () => {
     const cases = fixedBy((i) => i < 8);
     cases[0] = pf(id(0), true, false); // a flaky parent-passing case fails on the candidate

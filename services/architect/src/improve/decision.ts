@@ -472,8 +472,11 @@ function setStatistic(
  * Decides a generation of a run under issue #36's rule: the selection set must say better at
  * the generation's α_j, and the held-out confirmation set must confirm it.
  *
- * 1. Flaky cases (calibration) are marked and leave the test: they count neither as fixed nor
- *    as broken, on either set. A case passes on a side when it passed in every run (as {@link decide}).
+ * 1. Flaky cases are marked and leave the test: they count neither as fixed nor as broken, on
+ *    either set. A case is flaky when the calibration found it so, or when the parent's own runs
+ *    of this generation disagree (leaving those out only removes cases the candidate could have
+ *    "fixed", so it cannot add a false accept). A case passes on a side when it passed in every
+ *    run (as {@link decide}).
  * 2. Regression: broken cases of both sets > `tolerance` → `regression`. The message quotes
  *    broken SELECTION ids only, and counts the confirmation's (its ids never reach a prompt).
  * 3. Selection (pass/fail): one-sided exact sign test (exact McNemar, McNemar 1947) on its
@@ -507,7 +510,8 @@ export function decideGeneration(cases: readonly CaseOutcome[], opts: Generation
     ...(confirmation.size > 0
       ? { set: confirmation.has(c.case) ? ("confirmation" as const) : ("selection" as const) }
       : {}),
-    ...(flaky.has(c.case) ? { flaky: true } : {}),
+    // Flaky from the calibration, or seen flaky now: the parent's own runs of this generation disagree.
+    ...(flaky.has(c.case) || (c.parent.passes > 0 && c.parent.passes < c.parent.runs) ? { flaky: true } : {}),
   }));
   type Tally = { cases: CaseOutcome[]; tested: CaseOutcome[]; fixed: string[]; broken: string[]; failing: number };
   const tally = (inSet: (c: CaseOutcome) => boolean): Tally => {
@@ -608,7 +612,7 @@ export function decideGeneration(cases: readonly CaseOutcome[], opts: Generation
     } else if (con.failing > 0) {
       const pr = fixRateP(fs, sel.failing, fc, con.failing);
       conStat = setStatistic("fix_rate", con.cases.length, con.failing, fc, bc, pr, alphaC, fc > bc && pr >= alphaC);
-      conNote = ` (too few discordant pairs for the sign test: fix rate ${fc}/${con.failing} against the selection's ${fs}/${sel.failing}, one-sided Fisher p = ${fmt(pr)})`;
+      conNote = ` (too few discordant pairs for the sign test: fix rate ${fc}/${con.failing} against the selection's ${fs}/${sel.failing}, one-sided Fisher p = ${fmt(pr)}, level ${alphaC})`;
     } else {
       conStat = setStatistic("none", con.cases.length, 0, fc, bc, 1, alphaC, bc === 0);
       conNote = " (no parent-failing case to confirm on)";
@@ -638,7 +642,7 @@ export function decideGeneration(cases: readonly CaseOutcome[], opts: Generation
   const conText =
     con.cases.length === 0
       ? "no confirmation set"
-      : `confirmation: fixed ${conStat.fixed}, broke ${conStat.broken} of ${conStat.cases}, ${conStat.parentFailing} failing on the parent (${conStat.test === "sign_exact" ? `one-sided exact sign test p = ${fmt(conStat.pValue)}, level ${alphaC}` : conStat.test === "wilcoxon" ? `one-sided signed-rank p = ${fmt(conStat.pValue)}, level ${alphaC}` : conStat.test === "fix_rate" ? `level ${alphaC}` : "untestable"})${conNote}`;
+      : `confirmation: fixed ${conStat.fixed}, broke ${conStat.broken} of ${conStat.cases}, ${conStat.parentFailing} failing on the parent${conStat.test === "sign_exact" ? ` (one-sided exact sign test p = ${fmt(conStat.pValue)}, level ${alphaC})` : conStat.test === "wilcoxon" ? ` (one-sided signed-rank p = ${fmt(conStat.pValue)}, level ${alphaC})` : ""}${conNote}`;
   const summary = `${selText}; ${conText}${flakyNote}`;
   const base = { statistic, cases: marked };
   if (broken > tolerance) {
@@ -670,12 +674,13 @@ export function decideGeneration(cases: readonly CaseOutcome[], opts: Generation
 
 /**
  * Whether a generation's benchmark may stop before `repeats` runs per side: only to REJECT,
- * when the runs so far already make acceptance out of reach. More runs can only turn a
- * candidate's unanimous pass into a fail (a case passes on a side only when it passed in every
- * run), so, the parent's non-flaky cases being stable, the selection's fixed count can only
- * fall and its broken count only rise: a regression beyond the tolerance, or a selection test
- * that fails even now, stays so. Stopping to reject never adds a false accept; a close call
- * runs every repeat. Scored benchmarks always run every repeat.
+ * when the selection set cannot reach its level even now: the one-sided sign test with the
+ * selection's fixed cases so far and none broken is not below α_j. More runs can only turn a
+ * candidate's unanimous pass into a fail, so the fixed count can grow only where the parent
+ * fails a case it passed so far (a flaky case). Stopping to reject never adds a false accept:
+ * on the same outcomes, an early-stopped generation that is accepted would also be accepted
+ * with every repeat, and a stopped one is not accepted. A close call runs every repeat.
+ * Scored benchmarks always run every repeat.
  */
 export function futile(
   parentRuns: readonly (readonly CaseRun[])[],
@@ -685,8 +690,8 @@ export function futile(
   const paired = pairCases(parentRuns, candidateRuns);
   if (!paired.ok) return false;
   if (paired.cases.some((c) => c.parent.scores.length > 0)) return false;
-  const d = decideGeneration(paired.cases, opts);
-  return d.reason === "regression" || d.reason === "no_improvement";
+  const sel = decideGeneration(paired.cases, opts).statistic.selection;
+  return sel !== undefined && signP(sel.fixed, 0) >= opts.alpha;
 }
 
 /** The parts of a run's state {@link runDecideOptions} reads. */
