@@ -138,6 +138,15 @@ describe("step lines", () => {
     expect(stepOutcome({ tool: "run", observation: "exit code 2\nboom", isError: true })).toBe("error: exit code 2");
     expect(stepOutcome({ tool: "run", observation: "ok\nexit 0", isError: false })).toBe("exit 0");
     expect(stepOutcome({ tool: "search", observation: "no match", isError: false })).toBe("0 matches");
+    expect(stepOutcome({ tool: "search", observation: "250 matches\na.py:1: x\nb.py:2: x", isError: false })).toBe(
+      "250 matches",
+    );
+    expect(stepOutcome({ tool: "run", observation: "killed: it passed its timeout\n", isError: true })).toBe(
+      "error: killed: it passed its timeout",
+    );
+    expect(stepOutcome({ tool: "run", observation: "killed\nout", isError: false })).toBe("killed");
+    const long = "1: a\n[... 1,200 lines (34,567 bytes) cut; total 1,300 lines ...]\n1300: z";
+    expect(stepOutcome({ tool: "read", observation: long, isError: false })).toBe("2 lines, cut");
     expect(stepOutcome({ tool: "submit", observation: "", isError: false })).toBe("submitted");
     expect(stepOutcome({ tool: "symbol", observation: "", isError: false })).toBe("(no output)");
   });

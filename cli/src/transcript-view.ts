@@ -101,33 +101,43 @@ export function formatArgs(args: Readonly<Record<string, unknown>>): string {
 
 const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
 
+/** The note the loop's cut rule leaves in an observation (`cutNote` in services/architect/src/agent/observe.ts). */
+const CUT_NOTE = /\[\.\.\. [\d,]+ lines \([\d,]+ bytes\) cut; total [\d,]+ lines \.\.\.\]/;
+
 /**
- * What a step observed, in a few words: `4 matches` (search: lines `path:n: …`), `120 lines`
- * (read: numbered lines), `9 entries` (list), `exit 1` (run, when the output names its exit
- * code), `submitted` (submit), `error: <first line>` for an error observation, else the
- * first line (cut at 60).
+ * What a step observed, in a few words: `4 matches` (search: the total the observation's
+ * first line gives, else its `path:n: …` lines), `120 lines` (read: numbered lines), `9
+ * entries` (list), `exit 1` or `killed…` (run), `submitted`, `error: <first line>` for an
+ * error observation, else the first line (cut at 60); `, cut` after it when the loop's cut
+ * rule left its note in the observation.
  */
 export function stepOutcome(step: Pick<TranscriptStep, "tool" | "observation" | "isError">): string {
-  const lines = step.observation.split("\n").filter((l) => l.trim() !== "");
+  const text = step.observation;
+  const lines = text.split("\n").filter((l) => l.trim() !== "");
   const first = cut((lines[0] ?? "").trim(), 60);
-  if (step.isError) return `error${first ? `: ${first}` : ""}`;
   const count = (re: RegExp): number => lines.filter((l) => re.test(l)).length;
-  switch (step.tool) {
-    case "search":
-      return plural(count(/^[^\s:][^:]*:\d+:/), "match", "matches");
-    case "read":
-      return plural(count(/^\s*\d+: /), "line");
-    case "list":
-      return plural(lines.length, "entry", "entries");
-    case "run": {
-      const exit = /\bexit(?:\s+code)?\s*[:=]?\s*(-?\d+)/i.exec(step.observation);
-      return exit ? `exit ${exit[1]}` : plural(lines.length, "line");
+  const what = (): string => {
+    if (step.isError) return `error${first ? `: ${first}` : ""}`;
+    switch (step.tool) {
+      case "search": {
+        const total = /^(\d+) match(?:es)?$/.exec(lines[0] ?? "");
+        return plural(total ? Number(total[1]) : count(/^[^\s:][^:]*:\d+:/), "match", "matches");
+      }
+      case "read":
+        return plural(count(/^\s*\d+: /), "line");
+      case "list":
+        return plural(lines.length, "entry", "entries");
+      case "run": {
+        const exit = /\bexit(?:\s+code)?\s*[:=]?\s*(-?\d+)/i.exec(text);
+        return exit ? `exit ${exit[1]}` : first.startsWith("killed") ? first : plural(lines.length, "line");
+      }
+      case "submit":
+        return "submitted";
+      default:
+        return first || "(no output)";
     }
-    case "submit":
-      return "submitted";
-    default:
-      return first || "(no output)";
-  }
+  };
+  return `${what()}${CUT_NOTE.test(text) ? ", cut" : ""}`;
 }
 
 /** The mark of a step the stuck rule fired on: `STUCK repeat_call → redirect`. */
