@@ -5,8 +5,10 @@
  * sentence on stderr and, with `--json`, one error object as the last line of stdout; exit
  * codes are {@link ExitCode}. Details go to the log (LOG_LEVEL=debug for more).
  */
-import { Command, CommanderError, Option } from "commander";
+import { Argument, Command, CommanderError, Option } from "commander";
 import type { Logger } from "pino";
+// The version `--version` prints: the installed package's own (bundled into dist/app by the build).
+import manifest from "../../package.json" with { type: "json" };
 import { registerSandboxCommand } from "./commands/sandbox.js";
 import { registerScript } from "./commands/script.js";
 import { registerRunCommands } from "./commands/runs.js";
@@ -68,7 +70,7 @@ async function natsFirst(opts: { config?: string }): Promise<void> {
 const program = new Command()
   .name("loopsmith")
   .description("A self-improving coding agent: plan, build, review, run in a sandbox, reflect, remember.")
-  .version("0.1.0")
+  .version(manifest.version)
   .exitOverride()
   .option(
     "--env-from <file>",
@@ -300,6 +302,21 @@ program
       return ExitCode.ok;
     }),
   );
+
+program
+  .command("completion")
+  .description("print a shell completion script made from these commands and options")
+  .addArgument(new Argument("<shell>", "bash, zsh or fish").choices(["bash", "zsh", "fish"]))
+  .addHelpText(
+    "after",
+    '\nInstall:\n  bash  eval "$(loopsmith completion bash)"   (in ~/.bashrc)\n' +
+      '  zsh   eval "$(loopsmith completion zsh)"    (in ~/.zshrc, after compinit)\n' +
+      "  fish  loopsmith completion fish > ~/.config/fish/completions/loopsmith.fish",
+  )
+  .action(async (shell: "bash" | "zsh" | "fish") => {
+    const { completionScript } = await import("./completion.js");
+    process.stdout.write(completionScript(program, shell));
+  });
 
 registerSandboxCommand(program, run);
 registerScript(program, run);
