@@ -3,7 +3,9 @@
  * when the task ends, the branch with its commit and, with `--apply`, the change in the work
  * tree. The user's repository is only read until the end; then one new branch is written.
  */
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { promisify } from "node:util";
 import type { NatsConnection } from "@nats-io/transport-node";
 import {
   LoopsmithError,
@@ -44,6 +46,34 @@ export interface PreparedRepoTask {
   snapshot: Buffer;
 }
 
+/**
+ * The repository `solve` works on: `--repo` when given; else, for a goal given as words (no
+ * `--file`, no `--humaneval`), the git work tree that holds `cwd` (its top-level folder, as
+ * `git rev-parse --show-toplevel` prints it), so `cd myrepo && loopsmith solve "<goal>"` works
+ * on `myrepo`; else `undefined`: an inline task (a goal outside any repository, a task file, a
+ * HumanEval record).
+ * @param cwd the folder to look from (default: the process's working directory)
+ * @returns an absolute path or `--repo` as given, or `undefined`
+ */
+export async function repoToSolve(
+  goal: string | undefined,
+  o: { repo?: string; file?: string; humaneval?: string },
+  cwd: string = process.cwd(),
+): Promise<string | undefined> {
+  if (o.repo) return o.repo;
+  if (o.file || o.humaneval || !goal?.trim()) return undefined;
+  try {
+    const { stdout } = await promisify(execFile)("git", ["rev-parse", "--show-toplevel"], {
+      cwd,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/" },
+    });
+    return stdout.trim() || undefined;
+  } catch {
+    // Not inside a work tree (or inside .git, or no git): an inline task.
+    return undefined;
+  }
+}
+
 /** The language a repository is mostly written in, from its tracked files at `commit`. */
 export async function detectLanguage(root: string, commit: string): Promise<Language> {
   const files = (
@@ -68,7 +98,7 @@ export async function prepareRepoTask(
   o: RepoOptions & { language?: Language; taskId?: string; review?: boolean; memory?: "on" | "off" },
   limits: Partial<TaskLimits>,
 ): Promise<PreparedRepoTask> {
-  if (!o.repo) throw new LoopsmithError("internal", "prepareRepoTask without --repo");
+  if (!o.repo) throw new LoopsmithError("internal", "prepareRepoTask without a repository");
   if (!goal?.trim())
     throw new LoopsmithError("bad_request", '--repo needs a goal: loopsmith solve --repo <path> "<what to change>"');
   if (!o.decompose && (o.parallel !== undefined || o.subtaskAttempts !== undefined))
