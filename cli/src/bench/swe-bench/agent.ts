@@ -10,7 +10,7 @@
  * beside the dataset) gives each instance its scripted transcript, `<instance_id>.json`: a
  * `loopsmith-script` whose `replies.agent` lists the turns (docs/SCRIPTS.md).
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -117,6 +117,8 @@ export function agentTask(
     setupCommand: string;
     hints: boolean;
     maxIterations?: number;
+    /** The task's test runs: wall-clock limit, ms (at most 600000). */
+    runTimeoutMs: number;
     script?: ScriptFile;
   },
 ): TaskInput {
@@ -128,7 +130,11 @@ export function agentTask(
     memory: o.arm,
     ...(o.paired && o.arm === "on" ? { memoryScope: armPrefix(o.runId, "on") } : {}),
     ...(o.script ? { script: o.script } : {}),
-    ...(o.maxIterations !== undefined ? { limits: { maxIterations: o.maxIterations } } : {}),
+    limits: {
+      runTimeoutMs: Math.min(o.runTimeoutMs, 600_000),
+      memoryMb: 2048,
+      ...(o.maxIterations !== undefined ? { maxIterations: o.maxIterations } : {}),
+    },
     repo: {
       baseCommit: inst.base_commit,
       snapshot: snapshotName(inst.base_commit),
@@ -143,18 +149,18 @@ export function agentTask(
 }
 
 /**
- * Waits for a task's result, counting its agent steps (the `step` events of the `explore`
- * phase) in `steps.count`; undefined when `signal` aborts first.
+ * Waits for a task's result, keeping its agent steps (the `explore` phase's `step` events'
+ * `data.agentStep`, a TranscriptStep) in `steps`; undefined when `signal` aborts first.
  */
 async function resultOf(
   nc: NatsConnection,
   owner: string,
   taskId: string,
   signal: AbortSignal,
-  steps: { count: number },
+  steps: unknown[],
 ): Promise<TaskResult | undefined> {
   for await (const event of watchEvents(nc, taskId, { owner, signal })) {
-    if (event.kind === "step" && event.phase === "explore") steps.count += 1;
+    if (event.kind === "step" && event.phase === "explore") steps.push(event.data?.agentStep ?? {});
     if (event.kind === "result" && event.result) return event.result;
   }
   return undefined;
@@ -201,7 +207,7 @@ export async function runAgentInstances(
         let result: TaskResult | undefined;
         let patch = "";
         let error: string | undefined;
-        const steps = { count: 0 };
+        const steps: unknown[] = [];
         try {
           const e = resolveEnv(env, inst.repo, inst.version);
           // The snapshot of base_commit: the tracked tree, no .git.
@@ -233,6 +239,7 @@ export async function runAgentInstances(
             testCommand: e.testCmd,
             setupCommand: setupCommandOf(e),
             hints: !!o.hints,
+            runTimeoutMs: o.testTimeoutMs ?? 300_000,
             ...(o.maxIterations !== undefined ? { maxIterations: o.maxIterations } : {}),
             ...(script ? { script } : {}),
           });
@@ -267,7 +274,7 @@ export async function runAgentInstances(
             ? {
                 task: {
                   iterations: result.iterations,
-                  steps: steps.count,
+                  steps: steps.length,
                   tokensIn: result.usage.total.inputTokens,
                   tokensOut: result.usage.total.outputTokens,
                   costUsd: result.usage.total.costUsd,
@@ -279,6 +286,12 @@ export async function runAgentInstances(
           ...(error ? { error } : {}),
         });
         recordInstance(ctx.out, meta.memory === "ab", line, { model: meta.provider.model, patch }, grade.log);
+        // The agent's steps as the task's events gave them: logs/<id>[.<arm>].steps.jsonl.
+        const name = `${inst.instance_id.replace(/[^\w.-]/g, "_")}${meta.memory === "ab" ? `.${arm}` : ""}`;
+        writeFileSync(
+          join(ctx.out, "logs", `${name}.steps.jsonl`),
+          steps.map((s) => `${JSON.stringify(s)}\n`).join(""),
+        );
         onLine(line);
       });
     await queue.onIdle();
