@@ -1,6 +1,11 @@
-import { describe, expect, it } from "vitest";
-import { RunRecord, ScriptFile, Task, type TaskEvent } from "@loopsmith/shared";
-import { agentCallsNote, agentTurns, replayScript } from "./replay.js";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { afterAll, describe, expect, it } from "vitest";
+import { RunRecord, ScriptFile, Task, createProvider, loadConfig, type TaskEvent } from "@loopsmith/shared";
+import { agentCallsNote, agentTurns, replayScript, replaySolveOptions } from "./replay.js";
+import { flagsOf } from "./solve.js";
 import { transcriptSteps } from "./transcript-view.js";
 
 /** An agent step event (phase `explore`, `data.agentStep`), with `extra` fields beside the contract's. */
@@ -189,6 +194,34 @@ describe("replayScript in agent mode", () => {
     ]);
     expect(script.replies.plan).toEqual([plan]);
     expect(replayScript(agentRecord(0, false)).replies.agent).toBeUndefined();
+  });
+
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+
+  it("is served by the scripted provider turn by turn, the calls and their arguments as recorded", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "loopsmith-replay-agent-"));
+    dirs.push(dir);
+    const scriptFile = join(dir, "replay-rec.json");
+    await writeFile(scriptFile, JSON.stringify(replayScript(agentRecord(2))));
+    const config = loadConfig({ env: {}, flags: flagsOf(replaySolveOptions(join(dir, "task.json"), scriptFile)) });
+    const llm = createProvider({ config, log: pino({ level: "silent" }) });
+    const turn = (callsBefore: number) =>
+      llm.converse!({
+        role: "agent",
+        system: "s",
+        messages: [{ role: "user", content: "go" }],
+        tools: [],
+        context: { taskId: "rec-replay", iteration: 2, callsBefore },
+      });
+    const first = await turn(0);
+    expect([first.content, first.toolCalls]).toEqual([
+      "thought 2.1",
+      [{ id: "call_0_0", name: "read", args: { path: "roman.py", startLine: 1 } }],
+    ]);
+    expect((await turn(1)).toolCalls).toEqual([{ id: "call_1_0", name: "submit", args: { summary: "pairs" } }]);
   });
 
   it("warns when the turns are not as many as the agent calls the run made", () => {
