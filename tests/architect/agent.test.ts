@@ -349,7 +349,7 @@ describe("agent mode in the conductor", () => {
     nats,
   }) => {
     const script = [
-      say([tc("read", {}), tc("open_file", { path: "x" }, 1)]),
+      say([tc("read", {}), tc("open_file", { path: "x" }, 1), tc("list", { _unparsed: "{path: oops" }, 2)]),
       say([tc("edit", { edits: [{ path: "pkg/mod.py", search: "def answer():", replace: "def answer(:" }] })]),
       say([tc("edit", { edits: [{ path: "conftest.py", search: "", replace: "import pytest\n" }] })]),
       say([tc("edit", { edits: [fix] })]),
@@ -365,6 +365,7 @@ describe("agent mode in the conductor", () => {
         expect(steps.map((t) => [t.tool, t.isError])).toEqual([
           ["read", true],
           ["open_file", true],
+          ["list", true],
           ["edit", true],
           ["edit", true],
           ["edit", false],
@@ -373,11 +374,14 @@ describe("agent mode in the conductor", () => {
         expect(steps[0]?.observation).toMatch(/the arguments of read are not valid/);
         expect(steps[0]?.observation).toMatch(/path/);
         expect(steps[1]?.observation).toMatch(/unknown tool "open_file"/);
-        expect(steps[2]?.observation).toMatch(/no longer parses/);
-        expect(steps[2]?.observation).toMatch(/pkg\/mod\.py:1:\d+: /);
-        expect(steps[3]?.observation).toMatch(/conftest\.py.*test runner/);
+        // Argument text a provider could not read as JSON is refused, not taken as a `list` of ".".
+        expect(steps[2]?.observation).toMatch(/not a JSON object: \{path: oops/);
+        expect(steps[3]?.observation).toMatch(/no longer parses/);
+        expect(steps[3]?.observation).toMatch(/pkg\/mod\.py:1:\d+: /);
+        expect(steps[4]?.observation).toMatch(/conftest\.py.*test runner/);
         // The model saw the refusal as an error tool message with the same text.
         const refused = turns[2]?.messages.at(-1);
+        expect(ex.calls.some((c) => c.call.tool === "list")).toBe(false);
         expect(refused).toMatchObject({ role: "tool", isError: true });
         // Only the accepted edit reached the session.
         expect(ex.calls.filter((c) => c.call.tool === "write")).toHaveLength(1);

@@ -14,6 +14,7 @@ import {
   type Candidate,
   type FileChange,
   type ToolCall,
+  UNPARSED_ARGS,
 } from "@loopsmith/shared";
 import { agentTexts } from "../event-texts.js";
 import { currentReader, listTree } from "../repo/context.js";
@@ -40,6 +41,11 @@ const error = (content: string): ToolResult => ({ content, isError: true });
 export async function runTool(ctx: LoopContext, call: ToolCall): Promise<ToolResult> {
   const name = ToolName.safeParse(call.name);
   if (!name.success) return error(agentTexts.unknownTool(call.name, ToolName.options));
+  // A provider that could not read the model's argument text as JSON passes it on raw: the
+  // schemas would drop the unknown key and take their defaults (a `list` of "."), so it is refused here.
+  const raw = call.args[UNPARSED_ARGS];
+  if (raw !== undefined)
+    return error(agentTexts.badArgs(name.data, `the arguments are not a JSON object: ${String(raw).slice(0, 200)}`));
   const parsed = ToolArgs[name.data].safeParse(call.args);
   if (!parsed.success) return error(agentTexts.badArgs(name.data, z.prettifyError(parsed.error)));
   try {
