@@ -149,6 +149,10 @@ const solveCommand = program
     wholeNumber(SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max),
   )
   .option("--out <dir>", "write result.json, report.md (and change.patch in repo mode) here at the end")
+  .option(
+    "--dry-run",
+    "check the task and print the models, limits and the build prompt's budget; start nothing, call no model",
+  )
   .option("--json", "print one JSON event per line, then the result object");
 // A model per role (llm.roles.<role>; env LOOPSMITH_MODEL_<ROLE>, LOOPSMITH_PROVIDER_<ROLE>).
 for (const role of ROLES) {
@@ -158,7 +162,7 @@ for (const role of ROLES) {
 solveCommand.action(async (goal: string | undefined, opts: SolveOptions) =>
   run(opts.json, async () => {
     checkSolveInput(goal, opts);
-    await natsFirst(opts);
+    if (!opts.dryRun) await natsFirst(opts);
     const { solve } = await import("./solve.js");
     return solve(goal, opts, await logger());
   }),

@@ -57,6 +57,8 @@ export type RoleFlags = Partial<Record<`model${Capitalize<Role>}` | `provider${C
 
 /** Options of `solve`, as commander gives them. */
 export interface SolveOptions extends RoleFlags, RepoOptions {
+  /** Check the task and print the models, limits and build prompt budget; start and call nothing. */
+  dryRun?: boolean;
   /** Write result.json, report.md (and change.patch in repo mode) here at the end. */
   out?: string;
   /** A task file in repo mode (a replay): snapshot its base commit from this checkout first. */
@@ -268,6 +270,12 @@ async function runSolve(
   // Repo mode checks the repository and makes its snapshot before anything starts.
   const prepared: PreparedRepoTask | undefined = o.repo ? await prepareRepoTask(goal, o, limitsOf(o)) : undefined;
   let task = prepared ? prepared.task : buildTask(goal, o);
+  if (o.dryRun) {
+    const { dryRun, dryRunText } = await import("./solve-dry-run.js");
+    const planned = await dryRun(task, prepared, config);
+    out(o.json ? jsonLine({ kind: "dry_run", ...planned }) : dryRunText(planned));
+    return { code: ExitCode.ok };
+  }
   // Fail before starting anything when the provider cannot work (missing key, bad key). On a
   // stack the configuration names (NATS_URL: compose, a cluster) the services' own provider
   // answers, not this process's: there a task that needs a model and finds none ends with
