@@ -325,7 +325,7 @@ async function runSolve(
   process.on("SIGTERM", onSignal);
   let stack: LocalStack | undefined;
   try {
-    stack = await startLocalStack({ config, log, env: childEnv });
+    stack = await startLocalStack({ config, log, env: childEnv, signal: abort.signal });
     if (abort.signal.aborted) throw new CliError("cancelled", "interrupted before the task was submitted");
     const reused = 5 - stack.started.length;
     // Services this command did not start have their own provider: the replies go with the task.

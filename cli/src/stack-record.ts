@@ -2,13 +2,14 @@
  * The record of a stack started by `loopsmith up`: `<dataDir>/run/stack.json`, written when
  * every service answered, removed by `loopsmith down`. Commands that need the stack (`solve`,
  * `history`, `stats`, `show`, `improve`) use the NATS it names when it answers and no NATS URL
- * is configured, so the services already running serve them and nothing starts cold.
+ * is configured, so the services already running serve them and nothing starts cold. Also
+ * the lock a command holds while it runs a stack of its own ({@link takeOwnStackLock}).
  */
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { connect } from "@nats-io/transport-node";
-import { natsServers } from "@loopsmith/shared";
+import { LoopsmithError, natsServers, processAlive } from "@loopsmith/shared";
 import { readStackUsers, roleConnectOptions, type StackUsers } from "./stack-auth.js";
 
 /** The record's shape. */
@@ -91,5 +92,75 @@ export async function liveStack(dataDir: string, timeoutMs = 1_000): Promise<Liv
     return users ? { ...record, users } : record;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * Where the command that runs a stack of its own on `dataDir` (a `solve` or `improve` without
+ * `up`, or an `up` while it starts) writes its pid: the embedded memory under `dataDir` can be
+ * open in one process only, so a second such command waits for the first instead of failing.
+ */
+export function ownStackLockPath(dataDir: string): string {
+  return join(dataDir, "run", "own-stack.pid");
+}
+
+/** Options of {@link takeOwnStackLock}. */
+export interface OwnStackLockOptions {
+  /** Called once, when another live process holds the lock and this one starts waiting. */
+  onWait?: (holderPid: number) => void;
+  /** Stops waiting: the promise rejects with `cancelled`. */
+  signal?: AbortSignal;
+  /** How often the holder is checked again, in ms. @defaultValue 500 */
+  pollMs?: number;
+}
+
+/**
+ * Takes the own-stack lock of `dataDir` (a pid file made with `wx`, which only one process
+ * can win), waiting while a live process holds it; a lock whose process is gone (killed) is
+ * removed and taken.
+ * @returns the release function (removes the file if it still holds this pid; never throws)
+ * @throws LoopsmithError `cancelled` when `opts.signal` aborts while waiting; the file system's
+ *   error when the file cannot be made
+ */
+export async function takeOwnStackLock(dataDir: string, opts: OwnStackLockOptions = {}): Promise<() => void> {
+  const path = ownStackLockPath(dataDir);
+  mkdirSync(join(dataDir, "run"), { recursive: true });
+  let told = false;
+  for (;;) {
+    if (opts.signal?.aborted)
+      throw new LoopsmithError("cancelled", "interrupted while waiting for another command's stack");
+    try {
+      writeFileSync(path, String(process.pid), { flag: "wx" });
+      return () => {
+        try {
+          if (readFileSync(path, "utf8") === String(process.pid)) rmSync(path, { force: true });
+        } catch {
+          /* gone already */
+        }
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+    const text = readText(path);
+    const holder = Number.parseInt(text, 10);
+    if (!processAlive(holder)) {
+      // Its holder died without releasing it (or it is not a pid): stale. Removed only if it
+      // still names that holder, so a lock another waiter has just taken stays.
+      if (readText(path) === text) rmSync(path, { force: true });
+      continue;
+    }
+    if (!told) {
+      told = true;
+      opts.onWait?.(holder);
+    }
+    await new Promise((r) => setTimeout(r, opts.pollMs ?? 500));
+  }
+}
+
+function readText(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return "";
   }
 }

@@ -28,7 +28,7 @@ import {
 } from "@loopsmith/shared";
 import { newStackUsers, roleConnectOptions, roleEnv, writeStackUsers, type StackUsers } from "./stack-auth.js";
 import { startNatsContainer } from "./nats-container.js";
-import { liveStack } from "./stack-record.js";
+import { liveStack, takeOwnStackLock } from "./stack-record.js";
 import { natsUnreachableMessage } from "./preflight.js";
 import { currentBuild } from "../bin/build-stamp.js";
 
@@ -131,6 +131,21 @@ export interface StackOptions {
    * so that services started on it again connect as their own users.
    */
   users?: StackUsers;
+  /**
+   * Called when another command runs a stack of its own on the same data directory and this
+   * one waits for it (its embedded memory opens in one process only). @defaultValue a line on stderr
+   */
+  onWait?: (holderPid: number) => void;
+  /** Stops waiting for another command's stack (the start rejects with `cancelled`). */
+  signal?: AbortSignal;
+}
+
+/** The line a command prints while it waits for another command's stack. */
+export function waitingLine(holderPid: number, dataDir: string): string {
+  return (
+    `loopsmith: another loopsmith command (process ${holderPid}) runs its own stack on ${dataDir}; ` +
+    "waiting for it to finish (`loopsmith up` starts one stack that every command shares)"
+  );
 }
 
 /**
@@ -243,17 +258,39 @@ function tail(path: string, lines = 5): string {
 export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
   const { config, log } = opts;
   const want = opts.services ?? ALL;
-  const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
+  let deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
   const progress = (p: Omit<StackProgress, "want">): void => opts.onProgress?.({ ...p, want });
   progress({ phase: "nats", answered: [] });
-  const running = config.natsUrl || opts.keep ? undefined : await liveStack(config.dataDir);
+  let running = config.natsUrl || opts.keep ? undefined : await liveStack(config.dataDir);
+  // A stack of its own opens the embedded memory under the data directory, which one process
+  // only may hold: a second command waits for the first's stack to stop (or for an `up`
+  // stack to be ready, then uses it) instead of failing on the memory's lock.
+  let releaseOwn: (() => void) | undefined;
+  if (!config.natsUrl && !running && !config.databaseUrl && want.includes("memory")) {
+    releaseOwn = await takeOwnStackLock(config.dataDir, {
+      onWait: opts.onWait ?? ((pid) => void process.stderr.write(`${waitingLine(pid, config.dataDir)}\n`)),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    // The time to come up counts from here, not from the wait.
+    deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
+    running = opts.keep ? undefined : await liveStack(config.dataDir);
+    if (running) {
+      releaseOwn();
+      releaseOwn = undefined;
+    }
+  }
   // The CLI's own NATS runs the permission matrix with passwords made for this start; a
   // running stack's come from its users file; an external NATS takes the configured credentials.
   const users = opts.users ?? (config.natsUrl ? undefined : running ? running.users : newStackUsers());
   const nats =
     config.natsUrl || running
       ? null
-      : await startNatsContainer(config, log, { keep: !!opts.keep, ...(users ? { users } : {}) });
+      : await startNatsContainer(config, log, { keep: !!opts.keep, ...(users ? { users } : {}) }).catch(
+          (err: unknown) => {
+            releaseOwn?.();
+            throw err;
+          },
+        );
   const natsUrl = config.natsUrl ?? running?.natsUrl ?? (nats as { url: string }).url;
   const connectOptions = users ? roleConnectOptions(users, "client") : config.natsUrl ? natsConnectOptions(config) : {};
   const external = !nats && !users;
@@ -274,6 +311,7 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
       ),
     );
     await nats?.stop();
+    releaseOwn?.();
   };
   const logDir = join(config.dataDir, "logs");
   const env = { ...process.env, ...opts.env };
