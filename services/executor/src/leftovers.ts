@@ -23,11 +23,12 @@ import { LABEL } from "./sandbox.js";
 
 /**
  * Label on agent mode's session containers (session.ts), whose value is the session's id. A
- * session container idles between runs; it ends when its executor's attach connection
- * closes, like a sandbox, and a running one whose owner the bus says is not alive is removed
- * too (its owner died where the engine did not see the connection close).
+ * session container idles between runs on its executor's attach connection and ends when it
+ * closes, like a sandbox, so the rules above remove a dead executor's sessions too. A running
+ * one is never removed by another executor: executors on other buses may share the engine,
+ * and the bus's answer says nothing about them.
  */
-export const LABEL_SESSION = "org.loopsmith.session";
+export const LABEL_SESSION = "org.loopsmith.executor.session";
 
 /**
  * How long a created-but-not-started container is left alone when it is not known whether
@@ -69,10 +70,9 @@ export interface LeftoverOptions {
 
 /**
  * Removes leftover sandbox containers: every labelled container of another executor that
- * has stopped (exited or dead), a running session container ({@link LABEL_SESSION}) of an
- * executor not in `opts.live` (after {@link ORPHAN_GRACE_S}), or one created and never started: after
+ * has stopped (exited or dead), or was created and never started: after
  * {@link ORPHAN_GRACE_S} when `opts.live` is given and does not hold its owner, else after
- * {@link CREATED_GRACE_S}. No other running container of another executor is touched.
+ * {@link CREATED_GRACE_S}. Running containers of others are never touched.
  * @param ownId - this executor's instance id (its containers are not touched, unless `opts.own`)
  * @returns the ids removed
  * @throws whatever the engine throws when it cannot list containers
@@ -93,13 +93,7 @@ export async function removeLeftovers(
         if (opts.own === undefined) return;
         if (opts.own === "stopped" && c.State !== "exited" && c.State !== "dead") return;
       } else if (c.State === "running" || c.State === "restarting") {
-        // A session of an executor the bus says is dead (older than the grace: its owner answers pings before it opens any).
-        const orphanSession =
-          c.Labels?.[LABEL_SESSION] !== undefined &&
-          opts.live !== undefined &&
-          !opts.live.has(owner) &&
-          nowS - c.Created >= (opts.orphanGraceS ?? ORPHAN_GRACE_S);
-        if (!orphanSession) return;
+        return;
       } else if (c.State === "created") {
         // A setup helper is created and never started by design: it gets the full minute.
         const orphaned = opts.live !== undefined && !opts.live.has(owner) && c.Labels?.[LABEL_SETUP] === undefined;

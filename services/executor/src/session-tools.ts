@@ -5,7 +5,8 @@
  * judges. Every path is checked to stay inside the tree: no absolute path, no `..`, no link
  * that resolves outside it.
  */
-import { lstat, open, readdir, readlink, realpath, stat } from "node:fs/promises";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { open, readdir, readlink, realpath, stat } from "node:fs/promises";
 import { join, posix, sep } from "node:path";
 import vm from "node:vm";
 import picomatch from "picomatch";
@@ -35,6 +36,8 @@ export const MAX_LINE_CHARS = 500;
 export const SEARCH_TIMEOUT_MS = 10_000;
 /** Bytes looked at for a NUL to call a file binary (git's rule: the first 8 000). */
 const BINARY_PROBE_BYTES = 8_000;
+/** Files a search reads between two yields to the event loop. */
+const YIELD_EVERY = 64;
 /** Text handed to the matcher per batch, characters. */
 const BATCH_CHARS = 4 * 1024 * 1024;
 
@@ -204,9 +207,14 @@ function matchBatch(
   }
 }
 
-/** Every regular file under `dir` (workspace-relative, sorted, links not followed), skipping {@link NEVER_FROM_TREE}. */
-async function* filesUnder(root: string, dir: string): AsyncGenerator<string> {
-  const entries = await readdir(dir, { withFileTypes: true });
+/**
+ * Every regular file under `dir` (workspace-relative, sorted, links not followed), skipping
+ * {@link NEVER_FROM_TREE}. Synchronous, as repo.ts reads a tree: many small reads through
+ * libuv's thread pool cost several times the reads themselves on a loaded host; the search
+ * yields to the event loop every {@link YIELD_EVERY} files.
+ */
+function* filesUnder(root: string, dir: string): Generator<string> {
+  const entries = readdirSync(dir, { withFileTypes: true });
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (const e of entries) {
     if (NEVER_FROM_TREE.has(e.name)) continue;
@@ -283,19 +291,14 @@ export async function searchTree(
     batchChars = 0;
   };
   try {
-    for await (const rel of filesUnder(root, root)) {
+    let seen = 0;
+    for (const rel of filesUnder(root, root)) {
       if (total >= MAX_SEARCH_MATCHES) break;
       if (!isMatch(rel)) continue;
+      if (++seen % YIELD_EVERY === 0) await new Promise((resolve) => setImmediate(resolve));
       const abs = join(root, rel);
-      const info = await lstat(abs);
-      if (info.size > MAX_SEARCH_FILE_BYTES) continue;
-      const fh = await open(abs, "r");
-      let data: Buffer;
-      try {
-        data = await fh.readFile();
-      } finally {
-        await fh.close();
-      }
+      if ((statSync(abs, { throwIfNoEntry: false })?.size ?? Infinity) > MAX_SEARCH_FILE_BYTES) continue;
+      const data = readFileSync(abs);
       if (looksBinary(data)) continue;
       const text = data.toString("utf8");
       batch.push({ path: rel, text });
