@@ -45,6 +45,7 @@ import { exportRun } from "./runs.js";
 import {
   finishRepo,
   prepareRepoTask,
+  repoToSolve,
   uploadRecordedSnapshot,
   uploadSnapshot,
   type PreparedRepoTask,
@@ -267,8 +268,12 @@ async function runSolve(
 ): Promise<{ code: number; result?: TaskResult }> {
   const flags = await stackFlags(o);
   const config: Config = loadConfig({ ...(o.config ? { file: o.config } : {}), flags });
-  // Repo mode checks the repository and makes its snapshot before anything starts.
-  const prepared: PreparedRepoTask | undefined = o.repo ? await prepareRepoTask(goal, o, limitsOf(o)) : undefined;
+  // Repo mode (`--repo`, or a goal given inside a git work tree: that repository) checks the
+  // repository and makes its snapshot before anything starts.
+  const repo = await repoToSolve(goal, o);
+  const prepared: PreparedRepoTask | undefined = repo
+    ? await prepareRepoTask(goal, { ...o, repo }, limitsOf(o))
+    : undefined;
   let task = prepared ? prepared.task : buildTask(goal, o);
   if (o.dryRun) {
     const { dryRun, dryRunText } = await import("./solve-dry-run.js");
