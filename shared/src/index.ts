@@ -107,6 +107,8 @@ export {
   RepoBrief,
   RepoChange,
   RepoSpec,
+  repoModeOf,
+  type RepoMode,
   Review,
   ReviewReply,
   ReviewRequest,

@@ -186,6 +186,8 @@ export async function dagTask(nc: NatsConnection, over: Partial<TaskInput> = {})
       snapshot: snapshotName(BASE_COMMIT),
       testCommand: "python3 -m pytest -q",
       setupCommand: "",
+      // The stand-in builder answers one-shot build requests.
+      mode: "oneshot",
     },
     limits: { maxIterations: 2, subtaskAttempts: 2 },
     ...over,

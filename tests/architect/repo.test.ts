@@ -46,6 +46,8 @@ function repoTask(over: Partial<TaskInput["repo"]> = {}): TaskInput {
       snapshot: `tree-${COMMIT}.tar`,
       testCommand: "python3 -m pytest -q",
       setupCommand: "",
+      // These tests are about one-shot edits (the builder stand-in answers build requests).
+      mode: "oneshot",
       ...over,
     },
   });

@@ -30,7 +30,10 @@ const EMPTY_CANDIDATE = { files: [], tests: [], notes: "" };
  * the files itself, and a plan's summary and file list would only repeat the goal to it).
  */
 function afterRecall(s: TaskState): PhaseOutcome {
-  return isAgentTask(s) ? { next: "explore", patch: { iteration: Math.max(1, s.iteration) } } : { next: "plan" };
+  // A task that may decompose plans first (the plan decides whether it becomes a DAG).
+  return isAgentTask(s) && !s.task.decompose
+    ? { next: "explore", patch: { iteration: Math.max(1, s.iteration) } }
+    : { next: "plan" };
 }
 
 /** RECALL: similar past failures and successes for the goal (not this task's own). */

@@ -11,6 +11,7 @@ import {
   Usage,
   dagProgress,
   hasCode,
+  repoModeOf,
   type Budget,
   type ExecutionRequest,
   type ExecutionResult,
@@ -98,7 +99,7 @@ export class TaskRun {
     const brief: TaskBrief = { goal: t.goal, language: t.language, files: t.files, acceptanceTests: t.acceptanceTests };
     if (!t.repo) return brief;
     const repo = await repoBrief({ ...this.s, candidate: treeBase(this.s) }, this.steps);
-    return { ...brief, repo: t.repo.mode === "agent" ? { ...repo, files: [] } : repo };
+    return { ...brief, repo: repoModeOf(t) === "agent" ? { ...repo, files: [] } : repo };
   }
 
   /** What is left of the task's budget now (usage grows as steps are paid for). */

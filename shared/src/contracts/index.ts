@@ -29,7 +29,9 @@ export {
   RepoBrief,
   RepoChange,
   RepoSpec,
+  repoModeOf,
   snapshotName,
+  type RepoMode,
 } from "./repo.js";
 export { RoleReplies, ScriptFile, ScriptTurn, SimulatedWrong, Simulation, TaskScript } from "./script.js";
 export {

@@ -28,6 +28,29 @@ export function snapshotName(commit: string): string {
   return `tree-${commit}.tar`;
 }
 
+/** How a repo task's model works: agent mode's tool loop, or one-shot edits. */
+export type RepoMode = "agent" | "oneshot";
+
+/**
+ * The mode a repo task runs in: its `repo.mode` when set; otherwise `agent` (the default for
+ * repo tasks, issue #34), except for a task whose script replays one-shot builds (`build`
+ * replies and no `agent` turns, in `replies` or any `tasks` entry): a script written for
+ * one-shot mode replays in it, so recorded runs and examples keep their meaning.
+ */
+export function repoModeOf(task: {
+  repo?: { mode?: RepoMode | undefined } | undefined;
+  script?: { kind: string; replies?: object; tasks?: Record<string, object> } | undefined;
+}): RepoMode {
+  if (task.repo?.mode) return task.repo.mode;
+  const script = task.script;
+  if (!script) return "agent";
+  if (script.kind !== "loopsmith-script") return "oneshot";
+  const sets = [script.replies ?? {}, ...Object.values(script.tasks ?? {})] as { build?: unknown; agent?: unknown }[];
+  const builds = sets.some((r) => r.build !== undefined);
+  const turns = sets.some((r) => r.agent !== undefined);
+  return builds && !turns ? "oneshot" : "agent";
+}
+
 /** The repository a task works on. */
 export const RepoSpec = z.object({
   /** The commit the task starts from, resolved by the client (never a branch name). */
@@ -56,10 +79,10 @@ export const RepoSpec = z.object({
   /**
    * How the model works on the repository: `agent` explores with tools in a bounded loop
    * (list, read, search, symbol, run, edit, submit) before the verdict; `oneshot` answers with
-   * edits in one call from the files picked up front (cheaper on small fixes).
-   * @defaultValue "oneshot" (becomes "agent" once the loop lands, issue #34)
+   * edits in one call from the files picked up front (cheaper on small fixes). Absent: see
+   * {@link repoModeOf} (agent, unless the task's script was written for one-shot builds).
    */
-  mode: z.enum(["agent", "oneshot"]).default("oneshot"),
+  mode: z.enum(["agent", "oneshot"]).optional(),
 });
 export type RepoSpec = z.infer<typeof RepoSpec>;
 

@@ -8,6 +8,7 @@
  * and the stuck rule stop the task.
  */
 import {
+  repoModeOf,
   LoopsmithError,
   type AgentMessage,
   type AgentTurnReply,
@@ -34,7 +35,7 @@ const MAX_CANDIDATE_FILES = 50;
 
 /** True for a repo task in agent mode. */
 export function isAgentTask(s: TaskState): boolean {
-  return s.task.repo?.mode === "agent";
+  return s.task.repo !== undefined && repoModeOf(s.task) === "agent";
 }
 
 /** The phase that makes an iteration's candidate: `explore` in agent mode, `build` otherwise. */
