@@ -21,6 +21,14 @@ bash deploy/ensure-docker.sh
 # Compose v2 (the compose test runs the README's `docker compose` lines as they are).
 bash deploy/ensure-compose.sh
 
+# The install test (tests/e2e/install.test.ts) runs the installed `loopsmith` as a user who is
+# not root and is in the docker group, as users do: made here when this runs as root.
+if [ "$(id -u)" = "0" ] && ! id loopsmith-ci >/dev/null 2>&1; then
+  echo "prepare: adding the user loopsmith-ci (docker group) for the install test"
+  getent group docker >/dev/null || groupadd --system docker
+  useradd --create-home --groups docker --shell /bin/bash loopsmith-ci
+fi
+
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" != "0" ]; then
     echo "prepare: the dashboard test needs Debian's chromium; run: sudo apt-get install -y chromium" >&2
