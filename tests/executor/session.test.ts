@@ -5,7 +5,7 @@
  * the leftovers sweep removing the session of an executor that was killed.
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -30,8 +30,8 @@ import {
   LABEL,
   LABEL_SESSION,
   liveExecutors,
-  removeLeftovers,
   SESSION_IDLE_UID,
+  snapshotLoader,
 } from "@loopsmith/executor";
 import { startNats, type Started } from "../fixtures/containers.js";
 import { REPO } from "../fixtures/cli.js";
@@ -313,33 +313,53 @@ describe("session over the bus", () => {
   });
 });
 
-describe("sessions of a dead executor", () => {
-  it("keeps a running session container of any other executor (other buses share the engine), removes a stopped one", async () => {
-    const make = async (owner: string, sessionId: string) => {
-      const c = await docker.createContainer({
-        Image: testConfig().images.python,
-        Cmd: ["sleep", "300"],
-        Entrypoint: [],
-        Labels: { [LABEL]: owner, [LABEL_SESSION]: sessionId },
-        HostConfig: { NetworkMode: "none" },
-      });
-      await c.start();
-      return c;
-    };
-    const unknown = await make("otherbus00001", "t-other-1");
-    const stopped = await make("deadexecutor1", "t-dead-1");
+describe("idle sessions", () => {
+  it("are closed once no call came for the idle time: container and host copy gone", async () => {
+    const sessionsDir = mkdtempSync(join(tmpdir(), "loopsmith-session-idle-"));
+    const ex = createExecutor({
+      docker,
+      config: testConfig({ warmPoolSize: 0 }),
+      log,
+      kinds: ["python"],
+      loadBase: snapshotLoader(nc, join(dataDir, "idle-cache")),
+      sessionsDir,
+      sessionIdleMs: 1_500,
+    });
+    await ex.start();
     try {
-      await stopped.kill();
-      const removed = await removeLeftovers(docker, "me", log, { live: new Set(), orphanGraceS: 0 });
-      expect(removed).toContain(stopped.id);
-      expect(removed).not.toContain(unknown.id);
-      expect((await unknown.inspect()).State.Running).toBe(true);
+      const opened = await ex.sessions.open(openRequest("t-session-idle"));
+      expect(ex.sessions.size).toBe(1);
+      expect(await sessionContainers(opened.sessionId)).toHaveLength(1);
+      expect(readdirSync(join(sessionsDir, ex.instanceId))).toHaveLength(1);
+      // A call keeps it open past the first idle time.
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(
+        (await ex.sessions.call({ v: 1, sessionId: opened.sessionId, call: { tool: "run", command: "true" } })).ok,
+      ).toBe(true);
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(ex.sessions.size).toBe(1);
+      const deadline = Date.now() + 10_000;
+      // The session leaves the table at once; its container's removal follows.
+      const left = async (): Promise<boolean> =>
+        ex.sessions.size > 0 ||
+        (await sessionContainers(opened.sessionId)).length > 0 ||
+        readdirSync(join(sessionsDir, ex.instanceId)).length > 0;
+      while ((await left()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(ex.sessions.size).toBe(0);
+      expect(await sessionContainers(opened.sessionId)).toEqual([]);
+      expect(readdirSync(join(sessionsDir, ex.instanceId))).toEqual([]);
+      const gone = await errorOf(
+        ex.sessions.call({ v: 1, sessionId: opened.sessionId, call: { tool: "run", command: "true" } }),
+      );
+      expect(hasCode(gone, "not_found")).toBe(true);
     } finally {
-      await unknown.remove({ force: true }).catch(() => undefined);
-      await stopped.remove({ force: true }).catch(() => undefined);
+      await ex.stop();
+      rmSync(sessionsDir, { recursive: true, force: true });
     }
-  });
+  }, 60_000);
+});
 
+describe("sessions of a dead executor", () => {
   it("a killed executor's session container ends, and the next executor's start-up sweep removes it", async () => {
     // Only the child serves session_open from here on.
     await running?.stop();

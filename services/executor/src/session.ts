@@ -8,7 +8,7 @@
  *   setup command). Its main process is `cat`, run as `nobody` (uid 65534) and reading the
  *   executor's attach connection: when the executor dies, the engine closes that stdin, `cat`
  *   ends and so does the container, which any executor's leftovers sweep then removes
- *   (leftovers.ts; a running session container of an owner the bus says is dead is removed too).
+ *   (leftovers.ts) as a stopped container of another executor.
  *   Each `run` is a `docker exec` of `sh -c <command>` as the sandbox user (uid 10001) at
  *   `/workspace`, with the verdict run's environment allowlist (and the layer's variables).
  * - **A run's end**: when the command exits, every other process of the sandbox user is
