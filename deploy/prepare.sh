@@ -39,6 +39,17 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 fi
 
+# The completion test loads the generated scripts in zsh and fish (bash is always there).
+if ! command -v zsh >/dev/null 2>&1 || ! command -v fish >/dev/null 2>&1; then
+  if [ "$(id -u)" != "0" ]; then
+    echo "prepare: the completion test needs zsh and fish; run: sudo apt-get install -y zsh fish" >&2
+    exit 1
+  fi
+  echo "prepare: installing zsh and fish (for the completion test)"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q zsh fish
+fi
+
 images=(
   "${LOOPSMITH_NATS_IMAGE:-loopsmith/nats:local}"
   "${LOOPSMITH_POSTGRES_IMAGE:-loopsmith/postgres:local}"

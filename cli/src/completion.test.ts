@@ -81,7 +81,8 @@ describe("shell completion from the commander program", () => {
     ] as const) {
       // Syntax-checked by the shell itself where it is installed (bash always is).
       const which = spawnSync("bash", ["-c", `command -v ${shell}`], { encoding: "utf8" });
-      if (which.status !== 0) continue;
+      // deploy/prepare.sh installs both shells: a missing one is a failure, not a skip.
+      expect(which.status, `${shell} is not installed (deploy/prepare.sh installs it)`).toBe(0);
       const file = join(mkdtempSync(join(tmpdir(), "loopsmith-completion-")), `tool.${shell}`);
       writeFileSync(file, text);
       const check = spawnSync(shell, ["-n", file], { encoding: "utf8" });

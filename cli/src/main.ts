@@ -133,6 +133,12 @@ const solveCommand = program
     ).choices(["reject", "ask", "allow"]),
   )
   .option("--map-tokens <n>", "repo mode: token budget of the repo map (default 2048)", wholeNumber(256, 32_000))
+  .addOption(
+    new Option(
+      "--mode <mode>",
+      "repo mode: agent explores with tools before it edits; oneshot edits in one call (default agent, oneshot for a script of one-shot builds)",
+    ).choices(["agent", "oneshot"]),
+  )
   .option("--apply", "repo mode: also apply a passing change to your work tree (which must be clean)")
   .option(
     "--decompose",

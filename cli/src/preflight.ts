@@ -123,6 +123,7 @@ export interface SolveInput {
   setupCmd?: string;
   dependencies?: string;
   mapTokens?: number;
+  mode?: "agent" | "oneshot";
   apply?: boolean;
   decompose?: boolean;
   parallel?: number;
@@ -174,7 +175,7 @@ export function checkSolveInput(goal: string | undefined, o: SolveInput): void {
     );
   if (o.repo && !sources.includes("a goal"))
     throw usageError('--repo needs a goal: loopsmith solve --repo <path> "<what to change>"');
-  const repoOnly = (["base", "testCmd", "setupCmd", "dependencies", "mapTokens", "apply"] as const).filter(
+  const repoOnly = (["base", "testCmd", "setupCmd", "dependencies", "mapTokens", "mode", "apply"] as const).filter(
     (k) => o[k] !== undefined,
   );
   if (!o.repo && repoOnly.length)

@@ -12,6 +12,7 @@ import {
   Task,
   putSnapshot,
   snapshotName,
+  type RepoMode,
   type DependencyPolicy,
   type Language,
   type TaskInput,
@@ -29,6 +30,8 @@ export interface RepoOptions {
   setupCmd?: string;
   dependencies?: DependencyPolicy;
   mapTokens?: number;
+  /** How the model works on the repository (`RepoSpec.mode`); absent: `repoModeOf` decides. */
+  mode?: RepoMode;
   apply?: boolean;
   /** Plan the goal as a DAG of subtasks, each a child task (`task.decompose`). */
   decompose?: boolean;
@@ -123,6 +126,7 @@ export async function prepareRepoTask(
       ...(o.setupCmd !== undefined ? { setupCommand: o.setupCmd } : {}),
       ...(o.dependencies ? { dependencies: o.dependencies } : {}),
       ...(o.mapTokens ? { mapTokens: o.mapTokens } : {}),
+      ...(o.mode ? { mode: o.mode } : {}),
     },
     submittedAt: new Date().toISOString(),
   };

@@ -15,6 +15,7 @@ import {
   call,
   createProvider,
   loadScript,
+  repoModeOf,
   ensureTaskIntake,
   loadConfig,
   submitTask,
@@ -335,6 +336,10 @@ async function runSolve(
     const reused = 5 - stack.started.length;
     // Services this command did not start have their own provider: the replies go with the task.
     if (script && reused > 0) task = { ...task, script };
+    // Services started here replay `--script` from their configuration, not from the task:
+    // the task names the mode that script was written for (repoModeOf), as it would carry it.
+    if (task.repo && script && task.repo.mode === undefined)
+      task = { ...task, repo: { ...task.repo, mode: repoModeOf({ repo: task.repo, script }) } };
     const ownLlm = { ...((flags.llm as Record<string, unknown> | undefined) ?? {}) };
     delete ownLlm.scriptPath;
     if (reused > 0 && Object.keys(ownLlm).length > 0) {

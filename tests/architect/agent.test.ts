@@ -17,11 +17,11 @@ import {
   ServiceNames,
   call,
   handle,
+  onReplica,
   startService,
   submitTask,
   type AgentTurnReply,
   type AgentTurnRequest,
-  type EndpointDef,
   type ExecutionRequest,
   type ExecutionResult,
   type SessionCall,
@@ -69,7 +69,6 @@ function agentTask(over: Partial<TaskInput> = {}): TaskInput {
 }
 
 /** An endpoint on one replica's subject. */
-const atReplica = <E extends EndpointDef>(def: E, id: string): E => ({ ...def, subject: `${def.subject}.${id}` });
 
 const tc = (name: string, args: Record<string, unknown>, n = 0): ToolCall => ({ id: `call_${name}_${n}`, name, args });
 const say = (calls: ToolCall[], content = "", costUsd = 0.01): AgentTurnReply => ({
@@ -108,7 +107,7 @@ async function fakeExecutor(nc: NatsConnection, opts: { loseSessionAtCall?: numb
         sessions.set(req.sessionId, files);
         return { sessionId: req.sessionId, executorId: EXECUTOR_ID, files: files.size, durationMs: 1 };
       }),
-      handle(atReplica(Endpoints.executor.sessionCall, EXECUTOR_ID), async (req) => {
+      handle(onReplica(Endpoints.executor.sessionCall, EXECUTOR_ID), async (req) => {
         rec.calls.push(req);
         if (rec.calls.length === opts.loseSessionAtCall) {
           sessions.delete(req.sessionId);
@@ -155,7 +154,7 @@ async function fakeExecutor(nc: NatsConnection, opts: { loseSessionAtCall?: numb
             return o(`wrote ${c.files.length} files`);
         }
       }),
-      handle(atReplica(Endpoints.executor.sessionClose, EXECUTOR_ID), async (req) => {
+      handle(onReplica(Endpoints.executor.sessionClose, EXECUTOR_ID), async (req) => {
         rec.closes.push(req.sessionId);
         return { closed: sessions.delete(req.sessionId) };
       }),
@@ -200,9 +199,9 @@ function agentSteps(nc: NatsConnection, root: string, over: Partial<Steps> = {})
     turn: (req) => call(nc, Endpoints.builder.turn, req, { timeoutMs: 20_000, retries: 0 }),
     openSession: (req) => call(nc, Endpoints.executor.sessionOpen, req, { timeoutMs: 10_000 }),
     sessionCall: (id, req) =>
-      call(nc, atReplica(Endpoints.executor.sessionCall, id), req, { timeoutMs: 10_000, retries: 0 }),
+      call(nc, onReplica(Endpoints.executor.sessionCall, id), req, { timeoutMs: 10_000, retries: 0 }),
     closeSession: (id, req) =>
-      call(nc, atReplica(Endpoints.executor.sessionClose, id), req, { timeoutMs: 10_000, retries: 0 }),
+      call(nc, onReplica(Endpoints.executor.sessionClose, id), req, { timeoutMs: 10_000, retries: 0 }),
     ...over,
   };
   return { steps: s, calls: base.calls, runs };

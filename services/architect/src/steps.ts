@@ -7,6 +7,7 @@ import {
   LoopsmithError,
   ServiceNames,
   call,
+  onReplica,
   followEvents,
   getSnapshot,
   materializeSnapshot,
@@ -41,7 +42,6 @@ import {
   type TaskResult,
   type AgentTurnReply,
   type AgentTurnRequest,
-  type EndpointDef,
   type SessionCall,
   type SessionClose,
   type SessionObservation,
@@ -92,14 +92,6 @@ export interface Steps {
   sessionCall?(executorId: string, req: SessionCall): Promise<SessionObservation>;
   /** Agent mode: removes a session's container (an unknown session is not an error). */
   closeSession?(executorId: string, req: SessionClose): Promise<{ closed: boolean }>;
-}
-
-/**
- * An endpoint as served by one replica: its subject with the replica's token
- * (`<subject>.<executorId>`, see `Endpoints.executor.sessionCall`).
- */
-export function atReplica<E extends EndpointDef>(def: E, executorId: string): E {
-  return { ...def, subject: `${def.subject}.${executorId}` };
 }
 
 /** What a DAG task needs besides the steps: its child tasks, their trees, and how many builders there are. */
@@ -220,13 +212,13 @@ export function busSteps(nc: NatsConnection, config: Config, planner: Planner): 
       }),
     // No retry: a replica that does not answer is gone, and the loop opens the session elsewhere.
     sessionCall: (executorId, req) =>
-      call(nc, atReplica(Endpoints.executor.sessionCall, executorId), req, {
+      call(nc, onReplica(Endpoints.executor.sessionCall, executorId), req, {
         ...step,
         retries: 0,
         timeoutMs: Math.max(step.timeoutMs, (req.call.tool === "run" ? (req.call.timeoutMs ?? 600_000) : 0) + 30_000),
       }),
     closeSession: (executorId, req) =>
-      call(nc, atReplica(Endpoints.executor.sessionClose, executorId), req, { ...step, retries: 0 }),
+      call(nc, onReplica(Endpoints.executor.sessionClose, executorId), req, { ...step, retries: 0 }),
     tree: (snapshot, owner) => materializeSnapshot(nc, snapshot, join(config.dataDir, "cache", "repos"), owner),
     cacheDir: join(config.dataDir, "cache", "repomap"),
   };
