@@ -13,7 +13,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { readResults } from "../../cli/src/bench/results.js";
 import { loadInstances } from "../../cli/src/bench/swe-bench/instances.js";
 import { checkoutInstance } from "../../cli/src/bench/swe-bench/repos.js";
-import { sweBenchCommand, type SweBenchOptions } from "../../cli/src/bench/swe-bench/run.js";
+import { sweBenchCommand } from "../../cli/src/bench/swe-bench/run.js";
+import type { SweBenchOptions } from "../../cli/src/bench/swe-bench/record.js";
 import { BenchSummary } from "../../cli/src/bench/types.js";
 
 const EX = join(import.meta.dirname, "../../examples/swe-bench");

@@ -11,7 +11,7 @@ import type { Logger } from "pino";
 import { usageError, type CommandRunner } from "../errors.js";
 import { PROVIDERS, positiveNumber, wholeNumber } from "../preflight.js";
 import type { BenchOptions } from "../bench/run.js";
-import type { SweBenchOptions } from "../bench/swe-bench/run.js";
+import type { SweBenchOptions } from "../bench/swe-bench/record.js";
 
 function ids(value: string, previous: string[] = []): string[] {
   return [

@@ -23,7 +23,7 @@ import {
   type TaskResult,
   type TaskScript,
 } from "@loopsmith/shared";
-import { closeSession } from "./agent/session.js";
+import { closeSession } from "./agent/close.js";
 import { runTexts } from "./event-texts.js";
 import { repoBrief, repoChange } from "./repo/workspace.js";
 import { budgetLeft, stepKey, taskScript, treeBase } from "./requests.js";
@@ -292,7 +292,7 @@ export class TaskRun {
     // An agent loop's session ends with the task (a cancel, a stop mid-loop).
     const session = this.s.agent?.session;
     if (session) {
-      await closeSession(this, session);
+      await closeSession(this.steps, this.io.log, session);
       this.update({ agent: this.s.agent ? { ...this.s.agent, session: undefined } : undefined });
     }
     const s0 = this.s;

@@ -48,7 +48,7 @@ import {
   type InstanceContext,
   type SweBenchOptions,
   type SweRunMeta,
-} from "./run.js";
+} from "./record.js";
 
 /** Who answers the agent run: the flag, else the configured model when it has a key, else `scripted`. */
 export async function agentProvider(o: SweBenchOptions, config: Config): Promise<SweRunMeta["provider"]> {

@@ -14,12 +14,11 @@
  * `--empty` (no change, must resolve 0 %), `--predictions <file>` (any agent's, offline), or
  * the agent run (agent.ts): each instance a repo-mode task of the running stack.
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join, resolve } from "node:path";
 import PQueue from "p-queue";
 import type { Logger } from "pino";
-import { z } from "zod";
 import { LoopsmithError, loadConfig } from "@loopsmith/shared";
 import { jsonLine, printable } from "../../terminal.js";
 import { progressReporter } from "../progress.js";
@@ -28,64 +27,17 @@ import { readResults } from "../results.js";
 import { lastResults, summarize } from "../summary.js";
 import type { BenchArm, BenchResult, BenchSummary, ProviderLabel } from "../types.js";
 import { BUILTIN_ENV, loadEnvFile, mergeEnv, resolveEnv, type EnvFile } from "./env.js";
-import { createGrader, type Grade, type Grader } from "./grade.js";
+import { createGrader, type Grade } from "./grade.js";
 import { loadInstances, loadPredictions, type SweInstance } from "./instances.js";
-
-/** Options of `loopsmith bench --format swe-bench`. */
-export interface SweBenchOptions {
-  dataset: string;
-  /** The folder of bundles or bare clones (`owner__name.bundle`, `owner__name.git`, `owner__name`). */
-  repos?: string;
-  /** An environment file over the built-in spec (env.ts). */
-  env?: string;
-  /** Grade the reference patches. */
-  gold?: boolean;
-  /** Grade empty patches. */
-  empty?: boolean;
-  /** Grade a predictions file. */
-  predictions?: string;
-  /** Instance ids (exact). */
-  ids?: string[];
-  limit?: number;
-  /** Instances in flight at once. @defaultValue 2 */
-  concurrency?: number;
-  out?: string;
-  resume?: boolean;
-  /** A test run's wall-clock limit, ms. @defaultValue 300000 */
-  testTimeoutMs?: number;
-  config?: string;
-  json?: boolean;
-  /** Agent run: `on`, `off` or `ab` (each instance with memory off, then on). @defaultValue "on" */
-  memory?: "on" | "off" | "ab";
-  /** Agent run: a folder of scripted transcripts, `<instance_id>.json`. */
-  script?: string;
-  /** Agent run: add `hints_text` to the goal. */
-  hints?: boolean;
-  provider?: string;
-  model?: string;
-  baseUrl?: string;
-  transcript?: string;
-  maxIterations?: number;
-  /** Agent run: wall-clock limit of one task, ms. @defaultValue 1800000 */
-  taskTimeoutMs?: number;
-}
-
-/** Where a run's patches come from. */
-export type PatchSource = "gold" | "empty" | "predictions" | "agent";
-
-/** What a run's folder records about it, so `--resume` continues the same run. */
-const SweRunMeta = z.object({
-  v: z.literal(1),
-  kind: z.literal("swe-bench"),
-  runId: z.string(),
-  source: z.enum(["gold", "empty", "predictions", "agent"]),
-  dataset: z.string(),
-  memory: z.enum(["on", "off", "ab"]),
-  provider: z.object({ label: z.enum(["model", "scripted", "simulated"]), name: z.string(), model: z.string() }),
-  caseIds: z.array(z.string()),
-  startedAt: z.string(),
-});
-export type SweRunMeta = z.infer<typeof SweRunMeta>;
+import {
+  SweRunMeta,
+  errorGrade,
+  gradeLine,
+  recordInstance,
+  type InstanceContext,
+  type PatchSource,
+  type SweBenchOptions,
+} from "./record.js";
 
 /** The sentence a run without a model carries. */
 function noticeOf(source: PatchSource, label: ProviderLabel): string | undefined {
@@ -115,78 +67,6 @@ export function selectInstances(all: SweInstance[], o: Pick<SweBenchOptions, "id
     out = all.filter((i) => o.ids?.includes(i.instance_id));
   }
   return o.limit ? out.slice(0, o.limit) : out;
-}
-
-/** One result line from a grade. */
-export function gradeLine(
-  g: Grade,
-  o: {
-    runId: string;
-    inst: SweInstance;
-    arm: BenchArm;
-    taskId: string;
-    label: ProviderLabel;
-    wallMs: number;
-    /** The agent task's figures, when an agent made the patch. */
-    task?: {
-      iterations: number;
-      steps: number;
-      tokensIn: number;
-      tokensOut: number;
-      costUsd: number;
-      passed: boolean;
-      attempts: number;
-    };
-    error?: string;
-  },
-): BenchResult {
-  const counts = (t: { passed: number; total: number }) => ({ passed: t.passed, total: t.total });
-  const error = o.error ?? g.message;
-  return {
-    v: 1,
-    runId: o.runId,
-    caseId: o.inst.instance_id,
-    arm: o.arm,
-    taskId: o.taskId,
-    status: g.status === "resolved" ? "passed" : g.status === "error" ? "error" : "failed",
-    stopReason: g.status,
-    passed: g.status === "resolved",
-    visiblePassed: o.task ? o.task.passed : g.status === "resolved",
-    hidden: {
-      passed: g.failToPass.passed + g.passToPass.passed,
-      total: g.failToPass.total + g.passToPass.total,
-    },
-    iterations: o.task?.iterations ?? 0,
-    tokensIn: o.task?.tokensIn ?? 0,
-    tokensOut: o.task?.tokensOut ?? 0,
-    costUsd: o.task?.costUsd ?? 0,
-    wallMs: o.wallMs,
-    provider: o.label,
-    attempts: o.task?.attempts ?? 1,
-    ...(error ? { error } : {}),
-    swe: {
-      status: g.status,
-      failToPass: counts(g.failToPass),
-      passToPass: counts(g.passToPass),
-      steps: o.task?.steps ?? 0,
-      testMs: g.testMs,
-    },
-    finishedAt: new Date().toISOString(),
-  };
-}
-
-/** A grade for an instance that could not be graded (no repository, no test command, ...). */
-export function errorGrade(inst: SweInstance, raw: string): Grade {
-  const message = raw.trim();
-  const none = (tests: string[]) => ({ passed: 0, total: tests.length, failing: tests.slice(0, 20) });
-  return {
-    status: "error",
-    failToPass: none(inst.FAIL_TO_PASS),
-    passToPass: none(inst.PASS_TO_PASS),
-    testMs: 0,
-    log: message,
-    message,
-  };
 }
 
 /** The run's metadata: a new run, or the one in `out` for `--resume` (which must match). */
@@ -265,37 +145,6 @@ export function sweSummaryText(summary: BenchSummary, results: readonly BenchRes
 /** The environment spec: built-in, then `--env` over it. */
 export function envOf(o: Pick<SweBenchOptions, "env">): EnvFile {
   return o.env ? mergeEnv(BUILTIN_ENV, loadEnvFile(o.env)) : BUILTIN_ENV;
-}
-
-/** What one instance's run needs. */
-export interface InstanceContext {
-  meta: SweRunMeta;
-  out: string;
-  grader: Grader;
-  env: EnvFile;
-  log: Logger;
-  signal: AbortSignal;
-}
-
-/**
- * Appends an instance's line and its prediction, and writes its test log, in the run's
- * folder. With `--memory ab` each arm has its own predictions file (`predictions.<arm>.jsonl`)
- * and log (`logs/<id>.<arm>.log`), since the official shape has one line per instance.
- */
-export function recordInstance(
-  out: string,
-  ab: boolean,
-  line: BenchResult,
-  prediction: { model: string; patch: string },
-  testLog: string,
-): void {
-  appendFileSync(join(out, "results.jsonl"), `${JSON.stringify(line)}\n`);
-  appendFileSync(
-    join(out, ab ? `predictions.${line.arm}.jsonl` : "predictions.jsonl"),
-    `${JSON.stringify({ instance_id: line.caseId, model_name_or_path: prediction.model, model_patch: prediction.patch })}\n`,
-  );
-  const name = line.caseId.replace(/[^\w.-]/g, "_");
-  writeFileSync(join(out, "logs", ab ? `${name}.${line.arm}.log` : `${name}.log`), testLog);
 }
 
 /** The patch an offline run grades for `inst`. */

@@ -24,7 +24,8 @@ import { RetryLater, type PhaseOutcome, type TaskRun } from "../run.js";
 import type { TaskState } from "../state.js";
 import type { AgentLoopState } from "./loop-state.js";
 import { OBSERVATION_CUT, TRANSCRIPT_CUT, cutObservation } from "./observe.js";
-import { closeSession, openSession, type LoopContext } from "./session.js";
+import { closeSession } from "./close.js";
+import { openSession, type LoopContext } from "./session.js";
 import { countStep, type StuckVerdict } from "./stuck.js";
 import { runTool, type ToolResult } from "./tools.js";
 
@@ -107,7 +108,7 @@ export async function explorePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
   if (a.step >= max) return endLoop(s, run, a, "steps");
   const over = budgetStop(s, a);
   if (over) {
-    await closeSession(run, a.session);
+    await closeSession(run.steps, run.io.log, a.session);
     return { stop: "budget", message: over, patch: { agent: { ...a, session: undefined } } };
   }
   const step = a.step + 1;
@@ -133,7 +134,7 @@ export async function explorePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
   } catch (err) {
     if (err instanceof RetryLater) throw err;
     const outcome = await run.llmFailure(err, "agent");
-    await closeSession(run, a.session);
+    await closeSession(run.steps, run.io.log, a.session);
     if (outcome !== "iteration_failed") return { ...outcome, patch: { agent: { ...a, session: undefined } } };
     return {
       next: "remember",
@@ -151,7 +152,7 @@ export async function explorePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
   };
   const { stuck, submitted } = await answerCalls({ s, run, root, loop }, reply, step, turnMs, tokens);
   if (stuck?.action === "stop") {
-    await closeSession(run, loop.session);
+    await closeSession(run.steps, run.io.log, loop.session);
     return {
       stop: "agent_stuck",
       message: agentTexts.stuckStop(stuck.rule, stuck.tool),
@@ -262,7 +263,7 @@ async function endLoop(
   why: "submitted" | "steps",
   summary?: string,
 ): Promise<PhaseOutcome> {
-  await closeSession(run, loop.session);
+  await closeSession(run.steps, run.io.log, loop.session);
   // A loop without an accepted edit changed nothing of its own (the previous candidate, when it kept one, already failed).
   const changed = loop.edits.length > 0;
   if (why === "steps")

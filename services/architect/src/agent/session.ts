@@ -104,14 +104,3 @@ export async function callSession(ctx: LoopContext, call: SessionCall["call"]): 
     }
   }
 }
-
-/** Closes a session, best effort: a replica that is gone took its container with it (its sweep removes it). */
-export async function closeSession(run: TaskRun, session: AgentLoopState["session"]): Promise<void> {
-  const close = run.steps.closeSession;
-  if (!session || !close) return;
-  try {
-    await close(session.executorId, { v: 1, sessionId: session.sessionId });
-  } catch (err) {
-    run.io.log.warn({ err, session }, "could not close the agent session; the executor's sweep removes it");
-  }
-}
