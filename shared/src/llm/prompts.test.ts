@@ -24,7 +24,8 @@ describe("prompts", () => {
   it("the agent prompt names every tool and the edit and submit rules", () => {
     const p = loadPrompt("agent");
     expect(p).toMatchObject({ role: "agent", version: 1 });
-    for (const tool of ["list", "read", "search", "symbol", "run", "edit", "submit"]) expect(p.system).toContain(`\`${tool}\``);
+    for (const tool of ["list", "read", "search", "symbol", "run", "edit", "submit"])
+      expect(p.system).toContain(`\`${tool}\``);
     expect(p.system).toMatch(/must occur exactly once/);
     expect(p.system).toMatch(/Explore before you edit/);
     expect(p.system).toMatch(/one-line summary/);
