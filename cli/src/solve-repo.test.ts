@@ -32,4 +32,9 @@ describe("repoToSolve: the repository `solve` works on", () => {
     expect(await repoToSolve(undefined, { humaneval: "12" }, repo)).toBeUndefined();
     expect(await repoToSolve("   ", {}, repo)).toBeUndefined();
   });
+
+  it("is none for a goal with --language, which only an inline task takes", async () => {
+    expect(await repoToSolve("a function add(a, b)", { language: "python" }, repo)).toBeUndefined();
+    expect(await repoToSolve("fix it", { language: "python", repo: "/elsewhere" }, repo)).toBe("/elsewhere");
+  });
 });

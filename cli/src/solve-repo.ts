@@ -54,17 +54,18 @@ export interface PreparedRepoTask {
  * `--file`, no `--humaneval`), the git work tree that holds `cwd` (its top-level folder, as
  * `git rev-parse --show-toplevel` prints it), so `cd myrepo && loopsmith solve "<goal>"` works
  * on `myrepo`; else `undefined`: an inline task (a goal outside any repository, a task file, a
- * HumanEval record).
+ * HumanEval record, or a goal with `--language`, which only an inline task takes: a repository's
+ * language is detected from its tree).
  * @param cwd the folder to look from (default: the process's working directory)
  * @returns an absolute path or `--repo` as given, or `undefined`
  */
 export async function repoToSolve(
   goal: string | undefined,
-  o: { repo?: string; file?: string; humaneval?: string },
+  o: { repo?: string; file?: string; humaneval?: string; language?: string },
   cwd: string = process.cwd(),
 ): Promise<string | undefined> {
   if (o.repo) return o.repo;
-  if (o.file || o.humaneval || !goal?.trim()) return undefined;
+  if (o.file || o.humaneval || o.language || !goal?.trim()) return undefined;
   try {
     const { stdout } = await promisify(execFile)("git", ["rev-parse", "--show-toplevel"], {
       cwd,
