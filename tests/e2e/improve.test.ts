@@ -1,7 +1,7 @@
 /**
  * `loopsmith improve` end to end on the scripted provider, through NATS, the five services,
  * the object store and the Docker sandbox, on tests/fixtures/improve-repo (a Python slugify
- * with a benchmark of 16 titles, 8 with accents that fail). Six generations: a no-op, a coin
+ * with a benchmark of 40 titles, 20 with accents that fail). Six generations: a no-op, a coin
  * flip per case, an edit of the benchmark, a skipped test, an edited test, and a real fix.
  * Only the real fix may be accepted; each gaming attempt is rejected with its reason code.
  * Then: the reports, the branches, the user's repository untouched, `report`, `dashboard`,
@@ -98,10 +98,16 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
     // Protected: rejected before any benchmark ran.
     expect(bench.bench).toBeUndefined();
     expect(bench.decision.message).toContain("bench/cases.json");
-    // The fix: 8 cases fixed, none broken, exact McNemar p = 2 * 0.5^8.
-    expect(fix.statistic).toMatchObject({ test: "mcnemar_exact", fixed: 8, broken: 0 });
-    expect(fix.statistic?.pValue).toBeCloseTo(2 * 0.5 ** 8, 10);
-    expect(fix.bench?.cases.filter((c) => c.candidate.passes === 2)).toHaveLength(16);
+    // The fix: all 20 accented cases fixed, none broken. The selection set (the cases shown,
+    // 70 % of each stratum) decides by a one-sided exact sign test, p = 0.5^fixed; the held-out
+    // confirmation set confirms it on its own parent-failing cases (issue #36).
+    expect(fix.statistic).toMatchObject({ test: "mcnemar_exact", fixed: 20, broken: 0 });
+    const { selection, confirmation } = fix.statistic ?? {};
+    expect(selection).toMatchObject({ test: "sign_exact", fixed: selection?.parentFailing, broken: 0, passed: true });
+    expect(selection?.pValue).toBeCloseTo(0.5 ** (selection?.fixed ?? 0), 10);
+    expect(confirmation).toMatchObject({ fixed: confirmation?.parentFailing, broken: 0, passed: true });
+    expect((selection?.fixed ?? 0) + (confirmation?.fixed ?? 0)).toBe(20);
+    expect(fix.bench?.cases.filter((c) => c.candidate.passes === 2)).toHaveLength(40);
     expect(fix.candidate).toMatch(/^[0-9a-f]{64}$/);
     expect(fix.check?.parent).toMatchObject({ total: 4, passed: 4 });
 

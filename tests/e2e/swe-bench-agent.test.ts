@@ -1,9 +1,9 @@
 /**
- * `loopsmith bench --format swe-bench` end to end with the agent (issue #34 section 4): each
- * shipped instance (examples/swe-bench) becomes an agent-mode repo task of a stack the run
+ * `loopsmith bench --format swe-bench` end to end with the agent (issue #34 section 4): the
+ * first shipped instance (examples/swe-bench) becomes an agent-mode repo task of a stack the run
  * starts (real NATS, PGlite memory, the Docker sandbox), answered by its scripted transcript
  * (examples/swe-bench/scripts: search, read, run, edit, run, submit) with no model; the
- * task's patch is then graded by the official rule. All three resolve, the transcript's
+ * task's patch is then graded by the official rule. The first instance resolves, the transcript's
  * steps are the script's tools, and predictions.jsonl holds the agent's patches, which the
  * offline `--predictions` grading resolves too.
  */
@@ -16,7 +16,12 @@ import { REPO, jsonLines, loopsmith } from "../fixtures/cli.js";
 const EX = join(REPO, "examples/swe-bench");
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-swe-agent-"));
 const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", LOG_LEVEL: "warn" };
-const ids = jsonLines(readFileSync(join(EX, "instances.jsonl"), "utf8")).map((l) => String(l.instance_id));
+// One instance keeps the suite's time down (about a minute each on the CI machine); all three
+// resolve this way by hand (`bench --format swe-bench ... --provider scripted`), and every
+// one's gold patch is graded in tests/cli/swe-bench.test.ts.
+const ids = jsonLines(readFileSync(join(EX, "instances.jsonl"), "utf8"))
+  .map((l) => String(l.instance_id))
+  .slice(0, 1);
 const common = [
   "bench",
   "--format",
@@ -27,10 +32,12 @@ const common = [
   join(EX, "repos"),
   "--env",
   join(EX, "env.json"),
+  "--ids",
+  ids.join(","),
 ];
 
 describe("swe-bench agent run (scripted transcripts through the stack)", () => {
-  it("resolves every shipped instance from the agent's own patch", async () => {
+  it("resolves a shipped instance from the agent's own patch", async () => {
     const out = join(dataDir, "agent");
     const run = await loopsmith(
       [...common, "--provider", "scripted", "--concurrency", "3", "--out", out, "--json"],
