@@ -11,28 +11,23 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, onTestFinished } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { jetstream } from "@nats-io/jetstream";
 import {
   DEFAULT_OWNER,
-  Streams,
-  Task,
   ensureStreams,
   followEvents,
   materializeSnapshot,
-  publishEvent,
   putSnapshot,
   snapshotName,
   submitImprove,
-  unifiedPatch,
   type ExecutionRequest,
   type ExecutionResult,
   type ImproveSummary,
   type LlmProvider,
-  type TaskResult,
 } from "@loopsmith/shared";
 import { startImprover } from "@loopsmith/architect";
 import { gate } from "@loopsmith/reviewer";
 import { it } from "../fixtures/index.js";
+import { fakeConductor } from "./fake-conductor.js";
 import { log, usage } from "./helpers.js";
 
 const BASE = "b".repeat(40);
@@ -68,71 +63,6 @@ function executor(nc: NatsConnection, calls: ExecutionRequest[]) {
     const stdout = Array.from({ length: CASES }, (_, i) => JSON.stringify({ case: `c${i}`, pass: pass(i) })).join("\n");
     return { ...base, status: "passed", stdout, tests: [] };
   };
-}
-
-/** Answers each task with the app.py carried between `APP<<` and `>>APP` in its goal (the hypothesis' rationale). */
-function fakeConductor(nc: NatsConnection): () => void {
-  let stopped = false;
-  const cache = mkdtempSync(join(tmpdir(), "holdout-conductor-"));
-  void (async () => {
-    const consumer = await jetstream(nc).consumers.get(Streams.tasks, Streams.conductorConsumer);
-    while (!stopped) {
-      try {
-        const batch = await consumer.fetch({ max_messages: 1, expires: 1_000 });
-        for await (const msg of batch) {
-          const task = Task.parse(msg.json());
-          msg.ack();
-          const root = await materializeSnapshot(nc, task.repo?.snapshot ?? "", cache);
-          const before = readFileSync(join(root, "app.py"), "utf8");
-          const content = /APP<<([\s\S]*?)>>APP/.exec(task.goal)?.[1] ?? before;
-          const patch = unifiedPatch((p) => (p === "app.py" ? before : undefined), [{ path: "app.py", content }], []);
-          const checked = ["a", "b"].map((name) => ({
-            name,
-            classname: "t",
-            status: "passed" as const,
-            durationMs: 1,
-          }));
-          const result: TaskResult = {
-            v: 1,
-            taskId: task.taskId,
-            status: "passed",
-            stopReason: "passed",
-            iterations: 1,
-            files: [],
-            tests: [],
-            lastExecution: { status: "passed", durationMs: 1, tests: checked },
-            hidden: null,
-            failureIds: [],
-            usage: { total: usage(0), byRole: {}, byIteration: [] },
-            scripted: true,
-            providers: [],
-            durationMs: 1,
-            message: "passed",
-            repo: {
-              baseCommit: task.repo?.baseCommit ?? BASE,
-              patch,
-              summary: "change app.py",
-              changed: ["app.py"],
-              deleted: [],
-            },
-          };
-          await publishEvent(nc, {
-            v: 1,
-            taskId: task.taskId,
-            seq: 0,
-            at: new Date().toISOString(),
-            iteration: 1,
-            kind: "result",
-            message: "passed",
-            result,
-          });
-        }
-      } catch {
-        if (!stopped) await new Promise((r) => setTimeout(r, 500));
-      }
-    }
-  })();
-  return () => void (stopped = true);
 }
 
 /** The prompts, by generation task id. */
@@ -174,7 +104,11 @@ describe("held-out confirmation cases (issue #36)", () => {
   }) => {
     const nc = await connect({ servers: nats.url });
     await ensureStreams(nc);
-    const stop = fakeConductor(nc);
+    const stop = fakeConductor(nc, {
+      write: (task, before) => /APP<<([\s\S]*?)>>APP/.exec(task.goal)?.[1] ?? before,
+      checks: ["a", "b"],
+      summary: "change app.py",
+    });
     const calls: ExecutionRequest[] = [];
     const cache = mkdtempSync(join(tmpdir(), "holdout-cache-"));
     const imp = await startImprover({

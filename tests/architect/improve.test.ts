@@ -12,17 +12,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, onTestFinished } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { jetstream } from "@nats-io/jetstream";
 import {
-  Streams,
-  Task,
   ensureStreams,
   materializeSnapshot,
-  publishEvent,
   putSnapshot,
   snapshotName,
   submitImprove,
-  unifiedPatch,
   DEFAULT_OWNER,
   followEvents,
   type ExecutionRequest,
@@ -31,11 +26,11 @@ import {
   type ImproveSummary,
   type LlmProvider,
   type TaskEvent,
-  type TaskResult,
 } from "@loopsmith/shared";
 import { startImprover, type Improver } from "@loopsmith/architect";
 import { gate } from "@loopsmith/reviewer";
 import { it } from "../fixtures/index.js";
+import { fakeConductor } from "./fake-conductor.js";
 import { log, usage } from "./helpers.js";
 
 const BASE = "a".repeat(40);
@@ -74,85 +69,6 @@ function executor(nc: NatsConnection, calls: ExecutionRequest[]) {
     const stdout = Array.from({ length: 10 }, (_, i) => JSON.stringify({ case: `c${i}`, pass: i < limit })).join("\n");
     return { ...base, status: "passed", stdout, tests: [] };
   };
-}
-
-/**
- * A conductor stand-in: answers each task with a passing change that sets app.py to FIXED
- * plus a comment naming the task (so later generations change nothing that matters), unless
- * `hold` says to leave the task queued.
- */
-function fakeConductor(nc: NatsConnection, hold: (taskId: string) => boolean): () => void {
-  let stopped = false;
-  const cache = mkdtempSync(join(tmpdir(), "fake-conductor-"));
-  void (async () => {
-    const consumer = await jetstream(nc).consumers.get(Streams.tasks, Streams.conductorConsumer);
-    while (!stopped) {
-      try {
-        const batch = await consumer.fetch({ max_messages: 1, expires: 1_000 });
-        for await (const msg of batch) {
-          const task = Task.parse(msg.json());
-          if (stopped || hold(task.taskId)) {
-            msg.nak(1_000); // as a busy conductor would: the task stays queued
-            continue;
-          }
-          msg.ack();
-          const root = await materializeSnapshot(nc, task.repo?.snapshot ?? "", cache);
-          const before = readFileSync(join(root, "app.py"), "utf8");
-          const patch = unifiedPatch(
-            (p) => (p === "app.py" ? before : undefined),
-            [{ path: "app.py", content: `${FIXED}# ${task.taskId}\n` }],
-            [],
-          );
-          const result: TaskResult = {
-            v: 1,
-            taskId: task.taskId,
-            status: "passed",
-            stopReason: "passed",
-            iterations: 1,
-            files: [],
-            tests: [],
-            lastExecution: {
-              status: "passed",
-              durationMs: 1,
-              tests: ["a", "b", "c"].map((name) => ({
-                name,
-                classname: "t",
-                status: "passed" as const,
-                durationMs: 1,
-              })),
-            },
-            hidden: null,
-            failureIds: [],
-            usage: { total: usage(0), byRole: {}, byIteration: [] },
-            scripted: true,
-            providers: [],
-            durationMs: 1,
-            message: "passed",
-            repo: {
-              baseCommit: task.repo?.baseCommit ?? BASE,
-              patch,
-              summary: "raise the threshold",
-              changed: ["app.py"],
-              deleted: [],
-            },
-          };
-          await publishEvent(nc, {
-            v: 1,
-            taskId: task.taskId,
-            seq: 0,
-            at: new Date().toISOString(),
-            iteration: 1,
-            kind: "result",
-            message: "passed",
-            result,
-          });
-        }
-      } catch {
-        if (!stopped) await new Promise((r) => setTimeout(r, 500));
-      }
-    }
-  })();
-  return () => void (stopped = true);
 }
 
 /** The hypothesis prompts, by generation task id. */
@@ -221,7 +137,12 @@ function improver(
 async function setup(url: string, opts: { usd?: number; hold?: (taskId: string) => boolean } = {}) {
   const nc = await connect({ servers: url });
   await ensureStreams(nc);
-  const stop = fakeConductor(nc, opts.hold ?? (() => false));
+  const stop = fakeConductor(nc, {
+    write: (task) => `${FIXED}# ${task.taskId}\n`,
+    checks: ["a", "b", "c"],
+    summary: "raise the threshold",
+    ...(opts.hold ? { hold: opts.hold } : {}),
+  });
   const deps = {
     usd: opts.usd ?? 0,
     hypotheses: new Map<string, number>(),
