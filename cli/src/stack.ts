@@ -27,6 +27,7 @@ import {
   natsServers,
 } from "@loopsmith/shared";
 import { newStackUsers, roleConnectOptions, roleEnv, writeStackUsers, type StackUsers } from "./stack-auth.js";
+import { ensureStackImages, stackImages } from "./images.js";
 import { startNatsContainer } from "./nats-container.js";
 import { liveStack, takeOwnStackLock } from "./stack-record.js";
 import { natsUnreachableMessage } from "./preflight.js";
@@ -138,6 +139,11 @@ export interface StackOptions {
   onWait?: (holderPid: number) => void;
   /** Stops waiting for another command's stack (the start rejects with `cancelled`). */
   signal?: AbortSignal;
+  /**
+   * Told each line about images brought on first use (loading or building them, then the
+   * time taken; `images.ts`). @defaultValue a line on stderr
+   */
+  onImages?: (line: string) => void;
 }
 
 /** The line a command prints while it waits for another command's stack. */
@@ -282,6 +288,17 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
   // The CLI's own NATS runs the permission matrix with passwords made for this start; a
   // running stack's come from its users file; an external NATS takes the configured credentials.
   const users = opts.users ?? (config.natsUrl ? undefined : running ? running.users : newStackUsers());
+  // A stack of its own: the images its NATS and executor need, brought on first use (loaded
+  // or built, and timed). Against a configured NATS the services may run elsewhere.
+  if (!config.natsUrl && !running) {
+    const needed = stackImages(config).filter((i) => i.kind === "nats" || want.includes("executor"));
+    await ensureStackImages(config, needed, {
+      say: opts.onImages ?? ((line) => void process.stderr.write(`${line}\n`)),
+    }).catch((err: unknown) => {
+      releaseOwn?.();
+      throw err;
+    });
+  }
   const nats =
     config.natsUrl || running
       ? null
