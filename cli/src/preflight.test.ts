@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -65,6 +65,26 @@ describe("preflight mirrors shared", () => {
       url: "nats://from-file:4222",
       source: `natsUrl in ${file}`,
     });
+  });
+
+  it("reads the discovered files too: the user's, then the repository's (of --repo when given)", () => {
+    const home = join(dir, "xdg");
+    const repo = join(dir, "repo-with-config");
+    const other = join(dir, "other-repo");
+    mkdirSync(join(home, "loopsmith"), { recursive: true });
+    mkdirSync(join(repo, ".git"), { recursive: true });
+    mkdirSync(join(other, ".git"), { recursive: true });
+    writeFileSync(join(home, "loopsmith", "config.json"), JSON.stringify({ natsUrl: "nats://from-user:4222" }));
+    const env = { XDG_CONFIG_HOME: home };
+    expect(configuredNats({}, env, other)).toEqual({
+      url: "nats://from-user:4222",
+      source: `natsUrl in ${join(home, "loopsmith", "config.json")}`,
+    });
+    writeFileSync(join(repo, "loopsmith.json"), JSON.stringify({ natsUrl: "nats://from-repo:4222" }));
+    expect(configuredNats({}, env, join(repo))?.url).toBe("nats://from-repo:4222");
+    expect(configuredNats({ repo }, env, other)?.url).toBe("nats://from-repo:4222");
+    expect(configuredNats({}, env, other)?.url).toBe("nats://from-user:4222");
+    for (const cwd of [repo, other]) expect(configuredNats({}, env, cwd)?.url).toBe(loadConfig({ env, cwd }).natsUrl);
   });
 });
 

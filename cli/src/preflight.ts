@@ -9,7 +9,9 @@
  */
 import { readFileSync } from "node:fs";
 import { createConnection } from "node:net";
+import { resolve } from "node:path";
 import { InvalidArgumentError } from "commander";
+import { findConfigFiles, repositoryRoot } from "@loopsmith/shared";
 import { CliError, usageError } from "./errors.js";
 
 /** Languages the sandbox runs (`Language` in shared). */
@@ -205,17 +207,29 @@ function natsUrlIn(json: string | undefined): string | undefined {
 }
 
 /**
- * The NATS URL the configuration will hold, by the same layers as `loadConfig` (file <
- * `NATS_URL` < `LOOPSMITH_CONFIG_JSON`), or undefined when none is set (then the CLI starts
- * its own NATS). A file that cannot be read is skipped here; `loadConfig` reports it.
+ * The NATS URL the configuration will hold, by the same layers as `loadConfig` (the user's
+ * file < the repository's file < `--config`/`LOOPSMITH_CONFIG` < `NATS_URL` <
+ * `LOOPSMITH_CONFIG_JSON`; the files found as `findConfigFiles` finds them: the repository
+ * of `opts.repo` when given, else the one holding `cwd`), or undefined when none is set (then
+ * the CLI starts its own NATS). A file that cannot be read is skipped here; `loadConfig`
+ * reports it.
  */
 export function configuredNats(
-  opts: { config?: string },
+  opts: { config?: string; repo?: string },
   env: NodeJS.ProcessEnv = process.env,
+  cwd: string = process.cwd(),
 ): ConfiguredNats | undefined {
-  const file = opts.config ?? env.LOOPSMITH_CONFIG;
+  let discovered: string[] = [];
+  try {
+    const repoRoot = opts.repo ? (repositoryRoot(resolve(opts.repo)) ?? resolve(opts.repo)) : undefined;
+    const found = findConfigFiles({ cwd, env, ...(repoRoot ? { repoRoot } : {}) });
+    discovered = [found.user, found.repo].filter((f): f is string => f !== undefined);
+  } catch {
+    discovered = []; // two repository files: loadConfig reports it
+  }
+  const explicit = opts.config ?? env.LOOPSMITH_CONFIG;
   let found: ConfiguredNats | undefined;
-  if (file) {
+  for (const file of [...discovered, ...(explicit ? [explicit] : [])]) {
     let text: string | undefined;
     try {
       text = readFileSync(file, "utf8");
