@@ -4,13 +4,14 @@
  * {@link removeFreshDirs} after the file's tests).
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { cp, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { loadConfig } from "@loopsmith/shared";
+import { openMemoryStore } from "@loopsmith/memory";
 import type { Started } from "../fixtures/index.js";
-import type { Fresh } from "./suite.js";
+import { log, type Fresh } from "./suite.js";
 
 const dirs: string[] = [];
 
@@ -29,14 +30,35 @@ export async function freshDatabase(postgres: Started): Promise<Fresh> {
   return { config: loadConfig({ env: { DATABASE_URL: url.toString() } }), backend: "postgres" };
 }
 
-/** A new, empty PGlite data directory under the system's temp folder. */
+let template: Promise<string> | undefined;
+
+/**
+ * A PGlite data directory made once per test file: initialised, migrated and closed (about
+ * 2.5 s on 2 cores). Each {@link freshDataDir} copies it (about 0.3 s) instead of running
+ * initdb and the migrations again; the copy is as empty as a new one.
+ */
+function pgliteTemplate(): Promise<string> {
+  template ??= (async () => {
+    const dir = await mkdtemp(join(tmpdir(), "loopsmith-memory-template-"));
+    dirs.push(dir);
+    const store = await openMemoryStore({ config: loadConfig({ env: { LOOPSMITH_DATA_DIR: dir } }), log });
+    await store.close();
+    return dir;
+  })();
+  return template;
+}
+
+/** A new, empty PGlite data directory under the system's temp folder (a copy of the file's template). */
 export async function freshDataDir(): Promise<Fresh> {
+  const from = await pgliteTemplate();
   const dir = await mkdtemp(join(tmpdir(), "loopsmith-memory-"));
   dirs.push(dir);
+  await cp(from, dir, { recursive: true, preserveTimestamps: true });
   return { config: loadConfig({ env: { LOOPSMITH_DATA_DIR: dir } }), backend: "pglite" };
 }
 
-/** Removes every data directory {@link freshDataDir} made (call from `afterAll`). */
+/** Removes every data directory {@link freshDataDir} made, and the template (call from `afterAll`). */
 export async function removeFreshDirs(): Promise<void> {
+  template = undefined;
   for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 }
