@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { Language, ProviderName, ROLES as SHARED_ROLES, Task, TaskLimits, loadConfig } from "@loopsmith/shared";
+import { Config, Language, ProviderName, ROLES as SHARED_ROLES, Task, TaskLimits, loadConfig } from "@loopsmith/shared";
 import { exitCodeForError } from "./exit-codes.js";
 import {
   LANGUAGES,
@@ -12,6 +12,7 @@ import {
   PROVIDERS,
   ROLES,
   SUBTASK_ATTEMPTS,
+  checkBudgetPrices,
   checkNatsListening,
   checkSolveInput,
   configuredNats,
@@ -188,5 +189,45 @@ describe("a configured NATS with nothing listening", () => {
       checkNatsListening({ url: `nats://127.0.0.1:1,nats://127.0.0.1:${port}`, source: "NATS_URL" }),
     ).resolves.toBeUndefined();
     await new Promise<void>((r) => listening.close(() => r()));
+  });
+});
+
+describe("checkBudgetPrices (issue #37: a USD budget needs a price for every model)", () => {
+  const local = (prices: Record<string, { inputPerMTok: number; outputPerMTok: number }> = {}) =>
+    Config.parse({
+      llm: {
+        provider: "anthropic",
+        roles: {
+          build: {
+            provider: "openai-compatible",
+            model: "qwen2.5-coder:14b",
+            baseUrl: "http://127.0.0.1:11434/v1",
+            prices,
+          },
+        },
+      },
+    });
+
+  it("--budget-usd with an unpriced model: config_invalid (exit 2) naming the model, the role and the key", async () => {
+    const warnings: string[] = [];
+    const err = await checkBudgetPrices(local(), { maxCostUsd: 1 }, (m) => warnings.push(m)).then(
+      () => undefined,
+      (e: unknown) => e as { code?: string; message: string },
+    );
+    expect(err?.code).toBe("config_invalid");
+    expect(exitCodeForError(err?.code ?? "")).toBe(2);
+    expect(err?.message).toMatch(/qwen2\.5-coder:14b \(openai-compatible; role build; llm\.roles\.build\)/);
+    expect(err?.message).toContain('set llm.roles.build.prices["qwen2.5-coder:14b"]');
+    expect(warnings).toEqual([]);
+  });
+
+  it("without a USD budget it warns that the calls count as $0; a price of 0 set on purpose passes silently", async () => {
+    const warnings: string[] = [];
+    await checkBudgetPrices(local(), {}, (m) => warnings.push(m));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/qwen2\.5-coder:14b \(role build\): its calls count as \$0/);
+    const free = local({ "qwen2.5-coder:14b": { inputPerMTok: 0, outputPerMTok: 0 } });
+    await expect(checkBudgetPrices(free, { maxCostUsd: 1 }, (m) => warnings.push(m))).resolves.toBeUndefined();
+    expect(warnings).toHaveLength(1);
   });
 });

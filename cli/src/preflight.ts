@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { resolve } from "node:path";
 import { InvalidArgumentError } from "commander";
-import { findConfigFiles, repositoryRoot } from "@loopsmith/shared";
+import { findConfigFiles, repositoryRoot, type Config } from "@loopsmith/shared";
 import { CliError, usageError } from "./errors.js";
 
 /** Languages the sandbox runs (`Language` in shared). */
@@ -323,4 +323,27 @@ export async function checkNatsListening(nats: ConfiguredNats, timeoutMs = 1_500
   if (!probes.includes("open")) {
     throw new CliError("unavailable", natsUnreachableMessage(nats.url, nats.source, [...new Set(probes)].join("; ")));
   }
+}
+
+/**
+ * A USD budget over a model without a known price (issue #37): `solve` refuses it before
+ * starting anything, or, without a USD budget, warns that the model's calls count as $0.
+ * Prices come from `llm.prices` (and a role's `prices`), then `@pydantic/genai-prices`; see
+ * `shared/src/llm/prices.ts`. Checks every role a task can call (`TASK_ROLES`).
+ * @param config the configuration the services started for this solve will run with
+ * @param limits the task's limits; `maxCostUsd` is `--budget-usd`
+ * @param warn where the warning goes (stderr)
+ * @throws LoopsmithError `config_invalid` (exit 2) naming each unpriced model, its roles and
+ *   the `llm.prices["<model>"]` key to set
+ */
+export async function checkBudgetPrices(
+  config: Config,
+  limits: { maxCostUsd?: number | undefined } | undefined,
+  warn: (message: string) => void,
+): Promise<void> {
+  const { refuseUnpriced, unpricedModels, unpricedWarning } = await import("@loopsmith/shared/llm");
+  const unpriced = unpricedModels(config);
+  if (unpriced.length === 0) return;
+  if (limits?.maxCostUsd !== undefined) refuseUnpriced(unpriced, "--budget-usd");
+  warn(unpricedWarning(unpriced));
 }

@@ -11,7 +11,7 @@
  * commit. The plan itself is a model call (the plan step), so it is not made here.
  */
 import { simpleGit } from "simple-git";
-import { approxTokens, effectiveRoles, priceOf, Task, type Config, type TaskInput } from "@loopsmith/shared";
+import { approxTokens, effectiveRoles, Task, type Config, type TaskInput } from "@loopsmith/shared";
 import type { PreparedRepoTask } from "./solve-repo.js";
 
 /** The repository map's token budget when the task sets none (RepoSpec.mapTokens). */
@@ -31,10 +31,15 @@ export interface DryRun {
   limits: { maxIterations: number; budgetUsd?: number; budgetTokens?: number };
   /** The build prompt's input, part by part. */
   buildPrompt: PromptPart[];
-  /** Their sum, in approximate tokens. */
+  /** Their sum, in estimated tokens. */
   buildPromptTokens: number;
-  /** The input price of one build call at the build model's price, in USD. */
+  /** The input price of one build call at the build model's price, in USD (estimated, as the tokens are). */
   buildInputUsd: number;
+  /**
+   * Always `true`: the prompt's tokens are estimated (4 characters a token), not counted;
+   * counts come from the provider's usage fields when the task runs.
+   */
+  estimated: true;
   /** Repo mode: the files the goal names that the base commit holds. */
   pickedFiles?: string[];
 }
@@ -81,7 +86,6 @@ export async function dryRun(
   }
   const total = parts.reduce((n, p) => n + p.tokens, 0);
   const build = roles.build;
-  const price = priceOf(config, build.model);
   return {
     taskId: task.taskId,
     mode: prepared ? "repo" : "inline",
@@ -97,7 +101,8 @@ export async function dryRun(
     },
     buildPrompt: parts,
     buildPromptTokens: total,
-    buildInputUsd: (total / 1_000_000) * price.inputPerMTok,
+    buildInputUsd: (total / 1_000_000) * build.price.inputPerMTok,
+    estimated: true,
     ...(picked ? { pickedFiles: picked } : {}),
   };
 }
@@ -114,7 +119,7 @@ export function dryRunText(d: DryRun): string {
     `models: plan ${d.models.plan}, build ${d.models.build}, review ${d.models.review}`,
     `limits: ${limits}`,
     ...(d.pickedFiles ? [`files the goal names: ${d.pickedFiles.length ? d.pickedFiles.join(", ") : "none"}`] : []),
-    `build prompt, about ${d.buildPromptTokens} tokens of input ($${d.buildInputUsd.toFixed(4)} a call at the build model's price):`,
+    `build prompt, about ${d.buildPromptTokens} tokens of input (estimated at 4 characters a token) ($${d.buildInputUsd.toFixed(4)} a call at the build model's price):`,
     ...d.buildPrompt.map((p) => `  ${String(p.tokens).padStart(7)}  ${p.part}`),
     "the plan is a model call: it is made when the task runs.",
   ].join("\n");

@@ -37,7 +37,7 @@ import { withChildEvents } from "./child-events.js";
 import { resultText } from "./output.js";
 import { solveProgress, type SolveProgress } from "./solve-progress.js";
 import { intakePosition } from "./intake-queue.js";
-import { ROLES, shownNatsUrl } from "./preflight.js";
+import { ROLES, checkBudgetPrices, shownNatsUrl } from "./preflight.js";
 import { startLocalStack, type LocalStack } from "./stack.js";
 import { liveStack } from "./stack-record.js";
 import { jsonLine, printable } from "./terminal.js";
@@ -289,6 +289,9 @@ async function runSolve(
   const external = Boolean(config.natsUrl);
   const provider = external ? undefined : createProvider({ config, log });
   const script = o.script ? loadScript(resolve(o.script)) : undefined;
+  // A USD budget needs a known price for every model the task can call (issue #37): refused
+  // here, before anything starts; without one the user is told the calls count as $0.
+  if (!external) await checkBudgetPrices(config, task.limits, (m) => process.stderr.write(`loopsmith: ${m}\n`));
   if (provider?.info.scripted || (external && script)) {
     const banner = `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath ?? o.script}; no model is called.`;
     out(o.json ? jsonLine({ kind: "notice", scripted: true, message: banner }) : printable(banner));

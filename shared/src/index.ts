@@ -355,7 +355,6 @@ export {
 } from "./llm/index.js";
 export {
   Config,
-  DEFAULT_PRICES,
   ENV_KEYS,
   ErrorCode,
   ErrorData,

@@ -7,6 +7,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createProvider } from "@loopsmith/shared";
+import { lookupPricing } from "@loopsmith/shared/llm";
 import {
   FAST_RETRY,
   anthropicToolReply,
@@ -43,7 +44,7 @@ async function bedrock(responses: FakeResponse[], llm: Record<string, unknown> =
 }
 
 describe("bedrock provider (real Bedrock SDK, fake signed runtime)", () => {
-  it("invokes the model with a valid SigV4 signature from the AWS env vars, a forced tool call, the base model's price", async () => {
+  it("invokes the model with a valid SigV4 signature from the AWS env vars, a forced tool call, the AWS price of its profile", async () => {
     const provider = await bedrock([
       bedrockError(429, "ThrottlingException", "Too many requests, please wait before trying again.", FAST_RETRY),
       { body: anthropicToolReply("plan", GOOD, { usage: { input_tokens: 1000, output_tokens: 100 } }) },
@@ -64,8 +65,14 @@ describe("bedrock provider (real Bedrock SDK, fake signed runtime)", () => {
     expect(typeof body.anthropic_version).toBe("string");
     expect(body.tool_choice).toEqual({ type: "tool", name: "plan" });
     expect(body.tools[0].input_schema).toMatchObject({ type: "object", required: ["steps", "done"] });
-    // The Bedrock id is priced as its base model, claude-sonnet-4-5 ($3 / $15 per MTok).
-    expect(usage.costUsd).toBeCloseTo((1000 * 3 + 100 * 15) / 1e6, 12);
+    // The Bedrock id is priced by @pydantic/genai-prices' `aws` provider (a `us.` profile is
+    // regional: Sonnet 4.5 at $3.30 / $16.50 per MTok there, 10 % over the base price).
+    // (shared/src/llm/prices.test.ts checks lookupPricing against the package's own calcPrice.)
+    const aws = lookupPricing({ provider: "bedrock", model: MODEL, prices: {} });
+    expect(aws.source).toMatchObject({ kind: "genai-prices", provider: "aws" });
+    const tokens = { inputTokens: 1000, outputTokens: 100, cacheReadTokens: 0, cacheWriteTokens: 0 };
+    expect(usage.costUsd).toBeCloseTo(aws.costOf(tokens), 12);
+    expect(usage.costUsd).toBeGreaterThan((1000 * 3 + 100 * 15) / 1e6);
     expect(provider.info).toEqual({ name: "bedrock", model: MODEL, scripted: false });
   });
 

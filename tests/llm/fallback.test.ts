@@ -5,6 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createProvider, type ConfigInput } from "@loopsmith/shared";
+import { lookupPricing } from "@loopsmith/shared/llm";
 import {
   FAST_RETRY,
   anthropicError,
@@ -17,6 +18,14 @@ import {
 import { AWS_TEST_CREDS, GOOD, awsEnv, log, planRequest, rejection, testConfig, type Wire } from "./helpers.js";
 
 const BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
+/** USD of a call to the Bedrock fallback, at @pydantic/genai-prices' AWS price of its profile. */
+const bedrockCost = (input: number, output: number): number =>
+  lookupPricing({ provider: "bedrock", model: BEDROCK_MODEL, prices: {} }).costOf({
+    inputTokens: input,
+    outputTokens: output,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+  });
 const overloaded: FakeResponse = {
   status: 529,
   headers: FAST_RETRY,
@@ -81,9 +90,9 @@ describe("fallbacks", () => {
       scripted: false,
       fallbackFrom: { name: "anthropic", model: "claude-opus-4-1", code: "llm_overloaded" },
     });
-    // Only the answering call is billed, at the fallback's price (claude-sonnet-4-5: $3 / $15).
+    // Only the answering call is billed, at the fallback's price (its AWS profile's price).
     expect(c.usage).toMatchObject({ calls: 1, inputTokens: 1000, outputTokens: 100 });
-    expect(c.usage.costUsd).toBeCloseTo((1000 * 3 + 100 * 15) / 1e6, 12);
+    expect(c.usage.costUsd).toBeCloseTo(bedrockCost(1000, 100), 12);
 
     // While the primary cools down, the next call goes straight to the fallback (no retries spent).
     const again = await provider.complete(planRequest());
@@ -175,8 +184,8 @@ describe("fallbacks", () => {
     const c = await provider.complete(planRequest());
     expect([primary.count, fallback.count]).toEqual([3, 1]);
     expect(c.usage).toMatchObject({ calls: 2, inputTokens: 2500, outputTokens: 150 });
-    // opus ($15 / $75) for the primary's paid call, claude-sonnet-4-5 ($3 / $15) for the fallback's.
-    expect(c.usage.costUsd).toBeCloseTo((2000 * 15 + 100 * 75) / 1e6 + (500 * 3 + 50 * 15) / 1e6, 12);
+    // opus ($15 / $75) for the primary's paid call, the Bedrock profile's price for the fallback's.
+    expect(c.usage.costUsd).toBeCloseTo((2000 * 15 + 100 * 75) / 1e6 + bedrockCost(500, 50), 12);
     // The fallback starts afresh: its request carries no re-ask of the primary's conversation.
     expect((fallback.requests[0]!.body as Wire).messages).toHaveLength(1);
   });

@@ -25,7 +25,9 @@ const schemas = {
   reflect: [Reflection, "reflection"],
 } as const;
 
-// Public list prices, USD per million tokens (DEFAULT_PRICES): opus-4-1 $15/$75, gpt-4o-mini $0.15/$0.60.
+// USD per million tokens: opus-4-1 $15/$75 from @pydantic/genai-prices (the anthropic provider
+// is Anthropic's prices whatever its base URL); gpt-4o-mini $0.15/$0.60 set in the role's
+// `prices`: a fake server's URL is not OpenAI's, so the price source cannot know it.
 const OPUS = { in: 15, out: 75 };
 const MINI = { in: 0.15, out: 0.6 };
 const cost = (p: { in: number; out: number }, input: number, output: number): number =>
@@ -64,6 +66,7 @@ describe("a model per role", () => {
       model: "gpt-4o-mini",
       baseUrl: `${fast.url}/v1`,
       apiKey: "sk-fast-test",
+      prices: { "gpt-4o-mini": { inputPerMTok: 0.15, outputPerMTok: 0.6 } },
     } as const;
     const config = testConfig({
       provider: "anthropic",

@@ -42,6 +42,12 @@ export interface ConductorOptions {
   concurrency?: number;
   /** Replicas of the streams and buckets it creates when missing (`config.nats.replicas`). @defaultValue 1 */
   replicas?: number;
+  /**
+   * Checked before a task's loop runs (each delivery, before any step): throws a
+   * non-retryable `LoopsmithError` to end the task with that error and call no model. The
+   * architect refuses here a USD budget over a model without a known price (issue #37).
+   */
+  admit?: (task: Task) => void;
 }
 
 /** Starts the conductor's consumer loop. */
@@ -85,6 +91,7 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
         return { ...state, eventSeq: 1 };
       },
       async run(state, _revision, ctx) {
+        opts.admit?.(state.task);
         const final = await runLoop(state, steps, ctx);
         const { status, stopReason } = final.result ?? {};
         ctx.log.info({ status, stopReason, iterations: final.iteration }, "task finished");

@@ -10,6 +10,7 @@ import {
   type LlmProvider,
   type ServiceModule,
 } from "@loopsmith/shared";
+import { refuseUnpriced, unpricedModels } from "@loopsmith/shared/llm";
 import { startConductor } from "./conductor.js";
 import { readEventsPage } from "./events-page.js";
 import { createPlanner } from "./planner.js";
@@ -68,6 +69,9 @@ export async function architectService(deps: {
   concurrency?: number;
 }): Promise<ServiceModule> {
   const provider = deps.provider ?? createProvider({ config: deps.config, log: deps.log });
+  // A USD budget binds only on priced models: a task with one is refused before any call when
+  // a role it can call has no known price (issue #37). An injected provider is the caller's.
+  const unpriced = deps.provider ? [] : unpricedModels(deps.config);
   const planner = createPlanner({ provider, log: deps.log });
   let conductor: Awaited<ReturnType<typeof startConductor>> | undefined;
   let improver: Improver | undefined;
@@ -105,6 +109,11 @@ export async function architectService(deps: {
         log: deps.log,
         replicas,
         concurrency: deps.concurrency ?? deps.config.conductor.concurrency,
+        admit: (task) => {
+          if (task.limits.maxCostUsd !== undefined && !task.script) {
+            refuseUnpriced(unpriced, "the task's USD budget (--budget-usd)");
+          }
+        },
       });
       const tasks = conductor;
       improver = await startImprover({

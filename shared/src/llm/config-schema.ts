@@ -5,7 +5,11 @@
  */
 import { z } from "zod";
 
-/** Price of one model in USD per million tokens. */
+/**
+ * Price of one model in USD per million tokens, as `llm.prices` (and a role's `prices`) set
+ * it: an override of `@pydantic/genai-prices`' data (see `prices.ts`). 0 is a price (a free
+ * local model).
+ */
 export const ModelPrice = z.object({
   inputPerMTok: z.number().nonnegative(),
   outputPerMTok: z.number().nonnegative(),
@@ -13,20 +17,6 @@ export const ModelPrice = z.object({
   cacheWritePerMTok: z.number().nonnegative().default(0),
 });
 export type ModelPrice = z.infer<typeof ModelPrice>;
-
-/**
- * Default prices, USD per million tokens, from Anthropic's public price list
- * (cache reads at 0.1x and 5-minute cache writes at 1.25x the input price).
- * Models not listed cost 0 unless the configuration prices them; local models are free.
- */
-export const DEFAULT_PRICES: Record<string, ModelPrice> = {
-  "claude-opus-4-1": { inputPerMTok: 15, outputPerMTok: 75, cacheReadPerMTok: 1.5, cacheWritePerMTok: 18.75 },
-  "claude-sonnet-4-6": { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
-  "claude-sonnet-4-5": { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
-  "claude-haiku-4-5": { inputPerMTok: 1, outputPerMTok: 5, cacheReadPerMTok: 0.1, cacheWritePerMTok: 1.25 },
-  "gpt-4o": { inputPerMTok: 2.5, outputPerMTok: 10, cacheReadPerMTok: 1.25, cacheWritePerMTok: 0 },
-  "gpt-4o-mini": { inputPerMTok: 0.15, outputPerMTok: 0.6, cacheReadPerMTok: 0.075, cacheWritePerMTok: 0 },
-};
 
 export const ProviderName = z.enum(["anthropic", "openai-compatible", "bedrock", "scripted"]);
 export type ProviderName = z.infer<typeof ProviderName>;

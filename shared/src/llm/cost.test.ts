@@ -25,13 +25,14 @@ describe("costOf", () => {
 });
 
 describe("estimateCost", () => {
-  it("counts ceil(chars / 4) input tokens and the full output limit", () => {
+  it("estimates ceil(chars / 4) input tokens and the full output limit, and says it is an estimate", () => {
     const est = estimateCost(sonnet, {
       system: "x".repeat(10),
       messages: [{ content: "y".repeat(21) }, { content: "z".repeat(4) }],
       extraChars: 5,
       maxOutputTokens: 1000,
     });
+    expect(est.estimated).toBe(true);
     expect(est.inputTokens).toBe(10); // ceil(40 / 4)
     expect(est.outputTokens).toBe(1000);
     expect(est.tokens).toBe(1010);

@@ -1,19 +1,26 @@
 /**
  * Usage, cost and budgets of LLM calls (issue #4 items 4 and 5).
  *
- * Prices are USD per million tokens ({@link ModelPrice}, from `config.llm.prices` over
- * `DEFAULT_PRICES`). The budget check runs BEFORE every HTTP call with a worst-case
- * estimate, so a task never passes its budget by more than an estimate's error.
+ * Prices are USD per million tokens ({@link ModelPrice}; where they come from: `prices.ts`,
+ * `config.llm.prices` over `@pydantic/genai-prices`). A call's token counts and cost come
+ * from the provider's usage fields in its reply. The budget check runs BEFORE every HTTP
+ * call, when no reply exists yet, with a worst-case ESTIMATE (marked `estimated: true`), so a
+ * task never passes its budget by more than the estimate's error.
  */
 import type { Budget, Usage } from "../contracts/common.js";
 import type { ModelPrice } from "../runtime/config.js";
 import { LoopsmithError } from "../runtime/errors.js";
 import type { ChatMessage } from "./types.js";
+import { flatCost, type Pricing } from "./prices.js";
 
 /** Tokens of one or more calls, the part of {@link Usage} that has a price. */
 export type TokenCounts = Pick<Usage, "inputTokens" | "outputTokens" | "cacheReadTokens" | "cacheWriteTokens">;
 
-/** Characters per token of the estimate: the usual rule of thumb for English and code. */
+/**
+ * Characters per token of a pre-call ESTIMATE (the providers' rule of thumb for English and
+ * code; Anthropic publishes no tokenizer for its current models). Never a count: counts come
+ * from the API's usage fields, and every figure made with this ratio is labelled estimated.
+ */
 export const CHARS_PER_TOKEN = 4;
 
 /**
@@ -23,13 +30,7 @@ export const CHARS_PER_TOKEN = 4;
  * (the OpenAI provider converts to it).
  */
 export function costOf(price: ModelPrice, usage: TokenCounts): number {
-  return (
-    (usage.inputTokens * price.inputPerMTok +
-      usage.outputTokens * price.outputPerMTok +
-      usage.cacheReadTokens * (price.cacheReadPerMTok ?? 0) +
-      usage.cacheWriteTokens * (price.cacheWritePerMTok ?? 0)) /
-    1_000_000
-  );
+  return flatCost(price, usage);
 }
 
 /** The prompt of one call, as far as the estimate needs it. */
@@ -42,32 +43,36 @@ export interface EstimateInput {
   maxOutputTokens: number;
 }
 
-/** A worst-case estimate of one call. */
+/** A worst-case estimate of one call, made before it (no usage exists yet). */
 export interface CostEstimate {
-  /** `ceil(prompt characters / 4)`. */
+  /** Always `true`: these figures are estimated, not counted by the provider. */
+  estimated: true;
+  /** Estimated: `ceil(prompt characters / 4)` ({@link CHARS_PER_TOKEN}). */
   inputTokens: number;
   /** The output limit: a reply can never bill more. */
   outputTokens: number;
   /** `inputTokens + outputTokens`. */
   tokens: number;
-  /** USD, every input token priced as uncached input. */
+  /** USD, every input token priced as uncached input (with the price's tiers when priced by `Pricing`). */
   usd: number;
 }
 
 /**
- * The pre-call estimate used by the budget check. Rule: input tokens are
+ * The pre-call estimate used by the budget check (`estimated: true`). Rule: input tokens are
  * `ceil(characters of system + messages + extra / 4)` ({@link CHARS_PER_TOKEN}); output
  * tokens are the full `maxOutputTokens` (the most the provider can bill); the cost prices
- * all input as uncached. It over-estimates on purpose: a call it admits cannot overrun
+ * all input as uncached; with `pricing`, its own cost function (tiers) prices them, else
+ * `price`'s flat rates. It over-estimates on purpose: a call it admits cannot overrun
  * the budget by more than the input-token error of the 4-characters rule.
  */
-export function estimateCost(price: ModelPrice, input: EstimateInput): CostEstimate {
+export function estimateCost(price: ModelPrice, input: EstimateInput, pricing?: Pricing): CostEstimate {
   let chars = input.system.length + (input.extraChars ?? 0);
   for (const m of input.messages) chars += m.content.length;
   const inputTokens = Math.ceil(chars / CHARS_PER_TOKEN);
   const outputTokens = input.maxOutputTokens;
-  const usd = costOf(price, { inputTokens, outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 });
-  return { inputTokens, outputTokens, tokens: inputTokens + outputTokens, usd };
+  const tokens = { inputTokens, outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 };
+  const usd = pricing ? pricing.costOf(tokens) : costOf(price, tokens);
+  return { estimated: true, inputTokens, outputTokens, tokens: inputTokens + outputTokens, usd };
 }
 
 /**
@@ -113,21 +118,21 @@ export function checkBudget(check: BudgetCheck): void {
   if (budget?.remainingUsd !== undefined && estimate.usd > budget.remainingUsd - spent.costUsd) {
     throw new LoopsmithError(
       "budget_exceeded",
-      `the next LLM call could cost up to ${usd(estimate.usd)} but only ${usd(budget.remainingUsd - spent.costUsd)} of the task's budget is left`,
+      `the next LLM call (estimated before it is made) could cost up to ${usd(estimate.usd)} but only ${usd(budget.remainingUsd - spent.costUsd)} of the task's budget is left`,
       { details },
     );
   }
   if (budget?.remainingTokens !== undefined && estimate.tokens > budget.remainingTokens - spentTokens) {
     throw new LoopsmithError(
       "budget_exceeded",
-      `the next LLM call could use up to ${estimate.tokens} tokens but only ${budget.remainingTokens - spentTokens} of the task's token budget are left`,
+      `the next LLM call (estimated before it is made) could use up to ${estimate.tokens} tokens but only ${budget.remainingTokens - spentTokens} of the task's token budget are left`,
       { details },
     );
   }
   if (ceilingUsd !== undefined && meter.spentUsd + estimate.usd > ceilingUsd) {
     throw new LoopsmithError(
       "budget_exceeded",
-      `the next LLM call could cost up to ${usd(estimate.usd)}, which would pass this process's ceiling of ${usd(ceilingUsd)} (${usd(meter.spentUsd)} spent)`,
+      `the next LLM call (estimated before it is made) could cost up to ${usd(estimate.usd)}, which would pass this process's ceiling of ${usd(ceilingUsd)} (${usd(meter.spentUsd)} spent)`,
       { details },
     );
   }

@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { Config } from "../runtime/config.js";
 import { Plan } from "../contracts/plan.js";
 import type { ScriptFile, Simulation, TaskScript } from "../contracts/script.js";
-import { basePriceKey, createProvider, resolvePrice } from "./create.js";
+import { createProvider, resolvePrice } from "./create.js";
+import { basePriceKey } from "./prices.js";
 import type { CompletionRequest } from "./types.js";
 
 const log = pino({ level: "silent" });
@@ -152,11 +153,20 @@ describe("prices", () => {
     expect(basePriceKey("gpt-4o")).toBe("gpt-4o");
   });
 
-  it("prefers configured prices, then defaults, else free", () => {
+  it("prefers configured prices, then @pydantic/genai-prices, else unknown", () => {
     const config = Config.parse({ llm: { prices: { "my-model": { inputPerMTok: 7, outputPerMTok: 9 } } } });
-    expect(resolvePrice(config, "my-model", log)).toMatchObject({ inputPerMTok: 7, outputPerMTok: 9 });
-    expect(resolvePrice(config, "claude-haiku-4-5-20251001", log)).toMatchObject({ inputPerMTok: 1, outputPerMTok: 5 });
-    expect(resolvePrice(config, "unknown", log)).toMatchObject({ inputPerMTok: 0, outputPerMTok: 0 });
+    expect(resolvePrice(config, "my-model", log)).toMatchObject({
+      rates: { inputPerMTok: 7, outputPerMTok: 9 },
+      source: { kind: "config", key: 'llm.prices["my-model"]' },
+    });
+    expect(resolvePrice(config, "claude-haiku-4-5-20251001", log)).toMatchObject({
+      rates: { inputPerMTok: 1, outputPerMTok: 5 },
+      source: { kind: "genai-prices", provider: "anthropic" },
+    });
+    expect(resolvePrice(config, "unknown", log)).toMatchObject({
+      rates: { inputPerMTok: 0, outputPerMTok: 0 },
+      source: { kind: "unknown" },
+    });
   });
 });
 

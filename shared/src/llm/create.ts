@@ -13,7 +13,7 @@
 import { basename } from "node:path";
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Logger } from "pino";
-import { DEFAULT_PRICES, type Config, type ModelPrice } from "../runtime/config.js";
+import type { Config } from "../runtime/config.js";
 import { LoopsmithError } from "../runtime/errors.js";
 import { createAnthropicBackend, type AnthropicMessagesClient } from "./anthropic.js";
 import { SpendMeter } from "./cost.js";
@@ -22,6 +22,7 @@ import { createOpenAIBackend, type OpenAIChatClient } from "./openai.js";
 import { createScriptedBackend, createScriptlessBackend, loadScript, SCRIPTLESS_MODEL } from "./scripted.js";
 import type { ErrorContext } from "./sdk-errors.js";
 import { createTranscriptWriter } from "./transcript.js";
+import { lookupPricing, ZERO_PRICE, type Pricing } from "./prices.js";
 import { resolveRoutes, targetKey, type LlmTarget } from "./roles.js";
 import { createRoutingProvider } from "./router.js";
 import { withTaskScripts } from "./task-script.js";
@@ -40,34 +41,26 @@ export interface CreateProviderDeps {
 }
 
 /**
- * The base model id of a Bedrock or dated model id, for the price table:
- * `us.anthropic.claude-sonnet-4-5-20250929-v1:0` → `claude-sonnet-4-5`.
+ * The price of `model` under the `llm` defaults' provider and prices (see `prices.ts`): the
+ * configuration, then `@pydantic/genai-prices`, else `unknown`. An unknown price is logged
+ * once at `warn`.
  */
-export function basePriceKey(model: string): string {
-  return model
-    .replace(/^(us|eu|apac|jp|au|global)\./, "")
-    .replace(/^anthropic\./, "")
-    .replace(/-v\d+(:\d+)?$/, "")
-    .replace(/-\d{8}$/, "");
+export function resolvePrice(config: Config, model: string, log: Logger): Pricing {
+  const pricing = lookupPricing({
+    provider: config.llm.provider,
+    model,
+    baseUrl: config.llm.baseUrl,
+    prices: config.llm.prices,
+  });
+  if (pricing.source.kind === "unknown") warnUnpriced(log, model);
+  return pricing;
 }
 
-/**
- * The price of `model`: `config.llm.prices` then `DEFAULT_PRICES`, by the exact id, then
- * by {@link basePriceKey}. An unpriced model costs 0 and is logged once at `warn` (at
- * `info` for the openai-compatible provider, which is usually a free local model).
- */
-export function resolvePrice(config: Config, model: string, log: Logger): ModelPrice {
-  return priceIn(config.llm.prices, model, config.llm.provider, log);
-}
-
-/** {@link resolvePrice} over a given configured table (a role's prices merged over `llm.prices`). */
-function priceIn(prices: Record<string, ModelPrice>, model: string, provider: string, log: Logger): ModelPrice {
-  const table = { ...DEFAULT_PRICES, ...prices };
-  const found = table[model] ?? table[basePriceKey(model)];
-  if (found) return found;
-  const level = provider === "openai-compatible" ? "info" : "warn";
-  log[level]({ model }, `no price for model ${model} in llm.prices; its calls count as $0`);
-  return { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 };
+function warnUnpriced(log: Logger, model: string): void {
+  log.warn(
+    { model },
+    `no price is known for model ${model} (not in llm.prices nor in @pydantic/genai-prices): its calls count as $0, and a task or process with a USD limit refuses to call it; set llm.prices["${model}"]`,
+  );
 }
 
 /** `make` once, on the first call; a failed attempt is retried by the next call. */
@@ -126,7 +119,7 @@ function createUnconfiguredBackend(info: ProviderInfo, message: string): Backend
   };
   return {
     info,
-    price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
+    price: ZERO_PRICE,
     open: refuse,
     converse: async () => refuse(),
     verify: async () => refuse(),
@@ -143,7 +136,7 @@ function lazyMessages(
 }
 
 /** The backend of one target (a role's primary or a fallback). */
-function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
+function backendFor(config: Config, llm: LlmTarget, pricing: Pricing, log: Logger): Backend {
   const common = { maxRetries: config.llm.maxRetries, timeout: config.llm.timeoutMs };
   const errorsBase = {
     model: llm.model,
@@ -153,7 +146,7 @@ function backendFor(config: Config, llm: LlmTarget, log: Logger): Backend {
   };
   const shared = {
     model: llm.model,
-    price: priceIn(llm.prices, llm.model, llm.provider, log),
+    price: pricing.rates,
     maxOutputTokens: llm.maxOutputTokens,
     temperature: llm.temperature,
   };
@@ -280,22 +273,38 @@ export function createProvider(deps: CreateProviderDeps): LlmProvider {
   const meter = deps.meter ?? new SpendMeter();
   const transcript = createTranscriptWriter(config.llm.transcriptPath, log);
   const built = new Map<string, LlmProvider>();
+  const routes = resolveRoutes(config);
   const providerFor = (target: LlmTarget): LlmProvider => {
     const key = targetKey(target);
     let provider = built.get(key);
     if (!provider) {
-      provider = createEngineProvider(backendFor(config, target, log), {
+      const pricing = lookupPricing(target);
+      if (pricing.source.kind === "unknown") warnUnpriced(log, target.model);
+      provider = createEngineProvider(backendFor(config, target, pricing, log), {
         log,
         meter,
         transcript,
         maxOutputTokens: target.maxOutputTokens,
         processCeilingUsd: config.llm.processCeilingUsd,
+        pricing,
+        ...(pricing.source.kind === "unknown"
+          ? {
+              unpriced: {
+                model: target.model,
+                provider: target.provider,
+                roles: rolesOf(target),
+                source: target.source,
+                priceKey: `${target.pricesKey}[${JSON.stringify(target.model)}]`,
+              },
+            }
+          : {}),
       });
       built.set(key, provider);
     }
     return provider;
   };
-  const routes = resolveRoutes(config);
+  const rolesOf = (t: LlmTarget): Role[] =>
+    ROLES.filter((r) => [routes[r].primary, ...routes[r].fallbacks].some((x) => targetKey(x) === targetKey(t)));
   const chains = Object.fromEntries(
     ROLES.map((role) => [role, [routes[role].primary, ...routes[role].fallbacks].map(providerFor)]),
   ) as Record<Role, LlmProvider[]>;

@@ -11,6 +11,7 @@ import type { ProviderInfo } from "../contracts/steps.js";
 import type { ModelPrice } from "../runtime/config.js";
 import { LoopsmithError } from "../runtime/errors.js";
 import { checkBudget, costOf, estimateCost, type SpendMeter, type TokenCounts } from "./cost.js";
+import { refuseUnpriced, type Pricing, type UnpricedModel } from "./prices.js";
 import { formatIssues, readStructured, validateValue, type BadReplyDetails, type ReadResult } from "./parse.js";
 import type { TranscriptWriter } from "./transcript.js";
 import type { AgentMessage, ToolCall } from "../contracts/agent.js";
@@ -62,7 +63,10 @@ export interface ToolTurn {
 /** A provider's own part. */
 export interface Backend {
   readonly info: ProviderInfo;
-  /** The model's price, USD per million tokens (`priceOf(config, model)`). */
+  /**
+   * The model's flat price, USD per million tokens (`Pricing.rates`): the estimate's rates,
+   * and the cost of a call when the engine is given no {@link EngineDeps.pricing}.
+   */
   readonly price: ModelPrice;
   open<T>(request: CompletionRequest<T>): Conversation;
   /**
@@ -84,6 +88,28 @@ export interface EngineDeps {
   maxOutputTokens: number;
   /** `config.llm.processCeilingUsd`. */
   processCeilingUsd?: number | undefined;
+  /**
+   * The model's price as resolved (`lookupPricing`): each call's cost and the estimate's cost
+   * come from it (with the source's tiers). @defaultValue flat costs at `backend.price`
+   */
+  pricing?: Pricing | undefined;
+  /**
+   * Set when the model has no known price: a call under a USD limit (the request's
+   * `budget.remainingUsd`, or {@link processCeilingUsd}) is refused before it is made.
+   */
+  unpriced?: UnpricedModel | undefined;
+}
+
+/**
+ * Refuses a call to an unpriced model under a USD limit, before anything is sent.
+ * @throws LoopsmithError `config_invalid` naming the model and the `prices` key to set
+ */
+function refuseUnpricedCall(deps: EngineDeps, budget: CompletionRequest<unknown>["budget"]): void {
+  if (!deps.unpriced) return;
+  if (budget?.remainingUsd !== undefined) refuseUnpriced([deps.unpriced], "the task's USD budget");
+  if (deps.processCeilingUsd !== undefined) {
+    refuseUnpriced([deps.unpriced], `the process's USD ceiling (llm.processCeilingUsd)`);
+  }
 }
 
 /** The sentence that ends every re-ask (issue #4 item 3). */
@@ -169,13 +195,18 @@ function agentCaller(backend: Backend, deps: EngineDeps): (request: ConverseRequ
     }
     const lines = agentChatLines(request.messages);
     if (request.note) lines.push({ role: "user", content: request.note });
-    const estimate = estimateCost(price, {
-      system: request.system,
-      messages: lines,
-      extraChars: JSON.stringify(request.tools).length,
-      maxOutputTokens: deps.maxOutputTokens,
-    });
+    const estimate = estimateCost(
+      price,
+      {
+        system: request.system,
+        messages: lines,
+        extraChars: JSON.stringify(request.tools).length,
+        maxOutputTokens: deps.maxOutputTokens,
+      },
+      deps.pricing,
+    );
     try {
+      refuseUnpricedCall(deps, request.budget);
       checkBudget({
         estimate,
         budget: request.budget,
@@ -216,7 +247,7 @@ function agentCaller(backend: Backend, deps: EngineDeps): (request: ConverseRequ
     const usage: Usage = {
       calls: 1,
       ...turn.tokens,
-      costUsd: costOf(price, turn.tokens),
+      costUsd: deps.pricing ? deps.pricing.costOf(turn.tokens) : costOf(price, turn.tokens),
       latencyMs: Math.round(performance.now() - started),
     };
     deps.meter.add(usage.costUsd);
@@ -237,9 +268,10 @@ function agentCaller(backend: Backend, deps: EngineDeps): (request: ConverseRequ
  *
  * `complete()` makes at most two calls (the second is the re-ask). Before each, the
  * worst-case estimate ({@link estimateCost}) is checked against `request.budget` minus
- * what this `complete()` already spent, and against the process ceiling.
- * @throws LoopsmithError `budget_exceeded` before a call; the backend's codes from a
- *   call; `llm_bad_reply` after the re-ask (details: `{raw, issues, truncated, usage}`).
+ * what this `complete()` already spent, and against the process ceiling; a model without a
+ * known price ({@link EngineDeps.unpriced}) is refused under either USD limit.
+ * @throws LoopsmithError `budget_exceeded` or (an unpriced model under a USD limit)
+ *   `config_invalid` before a call; the backend's codes from a call; `llm_bad_reply` after the re-ask (details: `{raw, issues, truncated, usage}`).
  *   Any error thrown after a successful call carries `details.usage`, the usage so far.
  */
 export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmProvider {
@@ -254,13 +286,18 @@ export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmPro
     let usage = emptyUsage();
     for (let attempt = 1; ; attempt++) {
       const messages = conv.messages();
-      const estimate = estimateCost(price, {
-        system: conv.system,
-        messages,
-        extraChars: conv.extraChars,
-        maxOutputTokens: deps.maxOutputTokens,
-      });
+      const estimate = estimateCost(
+        price,
+        {
+          system: conv.system,
+          messages,
+          extraChars: conv.extraChars,
+          maxOutputTokens: deps.maxOutputTokens,
+        },
+        deps.pricing,
+      );
       try {
+        refuseUnpricedCall(deps, request.budget);
         checkBudget({
           estimate,
           budget: request.budget,
@@ -301,7 +338,7 @@ export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmPro
       const call: Usage = {
         calls: 1,
         ...reply.tokens,
-        costUsd: costOf(price, reply.tokens),
+        costUsd: deps.pricing ? deps.pricing.costOf(reply.tokens) : costOf(price, reply.tokens),
         latencyMs: Math.round(performance.now() - started),
       };
       deps.meter.add(call.costUsd);

@@ -13,8 +13,31 @@ export {
   type LlmProvider,
   type Role,
 } from "./types.js";
-export { createProvider, resolvePrice, basePriceKey, type CreateProviderDeps } from "./create.js";
-export { resolveRoutes, effectiveRoles, type LlmTarget, type RoleRoute, type EffectiveRole } from "./roles.js";
+export { createProvider, resolvePrice, type CreateProviderDeps } from "./create.js";
+export {
+  resolveRoutes,
+  effectiveRoles,
+  configuredRoleOf,
+  unpricedModels,
+  TASK_ROLES,
+  type LlmTarget,
+  type RoleRoute,
+  type EffectiveRole,
+} from "./roles.js";
+export {
+  ZERO_PRICE,
+  basePriceKey,
+  describePriceSource,
+  flatCost,
+  lookupPricing,
+  refuseUnpriced,
+  unpricedRefusal,
+  unpricedWarning,
+  type PriceQuery,
+  type PriceSource,
+  type Pricing,
+  type UnpricedModel,
+} from "./prices.js";
 export { createRoutingProvider, FALLBACK_CODES, type RouterDeps } from "./router.js";
 export {
   parseStructured,

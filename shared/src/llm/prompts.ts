@@ -61,7 +61,12 @@ export function loadPrompt(role: Role, mode: "inline" | "repo" | "dag" = "inline
   return { role, version, system: (match[3] ?? "").trim() };
 }
 
-/** Rough token count of English text or code: 4 characters a token (OpenAI's and Anthropic's rule of thumb). */
+/**
+ * An ESTIMATE of the tokens of English text or code, 4 characters a token (OpenAI's and
+ * Anthropic's rule of thumb; Anthropic publishes no tokenizer for its current models). Not a
+ * count: it sizes prompt parts before a call; what a call used comes from the API's usage
+ * fields, and a result that reports this figure says it is estimated.
+ */
 export function approxTokens(text: string): number {
   return Math.ceil(text.length / 4);
 }

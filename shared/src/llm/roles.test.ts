@@ -34,11 +34,12 @@ describe("per-role configuration", () => {
       model: "claude-sonnet-4-6",
       apiKey: "sk-ant-review",
     });
+    // spec writes the plan of an inline task without tests: it takes plan's model (issue #37 part 4).
     expect(routes.spec.primary).toMatchObject({
       provider: "anthropic",
-      model: "claude-sonnet-4-6",
+      model: "claude-opus-4-1",
       apiKey: "sk-ant",
-      source: "llm",
+      source: "llm.roles.plan",
     });
   });
 
@@ -131,9 +132,11 @@ describe("per-role configuration", () => {
       model: "claude-opus-4-1",
       maxOutputTokens: 8192,
       fallback: [{ provider: "bedrock", model: "us.anthropic.claude-opus-4-1-20250805-v1:0" }],
+      price: expect.objectContaining({ source: "@pydantic/genai-prices anthropic/claude-opus-4-1" }),
+      plans: expect.stringContaining("repository tasks"),
     });
     expect(roles.build).toMatchObject({ model: "claude-haiku-4-5", temperature: 0, fallback: [] });
-    expect(roles.spec.model).toBe("claude-sonnet-4-6");
+    expect(roles.spec).toMatchObject({ model: "claude-opus-4-1", sameAs: "plan" });
     expect(JSON.stringify(roles)).not.toContain("sk-ant-secret");
   });
 });

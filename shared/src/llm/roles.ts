@@ -2,10 +2,15 @@
  * Which model each role calls (issue #14): `llm.roles.<role>` over the `llm` defaults, and
  * the fallbacks tried after the primary's retryable failures. Pure functions of the
  * configuration; `createProvider` builds one provider per distinct target from them.
+ *
+ * The `spec` role writes the plan of an inline task without acceptance tests; `plan` writes
+ * every other task's plan. Unless `llm.roles.spec` is set, `spec` calls the `plan` role's
+ * model (issue #37 part 4), so `LOOPSMITH_MODEL_PLAN` picks the planning model of every task.
  */
 import { basename } from "node:path";
 import type { Config, FallbackTarget, ModelPrice, ProviderName, RoleLlm, ToolCallMode } from "../runtime/config.js";
 import { LoopsmithError } from "../runtime/errors.js";
+import { lookupPricing, describePriceSource, type UnpricedModel } from "./prices.js";
 import { ROLES, type Role } from "./types.js";
 
 /** One model as it will be called: every inherited value filled in. */
@@ -21,8 +26,10 @@ export interface LlmTarget {
   temperature?: number | undefined;
   /** Agent mode's tool calling (openai-compatible only). @defaultValue "native" */
   toolCalls?: ToolCallMode | undefined;
-  /** `llm.prices` with the role's `prices` merged over it (`DEFAULT_PRICES` still underneath). */
+  /** `llm.prices` with the role's `prices` merged over it (overrides of `@pydantic/genai-prices`' data). */
   prices: Record<string, ModelPrice>;
+  /** Where `prices` is configured, for messages: `llm.prices` or `llm.roles.<role>.prices`. */
+  pricesKey: string;
   /** Where it is configured, for messages: `llm`, `llm.roles.build`, `llm.roles.build.fallback[0]`. */
   source: string;
   /** The variable that sets its model, for messages (`LOOPSMITH_MODEL_BUILD`); absent for fallbacks. */
@@ -38,7 +45,7 @@ export interface RoleRoute {
 
 /** A key that is equal for targets one provider object can serve. */
 export function targetKey(t: LlmTarget): string {
-  const { source: _s, modelVar: _m, ...rest } = t;
+  const { source: _s, modelVar: _m, pricesKey: _p, ...rest } = t;
   return JSON.stringify(Object.entries(rest).sort(([a], [b]) => a.localeCompare(b)));
 }
 
@@ -78,6 +85,7 @@ function primaryOf(config: Config, role: Role, r: RoleLlm | undefined): LlmTarge
     temperature: r?.temperature ?? llm.temperature,
     toolCalls: r?.toolCalls ?? llm.toolCalls,
     prices: { ...llm.prices, ...r?.prices },
+    pricesKey: r?.prices ? `llm.roles.${role}.prices` : "llm.prices",
     source,
     modelVar: r?.model ? `LOOPSMITH_MODEL_${role.toUpperCase()}` : "LOOPSMITH_MODEL",
   };
@@ -97,14 +105,25 @@ function fallbackOf(config: Config, primary: LlmTarget, f: FallbackTarget, sourc
     temperature: f.temperature ?? primary.temperature,
     toolCalls: f.toolCalls ?? primary.toolCalls,
     prices: primary.prices,
+    pricesKey: primary.pricesKey,
     source,
   };
 }
 
 /**
+ * The role whose configuration `role` uses: `spec` uses `plan`'s unless `llm.roles.spec` is
+ * set (both write a task's plan: `spec` for an inline task without tests); every other role
+ * its own.
+ */
+export function configuredRoleOf(config: Config, role: Role): Role {
+  return role === "spec" && !config.llm.roles.spec ? "plan" : role;
+}
+
+/**
  * The route of every role: `llm.roles.<role>` over `llm`, and `llm.roles.<role>.fallback`
  * (else `llm.fallback`) with each fallback inheriting the role's values. A fallback equal to
- * the primary, or to an earlier fallback, is dropped.
+ * the primary, or to an earlier fallback, is dropped. `spec` takes `plan`'s route unless
+ * `llm.roles.spec` is set ({@link configuredRoleOf}).
  * @throws LoopsmithError `config_invalid` naming the key: an openai-compatible target
  *   without a base URL, a role that switches provider without naming a model, a scripted
  *   target without a script
@@ -112,6 +131,8 @@ function fallbackOf(config: Config, primary: LlmTarget, f: FallbackTarget, sourc
 export function resolveRoutes(config: Config): Record<Role, RoleRoute> {
   const out = {} as Record<Role, RoleRoute>;
   for (const role of ROLES) {
+    const from = configuredRoleOf(config, role);
+    if (from !== role) continue;
     const r = config.llm.roles[role];
     const primary = check(primaryOf(config, role, r));
     const list = r?.fallback ?? config.llm.fallback;
@@ -126,7 +147,46 @@ export function resolveRoutes(config: Config): Record<Role, RoleRoute> {
     });
     out[role] = { role, primary, fallbacks };
   }
+  for (const role of ROLES) {
+    const from = configuredRoleOf(config, role);
+    if (from !== role) out[role] = { ...out[from], role };
+  }
   return out;
+}
+
+/**
+ * The roles a `solve` task can call: all but `improve` (the hypotheses of `loopsmith improve`,
+ * a run of its own).
+ */
+export const TASK_ROLES: readonly Role[] = ROLES.filter((r) => r !== "improve");
+
+/**
+ * The models `roles` can call (primaries and fallbacks) that have no known price (see
+ * `prices.ts`), one entry per model and provider. Scripted targets are priced at zero.
+ * @throws LoopsmithError `config_invalid` as {@link resolveRoutes}
+ */
+export function unpricedModels(config: Config, roles: readonly Role[] = TASK_ROLES): UnpricedModel[] {
+  const routes = resolveRoutes(config);
+  const out = new Map<string, UnpricedModel>();
+  for (const role of roles) {
+    for (const t of [routes[role].primary, ...routes[role].fallbacks]) {
+      if (lookupPricing(t).source.kind !== "unknown") continue;
+      const key = `${t.provider} ${t.model}`;
+      const seen = out.get(key);
+      if (seen) {
+        if (!seen.roles.includes(role)) seen.roles.push(role);
+        continue;
+      }
+      out.set(key, {
+        model: t.model,
+        provider: t.provider,
+        roles: [role],
+        source: t.source,
+        priceKey: `${t.pricesKey}[${JSON.stringify(t.model)}]`,
+      });
+    }
+  }
+  return [...out.values()];
 }
 
 /** What `loopsmith config show` prints for one role: no secrets. */
@@ -138,6 +198,16 @@ export interface EffectiveRole {
   /** The server, when one is configured (credentials in it are the caller's to mask). */
   baseUrl?: string;
   fallback: Array<{ provider: ProviderName; model: string }>;
+  /**
+   * The primary model's price, USD per million tokens (below any context-length tier), and
+   * where it comes from: a configuration key, `@pydantic/genai-prices <provider>/<model>`,
+   * or `unknown` (then `priceKey` says what to set; a USD budget refuses the task).
+   */
+  price: ModelPrice & { source: string; priceKey?: string };
+  /** Which tasks' plans this role writes (`spec` and `plan` only). */
+  plans?: string;
+  /** For `spec` without `llm.roles.spec`: `"plan"`, the role whose model it calls. */
+  sameAs?: Role;
 }
 
 /**
@@ -161,7 +231,26 @@ export function effectiveRoles(config: Config): Record<Role, EffectiveRole> {
       ...(p.temperature !== undefined ? { temperature: p.temperature } : {}),
       ...(p.baseUrl ? { baseUrl: p.baseUrl } : {}),
       fallback: fallbacks.map((f) => ({ provider: f.provider, model: f.model })),
+      price: priceShown(p),
+      ...(PLANS[role] ? { plans: PLANS[role] } : {}),
+      ...(configuredRoleOf(config, role) !== role ? { sameAs: configuredRoleOf(config, role) } : {}),
     };
   }
   return out;
+}
+
+/** Which tasks' plans `spec` and `plan` write (the architect's rule in `phases.ts`). */
+const PLANS: Partial<Record<Role, string>> = {
+  spec: "inline tasks without acceptance tests (writes the tests' criteria and the plan)",
+  plan: "inline tasks with acceptance tests, and repository tasks",
+};
+
+function priceShown(t: LlmTarget): EffectiveRole["price"] {
+  const pricing = lookupPricing(t);
+  const unknown = pricing.source.kind === "unknown";
+  return {
+    ...pricing.rates,
+    source: describePriceSource(pricing.source),
+    ...(unknown ? { priceKey: `${t.pricesKey}[${JSON.stringify(t.model)}]` } : {}),
+  };
 }

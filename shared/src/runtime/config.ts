@@ -9,14 +9,8 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { LoopsmithError } from "./errors.js";
-import {
-  DEFAULT_PRICES,
-  FallbackTarget,
-  ModelPrice,
-  ProviderName,
-  RoleLlm,
-  ToolCallMode,
-} from "../llm/config-schema.js";
+import { FallbackTarget, ModelPrice, ProviderName, RoleLlm, ToolCallMode } from "../llm/config-schema.js";
+import { lookupPricing, type Pricing } from "../llm/prices.js";
 import { ROLES, type Role } from "../llm/types.js";
 import {
   configFromEnv,
@@ -35,14 +29,7 @@ import {
 import { DEFAULT_OWNER, OWNER_PATTERN } from "../bus/subjects.js";
 import { Owner } from "../contracts/common.js";
 
-export {
-  DEFAULT_PRICES,
-  FallbackTarget,
-  ModelPrice,
-  ProviderName,
-  RoleLlm,
-  ToolCallMode,
-} from "../llm/config-schema.js";
+export { FallbackTarget, ModelPrice, ProviderName, RoleLlm, ToolCallMode } from "../llm/config-schema.js";
 
 /** The whole configuration. Every default is documented with `@defaultValue`. */
 export const Config = z
@@ -133,7 +120,12 @@ export const Config = z
         maxOutputTokens: z.number().int().min(16).default(8192),
         /** AWS region for Bedrock. */
         awsRegion: z.string().optional(),
-        /** USD per million tokens per model; merged over {@link DEFAULT_PRICES}. */
+        /**
+         * USD per million tokens per model id (or base id: `claude-sonnet-4-5` prices its dated
+         * and Bedrock ids): overrides of the prices bundled with `@pydantic/genai-prices`, and
+         * the only price of a model that package lacks (a local or new model; 0 is allowed). A
+         * model priced in neither refuses a task with a USD budget. @defaultValue {}
+         */
         prices: z.record(z.string(), ModelPrice).default({}),
         /** Ceiling on USD spent by one process, over all tasks; unlimited when absent. */
         processCeilingUsd: z.number().positive().optional(),
@@ -423,12 +415,13 @@ export function loadConfig(opts: LoadConfigOptions = {}): Config {
   return loadConfigWithSources(opts).config;
 }
 
-/** The price of `model`: configured prices first, then {@link DEFAULT_PRICES}, else free. */
-export function priceOf(cfg: Config, model: string): ModelPrice {
-  return (
-    cfg.llm.prices[model] ??
-    DEFAULT_PRICES[model] ?? { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 }
-  );
+/**
+ * The price of `model` under the `llm` defaults' provider: `llm.prices`, then
+ * `@pydantic/genai-prices`' bundled data; its `source.kind` is `unknown` (and its rates zero)
+ * when neither prices it. A role's own prices: `effectiveRoles(config)[role].price`.
+ */
+export function priceOf(cfg: Config, model: string): Pricing {
+  return lookupPricing({ provider: cfg.llm.provider, model, baseUrl: cfg.llm.baseUrl, prices: cfg.llm.prices });
 }
 
 /**

@@ -17,7 +17,6 @@ export {
 export { assetPath, installRoot } from "./assets.js";
 export {
   Config,
-  DEFAULT_PRICES,
   FallbackTarget,
   ModelPrice,
   ProviderName,
