@@ -49,7 +49,9 @@ mirror() {
 # before the label existed is version 1). A present image of an older version is rebuilt.
 # python 2: python3-pip (repo mode's setup phase); node 2: npm (`npm test`, `npm ci`).
 # python 3: python3-pytest-xdist and the verdict plugin (loopsmith_verdict.py); node 3: the verdict reporter.
-declare -A VERSION=([nats]=1 [postgres]=1 [python]=3 [node]=3 [runtime]=1 [engine]=1)
+# python 4: the quality metrics' tools of `improve` without --bench (issue #36): python3-coverage,
+# pyflakes3, mypy, radon, bandit.
+declare -A VERSION=([nats]=1 [postgres]=1 [python]=4 [node]=3 [runtime]=1 [engine]=1)
 kind_of() {
   case "$1" in
     "$NATS_IMAGE") echo nats ;; "$POSTGRES_IMAGE") echo postgres ;;
@@ -140,7 +142,10 @@ build_python() {
   need_image "$PYTHON_IMAGE" || { echo "build-images: $PYTHON_IMAGE exists"; return; }
   # python3-pytest-xdist: the tests run in a worker process, the verdict is the controller's
   # (loopsmith_verdict.py, the pytest plugin every test command loads; docs/SANDBOX.md).
-  rootfs python python3 python3-pytest python3-pytest-xdist python3-hypothesis python3-pip
+  # python3-coverage, pyflakes3, mypy, radon, bandit: the quality metrics `improve` measures when it
+  # is given no --bench (services/architect/src/improve/metrics.ts, docs/USAGE.md).
+  rootfs python python3 python3-pytest python3-pytest-xdist python3-hypothesis python3-pip \
+    python3-coverage pyflakes3 mypy radon bandit
   install -m 0644 "$here/rootfs/sandbox-python/loopsmith_verdict.py" "$work/python/usr/lib/python3/dist-packages/"
   import python "$PYTHON_IMAGE" 'USER 10001:10001' 'WORKDIR /workspace' 'ENV PYTHONDONTWRITEBYTECODE=1' \
     'CMD ["python3"]' 'LABEL org.loopsmith.image=sandbox-python'

@@ -19,6 +19,11 @@ export interface FakeConductorOptions {
   checks: string[];
   /** The change's one-line summary. */
   summary: string;
+  /**
+   * Files to write instead of app.py: path → new content, given a reader of the task's base
+   * tree (the quality-metrics test edits several files of a real package).
+   */
+  files?: (task: Task, read: (path: string) => string | undefined) => Record<string, string>;
   /** True for a task left queued (nak'd after 1 s, as a busy conductor would). */
   hold?: (taskId: string) => boolean;
 }
@@ -44,9 +49,17 @@ export function fakeConductor(nc: NatsConnection, o: FakeConductorOptions): () =
           }
           msg.ack();
           const root = await materializeSnapshot(nc, task.repo?.snapshot ?? "", cache);
-          const before = readFileSync(join(root, "app.py"), "utf8");
-          const content = o.write(task, before);
-          const patch = unifiedPatch((p) => (p === "app.py" ? before : undefined), [{ path: "app.py", content }], []);
+          const read = (p: string): string | undefined => {
+            try {
+              return readFileSync(join(root, p), "utf8");
+            } catch {
+              return undefined;
+            }
+          };
+          const edits = o.files
+            ? Object.entries(o.files(task, read)).map(([path, content]) => ({ path, content }))
+            : [{ path: "app.py", content: o.write(task, read("app.py") ?? "") }];
+          const patch = unifiedPatch(read, edits, []);
           const result: TaskResult = {
             v: 1,
             taskId: task.taskId,
@@ -67,7 +80,7 @@ export function fakeConductor(nc: NatsConnection, o: FakeConductorOptions): () =
               baseCommit: task.repo!.baseCommit,
               patch,
               summary: o.summary,
-              changed: ["app.py"],
+              changed: edits.map((e) => e.path),
               deleted: [],
             },
           };

@@ -45,12 +45,17 @@ function fractionValue(v: string): number {
 export function registerImprove(program: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
   const improve = program
     .command("improve")
-    .description("self-improvement generations: one change each, kept only when the benchmark improves significantly")
+    .description(
+      "self-improvement generations: one change each, kept only when the benchmark (or, with no --bench, the repository's quality metrics) improves significantly",
+    )
     .option("--repo <path>", "the git repository to improve (default: the current directory)")
     .option("--generations <n>", "generations to run (default 3)", wholeNumber(1, 100))
     .option("--goal <text>", "what to improve (default: make the benchmark better without breaking the checks)")
     .option("--check <cmd>", "must pass on every candidate (default: the detected test command)")
-    .option("--bench <cmd>", 'the benchmark: prints one JSON object per case and line ({"case","pass","score"?})')
+    .option(
+      "--bench <cmd>",
+      'the benchmark: prints one JSON object per case and line ({"case","pass","score"?}); without it, the repository\'s quality metrics (improve.benchmarks) judge each generation',
+    )
     .addOption(
       new Option("--bench-format <format>", "json lines on stdout, or the JUnit cases pytest writes").choices([
         "json",

@@ -2,8 +2,15 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { LoopsmithError, loadConfig } from "@loopsmith/shared";
-import { holdoutPatterns, improveBase, improveSettings, improveSetup, repoImproveSection } from "./settings.js";
+import { LoopsmithError, QUALITY_METRICS, loadConfig } from "@loopsmith/shared";
+import {
+  QUALITY_GOAL,
+  holdoutPatterns,
+  improveBase,
+  improveSettings,
+  improveSetup,
+  repoImproveSection,
+} from "./settings.js";
 
 /** A configuration whose file holds `improve`, read from a temporary file. */
 function configWith(improve: Record<string, unknown>) {
@@ -23,10 +30,27 @@ describe("improve settings", () => {
     expect(settings.goal).toBe("repo goal");
   });
 
-  it("says a benchmark is needed when none is set anywhere", () => {
-    const run = () => improveSettings({}, loadConfig({ env: {} }), undefined);
+  it("judges the repository's quality metrics when no benchmark is set anywhere", () => {
+    const settings = improveSettings({}, loadConfig({ env: {} }), undefined);
+    expect(settings.bench).toBeUndefined();
+    expect(settings.goal).toBe(QUALITY_GOAL);
+    expect(settings.benchmarks.enabled).toEqual([...QUALITY_METRICS]);
+    expect(settings.benchmarks).toMatchObject({ timeouts: {}, weights: {}, tolerances: {} });
+  });
+
+  it("reads improve.benchmarks from the repository's loopsmith.json, and rejects an unknown metric", () => {
+    const settings = improveSettings({}, loadConfig({ env: {} }), {
+      benchmarks: { enabled: ["lint", "tests"], timeouts: { tests: 60 }, weights: { lint: 3 } },
+    });
+    expect(settings.benchmarks).toEqual({
+      enabled: ["lint", "tests"],
+      timeouts: { tests: 60 },
+      weights: { lint: 3 },
+      tolerances: {},
+    });
+    const run = () => improveSettings({}, loadConfig({ env: {} }), { benchmarks: { enabled: ["speed"] } });
     expect(run).toThrow(LoopsmithError);
-    expect(run).toThrow(/needs a benchmark/);
+    expect(run).toThrow(/benchmarks\.enabled/);
   });
 
   it("names an invalid setting", () => {

@@ -84,10 +84,17 @@ export function repoImproveSection(root: string): Record<string, unknown> | unde
   }
 }
 
+/** The goal of a run with no benchmark, when none is given. */
+export const QUALITY_GOAL =
+  "improve the repository's quality metrics (tests, coverage, lint, type errors, complexity, documentation, imports, security) without breaking the checks";
+
 /**
  * The run's settings: the flags, over the configuration file's `improve` section, over the
  * repository's `loopsmith.json` section, over the defaults.
- * @throws LoopsmithError `bad_request` naming the invalid or missing setting (`--bench` is required)
+ * With no `--bench` (nor `bench` in a configuration), the run measures the repository's quality
+ * metrics, as `improve.benchmarks` (`{"enabled", "timeouts", "weights", "tolerances"}`) configures
+ * them, and its default goal is {@link QUALITY_GOAL}.
+ * @throws LoopsmithError `bad_request` naming the invalid setting
  */
 export function improveSettings(
   flags: ImproveFlags,
@@ -123,16 +130,12 @@ export function improveSettings(
     ...Object.fromEntries(Object.entries(fromFlags).filter(([, v]) => v !== undefined)),
   };
   if (merged.dryRun) merged.generations = 1;
+  // No benchmark: the run is judged on the repository's quality metrics (`benchmarks`), and its
+  // default goal says so.
+  if (merged.bench === undefined && merged.goal === undefined) merged.goal = QUALITY_GOAL;
   const parsed = ImproveSettings.safeParse(merged);
-  if (!parsed.success) {
-    const missingBench = parsed.error.issues.some((i) => i.path[0] === "bench");
-    throw new LoopsmithError(
-      "bad_request",
-      missingBench
-        ? 'loopsmith improve needs a benchmark: --bench "<command>" (or "bench" in the improve section of the config file)'
-        : `invalid improve settings: ${z.prettifyError(parsed.error)}`,
-    );
-  }
+  if (!parsed.success)
+    throw new LoopsmithError("bad_request", `invalid improve settings: ${z.prettifyError(parsed.error)}`);
   return parsed.data;
 }
 

@@ -25,13 +25,71 @@ export const DEFAULT_IMPROVE_GOAL = "make the benchmark better without breaking 
 export const BenchFormat = z.enum(["json", "junit"]);
 export type BenchFormat = z.infer<typeof BenchFormat>;
 
+/**
+ * The repository's own quality measures (issue #36, part 3), judged when a run has no `bench`:
+ * - `tests`: the test pass rate, % (pytest's JUnit; `node --test`'s JUnit reporter), higher is better;
+ * - `coverage`: line coverage of non-test sources, % (coverage.py; node's test coverage), higher;
+ * - `lint`: lint findings (pyflakes; the repository's eslint), lower;
+ * - `type_errors`: type-check errors plus `# type: ignore` / `@ts-ignore` suppressions (mypy; tsc --noEmit), lower;
+ * - `complexity`: mean cyclomatic complexity per function (radon; unavailable for JS/TS), lower;
+ * - `doc_coverage`: share of public functions and classes with a docstring / TSDoc comment, %, higher;
+ * - `imports`: share of modules that import without error, %, higher;
+ * - `security`: security findings plus `# nosec` suppressions (bandit; unavailable for JS/TS), lower.
+ * docs/USAGE.md has the table with each default tolerance and when a metric is unavailable.
+ */
+export const QualityMetric = z.enum([
+  "tests",
+  "coverage",
+  "lint",
+  "type_errors",
+  "complexity",
+  "doc_coverage",
+  "imports",
+  "security",
+]);
+export type QualityMetric = z.infer<typeof QualityMetric>;
+
+/** Every quality metric, in report order. */
+export const QUALITY_METRICS: readonly QualityMetric[] = QualityMetric.options;
+
+/**
+ * `improve.benchmarks`: which quality metrics a run without `bench` measures, each one's time
+ * limit in the sandbox (seconds), its weight in the weighted improvement, and its tolerance
+ * (cases for a metric with cases, the metric's unit for `complexity`). Absent entries take the
+ * defaults of `services/architect/src/improve/metrics.ts` (`METRIC_DEFAULTS`).
+ */
+export const QualityBenchmarks = z.object({
+  /** @defaultValue every metric */
+  enabled: z
+    .array(QualityMetric)
+    .min(1)
+    .default([...QualityMetric.options]),
+  /** Seconds per metric's tool run. @defaultValue 120 (tests 300) */
+  timeouts: z.partialRecord(QualityMetric, z.number().int().min(1).max(600)).default({}),
+  /** Non-negative weights; 0 keeps a metric as a guard (it may not regress) that never counts as improvement. @defaultValue 1 (tests 2) */
+  weights: z.partialRecord(QualityMetric, z.number().min(0).max(100)).default({}),
+  /** How far a metric may regress before the candidate is rejected `metric_regressed`. @defaultValue 0 (complexity 0.5) */
+  tolerances: z.partialRecord(QualityMetric, z.number().min(0).max(10_000)).default({}),
+});
+export type QualityBenchmarks = z.infer<typeof QualityBenchmarks>;
+
 /** The settings of a run (`loopsmith improve` flags, or the `improve` section of the config file). */
 export const ImproveSettings = z.object({
   goal: z.string().min(1).max(4_000).default(DEFAULT_IMPROVE_GOAL),
   /** Must pass on every candidate (the repository's tests). Absent: the detected test command. */
   check: z.string().min(1).max(4_000).optional(),
-  /** The benchmark command, run with `sh -c` at the workspace root in the sandbox, network off (3,500 characters at most: a JUnit copy may follow it). */
-  bench: z.string().min(1).max(3_500),
+  /**
+   * The benchmark command, run with `sh -c` at the workspace root in the sandbox, network off (3,500 characters at most: a JUnit copy may follow it).
+   * Absent: the run judges the repository's own quality metrics (`benchmarks`, issue #36 part 3).
+   */
+  bench: z.string().min(1).max(3_500).optional(),
+  /** The quality metrics judged when there is no `bench`. */
+  benchmarks: QualityBenchmarks.default({
+    enabled: [...QualityMetric.options],
+    timeouts: {},
+    weights: {},
+    tolerances: {},
+  }),
   benchFormat: BenchFormat.default("json"),
   /**
    * `junit`: the workspace path where the benchmark writes its JUnit XML, when it is not
@@ -205,6 +263,8 @@ export type Hypothesis = z.infer<typeof Hypothesis>;
  *   framework, branching on the runner or the benchmark, a file shadowing the framework).
  * - `bench_unparsed`: a benchmark run printed no case, or an unreadable one, or other cases than the parent's.
  * - `regression`: cases that passed on the parent fail on the candidate (beyond the tolerance).
+ * - `metric_regressed`: with no benchmark, a quality metric regressed beyond its tolerance, or the
+ *   candidate changed the configuration of the metric's tool (the report's `metrics.regressed` names it).
  * - `overfit`: the selection set (the cases the model was shown) says better and the held-out
  *   confirmation set does not confirm it (issue #36).
  * - `no_improvement`: no significant improvement (a tie, or p ≥ alpha).
@@ -224,6 +284,7 @@ export const DecisionReason = z.enum([
   "tampering",
   "bench_unparsed",
   "regression",
+  "metric_regressed",
   "overfit",
   "no_improvement",
   "check_failed",
@@ -311,6 +372,64 @@ export const CaseOutcome = z.object({
 });
 export type CaseOutcome = z.infer<typeof CaseOutcome>;
 
+/** One quality metric of a generation, parent against candidate (issue #36 part 3). */
+export const MetricOutcome = z.object({
+  metric: QualityMetric,
+  /** `higher` or `lower` is better. */
+  direction: z.enum(["higher", "lower"]),
+  /** `%`, `findings`, `errors`, `mean CC`. */
+  unit: z.string(),
+  weight: z.number().nonnegative(),
+  tolerance: z.number().nonnegative(),
+  /** `measured` on both sides, or `unavailable` (its tool is missing or failed: never a 0). */
+  status: z.enum(["measured", "unavailable"]),
+  /** Why it is unavailable (which side, what failed). */
+  reason: z.string().optional(),
+  /** The tool and its version on each side (`mypy 1.15.0`). */
+  tool: z.object({ parent: z.string().optional(), candidate: z.string().optional() }),
+  /** The metric's value per repeat, each side. */
+  parentValues: z.array(z.number()),
+  candidateValues: z.array(z.number()),
+  /** Mean candidate value − mean parent value (in `unit`). */
+  delta: z.number().optional(),
+  /**
+   * `sign_exact`: one-sided exact sign test on the paired cases (a case passes on a side when it
+   * passed in every repeat); `deterministic`: a static measure, identical in every repeat of
+   * each side, so its difference has no sampling error; `signed_rank`: one-sided Wilcoxon on
+   * the per-repeat differences; `none`: not tested.
+   */
+  test: z.enum(["sign_exact", "deterministic", "signed_rank", "none"]),
+  /** Cases (tests, findings, lines, functions, modules) compared; fixed and broken among them. */
+  cases: z.number().int().nonnegative().optional(),
+  fixed: z.number().int().nonnegative().optional(),
+  broken: z.number().int().nonnegative().optional(),
+  /** Up to 10 broken case keys (a failing test, a new finding, a line no longer covered). */
+  brokenCases: z.array(z.string()).optional(),
+  pValue: z.number().min(0).max(1).optional(),
+  /** The level this metric was tested at (α_j split over the weighted metrics). */
+  alpha: z.number().optional(),
+  improved: z.boolean(),
+  regressed: z.boolean(),
+  /** One sentence: the figures, or why it regressed. */
+  note: z.string(),
+});
+export type MetricOutcome = z.infer<typeof MetricOutcome>;
+
+/** The quality metrics of a generation with no benchmark (the report's `metrics`). */
+export const QualityReport = z.object({
+  language: z.enum(["python", "typescript", "javascript"]),
+  /** Measurements per side, interleaved. */
+  repeats: z.number().int().min(1),
+  metrics: z.array(MetricOutcome),
+  /** Σ weight × normalized directional change over the measured metrics (> 0: better). */
+  weightedImprovement: z.number(),
+  /** Metrics that regressed beyond their tolerance. */
+  regressed: z.array(QualityMetric),
+  /** Metrics whose improvement is significant at their level. */
+  improved: z.array(QualityMetric),
+});
+export type QualityReport = z.infer<typeof QualityReport>;
+
 /** Test counts of one check run. */
 export const CheckCounts = z.object({
   status: z.string(),
@@ -349,6 +468,8 @@ export const GenerationReport = z.object({
     .object({ command: z.string(), format: BenchFormat, repeats: z.number().int(), cases: z.array(CaseOutcome) })
     .optional(),
   statistic: Statistic.optional(),
+  /** Issue #36 part 3: the quality metrics, when the run has no benchmark. */
+  metrics: QualityReport.optional(),
   decision: z.object({
     verdict: z.enum(["accepted", "rejected", "dry_run"]),
     reason: DecisionReason,

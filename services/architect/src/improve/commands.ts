@@ -141,6 +141,7 @@ export async function benchBoth(
   | { ok: false; side: "parent" | "candidate"; error: string; status: string }
 > {
   const { benchFormat, repeats } = ctx.request.settings;
+  if (ctx.request.settings.bench === undefined) throw new Error("benchBoth: the run has no benchmark");
   const bench = benchShell(ctx.request.settings.bench, ctx.request.settings.benchJunit);
   const sides: { parent: CaseRun[][]; candidate: CaseRun[][] } = { parent: [], candidate: [] };
   for (let r = 0; r < repeats; r++) {

@@ -44,6 +44,7 @@ import { candidateFiles, candidateSnapshot } from "../tree.js";
 import { diffStat } from "./tree.js";
 import { evaluationNames } from "../tampering.js";
 import { changeTampering } from "./tampering.js";
+import { changedToolConfig, judgeMetrics, measureBoth, metricSettings } from "./metrics.js";
 
 /** What a generation needs from the outside. */
 export interface GenerationDeps {
@@ -197,7 +198,7 @@ export async function runGeneration(
   const globs = protectedGlobs({
     self: request.self,
     extra: s.protected,
-    commands: [s.bench, check],
+    commands: s.bench !== undefined ? [s.bench, check] : [check],
     exists: (p) => (fileSet.has(p) ? "file" : dirs.has(p) ? "dir" : undefined),
   });
   const ctx: CommandContext = {
@@ -359,6 +360,25 @@ export async function runGeneration(
   if (counted) return { ...reject(counted.reason, counted.message, checkPart), parentCheck };
   const overlay = candidateFiles(change, read);
 
+  if (s.dryRun && s.bench === undefined) {
+    return {
+      report: report({
+        ...checkPart,
+        decision: {
+          verdict: "dry_run",
+          reason: "dry_run",
+          message: `dry run: not measured. With no benchmark it would be judged on the repository's metrics (${metricSettings(
+            s.benchmarks,
+          )
+            .map((m) => m.metric)
+            .join(
+              ", ",
+            )}): accepted when none regresses beyond its tolerance and some weighted metric improves significantly`,
+        },
+      }),
+      parentCheck,
+    };
+  }
   if (s.dryRun) {
     const need = neededFixes(s.alpha);
     return {
@@ -373,6 +393,69 @@ export async function runGeneration(
       parentCheck,
     };
   }
+
+  // METRICS: no benchmark, so the repository's own quality measures judge the candidate (issue #36 part 3).
+  if (s.bench === undefined) {
+    await deps.emit(
+      `generation ${n}: measuring the quality metrics of parent and candidate (${s.repeats} run(s) each)`,
+      {
+        generation: n,
+        phase: "bench",
+      },
+    );
+    let measured: Awaited<ReturnType<typeof measureBoth>>;
+    try {
+      measured = await measureBoth(ctx, state.parent, overlay, () => {
+        if (Date.now() > deadline) throw new GenerationTimeout();
+      });
+    } catch (err) {
+      if (!(err instanceof GenerationTimeout)) throw err;
+      lap("bench");
+      return {
+        ...reject(
+          "timeout",
+          `the generation passed its time limit of ${Math.round(s.generationTimeoutMs / 1000)} s while measuring`,
+          checkPart,
+        ),
+        parentCheck,
+      };
+    }
+    lap("bench");
+    const opts = runDecideOptions(state);
+    const after = new Map(overlay.files.map((f) => [f.path, f.content]));
+    const configChanged = changedToolConfig(
+      [...change.changed, ...change.deleted].map((path) => ({ path, before: read(path), after: after.get(path) })),
+      metricSettings(s.benchmarks).map((m) => m.metric),
+    );
+    const q = judgeMetrics(measured.parent, measured.candidate, {
+      alpha: opts.alpha,
+      benchmarks: s.benchmarks,
+      language: request.language,
+      configChanged,
+    });
+    const metricsPart = { ...checkPart, metrics: q.report };
+    if (q.verdict !== "accepted") {
+      lap("decide");
+      return { ...reject(q.reason, q.message, metricsPart), parentCheck };
+    }
+    const snapQ = await candidateSnapshot(
+      await getSnapshot(deps.nc, state.parent.snapshot, ownerOfTask(request)),
+      overlay.files,
+      overlay.deleted,
+    );
+    const acceptedQ: Tree = { commit: snapQ.id, snapshot: snapshotName(snapQ.id) };
+    await putSnapshot(deps.nc, acceptedQ.snapshot, snapQ.tar, ownerOfTask(request));
+    lap("decide");
+    return {
+      report: report({
+        ...metricsPart,
+        candidate: snapQ.id,
+        decision: { verdict: "accepted", reason: "accepted", message: q.message },
+      }),
+      accepted: acceptedQ,
+    };
+  }
+  const benchCommand = s.bench;
 
   // BENCH
   await deps.emit(`generation ${n}: benchmarking parent and candidate (${s.repeats} run(s) each)`, {
@@ -427,7 +510,7 @@ export async function runGeneration(
   const d = decideGeneration(paired.cases, runDecideOptions(state));
   const benchPart = {
     ...checkPart,
-    bench: { command: s.bench, format: s.benchFormat, repeats: s.repeats, cases: d.cases },
+    bench: { command: benchCommand, format: s.benchFormat, repeats: s.repeats, cases: d.cases },
     statistic: { ...d.statistic, repeatsRun: bench.parent.length },
   };
   if (d.verdict !== "accepted") {

@@ -13,6 +13,7 @@ import {
   type Usage,
 } from "@loopsmith/shared";
 import { quoteId } from "./bench-output.js";
+import { metricsPromptSection } from "./metrics.js";
 
 /** Earlier generations shown in the prompt, newest last. */
 const REPORTS_SHOWN = 10;
@@ -98,7 +99,9 @@ export async function hypothesize(
     section("Check (must keep passing)", s.check ?? input.check),
     section(
       "Benchmark",
-      `${s.bench} (${s.benchFormat}; up to ${s.repeats} run(s) per side; accepted when a one-sided paired test on the cases you are shown says better at this generation's share of the run's error budget ${s.alpha}, with at most ${s.tolerance} case(s) broken${s.confirmationFraction > 0 || s.holdout.length > 0 ? ", AND held-out cases you are not shown confirm the improvement: a change that special-cases the shown inputs is rejected as overfit" : ""})`,
+      s.bench === undefined
+        ? metricsPromptSection(s, input.reports)
+        : `${s.bench} (${s.benchFormat}; up to ${s.repeats} run(s) per side; accepted when a one-sided paired test on the cases you are shown says better at this generation's share of the run's error budget ${s.alpha}, with at most ${s.tolerance} case(s) broken${s.confirmationFraction > 0 || s.holdout.length > 0 ? ", AND held-out cases you are not shown confirm the improvement: a change that special-cases the shown inputs is rejected as overfit" : ""})`,
     ),
     section(
       "Cases failing on the parent",

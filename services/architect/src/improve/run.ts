@@ -65,6 +65,7 @@ export async function calibrateParent(
     generation: 0,
     setupCommand: request.repo.setupCommand ?? detected.setupCommand ?? "",
   };
+  if (s.bench === undefined) return { ok: false, error: "the run has no benchmark to calibrate" };
   const shell = benchShell(s.bench, s.benchJunit);
   const runs: CaseRun[][] = [];
   for (let k = 0; k < s.calibrationRuns; k++) {
@@ -122,7 +123,8 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
   };
   const reports = await io.store.reports(state.request.runId);
 
-  if (!state.calibration && !s.dryRun && state.generation === 1) {
+  // A run with no benchmark has no cases to calibrate: its quality metrics are measured per generation.
+  if (!state.calibration && !s.dryRun && state.generation === 1 && s.bench !== undefined) {
     await save(
       await io.publish(state, "step", `calibration: the benchmark ${s.calibrationRuns} time(s) on the parent`, {
         generation: 0,
@@ -196,7 +198,8 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
       hypothesisUsage: undefined,
       usage: addUsage(state.usage, report.usage),
       maxGenerationUsd: Math.max(state.maxGenerationUsd, report.usage.costUsd),
-      tests: state.tests + (report.statistic ? 1 : 0),
+      // A paired test spent α_j: a benchmark's statistic, or the quality metrics' judgement.
+      tests: state.tests + (report.statistic || report.metrics ? 1 : 0),
       parent: accepted ?? state.parent,
       accepted: accepted ? [...state.accepted, { generation: report.generation, tree: accepted }] : state.accepted,
       parentCheck: accepted ? undefined : (outcome?.parentCheck ?? state.parentCheck),

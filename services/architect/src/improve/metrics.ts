@@ -1,0 +1,622 @@
+/**
+ * The repository's own quality metrics (issue #36, part 3): what `improve` judges a generation
+ * on when the run has no benchmark. The metrics are measured in the sandbox on the parent and
+ * on the candidate ({@link measureBoth}: a script sent with the request, `measure-python.ts`
+ * or `measure-node.ts`), then {@link judgeMetrics} decides, a pure function:
+ *
+ * - a metric whose tool is missing or failed on either side is `unavailable`, with the reason,
+ *   and takes no part (never a 0);
+ * - a metric **regresses** when more of its cases broke than its tolerance (a test that passed
+ *   fails, a new lint or type finding or suppression, a covered line no longer covered, a
+ *   documented function undocumented, a module that no longer imports), or, for `complexity`,
+ *   when its value moved the wrong way by more than its tolerance; and when the candidate
+ *   changed the configuration of the metric's tool ({@link changedToolConfig}): a metric is
+ *   measured under the parent's rules;
+ * - a metric **improves** significantly when, for cases of a static analyser that gave the same
+ *   cases in every repeat of each side (`deterministic`), more were fixed than broken; for cases
+ *   of a run of the code (tests, coverage, imports), when the one-sided exact sign test on the
+ *   cases is below its level (α_j of the run, split equally over the metrics with a weight,
+ *   Bonferroni); for `complexity`, when deterministic and better, else a one-sided signed-rank
+ *   test on the per-repeat differences;
+ * - accepted when no metric regressed, the weighted improvement Σ w·s (s: fixed − broken over
+ *   the cases compared; for complexity the relative change) is > 0, and some metric with a
+ *   weight improved significantly. Else `metric_regressed` (naming the metrics) or
+ *   `no_improvement`.
+ */
+import binomialTest from "@stdlib/stats-binomial-test";
+import wilcoxon from "@stdlib/stats-wilcoxon";
+import picomatch from "picomatch";
+import { z } from "zod";
+import {
+  QUALITY_METRICS,
+  type ExecutionResult,
+  type FileChange,
+  type GenerationReport,
+  type ImproveSettings,
+  type MetricOutcome,
+  type QualityBenchmarks,
+  type QualityMetric,
+  type QualityReport,
+} from "@loopsmith/shared";
+import { runCommand, type CommandContext, type Overlay } from "./commands.js";
+import { MEASURE_PY, MEASURE_SCRIPT_PATH, METRICS_MARKER } from "./measure-python.js";
+import { MEASURE_NODE, MEASURE_NODE_PATH } from "./measure-node.js";
+import type { Tree } from "./state.js";
+
+/** What a metric is and its defaults. */
+export interface MetricDefaults {
+  direction: "higher" | "lower";
+  unit: string;
+  /** `findings`: every case is a finding, gone = fixed, new = broken; `outcomes`: keyed pass/fail; `value`: no cases. */
+  kind: "findings" | "outcomes" | "value";
+  /** A static analyser of the tree (the same tree gives the same result). */
+  static: boolean;
+  /** `outcomes`: a case only on the candidate that fails counts as broken (a new failing test or module). */
+  newFailingBreaks: boolean;
+  weight: number;
+  /** Cases (or the unit, for `value`) the metric may regress by. */
+  tolerance: number;
+  /** Seconds. */
+  timeout: number;
+}
+
+/** The defaults of each metric (docs/USAGE.md's table). */
+export const METRIC_DEFAULTS: Readonly<Record<QualityMetric, MetricDefaults>> = {
+  tests: {
+    direction: "higher",
+    unit: "%",
+    kind: "outcomes",
+    static: false,
+    newFailingBreaks: true,
+    weight: 2,
+    tolerance: 0,
+    timeout: 300,
+  },
+  coverage: {
+    direction: "higher",
+    unit: "%",
+    kind: "outcomes",
+    static: false,
+    newFailingBreaks: false,
+    weight: 1,
+    tolerance: 0,
+    timeout: 300,
+  },
+  lint: {
+    direction: "lower",
+    unit: "findings",
+    kind: "findings",
+    static: true,
+    newFailingBreaks: true,
+    weight: 1,
+    tolerance: 0,
+    timeout: 120,
+  },
+  type_errors: {
+    direction: "lower",
+    unit: "errors",
+    kind: "findings",
+    static: true,
+    newFailingBreaks: true,
+    weight: 1,
+    tolerance: 0,
+    timeout: 120,
+  },
+  complexity: {
+    direction: "lower",
+    unit: "mean CC",
+    kind: "value",
+    static: true,
+    newFailingBreaks: false,
+    weight: 1,
+    tolerance: 0.5,
+    timeout: 120,
+  },
+  doc_coverage: {
+    direction: "higher",
+    unit: "%",
+    kind: "outcomes",
+    static: true,
+    newFailingBreaks: false,
+    weight: 1,
+    tolerance: 0,
+    timeout: 60,
+  },
+  imports: {
+    direction: "higher",
+    unit: "%",
+    kind: "outcomes",
+    static: false,
+    newFailingBreaks: true,
+    weight: 1,
+    tolerance: 0,
+    timeout: 120,
+  },
+  security: {
+    direction: "lower",
+    unit: "findings",
+    kind: "findings",
+    static: true,
+    newFailingBreaks: true,
+    weight: 1,
+    tolerance: 0,
+    timeout: 120,
+  },
+};
+
+/** One metric of one measurement, as the script reports it. */
+export const MeasuredMetric = z.union([
+  z.object({
+    status: z.literal("ok"),
+    tool: z.string().optional(),
+    value: z.number(),
+    cases: z.record(z.string(), z.boolean()).optional(),
+  }),
+  z.object({ status: z.literal("unavailable"), tool: z.string().nullish(), reason: z.string() }),
+]);
+export type MeasuredMetric = z.infer<typeof MeasuredMetric>;
+
+/** One measurement of one side: each enabled metric. */
+export type Measurement = Partial<Record<QualityMetric, MeasuredMetric>>;
+
+const ScriptOutput = z.object({ metrics: z.record(z.string(), z.unknown()) });
+
+/** The enabled metrics with their settings: the defaults under `improve.benchmarks`. */
+export function metricSettings(b: QualityBenchmarks): Array<{ metric: QualityMetric } & MetricDefaults> {
+  return QUALITY_METRICS.filter((m) => b.enabled.includes(m)).map((m) => ({
+    metric: m,
+    ...METRIC_DEFAULTS[m],
+    weight: b.weights[m] ?? METRIC_DEFAULTS[m].weight,
+    tolerance: b.tolerances[m] ?? METRIC_DEFAULTS[m].tolerance,
+    timeout: b.timeouts[m] ?? METRIC_DEFAULTS[m].timeout,
+  }));
+}
+
+/** The measuring script and its command line for a repository's language. */
+export function measureCommand(
+  language: "python" | "typescript" | "javascript",
+  b: QualityBenchmarks,
+): { file: FileChange; shell: string; timeoutMs: number } {
+  const set = metricSettings(b);
+  const arg = JSON.stringify({
+    enabled: set.map((s) => s.metric),
+    timeouts: Object.fromEntries(set.map((s) => [s.metric, s.timeout])),
+  });
+  const quoted = `'${arg.replace(/'/g, "'\\''")}'`;
+  // The tools run one after another (tests and coverage in one run): the sum bounds the command.
+  const timeoutMs = Math.min(600_000, set.reduce((t, s) => t + s.timeout * 1000, 0) + 30_000);
+  return language === "python"
+    ? {
+        file: { path: MEASURE_SCRIPT_PATH, content: MEASURE_PY },
+        shell: `python3 ${MEASURE_SCRIPT_PATH} ${quoted}`,
+        timeoutMs,
+      }
+    : {
+        file: { path: MEASURE_NODE_PATH, content: MEASURE_NODE },
+        shell: `node ${MEASURE_NODE_PATH} ${quoted}`,
+        timeoutMs,
+      };
+}
+
+/**
+ * Reads one measurement from the sandbox's result: the script's `LOOPSMITH_METRICS` line. A run
+ * that ended otherwise (time limit, memory, no such command, no line) makes every enabled metric
+ * unavailable with that reason; a metric the line lacks is unavailable too.
+ */
+export function readMeasurement(result: ExecutionResult, enabled: readonly QualityMetric[]): Measurement {
+  const all = (reason: string): Measurement =>
+    Object.fromEntries(enabled.map((m) => [m, { status: "unavailable", reason } as const]));
+  const line = result.stdout
+    .split("\n")
+    .reverse()
+    .find((l) => l.startsWith(METRICS_MARKER));
+  if (!line) {
+    const tail = (result.stderr || result.stdout).trim().split("\n").slice(-3).join(" | ").slice(0, 300);
+    return all(
+      `the measuring run ended ${result.status}${result.reason ? ` (${result.reason})` : ""} without its result${tail ? `: ${tail}` : ""}`,
+    );
+  }
+  let parsed: z.infer<typeof ScriptOutput>;
+  try {
+    parsed = ScriptOutput.parse(JSON.parse(line.slice(METRICS_MARKER.length)));
+  } catch (err) {
+    return all(`the measuring script's result cannot be read: ${(err as Error).message.slice(0, 200)}`);
+  }
+  const out: Measurement = {};
+  for (const m of enabled) {
+    const r = MeasuredMetric.safeParse(parsed.metrics[m]);
+    out[m] = r.success ? r.data : { status: "unavailable", reason: `the measuring script reported no ${m} result` };
+  }
+  return out;
+}
+
+/**
+ * Measures both sides `repeats` times, interleaved (parent, candidate, …), like the benchmark.
+ * `onRun` may throw to stop (the generation's time limit).
+ * @throws LoopsmithError from the executor call
+ */
+export async function measureBoth(
+  ctx: CommandContext,
+  parent: Tree,
+  candidate: Overlay,
+  onRun: (side: "parent" | "candidate", repeat: number) => void,
+): Promise<{ parent: Measurement[]; candidate: Measurement[] }> {
+  const s = ctx.request.settings;
+  const { file, shell, timeoutMs } = measureCommand(ctx.request.language, s.benchmarks);
+  const enabled = metricSettings(s.benchmarks).map((m) => m.metric);
+  const timed: CommandContext = {
+    ...ctx,
+    request: { ...ctx.request, settings: { ...s, commandTimeoutMs: Math.max(s.commandTimeoutMs, timeoutMs) } },
+  };
+  const sides: { parent: Measurement[]; candidate: Measurement[] } = { parent: [], candidate: [] };
+  for (let r = 0; r < s.repeats; r++) {
+    for (const side of ["parent", "candidate"] as const) {
+      onRun(side, r + 1);
+      const overlay: Overlay =
+        side === "parent"
+          ? { files: [file], deleted: [] }
+          : { files: [...candidate.files.filter((f) => f.path !== file.path), file], deleted: candidate.deleted };
+      const result = await runCommand(timed, `metrics_${side}`, shell, parent, overlay, r);
+      sides[side].push(readMeasurement(result, enabled));
+    }
+  }
+  return sides;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The configuration of the metrics' tools: measured under the parent's rules.
+// ---------------------------------------------------------------------------------------------
+
+/** Files that configure a metric's tool as a whole, and sections of shared files. */
+const TOOL_CONFIG: Partial<Record<QualityMetric, { files: string[]; sections: Array<[string, RegExp]> }>> = {
+  type_errors: {
+    files: ["**/mypy.ini", "**/.mypy.ini", "**/tsconfig.json", "**/tsconfig.*.json", "**/jsconfig.json"],
+    sections: [
+      ["setup.cfg", /^\[mypy/],
+      ["pyproject.toml", /^\[tool\.mypy/],
+    ],
+  },
+  lint: {
+    files: ["**/.flake8", "**/.pyflakes", "**/.eslintrc", "**/.eslintrc.*", "**/eslint.config.*", "**/.eslintignore"],
+    sections: [
+      ["setup.cfg", /^\[(flake8|pyflakes)/],
+      ["pyproject.toml", /^\[tool\.(ruff|flake8|pylint)/],
+    ],
+  },
+  coverage: {
+    files: ["**/.coveragerc"],
+    sections: [
+      ["setup.cfg", /^\[coverage:/],
+      ["pyproject.toml", /^\[tool\.coverage/],
+    ],
+  },
+  security: { files: ["**/.bandit"], sections: [["pyproject.toml", /^\[tool\.bandit/]] },
+  complexity: { files: ["**/radon.cfg"], sections: [["setup.cfg", /^\[radon/]] },
+};
+
+/** The lines of the INI/TOML sections whose header matches, in order (header included). */
+function sectionText(text: string | undefined, header: RegExp): string {
+  if (text === undefined) return "";
+  const out: string[] = [];
+  let inside = false;
+  for (const line of text.split(/\r?\n/)) {
+    if (/^\s*\[/.test(line)) inside = header.test(line.trim());
+    if (inside && line.trim() && !/^\s*[#;]/.test(line)) out.push(line.trim());
+  }
+  return out.join("\n");
+}
+
+/** A file the candidate changed: its text on the parent and on the candidate (undefined: absent). */
+export interface ChangedFile {
+  path: string;
+  before: string | undefined;
+  after: string | undefined;
+}
+
+/**
+ * The enabled metrics whose tool configuration the candidate changed, each with the file: a
+ * whole configuration file (`mypy.ini`, `tsconfig.json`, `.flake8`, …) added, changed or
+ * deleted, or the tool's section of a shared file (`[mypy]` of setup.cfg, `[tool.mypy]` of
+ * pyproject.toml, …) whose settings differ. Comment and blank lines of a section do not count.
+ */
+export function changedToolConfig(
+  changes: readonly ChangedFile[],
+  enabled: readonly QualityMetric[],
+): Array<{ metric: QualityMetric; file: string }> {
+  const out: Array<{ metric: QualityMetric; file: string }> = [];
+  for (const metric of enabled) {
+    const cfg = TOOL_CONFIG[metric];
+    if (!cfg) continue;
+    const whole = picomatch(cfg.files, { dot: true });
+    for (const c of changes) {
+      if (c.before === c.after) continue;
+      if (whole(c.path)) {
+        out.push({ metric, file: c.path });
+        continue;
+      }
+      const base = c.path.split("/").pop() ?? c.path;
+      for (const [file, header] of cfg.sections)
+        if (base === file && sectionText(c.before, header) !== sectionText(c.after, header)) {
+          out.push({ metric, file: c.path });
+          break;
+        }
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The decision.
+// ---------------------------------------------------------------------------------------------
+
+/** Settings of {@link judgeMetrics}. */
+export interface JudgeOptions {
+  /** α_j of this generation's test (the run's alpha spending). */
+  alpha: number;
+  benchmarks: QualityBenchmarks;
+  language: QualityReport["language"];
+  /** Metrics whose tool configuration the candidate changed ({@link changedToolConfig}). */
+  configChanged?: ReadonlyArray<{ metric: QualityMetric; file: string }>;
+}
+
+/** The outcome of {@link judgeMetrics}. */
+export interface QualityDecision {
+  verdict: "accepted" | "rejected";
+  reason: "accepted" | "metric_regressed" | "no_improvement";
+  message: string;
+  report: QualityReport;
+}
+
+function meanOf(xs: readonly number[]): number {
+  return xs.length ? [...xs].sort((a, b) => a - b).reduce((s, x) => s + x, 0) / xs.length : 0;
+}
+
+function fmt(x: number): string {
+  return String(Number(x.toPrecision(3)));
+}
+
+function clampP(p: number): number {
+  return Number.isFinite(p) ? Math.min(1, Math.max(0, p)) : 1;
+}
+
+/** One-sided exact sign test: P(X ≥ fixed), X ~ Binomial(fixed + broken, 1/2); 1 with no discordant case. */
+export function signTestP(fixed: number, broken: number): number {
+  const n = fixed + broken;
+  if (n === 0) return 1;
+  return clampP(binomialTest(fixed, n, { p: 0.5, alternative: "greater" }).pValue);
+}
+
+/** Per side: each case's verdict over the repeats (passes only when it passed in every one) and whether the repeats agreed. */
+function merge(runs: ReadonlyArray<Record<string, boolean>>): { cases: Map<string, boolean>; stable: boolean } {
+  const cases = new Map<string, boolean>();
+  let stable = true;
+  const keys = new Set(runs.flatMap((r) => Object.keys(r)));
+  for (const k of keys) {
+    const seen = runs.map((r) => r[k]);
+    if (seen.some((v) => v !== seen[0])) stable = false;
+    cases.set(
+      k,
+      seen.every((v) => v === true),
+    );
+  }
+  return { cases, stable };
+}
+
+/**
+ * Judges a generation on its quality metrics (rules in this module's header).
+ * @param parentRuns - one {@link Measurement} per repeat of the parent
+ * @param candidateRuns - the same for the candidate, in the same order
+ * @throws RangeError when `alpha` is not in (0, 1]
+ */
+export function judgeMetrics(
+  parentRuns: readonly Measurement[],
+  candidateRuns: readonly Measurement[],
+  opts: JudgeOptions,
+): QualityDecision {
+  if (!(opts.alpha > 0 && opts.alpha <= 1)) throw new RangeError(`alpha must be in (0, 1], got ${opts.alpha}`);
+  const settings = metricSettings(opts.benchmarks);
+  const available = (m: QualityMetric): boolean =>
+    parentRuns.length > 0 &&
+    candidateRuns.length > 0 &&
+    [...parentRuns, ...candidateRuns].every((r) => r[m]?.status === "ok");
+  const weighted = settings.filter((s) => s.weight > 0 && available(s.metric)).length;
+  const level = opts.alpha / Math.max(1, weighted);
+  const outcomes: MetricOutcome[] = [];
+  let weightedImprovement = 0;
+
+  for (const s of settings) {
+    const m = s.metric;
+    const toolOf = (runs: readonly Measurement[]): string | undefined => {
+      const r = runs.find((x) => x[m]?.tool);
+      return r?.[m]?.tool ?? undefined;
+    };
+    const base = {
+      metric: m,
+      direction: s.direction,
+      unit: s.unit,
+      weight: s.weight,
+      tolerance: s.tolerance,
+      tool: {
+        ...(toolOf(parentRuns) ? { parent: toolOf(parentRuns) } : {}),
+        ...(toolOf(candidateRuns) ? { candidate: toolOf(candidateRuns) } : {}),
+      },
+    };
+    const values = (runs: readonly Measurement[]): number[] =>
+      runs.flatMap((r) => {
+        const x = r[m];
+        return x?.status === "ok" ? [x.value] : [];
+      });
+    const pv = values(parentRuns);
+    const cv = values(candidateRuns);
+    const changedCfg = (opts.configChanged ?? []).filter((c) => c.metric === m).map((c) => c.file);
+    if (!available(m)) {
+      const why = (["parent", "candidate"] as const)
+        .flatMap((side) => {
+          const runs = side === "parent" ? parentRuns : candidateRuns;
+          const bad = runs.find((r) => r[m]?.status !== "ok")?.[m];
+          return bad && bad.status === "unavailable"
+            ? [`${side}: ${bad.reason}`]
+            : runs.length
+              ? []
+              : [`${side}: not measured`];
+        })
+        .join("; ");
+      outcomes.push({
+        ...base,
+        status: "unavailable",
+        reason: why || "not measured",
+        parentValues: pv,
+        candidateValues: cv,
+        test: "none",
+        improved: false,
+        // A changed configuration of a metric that could not be measured is still a change of its rules.
+        regressed: changedCfg.length > 0,
+        note: changedCfg.length
+          ? `the candidate changed ${m}'s configuration (${changedCfg.join(", ")}); the metric is unavailable: ${why}`
+          : `unavailable: ${why}`,
+      });
+      continue;
+    }
+    const delta = meanOf(cv) - meanOf(pv);
+    const better = s.direction === "higher" ? delta : -delta;
+    let outcome: MetricOutcome;
+    if (s.kind === "value") {
+      const deterministic = pv.every((v) => v === pv[0]) && cv.every((v) => v === cv[0]);
+      let pValue: number | undefined;
+      let improved: boolean;
+      if (deterministic) improved = better > 1e-9;
+      else {
+        const diffs = pv.map((p, i) => ((cv[i] ?? p) - p) * (s.direction === "higher" ? 1 : -1)).filter((d) => d !== 0);
+        pValue =
+          diffs.length < 2 ? 1 : clampP(wilcoxon(diffs, { alternative: "greater", zeroMethod: "wilcox" }).pValue);
+        improved = pValue < level && better > 0;
+      }
+      const regressed = better < -s.tolerance || changedCfg.length > 0;
+      weightedImprovement += s.weight * (better / Math.max(1, Math.abs(meanOf(pv))));
+      outcome = {
+        ...base,
+        status: "measured",
+        parentValues: pv,
+        candidateValues: cv,
+        delta,
+        test: deterministic ? "deterministic" : "signed_rank",
+        ...(pValue !== undefined ? { pValue, alpha: level } : {}),
+        improved,
+        regressed,
+        note: `${fmt(meanOf(pv))} → ${fmt(meanOf(cv))} ${s.unit} (${s.direction} is better, tolerance ${s.tolerance})`,
+      };
+    } else {
+      const caseRuns = (runs: readonly Measurement[]): Array<Record<string, boolean>> =>
+        runs.map((r) => {
+          const x = r[m];
+          return x?.status === "ok" ? (x.cases ?? {}) : {};
+        });
+      const p = merge(caseRuns(parentRuns));
+      const c = merge(caseRuns(candidateRuns));
+      const fixed: string[] = [];
+      const broken: string[] = [];
+      let compared = 0;
+      if (s.kind === "findings") {
+        // A finding is a failing case: one gone is fixed, one new is broken.
+        for (const k of p.cases.keys()) if (!c.cases.has(k)) fixed.push(k);
+        for (const k of c.cases.keys()) if (!p.cases.has(k)) broken.push(k);
+        compared = new Set([...p.cases.keys(), ...c.cases.keys()]).size;
+      } else {
+        for (const [k, before] of p.cases) {
+          const after = c.cases.get(k);
+          if (after === undefined) continue;
+          compared += 1;
+          if (!before && after) fixed.push(k);
+          if (before && !after) broken.push(k);
+        }
+        if (s.newFailingBreaks)
+          for (const [k, after] of c.cases)
+            if (!p.cases.has(k)) {
+              compared += 1;
+              if (!after) broken.push(k);
+            }
+      }
+      const deterministic = s.static && p.stable && c.stable;
+      const pValue = deterministic ? undefined : signTestP(fixed.length, broken.length);
+      const improved = deterministic
+        ? fixed.length > broken.length
+        : (pValue ?? 1) < level && fixed.length > broken.length;
+      const regressed = broken.length > s.tolerance || changedCfg.length > 0;
+      weightedImprovement += s.weight * ((fixed.length - broken.length) / Math.max(1, compared));
+      const shown = broken.slice(0, 10).map((k) => k.replace(/#1$/, ""));
+      outcome = {
+        ...base,
+        status: "measured",
+        parentValues: pv,
+        candidateValues: cv,
+        delta,
+        test: deterministic ? "deterministic" : "sign_exact",
+        cases: compared,
+        fixed: fixed.length,
+        broken: broken.length,
+        ...(shown.length ? { brokenCases: shown } : {}),
+        ...(pValue !== undefined ? { pValue, alpha: level } : {}),
+        improved,
+        regressed,
+        note: `${fmt(meanOf(pv))} → ${fmt(meanOf(cv))} ${s.unit}: fixed ${fixed.length}, broke ${broken.length} of ${compared} (${deterministic ? "deterministic" : `one-sided sign test p = ${fmt(pValue ?? 1)}, level ${fmt(level)}`}; tolerance ${s.tolerance})${shown.length ? `; broken: ${shown.slice(0, 3).join(", ")}${broken.length > 3 ? ", …" : ""}` : ""}`,
+      };
+    }
+    if (changedCfg.length)
+      outcome.note = `the candidate changed ${m}'s configuration (${changedCfg.join(", ")}): each metric is measured under the parent's rules, so its configuration may not change. ${outcome.note}`;
+    outcomes.push(outcome);
+  }
+
+  const regressed = outcomes.filter((o) => o.regressed).map((o) => o.metric);
+  const improved = outcomes.filter((o) => o.improved && o.weight > 0).map((o) => o.metric);
+  const report: QualityReport = {
+    language: opts.language,
+    repeats: Math.max(1, parentRuns.length),
+    metrics: outcomes,
+    weightedImprovement,
+    regressed,
+    improved,
+  };
+  const line = (o: MetricOutcome): string => `${o.metric}: ${o.note}`;
+  const unavailable = outcomes.filter((o) => o.status === "unavailable").map((o) => o.metric);
+  const tail = unavailable.length ? ` Unavailable: ${unavailable.join(", ")}.` : "";
+  if (regressed.length)
+    return {
+      verdict: "rejected",
+      reason: "metric_regressed",
+      message: `Regressed beyond tolerance: ${outcomes
+        .filter((o) => o.regressed)
+        .map(line)
+        .join("; ")}.${tail}`,
+      report,
+    };
+  const summary = `weighted improvement ${fmt(weightedImprovement)}; ${outcomes
+    .filter((o) => o.status === "measured")
+    .map(line)
+    .join("; ")}`;
+  if (improved.length && weightedImprovement > 0)
+    return {
+      verdict: "accepted",
+      reason: "accepted",
+      message: `Accepted (improved: ${improved.join(", ")}): ${summary}.${tail}`,
+      report,
+    };
+  return {
+    verdict: "rejected",
+    reason: "no_improvement",
+    message: `No improvement (${improved.length ? "the weighted improvement is not positive" : "no metric with a weight improved significantly"}): ${summary}.${tail}`,
+    report,
+  };
+}
+
+/** The hypothesis prompt's section on the metrics: what is judged and the last report's figures. */
+export function metricsPromptSection(s: ImproveSettings, reports: readonly GenerationReport[]): string {
+  const set = metricSettings(s.benchmarks);
+  const rules = set
+    .map((m) => `- ${m.metric} (${m.direction} is better, ${m.unit}; weight ${m.weight}; tolerance ${m.tolerance})`)
+    .join("\n");
+  const last = [...reports].reverse().find((r) => r.metrics)?.metrics;
+  const figures = last
+    ? `\nLast measured (parent → candidate):\n${last.metrics.map((o) => `- ${o.metric}: ${o.note}`).join("\n")}`
+    : "";
+  return `No benchmark: the repository's own quality metrics are measured on the parent and the candidate. Accepted when no metric regresses beyond its tolerance (a new finding, a failing test, a line no longer covered; changing a tool's configuration or adding a suppression such as \`# type: ignore\` counts as a regression) and the weighted improvement is significant.\n${rules}${figures}`;
+}
