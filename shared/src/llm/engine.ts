@@ -10,7 +10,15 @@ import { addUsage, emptyUsage, type Usage } from "../contracts/common.js";
 import type { ProviderInfo } from "../contracts/steps.js";
 import type { ModelPrice } from "../runtime/config.js";
 import { LoopsmithError } from "../runtime/errors.js";
-import { checkBudget, costOf, estimateCost, type SpendMeter, type TokenCounts } from "./cost.js";
+import {
+  checkBudget,
+  costOf,
+  estimateCost,
+  type CostEstimate,
+  type EstimateInput,
+  type SpendMeter,
+  type TokenCounts,
+} from "./cost.js";
 import { refuseUnpriced, type Pricing, type UnpricedModel } from "./prices.js";
 import { formatIssues, readStructured, validateValue, type BadReplyDetails, type ReadResult } from "./parse.js";
 import type { TranscriptWriter } from "./transcript.js";
@@ -98,6 +106,20 @@ export interface EngineDeps {
    * `budget.remainingUsd`, or {@link processCeilingUsd}) is refused before it is made.
    */
   unpriced?: UnpricedModel | undefined;
+}
+
+/** The pre-call estimate (`estimated: true`) of one call, at the engine's pricing. */
+function estimateFor(
+  price: ModelPrice,
+  deps: EngineDeps,
+  prompt: Pick<EstimateInput, "system" | "messages" | "extraChars">,
+): CostEstimate {
+  return estimateCost(price, { ...prompt, maxOutputTokens: deps.maxOutputTokens }, deps.pricing);
+}
+
+/** USD of one call's counted tokens, at the engine's pricing. */
+function callCost(price: ModelPrice, deps: EngineDeps, tokens: TokenCounts): number {
+  return deps.pricing ? deps.pricing.costOf(tokens) : costOf(price, tokens);
 }
 
 /**
@@ -195,16 +217,8 @@ function agentCaller(backend: Backend, deps: EngineDeps): (request: ConverseRequ
     }
     const lines = agentChatLines(request.messages);
     if (request.note) lines.push({ role: "user", content: request.note });
-    const estimate = estimateCost(
-      price,
-      {
-        system: request.system,
-        messages: lines,
-        extraChars: JSON.stringify(request.tools).length,
-        maxOutputTokens: deps.maxOutputTokens,
-      },
-      deps.pricing,
-    );
+    const extraChars = JSON.stringify(request.tools).length;
+    const estimate = estimateFor(price, deps, { system: request.system, messages: lines, extraChars });
     try {
       refuseUnpricedCall(deps, request.budget);
       checkBudget({
@@ -247,7 +261,7 @@ function agentCaller(backend: Backend, deps: EngineDeps): (request: ConverseRequ
     const usage: Usage = {
       calls: 1,
       ...turn.tokens,
-      costUsd: deps.pricing ? deps.pricing.costOf(turn.tokens) : costOf(price, turn.tokens),
+      costUsd: callCost(price, deps, turn.tokens),
       latencyMs: Math.round(performance.now() - started),
     };
     deps.meter.add(usage.costUsd);
@@ -286,16 +300,7 @@ export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmPro
     let usage = emptyUsage();
     for (let attempt = 1; ; attempt++) {
       const messages = conv.messages();
-      const estimate = estimateCost(
-        price,
-        {
-          system: conv.system,
-          messages,
-          extraChars: conv.extraChars,
-          maxOutputTokens: deps.maxOutputTokens,
-        },
-        deps.pricing,
-      );
+      const estimate = estimateFor(price, deps, { system: conv.system, messages, extraChars: conv.extraChars });
       try {
         refuseUnpricedCall(deps, request.budget);
         checkBudget({
@@ -338,7 +343,7 @@ export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmPro
       const call: Usage = {
         calls: 1,
         ...reply.tokens,
-        costUsd: deps.pricing ? deps.pricing.costOf(reply.tokens) : costOf(price, reply.tokens),
+        costUsd: callCost(price, deps, reply.tokens),
         latencyMs: Math.round(performance.now() - started),
       };
       deps.meter.add(call.costUsd);

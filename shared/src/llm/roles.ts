@@ -241,7 +241,7 @@ export function effectiveRoles(config: Config): Record<Role, EffectiveRole> {
 
 /** Which tasks' plans `spec` and `plan` write (the architect's rule in `phases.ts`). */
 const PLANS: Partial<Record<Role, string>> = {
-  spec: "inline tasks without acceptance tests (writes the tests' criteria and the plan)",
+  spec: "inline tasks without acceptance tests (turns the goal into acceptance criteria and a plan)",
   plan: "inline tasks with acceptance tests, and repository tasks",
 };
 
