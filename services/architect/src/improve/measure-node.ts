@@ -64,7 +64,10 @@ function keyed(pairs) {
 const lines = (p) => { try { return fs.readFileSync(p, "utf8").split("\n"); } catch { return []; } };
 const share = (c) => { const v = Object.values(c); return (100 * v.filter(Boolean).length) / v.length; };
 const bin = (name) => (fs.existsSync(path.join("node_modules", ".bin", name)) ? path.join("node_modules", ".bin", name) : null);
-const hook = () => (fs.existsSync(HOOK) ? ["--import", HOOK] : []);
+// TypeScript runs through the image's type-stripping hook; plain JavaScript without it, since
+// node's coverage records nothing for a run with the hook loaded.
+const TS = ALL.some((p) => /\.[cm]?tsx?$/.test(p));
+const hook = () => (TS && fs.existsSync(HOOK) ? ["--import", HOOK] : []);
 
 function testsAndCoverage() {
   const script = (pkg.scripts && pkg.scripts.test) || "";
@@ -88,6 +91,7 @@ function testsAndCoverage() {
   if (!pairs.length) out.tests = { status: "unavailable", tool: nodeVersion, reason: "node --test ran no test (exit code " + r.status + "): " + tail(r.stdout + r.stderr) };
   else { const c = keyed(pairs); out.tests = { status: "ok", tool: nodeVersion, value: share(c), cases: c }; }
   if (!pairs.length) out.coverage = { status: "unavailable", tool: nodeVersion, reason: "no test ran, so nothing was measured" };
+  else if (hook().length) out.coverage = { status: "unavailable", tool: nodeVersion, reason: "node's test coverage records nothing for TypeScript run through the type-stripping hook" };
   else if (!fs.existsSync(lcov)) out.coverage = { status: "unavailable", tool: nodeVersion, reason: "node wrote no lcov coverage (node 20.11+ needed)" };
   else {
     const cov = [];
@@ -96,7 +100,7 @@ function testsAndCoverage() {
       if (l.startsWith("SF:")) file = path.relative(".", l.slice(3));
       else if (l.startsWith("DA:") && file && !isTest(file) && !file.startsWith("..")) {
         const [n, hits] = l.slice(3).split(",").map(Number);
-        const text = (lines(file)[n - 1] || String(n)).trim();
+        const text = (lines(file)[n - 1] ?? String(n)).trim();
         cov.push([file + ":" + text, hits > 0]);
       }
     }
