@@ -8,7 +8,7 @@
  * a resubmitted run id that is not run twice, and `--promote`.
  */
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -182,11 +182,16 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
   });
 
   it("refuses bad input before anything starts", async () => {
-    const noBench = await loopsmith(
+    // With no --bench the quality metrics judge the run (issue #36 part 3); an unknown one is bad input.
+    const config = join(mkdtempSync(join(tmpdir(), "loopsmith-improve-config-")), "config.json");
+    writeFileSync(config, JSON.stringify({ improve: { benchmarks: { enabled: ["speed"] } } }));
+    const badMetric = await loopsmith(
       [
         "improve",
         "--repo",
         repo,
+        "--config",
+        config,
         "--provider",
         "scripted",
         "--script",
@@ -195,8 +200,8 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
       env,
       60_000,
     );
-    expect(noBench.code).toBe(2);
-    expect(noBench.stderr).toMatch(/needs a benchmark/);
+    expect(badMetric.code).toBe(2);
+    expect(badMetric.stderr).toMatch(/benchmarks\.enabled/);
     const notRepo = await loopsmith(["improve", "--repo", tmpdir(), ...common], env, 60_000);
     expect(notRepo.code).toBe(2);
     git(repo, "branch", "loopsmith/improve/leftover-gen-1", "main");
