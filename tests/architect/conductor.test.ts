@@ -6,6 +6,7 @@
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
 import {
+  Config,
   DEFAULT_OWNER,
   LoopsmithError,
   ensureStreams,
@@ -16,7 +17,7 @@ import {
   type TaskInput,
   type TaskRecord,
 } from "@loopsmith/shared";
-import { CANCEL_POLL_MS, openStateStore, startConductor, type Steps } from "@loopsmith/architect";
+import { CANCEL_POLL_MS, budgetAdmission, openStateStore, startConductor, type Steps } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task, usage } from "./helpers.js";
 
@@ -52,6 +53,37 @@ describe("conductor on JetStream", () => {
         status: string;
       } | null;
       expect(state).toMatchObject({ status: "final", task: { goal: input.goal } });
+    } finally {
+      await conductor.stop();
+      await nc.close();
+    }
+  });
+
+  it("refuses a USD budget over a model without a known price before any step; admits it without the budget", async ({
+    nats,
+  }) => {
+    const nc = await connect({ servers: nats.url });
+    // The build role on a local server: neither llm.prices nor @pydantic/genai-prices prices it.
+    const config = Config.parse({
+      llm: {
+        provider: "anthropic",
+        roles: {
+          build: { provider: "openai-compatible", model: "qwen2.5-coder:14b", baseUrl: "http://127.0.0.1:9/v1" },
+        },
+      },
+    });
+    const { steps: s, calls } = steps([passed]);
+    const conductor = await startConductor({ nc, steps: s, log, admit: budgetAdmission(config) });
+    try {
+      const refused = await runTask(nc, task({ limits: { maxCostUsd: 1 } as never }));
+      expect(refused.result).toMatchObject({ status: "error", error: { code: "config_invalid" } });
+      expect(refused.result.message).toContain('set llm.prices["qwen2.5-coder:14b"]');
+      expect(refused.result.message).toContain("role build");
+      expect(calls.plan ?? 0).toBe(0);
+      expect(calls.build ?? 0).toBe(0);
+      const admitted = await runTask(nc, task());
+      expect(admitted.result.status).toBe("passed");
+      expect(calls.build).toBe(1);
     } finally {
       await conductor.stop();
       await nc.close();

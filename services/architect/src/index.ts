@@ -9,8 +9,9 @@ import {
   type Config,
   type LlmProvider,
   type ServiceModule,
+  type Task,
 } from "@loopsmith/shared";
-import { refuseUnpriced, unpricedModels } from "@loopsmith/shared/llm";
+import { refuseUnpriced, unpricedModels, unpricedWarning } from "@loopsmith/shared/llm";
 import { startConductor } from "./conductor.js";
 import { readEventsPage } from "./events-page.js";
 import { createPlanner } from "./planner.js";
@@ -56,6 +57,26 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
 }
 
 /**
+ * The conductor's admission rule for USD budgets (issue #37): a task with
+ * `limits.maxCostUsd` is refused before any step when a role it can call (`TASK_ROLES`,
+ * primaries and fallbacks) has no known price in `config` (neither `llm.prices` nor
+ * `@pydantic/genai-prices`). A task that carries its own replies (`Task.script`) calls no
+ * model and is admitted. The unpriced models are resolved once, here, and `log` warns of them.
+ * @returns the `admit` hook of {@link startConductor}; it throws `LoopsmithError`
+ *   `config_invalid` (not retryable) naming each model, its roles and the `llm.prices` key
+ * @throws LoopsmithError `config_invalid` when a role's model cannot be resolved
+ */
+export function budgetAdmission(config: Config, log?: Logger): (task: Task) => void {
+  const unpriced = unpricedModels(config);
+  if (unpriced.length) log?.warn({ unpriced }, unpricedWarning(unpriced));
+  return (task) => {
+    if (task.limits.maxCostUsd !== undefined && !task.script) {
+      refuseUnpriced(unpriced, "the task's USD budget (--budget-usd)");
+    }
+  };
+}
+
+/**
  * The architect's service module: the conductor's consumer loop (started after the
  * endpoints), and `loopsmith.architect.status` / `.cancel`.
  * @throws LoopsmithError `config_invalid` when no provider can be built from the configuration.
@@ -69,9 +90,6 @@ export async function architectService(deps: {
   concurrency?: number;
 }): Promise<ServiceModule> {
   const provider = deps.provider ?? createProvider({ config: deps.config, log: deps.log });
-  // A USD budget binds only on priced models: a task with one is refused before any call when
-  // a role it can call has no known price (issue #37). An injected provider is the caller's.
-  const unpriced = deps.provider ? [] : unpricedModels(deps.config);
   const planner = createPlanner({ provider, log: deps.log });
   let conductor: Awaited<ReturnType<typeof startConductor>> | undefined;
   let improver: Improver | undefined;
@@ -109,11 +127,8 @@ export async function architectService(deps: {
         log: deps.log,
         replicas,
         concurrency: deps.concurrency ?? deps.config.conductor.concurrency,
-        admit: (task) => {
-          if (task.limits.maxCostUsd !== undefined && !task.script) {
-            refuseUnpriced(unpriced, "the task's USD budget (--budget-usd)");
-          }
-        },
+        // An injected provider is the caller's: its prices are not the configuration's.
+        ...(deps.provider ? {} : { admit: budgetAdmission(deps.config, deps.log) }),
       });
       const tasks = conductor;
       improver = await startImprover({

@@ -43,7 +43,7 @@ export interface CreateProviderDeps {
 /**
  * The price of `model` under the `llm` defaults' provider and prices (see `prices.ts`): the
  * configuration, then `@pydantic/genai-prices`, else `unknown`. An unknown price is logged
- * once at `warn`.
+ * at `info` (the user is told by `solve` and the architect's log, at `warn`).
  */
 export function resolvePrice(config: Config, model: string, log: Logger): Pricing {
   const pricing = lookupPricing({
@@ -56,8 +56,9 @@ export function resolvePrice(config: Config, model: string, log: Logger): Pricin
   return pricing;
 }
 
+/** The provider's own line about an unpriced model (`info`: `solve` and the architect warn the user). */
 function warnUnpriced(log: Logger, model: string): void {
-  log.warn(
+  log.info(
     { model },
     `no price is known for model ${model} (not in llm.prices nor in @pydantic/genai-prices): its calls count as $0, and a task or process with a USD limit refuses to call it; set llm.prices["${model}"]`,
   );
