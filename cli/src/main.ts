@@ -15,6 +15,7 @@ import { registerRunCommands } from "./commands/runs.js";
 import { registerImprove } from "./commands/improve.js";
 import { registerBench } from "./commands/bench.js";
 import { registerBus } from "./commands/bus.js";
+import { registerMcp } from "./mcp/command.js";
 import { loadEnvFile } from "./env-file.js";
 import { errorCodeOf, report, reportError, runCommand } from "./errors.js";
 import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
@@ -333,6 +334,7 @@ registerScript(program, run);
 registerImprove(program, run, logger);
 registerBench(program, run, logger);
 registerBus(program, run, logger);
+registerMcp(program, run, logger);
 registerRunCommands(program, {
   run,
   logger,

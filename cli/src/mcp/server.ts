@@ -1,0 +1,303 @@
+/**
+ * `loopsmith mcp`: a Model Context Protocol server over stdio (`@modelcontextprotocol/sdk`),
+ * so that editors and other agents (Claude Code, Cursor, VS Code) call loopsmith as tools:
+ * `solve`, `status`, `show`, `history` and `improve_status` (see `tools.ts` for their inputs
+ * and results, docs/MCP.md for the setup). stdout carries the protocol only: every log line
+ * and notice goes to stderr.
+ *
+ * A `solve` call sends an MCP progress notification for each of the task's events (phase,
+ * iteration, what happened) when the client gave a progress token, and a cancelled request
+ * (the client's `notifications/cancelled`, which aborts the handler's signal) cancels the
+ * task as Ctrl-C on `solve` does.
+ */
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { Logger } from "pino";
+import type { Config, GenerationReport, History, RunRecord, TaskInput } from "@loopsmith/shared";
+import manifest from "../../../package.json" with { type: "json" };
+import { CliError, errorCodeOf } from "../errors.js";
+import { ExitCode } from "../exit-codes.js";
+import { readReports } from "../improve/reports.js";
+import { runDir } from "../improve/run.js";
+import { shownNatsUrl } from "../preflight.js";
+import { prepareRepoTask, type PreparedRepoTask } from "../solve-repo.js";
+import { McpSession, type McpOptions, type SolveOutcome, type TaskHooks } from "./session.js";
+import {
+  HistoryInput,
+  ImproveStatusInput,
+  ShowInput,
+  SolveInput,
+  StatusInput,
+  checkSolveArgs,
+  errorResult,
+  historyResult,
+  improveStatusResult,
+  inlineTask,
+  limitsOfArgs,
+  progressMessage,
+  showResult,
+  solveResult,
+  statusResult,
+  taskStatus,
+  type SolveArgs,
+  type ToolResult,
+} from "./tools.js";
+
+/** What the tools need from the stack ({@link McpSession} in the server; a stand-in in unit tests). */
+export interface McpBackend {
+  config(): Config;
+  solve(
+    task: TaskInput,
+    prepared: PreparedRepoTask | undefined,
+    hooks: TaskHooks,
+    apply?: boolean,
+  ): Promise<SolveOutcome>;
+  taskState(taskId: string): Promise<unknown>;
+  run(taskId: string): Promise<RunRecord>;
+  history(limit: number): Promise<History>;
+  improveStatus(runId: string): Promise<{ state: unknown; reports: GenerationReport[] }>;
+}
+
+/** What the server tells a client about itself at `initialize`. */
+export const MCP_INSTRUCTIONS =
+  "loopsmith is a coding agent: `solve` runs a task (a git repository given by absolute path, or an inline " +
+  "goal with a language and tests) until its tests pass or a limit stops it, reporting progress as it goes; " +
+  "`status`, `show` and `history` read tasks back; `improve_status` reads an improvement run. A scripted " +
+  "server (provider scripted) replays replies from a file and says so in every result.";
+
+/** What the SDK hands a tool handler besides its arguments (the abort signal, `_meta`, notifications). */
+type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/** `history`'s default length. */
+const HISTORY_DEFAULT = 20;
+
+/** Runs a tool's work and turns whatever it throws into an error result. */
+async function answer(tool: string, log: Logger, work: () => Promise<ToolResult>): Promise<ToolResult> {
+  try {
+    return await work();
+  } catch (err) {
+    const code = errorCodeOf(err);
+    if (code === "internal") log.error({ err, tool }, "mcp: a tool failed");
+    else log.info({ err, tool }, "mcp: a tool call ended in an error");
+    return errorResult(err);
+  }
+}
+
+/**
+ * One `solve` call: the task from its arguments (repo mode: the repository checked and its
+ * snapshot made), submitted and followed, with a progress notification per event when the
+ * client sent a progress token.
+ * @throws LoopsmithError `bad_request`, `repo_invalid`, and whatever the backend throws
+ */
+async function solveCall(backend: McpBackend, log: Logger, args: SolveArgs, extra: ToolExtra): Promise<ToolResult> {
+  checkSolveArgs(args);
+  const token = extra._meta?.progressToken;
+  let progress = 0;
+  const notify = (message: string): void => {
+    if (token === undefined) return;
+    progress += 1;
+    extra
+      .sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, message } })
+      .catch((err: unknown) => log.debug({ err }, "mcp: a progress notification was not sent"));
+  };
+  const prepared = args.repo
+    ? await prepareRepoTask(
+        args.goal,
+        {
+          repo: args.repo,
+          ...(args.base !== undefined ? { base: args.base } : {}),
+          ...(args.testCmd !== undefined ? { testCmd: args.testCmd } : {}),
+          ...(args.setupCmd !== undefined ? { setupCmd: args.setupCmd } : {}),
+          ...(args.mode !== undefined ? { mode: args.mode } : {}),
+          ...(args.apply !== undefined ? { apply: args.apply } : {}),
+          ...(args.taskId !== undefined ? { taskId: args.taskId } : {}),
+          ...(args.review !== undefined ? { review: args.review } : {}),
+          ...(args.memory !== undefined ? { memory: args.memory } : {}),
+        },
+        limitsOfArgs(args),
+      )
+    : undefined;
+  const task = prepared ? prepared.task : inlineTask(args);
+  const outcome = await backend.solve(
+    task,
+    prepared,
+    {
+      signal: extra.signal,
+      onSubmitted: (taskId, duplicate) =>
+        notify(`task ${taskId} submitted${duplicate ? " (a duplicate of a task already submitted)" : ""}`),
+      onEvent: (e) => {
+        const message = progressMessage(e);
+        if (message) notify(message);
+      },
+    },
+    args.apply ?? false,
+  );
+  return solveResult(outcome.result, outcome.dag, outcome.repo);
+}
+
+/** Registers the tools that read: `status`, `show`, `history` and `improve_status`. */
+function registerReadTools(server: McpServer, backend: McpBackend, log: Logger): void {
+  server.registerTool(
+    "status",
+    {
+      title: "A task's status",
+      description:
+        "Where a task is: running (its phase and iteration) or how it ended (passed, failed, cancelled, error, with " +
+        "its stop reason), from the architect's checkpoint or, once that is gone, from the run memory recorded.",
+      inputSchema: StatusInput,
+      annotations: { readOnlyHint: true },
+    },
+    async ({ taskId }) =>
+      answer("status", log, async () => {
+        const state = await backend.taskState(taskId);
+        const recorded =
+          state === null || state === undefined
+            ? await backend.run(taskId).catch((err: unknown) => {
+                if (errorCodeOf(err) === "not_found") return undefined;
+                throw err;
+              })
+            : undefined;
+        const status = taskStatus(taskId, state, recorded);
+        if (!status)
+          throw new CliError(
+            "not_found",
+            `no task ${taskId} is known to the architect or to memory (a task still waiting in the intake queue has no state yet)`,
+          );
+        return statusResult(status);
+      }),
+  );
+
+  server.registerTool(
+    "show",
+    {
+      title: "A recorded run",
+      description:
+        "A finished task's run as memory recorded it: goal, verdict, iterations with their failures and reflections, " +
+        "the agent-mode transcript, cost, time, providers, and the change (a repo-mode patch or an inline task's files).",
+      inputSchema: ShowInput,
+      annotations: { readOnlyHint: true },
+    },
+    async ({ taskId, transcript }) =>
+      answer("show", log, async () => showResult(await backend.run(taskId), transcript ?? true)),
+  );
+
+  server.registerTool(
+    "history",
+    {
+      title: "Recent tasks",
+      description: "Recent tasks from memory, newest first: id, status, iterations, cost, goal.",
+      inputSchema: HistoryInput,
+      annotations: { readOnlyHint: true },
+    },
+    async ({ limit }) =>
+      answer("history", log, async () => historyResult(await backend.history(limit ?? HISTORY_DEFAULT))),
+  );
+
+  server.registerTool(
+    "improve_status",
+    {
+      title: "An improvement run's generations",
+      description:
+        "An improvement run (loopsmith improve): whether it runs and at which generation, or how it ended, and each " +
+        "generation's verdict, reason, hypothesis, fixed/broken cases, p-value and cost.",
+      inputSchema: ImproveStatusInput,
+      annotations: { readOnlyHint: true },
+    },
+    async ({ runId, dir }) =>
+      answer("improve_status", log, async () => {
+        const held = await backend.improveStatus(runId);
+        let reports = held.reports;
+        // A run the architect no longer holds: its reports on disk (--out, or the data directory's).
+        if (reports.length === 0 && (held.state === null || held.state === undefined || dir)) {
+          reports = await readReports(runDir(backend.config(), runId, dir)).catch((err: unknown) => {
+            if (errorCodeOf(err) === "not_found" && !dir) return [];
+            throw err;
+          });
+        }
+        return improveStatusResult(runId, held.state, reports);
+      }),
+  );
+}
+
+/**
+ * The MCP server with loopsmith's tools on `backend`.
+ * @param log - where tool failures are logged (stderr)
+ */
+export function createMcpServer(backend: McpBackend, log: Logger): McpServer {
+  const server = new McpServer(
+    { name: "loopsmith", version: manifest.version },
+    { capabilities: { tools: {}, logging: {} }, instructions: MCP_INSTRUCTIONS },
+  );
+
+  server.registerTool(
+    "solve",
+    {
+      title: "Solve a coding task",
+      description:
+        "Run a coding task end to end: plan, edit, gate, run the tests in a Docker sandbox, reflect on a failure " +
+        "and try again, until the tests pass or a limit (iterations, budget) stops it. With repo (an absolute path " +
+        "of a git repository), a passing change lands on branch loopsmith/<taskId>; without it, an inline task " +
+        "from goal, language, files and tests. Sends progress notifications (phase, iteration) when asked; " +
+        "cancelling the request cancels the task. Returns the result: status, stop reason, iterations, cost, the change.",
+      inputSchema: SolveInput,
+      annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    },
+    async (args, extra) => answer("solve", log, () => solveCall(backend, log, args as SolveArgs, extra)),
+  );
+
+  registerReadTools(server, backend, log);
+  return server;
+}
+
+/**
+ * Serves MCP on stdin/stdout until the client closes stdin (or SIGINT/SIGTERM), then
+ * cancels the tasks still running, and stops the stack it started. The stack is started (or
+ * found) at once, in the background: the client's `initialize` and `tools/list` do not wait
+ * for it; a tool call does.
+ * @returns {@link ExitCode.ok}
+ */
+export async function serveMcp(opts: McpOptions, log: Logger): Promise<number> {
+  // stdout is the protocol: a stray console.log from a library would corrupt it.
+  const toStderr = (...args: unknown[]): void => console.error(...args);
+  console.log = toStderr;
+  console.info = toStderr;
+  console.debug = toStderr;
+  const session = new McpSession(opts, log);
+  const server = createMcpServer(session, log);
+  const transport = new StdioServerTransport();
+  const closed = new Promise<void>((resolve) => (server.server.onclose = resolve));
+  let stopping = false;
+  const stop = (): void => {
+    stopping = true;
+    void server.close().catch(() => undefined);
+  };
+  // A signal while already stopping is the client's escalation (SIGTERM, then SIGKILL).
+  const onSignal = (): void => (stopping ? void session.hurry() : stop());
+  process.stdin.once("end", stop);
+  process.stdin.once("close", stop);
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  await server.connect(transport);
+  process.stderr.write(`loopsmith mcp ${manifest.version}: serving the Model Context Protocol on stdio\n`);
+  session.connection().then(
+    (c) =>
+      process.stderr.write(
+        `loopsmith mcp: the stack answers on ${shownNatsUrl(c.stack.natsUrl)}${c.stack.started.length ? ` (started here: ${c.stack.started.join(", ")}; stopped when this server exits)` : ""}\n`,
+      ),
+    (err: unknown) =>
+      process.stderr.write(
+        `loopsmith mcp: the stack did not start (${err instanceof Error ? err.message : String(err)}); each tool call tries again\n`,
+      ),
+  );
+  try {
+    await closed;
+  } finally {
+    // The handlers stay while the stack stops: a signal then hurries it instead of ending the process.
+    await session.close();
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+  return ExitCode.ok;
+}
