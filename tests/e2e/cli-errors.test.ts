@@ -2,7 +2,8 @@
  * How the real `loopsmith` command fails: usage errors before anything starts (exit 2, in
  * under a second, naming the flag and what it accepts), a configured NATS with nothing
  * listening (exit 3, in at most 3 s, one sentence with the URL and how to get a NATS), and
- * with `--json` exactly one error object as the last line of stdout. Also `config show`
+ * with `--json` exactly one error object as the last line of stdout; `--budget-usd` over a
+ * model without a known price (exit 2, naming the `llm.prices` key). Also `config show`
  * masking secrets end to end.
  */
 import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -206,5 +207,35 @@ describe("config show", () => {
     expect(shown.databaseUrl).toBe("postgres://[masked]@db:5432/x?sslmode=require&sslpassword=[masked]");
     expect(shown.natsUrl).toBe("nats://[masked]@127.0.0.1:4222");
     expect(shown.llm.baseUrl).toBe("https://proxy.example.com/v1?api_key=[masked]&key=[masked]");
+  });
+});
+
+describe("a USD budget that cannot bind (issue #37): exit 2 before anything starts", () => {
+  it("--budget-usd over a model without a known price: config_invalid naming the model and the key, nothing started", async () => {
+    const port = await closedPort();
+    const args = ["solve", "--file", join(roman, "task.json"), "--budget-usd", "1", "--json"];
+    const run = await loopsmith(
+      [
+        ...args,
+        "--provider",
+        "openai-compatible",
+        "--base-url",
+        `http://127.0.0.1:${port}/v1`,
+        "--model",
+        "qwen2.5-coder:7b",
+      ],
+      env,
+      30_000,
+    );
+    expect(run.code, run.stderr).toBe(2);
+    expect(lastObject(run)).toMatchObject({
+      kind: "error",
+      code: "config_invalid",
+      exitCode: 2,
+      message: expect.stringContaining('set llm.prices["qwen2.5-coder:7b"]'),
+    });
+    expect(sentences(run).join("\n")).toMatch(/no price is known for qwen2\.5-coder:7b .*--budget-usd cannot bind/);
+    expect(existsSync(join(dataDir, "logs"))).toBe(false);
+    expect(existsSync(join(dataDir, "run"))).toBe(false);
   });
 });
