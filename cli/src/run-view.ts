@@ -9,7 +9,7 @@ import { Reflection, Review, type DagProgress, type RunRecord, type Usage } from
 import { dagOf, dagReportLines, dagTotals, dagTree } from "./dag-view.js";
 import { duration, shortCount, usd } from "./format.js";
 import { printable } from "./terminal.js";
-import { transcriptLines, transcriptMarkdown, transcriptSteps } from "./transcript-view.js";
+import { instructionsLine, transcriptLines, transcriptMarkdown, transcriptSteps } from "./transcript-view.js";
 import { formatTable } from "./ui/index.js";
 
 /** One iteration of a run, as its events tell it. */
@@ -121,7 +121,10 @@ function headline(record: RunRecord): string {
 
 /** How {@link runText} draws. */
 export interface RunTextOptions {
-  /** Agent mode: each step's thought and observation under its line (`show --transcript`). @defaultValue false */
+  /**
+   * `show --transcript` (`-v`): the project instructions the prompts carried (one line), and in
+   * agent mode each step's thought and observation under its line. @defaultValue false
+   */
   transcript?: boolean;
   /** Colour the transcript (the caller decides, for example with `colourEnabled(process.stdout)`). @defaultValue false */
   color?: boolean;
@@ -170,6 +173,8 @@ export function runText(record: RunRecord, opts: RunTextOptions = {}): string {
         `        fix plan: ${printable(oneLine(it.reflection.fixPlan))}`,
       );
   }
+  const instructions = opts.transcript ? instructionsLine(record.events) : undefined;
+  if (instructions) lines.push(`  ${instructions}`);
   lines.push(
     ...transcriptLines(transcriptSteps(record.events), {
       verbose: opts.transcript ?? false,

@@ -3,8 +3,8 @@
  * the model's tool loop, read back from the run's `step` events of phase `explore` (each
  * carries a {@link TranscriptStep} in `data.agentStep`), for `loopsmith show` (one compact
  * line per step, and with `--transcript` the thought and the observation under it), the
- * `report.md` of `loopsmith export`, and the HTML report (one `<details>` per iteration).
- * Pure. Terminal text goes through `printable`; HTML through `escapeHtml`.
+ * `report.md` of `loopsmith export`, and the HTML report (one `<details>` per iteration);
+ * and the one line saying which project instructions the run's prompts carried. Pure. Terminal text goes through `printable`; HTML through `escapeHtml`.
  */
 import { z } from "zod";
 import { TranscriptStep, type TaskEvent } from "@loopsmith/shared";
@@ -64,6 +64,35 @@ export function transcriptSteps(events: readonly TaskEvent[]): RecordedStep[] {
   return [...turns.values()]
     .flatMap((t) => t.steps)
     .sort((a, b) => a.iteration - b.iteration || a.step - b.step || a.call - b.call);
+}
+
+/** `data.instructions` of the PREPARE event that names the project instructions (`InstructionsUse`). */
+const InstructionsData = z.object({
+  path: z.string(),
+  bytes: z.number().int().nonnegative(),
+  truncated: z.boolean(),
+  shownBytes: z.number().int().nonnegative().optional(),
+});
+
+/**
+ * The project instructions a repo-mode run used, in one line: `project instructions: AGENTS.md,
+ * 1 234 bytes, in every prompt` or `…: AGENTS.md, cut to 32 768 of 40 000 bytes, in every
+ * prompt`; read from the `prepare` step event whose `data.instructions` names the file (the
+ * conductor records it before the first prompt). Undefined when the run recorded none (no
+ * `AGENTS.md` or `CONVENTIONS.md`, or not repo mode). The path goes through `printable`.
+ */
+export function instructionsLine(events: readonly TaskEvent[]): string | undefined {
+  for (const e of events) {
+    if (e.kind !== "step" || e.phase !== "prepare") continue;
+    const parsed = InstructionsData.safeParse(e.data?.instructions);
+    if (!parsed.success) continue;
+    const i = parsed.data;
+    const size = i.truncated
+      ? `cut to ${groupDigits(i.shownBytes ?? 0)} of ${groupDigits(i.bytes)} bytes`
+      : `${groupDigits(i.bytes)} bytes`;
+    return `project instructions: ${printable(i.path)}, ${size}, in every prompt`;
+  }
+  return undefined;
 }
 
 /** Steps grouped by iteration, iterations in order. */

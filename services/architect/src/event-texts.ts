@@ -4,7 +4,7 @@
  * mechanics take their words from here and build none inline. Tests, the CLI and people
  * match on some of them: change one only on purpose. Pure: nothing here does I/O.
  */
-import type { Finding, ProviderInfo, SubtaskState, Usage } from "@loopsmith/shared";
+import type { Finding, InstructionsUse, ProviderInfo, SubtaskState, Usage } from "@loopsmith/shared";
 import { findingPlace } from "./tampering.js";
 
 /** `n thing` or `n things`. */
@@ -116,6 +116,8 @@ export const repoTexts = {
     "stopped: no test command was given and none was detected (no pytest configuration or test_*.py files, no package.json test script); give one with --test-cmd",
   commands: (files: number, testCommand: string, detectedWhy: string | undefined, setupCommand: string) =>
     `${files} files; tests: ${testCommand}${detectedWhy === undefined ? "" : ` (detected: ${detectedWhy})`}; setup: ${setupCommand || "none"}`,
+  instructions: (use: InstructionsUse) =>
+    `project instructions: ${use.path} (${use.truncated ? `cut to ${use.shownBytes} of ${use.bytes} bytes` : `${use.bytes} bytes`}) go into every prompt of the task`,
   baselineSandboxFailed: (reason?: string) =>
     `the sandbox failed on the baseline run (${reason ?? "unknown"}); trying again`,
   baselineGaveUp: (n: number, reason?: string) =>

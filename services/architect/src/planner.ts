@@ -10,6 +10,7 @@ import {
   renderFailure,
   renderFile,
   renderHints,
+  renderInstructions,
   renderTask,
   section,
   type ChatMessage,
@@ -75,7 +76,10 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
   const repoPlan = loadPrompt("plan", "repo");
   const dag = { plan: loadPrompt("plan", "dag"), reflect: loadPrompt("reflect", "dag") };
 
-  /** One structured call: the task and recalled hints as the cached prefix, then `parts`. */
+  /**
+   * One structured call: the task, the project instructions (repo mode) and recalled hints as
+   * the cached prefix, then `parts`.
+   */
   async function ask<T>(
     role: "plan" | "spec" | "reflect",
     schema: z.ZodType<T>,
@@ -87,7 +91,9 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
     const messages: ChatMessage[] = [
       {
         role: "user",
-        content: [renderTask(req.task), renderHints(req.recall)].filter(Boolean).join("\n"),
+        content: [renderTask(req.task), renderInstructions(req.task.repo?.instructions), renderHints(req.recall)]
+          .filter(Boolean)
+          .join("\n"),
         cache: true,
       },
       { role: "user", content: parts.filter(Boolean).join("\n") },

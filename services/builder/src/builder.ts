@@ -12,6 +12,7 @@ import {
   renderFile,
   renderHints,
   renderHistory,
+  renderInstructions,
   renderTask,
   section,
   type BuildReply,
@@ -29,9 +30,14 @@ export interface Builder {
   build(request: BuildRequest): Promise<BuildReply>;
 }
 
-/** The messages of a build prompt: a stable, cached prefix (task and hints), then this iteration. */
+/**
+ * The messages of a build prompt: a stable, cached prefix (task, the repository's project
+ * instructions in repo mode, hints), then this iteration.
+ */
 export function buildMessages(req: BuildRequest): ChatMessage[] {
-  const stable = [renderTask(req.task), renderHints(req.recall)].filter(Boolean).join("\n");
+  const stable = [renderTask(req.task), renderInstructions(req.task.repo?.instructions), renderHints(req.recall)]
+    .filter(Boolean)
+    .join("\n");
   const plan = section(
     "Plan",
     [

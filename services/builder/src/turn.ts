@@ -18,6 +18,7 @@ import {
   loadPrompt,
   LoopsmithError,
   renderHints,
+  renderInstructions,
   renderTask,
   section,
   type AgentMessage,
@@ -44,13 +45,15 @@ export interface TurnTaker {
 
 /**
  * The opening user message: the task (goal, test command, failing tests at base, the repo
- * map and any picked files, via `renderTask`), the recalled hints (`renderHints`), the
- * previous iteration's failing verdict and reflection when set, and what to do. It depends
+ * map and any picked files, via `renderTask`), the repository's project instructions
+ * (`renderInstructions`: `AGENTS.md` or `CONVENTIONS.md`), the recalled hints
+ * (`renderHints`), the previous iteration's failing verdict and reflection when set, and what to do. It depends
  * only on fields that do not change within a loop, so it stays in the cached prefix.
  */
 export function openingMessage(req: AgentTurnRequest): string {
   return [
     renderTask(req.task),
+    renderInstructions(req.task.repo?.instructions),
     renderHints(req.recall),
     req.previous ? section(`The previous attempt (iteration ${req.iteration - 1}) failed`, req.previous) : "",
     "Explore the repository with the tools, reproduce the failure, make the change with `edit`, " +

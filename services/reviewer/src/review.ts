@@ -7,6 +7,7 @@ import {
   createIdempotencyCache,
   loadPrompt,
   renderFile,
+  renderInstructions,
   renderTask,
   Review,
   section,
@@ -76,7 +77,8 @@ export function renderConcerns(concerns: readonly Finding[] | undefined): string
 
 /**
  * The user message of a review: the task (never hidden tests: `TaskBrief` has none), the
- * plan, the candidate's files, its generated tests, the builder's notes, and the gate's
+ * repository's project instructions in repo mode (`renderInstructions`), the plan, the
+ * candidate's files, its generated tests, the builder's notes, and the gate's
  * evaluation-tampering concerns when it had any. Each file is trimmed to about 4,000 tokens
  * by `renderFile`.
  */
@@ -84,6 +86,7 @@ export function renderReviewMessage(request: ReviewRequest): string {
   const { candidate } = request;
   return [
     renderTask(request.task),
+    renderInstructions(request.task.repo?.instructions),
     renderPlan(request.plan),
     section("Candidate files", candidate.files.map((f) => renderFile(f)).join("\n")),
     section("Generated tests", candidate.tests.map((f) => renderFile(f)).join("\n")),

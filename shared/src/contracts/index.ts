@@ -33,6 +33,15 @@ export {
   snapshotName,
   type RepoMode,
 } from "./repo.js";
+export {
+  INSTRUCTIONS_FILES,
+  MAX_INSTRUCTIONS_BYTES,
+  ProjectInstructions,
+  boundInstructions,
+  instructionsUse,
+  renderInstructions,
+  type InstructionsUse,
+} from "./instructions.js";
 export { RoleReplies, ScriptFile, ScriptTurn, SimulatedWrong, Simulation, TaskScript } from "./script.js";
 export {
   AgentMessage,

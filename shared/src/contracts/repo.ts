@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { FileChange, RelativePath } from "./common.js";
+import { ProjectInstructions } from "./instructions.js";
 
 /** A full git object id (SHA-1, 40 hex; SHA-256, 64 hex), lower case. */
 export const CommitId = z
@@ -137,6 +138,12 @@ export const RepoBrief = z.object({
   testCommand: z.string(),
   /** Tests failing at the base commit, before any change. */
   failingAtBase: z.array(z.string()).default([]),
+  /**
+   * The repository's project instructions (`AGENTS.md`, else `CONVENTIONS.md`, at its root
+   * in the base commit), bounded; absent when it has neither. Every prompt that shows the
+   * task shows them (`renderInstructions`).
+   */
+  instructions: ProjectInstructions.optional(),
 });
 export type RepoBrief = z.infer<typeof RepoBrief>;
 

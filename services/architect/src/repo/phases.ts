@@ -3,17 +3,19 @@
  * repository's own checks. The rest of repo mode (the prompt's view, the builder's edits, the
  * policy check, the change a task ends with) is in `workspace.ts`, used by the loop's phases.
  */
-import { LoopsmithError, testSummary } from "@loopsmith/shared";
+import { LoopsmithError, instructionsUse, testSummary } from "@loopsmith/shared";
 import { loopTexts, repoTexts, runTexts } from "../event-texts.js";
 import { failingTests } from "../failure.js";
 import { MAX_SANDBOX_ERRORS, type PhaseOutcome, type TaskRun } from "../run.js";
 import type { TaskState } from "../state.js";
 import { detectCommands, listTree, readBaseFile } from "./context.js";
+import { readInstructions } from "./instructions.js";
 import { baseTree, repoExecution, repoOf } from "./workspace.js";
 
 /**
  * PREPARE: the base tree is fetched (once per commit), the commands detected when the task
- * did not give them, and the repository's checks run once on the base commit: the failing
+ * did not give them, the project instructions found (an event names the file, its size and
+ * whether it was cut), and the repository's checks run once on the base commit: the failing
  * tests there are what the task starts from. A command the sandbox does not have stops the
  * task before any model is called (`command_not_found`).
  * @throws the base tree's error when it is retryable (the task is handed back)
@@ -45,6 +47,12 @@ export async function preparePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
     repoTexts.commands(files.length, testCommand, repo.testCommand ? undefined : detected.why, setupCommand),
     { phase: "prepare", data: { files: files.length, testCommand, setupCommand } },
   );
+  // The project instructions every prompt of the task will carry (`repoBrief` reads the same file).
+  const instructions = readInstructions(root);
+  if (instructions) {
+    const use = instructionsUse(instructions);
+    await run.emit("step", repoTexts.instructions(use), { phase: "prepare", data: { instructions: use } });
+  }
   // The baseline runs with the commands in use; its outcome completes them.
   const commands = { repo: { testCommand, setupCommand, failingAtBase: [], baseStatus: "unknown" } };
   const withCommands = { ...s, ...commands };

@@ -21,6 +21,7 @@ import { executionRequest } from "../requests.js";
 import type { TaskState } from "../state.js";
 import type { Steps } from "../steps.js";
 import { currentReader, listTree, pathsIn, promptFiles, readBaseFile } from "./context.js";
+import { readInstructions } from "./instructions.js";
 import { buildRepoMap } from "./map.js";
 import { decide, policyFindings, type PolicyDecision } from "./policy.js";
 
@@ -70,7 +71,9 @@ export function repoExecution(
 
 /**
  * What a repo-mode prompt sees: the repo map ranked toward the goal, the failing tests and
- * the plan's files, and those files in full (with the files the last failure's output names).
+ * the plan's files, and those files in full (with the files the last failure's output names),
+ * and the project instructions of the base commit (`AGENTS.md`, else `CONVENTIONS.md`,
+ * bounded: `readInstructions`).
  */
 export async function repoBrief(s: TaskState, trees: TreeSource): Promise<RepoBrief> {
   const repo = repoOf(s.task);
@@ -82,6 +85,7 @@ export async function repoBrief(s: TaskState, trees: TreeSource): Promise<RepoBr
   const focusSymbols = failing
     .flatMap((t) => t.split(/[^A-Za-z0-9_]+/))
     .filter((w) => w.length > 2 && !/^test_?$/.test(w));
+  const instructions = readInstructions(root);
   const map = await buildRepoMap({
     root,
     commit: repo.baseCommit,
@@ -98,6 +102,7 @@ export async function repoBrief(s: TaskState, trees: TreeSource): Promise<RepoBr
     files: promptFiles(currentReader(root, s.candidate), focusFiles, REPO_FILES_TOKENS),
     testCommand: s.repo?.testCommand ?? repo.testCommand ?? "",
     failingAtBase: s.repo?.failingAtBase ?? [],
+    ...(instructions ? { instructions } : {}),
   };
 }
 
