@@ -359,6 +359,21 @@ export async function runGeneration(
   lap("validate");
   if (counted) return { ...reject(counted.reason, counted.message, checkPart), parentCheck };
   const overlay = candidateFiles(change, read);
+  /** The accepted candidate's snapshot, stored as the next parent, and its report. */
+  const acceptCandidate = async (part: Partial<GenerationReport>, message: string): Promise<GenerationOutcome> => {
+    const snap = await candidateSnapshot(
+      await getSnapshot(deps.nc, state.parent.snapshot, ownerOfTask(request)),
+      overlay.files,
+      overlay.deleted,
+    );
+    const accepted: Tree = { commit: snap.id, snapshot: snapshotName(snap.id) };
+    await putSnapshot(deps.nc, accepted.snapshot, snap.tar, ownerOfTask(request));
+    lap("decide");
+    return {
+      report: report({ ...part, candidate: snap.id, decision: { verdict: "accepted", reason: "accepted", message } }),
+      accepted,
+    };
+  };
 
   if (s.dryRun && s.bench === undefined) {
     return {
@@ -438,22 +453,7 @@ export async function runGeneration(
       lap("decide");
       return { ...reject(q.reason, q.message, metricsPart), parentCheck };
     }
-    const snapQ = await candidateSnapshot(
-      await getSnapshot(deps.nc, state.parent.snapshot, ownerOfTask(request)),
-      overlay.files,
-      overlay.deleted,
-    );
-    const acceptedQ: Tree = { commit: snapQ.id, snapshot: snapshotName(snapQ.id) };
-    await putSnapshot(deps.nc, acceptedQ.snapshot, snapQ.tar, ownerOfTask(request));
-    lap("decide");
-    return {
-      report: report({
-        ...metricsPart,
-        candidate: snapQ.id,
-        decision: { verdict: "accepted", reason: "accepted", message: q.message },
-      }),
-      accepted: acceptedQ,
-    };
+    return acceptCandidate(metricsPart, q.message);
   }
   const benchCommand = s.bench;
 
@@ -517,22 +517,7 @@ export async function runGeneration(
     lap("decide");
     return { ...reject(d.reason, d.message, benchPart), parentCheck };
   }
-  const snap = await candidateSnapshot(
-    await getSnapshot(deps.nc, state.parent.snapshot, ownerOfTask(request)),
-    overlay.files,
-    overlay.deleted,
-  );
-  const accepted: Tree = { commit: snap.id, snapshot: snapshotName(snap.id) };
-  await putSnapshot(deps.nc, accepted.snapshot, snap.tar, ownerOfTask(request));
-  lap("decide");
-  return {
-    report: report({
-      ...benchPart,
-      candidate: snap.id,
-      decision: { verdict: "accepted", reason: "accepted", message: d.message },
-    }),
-    accepted,
-  };
+  return acceptCandidate(benchPart, d.message);
 }
 
 /** A generation ended by an error that retrying cannot fix: its report, and the run goes on. */
