@@ -41,9 +41,16 @@ const ENTRIES: Record<string, string> = {
 
 /**
  * Packages left out of the bundle and copied whole (less their source maps): they find wasm
- * and data files next to their own modules.
+ * and data files next to their own modules, or are loaded by a `require` esbuild cannot follow.
  */
-const COPIED = ["@electric-sql/pglite", "@electric-sql/pglite-pgvector", "@electric-sql/pglite-socket"];
+const COPIED = [
+  "@electric-sql/pglite",
+  "@electric-sql/pglite-pgvector",
+  "@electric-sql/pglite-socket",
+  // Model prices (shared/src/llm/prices.ts): loaded with createRequire on the first look-up,
+  // so services that never price a call never parse its data; esbuild cannot see that load.
+  "@pydantic/genai-prices",
+];
 /**
  * Optional native modules that bundled packages try to load inside `try` (pg's `pg-native`,
  * ssh2's `cpu-features` and its crypto binding): left unresolved, so they fail as optional.
