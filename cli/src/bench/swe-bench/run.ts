@@ -39,8 +39,11 @@ import {
   type SweBenchOptions,
 } from "./record.js";
 
-/** The sentence a run without a model carries. */
-function noticeOf(source: PatchSource, label: ProviderLabel): string | undefined {
+/**
+ * The sentence a run without a model carries (terminal, summary.json, reports): gold, empty and
+ * scripted agent runs; none for predictions or a model's run.
+ */
+export function noticeOf(source: PatchSource, label: ProviderLabel): string | undefined {
   if (source === "gold")
     return "GOLD RUN: the reference patches are graded; no model is called. Every instance must resolve, or the environment is wrong.";
   if (source === "empty")
@@ -136,8 +139,10 @@ export function sweSummaryText(summary: BenchSummary, results: readonly BenchRes
     );
   }
   lines.push(`${(summary.wallMs / 1000).toFixed(1)} s (concurrency ${summary.concurrency})`);
+  // With --memory ab each arm has its own predictions file (record.ts).
+  const predictions = summary.memory === "ab" ? ["predictions.off.jsonl", "predictions.on.jsonl"] : ["predictions.jsonl"];
   lines.push(
-    `wrote ${["results.jsonl", "predictions.jsonl", "summary.json", "report.md", "report.html"].map((f) => join(out, f)).join(", ")}`,
+    `wrote ${["results.jsonl", ...predictions, "summary.json", "report.md", "report.html"].map((f) => join(out, f)).join(", ")}`,
   );
   return lines.join("\n");
 }
