@@ -44,8 +44,13 @@ export interface Grade {
   testMs: number;
   /** The executor's status of the test run, when one ran. */
   execution?: ExecutionResult["status"];
-  /** The test run's output (stdout, then stderr), or the apply step's messages. */
+  /**
+   * The test run's output (stdout, then stderr), after one {@link setupNote} line when the
+   * environment has an install step; or the apply step's messages.
+   */
   log: string;
+  /** The executor's setup layer of the test run, when the environment has an install step. */
+  setup?: ExecutionResult["setup"];
   /** Why the status is `patch_failed` or `error`. */
   message?: string;
 }
@@ -100,6 +105,17 @@ export function shellWord(s: string): string {
 }
 
 const NO_TALLY: Tally = { passed: 0, total: 0, failing: [] };
+
+/**
+ * The line an instance's log starts with when its environment has an install step: what the
+ * executor's setup layer did for the test run (`built`, `reused`, `failed`, `skipped`; the
+ * layer key's first 12 hex digits; the time the run spent on it, ms; the reason, if any), so
+ * the log shows whether an instance reused the cached install (docs/SWE-BENCH.md).
+ */
+export function setupNote(setup: NonNullable<ExecutionResult["setup"]>): string {
+  const reason = setup.message ? `: ${setup.message.trim().split("\n")[0]}` : "";
+  return `loopsmith: setup layer ${setup.status} (key ${setup.key.slice(0, 12)}, ${Math.round(setup.durationMs)} ms)${reason}\n`;
+}
 
 /**
  * Starts the sandbox (Python image only, no warm pool) and returns a grader.
@@ -205,7 +221,10 @@ export async function createGrader(o: GraderOptions): Promise<Grader> {
       );
       trees.delete(snapshot);
       const testMs = Math.round(performance.now() - started);
-      const log = `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`;
+      const output = `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`;
+      if (result.setup) o.log.info({ instanceId: inst.instance_id, setup: result.setup }, "swe-bench: setup layer");
+      const log = `${result.setup ? setupNote(result.setup) : ""}${output}`;
+      const setup = result.setup ? { setup: result.setup } : {};
       if (
         ["timeout", "oom", "output_limit", "killed", "blocked", "command_not_found", "sandbox_error"].includes(
           result.status,
@@ -218,9 +237,10 @@ export async function createGrader(o: GraderOptions): Promise<Grader> {
           testMs,
           execution: result.status,
           log,
+          ...setup,
           message: `the test run ended ${result.status}${result.reason ? `: ${result.reason}` : ""}`,
         };
-      const statuses = parseLog(env.logParser, log);
+      const statuses = parseLog(env.logParser, output);
       const failToPass = tally(statuses, inst.FAIL_TO_PASS);
       const passToPass = tally(statuses, inst.PASS_TO_PASS);
       return {
@@ -230,6 +250,7 @@ export async function createGrader(o: GraderOptions): Promise<Grader> {
         testMs,
         execution: result.status,
         log,
+        ...setup,
         ...(statuses.size === 0 ? { message: "the test run reported no per-test status" } : {}),
       };
     } finally {
