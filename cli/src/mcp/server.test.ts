@@ -1,0 +1,252 @@
+/**
+ * The MCP tools' handlers through the SDK's own client over an in-memory transport, on a
+ * stand-in backend (no NATS): input checks, result shaping, progress notifications and
+ * cancellation reaching the task.
+ */
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import pino from "pino";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  LoopsmithError,
+  emptyUsage,
+  loadConfig,
+  type GenerationReport,
+  type TaskEvent,
+  type TaskInput,
+  type TaskResult,
+} from "@loopsmith/shared";
+import { createMcpServer, type McpBackend } from "./server.js";
+import type { TaskHooks } from "./session.js";
+import { SCRIPTED_BANNER, inlineTask, progressMessage, taskStatus } from "./tools.js";
+
+const log = pino({ level: "silent" });
+const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-mcp-unit-"));
+
+function result(taskId: string, status: TaskResult["status"], scripted = true): TaskResult {
+  return {
+    v: 1,
+    taskId,
+    status,
+    stopReason: status === "passed" ? "passed" : status === "cancelled" ? "cancelled" : "max_iterations",
+    iterations: 1,
+    files: [{ path: "calc.py", content: "def add(a, b):\n    return a + b\n" }],
+    tests: [],
+    lastExecution: null,
+    hidden: null,
+    failureIds: [],
+    usage: { total: emptyUsage(), byRole: {}, byIteration: [] },
+    scripted,
+    providers: ["scripted:script:x.json"],
+    durationMs: 1200,
+    message: `${status} after 1 iteration`,
+  };
+}
+
+function event(taskId: string, seq: number, kind: TaskEvent["kind"], phase?: TaskEvent["phase"]): TaskEvent {
+  return {
+    v: 1,
+    taskId,
+    seq,
+    at: new Date().toISOString(),
+    iteration: 1,
+    kind,
+    ...(phase ? { phase } : {}),
+    message: `${kind} ${phase ?? ""}`.trim(),
+  };
+}
+
+/** A backend whose answers each test sets; records what the tools asked of it. */
+function backend(over: Partial<McpBackend> = {}): McpBackend & { submitted: TaskInput[] } {
+  const submitted: TaskInput[] = [];
+  return {
+    submitted,
+    config: () => loadConfig({ env: { LOOPSMITH_DATA_DIR: dataDir } }),
+    solve: async (task) => {
+      submitted.push(task);
+      return { result: result(task.taskId, "passed") };
+    },
+    taskState: async () => null,
+    run: async (taskId) => {
+      throw new LoopsmithError("not_found", `no run of ${taskId} is recorded`);
+    },
+    history: async () => ({ tasks: [] }),
+    improveStatus: async () => ({ state: null, reports: [] as GenerationReport[] }),
+    ...over,
+  };
+}
+
+let client: Client | undefined;
+afterEach(async () => {
+  await client?.close();
+  client = undefined;
+});
+
+async function connected(b: McpBackend): Promise<Client> {
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await createMcpServer(b, log).connect(serverSide);
+  client = new Client({ name: "unit", version: "1.0.0" });
+  await client.connect(clientSide);
+  return client;
+}
+
+const text = (r: unknown): string => (r as { content: Array<{ text: string }> }).content[0]?.text ?? "";
+
+describe("the solve tool", () => {
+  it("rejects arguments outside the schema, and repo-mode fields without repo, before submitting anything", async () => {
+    const b = backend();
+    const c = await connected(b);
+    const zero = await c.callTool({ name: "solve", arguments: { goal: "x", maxIterations: 0 } });
+    expect(zero.isError).toBe(true);
+    expect(text(zero)).toMatch(/maxIterations/);
+    const mixed = await c.callTool({ name: "solve", arguments: { goal: "x", testCmd: "pytest" } });
+    expect(mixed.isError).toBe(true);
+    expect(text(mixed)).toBe("bad_request: testCmd applies to repo mode only (give repo: <path of a git repository>)");
+    const both = await c.callTool({ name: "solve", arguments: { goal: "x", repo: "/tmp", tests: [] } });
+    expect(text(both)).toMatch(/^bad_request: tests applies to an inline task only/);
+    const relative = await c.callTool({ name: "solve", arguments: { goal: "x", repo: "src" } });
+    expect(text(relative)).toBe('bad_request: repo must be an absolute path, not "src"');
+    expect(b.submitted).toEqual([]);
+  });
+
+  it("submits an inline task with its tests and reports each event as progress, then the result", async () => {
+    const tasks: TaskInput[] = [];
+    const b = backend({
+      solve: async (task, _prepared, hooks: TaskHooks) => {
+        tasks.push(task);
+        hooks.onSubmitted?.(task.taskId, false);
+        hooks.onEvent?.(event(task.taskId, 1, "phase", "build"));
+        hooks.onEvent?.(event(task.taskId, 2, "usage"));
+        hooks.onEvent?.(event(task.taskId, 3, "step", "execute"));
+        return { result: result(task.taskId, "passed") };
+      },
+    });
+    const c = await connected(b);
+    const progress: Array<{ progress: number; message?: string }> = [];
+    const r = await c.callTool(
+      {
+        name: "solve",
+        arguments: {
+          goal: "add",
+          language: "javascript",
+          tests: [{ path: "t.test.js", content: "x" }],
+          taskId: "t-1",
+          budgetUsd: 0.5,
+        },
+      },
+      undefined,
+      { onprogress: (p) => progress.push({ progress: p.progress, ...(p.message ? { message: p.message } : {}) }) },
+    );
+    expect(r.isError).toBeFalsy();
+    expect(progress).toEqual([
+      { progress: 1, message: "task t-1 submitted" },
+      { progress: 2, message: "iteration 1 · build: phase build" },
+      { progress: 3, message: "iteration 1 · execute: step execute" },
+    ]);
+    expect(text(r).split("\n")[0]).toBe(SCRIPTED_BANNER);
+    expect(r.structuredContent).toMatchObject({
+      taskId: "t-1",
+      status: "passed",
+      stopReason: "passed",
+      scripted: true,
+    });
+    expect(tasks[0]).toMatchObject({
+      taskId: "t-1",
+      language: "javascript",
+      acceptanceTests: [{ path: "t.test.js", content: "x" }],
+      limits: { maxCostUsd: 0.5 },
+    });
+  });
+
+  it("aborts the task's signal when the client cancels the request", async () => {
+    let sawAbort: (reason: unknown) => void = () => undefined;
+    const aborted = new Promise((resolve) => (sawAbort = resolve));
+    const b = backend({
+      solve: (task, _prepared, hooks) =>
+        new Promise((resolve) => {
+          hooks.signal.addEventListener("abort", () => {
+            sawAbort(task.taskId);
+            resolve({ result: result(task.taskId, "cancelled") });
+          });
+          hooks.onSubmitted?.(task.taskId, false);
+        }),
+    });
+    const c = await connected(b);
+    const abort = new AbortController();
+    const call = c.callTool({ name: "solve", arguments: { goal: "add", taskId: "t-2" } }, undefined, {
+      signal: abort.signal,
+      onprogress: () => abort.abort(),
+    });
+    await expect(call).rejects.toThrow();
+    await expect(aborted).resolves.toBe("t-2");
+  });
+});
+
+describe("the status tool", () => {
+  it("reads a running task's phase and iteration from the checkpoint", async () => {
+    const c = await connected(
+      backend({ taskState: async () => ({ status: "running", phase: "execute", iteration: 2 }) }),
+    );
+    const r = await c.callTool({ name: "status", arguments: { taskId: "t-3" } });
+    expect(text(r)).toBe("task t-3: running (iteration 2, phase execute)");
+    expect(r.structuredContent).toMatchObject({
+      status: "running",
+      phase: "execute",
+      iteration: 2,
+      source: "architect",
+    });
+  });
+
+  it("falls back to memory's record, and says not_found when neither knows the task", async () => {
+    const c = await connected(backend());
+    const r = await c.callTool({ name: "status", arguments: { taskId: "t-4" } });
+    expect(r.isError).toBe(true);
+    expect(text(r)).toMatch(/^not_found: no task t-4 is known/);
+    const bad = await c.callTool({ name: "status", arguments: { taskId: "no spaces" } });
+    expect(bad.isError).toBe(true);
+  });
+});
+
+describe("the improve_status tool", () => {
+  it("says not_found for a run neither the architect nor the data directory holds", async () => {
+    const c = await connected(backend());
+    const r = await c.callTool({ name: "improve_status", arguments: { runId: "nothing-here" } });
+    expect(r.isError).toBe(true);
+    expect(text(r)).toBe("not_found: no improvement run nothing-here is known");
+  });
+
+  it("reports a running run's generation from its state", async () => {
+    const c = await connected(
+      backend({ improveStatus: async () => ({ state: { status: "running", generation: 3 }, reports: [] }) }),
+    );
+    const r = await c.callTool({ name: "improve_status", arguments: { runId: "r1" } });
+    expect(text(r).split("\n")[0]).toBe("run r1: running, generation 3");
+    expect(r.structuredContent).toMatchObject({ runId: "r1", status: "running", generation: 3, generations: [] });
+  });
+});
+
+describe("tools.ts", () => {
+  it("inlineTask names the invalid field", () => {
+    expect(() => inlineTask({ goal: "x", files: [{ path: "", content: "" }] })).toThrow(/files\.0\.path/);
+  });
+
+  it("progressMessage leaves out usage and result events", () => {
+    expect(progressMessage(event("t", 1, "usage"))).toBeUndefined();
+    expect(progressMessage(event("t", 2, "result"))).toBeUndefined();
+    expect(progressMessage({ ...event("t", 3, "warning"), iteration: 0 })).toBe("start: warning: warning");
+  });
+
+  it("taskStatus takes a final checkpoint's result, and memory's when there is no checkpoint", () => {
+    const done = result("t", "failed");
+    expect(taskStatus("t", { status: "final", phase: "done", iteration: 1, result: done })).toMatchObject({
+      status: "failed",
+      stopReason: "max_iterations",
+      source: "architect",
+    });
+    expect(taskStatus("t", null)).toBeUndefined();
+    expect(() => taskStatus("t", { status: "odd" })).toThrow(/not a task state/);
+  });
+});
