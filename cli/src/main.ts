@@ -15,11 +15,13 @@ import { registerRunCommands } from "./commands/runs.js";
 import { registerImprove } from "./commands/improve.js";
 import { registerBench } from "./commands/bench.js";
 import { registerBus } from "./commands/bus.js";
+import { registerImages } from "./commands/images.js";
 import { registerMcp } from "./mcp/command.js";
 import { loadEnvFile } from "./env-file.js";
 import { errorCodeOf, report, reportError, runCommand } from "./errors.js";
 import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
 import type { SolveOptions } from "./solve.js";
+import { checkIssueFlags } from "./solve-issue-flags.js";
 import {
   LANGUAGES,
   MAX_ITERATIONS,
@@ -155,6 +157,16 @@ const solveCommand = program
     `with --decompose: attempts per subtask (${SUBTASK_ATTEMPTS.min} to ${SUBTASK_ATTEMPTS.max}; default 3)`,
     wholeNumber(SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max),
   )
+  .option(
+    "--issue <url|owner/repo#N>",
+    "solve a GitHub issue in the local clone of its repository: its title, body and comments are the goal",
+  )
+  .option(
+    "--remote <name>",
+    "with --issue: the clone's GitHub remote, checked against the issue; pushed to (default origin)",
+  )
+  .option("--pr", "with --issue: push the branch and open a draft pull request when the tests pass")
+  .option("--pr-always", "with --issue --pr: open the draft pull request even when the tests did not pass")
   .option("--out <dir>", "write result.json, report.md (and change.patch in repo mode) here at the end")
   .option(
     "--dry-run",
@@ -168,7 +180,9 @@ for (const role of ROLES) {
 }
 solveCommand.action(async (goal: string | undefined, opts: SolveOptions) =>
   run(opts.json, async () => {
-    checkSolveInput(goal, opts);
+    checkIssueFlags(goal, opts);
+    // An issue is a goal on a repository (the clone's, found later): the other checks as for --repo "<goal>".
+    checkSolveInput(opts.issue ?? goal, opts.issue ? { ...opts, repo: opts.repo ?? "." } : opts);
     if (!opts.dryRun) await natsFirst(opts);
     const { solve } = await import("./solve.js");
     return solve(goal, opts, await logger());
@@ -334,6 +348,7 @@ registerScript(program, run);
 registerImprove(program, run, logger);
 registerBench(program, run, logger);
 registerBus(program, run, logger);
+registerImages(program, run);
 registerMcp(program, run, logger);
 registerRunCommands(program, {
   run,

@@ -47,6 +47,8 @@ export interface PreparedRepoTask {
   repo: CheckedRepo;
   /** The snapshot's tar bytes, to put in the object store once connected. */
   snapshot: Buffer;
+  /** The goal as the commit message quotes it, when not the task's own (an issue's title, not its fenced text). */
+  commitGoal?: string;
 }
 
 /**
@@ -172,25 +174,33 @@ export interface RepoOutcome {
 /**
  * After the result: a passed task's change is committed on `loopsmith/<taskId>`; with
  * `apply`, also applied to the (still clean) work tree. A task that did not pass writes
- * nothing to the repository (its patch is in `show`/`export`).
+ * nothing to the repository (its patch is in `show`/`export`), unless `commitFailed` (`solve
+ * --issue --pr-always`): then its change is committed on the branch too, the commit message
+ * saying the tests did not pass, and never applied.
  * @throws LoopsmithError `repo_invalid` when the branch cannot be made or the change not applied
  */
-export async function finishRepo(prepared: PreparedRepoTask, result: TaskResult, apply: boolean): Promise<RepoOutcome> {
+export async function finishRepo(
+  prepared: PreparedRepoTask,
+  result: TaskResult,
+  apply: boolean,
+  opts: { commitFailed?: boolean } = {},
+): Promise<RepoOutcome> {
   const change = result.repo;
   if (!change) return { applied: false, lines: ["no change was produced; the repository is unchanged"] };
-  if (result.status !== "passed")
+  const passed = result.status === "passed";
+  if (!passed && !opts.commitFailed)
     return {
       applied: false,
       lines: [
         `the tests did not pass; the repository is unchanged (see the patch: loopsmith export ${result.taskId} --out <dir>)`,
       ],
     };
-  const message = commitMessage(result.taskId, String(prepared.task.goal), change, true);
+  const message = commitMessage(result.taskId, prepared.commitGoal ?? String(prepared.task.goal), change, passed);
   const { branch, commit } = await commitChange(prepared.repo.root, result.taskId, message, change);
   const lines = [
-    `branch ${branch} (commit ${commit.slice(0, 12)}): ${change.changed.length} changed, ${change.deleted.length} deleted`,
+    `branch ${branch} (commit ${commit.slice(0, 12)}): ${change.changed.length} changed, ${change.deleted.length} deleted${passed ? "" : " (the tests did not pass)"}`,
   ];
-  if (!apply) return { branch, commit, applied: false, lines };
+  if (!apply || !passed) return { branch, commit, applied: false, lines };
   await applyToWorkTree(prepared.repo.root, change);
   lines.push(`applied to the work tree of ${prepared.repo.root} (not staged; see git diff)`);
   return { branch, commit, applied: true, lines };

@@ -53,12 +53,13 @@ import {
   type RepoOptions,
 } from "./solve-repo.js";
 import { watchEvents } from "./watch.js";
+import type { IssueOptions, IssueTask } from "./solve-issue.js";
 
 /** `--model-<role>` and `--provider-<role>`, as commander names them (`modelPlan`, `providerBuild`, …). */
 export type RoleFlags = Partial<Record<`model${Capitalize<Role>}` | `provider${Capitalize<Role>}`, string>>;
 
 /** Options of `solve`, as commander gives them. */
-export interface SolveOptions extends RoleFlags, RepoOptions {
+export interface SolveOptions extends RoleFlags, RepoOptions, IssueOptions {
   /** Check the task and print the models, limits and build prompt budget; start and call nothing. */
   dryRun?: boolean;
   /** Write result.json, report.md (and change.patch in repo mode) here at the end. */
@@ -263,18 +264,28 @@ async function stackFlags(o: SolveOptions): Promise<Record<string, unknown>> {
 
 /** `solve`'s work: prints as it goes, returns the exit code and the result. */
 async function runSolve(
-  goal: string | undefined,
+  givenGoal: string | undefined,
   o: SolveOptions,
   log: Logger,
 ): Promise<{ code: number; result?: TaskResult }> {
   const flags = await stackFlags(o);
   const config: Config = loadConfig({ ...(o.config ? { file: o.config } : {}), flags });
+  // `--issue`: the issue, read from GitHub and checked against the local clone, is the goal
+  // (fenced as untrusted text) of a repo-mode task on that clone; refused before anything starts.
+  let goal = givenGoal;
+  let issueTask: IssueTask | undefined;
+  if (o.issue) {
+    const { prepareIssue } = await import("./solve-issue.js");
+    issueTask = await prepareIssue(o);
+    goal = issueTask.goal;
+  }
   // Repo mode (`--repo`, or a goal given inside a git work tree: that repository) checks the
   // repository and makes its snapshot before anything starts.
-  const repo = await repoToSolve(goal, o);
+  const repo = issueTask ? issueTask.root : await repoToSolve(goal, o);
   const prepared: PreparedRepoTask | undefined = repo
     ? await prepareRepoTask(goal, { ...o, repo }, limitsOf(o))
     : undefined;
+  if (prepared && issueTask) prepared.commitGoal = issueTask.commitGoal;
   let task = prepared ? prepared.task : buildTask(goal, o);
   if (o.dryRun) {
     const { dryRun, dryRunText } = await import("./solve-dry-run.js");
@@ -384,8 +395,18 @@ async function runSolve(
       });
     out(o.json ? jsonLine(result) : resultText(result, dag));
     if (prepared) {
-      const done = await finishRepo(prepared, result, !!o.apply);
+      const done = await finishRepo(prepared, result, !!o.apply, { commitFailed: !!(issueTask && o.pr && o.prAlways) });
       out(o.json ? jsonLine({ kind: "repo", ...done }) : done.lines.join("\n"));
+      if (issueTask && o.pr) {
+        const { issuePullRequest } = await import("./solve-issue.js");
+        const pr = await issuePullRequest(issueTask, result, done.branch, o).catch((err: unknown) => {
+          throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), {
+            cause: err,
+            taskId: result.taskId,
+          });
+        });
+        out(o.json ? jsonLine({ kind: "pull_request", opened: pr.number !== undefined, ...pr }) : pr.lines.join("\n"));
+      }
     }
     if (o.out) {
       const written = await exportRun(nc, owner, result.taskId, o.out);

@@ -35,10 +35,11 @@ import { archiveCommit, branchCommit, checkRepo, commitPatch, git, setBranch } f
 import { detectLanguage } from "../solve-repo.js";
 import { startLocalStack, type LocalStack } from "../stack.js";
 import { dashboardHtml, writeDashboard } from "./dashboard.js";
-import { checkGithubAccess, githubClient, openPullRequest, parseGithubRepo, prBody } from "./github.js";
+import { checkGithubAccess, githubClient, openPullRequest, parseGithubRepo } from "../github/client.js";
+import { prBody } from "./github.js";
 import { readReports, reportTable, runFooter, writeReport } from "./reports.js";
 import { improveBase, improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
-import { pushBranch, remoteUrl } from "./push.js";
+import { pushBranch, remoteUrl } from "../github/push.js";
 import { watchEvents } from "../watch.js";
 
 /** The run's branch (the accepted chain) and a generation's branch. */

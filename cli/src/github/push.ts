@@ -1,22 +1,24 @@
-/** `--pr github`'s git side: the remote's URL, and pushing a generation's branch to it. */
+/** The git side of a pull request: the remote's URL, and pushing a branch to it. */
 import { LoopsmithError } from "@loopsmith/shared";
 import { git } from "../repo.js";
 
 /**
- * The URL of `remote` in the repository at `root`.
+ * The (fetch) URL of `remote` in the repository at `root`; a push goes to its `pushurl` when
+ * one is set (`git remote set-url --push`).
+ * @param hint - what to give instead, for the error (default: improve's `--remote`/`--github-repo`)
  * @throws LoopsmithError `repo_invalid` when there is no such remote
  */
-export async function remoteUrl(root: string, remote: string): Promise<string> {
+export async function remoteUrl(
+  root: string,
+  remote: string,
+  hint = "--pr github: give --remote, or --github-repo owner/name",
+): Promise<string> {
   const url = (
     await git(root)
       .raw(["remote", "get-url", "--", remote])
       .catch(() => "")
   ).trim();
-  if (!url)
-    throw new LoopsmithError(
-      "repo_invalid",
-      `--pr github: ${root} has no remote "${remote}" (give --remote, or --github-repo owner/name)`,
-    );
+  if (!url) throw new LoopsmithError("repo_invalid", `${root} has no remote "${remote}" (${hint})`);
   return url;
 }
 
