@@ -177,7 +177,10 @@ export function issuePrBody(result: TaskResult, issueNumber: number, testCommand
       "|---|---|",
       ...tests
         .slice(0, TESTS_LISTED)
-        .map((t) => `| ${md(t.classname ? `${t.classname}::${t.name}` : t.name)} | ${t.status} |`),
+        .map(
+          (t) =>
+            `| ${codeSpan(t.classname ? `${t.classname}::${t.name}` : t.name).replace(/\|/g, "\\|")} | ${t.status} |`,
+        ),
     );
     if (tests.length > TESTS_LISTED) out.push("", `_…and ${num(tests.length - TESTS_LISTED)} more._`);
     out.push("");
