@@ -1,8 +1,10 @@
 /**
  * The improvement dashboard in a real browser: Debian's headless Chromium opens the file
  * from disk (no server), and the DOM it builds is checked: the title, one chart point per
- * generation with its verdict, one section per generation, and report text that tries to
- * inject a script shown as text and never run. A screenshot proves it paints.
+ * generation with its verdict, one section per generation, the text a person reads per
+ * generation (each set's fixed/broken and p, the run's error budget spent, the metric deltas,
+ * the cost), and report text that tries to inject a script shown as text and never run. A
+ * screenshot proves it paints.
  * Chromium is required: the test fails (never skips) when it is missing.
  */
 import { execFile } from "node:child_process";
@@ -88,6 +90,28 @@ function report(
             pValue: 0.5,
             alpha: 0.05,
             effect: verdict === "accepted" ? 0.25 : -0.25,
+            selection: {
+              test: "sign_exact",
+              cases: 6,
+              parentFailing: 3,
+              fixed: verdict === "accepted" ? 3 : 0,
+              broken: verdict === "accepted" ? 0 : 2,
+              pValue: verdict === "accepted" ? 0.125 : 1,
+              alpha: 0.0273 / generation,
+              passed: verdict === "accepted",
+            },
+            confirmation: {
+              test: "sign_exact",
+              cases: 2,
+              parentFailing: 1,
+              fixed: verdict === "accepted" ? 1 : 0,
+              broken: 0,
+              pValue: verdict === "accepted" ? 0.5 : 1,
+              alpha: 0.05,
+              passed: verdict === "accepted",
+            },
+            testIndex: generation,
+            alphaSpent: generation === 1 ? 0.0273 : 0.0409,
           },
         }
       : {}),
@@ -107,8 +131,22 @@ function report(
   });
 }
 
+/** Generation 1 also carries repository quality metrics (the contract's `QualityReport`, issue #36 part 3). */
+const metrics = {
+  language: "python",
+  repeats: 1,
+  metrics: [
+    { metric: "coverage", unit: "%", parentValues: [71.5], candidateValues: [74], delta: 2.5, improved: true },
+    { metric: "lint", unit: "findings", parentValues: [4], candidateValues: [4], delta: 0, status: "measured" },
+  ],
+  weightedImprovement: 0.05,
+  regressed: [],
+  improved: ["coverage"],
+};
 const reports = [
-  report(1, "accepted", "accepted", { bench: true, title: XSS, message: "2 fixed, none broken" }),
+  Object.assign(report(1, "accepted", "accepted", { bench: true, title: XSS, message: "2 fixed, none broken" }), {
+    metrics,
+  }),
   report(2, "rejected", "regression", { bench: true, title: "flip a coin per case", message: TITLE_HIJACK }),
   report(3, "rejected", "protected", {
     bench: false,
@@ -127,7 +165,7 @@ describe("the improvement dashboard in headless Chromium", () => {
   const file = join(dir, "dashboard.html");
 
   beforeAll(async () => {
-    await writeDashboard(file, dashboardHtml(RUN_ID, reports, { repo: "acme/slug", scripted: true }));
+    await writeDashboard(file, dashboardHtml(RUN_ID, reports, { repo: "acme/slug", scripted: true, alpha: 0.05 }));
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -160,6 +198,34 @@ describe("the improvement dashboard in headless Chromium", () => {
     expect(dom).not.toMatch(/<script\b/i);
     expect(dom).toContain("&lt;script&gt;alert(1)&lt;/script&gt;");
     expect(dom).toContain('&lt;script&gt;document.title = "pwned"&lt;/script&gt;');
+  });
+
+  it("shows per generation both sets' results, the error budget spent, the metric deltas and the cost", async () => {
+    const dom = await chromium(chromiumBin(), dir, ["--dump-dom", pathToFileURL(file).href]);
+    /** The text of each row of the table with class `cls`, cells joined by " | ", as the browser built it. */
+    const rows = (cls: string): string[] => {
+      const table = new RegExp(`<table class="${cls}">([\\s\\S]*?)</table>`).exec(dom)?.[1] ?? "";
+      return [...table.matchAll(/<tr>([\s\S]*?)<\/tr>/g)].map((m) =>
+        [...(m[1] ?? "").matchAll(/<t[dh][^>]*>([\s\S]*?)<\/t[dh]>/g)]
+          .map((c) => (c[1] ?? "").replace(/<[^>]+>/g, "").trim())
+          .join(" | "),
+      );
+    };
+    expect(rows("overview")).toEqual([
+      "gen | verdict | reason | selection fixed/broken p | confirmation fixed/broken p | alpha spent | metrics | tokens | USD",
+      "1 | accepted | accepted | 3/0 p 0.125 | 1/0 p 0.500 ok | 0.0273 | 1 improved, 1 measured | 1000 | $0.0020",
+      "2 | rejected | regression | 0/2 p 1.00 | 0/0 p 1.00 - | 0.0409 | - | 1000 | $0.0020",
+      "3 | rejected | protected | - | - | - | - | 1000 | $0.0020",
+    ]);
+    expect(rows("metrics")).toEqual([
+      "metric | parent | candidate | delta | status",
+      "coverage (%) | 71.5 | 74 | +2.5 | improved",
+      "lint (findings) | 4 | 4 | 0 | measured",
+    ]);
+    const gen2 = /<section class="generation" id="gen-2">([\s\S]*?)<\/section>/.exec(dom)?.[1] ?? "";
+    expect(gen2).toContain("test 2 of the run; 0.0409 of the run's alpha 0.05 spent");
+    expect(gen2).toContain("<dt>selection</dt><dd>sign_exact: 0 fixed, 2 broken of 6 (3 failing on the parent)");
+    expect(gen2).toContain("<dt>cost</dt><dd>2 calls, 900 input + 100 output tokens, $0.0020</dd>");
   });
 
   it("paints a 1200×900 screenshot", async () => {

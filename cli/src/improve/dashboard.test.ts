@@ -90,7 +90,8 @@ describe("dashboardHtml", () => {
     expect(html).not.toMatch(/<(script|link|img|iframe|object|embed)\b|@import|url\(|https?:\/\//i);
     // The only links are to the page's own sections.
     expect(html).not.toMatch(/<[a-z][^>]*\s(src|href)=(?!"#gen-\d+")/i);
-    expect(html.match(/ href="#gen-\d+"/g)).toHaveLength(3);
+    // One per chart point and one per overview row.
+    expect(html.match(/ href="#gen-\d+"/g)).toHaveLength(6);
     expect(html).toMatch(/<style>[^<]+<\/style>/);
   });
 
@@ -215,6 +216,29 @@ describe("dashboardHtml", () => {
     expect(page).toContain("<th>set</th>");
     expect(page).toContain("<td>case-9</td><td>confirmation (flaky)</td>");
     expect(html).not.toContain("<th>set</th>");
+    // The overview row: both sets' fixed/broken and p, the budget spent, the cost.
+    expect(page).toContain(
+      `<tr><td class="n"><a href="#gen-1">1</a></td><td>rejected</td><td><code>overfit</code></td><td class="n">3/0 p 0.125</td><td class="n">0/0 p 0.125 overfit</td><td class="n">0.0273</td><td>-</td>`,
+    );
+    // With the run's budget known, the spent share is of it.
+    const withBudget = dashboardHtml("run-8", [r], { alpha: 0.05 });
+    expect(withBudget).toContain("test 1 of the run; 0.0273 of the run's alpha 0.05 spent");
+    expect(withBudget).toContain("error budget alpha 0.05 for the whole run");
+  });
+
+  it("shows a generation's metric deltas as a table, escaped, when its report has metrics", () => {
+    const r = Object.assign(report(2, "accepted", "accepted", cases(4, 6)), {
+      metrics: [
+        { name: "coverage", parent: 70, candidate: 72.5, delta: 2.5, status: "improved" },
+        { name: "<b>lint</b>", parent: 3, candidate: 3, status: "unchanged" },
+      ],
+    }) as GenerationReport;
+    const page = dashboardHtml("run-9", [r]);
+    expect(page).toContain(
+      `<table class="metrics"><thead><tr><th>metric</th><th>parent</th><th>candidate</th><th>delta</th><th>status</th></tr></thead><tbody><tr><td>coverage</td><td class="n">70</td><td class="n">72.5</td><td class="n">+2.5</td><td>improved</td></tr><tr><td>&lt;b&gt;lint&lt;/b&gt;</td><td class="n">3</td><td class="n">3</td><td class="n">0</td><td>unchanged</td></tr></tbody></table>`,
+    );
+    expect(page).toContain("<td>1 improved, 1 unchanged</td>");
+    expect(html).not.toContain(`<table class="metrics">`);
   });
 
   it("renders a run with no generation yet", () => {

@@ -6,7 +6,15 @@ import { randomBytes } from "node:crypto";
 import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { CaseOutcome, GenerationReport } from "@loopsmith/shared";
-import { benchTotals, formatP, generationMs } from "./reports.js";
+import {
+  benchTotals,
+  confirmationCell,
+  formatP,
+  generationMs,
+  metricRows,
+  metricsCell,
+  selectionCell,
+} from "./reports.js";
 
 const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
@@ -114,6 +122,7 @@ h1{font-size:1.5rem;margin:0 0 .25rem}h2{font-size:1.15rem;margin:0 0 .5rem}.mut
 .badge.accepted{background:#1a7f37}.badge.rejected{background:#cf222e}.badge.dry_run{background:#8250df}
 table{border-collapse:collapse;margin:.5rem 0}th,td{border:1px solid #d0d7de;padding:.15rem .5rem;text-align:left}
 td.n{text-align:right;font-variant-numeric:tabular-nums}tr.fixed td{background:#dafbe1}tr.broken td{background:#ffebe9}
+table.overview td,table.metrics td{white-space:nowrap}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:.5rem 0}dt{font-weight:600}dd{margin:0}
 pre{background:#f6f8fa;padding:.75rem;overflow:auto;border-radius:4px;font-size:12px;white-space:pre}`;
 
@@ -123,8 +132,39 @@ function side(s: CaseOutcome["parent"]): string {
   return `${s.passes}/${s.runs}${m === undefined ? "" : ` (${m.toPrecision(3)})`}`;
 }
 
+/** What the dashboard knows of the run beyond its reports. */
+export interface DashboardMeta {
+  /** The repository's name. */
+  repo?: string;
+  /** The run replayed scripted replies (no model was called). */
+  scripted?: boolean;
+  /** The run's error budget (`--alpha`), from its settings or summary; absent: the spent share is shown alone. */
+  alpha?: number;
+}
+
+/** The table of every generation at a glance: sets, budget spent, metrics, cost. */
+function overview(reports: GenerationReport[]): string {
+  const rows = reports.map((r) => {
+    const u = r.usage;
+    const spent = r.statistic?.alphaSpent;
+    return `<tr><td class="n"><a href="#gen-${r.generation}">${r.generation}</a></td><td>${e(r.decision.verdict)}</td><td><code>${e(r.decision.reason)}</code></td><td class="n">${e(selectionCell(r))}</td><td class="n">${e(confirmationCell(r))}</td><td class="n">${spent === undefined ? "-" : e(spent.toPrecision(3))}</td><td>${e(metricsCell(r))}</td><td class="n">${u.inputTokens + u.outputTokens}</td><td class="n">$${u.costUsd.toFixed(4)}</td></tr>`;
+  });
+  return `<table class="overview"><thead><tr><th>gen</th><th>verdict</th><th>reason</th><th>selection fixed/broken p</th><th>confirmation fixed/broken p</th><th>alpha spent</th><th>metrics</th><th>tokens</th><th>USD</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
+}
+
+/** A generation's metric deltas as a `table.metrics` (name, parent, candidate, delta, status); empty without metrics. */
+function metricTable(r: GenerationReport): string {
+  const metrics = metricRows(r);
+  if (!metrics.length) return "";
+  const trs = metrics.map(
+    (m) =>
+      `<tr><td>${e(m.name)}</td><td class="n">${e(m.parent)}</td><td class="n">${e(m.candidate)}</td><td class="n">${e(m.delta)}</td><td>${e(m.status)}</td></tr>`,
+  );
+  return `<table class="metrics"><thead><tr><th>metric</th><th>parent</th><th>candidate</th><th>delta</th><th>status</th></tr></thead><tbody>${trs.join("")}</tbody></table>`;
+}
+
 /** One generation's section. */
-function section(r: GenerationReport): string {
+function section(r: GenerationReport, meta: DashboardMeta): string {
   const { verdict, reason, message } = r.decision;
   const rows: [string, string][] = [];
   if (r.hypothesis) {
@@ -151,7 +191,7 @@ function section(r: GenerationReport): string {
     if (s.testIndex !== undefined)
       rows.push([
         "error budget",
-        `test ${s.testIndex} of the run; ${e((s.alphaSpent ?? 0).toPrecision(3))} of the run's alpha spent${s.flaky ? `; ${s.flaky} flaky case(s) left out` : ""}${s.repeatsRun !== undefined ? `; ${s.repeatsRun} run(s) per side` : ""}`,
+        `test ${s.testIndex} of the run; ${e((s.alphaSpent ?? 0).toPrecision(3))} of the run's alpha${meta.alpha === undefined ? "" : ` ${e(meta.alpha)}`} spent${s.flaky ? `; ${s.flaky} flaky case(s) left out` : ""}${s.repeatsRun !== undefined ? `; ${s.repeatsRun} run(s) per side` : ""}`,
       ]);
   }
   if (r.check) {
@@ -177,6 +217,8 @@ function section(r: GenerationReport): string {
         ].join(", "),
       ]);
   }
+  const metrics = metricTable(r);
+  if (metrics) rows.push(["metrics", metrics]);
   const u = r.usage;
   rows.push([
     "cost",
@@ -214,14 +256,14 @@ function section(r: GenerationReport): string {
  * (accepted filled green, rejected hollow red, dry runs hollow purple; a generation without a
  * benchmark sits on the parent's level) and the parent's level as a dashed line, then one
  * `section.generation#gen-N` per generation: hypothesis, decision, reason code, message,
- * statistic, check counts, change, cost (tokens, USD), time (s), the per-case table and the
- * patch in a `<pre>`. Every string taken from the reports is HTML-escaped. Pure.
+ * statistic, the selection and confirmation sets' tests, the run's error budget spent (of
+ * `meta.alpha` when given), the metric deltas (a `table.metrics`: name, parent, candidate,
+ * delta, status; see `metricRows`), check counts, change, cost (tokens, USD), time (s), the
+ * per-case table and the patch in a `<pre>`. Above the sections, a `table.overview` has one row
+ * per generation: verdict, reason, each set's fixed/broken and p, alpha spent, metrics by
+ * status, tokens and USD. Every string taken from the reports is HTML-escaped. Pure.
  */
-export function dashboardHtml(
-  runId: string,
-  reports: GenerationReport[],
-  meta: { repo?: string; scripted?: boolean } = {},
-): string {
+export function dashboardHtml(runId: string, reports: GenerationReport[], meta: DashboardMeta = {}): string {
   const sorted = [...reports].sort((a, b) => a.generation - b.generation);
   const accepted = sorted.filter((r) => r.decision.verdict === "accepted").length;
   const tokens = sorted.reduce((s, r) => s + r.usage.inputTokens + r.usage.outputTokens, 0);
@@ -230,10 +272,11 @@ export function dashboardHtml(
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>loopsmith improve: ${e(runId)}</title><style>${CSS}</style></head>
 <body><header><h1>Improvement run <code>${e(runId)}</code></h1>${meta.repo ? `<p class="muted">repository ${e(meta.repo)}</p>` : ""}${meta.scripted ? `<p class="scripted">scripted run: no model was called</p>` : ""}
-<p>${sorted.length} generations, ${accepted} accepted, ${tokens} tokens, $${usd.toFixed(4)}</p></header>
+<p>${sorted.length} generations, ${accepted} accepted, ${tokens} tokens, $${usd.toFixed(4)}${meta.alpha === undefined ? "" : `; error budget alpha ${e(meta.alpha)} for the whole run`}</p></header>
 <main>${sorted.length ? chart(sorted) : `<p class="muted">no generations yet</p>`}
 <p class="legend muted"><span><b class="k-acc">●</b> accepted</span><span><b class="k-rej">○</b> rejected</span><span><b class="k-dry">○</b> dry run</span><span><b>- - -</b> parent's level</span><span><b class="k-line">—</b> candidate</span></p>
-${sorted.map(section).join("\n")}</main></body></html>
+${sorted.length ? overview(sorted) : ""}
+${sorted.map((r) => section(r, meta)).join("\n")}</main></body></html>
 `;
 }
 

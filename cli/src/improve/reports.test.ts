@@ -3,7 +3,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { GenerationReport, LoopsmithError } from "@loopsmith/shared";
-import { benchTotals, confirmationCell, formatP, readReports, reportTable, runFooter, writeReport } from "./reports.js";
+import {
+  benchTotals,
+  confirmationCell,
+  formatP,
+  metricRows,
+  readReports,
+  reportTable,
+  runFooter,
+  selectionCell,
+  writeReport,
+} from "./reports.js";
 
 const dirs: string[] = [];
 afterAll(async () => {
@@ -129,15 +139,16 @@ describe("reportTable", () => {
   it("prints one aligned row per generation with the figures of each column", () => {
     expect(lines).toHaveLength(5);
     expect(lines[0]).toMatch(
-      /^gen\s+verdict\s+reason\s+hypothesis\s+files\s+bench\s+fixed\/broken\s+p\s+confirmation\s+tokens\s+USD\s+time s$/,
+      /^gen\s+verdict\s+reason\s+hypothesis\s+files\s+bench\s+selection\s+confirmation\s+alpha spent\s+metrics\s+tokens\s+USD\s+time s$/,
     );
     const row1 = lines[1] as string;
     expect(row1).toMatch(/^\s*1\s+accepted\s+accepted\s+Normalize accents with unicodedata befo…\s/);
     expect(row1).toContain("2 (+12/-4)");
     expect(row1).toContain("12/20 → 18/20");
-    expect(row1).toMatch(/\s3\/0\s+0\.250\s+-\s+1234\s+0\.0123\s+12\.5$/);
+    // No split: the selection column holds the whole benchmark's test.
+    expect(row1).toMatch(/\s3\/0 p 0\.250\s+-\s+-\s+-\s+1234\s+0\.0123\s+12\.5$/);
     // Rows without a change, benchmark or statistic show dashes.
-    expect(lines[3]).toMatch(/^\s*3\s+rejected\s+protected\s.*\s-\s+-\s+-\s+-\s+-\s+1234\s+0\.0123\s+12\.5$/);
+    expect(lines[3]).toMatch(/^\s*3\s+rejected\s+protected\s.*\s-\s+-\s+-\s+-\s+-\s+-\s+1234\s+0\.0123\s+12\.5$/);
     // Aligned: every column ends at the same offset in each row (right-aligned numbers).
     const ends = lines.slice(0, 4).map((l) => l.length);
     expect(new Set(ends).size).toBe(1);
@@ -203,10 +214,12 @@ describe("confirmationCell and runFooter (issue #36)", () => {
     });
 
   it("says ok, overfit, or - when the selection did not pass", () => {
-    expect(confirmationCell(withSets(true, true))).toBe("3/0 ok");
-    expect(confirmationCell(withSets(true, false))).toBe("0/0 overfit");
-    expect(confirmationCell(withSets(false, false))).toBe("0/0 -");
+    expect(confirmationCell(withSets(true, true))).toBe("3/0 p 0.500 ok");
+    expect(confirmationCell(withSets(true, false))).toBe("0/0 p 0.500 overfit");
+    expect(confirmationCell(withSets(false, false))).toBe("0/0 p 0.500 -");
     expect(confirmationCell(report(5))).toBe("-");
+    expect(selectionCell(withSets(true, true))).toBe("9/0 p 0.500");
+    expect(selectionCell(report(5))).toBe("-");
   });
 
   it("names the sets, the flaky cases and the error budget spent", () => {
@@ -229,5 +242,134 @@ describe("confirmationCell and runFooter (issue #36)", () => {
     expect(lines[1]).not.toContain("\u001b");
     expect(lines[2]).toBe("error budget: alpha 0.05 for the whole run; 0.0409 spent by 2 paired test(s)");
     expect(runFooter({})).toEqual([]);
+  });
+});
+
+describe("the table of a split run read back from its reports (loopsmith report, issue #36)", () => {
+  const sets = (fixed: number, p: number, passed: boolean, alpha: number) => ({
+    test: "sign_exact" as const,
+    cases: 6,
+    parentFailing: fixed,
+    fixed,
+    broken: 0,
+    pValue: p,
+    alpha,
+    passed,
+  });
+  const split = report(2, {
+    bench: {
+      command: "python3 bench.py",
+      format: "json",
+      repeats: 1,
+      cases: Array.from({ length: 9 }, (_, i) => ({
+        case: `c${i}`,
+        set: i < 6 ? ("selection" as const) : ("confirmation" as const),
+        ...(i === 8 ? { flaky: true } : {}),
+        parent: side(0, 1),
+        candidate: side(1, 1),
+      })),
+    },
+    statistic: {
+      test: "mcnemar_exact",
+      cases: 9,
+      fixed: 8,
+      broken: 0,
+      pValue: 0.0078,
+      alpha: 0.0136,
+      effect: 0.9,
+      selection: sets(6, 0.015625, false, 0.0136),
+      confirmation: sets(2, 0.25, false, 0.05),
+      testIndex: 2,
+      alphaSpent: 0.0409,
+    },
+    decision: { verdict: "rejected", reason: "no_improvement", message: "p = 0.0156 ≥ 0.0136" },
+  });
+  const lines = reportTable([report(1), split]).split("\n");
+
+  it("shows each set's fixed/broken and p, and the alpha spent, in the row", () => {
+    expect(lines[2]).toMatch(/\s6\/0 p 0\.0156\s+2\/0 p 0\.250 -\s+0\.0409\s+-\s+1234\s/);
+  });
+
+  it("names the sets and the error budget under the table, without a summary", () => {
+    expect(lines.slice(4)).toEqual([
+      "sets: 6 selection case(s) shown to the model, 3 confirmation case(s) held out; 1 flaky case(s) left out of the test (generation 2's report)",
+      "error budget: 0.0409 of the run's alpha spent by 1 paired test(s)",
+    ]);
+  });
+
+  it("uses the run summary's lines instead when it has one", () => {
+    const withSummary = reportTable([split], { alpha: { budget: 0.05, spent: 0.0409, tests: 2 } }).split("\n");
+    expect(withSummary.at(-1)).toBe("error budget: alpha 0.05 for the whole run; 0.0409 spent by 2 paired test(s)");
+    expect(withSummary.some((l) => l.startsWith("sets:"))).toBe(false);
+  });
+});
+
+describe("metric deltas (issue #36 part 3's repository metrics)", () => {
+  const withMetrics = (metrics: unknown): GenerationReport => Object.assign(report(3), { metrics }) as GenerationReport;
+
+  it("reads an array of entries, computing a delta the report does not give", () => {
+    const r = withMetrics([
+      { name: "coverage", parent: 71.25, candidate: 74.5, status: "improved" },
+      { name: "lint_findings", parent: 12, candidate: 12, delta: 0, status: "unchanged" },
+      { name: "security", parent: null, candidate: "unavailable", status: "unavailable" },
+      { parent: 1, candidate: 2 },
+    ]);
+    expect(metricRows(r)).toEqual([
+      { name: "coverage", parent: "71.25", candidate: "74.5", delta: "+3.25", status: "improved" },
+      { name: "lint_findings", parent: "12", candidate: "12", delta: "0", status: "unchanged" },
+      { name: "security", parent: "-", candidate: "unavailable", delta: "-", status: "unavailable" },
+    ]);
+    const lines = reportTable([r]).split("\n");
+    expect(lines[1]).toContain("1 improved, 1 unchanged, 1 unavailable");
+    expect(lines).toContain(
+      "gen 3 metrics: coverage 71.25 → 74.5 (+3.25, improved); lint_findings 12 → 12 (0, unchanged); security - → unavailable (-, unavailable)",
+    );
+  });
+
+  it("reads a record of name → entry and an object holding the entries under deltas", () => {
+    expect(metricRows(withMetrics({ type_errors: { parent: { value: 3 }, candidate: { value: 1 } } }))).toEqual([
+      { name: "type_errors", parent: "3", candidate: "1", delta: "-2", status: "-" },
+    ]);
+    expect(
+      metricRows(withMetrics({ deltas: [{ metric: "complexity", parent: 4, candidate: 5, status: "regressed" }] })),
+    ).toEqual([{ name: "complexity", parent: "4", candidate: "5", delta: "+1", status: "regressed" }]);
+    expect(metricRows(report(1))).toEqual([]);
+  });
+
+  it("reads the contract's quality report: per-repeat means, the unit, improved and regressed", () => {
+    const outcome = (metric: string, extra: Record<string, unknown>) => ({
+      metric,
+      direction: "higher",
+      unit: "%",
+      weight: 1,
+      tolerance: 0,
+      status: "measured",
+      tool: {},
+      parentValues: [70, 71],
+      candidateValues: [72, 73],
+      delta: 2,
+      test: "signed_rank",
+      improved: false,
+      regressed: false,
+      note: "",
+      ...extra,
+    });
+    const r = withMetrics({
+      language: "python",
+      repeats: 2,
+      metrics: [
+        outcome("coverage", { improved: true }),
+        outcome("tests", { regressed: true, delta: -1, candidateValues: [69.5, 70.5] }),
+        outcome("security", { status: "unavailable", parentValues: [], candidateValues: [], delta: undefined }),
+      ],
+      weightedImprovement: 0.1,
+      regressed: ["tests"],
+      improved: ["coverage"],
+    });
+    expect(metricRows(r)).toEqual([
+      { name: "coverage (%)", parent: "70.5", candidate: "72.5", delta: "+2", status: "improved" },
+      { name: "tests (%)", parent: "70.5", candidate: "70", delta: "-1", status: "regressed" },
+      { name: "security (%)", parent: "-", candidate: "-", delta: "-", status: "unavailable" },
+    ]);
   });
 });

@@ -5,7 +5,8 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { GenerationReport, LoopsmithError, type ImproveSummary } from "@loopsmith/shared";
+import { z } from "zod";
+import { GenerationReport, LoopsmithError, type ImproveSettings, type ImproveSummary } from "@loopsmith/shared";
 
 const REPORT_FILE = /^gen-(\d+)\.json$/;
 
@@ -136,9 +137,10 @@ const COLUMNS = [
   "hypothesis",
   "files",
   "bench",
-  "fixed/broken",
-  "p",
+  "selection",
   "confirmation",
+  "alpha spent",
+  "metrics",
   "tokens",
   "USD",
   "time s",
@@ -147,24 +149,36 @@ const RIGHT = new Set<string>([
   "gen",
   "files",
   "bench",
-  "fixed/broken",
-  "p",
+  "selection",
   "confirmation",
+  "alpha spent",
   "tokens",
   "USD",
   "time s",
 ]);
 
 /**
- * The confirmation column of a generation (issue #36): the held-out set's fixed/broken, then
- * `ok` when it confirmed the selection's improvement, `overfit` when it did not, and `-` when
- * the selection test did not pass (the confirmation was not needed). `-` without a confirmation set. Pure.
+ * The selection column of a generation (issue #36): the selection set's `fixed/broken p <p>`,
+ * or the whole benchmark's when the run did not split its cases; `-` without a paired test. Pure.
+ */
+export function selectionCell(r: GenerationReport): string {
+  const s = r.statistic;
+  if (!s) return "-";
+  const t = s.selection ?? s;
+  return `${t.fixed}/${t.broken} p ${formatP(t.pValue)}`;
+}
+
+/**
+ * The confirmation column of a generation (issue #36): the held-out set's `fixed/broken p <p>`,
+ * then `ok` when it confirmed the selection's improvement, `overfit` when it did not, and `-`
+ * when the selection test did not pass (the confirmation was not needed). `-` without a
+ * confirmation set. Pure.
  */
 export function confirmationCell(r: GenerationReport): string {
   const c = r.statistic?.confirmation;
   if (!c) return "-";
   const verdict = r.statistic?.selection?.passed ? (c.passed ? "ok" : "overfit") : "-";
-  return `${c.fixed}/${c.broken} ${verdict}`;
+  return `${c.fixed}/${c.broken} p ${formatP(c.pValue)} ${verdict}`;
 }
 
 /**
@@ -198,15 +212,231 @@ export function runFooter(summary: Pick<ImproveSummary, "calibration" | "alpha">
   return out;
 }
 
+/** One value of a metric: a number, a text (`unavailable`, a version), or absent. */
+const MetricValue = z
+  .union([z.number(), z.string(), z.boolean(), z.null(), z.object({ value: z.union([z.number(), z.string()]) })])
+  .optional();
+const MetricEntry = z.object({
+  name: z.string().optional(),
+  metric: z.string().optional(),
+  unit: z.string().optional(),
+  parent: MetricValue,
+  candidate: MetricValue,
+  /** Per-repeat values of each side (the contract's `MetricOutcome`): their mean is shown. */
+  parentValues: z.array(z.number()).optional(),
+  candidateValues: z.array(z.number()).optional(),
+  delta: MetricValue,
+  status: z.string().optional(),
+  improved: z.boolean().optional(),
+  regressed: z.boolean().optional(),
+});
+type MetricEntry = z.infer<typeof MetricEntry>;
+
+/** One repository metric of a generation, parent against candidate (issue #36 part 3). */
+export interface MetricRow {
+  name: string;
+  /** The parent's value as shown (`-` when absent). */
+  parent: string;
+  /** The candidate's value as shown (`-` when absent). */
+  candidate: string;
+  /** candidate − parent as shown with its sign, the report's own delta when it gives one (`-` when neither side is a number). */
+  delta: string;
+  /**
+   * `regressed` or `improved` when the report flags it so, else the report's status of the
+   * metric (`measured`, `unavailable`, …); `-` when it gives none.
+   */
+  status: string;
+}
+
+const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/** A metric value as text: numbers to 4 significant digits (integers whole). */
+function metricText(v: MetricEntry["parent"]): string {
+  if (v === undefined || v === null) return "-";
+  if (typeof v === "object") return metricText(v.value);
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));
+  return String(v);
+}
+
+/**
+ * The metric deltas of a generation, read from its report's `metrics` field whatever its exact
+ * shape: an array of entries, a record of name → entry, or an object holding such an array
+ * under `deltas`, `entries` or `metrics` (the contract's `QualityReport`). An entry names itself
+ * by `name` (or `metric`, or its key in a record; with its `unit` in parentheses) and may carry
+ * `parent`, `candidate` (numbers, texts, `{value}`) or per-repeat `parentValues` and
+ * `candidateValues` (their means are shown), `delta`, `status`, `improved` and `regressed`; a
+ * delta it does not give is computed when both sides are numbers. Entries without a name are
+ * skipped; no `metrics` field (a run with a benchmark) gives `[]`. Pure.
+ */
+export function metricRows(report: GenerationReport): MetricRow[] {
+  const raw = (report as unknown as { metrics?: unknown }).metrics;
+  if (raw === undefined || raw === null || typeof raw !== "object") return [];
+  let named: [string | undefined, unknown][];
+  if (Array.isArray(raw)) named = raw.map((x) => [undefined, x]);
+  else {
+    const inner = (["deltas", "entries", "metrics"] as const)
+      .map((k) => (raw as Record<string, unknown>)[k])
+      .find((v) => Array.isArray(v)) as unknown[] | undefined;
+    named = inner ? inner.map((x) => [undefined, x]) : Object.entries(raw);
+  }
+  const rows: MetricRow[] = [];
+  for (const [key, value] of named) {
+    const parsed = MetricEntry.safeParse(value);
+    if (!parsed.success) continue;
+    const m = parsed.data;
+    const base = m.name ?? m.metric ?? key;
+    if (!base) continue;
+    const name = m.unit ? `${base} (${m.unit})` : base;
+    const avg = (xs: number[] | undefined): number | undefined => (xs?.length ? mean(xs) : undefined);
+    const parent = m.parent ?? avg(m.parentValues);
+    const candidate = m.candidate ?? avg(m.candidateValues);
+    const num = (v: MetricEntry["parent"]): number | undefined =>
+      typeof v === "number"
+        ? v
+        : typeof v === "object" && v !== null && typeof v.value === "number"
+          ? v.value
+          : undefined;
+    const [p, c, d] = [num(parent), num(candidate), num(m.delta)];
+    const diff = d ?? (p !== undefined && c !== undefined ? c - p : undefined);
+    const status = m.regressed ? "regressed" : m.improved ? "improved" : (m.status ?? "-");
+    rows.push({
+      name: cell(name, 40),
+      parent: cell(metricText(parent), 40),
+      candidate: cell(metricText(candidate), 40),
+      delta:
+        diff !== undefined
+          ? `${diff > 0 ? "+" : ""}${metricText(diff)}`
+          : m.delta !== undefined && m.delta !== null
+            ? cell(metricText(m.delta), 40)
+            : "-",
+      status: cell(status, 40),
+    });
+  }
+  return rows;
+}
+
+/** The metrics column: how many metrics had each status (`2 improved, 1 regressed`), `-` without metrics. Pure. */
+export function metricsCell(r: GenerationReport): string {
+  const rows = metricRows(r);
+  if (!rows.length) return "-";
+  const counts = new Map<string, number>();
+  for (const m of rows) counts.set(m.status, (counts.get(m.status) ?? 0) + 1);
+  if (counts.size === 1 && counts.has("-")) return `${rows.length} metric(s)`;
+  return [...counts].map(([status, n]) => `${n} ${status === "-" ? "no status" : status}`).join(", ");
+}
+
+/**
+ * The lines under the table when there is no run summary to read (`loopsmith report` on the
+ * reports alone): the sets as the latest split report shows them (selection, confirmation and
+ * flaky case counts) and the error budget its tests spent (the largest `alphaSpent`). Pure.
+ */
+export function reportsFooter(reports: GenerationReport[]): string[] {
+  const out: string[] = [];
+  const split = [...reports].reverse().find((r) => r.bench?.cases.some((c) => c.set !== undefined));
+  if (split?.bench) {
+    const count = (set: string): number => split.bench?.cases.filter((c) => c.set === set).length ?? 0;
+    const flaky = split.bench.cases.filter((c) => c.flaky).length;
+    out.push(
+      `sets: ${count("selection")} selection case(s) shown to the model, ${count("confirmation")} confirmation case(s) held out; ${flaky} flaky case(s) left out of the test (generation ${split.generation}'s report)`,
+    );
+  }
+  const tested = reports.filter((r) => r.statistic?.alphaSpent !== undefined);
+  if (tested.length) {
+    const spent = Math.max(...tested.map((r) => r.statistic?.alphaSpent ?? 0));
+    out.push(`error budget: ${spent.toPrecision(3)} of the run's alpha spent by ${tested.length} paired test(s)`);
+  }
+  return out;
+}
+
+/**
+ * The level α_j of a run's j-th paired test, as the run's settings define it
+ * (`ImproveSettings.alphaSpending`, shared/src/contracts/improve.ts): `harmonic`
+ * α/(j·H_G) with H_G = Σ_{i ≤ G} 1/i; `basel` α·6/(π²j²); `none` α. The architect's
+ * `testAlpha` computes the same (a unit test holds them equal). Pure.
+ * @throws RangeError when `alpha` is not in (0, 1], or `j` or `generations` is not a positive integer
+ */
+export function perTestAlpha(
+  alpha: number,
+  j: number,
+  generations: number,
+  rule: ImproveSettings["alphaSpending"],
+): number {
+  if (!(alpha > 0 && alpha <= 1)) throw new RangeError(`alpha must be in (0, 1], got ${alpha}`);
+  if (!Number.isInteger(j) || j < 1) throw new RangeError(`the test index must be a positive integer, got ${j}`);
+  if (!Number.isInteger(generations) || generations < 1)
+    throw new RangeError(`generations must be a positive integer, got ${generations}`);
+  if (rule === "none") return alpha;
+  if (rule === "basel") return (alpha * 6) / (Math.PI ** 2 * j * j);
+  let h = 0;
+  for (let i = 1; i <= generations; i++) h += 1 / i;
+  return alpha / (j * h);
+}
+
+/**
+ * The least n for which n fixed and 0 broken cases pass the selection's one-sided exact sign
+ * test at level `alpha`: p = 0.5^n < alpha (strictly, as the decision tests it). Pure.
+ * @throws RangeError when `alpha` is not in (0, 1]
+ */
+export function fixesNeeded(alpha: number): number {
+  if (!(alpha > 0 && alpha <= 1)) throw new RangeError(`alpha must be in (0, 1], got ${alpha}`);
+  return Math.max(1, Math.floor(-Math.log2(alpha)) + 1);
+}
+
+/**
+ * Before generation 1 (issue #36): one warning line when the selection set is too small for a
+ * perfect fix to be significant. A perfect fix makes every selection case that failed on the
+ * parent in all calibration runs pass (n discordant pairs, 0 broken), so the best p-value of the
+ * selection's one-sided exact sign test is 0.5^n; the j-th paired test of the run is at α_j
+ * ({@link perTestAlpha}). When 0.5^n ≥ α_1 no generation can be accepted; when only the later
+ * tests are out of reach, the line says from which test on. It names n, the p-value, the level,
+ * the cases needed and what would fix it (more failing cases in the benchmark, a larger
+ * `--alpha` with the least one that would do, fewer `--generations`, a smaller confirmation
+ * share). For a scored benchmark (signed-rank test) a passing case can still score better, so
+ * the line speaks of the failing cases only. Undefined when a perfect fix is significant at
+ * every generation's level. Pure.
+ */
+export function smallBenchmarkWarning(
+  calibration: NonNullable<ImproveSummary["calibration"]>,
+  settings: Pick<ImproveSettings, "alpha" | "generations" | "alphaSpending">,
+): string | undefined {
+  const { alpha, generations: g, alphaSpending: rule } = settings;
+  const failing = new Set(calibration.parentFailing);
+  const n = calibration.selection.filter((id) => failing.has(id)).length;
+  const best = 0.5 ** n;
+  const a1 = perTestAlpha(alpha, 1, g, rule);
+  const aG = perTestAlpha(alpha, g, g, rule);
+  if (best < aG) return undefined;
+  const spending = rule === "none" ? "each test at --alpha" : `spent ${rule} over ${g} generation(s)`;
+  const cases = `the selection set has ${n} case(s) failing on the parent (of ${calibration.selection.length})`;
+  const p = `a perfect fix gives p = ${best.toPrecision(3)} at best (one-sided exact sign test)`;
+  if (best >= a1) {
+    // The least --alpha that would let generation 1 accept it: α_1 scales with alpha.
+    const enough = best / (a1 / alpha);
+    const raise = enough < 0.5 ? `--alpha above ${enough.toPrecision(3)}, ` : "";
+    return `warning: no generation of this run can be accepted: ${cases}; ${p}, not below generation 1's level ${a1.toPrecision(3)} (--alpha ${alpha} ${spending}); ${fixesNeeded(a1)} failing selection case(s) are needed. Add failing cases to the benchmark, or use ${raise}fewer --generations or a smaller --confirmation-fraction.`;
+  }
+  let last = 1;
+  while (last < g && best < perTestAlpha(alpha, last + 1, g, rule)) last++;
+  return `warning: only the first ${last} benchmarked generation(s) of ${g} can be accepted: ${cases}; ${p}, not below the level ${perTestAlpha(alpha, last + 1, g, rule).toPrecision(3)} of test ${last + 1} (--alpha ${alpha} ${spending}); ${fixesNeeded(aG)} failing selection case(s) would reach the last generation's level ${aG.toPrecision(3)}. Add failing cases to the benchmark, or use a larger --alpha, fewer --generations or a smaller --confirmation-fraction.`;
+}
+
 /**
  * The plain-text table of a run's generations: gen, verdict, reason, hypothesis (cut to 40
  * characters), files changed (+insertions/-deletions), benchmark passes parent → candidate
- * (summed over cases and repeats, e.g. `12/20 → 18/20`), fixed/broken, p-value (3 significant
- * digits), tokens (input + output), USD (4 decimals) and wall time (s); columns aligned, then
- * one totals line (`total: N generations, A accepted, T tokens, $U`). Control characters from
- * the reports are shown as spaces. Pure.
+ * (summed over cases and repeats, e.g. `12/20 → 18/20`), the selection set's fixed/broken and
+ * one-sided p ({@link selectionCell}; the whole benchmark's two-sided test without a split),
+ * the confirmation set's ({@link confirmationCell}), the run's alpha spent once the
+ * generation's test was made, the metrics by status ({@link metricsCell}), tokens (input +
+ * output), USD (4 decimals) and wall time (s); columns aligned. Then one totals line
+ * (`total: N generations, A accepted, T tokens, $U`), one line per generation with metrics
+ * (`gen N metrics: name parent → candidate (delta, status); …`), and the run's lines: from
+ * `summary` when given ({@link runFooter}), else from the reports ({@link reportsFooter}).
+ * Control characters from the reports are shown as spaces. Pure.
  */
-export function reportTable(reports: GenerationReport[]): string {
+export function reportTable(
+  reports: GenerationReport[],
+  summary?: Pick<ImproveSummary, "calibration" | "alpha">,
+): string {
   const rows = reports.map((r) => {
     const bench = benchTotals(r);
     const stat = r.change?.stat;
@@ -217,9 +447,10 @@ export function reportTable(reports: GenerationReport[]): string {
       cell(r.hypothesis?.title ?? r.change?.summary ?? "-", 40),
       stat ? `${stat.files} (+${stat.insertions}/-${stat.deletions})` : "-",
       bench ? `${bench.parent.passes}/${bench.parent.runs} → ${bench.candidate.passes}/${bench.candidate.runs}` : "-",
-      r.statistic ? `${r.statistic.fixed}/${r.statistic.broken}` : "-",
-      formatP(r.statistic?.pValue),
+      selectionCell(r),
       confirmationCell(r),
+      r.statistic?.alphaSpent !== undefined ? r.statistic.alphaSpent.toPrecision(3) : "-",
+      metricsCell(r),
       String(r.usage.inputTokens + r.usage.outputTokens),
       r.usage.costUsd.toFixed(4),
       (generationMs(r) / 1000).toFixed(1),
@@ -242,5 +473,13 @@ export function reportTable(reports: GenerationReport[]): string {
   lines.push(
     `total: ${reports.length} generation${reports.length === 1 ? "" : "s"}, ${accepted} accepted, ${tokens} tokens, $${usd.toFixed(4)}`,
   );
+  for (const r of reports) {
+    const metrics = metricRows(r);
+    if (metrics.length)
+      lines.push(
+        `gen ${r.generation} metrics: ${metrics.map((m) => `${m.name} ${m.parent} → ${m.candidate} (${m.delta}, ${m.status})`).join("; ")}`,
+      );
+  }
+  lines.push(...(summary ? runFooter(summary) : reportsFooter(reports)));
   return lines.join("\n");
 }

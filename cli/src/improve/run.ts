@@ -37,7 +37,7 @@ import { startLocalStack, type LocalStack } from "../stack.js";
 import { dashboardHtml, writeDashboard } from "./dashboard.js";
 import { checkGithubAccess, githubClient, openPullRequest, parseGithubRepo } from "../github/client.js";
 import { prBody } from "./github.js";
-import { readReports, reportTable, runFooter, writeReport } from "./reports.js";
+import { readReports, reportTable, smallBenchmarkWarning, writeReport } from "./reports.js";
 import { improveBase, improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
 import { pushBranch, remoteUrl } from "../github/push.js";
 import { watchEvents } from "../watch.js";
@@ -193,6 +193,14 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
         }
       }
       emit(flags, flags.json ? event : { message: event.message });
+      // Issue #36: once the calibration split the cases (before generation 1's report), say so
+      // when a perfect fix of the selection set could never be significant at this run's levels.
+      const calibration =
+        event.kind === "step" ? ImproveSummary.shape.calibration.safeParse(event.data?.calibration) : undefined;
+      if (calibration?.success && calibration.data) {
+        const warning = smallBenchmarkWarning(calibration.data, settings);
+        if (warning) emit(flags, { kind: "warning", message: warning });
+      }
       if (event.kind === "result") {
         // A run the improver refused (its id is another client's run) ends with an error, no summary.
         if (event.data?.summary === undefined && event.data?.error) throw new CliError("bad_request", event.message);
@@ -205,7 +213,10 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
         `stopped following run ${runId}; a stack this command started stops with it (a stack that stays up, NATS_URL, goes on running it: loopsmith report ${runId} later)`,
       );
     await writeFile(join(dir, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
-    await writeDashboard(join(dir, "dashboard.html"), dashboardHtml(runId, reports, { repo: repo.name, scripted }));
+    await writeDashboard(
+      join(dir, "dashboard.html"),
+      dashboardHtml(runId, reports, { repo: repo.name, scripted, alpha: summary.alpha?.budget ?? settings.alpha }),
+    );
     let promoted: string | undefined;
     if (flags.promote && summary.accepted.length) {
       const head = commits.get(summary.head);
@@ -219,8 +230,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
     else
       out(
         [
-          reportTable(reports),
-          ...runFooter(summary),
+          reportTable(reports, summary),
           ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : []),
           `reports, summary and dashboard.html in ${dir}`,
         ].join("\n"),
@@ -279,8 +289,7 @@ async function reopen(
   else
     out(
       [
-        reportTable(reports),
-        ...runFooter(summary),
+        reportTable(reports, summary),
         ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : []),
       ].join("\n"),
     );
