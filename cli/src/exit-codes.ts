@@ -12,8 +12,8 @@ import type { ErrorCode, ExecutionResult, TaskResult } from "@loopsmith/shared";
  * |---|---|---|
  * | 0 | `ok` | `solve`: the tests pass. `sandbox run`: the command passed. Other commands: done. |
  * | 1 | `failed` | `solve`: the tests fail, or a limit (`max_iterations`, `budget`, `stuck`) stopped the task. `sandbox run`: the command ran and did not pass (failed, timeout, oom, output limit, blocked). |
- * | 2 | `usage` | Usage or configuration error: a bad flag or value, a missing or invalid file (task, dataset, configuration, script), an unknown HumanEval id, a rejected API key. Reported before anything is started. |
- * | 3 | `infrastructure` | Infrastructure error: NATS unreachable, Docker down or an image missing, a service that crashed, did not answer or timed out, the sandbox failed, the LLM provider overloaded; also an internal error. |
+ * | 2 | `usage` | Usage or configuration error: a bad flag or value, a missing or invalid file (task, dataset, configuration, script), an unknown HumanEval id, a rejected API key or GitHub token, a GitHub issue not found or of another repository than the local one (`solve --issue`). Reported before anything is started. |
+ * | 3 | `infrastructure` | Infrastructure error: NATS unreachable, Docker down or an image missing, a service that crashed, did not answer or timed out, the sandbox failed, the LLM provider overloaded, GitHub's rate limit (the message names its reset time); also an internal error. |
  * | 130 | `interrupted` | Interrupted (Ctrl-C or SIGTERM); a running task is cancelled first. |
  *
  * With `--json`, every exit other than 0 and 1 ends stdout with exactly one
@@ -32,8 +32,8 @@ export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 export const EXIT_CODE_MEANINGS: Readonly<Record<ExitCode, string>> = {
   0: "the tests pass (solve), the command passed (sandbox run), or the command did what was asked",
   1: "the tests fail or a limit stopped the task (solve); the command did not pass (sandbox run)",
-  2: "usage or configuration error (bad flag or value, missing or invalid file, unknown id, rejected API key)",
-  3: "infrastructure error (NATS unreachable, Docker down, a service crashed or timed out, the sandbox failed)",
+  2: "usage or configuration error (bad flag or value, missing or invalid file, unknown id, rejected API key or GitHub token, GitHub issue not found or on another repository)",
+  3: "infrastructure error (NATS unreachable, Docker down, a service crashed or timed out, the sandbox failed, GitHub rate limit)",
   130: "interrupted (Ctrl-C); a running task is cancelled",
 };
 
