@@ -1,4 +1,4 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 // Two projects: unit tests beside the code, integration tests under tests/ against real
 // NATS, PostgreSQL + pgvector and Docker (started with testcontainers; never skipped).
@@ -16,6 +16,8 @@ export default defineConfig({
         test: {
           name: "integration",
           include: ["tests/**/*.test.ts"],
+          // tests/live calls a real model (`npm run test:live`); never part of `npm test`.
+          exclude: [...configDefaults.exclude, "tests/live/**"],
           testTimeout: 180_000,
           hookTimeout: 180_000,
           // One file at a time: the machine has 2 cores and every file starts containers.
