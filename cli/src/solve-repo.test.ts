@@ -3,7 +3,8 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { repoToSolve } from "./solve-repo.js";
+import type { TaskResult } from "@loopsmith/shared";
+import { finishRepo, repoToSolve, type PreparedRepoTask } from "./solve-repo.js";
 
 const tmp = realpathSync(mkdtempSync(join(tmpdir(), "loopsmith-repo-to-solve-")));
 const repo = join(tmp, "project");
@@ -36,5 +37,54 @@ describe("repoToSolve: the repository `solve` works on", () => {
   it("is none for a goal with --language, which only an inline task takes", async () => {
     expect(await repoToSolve("a function add(a, b)", { language: "python" }, repo)).toBeUndefined();
     expect(await repoToSolve("fix it", { language: "python", repo: "/elsewhere" }, repo)).toBe("/elsewhere");
+  });
+});
+
+describe("finishRepo: the branch of a task's change", () => {
+  /** A repository with one commit, and a change of its file as a patch. */
+  function changed(): { root: string; base: string; patch: string } {
+    const root = realpathSync(mkdtempSync(join(tmpdir(), "loopsmith-finish-")));
+    const git = (...args: string[]): string =>
+      execFileSync("git", ["-C", root, "-c", "user.name=U", "-c", "user.email=u@example.com", ...args], {
+        encoding: "utf8",
+      }).trim();
+    git("init", "-q", "-b", "main");
+    writeFileSync(join(root, "a.py"), "x = 1\n");
+    git("add", "a.py");
+    git("commit", "-q", "-m", "initial");
+    writeFileSync(join(root, "a.py"), "x = 2\n");
+    const patch = `${git("diff", "--src-prefix=a/", "--dst-prefix=b/")}\n`;
+    git("checkout", "-q", "--", "a.py");
+    return { root, base: git("rev-parse", "HEAD"), patch };
+  }
+  const prepared = (root: string, base: string): PreparedRepoTask => ({
+    task: { goal: "the fenced issue text" } as PreparedRepoTask["task"],
+    repo: { root, baseCommit: base, name: "r" },
+    snapshot: Buffer.alloc(0),
+    commitGoal: "GitHub issue acme/r#3: x is wrong",
+  });
+  const result = (status: "passed" | "failed", base: string, patch: string): TaskResult =>
+    ({
+      taskId: `t-${status}`,
+      status,
+      repo: { baseCommit: base, patch, summary: "Set x to 2", changed: ["a.py"], deleted: [] },
+    }) as unknown as TaskResult;
+
+  it("a failed task writes no branch, unless commitFailed: then a commit saying the tests did not pass", async () => {
+    const { root, base, patch } = changed();
+    const none = await finishRepo(prepared(root, base), result("failed", base, patch), false);
+    expect(none.branch).toBeUndefined();
+    expect(none.lines[0]).toMatch(/tests did not pass; the repository is unchanged/);
+    const kept = await finishRepo(prepared(root, base), result("failed", base, patch), true, { commitFailed: true });
+    expect(kept).toMatchObject({ branch: "loopsmith/t-failed", applied: false });
+    expect(kept.lines[0]).toMatch(/\(the tests did not pass\)$/);
+    const message = execFileSync("git", ["-C", root, "log", "-1", "--format=%B", "loopsmith/t-failed"], {
+      encoding: "utf8",
+    });
+    expect(message).toContain("GitHub issue acme/r#3: x is wrong");
+    expect(message).not.toContain("fenced issue text");
+    expect(message).toContain("did NOT all pass");
+    // Never applied to the work tree, even with apply.
+    expect(execFileSync("git", ["-C", root, "status", "--porcelain"], { encoding: "utf8" })).toBe("");
   });
 });
