@@ -16,6 +16,7 @@ import {
   createProvider,
   loadScript,
   repoModeOf,
+  repositoryRoot,
   ensureTaskIntake,
   loadConfig,
   submitTask,
@@ -250,6 +251,16 @@ export async function solveForResult(
 }
 
 /**
+ * The configuration files of a solve: `--config`, and the repository whose file counts: the
+ * one `--repo` names (its `.loopsmith/config.json` or `loopsmith.json`), else the one holding
+ * the working directory (loadConfig's default).
+ */
+export function configFiles(o: SolveOptions): { file?: string; repoRoot?: string } {
+  const repoRoot = o.repo ? (repositoryRoot(resolve(o.repo)) ?? resolve(o.repo)) : undefined;
+  return { ...(o.config ? { file: o.config } : {}), ...(repoRoot ? { repoRoot } : {}) };
+}
+
+/**
  * The flags layer of a solve: its own provider flags; with none, on a running stack (`up`,
  * and no NATS configured), the flags the stack was started with, so the provider checked
  * here is the one its services run.
@@ -257,7 +268,7 @@ export async function solveForResult(
 async function stackFlags(o: SolveOptions): Promise<Record<string, unknown>> {
   const own = flagsOf(o);
   if (Object.keys(own).length) return own;
-  const config = loadConfig({ ...(o.config ? { file: o.config } : {}), flags: own });
+  const config = loadConfig({ ...configFiles(o), flags: own });
   if (config.natsUrl) return own;
   return (await liveStack(config.dataDir))?.flags ?? own;
 }
@@ -269,7 +280,7 @@ async function runSolve(
   log: Logger,
 ): Promise<{ code: number; result?: TaskResult }> {
   const flags = await stackFlags(o);
-  const config: Config = loadConfig({ ...(o.config ? { file: o.config } : {}), flags });
+  const config: Config = loadConfig({ ...configFiles(o), flags });
   // `--issue`: the issue, read from GitHub and checked against the local clone, is the goal
   // (fenced as untrusted text) of a repo-mode task on that clone; refused before anything starts.
   let goal = givenGoal;
