@@ -413,7 +413,9 @@ export function smallBenchmarkWarning(
     // The least --alpha that would let generation 1 accept it: α_1 scales with alpha.
     const enough = best / (a1 / alpha);
     const raise = enough < 0.5 ? `--alpha above ${enough.toPrecision(3)}, ` : "";
-    return `warning: no generation of this run can be accepted: ${cases}; ${p}, not below generation 1's level ${a1.toPrecision(3)} (--alpha ${alpha} ${spending}); ${fixesNeeded(a1)} failing selection case(s) are needed. Add failing cases to the benchmark, or use ${raise}fewer --generations or a smaller --confirmation-fraction.`;
+    // Fewer generations raise α_1 only when the run spends over them (harmonic, more than one).
+    const fewer = rule === "harmonic" && g > 1 ? "fewer --generations or " : "";
+    return `warning: no generation of this run can be accepted: ${cases}; ${p}, not below generation 1's level ${a1.toPrecision(3)} (--alpha ${alpha} ${spending}); ${fixesNeeded(a1)} failing selection case(s) are needed. Add failing cases to the benchmark, or use ${raise}${fewer}a smaller --confirmation-fraction.`;
   }
   let last = 1;
   while (last < g && best < perTestAlpha(alpha, last + 1, g, rule)) last++;

@@ -49,6 +49,10 @@ describe("the small-benchmark warning (issue #36)", () => {
       "warning: no generation of this run can be accepted: the selection set has 4 case(s) failing on the parent (of 14); a perfect fix gives p = 0.0625 at best (one-sided exact sign test), not below generation 1's level 0.0273 (--alpha 0.05 spent harmonic over 3 generation(s)); 6 failing selection case(s) are needed. Add failing cases to the benchmark, or use --alpha above 0.115, fewer --generations or a smaller --confirmation-fraction.",
     );
     expect(line).not.toContain("\n");
+    // One generation at --alpha: fewer generations would not help, so the line does not offer it.
+    expect(smallBenchmarkWarning(calibration(3), { alpha: 0.05, generations: 1, alphaSpending: "harmonic" })).toMatch(
+      /level 0\.0500 .* use --alpha above 0\.125, a smaller --confirmation-fraction\.$/,
+    );
   });
 
   it("says from which test on a perfect fix is out of reach, and is silent when it is in reach throughout", () => {
