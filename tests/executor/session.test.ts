@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import {
   Endpoints,
+  busyReason,
   call,
   hasCode,
   onReplica,
@@ -35,7 +36,7 @@ import {
 } from "@loopsmith/executor";
 import { startNats, type Started } from "../fixtures/containers.js";
 import { REPO } from "../fixtures/cli.js";
-import { docker, log, testConfig } from "./helpers.js";
+import { docker, log, request, testConfig } from "./helpers.js";
 import { newCommit, snapshotTar } from "./repo-helpers.js";
 
 const CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
@@ -359,8 +360,56 @@ describe("idle sessions", () => {
   }, 60_000);
 });
 
+describe("session runs and the executor's slots", () => {
+  it("a run holds one of the slots verdict runs take; a run that finds none free within its timeout is not run", async () => {
+    const ex = createExecutor({
+      docker,
+      config: testConfig({ warmPoolSize: 0, concurrency: 1, queueLimit: 0 }),
+      log,
+      kinds: ["python"],
+      loadBase: snapshotLoader(nc, join(dataDir, "slots-cache")),
+      sessionsDir: join(dataDir, "slots-sessions"),
+    });
+    await ex.start();
+    try {
+      const a = await ex.sessions.open(openRequest("t-session-slot-a"));
+      const b = await ex.sessions.open(openRequest("t-session-slot-b"));
+      const runA = (command: string, timeoutMs?: number) =>
+        ex.sessions.call({
+          v: 1,
+          sessionId: a.sessionId,
+          call: { tool: "run", command, ...(timeoutMs ? { timeoutMs } : {}) },
+        });
+      const slow = runA("sleep 3; echo done");
+      const deadline = Date.now() + 10_000;
+      while (ex.load().running === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(ex.load()).toMatchObject({ running: 1, freeSlots: 0 });
+      // The one slot is the session's: a verdict run finds this executor full.
+      const verdict = await errorOf(ex.run(request("python", [{ path: "t.py", content: "print(1)\n" }])));
+      expect(busyReason(verdict)).toBe("full");
+      // Another session's run waits for the slot past the queue bound, up to its own timeout.
+      const started = Date.now();
+      const starved = await ex.sessions.call({
+        v: 1,
+        sessionId: b.sessionId,
+        call: { tool: "run", command: "echo ran", timeoutMs: 600 },
+      });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(550);
+      expect(starved).toMatchObject({ ok: false, exitCode: null, timedOut: true });
+      expect(starved.output).toMatch(/^\[not run: every slot of this executor stayed taken/);
+      // Queued behind the slow run, it runs once the slot is free.
+      const queued = ex.sessions.call({ v: 1, sessionId: b.sessionId, call: { tool: "run", command: "echo ran" } });
+      expect(await slow).toMatchObject({ ok: true, output: "done\n" });
+      expect(await queued).toMatchObject({ ok: true, output: "ran\n" });
+      expect(ex.load()).toMatchObject({ running: 0, queued: 0 });
+    } finally {
+      await ex.stop();
+    }
+  }, 60_000);
+});
+
 describe("sessions of a dead executor", () => {
-  it("a killed executor's session container ends, and the next executor's start-up sweep removes it", async () => {
+  it("a killed executor's session container ends, and the next executor's start-up sweep removes it and its host copy", async () => {
     // Only the child serves session_open from here on.
     await running?.stop();
     running = undefined;
@@ -399,16 +448,21 @@ describe("sessions of a dead executor", () => {
         await new Promise((r) => setTimeout(r, 200));
       }
       expect(state).toBe("exited");
+      // Its host copy is still there: a killed executor closes nothing.
+      const sessionsDir = join(childData, "loopsmith", "sessions");
+      expect(readdirSync(join(sessionsDir, opened.executorId))).toHaveLength(1);
       const next = createExecutor({
         docker,
         config: testConfig({ warmPoolSize: 0 }),
         log,
         kinds: ["python"],
         liveInstances: liveExecutors(nc, log),
+        sessionsDir,
       });
       await next.start();
       try {
         expect(await sessionContainers(opened.sessionId)).toEqual([]);
+        expect(readdirSync(sessionsDir)).not.toContain(opened.executorId);
       } finally {
         await next.stop();
       }

@@ -20,7 +20,13 @@ import {
 } from "@loopsmith/shared";
 import { commandEnv, imageOf, kindOf, RESULT_PATH, type ImageKind } from "./commands.js";
 import { describeEngine, EngineWatch, ensureImages, type EngineHealth, type EngineInfo } from "./engine.js";
-import { removeLeftovers, SWEEP_EVERY_MS, type LeftoverOptions, type LiveInstances } from "./leftovers.js";
+import {
+  removeLeftovers,
+  removeSessionDirs,
+  SWEEP_EVERY_MS,
+  type LeftoverOptions,
+  type LiveInstances,
+} from "./leftovers.js";
 import { Limiter } from "./limiter.js";
 import { WarmPool } from "./pool.js";
 import { LABEL, LABEL_HOST, LABEL_PID, Sandbox, STOPPED_REASON, type RawRun, type SandboxSpec } from "./sandbox.js";
@@ -44,8 +50,8 @@ export { MAX_TESTS_REPORTED, type DetailedResult } from "./result.js";
 /** The executor service's engine. */
 export interface Executor {
   /**
-   * Starts: removes containers an earlier executor left (label `org.loopsmith.executor`),
-   * runs the self-test in each image, fills the warm pools. Safe to call twice.
+   * Starts: removes containers an earlier executor left (label `org.loopsmith.executor`) and
+   * the host copies of its sessions (`<sessionsDir>/<its instance id>`), runs the self-test in each image, fills the warm pools. Safe to call twice.
    * @throws LoopsmithError `sandbox_error` when confinement is missing or an image cannot run.
    */
   start(): Promise<void>;
@@ -206,6 +212,14 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     const live = await asked;
     return removeLeftovers(docker, instanceId, log, { ...opts, ...(live ? { live } : {}) });
   };
+  const sessionsRoot = deps.sessionsDir ?? join(tmpdir(), "loopsmith-sessions");
+  /** {@link removeSessionDirs}: the host copies of dead executors' sessions. Never throws. */
+  const sweepSessionDirs = async (asked = deps.liveInstances?.()): Promise<void> => {
+    const live = await asked;
+    await removeSessionDirs(docker, sessionsRoot, instanceId, log, live ? { live } : {}).catch((err: unknown) =>
+      log.warn({ err }, "could not sweep the session directories of dead executors"),
+    );
+  };
   // A dead engine's warm containers died with it: when it answers again they are replaced.
   const watch = new EngineWatch(docker, log, (health: EngineHealth) => {
     if (!health.healthy) return;
@@ -239,7 +253,9 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     specFor,
     instanceId,
     labels,
-    dir: join(deps.sessionsDir ?? join(tmpdir(), "loopsmith-sessions"), instanceId),
+    // A session's `run` takes one of the slots verdict runs take (docs/ARCHITECTURE.md, "Session containers").
+    slots: limiter,
+    dir: join(sessionsRoot, instanceId),
     ...(deps.loadBase ? { loadBase: deps.loadBase } : {}),
     ...(deps.sessionIdleMs !== undefined ? { idleMs: deps.sessionIdleMs } : {}),
   });
@@ -265,13 +281,17 @@ export function createExecutor(deps: ExecutorDeps): Executor {
         { engine, log, ...(cfg.imageArchive ? { archive: cfg.imageArchive } : {}) },
       );
       await sweepLeftovers({}, asked);
+      // The host copies of the sessions a killed executor held (its containers went just above).
+      await sweepSessionDirs(asked);
       await Promise.all([...pools.values()].map((pool) => selfTestPool(docker, pool, cfg, tracker)));
       for (const pool of pools.values()) pool.fill();
       // Sandboxes of an executor that died end by themselves; remove them as they do.
-      sweeper = setInterval(
-        () => void sweepLeftovers().catch((err: unknown) => log.warn({ err }, "leftover sweep failed")),
-        SWEEP_EVERY_MS,
-      );
+      sweeper = setInterval(() => {
+        const asked = deps.liveInstances?.();
+        void sweepLeftovers({}, asked)
+          .catch((err: unknown) => log.warn({ err }, "leftover sweep failed"))
+          .then(() => sweepSessionDirs(asked));
+      }, SWEEP_EVERY_MS);
       sweeper.unref();
       watch.start(deps.enginePingEveryMs);
       sessions.start();

@@ -25,7 +25,9 @@ export {
   ORPHAN_GRACE_S,
   SWEEP_EVERY_MS,
   removeLeftovers,
+  removeSessionDirs,
   type LeftoverOptions,
+  type SessionDirOptions,
   type LiveInstances,
 } from "./leftovers.js";
 export { readWorkspaceDir, checkFiles, isSafeRelativePath, type ReadDirOptions } from "./workspace.js";

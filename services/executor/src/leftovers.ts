@@ -16,6 +16,8 @@
  * helpers (label `org.loopsmith.setup`) are never started, by design (setup.ts reads and
  * writes a volume through them): they always get {@link CREATED_GRACE_S}.
  */
+import { readdir, rm, stat } from "node:fs/promises";
+import { join } from "node:path";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
 import { LABEL_SETUP } from "./layer.js";
@@ -110,5 +112,72 @@ export async function removeLeftovers(
     }),
   );
   if (removed.length) log.info({ count: removed.length }, "removed sandbox containers an earlier executor left behind");
+  return removed;
+}
+
+/** Options of {@link removeSessionDirs}. */
+export interface SessionDirOptions {
+  /** The executor instances alive now (other than this one); unknown when absent. */
+  live?: ReadonlySet<string>;
+  /** Overrides {@link CREATED_GRACE_S} for an owner whose life is unknown, in s (tests). */
+  unknownGraceS?: number;
+}
+
+/**
+ * Removes the session host copies (session.ts) that an earlier executor left behind: every
+ * directory `<sessionsDir>/<instanceId>` but this executor's own whose owner is dead. An owner
+ * is taken as alive while it has a container on the engine that is running, restarting or
+ * created (an executor with an open session has its running session container, whatever bus
+ * it is on), or while the bus lists it in `opts.live`; when the bus cannot say, a directory
+ * changed within {@link CREATED_GRACE_S} is also left (an executor opening its first session
+ * creates the directory before its container). The session containers themselves are
+ * {@link removeLeftovers}'s: a dead executor's end by themselves and are removed as stopped.
+ * @param sessionsDir - the parent of every executor's session directory (`<dataDir>/sessions`)
+ * @param ownId - this executor's instance id (its directory is never touched)
+ * @returns the instance ids whose directories were removed
+ * @throws whatever the engine throws when it cannot list containers
+ */
+export async function removeSessionDirs(
+  docker: Docker,
+  sessionsDir: string,
+  ownId: string,
+  log: Logger,
+  opts: SessionDirOptions = {},
+): Promise<string[]> {
+  let owners: string[];
+  try {
+    owners = (await readdir(sessionsDir, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw err;
+  }
+  owners = owners.filter((id) => id !== ownId && !opts.live?.has(id));
+  if (!owners.length) return [];
+  const containers = await docker.listContainers({ all: true, filters: { label: [LABEL] } });
+  const withContainers = new Set(
+    containers
+      .filter((c) => c.State === "running" || c.State === "restarting" || c.State === "created")
+      .map((c) => c.Labels?.[LABEL] ?? ""),
+  );
+  const graceMs = (opts.unknownGraceS ?? CREATED_GRACE_S) * 1000;
+  const removed: string[] = [];
+  for (const owner of owners) {
+    if (withContainers.has(owner)) continue;
+    const dir = join(sessionsDir, owner);
+    if (!opts.live) {
+      const changed = await stat(dir).then(
+        (s) => s.mtimeMs,
+        () => undefined,
+      );
+      if (changed === undefined || Date.now() - changed < graceMs) continue;
+    }
+    try {
+      await rm(dir, { recursive: true, force: true });
+      removed.push(owner);
+    } catch (err) {
+      log.warn({ err, dir }, "could not remove a session directory an earlier executor left");
+    }
+  }
+  if (removed.length) log.info({ owners: removed }, "removed session directories an earlier executor left behind");
   return removed;
 }

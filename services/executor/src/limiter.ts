@@ -1,6 +1,7 @@
 /**
  * A concurrency limit with a bounded queue: at most `concurrency` holders at once, at most
- * `queueLimit` waiting; beyond that `acquire` refuses at once.
+ * `queueLimit` waiting; beyond that `acquire` refuses at once (unless the caller asks to
+ * wait past the bound: a session's `run`, whose container is pinned to this executor).
  */
 import { LoopsmithError, busyError } from "@loopsmith/shared";
 
@@ -33,12 +34,15 @@ export class Limiter {
   }
 
   /**
-   * Waits for a slot; returns the function that frees it (call it exactly once).
+   * Waits for a slot (first in, first served); returns the function that frees it (call it
+   * exactly once).
+   * @param opts.pastQueueLimit - wait even when `queueLimit` others already wait (the caller
+   *   cannot go to another executor, and bounds its own waiters)
    * @throws LoopsmithError `unavailable` when the limiter is closed, or when the queue is full
    *   (a {@link busyError} `full`: another executor may take the run),
    *   `cancelled` when `signal` aborts while waiting.
    */
-  acquire(signal?: AbortSignal): Promise<() => void> {
+  acquire(signal?: AbortSignal, opts: { pastQueueLimit?: boolean } = {}): Promise<() => void> {
     if (this.closed) return Promise.reject(new LoopsmithError("unavailable", "the executor is stopping"));
     if (signal?.aborted)
       return Promise.reject(new LoopsmithError("cancelled", "the run was cancelled before it started"));
@@ -46,7 +50,7 @@ export class Limiter {
       this.active++;
       return Promise.resolve(this.releaser());
     }
-    if (this.waiting.length >= this.queueLimit) {
+    if (this.waiting.length >= this.queueLimit && !opts.pastQueueLimit) {
       return Promise.reject(
         busyError(`the executor is busy: ${this.active} runs running and ${this.waiting.length} waiting`, "full"),
       );

@@ -11,6 +11,9 @@
  *   (leftovers.ts) as a stopped container of another executor.
  *   Each `run` is a `docker exec` of `sh -c <command>` as the sandbox user (uid 10001) at
  *   `/workspace`, with the verdict run's environment allowlist (and the layer's variables).
+ * - **A run's slot**: each `run` holds one of the executor's slots (`deps.slots`, the limiter
+ *   verdict runs take, `executor.concurrency`) while its command runs; it waits for one past
+ *   the queue bound, and the wait counts against the run's timeout.
  * - **A run's end**: when the command exits, every other process of the sandbox user is
  *   killed (`kill -9 -1`), as a verdict run's supervisor does: nothing a run starts in the
  *   background outlives it. A run past its timeout is ended the same way, from a second exec;
@@ -22,7 +25,9 @@
  *   a fresh container, and the model must `edit` to change it.
  * - **Life**: `open` replaces a session of the same id (an architect that resumed); a session
  *   with no call for {@link SESSION_IDLE_MS} is closed; `closeAll` (the executor's stop) closes
- *   every one.
+ *   every one. A killed executor closes nothing: its containers end with its attach connection
+ *   and its host copies stay until an executor's sweep (`removeLeftovers`, `removeSessionDirs`
+ *   in leftovers.ts) removes both.
  */
 import { mkdir, mkdtemp, realpath, rm, unlink, writeFile, lstat } from "node:fs/promises";
 import { dirname, join } from "node:path";
@@ -33,6 +38,7 @@ import {
   LoopsmithError,
   busyError,
   extractTar,
+  hasCode,
   type Config,
   type SessionCall,
   type SessionObservation,
@@ -42,6 +48,7 @@ import {
 import { workspaceArchive } from "./archive.js";
 import { kindOf, RESULT_PATH, type ImageKind } from "./commands.js";
 import { LABEL_SESSION } from "./leftovers.js";
+import type { Limiter } from "./limiter.js";
 import { NEVER_FROM_TREE } from "./repo.js";
 import { planRun, type PlanContext, type RunPlan } from "./repo-run.js";
 import type { SandboxSpec } from "./sandbox.js";
@@ -72,6 +79,12 @@ export interface SessionDeps extends Omit<PlanContext, "specFor"> {
   idleMs?: number;
   /** Most sessions held at once; one more is refused busy. @defaultValue 4 × executor.concurrency */
   maxSessions?: number;
+  /**
+   * The executor's slots (the limiter verdict runs take, `executor.concurrency`): each `run`
+   * holds one while its command runs, so agents cannot oversubscribe the machine. Absent: runs
+   * are not limited (tests of the manager alone).
+   */
+  slots?: Pick<Limiter, "acquire">;
 }
 
 /** One open session. */
@@ -263,9 +276,28 @@ export class SessionManager {
         return done(await searchTree(session.root, call.pattern, call.glob, call.maxResults));
       case "run": {
         const timeoutMs = Math.min(call.timeoutMs ?? session.timeoutMs, session.timeoutMs);
-        // The command, then every other process of the sandbox user killed (the wrapper is spared).
-        const argv = ["sh", "-c", 'sh -c "$1"; s=$?; kill -9 -1 2>/dev/null; exit $s', "sh", call.command];
-        const r = await this.execIn(session, argv, { timeoutMs });
+        // One of the executor's slots, as a verdict run takes: the wait counts against the timeout.
+        const release = await this.slot(timeoutMs);
+        if (!release) {
+          const output = `[not run: every slot of this executor stayed taken for the command's timeout of ${timeoutMs} ms; run it again]`;
+          return {
+            output,
+            ok: false,
+            exitCode: null,
+            timedOut: true,
+            totalBytes: Buffer.byteLength(output, "utf8"),
+            durationMs: performance.now() - started,
+          };
+        }
+        let r: ExecOutcome;
+        const left = Math.max(1, Math.round(timeoutMs - (performance.now() - started)));
+        try {
+          // The command, then every other process of the sandbox user killed (the wrapper is spared).
+          const argv = ["sh", "-c", 'sh -c "$1"; s=$?; kill -9 -1 2>/dev/null; exit $s', "sh", call.command];
+          r = await this.execIn(session, argv, { timeoutMs: left });
+        } finally {
+          release();
+        }
         const output = r.output.toString("utf8");
         const killed = r.timedOut || r.exitCode === 137;
         const note = r.timedOut ? `\n[killed: the command passed its timeout of ${timeoutMs} ms]` : "";
@@ -280,6 +312,25 @@ export class SessionManager {
       }
       case "write":
         return done(await this.write(session, call.files, call.deleted));
+    }
+  }
+
+  /**
+   * One of the executor's slots for a `run` (`deps.slots`), waited for at most `timeoutMs`
+   * past the executor's queue bound (the session's container is here; it cannot go elsewhere,
+   * and a session's calls run one at a time, so `maxSessions` bounds these waiters).
+   * @returns the slot's release, or undefined when none came free within `timeoutMs`
+   * @throws LoopsmithError `unavailable` when the executor is stopping (the caller opens the
+   *   session elsewhere)
+   */
+  private async slot(timeoutMs: number): Promise<(() => void) | undefined> {
+    const { slots } = this.deps;
+    if (!slots) return () => undefined;
+    try {
+      return await slots.acquire(AbortSignal.timeout(timeoutMs), { pastQueueLimit: true });
+    } catch (err) {
+      if (hasCode(err, "cancelled")) return undefined;
+      throw err;
     }
   }
 
