@@ -140,7 +140,8 @@ export function sweSummaryText(summary: BenchSummary, results: readonly BenchRes
   }
   lines.push(`${(summary.wallMs / 1000).toFixed(1)} s (concurrency ${summary.concurrency})`);
   // With --memory ab each arm has its own predictions file (record.ts).
-  const predictions = summary.memory === "ab" ? ["predictions.off.jsonl", "predictions.on.jsonl"] : ["predictions.jsonl"];
+  const predictions =
+    summary.memory === "ab" ? ["predictions.off.jsonl", "predictions.on.jsonl"] : ["predictions.jsonl"];
   lines.push(
     `wrote ${["results.jsonl", ...predictions, "summary.json", "report.md", "report.html"].map((f) => join(out, f)).join(", ")}`,
   );
