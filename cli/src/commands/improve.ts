@@ -178,11 +178,11 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
         checkRunId(runId);
         const { loadConfig } = await import("@loopsmith/shared");
         const { runDir } = await import("../improve/run.js");
-        const { readReports, reportTable } = await import("../improve/reports.js");
-        const reports = await readReports(
-          runDir(loadConfig(opts.config ? { file: opts.config } : {}), runId, opts.dir),
-        );
-        process.stdout.write(opts.json ? `${JSON.stringify(reports)}\n` : `${reportTable(reports)}\n`);
+        const { readReports, readSummary, reportTable } = await import("../improve/reports.js");
+        const dir = runDir(loadConfig(opts.config ? { file: opts.config } : {}), runId, opts.dir);
+        const reports = await readReports(dir);
+        const summary = await readSummary(dir);
+        process.stdout.write(opts.json ? `${JSON.stringify(reports)}\n` : `${reportTable(reports, summary)}\n`);
         return ExitCode.ok;
       }),
     );
@@ -200,11 +200,12 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
         const { join, resolve } = await import("node:path");
         const { loadConfig } = await import("@loopsmith/shared");
         const { runDir } = await import("../improve/run.js");
-        const { readReports } = await import("../improve/reports.js");
+        const { readReports, readSummary } = await import("../improve/reports.js");
         const { dashboardHtml, writeDashboard } = await import("../improve/dashboard.js");
         const dir = runDir(loadConfig(opts.config ? { file: opts.config } : {}), runId, opts.dir);
         const file = opts.out ? resolve(opts.out) : join(dir, "dashboard.html");
-        await writeDashboard(file, dashboardHtml(runId, await readReports(dir)));
+        const alpha = (await readSummary(dir))?.alpha?.budget;
+        await writeDashboard(file, dashboardHtml(runId, await readReports(dir), alpha === undefined ? {} : { alpha }));
         process.stdout.write(`wrote ${file}\n`);
         return ExitCode.ok;
       }),

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { GenerationReport, LoopsmithError } from "@loopsmith/shared";
 import {
+  readSummary,
   benchTotals,
   confirmationCell,
   formatP,
@@ -301,6 +302,36 @@ describe("the table of a split run read back from its reports (loopsmith report,
     const withSummary = reportTable([split], { alpha: { budget: 0.05, spent: 0.0409, tests: 2 } }).split("\n");
     expect(withSummary.at(-1)).toBe("error budget: alpha 0.05 for the whole run; 0.0409 spent by 2 paired test(s)");
     expect(withSummary.some((l) => l.startsWith("sets:"))).toBe(false);
+  });
+
+  it("reads the run's summary.json for report and dashboard; none or a bad one is undefined", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "loopsmith-summary-"));
+    expect(await readSummary(dir)).toBeUndefined();
+    const summary = {
+      v: 1,
+      runId: "run-1",
+      status: "done",
+      stopReason: "completed",
+      generations: 2,
+      accepted: [1],
+      head: "a".repeat(40),
+      usage: {
+        calls: 1,
+        inputTokens: 1,
+        outputTokens: 2,
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+        costUsd: 0,
+        latencyMs: 5,
+      },
+      message: "done",
+      alpha: { budget: 0.05, spent: 0.0409, tests: 2 },
+    };
+    await writeFile(join(dir, "summary.json"), JSON.stringify(summary));
+    expect((await readSummary(dir))?.alpha).toEqual({ budget: 0.05, spent: 0.0409, tests: 2 });
+    await writeFile(join(dir, "summary.json"), "{ not json");
+    expect(await readSummary(dir)).toBeUndefined();
+    await rm(dir, { recursive: true, force: true });
   });
 });
 

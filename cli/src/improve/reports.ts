@@ -6,9 +6,23 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { GenerationReport, LoopsmithError, type ImproveSettings, type ImproveSummary } from "@loopsmith/shared";
+import { GenerationReport, ImproveSummary, LoopsmithError, type ImproveSettings } from "@loopsmith/shared";
 
 const REPORT_FILE = /^gen-(\d+)\.json$/;
+
+/**
+ * The run's summary (`<dir>/summary.json`, written when the run ends), or undefined while the
+ * run has none yet or when the file does not parse as an {@link ImproveSummary} (the table
+ * then takes the run's lines from the reports alone).
+ */
+export async function readSummary(dir: string): Promise<ImproveSummary | undefined> {
+  try {
+    const parsed = ImproveSummary.safeParse(JSON.parse(await readFile(join(dir, "summary.json"), "utf8")));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The reports of the run in `dir`, read from `<dir>/reports/gen-<N>.json`, sorted by N.

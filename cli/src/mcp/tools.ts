@@ -24,7 +24,7 @@ import { LANGUAGES, MAX_ITERATIONS } from "../preflight.js";
 import { historyText, resultText } from "../output.js";
 import { runText } from "../run-view.js";
 import { transcriptSteps } from "../transcript-view.js";
-import { reportTable, runFooter } from "../improve/reports.js";
+import { reportTable } from "../improve/reports.js";
 import { errorObject } from "../errors.js";
 import type { RepoOutcome } from "../solve-repo.js";
 
@@ -388,8 +388,7 @@ export function improveStatusResult(runId: string, state: unknown, reports: Gene
       ? `run ${runId}: running, generation ${s.generation}`
       : `run ${runId}: ${status} (${s.summary?.stopReason ?? "final"})${s.summary ? ` — ${s.summary.message}` : ""}`
     : `run ${runId}: ${reports.length} generation report(s) on disk`;
-  const summary = s?.summary as Parameters<typeof runFooter>[0] | undefined;
-  const footer = summary ? runFooter(summary) : [];
+  const summary = s?.summary as Parameters<typeof reportTable>[1];
   const generations: GenerationSummary[] = reports.map((r) => ({
     generation: r.generation,
     verdict: r.decision.verdict,
@@ -400,7 +399,7 @@ export function improveStatusResult(runId: string, state: unknown, reports: Gene
     ...(r.statistic ? { fixed: r.statistic.fixed, broken: r.statistic.broken, pValue: r.statistic.pValue } : {}),
     costUsd: r.usage.costUsd,
   }));
-  return toolResult([head, reportTable(reports), ...footer].join("\n"), {
+  return toolResult([head, reportTable(reports, summary)].join("\n"), {
     runId,
     status,
     ...(s ? { generation: s.generation } : {}),
