@@ -9,10 +9,9 @@
  * failed (needs root: debootstrap).
  */
 import type { Command } from "commander";
-import { loadConfig } from "@loopsmith/shared";
 import { ExitCode } from "../exit-codes.js";
 import { runCommand, type CommandRunner } from "../errors.js";
-import { ensureStackImages, missingImages, stackImages, type ImageEngine } from "../images.js";
+import type { ImageEngine } from "../images.js";
 
 interface ImagesOptions {
   check?: boolean;
@@ -35,6 +34,11 @@ export function registerImages(program: Command, run: CommandRunner = runCommand
     .option("--json", "print the result as JSON")
     .action(async (opts: ImagesOptions) =>
       run(opts.json, async () => {
+        // Loaded when the command runs: dockerode (with grpc and ssh2) would slow every command's start.
+        const [{ loadConfig }, { ensureStackImages, missingImages, stackImages }] = await Promise.all([
+          import("@loopsmith/shared"),
+          import("../images.js"),
+        ]);
         const config = loadConfig(opts.config ? { file: opts.config } : {});
         const images = stackImages(config);
         const say = (line: string): void => void process.stderr.write(`${line}\n`);
