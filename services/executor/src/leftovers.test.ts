@@ -4,7 +4,7 @@ import { join } from "node:path";
 import type Docker from "dockerode";
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
-import { removeSessionDirs } from "./leftovers.js";
+import { LABEL_SESSION, removeSessionDirs } from "./leftovers.js";
 import { LABEL } from "./sandbox.js";
 
 const log = pino({ level: "silent" });
@@ -13,11 +13,15 @@ afterAll(() => {
   for (const dir of made) rmSync(dir, { recursive: true, force: true });
 });
 
-/** An engine that lists these containers (owner and state), whatever the filter. */
-const engine = (containers: Array<[owner: string, state: string]>): Docker =>
+/** An engine that lists these containers (owner, state, session or warm-pool), whatever the filter. */
+const engine = (containers: Array<[owner: string, state: string, kind?: "pool"]>): Docker =>
   ({
     listContainers: async () =>
-      containers.map(([owner, state], i) => ({ Id: `c${i}`, State: state, Labels: { [LABEL]: owner } })),
+      containers.map(([owner, state, kind], i) => ({
+        Id: `c${i}`,
+        State: state,
+        Labels: { [LABEL]: owner, ...(kind === "pool" ? {} : { [LABEL_SESSION]: `s-${i}` }) },
+      })),
   }) as unknown as Docker;
 
 /** A sessions directory with one session copy under each of `owners`, changed `ageS` seconds ago. */
@@ -35,18 +39,20 @@ function sessionsDir(owners: string[], ageS = 600): string {
 
 describe("removeSessionDirs", () => {
   it("removes the directories of executors the bus does not list and that hold no live container", async () => {
-    const root = sessionsDir(["me", "alive", "dead", "stoppedonly", "otherbus"]);
+    const root = sessionsDir(["me", "alive", "dead", "stoppedonly", "otherbus", "poolonly"]);
     const removed = await removeSessionDirs(
       engine([
         ["stoppedonly", "exited"],
         ["otherbus", "running"],
+        // A killed executor's pre-created warm container: no session, so it keeps nothing.
+        ["poolonly", "created", "pool"],
       ]),
       root,
       "me",
       log,
       { live: new Set(["alive"]) },
     );
-    expect(removed.sort()).toEqual(["dead", "stoppedonly"]);
+    expect(removed.sort()).toEqual(["dead", "poolonly", "stoppedonly"]);
     expect(readdirSync(root).sort()).toEqual(["alive", "me", "otherbus"]);
   });
 

@@ -126,9 +126,10 @@ export interface SessionDirOptions {
 /**
  * Removes the session host copies (session.ts) that an earlier executor left behind: every
  * directory `<sessionsDir>/<instanceId>` but this executor's own whose owner is dead. An owner
- * is taken as alive while it has a container on the engine that is running, restarting or
- * created (an executor with an open session has its running session container, whatever bus
- * it is on), or while the bus lists it in `opts.live`; when the bus cannot say, a directory
+ * is taken as alive while it has a session container on the engine that is running,
+ * restarting or created (an executor with an open session has its running session container,
+ * whatever bus it is on; its warm-pool containers say nothing, since a killed executor's
+ * pre-created ones stay until the leftover sweep finds their heartbeat stale), or while the bus lists it in `opts.live`; when the bus cannot say, a directory
  * changed within {@link CREATED_GRACE_S} is also left (an executor opening its first session
  * creates the directory before its container). The session containers themselves are
  * {@link removeLeftovers}'s: a dead executor's end by themselves and are removed as stopped.
@@ -156,6 +157,7 @@ export async function removeSessionDirs(
   const containers = await docker.listContainers({ all: true, filters: { label: [LABEL] } });
   const withContainers = new Set(
     containers
+      .filter((c) => c.Labels?.[LABEL_SESSION] !== undefined)
       .filter((c) => c.State === "running" || c.State === "restarting" || c.State === "created")
       .map((c) => c.Labels?.[LABEL] ?? ""),
   );
