@@ -48,12 +48,16 @@ function pgliteTemplate(): Promise<string> {
   return template;
 }
 
-/** A new, empty PGlite data directory under the system's temp folder (a copy of the file's template). */
-export async function freshDataDir(): Promise<Fresh> {
-  const from = await pgliteTemplate();
+/**
+ * A new, empty PGlite data directory under the system's temp folder: a copy of the file's
+ * template, or with `{ blank: true }` a directory never opened, for a test whose own
+ * configuration shapes what the first open creates (the HNSW index's m and ef_construction).
+ */
+export async function freshDataDir(opts: { blank?: boolean } = {}): Promise<Fresh> {
+  const from = opts.blank ? undefined : await pgliteTemplate();
   const dir = await mkdtemp(join(tmpdir(), "loopsmith-memory-"));
   dirs.push(dir);
-  await cp(from, dir, { recursive: true, preserveTimestamps: true });
+  if (from) await cp(from, dir, { recursive: true, preserveTimestamps: true });
   return { config: loadConfig({ env: { LOOPSMITH_DATA_DIR: dir } }), backend: "pglite" };
 }
 

@@ -134,7 +134,8 @@ function scaleSuite(
 afterAll(removeFreshDirs);
 
 describe("memory at scale on embedded PGlite", () => {
-  scaleSuite("pglite", (name, fn) => plainIt(name, () => fn(async () => (await freshDataDir()).config)));
+  // Blank directories: the suite opens them with its own index settings (m, ef_construction).
+  scaleSuite("pglite", (name, fn) => plainIt(name, () => fn(async () => (await freshDataDir({ blank: true })).config)));
 });
 
 describe("memory at scale on PostgreSQL + pgvector", () => {
