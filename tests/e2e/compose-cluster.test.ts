@@ -129,9 +129,18 @@ describe("the stack on a three-node JetStream cluster (compose, offline, keyless
       expect(solved.stdout).toContain('"status":"passed"');
     }
     // Each executor's run endpoint counts the requests it answered ($SRV STATS).
+    // An executor whose NATS node was the one killed answers once its client has reconnected:
+    // asked again (up to 5 times, 1.5 s each) until all three have answered.
     const svc = new Svcm(admin! as never).client({ strategy: "timer", maxWait: 1_500 });
-    const served: number[] = [];
-    for await (const s of await svc.stats(ServiceNames.executor)) served.push(s.endpoints?.[0]?.num_requests ?? 0);
+    const served = await pRetry(
+      async () => {
+        const got: number[] = [];
+        for await (const s of await svc.stats(ServiceNames.executor)) got.push(s.endpoints?.[0]?.num_requests ?? 0);
+        if (got.length !== 3) throw new Error(`${got.length} of 3 executors answered $SRV STATS`);
+        return got;
+      },
+      { retries: 4, minTimeout: 1_000, factor: 1 },
+    );
     expect(served).toHaveLength(3);
     expect(served.filter((n) => n > 0).length).toBeGreaterThanOrEqual(2);
     await run("docker", ["start", victim]);
