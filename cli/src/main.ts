@@ -66,7 +66,7 @@ type StackOpts = {
 };
 
 async function natsFirst(opts: { config?: string }): Promise<void> {
-  const nats = configuredNats(opts);
+  const nats = await configuredNats(opts);
   if (nats) await checkNatsListening(nats);
 }
 

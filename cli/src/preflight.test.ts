@@ -51,7 +51,7 @@ describe("preflight mirrors shared", () => {
     expect([attempts.minValue, attempts.maxValue]).toEqual([SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max]);
   });
 
-  it("the configured NATS URL follows loadConfig's layers", () => {
+  it("the configured NATS URL follows loadConfig's layers", async () => {
     const file = join(dir, "cfg.json");
     writeFileSync(file, JSON.stringify({ natsUrl: "nats://from-file:4222" }));
     const cases: NodeJS.ProcessEnv[] = [
@@ -61,14 +61,14 @@ describe("preflight mirrors shared", () => {
       { NATS_URL: "nats://from-env:4222", LOOPSMITH_CONFIG_JSON: JSON.stringify({ natsUrl: "nats://from-json:4222" }) },
       { LOOPSMITH_CONFIG: file, NATS_URL: "" },
     ];
-    for (const env of cases) expect(configuredNats({}, env)?.url).toBe(loadConfig({ env }).natsUrl);
-    expect(configuredNats({ config: file }, {})).toEqual({
+    for (const env of cases) expect((await configuredNats({}, env))?.url).toBe(loadConfig({ env }).natsUrl);
+    expect(await configuredNats({ config: file }, {})).toEqual({
       url: "nats://from-file:4222",
       source: `natsUrl in ${file}`,
     });
   });
 
-  it("reads the discovered files too: the user's, then the repository's (of --repo when given)", () => {
+  it("reads the discovered files too: the user's, then the repository's (of --repo when given)", async () => {
     const home = join(dir, "xdg");
     const repo = join(dir, "repo-with-config");
     const other = join(dir, "other-repo");
@@ -77,15 +77,16 @@ describe("preflight mirrors shared", () => {
     mkdirSync(join(other, ".git"), { recursive: true });
     writeFileSync(join(home, "loopsmith", "config.json"), JSON.stringify({ natsUrl: "nats://from-user:4222" }));
     const env = { XDG_CONFIG_HOME: home };
-    expect(configuredNats({}, env, other)).toEqual({
+    expect(await configuredNats({}, env, other)).toEqual({
       url: "nats://from-user:4222",
       source: `natsUrl in ${join(home, "loopsmith", "config.json")}`,
     });
     writeFileSync(join(repo, "loopsmith.json"), JSON.stringify({ natsUrl: "nats://from-repo:4222" }));
-    expect(configuredNats({}, env, join(repo))?.url).toBe("nats://from-repo:4222");
-    expect(configuredNats({ repo }, env, other)?.url).toBe("nats://from-repo:4222");
-    expect(configuredNats({}, env, other)?.url).toBe("nats://from-user:4222");
-    for (const cwd of [repo, other]) expect(configuredNats({}, env, cwd)?.url).toBe(loadConfig({ env, cwd }).natsUrl);
+    expect((await configuredNats({}, env, join(repo)))?.url).toBe("nats://from-repo:4222");
+    expect((await configuredNats({ repo }, env, other))?.url).toBe("nats://from-repo:4222");
+    expect((await configuredNats({}, env, other))?.url).toBe("nats://from-user:4222");
+    for (const cwd of [repo, other])
+      expect((await configuredNats({}, env, cwd))?.url).toBe(loadConfig({ env, cwd }).natsUrl);
   });
 });
 

@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { resolve } from "node:path";
 import { InvalidArgumentError } from "commander";
-import { findConfigFiles, repositoryRoot, type Config } from "@loopsmith/shared";
+import type { Config } from "@loopsmith/shared";
 import { CliError, usageError } from "./errors.js";
 
 /** Languages the sandbox runs (`Language` in shared). */
@@ -214,11 +214,14 @@ function natsUrlIn(json: string | undefined): string | undefined {
  * the CLI starts its own NATS). A file that cannot be read is skipped here; `loadConfig`
  * reports it.
  */
-export function configuredNats(
+export async function configuredNats(
   opts: { config?: string; repo?: string },
   env: NodeJS.ProcessEnv = process.env,
   cwd: string = process.cwd(),
-): ConfiguredNats | undefined {
+): Promise<ConfiguredNats | undefined> {
+  // Loaded here, not at the top: this module is in every command's start, and usage errors
+  // answer before the shared library (zod contracts, NATS) is loaded.
+  const { findConfigFiles, repositoryRoot } = await import("@loopsmith/shared/runtime");
   let discovered: string[] = [];
   try {
     const repoRoot = opts.repo ? (repositoryRoot(resolve(opts.repo)) ?? resolve(opts.repo)) : undefined;

@@ -41,7 +41,7 @@ async function preflight(taskId: string, opts: { config?: string }): Promise<voi
     throw usageError(
       `task id ${JSON.stringify(taskId.slice(0, 80))} is not valid: task ids are 1-64 letters, digits, '-' or '_'`,
     );
-  const nats = configuredNats(opts);
+  const nats = await configuredNats(opts);
   if (nats) await checkNatsListening(nats);
 }
 

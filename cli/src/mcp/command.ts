@@ -28,7 +28,7 @@ export function registerMcp(program: Command, run: CommandRunner, logger: () => 
     )
     .action(async (opts: McpOptions) =>
       run(undefined, async () => {
-        const nats = configuredNats(opts);
+        const nats = await configuredNats(opts);
         if (nats) await checkNatsListening(nats);
         const { serveMcp } = await import("./server.js");
         return serveMcp(opts, await logger());
