@@ -179,6 +179,8 @@ export {
   type ImproveRequestInput,
   type ImproveSettingsInput,
   type TaskInput,
+  testAlpha,
+  type AlphaSpending,
 } from "./contracts/index.js";
 export {
   BEATS_PREFIX,

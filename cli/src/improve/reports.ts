@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { GenerationReport, ImproveSummary, LoopsmithError, type ImproveSettings } from "@loopsmith/shared";
+import { GenerationReport, ImproveSummary, LoopsmithError, testAlpha, type ImproveSettings } from "@loopsmith/shared";
 
 const REPORT_FILE = /^gen-(\d+)\.json$/;
 
@@ -363,30 +363,6 @@ export function reportsFooter(reports: GenerationReport[]): string[] {
 }
 
 /**
- * The level α_j of a run's j-th paired test, as the run's settings define it
- * (`ImproveSettings.alphaSpending`, shared/src/contracts/improve.ts): `harmonic`
- * α/(j·H_G) with H_G = Σ_{i ≤ G} 1/i; `basel` α·6/(π²j²); `none` α. The architect's
- * `testAlpha` computes the same (a unit test holds them equal). Pure.
- * @throws RangeError when `alpha` is not in (0, 1], or `j` or `generations` is not a positive integer
- */
-export function perTestAlpha(
-  alpha: number,
-  j: number,
-  generations: number,
-  rule: ImproveSettings["alphaSpending"],
-): number {
-  if (!(alpha > 0 && alpha <= 1)) throw new RangeError(`alpha must be in (0, 1], got ${alpha}`);
-  if (!Number.isInteger(j) || j < 1) throw new RangeError(`the test index must be a positive integer, got ${j}`);
-  if (!Number.isInteger(generations) || generations < 1)
-    throw new RangeError(`generations must be a positive integer, got ${generations}`);
-  if (rule === "none") return alpha;
-  if (rule === "basel") return (alpha * 6) / (Math.PI ** 2 * j * j);
-  let h = 0;
-  for (let i = 1; i <= generations; i++) h += 1 / i;
-  return alpha / (j * h);
-}
-
-/**
  * The least n for which n fixed and 0 broken cases pass the selection's one-sided exact sign
  * test at level `alpha`: p = 0.5^n < alpha (strictly, as the decision tests it). Pure.
  * @throws RangeError when `alpha` is not in (0, 1]
@@ -401,7 +377,7 @@ export function fixesNeeded(alpha: number): number {
  * perfect fix to be significant. A perfect fix makes every selection case that failed on the
  * parent in all calibration runs pass (n discordant pairs, 0 broken), so the best p-value of the
  * selection's one-sided exact sign test is 0.5^n; the j-th paired test of the run is at α_j
- * ({@link perTestAlpha}). When 0.5^n ≥ α_1 no generation can be accepted; when only the later
+ * (`testAlpha`, shared). When 0.5^n ≥ α_1 no generation can be accepted; when only the later
  * tests are out of reach, the line says from which test on. It names n, the p-value, the level,
  * the cases needed and what would fix it (more failing cases in the benchmark, a larger
  * `--alpha` with the least one that would do, fewer `--generations`, a smaller confirmation
@@ -417,8 +393,8 @@ export function smallBenchmarkWarning(
   const failing = new Set(calibration.parentFailing);
   const n = calibration.selection.filter((id) => failing.has(id)).length;
   const best = 0.5 ** n;
-  const a1 = perTestAlpha(alpha, 1, g, rule);
-  const aG = perTestAlpha(alpha, g, g, rule);
+  const a1 = testAlpha(alpha, 1, g, rule);
+  const aG = testAlpha(alpha, g, g, rule);
   if (best < aG) return undefined;
   const spending = rule === "none" ? "each test at --alpha" : `spent ${rule} over ${g} generation(s)`;
   const cases = `the selection set has ${n} case(s) failing on the parent (of ${calibration.selection.length})`;
@@ -432,8 +408,8 @@ export function smallBenchmarkWarning(
     return `warning: no generation of this run can be accepted: ${cases}; ${p}, not below generation 1's level ${a1.toPrecision(3)} (--alpha ${alpha} ${spending}); ${fixesNeeded(a1)} failing selection case(s) are needed. Add failing cases to the benchmark, or use ${raise}${fewer}a smaller --confirmation-fraction.`;
   }
   let last = 1;
-  while (last < g && best < perTestAlpha(alpha, last + 1, g, rule)) last++;
-  return `warning: only the first ${last} benchmarked generation(s) of ${g} can be accepted: ${cases}; ${p}, not below the level ${perTestAlpha(alpha, last + 1, g, rule).toPrecision(3)} of test ${last + 1} (--alpha ${alpha} ${spending}); ${fixesNeeded(aG)} failing selection case(s) would reach the last generation's level ${aG.toPrecision(3)}. Add failing cases to the benchmark, or use a larger --alpha, fewer --generations or a smaller --confirmation-fraction.`;
+  while (last < g && best < testAlpha(alpha, last + 1, g, rule)) last++;
+  return `warning: only the first ${last} benchmarked generation(s) of ${g} can be accepted: ${cases}; ${p}, not below the level ${testAlpha(alpha, last + 1, g, rule).toPrecision(3)} of test ${last + 1} (--alpha ${alpha} ${spending}); ${fixesNeeded(aG)} failing selection case(s) would reach the last generation's level ${aG.toPrecision(3)}. Add failing cases to the benchmark, or use a larger --alpha, fewer --generations or a smaller --confirmation-fraction.`;
 }
 
 /**

@@ -1,11 +1,9 @@
 /**
  * The small-benchmark warning `loopsmith improve` prints before generation 1 (issue #36): the
- * levels of the run's tests as the architect computes them, the cases a perfect fix needs, and
- * the one line.
+ * cases a perfect fix needs, and the one line.
  */
 import { describe, expect, it } from "vitest";
-import { testAlpha } from "../../../services/architect/src/improve/decision.js";
-import { fixesNeeded, perTestAlpha, smallBenchmarkWarning } from "./reports.js";
+import { fixesNeeded, smallBenchmarkWarning } from "./reports.js";
 
 describe("the small-benchmark warning (issue #36)", () => {
   const calibration = (selectionFailing: number, selectionPassing = 10) => ({
@@ -19,17 +17,6 @@ describe("the small-benchmark warning (issue #36)", () => {
     ],
     confirmation: ["f-held", "p-held"],
     parentFailing: [...Array.from({ length: selectionFailing }, (_, i) => `f${i}`), "f-held"],
-  });
-
-  it("computes each test's level as the architect does", () => {
-    for (const rule of ["harmonic", "basel", "none"] as const)
-      for (const [a, j, g] of [
-        [0.05, 1, 3],
-        [0.05, 6, 6],
-        [0.2, 4, 10],
-      ] as const)
-        expect(perTestAlpha(a, j, g, rule)).toBeCloseTo(testAlpha(a, j, g, rule), 15);
-    expect(() => perTestAlpha(0, 1, 1, "none")).toThrow(RangeError);
   });
 
   it("needs the least n with 0.5^n below alpha", () => {

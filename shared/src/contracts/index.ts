@@ -157,6 +157,7 @@ export {
   type ImproveRequestInput,
   type ImproveSettingsInput,
 } from "./improve.js";
+export { testAlpha, type AlphaSpending } from "./alpha.js";
 export {
   DagPlan,
   DagPlanProblem,
