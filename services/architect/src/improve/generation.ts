@@ -374,6 +374,20 @@ export async function runGeneration(
       accepted,
     };
   };
+  /** Throws {@link GenerationTimeout} once the generation is past its time limit (between runs). */
+  const checkDeadline = (): void => {
+    if (Date.now() > deadline) throw new GenerationTimeout();
+  };
+  /** The generation rejected `timeout` when `err` is the deadline's; any other error is thrown again. */
+  const timedOut = (err: unknown, while_: string): GenerationOutcome => {
+    if (!(err instanceof GenerationTimeout)) throw err;
+    lap("bench");
+    const limit = `${Math.round(s.generationTimeoutMs / 1000)} s`;
+    return {
+      ...reject("timeout", `the generation passed its time limit of ${limit} while ${while_}`, checkPart),
+      parentCheck,
+    };
+  };
 
   if (s.dryRun && s.bench === undefined) {
     return {
@@ -420,20 +434,9 @@ export async function runGeneration(
     );
     let measured: Awaited<ReturnType<typeof measureBoth>>;
     try {
-      measured = await measureBoth(ctx, state.parent, overlay, () => {
-        if (Date.now() > deadline) throw new GenerationTimeout();
-      });
+      measured = await measureBoth(ctx, state.parent, overlay, checkDeadline);
     } catch (err) {
-      if (!(err instanceof GenerationTimeout)) throw err;
-      lap("bench");
-      return {
-        ...reject(
-          "timeout",
-          `the generation passed its time limit of ${Math.round(s.generationTimeoutMs / 1000)} s while measuring`,
-          checkPart,
-        ),
-        parentCheck,
-      };
+      return timedOut(err, "measuring");
     }
     lap("bench");
     const opts = runDecideOptions(state);
@@ -464,26 +467,9 @@ export async function runGeneration(
   });
   let bench: Awaited<ReturnType<typeof benchBoth>>;
   try {
-    bench = await benchBoth(
-      ctx,
-      state.parent,
-      overlay,
-      () => {
-        if (Date.now() > deadline) throw new GenerationTimeout();
-      },
-      (p, c) => futile(p, c, runDecideOptions(state)),
-    );
+    bench = await benchBoth(ctx, state.parent, overlay, checkDeadline, (p, c) => futile(p, c, runDecideOptions(state)));
   } catch (err) {
-    if (!(err instanceof GenerationTimeout)) throw err;
-    lap("bench");
-    return {
-      ...reject(
-        "timeout",
-        `the generation passed its time limit of ${Math.round(s.generationTimeoutMs / 1000)} s while benchmarking`,
-        checkPart,
-      ),
-      parentCheck,
-    };
+    return timedOut(err, "benchmarking");
   }
   lap("bench");
   if (!bench.ok) {
