@@ -7,12 +7,11 @@
  */
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REPO, loopsmith } from "../fixtures/cli.js";
+import { startFakeGitHub, type FakeAnswer, type FakeGitHub, type RecordedRequest } from "../fixtures/fake-github.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-improve-pr-"));
 const env = {
@@ -33,48 +32,27 @@ const gitEnv = {
 const git = (dir: string, ...args: string[]): string =>
   execFileSync("git", ["-C", dir, ...args], { env: gitEnv, encoding: "utf8" }).trim();
 
-interface Recorded {
-  method: string;
-  path: string;
-  auth: string;
-  body: Record<string, unknown> | undefined;
-}
-const recorded: Recorded[] = [];
-let server: Server;
+let github: FakeGitHub;
 let api = "";
+let recorded: RecordedRequest[] = [];
 
 beforeAll(async () => {
-  server = createServer((req, res) => {
-    let text = "";
-    req.on("data", (c: Buffer) => (text += c.toString()));
-    req.on("end", () => {
-      const body = text ? (JSON.parse(text) as Record<string, unknown>) : undefined;
-      recorded.push({ method: req.method ?? "", path: req.url ?? "", auth: req.headers.authorization ?? "", body });
-      res.setHeader("content-type", "application/json");
-      if (req.headers.authorization !== "token good-token") {
-        res.statusCode = 401;
-        res.end(
-          JSON.stringify({
-            message: "Bad credentials",
-            documentation_url: "https://docs.github.com/rest",
-            status: "401",
-          }),
-        );
-      } else if (req.method === "GET" && req.url === "/repos/acme/textkit") {
-        res.end(JSON.stringify({ name: "textkit", full_name: "acme/textkit", default_branch: "main" }));
-      } else if (req.method === "POST" && req.url === "/repos/acme/textkit/pulls") {
-        res.statusCode = 201;
-        res.end(JSON.stringify({ number: 7, html_url: "https://github.example/acme/textkit/pull/7" }));
-      } else {
-        res.statusCode = 404;
-        res.end(JSON.stringify({ message: "Not Found" }));
-      }
-    });
+  github = await startFakeGitHub(({ method, route, auth }): FakeAnswer => {
+    if (auth !== "token good-token")
+      return {
+        status: 401,
+        data: { message: "Bad credentials", documentation_url: "https://docs.github.com/rest", status: "401" },
+      };
+    if (method === "GET" && route === "/repos/acme/textkit")
+      return { status: 200, data: { name: "textkit", full_name: "acme/textkit", default_branch: "main" } };
+    if (method === "POST" && route === "/repos/acme/textkit/pulls")
+      return { status: 201, data: { number: 7, html_url: "https://github.example/acme/textkit/pull/7" } };
+    return { status: 404, data: { message: "Not Found" } };
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  api = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  api = github.url;
+  recorded = github.recorded;
 });
-afterAll(() => new Promise<void>((r) => server.close(() => r())));
+afterAll(() => github.close());
 
 function repoWithRemote(): { repo: string; remote: string } {
   const repo = mkdtempSync(join(tmpdir(), "loopsmith-pr-repo-"));
