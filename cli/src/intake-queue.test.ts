@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { tasksAhead } from "./intake-queue.js";
+import { conductorActive, tasksAhead } from "./intake-queue.js";
 import { queuedLine, startedLine } from "./solve-progress.js";
 
 describe("a task's place in the intake queue", () => {
@@ -15,5 +15,13 @@ describe("a task's place in the intake queue", () => {
     expect(queuedLine(0)).toBe("queued: waiting for a conductor (0 tasks ahead)");
     expect(queuedLine(1)).toBe("queued: waiting for a conductor (1 task ahead)");
     expect(startedLine(53_000)).toBe("started: a conductor took the task after 53.0 s in the queue");
+  });
+});
+
+describe("a conductor at work on the intake", () => {
+  it("is one with a fetch waiting or a task held, and none with neither", () => {
+    expect(conductorActive({ num_waiting: 1, num_ack_pending: 0 })).toBe(true);
+    expect(conductorActive({ num_waiting: 0, num_ack_pending: 2 })).toBe(true);
+    expect(conductorActive({ num_waiting: 0, num_ack_pending: 0 })).toBe(false);
   });
 });

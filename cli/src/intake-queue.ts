@@ -43,3 +43,36 @@ export async function intakePosition(nc: NatsConnection, seq: number, timeoutMs 
     return undefined;
   }
 }
+
+/** The fields of JetStream's consumer info that show a conductor at work. */
+export interface ConsumerActivity {
+  /** Pull requests waiting (a conductor with a free slot fetches every 2 s). */
+  num_waiting: number;
+  /** Tasks handed to a conductor and not yet acknowledged (a conductor whose slots are all taken). */
+  num_ack_pending: number;
+}
+
+/** Whether the intake's consumer shows a conductor at work: a fetch waiting or a task held. */
+export function conductorActive(info: ConsumerActivity): boolean {
+  return info.num_waiting > 0 || info.num_ack_pending > 0;
+}
+
+/**
+ * Whether a conductor works the intake queue now, read from the conductor consumer's info:
+ * the sign of a running stack that does not depend on its services answering a `$SRV` ping
+ * (on a cluster whose node was just killed a whole stack can miss one).
+ * @returns false when the info cannot be read (no JetStream, no such consumer, no answer
+ *   within `timeoutMs`)
+ */
+export async function conductorAtWork(nc: NatsConnection, timeoutMs = 1_000): Promise<boolean> {
+  try {
+    const reply = await nc.request(`$JS.API.CONSUMER.INFO.${Streams.tasks}.${Streams.conductorConsumer}`, "", {
+      timeout: timeoutMs,
+    });
+    const info = reply.json<Partial<ConsumerActivity> & { error?: unknown }>();
+    if (info.error || typeof info.num_waiting !== "number" || typeof info.num_ack_pending !== "number") return false;
+    return conductorActive({ num_waiting: info.num_waiting, num_ack_pending: info.num_ack_pending });
+  } catch {
+    return false;
+  }
+}

@@ -31,6 +31,7 @@ import { ensureStackImages, stackImages } from "./images.js";
 import { startNatsContainer } from "./nats-container.js";
 import { liveStack, takeOwnStackLock } from "./stack-record.js";
 import { natsUnreachableMessage } from "./preflight.js";
+import { conductorAtWork } from "./intake-queue.js";
 import { currentBuild } from "../bin/build-stamp.js";
 
 /** How long an external NATS (one the configuration names) gets to answer, in ms. */
@@ -210,20 +211,23 @@ export const PARTIAL_STACK_WAIT_MS = 12_000;
 
 /**
  * How long a NATS cluster where no service answered is asked again before "no stack runs" is
- * the answer, in ms: a stack on a cluster whose node was just killed can miss one ping
- * entirely (the compose cluster e2e test once saw `solve` start a whole stack of its own, with
- * the client's credentials, when its first ping met the kill of `nats-2`).
+ * the answer, in ms: a stack on a cluster whose node was just killed can miss pings entirely
+ * (the compose cluster e2e test saw `solve` start a whole stack of its own, with the client's
+ * credentials, when its first pings met the kill of `nats-2`; once again under CI load with
+ * 3 s here, before the conductor check below).
  */
-export const EMPTY_CLUSTER_WAIT_MS = 3_000;
+export const EMPTY_CLUSTER_WAIT_MS = 6_000;
 
 /**
- * The services of a running stack: those that answer a ping. When some answer and others
- * do not, the stack is running and the others are most likely between two pings (a NATS node
- * failing over, a restart), so they are asked again every 250 ms for up to `waitMs`. Starting
- * a second copy here, with this command's credentials, would be wrong. When none answers on a
- * single server whose connection held, no stack runs, and the answer is given at once; on a
- * cluster, or when the connection was lost and made again during the ping, they are asked
- * again for up to `emptyWaitMs` first.
+ * The services of a running stack: those that answer a ping. A stack runs when some answer,
+ * or when none does but a conductor works the intake queue (`conductorAtWork`: a fetch
+ * waiting or a task held on the conductor consumer). Then the missing services are most
+ * likely between two pings (a NATS node failing over, a restart), so they are asked again
+ * every 250 ms for up to `waitMs`: starting a second copy here, with this command's
+ * credentials, would be wrong. When nothing shows a stack on a single server whose
+ * connection held, the answer is given at once; on a cluster, or when the connection was
+ * lost and made again during the ping, the services and the conductor are asked again for up
+ * to `emptyWaitMs` first.
  */
 export async function presentServices(
   nc: NatsConnection,
@@ -233,18 +237,25 @@ export async function presentServices(
 ): Promise<Set<ServiceName>> {
   // A reconnect gets the INFO of another server (or of a restarted one: a new id).
   const server = nc.info?.server_id;
-  const askAgain = async (present: Set<ServiceName>, until: number, more: () => boolean): Promise<void> => {
-    while (more() && Date.now() < until) {
-      await new Promise((r) => setTimeout(r, 250));
-      for (const s of await answeringServices(nc, want)) present.add(s);
-    }
-  };
+  const pause = (): Promise<void> => new Promise((r) => setTimeout(r, 250));
   const present = await answeringServices(nc, want);
   const moved = nc.info?.server_id !== server;
   const clustered = nc.info?.cluster !== undefined || (nc.info?.connect_urls?.length ?? 0) > 0;
-  if (present.size === 0 && (clustered || moved))
-    await askAgain(present, Date.now() + emptyWaitMs, () => present.size === 0);
-  await askAgain(present, Date.now() + waitMs, () => present.size > 0 && want.some((s) => !present.has(s)));
+  let running = present.size > 0 || (await conductorAtWork(nc));
+  if (!running && (clustered || moved)) {
+    const until = Date.now() + emptyWaitMs;
+    while (!running && Date.now() < until) {
+      await pause();
+      for (const s of await answeringServices(nc, want)) present.add(s);
+      running = present.size > 0 || (await conductorAtWork(nc, 500));
+    }
+  }
+  if (!running) return present;
+  const until = Date.now() + waitMs;
+  while (want.some((s) => !present.has(s)) && Date.now() < until) {
+    await pause();
+    for (const s of await answeringServices(nc, want)) present.add(s);
+  }
   return present;
 }
 

@@ -2,12 +2,15 @@
  * `presentServices` (cli/src/stack.ts) on a real NATS: a stack that answers in part is asked
  * again before any service is started here (the compose cluster e2e test once saw `solve`
  * start its own architect, with the client's credentials, when the stack's architect missed
- * one ping during a NATS node's kill); with no stack at all the answer comes at once.
+ * one ping during a NATS node's kill); a stack none of whose services answers, but whose
+ * conductor fetches from the intake, is asked again too (the same test under CI load, when
+ * every service missed the pings); with no stack at all the answer comes at once.
  */
 import { Svcm } from "@nats-io/services";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ServiceNames, type ServiceName } from "@loopsmith/shared";
+import { jetstream } from "@nats-io/jetstream";
+import { ServiceNames, Streams, setupBus, type ServiceName } from "@loopsmith/shared";
 import { presentServices } from "../../cli/src/stack.js";
 import { startNats, type Started } from "../fixtures/containers.js";
 
@@ -62,5 +65,34 @@ describe("presentServices", () => {
     expect(present.has("memory")).toBe(false);
     expect(present.size).toBe(ALL.length - 1);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(1_500);
+  });
+});
+
+describe("presentServices with a conductor at work and no service answering", () => {
+  it("takes a fetch waiting on the intake consumer for a running stack and asks again until its services answer", async () => {
+    await Promise.all(stops.splice(0).map((s) => s()));
+    await setupBus(nc);
+    // Nothing answers and no conductor fetches: no stack, at once (the bus alone is no stack).
+    const t0 = Date.now();
+    expect((await presentServices(nc, ALL, 5_000)).size).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(2_000);
+
+    // A conductor's fetch (as the architect's durable consumer makes it) waits on the intake.
+    const conductor = await connect({ servers: nats.url });
+    const consumer = await jetstream(conductor).consumers.get(Streams.tasks, Streams.conductorConsumer);
+    const batch = await consumer.fetch({ max_messages: 1, expires: 10_000 });
+    const draining = (async () => {
+      for await (const m of batch) m.nak();
+    })();
+    stops.push(async () => {
+      batch.stop();
+      await draining.catch(() => undefined);
+      await conductor.close();
+    });
+    for (const s of ALL) setTimeout(() => void serve(s), 2_000);
+    const t1 = Date.now();
+    const present = await presentServices(nc, ALL, 8_000);
+    expect([...present].sort()).toEqual([...ALL].sort());
+    expect(Date.now() - t1).toBeGreaterThanOrEqual(1_900);
   });
 });
