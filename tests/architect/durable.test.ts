@@ -386,6 +386,33 @@ describe("the durable consumer", () => {
     }
   }, 90_000);
 
+  it("stops an idle consumer at once, ending its waiting fetch instead of its 2 s expiry, and a job sent after runs on another runner", async ({
+    nats,
+  }) => {
+    const nc = await connect({ servers: nats.url });
+    await ensureJobStream(nc);
+    const first = await startRunner(nc);
+    // Its fetch is waiting on the broker.
+    await until(async () => (await (await jetstreamManager(nc)).consumers.info(STREAM, CONSUMER)).num_waiting > 0);
+    const started = Date.now();
+    await first.consumer.stop();
+    expect(Date.now() - started).toBeLessThan(500);
+    const second = await startRunner(nc);
+    try {
+      const j = job(1);
+      const sent = Date.now();
+      await submit(nc, j);
+      expect((await eventsOf(nc, j.taskId)).at(-1)?.message).toBe("done after 1 steps");
+      // Not held by the first runner's abandoned fetch until the 10 s ack wait.
+      expect(Date.now() - sent).toBeLessThan(3_000);
+      expect(first.effects).toEqual([]);
+      expect(second.effects).toEqual([`${j.taskId}:1`]);
+    } finally {
+      await second.consumer.stop();
+      await nc.close();
+    }
+  }, 60_000);
+
   it("takes no more jobs once its connection is closed, instead of retrying a closed connection for ever", async ({
     nats,
   }) => {

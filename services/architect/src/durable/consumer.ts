@@ -298,6 +298,9 @@ export async function runDurableConsumer<Request extends Owned, State extends Ch
   const slotsTaken = (): number => [...running.values()].filter((r) => r.slot).length;
   let stopped = false;
   let wake: (() => void) | undefined;
+  // The fetch waiting now: stop() ends it instead of waiting out its expiry (up to 2 s per
+  // consumer). A message the broker hands to it after that is redelivered after the ack wait.
+  let fetching: { stop(): void } | undefined;
 
   const take = (msg: JsMsg): void => {
     const parsed = parseRequest(opts, msg);
@@ -352,7 +355,14 @@ export async function runDurableConsumer<Request extends Owned, State extends Ch
       }
       try {
         const batch = await consumer.fetch({ max_messages: 1, expires: 2_000 });
-        for await (const msg of batch) take(msg);
+        fetching = batch;
+        if (stopped) batch.stop();
+        // One that arrives as this consumer stops goes back to the broker at once.
+        for await (const msg of batch) {
+          if (stopped) msg.nak();
+          else take(msg);
+        }
+        fetching = undefined;
       } catch (err) {
         if (stopped) break;
         if (nc.isClosed()) {
@@ -384,6 +394,7 @@ export async function runDurableConsumer<Request extends Owned, State extends Ch
     async stop() {
       stopped = true;
       wake?.();
+      fetching?.stop();
       const limitMs = opts.stopTimeoutMs ?? 30_000;
       const report = setInterval(
         () =>
