@@ -231,4 +231,22 @@ describe("checkBudgetPrices (issue #37: a USD budget needs a price for every mod
     await expect(checkBudgetPrices(free, { maxCostUsd: 1 }, (m) => warnings.push(m))).resolves.toBeUndefined();
     expect(warnings).toHaveLength(1);
   });
+
+  it("an improvement run's budget covers the improve role, which a task's does not", async () => {
+    const improveOnLocal = Config.parse({
+      llm: {
+        provider: "anthropic",
+        roles: { improve: { provider: "openai-compatible", model: "qwen2.5-coder:14b", baseUrl: "http://127.0.0.1:9/v1" } },
+      },
+    });
+    const warnings: string[] = [];
+    await expect(checkBudgetPrices(improveOnLocal, { maxCostUsd: 1 }, (m) => warnings.push(m))).resolves.toBeUndefined();
+    const err = await checkBudgetPrices(improveOnLocal, { maxCostUsd: 1 }, (m) => warnings.push(m), ROLES).then(
+      () => undefined,
+      (e: unknown) => e as { code?: string; message: string },
+    );
+    expect(err?.code).toBe("config_invalid");
+    expect(err?.message).toContain("role improve");
+    expect(warnings).toEqual([]);
+  });
 });

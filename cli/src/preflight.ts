@@ -329,13 +329,15 @@ export async function checkNatsListening(nats: ConfiguredNats, timeoutMs = 1_500
 }
 
 /**
- * A USD budget over a model without a known price (issue #37): `solve` refuses it before
- * starting anything, or, without a USD budget, warns that the model's calls count as $0.
- * Prices come from `llm.prices` (and a role's `prices`), then `@pydantic/genai-prices`; see
- * `shared/src/llm/prices.ts`. Checks every role a task can call (`TASK_ROLES`).
- * @param config the configuration the services started for this solve will run with
- * @param limits the task's limits; `maxCostUsd` is `--budget-usd`
+ * A USD budget over a model without a known price (issue #37): `solve` and `improve` refuse
+ * it before starting anything, or, without a USD budget, warn that the model's calls count as
+ * $0. Prices come from `llm.prices` (and a role's `prices`), then `@pydantic/genai-prices`;
+ * see `shared/src/llm/prices.ts`.
+ * @param config the configuration the services started for this command will run with
+ * @param limits `maxCostUsd` is `--budget-usd` (a task's limit, or an improvement run's)
  * @param warn where the warning goes (stderr)
+ * @param roles the roles the work can call: a task's (`TASK_ROLES`, the default), or every
+ *   role for an improvement run (its hypotheses call `improve`)
  * @throws LoopsmithError `config_invalid` (exit 2) naming each unpriced model, its roles and
  *   the `llm.prices["<model>"]` key to set
  */
@@ -343,9 +345,10 @@ export async function checkBudgetPrices(
   config: Config,
   limits: { maxCostUsd?: number | undefined } | undefined,
   warn: (message: string) => void,
+  roles?: readonly (typeof ROLES)[number][],
 ): Promise<void> {
   const { refuseUnpriced, unpricedModels, unpricedWarning } = await import("@loopsmith/shared/llm");
-  const unpriced = unpricedModels(config);
+  const unpriced = roles ? unpricedModels(config, roles) : unpricedModels(config);
   if (unpriced.length === 0) return;
   if (limits?.maxCostUsd !== undefined) refuseUnpriced(unpriced, "--budget-usd");
   warn(unpricedWarning(unpriced));

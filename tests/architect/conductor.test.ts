@@ -73,7 +73,7 @@ describe("conductor on JetStream", () => {
       },
     });
     const { steps: s, calls } = steps([passed]);
-    const conductor = await startConductor({ nc, steps: s, log, admit: budgetAdmission(config) });
+    const conductor = await startConductor({ nc, steps: s, log, admit: budgetAdmission(config).task });
     try {
       const refused = await runTask(nc, task({ limits: { maxCostUsd: 1 } as never }));
       expect(refused.result).toMatchObject({ status: "error", error: { code: "config_invalid" } });

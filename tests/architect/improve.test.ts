@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { describe, expect, onTestFinished } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import {
+  Config,
   ensureStreams,
   materializeSnapshot,
   putSnapshot,
@@ -22,12 +23,13 @@ import {
   followEvents,
   type ExecutionRequest,
   type ExecutionResult,
+  type ImproveRequest,
   type ImproveRequestInput,
   type ImproveSummary,
   type LlmProvider,
   type TaskEvent,
 } from "@loopsmith/shared";
-import { startImprover, type Improver } from "@loopsmith/architect";
+import { budgetAdmission, startImprover, type Improver } from "@loopsmith/architect";
 import { gate } from "@loopsmith/reviewer";
 import { it } from "../fixtures/index.js";
 import { fakeConductor } from "./fake-conductor.js";
@@ -119,7 +121,13 @@ async function summaryOf(
 
 function improver(
   nc: NatsConnection,
-  deps: { usd: number; hypotheses: Map<string, number>; exec: ExecutionRequest[]; cancelled?: string[] },
+  deps: {
+    usd: number;
+    hypotheses: Map<string, number>;
+    exec: ExecutionRequest[];
+    cancelled?: string[];
+    admit?: (request: ImproveRequest) => void;
+  },
 ): Promise<Improver> {
   const cache = mkdtempSync(join(tmpdir(), "improver-cache-"));
   return startImprover({
@@ -130,11 +138,15 @@ function improver(
     gate: async (req) => gate(req),
     tree: (s) => materializeSnapshot(nc, s, cache),
     cancelTask: async (id) => void deps.cancelled?.push(id),
+    ...(deps.admit ? { admit: deps.admit } : {}),
   });
 }
 
 /** NATS, a fake conductor and an improver for one test, stopped when the test ends (passed or not). */
-async function setup(url: string, opts: { usd?: number; hold?: (taskId: string) => boolean } = {}) {
+async function setup(
+  url: string,
+  opts: { usd?: number; hold?: (taskId: string) => boolean; admit?: (request: ImproveRequest) => void } = {},
+) {
   const nc = await connect({ servers: url });
   await ensureStreams(nc);
   const stop = fakeConductor(nc, {
@@ -148,6 +160,7 @@ async function setup(url: string, opts: { usd?: number; hold?: (taskId: string) 
     hypotheses: new Map<string, number>(),
     exec: [] as ExecutionRequest[],
     cancelled: [] as string[],
+    ...(opts.admit ? { admit: opts.admit } : {}),
   };
   const imp = await improver(nc, deps);
   onTestFinished(async () => {
@@ -201,6 +214,33 @@ describe("the improver", () => {
     // $0.40 + $0.40 spent; $0.20 left is less than the $0.40 a generation has cost.
     expect(summary).toMatchObject({ stopReason: "budget", generations: 2 });
     expect(summary.usage.costUsd).toBeCloseTo(0.8, 10);
+  });
+
+  it("refuses a USD budget over an unpriced model (the improve role's included) before any generation; admits the run without one", async ({
+    nats,
+  }) => {
+    // The improve role on a local server: neither llm.prices nor @pydantic/genai-prices prices it.
+    const config = Config.parse({
+      llm: {
+        provider: "anthropic",
+        roles: {
+          improve: { provider: "openai-compatible", model: "qwen2.5-coder:14b", baseUrl: "http://127.0.0.1:9/v1" },
+        },
+      },
+    });
+    // A task's budget does not cover the improve role; a run's does.
+    expect(() => budgetAdmission(config).task({ limits: { maxCostUsd: 1 } } as never)).not.toThrow();
+    const { nc, deps, snap } = await setup(nats.url, { admit: budgetAdmission(config).run });
+    await submitImprove(nc, request("run-unpriced", snap, { generations: 2, budgetUsd: 1 }));
+    const { summary, generations } = await summaryOf(nc, "run-unpriced");
+    expect(summary.stopReason).toBe("error");
+    expect(summary.message).toContain('set llm.prices["qwen2.5-coder:14b"]');
+    expect(summary.message).toContain("role improve");
+    expect(generations).toEqual([]);
+    expect(deps.hypotheses.size).toBe(0);
+    expect(deps.exec).toEqual([]);
+    await submitImprove(nc, request("run-unbudgeted", snap, { generations: 1 }));
+    expect((await summaryOf(nc, "run-unbudgeted")).summary).toMatchObject({ stopReason: "completed", generations: 1 });
   });
 
   it("records a generation past its time limit as timeout, cancels its task, and goes on", async ({ nats }) => {

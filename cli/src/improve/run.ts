@@ -30,6 +30,7 @@ import {
   natsServers,
 } from "@loopsmith/shared";
 import { CliError } from "../errors.js";
+import { ROLES, checkBudgetPrices } from "../preflight.js";
 import { jsonLine, printable } from "../terminal.js";
 import { archiveCommit, branchCommit, checkRepo, commitPatch, git, setBranch } from "../repo.js";
 import { detectLanguage } from "../solve-repo.js";
@@ -109,6 +110,10 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
       message: `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath}; no model is called.`,
     });
   if (provider.verify) await provider.verify();
+  // A USD budget needs a known price for every model the run can call (issue #37): its
+  // hypotheses' (`improve`) and its tasks'. On a stack NATS_URL names, the architect checks.
+  if (!config.natsUrl)
+    await checkBudgetPrices(config, { maxCostUsd: settings.budgetUsd }, (m) => process.stderr.write(`loopsmith: ${m}\n`), ROLES);
   const snapshot = await archiveCommit(repo.root, repo.baseCommit);
   const language = await detectLanguage(repo.root, repo.baseCommit);
 

@@ -9,9 +9,10 @@ import {
   type Config,
   type LlmProvider,
   type ServiceModule,
+  type ImproveRequest,
   type Task,
 } from "@loopsmith/shared";
-import { refuseUnpriced, unpricedModels, unpricedWarning } from "@loopsmith/shared/llm";
+import { ROLES, refuseUnpriced, unpricedModels, unpricedWarning } from "@loopsmith/shared/llm";
 import { startConductor } from "./conductor.js";
 import { readEventsPage } from "./events-page.js";
 import { createPlanner } from "./planner.js";
@@ -57,22 +58,34 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
 }
 
 /**
- * The conductor's admission rule for USD budgets (issue #37): a task with
- * `limits.maxCostUsd` is refused before any step when a role it can call (`TASK_ROLES`,
- * primaries and fallbacks) has no known price in `config` (neither `llm.prices` nor
- * `@pydantic/genai-prices`). A task that carries its own replies (`Task.script`) calls no
- * model and is admitted. The unpriced models are resolved once, here, and `log` warns of them.
- * @returns the `admit` hook of {@link startConductor}; it throws `LoopsmithError`
- *   `config_invalid` (not retryable) naming each model, its roles and the `llm.prices` key
+ * The admission rules for USD budgets (issue #37): a task with `limits.maxCostUsd` is refused
+ * before any step when a role it can call (`TASK_ROLES`, primaries and fallbacks) has no known
+ * price in `config` (neither `llm.prices` nor `@pydantic/genai-prices`); an improvement run
+ * with `settings.budgetUsd` likewise, over every role (`ROLES`: its hypotheses call `improve`,
+ * its generations' tasks the others). A task that carries its own replies (`Task.script`)
+ * calls no model and is admitted. The unpriced models are resolved once, here, and `log`
+ * warns of them.
+ * @returns the `admit` hooks of {@link startConductor} (`task`) and of the improver (`run`);
+ *   each throws `LoopsmithError` `config_invalid` (not retryable) naming each model, its roles
+ *   and the `llm.prices` key
  * @throws LoopsmithError `config_invalid` when a role's model cannot be resolved
  */
-export function budgetAdmission(config: Config, log?: Logger): (task: Task) => void {
-  const unpriced = unpricedModels(config);
-  if (unpriced.length) log?.warn({ unpriced }, unpricedWarning(unpriced));
-  return (task) => {
-    if (task.limits.maxCostUsd !== undefined && !task.script) {
-      refuseUnpriced(unpriced, "the task's USD budget (--budget-usd)");
-    }
+export function budgetAdmission(
+  config: Config,
+  log?: Logger,
+): { task: (task: Task) => void; run: (request: ImproveRequest) => void } {
+  const forTasks = unpricedModels(config);
+  const forRuns = unpricedModels(config, ROLES);
+  if (forRuns.length) log?.warn({ unpriced: forRuns }, unpricedWarning(forRuns));
+  return {
+    task: (task) => {
+      if (task.limits.maxCostUsd !== undefined && !task.script)
+        refuseUnpriced(forTasks, "the task's USD budget (--budget-usd)");
+    },
+    run: (request) => {
+      if (request.settings.budgetUsd !== undefined)
+        refuseUnpriced(forRuns, "the improvement run's USD budget (--budget-usd)");
+    },
   };
 }
 
@@ -120,6 +133,8 @@ export async function architectService(deps: {
     ],
     start: async () => {
       const replicas = deps.config.nats.replicas;
+      // An injected provider is the caller's: its prices are not the configuration's.
+      const admission = deps.provider ? undefined : budgetAdmission(deps.config, deps.log);
       outbox = await openRecordOutbox(deps.nc, bus.recordTask, deps.log.child({ part: "outbox" }), undefined, replicas);
       conductor = await startConductor({
         nc: deps.nc,
@@ -127,8 +142,7 @@ export async function architectService(deps: {
         log: deps.log,
         replicas,
         concurrency: deps.concurrency ?? deps.config.conductor.concurrency,
-        // An injected provider is the caller's: its prices are not the configuration's.
-        ...(deps.provider ? {} : { admit: budgetAdmission(deps.config, deps.log) }),
+        ...(admission ? { admit: admission.task } : {}),
       });
       const tasks = conductor;
       improver = await startImprover({
@@ -141,6 +155,7 @@ export async function architectService(deps: {
         tree: steps.tree,
         ...(steps.cacheDir ? { cacheDir: steps.cacheDir } : {}),
         cancelTask: async (taskId, owner) => void (await tasks.cancel(taskId, owner)),
+        ...(admission ? { admit: admission.run } : {}),
       });
     },
     hooks: [

@@ -36,6 +36,11 @@ export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "
   log: Logger;
   /** Replicas of the streams and buckets it creates when missing (`config.nats.replicas`). @defaultValue 1 */
   replicas?: number;
+  /**
+   * Runs before a run's first step; what it throws ends the run with that error (a USD budget
+   * over an unpriced model: `budgetAdmission`).
+   */
+  admit?: (request: ImproveRequest) => void;
 };
 
 /** Starts the improver's consumer loop (one run at a time: a run's generations already fill the stack). */
@@ -72,6 +77,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
         );
       },
       async run(state, revision, ctx) {
+        opts.admit?.(state.request);
         const io = { ...opts, log: ctx.log, store, cancelled: ctx.cancelled, stopping: ctx.stopping };
         const final = await runImprove(state, revision, {
           ...io,
