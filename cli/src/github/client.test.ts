@@ -295,6 +295,27 @@ describe("the token: GITHUB_TOKEN, GH_TOKEN, then the gh CLI's hosts.yml", () =>
     expect(discoverGithubToken({ GH_CONFIG_DIR: join(dir, "absent") })).toBeUndefined();
   });
 
+  it("asks gh auth token (the keyring) when hosts.yml holds none; a logged-out or absent gh counts as none", () => {
+    // A stand-in gh on PATH: prints a token for `auth token --hostname github.com`, as gh does.
+    const bin = (script: string): string => {
+      const dir = mkdtempSync(join(tmpdir(), "loopsmith-gh-bin-"));
+      writeFileSync(join(dir, "gh"), `#!/bin/sh\n${script}\n`, { mode: 0o755 });
+      return dir;
+    };
+    const keyring = bin('[ "$1 $2 $3 $4" = "auth token --hostname github.com" ] && echo gho_keyring && exit 0; exit 2');
+    const none = hosts("github.com:\n  users:\n    octo:\n  user: octo\n");
+    expect(discoverGithubToken({ GH_CONFIG_DIR: none, PATH: keyring })).toEqual({
+      token: "gho_keyring",
+      source: "gh auth token",
+    });
+    // hosts.yml's token comes first, and gh is not asked.
+    const file = hosts("github.com:\n  oauth_token: gho_file\n");
+    expect(discoverGithubToken({ GH_CONFIG_DIR: file, PATH: keyring })?.source).toBe(join(file, "hosts.yml"));
+    const loggedOut = bin("echo 'no oauth token found for github.com' >&2; exit 1");
+    expect(discoverGithubToken({ GH_CONFIG_DIR: none, PATH: loggedOut })).toBeUndefined();
+    expect(discoverGithubToken({ GH_CONFIG_DIR: none, PATH: mkdtempSync(join(tmpdir(), "loopsmith-no-gh-")) })).toBeUndefined();
+  });
+
   it("the client sends the gh token when the environment has none", async () => {
     vi.stubEnv("GH_CONFIG_DIR", hosts("github.com:\n  oauth_token: gho_file\n"));
     await checkGithubAccess(githubClient({ baseUrl }), target);

@@ -4,6 +4,7 @@
  * environment or the `gh` CLI's configuration), GitHub's failures as loopsmith errors with an
  * actionable sentence, the access check and the pull request (idempotent, optionally a draft).
  */
+import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -86,10 +87,29 @@ export function ghHostsToken(text: string): string | undefined {
   return typeof token === "string" && token ? token : undefined;
 }
 
+/** How long `gh auth token` may take, in ms (it reads the system keyring). */
+const GH_AUTH_TOKEN_TIMEOUT_MS = 5_000;
+
+/**
+ * The token `gh auth token --hostname github.com` prints: where gh ≥ 2.24 keeps it by
+ * default (the system keyring), which `hosts.yml` does not hold. Undefined when gh is not on
+ * `PATH`, is logged out (exit 1), or takes over 5 s.
+ */
+export function ghAuthToken(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const run = spawnSync("gh", ["auth", "token", "--hostname", "github.com"], {
+    env,
+    encoding: "utf8",
+    timeout: GH_AUTH_TOKEN_TIMEOUT_MS,
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  const token = run.status === 0 ? run.stdout.trim() : "";
+  return token && !/\s/.test(token) ? token : undefined;
+}
+
 /**
  * The user's GitHub token: `GITHUB_TOKEN`, else `GH_TOKEN`, else the `gh` CLI's `hosts.yml`
- * ({@link ghHostsFile}, {@link ghHostsToken}) when it holds one. An unreadable or malformed
- * file counts as none.
+ * ({@link ghHostsFile}, {@link ghHostsToken}) when it holds one, else what `gh auth token`
+ * prints ({@link ghAuthToken}: the keyring). An unreadable or malformed file counts as none.
  * @returns the token and its source, or undefined when there is none
  */
 export function discoverGithubToken(env: NodeJS.ProcessEnv = process.env): GithubToken | undefined {
@@ -98,12 +118,15 @@ export function discoverGithubToken(env: NodeJS.ProcessEnv = process.env): Githu
     if (value) return { token: value, source: name };
   }
   const file = ghHostsFile(env);
+  let fromFile: string | undefined;
   try {
-    const token = ghHostsToken(readFileSync(file, "utf8"));
-    return token ? { token, source: file } : undefined;
+    fromFile = ghHostsToken(readFileSync(file, "utf8"));
   } catch {
-    return undefined;
+    fromFile = undefined;
   }
+  if (fromFile) return { token: fromFile, source: file };
+  const fromGh = ghAuthToken(env);
+  return fromGh ? { token: fromGh, source: "gh auth token" } : undefined;
 }
 
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -128,7 +151,7 @@ export function githubClient(opts: {
   if (!token && !opts.anonymous)
     throw new LoopsmithError(
       "config_invalid",
-      `${opts.purpose ?? "--pr github"} needs a token: set GITHUB_TOKEN (or GH_TOKEN) to a token that can open pull requests on the repository, e.g. GITHUB_TOKEN=$(gh auth token)`,
+      `${opts.purpose ?? "--pr github"} needs a token: set GITHUB_TOKEN (or GH_TOKEN) to a token that can open pull requests on the repository, or log in with gh auth login`,
     );
   const baseUrl = (opts.baseUrl || process.env.GITHUB_API_URL || "https://api.github.com").replace(/\/+$/, "");
   const noop = (): void => undefined;
