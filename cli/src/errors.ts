@@ -5,7 +5,7 @@
  * importing `@loopsmith/shared`.
  */
 import type { ErrorCode } from "@loopsmith/shared";
-import { exitCodeForError, isErrorCode, type ErrorObject, type ExitCode } from "./exit-codes.js";
+import { exitCodeForError, isErrorCode, type ErrorObject, ExitCode } from "./exit-codes.js";
 import { jsonLine, printable } from "./terminal.js";
 
 /**
@@ -89,4 +89,37 @@ export async function runCommand(
     process.exitCode = reportError(err, { json });
     await onError?.(err).catch(() => undefined);
   }
+}
+
+/**
+ * Node's exit code for a module whose top-level await never settled: the event loop emptied
+ * while the command still waited on a promise nothing can resolve any more. Node prints
+ * nothing of its own (https://nodejs.org/api/process.html#exit-codes, code 13).
+ */
+export const UNSETTLED_AWAIT_EXIT = 13;
+
+/**
+ * Turns Node's silent exit 13 into a reported internal error (exit 3, and with `json` one
+ * error line on stdout) naming the command: a command that stops waiting on nothing is a bug
+ * of loopsmith's, never a result. The process exiting before `settled()` is that case; an
+ * exit after it, or a deliberate `process.exit` with a code other than 0, is left as it is.
+ * @param settled - true once the command's promise has settled (then nothing is reported)
+ */
+export function reportUnsettledExit(settled: () => boolean, opts: { json?: boolean; command?: string } = {}): void {
+  process.once("exit", (code) => {
+    // Node 20 emits "exit" with 0 here and sets 13 after; later versions may pass 13. Another
+    // code is a deliberate process.exit, left alone.
+    if (settled() || (code !== 0 && code !== UNSETTLED_AWAIT_EXIT)) return;
+    const exitCode = report(
+      {
+        kind: "error",
+        code: "internal",
+        message: `internal error: ${opts.command ? `\`${opts.command}\` ` : ""}stopped while waiting for something that can no longer happen (Node exit 13, an unsettled await); nothing is left running by it. Please report it with the command and its LOG_LEVEL=debug output`,
+        exitCode: ExitCode.infrastructure,
+      },
+      opts.json ? { json: true } : {},
+    );
+    // Node keeps 13 whatever process.exitCode is set to here; process.exit ends with ours.
+    process.exit(exitCode);
+  });
 }

@@ -1,3 +1,8 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { ErrorCode } from "@loopsmith/shared";
 import {
@@ -61,4 +66,37 @@ describe("exit codes", () => {
       exitCode: 3,
     });
   });
+});
+
+describe("an await nothing can settle (Node's silent exit 13)", () => {
+  // A module as the CLI's main is: the guard, then a top-level await. Run through tsx.
+  const program = (body: string): string => {
+    const dir = mkdtempSync(join(tmpdir(), "loopsmith-unsettled-"));
+    const file = join(dir, "main.mts");
+    const errors = pathToFileURL(fileURLToPath(new URL("./errors.ts", import.meta.url))).href;
+    writeFileSync(
+      file,
+      `import { reportUnsettledExit } from ${JSON.stringify(errors)};\nlet settled = false;\nreportUnsettledExit(() => settled, { json: true, command: "loopsmith demo" });\n${body}\n`,
+    );
+    return file;
+  };
+  const runIt = (file: string) =>
+    spawnSync(process.execPath, ["--import", "tsx", file], { encoding: "utf8", timeout: 30_000 });
+
+  it("is reported as an internal error naming the command, exit 3, one JSON error line", () => {
+    const r = runIt(program("await new Promise(() => {});\nsettled = true;"));
+    expect(r.status).toBe(3);
+    expect(r.stderr).toContain("loopsmith: internal error: `loopsmith demo` stopped while waiting");
+    expect(r.stderr).toContain("Node exit 13");
+    const lines = r.stdout.trim().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0] as string)).toMatchObject({ kind: "error", code: "internal", exitCode: 3 });
+  }, 30_000);
+
+  it("leaves a command that settled alone, whatever its exit code", () => {
+    const ok = runIt(program("await new Promise((r) => setTimeout(r, 10));\nsettled = true;"));
+    expect([ok.status, ok.stdout, ok.stderr]).toEqual([0, "", ""]);
+    const failed = runIt(program("settled = true;\nprocess.exitCode = 1;"));
+    expect([failed.status, failed.stdout]).toEqual([1, ""]);
+  }, 30_000);
 });

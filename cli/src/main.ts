@@ -18,7 +18,7 @@ import { registerBus } from "./commands/bus.js";
 import { registerImages } from "./commands/images.js";
 import { registerMcp } from "./mcp/command.js";
 import { loadEnvFile } from "./env-file.js";
-import { errorCodeOf, report, reportError, runCommand } from "./errors.js";
+import { errorCodeOf, report, reportError, reportUnsettledExit, runCommand } from "./errors.js";
 import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
 import type { SolveOptions } from "./solve.js";
 import { checkIssueFlags } from "./solve-issue-flags.js";
@@ -378,9 +378,16 @@ function exitWhenFlushed(): void {
   }, 500).unref();
 }
 
+let settled = false;
+reportUnsettledExit(() => settled, {
+  json: process.argv.includes("--json"),
+  command: `loopsmith ${process.argv.slice(2).find((a) => !a.startsWith("-")) ?? ""}`.trim(),
+});
 try {
   await program.parseAsync(process.argv);
+  settled = true;
 } catch (err) {
+  settled = true;
   if (!(err instanceof CommanderError)) {
     if (errorCodeOf(err) === "internal") throw err;
     // What the preAction hook threw (an unreadable --env-from): reported like an action's error.
