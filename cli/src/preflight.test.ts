@@ -236,11 +236,15 @@ describe("checkBudgetPrices (issue #37: a USD budget needs a price for every mod
     const improveOnLocal = Config.parse({
       llm: {
         provider: "anthropic",
-        roles: { improve: { provider: "openai-compatible", model: "qwen2.5-coder:14b", baseUrl: "http://127.0.0.1:9/v1" } },
+        roles: {
+          improve: { provider: "openai-compatible", model: "qwen2.5-coder:14b", baseUrl: "http://127.0.0.1:9/v1" },
+        },
       },
     });
     const warnings: string[] = [];
-    await expect(checkBudgetPrices(improveOnLocal, { maxCostUsd: 1 }, (m) => warnings.push(m))).resolves.toBeUndefined();
+    await expect(
+      checkBudgetPrices(improveOnLocal, { maxCostUsd: 1 }, (m) => warnings.push(m)),
+    ).resolves.toBeUndefined();
     const err = await checkBudgetPrices(improveOnLocal, { maxCostUsd: 1 }, (m) => warnings.push(m), ROLES).then(
       () => undefined,
       (e: unknown) => e as { code?: string; message: string },

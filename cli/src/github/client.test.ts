@@ -313,7 +313,9 @@ describe("the token: GITHUB_TOKEN, GH_TOKEN, then the gh CLI's hosts.yml", () =>
     expect(discoverGithubToken({ GH_CONFIG_DIR: file, PATH: keyring })?.source).toBe(join(file, "hosts.yml"));
     const loggedOut = bin("echo 'no oauth token found for github.com' >&2; exit 1");
     expect(discoverGithubToken({ GH_CONFIG_DIR: none, PATH: loggedOut })).toBeUndefined();
-    expect(discoverGithubToken({ GH_CONFIG_DIR: none, PATH: mkdtempSync(join(tmpdir(), "loopsmith-no-gh-")) })).toBeUndefined();
+    expect(
+      discoverGithubToken({ GH_CONFIG_DIR: none, PATH: mkdtempSync(join(tmpdir(), "loopsmith-no-gh-")) }),
+    ).toBeUndefined();
   });
 
   it("the client sends the gh token when the environment has none", async () => {

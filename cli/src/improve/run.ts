@@ -113,7 +113,12 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   // A USD budget needs a known price for every model the run can call (issue #37): its
   // hypotheses' (`improve`) and its tasks'. On a stack NATS_URL names, the architect checks.
   if (!config.natsUrl)
-    await checkBudgetPrices(config, { maxCostUsd: settings.budgetUsd }, (m) => process.stderr.write(`loopsmith: ${m}\n`), ROLES);
+    await checkBudgetPrices(
+      config,
+      { maxCostUsd: settings.budgetUsd },
+      (m) => process.stderr.write(`loopsmith: ${m}\n`),
+      ROLES,
+    );
   const snapshot = await archiveCommit(repo.root, repo.baseCommit);
   const language = await detectLanguage(repo.root, repo.baseCommit);
 
