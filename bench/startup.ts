@@ -15,7 +15,7 @@
  * 5. on that stack: submission → first `phase`/`step` event (in process, as the stack's
  *    client user), and CLI process start → first `phase`/`step` line of `solve --json`,
  *    against the 300 ms target;
- * then `loopsmith down`, and the machine's state over the run (bench/machine.ts: a reference
+ * then `loopsmith down` and each service's own stop on SIGTERM (6., from its log), and the machine's state over the run (bench/machine.ts: a reference
  * workload's time, the CPU steal). The build must be current (`npm run build` first; checked).
  *
  * Options: `--runs N` (solve and `up` repetitions, default 3), `--skip-up` (only 1–3).
@@ -190,7 +190,8 @@ async function main(): Promise<void> {
     LOOPSMITH_DATA_DIR: dir,
     NATS_URL: "",
     DATABASE_URL: "",
-    LOG_LEVEL: "warn",
+    // info: each service's "stopping" and "service stopped" lines (6.) are at info.
+    LOG_LEVEL: "info",
     ...(from === "source" ? { LOOPSMITH_FROM_SOURCE: "1" } : {}),
   });
   const cli = (dir: string, from: "source" | "build", argv: string[]) =>
@@ -281,10 +282,39 @@ async function main(): Promise<void> {
       `   CLI process start → first event line    ${ms(median(fromCli))}   (\`loopsmith --help\`, the CLI's load alone: ${ms(bare)}; whole solve ${ms(median(cliTotal))})   runs: ${fromCli.map(Math.round).join(", ")}`,
     );
   } finally {
+    const t = performance.now();
     const down = cli(upDir, "build", ["down"]);
+    const downMs = performance.now() - t;
     console.log(`\n${down.stdout.trim()}`);
+    // 6. Each service's own stop, from its log: its last "stopping" to "service stopped".
+    const stops = NAMES.map((name) => `${name} ${ms(stopMs(join(upDir, "logs", `${name}.log`)))}`);
+    console.log(
+      `6. stop on SIGTERM, per service (its log): ${stops.join(", ")}; the whole \`loopsmith down\`: ${ms(downMs)}`,
+    );
     console.log(machineLine(refMs, cpuAtStart, cpuTimes()));
   }
+}
+
+/**
+ * A service's last stop, in ms: from its last `stopping` log line to the `service stopped`
+ * after it (pino's `time`, ms since the epoch); NaN when the log holds no such pair.
+ */
+function stopMs(logFile: string): number {
+  let text = "";
+  try {
+    text = readFileSync(logFile, "utf8");
+  } catch {
+    return NaN;
+  }
+  let from = NaN;
+  let took = NaN;
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("{")) continue;
+    const entry = JSON.parse(line) as { time?: number; msg?: string };
+    if (entry.msg === "stopping" && typeof entry.time === "number") [from, took] = [entry.time, NaN];
+    else if (entry.msg === "service stopped" && typeof entry.time === "number") took = entry.time - from;
+  }
+  return took;
 }
 
 await main();
