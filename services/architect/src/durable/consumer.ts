@@ -299,7 +299,8 @@ export async function runDurableConsumer<Request extends Owned, State extends Ch
   let stopped = false;
   let wake: (() => void) | undefined;
   // The fetch waiting now: stop() ends it instead of waiting out its expiry (up to 2 s per
-  // consumer). A message the broker hands to it after that is redelivered after the ack wait.
+  // consumer). The broker drops a pull request once its subscription is gone (its
+  // `num_waiting` is 0 right after), so no message is handed to the ended fetch.
   let fetching: { stop(): void } | undefined;
 
   const take = (msg: JsMsg): void => {
