@@ -25,23 +25,41 @@ export function tasksAhead(info: ConsumerPending, seq: number): number | undefin
   return Math.max(0, Math.min(seq - info.delivered.stream_seq - 1, info.num_pending - 1));
 }
 
+/** The conductor consumer's info fields this module reads. */
+type ConductorInfo = ConsumerPending & ConsumerActivity;
+
 /**
- * Asks JetStream for the conductor consumer's info and places the task at `seq` in it.
- * @returns the tasks ahead, or undefined when it is taken already or the info cannot be read
- *   (no answer within `timeoutMs`, or an API error): the caller then says nothing
+ * The conductor consumer's info (`$JS.API.CONSUMER.INFO.LOOPSMITH_TASKS.conductor`), or
+ * undefined when it cannot be read: no answer within `timeoutMs`, no JetStream, no such
+ * consumer, or another API error.
  */
-export async function intakePosition(nc: NatsConnection, seq: number, timeoutMs = 2_000): Promise<number | undefined> {
+async function conductorInfo(nc: NatsConnection, timeoutMs: number): Promise<ConductorInfo | undefined> {
   try {
     const reply = await nc.request(`$JS.API.CONSUMER.INFO.${Streams.tasks}.${Streams.conductorConsumer}`, "", {
       timeout: timeoutMs,
     });
-    const info = reply.json<Partial<ConsumerPending> & { error?: unknown }>();
+    const info = reply.json<Partial<ConductorInfo> & { error?: unknown }>();
     if (info.error || typeof info.num_pending !== "number" || typeof info.delivered?.stream_seq !== "number")
       return undefined;
-    return tasksAhead({ num_pending: info.num_pending, delivered: info.delivered }, seq);
+    return {
+      num_pending: info.num_pending,
+      delivered: { stream_seq: info.delivered.stream_seq },
+      num_waiting: info.num_waiting ?? 0,
+      num_ack_pending: info.num_ack_pending ?? 0,
+    };
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Asks JetStream for the conductor consumer's info and places the task at `seq` in it.
+ * @returns the tasks ahead, or undefined when it is taken already or the info cannot be read
+ *   (then the caller says nothing)
+ */
+export async function intakePosition(nc: NatsConnection, seq: number, timeoutMs = 2_000): Promise<number | undefined> {
+  const info = await conductorInfo(nc, timeoutMs);
+  return info ? tasksAhead(info, seq) : undefined;
 }
 
 /** The fields of JetStream's consumer info that show a conductor at work. */
@@ -61,18 +79,9 @@ export function conductorActive(info: ConsumerActivity): boolean {
  * Whether a conductor works the intake queue now, read from the conductor consumer's info:
  * the sign of a running stack that does not depend on its services answering a `$SRV` ping
  * (on a cluster whose node was just killed a whole stack can miss one).
- * @returns false when the info cannot be read (no JetStream, no such consumer, no answer
- *   within `timeoutMs`)
+ * @returns false when the info cannot be read
  */
 export async function conductorAtWork(nc: NatsConnection, timeoutMs = 1_000): Promise<boolean> {
-  try {
-    const reply = await nc.request(`$JS.API.CONSUMER.INFO.${Streams.tasks}.${Streams.conductorConsumer}`, "", {
-      timeout: timeoutMs,
-    });
-    const info = reply.json<Partial<ConsumerActivity> & { error?: unknown }>();
-    if (info.error || typeof info.num_waiting !== "number" || typeof info.num_ack_pending !== "number") return false;
-    return conductorActive({ num_waiting: info.num_waiting, num_ack_pending: info.num_ack_pending });
-  } catch {
-    return false;
-  }
+  const info = await conductorInfo(nc, timeoutMs);
+  return info ? conductorActive(info) : false;
 }
