@@ -300,6 +300,62 @@ describe("session over the bus", () => {
     expect(await sessionContainers(s.sessionId)).toHaveLength(1);
   });
 
+  it("cuts output past the bus's max_payload on the executor: the reply carries head, tail and the note, not an error", async () => {
+    const noteOf = (o: SessionObservation): { notes: number; cut: number; kept: number } => {
+      const notes = [...o.output.matchAll(/\n\[… (\d+) bytes of output cut …\]\n/g)];
+      const note = notes[0];
+      return {
+        notes: notes.length,
+        cut: Number(note?.[1] ?? 0),
+        kept: Buffer.byteLength(o.output) - Buffer.byteLength(note?.[0] ?? ""),
+      };
+    };
+    const maxPayload = nc.info?.max_payload ?? 0;
+    expect(maxPayload).toBe(1024 * 1024);
+    const replyBytes = (o: SessionObservation): number => Buffer.byteLength(JSON.stringify({ ok: true, value: o }));
+    // 50 MB of lines: the capture keeps 1 MiB, whose JSON (each newline escaped) passes max_payload.
+    const yes = await tool(s, { tool: "run", command: "yes AAAA | head -c 50000000" });
+    expect(yes).toMatchObject({ ok: true, exitCode: 0, timedOut: false, totalBytes: 50_000_000 });
+    expect(replyBytes(yes)).toBeLessThanOrEqual(maxPayload);
+    expect(yes.output.startsWith("AAAA\nAAAA\n")).toBe(true);
+    expect(yes.output.endsWith("AAAA\nAAAA\n")).toBe(true);
+    const cut = noteOf(yes);
+    expect(cut.notes).toBe(1);
+    expect(cut.cut + cut.kept).toBe(50_000_000);
+    // Control bytes (six bytes each in JSON) and random bytes (invalid UTF-8).
+    for (const command of ["head -c 5000000 /dev/zero | tr '\\0' '\\1'", "head -c 5000000 /dev/urandom"]) {
+      const r = await tool(s, { tool: "run", command });
+      expect(r, command).toMatchObject({ ok: true, exitCode: 0, totalBytes: 5_000_000 });
+      expect(replyBytes(r), command).toBeLessThanOrEqual(maxPayload);
+      expect(noteOf(r).notes, command).toBe(1);
+      expect(noteOf(r).cut, command).toBeGreaterThan(4_000_000);
+    }
+    expect((await tool(s, { tool: "run", command: "head -c 5 /dev/zero | tr '\\0' '\\1'" })).output).toBe(
+      "\u0001".repeat(5),
+    );
+    // A read of a file of 400 000 lines (its numbered lines about 3.6 MB) and a search of 1 000
+    // long lines of three-byte characters (about 1.5 MB) are cut the same way.
+    const long = `${"€".repeat(500)}\n`.repeat(500);
+    for (const files of [
+      [{ path: "big/lines.txt", content: "\n".repeat(400_000) }],
+      [{ path: "big/euro1.txt", content: long }],
+      [{ path: "big/euro2.txt", content: long }],
+    ])
+      expect((await tool(s, { tool: "write", files, deleted: [] })).ok).toBe(true);
+    const read = await tool(s, { tool: "read", path: "big/lines.txt" });
+    expect(read).toMatchObject({ ok: true, total: 400_000 });
+    expect(replyBytes(read)).toBeLessThanOrEqual(maxPayload);
+    expect(read.output.startsWith("1: \n2: \n")).toBe(true);
+    expect(read.output.endsWith("399999: \n400000: ")).toBe(true);
+    expect(noteOf(read).cut + noteOf(read).kept).toBe(read.totalBytes);
+    const search = await tool(s, { tool: "search", pattern: "€", glob: "big/*", maxResults: 1_000 });
+    expect(search).toMatchObject({ ok: true, total: 1_000 });
+    expect(replyBytes(search)).toBeLessThanOrEqual(maxPayload);
+    expect(search.output.startsWith("big/euro1.txt:1: €")).toBe(true);
+    expect(noteOf(search).notes).toBe(1);
+    expect(await tool(s, { tool: "run", command: "echo still here" })).toMatchObject({ output: "still here\n" });
+  }, 60_000);
+
   it("close removes the container; calls after it, and to an unknown session, fail not_found", async () => {
     expect(await close(s)).toEqual({ closed: true });
     expect(await sessionContainers(s.sessionId)).toEqual([]);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { ExecutionResult } from "@loopsmith/shared";
-import { fitResult, headTail } from "./fit.js";
+import type { ExecutionResult, SessionObservation } from "@loopsmith/shared";
+import { cutNote, fitObservation, fitResult, headTail, RUN_OUTPUT_LIMIT_BYTES } from "./fit.js";
+import { HeadTail } from "./session-exec.js";
 
 const result = (stdout: string, stderr: string): ExecutionResult => ({
   status: "passed",
@@ -26,7 +27,7 @@ describe("fitResult", () => {
     expect(fitted.stdout.startsWith("HEAD")).toBe(true);
     expect(fitted.stdout.endsWith("TAIL")).toBe(true);
     expect(fitted.stderr.endsWith("END")).toBe(true);
-    expect(fitted.stdout).toMatch(/bytes cut/);
+    expect(fitted.stdout).toMatch(/bytes of output cut/);
   });
 
   it("headTail respects its byte budget with multi-byte text", () => {
@@ -50,5 +51,109 @@ describe("fitResult", () => {
     expect(fitted.tests.length).toBeLessThan(90_000);
     expect(fitted.tests.slice(0, 10).every((t) => t.status === "failed")).toBe(true);
     expect(fitted.truncated).toBe(true);
+  });
+});
+
+const MAX_PAYLOAD = 1024 * 1024;
+const NOTE = /\n\[… (\d+) bytes of output cut …\]\n/g;
+const replyBytes = (o: SessionObservation): number => Buffer.byteLength(JSON.stringify({ ok: true, value: o }));
+
+/** A session run's observation of `output` as the capture keeps it (head and tail past 1 MiB). */
+function captured(output: Buffer): SessionObservation {
+  const kept = new HeadTail(RUN_OUTPUT_LIMIT_BYTES);
+  for (let i = 0; i < output.length; i += 64 * 1024) kept.write(output.subarray(i, i + 64 * 1024));
+  return {
+    output: kept.bytes().toString("utf8"),
+    ok: true,
+    exitCode: 0,
+    timedOut: false,
+    totalBytes: kept.total,
+    durationMs: 1,
+  };
+}
+
+/** How many notes `text` carries, the first one's count, and the bytes kept around it. */
+function cutOf(text: string): { notes: number; cut: number; kept: number } {
+  const notes = [...text.matchAll(NOTE)];
+  const note = notes[0];
+  return {
+    notes: notes.length,
+    cut: Number(note?.[1] ?? 0),
+    kept: Buffer.byteLength(text) - Buffer.byteLength(note?.[0] ?? ""),
+  };
+}
+
+describe("headTail", () => {
+  it("says exactly how many bytes it cut, and with an earlier cut's size counts both", () => {
+    const once = headTail("x".repeat(10_000), 1_000);
+    expect(Buffer.byteLength(once)).toBeLessThanOrEqual(1_000);
+    expect(cutOf(once)).toMatchObject({ notes: 1 });
+    expect(cutOf(once).cut + cutOf(once).kept).toBe(10_000);
+    const whole = 3 * RUN_OUTPUT_LIMIT_BYTES;
+    const twice = headTail(captured(Buffer.from("y".repeat(whole))).output, 1_000, whole);
+    expect(cutOf(twice)).toMatchObject({ notes: 1 });
+    expect(cutOf(twice).cut + cutOf(twice).kept).toBe(whole);
+    expect(cutNote(5)).toBe("\n[… 5 bytes of output cut …]\n");
+  });
+});
+
+describe("fitObservation", () => {
+  it("leaves a reply that fits alone", () => {
+    const o = captured(Buffer.from("hello\n"));
+    expect(fitObservation(o, MAX_PAYLOAD)).toBe(o);
+  });
+
+  it("fits 50 MB of `yes AAAA` output: head and tail kept, one note counting every byte cut", () => {
+    const o = captured(Buffer.from("AAAA\n".repeat(10_000_000)));
+    expect(replyBytes(o)).toBeGreaterThan(MAX_PAYLOAD);
+    const fitted = fitObservation(o, MAX_PAYLOAD);
+    expect(replyBytes(fitted)).toBeLessThanOrEqual(MAX_PAYLOAD);
+    expect(fitted.totalBytes).toBe(50_000_000);
+    expect(fitted.output.startsWith("AAAA\nAAAA\n")).toBe(true);
+    expect(fitted.output.endsWith("AAAA\nAAAA\n")).toBe(true);
+    const { notes, cut, kept } = cutOf(fitted.output);
+    expect(notes).toBe(1);
+    expect(cut + kept).toBe(50_000_000);
+    expect(kept).toBeGreaterThan(500_000);
+  });
+
+  it("fits output of control bytes, whose JSON is six times longer, and random bytes", () => {
+    for (const bytes of [
+      Buffer.alloc(5_000_000, 1),
+      Buffer.from(Array.from({ length: 5_000_000 }, (_, i) => (i * 7919) % 256)),
+    ]) {
+      const o = captured(bytes);
+      expect(replyBytes(o)).toBeGreaterThan(MAX_PAYLOAD);
+      const fitted = fitObservation(o, MAX_PAYLOAD);
+      expect(replyBytes(fitted)).toBeLessThanOrEqual(MAX_PAYLOAD);
+      expect(cutOf(fitted.output).notes).toBe(1);
+      expect(fitted.totalBytes).toBeGreaterThan(Buffer.byteLength(fitted.output));
+    }
+  });
+
+  it("takes the capture's note with the middle when a larger max_payload keeps more than it", () => {
+    // Invalid UTF-8 in the head only: decoded, the head is three times the tail.
+    const o = captured(Buffer.concat([Buffer.alloc(3_000_000, 0xff), Buffer.from("z".repeat(3_000_000))]));
+    const fitted = fitObservation(o, 2 * MAX_PAYLOAD);
+    expect(replyBytes(fitted)).toBeLessThanOrEqual(2 * MAX_PAYLOAD);
+    expect(cutOf(fitted.output).notes).toBe(1);
+    expect(fitted.output.endsWith("zzz")).toBe(true);
+  });
+
+  it("fits a read of a large file the same way, and says the note alone when nothing else fits", () => {
+    const output = Array.from({ length: 200_000 }, (_, i) => `${i + 1}: ${"é".repeat(10)}`).join("\n");
+    const read: SessionObservation = {
+      output,
+      ok: true,
+      total: 200_000,
+      totalBytes: Buffer.byteLength(output),
+      durationMs: 1,
+    };
+    const fitted = fitObservation(read, 256 * 1024);
+    expect(replyBytes(fitted)).toBeLessThanOrEqual(256 * 1024);
+    expect(fitted.output.startsWith("1: é")).toBe(true);
+    expect(fitted.output.endsWith(`200000: ${"é".repeat(10)}`)).toBe(true);
+    expect(cutOf(fitted.output).cut + cutOf(fitted.output).kept).toBe(read.totalBytes);
+    expect(fitObservation(read, 1_000).output).toMatch(/^\n\[… \d+ bytes of output cut …\]\n$/);
   });
 });

@@ -1,18 +1,40 @@
 /**
- * Fitting a result into one bus message: NATS refuses payloads above the server's
- * `max_payload` (1 MiB by default), and stdout and stderr may each hold the whole output cap.
+ * Fitting a reply into one bus message: NATS refuses payloads above the server's
+ * `max_payload` (1 MiB by default), and stdout and stderr may each hold the whole output cap,
+ * as may a session call's output. One cut ({@link headTail}) and one note ({@link cutNote})
+ * for every output cut here and in a session run's capture (session-exec.ts).
  */
-import { summarizeTests, trimTests, type ExecutionResult } from "@loopsmith/shared";
+import { summarizeTests, trimTests, type ExecutionResult, type SessionObservation } from "@loopsmith/shared";
 
 /** Room kept for the reply envelope and headers, in bytes. */
 const ENVELOPE_BYTES = 16 * 1024;
 
-/** Keeps the head and the tail of `text` within `maxBytes` UTF-8 bytes, marking the cut. */
-export function headTail(text: string, maxBytes: number): string {
+/**
+ * Output a session `run` keeps (stdout and stderr together, in order), in bytes: the head and
+ * tail halves when it is longer (session-exec.ts). A reply's cut keeps no more than this.
+ */
+export const RUN_OUTPUT_LIMIT_BYTES = 1024 * 1024;
+
+/** The note that stands where `bytes` bytes of output were cut out. */
+export function cutNote(bytes: number): string {
+  return `\n[… ${bytes} bytes of output cut …]\n`;
+}
+
+/**
+ * Keeps the head and the tail of `text` within `maxBytes` UTF-8 bytes (the note included,
+ * unless `maxBytes` is smaller than the note), with {@link cutNote} between them saying how
+ * many bytes went.
+ * @param maxBytes - the most bytes kept, in UTF-8 bytes
+ * @param wholeBytes - the size of the output `text` stands for, in bytes, when an earlier
+ *   head-and-tail cut with the same note already took its middle (that note then lies in the
+ *   middle this cut takes, and the note counts both cuts); default: the size of `text`
+ */
+export function headTail(text: string, maxBytes: number, wholeBytes = 0): string {
   const bytes = Buffer.from(text, "utf8");
   if (bytes.length <= maxBytes) return text;
-  const note = `\n…[${bytes.length - maxBytes} bytes cut]…\n`;
-  const room = Math.max(0, maxBytes - Buffer.byteLength(note));
+  const whole = Math.max(wholeBytes, bytes.length);
+  // The note with the largest count it can carry: the count it ends up with is no longer.
+  const room = Math.max(0, maxBytes - Buffer.byteLength(cutNote(whole)));
   const head = bytes
     .subarray(0, Math.floor(room / 2))
     .toString("utf8")
@@ -21,7 +43,22 @@ export function headTail(text: string, maxBytes: number): string {
     .subarray(bytes.length - Math.ceil(room / 2))
     .toString("utf8")
     .replace(/^\uFFFD+/, "");
-  return head + note + tail;
+  return head + cutNote(whole - Buffer.byteLength(head) - Buffer.byteLength(tail)) + tail;
+}
+
+/**
+ * Cuts with `cut(maxBytes)` at `room` bytes, then at 60 % of that, and so on (eight tries),
+ * until `fits` holds: JSON escaping can make text up to six times longer (a control byte
+ * becomes `\u00XX`), so the first cut may not fit.
+ * @returns the first cut that fits, or undefined
+ */
+function shrinkUntil<T>(room: number, cut: (maxBytes: number) => T, fits: (t: T) => boolean): T | undefined {
+  for (let i = 0; i < 8; i++) {
+    const candidate = cut(room);
+    if (fits(candidate)) return candidate;
+    room = Math.floor(room * 0.6);
+  }
+  return undefined;
 }
 
 /**
@@ -47,13 +84,36 @@ export function fitResult(result: ExecutionResult, maxPayloadBytes: number): Exe
   while (size(bare(fitted)) > limit / 2 && fitted.tests.length > 0) {
     fitted = { ...fitted, tests: trimTests(fitted.tests, Math.floor(fitted.tests.length / 2)) };
   }
-  // JSON escaping can grow text (control bytes become \u00XX): shrink until it fits.
-  let room = Math.max(0, limit - size({ ...fitted, stdout: "", stderr: "" }));
-  for (let i = 0; i < 8; i++) {
-    const half = Math.floor(room / 2);
-    const candidate = { ...fitted, stdout: headTail(result.stdout, half), stderr: headTail(result.stderr, half) };
-    if (size(candidate) <= limit) return candidate;
-    room = Math.floor(room * 0.6);
-  }
-  return { ...fitted, stdout: "", stderr: "" };
+  const room = Math.max(0, limit - size(bare(fitted)));
+  const cut = (maxBytes: number): ExecutionResult => {
+    const half = Math.floor(maxBytes / 2);
+    return { ...fitted, stdout: headTail(result.stdout, half), stderr: headTail(result.stderr, half) };
+  };
+  return shrinkUntil(room, cut, (r) => size(r) <= limit) ?? bare(fitted);
+}
+
+/**
+ * Returns `obs` (a session call's reply) unchanged when its JSON fits in `maxPayloadBytes`,
+ * else a copy whose `output` keeps its head and tail ({@link headTail}, at most
+ * {@link RUN_OUTPUT_LIMIT_BYTES}) so that it fits, whatever the bytes: the serialised reply is
+ * measured, escaping included. The note in the output counts every byte cut, a run's cut at
+ * capture included (keeping no more than the capture did, this cut takes the capture's note
+ * with the middle); `totalBytes` stays the whole output's size, raised to the size of
+ * `output` before this cut when that is larger (invalid UTF-8 decoded), so the caller can
+ * always tell that bytes were cut.
+ * @param maxPayloadBytes - the server's `max_payload`, in bytes
+ */
+export function fitObservation(obs: SessionObservation, maxPayloadBytes: number): SessionObservation {
+  const limit = maxPayloadBytes - ENVELOPE_BYTES;
+  const size = (o: SessionObservation): number => Buffer.byteLength(JSON.stringify(o));
+  if (size(obs) <= limit) return obs;
+  const totalBytes = Math.max(obs.totalBytes, Buffer.byteLength(obs.output, "utf8"));
+  const bare: SessionObservation = { ...obs, output: "", totalBytes };
+  const cut = (maxBytes: number): SessionObservation => ({
+    ...bare,
+    output: headTail(obs.output, maxBytes, totalBytes),
+  });
+  const room = Math.min(RUN_OUTPUT_LIMIT_BYTES, Math.max(0, limit - size(bare)));
+  // Nothing fits but the note (a `max_payload` smaller than the envelope): the note alone.
+  return shrinkUntil(room, cut, (o) => size(o) <= limit) ?? cut(0);
 }

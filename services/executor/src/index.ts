@@ -32,7 +32,7 @@ export {
 } from "./leftovers.js";
 export { readWorkspaceDir, checkFiles, isSafeRelativePath, type ReadDirOptions } from "./workspace.js";
 export { parseJUnit } from "./junit.js";
-export { fitResult } from "./fit.js";
+export { fitResult, RUN_OUTPUT_LIMIT_BYTES } from "./fit.js";
 export { LABEL, LABEL_HOST, LABEL_PID, Sandbox, createOptions, type SandboxSpec } from "./sandbox.js";
 export { PYTEST_CONTROLLER, PYTEST_ISOLATED, RESULT_PATH, type ImageKind } from "./commands.js";
 export {
@@ -72,7 +72,7 @@ export {
 } from "./layer.js";
 export { PYTEST_ADDOPTS, shellOutcome } from "./shell.js";
 export { SessionManager, SESSION_IDLE_MS, type SessionDeps } from "./session.js";
-export { RUN_OUTPUT_LIMIT_BYTES, SESSION_IDLE_UID, HeadTail } from "./session-exec.js";
+export { SESSION_IDLE_UID, HeadTail } from "./session-exec.js";
 export {
   listTree,
   readLines,

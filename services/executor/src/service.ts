@@ -16,7 +16,7 @@ import {
   type ServiceModule,
 } from "@loopsmith/shared";
 import { createExecutor, type Executor } from "./executor.js";
-import { fitResult } from "./fit.js";
+import { fitObservation, fitResult } from "./fit.js";
 import type { LiveInstances } from "./leftovers.js";
 import { snapshotLoader } from "./repo.js";
 
@@ -57,7 +57,7 @@ const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
  * fails `not_found`). Session host copies live under `<dataDir>/sessions/<instanceId>`. Repo-mode runs read
  * their base trees through `deps.nc` (`snapshotLoader`, cached under `<dataDir>/cache/repos`).
  * A reply that would pass the server's `max_payload` keeps the head and tail of stdout and
- * stderr. `$SRV` INFO metadata names the engine (`engine`: its id, `engineName`,
+ * stderr (a run's) or of its output (a session call's), the cut said in the text. `$SRV` INFO metadata names the engine (`engine`: its id, `engineName`,
  * `engineEndpoint`, `engineTls`); `$SRV` STATS data carries its load (`ExecutorLoad`: free
  * slots, health). A busy executor (no free slot with `queueLimit` 0, or its engine down)
  * answers `unavailable` with `details.busy`, so the caller asks another.
@@ -80,16 +80,16 @@ export async function executorService(deps: ExecutorServiceDeps): Promise<Servic
     });
   await executor.start();
   const engine = executor.engine;
+  const maxPayload = (): number => deps.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
   return {
     registrations: [
-      handle(Endpoints.executor.run, async (req) => {
-        const result = await executor.run(req);
-        return fitResult(result, deps.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
-      }),
+      handle(Endpoints.executor.run, async (req) => fitResult(await executor.run(req), maxPayload())),
       // Agent mode: a session opens on any replica (queue group); its calls and its close go
       // to this replica's own subject, `<subject>.<instanceId>`, which only it serves.
       handle(Endpoints.executor.sessionOpen, (req) => executor.sessions.open(req)),
-      handle(onReplica(Endpoints.executor.sessionCall, executor.instanceId), (req) => executor.sessions.call(req)),
+      handle(onReplica(Endpoints.executor.sessionCall, executor.instanceId), async (req) =>
+        fitObservation(await executor.sessions.call(req), maxPayload()),
+      ),
       handle(onReplica(Endpoints.executor.sessionClose, executor.instanceId), async (req) => ({
         closed: await executor.sessions.close(req.sessionId),
       })),

@@ -6,6 +6,7 @@ import { PassThrough, Writable, type Duplex } from "node:stream";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
 import { SANDBOX_UID } from "./bootstrap.js";
+import { cutNote, RUN_OUTPUT_LIMIT_BYTES } from "./fit.js";
 import { createOptions, type SandboxSpec } from "./sandbox.js";
 
 /** uid of the session container's main process: neither root nor the sandbox user, so a run cannot signal it. */
@@ -13,8 +14,6 @@ export const SESSION_IDLE_UID = 65534;
 /** Extracts a workspace archive at `/` (as the supervisor of a verdict run does, bootstrap.ts). */
 export const EXTRACT = ["tar", "-x", "-f", "-", "-C", "/", "--no-same-permissions", "--no-overwrite-dir"];
 
-/** Output a `run` keeps (stdout and stderr together, in order), bytes: the head and tail halves when it is longer. */
-export const RUN_OUTPUT_LIMIT_BYTES = 1024 * 1024;
 /** How long a killed run's output stream may take to end, ms. */
 const KILL_GRACE_MS = 5_000;
 
@@ -30,7 +29,10 @@ export interface ExecOutcome {
   timedOut: boolean;
 }
 
-/** Keeps the head and tail halves of a stream of output past `limit` bytes, and counts every byte. */
+/**
+ * Keeps the head and tail halves of a stream of output past `limit` bytes, and counts every
+ * byte; the cut is marked with {@link cutNote}, as fit.ts `headTail` marks its own.
+ */
 export class HeadTail {
   private readonly head: Buffer[] = [];
   private headBytes = 0;
@@ -57,7 +59,7 @@ export class HeadTail {
     const tail = Buffer.concat(this.tail);
     const kept = tail.subarray(tail.length - this.limit / 2);
     const cut = this.total - this.headBytes - kept.length;
-    return Buffer.concat([...this.head, Buffer.from(`\n[… ${cut} bytes of output cut …]\n`), kept]);
+    return Buffer.concat([...this.head, Buffer.from(cutNote(cut)), kept]);
   }
 }
 

@@ -201,7 +201,10 @@ export const SessionObservation = z.object({
   exitCode: z.number().int().nullable().optional(),
   /** `run`: it passed its timeout and was killed. */
   timedOut: z.boolean().optional(),
-  /** Bytes of output before any cut the executor made (a run's output is capped at 1 MiB). */
+  /**
+   * Bytes of output before any cut the executor made (a run's output is capped at 1 MiB, and
+   * any call's output is cut so that the reply fits the bus's `max_payload`).
+   */
   totalBytes: z.number().int().nonnegative(),
   /** `read`: lines in the file; `search`: matches found (beyond `maxResults` too, up to 10 000). */
   total: z.number().int().nonnegative().optional(),

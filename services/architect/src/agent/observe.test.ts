@@ -53,4 +53,17 @@ describe("renderObservation", () => {
       renderObservation("run", { output: "", ok: false, exitCode: null, timedOut: true, totalBytes: 0, durationMs: 1 }),
     ).toMatch(/^killed: it passed its timeout/);
   });
+
+  it("says the executor's cut of a read or a search too", () => {
+    const read = renderObservation("read", {
+      output: "1: a",
+      ok: true,
+      total: 9,
+      totalBytes: 2_000_000,
+      durationMs: 1,
+    });
+    expect(read).toBe("1: a\n[the sandbox kept 4 of 2,000,000 bytes of output]");
+    const whole = renderObservation("search", { output: "a:1: x", ok: true, total: 1, totalBytes: 6, durationMs: 1 });
+    expect(whole).toBe("1 matches\na:1: x");
+  });
 });

@@ -66,12 +66,13 @@ export function cutObservation(text: string, rule: CutRule = OBSERVATION_CUT): s
 
 /**
  * A session call's observation as text, before the cut: a `run` says its exit code (or that
- * it was killed) above its output; any output the executor capped says its whole size.
+ * it was killed) above its output; any output the executor capped (a run's at 1 MiB, any
+ * call's to fit the bus's largest message) says its whole size.
  */
 export function renderObservation(tool: string, o: SessionObservation): string {
   let text = o.output;
   const shown = Buffer.byteLength(o.output, "utf8");
-  if (o.totalBytes > shown && tool === "run")
+  if (o.totalBytes > shown)
     text += `\n[the sandbox kept ${shown.toLocaleString("en-US")} of ${o.totalBytes.toLocaleString("en-US")} bytes of output]`;
   if (tool === "run") {
     const status = o.timedOut
