@@ -201,15 +201,18 @@ export const DEFAULT_PROTECTED: readonly string[] = [
   ".loopsmith/**",
 ];
 
-/** Added when improving loopsmith itself: its decision, guards, statistics, sandbox and evaluation code. */
+/**
+ * Added when improving loopsmith itself: what judges a change and is not code (the images and
+ * the sandbox's seccomp profile under `deploy/`, the example's benchmark, the integration tests,
+ * the LLM review's prompts). The judging code itself is not listed here: it is derived from its
+ * imports in the parent tree of each generation (`judgingCode`, in the architect's
+ * `improve/judging-code.ts`), so code that moves stays protected.
+ */
 export const SELF_PROTECTED: readonly string[] = [
-  "services/architect/src/improve/**",
-  "shared/src/contracts/improve.ts",
-  "services/executor/src/**",
-  "services/reviewer/src/gate/**",
   "deploy/**",
   "examples/self-improve/**",
   "tests/**",
+  "shared/prompts/review.*",
 ];
 
 /** A run as submitted on `loopsmith.improve.submit` (message id = run id, so a resubmit is a duplicate). */
@@ -226,7 +229,7 @@ export const ImproveRequest = z.object({
   }),
   language: z.enum(["python", "typescript", "javascript"]),
   settings: ImproveSettings,
-  /** True when the repository is loopsmith itself ({@link SELF_PROTECTED} applies). */
+  /** True when the repository is loopsmith itself ({@link SELF_PROTECTED} applies, and its judging code is protected). */
   self: z.boolean().default(false),
   submittedAt: z.string(),
   /**

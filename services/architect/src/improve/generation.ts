@@ -38,6 +38,7 @@ import { buildRepoMap } from "../repo/map.js";
 import { benchBoth, checkCounts, runCommand, type CommandContext } from "./commands.js";
 import { decideGeneration, futile, neededFixes, pairCases, runDecideOptions } from "./decision.js";
 import { protectedGlobs, testCountViolation, validateChange } from "./guards.js";
+import { judgingCode, summarizeJudgingCode } from "./judging-code.js";
 import { failingOnParent, hypothesize, taskGoal } from "./hypothesis.js";
 import type { ImproveState, Tree } from "./state.js";
 import { candidateFiles, candidateSnapshot } from "../tree.js";
@@ -201,6 +202,16 @@ export async function runGeneration(
     commands: s.bench !== undefined ? [s.bench, check] : [check],
     exists: (p) => (fileSet.has(p) ? "file" : dirs.has(p) ? "dir" : undefined),
   });
+  // On loopsmith itself, the judging code and what it imports, in the parent tree: moved code stays protected.
+  let code = new Map<string, string>();
+  if (request.self) {
+    try {
+      code = judgingCode({ files, read });
+    } catch (err) {
+      if (!(err instanceof LoopsmithError)) throw err;
+      return { ...reject("error", err.message), fatal: true };
+    }
+  }
   const ctx: CommandContext = {
     execute: deps.execute,
     request,
@@ -229,7 +240,7 @@ export async function runGeneration(
       reports,
       earlier: await deps.rejectedFrom(state.parent.commit),
       failing: failingOnParent(reports, state.parent.commit),
-      protectedGlobs: globs,
+      protectedGlobs: [...globs, ...summarizeJudgingCode(code, files)],
       check,
       ...(remaining !== undefined ? { budgetUsd: remaining } : {}),
     });
@@ -333,7 +344,7 @@ export async function runGeneration(
   // VALIDATE
   const violation = validateChange(
     { patch: change.patch, changed: change.changed, deleted: change.deleted },
-    { globs, dependencies: s.dependencies },
+    { globs, code, dependencies: s.dependencies },
   );
   if (violation)
     return {

@@ -149,10 +149,17 @@ describe("touchesProtected", () => {
     expect(touchesProtected(edit("pkg/tests/conftest.py", "a\n", "b\n"), globs)?.reason).toBe("protected");
   });
 
-  it("protects loopsmith's own guards only when self is set", () => {
+  it("protects the judging code it is given, naming why", () => {
     const c = edit("services/architect/src/improve/guards.ts", "a\n", "b\n");
-    expect(touchesProtected(c, defaults())).toBeUndefined();
-    expect(touchesProtected(c, defaults({ self: true }))?.reason).toBe("protected");
+    expect(touchesProtected(c, defaults({ self: true }))).toBeUndefined();
+    const code = new Map([
+      ["services/architect/src/improve/guards.ts", "is judging code (services/architect/src/improve/**)"],
+    ]);
+    const v = touchesProtected(c, defaults({ self: true }), code);
+    expect(v?.reason).toBe("protected");
+    expect(v?.message).toBe(
+      "the change touches protected paths: services/architect/src/improve/guards.ts is judging code (services/architect/src/improve/**)",
+    );
   });
 
   it("lists at most five paths and counts the rest", () => {

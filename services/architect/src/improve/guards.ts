@@ -176,18 +176,31 @@ function code(line: string, path: string): string {
   return /^[#;]/.test(t) ? "" : t.replace(/\s#.*$/, "");
 }
 
-/** Changed, deleted or renamed paths matching `globs` (picomatch, `dot: true`) → `protected`; the message names up to 5, each with its first matching glob. */
-export function touchesProtected(change: ChangeUnderReview, globs: readonly string[]): Violation | undefined {
+/**
+ * Changed, deleted or renamed paths that are protected → `protected`: those matching `globs`
+ * (picomatch, `dot: true`), then those of `code`, the judging code of loopsmith with why each
+ * is protected (`judgingCode` in `judging-code.ts`: what the judging code imports). The message
+ * names up to 5, each with its first matching glob (`bench/run.py (matches bench/**)`) or its
+ * reason (`shared/src/contracts/alpha.ts is imported by services/architect/src/improve/decision.ts`).
+ * @param code - protected files by path, each with a clause that follows the path in a sentence
+ */
+export function touchesProtected(
+  change: ChangeUnderReview,
+  globs: readonly string[],
+  code: ReadonlyMap<string, string> = new Map(),
+): Violation | undefined {
   const matchers = globs.map((g) => ({ glob: g, test: picomatch(g, { dot: true }) }));
   const hits = allPaths(change).flatMap((path) => {
     const m = matchers.find((x) => x.test(path));
-    return m ? [{ path, glob: m.glob }] : [];
+    if (m) return [{ path, text: path === m.glob ? path : `${path} (matches ${m.glob})` }];
+    const why = code.get(path);
+    return why === undefined ? [] : [{ path, text: `${path} ${why}` }];
   });
   if (hits.length === 0) return undefined;
   const listed = hits
     .slice(0, LISTED)
-    .map((h) => (h.path === h.glob ? h.path : `${h.path} (matches ${h.glob})`))
-    .join(", ");
+    .map((h) => h.text)
+    .join("; ");
   return {
     reason: "protected",
     message: `the change touches protected paths: ${listed}${more(hits.length)}`,
@@ -487,16 +500,16 @@ export function testCountViolation(parent: CheckCounts, candidate: CheckCounts):
 
 /**
  * All change guards; the first violation in this order (the most specific evidence of gaming
- * first): {@link touchesProtected}, {@link deletedTests}, {@link addedSkips} (skip markers,
+ * first): {@link touchesProtected} (`globs`, then the judging code `code`), {@link deletedTests}, {@link addedSkips} (skip markers,
  * then removed test cases), {@link loweredThresholds}, {@link dependencyChange}.
  * @throws when the patch cannot be parsed
  */
 export function validateChange(
   change: ChangeUnderReview,
-  opts: { globs: readonly string[]; dependencies: "reject" | "ask" | "allow" },
+  opts: { globs: readonly string[]; code?: ReadonlyMap<string, string>; dependencies: "reject" | "ask" | "allow" },
 ): Violation | undefined {
   return (
-    touchesProtected(change, opts.globs) ??
+    touchesProtected(change, opts.globs, opts.code) ??
     deletedTests(change) ??
     addedSkips(change) ??
     loweredThresholds(change) ??
