@@ -50,8 +50,8 @@ mirror() {
 # python 2: python3-pip (repo mode's setup phase); node 2: npm (`npm test`, `npm ci`).
 # python 3: python3-pytest-xdist and the verdict plugin (loopsmith_verdict.py); node 3: the verdict reporter.
 # python 4: the quality metrics' tools of `improve` without --bench (issue #36): python3-coverage,
-# pyflakes3, mypy, radon, bandit.
-declare -A VERSION=([nats]=1 [postgres]=1 [python]=4 [node]=3 [runtime]=1 [engine]=1)
+# pyflakes3, mypy, radon, bandit. python 5: the verdict plugin forks its worker (no xdist worker per run).
+declare -A VERSION=([nats]=1 [postgres]=1 [python]=5 [node]=3 [runtime]=1 [engine]=1)
 kind_of() {
   case "$1" in
     "$NATS_IMAGE") echo nats ;; "$POSTGRES_IMAGE") echo postgres ;;
@@ -140,8 +140,9 @@ build_postgres() {
 
 build_python() {
   need_image "$PYTHON_IMAGE" || { echo "build-images: $PYTHON_IMAGE exists"; return; }
-  # python3-pytest-xdist: the tests run in a worker process, the verdict is the controller's
-  # (loopsmith_verdict.py, the pytest plugin every test command loads; docs/SANDBOX.md).
+  # loopsmith_verdict.py: the pytest plugin every test command loads; it forks the worker that
+  # runs the tests, and the verdict is the controller's (docs/SANDBOX.md). python3-pytest-xdist
+  # stays for repositories whose own configuration runs their tests with `-n`.
   # python3-coverage, pyflakes3, mypy, radon, bandit: the quality metrics `improve` measures when it
   # is given no --bench (services/architect/src/improve/metrics.ts, docs/USAGE.md).
   rootfs python python3 python3-pytest python3-pytest-xdist python3-hypothesis python3-pip \

@@ -55,8 +55,10 @@ export interface BootSpec {
   /**
    * The run's verdict key (64 hex digits), when the command's test runner reports through the
    * verdict channel: the supervisor opens a pipe (Python) or socket (Node.js) to the command,
-   * names its descriptor in `LOOPSMITH_VERDICT_FD`, hands over the key (Python: in
-   * `LOOPSMITH_VERDICT_KEY`; Node.js: written once on the socket), and returns what the
+   * names its descriptor in `LOOPSMITH_VERDICT_FD`, hands over the key (Python: in a
+   * read-only anonymous file whose descriptor `LOOPSMITH_VERDICT_KEY_FD` names, read by the
+   * pytest controller only after it forked its worker; Node.js: written once on the socket),
+   * and returns what the
    * runner's controller wrote there as {@link BootTrailer.verdict}. See integrity.ts.
    */
   verdictKey?: string;
@@ -178,6 +180,15 @@ def watch_owner():
             break
         time.sleep(0.0005)
     os._exit(137)
+def key_fd(key):
+    # The key in a file only this descriptor reaches, read-only: an anonymous memory file
+    # (nothing on disk, no name), reopened read-only through /proc and the writable one closed.
+    # Every pytest of a command line reads it with pread; none can change it.
+    w = os.memfd_create("loopsmith-verdict-key", os.MFD_CLOEXEC)
+    os.write(w, key)
+    r = os.open("/proc/self/fd/%d" % w, os.O_RDONLY | os.O_CLOEXEC)
+    os.close(w)
+    return r
 def others():
     me = os.getpid()
     return [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
@@ -197,8 +208,9 @@ def main():
     verdict, fds = [], ()
     if spec.get("verdictKey"):
         vr, vw = os.pipe()
-        fds = (vw,)
-        env = dict(env, LOOPSMITH_VERDICT_FD=str(vw), LOOPSMITH_VERDICT_KEY=spec["verdictKey"])
+        kr = key_fd(spec["verdictKey"].encode())
+        fds = (vw, kr)
+        env = dict(env, LOOPSMITH_VERDICT_FD=str(vw), LOOPSMITH_VERDICT_KEY_FD=str(kr))
         def read_verdict():
             size = 0
             while True:

@@ -94,13 +94,13 @@ export const PYTEST_ISOLATED = [
 ];
 
 /**
- * pytest options that make the verdict the controller's (integrity.ts): pytest-xdist with one
- * worker, so the tests are collected and run in a worker process and the process the sandbox
- * started only schedules and reports, and loopsmith's plugin, which reports on the verdict
- * channel and adds the run's tripwire tests. `-p xdist` loads xdist's entry point also where
- * plugin autoloading is off.
+ * pytest options that make the verdict the controller's (integrity.ts): loopsmith's plugin,
+ * which forks the worker that collects and runs the tests (the process the sandbox started
+ * only replays their reports), reports on the verdict channel and adds the run's tripwire
+ * tests (deploy/rootfs/sandbox-python/loopsmith_verdict.py). `-p` loads it also where plugin
+ * autoloading is off.
  */
-export const PYTEST_CONTROLLER = ["-p", "xdist", "-n", "1", "-p", "loopsmith_verdict"];
+export const PYTEST_CONTROLLER = ["-p", "loopsmith_verdict"];
 
 /**
  * Python files that use hypothesis (`import hypothesis` or `from hypothesis …`): only then is

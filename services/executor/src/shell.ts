@@ -11,8 +11,9 @@ import type { Verdict } from "./outcome.js";
 /**
  * `PYTEST_ADDOPTS` of a shell run: JUnit XML to {@link RESULT_PATH} (outside the workspace,
  * read back by the supervisor without following links), no `.pytest_cache`, and the
- * controller's options ({@link PYTEST_CONTROLLER}: xdist with one worker and loopsmith's
- * verdict plugin), so any pytest the line runs reports its verdict on the signed channel.
+ * controller's options ({@link PYTEST_CONTROLLER}: loopsmith's verdict plugin, which forks
+ * the worker that runs the tests), so any pytest the line runs reports its verdict on the
+ * signed channel.
  */
 export const PYTEST_ADDOPTS = `--junitxml=${RESULT_PATH} -p no:cacheprovider ${PYTEST_CONTROLLER.join(" ")}`;
 
