@@ -29,6 +29,7 @@ import {
   PROVIDERS,
   ROLES,
   SUBTASK_ATTEMPTS,
+  boundedNumber,
   checkNatsListening,
   checkSolveInput,
   configuredNats,
@@ -136,6 +137,11 @@ const solveCommand = program
     ).choices(["reject", "ask", "allow"]),
   )
   .option("--map-tokens <n>", "repo mode: token budget of the repo map (default 2048)", wholeNumber(256, 32_000))
+  .option(
+    "--test-timeout <s>",
+    "repo mode: limit of one run of the tests, in seconds, 0.1 to 600 (default: 3x the baseline run's time, at least 30 s)",
+    boundedNumber(0.1, 600),
+  )
   .addOption(
     new Option(
       "--mode <mode>",

@@ -76,6 +76,19 @@ export function positiveNumber(value: string): number {
   return n;
 }
 
+/**
+ * A commander parser for a number in `[min, max]` (fractions allowed).
+ * @throws InvalidArgumentError naming the allowed range
+ */
+export function boundedNumber(min: number, max: number): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!value.trim() || !Number.isFinite(n) || n < min || n > max)
+      throw new InvalidArgumentError(`expected a number from ${min} to ${max}`);
+    return n;
+  };
+}
+
 /** `12` → `HumanEval/12`; anything else as given. */
 export function humanevalId(id: string): string {
   return /^\d+$/.test(id) ? `HumanEval/${id}` : id;
@@ -125,6 +138,7 @@ export interface SolveInput {
   setupCmd?: string;
   dependencies?: string;
   mapTokens?: number;
+  testTimeout?: number;
   mode?: "agent" | "oneshot";
   apply?: boolean;
   decompose?: boolean;
@@ -177,9 +191,9 @@ export function checkSolveInput(goal: string | undefined, o: SolveInput): void {
     );
   if (o.repo && !sources.includes("a goal"))
     throw usageError('--repo needs a goal: loopsmith solve --repo <path> "<what to change>"');
-  const repoOnly = (["base", "testCmd", "setupCmd", "dependencies", "mapTokens", "mode", "apply"] as const).filter(
-    (k) => o[k] !== undefined,
-  );
+  const repoOnly = (
+    ["base", "testCmd", "setupCmd", "dependencies", "mapTokens", "testTimeout", "mode", "apply"] as const
+  ).filter((k) => o[k] !== undefined);
   if (!o.repo && repoOnly.length)
     throw usageError(
       `${repoOnly.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(", ")} apply to --repo only`,

@@ -30,6 +30,8 @@ export interface RepoOptions {
   setupCmd?: string;
   dependencies?: DependencyPolicy;
   mapTokens?: number;
+  /** Limit of one run of the repository's tests, in seconds (`RepoSpec.testTimeoutMs`); absent: derived from the baseline run. */
+  testTimeout?: number;
   /** How the model works on the repository (`RepoSpec.mode`); absent: `repoModeOf` decides. */
   mode?: RepoMode;
   apply?: boolean;
@@ -129,6 +131,7 @@ export async function prepareRepoTask(
       ...(o.setupCmd !== undefined ? { setupCommand: o.setupCmd } : {}),
       ...(o.dependencies ? { dependencies: o.dependencies } : {}),
       ...(o.mapTokens ? { mapTokens: o.mapTokens } : {}),
+      ...(o.testTimeout !== undefined ? { testTimeoutMs: Math.round(o.testTimeout * 1000) } : {}),
       ...(o.mode ? { mode: o.mode } : {}),
     },
     submittedAt: new Date().toISOString(),

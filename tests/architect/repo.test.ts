@@ -205,4 +205,31 @@ describe("repo mode in the conductor", () => {
     expect(r.calls.plan).toBeUndefined();
     expect(r.builds).toHaveLength(0);
   });
+
+  it("sets the run limit from the baseline's time (3x, at least the task's limit) and says it; a given test timeout wins", async ({
+    nats,
+  }) => {
+    // A suite that takes 25.2 s on the base commit: later runs get 76 s, not the 30 s default.
+    const slow = (base: ExecutionResult) => ({ ...base, durationMs: 25_200 });
+    const right = [edit({ path: "pkg/mod.py", search: "    return 41\n", replace: "    return 42\n" })];
+    const derived = repoSteps(tree(), [right], {
+      execute: async (req): Promise<ExecutionResult> => {
+        derived.runs.push(req);
+        const mod = req.files.find((f) => f.path === "pkg/mod.py")?.content ?? "";
+        return slow(mod.includes("return 42") ? passed : failed("AssertionError: assert 41 == 42"));
+      },
+    });
+    const { result, events } = await withConductor(nats.url, derived.steps, (nc) => runTask(nc, repoTask()));
+    expect(result.status).toBe("passed");
+    expect(derived.runs.map((r) => r.timeoutMs)).toEqual([300_000, 76_000]);
+    const limit = events.find((e) => e.phase === "prepare" && e.data?.runTimeoutMs !== undefined);
+    expect(limit?.data).toMatchObject({ runTimeoutMs: 76_000, baselineMs: 25_200, floorMs: 30_000, source: "derived" });
+    expect(limit?.message).toMatch(/76 s \(3x the baseline's 25\.2 s, at least 30 s\)/);
+
+    const given = repoSteps(tree(), [right]);
+    const second = await withConductor(nats.url, given.steps, (nc) => runTask(nc, repoTask({ testTimeoutMs: 12_000 })));
+    expect(second.result.status).toBe("passed");
+    expect(given.runs.map((r) => r.timeoutMs)).toEqual([12_000, 12_000]);
+    expect(second.events.some((e) => e.data?.source === "given" && e.message.includes("12 s"))).toBe(true);
+  }, 60_000);
 });

@@ -4,6 +4,7 @@
  * mechanics take their words from here and build none inline. Tests, the CLI and people
  * match on some of them: change one only on purpose. Pure: nothing here does I/O.
  */
+import { RUN_LIMIT_MULTIPLE } from "@loopsmith/shared";
 import type { Finding, InstructionsUse, ProviderInfo, SubtaskState, Usage } from "@loopsmith/shared";
 import { findingPlace } from "./tampering.js";
 
@@ -123,6 +124,12 @@ export const repoTexts = {
   baselineGaveUp: (n: number, reason?: string) =>
     `stopped: the sandbox failed ${n} times on the baseline run: ${reason ?? ""}`,
   setupFailed: (message?: string) => `the setup command failed; the tests run without it: ${message ?? ""}`,
+  runLimit: (limitMs: number, why: "given" | "timeout" | "derived", baselineMs: number, floorMs: number) =>
+    why === "given"
+      ? `test runs limited to ${limitMs / 1000} s (--test-timeout)`
+      : why === "timeout"
+        ? `test runs limited to ${limitMs / 1000} s (the baseline run did not finish within it)`
+        : `test runs limited to ${limitMs / 1000} s (${RUN_LIMIT_MULTIPLE}x the baseline's ${(baselineMs / 1000).toFixed(1)} s, at least ${floorMs / 1000} s)`,
   baseline: (baseCommit: string, status: string, total: number, failing: readonly string[], durationMs: number) =>
     `baseline at ${baseCommit.slice(0, 12)}: ${status} (${total} tests, ${failing.length} failing${failing.length ? `: ${failing.slice(0, 10).join(", ")}` : ""}; ${Math.round(durationMs)} ms)`,
 };

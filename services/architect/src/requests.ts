@@ -11,7 +11,7 @@ import {
   type FileChange,
   type TaskScript,
 } from "@loopsmith/shared";
-import type { TaskState } from "./state.js";
+import { runTimeoutOf, type TaskState } from "./state.js";
 
 /**
  * The idempotency key of a step of the current iteration: `taskId/iteration/step`, with
@@ -64,7 +64,7 @@ export function executionRequest(
     language: s.task.language,
     files,
     ...(tests ? { tests } : {}),
-    timeoutMs: s.task.limits.runTimeoutMs,
+    timeoutMs: runTimeoutOf(s),
     memoryMb: s.task.limits.memoryMb,
   };
 }

@@ -80,6 +80,8 @@ export const TaskState = z.object({
       setupCommand: z.string(),
       failingAtBase: z.array(z.string()),
       baseStatus: z.string(),
+      /** The limit of each later run of the repository's tests, ms: the user's, or derived from the baseline's time. */
+      runTimeoutMs: z.number().int().positive().optional(),
     })
     .optional(),
   /** A DAG task (`decompose`): its validated plan of subtasks and each subtask's progress. */
@@ -88,6 +90,15 @@ export const TaskState = z.object({
   agent: AgentLoopState.optional(),
 });
 export type TaskState = z.infer<typeof TaskState>;
+
+/**
+ * The wall-clock limit of the task's next sandbox run, in ms: in repo mode the one PREPARE
+ * set (the user's `testTimeoutMs`, or derived from the baseline run), else the task's
+ * `limits.runTimeoutMs`.
+ */
+export function runTimeoutOf(s: Pick<TaskState, "task" | "repo">): number {
+  return s.repo?.runTimeoutMs ?? s.task.limits.runTimeoutMs;
+}
 
 /** A fresh state for a newly accepted task. */
 export function initialState(task: Task, nowMs = Date.now()): TaskState {

@@ -29,7 +29,10 @@ export {
   RepoBrief,
   RepoChange,
   RepoSpec,
+  BASELINE_LIMIT_MS,
+  RUN_LIMIT_MULTIPLE,
   repoModeOf,
+  runLimitFromBaseline,
   snapshotName,
   type RepoMode,
 } from "./repo.js";

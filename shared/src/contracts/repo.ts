@@ -84,8 +84,43 @@ export const RepoSpec = z.object({
    * {@link repoModeOf} (agent, unless the task's script was written for one-shot builds).
    */
   mode: z.enum(["agent", "oneshot"]).optional(),
+  /**
+   * Wall-clock limit of one run of the repository's tests, in ms, as the user gave it
+   * (`solve --test-timeout`). Absent: PREPARE times the baseline run and derives the limit
+   * from it ({@link runLimitFromBaseline}), with `limits.runTimeoutMs` as the floor.
+   */
+  testTimeoutMs: z.number().int().min(100).max(600_000).optional(),
 });
 export type RepoSpec = z.infer<typeof RepoSpec>;
+
+/** Limit of the baseline run when the user gave no test timeout, in ms (the SWE-bench harness's test run limit). */
+export const BASELINE_LIMIT_MS = 300_000;
+
+/** The run limit is this many times the baseline run's wall time (headroom for a loaded machine and a slower candidate). */
+export const RUN_LIMIT_MULTIPLE = 3;
+
+/**
+ * A repo task's run limit from its baseline run: {@link RUN_LIMIT_MULTIPLE} times the
+ * baseline's wall time, rounded up to a whole second, never under `floorMs` (the task's
+ * `limits.runTimeoutMs`, 30 s by default) nor over 600 s (the contract's largest run). A
+ * baseline that timed out, or did not run, says nothing about the suite: the limit is then
+ * the baseline's own limit (at least the floor).
+ * @param baseline.durationMs - the baseline command's wall time, ms
+ * @param baseline.timedOut - the baseline run ended `timeout`
+ * @param baselineLimitMs - the limit the baseline ran under, ms
+ * @param floorMs - the smallest limit, ms
+ * @returns the limit of every later run of the task, ms
+ */
+export function runLimitFromBaseline(
+  baseline: { durationMs: number; timedOut: boolean },
+  baselineLimitMs: number,
+  floorMs: number,
+): number {
+  const ceiling = 600_000;
+  if (baseline.timedOut || !(baseline.durationMs > 0)) return Math.min(ceiling, Math.max(floorMs, baselineLimitMs));
+  const derived = Math.ceil((baseline.durationMs * RUN_LIMIT_MULTIPLE) / 1000) * 1000;
+  return Math.min(ceiling, Math.max(floorMs, derived));
+}
 
 /**
  * One search/replace edit. `search` is exact text of the file that must occur exactly once;

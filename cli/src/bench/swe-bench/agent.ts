@@ -117,8 +117,10 @@ export function agentTask(
     setupCommand: string;
     hints: boolean;
     maxIterations?: number;
-    /** The task's test runs: wall-clock limit, ms (at most 600000). */
+    /** The task's test runs: wall-clock limit, ms (at most 600000); the floor of the one PREPARE derives. */
     runTimeoutMs: number;
+    /** `--test-timeout`, ms: the limit of every test run, as given (no derived limit). */
+    testTimeoutMs?: number;
     script?: ScriptFile;
   },
 ): TaskInput {
@@ -142,6 +144,7 @@ export function agentTask(
       testCommand: o.testCommand,
       setupCommand: o.setupCommand,
       mode: "agent",
+      ...(o.testTimeoutMs !== undefined ? { testTimeoutMs: Math.min(o.testTimeoutMs, 600_000) } : {}),
     },
     source: { kind: "user", id: inst.instance_id },
     submittedAt: new Date().toISOString(),
@@ -240,6 +243,7 @@ export async function runAgentInstances(
             setupCommand: setupCommandOf(e),
             hints: !!o.hints,
             runTimeoutMs: o.testTimeoutMs ?? 300_000,
+            ...(o.testTimeoutMs !== undefined ? { testTimeoutMs: o.testTimeoutMs } : {}),
             ...(o.maxIterations !== undefined ? { maxIterations: o.maxIterations } : {}),
             ...(script ? { script } : {}),
           });

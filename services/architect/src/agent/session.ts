@@ -8,7 +8,7 @@ import { agentTexts } from "../event-texts.js";
 import { repoOf } from "../repo/workspace.js";
 import { stepKey } from "../requests.js";
 import { RetryLater, type TaskRun } from "../run.js";
-import type { TaskState } from "../state.js";
+import { runTimeoutOf, type TaskState } from "../state.js";
 import type { AgentLoopState } from "./loop-state.js";
 
 /** What a tool works with: the state the phase started from, the run, the base tree, and the loop (changed in place). */
@@ -60,7 +60,7 @@ export async function openSession(ctx: LoopContext, step: string, attempt: numbe
       files: loop.files,
       deleted: loop.deleted,
       memoryMb: s.task.limits.memoryMb,
-      timeoutMs: s.task.limits.runTimeoutMs,
+      timeoutMs: runTimeoutOf(s),
     });
     loop.session = { sessionId: opened.sessionId, executorId: opened.executorId };
     await run.emit("step", agentTexts.sessionOpened(opened.executorId, opened.files, opened.durationMs), {

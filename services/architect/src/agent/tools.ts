@@ -20,6 +20,7 @@ import { agentTexts } from "../event-texts.js";
 import { currentReader, listTree } from "../repo/context.js";
 import { applyCandidate, policyOf } from "../repo/workspace.js";
 import { RetryLater } from "../run.js";
+import { runTimeoutOf } from "../state.js";
 import { renderObservation } from "./observe.js";
 import { callSession, type LoopContext } from "./session.js";
 import { findSymbol } from "./symbol.js";
@@ -59,7 +60,7 @@ export async function runTool(ctx: LoopContext, call: ToolCall): Promise<ToolRes
       }
       case "run": {
         const args = parsed.data as z.infer<(typeof ToolArgs)["run"]>;
-        const cap = ctx.s.task.limits.runTimeoutMs;
+        const cap = runTimeoutOf(ctx.s);
         const o = await callSession(ctx, {
           tool: "run",
           command: args.command,

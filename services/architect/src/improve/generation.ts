@@ -276,6 +276,7 @@ export async function runGeneration(
         setupCommand: ctx.setupCommand,
         dependencies: s.dependencies === "allow" ? "allow" : "reject",
         mapTokens: request.repo.mapTokens,
+        testTimeoutMs: s.commandTimeoutMs,
         // A generation's change is one-shot edits for now: its guards and reports were built
         // and measured on them; agent mode for generations is not yet judged (issue #34).
         mode: "oneshot",

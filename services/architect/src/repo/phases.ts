@@ -3,7 +3,14 @@
  * repository's own checks. The rest of repo mode (the prompt's view, the builder's edits, the
  * policy check, the change a task ends with) is in `workspace.ts`, used by the loop's phases.
  */
-import { LoopsmithError, instructionsUse, testSummary } from "@loopsmith/shared";
+import {
+  BASELINE_LIMIT_MS,
+  LoopsmithError,
+  RUN_LIMIT_MULTIPLE,
+  instructionsUse,
+  runLimitFromBaseline,
+  testSummary,
+} from "@loopsmith/shared";
 import { loopTexts, repoTexts, runTexts } from "../event-texts.js";
 import { failingTests } from "../failure.js";
 import { MAX_SANDBOX_ERRORS, type PhaseOutcome, type TaskRun } from "../run.js";
@@ -16,7 +23,9 @@ import { baseTree, repoExecution, repoOf } from "./workspace.js";
  * PREPARE: the base tree is fetched (once per commit), the commands detected when the task
  * did not give them, the project instructions found (an event names the file, its size and
  * whether it was cut), and the repository's checks run once on the base commit: the failing
- * tests there are what the task starts from. A command the sandbox does not have stops the
+ * tests there are what the task starts from, and its wall time sets the limit of every later
+ * run (`runLimitFromBaseline`, unless the user gave `testTimeoutMs`; said in an event). A
+ * command the sandbox does not have stops the
  * task before any model is called (`command_not_found`).
  * @throws the base tree's error when it is retryable (the task is handed back)
  */
@@ -53,8 +62,13 @@ export async function preparePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
     const use = instructionsUse(instructions);
     await run.emit("step", repoTexts.instructions(use), { phase: "prepare", data: { instructions: use } });
   }
-  // The baseline runs with the commands in use; its outcome completes them.
-  const commands = { repo: { testCommand, setupCommand, failingAtBase: [], baseStatus: "unknown" } };
+  // The baseline runs with the commands in use; its outcome completes them. Its limit is the
+  // user's test timeout, else generous: its time sets the limit of every later run.
+  const floorMs = s.task.limits.runTimeoutMs;
+  const baselineLimitMs = repo.testTimeoutMs ?? Math.max(floorMs, BASELINE_LIMIT_MS);
+  const commands = {
+    repo: { testCommand, setupCommand, failingAtBase: [], baseStatus: "unknown", runTimeoutMs: baselineLimitMs },
+  };
   const withCommands = { ...s, ...commands };
   const result = await run.sandbox(
     "prepare",
@@ -77,12 +91,32 @@ export async function preparePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
     await run.emit("warning", repoTexts.setupFailed(result.setup.message), { phase: "prepare" });
   const failing = failingTests(result);
   const counts = testSummary(result);
+  const runTimeoutMs =
+    repo.testTimeoutMs ??
+    runLimitFromBaseline(
+      { durationMs: result.durationMs, timedOut: result.status === "timeout" },
+      baselineLimitMs,
+      floorMs,
+    );
   await run.emit("step", repoTexts.baseline(repo.baseCommit, result.status, counts.total, failing, result.durationMs), {
     phase: "prepare",
     data: { status: result.status, failingTests: failing.slice(0, 100), summary: counts, setup: result.setup },
   });
+  const limitWhy = repo.testTimeoutMs !== undefined ? "given" : result.status === "timeout" ? "timeout" : "derived";
+  await run.emit("step", repoTexts.runLimit(runTimeoutMs, limitWhy, result.durationMs, floorMs), {
+    phase: "prepare",
+    data: { runTimeoutMs, baselineMs: result.durationMs, floorMs, multiple: RUN_LIMIT_MULTIPLE, source: limitWhy },
+  });
   return {
     next: "recall",
-    patch: { repo: { testCommand, setupCommand, failingAtBase: failing.slice(0, 200), baseStatus: result.status } },
+    patch: {
+      repo: {
+        testCommand,
+        setupCommand,
+        failingAtBase: failing.slice(0, 200),
+        baseStatus: result.status,
+        runTimeoutMs,
+      },
+    },
   };
 }
