@@ -2,9 +2,15 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Command } from "commander";
 import { describe, expect, it } from "vitest";
-import { Task, effectiveRoles, loadConfig } from "@loopsmith/shared";
-import { buildTask, flagsOf, limitsOf } from "./solve.js";
+import { Task, effectiveRoles, loadConfig, loadConfigWithSources } from "@loopsmith/shared";
+import { registerImprove } from "./commands/improve.js";
+import { improveSteering } from "./improve/run.js";
+import type { ImproveFlags } from "./improve/settings.js";
+import { addModelFlags } from "./model-flags.js";
+import { buildTask, limitsOf, type SolveOptions } from "./solve.js";
+import { flagsOf, steering } from "./steering.js";
 import { prepareRepoTask } from "./solve-repo.js";
 
 describe("per-role flags", () => {
@@ -38,6 +44,48 @@ describe("per-role flags", () => {
 
   it("no role flags, no roles", () => {
     expect(flagsOf({})).toEqual({});
+  });
+
+  it("improve takes solve's model flags: the same configuration, the same sources", async () => {
+    const argv = [
+      "--model",
+      "claude-opus-4-1",
+      "--model-improve",
+      "claude-haiku-4-5",
+      "--provider-reflect",
+      "anthropic",
+    ];
+    // improve as main.ts registers it; solve's flags from the same function main.ts gives solve.
+    const program = new Command().exitOverride();
+    registerImprove(
+      program,
+      async () => undefined,
+      async () => {
+        throw new Error("no logger in this test");
+      },
+    );
+    await program.parseAsync(["node", "loopsmith", "improve", ...argv]);
+    const improveOpts = program.commands.find((c) => c.name() === "improve")?.opts() as ImproveFlags;
+    const solveOpts = addModelFlags(new Command("solve")).parse(argv, { from: "user" }).opts() as SolveOptions;
+
+    const improve = await improveSteering(improveOpts);
+    const solve = await steering(solveOpts, {});
+    expect(improve.flags).toEqual({
+      llm: {
+        model: "claude-opus-4-1",
+        roles: { improve: { model: "claude-haiku-4-5" }, reflect: { provider: "anthropic" } },
+      },
+    });
+    expect(improve.flags).toEqual(solve.flags);
+    expect(improve.config).toEqual(solve.config);
+    expect(improve.childEnv).toEqual(solve.childEnv);
+    const roles = effectiveRoles(improve.config);
+    expect(roles.improve.model).toBe("claude-haiku-4-5");
+    expect(roles.plan.model).toBe("claude-opus-4-1");
+    // config show names the flags as their source, for both commands alike.
+    const sources = loadConfigWithSources({ flags: improve.flags }).sources;
+    expect(sources["llm.model"]).toEqual({ kind: "flag" });
+    expect(sources["llm.roles.improve.model"]).toEqual({ kind: "flag" });
   });
 });
 

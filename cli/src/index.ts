@@ -11,7 +11,8 @@ export {
 } from "./humaneval.js";
 export { mutantsOf, type Mutant } from "./mutants.js";
 export { startLocalStack, answeringServices, type LocalStack, type StackOptions } from "./stack.js";
-export { buildTask, flagsOf, type SolveOptions } from "./solve.js";
+export { buildTask, type SolveOptions } from "./solve.js";
+export { flagsOf } from "./steering.js";
 export { firstFailingMutant, makeRequest, plainRequest, runCompletion, type RunsExecutions } from "./oracle.js";
 export { ExitCode, EXIT_CODE_MEANINGS, exitCodeForError, exitCodeForResult, type ErrorObject } from "./exit-codes.js";
 export { WATCH_POLL_MS, watchEvents, type WatchOptions } from "./watch.js";

@@ -17,6 +17,8 @@ import { registerBench } from "./commands/bench.js";
 import { registerBus } from "./commands/bus.js";
 import { registerImages } from "./commands/images.js";
 import { registerMcp } from "./mcp/command.js";
+import { registerConfig } from "./commands/config.js";
+import { addModelFlags } from "./model-flags.js";
 import { loadEnvFile } from "./env-file.js";
 import { errorCodeOf, report, reportError, reportUnsettledExit, runCommand } from "./errors.js";
 import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
@@ -27,7 +29,6 @@ import {
   MAX_ITERATIONS,
   PARALLEL,
   PROVIDERS,
-  ROLES,
   SUBTASK_ATTEMPTS,
   boundedNumber,
   checkNatsListening,
@@ -98,11 +99,9 @@ const solveCommand = program
   .option("-f, --file <task.json>", "a task file (goal, language, files, acceptanceTests, limits)")
   .option("--humaneval <task_id>", "a HumanEval task, e.g. HumanEval/12")
   .option("--dataset <path>", "the HumanEval JSONL file for --humaneval")
-  .addOption(new Option("-l, --language <language>", "language of a goal string").choices(LANGUAGES))
-  .addOption(new Option("--provider <name>", "LLM provider").choices(PROVIDERS))
-  .option("--model <id>", "model id (every role that names none)")
+  .addOption(new Option("-l, --language <language>", "language of a goal string").choices(LANGUAGES));
+addModelFlags(solveCommand)
   .option("--script <file>", "replies file for the scripted provider")
-  .option("--base-url <url>", "provider base URL (openai-compatible servers, proxies)")
   .option("--transcript <file>", "append every prompt and reply to this JSONL file")
   .option("--config <file>", "configuration file (JSON)")
   .option(
@@ -179,11 +178,6 @@ const solveCommand = program
     "check the task and print the models, limits and the build prompt's budget; start nothing, call no model",
   )
   .option("--json", "print one JSON event per line, then the result object");
-// A model per role (llm.roles.<role>; env LOOPSMITH_MODEL_<ROLE>, LOOPSMITH_PROVIDER_<ROLE>).
-for (const role of ROLES) {
-  solveCommand.option(`--model-${role} <id>`, `model of the ${role} role`);
-  solveCommand.addOption(new Option(`--provider-${role} <name>`, `provider of the ${role} role`).choices(PROVIDERS));
-}
 solveCommand.action(async (goal: string | undefined, opts: SolveOptions) =>
   run(opts.json, async () => {
     checkIssueFlags(goal, opts);
@@ -308,33 +302,6 @@ program
   );
 
 program
-  .command("config")
-  .description("configuration")
-  .command("show")
-  .description(
-    "print the effective configuration with secrets masked, the files read, and where each value came from " +
-      "(flag, env VAR, user/repo/config file PATH, default)",
-  )
-  .option("--config <file>", "configuration file (JSON)")
-  .option("--json", "on failure, end with a JSON error object (the configuration is always JSON)")
-  .action(async (opts: { config?: string; json?: boolean }) =>
-    run(opts.json, async () => {
-      const { describeSource, effectiveRoles, loadConfigWithSources, maskConfig } = await import("@loopsmith/shared");
-      const { jsonLine } = await import("./terminal.js");
-      const { config, sources, files } = loadConfigWithSources(opts.config ? { file: opts.config } : {});
-      // The configuration as loaded, then what each role will really call, all of it masked;
-      // then the files read and the source of each value (names and paths, never values).
-      const shown = {
-        ...maskConfig({ ...config, effectiveRoles: effectiveRoles(config) }),
-        files,
-        sources: Object.fromEntries(Object.entries(sources).map(([path, source]) => [path, describeSource(source)])),
-      };
-      process.stdout.write(`${jsonLine(shown, 2)}\n`);
-      return ExitCode.ok;
-    }),
-  );
-
-program
   .command("completion")
   .description("print a shell completion script made from these commands and options")
   .addArgument(new Argument("<shell>", "bash, zsh or fish").choices(["bash", "zsh", "fish"]))
@@ -355,6 +322,7 @@ registerImprove(program, run, logger);
 registerBench(program, run, logger);
 registerBus(program, run, logger);
 registerImages(program, run);
+registerConfig(program, run);
 registerMcp(program, run, logger);
 registerRunCommands(program, {
   run,

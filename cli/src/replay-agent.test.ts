@@ -5,7 +5,7 @@ import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { RunRecord, ScriptFile, Task, createProvider, loadConfig, type TaskEvent } from "@loopsmith/shared";
 import { agentCallsNote, agentTurns, replayScript, replaySolveOptions } from "./replay.js";
-import { flagsOf } from "./solve.js";
+import { flagsOf } from "./steering.js";
 import { transcriptSteps } from "./transcript-view.js";
 
 /** An agent step event (phase `explore`, `data.agentStep`), with `extra` fields beside the contract's. */

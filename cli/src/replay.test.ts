@@ -18,7 +18,7 @@ import {
   type TaskResult,
 } from "@loopsmith/shared";
 import { UNREADABLE_REPLY, compareRuns, replayScript, replaySolveOptions, replayTask, replayTaskId } from "./replay.js";
-import { flagsOf } from "./solve.js";
+import { flagsOf } from "./steering.js";
 
 const dirs: string[] = [];
 afterAll(async () => {

@@ -18,12 +18,9 @@ import {
   repoModeOf,
   repositoryRoot,
   ensureTaskIntake,
-  loadConfig,
   submitTask,
-  type Config,
   type DagProgress,
   type Language,
-  type Role,
   type TaskInput,
   type TaskLimits,
   type TaskResult,
@@ -38,9 +35,8 @@ import { withChildEvents } from "./child-events.js";
 import { resultText } from "./output.js";
 import { solveProgress, type SolveProgress } from "./solve-progress.js";
 import { intakePosition } from "./intake-queue.js";
-import { ROLES, checkBudgetPrices, shownNatsUrl } from "./preflight.js";
+import { checkBudgetPrices, shownNatsUrl } from "./preflight.js";
 import { startLocalStack, type LocalStack } from "./stack.js";
-import { liveStack } from "./stack-record.js";
 import { jsonLine, printable } from "./terminal.js";
 import { colourEnabled } from "./ui/index.js";
 import { exportRun } from "./runs.js";
@@ -55,12 +51,10 @@ import {
 } from "./solve-repo.js";
 import { watchEvents } from "./watch.js";
 import type { IssueOptions, IssueTask } from "./solve-issue.js";
-
-/** `--model-<role>` and `--provider-<role>`, as commander names them (`modelPlan`, `providerBuild`, …). */
-export type RoleFlags = Partial<Record<`model${Capitalize<Role>}` | `provider${Capitalize<Role>}`, string>>;
+import { steering, type ModelOptions } from "./steering.js";
 
 /** Options of `solve`, as commander gives them. */
-export interface SolveOptions extends RoleFlags, RepoOptions, IssueOptions {
+export interface SolveOptions extends ModelOptions, RepoOptions, IssueOptions {
   /** Check the task and print the models, limits and build prompt budget; start and call nothing. */
   dryRun?: boolean;
   /** Write result.json, report.md (and change.patch in repo mode) here at the end. */
@@ -71,12 +65,6 @@ export interface SolveOptions extends RoleFlags, RepoOptions, IssueOptions {
   humaneval?: string;
   dataset?: string;
   language?: Language;
-  provider?: string;
-  model?: string;
-  script?: string;
-  baseUrl?: string;
-  transcript?: string;
-  config?: string;
   maxIterations?: number;
   budgetUsd?: number;
   budgetTokens?: number;
@@ -93,25 +81,6 @@ function taskFlags(o: SolveOptions): Pick<TaskInput, "review" | "memory"> {
     ...(o.review !== undefined ? { review: o.review } : {}),
     ...(o.memory !== undefined ? { memory: o.memory } : {}),
   };
-}
-
-/** The flags layer of the configuration, also handed to child services. */
-export function flagsOf(o: SolveOptions): Record<string, unknown> {
-  const llm: Record<string, unknown> = {};
-  if (o.provider) llm.provider = o.provider;
-  if (o.model) llm.model = o.model;
-  if (o.script) llm.scriptPath = resolve(o.script);
-  if (o.baseUrl) llm.baseUrl = o.baseUrl;
-  if (o.transcript) llm.transcriptPath = resolve(o.transcript);
-  const roles: Record<string, Record<string, string>> = {};
-  for (const role of ROLES) {
-    const cap = `${role[0]?.toUpperCase() ?? ""}${role.slice(1)}` as Capitalize<Role>;
-    const model = o[`model${cap}`];
-    const provider = o[`provider${cap}`];
-    if (model || provider) roles[role] = { ...(model ? { model } : {}), ...(provider ? { provider } : {}) };
-  }
-  if (Object.keys(roles).length) llm.roles = roles;
-  return Object.keys(llm).length ? { llm } : {};
 }
 
 /** The task limits the flags set (`--max-iterations`, `--budget-usd`, `--budget-tokens`, `--subtask-attempts`). */
@@ -260,27 +229,13 @@ export function configFiles(o: SolveOptions): { file?: string; repoRoot?: string
   return { ...(o.config ? { file: o.config } : {}), ...(repoRoot ? { repoRoot } : {}) };
 }
 
-/**
- * The flags layer of a solve: its own provider flags; with none, on a running stack (`up`,
- * and no NATS configured), the flags the stack was started with, so the provider checked
- * here is the one its services run.
- */
-async function stackFlags(o: SolveOptions): Promise<Record<string, unknown>> {
-  const own = flagsOf(o);
-  if (Object.keys(own).length) return own;
-  const config = loadConfig({ ...configFiles(o), flags: own });
-  if (config.natsUrl) return own;
-  return (await liveStack(config.dataDir))?.flags ?? own;
-}
-
 /** `solve`'s work: prints as it goes, returns the exit code and the result. */
 async function runSolve(
   givenGoal: string | undefined,
   o: SolveOptions,
   log: Logger,
 ): Promise<{ code: number; result?: TaskResult }> {
-  const flags = await stackFlags(o);
-  const config: Config = loadConfig({ ...configFiles(o), flags });
+  const { flags, config, childEnv } = await steering(o, configFiles(o));
   // `--issue`: the issue, read from GitHub and checked against the local clone, is the goal
   // (fenced as untrusted text) of a repo-mode task on that clone; refused before anything starts.
   let goal = givenGoal;
@@ -320,10 +275,6 @@ async function runSolve(
   }
   if (provider?.verify) await provider.verify();
 
-  const childEnv: NodeJS.ProcessEnv = {
-    LOOPSMITH_CONFIG_JSON: JSON.stringify(flags),
-    ...(o.config ? { LOOPSMITH_CONFIG: resolve(o.config) } : {}),
-  };
   // One handler from the start: the first signal cancels a submitted task (the result is
   // still awaited and printed); a second one, or one before submission, stops waiting.
   // Either way everything this command started is stopped before it exits.

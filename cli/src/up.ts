@@ -23,7 +23,8 @@ import {
 } from "@loopsmith/shared";
 import { ExitCode } from "./exit-codes.js";
 import { shownNatsUrl } from "./preflight.js";
-import { flagsOf, type SolveOptions } from "./solve.js";
+import type { SolveOptions } from "./solve.js";
+import { flagsOf } from "./steering.js";
 import { liveStack, readStackRecord, removeStackRecord, writeStackRecord } from "./stack-record.js";
 import { readStackUsers, removeStackUsers, roleConnectOptions } from "./stack-auth.js";
 import { startLocalStack, type StackProgress } from "./stack.js";

@@ -13,7 +13,8 @@ import type { Logger } from "pino";
 import { usageError, type CommandRunner } from "../errors.js";
 import { ExitCode } from "../exit-codes.js";
 import type { ImproveFlags } from "../improve/settings.js";
-import { PROVIDERS, positiveNumber, wholeNumber } from "../preflight.js";
+import { addModelFlags } from "../model-flags.js";
+import { positiveNumber, wholeNumber } from "../preflight.js";
 
 /** Run ids (`RunId` in shared): 1-48 letters, digits, `-` or `_`. */
 const RUN_ID = /^[A-Za-z0-9_-]{1,48}$/;
@@ -150,16 +151,15 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
       ]),
     )
     .option("--github-repo <owner/name>", "--pr github: the repository (default: parsed from the remote's URL)")
-    .option("--remote <name>", "--pr github: the remote to push the branches to (default origin)")
-    .addOption(new Option("--provider <name>", "LLM provider").choices(PROVIDERS))
+    .option("--remote <name>", "--pr github: the remote to push the branches to (default origin)");
+  // Who answers, as on solve (the same flags, the same configuration layer).
+  addModelFlags(improve)
     .option("--script <file>", "replies file for the scripted provider")
     .option("--config <file>", "configuration file (JSON; its improve section holds these settings)")
     .option("--json", "print one JSON event per line, then the summary");
-  improve.action(async (opts: ImproveFlags & { provider?: string; script?: string }) =>
+  improve.action(async (opts: ImproveFlags) =>
     run(opts.json, async () => {
       checkRunId(opts.runId);
-      if (opts.provider) process.env.LOOPSMITH_PROVIDER = opts.provider;
-      if (opts.script) process.env.LOOPSMITH_SCRIPT = (await import("node:path")).resolve(opts.script);
       const { improve: runImprove } = await import("../improve/run.js");
       const outcome = await runImprove(opts, await logger());
       return outcome.summary.stopReason === "error" ? ExitCode.failed : ExitCode.ok;

@@ -21,7 +21,6 @@ import {
   createProvider,
   ensureImproveIntake,
   ensureTaskIntake,
-  loadConfig,
   putSnapshot,
   snapshotName,
   submitImprove,
@@ -34,6 +33,7 @@ import { ROLES, checkBudgetPrices } from "../preflight.js";
 import { jsonLine, printable } from "../terminal.js";
 import { archiveCommit, branchCommit, checkRepo, commitPatch, git, setBranch } from "../repo.js";
 import { detectLanguage } from "../solve-repo.js";
+import { steering, type Steering } from "../steering.js";
 import { startLocalStack, type LocalStack } from "../stack.js";
 import { dashboardHtml, writeDashboard } from "./dashboard.js";
 import { checkGithubAccess, githubClient, openPullRequest, parseGithubRepo } from "../github/client.js";
@@ -57,6 +57,15 @@ export function runDir(config: Config, runId: string, outDir?: string): string {
   return outDir ? resolve(outDir) : join(config.dataDir, "improve", runId);
 }
 
+/**
+ * The flags layer and the configuration of a run: `solve`'s {@link steering} (the same model
+ * flags, precedence and sources), over `--config` and the files found from the working directory.
+ * @throws LoopsmithError `config_invalid` for an invalid configuration
+ */
+export function improveSteering(flags: ImproveFlags): Promise<Steering> {
+  return steering(flags, flags.config ? { file: flags.config } : {});
+}
+
 /** What the run did to the repository, for the terminal and the tests. */
 export interface ImproveOutcome {
   summary: ImproveSummary;
@@ -72,7 +81,7 @@ export interface ImproveOutcome {
  *   (provider, GitHub token) before anything starts; CliError `cancelled` when interrupted
  */
 export async function improve(flags: ImproveFlags, log: Logger): Promise<ImproveOutcome> {
-  const config = loadConfig({ ...(flags.config ? { file: flags.config } : {}) });
+  const { config, childEnv } = await improveSteering(flags);
   const base = improveBase(flags, config);
   const repo = await checkRepo(flags.repo ?? ".", base ? { base } : {});
   const section = repoImproveSection(repo.root);
@@ -129,11 +138,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {
-    stack = await startLocalStack({
-      config,
-      log,
-      env: flags.config ? { LOOPSMITH_CONFIG: resolve(flags.config) } : {},
-    });
+    stack = await startLocalStack({ config, log, env: childEnv });
     nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
     const owner = stack.owner;
     await ensureTaskIntake(nc);

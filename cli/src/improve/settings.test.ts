@@ -86,6 +86,11 @@ describe("improve settings", () => {
     expect(repoImproveSection(dir)).toEqual({ bench: "x" });
     writeFileSync(join(dir, "loopsmith.json"), "{ not json");
     expect(() => repoImproveSection(dir)).toThrow(/loopsmith\.json/);
+    // A typo or a bad value in the section is an error, not a setting dropped.
+    writeFileSync(join(dir, "loopsmith.json"), JSON.stringify({ improve: { bnech: "x" } }));
+    expect(() => repoImproveSection(dir)).toThrow(/unknown key improve\.bnech; did you mean improve\.bench\?/);
+    writeFileSync(join(dir, "loopsmith.json"), JSON.stringify({ improve: { generations: 0 } }));
+    expect(() => repoImproveSection(dir)).toThrow(/improve\.generations: /);
   });
 });
 

@@ -5,10 +5,11 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { ImproveSettings, LoopsmithError, type Config } from "@loopsmith/shared";
+import { ImproveSettings, LoopsmithError, checkImproveSection, type Config } from "@loopsmith/shared";
+import type { ModelOptions } from "../steering.js";
 
-/** The flags of `loopsmith improve`. */
-export interface ImproveFlags {
+/** The flags of `loopsmith improve` (who answers: the same {@link ModelOptions} as `solve`). */
+export interface ImproveFlags extends ModelOptions {
   repo?: string;
   base?: string;
   generations?: number;
@@ -40,7 +41,6 @@ export interface ImproveFlags {
   pr?: "github";
   githubRepo?: string;
   remote?: string;
-  config?: string;
   json?: boolean;
 }
 
@@ -72,16 +72,21 @@ export function holdoutPatterns(values: readonly string[], cwd: string = process
   });
 }
 
-/** The `improve` section of `<root>/loopsmith.json`, when the repository has one. */
+/**
+ * The `improve` section of `<root>/loopsmith.json`, when the repository has one, checked as
+ * every configuration file is (an unknown key or a bad value is an error).
+ * @throws LoopsmithError `config_invalid` when the file cannot be read or its section is invalid
+ */
 export function repoImproveSection(root: string): Record<string, unknown> | undefined {
   const file = join(root, "loopsmith.json");
   if (!existsSync(file)) return undefined;
+  let json: { improve?: unknown };
   try {
-    const json = JSON.parse(readFileSync(file, "utf8")) as { improve?: unknown };
-    return json.improve && typeof json.improve === "object" ? (json.improve as Record<string, unknown>) : undefined;
+    json = JSON.parse(readFileSync(file, "utf8")) as { improve?: unknown };
   } catch (err) {
     throw new LoopsmithError("config_invalid", `cannot read ${file}: ${(err as Error).message}`, { cause: err });
   }
+  return json.improve === undefined ? undefined : checkImproveSection(json.improve, file);
 }
 
 /** The goal of a run with no benchmark, when none is given. */

@@ -112,6 +112,30 @@ describe("the solve tool", () => {
     expect(b.submitted).toEqual([]);
   });
 
+  it("refuses an unknown argument, naming it and the nearest known one, instead of dropping it", async () => {
+    const b = backend();
+    const c = await connected(b);
+    // The task file's field name: dropped silently, the task would run against no tests.
+    const r = await c.callTool({
+      name: "solve",
+      arguments: { goal: "add", acceptanceTests: [{ path: "test_add.py", content: "x" }] },
+    });
+    expect(r.isError).toBe(true);
+    expect(text(r)).toContain("unknown key acceptanceTests; did you mean tests?");
+    const nested = await c.callTool({
+      name: "solve",
+      arguments: { goal: "add", tests: [{ path: "test_add.py", contents: "x" }] },
+    });
+    expect(nested.isError).toBe(true);
+    expect(text(nested)).toContain("unknown key tests.0.contents; did you mean tests.0.content?");
+    const status = await c.callTool({ name: "status", arguments: { taskId: "t-1", verbose: true } });
+    expect(text(status)).toContain("unknown key verbose");
+    expect(b.submitted).toEqual([]);
+    // The schema the client sees says so too.
+    const solve = (await c.listTools()).tools.find((t) => t.name === "solve");
+    expect(solve?.inputSchema).toMatchObject({ additionalProperties: false });
+  });
+
   it("submits an inline task with its tests and reports each event as progress, then the result", async () => {
     const tasks: TaskInput[] = [];
     const b = backend({

@@ -34,7 +34,7 @@ import { CliError } from "../errors.js";
 import { dagOf } from "../dag-view.js";
 import { readHistoryPages } from "../history.js";
 import { fetchRun } from "../runs.js";
-import { flagsOf } from "../solve.js";
+import { flagsOf } from "../steering.js";
 import { finishRepo, uploadSnapshot, type PreparedRepoTask, type RepoOutcome } from "../solve-repo.js";
 import { startLocalStack, type LocalStack } from "../stack.js";
 import { watchEvents } from "../watch.js";

@@ -1,7 +1,7 @@
 /**
- * The tools `loopsmith mcp` serves: their input shapes (zod raw shapes, which the MCP SDK
- * turns into each tool's JSON Schema and checks every call against), the checks a shape
- * cannot express, and how each answer is shaped into a tool result (text for people and
+ * The tools `loopsmith mcp` serves: their input schemas (strict zod objects, which the MCP SDK
+ * turns into each tool's JSON Schema and checks every call against: an unknown argument is an
+ * error naming it and the nearest known one, never dropped), the checks a schema cannot express, and how each answer is shaped into a tool result (text for people and
  * models, plus the same facts as `structuredContent`). Pure: no NATS, no process state.
  */
 import { randomBytes } from "node:crypto";
@@ -9,6 +9,7 @@ import { z } from "zod";
 import {
   LoopsmithError,
   RunId,
+  strictObject,
   Task,
   TaskId,
   TaskResult,
@@ -29,7 +30,7 @@ import { errorObject } from "../errors.js";
 import type { RepoOutcome } from "../solve-repo.js";
 
 /** A file given inline: a path relative to the task's workspace and its whole content. */
-const InlineFile = z.object({
+const InlineFile = strictObject({
   path: z.string().min(1).max(500).describe("path relative to the workspace, e.g. calc.py or tests/test_calc.py"),
   content: z.string().max(1_000_000).describe("the whole file"),
 });
@@ -43,7 +44,7 @@ export const MCP_HISTORY_MAX = 1_000;
  * inline task (as `solve "<goal>" --language …`): `files` are the starting workspace and
  * `tests` the acceptance tests the model sees.
  */
-export const SolveInput = {
+export const SolveInput = strictObject({
   goal: z.string().min(1).max(100_000).describe("what to build or change, in words"),
   repo: z
     .string()
@@ -85,22 +86,22 @@ export const SolveInput = {
   review: z.boolean().optional().describe("run the LLM review step before executing"),
   memory: z.enum(["on", "off"]).optional().describe("off: recall nothing from memory (default on)"),
   taskId: TaskId.optional().describe("the task's id (default generated); 1-64 letters, digits, '-' or '_'"),
-};
+});
 /** What a `solve` call carries, once the SDK has checked it against {@link SolveInput}. */
-export type SolveArgs = z.infer<z.ZodObject<typeof SolveInput>>;
+export type SolveArgs = z.infer<typeof SolveInput>;
 
 /** Input of the `status` tool. */
-export const StatusInput = { taskId: TaskId.describe("the task's id, as solve or history gave it") };
+export const StatusInput = strictObject({ taskId: TaskId.describe("the task's id, as solve or history gave it") });
 /** Input of the `show` tool. */
-export const ShowInput = {
+export const ShowInput = strictObject({
   taskId: TaskId.describe("the task's id"),
   transcript: z
     .boolean()
     .optional()
     .describe("agent mode: each step's thought and observation in the text (default true)"),
-};
+});
 /** Input of the `history` tool. */
-export const HistoryInput = {
+export const HistoryInput = strictObject({
   limit: z
     .number()
     .int()
@@ -108,16 +109,16 @@ export const HistoryInput = {
     .max(MCP_HISTORY_MAX)
     .optional()
     .describe(`how many recent tasks, newest first (1 to ${MCP_HISTORY_MAX}; default 20)`),
-};
+});
 /** Input of the `improve_status` tool. */
-export const ImproveStatusInput = {
+export const ImproveStatusInput = strictObject({
   runId: RunId.describe("the improvement run's id (loopsmith improve --run-id)"),
   dir: z
     .string()
     .min(1)
     .optional()
     .describe("the run's directory (improve --out), read when the stack no longer holds the run"),
-};
+});
 
 /** The repo-mode-only fields of {@link SolveInput}, as the tool names them. */
 const REPO_ONLY = ["base", "testCmd", "setupCmd", "mode", "apply"] as const;

@@ -8,6 +8,7 @@
 import { z } from "zod";
 import { Owner, RelativePath, Usage, V1 } from "./common.js";
 import { CommitId, DependencyPolicy } from "./repo.js";
+import { unknownKeysError } from "../runtime/unknown-keys.js";
 
 /** An improvement run id: 1-48 letters, digits, `-` or `_` (a generation's task id is `<runId>-gen-<N>`). */
 export const RunId = z.string().regex(/^[A-Za-z0-9_-]{1,48}$/, "run ids are 1-48 letters, digits, '-' or '_'");
@@ -65,11 +66,11 @@ export const QualityBenchmarks = z.object({
     .min(1)
     .default([...QualityMetric.options]),
   /** Seconds per metric's tool run. @defaultValue 120 (tests 300) */
-  timeouts: z.partialRecord(QualityMetric, z.number().int().min(1).max(600)).default({}),
+  timeouts: z.partialRecord(QualityMetric, z.number().int().min(1).max(600), { error: unknownKeysError }).default({}),
   /** Non-negative weights; 0 keeps a metric as a guard (it may not regress) that never counts as improvement. @defaultValue 1 (tests 2) */
-  weights: z.partialRecord(QualityMetric, z.number().min(0).max(100)).default({}),
+  weights: z.partialRecord(QualityMetric, z.number().min(0).max(100), { error: unknownKeysError }).default({}),
   /** How far a metric may regress before the candidate is rejected `metric_regressed`. @defaultValue 0 (complexity 0.5) */
-  tolerances: z.partialRecord(QualityMetric, z.number().min(0).max(10_000)).default({}),
+  tolerances: z.partialRecord(QualityMetric, z.number().min(0).max(10_000), { error: unknownKeysError }).default({}),
 });
 export type QualityBenchmarks = z.infer<typeof QualityBenchmarks>;
 

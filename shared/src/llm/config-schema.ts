@@ -4,13 +4,14 @@
  * `llm` and re-exports them; they are here to keep that file short.
  */
 import { z } from "zod";
+import { strictObject } from "../runtime/unknown-keys.js";
 
 /**
  * Price of one model in USD per million tokens, as `llm.prices` (and a role's `prices`) set
  * it: an override of `@pydantic/genai-prices`' data (see `prices.ts`). 0 is a price (a free
  * local model).
  */
-export const ModelPrice = z.object({
+export const ModelPrice = strictObject({
   inputPerMTok: z.number().nonnegative(),
   outputPerMTok: z.number().nonnegative(),
   cacheReadPerMTok: z.number().nonnegative().default(0),
@@ -50,11 +51,11 @@ const TargetFields = {
 };
 
 /** A fallback model: tried after the one before it failed with a retryable error. */
-export const FallbackTarget = z.strictObject({ provider: ProviderName, model: z.string().min(1), ...TargetFields });
+export const FallbackTarget = strictObject({ provider: ProviderName, model: z.string().min(1), ...TargetFields });
 export type FallbackTarget = z.infer<typeof FallbackTarget>;
 
 /** One role's model (`llm.roles.<role>`); every absent field falls back to `llm`. */
-export const RoleLlm = z.strictObject({
+export const RoleLlm = strictObject({
   provider: ProviderName.optional(),
   /** Model id. Required when `provider` differs from `llm.provider`. */
   model: z.string().min(1).optional(),

@@ -28,267 +28,279 @@ import {
 } from "./config-layers.js";
 import { DEFAULT_OWNER, OWNER_PATTERN } from "../bus/subjects.js";
 import { Owner } from "../contracts/common.js";
+import { ImproveSettings, QualityBenchmarks } from "../contracts/improve.js";
+import { strictObject } from "./unknown-keys.js";
 
 export { FallbackTarget, ModelPrice, ProviderName, RoleLlm, ToolCallMode } from "../llm/config-schema.js";
 
+/** `shape` with every field optional and without its default (the defaults apply later, once). */
+function withoutDefaults<S extends z.ZodRawShape>(
+  shape: S,
+): { [K in keyof S]: z.ZodOptional<z.ZodType<z.output<S[K]>>> } {
+  return Object.fromEntries(
+    Object.entries(shape).map(([key, field]) => [
+      key,
+      ((field instanceof z.ZodDefault ? field.removeDefault() : field) as z.ZodType).optional(),
+    ]),
+  ) as { [K in keyof S]: z.ZodOptional<z.ZodType<z.output<S[K]>>> };
+}
+
+/**
+ * The `improve` section of a configuration file: every field of `ImproveSettings` (checked
+ * as the run will check it, `benchmarks` and its metric names included), each optional and
+ * left out when absent (the CLI applies flags, then the defaults: `improveSettings`), plus
+ * `base` (the commit to start from) and `setupCommand`. Unknown keys are errors.
+ */
+export const ImproveSection = strictObject({
+  ...withoutDefaults(ImproveSettings.shape),
+  benchmarks: strictObject(withoutDefaults(QualityBenchmarks.shape)).optional(),
+  /** The commit to start from (a ref or a commit id; `""`: HEAD). @defaultValue HEAD */
+  base: z.string().optional(),
+  /** The dependency install, once per tree in the sandbox (`""` for none). @defaultValue detected */
+  setupCommand: z.string().max(4_000).optional(),
+});
+export type ImproveSection = z.infer<typeof ImproveSection>;
+
 /** The whole configuration. Every default is documented with `@defaultValue`. */
-export const Config = z
-  .object({
-    /** NATS server URL. When unset, `loopsmith solve` starts a NATS container itself. */
-    natsUrl: z.string().optional(),
+export const Config = strictObject({
+  /** NATS server URL. When unset, `loopsmith solve` starts a NATS container itself. */
+  natsUrl: z.string().optional(),
+  /**
+   * How this process proves who it is to NATS, and TLS: a user and password, a token, or a
+   * credentials file (JWT + nkey seed, `.creds`); the CA, certificate and key files when the
+   * server speaks TLS. All optional: a NATS without authentication needs none. Credentials
+   * in `natsUrl` (`nats://user:pass@host`) work too. See `natsConnectOptions`.
+   */
+  nats: strictObject({
+    user: z.string().optional(),
+    password: z.string().optional(),
+    token: z.string().optional(),
+    credsFile: z.string().optional(),
     /**
-     * How this process proves who it is to NATS, and TLS: a user and password, a token, or a
-     * credentials file (JWT + nkey seed, `.creds`); the CA, certificate and key files when the
-     * server speaks TLS. All optional: a NATS without authentication needs none. Credentials
-     * in `natsUrl` (`nats://user:pass@host`) work too. See `natsConnectOptions`.
+     * Prefix of this connection's reply subjects (`NATS_INBOX_PREFIX`, NATS's default
+     * `_INBOX`; `_INBOX_<name>` otherwise, as services answer only to inboxes). With the permission matrix each user gets its own (`_INBOX_<user>`) and may
+     * subscribe only there, so no user reads another's replies.
      */
-    nats: z
-      .object({
-        user: z.string().optional(),
-        password: z.string().optional(),
-        token: z.string().optional(),
-        credsFile: z.string().optional(),
-        /**
-         * Prefix of this connection's reply subjects (`NATS_INBOX_PREFIX`, NATS's default
-         * `_INBOX`; `_INBOX_<name>` otherwise, as services answer only to inboxes). With the permission matrix each user gets its own (`_INBOX_<user>`) and may
-         * subscribe only there, so no user reads another's replies.
-         */
-        inboxPrefix: z
-          .string()
-          .regex(
-            /^_INBOX(_[A-Za-z0-9-]+)?$/,
-            "_INBOX or _INBOX_<name> (letters, digits, '-'): services answer only to inboxes",
-          )
-          .optional(),
-        tls: z
-          .object({ caFile: z.string().optional(), certFile: z.string().optional(), keyFile: z.string().optional() })
-          .default({}),
-        /**
-         * The owner token this client submits, follows, cancels and reads tasks as
-         * (`LOOPSMITH_OWNER`; default: the NATS user's name, or `client`). Under the permission
-         * matrix a client user may use only its own name. See `ownerOf`.
-         */
-        owner: Owner.optional(),
-        /**
-         * Replicas of every stream, KV bucket and object store loopsmith creates
-         * (`NATS_REPLICAS`): 1 on one server, 3 on a three-node JetStream cluster
-         * (deploy/compose.cluster.yml). One found with fewer is raised to this; one with more
-         * is left as it is (never lowered by a process configured for fewer). @defaultValue 1
-         */
-        replicas: z.number().int().min(1).max(5).default(1),
-      })
-      .default({ tls: {}, replicas: 1 }),
-    /** PostgreSQL URL (with pgvector). When unset, memory runs embedded PGlite under `dataDir`. */
-    databaseUrl: z.string().optional(),
-    /** Where embedded memory and local state live. @defaultValue ~/.local/share/loopsmith */
-    dataDir: z.string().default(join(process.env.XDG_DATA_HOME ?? join(homedir(), ".local", "share"), "loopsmith")),
-    /** Image names; the official images where a registry answers, locally built ones where not. */
-    images: z
-      .object({
-        /** @defaultValue loopsmith/nats:local (build with deploy/build-images.sh; or nats:2.10) */
-        nats: z.string().default("loopsmith/nats:local"),
-        /** @defaultValue loopsmith/postgres:local (or pgvector/pgvector:pg17) */
-        postgres: z.string().default("loopsmith/postgres:local"),
-        /** @defaultValue loopsmith/sandbox-python:local */
-        python: z.string().default("loopsmith/sandbox-python:local"),
-        /** @defaultValue loopsmith/sandbox-node:local */
-        node: z.string().default("loopsmith/sandbox-node:local"),
-      })
-      .default({
-        nats: "loopsmith/nats:local",
-        postgres: "loopsmith/postgres:local",
-        python: "loopsmith/sandbox-python:local",
-        node: "loopsmith/sandbox-node:local",
-      }),
-    llm: z
-      .object({
-        /** @defaultValue "anthropic" */
-        provider: ProviderName.default("anthropic"),
-        /** Model id. @defaultValue "claude-sonnet-4-6" */
-        model: z.string().default("claude-sonnet-4-6"),
-        apiKey: z.string().optional(),
-        baseUrl: z.string().optional(),
-        /** Scripted provider: the file of replies to replay. */
-        scriptPath: z.string().optional(),
-        /** When set, every prompt and reply is appended to this JSONL file. */
-        transcriptPath: z.string().optional(),
-        /** SDK retries on 408/409/429/5xx (the SDK's own retry loop). @defaultValue 2 */
-        maxRetries: z.number().int().min(0).max(10).default(2),
-        /** SDK timeout of one HTTP call, in ms. @defaultValue 120000 */
-        timeoutMs: z.number().int().min(100).default(120_000),
-        /** Output token limit of one call. @defaultValue 8192 */
-        maxOutputTokens: z.number().int().min(16).default(8192),
-        /** AWS region for Bedrock. */
-        awsRegion: z.string().optional(),
-        /**
-         * USD per million tokens per model id (or base id: `claude-sonnet-4-5` prices its dated
-         * and Bedrock ids): overrides of the prices bundled with `@pydantic/genai-prices`, and
-         * the only price of a model that package lacks (a local or new model; 0 is allowed). A
-         * model priced in neither refuses a task with a USD budget. @defaultValue {}
-         */
-        prices: z.record(z.string(), ModelPrice).default({}),
-        /** Ceiling on USD spent by one process, over all tasks; unlimited when absent. */
-        processCeilingUsd: z.number().positive().optional(),
-        /** Sampling temperature of every call; the provider's own default when absent. */
-        temperature: z.number().min(0).max(2).optional(),
-        /**
-         * Agent mode's tool calling on an openai-compatible server: `native` (function calling,
-         * JSON mode after the server rejects it) or `json` (tools in the prompt). @defaultValue "native"
-         */
-        toolCalls: ToolCallMode.optional(),
-        /** Per-role overrides (`spec`, `plan`, `build`, `review`, `reflect`, `improve`, `agent`). @defaultValue {} */
-        roles: z
-          .strictObject(
-            Object.fromEntries(ROLES.map((r) => [r, RoleLlm.optional()])) as Record<
-              Role,
-              z.ZodOptional<typeof RoleLlm>
-            >,
-          )
-          .default({}),
-        /** Fallbacks of every role that sets none. @defaultValue [] */
-        fallback: z.array(FallbackTarget).default([]),
-        /**
-         * After a model failed over to its fallback, how long its later calls go straight to
-         * the fallback, in ms; 0 tries it first every time. @defaultValue 60000
-         */
-        fallbackCooldownMs: z.number().int().min(0).default(60_000),
-      })
-      .default({
-        provider: "anthropic",
-        model: "claude-sonnet-4-6",
-        maxRetries: 2,
-        timeoutMs: 120_000,
-        maxOutputTokens: 8192,
-        prices: {},
-        roles: {},
-        fallback: [],
-        fallbackCooldownMs: 60_000,
-      }),
-    executor: z
-      .object({
-        /** Runs at once per executor. @defaultValue 2 */
-        concurrency: z.number().int().min(1).max(64).default(2),
-        /**
-         * Runs waiting beyond `concurrency` before new ones are refused. 0: a full executor
-         * queues nothing and answers busy, so callers take the run to a replica with a free
-         * slot (several executors on several engines: the cluster file sets 0). @defaultValue 32
-         */
-        queueLimit: z.number().int().min(0).max(10_000).default(32),
-        /**
-         * A `docker save` archive (gzip allowed) holding the sandbox images: an engine found
-         * without them gets them loaded from it at start (an engine no registry reaches).
-         * Absent: a missing image stops the executor at start with an error naming it.
-         */
-        imageArchive: z.string().optional(),
-        /** Pre-created containers kept per image. @defaultValue 2 */
-        warmPoolSize: z.number().int().min(0).max(32).default(2),
-        /** OCI runtime, e.g. "runsc" for gVisor; the engine's default when absent. */
-        runtime: z.string().optional(),
-        /**
-         * Path of the sandbox's seccomp profile (Docker's JSON format). @defaultValue the
-         * profile shipped in `deploy/seccomp/sandbox.json` (Docker's default plus io_uring,
-         * pidfd_getfd and the other calls no test needs, denied; docs/SANDBOX.md).
-         */
-        seccompProfile: z.string().optional(),
-        /** Cap of stdout and of stderr, each, in bytes. @defaultValue 1048576 */
-        outputLimitBytes: z.number().int().min(1024).default(1_048_576),
-        /** Processes and threads per container. @defaultValue 128 */
-        pidsLimit: z.number().int().min(8).default(128),
-        /** CPUs per container (CPU quota). @defaultValue 1 */
-        cpus: z.number().positive().max(64).default(1),
-        /** Size of the writable workspace tmpfs, in MiB. @defaultValue 128 */
-        tmpfsMb: z.number().int().min(8).default(128),
-      })
-      .default({
-        concurrency: 2,
-        queueLimit: 32,
-        warmPoolSize: 2,
-        outputLimitBytes: 1_048_576,
-        pidsLimit: 128,
-        cpus: 1,
-        tmpfsMb: 128,
-      }),
-    conductor: z
-      .object({
-        /**
-         * Tasks one architect process runs at once (a DAG task gives its slot back while its
-         * children run). Each task's sandbox runs are one after another, so this also caps
-         * the runs in flight from one architect: keep it at least the sandbox slots of all
-         * engines (`docs/CAPACITY.md`). More architect replicas share the intake. @defaultValue 4
-         */
-        concurrency: z.number().int().min(1).max(256).default(4),
-      })
-      .default({ concurrency: 4 }),
-    bus: z
-      .object({
-        /** Timeout of one step call, in ms (LLM steps and sandbox runs can be long). @defaultValue 300000 */
-        stepTimeoutMs: z.number().int().min(100).default(300_000),
-        /** Timeout of a memory call, in ms. @defaultValue 30000 */
-        memoryTimeoutMs: z.number().int().min(100).default(30_000),
-        /** Retries of a step call on a retryable failure. @defaultValue 2 */
-        retries: z.number().int().min(0).max(10).default(2),
-        /**
-         * Longest silence accepted from a service working on a step, in ms: a step whose
-         * service died (or whose request NATS lost) is sent again after this, to another
-         * replica (services signal every 2 s while they work). @defaultValue 10000
-         */
-        livenessMs: z.number().int().min(3_000).default(10_000),
-        /**
-         * How long a sandbox run keeps asking executors that answer busy (no free slot with
-         * `executor.queueLimit` 0, or their engine down), in ms, before the step fails. @defaultValue 600000
-         */
-        busyWaitMs: z.number().int().min(0).default(600_000),
-      })
-      .default({
-        stepTimeoutMs: 300_000,
-        memoryTimeoutMs: 30_000,
-        retries: 2,
-        livenessMs: 10_000,
-        busyWaitMs: 600_000,
-      }),
+    inboxPrefix: z
+      .string()
+      .regex(
+        /^_INBOX(_[A-Za-z0-9-]+)?$/,
+        "_INBOX or _INBOX_<name> (letters, digits, '-'): services answer only to inboxes",
+      )
+      .optional(),
+    tls: strictObject({
+      caFile: z.string().optional(),
+      certFile: z.string().optional(),
+      keyFile: z.string().optional(),
+    }).default({}),
     /**
-     * Memory's pgvector HNSW settings. The defaults were chosen by `npm run bench:memory`
-     * (recall@10 against exact search, and latency, at 100,000 failures).
+     * The owner token this client submits, follows, cancels and reads tasks as
+     * (`LOOPSMITH_OWNER`; default: the NATS user's name, or `client`). Under the permission
+     * matrix a client user may use only its own name. See `ownerOf`.
      */
-    memory: z
-      .object({
-        /**
-         * `hnsw.ef_search`, set on every pooled connection: candidates kept while searching;
-         * higher finds more of the true nearest rows, slower. 1 to 1000. @defaultValue 100
-         */
-        efSearch: z.number().int().min(1).max(1000).default(100),
-        /** `m` of an HNSW index memory creates (links per node), 2 to 100. @defaultValue 16 */
-        hnswM: z.number().int().min(2).max(100).default(16),
-        /**
-         * `ef_construction` of an HNSW index memory creates, 4 to 1000 and at least 2 × `hnswM`.
-         * Both apply to indexes created from then on; an existing index keeps its own.
-         * @defaultValue 64
-         */
-        hnswEfConstruction: z.number().int().min(4).max(1000).default(64),
-      })
-      .default({ efSearch: 100, hnswM: 16, hnswEfConstruction: 64 }),
+    owner: Owner.optional(),
     /**
-     * `loopsmith improve`'s settings (ImproveSettings: goal, check, bench, repeats, alpha, …),
-     * so `loopsmith improve` alone works in a configured repository; flags override them.
+     * Replicas of every stream, KV bucket and object store loopsmith creates
+     * (`NATS_REPLICAS`): 1 on one server, 3 on a three-node JetStream cluster
+     * (deploy/compose.cluster.yml). One found with fewer is raised to this; one with more
+     * is left as it is (never lowered by a process configured for fewer). @defaultValue 1
      */
-    improve: z.record(z.string(), z.unknown()).optional(),
-  })
-  .superRefine((cfg, ctx) => {
-    if (cfg.llm.provider === "openai-compatible" && !cfg.llm.baseUrl) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["llm", "baseUrl"],
-        message: "the openai-compatible provider needs a base URL",
-      });
-    }
-    if (cfg.memory.hnswEfConstruction < 2 * cfg.memory.hnswM) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["memory", "hnswEfConstruction"],
-        message: "must be at least 2 × memory.hnswM (pgvector's rule)",
-      });
-    }
-  });
+    replicas: z.number().int().min(1).max(5).default(1),
+  }).default({ tls: {}, replicas: 1 }),
+  /** PostgreSQL URL (with pgvector). When unset, memory runs embedded PGlite under `dataDir`. */
+  databaseUrl: z.string().optional(),
+  /** Where embedded memory and local state live. @defaultValue ~/.local/share/loopsmith */
+  dataDir: z.string().default(join(process.env.XDG_DATA_HOME ?? join(homedir(), ".local", "share"), "loopsmith")),
+  /** Image names; the official images where a registry answers, locally built ones where not. */
+  images: strictObject({
+    /** @defaultValue loopsmith/nats:local (build with deploy/build-images.sh; or nats:2.10) */
+    nats: z.string().default("loopsmith/nats:local"),
+    /** @defaultValue loopsmith/postgres:local (or pgvector/pgvector:pg17) */
+    postgres: z.string().default("loopsmith/postgres:local"),
+    /** @defaultValue loopsmith/sandbox-python:local */
+    python: z.string().default("loopsmith/sandbox-python:local"),
+    /** @defaultValue loopsmith/sandbox-node:local */
+    node: z.string().default("loopsmith/sandbox-node:local"),
+  }).default({
+    nats: "loopsmith/nats:local",
+    postgres: "loopsmith/postgres:local",
+    python: "loopsmith/sandbox-python:local",
+    node: "loopsmith/sandbox-node:local",
+  }),
+  llm: strictObject({
+    /** @defaultValue "anthropic" */
+    provider: ProviderName.default("anthropic"),
+    /** Model id. @defaultValue "claude-sonnet-4-6" */
+    model: z.string().default("claude-sonnet-4-6"),
+    apiKey: z.string().optional(),
+    baseUrl: z.string().optional(),
+    /** Scripted provider: the file of replies to replay. */
+    scriptPath: z.string().optional(),
+    /** When set, every prompt and reply is appended to this JSONL file. */
+    transcriptPath: z.string().optional(),
+    /** SDK retries on 408/409/429/5xx (the SDK's own retry loop). @defaultValue 2 */
+    maxRetries: z.number().int().min(0).max(10).default(2),
+    /** SDK timeout of one HTTP call, in ms. @defaultValue 120000 */
+    timeoutMs: z.number().int().min(100).default(120_000),
+    /** Output token limit of one call. @defaultValue 8192 */
+    maxOutputTokens: z.number().int().min(16).default(8192),
+    /** AWS region for Bedrock. */
+    awsRegion: z.string().optional(),
+    /**
+     * USD per million tokens per model id (or base id: `claude-sonnet-4-5` prices its dated
+     * and Bedrock ids): overrides of the prices bundled with `@pydantic/genai-prices`, and
+     * the only price of a model that package lacks (a local or new model; 0 is allowed). A
+     * model priced in neither refuses a task with a USD budget. @defaultValue {}
+     */
+    prices: z.record(z.string(), ModelPrice).default({}),
+    /** Ceiling on USD spent by one process, over all tasks; unlimited when absent. */
+    processCeilingUsd: z.number().positive().optional(),
+    /** Sampling temperature of every call; the provider's own default when absent. */
+    temperature: z.number().min(0).max(2).optional(),
+    /**
+     * Agent mode's tool calling on an openai-compatible server: `native` (function calling,
+     * JSON mode after the server rejects it) or `json` (tools in the prompt). @defaultValue "native"
+     */
+    toolCalls: ToolCallMode.optional(),
+    /** Per-role overrides (`spec`, `plan`, `build`, `review`, `reflect`, `improve`, `agent`). @defaultValue {} */
+    roles: strictObject(
+      Object.fromEntries(ROLES.map((r) => [r, RoleLlm.optional()])) as Record<Role, z.ZodOptional<typeof RoleLlm>>,
+    ).default({}),
+    /** Fallbacks of every role that sets none. @defaultValue [] */
+    fallback: z.array(FallbackTarget).default([]),
+    /**
+     * After a model failed over to its fallback, how long its later calls go straight to
+     * the fallback, in ms; 0 tries it first every time. @defaultValue 60000
+     */
+    fallbackCooldownMs: z.number().int().min(0).default(60_000),
+  }).default({
+    provider: "anthropic",
+    model: "claude-sonnet-4-6",
+    maxRetries: 2,
+    timeoutMs: 120_000,
+    maxOutputTokens: 8192,
+    prices: {},
+    roles: {},
+    fallback: [],
+    fallbackCooldownMs: 60_000,
+  }),
+  executor: strictObject({
+    /** Runs at once per executor. @defaultValue 2 */
+    concurrency: z.number().int().min(1).max(64).default(2),
+    /**
+     * Runs waiting beyond `concurrency` before new ones are refused. 0: a full executor
+     * queues nothing and answers busy, so callers take the run to a replica with a free
+     * slot (several executors on several engines: the cluster file sets 0). @defaultValue 32
+     */
+    queueLimit: z.number().int().min(0).max(10_000).default(32),
+    /**
+     * A `docker save` archive (gzip allowed) holding the sandbox images: an engine found
+     * without them gets them loaded from it at start (an engine no registry reaches).
+     * Absent: a missing image stops the executor at start with an error naming it.
+     */
+    imageArchive: z.string().optional(),
+    /** Pre-created containers kept per image. @defaultValue 2 */
+    warmPoolSize: z.number().int().min(0).max(32).default(2),
+    /** OCI runtime, e.g. "runsc" for gVisor; the engine's default when absent. */
+    runtime: z.string().optional(),
+    /**
+     * Path of the sandbox's seccomp profile (Docker's JSON format). @defaultValue the
+     * profile shipped in `deploy/seccomp/sandbox.json` (Docker's default plus io_uring,
+     * pidfd_getfd and the other calls no test needs, denied; docs/SANDBOX.md).
+     */
+    seccompProfile: z.string().optional(),
+    /** Cap of stdout and of stderr, each, in bytes. @defaultValue 1048576 */
+    outputLimitBytes: z.number().int().min(1024).default(1_048_576),
+    /** Processes and threads per container. @defaultValue 128 */
+    pidsLimit: z.number().int().min(8).default(128),
+    /** CPUs per container (CPU quota). @defaultValue 1 */
+    cpus: z.number().positive().max(64).default(1),
+    /** Size of the writable workspace tmpfs, in MiB. @defaultValue 128 */
+    tmpfsMb: z.number().int().min(8).default(128),
+  }).default({
+    concurrency: 2,
+    queueLimit: 32,
+    warmPoolSize: 2,
+    outputLimitBytes: 1_048_576,
+    pidsLimit: 128,
+    cpus: 1,
+    tmpfsMb: 128,
+  }),
+  conductor: strictObject({
+    /**
+     * Tasks one architect process runs at once (a DAG task gives its slot back while its
+     * children run). Each task's sandbox runs are one after another, so this also caps
+     * the runs in flight from one architect: keep it at least the sandbox slots of all
+     * engines (`docs/CAPACITY.md`). More architect replicas share the intake. @defaultValue 4
+     */
+    concurrency: z.number().int().min(1).max(256).default(4),
+  }).default({ concurrency: 4 }),
+  bus: strictObject({
+    /** Timeout of one step call, in ms (LLM steps and sandbox runs can be long). @defaultValue 300000 */
+    stepTimeoutMs: z.number().int().min(100).default(300_000),
+    /** Timeout of a memory call, in ms. @defaultValue 30000 */
+    memoryTimeoutMs: z.number().int().min(100).default(30_000),
+    /** Retries of a step call on a retryable failure. @defaultValue 2 */
+    retries: z.number().int().min(0).max(10).default(2),
+    /**
+     * Longest silence accepted from a service working on a step, in ms: a step whose
+     * service died (or whose request NATS lost) is sent again after this, to another
+     * replica (services signal every 2 s while they work). @defaultValue 10000
+     */
+    livenessMs: z.number().int().min(3_000).default(10_000),
+    /**
+     * How long a sandbox run keeps asking executors that answer busy (no free slot with
+     * `executor.queueLimit` 0, or their engine down), in ms, before the step fails. @defaultValue 600000
+     */
+    busyWaitMs: z.number().int().min(0).default(600_000),
+  }).default({
+    stepTimeoutMs: 300_000,
+    memoryTimeoutMs: 30_000,
+    retries: 2,
+    livenessMs: 10_000,
+    busyWaitMs: 600_000,
+  }),
+  /**
+   * Memory's pgvector HNSW settings. The defaults were chosen by `npm run bench:memory`
+   * (recall@10 against exact search, and latency, at 100,000 failures).
+   */
+  memory: strictObject({
+    /**
+     * `hnsw.ef_search`, set on every pooled connection: candidates kept while searching;
+     * higher finds more of the true nearest rows, slower. 1 to 1000. @defaultValue 100
+     */
+    efSearch: z.number().int().min(1).max(1000).default(100),
+    /** `m` of an HNSW index memory creates (links per node), 2 to 100. @defaultValue 16 */
+    hnswM: z.number().int().min(2).max(100).default(16),
+    /**
+     * `ef_construction` of an HNSW index memory creates, 4 to 1000 and at least 2 × `hnswM`.
+     * Both apply to indexes created from then on; an existing index keeps its own.
+     * @defaultValue 64
+     */
+    hnswEfConstruction: z.number().int().min(4).max(1000).default(64),
+  }).default({ efSearch: 100, hnswM: 16, hnswEfConstruction: 64 }),
+  /**
+   * `loopsmith improve`'s settings ({@link ImproveSection}: ImproveSettings' goal, check,
+   * bench, repeats, alpha, …, and `base`, `setupCommand`), so `loopsmith improve` alone works
+   * in a configured repository; flags override them.
+   */
+  improve: ImproveSection.optional(),
+}).superRefine((cfg, ctx) => {
+  if (cfg.llm.provider === "openai-compatible" && !cfg.llm.baseUrl) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["llm", "baseUrl"],
+      message: "the openai-compatible provider needs a base URL",
+    });
+  }
+  if (cfg.memory.hnswEfConstruction < 2 * cfg.memory.hnswM) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["memory", "hnswEfConstruction"],
+      message: "must be at least 2 × memory.hnswM (pgvector's rule)",
+    });
+  }
+});
 export type Config = z.infer<typeof Config>;
 export type ConfigInput = z.input<typeof Config>;
 
@@ -323,30 +335,65 @@ export interface LoadedConfig {
 }
 
 /**
- * Loads and validates the configuration. Layers, later wins: defaults < the user's file
- * (`$XDG_CONFIG_HOME/loopsmith/config.json`) < the repository's file (`.loopsmith/config.json`
- * or `loopsmith.json` at its root) < the file named by `--config` or `LOOPSMITH_CONFIG` <
- * environment < flags (`LOOPSMITH_CONFIG_JSON`, then `opts.flags`).
- * @throws LoopsmithError `config_invalid` naming the file (and line and column) of a file that
- *   cannot be read or parsed, or each bad key with the layer that set it
+ * One problem of a configuration, as `loopsmith config validate` lists it: a file that cannot
+ * be read or parsed, an unknown key, or a bad value.
  */
-export function loadConfigWithSources(opts: LoadConfigOptions = {}): LoadedConfig {
+export interface ConfigProblem {
+  /** The layer that set the bad value (a file, an environment variable, a flag); absent when no one layer did. */
+  source?: ConfigSource;
+  /** The key's dotted path (`llm.modle`); empty for a file as a whole. */
+  path: string;
+  /** What is wrong: `unknown key llm.modle; did you mean llm.model?`, or the value's problem. */
+  message: string;
+  /** An unknown key (`message` names its path). */
+  unknownKey?: true;
+  /** One line for people: where (the file's path, `env NAME`, `flag`), the key path, the problem. */
+  line: string;
+}
+
+/** A configuration checked: loaded, or every problem found in it. */
+export type CheckedConfig = { ok: true; loaded: LoadedConfig } | { ok: false; problems: ConfigProblem[] };
+
+/** The layers merged, before the schema sees them, with the source of each value and the files read. */
+interface Layers {
+  layered: Json;
+  sources: Map<string, ConfigSource>;
+  files: LoadedConfig["files"];
+  /** The files (or `LOOPSMITH_CONFIG_JSON`) that could not be read or parsed, left out of `layered`. */
+  unreadable: Array<{ error: LoopsmithError; source?: ConfigSource }>;
+}
+
+/** Reads every layer of {@link loadConfigWithSources}; an unreadable one is recorded and left out. */
+function readLayers(opts: LoadConfigOptions): Layers {
   const env = opts.env ?? process.env;
   const sources = new Map<string, ConfigSource>();
-  const files: LoadedConfig["files"] = [];
-  let layered: Json = {};
+  const out: Layers = { layered: {}, sources, files: [], unreadable: [] };
   const addFile = (layer: "user" | "repo" | "explicit", path: string): void => {
-    const json = readConfigFile(path);
-    files.push({ layer, path });
-    recordSources(sources, json, () => ({ kind: "file", layer, path }));
-    layered = mergeConfig(layered, json);
+    const source: ConfigSource = { kind: "file", layer, path };
+    let json: Json;
+    try {
+      json = readConfigFile(path);
+    } catch (err) {
+      if (!(err instanceof LoopsmithError)) throw err;
+      out.unreadable.push({ error: err, source });
+      return;
+    }
+    out.files.push({ layer, path });
+    recordSources(sources, json, () => source);
+    out.layered = mergeConfig(out.layered, json);
   };
   if (opts.discover !== false) {
-    const found = findConfigFiles({
-      cwd: opts.cwd ?? process.cwd(),
-      env,
-      ...(opts.repoRoot ? { repoRoot: opts.repoRoot } : {}),
-    });
+    let found: ReturnType<typeof findConfigFiles> = {};
+    try {
+      found = findConfigFiles({
+        cwd: opts.cwd ?? process.cwd(),
+        env,
+        ...(opts.repoRoot ? { repoRoot: opts.repoRoot } : {}),
+      });
+    } catch (err) {
+      if (!(err instanceof LoopsmithError)) throw err;
+      out.unreadable.push({ error: err });
+    }
     if (found.user) addFile("user", found.user);
     if (found.repo) addFile("repo", found.repo);
   }
@@ -354,54 +401,146 @@ export function loadConfigWithSources(opts: LoadConfigOptions = {}): LoadedConfi
   if (file) addFile("explicit", resolve(file));
   const fromEnv = configFromEnv(env);
   recordSources(sources, fromEnv, (path) => ({ kind: "env", name: envNameOf(path, env) ?? "?" }));
-  layered = mergeConfig(layered, fromEnv);
+  out.layered = mergeConfig(out.layered, fromEnv);
   if (env.LOOPSMITH_CONFIG_JSON) {
-    let carried: Json;
+    let carried: Json | undefined;
     try {
       carried = JSON.parse(env.LOOPSMITH_CONFIG_JSON) as Json;
     } catch (err) {
-      throw new LoopsmithError("config_invalid", "LOOPSMITH_CONFIG_JSON is not valid JSON", { cause: err });
+      const error = new LoopsmithError("config_invalid", "LOOPSMITH_CONFIG_JSON is not valid JSON", { cause: err });
+      out.unreadable.push({ error, source: { kind: "env", name: "LOOPSMITH_CONFIG_JSON" } });
     }
-    recordSources(sources, carried, () => ({ kind: "flag" }));
-    layered = mergeConfig(layered, carried);
+    if (carried) {
+      recordSources(sources, carried, () => ({ kind: "flag" }));
+      out.layered = mergeConfig(out.layered, carried);
+    }
   }
   if (opts.flags) {
     recordSources(sources, opts.flags, () => ({ kind: "flag" }));
-    layered = mergeConfig(layered, opts.flags);
+    out.layered = mergeConfig(out.layered, opts.flags);
   }
-  layered = withProviderCredentials(layered, env);
+  out.layered = withProviderCredentials(out.layered, env);
   // The provider's own variables (ANTHROPIC_API_KEY, OPENAI_BASE_URL, …) filled in above.
-  for (const [path, value] of leavesOf(layered)) {
+  for (const [path, value] of leavesOf(out.layered)) {
     if (sourceAt(sources, path).kind !== "default" || typeof value !== "string") continue;
     const name = PROVIDER_VARIABLES.find((n) => env[n] === value);
     if (name) sources.set(path.join("."), { kind: "env", name });
   }
-  const parsed = Config.safeParse(layered);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((issue) => {
-      const path = issue.path.map(String);
-      let source = sourceAt(sources, path);
-      if (source.kind === "default") {
-        const under = [...sources.entries()].find(([k]) => path.length === 0 || k.startsWith(`${path.join(".")}.`));
-        if (under) source = under[1];
-      }
-      return `${path.join(".") || "(top level)"}: ${issue.message} (set by ${describeSource(source)})`;
-    });
-    const fileOf = new Set(
-      parsed.error.issues
-        .map((i) => sourceAt(sources, i.path.map(String)))
-        .flatMap((s) => (s.kind === "file" ? [s.path] : [])),
-    );
-    throw new LoopsmithError(
-      "config_invalid",
-      `invalid configuration${fileOf.size ? ` in ${[...fileOf].join(", ")}` : ""}: ${lines.join("; ")}`,
-      { details: parsed.error.issues },
-    );
-  }
-  const config = parsed.data;
+  return out;
+}
+
+/**
+ * The problems of the schema's issues, one per bad value and one per unknown key (a zod
+ * `unrecognized_keys` issue lists every unknown key of one object, its message one line per
+ * key: see `unknownKeysError`), each with the layer that set it.
+ */
+function schemaProblems(
+  issues: readonly z.core.$ZodIssue[],
+  sources: ReadonlyMap<string, ConfigSource>,
+): ConfigProblem[] {
+  const sourceOf = (path: string[]): ConfigSource => {
+    const source = sourceAt(sources, path);
+    if (source.kind !== "default") return source;
+    // A missing or cross-field value: the layer that set something beneath it.
+    const under = [...sources.entries()].find(([k]) => path.length === 0 || k.startsWith(`${path.join(".")}.`));
+    return under ? under[1] : source;
+  };
+  const where = (source: ConfigSource): string => (source.kind === "file" ? source.path : describeSource(source));
+  return issues.flatMap((issue): ConfigProblem[] => {
+    const at = issue.path.map(String);
+    if (issue.code === "unrecognized_keys") {
+      const lines = issue.message.split("\n");
+      return issue.keys.map((key, i) => {
+        const source = sourceOf([...at, key]);
+        const path = [...at, key].join(".");
+        const message = (lines.length === issue.keys.length && lines[i]) || `unknown key ${path}`;
+        return { source, path, message, unknownKey: true, line: `${where(source)}: ${message}` };
+      });
+    }
+    const source = sourceOf(at);
+    const path = at.join(".");
+    return [
+      { source, path, message: issue.message, line: `${where(source)}: ${path || "(top level)"}: ${issue.message}` },
+    ];
+  });
+}
+
+/**
+ * Checks the configuration as {@link loadConfigWithSources} loads it, collecting every problem
+ * instead of stopping at the first: each file that cannot be read or parsed (left out, the
+ * other layers still checked), each unknown key, each bad value, with the layer that set it.
+ * @returns `{ ok: true, loaded }` (as `loadConfigWithSources` returns it), or `{ ok: false, problems }`
+ *   with every problem; never throws for a bad configuration
+ */
+export function checkConfig(opts: LoadConfigOptions = {}): CheckedConfig {
+  const layers = readLayers(opts);
+  const parsed = parseLayers(layers);
+  const problems: ConfigProblem[] = [
+    ...layers.unreadable.map(({ error, source }) => ({
+      ...(source ? { source } : {}),
+      path: "",
+      message: error.message,
+      line: error.message,
+    })),
+    ...(parsed.ok ? [] : parsed.problems),
+  ];
+  return parsed.ok && problems.length === 0 ? parsed : { ok: false, problems };
+}
+
+/** The merged layers through the schema: the configuration with the source of each value, or the schema's problems. */
+function parseLayers(layers: Layers): CheckedConfig & { issues?: z.core.$ZodIssue[] } {
+  const parsed = Config.safeParse(layers.layered);
+  if (!parsed.success)
+    return { ok: false, problems: schemaProblems(parsed.error.issues, layers.sources), issues: parsed.error.issues };
   const ordered: Record<string, ConfigSource> = {};
-  for (const [path] of leavesOf(config)) ordered[path.join(".")] = sourceAt(sources, path);
-  return { config, sources: ordered, files };
+  for (const [path] of leavesOf(parsed.data)) ordered[path.join(".")] = sourceAt(layers.sources, path);
+  return { ok: true, loaded: { config: parsed.data, sources: ordered, files: layers.files } };
+}
+
+/**
+ * Loads and validates the configuration. Layers, later wins: defaults < the user's file
+ * (`$XDG_CONFIG_HOME/loopsmith/config.json`) < the repository's file (`.loopsmith/config.json`
+ * or `loopsmith.json` at its root) < the file named by `--config` or `LOOPSMITH_CONFIG` <
+ * environment < flags (`LOOPSMITH_CONFIG_JSON`, then `opts.flags`). Unknown keys are errors,
+ * in every layer ({@link checkConfig} lists every problem).
+ * @throws LoopsmithError `config_invalid` naming the file (and line and column) of a file that
+ *   cannot be read or parsed, or each unknown key (`unknown key llm.modle; did you mean
+ *   llm.model?`) and bad key with the layer that set it
+ */
+export function loadConfigWithSources(opts: LoadConfigOptions = {}): LoadedConfig {
+  const layers = readLayers(opts);
+  const first = layers.unreadable[0];
+  if (first) throw first.error;
+  const parsed = parseLayers(layers);
+  if (parsed.ok) return parsed.loaded;
+  throw invalidConfig(parsed.problems, parsed.issues);
+}
+
+/** The error of a configuration with `problems`: the files that set them, then each problem and its layer. */
+function invalidConfig(problems: readonly ConfigProblem[], issues: unknown): LoopsmithError {
+  const lines = problems.map((p) => {
+    const by = ` (set by ${describeSource(p.source ?? { kind: "default" })})`;
+    return p.unknownKey ? `${p.message}${by}` : `${p.path || "(top level)"}: ${p.message}${by}`;
+  });
+  const fileOf = new Set(problems.flatMap((p) => (p.source?.kind === "file" ? [p.source.path] : [])));
+  return new LoopsmithError(
+    "config_invalid",
+    `invalid configuration${fileOf.size ? ` in ${[...fileOf].join(", ")}` : ""}: ${lines.join("; ")}`,
+    { details: issues },
+  );
+}
+
+/**
+ * Checks the `improve` section of a repository's configuration file read on its own (as
+ * `loopsmith improve --repo` reads the repository's `loopsmith.json`) against {@link ImproveSection}.
+ * @returns the section as it is (no defaults added)
+ * @throws LoopsmithError `config_invalid` naming the file and each unknown key or bad value
+ */
+export function checkImproveSection(section: unknown, file: string): Record<string, unknown> {
+  const parsed = strictObject({ improve: ImproveSection }).safeParse({ improve: section });
+  if (parsed.success) return section as Record<string, unknown>;
+  const sources = new Map<string, ConfigSource>([["improve", { kind: "file", layer: "repo", path: file }]]);
+  throw invalidConfig(schemaProblems(parsed.error.issues, sources), parsed.error.issues);
 }
 
 /** The provider-specific variables {@link withProviderCredentials} reads. */

@@ -21,6 +21,8 @@ export {
   ModelPrice,
   ProviderName,
   RoleLlm,
+  checkConfig,
+  checkImproveSection,
   loadConfig,
   loadConfigWithSources,
   ownerOf,
@@ -37,7 +39,8 @@ export {
 } from "./config-layers.js";
 export type { ConfigFiles, ConfigSource } from "./config-layers.js";
 export { maskConfig, maskUrl } from "./mask.js";
-export type { ConfigInput, LoadConfigOptions, LoadedConfig } from "./config.js";
+export type { CheckedConfig, ConfigInput, ConfigProblem, LoadConfigOptions, LoadedConfig } from "./config.js";
+export { strictObject } from "./unknown-keys.js";
 export { REDACT_PATHS, createLogger } from "./log.js";
 export type { LoggerOptions } from "./log.js";
 export {
