@@ -58,6 +58,7 @@ export {
   ExecutionBase,
   ExecutionRequest,
   ExecutionResult,
+  RunLimits,
   ExecutionStatus,
   FailureBrief,
   FailureFix,

@@ -73,6 +73,15 @@ describe("executor: python with pytest", () => {
     ]);
     expect(result.tests[0]?.classname).toBe("test_math");
     expect(result.stdout).toContain("3 passed");
+    // The limits it ran under, as applied: the request's memory and timeout, the executor's CPU, pids and tmpfs.
+    const { executor } = testConfig();
+    expect(result.limits).toEqual({
+      cpus: executor.cpus,
+      memoryMb: 512,
+      pidsLimit: executor.pidsLimit,
+      timeoutMs: 20_000,
+      tmpfsMb: executor.tmpfsMb,
+    });
     await expectIdleHost(ex, 2);
   });
 

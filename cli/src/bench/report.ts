@@ -9,6 +9,7 @@ import { escapeHtml } from "../html.js";
 import { TRANSCRIPT_CSS, transcriptHtml, type ViewStep } from "../transcript-view.js";
 import { armsOf, lastResults, simulatedNotice } from "./summary.js";
 import type { ArmSummary, BenchArm, BenchResult, BenchSummary, PairedSummary } from "./types.js";
+import type { MachineState } from "./machine.js";
 
 /** The notice a report carries: the summary's, else the one its provider label implies. */
 function noticeOf(s: BenchSummary): string | undefined {
@@ -106,7 +107,14 @@ function armRow(arm: string, a: ArmSummary): string[] {
     usd(a.usdPerTask),
     ms(a.meanWallMs),
     String(a.errors),
+    String(a.infraErrors),
+    String(a.agentFailures),
   ];
+}
+
+/** The machine a run ran on, in one line (summary.json's `machine`). */
+export function machineText(m: MachineState): string {
+  return `machine: ${m.cpus} CPUs, ${m.memoryGiB} GiB; reference workload ${Math.round(m.referenceMs)} ms (lower is faster); over the run the CPUs were ${m.busyPct.toFixed(0)}% busy, ${m.stealPct.toFixed(1)}% stolen; load ${m.loadAverage.map((x) => x.toFixed(2)).join(" ")} at the end`;
 }
 
 const ARM_HEAD = [
@@ -122,6 +130,8 @@ const ARM_HEAD = [
   "USD / task",
   "mean wall",
   "errors",
+  "infrastructure failures",
+  "agent failures",
 ];
 
 /**
@@ -141,6 +151,7 @@ export function reportMarkdown(summary: BenchSummary, results: readonly BenchRes
     `- provider: ${mdText(s.provider.label)} (${mdText(s.provider.name)}${s.provider.model ? `, ${mdText(s.provider.model)}` : ""})`,
     `- memory: ${s.memory}; concurrency ${s.concurrency}`,
     `- started ${mdText(s.startedAt)}, finished ${mdText(s.finishedAt)}; wall ${ms(s.wallMs)}; ${num(s.tasksPerMin)} tasks/min`,
+    ...(s.machine ? [`- ${machineText(s.machine)}`] : []),
     "",
   );
   const arms = armsIn(s);

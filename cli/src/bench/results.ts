@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { TaskResult } from "@loopsmith/shared";
 import { BenchResult, type BenchArm, type BenchSummary, type ProviderLabel } from "./types.js";
+import { machineText } from "./report.js";
 
 /** The sentence every output of a run without a model carries. */
 export function noticeFor(label: ProviderLabel): string | undefined {
@@ -63,7 +64,7 @@ export function resultLine(
     wallMs: o.wallMs,
     provider: label,
     attempts: o.attempts,
-    ...(r.error ? { error: `${r.error.code}: ${r.error.message}` } : {}),
+    ...(r.error ? { error: `${r.error.code}: ${r.error.message}`, errorCode: r.error.code } : {}),
     finishedAt: new Date().toISOString(),
   };
 }
@@ -78,6 +79,8 @@ export function errorLine(o: {
   attempts: number;
   label: ProviderLabel;
   message: string;
+  /** The error's code (`task_timeout` when no result came in time). */
+  code: string;
 }): BenchResult {
   return {
     v: 1,
@@ -98,6 +101,7 @@ export function errorLine(o: {
     provider: o.label,
     attempts: o.attempts,
     error: o.message,
+    errorCode: o.code,
     finishedAt: new Date().toISOString(),
   };
 }
@@ -111,7 +115,7 @@ export function summaryText(s: BenchSummary, out: string): string {
     if (!a) continue;
     lines.push(
       `memory ${arm}: pass@1 ${a.passAt1.toFixed(3)} (${a.passed}/${a.tasks}), iterations mean ${a.meanIterations.toFixed(2)} p90 ${a.p90Iterations}, ` +
-        `tokens/task ${Math.round(a.tokensInPerTask)} in ${Math.round(a.tokensOutPerTask)} out, $${a.usdPerTask.toFixed(4)}/task, ${a.errors} errors`,
+        `tokens/task ${Math.round(a.tokensInPerTask)} in ${Math.round(a.tokensOutPerTask)} out, $${a.usdPerTask.toFixed(4)}/task, ${a.errors} errors; not passed: ${a.agentFailures} agent, ${a.infraErrors} infrastructure`,
     );
   }
   if (s.paired) {
@@ -124,6 +128,7 @@ export function summaryText(s: BenchSummary, out: string): string {
   lines.push(
     `${s.tasksPerMin.toFixed(1)} tasks/min over ${(s.wallMs / 1000).toFixed(1)} s (concurrency ${s.concurrency})`,
   );
+  if (s.machine) lines.push(machineText(s.machine));
   if (s.skippedLines.length) lines.push(`${s.skippedLines.length} dataset line(s) skipped (see report.md)`);
   lines.push(
     `wrote ${["results.jsonl", "summary.json", "report.md", "report.html"].map((f) => join(out, f)).join(", ")}`,

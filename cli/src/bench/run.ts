@@ -36,6 +36,7 @@ import { loadDataset } from "./datasets.js";
 import { reportHtml, reportMarkdown } from "./report.js";
 import { appendTranscript, readTranscripts } from "./transcripts.js";
 import { summarize } from "./summary.js";
+import { cpuTimes, machineState, referenceMs, type CpuTimes, type MachineState } from "./machine.js";
 import { benchTask, type BenchTaskOptions } from "./tasks.js";
 import type { BenchResult } from "./types.js";
 import {
@@ -221,6 +222,7 @@ async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Pro
           taskId: task.taskId,
           wallMs: Date.now() - started,
           message: `timeout: no result within ${o.taskTimeoutMs ?? 600_000} ms`,
+          code: "task_timeout",
         });
       } else {
         line = resultLine(result, { ...base, wallMs: Date.now() - started });
@@ -234,6 +236,7 @@ async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Pro
         taskId: task.taskId,
         wallMs: Date.now() - started,
         message: `${(err as LoopsmithError).code ?? "internal"}: ${(err as Error).message}`,
+        code: (err as LoopsmithError).code ?? "internal",
       });
     }
     if (attempt <= retries) {
@@ -306,6 +309,7 @@ function writeReports(
   o: BenchOptions,
   skipped: SkippedLine[],
   finishedAt: Date,
+  machine?: MachineState,
 ): BenchSummary {
   const results = readResults(run.resultsPath);
   const notice = noticeFor(run.meta.provider.label);
@@ -321,6 +325,7 @@ function writeReports(
     startedAt: run.meta.startedAt,
     finishedAt: finishedAt.toISOString(),
     skipped,
+    ...(machine ? { machine } : {}),
   });
   writeFileSync(join(run.out, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
   writeFileSync(join(run.out, "report.md"), reportMarkdown(summary, results));
@@ -389,6 +394,8 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
   let nc: NatsConnection | undefined;
   let watchdog: NodeJS.Timeout | undefined;
   let ending = false;
+  let machineAt: { refMs: number; cpu: CpuTimes } | undefined;
+  let machine: MachineState | undefined;
   const progress = progressReporter({
     total: runCases.length * arms.length,
     already: runCases.length * arms.length - todo.length,
@@ -431,6 +438,8 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
       abort: abort.signal,
       ensureStack,
     };
+    // The machine's state over the tasks: the reference workload first, then CPU time from here.
+    machineAt = { refMs: referenceMs(), cpu: cpuTimes() };
     const queue = new PQueue({ concurrency: o.concurrency ?? 4 });
     for (const t of todo) {
       void queue.add(async () => {
@@ -443,13 +452,14 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
   } finally {
     clearInterval(watchdog);
     ending = true;
+    if (machineAt) machine = machineState(machineAt.refMs, machineAt.cpu, cpuTimes());
     progress.stop();
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
     await nc?.close().catch(() => undefined);
     for (const s of stacks.reverse()) await s.stop();
   }
-  const summary = writeReports({ meta, out, resultsPath }, o, loaded.skipped, new Date());
+  const summary = writeReports({ meta, out, resultsPath }, o, loaded.skipped, new Date(), machine);
   process.stdout.write(o.json ? `${jsonLine({ kind: "summary", ...summary })}\n` : `${summaryText(summary, out)}\n`);
   return abort.signal.aborted ? 130 : 0;
 }

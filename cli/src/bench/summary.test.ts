@@ -1,6 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { machineState } from "./machine.js";
 import {
+  isInfraError,
   lastResults,
   mcnemarExactP,
   nearestRank,
@@ -283,5 +285,75 @@ describe("summarize", () => {
       ["on", 7],
       ["off", 1],
     ]);
+  });
+});
+
+describe("infrastructure failures apart from the agent's", () => {
+  const failedBy = (caseId: string, errorCode?: string): BenchResult =>
+    result(caseId, "off", {
+      status: errorCode ? "error" : "failed",
+      stopReason: errorCode ? "error" : "max_iterations",
+      passed: false,
+      visiblePassed: false,
+      ...(errorCode ? { errorCode, error: `${errorCode}: …` } : {}),
+    });
+  const machine = (busyPct: number) => ({
+    cpus: 2,
+    memoryGiB: 24,
+    referenceMs: 180,
+    busyPct,
+    stealPct: 0.5,
+    loadAverage: [1, 1, 1],
+  });
+  const rs = [
+    result("a", "off"),
+    failedBy("b"),
+    failedBy("c", "sandbox_error"),
+    failedBy("d", "unavailable"),
+    failedBy("e", "task_timeout"),
+    failedBy("f", "llm_bad_reply"),
+  ];
+
+  it("counts the sandbox and the bus as infrastructure, a bad model reply and failing tests as the agent's", () => {
+    expect(isInfraError({ errorCode: "sandbox_error" })).toBe(true);
+    expect(isInfraError({ errorCode: "llm_bad_reply" })).toBe(false);
+    expect(isInfraError({})).toBe(false);
+    const s = summarizeArm(rs, machine(50));
+    expect([s.infraErrors, s.agentFailures, s.passed]).toEqual([2, 3, 1]);
+  });
+
+  it("counts a task timeout as the machine's only while the machine was over 90 % busy", () => {
+    expect(summarizeArm(rs, machine(95)).infraErrors).toBe(3);
+    expect(summarizeArm(rs, machine(90)).infraErrors).toBe(2);
+    expect(summarizeArm(rs).infraErrors).toBe(2);
+  });
+
+  it("records the machine in the summary", () => {
+    const s = summarize({
+      results: rs,
+      runId: "r1",
+      dataset: "d.jsonl",
+      format: "humaneval",
+      provider: { label: "scripted", name: "scripted", model: "" },
+      memory: "off",
+      concurrency: 2,
+      startedAt: "2026-12-01T00:00:00.000Z",
+      finishedAt: "2026-12-01T00:01:00.000Z",
+      skipped: [],
+      machine: machine(95),
+    });
+    expect(s.machine?.busyPct).toBe(95);
+    expect(s.arms.off?.infraErrors).toBe(3);
+  });
+});
+
+describe("machineState", () => {
+  it("reads the CPUs, memory, load and the busy share between two readings", () => {
+    const m = machineState(123.456, { busy: 10, idle: 10, steal: 0 }, { busy: 19, idle: 11, steal: 0 });
+    expect(m.busyPct).toBe(90);
+    expect(m.referenceMs).toBe(123.5);
+    expect(m.cpus).toBeGreaterThan(0);
+    expect(m.memoryGiB).toBeGreaterThan(0);
+    expect(m.loadAverage).toHaveLength(3);
   });
 });

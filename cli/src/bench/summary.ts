@@ -21,6 +21,7 @@ import {
   type ProviderLabel,
   type SkippedLine,
 } from "./types.js";
+import { BUSY_MACHINE_PCT, type MachineState } from "./machine.js";
 
 /**
  * The result that counts for each (case, arm): the last line of it in `results`, in the order
@@ -62,14 +63,16 @@ function countBy(keys: readonly string[]): Record<string, number> {
  * - `passAt1` = passed / tasks (hidden tests; one sample per task), `visiblePassRate` the same
  *   over the visible tests; both 0 with no task;
  * - `p90Iterations`: nearest-rank 90th percentile;
- * - `errors`: tasks whose status is `error`;
+ * - `errors`: tasks whose status is `error`; of the tasks that did not pass, `infraErrors`
+ *   failed on the infrastructure ({@link isInfraError}) and `agentFailures` are the rest;
  * - `stopReasons`, `iterationsHistogram`: tasks per stop reason, per iteration count.
  */
-export function summarizeArm(results: readonly BenchResult[]): ArmSummary {
+export function summarizeArm(results: readonly BenchResult[], machine?: MachineState): ArmSummary {
   const rs = lastResults(results);
   const n = rs.length;
   const iterations = rs.map((r) => r.iterations);
   const passed = rs.filter((r) => r.passed).length;
+  const infra = rs.filter((r) => !r.passed && isInfraError(r, machine)).length;
   return ArmSummary.parse({
     tasks: n,
     passed,
@@ -82,9 +85,29 @@ export function summarizeArm(results: readonly BenchResult[]): ArmSummary {
     usdPerTask: mean(rs.map((r) => r.costUsd)),
     meanWallMs: mean(rs.map((r) => r.wallMs)),
     errors: rs.filter((r) => r.status === "error").length,
+    infraErrors: infra,
+    agentFailures: n - passed - infra,
     stopReasons: countBy(rs.map((r) => r.stopReason)),
     iterationsHistogram: countBy(iterations.map(String)),
   });
+}
+
+/**
+ * Error codes that say the infrastructure failed, not the agent: the sandbox (a container or
+ * an image the engine does not have), the bus (a call that found no service or ran out of
+ * time), the database. The codes are `ErrorCode`'s (shared/src/runtime/errors.ts).
+ */
+export const INFRA_ERROR_CODES: ReadonlySet<string> = new Set(["sandbox_error", "unavailable", "timeout", "db_error"]);
+
+/**
+ * A result that did not pass because of the infrastructure: its error code is one of
+ * {@link INFRA_ERROR_CODES}, or it ran out of the bench's task time (`task_timeout`) while the
+ * machine was over {@link BUSY_MACHINE_PCT} % busy over the run.
+ */
+export function isInfraError(r: Pick<BenchResult, "errorCode">, machine?: MachineState): boolean {
+  if (!r.errorCode) return false;
+  if (INFRA_ERROR_CODES.has(r.errorCode)) return true;
+  return r.errorCode === "task_timeout" && (machine?.busyPct ?? 0) > BUSY_MACHINE_PCT;
 }
 
 /** The least of 1 and a p-value (stdlib's two-sided sums can pass 1 by rounding). */
@@ -179,6 +202,8 @@ export interface SummaryInput {
   /** ISO-8601. */
   finishedAt: string;
   skipped: readonly SkippedLine[];
+  /** The machine the run ran on, when measured. */
+  machine?: MachineState;
 }
 
 /** The sentence every output of a run carries when no model answered (`scripted`, `simulated`). */
@@ -203,7 +228,11 @@ export function summarize(input: SummaryInput): BenchSummary {
   const rs = lastResults(input.results);
   const wallMs = Math.max(0, Date.parse(input.finishedAt) - Date.parse(input.startedAt)) || 0;
   const arms: BenchSummary["arms"] = {};
-  for (const arm of armsOf(input.memory)) arms[arm] = summarizeArm(rs.filter((r) => r.arm === arm));
+  for (const arm of armsOf(input.memory))
+    arms[arm] = summarizeArm(
+      rs.filter((r) => r.arm === arm),
+      input.machine,
+    );
   const notice = input.notice ?? simulatedNotice(input.provider.label);
   return BenchSummary.parse({
     v: 1,
@@ -228,5 +257,6 @@ export function summarize(input: SummaryInput): BenchSummary {
         }
       : {}),
     skippedLines: input.skipped.map((s) => ({ line: s.line, message: s.message })),
+    ...(input.machine ? { machine: input.machine } : {}),
   });
 }

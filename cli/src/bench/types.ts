@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { FileChange, Language } from "@loopsmith/shared";
+import { MachineState } from "./machine.js";
 
 /** The dataset formats `bench` reads. */
 export const DatasetFormat = z.enum(["humaneval", "mbpp", "jsbench"]);
@@ -80,6 +81,11 @@ export const BenchResult = z.object({
   attempts: z.number().int().positive(),
   error: z.string().optional(),
   /**
+   * The error's code (the task's `error.code`; `task_timeout` when no result came within the
+   * bench's task timeout): what {@link ArmSummary}'s `infraErrors` is counted from.
+   */
+  errorCode: z.string().optional(),
+  /**
    * SWE-bench instances only: the grade by the official rule. `status` is also the line's
    * `stopReason`; `passed` is `status === "resolved"`; `hidden` counts both test lists.
    */
@@ -113,6 +119,14 @@ export const ArmSummary = z.object({
   usdPerTask: z.number(),
   meanWallMs: z.number(),
   errors: z.number().int(),
+  /**
+   * Tasks that did not pass because the infrastructure failed (`summarizeArm`'s
+   * INFRA_ERROR_CODES: the sandbox, the bus, the database; a task timeout while the machine
+   * was over 90 % busy, `BUSY_MACHINE_PCT`), counted apart from the agent's failures.
+   */
+  infraErrors: z.number().int().default(0),
+  /** Tasks that did not pass for any other reason: the agent's failures. */
+  agentFailures: z.number().int().default(0),
   stopReasons: z.record(z.string(), z.number().int()),
   /** Tasks per iteration count (`"1"`: tasks that ended after one iteration). */
   iterationsHistogram: z.record(z.string(), z.number().int()),
@@ -158,5 +172,7 @@ export const BenchSummary = z.object({
   arms: z.object({ on: ArmSummary.optional(), off: ArmSummary.optional() }),
   paired: PairedSummary.optional(),
   skippedLines: z.array(z.object({ line: z.number().int(), message: z.string() })),
+  /** The machine the run ran on (absent from a summary written before it was recorded). */
+  machine: MachineState.optional(),
 });
 export type BenchSummary = z.infer<typeof BenchSummary>;

@@ -33,7 +33,7 @@ import { LABEL, LABEL_HOST, LABEL_PID, Sandbox, STOPPED_REASON, type RawRun, typ
 import { loadSeccompProfile } from "./seccomp.js";
 import { planRun } from "./repo-run.js";
 import { tripwireEntries } from "./integrity.js";
-import { blocked, precheck, resultOf, sandboxError, withoutOutput, type DetailedResult } from "./result.js";
+import { blocked, limitsOf, precheck, resultOf, sandboxError, withoutOutput, type DetailedResult } from "./result.js";
 import { PROBE, selfTest } from "./selftest.js";
 import { SetupLayers } from "./setup.js";
 import { SandboxTracker } from "./tracker.js";
@@ -344,7 +344,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
       tracker.dispose(sandbox);
       pool.fill();
     }
-    const done = resultOf(raw, plan, req);
+    const done = resultOf(raw, plan, req, limitsOf(sandbox.spec, req.memoryMb * MiB, req.timeoutMs));
     log.debug({ status: done.result.status, wallMs: Math.round(performance.now() - started) }, "run finished");
     return done;
   };

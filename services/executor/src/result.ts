@@ -9,13 +9,14 @@ import {
   trimTests,
   type ExecutionRequest,
   type ExecutionResult,
+  type RunLimits,
   type TestCase,
 } from "@loopsmith/shared";
 import { judgeIntegrity, readChannel, type IntegrityJudgement } from "./integrity.js";
 import { parseJUnit } from "./junit.js";
 import { verdict, type Verdict } from "./outcome.js";
 import { setupField, type RunPlan } from "./repo-run.js";
-import type { RawRun } from "./sandbox.js";
+import type { RawRun, SandboxSpec } from "./sandbox.js";
 import { shellOutcome } from "./shell.js";
 import { checkFiles } from "./workspace.js";
 
@@ -98,6 +99,21 @@ export function controllerVerdict(j: IntegrityJudgement, exitCode: number | null
   return { status: "passed", exitCode: 0 };
 }
 
+/**
+ * The limits of a run in `spec`'s container: its CPU quota, pids limit, tmpfs size and runtime,
+ * the memory it ran with (bytes, updated per run) and the run's timeout (ms).
+ */
+export function limitsOf(spec: SandboxSpec, memoryBytes: number, timeoutMs: number): RunLimits {
+  return {
+    cpus: spec.cpus,
+    memoryMb: Math.round(memoryBytes / (1024 * 1024)),
+    pidsLimit: spec.pidsLimit,
+    timeoutMs,
+    tmpfsMb: spec.tmpfsMb,
+    ...(spec.runtime ? { runtime: spec.runtime } : {}),
+  };
+}
+
 /** Statuses decided before any report is read: the run did not end by itself. */
 const STOPPED = new Set(["timeout", "output_limit", "killed", "oom", "blocked"]);
 
@@ -105,9 +121,10 @@ const STOPPED = new Set(["timeout", "output_limit", "killed", "oom", "blocked"])
  * The result of a finished run: the verdict and test cases from the runner's controller when
  * the run has a verdict channel (integrity.ts), else from the JUnit file the supervisor read
  * back (outcome.ts; a shell command's through `shellOutcome`); a failed setup named in the
- * reason, durations in ms (the command's own when the supervisor reported it, else wall time).
+ * reason, durations in ms (the command's own when the supervisor reported it, else wall time),
+ * and the limits the run ran under when given ({@link limitsOf}).
  */
-export function resultOf(raw: RawRun, plan: RunPlan, req: ExecutionRequest): DetailedResult {
+export function resultOf(raw: RawRun, plan: RunPlan, req: ExecutionRequest, limits?: RunLimits): DetailedResult {
   let tests: TestCase[] = [];
   const junit = raw.trailer?.result ? parseJUnit(Buffer.from(raw.trailer.result, "base64").toString("utf8")) : null;
   if (junit) tests = junit;
@@ -162,6 +179,7 @@ export function resultOf(raw: RawRun, plan: RunPlan, req: ExecutionRequest): Det
     ...(v.reason ? { reason: v.reason } : {}),
     ...(v.status === "passed" || v.status === "failed" || v.status === "tampering" ? { verdict: source } : {}),
     ...(plan.setup ? { setup: setupField(plan.setup) } : {}),
+    ...(limits ? { limits } : {}),
   };
   return { result, stdout: raw.stdout, stderr: raw.stderr };
 }

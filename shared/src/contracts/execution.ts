@@ -102,6 +102,22 @@ export const TestSummary = z.object({
 });
 export type TestSummary = z.infer<typeof TestSummary>;
 
+/**
+ * The limits a sandbox run ran under, as the executor applied them: CPU quota (CPUs), memory
+ * (MiB, no swap), processes and threads (cgroup pids limit), wall clock (ms), each tmpfs
+ * (`/workspace`, `/tmp`, MiB), and the OCI runtime when it is not the engine's default. A
+ * result that does not record them cannot be compared with another run.
+ */
+export const RunLimits = z.object({
+  cpus: z.number().positive(),
+  memoryMb: z.number().int().positive(),
+  pidsLimit: z.number().int().positive(),
+  timeoutMs: z.number().int().positive(),
+  tmpfsMb: z.number().int().positive(),
+  runtime: z.string().optional(),
+});
+export type RunLimits = z.infer<typeof RunLimits>;
+
 /** What a sandbox run produced. Output fields are UTF-8 text, capped in bytes by configuration. */
 export const ExecutionResult = z.object({
   status: ExecutionStatus,
@@ -141,6 +157,8 @@ export const ExecutionResult = z.object({
       message: z.string().optional(),
     })
     .optional(),
+  /** The limits the run ran under; absent when no container ran (blocked) or from an older executor. */
+  limits: RunLimits.optional(),
 });
 export type ExecutionResult = z.infer<typeof ExecutionResult>;
 

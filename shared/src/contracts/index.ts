@@ -74,6 +74,7 @@ export {
   ExecutionBase,
   ExecutionRequest,
   ExecutionResult,
+  RunLimits,
   ExecutionStatus,
   TestCase,
   TestSummary,

@@ -26,6 +26,7 @@ import { reportHtml, reportMarkdown } from "../report.js";
 import { readResults } from "../results.js";
 import { lastResults, summarize } from "../summary.js";
 import type { BenchArm, BenchResult, BenchSummary, ProviderLabel } from "../types.js";
+import { cpuTimes, machineState, referenceMs } from "../machine.js";
 import { BUILTIN_ENV, loadEnvFile, mergeEnv, resolveEnv, type EnvFile } from "./env.js";
 import { createGrader, type Grade } from "./grade.js";
 import { loadInstances, loadPredictions, type SweInstance } from "./instances.js";
@@ -268,6 +269,8 @@ export async function sweBenchCommand(o: SweBenchOptions, log: Logger): Promise<
   process.on("SIGTERM", onSignal);
   const total = runInstances.length * arms.length;
   const progress = progressReporter({ total, already: total - todo.length, json: !!o.json });
+  // The machine's state over the instances (the reference workload, then CPU time).
+  const machineAt = { refMs: referenceMs(), cpu: cpuTimes() };
   try {
     if (todo.length) {
       const grader = await createGrader({
@@ -312,6 +315,7 @@ export async function sweBenchCommand(o: SweBenchOptions, log: Logger): Promise<
     startedAt: meta.startedAt,
     finishedAt: new Date().toISOString(),
     skipped: [],
+    machine: machineState(machineAt.refMs, machineAt.cpu, cpuTimes()),
   });
   writeFileSync(join(out, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
   writeFileSync(join(out, "report.md"), reportMarkdown(summary, results));
