@@ -11,6 +11,7 @@
  *   dist/app/shared/prompts/              the prompts
  *   dist/app/services/memory/migrations/  the memory migrations
  *   dist/app/deploy/seccomp/sandbox.json  the sandbox's seccomp profile
+ *   dist/app/deploy/rootfs/sandbox-python/loopsmith_verdict.py  the pytest verdict plugin a task's own image is given
  *   dist/app/node_modules/                PGlite (+ pgvector, socket)
  *
  * It also writes `dist/app/build.json` (cli/bin/build-stamp.js): the source files the bundles
@@ -59,7 +60,12 @@ const COPIED = [
 const OPTIONAL = ["pg-native", "cpu-features", "pino-pretty"];
 
 /** Files and folders read at run time, relative to the root. */
-const ASSETS = ["shared/prompts", "services/memory/migrations", "deploy/seccomp/sandbox.json"];
+const ASSETS = [
+  "shared/prompts",
+  "services/memory/migrations",
+  "deploy/seccomp/sandbox.json",
+  "deploy/rootfs/sandbox-python/loopsmith_verdict.py",
+];
 
 /** Marks the copied and optional packages (and native `.node` files) external. */
 const externals: Plugin = {

@@ -62,6 +62,31 @@ export interface BootSpec {
    * runner's controller wrote there as {@link BootTrailer.verdict}. See integrity.ts.
    */
   verdictKey?: string;
+  /**
+   * Where the workspace is and the command starts (an image's own workdir, e.g. `/testbed`);
+   * absent: `/workspace`. The archive's `workspace/` entries are extracted there.
+   */
+  cwd?: string;
+}
+
+/**
+ * The extraction of a workspace archive (entries `workspace/…` and `tmp/.loopsmith/…`, at `/`)
+ * as the sandbox user, with the workspace's entries put under `cwd` when it is not `/workspace`
+ * (GNU tar's `--transform`).
+ */
+export function extractArgv(cwd?: string): string[] {
+  const to = cwd && cwd !== "/workspace" ? cwd.slice(1) : undefined;
+  return [
+    "tar",
+    "-x",
+    "-f",
+    "-",
+    "-C",
+    "/",
+    "--no-same-permissions",
+    "--no-overwrite-dir",
+    ...(to ? [`--transform=s,^workspace/,${to}/,`, `--transform=s,^workspace$,${to},`] : []),
+  ];
 }
 
 /** The argv prefix that runs a program as `uid` with no capabilities (util-linux `setpriv`). */
@@ -109,7 +134,7 @@ export function encodeSpec(spec: BootSpec, archive: Buffer): Buffer {
   const wire = {
     ...spec,
     archiveBytes: archive.length,
-    extract: [...drop, "tar", "-x", "-f", "-", "-C", "/", "--no-same-permissions", "--no-overwrite-dir"],
+    extract: [...drop, ...extractArgv(spec.cwd)],
     read: [
       ...drop,
       "dd",
@@ -223,7 +248,7 @@ def main():
         reader = threading.Thread(target=read_verdict, daemon=True)
         reader.start()
     try:
-        p = subprocess.Popen(spec["drop"] + spec["argv"], cwd="/workspace", env=env, stdin=subprocess.DEVNULL, close_fds=True, pass_fds=fds)
+        p = subprocess.Popen(spec["drop"] + spec["argv"], cwd=spec.get("cwd") or "/workspace", env=env, stdin=subprocess.DEVNULL, close_fds=True, pass_fds=fds)
         for fd in fds:
             os.close(fd)
         fds = ()
@@ -304,7 +329,7 @@ function main() {
   const withVerdict = typeof spec.verdictKey === "string";
   const verdict = []; let verdictBytes = 0, verdictDone = !withVerdict;
   // Spawned, not spawnSync: the event loop keeps watching stdin while the command runs.
-  const child = cp.spawn(argv[0], argv.slice(1), { cwd: "/workspace", env: withVerdict ? Object.assign({}, env, { LOOPSMITH_VERDICT_FD: "3" }) : env, stdio: withVerdict ? ["ignore", "inherit", "inherit", "pipe"] : ["ignore", "inherit", "inherit"] });
+  const child = cp.spawn(argv[0], argv.slice(1), { cwd: spec.cwd || "/workspace", env: withVerdict ? Object.assign({}, env, { LOOPSMITH_VERDICT_FD: "3" }) : env, stdio: withVerdict ? ["ignore", "inherit", "inherit", "pipe"] : ["ignore", "inherit", "inherit"] });
   let afterVerdict = null;
   if (withVerdict) {
     const channel = child.stdio[3];

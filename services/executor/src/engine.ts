@@ -91,7 +91,7 @@ export async function describeEngine(
 }
 
 /** True when the engine has `image` (by name or id). */
-async function hasImage(docker: Docker, image: string): Promise<boolean> {
+export async function hasImage(docker: Docker, image: string): Promise<boolean> {
   try {
     await docker.getImage(image).inspect();
     return true;

@@ -32,7 +32,7 @@ import { WarmPool } from "./pool.js";
 import { LABEL, LABEL_HOST, LABEL_PID, Sandbox, STOPPED_REASON, type RawRun, type SandboxSpec } from "./sandbox.js";
 import { loadSeccompProfile } from "./seccomp.js";
 import { planRun } from "./repo-run.js";
-import { tripwireEntries } from "./integrity.js";
+import { TaskImages } from "./task-images.js";
 import { blocked, limitsOf, precheck, resultOf, sandboxError, withoutOutput, type DetailedResult } from "./result.js";
 import { PROBE, selfTest } from "./selftest.js";
 import { SetupLayers } from "./setup.js";
@@ -233,6 +233,11 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     );
   });
 
+  const images = new TaskImages(docker, {
+    engine: () => engine,
+    log,
+    ...(cfg.imageArchive ? { archive: cfg.imageArchive } : {}),
+  });
   const seccomp = loadSeccompProfile(cfg.seccompProfile);
   const specFor = (kind: ImageKind): SandboxSpec => ({
     image: imageOf(config, kind),
@@ -250,6 +255,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     config,
     log,
     layers,
+    images,
     specFor,
     instanceId,
     labels,
@@ -317,10 +323,20 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     if ("error" in prepared) return withoutOutput(sandboxError(prepared.error));
     const { plan } = prepared;
     const pool = poolOf(req.language);
-    // A run with a setup layer mounted needs a container created with the mount.
-    const sandbox = plan.mounts
-      ? await Sandbox.create(docker, { ...pool.spec, memoryBytes: req.memoryMb * MiB, mounts: plan.mounts })
-      : await pool.take();
+    // A run with a setup layer mounted, or in a task's own image, needs a container of its own.
+    const own = plan.ownImage === true;
+    if (own) {
+      const missing = await images.ensure(plan.spec.image, signal);
+      if (missing) return withoutOutput(sandboxError(missing));
+    }
+    const sandbox =
+      plan.mounts || own
+        ? await Sandbox.create(docker, {
+            ...plan.spec,
+            memoryBytes: req.memoryMb * MiB,
+            ...(plan.mounts ? { mounts: plan.mounts } : {}),
+          })
+        : await pool.take();
     tracker.track(sandbox);
     let raw: RawRun;
     try {
@@ -329,11 +345,7 @@ export function createExecutor(deps: ExecutorDeps): Executor {
           argv: plan.argv,
           env: plan.env,
           files: req.files,
-          ...(plan.archive
-            ? { archive: plan.archive }
-            : plan.integrity
-              ? { extra: tripwireEntries(plan.integrity) }
-              : {}),
+          ...(plan.archive ? { archive: plan.archive } : plan.extra?.length ? { extra: plan.extra } : {}),
           ...(plan.integrity ? { verdictKey: plan.integrity.key } : {}),
           resultPath: RESULT_PATH,
           resultLimitBytes: RESULT_LIMIT_BYTES,

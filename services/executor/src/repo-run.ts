@@ -3,10 +3,18 @@
  * a `shell` line), its environment, and in repo mode the workspace archive built from the
  * base tree and the setup layer to mount.
  */
+import { readFileSync } from "node:fs";
 import { posix } from "node:path";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
-import { hasCode, ownerOfTask, type Config, type ExecutionRequest, type ExecutionResult } from "@loopsmith/shared";
+import {
+  assetPath,
+  hasCode,
+  ownerOfTask,
+  type Config,
+  type ExecutionRequest,
+  type ExecutionResult,
+} from "@loopsmith/shared";
 import {
   commandEnv,
   customCommand,
@@ -18,7 +26,8 @@ import {
   type Runner,
 } from "./commands.js";
 import { isManifest, repoArchive, type ArchiveLimits } from "./repo.js";
-import { inodesFor, type SandboxSpec } from "./sandbox.js";
+import { inodesFor, WORKSPACE, type SandboxSpec } from "./sandbox.js";
+import type { ExtraEntry } from "./archive.js";
 import { layerEnv, layerMount, setupKey } from "./layer.js";
 import type { SetupLayers, SetupOutcome } from "./setup.js";
 import { PYTEST_ADDOPTS, shellArgv } from "./shell.js";
@@ -50,6 +59,45 @@ export interface RunPlan {
   integrity?: IntegrityPlan;
   /** A session must report (loopsmith's own commands); false for a shell line. */
   integrityRequired?: boolean;
+  /**
+   * Files written outside the workspace with it: the tripwires, and in an image of the task's
+   * own the verdict plugin (`shippedEntries`). Already in `archive` when there is one.
+   */
+  extra?: ExtraEntry[];
+  /** The container's spec: the warm pool's, or for a task's own image ({@link specOfRequest}) its own. */
+  spec: SandboxSpec;
+  /** The request names an image other than the pool's: its run needs a container of its own. */
+  ownImage?: boolean;
+}
+
+/** Where loopsmith's pytest plugin goes in a task's own image (on `PYTHONPATH`, outside the workspace). */
+export const SHIPPED_PY_DIR = "/tmp/.loopsmith/py";
+
+/** loopsmith's pytest plugin, as installed with the application (deploy/rootfs). */
+const VERDICT_PLUGIN = assetPath("deploy", "rootfs", "sandbox-python", "loopsmith_verdict.py");
+let pluginSource: Buffer | undefined;
+
+/**
+ * What a run in a task's own image brings with it, since the image has none of loopsmith's
+ * parts: the pytest verdict plugin, written beside the tripwires, found through `PYTHONPATH`.
+ * @throws Error when the installation lacks the plugin file
+ */
+export function shippedEntries(): ExtraEntry[] {
+  pluginSource ??= readFileSync(VERDICT_PLUGIN);
+  return [{ path: `${SHIPPED_PY_DIR}/loopsmith_verdict.py`, content: pluginSource, mode: 0o444 }];
+}
+
+/**
+ * The sandbox spec of a request: the warm pool's of its language, or, when the request names
+ * an image other than the pool's, that image with its workdir (a container of its own).
+ */
+export function specOfRequest(
+  req: Pick<ExecutionRequest, "language" | "image">,
+  pool: SandboxSpec,
+): { spec: SandboxSpec; own: boolean } {
+  if (!req.image || (req.image.name === pool.image && req.image.workdir === WORKSPACE))
+    return { spec: pool, own: false };
+  return { spec: { ...pool, image: req.image.name, workdir: req.image.workdir }, own: true };
 }
 
 /**
@@ -123,19 +171,33 @@ export function setupField(s: SetupOutcome): NonNullable<ExecutionResult["setup"
  */
 export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: AbortSignal): Promise<Prepared> {
   const kind = kindOf(req.language);
+  const { spec, own } = specOfRequest(req, ctx.specFor(kind));
+  if (own && kind !== "python" && spec.workdir !== WORKSPACE)
+    return { blocked: `an image's own workdir (${spec.workdir}) is supported for Python tasks only` };
   const plan: RunPlan = withIntegrity(
     req.shell
       ? {
-          argv: shellArgv(req.shell),
+          argv: shellArgv(req.shell, req.image?.prologue),
           runner: "custom",
-          env: { ...commandEnv(req.language), PYTEST_ADDOPTS, LOOPSMITH_JUNIT: RESULT_PATH },
+          env: {
+            ...commandEnv(req.language),
+            PYTEST_ADDOPTS,
+            LOOPSMITH_JUNIT: RESULT_PATH,
+            ...(own && kind === "python" ? { PYTHONPATH: SHIPPED_PY_DIR } : {}),
+          },
           shell: req.shell,
+          spec,
         }
       : req.command
-        ? { argv: customCommand(req.language, req.command), runner: "custom", env: commandEnv(req.language) }
-        : defaultCommand(req.language, req.files, req.tests, { wholeWorkspace: !req.base }),
+        ? { argv: customCommand(req.language, req.command), runner: "custom", env: commandEnv(req.language), spec }
+        : { ...defaultCommand(req.language, req.files, req.tests, { wholeWorkspace: !req.base }), spec },
     req,
   );
+  if (own) plan.ownImage = true;
+  plan.extra = [
+    ...(plan.integrity ? tripwireEntries(plan.integrity) : []),
+    ...(own && kind === "python" ? shippedEntries() : []),
+  ];
   const base = req.base;
   if (!base) return { plan };
   if (!ctx.loadBase)
@@ -153,7 +215,7 @@ export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: 
   const tmpfsMb = ctx.config.executor.tmpfsMb;
   try {
     const started = performance.now();
-    const extra = plan.integrity ? tripwireEntries(plan.integrity) : [];
+    const extra = plan.extra;
     const built = await repoArchive(
       { treeDir, deleted: base.deleted, files: req.files },
       { resultDir, limits: limitsOf(tmpfsMb), extra, log: ctx.log },
@@ -165,7 +227,6 @@ export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: 
     plan.archive = built.archive;
     const setupCommand = base.setupCommand ?? "";
     if (!setupCommand.trim()) return { plan };
-    const spec = ctx.specFor(kind);
     const imageId = (await ctx.docker.getImage(spec.image).inspect()).Id;
     const key = setupKey({ imageId, commit: base.commit, setupCommand, manifests: built.manifests });
     // The layer is a function of its key: the base tree with the changed manifests only.

@@ -15,7 +15,17 @@ const req = (extra: Partial<ExecutionRequest> = {}): ExecutionRequest => ({
   memoryMb: 512,
   ...extra,
 });
-const plan: RunPlan = { argv: ["python3", "-m", "pytest"], runner: "pytest", env: {} };
+const spec = {
+  image: "i",
+  kind: "python",
+  memoryBytes: 1,
+  cpus: 1,
+  pidsLimit: 1,
+  tmpfsMb: 1,
+  seccomp: "",
+  labels: {},
+} as const;
+const plan: RunPlan = { argv: ["python3", "-m", "pytest"], runner: "pytest", env: {}, spec };
 const junit = (cases: string) =>
   Buffer.from(`<testsuites><testsuite name="pytest">${cases}</testsuite></testsuites>`).toString("base64");
 const raw = (exitCode: number, result?: string, extra: Partial<RawRun> = {}): RawRun => ({

@@ -43,7 +43,15 @@ export interface SandboxSpec {
   network?: string;
   /** Volume mounts (repo mode's dependency layer, setup.ts); absent: none. */
   mounts?: Docker.MountSettings[];
+  /**
+   * Where the workspace tmpfs is mounted and commands start (a task's `SandboxImage.workdir`,
+   * e.g. `/testbed`: the tmpfs hides what the image has there); absent: {@link WORKSPACE}.
+   */
+  workdir?: string;
 }
+
+/** The workspace directory of loopsmith's own images, and the archive's prefix for workspace files. */
+export const WORKSPACE = "/workspace";
 
 /**
  * The supervisor's capabilities: switch to the sandbox user (SETUID, SETGID), empty the
@@ -62,6 +70,7 @@ export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions 
   // directory's mode onto a tmpfs (0755 /workspace, 1777 /tmp), older ones (Debian trixie's 26)
   // keep the option's, and 0700 there shuts the supervisor (root with no DAC override) out.
   const size = `size=${spec.tmpfsMb}m,nr_inodes=${inodesFor(spec.tmpfsMb)},uid=${SANDBOX_UID},gid=${SANDBOX_UID}`;
+  const workdir = spec.workdir ?? WORKSPACE;
   const fileBytes = spec.tmpfsMb * 1024 * 1024;
   return {
     Image: spec.image,
@@ -70,7 +79,7 @@ export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions 
     // The supervisor (PID 2, under docker-init) runs as root with four capabilities and no
     // others, so that the command it starts as SANDBOX_UID cannot reach it (bootstrap.ts).
     User: "0:0",
-    WorkingDir: "/workspace",
+    WorkingDir: workdir,
     Hostname: "sandbox",
     // The supervisor's own environment (the command gets an allowlist, commands.ts).
     Env: ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"],
@@ -93,7 +102,7 @@ export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions 
       PidsLimit: spec.pidsLimit,
       ReadonlyRootfs: true,
       Tmpfs: {
-        "/workspace": `rw,exec,nosuid,nodev,${size},mode=0755`,
+        [workdir]: `rw,exec,nosuid,nodev,${size},mode=0755`,
         "/tmp": `rw,noexec,nosuid,nodev,${size},mode=1777`,
       },
       ShmSize: 16 * 1024 * 1024,
@@ -132,7 +141,7 @@ export interface RawRun {
  * One run's work: the spec without its per-run secret, and the files of the workspace, or
  * (repo mode) the workspace archive already built from disk (`archive`, which then wins).
  */
-export type SandboxWork = Omit<BootSpec, "marker" | "uid" | "deadlineMs"> & {
+export type SandboxWork = Omit<BootSpec, "marker" | "uid" | "deadlineMs" | "cwd"> & {
   files: readonly FileChange[];
   archive?: Buffer;
   extra?: readonly ExtraEntry[];
@@ -285,7 +294,16 @@ export class Sandbox {
     try {
       if (!stopReason)
         this.stream.write(
-          encodeSpec({ ...boot, marker, uid: SANDBOX_UID, deadlineMs: opts.timeoutMs + SUPERVISOR_GRACE_MS }, archive),
+          encodeSpec(
+            {
+              ...boot,
+              marker,
+              uid: SANDBOX_UID,
+              deadlineMs: opts.timeoutMs + SUPERVISOR_GRACE_MS,
+              ...(this.spec.workdir && this.spec.workdir !== WORKSPACE ? { cwd: this.spec.workdir } : {}),
+            },
+            archive,
+          ),
         );
       let grace: NodeJS.Timeout | undefined;
       const deadline = new Promise<"stuck">((resolve) => {

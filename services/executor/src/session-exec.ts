@@ -7,12 +7,10 @@ import type Docker from "dockerode";
 import type { Logger } from "pino";
 import { SANDBOX_UID } from "./bootstrap.js";
 import { cutNote, RUN_OUTPUT_LIMIT_BYTES } from "./fit.js";
-import { createOptions, type SandboxSpec } from "./sandbox.js";
+import { createOptions, WORKSPACE, type SandboxSpec } from "./sandbox.js";
 
 /** uid of the session container's main process: neither root nor the sandbox user, so a run cannot signal it. */
 export const SESSION_IDLE_UID = 65534;
-/** Extracts a workspace archive at `/` (as the supervisor of a verdict run does, bootstrap.ts). */
-export const EXTRACT = ["tar", "-x", "-f", "-", "-C", "/", "--no-same-permissions", "--no-overwrite-dir"];
 
 /** How long a killed run's output stream may take to end, ms. */
 const KILL_GRACE_MS = 5_000;
@@ -64,7 +62,7 @@ export class HeadTail {
 }
 
 /**
- * One `docker exec` as the sandbox user at `/workspace`: `opts.stdin` written to it (then
+ * One `docker exec` as the sandbox user at the workspace (`opts.workdir`, else `/workspace`): `opts.stdin` written to it (then
  * closed), stdout and stderr kept together up to {@link RUN_OUTPUT_LIMIT_BYTES}. Past
  * `opts.timeoutMs` every process of the sandbox user is killed from a second exec.
  * @throws the engine's errors (409 when the container is not running)
@@ -74,14 +72,14 @@ export async function execIn(
   container: Docker.Container,
   env: string[],
   argv: string[],
-  opts: { stdin?: Buffer; timeoutMs: number },
+  opts: { stdin?: Buffer; timeoutMs: number; workdir?: string },
   log: Logger,
 ): Promise<ExecOutcome> {
   const user = `${SANDBOX_UID}:${SANDBOX_UID}`;
   const exec = await container.exec({
     Cmd: argv,
     User: user,
-    WorkingDir: "/workspace",
+    WorkingDir: opts.workdir ?? WORKSPACE,
     Env: env,
     AttachStdin: opts.stdin !== undefined,
     AttachStdout: true,

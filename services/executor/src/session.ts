@@ -46,13 +46,16 @@ import {
   type SessionOpened,
 } from "@loopsmith/shared";
 import { workspaceArchive } from "./archive.js";
-import { kindOf, RESULT_PATH, type ImageKind } from "./commands.js";
+import { RESULT_PATH, type ImageKind } from "./commands.js";
 import { LABEL_SESSION } from "./leftovers.js";
 import type { Limiter } from "./limiter.js";
 import { NEVER_FROM_TREE } from "./repo.js";
 import { planRun, type PlanContext, type RunPlan } from "./repo-run.js";
-import type { SandboxSpec } from "./sandbox.js";
-import { EXTRACT, execIn, startSessionContainer, type ExecOutcome } from "./session-exec.js";
+import { WORKSPACE, type SandboxSpec } from "./sandbox.js";
+import type { TaskImages } from "./task-images.js";
+import { execIn, startSessionContainer, type ExecOutcome } from "./session-exec.js";
+import { extractArgv } from "./bootstrap.js";
+import { shellArgv } from "./shell.js";
 import { listTree, readLines, resolveInside, searchTree, ToolRefusal, type ToolAnswer } from "./session-tools.js";
 
 /** A session with no call for this long is closed, ms (30 min). */
@@ -85,6 +88,8 @@ export interface SessionDeps extends Omit<PlanContext, "specFor"> {
    * are not limited (tests of the manager alone).
    */
   slots?: Pick<Limiter, "acquire">;
+  /** Brings a task's own image onto the engine (the executor's, shared with verdict runs). */
+  images: Pick<TaskImages, "ensure">;
 }
 
 /** One open session. */
@@ -98,6 +103,10 @@ interface Session {
   /** The host copy of the candidate tree (a real path). */
   root: string;
   env: string[];
+  /** Where the workspace is in the container (`/workspace`, or the image's own workdir). */
+  workdir: string;
+  /** The image's shell lines before each `run` (`SandboxImage.prologue`), run by bash. */
+  prologue?: string;
   timeoutMs: number;
   lastUsed: number;
   /** Calls run one at a time, in arrival order. */
@@ -185,16 +194,27 @@ export class SessionManager {
       const top = join(dir, "x", "workspace");
       await mkdir(top, { recursive: true });
       const root = await realpath(top);
-      const kind = kindOf(req.language);
+      if (plan.ownImage) {
+        const missing = await deps.images.ensure(plan.spec.image);
+        if (missing) throw new LoopsmithError("sandbox_error", missing, { retryable: false });
+      }
+      const workdir = plan.spec.workdir ?? WORKSPACE;
       const spec: SandboxSpec = {
-        ...deps.specFor(kind),
+        ...plan.spec,
         memoryBytes: req.memoryMb * MiB,
         labels: { ...deps.labels, [LABEL_SESSION]: req.sessionId },
         ...(plan.mounts ? { mounts: plan.mounts } : {}),
       };
       ({ container, attach } = await startSessionContainer(deps.docker, spec));
       const env = Object.entries(plan.env).map(([k, v]) => `${k}=${v}`);
-      const put = await execIn(deps.docker, container, env, EXTRACT, { stdin: archive, timeoutMs: 120_000 }, deps.log);
+      const put = await execIn(
+        deps.docker,
+        container,
+        env,
+        extractArgv(workdir),
+        { stdin: archive, timeoutMs: 120_000, workdir },
+        deps.log,
+      );
       if (put.exitCode !== 0)
         throw new LoopsmithError(
           "sandbox_error",
@@ -207,6 +227,8 @@ export class SessionManager {
         dir,
         root,
         env,
+        workdir,
+        ...(req.image?.prologue ? { prologue: req.image.prologue } : {}),
         timeoutMs: req.timeoutMs,
         lastUsed: Date.now(),
         queue: Promise.resolve(),
@@ -293,7 +315,9 @@ export class SessionManager {
         const left = Math.max(1, Math.round(timeoutMs - (performance.now() - started)));
         try {
           // The command, then every other process of the sandbox user killed (the wrapper is spared).
-          const argv = ["sh", "-c", 'sh -c "$1"; s=$?; kill -9 -1 2>/dev/null; exit $s', "sh", call.command];
+          // In an image with a prologue (conda's activation) the command runs after it, in bash.
+          const inner = session.prologue ? shellArgv(call.command, session.prologue) : ["sh", "-c", call.command];
+          const argv = ["sh", "-c", '"$@"; s=$?; kill -9 -1 2>/dev/null; exit $s', "sh", ...inner];
           r = await this.execIn(session, argv, { timeoutMs: left });
         } finally {
           release();
@@ -353,14 +377,14 @@ export class SessionManager {
         return { output: `the path "${p}" leaves the workspace`, ok: false };
     }
     if (gone.length) {
-      const r = await this.execIn(session, ["rm", "-rf", "--", ...gone.map((p) => `/workspace/${p}`)], {
+      const r = await this.execIn(session, ["rm", "-rf", "--", ...gone.map((p) => `${session.workdir}/${p}`)], {
         timeoutMs: 60_000,
       });
       if (r.exitCode !== 0) return { output: `cannot remove: ${r.output.toString("utf8")}`, ok: false };
     }
     if (kept.length) {
       const archive = await workspaceArchive(kept, RESULT_DIR);
-      const r = await this.execIn(session, EXTRACT, { stdin: archive, timeoutMs: 60_000 });
+      const r = await this.execIn(session, extractArgv(session.workdir), { stdin: archive, timeoutMs: 60_000 });
       if (r.exitCode !== 0) return { output: `cannot write the files: ${r.output.toString("utf8")}`, ok: false };
     }
     for (const p of gone) await rm(join(session.root, p), { recursive: true, force: true });
@@ -391,7 +415,14 @@ export class SessionManager {
     opts: { stdin?: Buffer; timeoutMs: number },
   ): Promise<ExecOutcome> {
     try {
-      return await execIn(this.deps.docker, session.container, session.env, argv, opts, this.deps.log);
+      return await execIn(
+        this.deps.docker,
+        session.container,
+        session.env,
+        argv,
+        { ...opts, workdir: session.workdir },
+        this.deps.log,
+      );
     } catch (err) {
       const status = statusOf(err);
       if (status === 409 || status === 404) {
@@ -468,6 +499,7 @@ async function planSession(req: SessionOpen, deps: SessionDeps): Promise<RunPlan
       command: ["true"],
       timeoutMs: req.timeoutMs,
       memoryMb: req.memoryMb,
+      ...(req.image ? { image: req.image } : {}),
     },
     deps,
   );

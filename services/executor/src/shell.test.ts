@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Verdict } from "./outcome.js";
-import { firstWord, missingCommand, shellOutcome } from "./shell.js";
+import { firstWord, missingCommand, shellArgv, shellOutcome } from "./shell.js";
 
 const facts = { shell: "make check", tests: [], stdout: "", stderr: "", durationMs: 12.5 };
 
@@ -31,5 +31,20 @@ describe("shell runs", () => {
       const v: Verdict = { status, exitCode: null, reason: "x" };
       expect(shellOutcome(v, facts)).toEqual({ verdict: v, tests: [] });
     }
+  });
+});
+
+describe("shellArgv", () => {
+  it("runs a line with sh, and with an image's prologue first in bash, stopping when the prologue fails", () => {
+    expect(shellArgv("pytest -q")).toEqual(["sh", "-c", "pytest -q"]);
+    const [bash, flag, script] = shellArgv(
+      "pytest -q",
+      "source /opt/miniconda3/bin/activate && conda activate testbed",
+    );
+    expect([bash, flag]).toEqual(["bash", "-c"]);
+    expect(script?.split("\n")).toEqual([
+      `source /opt/miniconda3/bin/activate && conda activate testbed || { echo "loopsmith: the image's prologue failed (exit $?)" >&2; exit 126; }`,
+      "pytest -q",
+    ]);
   });
 });

@@ -22,9 +22,19 @@ const NAME_LIMIT = 200;
 /** Output kept in the synthetic failing case's message, in characters. */
 const MESSAGE_TAIL = 2_000;
 
-/** The argv of a shell run: `sh -c <line>`, through the usual supervisor path. */
-export function shellArgv(shell: string): string[] {
-  return ["sh", "-c", shell];
+/**
+ * The argv of a shell run: `sh -c <line>`, through the usual supervisor path; with an image's
+ * `prologue` (SWE-bench's `source /opt/miniconda3/bin/activate && conda activate testbed`),
+ * `bash -c` with the prologue first, as the official evaluation script runs it: a prologue
+ * that fails stops the line with exit 126 and says so on stderr.
+ */
+export function shellArgv(shell: string, prologue?: string): string[] {
+  if (!prologue) return ["sh", "-c", shell];
+  return [
+    "bash",
+    "-c",
+    `${prologue} || { echo "loopsmith: the image's prologue failed (exit $?)" >&2; exit 126; }\n${shell}`,
+  ];
 }
 
 /** The first command word of a line: the first word that is not a `NAME=value` assignment. */

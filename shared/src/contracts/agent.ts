@@ -19,7 +19,7 @@
  */
 import { z } from "zod";
 import { Budget, FileChange, Language, Owner, RelativePath, StepHeader, Usage } from "./common.js";
-import { CommitId, Edit } from "./repo.js";
+import { CommitId, Edit, SandboxImage } from "./repo.js";
 import { ProviderInfo, TaskBrief } from "./steps.js";
 import { Recall } from "./memory.js";
 import { TaskScript } from "./script.js";
@@ -154,6 +154,8 @@ export const SessionOpen = z.object({
   memoryMb: z.number().int().min(64).max(16_384),
   /** Default and cap of one `run`, ms. */
   timeoutMs: z.number().int().min(100).max(600_000),
+  /** The image of the session container (the task's `repo.image`); absent: loopsmith's image of the language. */
+  image: SandboxImage.optional(),
 });
 export type SessionOpen = z.infer<typeof SessionOpen>;
 

@@ -1,7 +1,7 @@
 /** Running a command over a workspace in the sandbox. */
 import { z } from "zod";
 import { FileChange, Language, Owner, RelativePath, StepHeader } from "./common.js";
-import { CommitId } from "./repo.js";
+import { CommitId, SandboxImage } from "./repo.js";
 
 /**
  * How a run ended.
@@ -89,6 +89,8 @@ export const ExecutionRequest = z.object({
   timeoutMs: z.number().int().min(100).max(600_000).default(30_000),
   /** Memory limit in MiB (swap equal to memory). @defaultValue 512 */
   memoryMb: z.number().int().min(32).max(16_384).default(512),
+  /** The image to run in (repo mode); absent: loopsmith's image of the language. */
+  image: SandboxImage.optional(),
 });
 export type ExecutionRequest = z.infer<typeof ExecutionRequest>;
 

@@ -29,6 +29,8 @@ export {
   RepoBrief,
   RepoChange,
   RepoSpec,
+  ImageRef,
+  SandboxImage,
   BASELINE_LIMIT_MS,
   RUN_LIMIT_MULTIPLE,
   repoModeOf,

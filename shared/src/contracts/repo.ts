@@ -52,6 +52,43 @@ export function repoModeOf(task: {
   return builds && !turns ? "oneshot" : "agent";
 }
 
+/**
+ * An image reference as Docker names one: `[registry[:port]/]name[:tag][@digest]`, lower-case
+ * path components (`swebench/sweb.eval.x86_64.django_1776_django-11099:latest`).
+ */
+export const ImageRef = z
+  .string()
+  .max(255)
+  .regex(
+    /^(?:[a-z0-9.-]+(?::\d+)?\/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:\/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$/,
+    "an image reference such as loopsmith/sandbox-python:local or swebench/sweb.eval.x86_64.<id>:latest",
+  );
+
+/**
+ * The sandbox image a repo task (and each of its runs and session containers) runs in, when it
+ * is not loopsmith's image of the language (`images.python` / `images.node`): the same
+ * hardening, in a container of its own.
+ * - `name`: the image; a missing one is pulled where the engine reaches a registry, else
+ *   loaded from the archive `LOOPSMITH_SANDBOX_IMAGES` names, else the run fails naming it.
+ * - `workdir`: where the workspace is mounted (an empty tmpfs that hides whatever the image
+ *   has there, its `.git` included) and commands start. @defaultValue "/workspace"
+ * - `prologue`: shell lines run before the test command, in the same `bash -c` (the SWE-bench
+ *   images' `source /opt/miniconda3/bin/activate && conda activate testbed`).
+ * Python only for a `workdir` other than `/workspace`.
+ */
+export const SandboxImage = z.object({
+  name: ImageRef,
+  workdir: z
+    .string()
+    .regex(/^\/[A-Za-z0-9._-]+$/, "one directory under / such as /testbed")
+    .refine((p) => !["/tmp", "/proc", "/sys", "/dev", "/etc", "/opt", "/usr", "/bin", "/lib"].includes(p), {
+      message: "a directory the sandbox needs as it is",
+    })
+    .default("/workspace"),
+  prologue: z.string().min(1).max(2_000).optional(),
+});
+export type SandboxImage = z.infer<typeof SandboxImage>;
+
 /** The repository a task works on. */
 export const RepoSpec = z.object({
   /** The commit the task starts from, resolved by the client (never a branch name). */
@@ -90,6 +127,8 @@ export const RepoSpec = z.object({
    * from it ({@link runLimitFromBaseline}), with `limits.runTimeoutMs` as the floor.
    */
   testTimeoutMs: z.number().int().min(100).max(600_000).optional(),
+  /** The image its runs and session containers run in; absent: loopsmith's image of the language. */
+  image: SandboxImage.optional(),
 });
 export type RepoSpec = z.infer<typeof RepoSpec>;
 

@@ -61,6 +61,7 @@ export async function openSession(ctx: LoopContext, step: string, attempt: numbe
       deleted: loop.deleted,
       memoryMb: s.task.limits.memoryMb,
       timeoutMs: runTimeoutOf(s),
+      ...(repo.image ? { image: repo.image } : {}),
     });
     loop.session = { sessionId: opened.sessionId, executorId: opened.executorId };
     await run.emit("step", agentTexts.sessionOpened(opened.executorId, opened.files, opened.durationMs), {

@@ -66,6 +66,7 @@ export function repoExecution(
       setupCommand: s.repo?.setupCommand ?? "",
     },
     shell: s.repo?.testCommand ?? repo.testCommand ?? "",
+    ...(repo.image ? { image: repo.image } : {}),
   };
 }
 
