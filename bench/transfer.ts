@@ -1,0 +1,359 @@
+/**
+ * The transfer benchmark: does a failure on one task bring back the lesson of a DIFFERENT
+ * task that failed for the same cause?
+ * Run: npm run --silent bench:transfer -- [--dataset <humaneval.jsonl>] [--tasks N] [--seed S]
+ *        [--tries T] [--workers W] [--timeout-ms MS]
+ *
+ * Corpus (`transfer/corpus.ts`): N tasks drawn (seeded) from a dataset in HumanEval's format
+ * (default `LOOPSMITH_HUMANEVAL`, else `../shared/datasets/humaneval.jsonl` beside the
+ * repository); on each, every named mutation operator (`transfer/operators.ts`: the project's
+ * mutants from `cli/src/mutants.ts`, each named by its change, and the operators that module
+ * lacks) is applied to the canonical solution, and the first of its candidates (at most T)
+ * whose tests fail is kept. The tests are the record's `check(candidate)`, run on the host by
+ * its `python3` and pytest, in a network namespace of their own, with a time and memory limit
+ * (`transfer/run-local.ts`); a mutant that passes, times out or does not load is dropped.
+ *
+ * Label: the operator that made the failure, known from how it was made, never read from its
+ * text. Every failure is stored, as the loop stores it, in a real memory store (embedded
+ * PGlite, `rememberFailure`: goal, error text, failing tests, code; one task id per record,
+ * the record's failures as its iterations). A query is one stored failure; its relevant
+ * answers are the failures of OTHER tasks made by the same operator; every failure of the
+ * query's own task is left out of every ranking (memory's `excludeSameTask`; the same filter
+ * for the baselines). A failure whose operator failed on no other task has no answer and is
+ * not a query.
+ *
+ * Methods, on the same queries, the store filled in one seeded random order:
+ * - loopsmith recall: `recall` as the architect calls it after a failure (goal, error text,
+ *   failing tests and code), k = 20;
+ * - BM25 over the raw error text (minisearch, OR of the query's terms, as bench:recall);
+ * - the goal alone (BM25 over the task prompts: "a similar task");
+ * and, to see what carries the cause: loopsmith recall given the error and tests only (no
+ * goal, no code), BM25 over the normalised signature keys, and a random ranking (expected
+ * values, computed). Reported: recall@1 and recall@5 (a relevant failure at rank 1, within
+ * the top 5) and MRR over the top 20, overall and recall@5 per operator, with the machine
+ * line, the corpus size and the embedder. No model is called.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Command } from "commander";
+import MiniSearch from "minisearch";
+import { createLogger, loadConfig } from "@loopsmith/shared";
+import { loadHumanEval, type HumanEvalRecord } from "@loopsmith/cli";
+import { formatTable } from "@loopsmith/cli/ui";
+import { openMemoryStore, signature } from "@loopsmith/memory";
+import { cpuTimes, machineLine, referenceMs } from "./machine.js";
+import { seeded } from "./seeded.js";
+import { buildCorpus, type Failure } from "./transfer/corpus.js";
+import { OPERATORS } from "./transfer/operators.js";
+import { LocalRunner } from "./transfer/run-local.js";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const int = (v: string): number => Number.parseInt(v, 10);
+const opts = new Command()
+  .option(
+    "--dataset <path>",
+    "HumanEval-format JSONL file",
+    process.env.LOOPSMITH_HUMANEVAL ?? resolve(ROOT, "../shared/datasets/humaneval.jsonl"),
+  )
+  .option("--tasks <n>", "tasks drawn from the dataset", int, 60)
+  .option("--seed <s>", "seed of the task draw and of the insertion order", int, 7)
+  .option("--tries <t>", "candidates tried per task and operator", int, 3)
+  .option("--workers <w>", "test runs at once", int, 2)
+  .option("--timeout-ms <ms>", "wall-clock limit of one test run", int, 3_000)
+  .parse(process.argv)
+  .opts<{ dataset: string; tasks: number; seed: number; tries: number; workers: number; timeoutMs: number }>();
+
+/** A seeded permutation (Fisher–Yates over `seeded`). */
+function shuffled<T>(xs: readonly T[], seed: number): T[] {
+  const rnd = seeded(seed);
+  const out = [...xs];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rnd() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}
+
+/** Failure ids, best first, the query's own task already left out. */
+type Ranker = (q: Failure) => Promise<string[]>;
+const TOP = 20;
+
+/** The 1-based rank of the first relevant failure in each query's top 20, or null. */
+async function evaluate(
+  queries: readonly Failure[],
+  byId: Map<string, Failure>,
+  rank: Ranker,
+): Promise<Array<number | null>> {
+  const out: Array<number | null> = [];
+  for (const q of queries) {
+    const ids = (await rank(q)).filter((id) => byId.get(id)?.taskId !== q.taskId).slice(0, TOP);
+    const at = ids.findIndex((id) => byId.get(id)?.operator === q.operator);
+    out.push(at >= 0 ? at + 1 : null);
+  }
+  return out;
+}
+
+interface Metrics {
+  r1: number;
+  r5: number;
+  mrr: number;
+}
+
+function metrics(ranks: ReadonlyArray<number | null>): Metrics {
+  const n = ranks.length || 1;
+  return {
+    r1: ranks.filter((r) => r === 1).length / n,
+    r5: ranks.filter((r) => r !== null && r <= 5).length / n,
+    mrr: ranks.reduce<number>((s, r) => s + (r === null ? 0 : 1 / r), 0) / n,
+  };
+}
+
+/** Expected metrics of a random ranking of `n` candidates of which `r` are relevant. */
+function randomMetrics(n: number, r: number): Metrics {
+  let none = 1; // P(no relevant among the first k-1)
+  let r1 = 0;
+  let r5 = 0;
+  let mrr = 0;
+  for (let k = 1; k <= Math.min(TOP, n); k++) {
+    const first = none * (r / (n - k + 1));
+    if (k === 1) r1 = first;
+    if (k <= 5) r5 += first;
+    mrr += first / k;
+    none *= (n - k + 1 - r) / (n - k + 1);
+  }
+  return { r1, r5, mrr };
+}
+
+function bm25(docs: readonly Failure[], text: (f: Failure) => string): Ranker {
+  const index = new MiniSearch<{ id: string; text: string }>({ fields: ["text"], storeFields: [] });
+  index.addAll(docs.map((f) => ({ id: f.id, text: text(f) })));
+  return (q) => Promise.resolve(index.search(text(q), { combineWith: "OR" }).map((r) => String(r.id)));
+}
+
+const fmt = (x: number): string => x.toFixed(3);
+
+/**
+ * A 95% interval of the difference in recall@5 between two methods on the same queries,
+ * resampling whole tasks (a task's queries share its goal and tests, so they are not
+ * independent): 2,000 seeded resamples, the 2.5th and 97.5th percentiles.
+ */
+function taskBootstrap(
+  a: ReadonlyArray<number | null>,
+  b: ReadonlyArray<number | null>,
+  queries: readonly Failure[],
+  seed: number,
+): [number, number] {
+  const byTask = new Map<string, number[]>();
+  queries.forEach((q, i) => byTask.set(q.taskId, [...(byTask.get(q.taskId) ?? []), i]));
+  const groups = [...byTask.values()];
+  const rnd = seeded(seed);
+  const hit = (r: number | null | undefined): number => (r != null && r <= 5 ? 1 : 0);
+  const diffs: number[] = [];
+  for (let n = 0; n < 2_000; n++) {
+    let d = 0;
+    let count = 0;
+    for (let g = 0; g < groups.length; g++) {
+      for (const i of groups[Math.floor(rnd() * groups.length)] ?? []) {
+        d += hit(a[i]) - hit(b[i]);
+        count++;
+      }
+    }
+    diffs.push(d / (count || 1));
+  }
+  diffs.sort((x, y) => x - y);
+  return [diffs[Math.floor(0.025 * diffs.length)] ?? 0, diffs[Math.floor(0.975 * diffs.length)] ?? 0];
+}
+
+// ---- corpus ----
+const refMs = referenceMs();
+const cpuBefore = cpuTimes();
+const all = loadHumanEval(opts.dataset);
+const drawn = new Set(shuffled(all, opts.seed).slice(0, opts.tasks));
+const records: HumanEvalRecord[] = all.filter((r) => drawn.has(r));
+const runner = await LocalRunner.open({ workers: opts.workers, timeoutMs: opts.timeoutMs, memoryMb: 512 });
+let corpus: Awaited<ReturnType<typeof buildCorpus>>;
+try {
+  corpus = await buildCorpus(records, runner, {
+    tries: opts.tries,
+    progress: (done, failures, runs) => {
+      if (process.stderr.isTTY || done === records.length)
+        process.stderr.write(`\rcorpus: ${done}/${records.length} tasks, ${failures} failures, ${runs} mutants run   `);
+    },
+  });
+} finally {
+  await runner.close();
+  process.stderr.write("\n");
+}
+const failures = corpus.failures;
+const byId = new Map(failures.map((f) => [f.id, f]));
+const tasksOf = new Map<string, Set<string>>();
+for (const f of failures) tasksOf.set(f.operator, (tasksOf.get(f.operator) ?? new Set()).add(f.taskId));
+const queries = failures.filter((f) => (tasksOf.get(f.operator)?.size ?? 0) >= 2);
+const order = shuffled(failures, opts.seed + 1);
+
+// ---- methods ----
+const rows: Array<[string, Array<number | null> | Metrics]> = [];
+const dataDir = await mkdtemp(join(tmpdir(), "loopsmith-bench-transfer-"));
+const log = createLogger({ service: "bench", level: "warn" });
+const store = await openMemoryStore({ config: loadConfig({ env: { LOOPSMITH_DATA_DIR: dataDir } }), log });
+const embedder = store.embedder.id;
+let storeMs = 0;
+let recallMs = 0;
+try {
+  const idOf = new Map<string, string>();
+  const t0 = performance.now();
+  for (const f of order) {
+    const stored = await store.rememberFailure({
+      v: 1,
+      taskId: f.taskId,
+      iteration: f.iteration,
+      idempotencyKey: `${f.taskId}/${f.iteration}/remember_failure`,
+      language: "python",
+      goal: f.goal,
+      errorText: f.errorText,
+      failingTests: f.failingTests,
+      outputTail: "",
+      status: "failed",
+      code: f.code,
+    });
+    idOf.set(stored.id, f.id);
+  }
+  storeMs = performance.now() - t0;
+  const recall =
+    (what: "all" | "error"): Ranker =>
+    async (q) => {
+      const r = await store.recall({
+        v: 1,
+        taskId: q.taskId,
+        language: "python",
+        text: what === "all" ? q.goal : "",
+        errorText: q.errorText,
+        failingTests: q.failingTests,
+        ...(what === "all" ? { code: q.code } : {}),
+        k: TOP,
+        excludeSameTask: true,
+      });
+      return r.failures.map((x) => idOf.get(x.id) ?? x.id);
+    };
+  const t1 = performance.now();
+  rows.push(["loopsmith recall (goal, error, tests, code)", await evaluate(queries, byId, recall("all"))]);
+  recallMs = performance.now() - t1;
+  rows.push([
+    "BM25, raw error text",
+    await evaluate(
+      queries,
+      byId,
+      bm25(order, (f) => f.errorText),
+    ),
+  ]);
+  rows.push([
+    "goal only (BM25 over the task prompt)",
+    await evaluate(
+      queries,
+      byId,
+      bm25(order, (f) => f.goal),
+    ),
+  ]);
+  rows.push(["diag: loopsmith recall, error + tests only", await evaluate(queries, byId, recall("error"))]);
+} finally {
+  await store.close();
+  await rm(dataDir, { recursive: true, force: true });
+}
+rows.push([
+  "diag: BM25, normalised signature key",
+  await evaluate(
+    queries,
+    byId,
+    bm25(order, (f) => signature(f.errorText).key),
+  ),
+]);
+const chance = queries.map((q) => {
+  const candidates = failures.filter((f) => f.taskId !== q.taskId);
+  return randomMetrics(candidates.length, candidates.filter((f) => f.operator === q.operator).length);
+});
+const mean = (k: keyof Metrics): number => chance.reduce((s, m) => s + m[k], 0) / (chance.length || 1);
+rows.push(["diag: random ranking (expected)", { r1: mean("r1"), r5: mean("r5"), mrr: mean("mrr") }]);
+const cpuAfter = cpuTimes();
+
+// ---- report ----
+const m = (x: Array<number | null> | Metrics): Metrics => (Array.isArray(x) ? metrics(x) : x);
+const [mine, bm] = [m(rows[0]?.[1] ?? []), m(rows[1]?.[1] ?? [])];
+const ranksOf = (i: number): Array<number | null> => {
+  const x = rows[i]?.[1];
+  return Array.isArray(x) ? x : [];
+};
+const [lo, hi] = taskBootstrap(ranksOf(0), ranksOf(1), queries, opts.seed + 2);
+const points = (x: number): string => `${x >= 0 ? "+" : ""}${(100 * x).toFixed(1)}`;
+const ops = OPERATORS.filter((op) => (tasksOf.get(op)?.size ?? 0) >= 2);
+const perOp = (i: number, op: string): string => {
+  const sel = ranksOf(i).filter((_, j) => queries[j]?.operator === op);
+  return fmt(metrics(sel).r5);
+};
+const headlineOf = new Map(failures.map((f) => [f.id, signature(f.errorText).signature]));
+const headlines = new Set(headlineOf.values());
+// How much of the cause the headline signature carries: among other tasks' failures with the
+// query's headline, the share made by the query's operator, beside that share among all of them.
+let sharing = 0;
+let purity = 0;
+let base = 0;
+for (const q of queries) {
+  const others = failures.filter((f) => f.taskId !== q.taskId);
+  const same = others.filter((f) => headlineOf.get(f.id) === headlineOf.get(q.id));
+  if (same.length === 0) continue;
+  sharing++;
+  purity += same.filter((f) => f.operator === q.operator).length / same.length;
+  base += others.filter((f) => f.operator === q.operator).length / others.length;
+}
+const commonest = [...headlines]
+  .map((h) => {
+    const of = failures.filter((f) => headlineOf.get(f.id) === h);
+    return { h, n: of.length, ops: new Set(of.map((f) => f.operator)).size };
+  })
+  .sort((a, b) => b.n - a.n)
+  .slice(0, 5);
+const table = (cells: string[][], align: Array<"left" | "right">): string[] =>
+  formatTable(cells, { align, gap: " | ", indent: "| " }).map((line) => `${line} |`);
+const lines = [
+  `transfer benchmark on ${basename(opts.dataset)}: ${records.length} tasks drawn with seed ${opts.seed}, up to ${opts.tries} candidates per task and operator`,
+  machineLine(refMs, cpuBefore, cpuAfter),
+  `runner: ${runner.info.python}, ${runner.info.pytest ? `pytest ${runner.info.pytest}` : "no pytest (plain asserts)"}, no network (a network namespace of its own), ${opts.timeoutMs} ms and 512 MiB per run; ${corpus.runs} mutants run in ${corpus.seconds.toFixed(0)} s`,
+  `memory: embedded PGlite, embedder ${embedder}; ${failures.length} failures stored in ${(storeMs / 1000).toFixed(1)} s, ${queries.length} recalls in ${(recallMs / 1000).toFixed(1)} s`,
+  `corpus: ${new Set(failures.map((f) => f.taskId)).size} tasks with a failure, ${new Set(failures.map((f) => f.operator)).size} operators, ${failures.length} failures (${headlines.size} headline signatures), ${queries.length} queries (${failures.length - queries.length} failures of an operator that failed on one task only)`,
+  "",
+  ...table(
+    [
+      ["method", "recall@1", "recall@5", "MRR@20"],
+      ["-".repeat(44), "--------", "--------", "------"],
+      ...rows.map(([name, x]) => {
+        const v = m(x);
+        return [name, fmt(v.r1), fmt(v.r5), fmt(v.mrr)];
+      }),
+    ],
+    ["left", "right", "right", "right"],
+  ),
+  "",
+  "recall@5 by operator (the queries made by each; random: the expected value):",
+  "",
+  ...table(
+    [
+      ["operator", "queries", "loopsmith", "BM25 error", "goal only", "random"],
+      ["-".repeat(22), "-------", "---------", "----------", "---------", "------"],
+      ...ops.map((op) => {
+        const idx = queries.flatMap((q, j) => (q.operator === op ? [j] : []));
+        const rnd = idx.reduce((s, j) => s + (chance[j]?.r5 ?? 0), 0) / (idx.length || 1);
+        return [op, String(idx.length), perOp(0, op), perOp(1, op), perOp(2, op), fmt(rnd)];
+      }),
+    ],
+    ["left", "right", "right", "right", "right", "right"],
+  ),
+  "",
+  `headline signatures: ${sharing} of ${queries.length} queries share theirs with another task's failure; among those failures, ` +
+    `${fmt(purity / (sharing || 1))} were made by the query's operator (among all other tasks' failures: ${fmt(base / (sharing || 1))})`,
+  `commonest headlines: ${commonest.map((c) => `${c.h} (${c.n} failures, ${c.ops} operators)`).join("; ")}`,
+  "",
+  `goal (loopsmith at least 10 points above BM25 over the raw error text at recall@5): ${points(mine.r5 - bm.r5)} points ` +
+    `(95% interval, resampling tasks: ${points(lo)} to ${points(hi)}): ${mine.r5 - bm.r5 >= 0.1 ? "met" : "NOT met"}`,
+];
+process.stdout.write(`${lines.join("\n")}\n`);
