@@ -51,7 +51,8 @@ mirror() {
 # python 3: python3-pytest-xdist and the verdict plugin (loopsmith_verdict.py); node 3: the verdict reporter.
 # python 4: the quality metrics' tools of `improve` without --bench (issue #36): python3-coverage,
 # pyflakes3, mypy, radon, bandit. python 5: the verdict plugin forks its worker (no xdist worker per run).
-declare -A VERSION=([nats]=1 [postgres]=1 [python]=5 [node]=3 [runtime]=1 [engine]=1)
+# python 6: the verdict plugin's worker checks that each test runs the code it was collected with.
+declare -A VERSION=([nats]=1 [postgres]=1 [python]=6 [node]=3 [runtime]=1 [engine]=1)
 kind_of() {
   case "$1" in
     "$NATS_IMAGE") echo nats ;; "$POSTGRES_IMAGE") echo postgres ;;

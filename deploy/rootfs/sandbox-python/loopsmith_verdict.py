@@ -20,6 +20,13 @@ the **controller**:
 * The worker appends the run's tripwire tests (the module ``LOOPSMITH_TRIPWIRES`` names,
   written by the executor after the candidate was fixed) after every other collected item,
   so they run last, after any -k/-m selection.
+* The worker checks that each test runs the code it was collected with: when an item is
+  collected it records its function's code object and a digest of its bytecode, constants
+  and names, and checks them again before and after the test is called; it also checks that
+  a function defined in the test module has its code from the test module's file. A test
+  whose code was swapped (``test.__code__ = other.__code__``, by a thread the code under test
+  started, or at import) fails, and the controller lists it under ``tampered`` in its ``end``
+  record, which the executor judges ``tampering``.
 
 A fork costs a page-table copy; the second interpreter pytest-xdist started per run (and its
 import of pytest) cost more than the test run it judged. The controller needs pytest's
@@ -38,6 +45,7 @@ import os
 import select
 import sys
 import time
+import types
 import warnings
 
 import pytest
@@ -106,6 +114,12 @@ class _Record:
         self.collected = None
         self.collect_errors = []
         self.crashed = []
+        self.tampered = []
+
+    def tamper(self, nodeid, message):
+        if any(t["id"] == nodeid for t in self.tampered):
+            return
+        self.tampered.append({"id": str(nodeid), "message": str(message)[:MESSAGE_LIMIT]})
 
     def add(self, report):
         nid = report.nodeid
@@ -188,6 +202,7 @@ def _become_worker(config, write_end, read_end):
     _to_controller = write_end
     _prctl_dumpable(1)
     config.pluginmanager.register(_WorkerLoop(), "loopsmith-verdict-worker")
+    config.pluginmanager.register(_CodeIdentity(), "loopsmith-verdict-code-identity")
     # The controller writes the terminal report from the replayed reports: the worker's
     # terminal reporter writes nowhere. JUnit is written at the session's end, which the
     # worker never reaches (it exits after its run loop).
@@ -197,6 +212,112 @@ def _become_worker(config, write_end, read_end):
             reporter._tw = type(reporter._tw)(file=open(os.devnull, "w"))
         except Exception:
             pass
+
+
+# What each collected test runs, in the worker: nodeid -> (function, code object, digest).
+_identity = {}
+
+
+def _digest(code, depth=0):
+    """A digest of what a code object does: its bytecode, constants (nested code too) and names."""
+    h = hashlib.sha256(code.co_code)
+    h.update(repr(code.co_names).encode("utf-8", "replace"))
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType) and depth < 16:
+            h.update(b"C" + _digest(c, depth + 1))
+        else:
+            h.update(b"K" + repr(c).encode("utf-8", "replace"))
+    return h.digest()
+
+
+def _function_of(item):
+    """The plain function a collected test calls, or None (a doctest, a callable object)."""
+    try:
+        obj = item.obj
+    except Exception:
+        return None
+    obj = getattr(obj, "__func__", obj)
+    return obj if isinstance(obj, types.FunctionType) else None
+
+
+def _same_file(a, b):
+    if a == b:
+        return True
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (TypeError, ValueError, OSError):
+        return False
+
+
+def _foreign_code(item, fn):
+    """Why a function defined in the test module runs code from another file, or None."""
+    inner = fn
+    for _ in range(32):  # the function a decorator wraps (functools.wraps): its own code is the decorator's
+        nxt = getattr(inner, "__wrapped__", None)
+        if not isinstance(nxt, types.FunctionType):
+            break
+        inner = nxt
+    try:
+        module = item.module
+        name, path = module.__name__, getattr(module, "__file__", None)
+    except Exception:
+        return None
+    code = inner.__code__
+    if not path or getattr(inner, "__module__", None) != name or code.co_filename.startswith("<"):
+        return None
+    if _same_file(code.co_filename, path):
+        return None
+    return "%s runs code from %s, not from its own module %s: its code was replaced (%s.__code__)" % (
+        item.nodeid,
+        code.co_filename,
+        path,
+        inner.__name__,
+    )
+
+
+def _check_identity(item, when):
+    """Reports (to the controller) and returns why `item` no longer runs the code it was collected with."""
+    known = _identity.get(item.nodeid)
+    fn = _function_of(item)
+    if known is None or fn is None:
+        return None
+    old_fn, old_code, old_digest = known
+    why = None
+    if fn is not old_fn and _digest(fn.__code__) != old_digest:
+        why = "%s: the test's function was replaced by another after it was collected (found %s)" % (item.nodeid, when)
+    elif fn.__code__ is not old_code and _digest(fn.__code__) != old_digest:
+        why = "%s: the code of %s was replaced after it was collected (found %s)" % (item.nodeid, fn.__name__, when)
+    why = why or _foreign_code(item, fn)
+    if why is not None:
+        _to_parent({"k": "tampered", "id": item.nodeid, "msg": why})
+    return why
+
+
+def _remember(item):
+    """Records what a collected test runs (in the worker); a test already swapped is reported."""
+    fn = _function_of(item)
+    if fn is None:
+        return
+    _identity[item.nodeid] = (fn, fn.__code__, _digest(fn.__code__))
+    why = _foreign_code(item, fn)
+    if why is not None:
+        _to_parent({"k": "tampered", "id": item.nodeid, "msg": why})
+
+
+class _CodeIdentity:
+    """Registered in the worker only: each test runs the code it was collected with."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_itemcollected(self, item):
+        _remember(item)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item):
+        why = _check_identity(item, "before the test was called")
+        if why is not None:
+            pytest.fail("loopsmith: " + why, pytrace=False)
+        yield
+        _check_identity(item, "after the test was called")
 
 
 def _worker_exit():
@@ -304,6 +425,8 @@ class _Relay:
                     _record.collect_errors.append({"id": "", "message": "the workers collected different tests"})
             elif k == "xdist-down":
                 _record.crashed.append(str(m.get("msg") or "")[:MESSAGE_LIMIT])
+            elif k == "tampered":
+                _record.tamper(m.get("id") or "", m.get("msg") or "")
             elif k in ("logstart", "logfinish"):
                 self.running = m.get("id") if k == "logstart" else None
                 loc = tuple(m.get("loc") or ("", None, ""))
@@ -437,7 +560,11 @@ def pytest_collection_modifyitems(session, config, items):
                 yield from expand(x)
 
     module = pytest.Module.from_parent(session, path=pathlib.Path(path), nodeid=TRIPWIRE_DIR + "/" + os.path.basename(path))
-    items.extend(expand(module))
+    wires = list(expand(module))
+    if _to_controller is not None:
+        for item in wires:
+            _remember(item)
+    items.extend(wires)
 
 
 def pytest_runtest_logreport(report):
@@ -497,7 +624,9 @@ def pytest_sessionfinish(session, exitstatus):
     if _record.collect_errors and not real and int(exitstatus) == 1:
         session.exitstatus = pytest.ExitCode.INTERRUPTED
     elif int(exitstatus) in (0, 1) and not _record.collect_errors and not _record.crashed:
-        if not real:
+        if _record.tampered:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        elif not real:
             session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
         elif all(t["outcome"] in ("passed", "skipped") for t in real):
             session.exitstatus = pytest.ExitCode.OK
@@ -512,5 +641,6 @@ def pytest_sessionfinish(session, exitstatus):
             "tests": [_record.tests[n] for n in _record.order],
             "collectErrors": _record.collect_errors,
             "crashed": _record.crashed,
+            "tampered": _record.tampered,
         }
     )

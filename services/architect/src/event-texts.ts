@@ -77,6 +77,8 @@ export const loopTexts = {
   needsApproval: (reason: string) => `stopped for approval: ${reason}`,
   reviewing: (concerns: boolean) =>
     concerns ? "reviewing the candidate (the gate saw possible evaluation tampering)" : "reviewing the candidate",
+  reviewUnreadConcerns: (concerns: number) =>
+    `review: the reply could not be read, so nothing cleared the gate's ${concerns} ${plural(concerns, "tampering concern")}; the candidate is not run (a candidate with tampering concerns runs only after a review approves it)`,
   review: (approved: boolean, score: number, blockers: readonly Finding[]) => {
     const why = blockers.map(findingText).join("; ");
     return `review: ${approved ? "approved" : "not approved"}, score ${score.toFixed(2)}${why ? `: ${why}` : ""}`;
@@ -96,7 +98,8 @@ export const loopTexts = {
     durationMs: number,
   ) =>
     `iteration ${iteration}: ${status}${failing.length ? `; failing tests: ${shown.join(", ")}${failing.length > shown.length ? ` and ${failing.length - shown.length} more` : ""}` : ""} (${total} tests, ${Math.round(durationMs)} ms)`,
-  passed: (iterations: number) => `passed after ${iterations} ${plural(iterations, "iteration")}`,
+  passed: (iterations: number, reviewedConcerns = 0) =>
+    `passed after ${iterations} ${plural(iterations, "iteration")}${reviewedConcerns ? ` (the gate's ${reviewedConcerns} ${plural(reviewedConcerns, "tampering concern")} cleared by an approving review)` : ""}`,
   remembering: "remembering the failure",
   stored: (signature: string) => `failure stored in memory (signature: ${signature})`,
   replanning: (same: number) => `the same error ${same} times in a row; re-planning once`,

@@ -239,8 +239,10 @@ async function repoPolicy(s: TaskState, run: TaskRun): Promise<PhaseOutcome | un
 /**
  * REVIEW (when the task asks for it, or the gate had evaluation-tampering concerns): a
  * `blocker` finding fails the iteration without running; so does a review that does not
- * approve a candidate with concerns (the review decides what the gate could not). The
- * review's findings are the failure the builder sees, and the step event says why.
+ * approve a candidate with concerns (the review decides what the gate could not), and so
+ * does an unreadable review of one: a candidate with concerns runs, and can pass and be
+ * committed, only after an approving review. The review's findings (else the concerns) are
+ * the failure the builder sees, and the step event says why.
  */
 export async function reviewPhase(s: TaskState, run: TaskRun): Promise<PhaseOutcome> {
   const concerns = s.concerns ?? [];
@@ -279,6 +281,23 @@ export async function reviewPhase(s: TaskState, run: TaskRun): Promise<PhaseOutc
   } catch (err) {
     const outcome = await run.llmFailure(err, "review");
     if (outcome !== "iteration_failed") return outcome;
+    // An unreadable review approves nothing: a candidate with tampering concerns does not run.
+    if (concerns.length > 0) {
+      await run.emit("step", loopTexts.reviewUnreadConcerns(concerns.length), {
+        phase: "review",
+        data: { concerns },
+      });
+      return {
+        next: "remember",
+        patch: {
+          failure: briefFromFindings(
+            s.iteration,
+            "blocked",
+            concerns.map((f) => ({ ...f, severity: "blocker" as const })),
+          ),
+        },
+      };
+    }
   }
   return { next: "execute" };
 }
@@ -345,7 +364,9 @@ export async function executePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
  * retry; then the task stops as passed. Nothing to run when the task has no hidden tests.
  */
 export async function scorePhase(s: TaskState, run: TaskRun): Promise<PhaseOutcome> {
-  const message = s.dag ? dagTexts.passed(s.dag.subtasks.length) : loopTexts.passed(s.iteration);
+  const message = s.dag
+    ? dagTexts.passed(s.dag.subtasks.length)
+    : loopTexts.passed(s.iteration, s.concerns?.length ?? 0);
   const hidden = s.task.hiddenTests;
   if (hidden.length === 0) return { stop: "passed", message, hidden: null };
   await run.emit("phase", runTexts.scoring, { phase: "score" });

@@ -121,6 +121,25 @@ describe("judgeIntegrity (pytest)", () => {
     expect(judge(p, text)?.tampering).toMatch(/no worker collected/);
   });
 
+  it("calls a session that names a swapped test under `tampered` tampering, naming the test, even with a real failure", () => {
+    const swapped = {
+      id: "test_a.py::test_one",
+      message: "test_a.py::test_one: the code of test_one was replaced after it was collected",
+    };
+    const j = judge(p, session(p, [...real, ...wires(p)], { tampered: [swapped] }));
+    expect(j?.tampering).toMatch(
+      /^the code of a test was swapped while the tests ran \(test_a\.py::test_one: the code/,
+    );
+    expect(controllerVerdict(j!, 1, false)).toMatchObject({ status: "tampering" });
+    const failing = judge(
+      p,
+      session(p, [pyTest("test_a.py::test_one", "failed", "loopsmith: swapped"), ...wires(p)], { tampered: [swapped] }),
+    );
+    expect(failing?.tampering).toMatch(/test_a\.py::test_one/);
+    // An older controller sends no such field: nothing changes.
+    expect(judge(p, session(p, [...real, ...wires(p)]))?.tampering).toBeUndefined();
+  });
+
   it("makes a crashed worker or a collection error an error, never a pass", () => {
     const crashed = judge(p, session(p, [...real], { crashed: ["worker 'gw0' crashed"] }));
     expect(crashed?.tampering).toBeUndefined();

@@ -174,6 +174,11 @@ export interface Session {
   collected: string[] | null;
   collectErrors: { id: string; message: string }[];
   crashed: string[];
+  /**
+   * pytest: tests whose code changed between their collection and their call, or whose
+   * function runs code from another file than its module's (the worker's code identity check).
+   */
+  tampered: { id: string; message: string }[];
 }
 
 /** The channel read: the sessions, and the lines that failed the signature check. */
@@ -210,7 +215,7 @@ export function readChannel(bytes: Buffer, key: string): ChannelRead {
       continue;
     }
     if (rec.t === "start") {
-      sessions.push({ ended: false, tests: [], collected: null, collectErrors: [], crashed: [] });
+      sessions.push({ ended: false, tests: [], collected: null, collectErrors: [], crashed: [], tampered: [] });
     } else if (rec.t === "end") {
       const open = sessions.find((s) => !s.ended);
       if (!open) {
@@ -223,6 +228,12 @@ export function readChannel(bytes: Buffer, key: string): ChannelRead {
       open.collected = Array.isArray(rec.collected) ? (rec.collected as string[]) : null;
       open.collectErrors = Array.isArray(rec.collectErrors) ? (rec.collectErrors as Session["collectErrors"]) : [];
       open.crashed = Array.isArray(rec.crashed) ? (rec.crashed as string[]) : [];
+      open.tampered = Array.isArray(rec.tampered)
+        ? (rec.tampered as unknown[]).map((t) => ({
+            id: String((t as { id?: unknown })?.id ?? ""),
+            message: String((t as { message?: unknown })?.message ?? ""),
+          }))
+        : [];
     } else {
       foreign += 1;
     }
@@ -334,13 +345,21 @@ function checkSeal(
     : `the end-of-file check in ${file} was not reported: the tests did not run to their end, or their results were replaced`;
 }
 
+/** What a session's `tampered` list says (pytest: tests whose code was swapped), or undefined when it is empty. */
+function swappedTests(s: Session): string | undefined {
+  if (!s.tampered.length) return undefined;
+  const named = s.tampered.slice(0, 3).map((t) => t.message || t.id);
+  return `the code of ${s.tampered.length === 1 ? "a test" : `${s.tampered.length} tests`} was swapped while the tests ran (${named.join("; ")}${s.tampered.length > 3 ? "; …" : ""}): code under test replaced what a test runs`;
+}
+
 /**
  * Judges the controller's report of a run against its tripwires. The run is `tampering` when:
  * - a line on the channel failed the signature check (something other than the controller wrote);
  * - `required` and no session reported, or a session started and did not end;
  * - a tripwire has the wrong outcome, or is missing while nothing else failed;
  * - pytest: a test was reported that no worker collected, or a collected one was not reported
- *   while nothing else failed.
+ *   while nothing else failed;
+ * - pytest: a test's code was swapped (the worker's code identity check named it in `tampered`).
  * Failures of the code under test are never `tampering`: a run with real failures stays failed.
  * @param required - the command is one of loopsmith's own test commands (a session must report);
  *   false for a repo's shell line, where a line that runs no known runner has no session
@@ -431,6 +450,8 @@ export function judgeIntegrity(
         if (problem) problems.push(problem);
       }
     }
+    const swapped = swappedTests(s);
+    if (swapped) problems.push(swapped);
     if (plan.runner === "pytest" && s.ended && s.collected) {
       const collected = new Set(s.collected);
       const reported = new Set(s.tests.map((t) => t.id));

@@ -163,3 +163,54 @@ describe("gate, evaluation tampering in JavaScript/TypeScript: what is not flagg
     expect(tampering(lib)).toEqual([]);
   });
 });
+
+describe("gate, targeted flips in JavaScript/TypeScript", () => {
+  it("6. code_swap: replacing exports of a test file or test helper, or of the importing or main module, blocks", () => {
+    const r = js(
+      "const helpers = require('../test/helpers.js');",
+      "helpers.check = () => true;",
+      "require('./add.test.js').expected = 5;",
+      "Object.assign(helpers, { check: () => true });",
+      "module.parent.exports.run = () => {};",
+      "require.main.exports.run = () => {};",
+      "delete helpers.check;",
+    );
+    expect(r.blocked).toBe(true);
+    expect(tampering(r)).toEqual([2, 3, 4, 5, 6, 7].map((l) => `blocker tampering.code_swap@${l}`));
+    expect(r.findings.find((f) => f.line === 2)?.message).toBe(
+      "replaces `helpers.check`, an export of `../test/helpers.js`, a test file or test helper: the tests would call the candidate's function instead of their own",
+    );
+  });
+
+  it("6. code_swap is not flagged for the module's own exports or another source module's", () => {
+    const r = js(
+      "const lib = require('./lib.js');",
+      "lib.cache = new Map();",
+      "module.exports.add = (a, b) => a + b;",
+      "exports.sub = (a, b) => a - b;",
+      "let helpers = null;",
+      "helpers = require('../test/helpers.js');",
+    );
+    expect(tampering(r)).toEqual([]);
+  });
+
+  it("3. require.cache edits block wherever the chain goes: an entry, its exports, Object.assign, module.constructor._cache", () => {
+    const r = js(
+      "const key = require.resolve('./add.js');",
+      "require.cache[key].exports.add = (a, b) => a + b;",
+      "Object.assign(require.cache[key].exports, { add: () => 5 });",
+      "delete require.cache[key];",
+      "module.constructor._cache[key] = { exports: {} };",
+    );
+    expect(tampering(r)).toEqual([2, 3, 4, 5].map((l) => `blocker tampering.framework@${l}`));
+  });
+
+  it("3. reading require.cache or resolving a path is not flagged", () => {
+    const r = js(
+      "const loaded = Object.keys(require.cache).length;",
+      "const where = require.resolve('./add.js');",
+      "export const isLoaded = (k) => k in require.cache;",
+    );
+    expect(tampering(r)).toEqual([]);
+  });
+});

@@ -6,11 +6,14 @@
  * the safety analyser's own resolution ({@link JsNames}): `import { strict as a } from
  * "node:assert"` makes `a.equal` `assert.strict.equal`.
  */
+import { posix } from "node:path";
 import type { SyntaxNode } from "@lezer/common";
 import type { JsNames } from "./javascript.js";
 import { children, walk, type SourceFile } from "./source.js";
 import {
   benchRecordMessage,
+  isTestCode,
+  isTestSupport,
   reportTamper,
   scanTamperString,
   type TamperContext,
@@ -34,7 +37,9 @@ const SCHEDULERS = new Set([
 ]);
 /** The module loader's hooks: patching them swaps what `require` returns (an `assert`, the code under test). */
 const LOADER =
-  /^(module\.(_load|_resolveFilename|_extensions|_cache|prototype\.require|prototype\._compile)|require\.(cache|extensions))(\.|$)/;
+  /^(module\.(constructor\.)?(_load|_resolveFilename|_extensions|_cache|prototype\.require|prototype\._compile)|require\.(cache|extensions))(\.|$)/;
+/** The module that loaded this one, and the main module: their exports are the importer's (a test file's). */
+const IMPORTER = /^(module\.(parent|children)|require\.main|process\.mainModule)$/;
 /** `process` members that decide or end the exit status. */
 const PROCESS_EXIT_MEMBERS = /^process\.(exit|reallyExit|abort|kill|exitCode)$/;
 /** Calls that define or overwrite properties of their first argument. */
@@ -88,9 +93,25 @@ function exprRoot(node: SyntaxNode): SyntaxNode {
   return n;
 }
 
+/**
+ * True for a module specifier that names a test file or a test helper: a relative or absolute
+ * path, resolved against the importing file's directory, that is a test ({@link isTestCode},
+ * also without its extension) or lies under a test directory.
+ */
+function isTestModule(spec: string, from: string): boolean {
+  if (!/^(\.{1,2}\/|\/)/.test(spec)) return false;
+  const joined = spec.startsWith("/")
+    ? spec.replace(/^\/workspace\//, "")
+    : posix.normalize(posix.join(posix.dirname(from), spec));
+  const path = joined.replace(/^(\.\.\/)+/, "");
+  return isTestCode(path) || isTestCode(`${path}.js`) || isTestSupport(path);
+}
+
 class JsTamper {
   /** Module-level functions the module calls when it loads (outside a main guard). */
   private readonly calledAtImport = new Set<string>();
+  /** Names bound to a whole module by path (`const h = require("./h")`, `import * as h`, a default import): name → specifier. */
+  private readonly modules = new Map<string, string>();
 
   constructor(
     private readonly src: SourceFile,
@@ -108,8 +129,73 @@ class JsTamper {
       ) {
         this.calledAtImport.add(this.src.textOf(n.firstChild));
       }
+      if (n.name === "VariableDeclaration" || n.name === "ImportDeclaration") this.bindModule(n);
     });
     walk(this.src.tree, (n) => this.visit(n));
+  }
+
+  /** Records a name bound to a whole module: `const h = require("…")`, `import h from "…"`, `import * as h from "…"`. */
+  private bindModule(n: SyntaxNode): void {
+    if (n.name === "ImportDeclaration") {
+      const spec = n.getChild("String");
+      const value = spec ? this.names.constString(spec) : undefined;
+      if (value === undefined) return;
+      for (const def of n.getChildren("VariableDefinition")) this.modules.set(this.src.textOf(def), value);
+      return;
+    }
+    const kids = children(n);
+    for (let i = 0; i + 2 < kids.length; i++) {
+      const [def, eq, value] = [kids[i]!, kids[i + 1]!, kids[i + 2]!];
+      if (def.name !== "VariableDefinition" || eq.name !== "Equals") continue;
+      const spec = this.requiredSpec(value);
+      if (spec !== undefined) this.modules.set(this.src.textOf(def), spec);
+    }
+  }
+
+  /** The specifier of `require("…")` or `await import("…")`, or undefined. */
+  private requiredSpec(node: SyntaxNode | null | undefined): string | undefined {
+    let n = node;
+    while (n && (n.name === "ParenthesizedExpression" || n.name === "AwaitExpression"))
+      n = n.name === "AwaitExpression" ? n.lastChild : n.firstChild?.nextSibling;
+    if (n?.name === "DynamicImport") {
+      const s = n.getChild("String");
+      return s ? this.names.constString(s) : undefined;
+    }
+    if (n?.name !== "CallExpression" || this.name(n.firstChild) !== "require") return undefined;
+    const list = n.getChild("ArgList");
+    const first = list ? children(list).find((c) => !["(", ")", ","].includes(c.name)) : undefined;
+    return first ? this.names.constString(first) : undefined;
+  }
+
+  /** The module loader name along a member chain (`require.cache[k].exports.t` → `require.cache`), if any. */
+  private loaderAlong(node: SyntaxNode | null | undefined): string | undefined {
+    for (let t = node; t; t = t.name === "MemberExpression" ? t.firstChild : null) {
+      const q = this.names.resolve(t);
+      if (q && LOADER.test(q)) return q;
+    }
+    return undefined;
+  }
+
+  /**
+   * What a write through a member chain replaces, when it is a test's: an export of a test
+   * module (`require("./x.test.js").t`, `helpers.check` with `helpers` a test helper), or of
+   * the importing or main module (`module.parent.exports.t`).
+   * @param whole - the chain may be the module object itself (`Object.assign(helpers, …)`);
+   *   an assignment needs a member of it (`helpers = …` only rebinds the name)
+   */
+  private testExportAlong(node: SyntaxNode | null | undefined, whole = false): string | undefined {
+    let root = node;
+    for (let t = node; t; t = t.name === "MemberExpression" ? t.firstChild : null) {
+      const q = this.names.resolve(t);
+      if (q && IMPORTER.test(q))
+        return `\`${q}\`, ${q === "module.parent" ? "the module that loaded this one" : q === "module.children" ? "a module this one loaded" : "the main module (under the test runner, the test's)"}`;
+      root = t;
+    }
+    if (!root || (root === node && !whole)) return undefined;
+    const spec = root.name === "VariableName" ? this.modules.get(this.src.textOf(root)) : this.requiredSpec(root);
+    return spec !== undefined && isTestModule(spec, this.src.path)
+      ? `\`${spec}\`, a test file or test helper`
+      : undefined;
   }
 
   private visit(n: SyntaxNode): void {
@@ -289,11 +375,20 @@ class JsTamper {
     if (callee && DEFINERS.has(callee) && args[0]) {
       const target = this.names.resolve(args[0]);
       const key = args[1] ? this.names.constString(args[1]) : undefined;
-      if (
+      const exported = this.testExportAlong(args[0], true);
+      if (exported && !this.loaderAlong(args[0])) {
+        this.report(
+          "tampering.code_swap",
+          n,
+          `\`${callee}(${this.src.textOf(args[0]).slice(0, 60)}, …)\` replaces exports of ${exported}: the tests would call the candidate's functions instead of their own`,
+          this.sureOutsideTests(),
+        );
+      } else if (
         target === "assert" ||
         target?.startsWith("assert.") ||
         target === "test" ||
-        (target && LOADER.test(target))
+        (target && LOADER.test(target)) ||
+        this.loaderAlong(args[0])
       ) {
         this.report(
           "tampering.framework",
@@ -315,6 +410,26 @@ class JsTamper {
   /** An assignment (or `delete`) of `assert`'s functions, the module loader, or the process's exit. */
   private checkAssignment(n: SyntaxNode, target: SyntaxNode | null): void {
     if (target?.name !== "MemberExpression") return;
+    const loader = this.loaderAlong(target);
+    if (loader) {
+      this.report(
+        "tampering.framework",
+        n,
+        `patches the module loader (\`${loader}\`): every later \`require\`, of \`assert\` or of the code under test, can be swapped`,
+        this.sureOutsideTests(),
+      );
+      return;
+    }
+    const exported = this.testExportAlong(target);
+    if (exported) {
+      this.report(
+        "tampering.code_swap",
+        n,
+        `${n.name === "UnaryExpression" ? "deletes" : "replaces"} \`${this.src.textOf(target).slice(0, 80)}\`, an export of ${exported}: the tests would call the candidate's function instead of their own`,
+        this.sureOutsideTests(),
+      );
+      return;
+    }
     const q = this.names.resolve(target) ?? this.names.resolve(target.firstChild);
     if (!q) return;
     if (q.startsWith("assert.") || q === "assert" || q.startsWith("test.")) {

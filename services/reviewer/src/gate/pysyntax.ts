@@ -53,6 +53,24 @@ export function enclosingFunction(node: SyntaxNode): SyntaxNode | null {
 }
 
 /**
+ * The member expressions an assignment, augmented assignment or `del` statement writes
+ * (`a.b = …`, `x[k] += …`, `del a.b`), tuples unpacked.
+ */
+export function assignedMembers(stmt: SyntaxNode): SyntaxNode[] {
+  const kids = children(stmt);
+  let out: SyntaxNode[];
+  if (stmt.name === "UpdateStatement") out = kids.slice(0, 1);
+  else if (stmt.name === "DeleteStatement") out = kids.slice(1);
+  else {
+    const last = kids.map((k) => k.name).lastIndexOf("AssignOp");
+    out = kids.slice(0, Math.max(0, last)).filter((k) => k.name !== "AssignOp");
+  }
+  return out
+    .flatMap((t) => (/^(TupleExpression|ArrayExpression|ParenthesizedExpression)$/.test(t.name) ? children(t) : [t]))
+    .filter((t) => t.name === "MemberExpression");
+}
+
+/**
  * The name a node binds and the scope it binds it in: `def f`/`class C` bind in the whole
  * file (kept simple: a function named like a builtin is the file's own), a parameter binds
  * in its function, `x = …` binds in the function (or module) it is in.

@@ -209,7 +209,11 @@ describe("gate, evaluation tampering in Python: what blocks", () => {
       ),
       ["python3", "bench/run.py"],
     );
-    expect(tampering(r)).toEqual(["blocker tampering.branch_on_runner@3", "warning tampering.branch_on_runner@5"]);
+    expect(tampering(r)).toEqual([
+      "blocker tampering.branch_on_runner@3",
+      "warning tampering.object_walk@3",
+      "warning tampering.branch_on_runner@5",
+    ]);
     expect(r.findings[0]?.message).toBe(
       "a condition on `bench/run.py`, a file of the evaluation: the code special-cases the benchmark or the check",
     );

@@ -6,8 +6,9 @@
  * `from os import _exit as e` and `getattr(os, "_exit")` are `os._exit`.
  */
 import type { SyntaxNode } from "@lezer/common";
-import { enclosingFunction, parseArgs } from "./pysyntax.js";
+import { assignedMembers, enclosingFunction, parseArgs } from "./pysyntax.js";
 import type { PyNames } from "./python.js";
+import { PyReach } from "./pyreach.js";
 import { decodePyString, pyConstString } from "./pystrings.js";
 import { children, walk, type SourceFile } from "./source.js";
 import {
@@ -100,12 +101,22 @@ class PyTamper {
   private readonly exiting = new Map<string, string>();
   /** Module-level functions the module calls when it is imported (outside a main guard). */
   private readonly calledAtImport = new Set<string>();
+  /** The targeted-flip rules (`pyreach.ts`), which ask this pass what runs at import. */
+  private readonly reach: PyReach;
 
   constructor(
     private readonly src: SourceFile,
     private readonly names: PyNames,
     private readonly ctx: TamperContext,
-  ) {}
+  ) {
+    this.reach = new PyReach({
+      src,
+      names,
+      ctx,
+      atImport: (n) => this.atImport(n),
+      guarded: (n) => this.guarded(n),
+    });
+  }
 
   run(): void {
     for (const stmt of children(this.src.tree.topNode)) {
@@ -129,7 +140,11 @@ class PyTamper {
         this.calledAtImport.add(this.src.textOf(n.firstChild));
       }
     });
-    walk(this.src.tree, (n) => this.visit(n));
+    this.reach.prepare();
+    walk(this.src.tree, (n) => {
+      this.visit(n);
+      this.reach.visit(n);
+    });
   }
 
   private visit(n: SyntaxNode): void {
@@ -154,7 +169,7 @@ class PyTamper {
       case "AssignStatement":
       case "UpdateStatement":
       case "DeleteStatement":
-        for (const t of this.targets(n)) this.checkTarget(t);
+        for (const t of assignedMembers(n)) this.checkTarget(t);
         break;
       case "DictionaryExpression":
         this.checkDict(n);
@@ -469,21 +484,6 @@ class PyTamper {
         : `defines the pytest hook \`${name}\` outside conftest.py; check what it does`,
       reporting && this.sureOutsideTests(),
     );
-  }
-
-  /** The assigned (or deleted) expressions of a statement, tuples unpacked. */
-  private targets(stmt: SyntaxNode): SyntaxNode[] {
-    const kids = children(stmt);
-    let out: SyntaxNode[];
-    if (stmt.name === "UpdateStatement") out = kids.slice(0, 1);
-    else if (stmt.name === "DeleteStatement") out = kids.slice(1);
-    else {
-      const last = kids.map((k) => k.name).lastIndexOf("AssignOp");
-      out = kids.slice(0, Math.max(0, last)).filter((k) => k.name !== "AssignOp");
-    }
-    return out
-      .flatMap((t) => (/^(TupleExpression|ArrayExpression|ParenthesizedExpression)$/.test(t.name) ? children(t) : [t]))
-      .filter((t) => t.name === "MemberExpression");
   }
 
   /** An assignment into the framework, `builtins`, `sys.modules`, the exits or the exception hook. */

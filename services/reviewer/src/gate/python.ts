@@ -6,7 +6,7 @@
 import type { SyntaxNode } from "@lezer/common";
 import { parser } from "@lezer/python";
 import { children, isBound, SourceFile, walk } from "./source.js";
-import { danger, PyFlow } from "./pyflow.js";
+import { danger, PyFlow, type Origin } from "./pyflow.js";
 import { binding, enclosingFunction, parseArgs, patchForParser, type Args } from "./pysyntax.js";
 import { isNetworkName, normaliseModule, readImport, type Scope } from "./pyimports.js";
 import {
@@ -62,6 +62,8 @@ export interface PyNames {
   resolve(node: SyntaxNode | null): string | undefined;
   /** True when `name` is bound by the file in a scope that encloses `node`. */
   isBound(name: string, node: SyntaxNode): boolean;
+  /** Where the value of an expression comes from, traced within the file ({@link PyFlow.origin}). */
+  origin(node: SyntaxNode): Origin;
 }
 
 /** Analyses one Python source (a file, or a string literal passed to `exec`). */
@@ -113,6 +115,11 @@ class PythonAnalyser implements PyNames {
   /** True when `name` is bound by the file in a scope that encloses `node`. */
   isBound(name: string, node: SyntaxNode): boolean {
     return isBound(this.bound, name, node, enclosingFunction);
+  }
+
+  /** Where the value of `node` comes from, traced within the file. */
+  origin(node: SyntaxNode): Origin {
+    return this.flow.origin(node);
   }
 
   /** The qualified name an expression refers to (`os.system`, `builtins.eval`), if known. */

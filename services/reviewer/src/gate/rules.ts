@@ -90,6 +90,22 @@ export const RULES = {
     severity: "blocker",
     why: "a file that Python would import instead of the test framework or at start-up (`pytest.py`, `_pytest/`, `unittest.py`, `xdist/`, `pluggy/`, `loopsmith_verdict.py`, `sitecustomize.py`, `usercustomize.py`, `*.pth`) where it shadows: at the root, under `src/` or `lib/`, or in a test directory; deeper in a package it goes to review",
   },
+  "tampering.code_swap": {
+    severity: "blocker",
+    why: "replaces what a test runs from outside it: Python writes to a function's internals (`f.__code__ = …`, `f.__globals__[…] = …`, `f.__closure__[…].cell_contents = …`, `setattr(f, '__code__', …)`, also with the name built from strings), so a failing test runs another function's body; JavaScript assignments into a test module's exports (`require('./x.test.js').t = …`) or the importing module's (`module.parent`, `require.main`). Writes to `__defaults__`/`__kwdefaults__` go to review",
+  },
+  "tampering.hidden_name": {
+    severity: "blocker",
+    why: "an import or attribute whose name is not written but assembled (`importlib.import_module('s' + 'ys')`, `getattr(x, 'mod' + 'ules')`, `__import__` of a name built from pieces) and spells what tampering reaches for: `sys` and `sys.modules` (every loaded module, the tests included), `gc`, `inspect`, `threading`, a function's internals, frame walks. A name assembled from string constants that spells nothing watched goes to review",
+  },
+  "tampering.import_thread": {
+    severity: "warning",
+    why: "a thread or timer started when the module is imported (`threading.Thread(…).start()`, `threading.Timer(…).start()`, `_thread.start_new_thread`, a `Thread` subclass started at module level): it keeps running beside the tests and can change them after they are collected. Always review: libraries do start background threads; a thread started inside a function is not flagged",
+  },
+  "tampering.object_walk": {
+    severity: "blocker",
+    why: "walks objects that are not the module's own: `gc.get_objects`/`get_referrers`/`get_referents` and trace or profile hooks (`sys.settrace`, `sys.setprofile`, `threading.settrace`) when the module is imported (in a function they go to review); frame walks (`sys._getframe`, `sys._current_frames`, `inspect.currentframe`, `inspect.stack`, `inspect.getouterframes`, `inspect.trace`) always go to review: from a frame, code reaches its caller's globals, the test's included",
+  },
 } as const satisfies Record<string, { severity: Finding["severity"]; why: string }>;
 export type RuleId = keyof typeof RULES;
 
