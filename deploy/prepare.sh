@@ -82,3 +82,13 @@ if [ "$missing" = 1 ]; then
   fi
   bash deploy/build-images.sh
 fi
+
+# The look-alikes of SWE-bench's official instance images, one per shipped instance
+# (tests/e2e/swe-bench-images.test.ts runs `bench --format swe-bench --images official` on
+# them): Debian bookworm, built from packages, as the other images (about 2 min the first time).
+if [ "$(id -u)" = "0" ]; then
+  bash deploy/build-swebench-lookalike.sh examples/swe-bench/instances.jsonl examples/swe-bench/repos
+elif ! docker image inspect loopsmith/swebench-lookalike-base:local >/dev/null 2>&1; then
+  echo "prepare: the SWE-bench look-alike images need root (debootstrap); run: sudo bash deploy/build-swebench-lookalike.sh examples/swe-bench/instances.jsonl examples/swe-bench/repos" >&2
+  exit 1
+fi

@@ -74,6 +74,10 @@ export function registerBench(program: Command, run: CommandRunner, logger: () =
       "swe-bench: wall-clock limit of one instance's test run in seconds (default 300)",
       positiveNumber,
     )
+    .option(
+      "--images <official|template>",
+      "swe-bench: run each instance in its image: official (swebench/sweb.eval.x86_64.<id>:latest) or a template of {instance_id}, {repo}, {version}; an instance's image_name wins",
+    )
     .option("--ids <ids>", "only these cases, comma-separated (HumanEval/3 or 3; repeatable)", ids)
     .option("--limit <n>", "the first n cases", wholeNumber(1, 100_000))
     .option("--concurrency <k>", "tasks in flight at once (default 4)", wholeNumber(1, 64))
@@ -122,7 +126,7 @@ export function registerBench(program: Command, run: CommandRunner, logger: () =
             await logger(),
           );
         }
-        for (const flag of ["repos", "env", "gold", "empty", "predictions", "script", "hints"] as const)
+        for (const flag of ["repos", "env", "gold", "empty", "predictions", "script", "hints", "images"] as const)
           if (opts[flag] !== undefined) throw usageError(`--${flag} applies to --format swe-bench only`);
         const { benchCommand } = await import("../bench/run.js");
         return benchCommand(

@@ -29,6 +29,7 @@ import {
   snapshotName,
   submitTask,
   type Config,
+  type SandboxImage,
   type TaskInput,
   type TaskResult,
 } from "@loopsmith/shared";
@@ -37,7 +38,7 @@ import { startLocalStack, type LocalStack } from "../../stack.js";
 import { watchEvents } from "../../watch.js";
 import type { BenchArm, BenchResult } from "../types.js";
 import { armPrefix } from "../tasks.js";
-import { resolveEnv, setupCommandOf } from "./env.js";
+import { instanceImage, resolveEnv, setupCommandOf } from "./env.js";
 import type { Grade } from "./grade.js";
 import type { SweInstance } from "./instances.js";
 import { checkoutInstance } from "./repos.js";
@@ -121,6 +122,8 @@ export function agentTask(
     runTimeoutMs: number;
     /** `--test-timeout`, ms: the limit of every test run, as given (no derived limit). */
     testTimeoutMs?: number;
+    /** The instance's image (`instanceImage`); undefined: loopsmith's sandbox image. */
+    image?: SandboxImage | undefined;
     script?: ScriptFile;
   },
 ): TaskInput {
@@ -145,6 +148,7 @@ export function agentTask(
       setupCommand: o.setupCommand,
       mode: "agent",
       ...(o.testTimeoutMs !== undefined ? { testTimeoutMs: Math.min(o.testTimeoutMs, 600_000) } : {}),
+      ...(o.image ? { image: o.image } : {}),
     },
     source: { kind: "user", id: inst.instance_id },
     submittedAt: new Date().toISOString(),
@@ -244,6 +248,7 @@ export async function runAgentInstances(
             hints: !!o.hints,
             runTimeoutMs: o.testTimeoutMs ?? 300_000,
             ...(o.testTimeoutMs !== undefined ? { testTimeoutMs: o.testTimeoutMs } : {}),
+            image: instanceImage(inst, e, o.images),
             ...(o.maxIterations !== undefined ? { maxIterations: o.maxIterations } : {}),
             ...(script ? { script } : {}),
           });

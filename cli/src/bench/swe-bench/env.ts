@@ -8,7 +8,7 @@
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError, SandboxImage } from "@loopsmith/shared";
 
 /** How a test run's output is read into per-test statuses (see parsers.ts). */
 export const LogParser = z.enum(["pytest", "django", "sympy"]);
@@ -27,6 +27,15 @@ export const EnvSpec = z
     test_cmd: z.string().min(1).optional(),
     /** The log parser; default: `django` for django/django, `sympy` for sympy/sympy, else `pytest`. */
     log_parser: LogParser.optional(),
+    /**
+     * The image the instance runs in (a template as `--images` takes: `{instance_id}`,
+     * `{repo}`, `{version}`); `--images` and an instance's own `image_name` win over it.
+     */
+    image: z.string().min(1).optional(),
+    /** Shell lines before the test command in an instance image. @defaultValue {@link OFFICIAL_PROLOGUE} */
+    prologue: z.string().min(1).optional(),
+    /** Where the repository is in an instance image. @defaultValue "/testbed" */
+    workdir: z.string().min(2).optional(),
   })
   .passthrough();
 export type EnvSpec = z.infer<typeof EnvSpec>;
@@ -42,6 +51,66 @@ export interface ResolvedEnv {
   install: string;
   testCmd: string;
   logParser: LogParser;
+  /** The environment file's image template, prologue and workdir, when it gives them. */
+  image?: string;
+  prologue?: string;
+  workdir?: string;
+}
+
+/** How the official evaluation script enters an instance image's environment. */
+export const OFFICIAL_PROLOGUE = "source /opt/miniconda3/bin/activate && conda activate testbed";
+/** Where the repository is in an official instance image. */
+export const OFFICIAL_WORKDIR = "/testbed";
+
+/**
+ * The official image of an instance as the harness names it: `swebench/sweb.eval.x86_64.` and
+ * the instance id with `__` replaced by `_1776_`, lower case, tag `latest`
+ * (swebench/harness/test_spec/test_spec.py, `instance_image_key`).
+ */
+export function officialImage(instanceId: string): string {
+  return `swebench/sweb.eval.x86_64.${instanceId.replaceAll("__", "_1776_")}:latest`.toLowerCase();
+}
+
+/**
+ * The image an instance runs in, or undefined for loopsmith's own sandbox image: the
+ * instance's `image_name` (SWE-bench Pro and Multilingual give one), else `--images`
+ * (`official`: {@link officialImage}; anything else a template with `{instance_id}`, `{repo}`
+ * and `{version}`), else the environment file's `image` (a template too). Commands run after
+ * the environment's `prologue` (default {@link OFFICIAL_PROLOGUE}) from its `workdir` (default
+ * {@link OFFICIAL_WORKDIR}), as the official evaluation script runs them.
+ * @throws LoopsmithError `bad_request` when the name is not an image reference
+ */
+export function instanceImage(
+  inst: { instance_id: string; repo: string; version: string; image_name?: string | undefined },
+  env: Pick<ResolvedEnv, "image" | "prologue" | "workdir">,
+  images?: string,
+): SandboxImage | undefined {
+  const fill = (t: string) =>
+    t
+      .replaceAll("{instance_id}", inst.instance_id)
+      .replaceAll("{repo}", inst.repo)
+      .replaceAll("{version}", inst.version);
+  const name =
+    inst.image_name ??
+    (images === "official"
+      ? officialImage(inst.instance_id)
+      : images
+        ? fill(images)
+        : env.image
+          ? fill(env.image)
+          : undefined);
+  if (!name) return undefined;
+  const parsed = SandboxImage.safeParse({
+    name,
+    workdir: env.workdir ?? OFFICIAL_WORKDIR,
+    prologue: env.prologue ?? OFFICIAL_PROLOGUE,
+  });
+  if (!parsed.success)
+    throw new LoopsmithError(
+      "bad_request",
+      `the image of ${inst.instance_id} is not valid (${name}): ${parsed.error.issues.map((i) => `${i.path.join(".") || "name"}: ${i.message}`).join("; ")}`,
+    );
+  return parsed.data;
 }
 
 /** The official harness's pytest command (`TEST_PYTEST`). */
@@ -136,6 +205,9 @@ export function resolveEnv(env: EnvFile, repo: string, version: string): Resolve
     install: spec.install ?? "",
     testCmd: spec.test_cmd,
     logParser: spec.log_parser ?? defaultParser(repo),
+    ...(spec.image ? { image: spec.image } : {}),
+    ...(spec.prologue ? { prologue: spec.prologue } : {}),
+    ...(spec.workdir ? { workdir: spec.workdir } : {}),
   };
 }
 

@@ -25,7 +25,7 @@ import type { Logger } from "pino";
 import { LoopsmithError, type Config, type ExecutionResult } from "@loopsmith/shared";
 import { createExecutor, engineEndpoint, type Executor } from "@loopsmith/executor";
 import { git } from "../../repo.js";
-import { resolveEnv, setupCommandOf, type EnvFile } from "./env.js";
+import { instanceImage, resolveEnv, setupCommandOf, type EnvFile } from "./env.js";
 import { filesOfPatch, testDirectives, type SweInstance } from "./instances.js";
 import { isResolved, parseLog, tally, type Tally } from "./parsers.js";
 import { checkoutInstance } from "./repos.js";
@@ -69,6 +69,8 @@ export interface GraderOptions {
   memoryMb?: number;
   /** Keep the checkouts (for debugging) instead of removing them. */
   keep?: boolean;
+  /** `--images`: `official`, or a template of `{instance_id}`, `{repo}`, `{version}` (`instanceImage`). */
+  images?: string;
 }
 
 /** Grades instances in the sandbox; `stop()` when done. */
@@ -157,6 +159,7 @@ export async function createGrader(o: GraderOptions): Promise<Grader> {
 
   async function grade(inst: SweInstance, modelPatch: string, signal?: AbortSignal): Promise<Grade> {
     const env = resolveEnv(o.env, inst.repo, inst.version);
+    const image = instanceImage(inst, env, o.images);
     const id = randomBytes(4).toString("hex");
     const dir = join(work, `${inst.instance_id.replace(/[^\w.-]/g, "_")}-${id}`);
     try {
@@ -216,6 +219,7 @@ export async function createGrader(o: GraderOptions): Promise<Grader> {
           shell,
           timeoutMs: o.testTimeoutMs ?? 300_000,
           memoryMb: o.memoryMb ?? 2048,
+          ...(image ? { image } : {}),
         },
         signal ? { signal } : {},
       );

@@ -38,6 +38,8 @@ export const SweInstance = z.object({
   PASS_TO_PASS: TestList,
   version: z.union([z.string(), z.number()]).transform(String),
   environment_setup_commit: z.string().optional(),
+  /** The instance's own image (SWE-bench Pro and Multilingual give one); it wins over `--images`. */
+  image_name: z.string().min(1).optional(),
 });
 export type SweInstance = z.infer<typeof SweInstance>;
 

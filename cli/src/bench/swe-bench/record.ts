@@ -34,6 +34,12 @@ export interface SweBenchOptions {
   resume?: boolean;
   /** A test run's wall-clock limit, ms. @defaultValue 300000 */
   testTimeoutMs?: number;
+  /**
+   * The image each instance runs in: `official` (the harness's
+   * `swebench/sweb.eval.x86_64.<id>:latest`), or a template of `{instance_id}`, `{repo}`,
+   * `{version}`; an instance's `image_name` wins. Absent: loopsmith's sandbox image.
+   */
+  images?: string;
   config?: string;
   json?: boolean;
   /** Agent run: `on`, `off` or `ab` (each instance with memory off, then on). @defaultValue "on" */
@@ -93,6 +99,10 @@ export function gradeLine(
 ): BenchResult {
   const counts = (t: { passed: number; total: number }) => ({ passed: t.passed, total: t.total });
   const error = o.error ?? g.message;
+  // The code the summary counts infrastructure failures by: the test run's own status (a
+  // missing image is a sandbox_error), else the grade's.
+  const errorCode =
+    g.status === "error" ? (g.execution === "timeout" ? "run_timeout" : (g.execution ?? "grade_error")) : undefined;
   return {
     v: 1,
     runId: o.runId,
@@ -115,6 +125,7 @@ export function gradeLine(
     provider: o.label,
     attempts: o.task?.attempts ?? 1,
     ...(error ? { error } : {}),
+    ...(errorCode ? { errorCode } : {}),
     swe: {
       status: g.status,
       failToPass: counts(g.failToPass),

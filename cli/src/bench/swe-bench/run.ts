@@ -27,7 +27,7 @@ import { readResults } from "../results.js";
 import { lastResults, summarize } from "../summary.js";
 import type { BenchArm, BenchResult, BenchSummary, ProviderLabel } from "../types.js";
 import { cpuTimes, machineState, referenceMs } from "../machine.js";
-import { BUILTIN_ENV, loadEnvFile, mergeEnv, resolveEnv, type EnvFile } from "./env.js";
+import { BUILTIN_ENV, instanceImage, loadEnvFile, mergeEnv, resolveEnv, type EnvFile } from "./env.js";
 import { createGrader, type Grade } from "./grade.js";
 import { loadInstances, loadPredictions, type SweInstance } from "./instances.js";
 import {
@@ -235,7 +235,8 @@ export async function sweBenchCommand(o: SweBenchOptions, log: Logger): Promise<
   if (instances.length === 0) throw new LoopsmithError("bad_request", `no instance to grade in ${o.dataset}`);
   const env = envOf(o);
   // Every instance needs a test command before anything starts.
-  for (const i of instances) resolveEnv(env, i.repo, i.version);
+  // Every instance's environment and image, checked before anything runs.
+  for (const i of instances) instanceImage(i, resolveEnv(env, i.repo, i.version), o.images);
 
   const config = loadConfig({ ...(o.config ? { file: o.config } : {}) });
   const firstModel = predictions?.values().next().value?.model_name_or_path;
@@ -279,6 +280,7 @@ export async function sweBenchCommand(o: SweBenchOptions, log: Logger): Promise<
         env,
         reposDir: o.repos,
         ...(o.testTimeoutMs !== undefined ? { testTimeoutMs: o.testTimeoutMs } : {}),
+        ...(o.images ? { images: o.images } : {}),
       });
       try {
         const ctx: InstanceContext = { meta, out, grader, env, log, signal: abort.signal };
