@@ -277,9 +277,17 @@ def main():
     if spec.get("verdictKey"):
         reader.join(2.0)
         trailer["verdict"] = base64.b64encode(b"".join(verdict)[: spec["resultLimitBytes"]]).decode()
-    r = subprocess.run(spec["read"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
-    if r.returncode == 0 and r.stdout:
-        trailer["result"] = base64.b64encode(r.stdout[: spec["resultLimitBytes"]]).decode()
+    # No result file (a controller's run writes none): no reader to start. lstat only looks;
+    # the file is read, when there is one, by dd as the sandbox user, without following links.
+    try:
+        os.lstat(spec["resultPath"])
+        written = True
+    except OSError:
+        written = False
+    if written:
+        r = subprocess.run(spec["read"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+        if r.returncode == 0 and r.stdout:
+            trailer["result"] = base64.b64encode(r.stdout[: spec["resultLimitBytes"]]).decode()
     out(trailer)
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 main()

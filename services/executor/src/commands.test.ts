@@ -4,7 +4,6 @@ import {
   NODE_VERDICT_REPORTER,
   PYTEST_CONTROLLER,
   PYTEST_ISOLATED,
-  RESULT_PATH,
   commandEnv,
   defaultCommand,
 } from "./commands.js";
@@ -18,7 +17,7 @@ describe("defaultCommand for python", () => {
       file("test_solution.py", "from solution import f\n\ndef test_f():\n    assert f() == 1\n"),
     ]);
     expect(c.env).toEqual({ ...commandEnv("python"), PYTEST_DISABLE_PLUGIN_AUTOLOAD: "1" });
-    expect(c.argv).toEqual([...PYTEST_ISOLATED, ...PYTEST_CONTROLLER, `--junitxml=${RESULT_PATH}`]);
+    expect(c.argv).toEqual([...PYTEST_ISOLATED, ...PYTEST_CONTROLLER]);
     expect(c.runner).toBe("pytest");
   });
 
@@ -34,7 +33,6 @@ describe("defaultCommand for python", () => {
         ...PYTEST_CONTROLLER,
         "-p",
         HYPOTHESIS_PLUGIN,
-        `--junitxml=${RESULT_PATH}`,
         "--",
         "test_p.py",
       ]);

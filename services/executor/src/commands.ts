@@ -114,7 +114,8 @@ export const HYPOTHESIS_PLUGIN = "_hypothesis_pytestplugin";
 /**
  * The default test command of a language, its runner and its environment (over
  * {@link commandEnv}).
- * - python: pytest ({@link PYTEST_ISOLATED}), JUnit XML to {@link RESULT_PATH}, over `tests`
+ * - python: pytest ({@link PYTEST_ISOLATED}) with the controller ({@link PYTEST_CONTROLLER}:
+ *   its signed report is the verdict, so no JUnit file is written), over `tests`
  *   when given, else every file pytest's naming conventions find. When `files` is the whole
  *   workspace (no repository base under it), plugin autoloading is off
  *   (`PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`) and hypothesis's plugin is loaded by name (`-p`)
@@ -143,7 +144,6 @@ export function defaultCommand(
         ...PYTEST_ISOLATED,
         ...PYTEST_CONTROLLER,
         ...(lean && hypothesis ? ["-p", HYPOTHESIS_PLUGIN] : []),
-        `--junitxml=${RESULT_PATH}`,
         ...(tests ? ["--", ...tests] : []),
       ],
       runner: "pytest",
