@@ -22,8 +22,9 @@ import Docker from "dockerode";
 import pino from "pino";
 import { quantile } from "simple-statistics";
 import { loadConfig, type Config, type ExecutionRequest } from "@loopsmith/shared";
-import { createExecutor, PYTEST_ISOLATED, SHIPPED_SECCOMP_PROFILE } from "@loopsmith/executor";
+import { createExecutor, PYTEST_ISOLATED } from "@loopsmith/executor";
 import { formatTable } from "@loopsmith/cli/ui";
+import { dockerRunLimits } from "./docker-run.js";
 
 const arg = (name: string, def: number): number => {
   const i = process.argv.indexOf(name);
@@ -60,35 +61,7 @@ const PYTEST = [
 const config: Config = loadConfig({ env: { ...process.env, NATS_URL: "" } });
 const cfg = config.executor;
 const image = config.images.python;
-const LIMITS = [
-  "--network",
-  "none",
-  "--read-only",
-  "--init",
-  "--user",
-  "10001:10001",
-  "--tmpfs",
-  `/workspace:rw,exec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0755`,
-  "--tmpfs",
-  `/tmp:rw,noexec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=1777`,
-  "--memory",
-  "512m",
-  "--memory-swap",
-  "512m",
-  `--cpus=${cfg.cpus}`,
-  "--pids-limit",
-  String(cfg.pidsLimit),
-  "--cap-drop",
-  "ALL",
-  "--security-opt",
-  "no-new-privileges",
-  "--security-opt",
-  `seccomp=${SHIPPED_SECCOMP_PROFILE}`,
-  "--log-driver",
-  "none",
-  "-w",
-  "/workspace",
-];
+const LIMITS = dockerRunLimits(cfg, { tmpNoexec: true });
 
 /** Runs a process to its end; resolves with its exit code. */
 function run(

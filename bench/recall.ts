@@ -39,7 +39,6 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import Docker from "dockerode";
 import { Command } from "commander";
-import MiniSearch from "minisearch";
 import { createLogger, loadConfig } from "@loopsmith/shared";
 import { createExecutor } from "@loopsmith/executor";
 import { errorTextOf, failingTests } from "@loopsmith/architect";
@@ -51,8 +50,8 @@ import {
   solutionFile,
   type HumanEvalRecord,
 } from "@loopsmith/cli";
-import { formatTable } from "@loopsmith/cli/ui";
 import { openMemoryStore, signature } from "@loopsmith/memory";
+import { TOP, bm25, evaluate, metricsTable, type EvaluationRule, type Ranker, type Ranks } from "./retrieval.js";
 
 const program = new Command()
   .requiredOption("--dataset <path>", "HumanEval JSONL file")
@@ -215,35 +214,8 @@ function shuffled<T>(xs: readonly T[], seed: number): T[] {
   return out;
 }
 
-/** Ranks (1-based) of each query's twin, or null beyond the top 20. */
-type Ranker = (query: Failure) => Promise<string[]>;
-
-const TOP = 20;
-
-async function evaluate(queries: Failure[], byId: Map<string, Failure>, rank: Ranker): Promise<Array<number | null>> {
-  const out: Array<number | null> = [];
-  for (const q of queries) {
-    const ids = (await rank(q)).filter((id) => id !== q.id).slice(0, TOP);
-    const at = ids.findIndex((id) => byId.get(id)?.cause === q.cause);
-    out.push(at >= 0 ? at + 1 : null);
-  }
-  return out;
-}
-
-function metrics(ranks: Array<number | null>): { r1: number; r5: number; mrr: number } {
-  const n = ranks.length || 1;
-  return {
-    r1: ranks.filter((r) => r === 1).length / n,
-    r5: ranks.filter((r) => r !== null && r <= 5).length / n,
-    mrr: ranks.reduce<number>((s, r) => s + (r === null ? 0 : 1 / r), 0) / n,
-  };
-}
-
-function bm25(docs: Failure[], text: (f: Failure) => string): Ranker {
-  const index = new MiniSearch<{ id: string; text: string }>({ fields: ["text"], storeFields: [] });
-  index.addAll(docs.map((f) => ({ id: f.id, text: text(f) })));
-  return (q) => Promise.resolve(index.search(text(q), { combineWith: "OR" }).map((r) => String(r.id)));
-}
+/** The twin is the one relevant answer; the query alone is left out (its task holds no other failure). */
+const RULE: EvaluationRule<Failure> = { label: (f) => f.cause, exclude: "self" };
 
 const corpus = await loadCorpus();
 const failures = corpus.failures;
@@ -256,7 +228,7 @@ const byId = new Map(paired.map((f) => [f.id, f]));
 const dataDir = await mkdtemp(join(tmpdir(), "loopsmith-bench-recall-"));
 const log = createLogger({ service: "bench", level: "warn" });
 const store = await openMemoryStore({ config: loadConfig({ env: { LOOPSMITH_DATA_DIR: dataDir } }), log });
-const rows: Array<[string, Array<number | null>]> = [];
+const rows: Array<[string, Ranks]> = [];
 let storeMs = 0;
 let recallMs = 0;
 try {
@@ -281,7 +253,7 @@ try {
   storeMs = performance.now() - t0;
   const t1 = performance.now();
   const mine =
-    (withCode: boolean): Ranker =>
+    (withCode: boolean): Ranker<Failure> =>
     async (q) => {
       const r = await store.recall({
         v: 1,
@@ -296,9 +268,9 @@ try {
       });
       return r.failures.map((x) => taskOf.get(x.taskId) ?? x.taskId);
     };
-  rows.push(["loopsmith recall (PGlite, hybrid)", await evaluate(order, byId, mine(true))]);
+  rows.push(["loopsmith recall (PGlite, hybrid)", await evaluate(order, byId, mine(true), RULE)]);
   recallMs = performance.now() - t1;
-  rows.push(["loopsmith recall, query without code", await evaluate(order, byId, mine(false))]);
+  rows.push(["loopsmith recall, query without code", await evaluate(order, byId, mine(false), RULE)]);
 } finally {
   await store.close();
   await rm(dataDir, { recursive: true, force: true });
@@ -309,6 +281,7 @@ rows.push([
     order,
     byId,
     bm25(order, (f) => f.errorText),
+    RULE,
   ),
 ]);
 rows.push([
@@ -317,6 +290,7 @@ rows.push([
     order,
     byId,
     bm25(order, (f) => f.goal),
+    RULE,
   ),
 ]);
 rows.push([
@@ -325,6 +299,7 @@ rows.push([
     order,
     byId,
     bm25(order, (f) => [f.goal, f.errorText, f.failingTests.join(" "), f.code].join("\n")),
+    RULE,
   ),
 ]);
 
@@ -341,18 +316,7 @@ const lines = [
     `headline signatures: ${headlines.size}; full signature keys: ${keys.size}`,
   `queries whose function has another mutant failing with the same full signature: ${sameErrorSibling}`,
   "",
-  // A Markdown table: the cells padded to line up, the last column closed by "|".
-  ...formatTable(
-    [
-      ["method", "recall@1", "recall@5", "MRR@20"],
-      ["-".repeat(36), "--------", "--------", "------"],
-      ...rows.map(([name, ranks]) => {
-        const m = metrics(ranks);
-        return [name, m.r1.toFixed(3), m.r5.toFixed(3), m.mrr.toFixed(3)];
-      }),
-    ],
-    { align: ["left", "right", "right", "right"], gap: " | ", indent: "| " },
-  ).map((line) => `${line} |`),
+  ...metricsTable(rows, 36),
   "",
   `loopsmith: ${paired.length} failures stored in ${(storeMs / 1000).toFixed(1)} s, ${paired.length} recalls in ${(recallMs / 1000).toFixed(1)} s (${(recallMs / Math.max(1, paired.length)).toFixed(0)} ms each)`,
 ];

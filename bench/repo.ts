@@ -22,9 +22,10 @@ import Docker from "dockerode";
 import pino from "pino";
 import { quantile } from "simple-statistics";
 import { loadConfig, type Config, type ExecutionRequest, type Language } from "@loopsmith/shared";
-import { SHIPPED_SECCOMP_PROFILE, createExecutor } from "@loopsmith/executor";
+import { createExecutor } from "@loopsmith/executor";
 import { startLocalStack } from "../cli/src/stack.js";
 import { formatTable } from "@loopsmith/cli/ui";
+import { dockerRunLimits } from "./docker-run.js";
 
 const arg = (name: string, def: number): number => {
   const i = process.argv.indexOf(name);
@@ -98,36 +99,6 @@ async function overhead(config: Config): Promise<void> {
   await executor.start();
   await executor.settled();
   let seq = 0;
-  const limits = (image: string): string[] => [
-    "--network",
-    "none",
-    "--read-only",
-    "--init",
-    "--user",
-    "10001:10001",
-    "--tmpfs",
-    `/workspace:rw,exec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0755`,
-    "--tmpfs",
-    `/tmp:rw,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=1777`,
-    "--memory",
-    "512m",
-    "--memory-swap",
-    "512m",
-    `--cpus=${cfg.cpus}`,
-    "--pids-limit",
-    String(cfg.pidsLimit),
-    "--cap-drop",
-    "ALL",
-    "--security-opt",
-    "no-new-privileges",
-    "--security-opt",
-    `seccomp=${SHIPPED_SECCOMP_PROFILE}`,
-    "--log-driver",
-    "none",
-    "-w",
-    "/workspace",
-    image,
-  ];
   try {
     for (const ex of EXAMPLES) {
       const dir = trees.get(ex.name) as string;
@@ -142,7 +113,8 @@ async function overhead(config: Config): Promise<void> {
             `${dir}:/src:ro`,
             "-e",
             "HOME=/tmp",
-            ...limits(image),
+            ...dockerRunLimits(cfg, { tmpNoexec: false }),
+            image,
             "sh",
             "-c",
             `cp -r /src/. /workspace/ && ${ex.command}`,

@@ -34,8 +34,9 @@ import Docker from "dockerode";
 import pino from "pino";
 import { quantile } from "simple-statistics";
 import { loadConfig, testSummary, type Config, type ExecutionRequest } from "@loopsmith/shared";
-import { SHIPPED_SECCOMP_PROFILE, createExecutor, type Executor } from "@loopsmith/executor";
+import { createExecutor, type Executor } from "@loopsmith/executor";
 import { formatTable } from "@loopsmith/cli/ui";
+import { dockerRunLimits } from "./docker-run.js";
 import { cpuTimes, machineLine, referenceMs } from "./machine.js";
 
 const arg = (name: string, def: number): number => {
@@ -169,39 +170,6 @@ function checkout(commit: string): string {
   return tree;
 }
 
-/** The executor's limits for a plain `docker run` (as bench/repo.ts runs its baseline). */
-function limits(cfg: Config["executor"]): string[] {
-  return [
-    "--network",
-    "none",
-    "--read-only",
-    "--init",
-    "--user",
-    "10001:10001",
-    "--tmpfs",
-    `/workspace:rw,exec,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=0755`,
-    "--tmpfs",
-    `/tmp:rw,nosuid,nodev,size=${cfg.tmpfsMb}m,uid=10001,gid=10001,mode=1777`,
-    "--memory",
-    "512m",
-    "--memory-swap",
-    "512m",
-    `--cpus=${cfg.cpus}`,
-    "--pids-limit",
-    String(cfg.pidsLimit),
-    "--cap-drop",
-    "ALL",
-    "--security-opt",
-    "no-new-privileges",
-    "--security-opt",
-    `seccomp=${SHIPPED_SECCOMP_PROFILE}`,
-    "--log-driver",
-    "none",
-    "-w",
-    "/workspace",
-  ];
-}
-
 /** The channel's records, each signature checked with `key`; throws on a bad one. */
 function records(channel: string, key: string): Array<Record<string, unknown>> {
   const lines = Buffer.from(channel, "base64").toString("utf8").split("\n").filter(Boolean);
@@ -242,7 +210,7 @@ async function containerRun(
     "-e",
     "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
     ...(controller ? ["-e", `BENCH_VERDICT_KEY=${key}`] : []),
-    ...limits(cfg),
+    ...dockerRunLimits(cfg, { tmpNoexec: false }),
     image,
     "python3",
     "-c",

@@ -38,12 +38,24 @@ import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
-import MiniSearch from "minisearch";
 import { createLogger, loadConfig } from "@loopsmith/shared";
 import { loadHumanEval, type HumanEvalRecord } from "@loopsmith/cli";
-import { formatTable } from "@loopsmith/cli/ui";
 import { openMemoryStore, signature } from "@loopsmith/memory";
 import { cpuTimes, machineLine, referenceMs } from "./machine.js";
+import {
+  TOP,
+  bm25,
+  evaluate,
+  markdownTable,
+  metrics,
+  metricsOf,
+  metricsTable,
+  randomMetrics,
+  type EvaluationRule,
+  type Metrics,
+  type Ranker,
+  type Ranks,
+} from "./retrieval.js";
 import { seeded } from "./seeded.js";
 import { buildCorpus, type Failure } from "./transfer/corpus.js";
 import { OPERATORS } from "./transfer/operators.js";
@@ -76,61 +88,8 @@ function shuffled<T>(xs: readonly T[], seed: number): T[] {
   return out;
 }
 
-/** Failure ids, best first, the query's own task already left out. */
-type Ranker = (q: Failure) => Promise<string[]>;
-const TOP = 20;
-
-/** The 1-based rank of the first relevant failure in each query's top 20, or null. */
-async function evaluate(
-  queries: readonly Failure[],
-  byId: Map<string, Failure>,
-  rank: Ranker,
-): Promise<Array<number | null>> {
-  const out: Array<number | null> = [];
-  for (const q of queries) {
-    const ids = (await rank(q)).filter((id) => byId.get(id)?.taskId !== q.taskId).slice(0, TOP);
-    const at = ids.findIndex((id) => byId.get(id)?.operator === q.operator);
-    out.push(at >= 0 ? at + 1 : null);
-  }
-  return out;
-}
-
-interface Metrics {
-  r1: number;
-  r5: number;
-  mrr: number;
-}
-
-function metrics(ranks: ReadonlyArray<number | null>): Metrics {
-  const n = ranks.length || 1;
-  return {
-    r1: ranks.filter((r) => r === 1).length / n,
-    r5: ranks.filter((r) => r !== null && r <= 5).length / n,
-    mrr: ranks.reduce<number>((s, r) => s + (r === null ? 0 : 1 / r), 0) / n,
-  };
-}
-
-/** Expected metrics of a random ranking of `n` candidates of which `r` are relevant. */
-function randomMetrics(n: number, r: number): Metrics {
-  let none = 1; // P(no relevant among the first k-1)
-  let r1 = 0;
-  let r5 = 0;
-  let mrr = 0;
-  for (let k = 1; k <= Math.min(TOP, n); k++) {
-    const first = none * (r / (n - k + 1));
-    if (k === 1) r1 = first;
-    if (k <= 5) r5 += first;
-    mrr += first / k;
-    none *= (n - k + 1 - r) / (n - k + 1);
-  }
-  return { r1, r5, mrr };
-}
-
-function bm25(docs: readonly Failure[], text: (f: Failure) => string): Ranker {
-  const index = new MiniSearch<{ id: string; text: string }>({ fields: ["text"], storeFields: [] });
-  index.addAll(docs.map((f) => ({ id: f.id, text: text(f) })));
-  return (q) => Promise.resolve(index.search(text(q), { combineWith: "OR" }).map((r) => String(r.id)));
-}
+/** Relevant: another task's failure made by the query's operator; the query's whole task is left out. */
+const RULE: EvaluationRule<Failure> = { label: (f) => f.operator, exclude: "same-task" };
 
 const fmt = (x: number): string => x.toFixed(3);
 
@@ -194,7 +153,7 @@ const queries = failures.filter((f) => (tasksOf.get(f.operator)?.size ?? 0) >= 2
 const order = shuffled(failures, opts.seed + 1);
 
 // ---- methods ----
-const rows: Array<[string, Array<number | null> | Metrics]> = [];
+const rows: Array<[string, Ranks | Metrics]> = [];
 const dataDir = await mkdtemp(join(tmpdir(), "loopsmith-bench-transfer-"));
 const log = createLogger({ service: "bench", level: "warn" });
 const store = await openMemoryStore({ config: loadConfig({ env: { LOOPSMITH_DATA_DIR: dataDir } }), log });
@@ -222,7 +181,7 @@ try {
   }
   storeMs = performance.now() - t0;
   const recall =
-    (what: "all" | "error"): Ranker =>
+    (what: "all" | "error"): Ranker<Failure> =>
     async (q) => {
       const r = await store.recall({
         v: 1,
@@ -238,7 +197,7 @@ try {
       return r.failures.map((x) => idOf.get(x.id) ?? x.id);
     };
   const t1 = performance.now();
-  rows.push(["loopsmith recall (goal, error, tests, code)", await evaluate(queries, byId, recall("all"))]);
+  rows.push(["loopsmith recall (goal, error, tests, code)", await evaluate(queries, byId, recall("all"), RULE)]);
   recallMs = performance.now() - t1;
   rows.push([
     "BM25, raw error text",
@@ -246,6 +205,7 @@ try {
       queries,
       byId,
       bm25(order, (f) => f.errorText),
+      RULE,
     ),
   ]);
   rows.push([
@@ -254,9 +214,10 @@ try {
       queries,
       byId,
       bm25(order, (f) => f.goal),
+      RULE,
     ),
   ]);
-  rows.push(["diag: loopsmith recall, error + tests only", await evaluate(queries, byId, recall("error"))]);
+  rows.push(["diag: loopsmith recall, error + tests only", await evaluate(queries, byId, recall("error"), RULE)]);
 } finally {
   await store.close();
   await rm(dataDir, { recursive: true, force: true });
@@ -267,6 +228,7 @@ rows.push([
     queries,
     byId,
     bm25(order, (f) => signature(f.errorText).key),
+    RULE,
   ),
 ]);
 const chance = queries.map((q) => {
@@ -278,9 +240,8 @@ rows.push(["diag: random ranking (expected)", { r1: mean("r1"), r5: mean("r5"), 
 const cpuAfter = cpuTimes();
 
 // ---- report ----
-const m = (x: Array<number | null> | Metrics): Metrics => (Array.isArray(x) ? metrics(x) : x);
-const [mine, bm] = [m(rows[0]?.[1] ?? []), m(rows[1]?.[1] ?? [])];
-const ranksOf = (i: number): Array<number | null> => {
+const [mine, bm] = [metricsOf(rows[0]?.[1] ?? []), metricsOf(rows[1]?.[1] ?? [])];
+const ranksOf = (i: number): Ranks => {
   const x = rows[i]?.[1];
   return Array.isArray(x) ? x : [];
 };
@@ -313,8 +274,6 @@ const commonest = [...headlines]
   })
   .sort((a, b) => b.n - a.n)
   .slice(0, 5);
-const table = (cells: string[][], align: Array<"left" | "right">): string[] =>
-  formatTable(cells, { align, gap: " | ", indent: "| " }).map((line) => `${line} |`);
 const lines = [
   `transfer benchmark on ${basename(opts.dataset)}: ${records.length} tasks drawn with seed ${opts.seed}, up to ${opts.tries} candidates per task and operator`,
   machineLine(refMs, cpuBefore, cpuAfter),
@@ -322,21 +281,11 @@ const lines = [
   `memory: embedded PGlite, embedder ${embedder}; ${failures.length} failures stored in ${(storeMs / 1000).toFixed(1)} s, ${queries.length} recalls in ${(recallMs / 1000).toFixed(1)} s`,
   `corpus: ${new Set(failures.map((f) => f.taskId)).size} tasks with a failure, ${new Set(failures.map((f) => f.operator)).size} operators, ${failures.length} failures (${headlines.size} headline signatures), ${queries.length} queries (${failures.length - queries.length} failures of an operator that failed on one task only)`,
   "",
-  ...table(
-    [
-      ["method", "recall@1", "recall@5", "MRR@20"],
-      ["-".repeat(44), "--------", "--------", "------"],
-      ...rows.map(([name, x]) => {
-        const v = m(x);
-        return [name, fmt(v.r1), fmt(v.r5), fmt(v.mrr)];
-      }),
-    ],
-    ["left", "right", "right", "right"],
-  ),
+  ...metricsTable(rows, 44),
   "",
   "recall@5 by operator (the queries made by each; random: the expected value):",
   "",
-  ...table(
+  ...markdownTable(
     [
       ["operator", "queries", "loopsmith", "BM25 error", "goal only", "random"],
       ["-".repeat(22), "-------", "---------", "----------", "---------", "------"],
