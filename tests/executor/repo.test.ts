@@ -97,6 +97,31 @@ describe("repo mode: base tree and overlay", () => {
     expect(r.tests.map((t) => t.name).sort()).toEqual(["test_add", "test_zero"]);
   });
 
+  it("passes with a skipped and an xfail test, judged by the controller, which writes the line's JUnit too", async () => {
+    const skips = [
+      "import pytest",
+      "",
+      '@pytest.mark.skip(reason="not today")',
+      "def test_skipped():",
+      "    assert False",
+      "",
+      '@pytest.mark.xfail(reason="known")',
+      "def test_known():",
+      "    assert False",
+      "",
+    ].join("\n");
+    const r = await ex.run(
+      repoRequest("python3 -m pytest -q", [
+        { path: "calc/ops.py", content: FIXED },
+        { path: "tests/test_skips.py", content: skips },
+      ]),
+    );
+    expect(r.status, r.stdout + r.stderr).toBe("passed");
+    expect(r.verdict).toBe("controller");
+    expect(r.stdout).not.toContain("INTERNALERROR");
+    expect(r.summary).toMatchObject({ total: 4, passed: 2, skipped: 2 });
+  });
+
   it("leaves out deleted files, .git, node_modules and links out of the tree; keeps links inside", async () => {
     const check = [
       "test ! -e obsolete.py",

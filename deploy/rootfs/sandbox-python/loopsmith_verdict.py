@@ -408,7 +408,14 @@ class _Relay:
                 continue
             k = m.get("k") if isinstance(m, dict) else None
             if k in ("report", "collectreport"):
-                rep = hook.pytest_report_from_serializable(config=self.config, data=m.get("r"))
+                data = m.get("r")
+                # JSON has no tuples: a skip's longrepr (path, line, reason) and a location come
+                # back as lists, and pytest's reporters (JUnit's append_skipped) want tuples.
+                if isinstance(data, dict):
+                    for key in ("longrepr", "location"):
+                        if isinstance(data.get(key), list):
+                            data[key] = tuple(data[key])
+                rep = hook.pytest_report_from_serializable(config=self.config, data=data)
                 if rep is None:
                     continue
                 if k == "report":
