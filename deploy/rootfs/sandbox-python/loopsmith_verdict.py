@@ -30,7 +30,7 @@ the **controller**:
 
 A fork costs a page-table copy; the second interpreter pytest-xdist started per run (and its
 import of pytest) cost more than the test run it judged. The controller needs pytest's
-report serialisation hooks (pytest 4.4 and later); with an older pytest it stays out of the
+report serialisation hooks and pytest 7's collection API (pytest 7 and later); with an older pytest it stays out of the
 way and sends nothing, and the executor judges the run by its result file or exit code.
 
 The executor checks the records (services/executor/src/integrity.ts): a session that started
@@ -146,13 +146,25 @@ class _Record:
 _record = _Record()
 
 
+def _pytest_major():
+    try:
+        return int(str(pytest.__version__).split(".")[0])
+    except ValueError:
+        return 0
+
+
 def _supported(config):
-    return hasattr(config.hook, "pytest_report_to_serializable") and hasattr(
-        config.hook, "pytest_report_from_serializable"
+    """pytest 7 or later: report serialisation (4.4), ``ExitCode`` (5), ``Module.from_parent(path=)`` (7)."""
+    return (
+        _pytest_major() >= 7
+        and hasattr(config.hook, "pytest_report_to_serializable")
+        and hasattr(config.hook, "pytest_report_from_serializable")
     )
 
 
 _config_ref = []
+# An older pytest than the controller needs: the plugin does nothing at all.
+_inert = False
 
 
 def _config():
@@ -161,11 +173,12 @@ def _config():
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
-    global _channel
+    global _channel, _inert
     _config_ref[:] = [config]
     if _channel is not None and not _supported(config):
-        # No way to carry reports across the fork: no controller, no records. The executor
-        # judges the run by its result file or its exit code and says so.
+        _inert = True
+        # An older pytest: no controller, no records (its tripwires are not added either). The
+        # executor judges the run by its result file or its exit code and says so.
         for d in (_channel["fd"], _channel["kfd"]):
             try:
                 os.close(d)
@@ -554,6 +567,8 @@ def pytest_runtest_logfinish(nodeid, location):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
+    if _inert:
+        return
     path = os.environ.get(TRIPWIRES_ENV)
     if not path or not os.path.isfile(path):
         return
