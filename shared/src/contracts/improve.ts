@@ -65,8 +65,8 @@ export const QualityBenchmarks = z.object({
     .array(QualityMetric)
     .min(1)
     .default([...QualityMetric.options]),
-  /** Seconds per metric's tool run. @defaultValue 120 (tests 300) */
-  timeouts: z.partialRecord(QualityMetric, z.number().int().min(1).max(600), { error: unknownKeysError }).default({}),
+  /** Seconds per metric's tool run, fractions allowed (0.1 at least). @defaultValue 120 (tests 300) */
+  timeouts: z.partialRecord(QualityMetric, z.number().min(0.1).max(600), { error: unknownKeysError }).default({}),
   /** Non-negative weights; 0 keeps a metric as a guard (it may not regress) that never counts as improvement. @defaultValue 1 (tests 2) */
   weights: z.partialRecord(QualityMetric, z.number().min(0).max(100), { error: unknownKeysError }).default({}),
   /** How far a metric may regress before the candidate is rejected `metric_regressed`. @defaultValue 0 (complexity 0.5) */

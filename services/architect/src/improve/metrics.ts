@@ -184,7 +184,7 @@ export function measureCommand(
   });
   const quoted = `'${arg.replace(/'/g, "'\\''")}'`;
   // The tools run one after another (tests and coverage in one run): the sum bounds the command.
-  const timeoutMs = Math.min(600_000, set.reduce((t, s) => t + s.timeout * 1000, 0) + 30_000);
+  const timeoutMs = Math.min(600_000, Math.round(set.reduce((t, s) => t + s.timeout * 1000, 0)) + 30_000);
   return language === "python"
     ? {
         file: { path: MEASURE_SCRIPT_PATH, content: MEASURE_PY },
