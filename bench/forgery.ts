@@ -1,6 +1,6 @@
 /**
  * The forgery benchmark (issue 32): how often a verdict is wrong, in both directions, with the
- * controller's verdict (integrity.ts: pytest under xdist with loopsmith's plugin, signed
+ * controller's verdict (integrity.ts: pytest with loopsmith's plugin, its forked worker running the tests, signed
  * channel, tripwires) and with the baseline of the same run, the unprotected command that
  * loopsmith ran before (isolated pytest, judged by its exit code and JUnit file).
  * Run: npm run --silent bench:forgery -- --dataset <humaneval.jsonl> [--limit N] [--attacks N]

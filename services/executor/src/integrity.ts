@@ -6,7 +6,7 @@
  * (pytest, node's test runner) is judged from what the runner's **controller** reports, never
  * from files or exit codes a test process can produce:
  * - The controller is the runner's process that never imports a test module: pytest under
- *   pytest-xdist (the tests run in a worker) with loopsmith's plugin `loopsmith_verdict`, or
+ *   loopsmith's plugin `loopsmith_verdict` (it forks the worker that collects and runs the tests), or
  *   `node --test` (each test file runs in a child) with loopsmith's reporter. Both ship in
  *   the sandbox image (deploy/rootfs).
  * - It reports on the **verdict channel**, a pipe (or socket) the supervisor opens for the
@@ -170,7 +170,7 @@ export interface Session {
   ended: boolean;
   exitstatus?: number;
   tests: ReportedTest[];
-  /** Ids the workers collected (pytest under xdist), or null when not reported. */
+  /** Ids the worker collected (pytest), or null when not reported. */
   collected: string[] | null;
   collectErrors: { id: string; message: string }[];
   crashed: string[];
