@@ -47,7 +47,7 @@ export function clusterNotReady(err: unknown): boolean {
   );
 }
 
-/** How long a client keeps retrying a JetStream call while a cluster elects a leader, in ms (the "silent for at most 30 s"). */
+/** How long a client keeps retrying a JetStream call while a cluster elects a leader, in ms: past this a client reports the failure instead of staying silent (docs/OPERATIONS.md). */
 export const CLUSTER_SETTLE_MS = 30_000;
 
 /**

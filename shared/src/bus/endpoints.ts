@@ -118,7 +118,7 @@ export const Endpoints = {
   },
   builder: {
     build: endpoint("build", Subjects.builder.build, C.BuildRequest, C.BuildReply),
-    /** Agent mode: the model's next message in a tool loop (issue #34). */
+    /** Agent mode: the model's next message in a tool loop. */
     turn: endpoint("turn", Subjects.builder.turn, C.AgentTurnRequest, C.AgentTurnReply),
   },
   reviewer: {

@@ -19,8 +19,8 @@ import { LoopsmithError } from "../runtime/errors.js";
  * Whether an error thrown by a NATS or JetStream call (a KV read, a publish, a fetch) is one
  * that passes: a timeout, no responder, a closed, draining or failed connection (NATS
  * restarting, a reconnect under way), or JetStream answering 503 (no stream leader yet). A
- * task that meets one is handed back and resumed from its checkpoint, not ended: the chaos
- * bench saw a task end with `error: timeout` when its checkpoint read met a NATS restart.
+ * task that meets one is handed back and resumed from its checkpoint, not ended: a NATS
+ * restart during a checkpoint read would otherwise end the task with `error: timeout`.
  */
 export function isTransientNatsError(err: unknown): boolean {
   const cause = err instanceof RequestError ? (err.cause ?? err) : err;

@@ -21,7 +21,7 @@ export const Subjects = {
   reviewer: { gate: "loopsmith.reviewer.gate", review: "loopsmith.reviewer.review" },
   executor: {
     run: "loopsmith.executor.run",
-    /** Agent mode's session container (issue #34): open on any replica, then call and close on its own `.<executorId>`. */
+    /** Agent mode's session container: open on any replica, then call and close on its own `.<executorId>`. */
     sessionOpen: "loopsmith.executor.session_open",
     sessionCall: "loopsmith.executor.session_call",
     sessionClose: "loopsmith.executor.session_close",

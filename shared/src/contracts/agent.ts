@@ -1,5 +1,5 @@
 /**
- * Agent mode for repo tasks (issue #34): the model explores the repository through tools in
+ * Agent mode for repo tasks: the model explores the repository through tools in
  * a bounded loop before it submits. Three groups of messages:
  *
  * - **Tool calls**, as the model makes them ({@link ToolCall}) and their arguments per tool.

@@ -1,5 +1,5 @@
 /**
- * Alpha spending of an improvement run (issue #36): the level of each paired test so that the
+ * Alpha spending of an improvement run: the level of each paired test so that the
  * chance of any false accept in the whole run stays at most the run's `alpha`. The architect's
  * decision and the CLI's reports and small-benchmark warning both use it.
  */
@@ -14,7 +14,7 @@ export type AlphaSpending = "harmonic" | "basel" | "none";
  * - `harmonic`: α_j = alpha / (j · H_G), H_G = Σ_{i=1..G} 1/i. Σ_{j ≤ G} α_j = alpha.
  * - `basel`: α_j = alpha · 6 / (π² j²). Σ_{j ≥ 1} α_j = alpha (Euler's sum Σ 1/j² = π²/6), for
  *   any number of tests.
- * - `none`: α_j = alpha (no run-level guarantee; the rule before issue #36).
+ * - `none`: α_j = alpha (each test on its own; no run-level guarantee).
  *
  * With Σ α_j ≤ alpha, the union bound (Bonferroni) gives P(any false accept in the run) ≤ alpha
  * however many tests the run makes: each test's false-accept chance, conditional on the run so

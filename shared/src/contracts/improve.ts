@@ -1,5 +1,5 @@
 /**
- * Self-improvement runs (issue #10). A run chains **generations**: each proposes one change to
+ * Self-improvement runs. A run chains **generations**: each proposes one change to
  * a repository (a repo-mode task), checks it, benchmarks the parent and the candidate on the
  * same cases, and keeps the change only when the paired statistics say it is better and no
  * guard fired. The benchmark command, the check command and the decision always come from
@@ -27,7 +27,7 @@ export const BenchFormat = z.enum(["json", "junit"]);
 export type BenchFormat = z.infer<typeof BenchFormat>;
 
 /**
- * The repository's own quality measures (issue #36, part 3), judged when a run has no `bench`:
+ * The repository's own quality measures, judged when a run has no `bench`:
  * - `tests`: the test pass rate, % (pytest's JUnit; `node --test`'s JUnit reporter), higher is better;
  * - `coverage`: line coverage of non-test sources, % (coverage.py; node's test coverage), higher;
  * - `lint`: lint findings (pyflakes; the repository's eslint), lower;
@@ -81,7 +81,7 @@ export const ImproveSettings = z.object({
   check: z.string().min(1).max(4_000).optional(),
   /**
    * The benchmark command, run with `sh -c` at the workspace root in the sandbox, network off (3,500 characters at most: a JUnit copy may follow it).
-   * Absent: the run judges the repository's own quality metrics (`benchmarks`, issue #36 part 3).
+   * Absent: the run judges the repository's own quality metrics (`benchmarks`).
    */
   bench: z.string().min(1).max(3_500).optional(),
   /** The quality metrics judged when there is no `bench`. */
@@ -111,13 +111,13 @@ export const ImproveSettings = z.object({
    * - `harmonic`: α_j = alpha / (j · H_G), H_G = Σ_{i ≤ G} 1/i, G = `generations` (a run has at
    *   most G tests);
    * - `basel`: α_j = alpha · 6 / (π² j²), valid for any number of tests;
-   * - `none`: α_j = alpha for every test (each generation on its own, the rule before issue #36;
+   * - `none`: α_j = alpha for every test (each generation judged on its own;
    *   no run-level guarantee).
    * @defaultValue "harmonic"
    */
   alphaSpending: z.enum(["harmonic", "basel", "none"]).default("harmonic"),
   /**
-   * Share of the benchmark's cases held out as the **confirmation** set (issue #36): never shown
+   * Share of the benchmark's cases held out as the **confirmation** set: never shown
    * to the model, and a candidate is accepted only when they confirm the selection set's
    * improvement. Stratified by the parent's pass/fail, seeded (`splitSeed`). 0: no confirmation
    * set. Ignored when `holdout` names the confirmation cases. @defaultValue 0.3
@@ -270,7 +270,7 @@ export type Hypothesis = z.infer<typeof Hypothesis>;
  * - `metric_regressed`: with no benchmark, a quality metric regressed beyond its tolerance, or the
  *   candidate changed the configuration of the metric's tool (the report's `metrics.regressed` names it).
  * - `overfit`: the selection set (the cases the model was shown) says better and the held-out
- *   confirmation set does not confirm it (issue #36).
+ *   confirmation set does not confirm it.
  * - `no_improvement`: no significant improvement (a tie, or p ≥ alpha).
  * - `check_failed` / `implement_failed` / `no_change`: the task did not produce a passing change.
  * - `timeout`: the generation passed its time limit. `budget`: it could not fit the budget.
@@ -341,17 +341,17 @@ export const Statistic = z.object({
   effect: z.number(),
   /** Scored benchmarks: pairs with a non-zero difference (the signed-rank test's n). */
   nonZero: z.number().int().nonnegative().optional(),
-  /** Issue #36: the selection set's test (the cases the model may see). */
+  /** The selection set's test (the cases the model may see). */
   selection: SetStatistic.optional(),
-  /** Issue #36: the held-out confirmation set's test. */
+  /** The held-out confirmation set's test. */
   confirmation: SetStatistic.optional(),
-  /** Issue #36: this generation's place among the run's paired tests (1-based): α_j is `alpha`. */
+  /** This generation's place among the run's paired tests (1-based): α_j is `alpha`. */
   testIndex: z.number().int().min(1).optional(),
-  /** Issue #36: the run's error budget spent so far, this test included (Σ α_i, i ≤ j). */
+  /** The run's error budget spent so far, this test included (Σ α_i, i ≤ j). */
   alphaSpent: z.number().nonnegative().optional(),
-  /** Issue #36: flaky cases (from the calibration runs) left out of the pass/fail test. */
+  /** Flaky cases (from the calibration runs) left out of the pass/fail test. */
   flaky: z.number().int().nonnegative().optional(),
-  /** Issue #36: benchmark runs per side actually made (fewer than `repeats` when the evidence was decisive early). */
+  /** Benchmark runs per side actually made (fewer than `repeats` when the evidence was decisive early). */
   repeatsRun: z.number().int().min(1).optional(),
 });
 export type Statistic = z.infer<typeof Statistic>;
@@ -359,9 +359,9 @@ export type Statistic = z.infer<typeof Statistic>;
 /** One benchmark case, parent against candidate over the repeats. */
 export const CaseOutcome = z.object({
   case: z.string(),
-  /** Issue #36: the set the case belongs to (absent: no split). */
+  /** The set the case belongs to (absent: no split). */
   set: z.enum(["selection", "confirmation"]).optional(),
-  /** Issue #36: the case was flaky in the calibration runs (left out of the pass/fail test). */
+  /** The case was flaky in the calibration runs (left out of the pass/fail test). */
   flaky: z.boolean().optional(),
   parent: z.object({
     passes: z.number().int().nonnegative(),
@@ -376,7 +376,7 @@ export const CaseOutcome = z.object({
 });
 export type CaseOutcome = z.infer<typeof CaseOutcome>;
 
-/** One quality metric of a generation, parent against candidate (issue #36 part 3). */
+/** One quality metric of a generation, parent against candidate. */
 export const MetricOutcome = z.object({
   metric: QualityMetric,
   /** `higher` or `lower` is better. */
@@ -472,7 +472,7 @@ export const GenerationReport = z.object({
     .object({ command: z.string(), format: BenchFormat, repeats: z.number().int(), cases: z.array(CaseOutcome) })
     .optional(),
   statistic: Statistic.optional(),
-  /** Issue #36 part 3: the quality metrics, when the run has no benchmark. */
+  /** The quality metrics, when the run has no benchmark. */
   metrics: QualityReport.optional(),
   decision: z.object({
     verdict: z.enum(["accepted", "rejected", "dry_run"]),
@@ -493,7 +493,7 @@ export const RunStopReason = z.enum(["completed", "budget", "cancelled", "error"
 export type RunStopReason = z.infer<typeof RunStopReason>;
 
 /**
- * Issue #36: what the run measured before generation 1 and how it split the cases. The
+ * What the run measured before generation 1 and how it split the cases. The
  * confirmation ids are the user's to see (reports, dashboard); the model never sees them.
  */
 export const Calibration = z.object({
@@ -524,9 +524,9 @@ export const ImproveSummary = z.object({
   head: CommitId,
   usage: Usage,
   message: z.string(),
-  /** Issue #36: the calibration runs, the flaky cases and the split. */
+  /** The calibration runs, the flaky cases and the split. */
   calibration: Calibration.optional(),
-  /** Issue #36: the run's error budget (`alpha`) and how much of it its tests spent. */
+  /** The run's error budget (`alpha`) and how much of it its tests spent. */
   alpha: z.object({ budget: z.number(), spent: z.number(), tests: z.number().int().nonnegative() }).optional(),
 });
 export type ImproveSummary = z.infer<typeof ImproveSummary>;

@@ -1,5 +1,5 @@
 /**
- * Project instructions (issue #35, section 4): the repository's own file for coding agents,
+ * Project instructions: the repository's own file for coding agents,
  * `AGENTS.md` at its root (the convention coding agents share, https://agents.md), else
  * `CONVENTIONS.md` (aider's name for the same thing). The conductor reads it from the base
  * tree (`services/architect/src/repo/instructions.ts`), bounds it here, carries it in

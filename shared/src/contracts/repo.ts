@@ -34,7 +34,7 @@ export type RepoMode = "agent" | "oneshot";
 
 /**
  * The mode a repo task runs in: its `repo.mode` when set; otherwise `agent` (the default for
- * repo tasks, issue #34), except for a task whose script replays one-shot builds (`build`
+ * repo tasks), except for a task whose script replays one-shot builds (`build`
  * replies and no `agent` turns, in `replies` or any `tasks` entry): a script written for
  * one-shot mode replays in it, so recorded runs and examples keep their meaning.
  */

@@ -77,8 +77,8 @@ export const SimulatedWrong = z.object({
 export type SimulatedWrong = z.infer<typeof SimulatedWrong>;
 
 /**
- * A simulation of a model on one dataset task, to make memory's effect measurable offline
- * (issue #11 item 7). It answers the first build with a wrong candidate (a mutant of the
+ * A simulation of a model on one dataset task, to make memory's effect measurable offline.
+ * It answers the first build with a wrong candidate (a mutant of the
  * canonical solution) and applies the fix (the canonical solution) only when the prompt
  * carries it: its own earlier reflection found the cause, or a hint recalled from memory
  * names the same cause. A reflection finds the cause unaided with probability `findRate`

@@ -28,7 +28,7 @@ export const TaskLimits = z.object({
   subtaskAttempts: z.number().int().min(1).max(10).default(3),
   /**
    * Repo tasks in agent mode: model turns (tool-calling steps) at most in one iteration's
-   * loop; the loop stops with `steps` after the last. @defaultValue 40 (issue #34)
+   * loop; the loop stops with `steps` after the last. @defaultValue 40
    */
   maxAgentSteps: z.number().int().min(1).max(500).default(40),
 });

@@ -1,5 +1,5 @@
 /**
- * Agent mode's tools as a model is offered them (issue #34): each tool's name, description
+ * Agent mode's tools as a model is offered them: each tool's name, description
  * and the JSON Schema of its arguments, generated from the zod schemas in
  * `contracts/agent.ts` ({@link ToolArgs}); the tolerant reading of tool arguments; and the
  * JSON-mode protocol for servers without tool calling.

@@ -1,5 +1,5 @@
 /**
- * Usage, cost and budgets of LLM calls (issue #4 items 4 and 5).
+ * Usage, cost and budgets of LLM calls.
  *
  * Prices are USD per million tokens ({@link ModelPrice}; where they come from: `prices.ts`,
  * `config.llm.prices` over `@pydantic/genai-prices`). A call's token counts and cost come

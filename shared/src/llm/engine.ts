@@ -1,5 +1,5 @@
 /**
- * The flow every provider shares (issue #4 items 3–5): budget check before each HTTP
+ * The flow every provider shares: budget check before each HTTP
  * call, the call, the structured read, validation, ONE re-ask with the validation errors,
  * usage and cost per call, the transcript line. A provider only supplies a
  * {@link Backend}: how to send a conversation and how to append a re-ask to it.
@@ -134,7 +134,7 @@ function refuseUnpricedCall(deps: EngineDeps, budget: CompletionRequest<unknown>
   }
 }
 
-/** The sentence that ends every re-ask (issue #4 item 3). */
+/** The sentence that ends every re-ask. */
 export const REASK_INSTRUCTION =
   "Reply with only valid JSON that matches the required schema: no prose, no code fences.";
 

@@ -1,6 +1,6 @@
 /**
  * The tolerant reader: turns a model's reply text into a value validated by a zod schema,
- * for servers that do not enforce a schema (issue #4 item 2).
+ * for servers that do not enforce a schema.
  *
  * Rules, in order (the first candidate that parses AND validates wins):
  * 1. the whole reply, trimmed;

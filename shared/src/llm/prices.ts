@@ -1,5 +1,5 @@
 /**
- * Model prices (issue #37 part 3): where a model's price comes from, and the rule that a USD
+ * Model prices: where a model's price comes from, and the rule that a USD
  * budget needs one.
  *
  * Source, first match wins:

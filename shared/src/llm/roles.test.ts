@@ -34,7 +34,7 @@ describe("per-role configuration", () => {
       model: "claude-sonnet-4-6",
       apiKey: "sk-ant-review",
     });
-    // spec writes the plan of an inline task without tests: it takes plan's model (issue #37 part 4).
+    // spec writes the plan of an inline task without tests: it takes plan's model.
     expect(routes.spec.primary).toMatchObject({
       provider: "anthropic",
       model: "claude-opus-4-1",

@@ -1,11 +1,11 @@
 /**
- * Which model each role calls (issue #14): `llm.roles.<role>` over the `llm` defaults, and
+ * Which model each role calls: `llm.roles.<role>` over the `llm` defaults, and
  * the fallbacks tried after the primary's retryable failures. Pure functions of the
  * configuration; `createProvider` builds one provider per distinct target from them.
  *
  * The `spec` role writes the plan of an inline task without acceptance tests; `plan` writes
  * every other task's plan. Unless `llm.roles.spec` is set, `spec` calls the `plan` role's
- * model (issue #37 part 4), so `LOOPSMITH_MODEL_PLAN` picks the planning model of every task.
+ * model, so `LOOPSMITH_MODEL_PLAN` picks the planning model of every task.
  */
 import { basename } from "node:path";
 import type { Config, FallbackTarget, ModelPrice, ProviderName, RoleLlm, ToolCallMode } from "../runtime/config.js";

@@ -1,5 +1,5 @@
 /**
- * The routing provider (issue #14): one chain of providers per role, the role's primary
+ * The routing provider: one chain of providers per role, the role's primary
  * then its fallbacks. A call goes to the first; a retryable failure that its SDK has
  * already retried (`llm_overloaded`, `llm_rate_limited`, `timeout`, `unavailable`) moves it
  * to the next. Nothing else does: `llm_auth`, `bad_request`, `config_invalid`,

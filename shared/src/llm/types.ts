@@ -11,7 +11,7 @@ import type { AgentMessage, ToolCall } from "../contracts/agent.js";
 
 /**
  * The LLM roles of the loop; each has one versioned prompt file. `agent` is agent mode's
- * model (issue #34): it is called through {@link LlmProvider.converse}, not `complete`.
+ * model: it is called through {@link LlmProvider.converse}, not `complete`.
  */
 export const ROLES = ["spec", "plan", "build", "review", "reflect", "improve", "agent"] as const;
 export type Role = (typeof ROLES)[number];
@@ -95,7 +95,7 @@ export interface ToolSpec {
 }
 
 /**
- * One agent-mode model turn (issue #34): the conversation so far in, the model's next
+ * One agent-mode model turn: the conversation so far in, the model's next
  * message out. The provider keeps the stable prefix cacheable: the system prompt, the tools
  * and the first message (the opening) come first and never change within a loop.
  */
