@@ -45,7 +45,7 @@ export interface ConductorOptions {
   /**
    * Checked before a task's loop runs (each delivery, before any step): throws a
    * non-retryable `LoopsmithError` to end the task with that error and call no model. The
-   * architect refuses here a USD budget over a model without a known price (issue #37).
+   * architect refuses here a USD budget over a model without a known price.
    */
   admit?: (task: Task) => void;
 }

@@ -58,7 +58,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
 }
 
 /**
- * The admission rules for USD budgets (issue #37): a task with `limits.maxCostUsd` is refused
+ * The admission rules for USD budgets: a task with `limits.maxCostUsd` is refused
  * before any step when a role it can call (`TASK_ROLES`, primaries and fallbacks) has no known
  * price in `config` (neither `llm.prices` nor `@pydantic/genai-prices`); an improvement run
  * with `settings.budgetUsd` likewise, over every role (`ROLES`: its hypotheses call `improve`,

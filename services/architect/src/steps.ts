@@ -79,7 +79,7 @@ export interface Steps {
   /** Where derived per-commit data (the repo map's tags) is cached; none when absent. */
   cacheDir?: string;
   /**
-   * Agent mode (issue #34): the model's next message in a tool loop (the builder). Absent
+   * Agent mode: the model's next message in a tool loop (the builder). Absent
    * where agent tasks cannot run: such a task stops with an error.
    */
   turn?(req: AgentTurnRequest): Promise<AgentTurnReply>;

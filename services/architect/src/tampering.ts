@@ -1,6 +1,5 @@
 /**
- * Evaluation tampering on the architect's side (issue 32, layer 3; docs/GATE.md "Evaluation
- * tampering"). The reviewer's gate flags it (rules `tampering.*`); here its findings are
+ * Evaluation tampering on the architect's side (docs/GATE.md "Evaluation tampering"). The reviewer's gate flags it (rules `tampering.*`); here its findings are
  * made about the change (what the base file already did is not the candidate's), the
  * uncertain ones become concerns that send the candidate to review even with review off,
  * and the clear ones reject an improvement generation (`tampering`, `improve/tampering.ts`).

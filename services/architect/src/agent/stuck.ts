@@ -1,5 +1,5 @@
 /**
- * The stuck rule of the agent loop (issue #34): an agent that repeats itself is redirected
+ * The stuck rule of the agent loop: an agent that repeats itself is redirected
  * once, then stopped. Two counters, both over the iteration's loop:
  * - `repeat_call`: the same tool with the same arguments on the same tree (the count of
  *   accepted edits is part of the key: running the tests again after an edit is progress,

@@ -1,5 +1,5 @@
 /**
- * Reading a benchmark's cases (issue #10): the `json` form (one JSON object per case and line
+ * Reading a benchmark's cases: the `json` form (one JSON object per case and line
  * of stdout) and the `junit` form (the test cases the sandbox read from the JUnit XML). Both
  * give one {@link CaseRun} per case for one run of one side (parent or candidate); pairing
  * runs and deciding is `decision.ts`. Pure functions: no I/O, no clock.

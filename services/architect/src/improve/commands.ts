@@ -126,8 +126,8 @@ export function readBench(result: ExecutionResult, format: "json" | "junit"): Be
 /**
  * The benchmark `repeats` times on each side, interleaved (parent, candidate, parent, …), so
  * drift in the machine's speed or state hits both sides alike. After each repeat of both sides
- * but the last, `enough(parentRuns, candidateRuns)` may end the benchmark early (issue #36:
- * `futile` in `decision.ts`, when the evidence already rejects).
+ * but the last, `enough(parentRuns, candidateRuns)` may end the benchmark early
+ * (`futile` in `decision.ts`, when the evidence already rejects).
  * @returns each side's runs, or the first run that could not be read and on which side
  */
 export async function benchBoth(

@@ -1,5 +1,5 @@
 /**
- * Issue #36's rule (decision.ts): the calibration and the seeded stratified split, the
+ * The decision of a run with selection and confirmation sets (decision.ts): the calibration and the seeded stratified split, the
  * selection test at α_j, the confirmation test (sign test or fix rate) and `overfit`, the
  * run's alpha spending, and early stopping only to reject. Fabricated paired outcomes.
  */

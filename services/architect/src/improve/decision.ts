@@ -1,5 +1,5 @@
 /**
- * The decision of a generation (issue #10): pair the parent's and the candidate's benchmark
+ * The decision of a generation: pair the parent's and the candidate's benchmark
  * runs case by case, then keep the candidate only when it broke no more cases than the
  * tolerance and a paired test says it is better. Pure functions: no I/O, no clock, no LLM;
  * the p-values come from stdlib (`@stdlib/stats-binomial-test`, `@stdlib/stats-wilcoxon`).
@@ -165,7 +165,7 @@ function fmt(x: number): string {
 /**
  * Decides a generation from its paired cases (see {@link pairCases}).
  *
- * Rules (issue #10; the order is the order of the checks):
+ * Rules (the order is the order of the checks):
  * 1. A case *passes* on a side when it passed in every run of that side (unanimous over the
  *    repeats: a flaky case is neither fixed by a candidate that passes it sometimes nor kept
  *    by one that fails it once).
@@ -277,7 +277,7 @@ export function neededFixes(alpha: number): number {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Issue #36: selection and confirmation sets, flaky cases, and the run's error budget.
+// Selection and confirmation sets, flaky cases, and the run's error budget.
 // ---------------------------------------------------------------------------------------------
 
 /** Σ_{i ≤ j} α_i: the run's budget spent once its j-th test is made (see {@link testAlpha}). */
@@ -442,7 +442,7 @@ function setStatistic(
 }
 
 /**
- * Decides a generation of a run under issue #36's rule: the selection set must say better at
+ * Decides a generation of a run with selection and confirmation sets: the selection set must say better at
  * the generation's α_j, and the held-out confirmation set must confirm it.
  *
  * 1. Flaky cases are marked and leave the test: they count neither as fixed nor as broken, on

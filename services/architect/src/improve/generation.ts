@@ -278,7 +278,7 @@ export async function runGeneration(
         mapTokens: request.repo.mapTokens,
         testTimeoutMs: s.commandTimeoutMs,
         // A generation's change is one-shot edits for now: its guards and reports were built
-        // and measured on them; agent mode for generations is not yet judged (issue #34).
+        // and measured on them; agent mode for generations is not yet judged.
         mode: "oneshot",
       },
       submittedAt: new Date().toISOString(),
@@ -435,7 +435,7 @@ export async function runGeneration(
     };
   }
 
-  // METRICS: no benchmark, so the repository's own quality measures judge the candidate (issue #36 part 3).
+  // METRICS: no benchmark, so the repository's own quality measures judge the candidate.
   if (s.bench === undefined) {
     await deps.emit(
       `generation ${n}: measuring the quality metrics of parent and candidate (${s.repeats} run(s) each)`,

@@ -21,7 +21,7 @@ const REPORTS_SHOWN = 10;
 const FAILING_SHOWN = 40;
 
 /**
- * Issue #36: the reports as the model may see them. Cases of the confirmation set (`held`, and
+ * The reports as the model may see them. Cases of the confirmation set (`held`, and
  * any case a report marks `confirmation`) leave `bench.cases`, and a held-out id quoted in a
  * decision message (as `quoteId` quotes it) becomes `"(held out)"`. Counts stay: they say how
  * the held-out set fared, not which cases it holds. The stored reports are not changed.

@@ -1,6 +1,6 @@
 /**
- * The measuring script of a JavaScript/TypeScript repository's quality metrics (issue #36,
- * part 3), run in the sandbox by `node` at the workspace root; the same contract as
+ * The measuring script of a JavaScript/TypeScript repository's quality metrics,
+ * run in the sandbox by `node` at the workspace root; the same contract as
  * `measure-python.ts` (one JSON argument, one `LOOPSMITH_METRICS <json>` line; it removes
  * itself first).
  *

@@ -1,5 +1,5 @@
 /**
- * The measuring script of a Python repository's quality metrics (issue #36, part 3), run in the
+ * The measuring script of a Python repository's quality metrics, run in the
  * sandbox by `python3` at the workspace root. It is sent as a workspace file
  * ({@link MEASURE_SCRIPT_PATH}) and removes itself before any tool reads the tree, so no metric
  * sees it. Its one argument is JSON `{"enabled": [metric…], "timeouts": {metric: seconds}}`.

@@ -1,5 +1,5 @@
 /**
- * The repository's own quality metrics (issue #36, part 3): what `improve` judges a generation
+ * The repository's own quality metrics: what `improve` judges a generation
  * on when the run has no benchmark. The metrics are measured in the sandbox on the parent and
  * on the candidate ({@link measureBoth}: a script sent with the request, `measure-python.ts`
  * or `measure-node.ts`), then {@link judgeMetrics} decides, a pure function:

@@ -44,7 +44,7 @@ const REJECTED_SHOWN = 10;
 export class HandBack extends Error {}
 
 /**
- * Issue #36, before generation 1: runs the benchmark `calibrationRuns` times on the base parent
+ * Before generation 1: runs the benchmark `calibrationRuns` times on the base parent
  * (task id `<runId>-gen-0`, so the executor's idempotency keys answer a resumed run the same),
  * measures each case's flakiness and splits the cases into the selection and confirmation sets.
  * @returns the calibration, or one sentence when the benchmark cannot be read on the parent

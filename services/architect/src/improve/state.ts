@@ -48,11 +48,11 @@ export const ImproveState = z.object({
   /** The highest cost of one generation so far, USD: the estimate a budget check uses. */
   maxGenerationUsd: z.number().nonnegative().default(0),
   /**
-   * Issue #36: the base parent's calibration runs, its flaky cases and the seeded split into
+   * The base parent's calibration runs, its flaky cases and the seeded split into
    * selection and confirmation sets, measured once before generation 1 and kept for the run.
    */
   calibration: Calibration.optional(),
-  /** Issue #36: paired tests the run has made (generations that reached DECIDE): the next one is tested at α_{tests+1}. */
+  /** Paired tests the run has made (generations that reached DECIDE): the next one is tested at α_{tests+1}. */
   tests: z.number().int().nonnegative().default(0),
   /** Next event seq. */
   eventSeq: z.number().int().nonnegative(),

@@ -1,5 +1,5 @@
 /**
- * VALIDATE's tampering guard of an improvement generation (issue 32, layer 3): the reviewer's
+ * VALIDATE's tampering guard of an improvement generation: the reviewer's
  * gate over the files the change creates or changes, findings their parent versions already
  * had left out, and a clear `tampering.*` finding → decision reason `tampering`. Asked
  * before the check's outcome is looked at: a change that tampers with the evaluation is

@@ -62,7 +62,7 @@ export interface DetectedCommands {
 }
 
 /**
- * Detects the test and setup commands (the issue's defaults): pytest when the repository has
+ * Detects the default test and setup commands: pytest when the repository has
  * pytest configuration or `test_*.py` / `*_test.py` files; `npm test` when `package.json` has
  * a `test` script. `python3 -m pytest` rather than `pytest` so the repository root is on
  * `sys.path` as users expect. Setup only when there is something to install: a

@@ -1,5 +1,5 @@
 /**
- * Project instructions from the base tree (issue #35, section 4): `AGENTS.md` at the
+ * Project instructions from the base tree: `AGENTS.md` at the
  * repository root, else `CONVENTIONS.md`, bounded to {@link MAX_INSTRUCTIONS_BYTES}. Only
  * the root is looked at (no `.loopsmith/AGENTS.md`, no nested files): the convention names
  * the root, and one file keeps what every prompt carries predictable.

@@ -60,7 +60,7 @@ export interface RepoMap {
   files: number;
 }
 
-/** Version of the disk cache: 2 since the signatures come from lezer (tree-sitter put some Python comments in them). */
+/** Version of the disk cache; bump it when what an entry holds changes (2: signatures from the lezer parsers, which keep comments out of them). */
 const CACHE_VERSION = 2;
 const MEMORY_COMMITS = 4;
 const IDENT = /[A-Za-z_$][\w$]*/g;
