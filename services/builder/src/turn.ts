@@ -1,5 +1,5 @@
 /**
- * Agent mode's model turn (issue #34, `loopsmith.builder.turn`): the architect's tool loop
+ * Agent mode's model turn (`loopsmith.builder.turn`): the architect's tool loop
  * sends the conversation so far, the builder renders the system prompt (`prompts/agent.v1.md`)
  * and the opening message, asks the model through {@link LlmProvider.converse} with the
  * agent tools, and answers with the model's next message (text and tool calls). The loop,
