@@ -14,10 +14,10 @@
  * encoding and sending are in bulk-batch.ts; this file validates, batches, and drops and
  * rebuilds the indexes around a bulk load.
  *
- * Where a bulk load's time went, 20,000 synthetic failures on PostgreSQL (bench:memory, before
- * this design: 2,500 rows/s): embedding and deriving the columns in JS about 3 s (now ~1.3 s),
- * vectors as text 1.3 s to format and 2-3 s for the server to parse, the INSERT itself about
- * 3 s (COPY: ~2.3 s). On PGlite the server's share is larger (wasm, same thread) and the
+ * Where a bulk load's time goes, 20,000 synthetic failures on PostgreSQL (bench:memory): with
+ * vectors as text and plain INSERTs (2,500 rows/s), embedding and deriving the columns in JS
+ * took about 3 s (this design: ~1.3 s), the vectors 1.3 s to format and 2-3 s for the server
+ * to parse, the INSERT itself about 3 s (COPY: ~2.3 s). On PGlite the server's share is larger (wasm, same thread) and the
  * full-text (GIN) indexes' upkeep alone is half of it: `rebuildIndex` drops them too.
  */
 import { z } from "zod";

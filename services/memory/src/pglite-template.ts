@@ -1,7 +1,7 @@
 /**
  * A fresh PGlite data directory from a template instead of `initdb`: PGlite's first start in
  * an empty directory creates the whole cluster (9.3 s on a loaded 2-core machine against
- * 2.8 s from a template; see the closing note of issue #11), which every new data directory
+ * 2.8 s from a template), which every new data directory
  * (`loopsmith up` on a new machine, each test) would otherwise pay. The template is the
  * cluster PGlite just created, before any migration, dumped once with `dumpDataDir("gzip")`
  * to `<cacheDir>/pglite-<version>.tar.gz`; migrations then run on the copy as on any

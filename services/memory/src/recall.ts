@@ -33,10 +33,10 @@ export const RANKING_WEIGHTS = { vec: 1, goal: 1, err: 1, code: 1, same: 1 } as 
 
 /**
  * Rows the full-text rankings look at: the nearest by vector (HNSW). An any-word query
- * matches most of a large table, and ranking every match cost 0.6–0.8 s a recall at 100,000
- * failures; with a pool of 500 a whole recall at 22,300 failures on PGlite went from p50 177
- * ms to 22 ms. At 100,000 failures on PostgreSQL (512 MB of shared buffers), walking the
- * index to 500 rows was most of a recall: p50 22 ms with 500, 11–13 ms with 200 (`npm run
+ * matches most of a large table, and ranking every match costs 0.6–0.8 s a recall at 100,000
+ * failures; a pool of 500 takes a whole recall at 22,300 failures on PGlite from p50 177 ms
+ * (every match ranked) to 22 ms. At 100,000 failures on PostgreSQL (512 MB of shared buffers),
+ * walking the index to 500 rows is most of a recall: p50 22 ms with 500, 11–13 ms with 200 (`npm run
  * bench:memory`); `npm run bench:recall` scored the same with pools of 100, 200 and 500
  * (recall@1 1.000; without the code 0.784). The exact-key ranking still searches every row.
  * Below this many rows of a language and embedder, the pool is all of them.
