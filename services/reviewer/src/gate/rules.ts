@@ -65,7 +65,7 @@ export const RULES = {
     why: "Node's native bindings (`process.binding`, `process.dlopen`): a way around `child_process`",
   },
   /*
-   * Evaluation tampering (issue 32, layer 3; docs/GATE.md "Evaluation tampering"): code,
+   * Evaluation tampering (docs/GATE.md "Evaluation tampering"): code,
    * outside the test files, that could forge the verdict from inside the test process. The
    * severity is the clear case's; where a rule cannot be sure the finding is a `warning`,
    * which does not block but sends the candidate to the review (even with review off).

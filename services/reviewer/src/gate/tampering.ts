@@ -1,5 +1,5 @@
 /**
- * Evaluation tampering (issue 32, layer 3): the static tripwires on a candidate's change.
+ * Evaluation tampering (docs/GATE.md "Evaluation tampering"): the static tripwires on a candidate's change.
  * Code under test can forge its verdict from inside the test process: write the JUnit result
  * file, end the process at import with status 0, print fake benchmark lines, patch the test
  * framework, or behave differently when it sees the runner. The executor defends at run time
