@@ -1,6 +1,6 @@
 /**
- * The images a local stack needs, brought on first use (issue #35 part 1: "the first command
- * that needs the images builds or loads them, says so, and says how long").
+ * The images a local stack needs, brought on first use: the first command that needs them
+ * builds or loads them, says so, and says how long it took.
  *
  * A stack the CLI starts itself runs NATS in a container and the executor's sandboxes in the
  * Python and Node images. When one is missing from the local engine:

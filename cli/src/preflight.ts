@@ -343,7 +343,7 @@ export async function checkNatsListening(nats: ConfiguredNats, timeoutMs = 1_500
 }
 
 /**
- * A USD budget over a model without a known price (issue #37): `solve` and `improve` refuse
+ * A USD budget over a model without a known price: `solve` and `improve` refuse
  * it before starting anything, or, without a USD budget, warn that the model's calls count as
  * $0. Prices come from `llm.prices` (and a role's `prices`), then `@pydantic/genai-prices`;
  * see `shared/src/llm/prices.ts`.

@@ -266,7 +266,7 @@ async function runSolve(
   const external = Boolean(config.natsUrl);
   const provider = external ? undefined : createProvider({ config, log });
   const script = o.script ? loadScript(resolve(o.script)) : undefined;
-  // A USD budget needs a known price for every model the task can call (issue #37): refused
+  // A USD budget needs a known price for every model the task can call: refused
   // here, before anything starts; without one the user is told the calls count as $0.
   if (!external) await checkBudgetPrices(config, task.limits, (m) => process.stderr.write(`loopsmith: ${m}\n`));
   if (provider?.info.scripted || (external && script)) {

@@ -205,16 +205,16 @@ export async function answeringServices(
 /**
  * How long a running stack that answered in part is asked again before the missing services
  * are started here, in ms: a NATS node failing over or a service restarting misses a ping
- * for a few seconds (the chaos runs: every service answering again 1–11 s after a kill).
+ * for a few seconds (bench/chaos.ts: every service answers again 1–11 s after a kill).
  */
 export const PARTIAL_STACK_WAIT_MS = 12_000;
 
 /**
  * How long a NATS cluster where no service answered is asked again before "no stack runs" is
- * the answer, in ms: a stack on a cluster whose node was just killed can miss pings entirely
- * (the compose cluster e2e test saw `solve` start a whole stack of its own, with the client's
- * credentials, when its first pings met the kill of `nats-2`; once again under CI load with
- * 3 s here, before the conductor check below).
+ * the answer, in ms: a stack on a cluster whose node was just killed can miss pings entirely,
+ * and taking that for no stack would start a whole second stack here, with this command's
+ * credentials. tests/e2e/compose-cluster.test.ts kills `nats-2` under `solve`: 3 s is too short
+ * for it on a loaded CI runner. A conductor at work also counts as a stack ({@link presentServices}).
  */
 export const EMPTY_CLUSTER_WAIT_MS = 6_000;
 

@@ -1,5 +1,5 @@
 /**
- * The transcript of an agent-mode run (issue #34 section 3) as people read it: the steps of
+ * The transcript of an agent-mode run as people read it: the steps of
  * the model's tool loop, read back from the run's `step` events of phase `explore` (each
  * carries a {@link TranscriptStep} in `data.agentStep`), for `loopsmith show` (one compact
  * line per step, and with `--transcript` the thought and the observation under it), the

@@ -1,5 +1,5 @@
 /**
- * Dataset files of `loopsmith bench` (issue #11 item 1): JSONL in HumanEval's format, MBPP's,
+ * Dataset files of `loopsmith bench`: JSONL in HumanEval's format, MBPP's,
  * or jsbench (loopsmith's JavaScript format, below), read into {@link BenchCase}s.
  *
  * Every case has *visible* tests (the task's acceptance tests: the model sees them and the

@@ -1,5 +1,5 @@
 /**
- * The human-readable outputs of a `loopsmith bench` run (issue #11 item 1): `report.md` and
+ * The human-readable outputs of a `loopsmith bench` run: `report.md` and
  * one self-contained `report.html` (inline CSS and inline SVG charts drawn here; no script,
  * no external reference of any kind). When no model answered (provider `scripted` or
  * `simulated`), both start with the run's notice. Every string that comes from the dataset or

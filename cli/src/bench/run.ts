@@ -1,5 +1,5 @@
 /**
- * `loopsmith bench` (issue #11 items 1 and 7): runs a dataset's tasks over one stack (the
+ * `loopsmith bench`: runs a dataset's tasks over one stack (the
  * one `loopsmith up` started, or one started for the run), scores each on its hidden tests,
  * and writes `results.jsonl` (one line as each task ends, so `--resume` continues an
  * interrupted run), `summary.json`, `report.md` and `report.html` (with agent-mode tasks'

@@ -1,5 +1,5 @@
 /**
- * The totals of a `loopsmith bench` run (`summary.json`, issue #11 items 1 and 7): per arm
+ * The totals of a `loopsmith bench` run (`summary.json`): per arm
  * (pass@1, iterations, tokens, USD, wall time) and, for `--memory ab`, the paired comparison
  * of the two arms with exact tests. The p-values come from stdlib, as the architect's
  * improvement decision does (services/architect/src/improve/decision.ts): the exact McNemar

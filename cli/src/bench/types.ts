@@ -1,5 +1,5 @@
 /**
- * The shapes of `loopsmith bench` (issue #11 item 1): a dataset task as the harness sees it,
+ * The shapes of `loopsmith bench`: a dataset task as the harness sees it,
  * one result line of `results.jsonl`, and `summary.json`.
  */
 import { z } from "zod";

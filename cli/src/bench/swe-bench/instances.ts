@@ -1,5 +1,5 @@
 /**
- * SWE-bench instances (issue #34 section 4): one JSON object a line, in the official dataset's
+ * SWE-bench instances: one JSON object a line, in the official dataset's
  * shape (the fields of `SWE-bench/SWE-bench_Verified` and `_Lite` on Hugging Face):
  * `instance_id`, `repo` (`owner/name`), `base_commit`, `problem_statement`, `hints_text`,
  * `patch` (the gold fix, outside the tests), `test_patch` (the tests that check it),

@@ -1,5 +1,5 @@
 /**
- * `loopsmith bench --format swe-bench` (issue #34 section 4): grades SWE-bench instances by
+ * `loopsmith bench --format swe-bench`: grades SWE-bench instances by
  * the official rule (grade.ts) and writes the run's folder:
  *
  * - `results.jsonl`: one {@link BenchResult} a line as each instance ends (its `swe` field

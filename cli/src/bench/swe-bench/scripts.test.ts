@@ -1,6 +1,6 @@
 /**
  * The scripted agent transcripts shipped for SWE-bench instances (examples/swe-bench/scripts
- * and tests/fixtures/swe-bench-other/scripts, issue #34 section 4): each one parses as a
+ * and tests/fixtures/swe-bench-other/scripts): each one parses as a
  * `loopsmith-script` the way the agent run reads it (`scriptOf`), calls only the agent tools
  * with arguments their schemas accept, ends with `submit`, and its edits apply to the
  * instance's repository at `base_commit`, touch no test file and give the same files as the
