@@ -1,5 +1,5 @@
 /**
- * bench/executor: wall time of one pytest run (a file with a few tests) four ways, side by
+ * bench/executor: wall time of one pytest run (a file with a few tests) several ways, side by
  * side in one process, interleaved round by round so drift hits every way alike:
  *   bare        `python3 -m pytest` on the host, in a temp folder (the interpreter, not a shim)
  *   bare-noplug the same with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 (the host may have many
@@ -10,7 +10,9 @@
  *               (needs root; left out otherwise)
  *   docker-run  `docker run --rm` with the executor's limits, the file fed on stdin
  *   docker-exec `docker exec` into one long-lived container with the same limits
- *   executor    the executor (warm pool, a fresh container per run)
+ *   executor-fresh the executor with its warm containers' pytest runner off: every command
+ *               started afresh in its container (the baseline of the pre-started runner)
+ *   executor    the executor (warm pool, a fresh container per run, pytest pre-started)
  * Prints p50/p95 (ms) and the ratio to bare, then executor runs per second at concurrency
  * 1, 2 and 4. Usage: node --import tsx bench/executor.ts [--rounds N] [--throughput-runs M]
  */
@@ -134,9 +136,10 @@ async function main(): Promise<void> {
     "sleep",
     "infinity",
   ]);
-  const executor = createExecutor({ docker, config, log });
-  await executor.start();
-  await executor.settled();
+  const executor = createExecutor({ docker, config, log, kinds: ["python"] });
+  const freshExecutor = createExecutor({ docker, config, log, kinds: ["python"], prestart: false });
+  await Promise.all([executor.start(), freshExecutor.start()]);
+  await Promise.all([executor.settled(), freshExecutor.settled()]);
 
   // The interpreter itself, not a version manager's shim script in front of it.
   const python = execFileSync("python3", ["-c", "import sys; print(sys.executable)"], { encoding: "utf8" }).trim();
@@ -160,6 +163,10 @@ async function main(): Promise<void> {
       run("docker", ["exec", "-i", "-w", "/workspace", longName, "sh", "-c", `rm -rf /workspace/* && ${feed}`], {
         input: TEST_FILE,
       }),
+    "executor-fresh": async () => {
+      const r = await freshExecutor.run(request());
+      if (r.status !== "passed") throw new Error(`executor run ${r.status}: ${r.reason ?? r.stdout.slice(0, 300)}`);
+    },
     executor: async () => {
       const r = await executor.run(request());
       if (r.status !== "passed") throw new Error(`executor run ${r.status}: ${r.reason ?? r.stdout.slice(0, 300)}`);
@@ -168,17 +175,18 @@ async function main(): Promise<void> {
   const times: Record<string, number[]> = Object.fromEntries(Object.keys(ways).map((k) => [k, []]));
   try {
     for (const fn of Object.values(ways)) await fn(); // warm-up: page cache, imports
-    await executor.settled();
+    await Promise.all([executor.settled(), freshExecutor.settled()]);
     for (let r = 0; r < ROUNDS; r++) {
       for (const [name, fn] of Object.entries(ways)) {
         times[name]?.push(await timed(fn));
         // Let the pool refill between rounds, as it would between a task's iterations.
         if (name === "executor") await executor.settled();
+        if (name === "executor-fresh") await freshExecutor.settled();
       }
     }
   } finally {
     await run("docker", ["rm", "-f", longName]).catch(() => undefined);
-    await executor.stop();
+    await Promise.all([executor.stop(), freshExecutor.stop()]);
   }
 
   const bare50 = pct(times.bare ?? [], 50);
@@ -200,6 +208,9 @@ async function main(): Promise<void> {
   console.log(`executor p50 / bare p50 = ${(ex50 / bare50).toFixed(2)} (target <= 1.3)`);
   console.log(`docker-run p50 / executor p50 = ${(run50 / ex50).toFixed(2)} (target >= 1.5)`);
   console.log(
+    `executor-fresh p50 / executor p50 = ${(pct(times["executor-fresh"] ?? [], 50) / ex50).toFixed(2)} (what the pre-started pytest runner saves)`,
+  );
+  console.log(
     `executor p50 / bare-noplug p50 = ${(ex50 / pct(times["bare-noplug"] ?? [], 50)).toFixed(2)} (host pytest without plugins)`,
   );
   if (rootfs) {
@@ -215,6 +226,7 @@ async function main(): Promise<void> {
       docker,
       config: { ...config, executor: { ...cfg, concurrency, warmPoolSize: concurrency, queueLimit: THROUGHPUT_RUNS } },
       log,
+      kinds: ["python"],
     });
     await ex.start();
     await ex.settled();

@@ -7,7 +7,7 @@ import Docker from "dockerode";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { loadConfig, type Config, type ExecutionRequest, type FileChange, type Language } from "@loopsmith/shared";
-import { createExecutor, LABEL, type Executor } from "@loopsmith/executor";
+import { createExecutor, LABEL, PYTEST_RUNNER, type Executor } from "@loopsmith/executor";
 
 export const docker = new Docker();
 /** The label every executor container carries. */
@@ -105,10 +105,16 @@ export async function volumeNames(): Promise<string[]> {
   return (Volumes ?? []).map((v) => v.Name).sort();
 }
 
+/** True for the pre-started pytest runner of a warm Python container, as its supervisor starts it (prestart.ts). */
+function isRunner(p: SandboxProcess): boolean {
+  return p.args.startsWith(`python3 -I -B -u -c ${PYTEST_RUNNER}`);
+}
+
 /**
  * What the host looks like when an executor is idle: only its warm containers exist, all
  * running, and no sandbox process lives outside a container that still exists; in this
- * executor's containers only docker-init and the supervisor run.
+ * executor's containers only docker-init, the supervisor and at most one pre-started pytest
+ * runner run.
  * @throws Error describing what was left behind
  */
 export async function expectIdleHost(ex: Executor, poolContainers: number): Promise<void> {
@@ -120,9 +126,14 @@ export async function expectIdleHost(ex: Executor, poolContainers: number): Prom
     throw new Error(`expected ${poolContainers} warm containers, found ${mine.length}`);
   const all = new Set((await docker.listContainers({ all: true })).map((c) => c.Id));
   const mineIds = new Set(mine.map((c) => c.Id));
-  const stray = sandboxProcesses().filter(
+  const processes = sandboxProcesses();
+  const runners = (id: string) => processes.filter((p) => p.containerId === id && isRunner(p)).length;
+  const stray = processes.filter(
     (p) =>
-      !all.has(p.containerId) || (mineIds.has(p.containerId) && !/docker-init|python3 -I -S -c|node -e/.test(p.args)),
+      !all.has(p.containerId) ||
+      (mineIds.has(p.containerId) &&
+        !/docker-init|python3 -I -S -c|node -e/.test(p.args) &&
+        !(isRunner(p) && runners(p.containerId) === 1)),
   );
   if (stray.length)
     throw new Error(

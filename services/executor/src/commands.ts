@@ -27,9 +27,13 @@ export function imageOf(config: Config, kind: ImageKind): string {
   return kind === "python" ? config.images.python : config.images.node;
 }
 
-/** The container's main command: the supervisor, waiting on stdin. */
-export function supervisorCmd(kind: ImageKind): string[] {
-  return kind === "python" ? ["python3", "-I", "-S", "-c", PYTHON_BOOTSTRAP] : ["node", "-e", NODE_BOOTSTRAP];
+/**
+ * The container's main command: the supervisor, waiting on stdin. A Python supervisor given
+ * `prestart` (prestart.ts, as JSON) starts the pytest runner before the run arrives.
+ */
+export function supervisorCmd(kind: ImageKind, prestart?: object): string[] {
+  if (kind === "node") return ["node", "-e", NODE_BOOTSTRAP];
+  return ["python3", "-I", "-S", "-c", PYTHON_BOOTSTRAP, ...(prestart ? [JSON.stringify(prestart)] : [])];
 }
 
 /**

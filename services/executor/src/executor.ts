@@ -148,6 +148,11 @@ export interface ExecutorDeps {
    * owner is not among them (leftovers.ts). Absent: such a container waits a minute.
    */
   liveInstances?: LiveInstances;
+  /**
+   * Warm Python containers start the pytest runner while they wait (prestart.ts). False
+   * starts every command afresh (bench:executor compares the two). @defaultValue true
+   */
+  prestart?: boolean;
 }
 
 /**
@@ -266,7 +271,8 @@ export function createExecutor(deps: ExecutorDeps): Executor {
     ...(deps.sessionIdleMs !== undefined ? { idleMs: deps.sessionIdleMs } : {}),
   });
   for (const kind of deps.kinds ?? (["python", "node"] as const)) {
-    pools.set(kind, new WarmPool(docker, specFor(kind), cfg.warmPoolSize, log, (s) => tracker.track(s)));
+    const spec = kind === "python" && deps.prestart !== false ? { ...specFor(kind), prestart: true } : specFor(kind);
+    pools.set(kind, new WarmPool(docker, spec, cfg.warmPoolSize, log, (s) => tracker.track(s)));
   }
   /** @throws LoopsmithError `sandbox_error` when this executor does not serve the language's image */
   const poolOf = (language: Language): WarmPool => {

@@ -35,6 +35,7 @@ export { parseJUnit } from "./junit.js";
 export { fitResult, RUN_OUTPUT_LIMIT_BYTES } from "./fit.js";
 export { LABEL, LABEL_HOST, LABEL_PID, Sandbox, createOptions, type SandboxSpec } from "./sandbox.js";
 export { PYTEST_CONTROLLER, PYTEST_ISOLATED, RESULT_PATH, type ImageKind } from "./commands.js";
+export { PYTEST_RUNNER, prestartSpec, type PrestartSpec } from "./prestart.js";
 export {
   judgeIntegrity,
   planIntegrity,

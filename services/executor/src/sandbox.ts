@@ -12,6 +12,7 @@ import { encodeSpec, SANDBOX_UID, type BootSpec, type BootTrailer } from "./boot
 import { Capture, type CaptureEvent } from "./capture.js";
 import { supervisorCmd, type ImageKind } from "./commands.js";
 import type { StopReason } from "./outcome.js";
+import { prestartSpec } from "./prestart.js";
 
 /** Label every executor container carries; its value is the executor's instance id. */
 export const LABEL = "org.loopsmith.executor";
@@ -48,6 +49,11 @@ export interface SandboxSpec {
    * e.g. `/testbed`: the tmpfs hides what the image has there); absent: {@link WORKSPACE}.
    */
   workdir?: string;
+  /**
+   * Start the pytest runner while the container waits (prestart.ts): for warm containers of
+   * loopsmith's own Python image, where a run is the default pytest command. Absent: no runner.
+   */
+  prestart?: boolean;
 }
 
 /** The workspace directory of loopsmith's own images, and the archive's prefix for workspace files. */
@@ -74,7 +80,7 @@ export function createOptions(spec: SandboxSpec): Docker.ContainerCreateOptions 
   const fileBytes = spec.tmpfsMb * 1024 * 1024;
   return {
     Image: spec.image,
-    Cmd: supervisorCmd(spec.kind),
+    Cmd: supervisorCmd(spec.kind, spec.prestart && spec.kind === "python" ? prestartSpec(workdir) : undefined),
     Entrypoint: [],
     // The supervisor (PID 2, under docker-init) runs as root with four capabilities and no
     // others, so that the command it starts as SANDBOX_UID cannot reach it (bootstrap.ts).
