@@ -5,7 +5,8 @@
  * match on some of them: change one only on purpose. Pure: nothing here does I/O.
  */
 import { RUN_LIMIT_MULTIPLE } from "@loopsmith/shared";
-import type { Finding, InstructionsUse, ProviderInfo, SubtaskState, Usage } from "@loopsmith/shared";
+import type { FailureBrief, Finding, InstructionsUse, ProviderInfo, SubtaskState, Usage } from "@loopsmith/shared";
+import { failureLine } from "./failure.js";
 import { findingPlace } from "./tampering.js";
 
 /** `n thing` or `n things`. */
@@ -104,7 +105,9 @@ export const loopTexts = {
   stored: (signature: string) => `failure stored in memory (signature: ${signature})`,
   replanning: (same: number) => `the same error ${same} times in a row; re-planning once`,
   stuck: (same: number, signature: string) => `stopped: the same error signature ${same} times in a row (${signature})`,
-  maxIterations: (iterations: number) => `stopped after ${iterations} iterations without passing`,
+  /** `last`: the last iteration's failure, said in one line (`failureLine`). */
+  maxIterations: (iterations: number, last?: Pick<FailureBrief, "status" | "failingTests" | "output">) =>
+    `stopped after ${iterations} iterations without passing${last ? `; the last: ${failureLine(last)}` : ""}`,
   reflecting: "reflecting on the failure",
   reflection: (rootCause: string) => `reflection: ${rootCause}`,
   /** History lines (one per finished iteration, in the state and the reflection prompts). */

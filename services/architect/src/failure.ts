@@ -51,6 +51,35 @@ export function briefFromFindings(iteration: number, status: string, findings: F
   return { iteration, status, signature: "", failingTests: [], output: text, findings };
 }
 
+/** Failing tests a {@link failureLine} names before it says how many more failed. */
+const LINE_TESTS = 5;
+/** Longest {@link failureLine}, in characters. */
+const LINE_CHARS = 400;
+/** A per-edit line of `renderEditFailures`: `Edit 1 (path), not_found: message.` */
+const EDIT_LINE = /^Edit \d+ \(.+\), [a-z_]+: /;
+
+/**
+ * How an iteration failed, in one line for people (a task's stop message): its status and the
+ * tests that failed; else, for edits that could not be applied, each failed edit (its file and
+ * why); else the first line of what it said (a blocker, a reply's problem, an error).
+ */
+export function failureLine(f: Pick<FailureBrief, "status" | "failingTests" | "output">): string {
+  const lines = f.output
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !/^\[(stdout|stderr)\]$/.test(l));
+  let detail: string | undefined;
+  if (f.failingTests.length) {
+    const more = f.failingTests.length - LINE_TESTS;
+    detail = `failing ${f.failingTests.slice(0, LINE_TESTS).join(", ")}${more > 0 ? ` and ${more} more` : ""}`;
+  } else {
+    const edits = lines.filter((l) => EDIT_LINE.test(l));
+    detail = edits.length ? edits.join(" ") : lines[0];
+  }
+  const line = detail ? `${f.status}: ${detail}` : f.status;
+  return line.length > LINE_CHARS ? `${line.slice(0, LINE_CHARS - 1)}…` : line;
+}
+
 /** A failure brief for a step that produced no candidate (for example an invalid model reply). */
 export function briefFromError(iteration: number, status: string, message: string): FailureBrief {
   return { iteration, status, signature: "", failingTests: [], output: message, findings: [] };

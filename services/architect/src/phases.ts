@@ -476,7 +476,7 @@ export async function rememberPhase(s: TaskState, run: TaskRun): Promise<PhaseOu
     return { stop: "stuck", message: loopTexts.stuck(same, signature), patch: remembered };
   }
   if (s.iteration >= limits.maxIterations)
-    return { stop: "max_iterations", message: loopTexts.maxIterations(s.iteration), patch: remembered };
+    return { stop: "max_iterations", message: loopTexts.maxIterations(s.iteration, failure), patch: remembered };
   // Reflect on a candidate that ran or was blocked; a step that produced no candidate goes straight on.
   const reflectable = s.candidate && failure.status !== "llm_bad_reply" && failure.status !== "edit_failed";
   return reflectable

@@ -1,8 +1,16 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { Task, type ExecutionRequest, type ExecutionResult, type TaskEvent } from "@loopsmith/shared";
+import {
+  Task,
+  applyEdits,
+  renderEditFailures,
+  type ExecutionRequest,
+  type ExecutionResult,
+  type TaskEvent,
+} from "@loopsmith/shared";
 import { loopTexts } from "./event-texts.js";
-import { executePhase, scorePhase } from "./phases.js";
+import { briefFromError, briefFromExecution, briefFromFindings, failureLine } from "./failure.js";
+import { executePhase, rememberPhase, scorePhase } from "./phases.js";
 import { executionRequest } from "./requests.js";
 import { MAX_SANDBOX_ERRORS, TaskRun } from "./run.js";
 import { initialState, type TaskState } from "./state.js";
@@ -166,5 +174,60 @@ describe("EXECUTE and SCORE", () => {
       hidden: null,
     });
     expect(requests).toHaveLength(0);
+  });
+});
+
+/** An edit_failed brief as BUILD makes it: the rendered failures of an edit whose search is not in the file. */
+function editFailed(): ReturnType<typeof briefFromError> {
+  const applied = applyEdits(
+    [{ path: "slug.py", search: "return title\n", replace: "return t\n", delete: false }],
+    (p) => (p === "slug.py" ? "def slugify(title):\n    return title.lower()\n" : undefined),
+  );
+  if (applied.ok) throw new Error("the edit applied");
+  return briefFromError(1, "edit_failed", renderEditFailures(applied.failures));
+}
+
+describe("failureLine", () => {
+  it("names the failing tests, the failed edits and their files, or the first line said", () => {
+    const failed = {
+      ...result("failed"),
+      tests: ["a", "b", "c", "d", "e", "f", "g"].map((n) => ({
+        name: `test_${n}`,
+        classname: "",
+        status: "failed" as const,
+        durationMs: 1,
+      })),
+    };
+    expect(failureLine(briefFromExecution(1, failed))).toBe(
+      "failed: failing test_a, test_b, test_c, test_d, test_e and 2 more",
+    );
+    expect(failureLine(editFailed())).toMatch(/^edit_failed: Edit 1 \(slug\.py\), not_found: \S/);
+    expect(failureLine(editFailed())).not.toContain("none of the edits was applied");
+    const blocked = briefFromFindings(1, "blocked", [
+      { severity: "blocker", message: "calls os.system", path: "slug.py", line: 3, rule: "py.exec" },
+    ]);
+    expect(failureLine(blocked)).toBe("blocked: blocker: calls os.system (slug.py:3)");
+    // The output's stream labels are not what it said.
+    const timedOut = briefFromExecution(1, { ...result("timeout"), stderr: "\n\nKilled after 60 s\n" });
+    expect(failureLine(timedOut)).toBe("timeout: Killed after 60 s");
+    expect(failureLine(briefFromError(1, "llm_bad_reply", ""))).toBe("llm_bad_reply");
+    expect(failureLine(briefFromError(1, "llm_bad_reply", "x".repeat(1_000)))).toHaveLength(400);
+  });
+});
+
+describe("REMEMBER at the iteration limit", () => {
+  it("stops max_iterations with a message saying how the last iteration failed", async () => {
+    const failure = editFailed();
+    const base = state({ memory: "off" });
+    const task = { ...base.task, limits: { ...base.task.limits, maxIterations: 1 } };
+    const s: TaskState = { ...base, task, phase: "remember", failure };
+    const steps = { rememberFailure: async () => ({ id: "f1", signature: "edit_failed: <str>" }) } as unknown as Steps;
+    const outcome = await rememberPhase(s, new TaskRun(s, steps, io().io));
+    expect(outcome).toMatchObject({ stop: "max_iterations" });
+    const message = (outcome as { message: string }).message;
+    expect(message).toBe(`stopped after 1 iterations without passing; the last: ${failureLine(failure)}`);
+    expect(message).toMatch(
+      /^stopped after 1 iterations without passing; the last: edit_failed: Edit 1 \(slug\.py\), not_found: /,
+    );
   });
 });

@@ -5,8 +5,10 @@
  */
 import {
   Hypothesis,
+  LoopsmithError,
   loadPrompt,
   section,
+  type Completion,
   type GenerationReport,
   type ImproveRequest,
   type LlmProvider,
@@ -70,7 +72,8 @@ export function renderReports(reports: readonly GenerationReport[]): string {
 /**
  * Asks for the hypothesis of generation `generation`.
  * @param taskId - the generation's task id; the scripted provider replays by it
- * @throws LoopsmithError from the provider (`llm_bad_reply` after the re-ask, `llm_auth`, …)
+ * @throws LoopsmithError from the provider (`llm_bad_reply` after the re-ask, `llm_auth`, …), its
+ *   code and `retryable` kept and its message prefixed with the call it failed in
  */
 export async function hypothesize(
   provider: LlmProvider,
@@ -114,16 +117,27 @@ export async function hypothesize(
     section("Repository map", input.map),
     `This is generation ${generation}. Reply with one hypothesis as structured output.`,
   ].filter(Boolean);
-  const { value, usage } = await provider.complete({
-    role: "improve",
-    system: loadPrompt("improve").system,
-    messages: [{ role: "user", content: user.join("\n") }],
-    schema: Hypothesis,
-    schemaName: "hypothesis",
-    context: { taskId: input.taskId, iteration: generation, callsBefore: 0 },
-    budget: input.budgetUsd !== undefined ? { remainingUsd: input.budgetUsd } : {},
-  });
-  return { hypothesis: value, usage };
+  let reply: Completion<Hypothesis>;
+  try {
+    reply = await provider.complete({
+      role: "improve",
+      system: loadPrompt("improve").system,
+      messages: [{ role: "user", content: user.join("\n") }],
+      schema: Hypothesis,
+      schemaName: "hypothesis",
+      context: { taskId: input.taskId, iteration: generation, callsBefore: 0 },
+      budget: input.budgetUsd !== undefined ? { remainingUsd: input.budgetUsd } : {},
+    });
+  } catch (err) {
+    // The generation's report says only the error: it must say which call failed (code and retry kept).
+    if (!(err instanceof LoopsmithError)) throw err;
+    throw new LoopsmithError(err.code, `asking for the hypothesis (role improve): ${err.message}`, {
+      cause: err,
+      retryable: err.retryable,
+      details: err.details,
+    });
+  }
+  return { hypothesis: reply.value, usage: reply.usage };
 }
 
 /** The goal of the generation's repo-mode task: the hypothesis, the direction and the rules. */
