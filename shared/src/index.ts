@@ -81,6 +81,7 @@ export {
   ImproveSettings,
   ImproveSummary,
   MetricOutcome,
+  ParentMeasure,
   QUALITY_METRICS,
   QualityBenchmarks,
   QualityMetric,

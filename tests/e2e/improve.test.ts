@@ -5,7 +5,8 @@
  * flip per case, an edit of the benchmark, a skipped test, an edited test, and a real fix.
  * Only the real fix may be accepted; each gaming attempt is rejected with its reason code.
  * Then: the reports, the branches, the user's repository untouched, `report`, `dashboard`,
- * a resubmitted run id that is not run twice, and `--promote`.
+ * a resubmitted run id that is not run twice, and `--promote`; a dry run that measures its
+ * parent, and `loopsmith metrics` measuring the fixture's quality metrics in the sandbox.
  */
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
@@ -178,7 +179,60 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
     expect(report.decision.message).toMatch(/at least 6 case\(s\) fixed/);
     expect(report.change?.changed).toEqual(["textkit/slug.py"]);
     expect(report.bench).toBeUndefined();
+    // It measured the parent first: the benchmark once, 20 of its 40 titles (the accented ones fail).
+    const lines = jsonLines(run.stdout);
+    const summary = lines.find((l) => l.kind === "summary") as { parent?: { tree: string; bench?: unknown } };
+    expect(summary.parent?.tree).toBe(base);
+    expect(summary.parent?.bench).toMatchObject({ status: "measured", cases: 40, passed: 20, passRate: 50 });
+    expect(
+      lines.some((l) => l.kind === "step" && /the parent [0-9a-f]{12}: benchmark: 20 of 40/.test(String(l.message))),
+    ).toBe(true);
     expect(git(repo, "for-each-ref", "--format=%(refname)")).toBe(refs);
+  });
+
+  it("metrics measures the quality metrics in the sandbox and changes nothing", async () => {
+    const refs = git(repo, "for-each-ref", "--format=%(refname)");
+    const run = await loopsmith(["metrics", "--repo", repo, "--setup-cmd", "", "--json"], env, 300_000);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const [out, ...rest] = jsonLines(run.stdout);
+    expect(rest).toEqual([]);
+    type Figure = { status: string; value?: number; cases?: number; passing?: number; tool?: string; version?: string };
+    const m = (out as { metrics: Record<string, Figure> }).metrics;
+    console.log(`loopsmith metrics on the fixture in ${run.ms} ms: ${JSON.stringify(m)}`);
+    expect(out).toMatchObject({ kind: "metrics", commit: base, language: "python" });
+    // The fixture's own tests, counted from its source: every one ran, and passes.
+    const tests = readdirSync(join(repo, "tests"))
+      .filter((f) => f.startsWith("test_"))
+      .flatMap((f) => readFileSync(join(repo, "tests", f), "utf8").match(/^def test_/gm) ?? []);
+    expect(tests.length).toBeGreaterThan(0);
+    expect(m.tests).toMatchObject({
+      status: "measured",
+      value: 100,
+      cases: tests.length,
+      passing: tests.length,
+      tool: "pytest",
+    });
+    expect(m.tests?.version).toMatch(/^\d+\.\d+/);
+    expect(m.coverage?.status).toBe("measured");
+    expect(m.coverage?.value).toBeGreaterThan(0);
+    expect(m.coverage?.value).toBeLessThanOrEqual(100);
+    expect(m.coverage?.tool).toBe("coverage");
+    // Static measures of a small clean module: no lint finding, no type error, one documented function.
+    expect(m.lint).toMatchObject({ status: "measured", value: 0, tool: "pyflakes" });
+    expect(m.type_errors).toMatchObject({ status: "measured", value: 0, tool: "mypy" });
+    expect(m.doc_coverage).toMatchObject({ status: "measured", value: 100, cases: 1, passing: 1 });
+    expect(Object.keys(m)).toEqual([
+      "tests",
+      "coverage",
+      "lint",
+      "type_errors",
+      "complexity",
+      "doc_coverage",
+      "imports",
+      "security",
+    ]);
+    expect(git(repo, "for-each-ref", "--format=%(refname)")).toBe(refs);
+    expect(git(repo, "status", "--porcelain")).toBe("");
   });
 
   it("refuses bad input before anything starts", async () => {
@@ -202,6 +256,9 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
     );
     expect(badMetric.code).toBe(2);
     expect(badMetric.stderr).toMatch(/benchmarks\.enabled/);
+    const badFlag = await loopsmith(["metrics", "--repo", repo, "--metrics", "tests,speed"], env, 60_000);
+    expect(badFlag.code).toBe(2);
+    expect(badFlag.stderr).toMatch(/"speed" is not a metric/);
     const notRepo = await loopsmith(["improve", "--repo", tmpdir(), ...common], env, 60_000);
     expect(notRepo.code).toBe(2);
     git(repo, "branch", "loopsmith/improve/leftover-gen-1", "main");

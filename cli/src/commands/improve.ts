@@ -1,18 +1,21 @@
 /**
- * `loopsmith improve`, `loopsmith report` and `loopsmith dashboard`: a self-improvement run
- * (generations of one change each, kept only on statistical evidence), its reports as a
- * table, and its one-file HTML dashboard. Registration only: the work is in `../improve/`,
- * loaded when a command runs.
+ * `loopsmith improve`, `loopsmith report`, `loopsmith dashboard` and `loopsmith metrics`: a
+ * self-improvement run (generations of one change each, kept only on statistical evidence),
+ * its reports as a table, its one-file HTML dashboard, and the repository's quality metrics
+ * measured as a run measures them, with nothing changed. Registration only: the work is in
+ * `../improve/`, loaded when a command runs.
  *
- * Exit codes (`ExitCode`): 0 the run completed (accepted or not) or stopped at its budget;
- * 1 the run ended in error; 2 bad flags, repository or configuration, a missing GitHub
- * token; 3 infrastructure (NATS, Docker); 130 interrupted.
+ * Exit codes (`ExitCode`): 0 the run completed (accepted or not) or stopped at its budget, or
+ * the metrics were measured (an unavailable metric is a figure, not a failure); 1 the run
+ * ended in error; 2 bad flags, repository or configuration, a missing GitHub token; 3
+ * infrastructure (NATS, Docker, a measuring run that ended in error); 130 interrupted.
  */
 import { Option, type Command } from "commander";
 import type { Logger } from "pino";
 import { usageError, type CommandRunner } from "../errors.js";
 import { ExitCode } from "../exit-codes.js";
 import type { ImproveFlags } from "../improve/settings.js";
+import type { MetricsFlags } from "../improve/metrics.js";
 import { addModelFlags } from "../model-flags.js";
 import { positiveNumber, wholeNumber } from "../preflight.js";
 
@@ -42,7 +45,10 @@ function fractionValue(v: string): number {
   return n;
 }
 
-/** Registers `improve`, `report` and `dashboard`. */
+const METRICS_HELP =
+  "with no --bench, the quality metrics measured, comma-separated: tests, coverage, lint, type_errors, complexity, doc_coverage, imports, security (default improve.benchmarks.enabled, else all)";
+
+/** Registers `improve`, `report`, `dashboard` and `metrics`. */
 export function registerImprove(program: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
   const improve = program
     .command("improve")
@@ -133,6 +139,7 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
     )
     .option("--base <ref>", "the commit to start from (default HEAD)")
     .option("--setup-cmd <cmd>", 'installs dependencies in the sandbox once per tree (default detected; "" for none)')
+    .option("--metrics <list>", METRICS_HELP)
     .option(
       "--run-id <id>",
       "run id (default: generated); a resubmitted id follows the run instead of starting it again",
@@ -160,11 +167,17 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
   improve.action(async (opts: ImproveFlags) =>
     run(opts.json, async () => {
       checkRunId(opts.runId);
+      if (opts.metrics !== undefined && opts.bench !== undefined)
+        throw usageError(
+          "--metrics and --bench exclude each other: with --bench the benchmark judges, not the metrics",
+        );
       const { improve: runImprove } = await import("../improve/run.js");
       const outcome = await runImprove(opts, await logger());
       return outcome.summary.stopReason === "error" ? ExitCode.failed : ExitCode.ok;
     }),
   );
+
+  registerMetrics(program, run, logger);
 
   program
     .command("report")
@@ -207,6 +220,56 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
         const alpha = (await readSummary(dir))?.alpha?.budget;
         await writeDashboard(file, dashboardHtml(runId, await readReports(dir), alpha === undefined ? {} : { alpha }));
         process.stdout.write(`wrote ${file}\n`);
+        return ExitCode.ok;
+      }),
+    );
+}
+
+/**
+ * The flag combinations `loopsmith metrics` refuses, before anything is loaded.
+ * @throws CliError `bad_request` for `--bench-format` or `--bench-junit` without `--bench`, and for `--metrics` with `--bench`
+ */
+export function checkMetricsFlags(opts: Pick<MetricsFlags, "bench" | "benchFormat" | "benchJunit" | "metrics">): void {
+  if (opts.benchFormat !== undefined && opts.bench === undefined)
+    throw usageError("--bench-format needs --bench (the benchmark to measure)");
+  if (opts.benchJunit !== undefined && opts.bench === undefined)
+    throw usageError("--bench-junit needs --bench (the benchmark that writes it)");
+  if (opts.bench !== undefined && opts.metrics !== undefined)
+    throw usageError(
+      "--metrics and --bench exclude each other: with --bench the benchmark is measured, not the metrics",
+    );
+}
+
+/** Registers `metrics`: the quality metrics of one commit, measured as improve measures a parent. */
+function registerMetrics(program: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
+  program
+    .command("metrics")
+    .description(
+      "measure the repository's quality metrics in the sandbox, as improve measures a parent, and change nothing",
+    )
+    .option("--repo <path>", "the git repository to measure (default: the current directory)")
+    .option("--base <ref>", "the commit to measure (default HEAD)")
+    .option("--metrics <list>", METRICS_HELP.replace("with no --bench, the", "the"))
+    .option("--check <cmd>", "also run this check on the commit and show its test counts")
+    .option("--bench <cmd>", "measure this benchmark once instead (its cases passing, the mean score)")
+    .addOption(
+      new Option("--bench-format <format>", "json lines on stdout, or the JUnit cases pytest writes").choices([
+        "json",
+        "junit",
+      ]),
+    )
+    .option(
+      "--bench-junit <path>",
+      "with --bench-format junit: the JUnit XML file the benchmark writes (workspace-relative)",
+    )
+    .option("--setup-cmd <cmd>", 'installs dependencies in the sandbox first (default detected; "" for none)')
+    .option("--config <file>", "configuration file (JSON; its improve section holds these settings)")
+    .option("--json", "print the figures as one JSON object")
+    .action(async (opts: MetricsFlags) =>
+      run(opts.json, async () => {
+        checkMetricsFlags(opts);
+        const { metricsCommand } = await import("../improve/metrics.js");
+        await metricsCommand(opts, await logger());
         return ExitCode.ok;
       }),
     );

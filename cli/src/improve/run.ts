@@ -38,6 +38,7 @@ import { startLocalStack, type LocalStack } from "../stack.js";
 import { dashboardHtml, writeDashboard } from "./dashboard.js";
 import { checkGithubAccess, githubClient, openPullRequest, parseGithubRepo } from "../github/client.js";
 import { prBody } from "./github.js";
+import { metricsTable } from "./metrics.js";
 import { readReports, reportTable, smallBenchmarkWarning, writeReport } from "./reports.js";
 import { improveBase, improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
 import { pushBranch, remoteUrl } from "../github/push.js";
@@ -245,6 +246,16 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
     else
       out(
         [
+          // A dry run measured its parent first: the figures, as `loopsmith metrics` prints them.
+          ...(summary.parent
+            ? [
+                metricsTable(
+                  summary.parent,
+                  `the parent ${summary.parent.tree.slice(0, 12)}, measured in the sandbox:`,
+                ),
+                "",
+              ]
+            : []),
           reportTable(reports, summary),
           ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : []),
           `reports, summary and dashboard.html in ${dir}`,

@@ -5,7 +5,14 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { ImproveSettings, LoopsmithError, checkImproveSection, type Config } from "@loopsmith/shared";
+import {
+  ImproveSettings,
+  LoopsmithError,
+  QUALITY_METRICS,
+  checkImproveSection,
+  type Config,
+  type QualityMetric,
+} from "@loopsmith/shared";
 import type { ModelOptions } from "../steering.js";
 
 /** The flags of `loopsmith improve` (who answers: the same {@link ModelOptions} as `solve`). */
@@ -35,6 +42,8 @@ export interface ImproveFlags extends ModelOptions {
   maxIterations?: number;
   generationTimeout?: number;
   setupCmd?: string;
+  /** `--metrics`: the quality metrics to measure, comma-separated (over `improve.benchmarks.enabled`). */
+  metrics?: string;
   runId?: string;
   out?: string;
   promote?: string;
@@ -89,6 +98,27 @@ export function repoImproveSection(root: string): Record<string, unknown> | unde
   return json.improve === undefined ? undefined : checkImproveSection(json.improve, file);
 }
 
+/**
+ * The metrics `--metrics` names: comma- or space-separated quality metric names, each once,
+ * kept in report order (`tests,coverage`).
+ * @throws LoopsmithError `bad_request` for an empty list or a name that is not a metric (naming the valid ones)
+ */
+export function metricList(value: string): QualityMetric[] {
+  const names = value
+    .split(/[\s,]+/)
+    .map((n) => n.trim())
+    .filter(Boolean);
+  if (!names.length)
+    throw new LoopsmithError("bad_request", `--metrics names no metric; the metrics are ${QUALITY_METRICS.join(", ")}`);
+  const unknown = names.filter((n) => !(QUALITY_METRICS as readonly string[]).includes(n));
+  if (unknown.length)
+    throw new LoopsmithError(
+      "bad_request",
+      `--metrics: ${unknown.map((n) => JSON.stringify(n.slice(0, 40))).join(", ")} ${unknown.length === 1 ? "is not a metric" : "are not metrics"}; the metrics are ${QUALITY_METRICS.join(", ")}`,
+    );
+  return QUALITY_METRICS.filter((m) => names.includes(m));
+}
+
 /** The goal of a run with no benchmark, when none is given. */
 export const QUALITY_GOAL =
   "improve the repository's quality metrics (tests, coverage, lint, type errors, complexity, documentation, imports, security) without breaking the checks";
@@ -134,6 +164,9 @@ export function improveSettings(
     ...(config.improve ?? {}),
     ...Object.fromEntries(Object.entries(fromFlags).filter(([, v]) => v !== undefined)),
   };
+  // --metrics replaces the enabled list and keeps the configured timeouts, weights and tolerances.
+  if (flags.metrics !== undefined)
+    merged.benchmarks = { ...((merged.benchmarks as object | undefined) ?? {}), enabled: metricList(flags.metrics) };
   if (merged.dryRun) merged.generations = 1;
   // No benchmark: the run is judged on the repository's quality metrics (`benchmarks`), and its
   // default goal says so.

@@ -234,6 +234,12 @@ export const ImproveRequest = z.object({
   self: z.boolean().default(false),
   submittedAt: z.string(),
   /**
+   * Measure the base commit and stop, with no generation (`loopsmith metrics`): the quality
+   * metrics (or, with `settings.bench`, the benchmark, and with `settings.check`, the check),
+   * as a run measures its parent; the figures are the summary's `parent`. @defaultValue false
+   */
+  measureOnly: z.boolean().default(false),
+  /**
    * The client the run belongs to, and its generations' tasks. Set by the improver from the
    * subject the run arrived on (`loopsmith.improve.submit.<owner>`); a value written here is replaced.
    */
@@ -444,6 +450,64 @@ export const CheckCounts = z.object({
 });
 export type CheckCounts = z.infer<typeof CheckCounts>;
 
+/**
+ * One quality metric of one tree, measured alone (no candidate to compare with): the base
+ * commit of a dry run or of `loopsmith metrics`.
+ */
+const MetricFigure = z.object({
+  metric: QualityMetric,
+  /** `measured`, or `unavailable` (its tool is missing, failed or timed out: never a 0). */
+  status: z.enum(["measured", "unavailable"]),
+  /** The value in `unit`, when measured. */
+  value: z.number().optional(),
+  /** `%`, `findings`, `errors`, `mean CC`. */
+  unit: z.string(),
+  direction: z.enum(["higher", "lower"]),
+  /** The tool with its version, as the measuring script names it (`pytest 8.3.5`, `ast (python 3.11)`). */
+  tool: z.string().optional(),
+  /** Cases behind the value (tests run, source lines, findings, public definitions, modules), when the metric has cases. */
+  cases: z.number().int().nonnegative().optional(),
+  /** Of `cases`, those that pass (tests passed, lines covered, …); absent for findings, where every case is one. */
+  passing: z.number().int().nonnegative().optional(),
+  /** Why it is unavailable. */
+  reason: z.string().optional(),
+});
+
+/** The benchmark on one tree, run once: its cases and score. */
+const BenchFigure = z.object({
+  command: z.string(),
+  format: BenchFormat,
+  /** `measured`, or `unavailable` when the run could not be read (the reason says why). */
+  status: z.enum(["measured", "unavailable"]),
+  cases: z.number().int().nonnegative(),
+  passed: z.number().int().nonnegative(),
+  /** `passed / cases`, %, when measured. */
+  passRate: z.number().min(0).max(100).optional(),
+  /** Mean score of the cases that carry one, when some do. */
+  meanScore: z.number().optional(),
+  /** Cases that carry a score. */
+  scored: z.number().int().nonnegative().optional(),
+  reason: z.string().optional(),
+});
+
+/**
+ * What a run measured on its base commit before any generation: a dry run's parent, and the
+ * whole of a `measureOnly` run (`loopsmith metrics`). Exactly one of `metrics` (no benchmark)
+ * and `bench` is present; `check` when the check was run on it.
+ */
+export const ParentMeasure = z.object({
+  /** The tree measured (the base commit). */
+  tree: CommitId,
+  language: z.enum(["python", "typescript", "javascript"]),
+  /** The enabled quality metrics, in report order. */
+  metrics: z.array(MetricFigure).optional(),
+  bench: BenchFigure.optional(),
+  check: z.object({ command: z.string(), counts: CheckCounts }).optional(),
+  /** Wall time of the measuring, ms. */
+  ms: z.number().nonnegative(),
+});
+export type ParentMeasure = z.infer<typeof ParentMeasure>;
+
 /** The report of one generation (`reports/gen-N.json` in the run's directory). */
 export const GenerationReport = z.object({
   v: V1,
@@ -528,5 +592,7 @@ export const ImproveSummary = z.object({
   calibration: Calibration.optional(),
   /** The run's error budget (`alpha`) and how much of it its tests spent. */
   alpha: z.object({ budget: z.number(), spent: z.number(), tests: z.number().int().nonnegative() }).optional(),
+  /** The base commit as measured before generation 1 (a dry run, a `measureOnly` run). */
+  parent: ParentMeasure.optional(),
 });
 export type ImproveSummary = z.infer<typeof ImproveSummary>;

@@ -154,6 +154,7 @@ export {
   RunStopReason,
   SELF_PROTECTED,
   MetricOutcome,
+  ParentMeasure,
   QUALITY_METRICS,
   QualityBenchmarks,
   QualityMetric,

@@ -67,12 +67,13 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
       requestOf: (state) => state.request,
       initial: (request) => initialImproveState(request),
       accepted: (state) => {
-        const { repo, settings } = state.request;
+        const { repo, settings, measureOnly } = state.request;
+        const what = measureOnly ? "measuring (no generation)" : `${settings.generations} generation(s)`;
         return publishRunEvent(
           nc,
           state,
           "step",
-          `run accepted: ${settings.generations} generation(s) on ${repo.name ?? repo.baseCommit.slice(0, 12)}`,
+          `run accepted: ${what} on ${repo.name ?? repo.baseCommit.slice(0, 12)}`,
           { phase: "accepted" },
         );
       },

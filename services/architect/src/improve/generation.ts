@@ -408,7 +408,7 @@ export async function runGeneration(
         decision: {
           verdict: "dry_run",
           reason: "dry_run",
-          message: `dry run: not measured. With no benchmark it would be judged on the repository's metrics (${metricSettings(
+          message: `dry run: the candidate is not measured (the parent was, before this generation). With no benchmark it would be judged on the repository's metrics (${metricSettings(
             s.benchmarks,
           )
             .map((m) => m.metric)
@@ -428,7 +428,7 @@ export async function runGeneration(
         decision: {
           verdict: "dry_run",
           reason: "dry_run",
-          message: `dry run: not measured. To be accepted it would need, over ${s.repeats} run(s) per side, at least ${need} case(s) fixed with none broken beyond the tolerance of ${s.tolerance} (exact McNemar, two-sided, p < ${s.alpha}), or a significant signed-rank gain on a scored benchmark`,
+          message: `dry run: the candidate is not measured (the parent was, before this generation). To be accepted it would need, over ${s.repeats} run(s) per side, at least ${need} case(s) fixed with none broken beyond the tolerance of ${s.tolerance} (exact McNemar, two-sided, p < ${s.alpha}), or a significant signed-rank gain on a scored benchmark`,
         },
       }),
       parentCheck,

@@ -34,6 +34,7 @@ import {
   type GenerationReport,
   type ImproveSettings,
   type MetricOutcome,
+  type ParentMeasure,
   type QualityBenchmarks,
   type QualityMetric,
   type QualityReport,
@@ -231,6 +232,33 @@ export function readMeasurement(result: ExecutionResult, enabled: readonly Quali
 }
 
 /**
+ * Measures one tree once: the measuring script laid over `tree` (and over `overlay`, a
+ * candidate's files), under a command time limit that fits every enabled metric's. `step`
+ * and `attempt` name the run in its idempotency key (see {@link runCommand}).
+ * @throws LoopsmithError from the executor call
+ */
+export async function measureOnce(
+  ctx: CommandContext,
+  tree: Tree,
+  overlay: Overlay | undefined,
+  step: string,
+  attempt: number,
+): Promise<Measurement> {
+  const s = ctx.request.settings;
+  const { file, shell, timeoutMs } = measureCommand(ctx.request.language, s.benchmarks);
+  const enabled = metricSettings(s.benchmarks).map((m) => m.metric);
+  const timed: CommandContext = {
+    ...ctx,
+    request: { ...ctx.request, settings: { ...s, commandTimeoutMs: Math.max(s.commandTimeoutMs, timeoutMs) } },
+  };
+  const laid: Overlay = {
+    files: [...(overlay?.files ?? []).filter((f) => f.path !== file.path), file],
+    deleted: overlay?.deleted ?? [],
+  };
+  return readMeasurement(await runCommand(timed, step, shell, tree, laid, attempt), enabled);
+}
+
+/**
  * Measures both sides `repeats` times, interleaved (parent, candidate, …), like the benchmark.
  * `onRun` may throw to stop (the generation's time limit).
  * @throws LoopsmithError from the executor call
@@ -241,26 +269,40 @@ export async function measureBoth(
   candidate: Overlay,
   onRun: (side: "parent" | "candidate", repeat: number) => void,
 ): Promise<{ parent: Measurement[]; candidate: Measurement[] }> {
-  const s = ctx.request.settings;
-  const { file, shell, timeoutMs } = measureCommand(ctx.request.language, s.benchmarks);
-  const enabled = metricSettings(s.benchmarks).map((m) => m.metric);
-  const timed: CommandContext = {
-    ...ctx,
-    request: { ...ctx.request, settings: { ...s, commandTimeoutMs: Math.max(s.commandTimeoutMs, timeoutMs) } },
-  };
   const sides: { parent: Measurement[]; candidate: Measurement[] } = { parent: [], candidate: [] };
-  for (let r = 0; r < s.repeats; r++) {
+  for (let r = 0; r < ctx.request.settings.repeats; r++) {
     for (const side of ["parent", "candidate"] as const) {
       onRun(side, r + 1);
-      const overlay: Overlay =
-        side === "parent"
-          ? { files: [file], deleted: [] }
-          : { files: [...candidate.files.filter((f) => f.path !== file.path), file], deleted: candidate.deleted };
-      const result = await runCommand(timed, `metrics_${side}`, shell, parent, overlay, r);
-      sides[side].push(readMeasurement(result, enabled));
+      const overlay = side === "parent" ? undefined : candidate;
+      sides[side].push(await measureOnce(ctx, parent, overlay, `metrics_${side}`, r));
     }
   }
   return sides;
+}
+
+/**
+ * One measurement as figures, one per enabled metric in report order: the value, the tool,
+ * and the cases behind the value (for `outcomes`, how many pass), or why it is unavailable.
+ */
+export function metricFigures(m: Measurement, b: QualityBenchmarks): NonNullable<ParentMeasure["metrics"]> {
+  return metricSettings(b).map((s) => {
+    const x = m[s.metric];
+    const base = { metric: s.metric, unit: s.unit, direction: s.direction, ...(x?.tool ? { tool: x.tool } : {}) };
+    if (!x || x.status !== "ok")
+      return {
+        ...base,
+        status: "unavailable",
+        reason: x?.reason ?? `the measuring script reported no ${s.metric} result`,
+      };
+    const cases = x.cases ? Object.values(x.cases) : undefined;
+    return {
+      ...base,
+      status: "measured",
+      value: x.value,
+      ...(cases && s.kind !== "value" ? { cases: cases.length } : {}),
+      ...(cases && s.kind === "outcomes" ? { passing: cases.filter(Boolean).length } : {}),
+    };
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,21 +2,21 @@
  * An improvement run: generations in order, each from the last accepted tree, each report
  * checkpointed before the next starts. The run stops after `generations`, before a generation
  * that cannot fit the budget (`budget`), on a cancel, or when the run cannot go on (`error`).
+ * A dry run measures its base parent first (`parent.ts`); a `measureOnly` run does only that.
  */
 import {
   ImproveSummary,
   LoopsmithError,
   addUsage,
-  ownerOfTask,
   type GenerationReport,
   type Hypothesis,
   type RunStopReason,
   type Usage,
 } from "@loopsmith/shared";
-import { detectCommands, listTree, readBaseFile } from "../repo/context.js";
-import { benchShell, readBench, runCommand, type CommandContext } from "./commands.js";
+import { benchShell, readBench, runCommand } from "./commands.js";
 import { alphaSpent, calibrate, splitSeedOf } from "./decision.js";
-import { errorReport, generationTaskId, runGeneration, type GenerationDeps } from "./generation.js";
+import { errorReport, runGeneration, type GenerationDeps } from "./generation.js";
+import { measureParent, parentContext, parentLines } from "./parent.js";
 import { shownToModel } from "./hypothesis.js";
 import type { ImproveState, ImproveStore } from "./state.js";
 import type { CaseRun } from "./bench-output.js";
@@ -56,15 +56,7 @@ export async function calibrateParent(
 ): Promise<{ ok: true; calibration: NonNullable<ImproveState["calibration"]> } | { ok: false; error: string }> {
   const { request } = state;
   const s = request.settings;
-  const root = await io.tree(state.parent.snapshot, ownerOfTask(request));
-  const detected = detectCommands(listTree(root), (p) => readBaseFile(root, p));
-  const ctx: CommandContext = {
-    execute: io.execute,
-    request,
-    taskId: generationTaskId(request.runId, 0),
-    generation: 0,
-    setupCommand: request.repo.setupCommand ?? detected.setupCommand ?? "",
-  };
+  const ctx = await parentContext(state, io);
   if (s.bench === undefined) return { ok: false, error: "the run has no benchmark to calibrate" };
   const shell = benchShell(s.bench, s.benchJunit);
   const runs: CaseRun[][] = [];
@@ -95,6 +87,7 @@ export function summarize(state: ImproveState, stopReason: RunStopReason, messag
     usage: state.usage,
     message,
     ...(state.calibration ? { calibration: state.calibration } : {}),
+    ...(state.parentMeasure ? { parent: state.parentMeasure } : {}),
     alpha: {
       budget: s.alpha,
       spent: state.tests > 0 ? alphaSpent(s.alpha, state.tests, s.generations, s.alphaSpending) : 0,
@@ -122,6 +115,30 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
     return state;
   };
   const reports = await io.store.reports(state.request.runId);
+  const measureOnly = state.request.measureOnly;
+
+  // A dry run shows the parent's figures before its one generation; a measureOnly run is just that.
+  if ((s.dryRun || measureOnly) && !state.parentMeasure && state.generation === 1) {
+    const tree = state.parent.commit.slice(0, 12);
+    const what = s.bench !== undefined ? "the benchmark, once" : "the quality metrics";
+    await save(
+      await io.publish(state, "step", `measuring the parent ${tree}: ${what}`, { generation: 0, phase: "measure" }),
+    );
+    const parent = await measureParent(state, io);
+    await save({ ...state, parentMeasure: parent });
+    await save(
+      await io.publish(state, "step", `the parent ${tree}: ${parentLines(parent).join("; ")}`, {
+        generation: 0,
+        phase: "measure",
+        parent,
+      }),
+    );
+  }
+  if (measureOnly)
+    return finish(
+      "completed",
+      `measured ${state.parent.commit.slice(0, 12)} in ${Math.round((state.parentMeasure?.ms ?? 0) / 100) / 10} s; no generation (measure only)`,
+    );
 
   // A run with no benchmark has no cases to calibrate: its quality metrics are measured per generation.
   if (!state.calibration && !s.dryRun && state.generation === 1 && s.bench !== undefined) {

@@ -21,7 +21,7 @@ import {
   openImproveStates,
   type StreamOptions,
 } from "@loopsmith/shared";
-import { Calibration } from "@loopsmith/shared/contracts";
+import { Calibration, ParentMeasure } from "@loopsmith/shared/contracts";
 import { checkpointStore, maxPayloadOf, type BlobStore, type CheckpointStore } from "../durable/index.js";
 
 /** A tree a generation can start from. */
@@ -52,6 +52,8 @@ export const ImproveState = z.object({
    * selection and confirmation sets, measured once before generation 1 and kept for the run.
    */
   calibration: Calibration.optional(),
+  /** The base parent measured once before generation 1 (a dry run, a `measureOnly` run), kept for the summary. */
+  parentMeasure: ParentMeasure.optional(),
   /** Paired tests the run has made (generations that reached DECIDE): the next one is tested at α_{tests+1}. */
   tests: z.number().int().nonnegative().default(0),
   /** Next event seq. */
