@@ -1,5 +1,5 @@
 /**
- * Agent mode's session containers (issue #34) over real NATS and the real Docker engine:
+ * Agent mode's session containers over real NATS and the real Docker engine:
  * open over a repository snapshot, the read-only tools answered from the host copy of the
  * candidate, runs in the one container kept for the session, writes into both, close, and
  * the leftovers sweep removing the session of an executor that was killed.
@@ -228,6 +228,16 @@ describe("session over the bus", () => {
     const slow = await tool(s, { tool: "run", command: "echo begun; sleep 30", timeoutMs: 700 });
     expect(slow).toMatchObject({ ok: false, exitCode: null, timedOut: true });
     expect(slow.output).toContain("begun");
+    // The limits it ran under: the session container's memory and the executor's CPU, pids and
+    // tmpfs, with this call's timeout.
+    const { executor } = testConfig();
+    expect(slow.limits).toEqual({
+      cpus: executor.cpus,
+      memoryMb: 256,
+      pidsLimit: executor.pidsLimit,
+      timeoutMs: 700,
+      tmpfsMb: executor.tmpfsMb,
+    });
     expect(Date.now() - started).toBeLessThan(10_000);
     const bg = Date.now();
     const spawned = await tool(s, { tool: "run", command: "sleep 300 & echo started" });

@@ -1,5 +1,5 @@
 /**
- * Agent mode's sessions (issue #34): one sandbox container kept for one task attempt, and a
+ * Agent mode's sessions: one sandbox container kept for one task attempt, and a
  * host-side copy of the candidate tree beside it.
  *
  * - **The container** has the verdict run's confinement (`createOptions`: no network, the
@@ -56,6 +56,7 @@ import type { TaskImages } from "./task-images.js";
 import { execIn, startSessionContainer, type ExecOutcome } from "./session-exec.js";
 import { extractArgv } from "./bootstrap.js";
 import { shellArgv } from "./shell.js";
+import { limitsOf } from "./result.js";
 import { listTree, readLines, resolveInside, searchTree, ToolRefusal, type ToolAnswer } from "./session-tools.js";
 
 /** A session with no call for this long is closed, ms (30 min). */
@@ -108,6 +109,8 @@ interface Session {
   /** The image's shell lines before each `run` (`SandboxImage.prologue`), run by bash. */
   prologue?: string;
   timeoutMs: number;
+  /** The container's spec (its limits: {@link limitsOf}). */
+  spec: SandboxSpec;
   lastUsed: number;
   /** Calls run one at a time, in arrival order. */
   queue: Promise<unknown>;
@@ -230,6 +233,7 @@ export class SessionManager {
         workdir,
         ...(req.image?.prologue ? { prologue: req.image.prologue } : {}),
         timeoutMs: req.timeoutMs,
+        spec,
         lastUsed: Date.now(),
         queue: Promise.resolve(),
         closed: false,
@@ -332,6 +336,7 @@ export class SessionManager {
           timedOut: r.timedOut,
           totalBytes: r.totalBytes,
           durationMs: performance.now() - started,
+          limits: limitsOf(session.spec, session.spec.memoryBytes, timeoutMs),
         };
       }
       case "write":

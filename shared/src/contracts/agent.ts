@@ -23,6 +23,7 @@ import { CommitId, Edit, SandboxImage } from "./repo.js";
 import { ProviderInfo, TaskBrief } from "./steps.js";
 import { Recall } from "./memory.js";
 import { TaskScript } from "./script.js";
+import { RunLimits } from "./execution.js";
 
 /** The tools of agent mode. */
 export const ToolName = z.enum(["list", "read", "search", "symbol", "run", "edit", "submit"]);
@@ -211,6 +212,8 @@ export const SessionObservation = z.object({
   /** `read`: lines in the file; `search`: matches found (beyond `maxResults` too, up to 10 000). */
   total: z.number().int().nonnegative().optional(),
   durationMs: z.number().nonnegative(),
+  /** `run`: the limits the command ran under (the session container's, and this call's timeout); absent from an older executor. */
+  limits: RunLimits.optional(),
 });
 export type SessionObservation = z.infer<typeof SessionObservation>;
 
