@@ -1,16 +1,14 @@
 /**
  * The totals of a `loopsmith bench` run (`summary.json`): per arm
  * (pass@1, iterations, tokens, USD, wall time) and, for `--memory ab`, the paired comparison
- * of the two arms with exact tests. The p-values come from stdlib, as the architect's
- * improvement decision does (services/architect/src/improve/decision.ts): the exact McNemar
- * test is a two-sided binomial test on the discordant pairs (`@stdlib/stats-binomial-test`),
- * the paired differences go through the Wilcoxon signed-rank test (`@stdlib/stats-wilcoxon`).
+ * of the two arms with exact tests: the shared paired tests (`@loopsmith/shared/stats`), which the
+ * architect's improvement decision uses too: the exact McNemar test on the discordant pairs, and
+ * the Wilcoxon signed-rank test on the paired differences.
  *
  * Every function is pure. A case with several result lines for the same arm (a resumed run,
  * a retried task) counts once: its LAST line in the input order.
  */
-import binomialTest from "@stdlib/stats-binomial-test";
-import wilcoxon from "@stdlib/stats-wilcoxon";
+import { signedRankTest, signTestP } from "@loopsmith/shared/stats";
 import {
   ArmSummary,
   BenchSummary,
@@ -110,11 +108,6 @@ export function isInfraError(r: Pick<BenchResult, "errorCode">, machine?: Machin
   return r.errorCode === "task_timeout" && (machine?.busyPct ?? 0) > BUSY_MACHINE_PCT;
 }
 
-/** The least of 1 and a p-value (stdlib's two-sided sums can pass 1 by rounding). */
-function clampP(p: number): number {
-  return Number.isFinite(p) ? Math.min(1, Math.max(0, p)) : 1;
-}
-
 /**
  * Exact McNemar p-value, two-sided: the exact binomial test of min(b, c) successes in b + c
  * trials with p = 0.5 (stdlib's two-sided method, as R's `binom.test`). 1 with no discordant pair.
@@ -122,9 +115,7 @@ function clampP(p: number): number {
  * @param onlyOff - pairs that pass with memory off only
  */
 export function mcnemarExactP(onlyOn: number, onlyOff: number): number {
-  const n = onlyOn + onlyOff;
-  if (n === 0) return 1;
-  return clampP(binomialTest(Math.min(onlyOn, onlyOff), n, { p: 0.5, alternative: "two-sided" }).pValue);
+  return signTestP(onlyOn, onlyOff, "two-sided");
 }
 
 /**
@@ -134,10 +125,8 @@ export function mcnemarExactP(onlyOn: number, onlyOff: number): number {
  * for up to 50 non-zero pairs without tied |d|, else stdlib's normal approximation.
  */
 export function signedRankP(diffs: readonly number[]): number | null {
-  const nz = diffs.filter((d) => d !== 0);
-  if (nz.length === 0) return null;
-  if (nz.length === 1) return 1;
-  return clampP(wilcoxon(nz, { alternative: "two-sided", zeroMethod: "wilcox" }).pValue);
+  const r = signedRankTest(diffs, "two-sided");
+  return r.nonZero === 0 ? null : r.pValue;
 }
 
 /**

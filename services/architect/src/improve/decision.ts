@@ -2,11 +2,10 @@
  * The decision of a generation: pair the parent's and the candidate's benchmark
  * runs case by case, then keep the candidate only when it broke no more cases than the
  * tolerance and a paired test says it is better. Pure functions: no I/O, no clock, no LLM;
- * the p-values come from stdlib (`@stdlib/stats-binomial-test`, `@stdlib/stats-wilcoxon`).
+ * the p-values come from the shared paired tests (`@loopsmith/shared/stats`, over stdlib).
  */
 import { createHash } from "node:crypto";
-import binomialTest from "@stdlib/stats-binomial-test";
-import wilcoxon from "@stdlib/stats-wilcoxon";
+import { clampP, signedRankTest, signTestP } from "@loopsmith/shared/stats";
 import picomatch from "picomatch";
 import type { CaseOutcome, Statistic } from "@loopsmith/shared";
 import type { SetStatistic } from "@loopsmith/shared/contracts";
@@ -124,35 +123,6 @@ export function passesOn(side: CaseOutcome["parent"]): boolean {
   return side.runs > 0 && side.passes === side.runs;
 }
 
-/** The least of 1 and a p-value (stdlib's two-sided sums can pass 1 by rounding, or by 2·P for the signed-rank test). */
-function clampP(p: number): number {
-  return Number.isFinite(p) ? Math.min(1, Math.max(0, p)) : 1;
-}
-
-/** Wilcoxon signed-rank test on the paired differences: two-sided p, and whether the ranks lean upward. */
-function signedRank(diffs: readonly number[]): { pValue: number; upward: boolean; nonZero: number } {
-  const nz = diffs.filter((d) => d !== 0);
-  // One non-zero pair: the exact two-sided p is 1 (stdlib refuses fewer than two values).
-  if (nz.length < 2) return { pValue: 1, upward: nz.length === 1 && (nz[0] ?? 0) > 0, nonZero: nz.length };
-  // Zeros are dropped here ("wilcox" zero method, Wilcoxon 1945) so stdlib sees none and uses
-  // the exact signed-rank distribution for n ≤ 50 without tied |d|; else its normal approximation
-  // with tie correction and continuity correction.
-  const r = wilcoxon(nz, { alternative: "two-sided", zeroMethod: "wilcox" });
-  return { pValue: clampP(r.pValue), upward: r.statistic > (nz.length * (nz.length + 1)) / 4, nonZero: nz.length };
-}
-
-/**
- * Exact McNemar p-value: the two-sided exact binomial test of min(fixed, broken) successes in
- * fixed + broken trials with p = 0.5 (stdlib's two-sided method, as R's `binom.test`: the sum
- * of the outcomes no more likely than the observed one). 1 with no discordant pair. Below
- * about 1e-15 stdlib's upper tail `1 − CDF` loses precision (absolute error < 1e-15).
- */
-function mcnemarP(fixed: number, broken: number): number {
-  const n = fixed + broken;
-  if (n === 0) return 1;
-  return clampP(binomialTest(Math.min(fixed, broken), n, { p: 0.5, alternative: "two-sided" }).pValue);
-}
-
 function mean(xs: readonly number[]): number {
   // Summed in sorted order so the same scores in another run order give the same mean.
   return [...xs].sort((a, b) => a - b).reduce((s, x) => s + x, 0) / xs.length;
@@ -220,13 +190,13 @@ export function decide(cases: readonly CaseOutcome[], opts: DecideOptions): Deci
   let summary: string;
   if (scored) {
     const diffs = cases.map((c) => mean(c.candidate.scores) - mean(c.parent.scores));
-    const { pValue, upward, nonZero } = signedRank(diffs);
+    const { pValue, upward, nonZero } = signedRankTest(diffs, "two-sided");
     const effect = mean(diffs);
     statistic = { test: "wilcoxon", cases: n, fixed, broken, pValue, alpha, effect, nonZero };
     significant = pValue < alpha && effect > 0 && upward;
     summary = `mean score difference ${effect > 0 ? "+" : ""}${fmt(effect)} over ${n} cases (${nonZero} changed; Wilcoxon signed-rank p = ${fmt(pValue)}, alpha ${alpha}; fixed ${fixed}, broke ${broken})`;
   } else {
-    const pValue = mcnemarP(fixed, broken);
+    const pValue = signTestP(fixed, broken, "two-sided");
     statistic = {
       test: "mcnemar_exact",
       cases: n,
@@ -272,7 +242,7 @@ export function decide(cases: readonly CaseOutcome[], opts: DecideOptions): Deci
 export function neededFixes(alpha: number): number {
   if (!(alpha > 0 && alpha <= 1)) throw new RangeError(`alpha must be in (0, 1], got ${alpha}`);
   // p falls by half per case and reaches 0 (underflow) before n = 1100, below any alpha > 0.
-  for (let n = 1; n < 1100; n++) if (mcnemarP(n, 0) < alpha) return n;
+  for (let n = 1; n < 1100; n++) if (signTestP(n, 0, "two-sided") < alpha) return n;
   return 1100;
 }
 
@@ -397,13 +367,6 @@ export interface GenerationDecision extends Omit<Decision, "reason"> {
   cases: CaseOutcome[];
 }
 
-/** One-sided exact sign test: P(X ≥ fixed) for X ~ Binomial(fixed + broken, 1/2); 1 with no discordant pair. */
-function signP(fixed: number, broken: number): number {
-  const n = fixed + broken;
-  if (n === 0) return 1;
-  return clampP(binomialTest(fixed, n, { p: 0.5, alternative: "greater" }).pValue);
-}
-
 /** ln C(n, k), summed exactly enough for the case counts of a benchmark. */
 function lnChoose(n: number, k: number): number {
   let s = 0;
@@ -517,9 +480,8 @@ export function decideGeneration(cases: readonly CaseOutcome[], opts: Generation
   const diffs = (cs: readonly CaseOutcome[]): number[] =>
     cs.map((c) => mean(c.candidate.scores) - mean(c.parent.scores));
   const oneSidedRank = (d: readonly number[]): { p: number; nonZero: number } => {
-    const nz = d.filter((x) => x !== 0);
-    if (nz.length < 2) return { p: nz.length === 1 && (nz[0] ?? 0) > 0 ? 0.5 : 1, nonZero: nz.length };
-    return { p: clampP(wilcoxon(nz, { alternative: "greater", zeroMethod: "wilcox" }).pValue), nonZero: nz.length };
+    const r = signedRankTest(d, "greater");
+    return { p: r.pValue, nonZero: r.nonZero };
   };
 
   let selStat: SetStatistic;
@@ -574,13 +536,13 @@ export function decideGeneration(cases: readonly CaseOutcome[], opts: Generation
   } else {
     const fs = sel.fixed.length;
     const bs = sel.broken.length;
-    const ps = signP(fs, bs);
+    const ps = signTestP(fs, bs, "greater");
     selStat = setStatistic("sign_exact", sel.cases.length, sel.failing, fs, bs, ps, alpha, ps < alpha && fs > bs);
     const fc = con.fixed.length;
     const bc = con.broken.length;
     if (con.cases.length === 0) conStat = setStatistic("none", 0, 0, 0, 0, 1, alphaC, true);
     else if (0.5 ** (fc + bc) < alphaC) {
-      const pc = signP(fc, bc);
+      const pc = signTestP(fc, bc, "greater");
       conStat = setStatistic("sign_exact", con.cases.length, con.failing, fc, bc, pc, alphaC, pc < alphaC && fc > bc);
     } else if (con.failing > 0) {
       const pr = fixRateP(fs, sel.failing, fc, con.failing);
@@ -664,7 +626,7 @@ export function futile(
   if (!paired.ok) return false;
   if (paired.cases.some((c) => c.parent.scores.length > 0)) return false;
   const sel = decideGeneration(paired.cases, opts).statistic.selection;
-  return sel !== undefined && signP(sel.fixed, 0) >= opts.alpha;
+  return sel !== undefined && signTestP(sel.fixed, 0, "greater") >= opts.alpha;
 }
 
 /** The parts of a run's state {@link runDecideOptions} reads. */

@@ -23,8 +23,7 @@
  *   weight improved significantly. Else `metric_regressed` (naming the metrics) or
  *   `no_improvement`.
  */
-import binomialTest from "@stdlib/stats-binomial-test";
-import wilcoxon from "@stdlib/stats-wilcoxon";
+import { signedRankTest, signTestP as signTest } from "@loopsmith/shared/stats";
 import picomatch from "picomatch";
 import { z } from "zod";
 import {
@@ -417,15 +416,9 @@ function fmt(x: number): string {
   return String(Number(x.toPrecision(3)));
 }
 
-function clampP(p: number): number {
-  return Number.isFinite(p) ? Math.min(1, Math.max(0, p)) : 1;
-}
-
 /** One-sided exact sign test: P(X ≥ fixed), X ~ Binomial(fixed + broken, 1/2); 1 with no discordant case. */
 export function signTestP(fixed: number, broken: number): number {
-  const n = fixed + broken;
-  if (n === 0) return 1;
-  return clampP(binomialTest(fixed, n, { p: 0.5, alternative: "greater" }).pValue);
+  return signTest(fixed, broken, "greater");
 }
 
 /** Per side: each case's verdict over the repeats (passes only when it passed in every one) and whether the repeats agreed. */
@@ -528,9 +521,8 @@ export function judgeMetrics(
       let improved: boolean;
       if (deterministic) improved = better > 1e-9;
       else {
-        const diffs = pv.map((p, i) => ((cv[i] ?? p) - p) * (s.direction === "higher" ? 1 : -1)).filter((d) => d !== 0);
-        pValue =
-          diffs.length < 2 ? 1 : clampP(wilcoxon(diffs, { alternative: "greater", zeroMethod: "wilcox" }).pValue);
+        const diffs = pv.map((p, i) => ((cv[i] ?? p) - p) * (s.direction === "higher" ? 1 : -1));
+        pValue = signedRankTest(diffs, "greater").pValue;
         improved = pValue < level && better > 0;
       }
       const regressed = better < -s.tolerance || changedCfg.length > 0;
