@@ -1,5 +1,6 @@
 /**
- * bench/chaos: the chaos experiment of issue #15 on the compose stack. Brings up a compose
+ * bench/chaos: a chaos experiment on the compose stack: does the stack lose or
+ * duplicate a task when its processes are killed at random? Brings up a compose
  * project of its own (images built locally, scripted provider, 2 builder and 2 executor
  * replicas), keeps `--tasks` tasks in flight over NATS (submitted and watched the way the
  * CLI does) and meanwhile `kill -9`s a random service process (its container's host pid:
@@ -72,7 +73,7 @@ const THROUGHPUT_TASKS = opts.throughputTasks;
 const BUILD = opts.build;
 const MAX_KILLS = Math.ceil(SECONDS / KILL_MIN) + 1;
 const SILENCE_LIMIT_MS = 30_000;
-/** Findings that do not fail the run by the issue's criteria but deserve a look, printed last. */
+/** Findings that do not fail the run (see the exit code above) but deserve a look, printed last. */
 const warnings: string[] = [];
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));

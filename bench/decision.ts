@@ -14,7 +14,7 @@
  *
  * Prints the acceptance rate of each, per repeats setting, for the decision and the baseline.
  *
- * Then the run-level simulation (issue #36), over the run's whole pipeline as the improver
+ * Then the run-level simulation, over the run's whole pipeline as the improver
  * runs it: calibration runs of the parent (flaky cases), the seeded stratified split, each
  * generation benchmarked repeat by repeat with the early stop (`futile`), and
  * `decideGeneration` at the run's α_j. Benchmark: 60 cases, 20 passing and 32 failing for good
@@ -101,7 +101,7 @@ const header = ["repeats", "change", "decision", "naive (more passes = better)"]
 for (const line of formatTable([header, ...rows], { align: ["right", "left", "right"] })) console.log(line);
 
 // ---------------------------------------------------------------------------------------------
-// Run-level simulation (issue #36)
+// Run-level simulation: calibration, held-out confirmation set, early stop, alpha spending
 // ---------------------------------------------------------------------------------------------
 
 const RUNS = Number(process.argv.find((a) => a.startsWith("--runs="))?.split("=")[1] ?? 1_000);
@@ -147,7 +147,7 @@ function todayGeneration(rand: () => number, fixed: ReadonlySet<number>): Gen {
   return { accepted: decide(paired.cases, { alpha: ALPHA, tolerance: 0 }).verdict === "accepted", runs: 2 * REPEATS };
 }
 
-/** Issue #36's rule: repeats until futile or `REPEATS`, then the sets at α_j. */
+/** The improver's rule: repeats until futile or `REPEATS`, then `decideGeneration` on the sets at α_j. */
 function newGeneration(rand: () => number, fixed: ReadonlySet<number>, opts: GenerationDecideOptions): Gen {
   const parent: CaseRun[][] = [];
   const candidate: CaseRun[][] = [];

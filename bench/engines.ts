@@ -1,5 +1,6 @@
 /**
- * Tasks/min of a sandbox-bound workload on 1, 2 and 3 Docker engines (issue #17, item 4).
+ * Tasks/min of a sandbox-bound workload on 1, 2 and 3 Docker engines: how throughput scales
+ * when executors drive several engines.
  *
  * The workload: the first `--tasks` HumanEval problems, each prompt starting with a module-level
  * `time.sleep(--sleep)`, so every sandbox run of a task (the scripted mutant, the canonical

@@ -1,5 +1,5 @@
 /**
- * bench/session: agent mode's session tools end to end over the bus (issue #34), against a
+ * bench/session: agent mode's session tools end to end over the bus, against a
  * real NATS server and the real executor service on the local Docker engine. A session is
  * opened over a small repository snapshot (a Python package of `--files` modules), then the
  * session's calls interleaved round by round (so drift hits them alike), then the fresh runs:

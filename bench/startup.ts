@@ -1,6 +1,6 @@
 /**
  * `npm run bench:startup`: where `loopsmith up` spends its time, and how fast `solve` on a
- * running stack starts its first step (issue 11 item 2: cold `up` ≤ 5 s on 2 cores, first
+ * running stack starts its first step (the targets: cold `up` ≤ 5 s on 2 cores, first
  * step ≤ 300 ms). Each figure is printed beside what it is compared with, measured in this
  * same run (the machine is shared, so absolute times move from run to run):
  *

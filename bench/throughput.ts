@@ -1,5 +1,5 @@
 /**
- * Throughput of scripted HumanEval tasks on a stack that stays up (issue #11 item 3): starts
+ * Throughput of scripted HumanEval tasks on a stack that stays up: starts
  * a stack with `loopsmith up --provider scripted` (no script file: every task carries its
  * own replies) in a temporary data dir, then runs `loopsmith bench --provider scripted
  * --memory off` over the same cases at concurrency 1 (the baseline) and at each `--concurrency`
