@@ -11,7 +11,7 @@
 #   LOOPSMITH_SANDBOX_NODE_IMAGE     default loopsmith/sandbox-node:local    (nodejs)
 #   LOOPSMITH_RUNTIME_IMAGE          default loopsmith/node-runtime:local    (nodejs only: the app image's base)
 #   LOOPSMITH_ENGINE_IMAGE           default loopsmith/engine:local          (a Docker engine with mutual TLS:
-#                                    executors on several engines, issue #17; runs privileged)
+#                                    executors on several engines; runs privileged)
 # Usage: deploy/build-images.sh [--force] [nats|postgres|python|node|runtime|engine ...]
 # An image that already exists is kept unless --force is given. Needs root and debootstrap.
 set -euo pipefail
@@ -49,7 +49,7 @@ mirror() {
 # before the label existed is version 1). A present image of an older version is rebuilt.
 # python 2: python3-pip (repo mode's setup phase); node 2: npm (`npm test`, `npm ci`).
 # python 3: python3-pytest-xdist and the verdict plugin (loopsmith_verdict.py); node 3: the verdict reporter.
-# python 4: the quality metrics' tools of `improve` without --bench (issue #36): python3-coverage,
+# python 4: the quality metrics' tools of `improve` without --bench: python3-coverage,
 # pyflakes3, mypy, radon, bandit. python 5: the verdict plugin forks its worker (no xdist worker per run).
 # python 6: the verdict plugin's worker checks that each test runs the code it was collected with.
 # python 7: the verdict plugin compiled in the image (a .pyc: no compile per run). python 8: replayed

@@ -1,6 +1,6 @@
 /**
  * Checks that loopsmith states one Node.js floor and that everything agrees with it
- * (`npm run lint:engines`, part of `npm run lint`; issue #35 part 5):
+ * (`npm run lint:engines`, part of `npm run lint`):
  *
  * - the floor is the root `package.json`'s `engines.node` (a semver range, e.g. `>=20.12`);
  *   its lowest version (`semver.minVersion`, e.g. 20.12.0) is the version checked;

@@ -1,7 +1,7 @@
 /**
  * Makes the installable package (`npm run pack`): one tarball, `dist/loopsmith-<version>.tgz`,
  * that `npm install -g <tarball>` puts on PATH as `loopsmith`, working from any directory
- * (issue #35 part 1; docs/INSTALL.md). Nothing is fetched when it is installed: the package
+ * (docs/INSTALL.md). Nothing is fetched when it is installed: the package
  * has no dependencies but the ones it carries.
  *
  * It builds the application (`deploy/build-app.ts --out dist/package`: the services and the

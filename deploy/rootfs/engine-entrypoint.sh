@@ -1,5 +1,5 @@
 #!/bin/sh
-# Entry point of loopsmith's Docker engine image (issue #17): a Docker engine in a privileged
+# Entry point of loopsmith's Docker engine image: a Docker engine in a privileged
 # container, for running executors on several engines on one machine (compose.cluster.yml,
 # the engine tests). It listens on TCP 2376 with mutual TLS only, never plain TCP.
 #
