@@ -1,5 +1,5 @@
 /**
- * The Docker engine an executor drives (issue #17: executors on several engines). Each
+ * The Docker engine an executor drives (executors can run on several engines). Each
  * executor replica drives the one engine its own `DOCKER_HOST` names (dockerode reads
  * `DOCKER_HOST`, `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH`), so the engine is a property of
  * the sandbox backend, never of the conductor: the conductor only sees executors on the bus.
