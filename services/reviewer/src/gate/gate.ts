@@ -1,5 +1,5 @@
 /**
- * The deterministic static safety gate (DESIGN.md §2 GATE): parses every file of a
+ * The deterministic static safety gate (docs/GATE.md): parses every file of a
  * candidate and blocks dangerous code before anything runs. A blocked candidate is a
  * failure with findings, fed back to the builder, never executed.
  */
@@ -107,7 +107,7 @@ function analyseFile(path: string, content: string, evaluation: EvaluationNames)
  *
  * The gate is a first filter tuned for precision; the sandbox is the security boundary
  * (docs/GATE.md, docs/SANDBOX.md). Each blocking rule says why a call is dangerous where it
- * is (`RULES[rule].why` in `rules.ts`, DESIGN.md §2 for where they come from):
+ * is (`RULES[rule].why` in `rules.ts`; the table in docs/GATE.md, "The rules"):
  * `os.system`, `os.popen`, `os.exec*`, `os.spawn*`, `pty.spawn`; `subprocess.*(…,
  * shell=<not False>)`, `subprocess.getoutput`; `pickle`/`marshal` loads (except a round
  * trip of the program's own `dumps`), `shelve.open`, unsafe `yaml.load`; network modules

@@ -1,5 +1,5 @@
 /**
- * The gate's rules and the names they watch. The rule set comes from DESIGN.md §2 (GATE):
+ * The gate's rules and the names they watch. The rule set (docs/GATE.md, "The rules"):
  * block `eval`/`exec` on dynamic strings, shell commands, unsafe deserialisation, network
  * access and destructive shell commands before anything runs. The gate is a first filter,
  * tuned for precision; the sandbox (docs/SANDBOX.md) is the security boundary. So a rule

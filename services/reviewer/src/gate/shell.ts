@@ -109,8 +109,8 @@ function networkCommands(text: string, hits: ShellHit[]): void {
 
 /**
  * Finds destructive and network shell commands in `text`.
- * Rules (DESIGN.md §2 GATE): recursive `rm`/`chmod`/`chown` on `/`, `~`, `$HOME` or a
- * top-level system directory, or with `--no-preserve-root`; `mkfs*`, `mke2fs`, `mkswap`,
+ * Rules (docs/GATE.md, "The rules": `destructive-shell`, `network`): recursive
+ * `rm`/`chmod`/`chown` on `/`, `~`, `$HOME` or a top-level system directory, or with `--no-preserve-root`; `mkfs*`, `mke2fs`, `mkswap`,
  * `wipefs` on a `/dev/` device; `dd of=/dev/…` (except `/dev/null` and the like); a redirect onto a disk device;
  * fork bombs; `curl`/`wget` of a URL; `/dev/tcp/`; `nc -e` and relatives.
  * @returns the hits in text order; empty for ordinary strings.
