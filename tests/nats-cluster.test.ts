@@ -1,5 +1,5 @@
 /**
- * A three-node JetStream cluster (issue #17, item 1), on real nats-server containers that
+ * A three-node JetStream cluster, on real nats-server containers that
  * read the configuration `loopsmith bus config --cluster-routes` renders: the permission
  * matrix holds across the nodes, `bus setup` with 3 replicas makes every stream, KV bucket
  * and object store R3 (raising what was R1; a process configured for fewer never lowers

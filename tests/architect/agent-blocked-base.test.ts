@@ -1,5 +1,5 @@
 /**
- * A blocked candidate never becomes the base of the next iteration (issue #34, section 5),
+ * A blocked candidate never becomes the base of the next iteration,
  * in one-shot repo mode, on real NATS JetStream: a builder that sends the same edits after
  * the policy blocked them gets them applied to the tree as it was (and blocked again for the
  * same reason), never "could not be applied" because the blocked edit is already there; it

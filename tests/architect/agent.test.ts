@@ -1,5 +1,5 @@
 /**
- * Agent mode in the conductor (issue #34), on real NATS JetStream: the model's turns come
+ * Agent mode in the conductor, on real NATS JetStream: the model's turns come
  * from a stand-in builder serving `loopsmith.builder.turn`, and the session from a stand-in
  * executor serving `session_open` on the queue group and `session_call` / `session_close`
  * on its own replica subject, both over the real bus with the real contracts (the real

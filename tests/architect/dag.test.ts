@@ -220,7 +220,7 @@ describe("DAG tasks in the conductor", () => {
     const nc = await connect({ servers: nats.url });
     const ref: { conductor?: Conductor } = {};
     // Runs long enough that storage, started just before validation, is still running when
-    // the cancel lands (with 2 s, a loaded CI machine once saw storage pass first).
+    // the cancel lands (with 2 s, storage can pass first on a loaded machine).
     const h = harness(nc, () => ref.conductor!, { runMs: 8_000 });
     const conductor = (ref.conductor = await startConductor({ nc, steps: h.steps, log, concurrency: 4 }));
     try {

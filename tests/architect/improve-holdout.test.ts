@@ -1,5 +1,5 @@
 /**
- * Issue #36, end to end on real NATS with a scripted model: the model is shown only the
+ * Held-out confirmation cases, end to end on real NATS with a scripted model: the model is shown only the
  * selection set's failing cases, a candidate that special-cases exactly those inputs passes
  * the selection test and is rejected `overfit` on the held-out confirmation set, and the real
  * fix of the same bug is accepted. The fake conductor writes the app.py the hypothesis carries;
@@ -98,7 +98,7 @@ async function summaryOf(nc: NatsConnection, runId: string): Promise<ImproveSumm
   throw new Error(`no result for ${runId}`);
 }
 
-describe("held-out confirmation cases (issue #36)", () => {
+describe("held-out confirmation cases", () => {
   it("rejects `overfit` a candidate special-casing the shown failing inputs, and accepts the real fix", async ({
     nats,
   }) => {

@@ -1,5 +1,5 @@
 /**
- * Issue #36 part 3, on real NATS and the real sandbox (the executor on the Docker engine, the
+ * `improve` with no benchmark, on real NATS and the real sandbox (the executor on the Docker engine, the
  * sandbox-python image's pytest, coverage, pyflakes and mypy): a run with no benchmark judges
  * each generation on the repository's own quality metrics. The fixture (tests/fixtures/quality-repo)
  * has an unused import, a type error under `mypy.ini`'s strictness, and a branch the unit tests
@@ -74,7 +74,7 @@ async function summaryOf(nc: NatsConnection, runId: string): Promise<ImproveSumm
   throw new Error(`no result for ${runId}`);
 }
 
-describe("improve with no benchmark: the repository's quality metrics (issue #36 part 3)", () => {
+describe("improve with no benchmark: the repository's quality metrics", () => {
   it("rejects a coverage-raising deletion and a lowered type-check setting with the metrics named, and accepts a lint fix", async ({
     nats,
   }) => {

@@ -1,5 +1,5 @@
 /**
- * Project instructions (issue #35, section 4) through the conductor, on real NATS JetStream:
+ * Project instructions (AGENTS.md, CONVENTIONS.md) through the conductor, on real NATS JetStream:
  * the real planner, builder, reviewer and agent turn taker answer on the scripted provider,
  * and the transcript every provider writes (`llm.transcriptPath`: one JSON line per call,
  * with the system prompt and the messages as sent) is what the assertions read. The base

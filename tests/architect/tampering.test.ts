@@ -1,7 +1,8 @@
 /**
- * An improvement generation's tampering guard with the real gate (issue 32, layer 3): the
- * architect's VALIDATE step (`changeTampering`) over a change to the improve fixture
- * repository, judged by the reviewer's `gate()` called in-process instead of over the bus.
+ * An improvement generation's tampering guard with the real gate (the static tripwires on the
+ * change, layer 3 of docs/SANDBOX.md's "Verdicts"): the architect's VALIDATE step
+ * (`changeTampering`) over a change to the improve fixture repository, judged by the
+ * reviewer's `gate()` called in-process instead of over the bus.
  * Pure: no NATS, no Docker.
  */
 import { readFileSync } from "node:fs";

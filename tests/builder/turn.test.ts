@@ -1,5 +1,5 @@
 /**
- * The builder's agent-mode endpoint (`loopsmith.builder.turn`, issue #34) over real NATS, with
+ * The builder's agent-mode endpoint (`loopsmith.builder.turn`) over real NATS, with
  * the scripted provider: the turns a task carries are replayed by `callsBefore`, the prompt
  * the model would see is the agent prompt with the task, the hints, the previous attempt and
  * the steps left, a retried request joins the call in flight, and the budget refuses a call

@@ -1,6 +1,6 @@
 /**
- * `loopsmith images` against the local engine (issue #35 part 1: the images a stack needs are
- * brought on first use, saying so and how long). A tiny image (an empty root, `docker import`)
+ * `loopsmith images` against the local engine (the images a stack needs are brought on first
+ * use, saying so and how long). A tiny image (an empty root, `docker import`)
  * stands in for a sandbox image: saved to an archive, removed from the engine, then
  * `images --check` names it, `images` loads it from `LOOPSMITH_SANDBOX_IMAGES` and says how
  * long it took, and `--check` passes. Building from Debian packages (minutes, root) is what

@@ -1,10 +1,10 @@
 /**
  * `presentServices` (cli/src/stack.ts) on a real NATS: a stack that answers in part is asked
- * again before any service is started here (the compose cluster e2e test once saw `solve`
- * start its own architect, with the client's credentials, when the stack's architect missed
- * one ping during a NATS node's kill); a stack none of whose services answers, but whose
- * conductor fetches from the intake, is asked again too (the same test under CI load, when
- * every service missed the pings); with no stack at all the answer comes at once.
+ * again before any service is started here (while a NATS node is killed the stack's architect
+ * can miss one ping, and `solve` would start its own architect with the client's
+ * credentials); a stack none of whose services answers, but whose conductor fetches from the
+ * intake, is asked again too (under load every service can miss the pings); with no stack at
+ * all the answer comes at once.
  */
 import { Svcm } from "@nats-io/services";
 import { connect, type NatsConnection } from "@nats-io/transport-node";

@@ -1,6 +1,5 @@
 /**
- * Issue #34's "a killed executor mid-attempt loses no task and leaves no session container",
- * end to end: real NATS, the real executor process (`services/executor/src/main.ts`) on the
+ * A killed executor mid-attempt loses no task and leaves no session container, end to end: real NATS, the real executor process (`services/executor/src/main.ts`) on the
  * Docker engine, and the conductor with its bus steps (sessions and the verdict over the bus
  * with the production timeouts); only the model's turns are scripted (no model), with memory
  * and the gate in-process. The executor is killed with SIGKILL once the agent's first step's

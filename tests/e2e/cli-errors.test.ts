@@ -210,7 +210,7 @@ describe("config show", () => {
   });
 });
 
-describe("a USD budget that cannot bind (issue #37): exit 2 before anything starts", () => {
+describe("a USD budget that cannot bind: exit 2 before anything starts", () => {
   it("--budget-usd over a model without a known price: config_invalid naming the model and the key, nothing started", async () => {
     const port = await closedPort();
     const args = ["solve", "--file", join(roman, "task.json"), "--budget-usd", "1", "--json"];

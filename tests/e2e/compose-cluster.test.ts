@@ -1,5 +1,5 @@
 /**
- * The stack on a three-node JetStream cluster and three Docker engines (issue #17), as the
+ * The stack on a three-node JetStream cluster and three Docker engines, as the
  * docs/OPERATIONS.md's "Running on several machines" section starts it: `bash deploy/compose-env.sh
  * --local-images --engines`, then `bash deploy/cluster-up.sh --build` (the NATS nodes first,
  * a node left out of the JetStream meta group restarted, then `docker compose -f

@@ -131,7 +131,7 @@ function report(
   });
 }
 
-/** Generation 1 also carries repository quality metrics (the contract's `QualityReport`, issue #36 part 3). */
+/** Generation 1 also carries repository quality metrics (the contract's `QualityReport`). */
 const metrics = {
   language: "python",
   repeats: 1,

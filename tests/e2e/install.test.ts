@@ -1,5 +1,5 @@
 /**
- * loopsmith as a user installs it (issue #35 parts 1 and 2; docs/INSTALL.md): the package
+ * loopsmith as a user installs it (docs/INSTALL.md): the package
  * `npm run pack` makes is installed with `npm install -g` into a temporary prefix; a git
  * repository with a failing test (a copy of examples/repo-bugfix/repo) is made in a
  * temporary folder outside this checkout; there, as a user who is not root and is in the

@@ -1,5 +1,6 @@
 /**
- * Issue #4's checks through the real `loopsmith solve`, with the real SDKs talking to
+ * The model providers' faults (a rejected key, overload retries, the budget, a reply wrapped
+ * in prose) through the real `loopsmith solve`, with the real SDKs talking to
  * local fake servers that speak the Anthropic Messages API and OpenAI Chat Completions.
  * The rest of the stack is real (NATS container, five processes, PGlite, Docker sandbox).
  */

@@ -70,7 +70,7 @@ describe("examples/self-improve (loopsmith on itself, scripted, real sandbox)", 
       ["rejected", "protected"],
     ]);
     // Generation 1: 21/34 → 31/34, 10 fixed, none broken; on the selection set (70% of the
-    // cases, issue #36) the one-sided exact sign test p = 0.5^(selection's fixed), and the
+    // cases, the rest held out) the one-sided exact sign test p = 0.5^(selection's fixed), and the
     // held-out confirmation set confirms it.
     expect(g1.statistic).toMatchObject({ test: "mcnemar_exact", cases: 34, fixed: 10, broken: 0 });
     expect(g1.statistic?.pValue).toBeCloseTo(0.5 ** (g1.statistic?.selection?.fixed ?? 0), 10);
@@ -91,6 +91,6 @@ describe("examples/self-improve (loopsmith on itself, scripted, real sandbox)", 
     ]);
     expect(git(clone, "rev-parse", "HEAD")).toBe(head);
     expect(git(clone, "status", "--porcelain")).toBe("");
-    // As long as the CLI call may take: with issue #36's 3 calibration runs, 397 s was measured on a loaded machine.
+    // As long as the CLI call may take: 397 s with its 3 calibration runs on a shared 2-core machine at load 16–20.
   }, 600_000);
 });

@@ -1,5 +1,5 @@
 /**
- * `loopsmith bench --format swe-bench` end to end with the agent (issue #34 section 4): the
+ * `loopsmith bench --format swe-bench` end to end with the agent: the
  * first shipped instance (examples/swe-bench) becomes an agent-mode repo task of a stack the run
  * starts (real NATS, PGlite memory, the Docker sandbox), answered by its scripted transcript
  * (examples/swe-bench/scripts: search, read, run, edit, run, submit) with no model; the

@@ -1,5 +1,5 @@
 /**
- * Executors on several Docker engines (issue #17, item 2 and the engine fault of item 3), on
+ * Executors on several Docker engines, and a stopped engine under its executor, on
  * real engines: two Docker engines in containers (deploy/build-images.sh's engine image,
  * reached over TCP with mutual TLS), an executor service on each, on a real NATS server.
  */

@@ -1,5 +1,5 @@
 /**
- * `npm run test:live` (issue #36, part 4): the live check with a real model. Never part of
+ * `npm run test:live`: the live check with a real model. Never part of
  * `npm test` (vitest's projects leave tests/live out) and run by .ci/run only when a key is set.
  *
  * With ANTHROPIC_API_KEY or OPENAI_API_KEY set it runs, through the real CLI and stack:

@@ -1,5 +1,5 @@
 /**
- * Agent mode's scripted turns (issue #34): the scripted provider replays `replies.agent` by
+ * Agent mode's scripted turns: the scripted provider replays `replies.agent` by
  * `callsBefore`, a task's own script answers whatever the provider, a simulation has no
  * agent mode.
  */

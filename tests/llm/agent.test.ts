@@ -1,5 +1,5 @@
 /**
- * Agent mode's tool calling (issue #34) against fake servers that speak the APIs, so the real
+ * Agent mode's tool calling against fake servers that speak the APIs, so the real
  * SDKs run: Anthropic tool use, OpenAI function calling, the JSON-mode fallback, tolerant
  * reading of bad arguments, the budget check before a call, and routing to a fallback (the
  * scripted provider's turns: agent-scripted.test.ts).

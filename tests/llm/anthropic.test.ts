@@ -1,6 +1,6 @@
 /**
  * Fault tests of the anthropic provider against a fake Messages API over local HTTP, so the
- * real `@anthropic-ai/sdk` runs (issue #4 item 8). Each asserts the outcome and the number
+ * real `@anthropic-ai/sdk` runs. Each asserts the outcome and the number
  * of HTTP calls the fake saw.
  */
 import { afterEach, describe, expect, it } from "vitest";

@@ -1,5 +1,5 @@
 /**
- * Fallbacks (issue #14 item 2): a role's primary on an Anthropic fake, its fallback on a
+ * Fallbacks: a role's primary on an Anthropic fake, its fallback on a
  * fake Bedrock runtime that checks SigV4 signatures (or another Anthropic fake), so the real
  * SDKs and their own retries run. Each test asserts which server saw how many calls.
  */

@@ -1,6 +1,6 @@
 /**
  * Fault tests of the openai-compatible provider against a fake Chat Completions API over
- * local HTTP, so the real `openai` SDK runs (issue #4 item 8). Each asserts the outcome
+ * local HTTP, so the real `openai` SDK runs. Each asserts the outcome
  * and the number of HTTP calls the fake saw.
  */
 import { afterEach, describe, expect, it } from "vitest";

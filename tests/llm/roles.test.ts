@@ -1,5 +1,5 @@
 /**
- * A model per role (issue #14 item 1): one provider from `createProvider`, the calls of one
+ * A model per role: one provider from `createProvider`, the calls of one
  * task as the services make them, each role's model on its own fake server (a strong
  * planner on an Anthropic fake, a fast builder and reviewer on an OpenAI-compatible fake),
  * so the real SDKs run.
