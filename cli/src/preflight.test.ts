@@ -193,7 +193,7 @@ describe("a configured NATS with nothing listening", () => {
   });
 });
 
-describe("checkBudgetPrices (issue #37: a USD budget needs a price for every model)", () => {
+describe("checkBudgetPrices: a USD budget needs a price for every model", () => {
   const local = (prices: Record<string, { inputPerMTok: number; outputPerMTok: number }> = {}) =>
     Config.parse({
       llm: {

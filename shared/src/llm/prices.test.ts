@@ -235,7 +235,7 @@ describe("a USD budget with an unpriced model", () => {
   });
 });
 
-describe("which model plans (issue #37 part 4)", () => {
+describe("which model plans: the spec step's route", () => {
   it("the spec step takes the plan role's model unless llm.roles.spec is set", () => {
     const planOnly = loadConfig({ env: { LOOPSMITH_MODEL_PLAN: "claude-opus-4-1" }, discover: false });
     expect(resolveRoutes(planOnly).spec.primary).toMatchObject({ model: "claude-opus-4-1", source: "llm.roles.plan" });

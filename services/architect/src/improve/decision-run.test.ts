@@ -43,7 +43,7 @@ function opts(confirmation: string[], over: Partial<GenerationDecideOptions> = {
 const CONFIRMATION = many(11, (i) => id(29 + i));
 const fixedBy = (fix: (i: number) => boolean) => many(40, (i) => pf(id(i), i < 4, i < 4 || fix(i)));
 
-describe("decideGeneration (issue #36)", () => {
+describe("decideGeneration: selection and confirmation sets", () => {
   it("rejects overfit a candidate fixing exactly the selection's failing cases; accepts the real fix", () => {
     const overfit = decideGeneration(
       fixedBy((i) => i < 29),
