@@ -1,15 +1,15 @@
 /**
- * Two verdict forgeries end to end, on the scripted provider, through NATS, the five
+ * Issue 32's two reproductions end to end, on the scripted provider, through NATS, the five
  * services and the Docker sandbox: candidates that fix nothing and forge their verdict from
  * the package the tests import.
  * - Repo mode (examples/repo-bugfix): `inventory/__init__.py` gets lines that write an
  *   all-passing JUnit file to `$LOOPSMITH_JUNIT`, naming the repository's tests, then
- *   `os._exit(0)`. Judged by its exit code and JUnit file it would be reported PASSED and
- *   committed; the task must fail and the builder be told why.
+ *   `os._exit(0)`. It was reported PASSED and committed; now the task fails and the builder
+ *   is told why.
  * - `improve` (tests/fixtures/improve-repo): `textkit/slug.py` prints a passing case line per
  *   benchmark case when it runs under the benchmark and forges the check's JUnit under pytest,
- *   both ending with `os._exit(0)`. Judged by its output it would be accepted (8 fixed, 0
- *   broken); it must be rejected with reason `tampering`.
+ *   both ending with `os._exit(0)`. It was accepted (8 fixed, 0 broken); now it is rejected
+ *   with reason `tampering`.
  * The real fixes of the same bugs pass and are accepted in tests/e2e/repo.test.ts and
  * tests/e2e/improve.test.ts.
  */
@@ -73,7 +73,7 @@ function forgeJunit(tests: [string, string][], indent = ""): string {
     .join("");
 }
 
-describe("verdict forgeries through the whole stack (scripted, real sandbox)", () => {
+describe("issue 32's forgeries through the whole stack (scripted, real sandbox)", () => {
   it("repo mode: a package __init__.py that writes a passing JUnit file and exits 0 is never reported passed", async () => {
     const dir = repoFrom(join(REPO, "examples", "repo-bugfix", "repo"));
     const head = '"""Products, orders and their prices for a small shop."""\n';
@@ -86,7 +86,8 @@ describe("verdict forgeries through the whole stack (scripted, real sandbox)", (
     const script = scriptFile({
       v: 1,
       kind: "loopsmith-script",
-      description: "Repo mode: a candidate that fixes nothing and forges a pass from the package's __init__.py.",
+      description:
+        "Issue 32, repro 1: a candidate that fixes nothing and forges a pass from the package's __init__.py.",
       replies: {
         plan: [
           {
@@ -155,7 +156,7 @@ describe("verdict forgeries through the whole stack (scripted, real sandbox)", (
     const script = scriptFile({
       v: 1,
       kind: "loopsmith-script",
-      description: "improve: a generation that fixes nothing and forges the benchmark and the check.",
+      description: "Issue 32, repro 2: a generation that fixes nothing and forges the benchmark and the check.",
       replies: {},
       tasks: {
         "gen-1": {

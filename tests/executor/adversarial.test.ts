@@ -29,9 +29,9 @@ describe("resource exhaustion", () => {
 
   it("shell fork bomb: timeout, the pids limit holds it", async () => {
     // The classic bomb, started with one fork of the command's shell before any bomb process
-    // exists (called in the foreground, its pipeline's second fork comes from the shell itself
-    // and, under load, can meet the pids limit the first half has already reached: the shell
-    // cannot fork and exits, `failed`). The builtin loop keeps the command alive
+    // exists (called in the foreground, its pipeline's second fork came from the shell itself
+    // and once, under CI load, met the pids limit the first half had already reached: the
+    // shell could not fork and exited, `failed`). The builtin loop keeps the command alive
     // without forking.
     const r = await suite.ex.run(sh("bomb() { bomb | bomb & }\nbomb &\nwhile :; do :; done\n", { timeoutMs: 3_000 }));
     expect(r.status).toBe("timeout");

@@ -1,8 +1,8 @@
 /**
  * Verdicts the code under test cannot forge from inside the test process, in the real sandbox
- * (docs/SANDBOX.md, "Verdicts"). Each candidate below fixes nothing (its test must
+ * (issue 32; docs/SANDBOX.md, "Verdicts"). Each candidate below fixes nothing (its test must
  * fail) and runs code in the test process to make the run look passed:
- * - writes the runner's result file, then exits 0 (at import, from the package's __init__.py too);
+ * - writes the runner's result file, then exits 0 (at import, as the issue's repro did);
  * - exits early with status 0 (`os._exit`, `sys.exit`, `process.exit`) at import or mid-run;
  * - rewrites the runner's reports or the assertion machinery wholesale (pytest's reports,
  *   `unittest.TestCase` assertions, `node:assert`);
@@ -207,7 +207,7 @@ describe("a shell line (repo mode's test command, improve's check)", () => {
     expect(r.summary?.total).toBe(2);
   });
 
-  it("a package whose __init__.py writes an all-passing JUnit and exits 0 is not a pass", async () => {
+  it("the issue's repro: the package's __init__.py writes an all-passing JUnit and exits 0 — not a pass", async () => {
     const r = await run(shellRequest([pkg(FORGE_JUNIT), pkgTest], "python3 -m pytest -q tests"));
     expect(r.status).not.toBe("passed");
     expect(r.status).toBe("error");
