@@ -181,18 +181,32 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
 
   program
     .command("report")
-    .description("an improvement run's generations as a table")
-    .argument("<runId>", "the run's id")
-    .option("--dir <dir>", "the run's directory (default <dataDir>/improve/<runId>)")
+    .description(
+      "an improvement run's generations as a table; with --all, every run in a directory: acceptance rate over time, rejection reasons, cost",
+    )
+    .argument("[runId]", "the run's id (not with --all)")
+    .option("--all", "every run in --dir (default <dataDir>/improve): the figures across them")
+    .option(
+      "--dir <dir>",
+      "the run's directory (default <dataDir>/improve/<runId>); with --all, the directory of the runs (default <dataDir>/improve)",
+    )
     .option("--config <file>", "configuration file (JSON)")
-    .option("--json", "print the reports as JSON")
-    .action(async (runId: string, opts: { dir?: string; config?: string; json?: boolean }) =>
+    .option("--json", "print the reports as JSON (with --all, the figures as one JSON object)")
+    .action(async (runId: string | undefined, opts: { all?: boolean; dir?: string; config?: string; json?: boolean }) =>
       run(opts.json, async () => {
-        checkRunId(runId);
         const { loadConfig } = await import("@loopsmith/shared");
+        const config = loadConfig(opts.config ? { file: opts.config } : {});
+        if (runIdOrAll("report", runId, opts.all) === "all") {
+          const { allRunsDir } = await import("../improve/run.js");
+          const { aggregateRuns, readRuns, runsTable } = await import("../improve/all-runs.js");
+          const dir = allRunsDir(config, opts.dir);
+          const agg = aggregateRuns(dir, await readRuns(dir));
+          process.stdout.write(opts.json ? `${JSON.stringify({ kind: "runs", ...agg })}\n` : `${runsTable(agg)}\n`);
+          return ExitCode.ok;
+        }
         const { runDir } = await import("../improve/run.js");
         const { readReports, readSummary, reportTable } = await import("../improve/reports.js");
-        const dir = runDir(loadConfig(opts.config ? { file: opts.config } : {}), runId, opts.dir);
+        const dir = runDir(config, runId as string, opts.dir);
         const reports = await readReports(dir);
         const summary = await readSummary(dir);
         process.stdout.write(opts.json ? `${JSON.stringify(reports)}\n` : `${reportTable(reports, summary)}\n`);
@@ -202,27 +216,60 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
 
   program
     .command("dashboard")
-    .description("write an improvement run's dashboard: one HTML file that opens from disk")
-    .argument("<runId>", "the run's id")
-    .option("--dir <dir>", "the run's directory (default <dataDir>/improve/<runId>)")
-    .option("--out <file>", "where to write it (default <run dir>/dashboard.html)")
+    .description(
+      "write an improvement run's dashboard (with --all, the one across every run in a directory): one HTML file that opens from disk",
+    )
+    .argument("[runId]", "the run's id (not with --all)")
+    .option("--all", "the dashboard across every run in --dir (default <dataDir>/improve)")
+    .option(
+      "--dir <dir>",
+      "the run's directory (default <dataDir>/improve/<runId>); with --all, the directory of the runs (default <dataDir>/improve)",
+    )
+    .option("--out <file>", "where to write it (default <run dir>/dashboard.html; with --all, <dir>/runs.html)")
     .option("--config <file>", "configuration file (JSON)")
-    .action(async (runId: string, opts: { dir?: string; out?: string; config?: string }) =>
+    .action(async (runId: string | undefined, opts: { all?: boolean; dir?: string; out?: string; config?: string }) =>
       run(false, async () => {
-        checkRunId(runId);
         const { join, resolve } = await import("node:path");
         const { loadConfig } = await import("@loopsmith/shared");
+        const config = loadConfig(opts.config ? { file: opts.config } : {});
+        const { dashboardHtml, writeDashboard } = await import("../improve/dashboard.js");
+        if (runIdOrAll("dashboard", runId, opts.all) === "all") {
+          const { allRunsDir } = await import("../improve/run.js");
+          const { aggregateRuns, readRuns, runDashboards } = await import("../improve/all-runs.js");
+          const { runsDashboardHtml } = await import("../improve/dashboard.js");
+          const dir = allRunsDir(config, opts.dir);
+          const runs = await readRuns(dir);
+          const file = opts.out ? resolve(opts.out) : join(dir, "runs.html");
+          const dashboards = await runDashboards(runs, file);
+          await writeDashboard(file, runsDashboardHtml(aggregateRuns(dir, runs), { dashboards }));
+          process.stdout.write(`wrote ${file}\n`);
+          return ExitCode.ok;
+        }
         const { runDir } = await import("../improve/run.js");
         const { readReports, readSummary } = await import("../improve/reports.js");
-        const { dashboardHtml, writeDashboard } = await import("../improve/dashboard.js");
-        const dir = runDir(loadConfig(opts.config ? { file: opts.config } : {}), runId, opts.dir);
+        const id = runId as string;
+        const dir = runDir(config, id, opts.dir);
         const file = opts.out ? resolve(opts.out) : join(dir, "dashboard.html");
         const alpha = (await readSummary(dir))?.alpha?.budget;
-        await writeDashboard(file, dashboardHtml(runId, await readReports(dir), alpha === undefined ? {} : { alpha }));
+        await writeDashboard(file, dashboardHtml(id, await readReports(dir), alpha === undefined ? {} : { alpha }));
         process.stdout.write(`wrote ${file}\n`);
         return ExitCode.ok;
       }),
     );
+}
+
+/**
+ * Whether `report`/`dashboard` shows one run or all of them: a valid run id alone, or `--all` alone.
+ * @throws CliError `bad_request` (a usage error) for both, for neither, or for an invalid run id
+ */
+export function runIdOrAll(command: string, runId: string | undefined, all: boolean | undefined): "one" | "all" {
+  if (all && runId !== undefined)
+    throw usageError(`${command}: give a run id or --all, not both (--all reads every run in --dir)`);
+  if (all) return "all";
+  if (runId === undefined)
+    throw usageError(`${command}: give a run id, or --all for every run in --dir (default <dataDir>/improve)`);
+  checkRunId(runId);
+  return "one";
 }
 
 /**

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { GenerationReport } from "@loopsmith/shared";
-import { dashboardHtml, escapeHtml, writeDashboard } from "./dashboard.js";
+import { aggregateRuns } from "./all-runs.js";
+import { dashboardHtml, escapeHtml, runsDashboardHtml, writeDashboard } from "./dashboard.js";
 
 const BASE = "0123456789abcdef0123456789abcdef01234567";
 const XSS = "<script>alert(1)</script>";
@@ -173,7 +174,7 @@ describe("dashboardHtml", () => {
     );
   });
 
-  it("shows both sets, the error budget and each case's set when the run split its cases (issue #36)", () => {
+  it("shows both sets, the error budget and each case's set when the run split its cases", () => {
     const set = (fixed: number, passed: boolean) => ({
       test: "sign_exact" as const,
       cases: 5,
@@ -241,6 +242,31 @@ describe("dashboardHtml", () => {
     expect(html).not.toContain(`<table class="metrics">`);
   });
 
+  it("shows each review's findings and the errors met, escaped, and the time of each phase", () => {
+    const r = GenerationReport.parse({
+      ...report(4, "rejected", "check_failed"),
+      reviews: [
+        {
+          iteration: 2,
+          approved: false,
+          score: 0.4,
+          findings: [{ severity: "blocker", rule: "no-eval", path: "a<b>.py", line: 9, message: XSS }],
+        },
+      ],
+      errors: [{ phase: "implement", code: "sandbox_error", message: "<i>docker</i> went away", retried: true }],
+    });
+    const page = dashboardHtml("run-9", [r]);
+    expect(page).toContain(
+      `<dt>review (iteration 2)</dt><dd>not approved, score 0.40, 1 finding<table class="findings"><thead><tr><th>severity</th><th>rule</th><th>file</th><th>line</th><th>message</th></tr></thead><tbody><tr class="blocker"><td>blocker</td><td><code>no-eval</code></td><td><code>a&lt;b&gt;.py</code></td><td class="n">9</td><td>&lt;script&gt;alert(1)&lt;/script&gt;</td></tr></tbody></table></dd>`,
+    );
+    expect(page).toContain(
+      `<dt>errors</dt><dd><table class="errors"><thead><tr><th>phase</th><th>code</th><th>message</th><th>resumed after it</th></tr></thead><tbody><tr><td>implement</td><td><code>sandbox_error</code></td><td>&lt;i&gt;docker&lt;/i&gt; went away</td><td>yes</td></tr></tbody></table></dd>`,
+    );
+    expect(page).toContain("<dt>time</dt><dd>5.0 s (plan 1.2 s, bench 3.4 s)</dd>");
+    expect(html).not.toContain(`<table class="findings">`);
+    expect(html).not.toContain(`<table class="errors">`);
+  });
+
   it("renders a run with no generation yet", () => {
     const empty = dashboardHtml("run-0", []);
     expect(empty).toContain("no generations yet");
@@ -262,5 +288,67 @@ describe("writeDashboard", () => {
     await writeDashboard(file, "<!doctype html><p>two</p>");
     expect(await readFile(file, "utf8")).toBe("<!doctype html><p>two</p>");
     expect(await readdir(join(dir, "nested"))).toEqual(["dashboard.html"]);
+  });
+});
+
+describe("runsDashboardHtml", () => {
+  const at = (m: number) => `2025-02-01T09:${String(m).padStart(2, "0")}:00.000Z`;
+  const gen = (runId: string, generation: number, minute: number, base: GenerationReport, costUsd: number) =>
+    GenerationReport.parse({
+      ...base,
+      runId,
+      generation,
+      usage: { ...usage, costUsd },
+      startedAt: at(minute),
+      finishedAt: at(minute + 1),
+    });
+  const agg = aggregateRuns("/runs/<dir>", [
+    {
+      runId: "run-a",
+      dir: "/runs/run-a",
+      reports: [
+        gen("run-a", 1, 0, reports[0] as GenerationReport, 0.01),
+        gen("run-a", 2, 4, reports[2] as GenerationReport, 0.02),
+      ],
+    },
+    { runId: "run-b", dir: "/runs/run-b", reports: [gen("run-b", 1, 2, reports[1] as GenerationReport, 0.03)] },
+  ]);
+  const page = runsDashboardHtml(agg, { dashboards: { "/runs/run-a": "run-a/dashboard.html" } });
+
+  it("plots the acceptance rate so far per generation in order of time", () => {
+    const rates = [
+      ...page.matchAll(
+        /<circle class="point [^"]*" data-run="([^"]+)" data-generation="(\d+)" data-verdict="([a-z_]+)" data-rate="([\d.]*)"/g,
+      ),
+    ].map((m) => [m[1], Number(m[2]), m[3], Number(m[4])]);
+    expect(rates).toEqual([
+      ["run-a", 1, "accepted", 1],
+      ["run-b", 1, "rejected", 0.5],
+      ["run-a", 2, "rejected", 1 / 3],
+    ]);
+  });
+
+  it("draws a cost bar per generation and the running total", () => {
+    const bars = [
+      ...page.matchAll(/<rect class="cost-bar" data-run="([^"]+)" data-generation="(\d+)" data-usd="([\d.]+)"/g),
+    ].map((m) => [m[1], Number(m[2]), Number(m[3])]);
+    expect(bars).toEqual([
+      ["run-a", 1, 0.01],
+      ["run-b", 1, 0.03],
+      ["run-a", 2, 0.02],
+    ]);
+    const totals = [...page.matchAll(/<circle class="total" data-usd="([\d.]+)"/g)].map((m) => Number(m[1]));
+    [0.01, 0.04, 0.06].forEach((t, i) => expect(totals[i]).toBeCloseTo(t, 12));
+    expect(page).toContain("$0.0600 in all");
+  });
+
+  it("ranks the rejection reasons, links the runs that have a dashboard and escapes the directory", () => {
+    expect(page).toContain(
+      `<tbody><tr><td><code>protected</code></td><td class="n">1</td><td class="n">50.0%</td><td><span class="bar" style="width:100px"></span></td></tr><tr><td><code>regression</code></td>`,
+    );
+    expect(page).toContain(`<td><a href="run-a/dashboard.html"><code>run-a</code></a></td>`);
+    expect(page).toContain(`<td><code>run-b</code></td><td class="n">1</td>`);
+    expect(page).toContain("<code>/runs/&lt;dir&gt;</code>");
+    expect(page).not.toMatch(/<script|https?:\/\//);
   });
 });

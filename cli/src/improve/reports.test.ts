@@ -7,10 +7,12 @@ import {
   readSummary,
   benchTotals,
   confirmationCell,
+  errorLines,
   formatP,
   metricRows,
   readReports,
   reportTable,
+  reviewLines,
   runFooter,
   selectionCell,
   writeReport,
@@ -171,6 +173,47 @@ describe("reportTable", () => {
   });
 });
 
+describe("the reviews and errors of a generation under the table", () => {
+  const reviewed = report(4, {
+    reviews: [
+      {
+        iteration: 1,
+        approved: false,
+        score: 0.25,
+        findings: [
+          { severity: "blocker", rule: "security.eval", path: "app.py", line: 7, message: "eval of\ninput" },
+          { severity: "info", message: "no test for the new branch" },
+        ],
+      },
+      { iteration: 2, approved: true, score: 0.9, findings: [] },
+    ],
+    errors: [
+      { phase: "implement", code: "unavailable", message: "lost the events of task run-1-gen-4", retried: true },
+      { phase: "plan", message: "no check command" },
+    ],
+  });
+
+  it("prints each review with its findings as the reviewer gave them, then each error with its phase", () => {
+    const lines = reportTable([reviewed]).split("\n");
+    const from = lines.indexOf("gen 4 review of iteration 1: not approved, score 0.25, 2 finding(s)");
+    expect(from).toBeGreaterThan(0);
+    expect(lines.slice(from)).toEqual([
+      "gen 4 review of iteration 1: not approved, score 0.25, 2 finding(s)",
+      "  blocker security.eval app.py:7 eval of input",
+      "  info - - no test for the new branch",
+      "gen 4 review of iteration 2: approved, score 0.90, 0 finding(s)",
+      "gen 4 error in implement (unavailable, retried): lost the events of task run-1-gen-4",
+      "gen 4 error in plan: no check command",
+    ]);
+  });
+
+  it("prints nothing of the kind for a report without reviews or errors", () => {
+    expect(reviewLines(accepted)).toEqual([]);
+    expect(errorLines(accepted)).toEqual([]);
+    expect(reportTable([accepted])).not.toMatch(/review|error in/);
+  });
+});
+
 describe("helpers", () => {
   it("sums passes and runs over cases, and formats p-values to 3 significant digits", () => {
     expect(benchTotals(accepted)).toEqual({
@@ -188,7 +231,7 @@ describe("helpers", () => {
   });
 });
 
-describe("confirmationCell and runFooter (issue #36)", () => {
+describe("confirmationCell and runFooter", () => {
   const set = (fixed: number, passed: boolean) => ({
     test: "sign_exact" as const,
     cases: 10,
@@ -246,7 +289,7 @@ describe("confirmationCell and runFooter (issue #36)", () => {
   });
 });
 
-describe("the table of a split run read back from its reports (loopsmith report, issue #36)", () => {
+describe("the table of a split run read back from its reports (loopsmith report)", () => {
   const sets = (fixed: number, p: number, passed: boolean, alpha: number) => ({
     test: "sign_exact" as const,
     cases: 6,
@@ -335,7 +378,7 @@ describe("the table of a split run read back from its reports (loopsmith report,
   });
 });
 
-describe("metric deltas (issue #36 part 3's repository metrics)", () => {
+describe("metric deltas (a run judged on the repository's quality metrics)", () => {
   const withMetrics = (metrics: unknown): GenerationReport => Object.assign(report(3), { metrics }) as GenerationReport;
 
   it("reads an array of entries, computing a delta the report does not give", () => {

@@ -136,8 +136,12 @@ export function formatP(p: number | undefined): string {
   return p === undefined ? "-" : p.toPrecision(3);
 }
 
-/** `text` on one line (controls and line breaks as spaces), cut to `max` characters with `…`. */
-function cell(text: string, max: number): string {
+/**
+ * `text` on one line for a table cell: control characters, line breaks and bidirectional
+ * overrides as spaces (report text is not trusted), trimmed, cut to `max` characters (code
+ * points) with `…`. Pure.
+ */
+export function cell(text: string, max: number): string {
   // eslint-disable-next-line no-control-regex
   const line = text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]+/g, " ").trim();
   const chars = [...line];
@@ -172,8 +176,9 @@ const RIGHT = new Set<string>([
 ]);
 
 /**
- * The selection column of a generation (issue #36): the selection set's `fixed/broken p <p>`,
- * or the whole benchmark's when the run did not split its cases; `-` without a paired test. Pure.
+ * The selection column of a generation: the selection set's `fixed/broken p <p>` (the cases
+ * the model was shown, whose test must say "better"), or the whole benchmark's when the run
+ * did not split its cases; `-` without a paired test. Pure.
  */
 export function selectionCell(r: GenerationReport): string {
   const s = r.statistic;
@@ -183,7 +188,7 @@ export function selectionCell(r: GenerationReport): string {
 }
 
 /**
- * The confirmation column of a generation (issue #36): the held-out set's `fixed/broken p <p>`,
+ * The confirmation column of a generation: the held-out set's `fixed/broken p <p>`,
  * then `ok` when it confirmed the selection's improvement, `overfit` when it did not, and `-`
  * when the selection test did not pass (the confirmation was not needed). `-` without a
  * confirmation set. Pure.
@@ -196,8 +201,8 @@ export function confirmationCell(r: GenerationReport): string {
 }
 
 /**
- * The lines after the table at the end of a run (issue #36): the selection and confirmation
- * sets and how they were chosen, the flaky cases left out of the test (up to 20 named), and the
+ * The lines after the table at the end of a run, so a reader can judge the evidence: the
+ * selection and confirmation sets and how they were chosen, the flaky cases left out of the test (up to 20 named), and the
  * run's error budget spent. Empty for a summary without them (a dry run, an older run). Pure.
  */
 export function runFooter(summary: Pick<ImproveSummary, "calibration" | "alpha">): string[] {
@@ -246,7 +251,7 @@ const MetricEntry = z.object({
 });
 type MetricEntry = z.infer<typeof MetricEntry>;
 
-/** One repository metric of a generation, parent against candidate (issue #36 part 3). */
+/** One repository metric of a generation, parent against candidate (a run judged on the quality metrics). */
 export interface MetricRow {
   name: string;
   /** The parent's value as shown (`-` when absent). */
@@ -340,6 +345,37 @@ export function metricsCell(r: GenerationReport): string {
 }
 
 /**
+ * A generation's reviews as lines: per review `gen N review of iteration I: approved|not
+ * approved, score S, K finding(s)`, then one indented line per finding as the reviewer gave it
+ * (`severity rule path:line message`, `-` for what it left out). Empty when no review ran.
+ * Report text is shown on one line ({@link cell}). Pure.
+ */
+export function reviewLines(r: GenerationReport): string[] {
+  const out: string[] = [];
+  for (const review of r.reviews ?? []) {
+    out.push(
+      `gen ${r.generation} review of iteration ${review.iteration}: ${review.approved ? "approved" : "not approved"}, score ${review.score.toFixed(2)}, ${review.findings.length} finding(s)`,
+    );
+    for (const f of review.findings) {
+      const where = f.path ? `${cell(f.path, 80)}${f.line !== undefined ? `:${f.line}` : ""}` : "-";
+      out.push(`  ${f.severity} ${f.rule ? cell(f.rule, 60) : "-"} ${where} ${cell(f.message, 300)}`);
+    }
+  }
+  return out;
+}
+
+/**
+ * A generation's errors as lines, in order: `gen N error in <phase> (<code>[, retried]):
+ * <message>`. Empty when none was met. Pure.
+ */
+export function errorLines(r: GenerationReport): string[] {
+  return (r.errors ?? []).map((e) => {
+    const tags = [...(e.code ? [e.code] : []), ...(e.retried ? ["retried"] : [])];
+    return `gen ${r.generation} error in ${e.phase}${tags.length ? ` (${tags.join(", ")})` : ""}: ${cell(e.message, 300)}`;
+  });
+}
+
+/**
  * The lines under the table when there is no run summary to read (`loopsmith report` on the
  * reports alone): the sets as the latest split report shows them (selection, confirmation and
  * flaky case counts) and the error budget its tests spent (the largest `alphaSpent`). Pure.
@@ -373,7 +409,7 @@ export function fixesNeeded(alpha: number): number {
 }
 
 /**
- * Before generation 1 (issue #36): one warning line when the selection set is too small for a
+ * Before generation 1: one warning line when the selection set is too small for a
  * perfect fix to be significant. A perfect fix makes every selection case that failed on the
  * parent in all calibration runs pass (n discordant pairs, 0 broken), so the best p-value of the
  * selection's one-sided exact sign test is 0.5^n; the j-th paired test of the run is at α_j
@@ -421,7 +457,8 @@ export function smallBenchmarkWarning(
  * generation's test was made, the metrics by status ({@link metricsCell}), tokens (input +
  * output), USD (4 decimals) and wall time (s); columns aligned. Then one totals line
  * (`total: N generations, A accepted, T tokens, $U`), one line per generation with metrics
- * (`gen N metrics: name parent → candidate (delta, status); …`), and the run's lines: from
+ * (`gen N metrics: name parent → candidate (delta, status); …`), its reviews and their findings
+ * ({@link reviewLines}) and its errors ({@link errorLines}), and the run's lines: from
  * `summary` when given ({@link runFooter}), else from the reports ({@link reportsFooter}).
  * Control characters from the reports are shown as spaces. Pure.
  */
@@ -471,6 +508,7 @@ export function reportTable(
       lines.push(
         `gen ${r.generation} metrics: ${metrics.map((m) => `${m.name} ${m.parent} → ${m.candidate} (${m.delta}, ${m.status})`).join("; ")}`,
       );
+    lines.push(...reviewLines(r), ...errorLines(r));
   }
   lines.push(...(summary ? runFooter(summary) : reportsFooter(reports)));
   return lines.join("\n");

@@ -53,9 +53,14 @@ export function generationBranch(runId: string, n: number): string {
   return `loopsmith/improve/${runId}-gen-${n}`;
 }
 
-/** The directory of a run's reports, summary and dashboard. */
+/** The directory of a run's reports, summary and dashboard: `outDir`, else `<dataDir>/improve/<runId>`. */
 export function runDir(config: Config, runId: string, outDir?: string): string {
-  return outDir ? resolve(outDir) : join(config.dataDir, "improve", runId);
+  return outDir ? resolve(outDir) : join(allRunsDir(config), runId);
+}
+
+/** The directory of the runs (`report --all`, `dashboard --all`): `dir`, else `<dataDir>/improve`, where runs go by default. */
+export function allRunsDir(config: Config, dir?: string): string {
+  return dir ? resolve(dir) : join(config.dataDir, "improve");
 }
 
 /**
@@ -120,8 +125,8 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
       message: `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath}; no model is called.`,
     });
   if (provider.verify) await provider.verify();
-  // A USD budget needs a known price for every model the run can call (issue #37): its
-  // hypotheses' (`improve`) and its tasks'. On a stack NATS_URL names, the architect checks.
+  // A USD budget needs a known price for every model the run can call, or it could not be
+  // kept: its hypotheses' (`improve`) and its tasks'. On a stack NATS_URL names, the architect checks.
   if (!config.natsUrl)
     await checkBudgetPrices(
       config,
@@ -209,8 +214,8 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
         }
       }
       emit(flags, flags.json ? event : { message: event.message });
-      // Issue #36: once the calibration split the cases (before generation 1's report), say so
-      // when a perfect fix of the selection set could never be significant at this run's levels.
+      // Once the calibration split the cases (before generation 1's report), say so when a
+      // perfect fix of the selection set could never be significant at this run's levels.
       const calibration =
         event.kind === "step" ? ImproveSummary.shape.calibration.safeParse(event.data?.calibration) : undefined;
       if (calibration?.success && calibration.data) {

@@ -7,6 +7,7 @@
  */
 import { z } from "zod";
 import { Owner, RelativePath, Usage, V1 } from "./common.js";
+import { Finding } from "./plan.js";
 import { CommitId, DependencyPolicy } from "./repo.js";
 import { unknownKeysError } from "../runtime/unknown-keys.js";
 
@@ -508,6 +509,52 @@ export const ParentMeasure = z.object({
 });
 export type ParentMeasure = z.infer<typeof ParentMeasure>;
 
+/**
+ * The phases of a generation, in order: `plan` (the hypothesis), `implement` (its repo-mode
+ * task), `validate` (the guards and the check's counts), `bench` (the benchmark, or the quality
+ * metrics, on both sides), `decide` (the paired statistics, storing an accepted tree). The keys
+ * of a report's `phasesMs`, and where a {@link GenerationError} was met.
+ */
+export const GenerationPhase = z.enum(["plan", "implement", "validate", "bench", "decide"]);
+export type GenerationPhase = z.infer<typeof GenerationPhase>;
+
+/**
+ * One LLM review of the candidate of a generation's task (the task's REVIEW phase, run when
+ * the run's `review` setting is on, and when the static gate saw possible tampering): the
+ * reviewer's verdict and each of its findings as it gave them (severity, rule, `path`: the
+ * file, line, message).
+ */
+export const GenerationReview = z.object({
+  /** The task's iteration whose candidate was reviewed. */
+  iteration: z.number().int().nonnegative(),
+  approved: z.boolean(),
+  /** The reviewer's score, 0..1. */
+  score: z.number().min(0).max(1),
+  findings: z.array(Finding),
+});
+export type GenerationReview = z.infer<typeof GenerationReview>;
+
+/** One error met during a generation: in which phase, and what it said. */
+export const GenerationError = z.object({
+  phase: GenerationPhase,
+  /** The error's code (`unavailable`, `sandbox_error`, `internal`, …), when it has one. */
+  code: z.string().optional(),
+  /** What went wrong, as the error said it (2,000 characters at most). */
+  message: z.string().max(2_000),
+  /**
+   * The error ended an attempt of the generation that was then resumed from the run's
+   * checkpoint (an infrastructure error that may pass), so the generation went on after it.
+   */
+  retried: z.boolean().optional(),
+});
+export type GenerationError = z.infer<typeof GenerationError>;
+
+/** Most reviews one {@link GenerationReport} keeps: the last ones of its task. */
+export const REVIEWS_KEPT = 5;
+
+/** Most errors one {@link GenerationReport} keeps: the first ones, then the one that ended it. */
+export const ERRORS_KEPT = 50;
+
 /** The report of one generation (`reports/gen-N.json` in the run's directory). */
 export const GenerationReport = z.object({
   v: V1,
@@ -544,8 +591,23 @@ export const GenerationReport = z.object({
     /** One or two sentences: what fired, with the figures. */
     message: z.string(),
   }),
+  /**
+   * The LLM reviews of the generation's task, in order (the last {@link REVIEWS_KEPT} when
+   * more ran). Absent when no review ran, and in reports written before reviews were recorded.
+   */
+  reviews: z.array(GenerationReview).max(20).optional(),
+  /**
+   * Every error met during the generation, in order: errors that ended an attempt the run
+   * then resumed (`retried`), the generation's task ending in error, a timed-out task that
+   * could not be cancelled, and the error that ended the generation (reason `error`). Absent
+   * when none was met, and in reports written before errors were recorded.
+   */
+  errors: z.array(GenerationError).max(100).optional(),
   usage: Usage,
-  /** Wall time per phase, in ms (plan, implement, validate, bench, decide). */
+  /**
+   * Wall time per phase the generation went through, in ms ({@link GenerationPhase}: plan,
+   * implement, validate, bench, decide), the phase it ended in included.
+   */
   phasesMs: z.record(z.string(), z.number().nonnegative()),
   startedAt: z.string(),
   finishedAt: z.string(),

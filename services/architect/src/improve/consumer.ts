@@ -31,7 +31,10 @@ export interface Improver {
 }
 
 /** Options of {@link startImprover}. */
-export type ImproverOptions = Omit<GenerationDeps, "emit" | "saveHypothesis" | "rejectedFrom" | "nc" | "log"> & {
+export type ImproverOptions = Omit<
+  GenerationDeps,
+  "emit" | "saveHypothesis" | "saveError" | "rejectedFrom" | "nc" | "log"
+> & {
   nc: NatsConnection;
   log: Logger;
   /** Replicas of the streams and buckets it creates when missing (`config.nats.replicas`). @defaultValue 1 */

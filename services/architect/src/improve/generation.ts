@@ -10,8 +10,11 @@
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
 import {
+  ERRORS_KEPT,
   GenerationReport,
   LoopsmithError,
+  REVIEWS_KEPT,
+  Review,
   addUsage,
   emptyUsage,
   getSnapshot,
@@ -27,9 +30,13 @@ import {
   type ExecutionRequest,
   type ExecutionResult,
   type GateRequest,
+  type GenerationError,
+  type GenerationPhase,
+  type GenerationReview,
   type GateResult,
   type Hypothesis,
   type LlmProvider,
+  type TaskEvent,
   type TaskResult,
   type Usage,
 } from "@loopsmith/shared";
@@ -64,6 +71,11 @@ export interface GenerationDeps {
   emit(message: string, data: Record<string, unknown>): Promise<void>;
   /** Checkpoints the hypothesis (and its usage) so a resumed generation does not ask again. */
   saveHypothesis(h: Hypothesis, usage: Usage): Promise<void>;
+  /**
+   * Checkpoints an error that ends this attempt of the generation before the run resumes it
+   * (a retryable one), so the resumed generation's report lists it.
+   */
+  saveError(error: GenerationError): Promise<void>;
   /** Rejected generations of other runs from the same parent tree (the run's memory of failed attempts). */
   rejectedFrom(parent: string): Promise<GenerationReport[]>;
   log: Logger;
@@ -109,18 +121,71 @@ export function checkedTestsEdited(
   );
 }
 
-/** Waits for a task's result event; undefined when `ms` passed first. */
+/**
+ * The LLM review a task's event carries: the `step` event of its REVIEW phase, whose
+ * `data.review` is the reviewer's {@link Review}, with the event's iteration; undefined for any
+ * other event (a review whose reply could not be read has none). Pure.
+ */
+export function reviewOfEvent(event: TaskEvent): GenerationReview | undefined {
+  if (event.kind !== "step" || event.phase !== "review") return undefined;
+  const parsed = Review.safeParse(event.data?.review);
+  if (!parsed.success) return undefined;
+  const { approved, score, findings } = parsed.data;
+  return { iteration: event.iteration, approved, score, findings };
+}
+
+/**
+ * `reviews` with `review` added: it replaces an earlier review of the same iteration (a
+ * review phase that ran again after a redelivery), and only the last {@link REVIEWS_KEPT}
+ * are kept, in order. Pure.
+ */
+export function addReview(reviews: readonly GenerationReview[], review: GenerationReview): GenerationReview[] {
+  return [...reviews.filter((r) => r.iteration !== review.iteration), review].slice(-REVIEWS_KEPT);
+}
+
+/** Longest error message a report keeps, in characters (the contract's limit). */
+const ERROR_MESSAGE_MAX = 2_000;
+
+/**
+ * `err` as a report's {@link GenerationError} met in `phase`: a LoopsmithError's code and
+ * message, another Error's message (code `internal`), anything else as text; the message
+ * cut to 2,000 characters with `…`. Pure.
+ */
+export function generationError(phase: GenerationPhase, err: unknown, retried = false): GenerationError {
+  const code = err instanceof LoopsmithError ? err.code : "internal";
+  const message = clipMessage(err instanceof Error ? err.message : String(err));
+  return { phase, code, message, ...(retried ? { retried } : {}) };
+}
+
+/** `text` cut to {@link ERROR_MESSAGE_MAX} characters, the last one `…` when cut. */
+function clipMessage(text: string): string {
+  return text.length > ERROR_MESSAGE_MAX ? `${text.slice(0, ERROR_MESSAGE_MAX - 1)}…` : text;
+}
+
+/**
+ * The errors a report keeps: all of them when there are at most {@link ERRORS_KEPT}, else the
+ * first ERRORS_KEPT − 1 and the last (the one that ended the generation). Pure.
+ */
+export function keptErrors(errors: readonly GenerationError[]): GenerationError[] {
+  if (errors.length <= ERRORS_KEPT) return [...errors];
+  return [...errors.slice(0, ERRORS_KEPT - 1), ...errors.slice(-1)];
+}
+
+/** Waits for a task's result event, passing each earlier event to `seen`; undefined when `ms` passed first. */
 async function waitForResult(
   nc: NatsConnection,
   owner: string,
   taskId: string,
   ms: number,
+  seen: (event: TaskEvent) => void,
 ): Promise<TaskResult | undefined> {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), Math.max(0, ms));
   try {
-    for await (const e of followEvents(nc, owner, taskId, abort.signal))
+    for await (const e of followEvents(nc, owner, taskId, abort.signal)) {
       if (e.kind === "result" && e.result) return e.result;
+      seen(e);
+    }
     return undefined;
   } catch (err) {
     // NATS went away while waiting: the run resumes from its checkpoint (the task is durable).
@@ -134,7 +199,40 @@ async function waitForResult(
 }
 
 /**
- * Runs generation `state.generation` from `state.parent`.
+ * What a generation records as it goes, for its report: the phase it is in and each phase's
+ * wall time, its LLM usage, its hypothesis, the reviews of its task and the errors met.
+ */
+interface GenerationRecord {
+  phase: GenerationPhase;
+  /** When the running phase's clock last started, epoch ms. */
+  mark: number;
+  /** Wall time per phase so far, ms (the running phase's up to `mark`). */
+  phasesMs: Record<string, number>;
+  usage: Usage;
+  hypothesis?: Hypothesis;
+  reviews: GenerationReview[];
+  errors: GenerationError[];
+}
+
+/** Adds the running phase's time since its clock's mark to `phasesMs` and restarts the clock. */
+function closePhase(rec: GenerationRecord): void {
+  const now = Date.now();
+  rec.phasesMs[rec.phase] = (rec.phasesMs[rec.phase] ?? 0) + (now - rec.mark);
+  rec.mark = now;
+}
+
+/** Ends the running phase (its time recorded) and starts `next`. */
+function beginPhase(rec: GenerationRecord, next: GenerationPhase): void {
+  closePhase(rec);
+  rec.phase = next;
+}
+
+/**
+ * Runs generation `state.generation` from `state.parent`. Its report has the time of each
+ * phase it went through, the reviews of its task and every error met (with the errors of
+ * earlier attempts the run checkpointed, `state.generationErrors`). An error that retrying
+ * cannot fix ends the generation with reason `error` (the run goes on); a retryable one is
+ * checkpointed with `deps.saveError` (when that fails too, it is only logged) and thrown.
  * @param reports - the run's earlier reports (the hypothesis prompt shows them)
  * @throws LoopsmithError when retryable (the run resumes later from its checkpoint)
  */
@@ -143,39 +241,86 @@ export async function runGeneration(
   reports: readonly GenerationReport[],
   deps: GenerationDeps,
 ): Promise<GenerationOutcome> {
+  const rec: GenerationRecord = {
+    phase: "plan",
+    mark: Date.now(),
+    phasesMs: {},
+    usage: state.hypothesisUsage ?? emptyUsage(),
+    ...(state.hypothesis ? { hypothesis: state.hypothesis } : {}),
+    reviews: [],
+    errors: [...(state.generationErrors ?? [])],
+  };
+  const startedAt = new Date().toISOString();
+  try {
+    return await generationSteps(state, reports, deps, rec, startedAt);
+  } catch (err) {
+    if (err instanceof LoopsmithError && err.retryable) {
+      await deps
+        .saveError(generationError(rec.phase, err, true))
+        .catch((saveErr: unknown) =>
+          deps.log.warn({ err: saveErr, generation: state.generation }, "could not checkpoint the generation's error"),
+        );
+      throw err;
+    }
+    deps.log.error({ err, generation: state.generation }, "generation failed; the run goes on from the same parent");
+    const e =
+      err instanceof LoopsmithError
+        ? err
+        : new LoopsmithError("internal", (err as Error)?.message ?? String(err), { cause: err });
+    rec.errors.push(generationError(rec.phase, e));
+    return {
+      report: recordedReport(state, rec, startedAt, {
+        ...(rec.hypothesis ? { hypothesis: rec.hypothesis } : {}),
+        decision: { verdict: "rejected", reason: "error", message: `${e.code}: ${e.message}` },
+      }),
+    };
+  }
+}
+
+/** The report of a generation from what `rec` recorded (the running phase's clock closed) and `part`. */
+function recordedReport(
+  state: ImproveState,
+  rec: GenerationRecord,
+  startedAt: string,
+  part: Partial<GenerationReport> & Pick<GenerationReport, "decision">,
+): GenerationReport {
+  closePhase(rec);
+  return GenerationReport.parse({
+    v: 1,
+    runId: state.request.runId,
+    generation: state.generation,
+    parent: state.parent.commit,
+    taskId: generationTaskId(state.request.runId, state.generation),
+    usage: rec.usage,
+    phasesMs: { ...rec.phasesMs },
+    ...(rec.reviews.length ? { reviews: rec.reviews } : {}),
+    ...(rec.errors.length ? { errors: keptErrors(rec.errors) } : {}),
+    startedAt,
+    finishedAt: new Date().toISOString(),
+    ...part,
+  });
+}
+
+/** The phases of {@link runGeneration}, recording into `rec`. */
+async function generationSteps(
+  state: ImproveState,
+  reports: readonly GenerationReport[],
+  deps: GenerationDeps,
+  rec: GenerationRecord,
+  startedAt: string,
+): Promise<GenerationOutcome> {
   const { request } = state;
   const s = request.settings;
   const n = state.generation;
   const taskId = generationTaskId(request.runId, n);
-  const startedAt = new Date().toISOString();
   const deadline = Date.now() + s.generationTimeoutMs;
-  const phasesMs: Record<string, number> = {};
-  let usage = state.hypothesisUsage ?? emptyUsage();
-  let mark = Date.now();
-  const lap = (phase: string): void => {
-    phasesMs[phase] = (phasesMs[phase] ?? 0) + (Date.now() - mark);
-    mark = Date.now();
-  };
   const report = (part: Partial<GenerationReport> & Pick<GenerationReport, "decision">): GenerationReport =>
-    GenerationReport.parse({
-      v: 1,
-      runId: request.runId,
-      generation: n,
-      parent: state.parent.commit,
-      taskId,
-      usage,
-      phasesMs,
-      startedAt,
-      finishedAt: new Date().toISOString(),
-      ...part,
-    });
-  const reject = (
-    reason: DecisionReason,
-    message: string,
-    part: Partial<GenerationReport> = {},
-  ): GenerationOutcome => ({
-    report: report({ ...part, decision: { verdict: "rejected", reason, message } }),
-  });
+    recordedReport(state, rec, startedAt, part);
+  const reject = (reason: DecisionReason, message: string, part: Partial<GenerationReport> = {}): GenerationOutcome => {
+    // An infrastructure error ended it (no check command, judging code that cannot be read): listed too.
+    if (reason === "error") rec.errors.push({ phase: rec.phase, message: clipMessage(message) });
+    return { report: report({ ...part, decision: { verdict: "rejected", reason, message } }) };
+  };
 
   const root = await deps.tree(state.parent.snapshot, ownerOfTask(request));
   const files = listTree(root);
@@ -221,7 +366,7 @@ export async function runGeneration(
   };
 
   // PLAN
-  let hypothesis = state.hypothesis;
+  let hypothesis = rec.hypothesis;
   if (!hypothesis) {
     const map = await buildRepoMap({
       root,
@@ -245,14 +390,15 @@ export async function runGeneration(
       ...(remaining !== undefined ? { budgetUsd: remaining } : {}),
     });
     hypothesis = asked.hypothesis;
-    usage = addUsage(usage, asked.usage);
-    await deps.saveHypothesis(hypothesis, usage);
+    rec.hypothesis = hypothesis;
+    rec.usage = addUsage(rec.usage, asked.usage);
+    await deps.saveHypothesis(hypothesis, rec.usage);
   }
-  lap("plan");
+  beginPhase(rec, "implement");
   await deps.emit(`generation ${n}: ${hypothesis.title}`, { generation: n, phase: "plan", hypothesis });
 
   // IMPLEMENT
-  const remainingUsd = s.budgetUsd !== undefined ? s.budgetUsd - state.usage.costUsd - usage.costUsd : undefined;
+  const remainingUsd = s.budgetUsd !== undefined ? s.budgetUsd - state.usage.costUsd - rec.usage.costUsd : undefined;
   const owner = request.owner ?? DEFAULT_OWNER;
   await submitTask(
     deps.nc,
@@ -286,19 +432,33 @@ export async function runGeneration(
     owner,
   );
   await deps.emit(`generation ${n}: implementing (task ${taskId})`, { generation: n, phase: "implement", taskId });
-  const result = await waitForResult(deps.nc, owner, taskId, deadline - Date.now());
-  lap("implement");
+  const result = await waitForResult(deps.nc, owner, taskId, deadline - Date.now(), (event) => {
+    const review = reviewOfEvent(event);
+    if (review) rec.reviews = addReview(rec.reviews, review);
+  });
   if (!result) {
-    await deps
-      .cancelTask(taskId, owner)
-      .catch((err: unknown) => deps.log.warn({ err, taskId }, "could not cancel the generation's task"));
+    await deps.cancelTask(taskId, owner).catch((err: unknown) => {
+      deps.log.warn({ err, taskId }, "could not cancel the generation's task");
+      rec.errors.push(generationError("implement", err));
+    });
     return reject(
       "timeout",
       `the generation passed its time limit of ${Math.round(s.generationTimeoutMs / 1000)} s while its task was running`,
       { hypothesis },
     );
   }
-  usage = addUsage(usage, result.usage.total);
+  rec.usage = addUsage(rec.usage, result.usage.total);
+  // The task ended in error (its own infrastructure, a model that failed): what it said.
+  if (result.status === "error")
+    rec.errors.push(
+      generationError(
+        "implement",
+        result.error
+          ? new LoopsmithError(result.error.code, `task ${taskId}: ${result.error.message}`)
+          : new LoopsmithError("internal", `task ${taskId}: ${result.message}`),
+      ),
+    );
+  beginPhase(rec, "validate");
   const change = result.repo;
   if (!change || (!change.changed.length && !change.deleted.length)) {
     return reject(
@@ -368,7 +528,6 @@ export async function runGeneration(
     check: { command: check, parent: parentCheck, ...(candidateCheck ? { candidate: candidateCheck } : {}) },
   };
   const counted = candidateCheck ? testCountViolation(parentCheck, candidateCheck) : undefined;
-  lap("validate");
   if (counted) return { ...reject(counted.reason, counted.message, checkPart), parentCheck };
   const overlay = candidateFiles(change, read);
   /** The accepted candidate's snapshot, stored as the next parent, and its report. */
@@ -380,7 +539,6 @@ export async function runGeneration(
     );
     const accepted: Tree = { commit: snap.id, snapshot: snapshotName(snap.id) };
     await putSnapshot(deps.nc, accepted.snapshot, snap.tar, ownerOfTask(request));
-    lap("decide");
     return {
       report: report({ ...part, candidate: snap.id, decision: { verdict: "accepted", reason: "accepted", message } }),
       accepted,
@@ -393,7 +551,6 @@ export async function runGeneration(
   /** The generation rejected `timeout` when `err` is the deadline's; any other error is thrown again. */
   const timedOut = (err: unknown, while_: string): GenerationOutcome => {
     if (!(err instanceof GenerationTimeout)) throw err;
-    lap("bench");
     const limit = `${Math.round(s.generationTimeoutMs / 1000)} s`;
     return {
       ...reject("timeout", `the generation passed its time limit of ${limit} while ${while_}`, checkPart),
@@ -436,6 +593,7 @@ export async function runGeneration(
   }
 
   // METRICS: no benchmark, so the repository's own quality measures judge the candidate.
+  beginPhase(rec, "bench");
   if (s.bench === undefined) {
     await deps.emit(
       `generation ${n}: measuring the quality metrics of parent and candidate (${s.repeats} run(s) each)`,
@@ -450,7 +608,7 @@ export async function runGeneration(
     } catch (err) {
       return timedOut(err, "measuring");
     }
-    lap("bench");
+    beginPhase(rec, "decide");
     const opts = runDecideOptions(state);
     const after = new Map(overlay.files.map((f) => [f.path, f.content]));
     const configChanged = changedToolConfig(
@@ -465,7 +623,6 @@ export async function runGeneration(
     });
     const metricsPart = { ...checkPart, metrics: q.report };
     if (q.verdict !== "accepted") {
-      lap("decide");
       return { ...reject(q.reason, q.message, metricsPart), parentCheck };
     }
     return acceptCandidate(metricsPart, q.message);
@@ -483,7 +640,6 @@ export async function runGeneration(
   } catch (err) {
     return timedOut(err, "benchmarking");
   }
-  lap("bench");
   if (!bench.ok) {
     const onParent = bench.side === "parent";
     if (bench.status === "tampering" && !onParent)
@@ -505,6 +661,7 @@ export async function runGeneration(
   if (!paired.ok) return { ...reject("bench_unparsed", paired.error, checkPart), parentCheck };
 
   // DECIDE
+  beginPhase(rec, "decide");
   const d = decideGeneration(paired.cases, runDecideOptions(state));
   const benchPart = {
     ...checkPart,
@@ -512,18 +669,22 @@ export async function runGeneration(
     statistic: { ...d.statistic, repeatsRun: bench.parent.length },
   };
   if (d.verdict !== "accepted") {
-    lap("decide");
     return { ...reject(d.reason, d.message, benchPart), parentCheck };
   }
   return acceptCandidate(benchPart, d.message);
 }
 
-/** A generation ended by an error that retrying cannot fix: its report, and the run goes on. */
+/**
+ * A generation ended by an error that retrying cannot fix, thrown outside its phases: its
+ * report (with the errors of earlier attempts the run checkpointed; the phase of this one is
+ * not known, so it is in the decision's message only), and the run goes on.
+ */
 export function errorReport(state: ImproveState, err: unknown, startedAt: string): GenerationReport {
   const e =
     err instanceof LoopsmithError
       ? err
       : new LoopsmithError("internal", (err as Error)?.message ?? String(err), { cause: err });
+  const errors = state.generationErrors ?? [];
   return GenerationReport.parse({
     v: 1,
     runId: state.request.runId,
@@ -532,6 +693,7 @@ export function errorReport(state: ImproveState, err: unknown, startedAt: string
     taskId: generationTaskId(state.request.runId, state.generation),
     ...(state.hypothesis ? { hypothesis: state.hypothesis } : {}),
     decision: { verdict: "rejected", reason: "error", message: `${e.code}: ${e.message}` },
+    ...(errors.length ? { errors: keptErrors(errors) } : {}),
     usage: state.hypothesisUsage ?? emptyUsage(),
     phasesMs: {},
     startedAt,

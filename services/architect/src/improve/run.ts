@@ -5,9 +5,11 @@
  * A dry run measures its base parent first (`parent.ts`); a `measureOnly` run does only that.
  */
 import {
+  ERRORS_KEPT,
   ImproveSummary,
   LoopsmithError,
   addUsage,
+  type GenerationError,
   type GenerationReport,
   type Hypothesis,
   type RunStopReason,
@@ -22,7 +24,7 @@ import type { ImproveState, ImproveStore } from "./state.js";
 import type { CaseRun } from "./bench-output.js";
 
 /** The run's I/O beyond a generation's. */
-export interface RunIO extends Omit<GenerationDeps, "saveHypothesis" | "emit" | "rejectedFrom"> {
+export interface RunIO extends Omit<GenerationDeps, "saveHypothesis" | "saveError" | "emit" | "rejectedFrom"> {
   store: ImproveStore;
   /** Publishes an event of the run (`kind`, message, data); returns when it is stored. */
   publish(
@@ -196,6 +198,8 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
         ...io,
         emit: async (message, data) => save(await io.publish(state, "step", message, data)),
         saveHypothesis: (h: Hypothesis, usage: Usage) => save({ ...state, hypothesis: h, hypothesisUsage: usage }),
+        saveError: (error: GenerationError) =>
+          save({ ...state, generationErrors: [...(state.generationErrors ?? []), error].slice(-ERRORS_KEPT) }),
         rejectedFrom: async (parent) =>
           shownToModel(await io.store.rejectedFrom(parent, state.request.runId, REJECTED_SHOWN), held),
       });
@@ -213,6 +217,7 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
       generation: state.generation + 1,
       hypothesis: undefined,
       hypothesisUsage: undefined,
+      generationErrors: undefined,
       usage: addUsage(state.usage, report.usage),
       maxGenerationUsd: Math.max(state.maxGenerationUsd, report.usage.costUsd),
       // A paired test spent α_j: a benchmark's statistic, or the quality metrics' judgement.

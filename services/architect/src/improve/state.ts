@@ -11,6 +11,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import {
   CheckCounts,
   CommitId,
+  GenerationError,
   GenerationReport,
   Hypothesis,
   ImproveRequest,
@@ -43,6 +44,11 @@ export const ImproveState = z.object({
   hypothesis: Hypothesis.optional(),
   /** The LLM usage of asking for that hypothesis. */
   hypothesisUsage: Usage.optional(),
+  /**
+   * Errors that ended earlier attempts of the generation running now (retryable ones: the run
+   * resumed it from this checkpoint), for its report's `errors`.
+   */
+  generationErrors: z.array(GenerationError).optional(),
   /** LLM usage of the whole run so far. */
   usage: Usage,
   /** The highest cost of one generation so far, USD: the estimate a budget check uses. */
