@@ -34,6 +34,7 @@ import {
   checkNatsListening,
   checkSolveInput,
   configuredNats,
+  parseDuration,
   parseSince,
   positiveNumber,
   wholeNumber,
@@ -111,6 +112,11 @@ addModelFlags(solveCommand)
   )
   .option("--budget-usd <usd>", "LLM budget of the task in USD", positiveNumber)
   .option("--budget-tokens <n>", "LLM budget of the task in tokens", wholeNumber(1))
+  .option(
+    "--timeout <duration>",
+    "wall-clock limit of the whole task (90s, 30m, 2h, 1h30m; 1s to 7d); past it the task stops with time_limit",
+    parseDuration,
+  )
   .option("--review", "run the LLM review step before executing")
   .addOption(
     new Option(
@@ -161,6 +167,11 @@ addModelFlags(solveCommand)
     "--subtask-attempts <k>",
     `with --decompose: attempts per subtask (${SUBTASK_ATTEMPTS.min} to ${SUBTASK_ATTEMPTS.max}; default 3)`,
     wholeNumber(SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max),
+  )
+  .option(
+    "--subtask-timeout <duration>",
+    "with --decompose: wall-clock limit of each subtask attempt (as --timeout), never more than the task has left",
+    parseDuration,
   )
   .option(
     "--issue <url|owner/repo#N>",

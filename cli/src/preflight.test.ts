@@ -12,11 +12,13 @@ import {
   PROVIDERS,
   ROLES,
   SUBTASK_ATTEMPTS,
+  TIME_LIMIT_MS,
   checkBudgetPrices,
   checkNatsListening,
   checkSolveInput,
   configuredNats,
   natsServers,
+  parseDuration,
   shownNatsUrl,
   wholeNumber,
 } from "./preflight.js";
@@ -49,6 +51,10 @@ describe("preflight mirrors shared", () => {
     expect([parallel.minValue, parallel.maxValue]).toEqual([PARALLEL.min, PARALLEL.max]);
     const attempts = TaskLimits.shape.subtaskAttempts.unwrap();
     expect([attempts.minValue, attempts.maxValue]).toEqual([SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max]);
+    for (const key of ["timeLimitMs", "subtaskTimeLimitMs"] as const) {
+      const limit = TaskLimits.shape[key].unwrap();
+      expect([limit.minValue, limit.maxValue], key).toEqual([TIME_LIMIT_MS.min, TIME_LIMIT_MS.max]);
+    }
   });
 
   it("the configured NATS URL follows loadConfig's layers", async () => {
@@ -144,7 +150,29 @@ describe("solve's flags and files", () => {
       "--parallel and --subtask-attempts apply to --decompose only (a DAG task)",
     );
     expect(() => checkSolveInput("goal", { repo, decompose: true, parallel: 2, subtaskAttempts: 3 })).not.toThrow();
+    expect(usage(() => checkSolveInput("goal", { repo, subtaskTimeout: 60_000 }))).toBe(
+      "--subtask-timeout applies to --decompose only (a DAG task)",
+    );
+    expect(usage(() => checkSolveInput("goal", { subtaskTimeout: 60_000 }))).toMatch(
+      /^--subtask-timeout applies to --repo only/,
+    );
+    expect(() => checkSolveInput("goal", { repo, decompose: true, subtaskTimeout: 60_000 })).not.toThrow();
     expect(exitCodeForError("bad_request")).toBe(2);
+  });
+
+  it("--timeout and --subtask-timeout read durations with a unit, from 1 s to 7 days, in ms", () => {
+    expect(parseDuration("90s")).toBe(90_000);
+    expect(parseDuration("30m")).toBe(1_800_000);
+    expect(parseDuration("2h")).toBe(7_200_000);
+    expect(parseDuration("1h30m")).toBe(5_400_000);
+    expect(parseDuration(" 1.5H ")).toBe(5_400_000);
+    expect(parseDuration("1s")).toBe(1_000);
+    expect(parseDuration("7d")).toBe(604_800_000);
+    for (const bad of ["30", "", "m", "10x", "1h 30m", "-5m", "5 minutes", "1h2h"])
+      expect(() => parseDuration(bad), bad).toThrow(/^expected a duration such as 90s, 30m, 2h or 1h30m/);
+    expect(() => parseDuration("30m1h")).toThrow("give each unit once, largest first");
+    for (const bad of ["0s", "0.5s", "8d", "169h"])
+      expect(() => parseDuration(bad), bad).toThrow("expected a duration from 1s to 7d");
   });
 
   it("exactly one task source; --language only with a goal", () => {

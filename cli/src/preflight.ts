@@ -27,6 +27,38 @@ export const PARALLEL = { min: 1, max: 16 } as const;
 /** `--subtask-attempts` bounds (`TaskLimits.subtaskAttempts` in shared). */
 export const SUBTASK_ATTEMPTS = { min: 1, max: 10 } as const;
 
+/** `--timeout` and `--subtask-timeout` bounds, in ms (`TaskLimits.timeLimitMs` in shared): 1 s to 7 days. */
+export const TIME_LIMIT_MS = { min: 1_000, max: 7 * 86_400_000 } as const;
+
+/** Units of a duration, in ms. */
+const DURATION_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * Parses a wall-clock duration such as `90s`, `30m`, `2h`, `1d`, or several parts in
+ * decreasing order without spaces (`1h30m`); the number of a part may have a fraction
+ * (`1.5h`). A bare number has no unit and is refused, so `30` is never read as 30 ms or 30 min.
+ * @returns the duration in whole ms, within {@link TIME_LIMIT_MS}
+ * @throws InvalidArgumentError naming the forms it accepts and the range (commander adds the flag)
+ */
+export function parseDuration(value: string): number {
+  const text = value.trim().toLowerCase();
+  const forms = "expected a duration such as 90s, 30m, 2h or 1h30m (units s, m, h, d)";
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)([smhd])/g)];
+  if (!text || parts.map((p) => p[0]).join("") !== text) throw new InvalidArgumentError(forms);
+  let ms = 0;
+  let last = Number.POSITIVE_INFINITY;
+  for (const [, n, unit] of parts) {
+    const size = DURATION_UNITS[unit ?? ""] ?? 0;
+    if (size >= last) throw new InvalidArgumentError(`${forms}; give each unit once, largest first`);
+    last = size;
+    ms += Number(n) * size;
+  }
+  ms = Math.round(ms);
+  if (ms < TIME_LIMIT_MS.min || ms > TIME_LIMIT_MS.max)
+    throw new InvalidArgumentError("expected a duration from 1s to 7d");
+  return ms;
+}
+
 /**
  * A commander parser for a whole number in `[min, max]`.
  * @throws InvalidArgumentError naming the allowed range (commander adds the flag)
@@ -144,13 +176,15 @@ export interface SolveInput {
   decompose?: boolean;
   parallel?: number;
   subtaskAttempts?: number;
+  /** `--subtask-timeout`, in ms. */
+  subtaskTimeout?: number;
 }
 
 /**
  * Checks the task source and the files `solve` names: exactly one of a goal, `--file` or
  * `--humaneval`; `--language` only with a goal; `--humaneval` with a readable `--dataset`
  * that holds the id; the repo-mode flags only with `--repo`; `--decompose` only with
- * `--repo`, `--parallel` and `--subtask-attempts` only with `--decompose`; readable
+ * `--repo`, `--parallel`, `--subtask-attempts` and `--subtask-timeout` only with `--decompose`; readable
  * `--file`, `--script` and `--config` files.
  * @throws CliError `bad_request` naming the flag and what it accepts
  */
@@ -179,6 +213,7 @@ export function checkSolveInput(goal: string | undefined, o: SolveInput): void {
     o.decompose ? "--decompose" : "",
     o.parallel !== undefined ? "--parallel" : "",
     o.subtaskAttempts !== undefined ? "--subtask-attempts" : "",
+    o.subtaskTimeout !== undefined ? "--subtask-timeout" : "",
   ].filter(Boolean);
   if (!o.repo && dagFlags.length) {
     throw usageError(

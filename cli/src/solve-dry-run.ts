@@ -28,7 +28,8 @@ export interface DryRun {
   taskId: string;
   mode: "inline" | "repo";
   models: { plan: string; build: string; review: string };
-  limits: { maxIterations: number; budgetUsd?: number; budgetTokens?: number };
+  /** The task's limits: iterations, budgets, and its wall-clock limit in ms (`--timeout`). */
+  limits: { maxIterations: number; budgetUsd?: number; budgetTokens?: number; timeLimitMs?: number };
   /** The build prompt's input, part by part. */
   buildPrompt: PromptPart[];
   /** Their sum, in estimated tokens. */
@@ -98,6 +99,7 @@ export async function dryRun(
       maxIterations: task.limits.maxIterations,
       ...(task.limits.maxCostUsd !== undefined ? { budgetUsd: task.limits.maxCostUsd } : {}),
       ...(task.limits.maxTokens !== undefined ? { budgetTokens: task.limits.maxTokens } : {}),
+      ...(task.limits.timeLimitMs !== undefined ? { timeLimitMs: task.limits.timeLimitMs } : {}),
     },
     buildPrompt: parts,
     buildPromptTokens: total,
@@ -113,6 +115,7 @@ export function dryRunText(d: DryRun): string {
     `${d.limits.maxIterations} iterations`,
     ...(d.limits.budgetUsd !== undefined ? [`$${d.limits.budgetUsd}`] : []),
     ...(d.limits.budgetTokens !== undefined ? [`${d.limits.budgetTokens} tokens`] : []),
+    ...(d.limits.timeLimitMs !== undefined ? [`${d.limits.timeLimitMs / 1000} s of wall clock`] : []),
   ].join(", ");
   return [
     `DRY RUN: task ${d.taskId} (${d.mode} mode) is not submitted; nothing is started and no model is called.`,

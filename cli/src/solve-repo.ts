@@ -41,6 +41,8 @@ export interface RepoOptions {
   parallel?: number;
   /** With `decompose`: attempts per subtask (`task.limits.subtaskAttempts`, 1 to 10; set through the limits). */
   subtaskAttempts?: number;
+  /** With `decompose`: each subtask attempt's wall-clock limit, in ms (`task.limits.subtaskTimeLimitMs`; set through the limits). */
+  subtaskTimeout?: number;
 }
 
 /** A repo-mode task ready to submit, and what the end of the run needs. */
@@ -109,8 +111,11 @@ export async function prepareRepoTask(
   if (!o.repo) throw new LoopsmithError("internal", "prepareRepoTask without a repository");
   if (!goal?.trim())
     throw new LoopsmithError("bad_request", '--repo needs a goal: loopsmith solve --repo <path> "<what to change>"');
-  if (!o.decompose && (o.parallel !== undefined || o.subtaskAttempts !== undefined))
-    throw new LoopsmithError("bad_request", "--parallel and --subtask-attempts apply to --decompose only");
+  if (!o.decompose && (o.parallel !== undefined || o.subtaskAttempts !== undefined || o.subtaskTimeout !== undefined))
+    throw new LoopsmithError(
+      "bad_request",
+      "--parallel, --subtask-attempts and --subtask-timeout apply to --decompose only",
+    );
   const repo = await checkRepo(o.repo, { ...(o.base ? { base: o.base } : {}), requireClean: !!o.apply });
   const snapshot = await archiveCommit(repo.root, repo.baseCommit);
   const input: TaskInput = {

@@ -68,6 +68,8 @@ export interface SolveOptions extends ModelOptions, RepoOptions, IssueOptions {
   maxIterations?: number;
   budgetUsd?: number;
   budgetTokens?: number;
+  /** `--timeout`: the task's wall-clock limit, in ms (`limits.timeLimitMs`). */
+  timeout?: number;
   review?: boolean;
   /** `off`: the task recalls nothing (no memory hints in its prompts). */
   memory?: "on" | "off";
@@ -83,22 +85,28 @@ function taskFlags(o: SolveOptions): Pick<TaskInput, "review" | "memory"> {
   };
 }
 
-/** The task limits the flags set (`--max-iterations`, `--budget-usd`, `--budget-tokens`, `--subtask-attempts`). */
+/**
+ * The task limits the flags set (`--max-iterations`, `--budget-usd`, `--budget-tokens`,
+ * `--subtask-attempts`, `--timeout` and `--subtask-timeout`, both already in ms).
+ */
 export function limitsOf(o: SolveOptions): Partial<TaskLimits> {
   const l: Partial<TaskLimits> = {};
   if (o.maxIterations !== undefined) l.maxIterations = o.maxIterations;
   if (o.budgetUsd !== undefined) l.maxCostUsd = o.budgetUsd;
   if (o.budgetTokens !== undefined) l.maxTokens = o.budgetTokens;
   if (o.subtaskAttempts !== undefined) l.subtaskAttempts = o.subtaskAttempts;
+  if (o.timeout !== undefined) l.timeLimitMs = o.timeout;
+  if (o.subtaskTimeout !== undefined) l.subtaskTimeLimitMs = o.subtaskTimeout;
   return l;
 }
 
-/** The DAG task flags given (`--decompose`, `--parallel`, `--subtask-attempts`), as named on the command line. */
+/** The DAG task flags given (`--decompose`, `--parallel`, `--subtask-attempts`, `--subtask-timeout`), as named on the command line. */
 function dagFlagsGiven(o: SolveOptions): string[] {
   return [
     o.decompose ? "--decompose" : "",
     o.parallel !== undefined ? "--parallel" : "",
     o.subtaskAttempts !== undefined ? "--subtask-attempts" : "",
+    o.subtaskTimeout !== undefined ? "--subtask-timeout" : "",
   ].filter(Boolean);
 }
 
@@ -112,6 +120,8 @@ const FIELD_FLAGS: Record<string, string> = {
   "limits.maxCostUsd": "--budget-usd",
   "limits.maxTokens": "--budget-tokens",
   "limits.subtaskAttempts": "--subtask-attempts",
+  "limits.timeLimitMs": "--timeout",
+  "limits.subtaskTimeLimitMs": "--subtask-timeout",
   decompose: "--decompose",
   parallel: "--parallel",
 };

@@ -9,6 +9,19 @@ import type { FailureBrief, Finding, InstructionsUse, ProviderInfo, SubtaskState
 import { failureLine } from "./failure.js";
 import { findingPlace } from "./tampering.js";
 
+/**
+ * A duration for people, from ms: `1.5 s` (under 10 s, to a tenth), `45 s`, then whole seconds
+ * in minutes and hours: `1 min 30 s`, `30 min`, `2 h 5 min`.
+ */
+export function durationText(ms: number): string {
+  if (ms < 60_000) return `${Number((ms / 1000).toFixed(ms < 10_000 ? 1 : 0))} s`;
+  const total = Math.round(ms / 1000);
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const sec = total % 60;
+  return [h ? `${h} h` : "", m ? `${m} min` : "", sec ? `${sec} s` : ""].filter(Boolean).join(" ");
+}
+
 /** `n thing` or `n things`. */
 const plural = (n: number, word: string): string => `${word}${n === 1 ? "" : "s"}`;
 /** The first line of a text (`""` for none). */
@@ -32,6 +45,9 @@ export const runTexts = {
   /** The message of a final state resumed without one. */
   finished: "finished",
   handBack: "the conductor is stopping; the task resumes from its checkpoint",
+  /** The stop of a task past its wall-clock limit (`limits.timeLimitMs`), after `ranMs` since it was accepted. */
+  timeLimit: (limitMs: number, ranMs: number, iterations: number) =>
+    `stopped: the task's time limit of ${durationText(limitMs)} passed (ran ${durationText(ranMs)}, ${iterations} ${plural(iterations, "iteration")})`,
   fallback: (role: string, from: { name: string; model: string; code: string }, label: string) =>
     `${role}: ${from.name}:${from.model} failed (${from.code}); ${label} answered instead`,
   usage: (role: string, u: Usage, total: Usage) =>
@@ -167,6 +183,9 @@ export const dagTexts = {
   scheduling: (open: number, total: number, parallel: number) =>
     `running ${open} of ${total} subtasks, ${parallel} at a time`,
   budgetUsedUp: "the task's budget is used up",
+  timeUsedUp: (limitMs: number) => `the task's time limit of ${durationText(limitMs)} passed`,
+  timeLimitStop: (limitMs: number, running: readonly string[], passed: readonly string[]) =>
+    `stopped: the task's time limit of ${durationText(limitMs)} passed; cancelled: ${running.join(", ") || "none"}; built: ${passed.join(", ") || "none"}`,
   budgetStop: (subtask: string, passed: readonly string[]) =>
     `stopped: the task's budget was used up while subtask ${subtask} ran; built: ${passed.join(", ") || "none"}`,
   subtasksFailed: (failed: readonly SubtaskState[], cancelled: readonly string[], passed: readonly string[]) =>

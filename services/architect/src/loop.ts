@@ -8,6 +8,8 @@
  * A DAG task (`decompose`, `dag/phases.ts`): PREPARE → RECALL → PLAN (subtasks) → SCHEDULE →
  * INTEGRATE → (pass: SCORE → DONE) | (fail: one subtask re-opened → SCHEDULE …)
  * Every phase ends with a checkpoint, so a conductor that dies resumes at the phase it was in.
+ * Between phases the dispatcher stops a task that was cancelled, or whose wall-clock limit
+ * (`limits.timeLimitMs`, from the checkpointed `startedAtMs`) has passed (`time_limit`).
  * Steps are injected ({@link Steps}); the phases are in `phases.ts`, `repo/phases.ts` and
  * `dag/phases.ts`, their shared mechanics (and every checkpoint) in `run.ts`, the pure parts
  * in `verdict.ts` and `requests.ts`, the texts in `event-texts.ts`. Nothing here does I/O of its own.
@@ -28,6 +30,7 @@ import {
   scorePhase,
 } from "./phases.js";
 import { preparePhase } from "./repo/phases.js";
+import { timeLeftMs } from "./requests.js";
 import { RetryLater, TaskRun, type PhaseFn } from "./run.js";
 import type { TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
@@ -72,6 +75,13 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
     // A task that passed is scored and ends as passed: a cancel no longer changes that.
     if (io.cancelled() && s.phase !== "score")
       return run.stop({ stop: "cancelled", message: runTexts.cancelledOnRequest });
+    // Past its wall-clock limit (counted from the checkpointed start) the task stops, unless it already passed.
+    const left = timeLeftMs(s);
+    if (left !== undefined && left <= 0 && s.phase !== "score" && s.phase !== "done")
+      return run.stop({
+        stop: "time_limit",
+        message: runTexts.timeLimit(s.task.limits.timeLimitMs ?? 0, Date.now() - s.startedAtMs, s.iteration),
+      });
     if (io.stopping()) throw new RetryLater(runTexts.handBack);
     io.heartbeat();
     if (s.phase === "done")

@@ -78,3 +78,13 @@ export function executionRequest(
 export function treeBase(s: TaskState): Candidate | undefined {
   return s.failure?.status === "blocked" ? s.lastRunCandidate : s.candidate;
 }
+
+/**
+ * What is left of the task's wall-clock limit (`Task.limits.timeLimitMs`), in ms at `nowMs`:
+ * counted from `startedAtMs`, which is checkpointed, so the clock goes on across a
+ * redelivery. Undefined when the task has no limit; zero or less once it has passed.
+ */
+export function timeLeftMs(s: Pick<TaskState, "task" | "startedAtMs">, nowMs = Date.now()): number | undefined {
+  const limit = s.task.limits.timeLimitMs;
+  return limit === undefined ? undefined : s.startedAtMs + limit - nowMs;
+}

@@ -8,10 +8,11 @@ import {
   type ExecutionResult,
   type TaskEvent,
 } from "@loopsmith/shared";
-import { loopTexts } from "./event-texts.js";
+import { durationText, loopTexts } from "./event-texts.js";
 import { briefFromError, briefFromExecution, briefFromFindings, failureLine } from "./failure.js";
 import { executePhase, rememberPhase, scorePhase } from "./phases.js";
-import { executionRequest } from "./requests.js";
+import { runLoop } from "./loop.js";
+import { executionRequest, timeLeftMs } from "./requests.js";
 import { MAX_SANDBOX_ERRORS, TaskRun } from "./run.js";
 import { initialState, type TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
@@ -229,5 +230,67 @@ describe("REMEMBER at the iteration limit", () => {
     expect(message).toMatch(
       /^stopped after 1 iterations without passing; the last: edit_failed: Edit 1 \(slug\.py\), not_found: /,
     );
+  });
+});
+
+describe("the task's wall-clock limit", () => {
+  const limited = (timeLimitMs: number, startedMsAgo: number, phase: TaskState["phase"]): TaskState => {
+    const base = state({ limits: { timeLimitMs } as Task["limits"] });
+    const startedAtMs = Date.now() - startedMsAgo;
+    return { ...base, phase, startedAtMs, startedAt: new Date(startedAtMs).toISOString() };
+  };
+  const recorded = () => {
+    const records: unknown[] = [];
+    const box = sandbox([result("passed")]);
+    const steps = {
+      ...box.steps,
+      recordTask: async (r: unknown) => (records.push(r), { id: "r-1" }),
+    } as unknown as Steps;
+    return { steps, records, requests: box.requests };
+  };
+
+  it("is counted from the checkpointed start: what is left, none without a limit", () => {
+    const s = limited(60_000, 0, "recall");
+    expect(timeLeftMs(s, s.startedAtMs + 45_000)).toBe(15_000);
+    expect(timeLeftMs(s, s.startedAtMs + 61_000)).toBe(-1_000);
+    expect(timeLeftMs(state(), Date.now() + 10 ** 9)).toBeUndefined();
+  });
+
+  it("stops a task resumed past its limit with time_limit before any step runs", async () => {
+    const { steps, records, requests } = recorded();
+    const out = io();
+    // Resumed from a checkpoint whose start is 3 s ago, with a limit of 2 s: no step runs.
+    const final = await runLoop(limited(2_000, 3_000, "execute"), steps, out.io);
+    expect(final.result).toMatchObject({ status: "failed", stopReason: "time_limit", iterations: 1 });
+    expect(final.result?.message).toMatch(
+      /^stopped: the task's time limit of 2 s passed \(ran 3(\.\d)? s, 1 iteration\)$/,
+    );
+    expect(final.result?.durationMs).toBeGreaterThanOrEqual(3_000);
+    expect(out.events.map((e) => e.kind)).toEqual(["result"]);
+    expect(records).toHaveLength(1);
+    expect(requests).toHaveLength(0);
+  });
+
+  it("does not turn a task that passed and is being scored into time_limit", async () => {
+    const { steps } = recorded();
+    const final = await runLoop({ ...limited(1_000, 5_000, "score") }, steps, io().io);
+    expect(final.result).toMatchObject({ status: "passed", stopReason: "passed" });
+  });
+
+  it("runs the phases of a task within its limit", async () => {
+    const { steps } = recorded();
+    const final = await runLoop(limited(60_000, 0, "score"), steps, io().io);
+    expect(final.result?.stopReason).toBe("passed");
+  });
+});
+
+describe("durationText", () => {
+  it("says seconds, minutes and hours as people read them", () => {
+    expect(durationText(1_500)).toBe("1.5 s");
+    expect(durationText(2_000)).toBe("2 s");
+    expect(durationText(45_000)).toBe("45 s");
+    expect(durationText(30 * 60_000)).toBe("30 min");
+    expect(durationText(2 * 3_600_000 + 5 * 60_000)).toBe("2 h 5 min");
+    expect(durationText(90_000)).toBe("1 min 30 s");
   });
 });

@@ -17,6 +17,7 @@ export const StopReason = z.enum([
   "needs_approval", // repo mode, policy `ask`: the candidate changes dependencies; a person decides
   "invalid_plan", // a DAG task: the planner's plan failed validation twice
   "subtask_failed", // a DAG task: a subtask gave up (its dependents were cancelled), or the integration run failed for good
+  "time_limit", // the task's wall-clock limit (`limits.timeLimitMs`) passed; not a sandbox run's `timeout`
   "agent_stuck", // agent mode: the same tool call, or the same failing output, again after the loop redirected the model
 ]);
 export type StopReason = z.infer<typeof StopReason>;

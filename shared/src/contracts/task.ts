@@ -5,6 +5,9 @@ import { SubtaskId } from "./dag.js";
 import { RepoSpec } from "./repo.js";
 import { TaskScript } from "./script.js";
 
+/** The longest `timeLimitMs` and `subtaskTimeLimitMs` a task may set: 7 days, in ms (the events stream's retention). */
+const TIME_LIMIT_MAX_MS = 7 * 86_400_000;
+
 /** Per-task limits. Every field has a documented default. */
 export const TaskLimits = z.object({
   /** Build/execute iterations at most. @defaultValue 5 */
@@ -13,6 +16,21 @@ export const TaskLimits = z.object({
   maxCostUsd: z.number().positive().optional(),
   /** Total LLM budget in tokens (input + output) for the task; unlimited when absent. */
   maxTokens: z.number().int().positive().optional(),
+  /**
+   * Wall-clock limit of the whole task, in ms (1 s to 7 days), counted from when a conductor
+   * accepted it (`startedAtMs` of its checkpointed state, so a task redelivered to another
+   * conductor keeps its clock). Checked before every phase; past it the task stops with
+   * `time_limit` (a phase already running finishes first). Not the limit of one sandbox run
+   * ({@link TaskLimits.runTimeoutMs}). Unlimited when absent.
+   */
+  timeLimitMs: z.number().int().min(1_000).max(TIME_LIMIT_MAX_MS).optional(),
+  /**
+   * DAG tasks: wall-clock limit of each attempt of a subtask (one child task), in ms (1 s to
+   * 7 days); a child is never given more than what is left of the parent's
+   * {@link TaskLimits.timeLimitMs}. A child stopped by it is a failed attempt, retried like
+   * any other. Unlimited when absent.
+   */
+  subtaskTimeLimitMs: z.number().int().min(1_000).max(TIME_LIMIT_MAX_MS).optional(),
   /** Wall-clock limit of one sandbox run, in ms. @defaultValue 30000 */
   runTimeoutMs: z.number().int().min(100).max(600_000).default(30_000),
   /** Memory limit of one sandbox run, in MiB. @defaultValue 512 */

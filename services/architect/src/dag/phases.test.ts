@@ -4,7 +4,7 @@ import { DagPlan, Task, type DagState, type SubtaskState, type TaskEvent } from 
 import { TaskRun } from "../run.js";
 import { initialState, type TaskState } from "../state.js";
 import type { LoopIO, Steps } from "../steps.js";
-import { announceUnpublished, recordMove } from "./phases.js";
+import { announceUnpublished, childTimeLimit, recordMove } from "./phases.js";
 import { startDag } from "./scheduler.js";
 
 const plan = DagPlan.parse({
@@ -137,5 +137,16 @@ describe("DAG moves: checkpoint, then event, announced once across a conductor t
     await recordMove(run, dag, changed);
     await announceUnpublished(run);
     expect(b.stream).toHaveLength(1);
+  });
+});
+
+describe("a subtask's wall-clock limit", () => {
+  it("is the subtask's own, never more than the parent has left, and at least 1 s", () => {
+    expect(childTimeLimit(undefined, undefined)).toBeUndefined();
+    expect(childTimeLimit(60_000, undefined)).toBe(60_000);
+    expect(childTimeLimit(undefined, 42_500.2)).toBe(42_501);
+    expect(childTimeLimit(60_000, 42_500)).toBe(42_500);
+    expect(childTimeLimit(10_000, 42_500)).toBe(10_000);
+    expect(childTimeLimit(60_000, 200)).toBe(1_000);
   });
 });

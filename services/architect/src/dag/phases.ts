@@ -22,12 +22,14 @@ import {
   type SubtaskState,
   type TaskEvent,
   type TaskInput,
+  type TaskLimits,
   type Usage,
 } from "@loopsmith/shared";
 import { dagTexts, runTexts } from "../event-texts.js";
 import { briefFromExecution } from "../failure.js";
 import { readBaseFile } from "../repo/context.js";
 import { repoExecution, repoOf } from "../repo/workspace.js";
+import { timeLeftMs } from "../requests.js";
 import { RetryLater, type PhaseOutcome, type TaskRun } from "../run.js";
 import { addStepUsage, type TaskState } from "../state.js";
 import type { ChildTasks } from "../steps.js";
@@ -47,6 +49,8 @@ import { composeTree, subtaskTestCommand, subtaskTree } from "./tree.js";
 export const SUBTASK_BACKOFF = { minMs: 1_000, maxMs: 30_000 };
 /** How often a running DAG looks at the task's cancel and the conductor's stop, in ms. */
 const WATCH_MS = 250;
+/** The shortest wall-clock limit a task may have, in ms (`TaskLimits.timeLimitMs`). */
+const MIN_TIME_LIMIT_MS = 1_000;
 /** The usage role the children's usage is summed under in the parent's report. */
 export const SUBTASKS_ROLE = "subtasks";
 
@@ -153,6 +157,48 @@ function childGoal(plan: DagPlan, id: string, taskGoal: string): string {
     .slice(0, 100_000);
 }
 
+/** True once the task's wall-clock limit has passed (never for a task without one). */
+function pastTimeLimit(s: TaskState): boolean {
+  const left = timeLeftMs(s);
+  return left !== undefined && left <= 0;
+}
+
+/**
+ * The wall-clock limit of a subtask's child task, in ms: the subtask's own limit, no more than
+ * what is left of the parent's (at least the contract's 1 s); undefined when neither is set.
+ */
+export function childTimeLimit(subtaskMs: number | undefined, parentLeftMs: number | undefined): number | undefined {
+  if (subtaskMs === undefined && parentLeftMs === undefined) return undefined;
+  const ms = Math.min(subtaskMs ?? Number.POSITIVE_INFINITY, parentLeftMs ?? Number.POSITIVE_INFINITY);
+  return Math.max(MIN_TIME_LIMIT_MS, Math.ceil(ms));
+}
+
+/** The parent's limits less its own wall-clock limit (a child's is set by {@link childTimeLimit}). */
+function withoutTimeLimit(limits: TaskLimits): Omit<TaskLimits, "timeLimitMs"> {
+  const { timeLimitMs: _parent, ...rest } = limits;
+  return rest;
+}
+
+/**
+ * The outcome of an attempt that cannot start because the task's budget or its time is used
+ * up (neither is worth another attempt); undefined when it can start.
+ */
+function cannotStart(run: TaskRun): AttemptOutcome | undefined {
+  const left = run.budget();
+  const spent =
+    (left.remainingUsd !== undefined && left.remainingUsd <= 0) ||
+    (left.remainingTokens !== undefined && left.remainingTokens <= 0);
+  if (!spent && !pastTimeLimit(run.s)) return undefined;
+  return {
+    passed: false,
+    reason: spent ? "budget" : "time_limit",
+    message: spent ? dagTexts.budgetUsedUp : dagTexts.timeUsedUp(run.s.task.limits.timeLimitMs ?? 0),
+    iterations: 0,
+    usage: emptyUsage(),
+    retryable: false,
+  };
+}
+
 /** Runs one attempt of a subtask as a child task (or re-attaches to it), and reads its outcome. */
 async function attemptSubtask(
   s: TaskState,
@@ -166,21 +212,12 @@ async function attemptSubtask(
   const repo = repoOf(task);
   const owner = ownerOfTask(task);
   const plan = s.dag!.plan;
-  // The task's budget is the DAG's: a child may spend what is left of it when it starts.
+  const refused = cannotStart(run);
+  if (refused) return refused;
+  // The task's budget and wall clock are the DAG's: a child is given what is left of them.
   const left = run.budget();
-  if (
-    (left.remainingUsd !== undefined && left.remainingUsd <= 0) ||
-    (left.remainingTokens !== undefined && left.remainingTokens <= 0)
-  ) {
-    return {
-      passed: false,
-      reason: "budget",
-      message: dagTexts.budgetUsedUp,
-      iterations: 0,
-      usage: emptyUsage(),
-      retryable: false,
-    };
-  }
+  const timeLeft = timeLeftMs(run.s);
+  const childTime = childTimeLimit(task.limits.subtaskTimeLimitMs, timeLeft);
   const root = await run.steps.tree(repo.snapshot, owner);
   const tree = await subtaskTree(plan, req.subtask, req.base, {
     baseTar: await children.getTree(repo.snapshot, owner),
@@ -207,9 +244,10 @@ async function attemptSubtask(
     ...(task.memoryScope ? { memoryScope: task.memoryScope } : {}),
     ...(task.script ? { script: task.script } : {}),
     limits: {
-      ...task.limits,
+      ...withoutTimeLimit(task.limits),
       ...(left.remainingUsd !== undefined ? { maxCostUsd: left.remainingUsd } : {}),
       ...(left.remainingTokens !== undefined ? { maxTokens: Math.floor(left.remainingTokens) } : {}),
+      ...(childTime !== undefined ? { timeLimitMs: childTime } : {}),
     },
     source: task.source,
     submittedAt: new Date().toISOString(),
@@ -226,8 +264,10 @@ async function attemptSubtask(
       }
     });
   } catch (err) {
-    // A cancelled parent cancels its children; a stopping conductor leaves them running (they are re-attached).
-    if (req.signal.aborted && run.io.cancelled()) await children.cancel(req.childTaskId, owner).catch(() => undefined);
+    // A cancelled parent, or one past its time limit, cancels its children; a stopping conductor
+    // leaves them running (they are re-attached).
+    if (req.signal.aborted && (run.io.cancelled() || pastTimeLimit(run.s)))
+      await children.cancel(req.childTaskId, owner).catch(() => undefined);
     throw err;
   } finally {
     delete live[req.subtask.id];
@@ -328,8 +368,9 @@ export async function schedulePhase(s: TaskState, run: TaskRun): Promise<PhaseOu
   });
   const abort = new AbortController();
   const watch = setInterval(() => {
-    if (run.io.cancelled() || run.io.stopping())
-      abort.abort(new Error(run.io.cancelled() ? "cancelled" : "the conductor is stopping"));
+    if (run.io.cancelled()) abort.abort(new Error("cancelled"));
+    else if (pastTimeLimit(run.s)) abort.abort(new Error("the task's time limit passed"));
+    else if (run.io.stopping()) abort.abort(new Error("the conductor is stopping"));
     else run.io.heartbeat();
   }, WATCH_MS);
   const live: Record<string, number> = {};
@@ -349,6 +390,7 @@ export async function schedulePhase(s: TaskState, run: TaskRun): Promise<PhaseOu
       {
         signal: abort.signal,
         cancelled: () => run.io.cancelled(),
+        timedOut: () => !run.io.cancelled() && pastTimeLimit(run.s),
         attempt: (req) => attemptSubtask(s, run, req, live, progress),
         record: async (state, changed) => {
           recording = true;
@@ -369,6 +411,13 @@ export async function schedulePhase(s: TaskState, run: TaskRun): Promise<PhaseOu
   }
   const outcome = dagOutcome(final);
   if (outcome.status === "cancelled" && run.io.cancelled()) return { stop: "cancelled", message: runTexts.cancelled };
+  if (outcome.status !== "passed" && pastTimeLimit(run.s)) {
+    const ended = final.subtasks.filter((t) => t.reason === "time_limit" && t.status !== "passed").map((t) => t.id);
+    return {
+      stop: "time_limit",
+      message: dagTexts.timeLimitStop(s.task.limits.timeLimitMs ?? 0, ended, outcome.passed),
+    };
+  }
   const spent = final.subtasks.find((t) => t.status === "failed" && t.reason === "budget");
   if (outcome.status !== "passed" && spent)
     return { stop: "budget", message: dagTexts.budgetStop(spent.id, outcome.passed) };

@@ -68,16 +68,19 @@ function harness(
     ms?: (req: AttemptRequest) => number;
     stopWhen?: (r: Recorded) => boolean;
     cancelWhen?: (r: Recorded) => boolean;
+    timeOutWhen?: (r: Recorded) => boolean;
   } = {},
 ) {
   const abort = new AbortController();
   let cancelled = false;
+  let late = false;
   const records: Recorded[] = [];
   const attempts: AttemptRequest[] = [];
   const t0 = performance.now();
   const io: DagIO = {
     signal: abort.signal,
     cancelled: () => cancelled,
+    timedOut: () => late,
     async attempt(req) {
       attempts.push(req);
       const wait = opts.ms?.(req) ?? 20;
@@ -95,6 +98,9 @@ function harness(
       if (opts.cancelWhen?.(r)) {
         cancelled = true;
         abort.abort(new Error("cancelled"));
+      } else if (opts.timeOutWhen?.(r)) {
+        late = true;
+        abort.abort(new Error("the task's time limit passed"));
       } else if (opts.stopWhen?.(r)) abort.abort(new Error("stopping"));
     },
   };
@@ -278,6 +284,27 @@ describe("runDag", () => {
       ["server", "cancelled", "cancelled"],
     ]);
     expect(dagOutcome(final).status).toBe("cancelled");
+  });
+
+  it("when the parent's time limit passes, stops the running subtask and cancels the rest with reason time_limit", async () => {
+    const h = harness(() => pass(), {
+      ms: (r) => (r.subtask.id === "storage" ? 1_000 : 5),
+      timeOutWhen: (r) => r.sub.id === "validation" && r.sub.status === "passed",
+    });
+    const t0 = performance.now();
+    const final = await runDag(startDag(restApi()), h.io, opts(2));
+    // The running attempt was cut off, not waited for.
+    expect(performance.now() - t0).toBeLessThan(900);
+    expect(final.subtasks.map((s) => [s.id, s.status, s.reason])).toEqual([
+      ["model", "passed", "passed"],
+      ["storage", "cancelled", "time_limit"],
+      ["validation", "passed", "passed"],
+      ["handlers", "cancelled", "time_limit"],
+      ["server", "cancelled", "time_limit"],
+    ]);
+    expect(final.subtasks.find((s) => s.id === "storage")?.message).toBe("the task's time limit passed");
+    // Not a hand-back: nothing was left running to re-attach.
+    expect(h.attempts.filter((a) => a.subtask.id === "handlers")).toHaveLength(0);
   });
 });
 

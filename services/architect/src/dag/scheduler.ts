@@ -72,6 +72,12 @@ export interface DagIO {
   signal: AbortSignal;
   /** True when the signal fired because the parent task was cancelled (not because the conductor stops). */
   cancelled(): boolean;
+  /**
+   * True when the signal fired because the parent task's wall-clock limit passed: the
+   * subtasks not finished are cancelled with reason `time_limit`, as a cancel would. Absent:
+   * never.
+   */
+  timedOut?(): boolean;
 }
 
 /** Scheduling limits. */
@@ -104,6 +110,8 @@ const now = (): string => new Date().toISOString();
 /**
  * Runs the subtasks of `initial` that have not finished, and returns the state when none can
  * run any more: every subtask passed, failed or cancelled.
+ * When `io.signal` fires for a cancel or the parent's time limit ({@link DagIO.timedOut}),
+ * the subtasks not finished are cancelled (reason `cancelled` or `time_limit`) and the state returned.
  * @throws DagHandBack when the conductor stops before the run ends (running subtasks stay
  *   `running`, to be re-attached on resume); the first error of `io.record` (the run stops
  *   at once: a move that was not checkpointed must not be built on)
@@ -251,13 +259,14 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
   await records.onIdle().catch(() => undefined);
   if (failure !== undefined) throw failure;
   if (io.signal.aborted) {
-    if (!io.cancelled()) throw new DagHandBack();
+    const late = !io.cancelled() && (io.timedOut?.() ?? false);
+    if (!io.cancelled() && !late) throw new DagHandBack();
     for (const s of state.subtasks) {
       if (s.status === "pending" || s.status === "running")
         await update(s.id, {
           status: "cancelled",
-          reason: "cancelled",
-          message: "the task was cancelled",
+          reason: late ? "time_limit" : "cancelled",
+          message: late ? "the task's time limit passed" : "the task was cancelled",
           finishedAt: now(),
         });
     }
