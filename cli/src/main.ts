@@ -247,6 +247,23 @@ program
   );
 
 program
+  .command("reset")
+  .description(
+    "delete the memory (failures, fixes, successes) and/or the task history (tasks and their recorded runs); neither flag: both",
+  )
+  .option("--memory", "delete what the agent learned: stored failures with their fixes, successes, the recall log")
+  .option("--history", "delete the task history: what history, stats, show, export and replay read")
+  .option("-y, --yes", "delete without asking (needed when there is no terminal to ask on)")
+  .option("--config <file>", "configuration file (JSON)")
+  .option("--json", "print JSON")
+  .action(async (opts: { memory?: boolean; history?: boolean; yes?: boolean; json?: boolean; config?: string }) =>
+    run(opts.json, async () => {
+      const { resetCommand } = await import("./reset.js");
+      return resetCommand(opts, await logger());
+    }),
+  );
+
+program
   .command("up")
   .description(
     "start the local stack (NATS, memory, the five services) in the background; solve, history, stats, show and improve then use it",

@@ -36,3 +36,4 @@ export { insertFailures, type InsertFailuresOptions, type InsertFailuresResult }
 export { memoryService, memoryRegistrations, type MemoryServiceDeps, type RegistrationDeps } from "./service.js";
 export { assembleRun, capEvents, jsonbText, readRun, runPart, saveRun, type ReadEvents } from "./runs.js";
 export { readTaskEvents, type EventsConnection, type ReadTaskEventsOptions } from "./run-events.js";
+export { resetMemory, type ResetCounts, type ResetScope } from "./reset.js";
