@@ -1,5 +1,5 @@
 /**
- * Every relative link in README.md and docs/*.md resolves: the file or folder it names exists,
+ * Every relative link in the root's Markdown files (README.md, CONTRIBUTING.md, SECURITY.md) and docs/*.md resolves: the file or folder it names exists,
  * and a `#fragment` names a heading of the Markdown file it points to (GitHub's anchors: the
  * heading lower-cased, punctuation other than `-` and `_` dropped, spaces as `-`).
  */
@@ -8,9 +8,9 @@ import { dirname, join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import { REPO } from "./fixtures/cli.js";
 
-/** The Markdown files whose links are checked, relative to the repository root. */
+/** The Markdown files whose links are checked, relative to the repository root: the root's and docs/'s. */
 const FILES = [
-  "README.md",
+  ...readdirSync(REPO).filter((f) => f.endsWith(".md")),
   ...readdirSync(join(REPO, "docs"))
     .filter((f) => f.endsWith(".md"))
     .map((f) => `docs/${f}`),
@@ -78,5 +78,6 @@ describe("links in README.md and docs/", () => {
 
   it("finds the links it checks (the README links to docs/)", () => {
     expect(links(join(REPO, "README.md"))).toContain("docs/OPERATIONS.md");
+    expect(FILES).toEqual(expect.arrayContaining(["README.md", "CONTRIBUTING.md", "SECURITY.md", "docs/CLI.md"]));
   });
 });
