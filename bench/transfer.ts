@@ -3,6 +3,15 @@
  * task that failed for the same cause?
  * Run: npm run --silent bench:transfer -- [--dataset <humaneval.jsonl>] [--tasks N] [--seed S]
  *        [--tries T] [--workers W] [--timeout-ms MS]
+ *        [--embedder hashing|api] [--embeddings-base-url URL] [--embeddings-model M]
+ *        [--embeddings-dimensions D] [--embeddings-truncate]
+ *
+ * Embedder: memory's hashing embedder by default (offline); `--embedder api` stores and
+ * recalls with an OpenAI-compatible embeddings server instead (the flags, or
+ * `LOOPSMITH_EMBEDDER`, `LOOPSMITH_EMBEDDINGS_BASE_URL`, `_MODEL`, `_DIMENSIONS`, `_TRUNCATE`;
+ * the key only from `LOOPSMITH_EMBEDDINGS_API_KEY`). Memory is opened without a fallback: a
+ * failed embed ends the run with the server's error, so every row and every recall is the
+ * named embedder's. The output's `memory:` line names it.
  *
  * Corpus (`transfer/corpus.ts`): N tasks drawn (seeded) from a dataset in HumanEval's format
  * (default `LOOPSMITH_HUMANEVAL`, else `../shared/datasets/humaneval.jsonl` beside the
@@ -74,8 +83,40 @@ const opts = new Command()
   .option("--tries <t>", "candidates tried per task and operator", int, 3)
   .option("--workers <w>", "test runs at once", int, 2)
   .option("--timeout-ms <ms>", "wall-clock limit of one test run", int, 3_000)
+  .option("--embedder <kind>", "memory's embedder: hashing or api (else LOOPSMITH_EMBEDDER; hashing)")
+  .option("--embeddings-base-url <url>", "the api embedder's server, the part before /embeddings")
+  .option("--embeddings-model <model>", "the api embedder's model")
+  .option("--embeddings-dimensions <d>", "the api embedder's vector length", int)
+  .option("--embeddings-truncate", "cut longer vectors to the dimensions (Matryoshka models)")
   .parse(process.argv)
-  .opts<{ dataset: string; tasks: number; seed: number; tries: number; workers: number; timeoutMs: number }>();
+  .opts<{
+    dataset: string;
+    tasks: number;
+    seed: number;
+    tries: number;
+    workers: number;
+    timeoutMs: number;
+    embedder?: string;
+    embeddingsBaseUrl?: string;
+    embeddingsModel?: string;
+    embeddingsDimensions?: number;
+    embeddingsTruncate?: boolean;
+  }>();
+
+/** The embedder's settings given on the command line (flags over the environment). */
+const embedderFlags = Object.fromEntries(
+  Object.entries({
+    kind: opts.embedder,
+    baseUrl: opts.embeddingsBaseUrl,
+    model: opts.embeddingsModel,
+    dimensions: opts.embeddingsDimensions,
+    truncate: opts.embeddingsTruncate,
+  }).filter(([, v]) => v !== undefined),
+);
+/** The environment variables of memory's embedder (the rest of the environment is left out: the run stays its own). */
+const embedderEnv = Object.fromEntries(
+  Object.entries(process.env).filter(([k]) => k === "LOOPSMITH_EMBEDDER" || k.startsWith("LOOPSMITH_EMBEDDINGS_")),
+);
 
 /** A seeded permutation (Fisher–Yates over `seeded`). */
 function shuffled<T>(xs: readonly T[], seed: number): T[] {
@@ -156,8 +197,17 @@ const order = shuffled(failures, opts.seed + 1);
 const rows: Array<[string, Ranks | Metrics]> = [];
 const dataDir = await mkdtemp(join(tmpdir(), "loopsmith-bench-transfer-"));
 const log = createLogger({ service: "bench", level: "warn" });
-const store = await openMemoryStore({ config: loadConfig({ env: { LOOPSMITH_DATA_DIR: dataDir } }), log });
+const config = loadConfig({
+  env: { ...embedderEnv, LOOPSMITH_DATA_DIR: dataDir },
+  flags: { memory: { embedder: embedderFlags } },
+});
+const settings = config.memory.embedder;
+const store = await openMemoryStore({ config, log, fallback: null });
 const embedder = store.embedder.id;
+const embedderText =
+  settings.kind === "api"
+    ? `${embedder} (api: model ${settings.model} at ${settings.baseUrl}, ${settings.dimensions} dimensions${settings.truncate ? ", truncated" : ""})`
+    : `${embedder} (hashing: offline, lexical)`;
 let storeMs = 0;
 let recallMs = 0;
 try {
@@ -194,6 +244,7 @@ try {
         k: TOP,
         excludeSameTask: true,
       });
+      if (r.embedder !== embedder) throw new Error(`recall answered with embedder ${r.embedder}, not ${embedder}`);
       return r.failures.map((x) => idOf.get(x.id) ?? x.id);
     };
   const t1 = performance.now();
@@ -278,7 +329,7 @@ const lines = [
   `transfer benchmark on ${basename(opts.dataset)}: ${records.length} tasks drawn with seed ${opts.seed}, up to ${opts.tries} candidates per task and operator`,
   machineLine(refMs, cpuBefore, cpuAfter),
   `runner: ${runner.info.python}, ${runner.info.pytest ? `pytest ${runner.info.pytest}` : "no pytest (plain asserts)"}, no network (a network namespace of its own), ${opts.timeoutMs} ms and 512 MiB per run; ${corpus.runs} mutants run in ${corpus.seconds.toFixed(0)} s`,
-  `memory: embedded PGlite, embedder ${embedder}; ${failures.length} failures stored in ${(storeMs / 1000).toFixed(1)} s, ${queries.length} recalls in ${(recallMs / 1000).toFixed(1)} s`,
+  `memory: embedded PGlite, embedder ${embedderText}; ${failures.length} failures stored in ${(storeMs / 1000).toFixed(1)} s, ${queries.length} recalls in ${(recallMs / 1000).toFixed(1)} s`,
   `corpus: ${new Set(failures.map((f) => f.taskId)).size} tasks with a failure, ${new Set(failures.map((f) => f.operator)).size} operators, ${failures.length} failures (${headlines.size} headline signatures), ${queries.length} queries (${failures.length - queries.length} failures of an operator that failed on one task only)`,
   "",
   ...metricsTable(rows, 44),

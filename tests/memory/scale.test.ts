@@ -90,7 +90,7 @@ function scaleSuite(
   test("applies hnsw.ef_search to every pooled connection and m, ef_construction to the index", async (fresh) => {
     const config = await fresh();
     const db = await openDatabase({
-      config: { ...config, memory: { efSearch: 123, hnswM: 12, hnswEfConstruction: 48 } },
+      config: { ...config, memory: { ...config.memory, efSearch: 123, hnswM: 12, hnswEfConstruction: 48 } },
       log,
       embedders: [embedder],
     });

@@ -20,7 +20,15 @@ export {
   type Embedder,
   type HashingEmbedderOptions,
 } from "./embedder.js";
-export { openMemoryStore, createMemoryStore, type MemoryStore, type MemoryStoreDeps } from "./store.js";
+export { apiEmbedderId, configuredEmbedder, createApiEmbedder, type ApiEmbedderOptions } from "./api-embedder.js";
+export {
+  openMemoryStore,
+  createMemoryStore,
+  type MemoryStore,
+  type MemoryStoreDeps,
+  type StoreOptions,
+} from "./store.js";
+export type { ReembedResult } from "./reembed.js";
 export {
   openDatabase,
   analyseStale,

@@ -28,7 +28,7 @@ export interface MemoryServiceDeps {
    * Absent: runs are recorded without events (`eventsTruncated`).
    */
   nc?: EventsConnection;
-  /** @defaultValue the offline hashing embedder (`hash-v1-256`) */
+  /** @defaultValue the embedder `config.memory.embedder` names (the offline hashing embedder, `hash-v1-256`, by default) */
   embedder?: Embedder;
 }
 

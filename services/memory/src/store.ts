@@ -3,6 +3,15 @@
  * fixes, successes and finished tasks, and recalls the nearest past failures (hybrid: pgvector
  * and full-text rankings fused by reciprocal rank, see `recall.ts`) and successes (cosine
  * distance on pgvector HNSW indexes), same language and same embedder only.
+ *
+ * The embedder is the configured one (`configuredEmbedder`: the hashing embedder by default,
+ * or an embeddings API). When an embedder that can fail (any but a hashing one) fails, after
+ * its own retries, nothing is lost: the failure or success is stored with the offline hashing
+ * embedder's vector instead, and a recall is made with the hashing embedder (over the rows
+ * it made); the reply's `embedder` says which. Rows of another embedder than the configured
+ * one (the fallback's, or every row after a switch) are re-embedded in the background
+ * (`reembed.ts`): once when memory opens, and again after the configured embedder, having
+ * failed, answers again.
  */
 import { z } from "zod";
 import pgvector from "pgvector/pg";
@@ -28,6 +37,8 @@ import {
   type Remembered,
 } from "@loopsmith/shared";
 import { checkEmbedder, createHashingEmbedder, type Embedder } from "./embedder.js";
+import { configuredEmbedder } from "./api-embedder.js";
+import { reembedRows, type ReembedResult } from "./reembed.js";
 import { openDatabase, type Backend, type Database } from "./db.js";
 import { withDb } from "./errors.js";
 import { buildEmbedText, embedParts } from "./embed-text.js";
@@ -116,7 +127,16 @@ export interface MemoryStore {
    * @throws LoopsmithError `db_error`
    */
   logRecall(taskId: string, recall: Recall): Promise<boolean>;
-  /** Closes the pool, the socket server and PGlite (in that order). Safe to call twice. */
+  /**
+   * Re-embeds every row another embedder made with this store's embedder (see `reembed.ts`);
+   * joins the pass already running, if any (memory starts one when it opens, and after its
+   * embedder answers again following a failure). Never started by itself when
+   * `memory.embedder.reembed` is false; this call runs one all the same.
+   * @returns the rows re-embedded, and the embedder's error when one stopped the pass
+   * @throws LoopsmithError `db_error`
+   */
+  reembed(): Promise<ReembedResult>;
+  /** Waits for a re-embedding pass to stop, then closes the pool, the socket server and PGlite (in that order). Safe to call twice. */
   close(): Promise<void>;
 }
 
@@ -124,8 +144,77 @@ export interface MemoryStore {
 export interface MemoryStoreDeps {
   config: Config;
   log: Logger;
-  /** @defaultValue createHashingEmbedder() (`hash-v1-256`, offline) */
+  /** @defaultValue the embedder `config.memory.embedder` names (`configuredEmbedder`; `hash-v1-256` by default) */
   embedder?: Embedder;
+  /**
+   * What stores and recalls with when `embedder` fails; null: nothing (the call fails with
+   * the embedder's error). @defaultValue the hashing embedder (`hash-v1-256`) unless
+   * `embedder` is a hashing embedder (ids `hash-…`: offline, they do not fail)
+   */
+  fallback?: Embedder | null;
+}
+
+/** Options of {@link createMemoryStore}. */
+export interface StoreOptions {
+  /** What stores and recalls with when the embedder fails (see {@link MemoryStoreDeps.fallback}). */
+  fallback?: Embedder | undefined;
+  /**
+   * Re-embed rows of other embedders in the background, after the embedder answers again
+   * following a failure (`memory.embedder.reembed`). @defaultValue false
+   */
+  reembed?: boolean;
+  /**
+   * After the embedder failed, how long calls go straight to the fallback, in ms
+   * (`memory.embedder.cooldownMs`). @defaultValue 30000
+   */
+  cooldownMs?: number;
+}
+
+/**
+ * An error the embedder threw (or a reply of the wrong shape), kept apart from the database's
+ * errors so that only an embedder's failure falls back. Same code and message as the cause.
+ */
+class EmbedderFailed extends LoopsmithError {
+  constructor(
+    readonly embedderId: string,
+    cause: unknown,
+  ) {
+    const e =
+      cause instanceof LoopsmithError
+        ? cause
+        : new LoopsmithError(
+            "internal",
+            `embedder ${embedderId} failed: ${(cause as Error)?.message ?? String(cause)}`,
+          );
+    super(e.code, e.message, { cause, retryable: e.retryable, details: e.details });
+  }
+}
+
+/**
+ * `embedder` with its failures marked as {@link EmbedderFailed} (a reply of the wrong number
+ * or size of vectors too) and `onAnswer` called after each call that succeeded.
+ */
+function guarded(embedder: Embedder, onAnswer: () => void): Embedder {
+  return {
+    id: embedder.id,
+    dimensions: embedder.dimensions,
+    async embed(texts) {
+      let vectors: number[][];
+      try {
+        vectors = await embedder.embed(texts);
+      } catch (err) {
+        throw new EmbedderFailed(embedder.id, err);
+      }
+      if (vectors.length !== texts.length || vectors.some((v) => v.length !== embedder.dimensions)) {
+        throw new EmbedderFailed(
+          embedder.id,
+          new LoopsmithError("internal", `embedder ${embedder.id} returned a missing vector or one of the wrong size`),
+        );
+      }
+      onAnswer();
+      return vectors;
+    },
+  };
 }
 
 function parse<S extends z.ZodType>(schema: S, input: unknown, what: string): z.infer<S> {
@@ -139,8 +228,82 @@ function parse<S extends z.ZodType>(schema: S, input: unknown, what: string): z.
 }
 
 /** Builds a store over an open database. Exposed for tests; use {@link openMemoryStore}. */
-export function createMemoryStore(db: Database, embedder: Embedder, log: Logger): MemoryStore {
-  const param = (n: number): string => `$${n}::vector(${embedder.dimensions})`;
+export function createMemoryStore(
+  db: Database,
+  configured: Embedder,
+  log: Logger,
+  opts: StoreOptions = {},
+): MemoryStore {
+  const fallback = opts.fallback && opts.fallback.id !== configured.id ? opts.fallback : undefined;
+  const cooldownMs = opts.cooldownMs ?? 30_000;
+  let pass: Promise<ReembedResult> | undefined;
+  /** Another pass is due once the running one ends (rows were stored behind its cursor). */
+  let again = false;
+  let closing = false;
+  /** Rows wait for the embedder to answer again: a fallback stored them, or a pass stopped on its error. */
+  let waiting = false;
+  /** Until when (ms since the epoch) calls go straight to the fallback, after the embedder failed. */
+  let downUntil = 0;
+
+  const runPass = (): Promise<ReembedResult> =>
+    (pass ??= reembedRows(db, embedder, { log, stop: () => closing })
+      .then((result) => {
+        if (result.stoppedBy !== undefined) {
+          waiting = true;
+          log.warn(
+            { err: result.stoppedBy, embedder: configured.id, done: result },
+            "re-embedding stopped: the embedder failed; it goes on once the embedder answers again",
+          );
+        }
+        return result;
+      })
+      .finally(() => {
+        pass = undefined;
+        if (again) {
+          again = false;
+          setImmediate(background);
+        }
+      }));
+  /** Starts a pass in the background (or, while one runs, another after it). */
+  function background(): void {
+    if (closing) return;
+    if (pass) {
+      again = true;
+      return;
+    }
+    runPass().catch((err: unknown) => log.warn({ err, embedder: configured.id }, "re-embedding failed"));
+  }
+  const embedder = guarded(configured, () => {
+    downUntil = 0;
+    if (waiting && opts.reembed === true && fallback) {
+      waiting = false;
+      // On a later turn: after the statement this call is part of.
+      setImmediate(background);
+    }
+  });
+  /**
+   * Runs `fn` with the embedder; when the embedder fails and there is a fallback, runs it
+   * again with the fallback (the embedder's error logged), and for `cooldownMs` after goes
+   * straight to the fallback (a server that is down costs its timeouts once, not per call).
+   */
+  const withEmbedder = async <T>(what: string, fn: (e: Embedder) => Promise<T>): Promise<T> => {
+    if (fallback && Date.now() < downUntil) {
+      waiting = true;
+      return fn(fallback);
+    }
+    try {
+      return await fn(embedder);
+    } catch (err) {
+      if (!(err instanceof EmbedderFailed) || !fallback) throw err;
+      waiting = true;
+      downUntil = Date.now() + cooldownMs;
+      log.warn(
+        { err, embedder: configured.id, fallback: fallback.id, cooldownMs },
+        `memory could not ${what} with embedder ${configured.id}: ${err.message}; using ${fallback.id} (for ${cooldownMs} ms)`,
+      );
+      return fn(fallback);
+    }
+  };
 
   const existing = async (table: "failures" | "successes", key: string): Promise<Remembered | null> => {
     const cols = table === "failures" ? "id::text AS id, signature" : "id::text AS id";
@@ -153,12 +316,39 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
     return row.signature === undefined ? { id: row.id } : { id: row.id, signature: row.signature };
   };
 
+  /** Inserts a success with `e`'s vector; the first row of its key when one is stored already. */
+  const insertSuccess = async (rec: SuccessRecord, e: Embedder, embedding: number[]): Promise<Remembered> => {
+    const { rows } = await db.pool.query<{ id: string }>(
+      `INSERT INTO loopsmith.successes
+           (idempotency_key, task_id, iteration, language, goal, files, embedder, embedding)
+         VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::vector(${e.dimensions}))
+         ON CONFLICT (idempotency_key) DO NOTHING
+         RETURNING id::text AS id`,
+      [
+        rec.idempotencyKey,
+        rec.taskId,
+        rec.iteration,
+        rec.language,
+        rec.goal,
+        JSON.stringify(rec.files),
+        e.id,
+        pgvector.toSql(embedding),
+      ],
+    );
+    const id = rows[0]?.id;
+    if (id !== undefined) return { id };
+    const first = await existing("successes", rec.idempotencyKey);
+    if (!first) throw new LoopsmithError("db_error", "memory could not store the success: the row vanished");
+    return first;
+  };
+
   return {
     backend: db.backend,
-    embedder,
+    embedder: configured,
 
     async recall(input) {
-      return hybridRecall(db, embedder, parse(RecallRequest, input, "recall request"));
+      const req = parse(RecallRequest, input, "recall request");
+      return withEmbedder("embed the recall", (e) => hybridRecall(db, e, req));
     },
 
     async rememberFailure(input) {
@@ -167,7 +357,9 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
       if (found) return found;
       // One row of the bulk insert: one INSERT statement for both paths (a race with the same
       // key is settled there: the first row wins).
-      const { results } = await insertFailures(db, embedder, [rec], { batchSize: 1, analyse: false });
+      const { results } = await withEmbedder("embed the failure", (e) =>
+        insertFailures(db, e, [rec], { batchSize: 1, analyse: false }),
+      );
       const first = results[0];
       if (!first) throw new LoopsmithError("db_error", "memory could not store the failure: the row vanished");
       return first;
@@ -194,34 +386,10 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
       const rec = parse(SuccessRecord, input, "success record");
       const found = await withDb("look up the success", () => existing("successes", rec.idempotencyKey));
       if (found) return found;
-      const embedding = await embedParts(embedder, {
-        goal: buildEmbedText({ goal: rec.goal }).goal,
-        error: "",
-        code: "",
-      });
-      return withDb("store the success", async () => {
-        const { rows } = await db.pool.query<{ id: string }>(
-          `INSERT INTO loopsmith.successes
-             (idempotency_key, task_id, iteration, language, goal, files, embedder, embedding)
-           VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, ${param(8)})
-           ON CONFLICT (idempotency_key) DO NOTHING
-           RETURNING id::text AS id`,
-          [
-            rec.idempotencyKey,
-            rec.taskId,
-            rec.iteration,
-            rec.language,
-            rec.goal,
-            JSON.stringify(rec.files),
-            embedder.id,
-            pgvector.toSql(embedding),
-          ],
-        );
-        const id = rows[0]?.id;
-        if (id !== undefined) return { id };
-        const first = await existing("successes", rec.idempotencyKey);
-        if (!first) throw new LoopsmithError("db_error", "memory could not store the success: the row vanished");
-        return first;
+      const parts = { goal: buildEmbedText({ goal: rec.goal }).goal, error: "", code: "" };
+      return withEmbedder("embed the success", async (e) => {
+        const embedding = await embedParts(e, parts);
+        return withDb("store the success", () => insertSuccess(rec, e, embedding));
       });
     },
 
@@ -287,8 +455,12 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
 
     logRecall: (taskId, recall) => logRecall(db, taskId, recall),
 
+    reembed: () => runPass(),
+
     async close() {
       log.debug({ backend: db.backend }, "closing memory");
+      closing = true;
+      await pass?.catch(() => undefined);
       await db.close();
     },
   };
@@ -296,15 +468,35 @@ export function createMemoryStore(db: Database, embedder: Embedder, log: Logger)
 
 /**
  * Opens memory: PostgreSQL + pgvector when `config.databaseUrl` is set, else embedded PGlite
- * under `<config.dataDir>/memory`; applies migrations and the embedder's HNSW indexes.
+ * under `<config.dataDir>/memory`; applies migrations and the HNSW indexes of the embedder and
+ * its fallback. Then, unless `config.memory.embedder.reembed` is false, starts re-embedding
+ * the rows of other embedders in the background ({@link MemoryStore.reembed}).
  *
  * @throws LoopsmithError `config_invalid` for a bad embedder or DATABASE_URL; `db_error` when
  *   the database cannot be opened or migrated
  */
 export async function openMemoryStore(deps: MemoryStoreDeps): Promise<MemoryStore> {
-  const embedder = deps.embedder ?? createHashingEmbedder();
+  const embedder = deps.embedder ?? configuredEmbedder(deps.config);
   checkEmbedder(embedder);
-  const db = await openDatabase({ config: deps.config, log: deps.log, embedders: [embedder] });
-  deps.log.info({ backend: db.backend, location: db.location, embedder: embedder.id }, "memory open");
-  return createMemoryStore(db, embedder, deps.log);
+  const fallback =
+    deps.fallback === null
+      ? undefined
+      : (deps.fallback ?? (embedder.id.startsWith("hash-") ? undefined : createHashingEmbedder()));
+  if (fallback) checkEmbedder(fallback);
+  const embedders = fallback && fallback.id !== embedder.id ? [embedder, fallback] : [embedder];
+  const db = await openDatabase({ config: deps.config, log: deps.log, embedders });
+  const reembed = deps.config.memory.embedder.reembed;
+  deps.log.info(
+    { backend: db.backend, location: db.location, embedder: embedder.id, fallback: fallback?.id ?? null },
+    "memory open",
+  );
+  const store = createMemoryStore(db, embedder, deps.log, {
+    fallback,
+    reembed,
+    cooldownMs: deps.config.memory.embedder.cooldownMs,
+  });
+  if (reembed) {
+    store.reembed().catch((err: unknown) => deps.log.warn({ err, embedder: embedder.id }, "re-embedding failed"));
+  }
+  return store;
 }

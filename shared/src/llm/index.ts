@@ -109,3 +109,9 @@ export {
   trimToTokens,
 } from "./prompts.js";
 export type { Prompt } from "./prompts.js";
+export {
+  createEmbeddingsClient,
+  type EmbeddingsClient,
+  type EmbeddingsClientOptions,
+  type EmbeddingsReply,
+} from "./embeddings.js";

@@ -20,6 +20,8 @@ export interface ErrorContext {
   timeoutMs: number;
   /** Where the model is set, named in 404 messages. @defaultValue "LOOPSMITH_MODEL" */
   modelSetting?: string | undefined;
+  /** Where the timeout is set, named in timeout messages. @defaultValue "LOOPSMITH_LLM_TIMEOUT_MS" */
+  timeoutSetting?: string | undefined;
 }
 
 const said = (apiMessage: string | null | undefined): string => (apiMessage ? `: ${apiMessage}` : "");
@@ -99,7 +101,7 @@ export function errorForStatus(
 function timeoutError(ctx: ErrorContext, cause: unknown): LoopsmithError {
   return new LoopsmithError(
     "timeout",
-    `${ctx.provider} did not answer within ${ctx.timeoutMs} ms (${ctx.maxRetries} retries); raise LOOPSMITH_LLM_TIMEOUT_MS if replies are slow`,
+    `${ctx.provider} did not answer within ${ctx.timeoutMs} ms (${ctx.maxRetries} retries); raise ${ctx.timeoutSetting ?? "LOOPSMITH_LLM_TIMEOUT_MS"} if replies are slow`,
     { cause },
   );
 }

@@ -14,7 +14,7 @@ import { LoopsmithError } from "./errors.js";
 export type Json = { [k: string]: unknown };
 
 /** Environment variables and where they go. */
-export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = [
+export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number" | "boolean"]> = [
   ["NATS_URL", ["natsUrl"], "string"],
   ["NATS_USER", ["nats", "user"], "string"],
   ["NATS_PASSWORD", ["nats", "password"], "string"],
@@ -61,7 +61,26 @@ export const ENV_KEYS: ReadonlyArray<[string, string[], "string" | "number"]> = 
   ["LOOPSMITH_HNSW_EF_SEARCH", ["memory", "efSearch"], "number"],
   ["LOOPSMITH_HNSW_M", ["memory", "hnswM"], "number"],
   ["LOOPSMITH_HNSW_EF_CONSTRUCTION", ["memory", "hnswEfConstruction"], "number"],
+  ["LOOPSMITH_EMBEDDER", ["memory", "embedder", "kind"], "string"],
+  ["LOOPSMITH_EMBEDDINGS_BASE_URL", ["memory", "embedder", "baseUrl"], "string"],
+  ["LOOPSMITH_EMBEDDINGS_MODEL", ["memory", "embedder", "model"], "string"],
+  ["LOOPSMITH_EMBEDDINGS_API_KEY", ["memory", "embedder", "apiKey"], "string"],
+  ["LOOPSMITH_EMBEDDINGS_DIMENSIONS", ["memory", "embedder", "dimensions"], "number"],
+  ["LOOPSMITH_EMBEDDINGS_TRUNCATE", ["memory", "embedder", "truncate"], "boolean"],
+  ["LOOPSMITH_EMBEDDINGS_TIMEOUT_MS", ["memory", "embedder", "timeoutMs"], "number"],
+  ["LOOPSMITH_EMBEDDINGS_MAX_RETRIES", ["memory", "embedder", "maxRetries"], "number"],
+  ["LOOPSMITH_EMBEDDINGS_COOLDOWN_MS", ["memory", "embedder", "cooldownMs"], "number"],
+  ["LOOPSMITH_EMBEDDINGS_BATCH_SIZE", ["memory", "embedder", "batchSize"], "number"],
+  ["LOOPSMITH_EMBEDDINGS_REEMBED", ["memory", "embedder", "reembed"], "boolean"],
 ];
+
+/** An environment variable's text as a boolean (`true`/`1`/`yes`, `false`/`0`/`no`); other text is kept for the schema to refuse. */
+function envBoolean(raw: string): boolean | string {
+  const v = raw.trim().toLowerCase();
+  if (v === "true" || v === "1" || v === "yes") return true;
+  if (v === "false" || v === "0" || v === "no") return false;
+  return raw;
+}
 
 function setPath(target: Json, path: string[], value: unknown): void {
   let node = target;
@@ -98,7 +117,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): Json {
   for (const [name, path, kind] of ENV_KEYS) {
     const raw = env[name];
     if (raw === undefined || raw === "") continue;
-    setPath(out, path, kind === "number" ? Number(raw) : raw);
+    setPath(out, path, kind === "number" ? Number(raw) : kind === "boolean" ? envBoolean(raw) : raw);
   }
   return out;
 }

@@ -59,7 +59,7 @@ describe("configuration", () => {
   });
 
   it("memory's HNSW settings: defaults, file < environment, and pgvector's limits", () => {
-    expect(loadConfig({ env: {} }).memory).toEqual({ efSearch: 100, hnswM: 16, hnswEfConstruction: 64 });
+    expect(loadConfig({ env: {} }).memory).toMatchObject({ efSearch: 100, hnswM: 16, hnswEfConstruction: 64 });
     const cfg = loadConfig({
       env: {
         LOOPSMITH_HNSW_EF_SEARCH: "200",
@@ -67,11 +67,100 @@ describe("configuration", () => {
         LOOPSMITH_CONFIG_JSON: JSON.stringify({ memory: { hnswEfConstruction: 100 } }),
       },
     });
-    expect(cfg.memory).toEqual({ efSearch: 200, hnswM: 24, hnswEfConstruction: 100 });
+    expect(cfg.memory).toMatchObject({ efSearch: 200, hnswM: 24, hnswEfConstruction: 100 });
     expect(() => loadConfig({ env: { LOOPSMITH_HNSW_EF_SEARCH: "1001" } })).toThrow(/efSearch/);
     expect(() => loadConfig({ env: { LOOPSMITH_HNSW_M: "40", LOOPSMITH_HNSW_EF_CONSTRUCTION: "64" } })).toThrow(
       /memory\.hnswEfConstruction: must be at least 2 × memory\.hnswM/,
     );
+  });
+
+  it("memory's embedder: the hashing one by default; the api one from the file or the environment, with what it needs", () => {
+    const hashing = {
+      kind: "hashing",
+      truncate: false,
+      timeoutMs: 5_000,
+      maxRetries: 2,
+      cooldownMs: 30_000,
+      batchSize: 32,
+      reembed: true,
+    };
+    expect(loadConfig({ env: {} }).memory.embedder).toEqual(hashing);
+    // Another memory setting given: the embedder's defaults still apply.
+    expect(loadConfig({ env: { LOOPSMITH_HNSW_M: "8" } }).memory.embedder).toEqual(hashing);
+    const fromEnv = loadConfig({
+      env: {
+        LOOPSMITH_EMBEDDER: "api",
+        LOOPSMITH_EMBEDDINGS_BASE_URL: "http://127.0.0.1:8080/v1",
+        LOOPSMITH_EMBEDDINGS_MODEL: "text-embedding-3-small",
+        LOOPSMITH_EMBEDDINGS_API_KEY: "sk-embeddings-0123456789abcdef",
+        LOOPSMITH_EMBEDDINGS_DIMENSIONS: "512",
+        LOOPSMITH_EMBEDDINGS_TRUNCATE: "true",
+        LOOPSMITH_EMBEDDINGS_REEMBED: "0",
+        LOOPSMITH_EMBEDDINGS_TIMEOUT_MS: "2000",
+        LOOPSMITH_EMBEDDINGS_MAX_RETRIES: "1",
+        LOOPSMITH_EMBEDDINGS_COOLDOWN_MS: "0",
+        LOOPSMITH_EMBEDDINGS_BATCH_SIZE: "8",
+      },
+    }).memory.embedder;
+    expect(fromEnv).toEqual({
+      kind: "api",
+      baseUrl: "http://127.0.0.1:8080/v1",
+      model: "text-embedding-3-small",
+      apiKey: "sk-embeddings-0123456789abcdef",
+      dimensions: 512,
+      truncate: true,
+      reembed: false,
+      timeoutMs: 2_000,
+      maxRetries: 1,
+      cooldownMs: 0,
+      batchSize: 8,
+    });
+    const fromFile = loadConfig({
+      env: {
+        LOOPSMITH_CONFIG_JSON: JSON.stringify({
+          memory: { embedder: { kind: "api", baseUrl: "https://api.openai.com/v1", model: "m", dimensions: 1536 } },
+        }),
+      },
+    }).memory.embedder;
+    expect(fromFile).toMatchObject({ kind: "api", model: "m", dimensions: 1536, truncate: false, reembed: true });
+    expect(() => loadConfig({ env: { LOOPSMITH_EMBEDDER: "api" } })).toThrow(
+      /memory\.embedder\.baseUrl: the api embedder needs memory\.embedder\.baseUrl.*memory\.embedder\.model.*memory\.embedder\.dimensions/,
+    );
+    const api = {
+      LOOPSMITH_EMBEDDER: "api",
+      LOOPSMITH_EMBEDDINGS_BASE_URL: "http://127.0.0.1:8080/v1",
+      LOOPSMITH_EMBEDDINGS_MODEL: "m",
+    };
+    expect(() => loadConfig({ env: { ...api, LOOPSMITH_EMBEDDINGS_DIMENSIONS: "3072" } })).toThrow(
+      /memory\.embedder\.dimensions/,
+    );
+    expect(() =>
+      loadConfig({ env: { ...api, LOOPSMITH_EMBEDDINGS_DIMENSIONS: "8", LOOPSMITH_EMBEDDINGS_TRUNCATE: "maybe" } }),
+    ).toThrow(/memory\.embedder\.truncate/);
+    expect(() =>
+      loadConfig({
+        env: { ...api, LOOPSMITH_EMBEDDINGS_DIMENSIONS: "8", LOOPSMITH_EMBEDDINGS_BASE_URL: "ftp://x/v1" },
+      }),
+    ).toThrow(/memory\.embedder\.baseUrl/);
+    // Every try of a recall must fit in the caller's wait for memory.
+    expect(() =>
+      loadConfig({ env: { ...api, LOOPSMITH_EMBEDDINGS_DIMENSIONS: "8", LOOPSMITH_EMBEDDINGS_TIMEOUT_MS: "10000" } }),
+    ).toThrow(/timeoutMs × \(maxRetries \+ 1\) is 30000 ms: it must stay below bus\.memoryTimeoutMs \(30000 ms\)/);
+    expect(() =>
+      loadConfig({
+        env: { LOOPSMITH_CONFIG_JSON: JSON.stringify({ memory: { embedder: { kind: "hashing", modle: "x" } } }) },
+      }),
+    ).toThrow(/unknown key memory\.embedder\.modle; did you mean memory\.embedder\.model\?/);
+    // The key is a secret where the configuration is shown.
+    expect(
+      JSON.stringify(
+        maskConfig(
+          loadConfig({
+            env: { ...api, LOOPSMITH_EMBEDDINGS_DIMENSIONS: "8", LOOPSMITH_EMBEDDINGS_API_KEY: "local-key-1" },
+          }),
+        ),
+      ),
+    ).not.toContain("local-key-1");
   });
 
   it("masks secrets and URL passwords", () => {

@@ -61,6 +61,60 @@ export const ImproveSection = strictObject({
 });
 export type ImproveSection = z.infer<typeof ImproveSection>;
 
+/**
+ * Memory's embedder (`memory.embedder`): the offline hashing embedder, or a provider's
+ * OpenAI-compatible embeddings API (`POST <baseUrl>/embeddings`). See docs/ARCHITECTURE.md
+ * (Memory) for how rows of another embedder are re-embedded and what a failed call does.
+ */
+const EmbedderSettings = strictObject({
+  /** `hashing` (offline, lexical) or `api` (an embeddings server). @defaultValue "hashing" */
+  kind: z.enum(["hashing", "api"]).default("hashing"),
+  /** The server's base URL, the part before `/embeddings` (e.g. `http://127.0.0.1:8080/v1`); `api` needs it. */
+  baseUrl: z.url({ protocol: /^https?$/ }).optional(),
+  /** The embeddings model, as the server names it; `api` needs it. */
+  model: z.string().min(1).max(200).optional(),
+  /** Sent as `Authorization: Bearer <key>`; a local server needs none. */
+  apiKey: z.string().optional(),
+  /**
+   * Length of the vectors memory stores, 1 to 2000 (pgvector's HNSW limit); `api` needs it.
+   * The server's vectors must have exactly this length unless `truncate`.
+   */
+  dimensions: z.number().int().min(1).max(2000).optional(),
+  /**
+   * Keep the first `dimensions` numbers of a longer vector and L2-normalise them: right only
+   * for a model trained for it (Matryoshka: OpenAI's text-embedding-3-*, nomic-embed-text
+   * v1.5, …). @defaultValue false
+   */
+  truncate: z.boolean().default(false),
+  /** Timeout of one HTTP call, in ms. @defaultValue 5000 */
+  timeoutMs: z.number().int().min(100).default(5_000),
+  /** Retries of a call that failed on a timeout, a lost connection, 408, 429 or 5xx (p-retry). @defaultValue 2 */
+  maxRetries: z.number().int().min(0).max(10).default(2),
+  /**
+   * After the embedder failed (its retries spent), how long memory stores and recalls with
+   * the hashing embedder without trying it, in ms; 0 tries it on every call. @defaultValue 30000
+   */
+  cooldownMs: z.number().int().min(0).default(30_000),
+  /** Texts per HTTP call (a failure is up to three texts). @defaultValue 32 */
+  batchSize: z.number().int().min(1).max(2048).default(32),
+  /**
+   * Re-embed, in the background, the rows another embedder made (after a switch, or stored
+   * with the hashing embedder while the server was down); false: such rows are never
+   * recalled. @defaultValue true
+   */
+  reembed: z.boolean().default(true),
+});
+/** {@link EmbedderSettings}' defaults: the hashing embedder. */
+const EMBEDDER_DEFAULTS: z.infer<typeof EmbedderSettings> = {
+  kind: "hashing",
+  truncate: false,
+  timeoutMs: 5_000,
+  maxRetries: 2,
+  cooldownMs: 30_000,
+  batchSize: 32,
+  reembed: true,
+};
+
 /** The whole configuration. Every default is documented with `@defaultValue`. */
 export const Config = strictObject({
   /** NATS server URL. When unset, `loopsmith solve` starts a NATS container itself. */
@@ -278,7 +332,9 @@ export const Config = strictObject({
      * @defaultValue 64
      */
     hnswEfConstruction: z.number().int().min(4).max(1000).default(64),
-  }).default({ efSearch: 100, hnswM: 16, hnswEfConstruction: 64 }),
+    /** The embedder ({@link EmbedderSettings}). @defaultValue the offline hashing embedder */
+    embedder: EmbedderSettings.default(EMBEDDER_DEFAULTS),
+  }).default({ efSearch: 100, hnswM: 16, hnswEfConstruction: 64, embedder: EMBEDDER_DEFAULTS }),
   /**
    * `loopsmith improve`'s settings ({@link ImproveSection}: ImproveSettings' goal, check,
    * bench, repeats, alpha, …, and `base`, `setupCommand`), so `loopsmith improve` alone works
@@ -299,6 +355,27 @@ export const Config = strictObject({
       path: ["memory", "hnswEfConstruction"],
       message: "must be at least 2 × memory.hnswM (pgvector's rule)",
     });
+  }
+  const embedder = cfg.memory.embedder;
+  if (embedder.kind === "api") {
+    for (const key of ["baseUrl", "model", "dimensions"] as const) {
+      if (embedder[key] === undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["memory", "embedder", key],
+          message: `the api embedder needs memory.embedder.${key}`,
+        });
+      }
+    }
+    // A recall or a store waits for the embedder's every try; past the bus's timeout the caller gives up first.
+    const worstMs = embedder.timeoutMs * (embedder.maxRetries + 1);
+    if (worstMs >= cfg.bus.memoryTimeoutMs) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["memory", "embedder", "timeoutMs"],
+        message: `timeoutMs × (maxRetries + 1) is ${worstMs} ms: it must stay below bus.memoryTimeoutMs (${cfg.bus.memoryTimeoutMs} ms)`,
+      });
+    }
   }
 });
 export type Config = z.infer<typeof Config>;
