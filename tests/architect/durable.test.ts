@@ -153,7 +153,6 @@ async function startRunner(
       ended: async (s) => (runner.ended.push(s.request.taskId), result(s)),
       republish: async (s) => (runner.republished.push(s.request.taskId), result({ ...s, eventSeq: s.eventSeq - 1 })),
       refuseTaken: async () => undefined,
-      isHandBack: () => false,
     },
   });
   return {

@@ -18,7 +18,7 @@ import {
 } from "@loopsmith/shared";
 import { publishJobEvent, runDurableConsumer, type DurableConsumer } from "./durable/index.js";
 import { conductorTexts } from "./event-texts.js";
-import { RetryLater, finalState, runLoop } from "./loop.js";
+import { finalState, runLoop } from "./loop.js";
 import { initialState, openStateStore, type TaskState } from "./state.js";
 import type { Steps } from "./steps.js";
 import { taskRecordOf } from "./task-record.js";
@@ -119,7 +119,6 @@ export async function startConductor(opts: ConductorOptions): Promise<Conductor>
         const event = { taskId: task.taskId, seq: 0, iteration: 0, message, ...(result ? { result } : {}) };
         await publishJobEvent(nc, ownerOfTask(task), { ...event, kind: "result", phase: "done" });
       },
-      isHandBack: (err) => err instanceof RetryLater,
     },
   });
 }

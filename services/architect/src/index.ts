@@ -38,7 +38,7 @@ export {
 } from "./durable/index.js";
 export { readEventsPage } from "./events-page.js";
 export { createPlanner, type Planner } from "./planner.js";
-export { runLoop, finalState, verdictFiles, fallbackPlan, RetryLater, type VerdictFiles } from "./loop.js";
+export { runLoop, finalState, verdictFiles, fallbackPlan, type VerdictFiles } from "./loop.js";
 export { busChildTasks, busSteps, type ChildTasks, type LoopIO, type Steps } from "./steps.js";
 export { OUTBOX_RETRY_MS, openRecordOutbox, type RecordOutbox } from "./outbox.js";
 export { TaskState, initialState, addStepUsage, kvStateStore, openStateStore, type StateStore } from "./state.js";

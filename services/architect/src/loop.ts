@@ -31,11 +31,12 @@ import {
 } from "./phases.js";
 import { preparePhase } from "./repo/phases.js";
 import { timeLeftMs } from "./requests.js";
-import { RetryLater, TaskRun, type PhaseFn } from "./run.js";
+import { HandBack } from "./durable/index.js";
+import { TaskRun, type PhaseFn } from "./run.js";
 import type { TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
 
-export { MAX_SANDBOX_ERRORS, RetryLater } from "./run.js";
+export { MAX_SANDBOX_ERRORS } from "./run.js";
 export {
   CHECKPOINT_OUTPUT_CHARS,
   fallbackPlan,
@@ -64,7 +65,7 @@ const PHASES: Record<Exclude<Phase, "done">, PhaseFn> = {
 /**
  * Runs one task from its current phase to a final state: each phase from the state it starts
  * at, its outcome carried out by the run (checkpoint, or stop).
- * @throws RetryLater when the task must be handed back (the conductor is stopping, or a
+ * @throws HandBack when the task must be handed back (the conductor is stopping, or a
  *   retryable infrastructure error): the message is redelivered and resumes from the checkpoint.
  */
 export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promise<TaskState> {
@@ -82,7 +83,7 @@ export async function runLoop(state: TaskState, steps: Steps, io: LoopIO): Promi
         stop: "time_limit",
         message: runTexts.timeLimit(s.task.limits.timeLimitMs ?? 0, Date.now() - s.startedAtMs, s.iteration),
       });
-    if (io.stopping()) throw new RetryLater(runTexts.handBack);
+    if (io.stopping()) throw new HandBack(runTexts.handBack);
     io.heartbeat();
     if (s.phase === "done")
       return run.stop({ stop: s.result?.stopReason ?? "error", message: s.result?.message ?? runTexts.finished });

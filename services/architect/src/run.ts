@@ -31,14 +31,10 @@ import { addStepUsage, type TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
 import { taskRecordOf } from "./task-record.js";
 import { finalState } from "./verdict.js";
+import { HandBack } from "./durable/index.js";
 
 /** Sandbox infrastructure failures in a row before the task stops with `error`. */
 export const MAX_SANDBOX_ERRORS = 3;
-
-/** Thrown out of the loop when the task must be retried later (the message is redelivered). */
-export class RetryLater extends Error {
-  override readonly name = "RetryLater";
-}
 
 /** How a task stops: the stop reason, its message, the error that caused it, and (passed) the hidden tests' score. */
 export interface Stop {
@@ -215,7 +211,7 @@ export class TaskRun {
   /**
    * Classifies an LLM step's error: a stop, or a failed iteration. Calls that were paid for
    * before the error (an unreadable reply, a re-ask) still count.
-   * @throws RetryLater for a retryable infrastructure error (the task message is redelivered)
+   * @throws HandBack for a retryable infrastructure error (the task message is redelivered)
    */
   async llmFailure(err: unknown, role: string): Promise<LlmOutcome> {
     const paid = Usage.safeParse((err as { details?: { usage?: unknown } } | undefined)?.details?.usage);
@@ -227,7 +223,7 @@ export class TaskRun {
       await this.emit("warning", runTexts.replyUnreadable(role, err.message));
       return "iteration_failed";
     }
-    if (err instanceof LoopsmithError && err.retryable) throw new RetryLater(`${role}: ${err.message}`, { cause: err });
+    if (err instanceof LoopsmithError && err.retryable) throw new HandBack(`${role}: ${err.message}`, { cause: err });
     const e =
       err instanceof LoopsmithError
         ? err

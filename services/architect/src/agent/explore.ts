@@ -20,7 +20,8 @@ import { agentTexts, loopTexts } from "../event-texts.js";
 import { briefFromError } from "../failure.js";
 import { baseTree } from "../repo/workspace.js";
 import { budgetLeft, treeBase } from "../requests.js";
-import { RetryLater, type PhaseOutcome, type TaskRun } from "../run.js";
+import { HandBack } from "../durable/index.js";
+import type { PhaseOutcome, TaskRun } from "../run.js";
 import type { TaskState } from "../state.js";
 import type { AgentLoopState } from "./loop-state.js";
 import { OBSERVATION_CUT, TRANSCRIPT_CUT, cutObservation } from "./observe.js";
@@ -132,7 +133,7 @@ export async function explorePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
     );
     reply = r.value;
   } catch (err) {
-    if (err instanceof RetryLater) throw err;
+    if (err instanceof HandBack) throw err;
     const outcome = await run.llmFailure(err, "agent");
     await closeSession(run.steps, run.io.log, a.session);
     if (outcome !== "iteration_failed") return { ...outcome, patch: { agent: { ...a, session: undefined } } };

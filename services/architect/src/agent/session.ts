@@ -7,7 +7,8 @@ import { LoopsmithError, hasCode, ownerOfTask, type SessionCall, type SessionObs
 import { agentTexts } from "../event-texts.js";
 import { repoOf } from "../repo/workspace.js";
 import { stepKey } from "../requests.js";
-import { RetryLater, type TaskRun } from "../run.js";
+import { HandBack } from "../durable/index.js";
+import type { TaskRun } from "../run.js";
 import { runTimeoutOf, type TaskState } from "../state.js";
 import type { AgentLoopState } from "./loop-state.js";
 
@@ -41,7 +42,7 @@ function agentSteps(run: TaskRun) {
 /**
  * Opens the loop's session with the candidate so far (its files over the base, its removals)
  * and records it in `ctx.loop.session`. `step` and `attempt` make its idempotency key.
- * @throws RetryLater when no executor can open it now (retryable); the LoopsmithError otherwise
+ * @throws HandBack when no executor can open it now (retryable); the LoopsmithError otherwise
  */
 export async function openSession(ctx: LoopContext, step: string, attempt: number): Promise<void> {
   const { s, run, loop } = ctx;
@@ -69,7 +70,7 @@ export async function openSession(ctx: LoopContext, step: string, attempt: numbe
       data: { session: loop.session },
     });
   } catch (err) {
-    if (err instanceof LoopsmithError && err.retryable) throw new RetryLater(`session: ${err.message}`, { cause: err });
+    if (err instanceof LoopsmithError && err.retryable) throw new HandBack(`session: ${err.message}`, { cause: err });
     throw err;
   }
 }
@@ -78,7 +79,7 @@ export async function openSession(ctx: LoopContext, step: string, attempt: numbe
  * One call in the loop's session. A replica that is gone ({@link replicaGone}) is replaced
  * once: the session is opened again (the candidate's files written into it) and the call
  * sent again.
- * @throws RetryLater when the call fails again for a retryable reason; the LoopsmithError otherwise
+ * @throws HandBack when the call fails again for a retryable reason; the LoopsmithError otherwise
  */
 export async function callSession(ctx: LoopContext, call: SessionCall["call"]): Promise<SessionObservation> {
   const { run, loop } = ctx;
@@ -100,7 +101,7 @@ export async function callSession(ctx: LoopContext, call: SessionCall["call"]): 
       return await send();
     } catch (again) {
       if (again instanceof LoopsmithError && again.retryable)
-        throw new RetryLater(`session call: ${again.message}`, { cause: again });
+        throw new HandBack(`session call: ${again.message}`, { cause: again });
       throw again;
     }
   }

@@ -19,7 +19,7 @@ import {
 import { agentTexts } from "../event-texts.js";
 import { currentReader, listTree } from "../repo/context.js";
 import { applyCandidate, policyOf } from "../repo/workspace.js";
-import { RetryLater } from "../run.js";
+import { HandBack } from "../durable/index.js";
 import { runTimeoutOf } from "../state.js";
 import { renderObservation } from "./observe.js";
 import { callSession, type LoopContext } from "./session.js";
@@ -37,7 +37,7 @@ const error = (content: string): ToolResult => ({ content, isError: true });
 
 /**
  * Answers one tool call. Arguments are checked against {@link ToolArgs} first.
- * @throws RetryLater when the session cannot be reached now (the task resumes from its checkpoint)
+ * @throws HandBack when the session cannot be reached now (the task resumes from its checkpoint)
  */
 export async function runTool(ctx: LoopContext, call: ToolCall): Promise<ToolResult> {
   const name = ToolName.safeParse(call.name);
@@ -80,9 +80,9 @@ export async function runTool(ctx: LoopContext, call: ToolCall): Promise<ToolRes
       }
     }
   } catch (err) {
-    if (err instanceof RetryLater) throw err;
+    if (err instanceof HandBack) throw err;
     if (err instanceof LoopsmithError && err.retryable)
-      throw new RetryLater(`${call.name}: ${err.message}`, { cause: err });
+      throw new HandBack(`${call.name}: ${err.message}`, { cause: err });
     return error(agentTexts.toolFailed(call.name, (err as Error).message));
   }
 }

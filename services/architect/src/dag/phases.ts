@@ -30,19 +30,11 @@ import { briefFromExecution } from "../failure.js";
 import { readBaseFile } from "../repo/context.js";
 import { repoExecution, repoOf } from "../repo/workspace.js";
 import { timeLeftMs } from "../requests.js";
-import { RetryLater, type PhaseOutcome, type TaskRun } from "../run.js";
+import type { PhaseOutcome, TaskRun } from "../run.js";
 import { addStepUsage, type TaskState } from "../state.js";
 import type { ChildTasks } from "../steps.js";
 import { forCheckpoint } from "../verdict.js";
-import {
-  DagHandBack,
-  dagOutcome,
-  reopenSubtask,
-  runDag,
-  startDag,
-  type AttemptOutcome,
-  type AttemptRequest,
-} from "./scheduler.js";
+import { dagOutcome, reopenSubtask, runDag, startDag, type AttemptOutcome, type AttemptRequest } from "./scheduler.js";
 import { composeTree, subtaskTestCommand, subtaskTree } from "./tree.js";
 
 /** Backoff between a subtask's attempts, in ms (p-retry: ×2 per retry, times a random factor in [1, 2)). */
@@ -403,9 +395,6 @@ export async function schedulePhase(s: TaskState, run: TaskRun): Promise<PhaseOu
       },
       { parentTaskId: s.task.taskId, parallel, attempts: s.task.limits.subtaskAttempts, backoff: SUBTASK_BACKOFF },
     );
-  } catch (err) {
-    if (err instanceof DagHandBack) throw new RetryLater(err.message);
-    throw err;
   } finally {
     clearInterval(watch);
   }

@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { DagPlan, emptyUsage, type DagPlanInput, type DagState, type SubtaskState } from "@loopsmith/shared";
+import { HandBack } from "../durable/index.js";
 import {
-  DagHandBack,
   dagOutcome,
   reopenSubtask,
   runDag,
@@ -249,7 +249,7 @@ describe("runDag", () => {
       ms: (r) => (r.subtask.id === "handlers" ? 1_000 : 5),
       stopWhen: (r) => r.sub.id === "handlers" && r.sub.status === "running",
     });
-    await expect(runDag(startDag(restApi()), first.io, opts(2))).rejects.toBeInstanceOf(DagHandBack);
+    await expect(runDag(startDag(restApi()), first.io, opts(2))).rejects.toBeInstanceOf(HandBack);
     const checkpoint = first.records.at(-1)!.state;
     expect(checkpoint.subtasks.map((s) => [s.id, s.status])).toEqual([
       ["model", "passed"],

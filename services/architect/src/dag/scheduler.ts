@@ -29,6 +29,7 @@ import {
   type SubtaskState,
   type Usage,
 } from "@loopsmith/shared";
+import { HandBack } from "../durable/index.js";
 
 /** What one attempt of a subtask (one child task) ended with. */
 export interface AttemptOutcome {
@@ -91,13 +92,6 @@ export interface DagOptions {
   backoff: { minMs: number; maxMs: number };
 }
 
-/** Thrown when the conductor stops mid-run: the parent's message is handed back and the run resumes from its checkpoint. */
-export class DagHandBack extends Error {
-  constructor() {
-    super("the conductor is stopping; the DAG resumes from its checkpoint");
-  }
-}
-
 /** A failed attempt, as p-retry sees it. */
 class AttemptFailed extends Error {
   constructor(readonly outcome: AttemptOutcome) {
@@ -112,7 +106,7 @@ const now = (): string => new Date().toISOString();
  * run any more: every subtask passed, failed or cancelled.
  * When `io.signal` fires for a cancel or the parent's time limit ({@link DagIO.timedOut}),
  * the subtasks not finished are cancelled (reason `cancelled` or `time_limit`) and the state returned.
- * @throws DagHandBack when the conductor stops before the run ends (running subtasks stay
+ * @throws HandBack when the conductor stops before the run ends (running subtasks stay
  *   `running`, to be re-attached on resume); the first error of `io.record` (the run stops
  *   at once: a move that was not checkpointed must not be built on)
  */
@@ -260,7 +254,7 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
   if (failure !== undefined) throw failure;
   if (io.signal.aborted) {
     const late = !io.cancelled() && (io.timedOut?.() ?? false);
-    if (!io.cancelled() && !late) throw new DagHandBack();
+    if (!io.cancelled() && !late) throw new HandBack("the conductor is stopping; the DAG resumes from its checkpoint");
     for (const s of state.subtasks) {
       if (s.status === "pending" || s.status === "running")
         await update(s.id, {

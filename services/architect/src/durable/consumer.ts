@@ -32,6 +32,7 @@ import {
 } from "@loopsmith/shared";
 import type { CheckpointStore, Checkpointed } from "./checkpoints.js";
 import { pipelinedEvents } from "./events.js";
+import { HandBack } from "./handback.js";
 
 /** Heartbeat period while a job runs, in ms (well within the consumers' 10 s ack wait, `TASK_ACK_WAIT_MS`). */
 export const HEARTBEAT_MS = 3_000;
@@ -67,7 +68,7 @@ export interface DurableHandler<Request, State> {
   accepted(state: State): Promise<State>;
   /**
    * Runs the job to a final state from `state` (new or resumed, `revision` its checkpoint's).
-   * @throws a hand-back ({@link DurableHandler.isHandBack}) or a retryable error to be resumed later
+   * @throws HandBack, or a retryable error, to be resumed later
    */
   run(state: State, revision: number, ctx: DurableContext<State>): Promise<State>;
   /** The final state of a job that failed for good; `base.eventSeq` is the next free seq. */
@@ -78,8 +79,6 @@ export interface DurableHandler<Request, State> {
   republish(state: State): Promise<void>;
   /** Tells the submitter the key belongs to another owner's job (publishes an error result on its own subject). */
   refuseTaken(request: Request): Promise<void>;
-  /** True for the error a job throws to hand its message back (the service is stopping). */
-  isHandBack(err: unknown): boolean;
 }
 
 /** Options of {@link runDurableConsumer}. */
@@ -257,7 +256,7 @@ async function processMessage<Request extends Owned, State extends Checkpointed>
     msg.ack();
   } catch (err) {
     const retryable =
-      handler.isHandBack(err) || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
+      err instanceof HandBack || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
     try {
       if (retryable && msg.info.deliveryCount < opts.maxDeliver) {
         jlog.warn(

@@ -37,5 +37,6 @@ export {
   type BlobRef,
   type Encoded,
 } from "./blobs.js";
+export { HandBack } from "./handback.js";
 export { pipelinedEvents, publishJobEvent, type PipelinedEvents } from "./events.js";
 export { openOutbox, type Outbox, type OutboxOptions } from "./outbox.js";

@@ -19,7 +19,7 @@ import {
 import { publishJobEvent, runDurableConsumer } from "../durable/index.js";
 import { publishRunEvent } from "./events.js";
 import type { GenerationDeps } from "./generation.js";
-import { HandBack, runImprove, summarize } from "./run.js";
+import { runImprove, summarize } from "./run.js";
 import { initialImproveState, openImproveStore, type ImproveState } from "./state.js";
 
 /** The running improver. */
@@ -103,7 +103,6 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
         const event = { taskId: request.runId, seq: 0, iteration: 0, message, data };
         await publishJobEvent(nc, ownerOfTask(request), { ...event, kind: "result" });
       },
-      isHandBack: (err) => err instanceof HandBack,
     },
   });
   return {

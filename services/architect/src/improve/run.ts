@@ -22,6 +22,7 @@ import { measureParent, parentContext, parentLines } from "./parent.js";
 import { shownToModel } from "./hypothesis.js";
 import type { ImproveState, ImproveStore } from "./state.js";
 import type { CaseRun } from "./bench-output.js";
+import { HandBack } from "../durable/index.js";
 
 /** The run's I/O beyond a generation's. */
 export interface RunIO extends Omit<GenerationDeps, "saveHypothesis" | "saveError" | "emit" | "rejectedFrom"> {
@@ -41,9 +42,6 @@ export interface RunIO extends Omit<GenerationDeps, "saveHypothesis" | "saveErro
 
 /** Rejected attempts of earlier runs shown to the hypothesis prompt. */
 const REJECTED_SHOWN = 10;
-
-/** Thrown when the service stops between generations: the run's message is handed back. */
-export class HandBack extends Error {}
 
 /**
  * Before generation 1: runs the benchmark `calibrationRuns` times on the base parent
