@@ -134,7 +134,7 @@ describe("DAG task flags", () => {
 
   it("--parallel or --subtask-attempts without --decompose, and any of them without --repo, are refused", async () => {
     await expect(prepareRepoTask("g", { repo: repo(), parallel: 2 }, {})).rejects.toThrow(
-      "--parallel and --subtask-attempts apply to --decompose only",
+      "--parallel, --subtask-attempts and --subtask-timeout apply to --decompose only",
     );
     expect(() => buildTask("g", { decompose: true })).toThrow("--decompose applies to --repo only");
     expect(() => buildTask("g", { parallel: 2, subtaskAttempts: 2 })).toThrow(

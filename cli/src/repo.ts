@@ -199,8 +199,12 @@ export async function commitPatch(root: string, parent: string, patch: string, m
 
 /**
  * Points `refs/heads/<branch>` at `commit`, only if the branch is still at `expected`
- * (absent: only if it does not exist yet), with `update-ref`'s compare-and-swap.
- * @throws LoopsmithError `repo_invalid` when the branch exists, or moved since `expected`
+ * (absent: only if it does not exist yet), with `update-ref`'s compare-and-swap. When the
+ * branch is the one checked out in `root`, its index and work tree follow (a fast-forward
+ * merge, which refuses rather than overwrite a local change), so the checkout does not show
+ * the change reversed.
+ * @throws LoopsmithError `repo_invalid` when the branch exists, or moved since `expected`, or
+ *   (checked out) the work tree has changes the fast-forward would overwrite
  */
 export async function setBranch(
   root: string,
@@ -209,6 +213,29 @@ export async function setBranch(
   expected: string | undefined,
   reason: string,
 ): Promise<void> {
+  const current = (
+    await git(root)
+      .raw(["symbolic-ref", "--quiet", "HEAD"])
+      .catch(() => "")
+  ).trim();
+  if (expected && current === `refs/heads/${branch}`) {
+    const at = (await git(root).raw(["rev-parse", "HEAD"])).trim();
+    if (at !== expected)
+      throw new LoopsmithError(
+        "repo_invalid",
+        `cannot move the branch ${branch} in ${root}: it moved since ${expected}`,
+      );
+    try {
+      await git(root).raw(["merge", "--ff-only", "--quiet", commit]);
+      return;
+    } catch (err) {
+      throw new LoopsmithError(
+        "repo_invalid",
+        `cannot move the checked-out branch ${branch} in ${root}: ${firstLine(err)} (commit or stash the local changes, then promote again)`,
+        { cause: err },
+      );
+    }
+  }
   try {
     await git(root).raw([
       "update-ref",

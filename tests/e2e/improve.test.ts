@@ -163,13 +163,30 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
     const summary = lines.find((l) => l.kind === "summary");
     expect(summary).toMatchObject({ stopReason: "completed", accepted: [6], promoted: "main" });
     expect(git(repo, "rev-parse", "main")).toBe(git(repo, "rev-parse", `loopsmith/improve/${runId}`));
+    // main is checked out: its work tree follows, nothing shows as changed.
+    expect(git(repo, "status", "--porcelain")).toBe("");
+    expect(readFileSync(join(repo, "textkit", "slug.py"), "utf8")).toContain("unicodedata.normalize");
   });
 
   it("--dry-run plans and implements one generation, shows the evidence it would need, and writes no branch", async () => {
     const dry = mkdtempSync(join(tmpdir(), "loopsmith-improve-dry-"));
     const refs = git(repo, "for-each-ref", "--format=%(refname)");
     const run = await loopsmith(
-      ["improve", "--repo", repo, "--dry-run", "--run-id", `${runId}-dry`, "--out", dry, "--json", ...common],
+      // From the base: the run above promoted its fix onto main.
+      [
+        "improve",
+        "--repo",
+        repo,
+        "--base",
+        base,
+        "--dry-run",
+        "--run-id",
+        `${runId}-dry`,
+        "--out",
+        dry,
+        "--json",
+        ...common,
+      ],
       env,
       300_000,
     );
@@ -192,7 +209,7 @@ describe("loopsmith improve (scripted, real sandbox)", () => {
 
   it("metrics measures the quality metrics in the sandbox and changes nothing", async () => {
     const refs = git(repo, "for-each-ref", "--format=%(refname)");
-    const run = await loopsmith(["metrics", "--repo", repo, "--setup-cmd", "", "--json"], env, 300_000);
+    const run = await loopsmith(["metrics", "--repo", repo, "--base", base, "--setup-cmd", "", "--json"], env, 300_000);
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
     const [out, ...rest] = jsonLines(run.stdout);
     expect(rest).toEqual([]);
