@@ -17,7 +17,8 @@ export default defineConfig({
           name: "integration",
           include: ["tests/**/*.test.ts"],
           // tests/live calls a real model (`npm run test:live`); never part of `npm test`.
-          exclude: [...configDefaults.exclude, "tests/live/**"],
+          // tests/fixtures holds other projects' tests, run by those projects' own runners.
+          exclude: [...configDefaults.exclude, "tests/live/**", "tests/fixtures/**"],
           testTimeout: 180_000,
           hookTimeout: 180_000,
           // One file at a time: the machine has 2 cores and every file starts containers.

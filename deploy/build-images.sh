@@ -8,7 +8,7 @@
 #   LOOPSMITH_NATS_IMAGE             default loopsmith/nats:local            (nats-server 2.10, JetStream)
 #   LOOPSMITH_POSTGRES_IMAGE         default loopsmith/postgres:local        (PostgreSQL 17 + pgvector 0.8)
 #   LOOPSMITH_SANDBOX_PYTHON_IMAGE   default loopsmith/sandbox-python:local  (python3, pytest, hypothesis)
-#   LOOPSMITH_SANDBOX_NODE_IMAGE     default loopsmith/sandbox-node:local    (nodejs)
+#   LOOPSMITH_SANDBOX_NODE_IMAGE     default loopsmith/sandbox-node:local    (nodejs, npm, the metrics' ESLint)
 #   LOOPSMITH_RUNTIME_IMAGE          default loopsmith/node-runtime:local    (nodejs only: the app image's base)
 #   LOOPSMITH_ENGINE_IMAGE           default loopsmith/engine:local          (a Docker engine with mutual TLS:
 #                                    executors on several engines; runs privileged)
@@ -54,7 +54,10 @@ mirror() {
 # python 6: the verdict plugin's worker checks that each test runs the code it was collected with.
 # python 7: the verdict plugin compiled in the image (a .pyc: no compile per run). python 8: replayed
 # skip reports keep their tuples (JUnit needs them). python 9: the plugin is inert under pytest < 7.
-declare -A VERSION=([nats]=1 [postgres]=1 [python]=9 [node]=3 [runtime]=1 [engine]=1)
+# node 4: the JavaScript/TypeScript quality metrics' analysers in /opt/loopsmith/metrics (ESLint,
+# typescript-eslint, eslint-plugin-security: complexity, security, and the default lint), and
+# libnss-myhostname (`localhost` resolves in a sandbox, whose /etc/hosts is empty: vitest needs it).
+declare -A VERSION=([nats]=1 [postgres]=1 [python]=9 [node]=4 [runtime]=1 [engine]=1)
 kind_of() {
   case "$1" in
     "$NATS_IMAGE") echo nats ;; "$POSTGRES_IMAGE") echo postgres ;;
@@ -157,15 +160,50 @@ build_python() {
     'CMD ["python3"]' 'LABEL org.loopsmith.image=sandbox-python'
 }
 
+# node_metrics_tools ROOT: the analysers loopsmith's own JavaScript/TypeScript metrics run
+# (complexity, security, lint without the repository's eslint), installed with `npm ci` from
+# rootfs/sandbox-node/metrics (its package-lock.json pins every version) into /opt/loopsmith/metrics.
+# Debian packages no ESLint plugin, so they come from the npm registry, reached from the chroot
+# with this host's DNS, proxy settings and CA bundle (a TLS-inspecting proxy signs with a CA only
+# the host's bundle has); all three are removed again before the import. No install scripts run.
+node_metrics_tools() {
+  local root=$1 dir=/opt/loopsmith/metrics
+  install -d -m 0755 "$root$dir"
+  install -m 0644 "$here/rootfs/sandbox-node/metrics/package.json" "$here/rootfs/sandbox-node/metrics/package-lock.json" \
+    "$here/rootfs/sandbox-node/metrics/eslint.config.mjs" "$root$dir/"
+  cp /etc/resolv.conf "$root/etc/resolv.conf"
+  local env=(HOME=/tmp/npm-home npm_config_update_notifier=false)
+  if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+    cp /etc/ssl/certs/ca-certificates.crt "$root/tmp/host-ca.crt"
+    env+=(NODE_EXTRA_CA_CERTS=/tmp/host-ca.crt npm_config_cafile=/tmp/host-ca.crt)
+  fi
+  local v
+  for v in npm_config_registry https_proxy HTTPS_PROXY http_proxy HTTP_PROXY no_proxy NO_PROXY; do
+    [ -n "${!v:-}" ] && env+=("$v=${!v}")
+  done
+  chroot "$root" /usr/bin/env "${env[@]}" npm ci --prefix "$dir" --omit=dev --ignore-scripts --no-audit --no-fund \
+    >"$work/node-metrics.npm.log" 2>&1 || { tail -n 30 "$work/node-metrics.npm.log" >&2; exit 1; }
+  [ -f "$root$dir/node_modules/eslint/bin/eslint.js" ] || { echo "build-images: npm ci did not install eslint" >&2; exit 1; }
+  rm -rf "$root/tmp/npm-home" "$root/tmp/host-ca.crt"
+  : >"$root/etc/resolv.conf"
+}
+
 build_node() {
   need_image "$NODE_IMAGE" || { echo "build-images: $NODE_IMAGE exists"; return; }
   # node-typescript: TypeScript runs with no build step through module hooks
   # (node --import /opt/loopsmith/ts-register.mjs), types erased by transpileModule.
-  rootfs node nodejs node-typescript npm
+  # /opt/loopsmith/metrics: the quality metrics' ESLint (node_metrics_tools above).
+  # libnss-myhostname: a sandbox run has no network, so the engine leaves its /etc/hosts empty;
+  # this NSS module (its install adds it to nsswitch.conf's hosts line) still resolves
+  # `localhost`, which vite, and so vitest, looks up as it starts.
+  rootfs node nodejs node-typescript npm libnss-myhostname
+  grep -q '^hosts:.*myhostname' "$work/node/etc/nsswitch.conf" || {
+    echo "build-images: libnss-myhostname is not in nsswitch.conf's hosts line" >&2; exit 1; }
   local ts; ts=$(cd "$work/node" && ls usr/share/nodejs/typescript/lib/typescript.js 2>/dev/null || true)
   [ -n "$ts" ] || { echo "build-images: node-typescript did not install typescript.js" >&2; exit 1; }
   install -d -m 0755 "$work/node/opt/loopsmith"
   install -m 0644 "$here/rootfs/sandbox-node/ts-register.mjs" "$here/rootfs/sandbox-node/ts-hooks.mjs" "$here/rootfs/sandbox-node/verdict-reporter.mjs" "$work/node/opt/loopsmith/"
+  node_metrics_tools "$work/node"
   import node "$NODE_IMAGE" 'USER 10001:10001' 'WORKDIR /workspace' 'CMD ["node"]' \
     'LABEL org.loopsmith.image=sandbox-node'
 }

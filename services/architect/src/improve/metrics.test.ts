@@ -189,6 +189,28 @@ describe("changedToolConfig", () => {
     ).toEqual([{ metric: "type_errors", file: "pyproject.toml" }]);
     expect(changedToolConfig([{ path: "tsconfig.json", before: "{}", after: undefined }], ["lint"])).toEqual([]);
   });
+
+  it("names a changed vitest or jest configuration for coverage, and an eslint configuration for lint", () => {
+    expect(
+      changedToolConfig(
+        [
+          {
+            path: "vitest.config.ts",
+            before: "export default {};\n",
+            after: 'export default { test: { exclude: ["a"] } };\n',
+          },
+          { path: "pkg/jest.config.js", before: undefined, after: "module.exports = {};\n" },
+          { path: "eslint.config.mjs", before: "export default [];\n", after: "export default [{}];\n" },
+          { path: "vite.config.ts", before: "a", after: "b" },
+        ],
+        enabled,
+      ),
+    ).toEqual([
+      { metric: "coverage", file: "vitest.config.ts" },
+      { metric: "coverage", file: "pkg/jest.config.js" },
+      { metric: "lint", file: "eslint.config.mjs" },
+    ]);
+  });
 });
 
 describe("measureCommand and readMeasurement", () => {

@@ -325,7 +325,8 @@ const TOOL_CONFIG: Partial<Record<QualityMetric, { files: string[]; sections: Ar
     ],
   },
   coverage: {
-    files: ["**/.coveragerc"],
+    // vitest's and jest's own configuration files hold their coverage settings (include, exclude).
+    files: ["**/.coveragerc", "**/vitest.config.*", "**/vitest.workspace.*", "**/jest.config.*"],
     sections: [
       ["setup.cfg", /^\[coverage:/],
       ["pyproject.toml", /^\[tool\.coverage/],
