@@ -14,29 +14,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { GenerationReport } from "@loopsmith/shared";
+import { cliEnv, git, gitEnv } from "../fixtures/git-repo.js";
 import { REPO, jsonLines, loopsmith } from "../fixtures/cli.js";
 
-const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-improve-failures-e2e-"));
-const env = {
-  LOOPSMITH_DATA_DIR: dataDir,
-  NATS_URL: "",
-  DATABASE_URL: "",
-  ANTHROPIC_API_KEY: "",
-  LOOPSMITH_PROVIDER: "",
-  LOG_LEVEL: "info",
-};
-const gitEnv = {
-  ...process.env,
-  GIT_AUTHOR_NAME: "User",
-  GIT_AUTHOR_EMAIL: "user@example.com",
-  GIT_COMMITTER_NAME: "User",
-  GIT_COMMITTER_EMAIL: "user@example.com",
-};
-
-function git(dir: string, ...args: string[]): string {
-  return execFileSync("git", ["-C", dir, ...args], { env: gitEnv, encoding: "utf8" }).trim();
-}
-
+const env = cliEnv("loopsmith-improve-failures-e2e-");
 /** True when `ancestor` is an ancestor of (or equal to) `of`. */
 function isAncestor(dir: string, ancestor: string, of: string): boolean {
   try {

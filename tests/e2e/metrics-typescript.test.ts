@@ -11,36 +11,17 @@
  * count by running the same test files with this repository's vitest, the mean complexity by
  * ESLint's complexity rule run here on the same source files.
  */
-import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ESLint } from "eslint";
 import tseslint from "typescript-eslint";
 import { describe, expect, it } from "vitest";
+import { cliEnv, git } from "../fixtures/git-repo.js";
 import { REPO, jsonLines, loopsmith, runNode } from "../fixtures/cli.js";
 
 const FIXTURE = join(REPO, "tests", "fixtures", "destr");
-const env = {
-  LOOPSMITH_DATA_DIR: mkdtempSync(join(tmpdir(), "loopsmith-metrics-ts-")),
-  NATS_URL: "",
-  DATABASE_URL: "",
-  ANTHROPIC_API_KEY: "",
-  LOOPSMITH_PROVIDER: "",
-  LOG_LEVEL: "info",
-};
-const gitEnv = {
-  ...process.env,
-  GIT_AUTHOR_NAME: "User",
-  GIT_AUTHOR_EMAIL: "user@example.com",
-  GIT_COMMITTER_NAME: "User",
-  GIT_COMMITTER_EMAIL: "user@example.com",
-};
-
-function git(dir: string, ...args: string[]): string {
-  return execFileSync("git", ["-C", dir, ...args], { env: gitEnv, encoding: "utf8" }).trim();
-}
-
+const env = cliEnv("loopsmith-metrics-ts-");
 /** A copy of the fixture in a folder of its own (a git repository when `commit`). */
 function copy(commit: boolean): string {
   const dir = mkdtempSync(join(tmpdir(), "loopsmith-destr-"));
