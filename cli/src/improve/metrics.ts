@@ -8,15 +8,7 @@
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import {
-  ImproveSummary,
-  ensureImproveIntake,
-  natsServers,
-  putSnapshot,
-  snapshotName,
-  submitImprove,
-  type ParentMeasure,
-} from "@loopsmith/shared";
+import { ImproveSummary, ensureImproveIntake, natsServers, type ParentMeasure } from "@loopsmith/shared";
 import { CliError } from "../errors.js";
 import { jsonLine, printable } from "../terminal.js";
 import { archiveCommit, checkRepo } from "../repo.js";
@@ -24,6 +16,7 @@ import { detectLanguage } from "../solve-repo.js";
 import { startLocalStack, type LocalStack } from "../stack.js";
 import { steering } from "../steering.js";
 import { watchEvents } from "../watch.js";
+import { submitRun } from "./submit.js";
 import { improveBase, improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
 
 /** The flags of `loopsmith metrics`: those of `improve` that choose what is measured and how. */
@@ -171,24 +164,10 @@ export async function measureRepo(flags: MetricsFlags, log: Logger): Promise<Met
     nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
     const owner = stack.owner;
     await ensureImproveIntake(nc);
-    await putSnapshot(nc, snapshotName(repo.baseCommit), snapshot, owner);
-    await submitImprove(
+    await submitRun(
       nc,
-      {
-        v: 1,
-        runId,
-        repo: {
-          baseCommit: repo.baseCommit,
-          snapshot: snapshotName(repo.baseCommit),
-          name: repo.name,
-          ...(setupCommand !== undefined ? { setupCommand } : {}),
-        },
-        language,
-        settings,
-        measureOnly: true,
-        submittedAt: new Date().toISOString(),
-      },
-      owner,
+      { runId, repo, snapshot, owner, ...(setupCommand !== undefined ? { setupCommand } : {}) },
+      { language, settings, measureOnly: true },
     );
     let summary: ImproveSummary | undefined;
     for await (const event of watchEvents(nc, runId, { owner, signal: abort.signal })) {

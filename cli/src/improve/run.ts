@@ -21,9 +21,6 @@ import {
   createProvider,
   ensureImproveIntake,
   ensureTaskIntake,
-  putSnapshot,
-  snapshotName,
-  submitImprove,
   type Config,
   type ImproveSettings,
   natsServers,
@@ -39,6 +36,7 @@ import { dashboardHtml, writeDashboard } from "./dashboard.js";
 import { checkGithubAccess, githubClient, openPullRequest, parseGithubRepo } from "../github/client.js";
 import { prBody } from "./github.js";
 import { metricsTable } from "./metrics.js";
+import { submitRun } from "./submit.js";
 import { readReports, reportTable, smallBenchmarkWarning, writeReport } from "./reports.js";
 import { improveBase, improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
 import { pushBranch, remoteUrl } from "../github/push.js";
@@ -158,24 +156,10 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
       ).catch(() => undefined);
       if (!known?.state) throw leftover();
     }
-    await putSnapshot(nc, snapshotName(repo.baseCommit), snapshot, owner);
-    const submitted = await submitImprove(
+    const submitted = await submitRun(
       nc,
-      {
-        v: 1,
-        runId,
-        repo: {
-          baseCommit: repo.baseCommit,
-          snapshot: snapshotName(repo.baseCommit),
-          name: repo.name,
-          ...(setupCommand !== undefined ? { setupCommand } : {}),
-        },
-        language,
-        settings,
-        self,
-        submittedAt: new Date().toISOString(),
-      },
-      owner,
+      { runId, repo, snapshot, owner, ...(setupCommand !== undefined ? { setupCommand } : {}) },
+      { language, settings, self },
     );
     emit(flags, {
       kind: "submitted",
