@@ -145,8 +145,12 @@ describe("step lines", () => {
       "error: killed: it passed its timeout",
     );
     expect(stepOutcome({ tool: "run", observation: "killed\nout", isError: false })).toBe("killed");
-    const long = "1: a\n[... 1,200 lines (34,567 bytes) cut; total 1,300 lines ...]\n1300: z";
+    const long = "1: a\n[… 1,298 lines cut …]\n1300: z";
     expect(stepOutcome({ tool: "read", observation: long, isError: false })).toBe("2 lines, cut");
+    const older = "1: a\n[... 1,200 lines (34,567 bytes) cut; total 1,300 lines ...]\n1300: z";
+    expect(stepOutcome({ tool: "read", observation: older, isError: false })).toBe("2 lines, cut");
+    const sandboxCut = "exit code 0\nAAAA\n[… 49,000,000 bytes cut …]\nAAAA\n";
+    expect(stepOutcome({ tool: "run", observation: sandboxCut, isError: false })).toBe("exit 0");
     expect(stepOutcome({ tool: "submit", observation: "", isError: false })).toBe("submitted");
     expect(stepOutcome({ tool: "symbol", observation: "", isError: false })).toBe("(no output)");
   });

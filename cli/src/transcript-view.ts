@@ -8,6 +8,7 @@
  */
 import { z } from "zod";
 import { TranscriptStep, type TaskEvent } from "@loopsmith/shared";
+import { findCutNote } from "@loopsmith/shared/text";
 import { duration, usd } from "./format.js";
 import { escapeHtml } from "./html.js";
 import { printable } from "./terminal.js";
@@ -130,8 +131,16 @@ export function formatArgs(args: Readonly<Record<string, unknown>>): string {
 
 const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
 
-/** The note the loop's cut rule leaves in an observation (`cutNote` in services/architect/src/agent/observe.ts). */
-const CUT_NOTE = /\[\.\.\. [\d,]+ lines \([\d,]+ bytes\) cut; total [\d,]+ lines \.\.\.\]/;
+/**
+ * Whether the loop's cut rule (`cutObservation` in services/architect/src/agent/observe.ts)
+ * left its note in an observation: the shared cut note in lines or characters (the sandbox's
+ * own cut counts bytes), or the note transcripts written before it was shared carry.
+ */
+const loopCut = (text: string): boolean => {
+  const note = findCutNote(text);
+  return (note !== null && note.unit !== "bytes") || LEGACY_CUT_NOTE.test(text);
+};
+const LEGACY_CUT_NOTE = /\[\.\.\. [\d,]+ lines \([\d,]+ bytes\) cut; total [\d,]+ lines \.\.\.\]/;
 
 /**
  * What a step observed, in a few words: `4 matches` (search: the total the observation's
@@ -166,7 +175,7 @@ export function stepOutcome(step: Pick<TranscriptStep, "tool" | "observation" | 
         return first || "(no output)";
     }
   };
-  return `${what()}${CUT_NOTE.test(text) ? ", cut" : ""}`;
+  return `${what()}${loopCut(text) ? ", cut" : ""}`;
 }
 
 /** The mark of a step the stuck rule fired on: `STUCK repeat_call → redirect`. */

@@ -11,6 +11,7 @@ import type { FailureBrief, TaskBrief } from "../contracts/steps.js";
 import type { Role } from "./types.js";
 import { assetPath } from "../runtime/assets.js";
 import { LoopsmithError } from "../runtime/errors.js";
+import { cutText } from "../text/cut.js";
 
 /** The prompt version each role uses now. Bump it with a new file, never edit an old one. */
 export const PROMPT_VERSIONS: Readonly<Record<Role, number>> = {
@@ -72,16 +73,13 @@ export function approxTokens(text: string): number {
 }
 
 /**
- * Trims `text` to about `maxTokens` tokens, keeping the head (1/3) and the tail (2/3),
- * where errors usually are, with a marker saying how much was cut.
+ * Trims `text` to about `maxTokens` tokens (estimated as {@link approxTokens} does: 4
+ * characters a token, at least 16 characters), keeping the head (1/3) and the tail (2/3), where
+ * errors usually are, with the shared cut note (`@loopsmith/shared/text`) saying how many
+ * characters went. The note counts against the budget.
  */
 export function trimToTokens(text: string, maxTokens: number): string {
-  const maxChars = Math.max(16, maxTokens * 4);
-  if (text.length <= maxChars) return text;
-  const head = Math.floor(maxChars / 3);
-  const tail = maxChars - head;
-  const cut = text.length - head - tail;
-  return `${text.slice(0, head)}\n… [${cut} characters trimmed] …\n${text.slice(text.length - tail)}`;
+  return cutText(text, { max: Math.max(16, maxTokens * 4), headShare: 1 / 3 });
 }
 
 /** A file as a fenced block with its path. Each file is trimmed to `maxTokens`. */

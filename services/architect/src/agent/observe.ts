@@ -3,8 +3,9 @@
  * ({@link cutObservation}), and the session's replies are rendered into text here.
  */
 import type { SessionObservation } from "@loopsmith/shared";
+import { cutText } from "@loopsmith/shared/text";
 
-/** The cut rule: lines kept at the head and at the tail, and the characters at most (the note included). */
+/** The cut rule: lines kept at the head and at the tail, and the characters at most (the note included), in characters. */
 export interface CutRule {
   headLines: number;
   tailLines: number;
@@ -17,51 +18,23 @@ export const OBSERVATION_CUT: CutRule = { headLines: 60, tailLines: 40, maxChars
 /** The rule of an observation as the transcript keeps it (`TranscriptStep.observation`, 4 000 characters). */
 export const TRANSCRIPT_CUT: CutRule = { headLines: 60, tailLines: 40, maxChars: 4_000 };
 
-/** Characters kept free for the note that says what was cut. */
-const NOTE_CHARS = 120;
-
-const lineCount = (text: string): number => (text === "" ? 0 : text.split("\n").length - (text.endsWith("\n") ? 1 : 0));
-
-/** The note that replaces a cut part: how many lines and bytes went, and the whole's size. */
-export function cutNote(cut: string, totalLines: number): string {
-  const lines = (cut.match(/\n/g) ?? []).length;
-  const bytes = Buffer.byteLength(cut, "utf8");
-  return `[... ${lines.toLocaleString("en-US")} lines (${bytes.toLocaleString("en-US")} bytes) cut; total ${totalLines.toLocaleString("en-US")} lines ...]`;
-}
-
 /**
- * Cuts a tool's output for the model by one rule: when it has more than `headLines +
- * tailLines` lines or more than `maxChars` characters, the first `headLines` lines and the
- * last `tailLines` lines are kept (then, if those are still too long, the head's first 60 %
- * and the tail's last 40 % of the characters left), and the middle becomes one line saying
- * what was cut: `[... 1,234 lines (56,789 bytes) cut; total 2,000 lines ...]`. Line numbers
- * a `read` put in front of its lines stay as they were. The result never passes `maxChars`.
+ * Cuts a tool's output for the model by one rule, the shared head-and-tail cut
+ * (`cutText` in `@loopsmith/shared/text`): when it has more than `headLines + tailLines` lines
+ * or more than `maxChars` characters, the first `headLines` lines and the last `tailLines`
+ * lines are kept (then, if those are still too long, the head's first 60 % and the tail's last
+ * 40 % of the characters the note leaves), and the middle becomes the one cut note on its own
+ * line, saying how many lines (or characters) went: `[… 1,900 lines cut …]`. Line numbers a
+ * `read` put in front of its lines stay as they were. The result never passes `maxChars`.
  * @param text - the whole output
  * @param rule - {@link OBSERVATION_CUT} unless said otherwise
  */
 export function cutObservation(text: string, rule: CutRule = OBSERVATION_CUT): string {
-  const total = lineCount(text);
-  if (total <= rule.headLines + rule.tailLines && text.length <= rule.maxChars) return text;
-  const lines = text.split("\n");
-  // By lines first (when there are too many), then by characters.
-  let [head, tail] = [text, ""];
-  if (total > rule.headLines + rule.tailLines) {
-    head = `${lines.slice(0, rule.headLines).join("\n")}\n`;
-    tail = lines.slice(lines.length - rule.tailLines - (text.endsWith("\n") ? 1 : 0)).join("\n");
-  }
-  const room = Math.max(0, rule.maxChars - NOTE_CHARS);
-  if (head.length + tail.length > room) {
-    const whole = tail === "";
-    const headRoom = Math.min(head.length, Math.floor(room * 0.6));
-    head = head.slice(0, headRoom);
-    const [src, tailRoom] = [whole ? text : tail, room - headRoom];
-    tail = tailRoom > 0 ? src.slice(Math.max(0, src.length - tailRoom)) : "";
-  }
-  const cut = text.slice(head.length, text.length - tail.length);
-  const note = cutNote(cut, total);
-  const before = head === "" || head.endsWith("\n") ? "" : "\n";
-  const after = tail === "" || tail.startsWith("\n") ? "" : "\n";
-  return `${head}${before}${note}${after}${tail}`.slice(0, rule.maxChars);
+  return cutText(text, {
+    max: rule.maxChars,
+    headShare: 0.6,
+    lines: { head: rule.headLines, tail: rule.tailLines },
+  });
 }
 
 /**
