@@ -9,6 +9,21 @@
  * Each is also a subpath export (`@loopsmith/shared/bus`, …). This index re-exports them by name.
  */
 export {
+  APPROVAL_WAIT_MS,
+  AllowList,
+  ApprovalId,
+  ApprovalRequest,
+  ApproveReply,
+  ApproveRequest,
+  DependencyDecision,
+  PackageChange,
+  RepoApprovals,
+  allowedBy,
+  packageKey,
+  packageLabel,
+  parseAllowList,
+} from "./contracts/index.js";
+export {
   AgentMessage,
   AgentStop,
   EditArgs,

@@ -132,6 +132,22 @@ export const loopTexts = {
     `iteration ${iteration}: ${status} (${signature})${failing.length ? ` failing ${failing.join(", ")}` : ""}`,
 };
 
+/** The texts of dependency approvals (`repo/approval.ts`); `what` is the changes as `packageLabel` writes them, joined. */
+export const approvalTexts = {
+  allowlisted: (what: string, source: string) => `dependencies approved by the allowlist ${source}: ${what}`,
+  approvedBefore: (what: string, by: string) => `dependencies approved earlier (by ${by}): ${what}`,
+  asking: (what: string, until: string | undefined) =>
+    until
+      ? `asking for approval of the dependency change: ${what}; waiting for an answer until ${until}`
+      : `approval needed for the dependency change: ${what}`,
+  decided: (what: string, by: string, at: string, yes: boolean) =>
+    `dependencies ${yes ? "approved" : "refused"} by ${by} at ${at}: ${what}`,
+  refused: (what: string, by: string) =>
+    `the dependency change (${what}) was refused by ${by}: solve the task without changing the dependencies`,
+  noAnswer: (what: string, waitedMs: number) =>
+    `no answer to the approval request in ${Math.round(waitedMs / 1000)} s: ${what}`,
+};
+
 /** The texts of repo mode's PREPARE (`repo/phases.ts`). */
 export const repoTexts = {
   preparing: (baseCommit: string) => `preparing the repository at ${baseCommit.slice(0, 12)}`,

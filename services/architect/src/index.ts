@@ -13,6 +13,7 @@ import {
   type Task,
 } from "@loopsmith/shared";
 import { ROLES, refuseUnpriced, unpricedModels, unpricedWarning } from "@loopsmith/shared/llm";
+import { openApprovalStore, type ApprovalStore } from "./approvals.js";
 import { startConductor } from "./conductor.js";
 import { readEventsPage } from "./events-page.js";
 import { createPlanner } from "./planner.js";
@@ -113,6 +114,8 @@ export async function architectService(deps: {
   const bus = busSteps(deps.nc, deps.config, planner);
   // A task's history record that memory cannot take now is kept and written later (outbox.ts).
   let outbox: RecordOutbox | undefined;
+  // Dependency approvals: the requests of waiting tasks and the answers people send (approvals.ts).
+  let approvalStore: ApprovalStore | undefined;
   const steps: Steps = {
     ...bus,
     recordTask: (record) => (outbox ? outbox.record(record) : bus.recordTask(record)),
@@ -126,6 +129,12 @@ export async function architectService(deps: {
         cancelled: await need().cancel(req.taskId, ctx.owner),
       })),
       handle(Endpoints.architect.events, async (req, ctx) => readEventsPage(deps.nc, ctx.owner, req)),
+      handle(Endpoints.architect.approve, async (req, ctx) => {
+        // Only for a task of the caller's that is still running, and a request it made.
+        const state = await need().status(req.taskId, ctx.owner);
+        if (!approvalStore || !state || state.status === "final") return { accepted: false };
+        return { accepted: await approvalStore.answer(ctx.owner, req) };
+      }),
       handle(Endpoints.architect.improveStatus, async (req, ctx) => {
         if (!improver) throw new LoopsmithError("unavailable", "the improver is starting; try again");
         return improver.status(req.runId, ctx.owner);
@@ -135,6 +144,8 @@ export async function architectService(deps: {
       const replicas = deps.config.nats.replicas;
       // An injected provider is the caller's: its prices are not the configuration's.
       const admission = deps.provider ? undefined : budgetAdmission(deps.config, deps.log);
+      approvalStore = await openApprovalStore(deps.nc, { replicas });
+      steps.approvals = approvalStore;
       outbox = await openRecordOutbox(deps.nc, bus.recordTask, deps.log.child({ part: "outbox" }), undefined, replicas);
       conductor = await startConductor({
         nc: deps.nc,

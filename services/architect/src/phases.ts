@@ -16,6 +16,7 @@ import {
 import { candidatePhase, isAgentTask } from "./agent/explore.js";
 import { dagTexts, loopTexts, runTexts } from "./event-texts.js";
 import { briefFromError, briefFromExecution, briefFromFindings, errorTextOf } from "./failure.js";
+import { approveDependencies } from "./repo/approval.js";
 import { applyCandidate, baseReader, policyOf, repoExecution } from "./repo/workspace.js";
 import { executionRequest, recallScope, stepKey, treeBase } from "./requests.js";
 import { MAX_SANDBOX_ERRORS, type PhaseOutcome, type TaskRun } from "./run.js";
@@ -229,7 +230,8 @@ async function repoPolicy(s: TaskState, run: TaskRun): Promise<PhaseOutcome | un
     phase: "gate",
     data: { policy: decision.action, paths: decision.paths, diff },
   });
-  if (decision.action === "ask") return { stop: "needs_approval", message: loopTexts.needsApproval(decision.reason) };
+  // Allowlisted, approved before, or asked about (waiting for a person on a terminal, else stopping with needs_approval).
+  if (decision.action === "ask") return approveDependencies(s, run, decision, diff);
   const failure = briefFromFindings(s.iteration, "blocked", [
     { severity: "blocker", message: decision.reason, rule: "repo-policy" },
   ]);

@@ -48,6 +48,7 @@ import {
   type SessionOpen,
   type SessionOpened,
 } from "@loopsmith/shared";
+import type { ApprovalBox } from "./approvals.js";
 import type { IntegrationReflectRequest, LlmValue, Planner } from "./planner.js";
 import type { TaskState } from "./state.js";
 
@@ -76,6 +77,12 @@ export interface Steps {
    * snapshot is not in the store
    */
   tree(snapshot: string, owner: string): Promise<string>;
+  /**
+   * Repo mode, dependency policy `ask`: the task's approval requests and their answers
+   * (`approvals.ts`). Absent: nobody can answer, and a change that needs approval stops the
+   * task with `needs_approval`.
+   */
+  approvals?: ApprovalBox;
   /** Where derived per-commit data (the repo map's tags) is cached; none when absent. */
   cacheDir?: string;
   /**

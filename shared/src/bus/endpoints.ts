@@ -106,6 +106,8 @@ export const Endpoints = {
     ),
     /** Cancels a task of the caller's; false when it is final, unknown or another owner's. */
     cancel: ownedEndpoint("cancel", Subjects.architect.cancel, C.CancelRequest, z.object({ cancelled: z.boolean() })),
+    /** A person's answer to a dependency approval request of a task of the caller's (see `contracts/approval.ts`). */
+    approve: ownedEndpoint("approve", Subjects.architect.approve, C.ApproveRequest, C.ApproveReply),
     /** One page of a task's events, for its owner (see {@link C.EventsRequest}). */
     events: ownedEndpoint("events", Subjects.architect.events, C.EventsRequest, C.EventsPage),
     /** An improvement run: its state (null when unknown) and the reports of its generations so far. */

@@ -6,7 +6,7 @@
  *
  * What the matrix enforces (nats-server refuses the rest with a permission violation):
  * - a client submits tasks and improvement runs, follows their events, asks the architect for
- *   their state, cancels them, reads their history, failures and stats from memory, uploads
+ *   their state, cancels them, answers their dependency approval requests, reads their history, failures and stats from memory, uploads
  *   repository snapshots, pings `$SRV` — each through subjects that carry its owner token
  *   (`subjects.ts`), so it reaches only its own tasks; it cannot publish events or results,
  *   call a builder, reviewer, executor or memory write endpoint, serve any endpoint, read
@@ -161,6 +161,7 @@ export function clientPermission(owner: string): NatsPermission {
     Subjects.architect.cancel,
     Subjects.architect.events,
     Subjects.architect.improveStatus,
+    Subjects.architect.approve,
     Subjects.memory.history,
     Subjects.memory.failures,
     Subjects.memory.stats,

@@ -16,6 +16,8 @@ export const Subjects = {
     events: "loopsmith.architect.events",
     /** An improvement run's state and reports. */
     improveStatus: "loopsmith.architect.improve_status",
+    /** A person's answer to a dependency approval request (`contracts/approval.ts`). */
+    approve: "loopsmith.architect.approve",
   },
   builder: { build: "loopsmith.builder.build", turn: "loopsmith.builder.turn" },
   reviewer: { gate: "loopsmith.reviewer.gate", review: "loopsmith.reviewer.review" },

@@ -20,6 +20,21 @@ export {
   idempotencyKey,
 } from "./common.js";
 export {
+  APPROVAL_WAIT_MS,
+  AllowList,
+  ApprovalId,
+  ApprovalRequest,
+  ApproveReply,
+  ApproveRequest,
+  DependencyDecision,
+  PackageChange,
+  RepoApprovals,
+  allowedBy,
+  packageKey,
+  packageLabel,
+  parseAllowList,
+} from "./approval.js";
+export {
   CommitId,
   DependencyPolicy,
   Edit,

@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { FileChange, RelativePath } from "./common.js";
 import { ProjectInstructions } from "./instructions.js";
+import { RepoApprovals } from "./approval.js";
 
 /** A full git object id (SHA-1, 40 hex; SHA-256, 64 hex), lower case. */
 export const CommitId = z
@@ -112,6 +113,8 @@ export const RepoSpec = z.object({
   setupCommand: z.string().max(4_000).optional(),
   /** @defaultValue "reject" */
   dependencies: DependencyPolicy.default("reject"),
+  /** With `dependencies: "ask"`: who answers, and the allowlists that approve ahead of time (`approval.ts`). */
+  approvals: RepoApprovals.optional(),
   /** Token budget of the repo map in a prompt (about 4 characters a token). @defaultValue 2048 */
   mapTokens: z.number().int().min(256).max(32_000).default(2_048),
   /**
