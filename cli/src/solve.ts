@@ -6,26 +6,19 @@
 import { readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { resolve } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import {
-  Endpoints,
   LoopsmithError,
   Task,
-  call,
   createProvider,
   loadScript,
   repoModeOf,
   repositoryRoot,
-  ensureTaskIntake,
-  submitTask,
   type DagProgress,
   type Language,
   type TaskInput,
   type TaskLimits,
   type TaskResult,
-  natsServers,
-  retryWhileClusterSettles,
 } from "@loopsmith/shared";
 import { findHumanEval, humanevalTask, loadHumanEval } from "./humaneval.js";
 import { CliError, errorCodeOf, report } from "./errors.js";
@@ -36,7 +29,7 @@ import { resultText } from "./output.js";
 import { solveProgress, type SolveProgress } from "./solve-progress.js";
 import { intakePosition } from "./intake-queue.js";
 import { checkBudgetPrices, shownNatsUrl } from "./preflight.js";
-import { startLocalStack, type LocalStack } from "./stack.js";
+import { openClient, type Client } from "./client.js";
 import { jsonLine, printable } from "./terminal.js";
 import { colourEnabled } from "./ui/index.js";
 import { exportRun } from "./runs.js";
@@ -49,7 +42,6 @@ import {
   type PreparedRepoTask,
   type RepoOptions,
 } from "./solve-repo.js";
-import { watchEvents } from "./watch.js";
 import type { IssueOptions, IssueTask } from "./solve-issue.js";
 import { steering, type ModelOptions } from "./steering.js";
 
@@ -289,7 +281,7 @@ async function runSolve(
   // still awaited and printed); a second one, or one before submission, stops waiting.
   // Either way everything this command started is stopped before it exits.
   const abort = new AbortController();
-  let nc: NatsConnection | undefined;
+  let client: Client | undefined;
   let submittedId: string | undefined;
   let signals = 0;
   // The task's progress on stdout; a DAG task's tree is redrawn in place on a terminal.
@@ -298,26 +290,21 @@ async function runSolve(
     : solveProgress(process.stdout, { color: colourEnabled(process.stdout) });
   const onSignal = (): void => {
     signals += 1;
-    if (signals === 1 && nc && submittedId) {
+    if (signals === 1 && client && submittedId) {
       const say = (): void =>
         void process.stderr.write("loopsmith: cancelling the task (press Ctrl-C again to stop waiting)\n");
       if (progress) progress.aside(say);
       else say();
-      void call(
-        nc,
-        Endpoints.architect.cancel,
-        { v: 1, taskId: submittedId, reason: "interrupted" },
-        { timeoutMs: 5_000, retries: 0, owner: stack?.owner },
-      ).catch(() => abort.abort());
+      void client.cancel(submittedId, "interrupted").catch(() => abort.abort());
     } else {
       abort.abort();
     }
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
-  let stack: LocalStack | undefined;
   try {
-    stack = await startLocalStack({ config, log, env: childEnv, signal: abort.signal });
+    client = await openClient({ config, log, env: childEnv, signal: abort.signal });
+    const { stack, nc } = client;
     if (abort.signal.aborted) throw new CliError("cancelled", "interrupted before the task was submitted");
     const reused = 5 - stack.started.length;
     // Services this command did not start have their own provider: the replies go with the task.
@@ -333,16 +320,12 @@ async function runSolve(
         `loopsmith: ${reused} service(s) were already running on ${shownNatsUrl(stack.natsUrl)} and keep their own configuration; --provider/--model/--base-url apply only to the ${stack.started.length} started now\n`,
       );
     }
-    nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
-    const intake = nc;
-    // On a JetStream cluster a node may be going away: ride through the election (at most 30 s).
-    await retryWhileClusterSettles(() => ensureTaskIntake(intake));
-    const owner = stack.owner;
+    const owner = client.owner;
     if (prepared) await uploadSnapshot(nc, prepared, owner);
     else if (o.snapshotFrom && (task as Task).repo)
       await uploadRecordedSnapshot(nc, o.snapshotFrom, (task as Task).repo as NonNullable<Task["repo"]>, owner);
     // A repeated publish is deduplicated by its message id (the task id).
-    const submitted = await retryWhileClusterSettles(() => submitTask(intake, task, owner));
+    const submitted = await client.submit(task);
     submittedId = submitted.taskId;
     if (!o.json)
       out(
@@ -350,17 +333,15 @@ async function runSolve(
       );
     // Waiting in the intake queue says so at once (and its first event says it started).
     if (progress && !submitted.duplicate) {
-      const ahead = await intakePosition(intake, submitted.seq);
+      const ahead = await intakePosition(nc, submitted.seq);
       if (ahead !== undefined) progress.queued(ahead);
     }
-    const { result, dag } = await follow(nc, owner, task.taskId, o, abort.signal, progress, log).catch(
-      (err: unknown) => {
-        throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), {
-          cause: err,
-          taskId: task.taskId,
-        });
-      },
-    );
+    const { result, dag } = await follow(client, task.taskId, o, abort.signal, progress, log).catch((err: unknown) => {
+      throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), {
+        cause: err,
+        taskId: task.taskId,
+      });
+    });
     if (!result)
       throw new CliError("cancelled", `stopped waiting; task ${task.taskId} may still be running`, {
         taskId: task.taskId,
@@ -406,8 +387,7 @@ async function runSolve(
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
-    await nc?.close().catch(() => undefined);
-    await stack?.stop();
+    await client?.close();
   }
 }
 
@@ -418,8 +398,7 @@ async function runSolve(
  * @returns the result (undefined when aborted first) and, for a DAG task, the subtasks its result event carries
  */
 async function follow(
-  nc: NatsConnection,
-  owner: string,
+  client: Client,
   taskId: string,
   o: SolveOptions,
   signal: AbortSignal,
@@ -429,11 +408,11 @@ async function follow(
   let result: TaskResult | undefined;
   let dag: DagProgress | undefined;
   const events = o.json
-    ? withChildEvents(taskId, (id, stop) => watchEvents(nc, id, { owner, signal: stop }), {
+    ? withChildEvents(taskId, (id, stop) => client.events(id, stop), {
         signal,
         onChildError: (id, err) => log.warn({ taskId: id, err }, `cannot follow the events of child task ${id}`),
       })
-    : watchEvents(nc, taskId, { owner, signal });
+    : client.events(taskId, signal);
   try {
     for await (const event of events) {
       if (event.taskId !== taskId) {

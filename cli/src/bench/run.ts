@@ -13,24 +13,12 @@
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join, resolve } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
 import PQueue from "p-queue";
 import type { Logger } from "pino";
 import { z } from "zod";
-import {
-  Endpoints,
-  LoopsmithError,
-  call,
-  createProvider,
-  ensureTaskIntake,
-  loadConfig,
-  submitTask,
-  type Config,
-  type TaskEvent,
-  type TaskResult,
-  natsServers,
-} from "@loopsmith/shared";
+import { LoopsmithError, createProvider, loadConfig, type Config, type TaskEvent } from "@loopsmith/shared";
 import { answeringServices, startLocalStack, type LocalStack } from "../stack.js";
+import { openClient, type Client } from "../client.js";
 import { jsonLine, printable } from "../terminal.js";
 import { loadDataset } from "./datasets.js";
 import { reportHtml, reportMarkdown } from "./report.js";
@@ -49,7 +37,6 @@ import {
 } from "./types.js";
 import { progressReporter } from "./progress.js";
 import { errorLine, noticeFor, readResults, resultLine, summaryText } from "./results.js";
-import { watchEvents } from "../watch.js";
 
 /** Options of `loopsmith bench`, as commander gives them. */
 export interface BenchOptions {
@@ -143,29 +130,13 @@ export function selectCases(cases: BenchCase[], o: Pick<BenchOptions, "ids" | "l
   return o.limit ? out.slice(0, o.limit) : out;
 }
 
-/** Waits for a task's result, keeping its agent-step events in `steps`; undefined when `signal` aborts first. */
-async function resultOf(
-  nc: NatsConnection,
-  owner: string,
-  taskId: string,
-  signal: AbortSignal,
-  steps: TaskEvent[] = [],
-): Promise<TaskResult | undefined> {
-  for await (const event of watchEvents(nc, taskId, { owner, signal })) {
-    if (event.kind === "step" && event.phase === "explore") steps.push(event);
-    if (event.kind === "result" && event.result) return event.result;
-  }
-  return undefined;
-}
-
 /** The run: everything `benchCommand` sets up. */
 interface Run {
   meta: RunMeta;
   out: string;
   resultsPath: string;
-  nc: NatsConnection;
-  /** The owner token the run's tasks carry (the client's: see `ownerOf`). */
-  owner: string;
+  /** The stack's client (its tasks carry the client's owner token). */
+  client: Client;
   /** Starts the services that stopped answering (after a task's infrastructure error). */
   ensureStack(): Promise<void>;
   options: BenchOptions;
@@ -197,26 +168,19 @@ async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Pro
     const started = Date.now();
     const base = { runId: meta.runId, caseId: c.id, arm, attempts: attempt, label: meta.provider.label };
     try {
-      await submitTask(run.nc, task, run.owner);
+      await run.client.submit(task);
       const limit = AbortSignal.any([run.abort, AbortSignal.timeout(o.taskTimeoutMs ?? 600_000)]);
       const steps: TaskEvent[] = [];
-      const result = await resultOf(run.nc, run.owner, task.taskId, limit, steps);
+      const result = await run.client.result(task.taskId, {
+        signal: limit,
+        onEvent: (event) => {
+          if (event.kind === "step" && event.phase === "explore") steps.push(event);
+        },
+      });
       if (!result) {
-        if (run.abort.aborted) {
-          await call(
-            run.nc,
-            Endpoints.architect.cancel,
-            { v: 1, taskId: task.taskId, reason: "bench interrupted" },
-            { timeoutMs: 3_000, retries: 0, owner: run.owner },
-          ).catch(() => undefined);
-          return undefined;
-        }
-        await call(
-          run.nc,
-          Endpoints.architect.cancel,
-          { v: 1, taskId: task.taskId, reason: "bench task timeout" },
-          { timeoutMs: 3_000, retries: 0, owner: run.owner },
-        ).catch(() => undefined);
+        const reason = run.abort.aborted ? "bench interrupted" : "bench task timeout";
+        await run.client.cancel(task.taskId, reason, 3_000).catch(() => undefined);
+        if (run.abort.aborted) return undefined;
         line = errorLine({
           ...base,
           taskId: task.taskId,
@@ -391,7 +355,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
     ...(o.config ? { LOOPSMITH_CONFIG: resolve(o.config) } : {}),
   };
   const stacks: LocalStack[] = [];
-  let nc: NatsConnection | undefined;
+  let client: Client | undefined;
   let watchdog: NodeJS.Timeout | undefined;
   let ending = false;
   let machineAt: { refMs: number; cpu: CpuTimes } | undefined;
@@ -402,10 +366,8 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
     json: !!o.json,
   });
   try {
-    const stack = await startLocalStack({ config: stackConfig, log, env });
-    stacks.push(stack);
-    nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
-    await ensureTaskIntake(nc);
+    client = await openClient({ config: stackConfig, log, env });
+    const { stack } = client;
     // One restart at a time: a service that stopped answering (killed, crashed) is started
     // again, and the tasks it left are redelivered to it by JetStream.
     let restarting: Promise<void> | undefined;
@@ -420,7 +382,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
         if (s.started.length) process.stderr.write(`loopsmith bench: restarted ${s.started.join(", ")}\n`);
         stacks.push(s);
       })().finally(() => (restarting = undefined)));
-    const conn = nc;
+    const conn = client.nc;
     watchdog = setInterval(() => {
       void answeringServices(conn)
         .then((up) => (up.size < 5 && !ending ? ensureStack() : undefined))
@@ -431,8 +393,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
       meta,
       out,
       resultsPath,
-      nc,
-      owner: stack.owner,
+      client,
       options: o,
       log,
       abort: abort.signal,
@@ -456,8 +417,9 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
     progress.stop();
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
-    await nc?.close().catch(() => undefined);
+    // The restarted services first, then the client's own stack (NATS last).
     for (const s of stacks.reverse()) await s.stop();
+    await client?.close();
   }
   const summary = writeReports({ meta, out, resultsPath }, o, loaded.skipped, new Date(), machine);
   process.stdout.write(o.json ? `${jsonLine({ kind: "summary", ...summary })}\n` : `${summaryText(summary, out)}\n`);

@@ -14,28 +14,21 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
 import PQueue from "p-queue";
 import {
-  Endpoints,
   LoopsmithError,
   ScriptFile,
-  call,
   createProvider,
-  ensureTaskIntake,
   loadConfig,
-  natsServers,
   putSnapshot,
   snapshotName,
-  submitTask,
   type Config,
   type SandboxImage,
   type TaskInput,
   type TaskResult,
 } from "@loopsmith/shared";
 import { archiveCommit } from "../../repo.js";
-import { startLocalStack, type LocalStack } from "../../stack.js";
-import { watchEvents } from "../../watch.js";
+import { openClient, type Client } from "../../client.js";
 import type { BenchArm, BenchResult } from "../types.js";
 import { armPrefix } from "../tasks.js";
 import { instanceImage, resolveEnv, setupCommandOf } from "./env.js";
@@ -156,24 +149,6 @@ export function agentTask(
 }
 
 /**
- * Waits for a task's result, keeping its agent steps (the `explore` phase's `step` events'
- * `data.agentStep`, a TranscriptStep) in `steps`; undefined when `signal` aborts first.
- */
-async function resultOf(
-  nc: NatsConnection,
-  owner: string,
-  taskId: string,
-  signal: AbortSignal,
-  steps: unknown[],
-): Promise<TaskResult | undefined> {
-  for await (const event of watchEvents(nc, taskId, { owner, signal })) {
-    if (event.kind === "step" && event.phase === "explore") steps.push(event.data?.agentStep ?? {});
-    if (event.kind === "result" && event.result) return event.result;
-  }
-  return undefined;
-}
-
-/**
  * Runs `todo` as agent tasks over one stack and grades each task's patch; each line goes to
  * the run's folder and `onLine` as it ends.
  * @throws LoopsmithError `unavailable` when no stack could be started
@@ -189,19 +164,15 @@ export async function runAgentInstances(
   const flags = stackFlags(o, meta.provider.label);
   if (o.transcript) (flags.llm as Record<string, unknown>).transcriptPath = o.transcript;
   const stackConfig = loadConfig({ ...(o.config ? { file: o.config } : {}), flags });
-  let stack: LocalStack | undefined;
-  let nc: NatsConnection | undefined;
+  let client: Client | undefined;
   const work = await mkdtemp(join(tmpdir(), "loopsmith-swe-agent-"));
   try {
-    stack = await startLocalStack({
+    client = await openClient({
       config: stackConfig,
       log,
       env: { LOOPSMITH_CONFIG_JSON: JSON.stringify(flags), ...(o.config ? { LOOPSMITH_CONFIG: o.config } : {}) },
     });
-    nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
-    await ensureTaskIntake(nc);
-    const conn = nc;
-    const owner = stack.owner;
+    const conn = client;
     const uploaded = new Map<string, Promise<unknown>>();
     const queue = new PQueue({ concurrency: o.concurrency ?? 2 });
     for (const t of todo)
@@ -224,10 +195,10 @@ export async function runAgentInstances(
               (async () => {
                 const dir = await checkoutInstance(o.repos ?? "", inst, join(work, inst.base_commit));
                 await putSnapshot(
-                  conn,
+                  conn.nc,
                   snapshotName(inst.base_commit),
                   await archiveCommit(dir, inst.base_commit),
-                  owner,
+                  conn.owner,
                 );
               })(),
             );
@@ -252,16 +223,19 @@ export async function runAgentInstances(
             ...(o.maxIterations !== undefined ? { maxIterations: o.maxIterations } : {}),
             ...(script ? { script } : {}),
           });
-          await submitTask(conn, task, owner);
+          await conn.submit(task);
           const limit = AbortSignal.any([signal, AbortSignal.timeout(o.taskTimeoutMs ?? 1_800_000)]);
-          result = await resultOf(conn, owner, taskId, limit, steps);
+          // The agent's steps (`data.agentStep`, a TranscriptStep) as the events give them.
+          result = await conn.result(taskId, {
+            signal: limit,
+            onEvent: (event) => {
+              if (event.kind === "step" && event.phase === "explore") steps.push(event.data?.agentStep ?? {});
+            },
+          });
           if (!result) {
-            await call(
-              conn,
-              Endpoints.architect.cancel,
-              { v: 1, taskId, reason: signal.aborted ? "bench interrupted" : "bench task timeout" },
-              { timeoutMs: 3_000, retries: 0, owner },
-            ).catch(() => undefined);
+            await conn
+              .cancel(taskId, signal.aborted ? "bench interrupted" : "bench task timeout", 3_000)
+              .catch(() => undefined);
             if (signal.aborted) return;
             error = `timeout: no result within ${o.taskTimeoutMs ?? 1_800_000} ms`;
           } else if (result.error) error = `${result.error.code}: ${result.error.message}`;
@@ -305,8 +279,7 @@ export async function runAgentInstances(
       });
     await queue.onIdle();
   } finally {
-    await nc?.close().catch(() => undefined);
-    await stack?.stop();
+    await client?.close();
     await rm(work, { recursive: true, force: true });
   }
 }
