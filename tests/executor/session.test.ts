@@ -312,11 +312,11 @@ describe("session over the bus", () => {
 
   it("cuts output past the bus's max_payload on the executor: the reply carries head, tail and the note, not an error", async () => {
     const noteOf = (o: SessionObservation): { notes: number; cut: number; kept: number } => {
-      const notes = [...o.output.matchAll(/\n\[… (\d+) bytes of output cut …\]\n/g)];
+      const notes = [...o.output.matchAll(/\n\[… ([\d,]+) bytes cut …\]\n/g)];
       const note = notes[0];
       return {
         notes: notes.length,
-        cut: Number(note?.[1] ?? 0),
+        cut: Number(note?.[1]?.replace(/,/g, "") ?? 0),
         kept: Buffer.byteLength(o.output) - Buffer.byteLength(note?.[0] ?? ""),
       };
     };

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { cutBytes } from "@loopsmith/shared/text";
 import { Capture, type CaptureEvent } from "./capture.js";
 
 /** One Docker multiplexed frame. */
@@ -45,15 +46,35 @@ describe("Capture", () => {
     expect(c.stdout().toString()).toBe("out");
   });
 
-  it("keeps exactly the cap and reports output_limit once", () => {
+  it("keeps the head and the tail within the cap, the note between them, and reports output_limit once", () => {
     const events: CaptureEvent[] = [];
-    const c = new Capture(10, MARK, (e) => events.push(e));
-    c.write(frame(1, "0123456789abc"));
-    c.write(frame(1, "more"));
+    const c = new Capture(100, MARK, (e) => events.push(e));
+    c.write(frame(1, "HEAD" + "x".repeat(96)));
+    expect(events).toEqual([]);
+    c.write(frame(1, "y".repeat(500)));
+    c.write(frame(1, "TAIL"));
+    c.write(frame(2, "err"));
     c.end();
-    expect(c.stdout().toString()).toBe("0123456789");
+    const out = c.stdout().toString();
+    expect(out.length).toBeLessThanOrEqual(100);
+    expect(out.startsWith("HEAD")).toBe(true);
+    expect(out.endsWith("TAIL")).toBe(true);
+    const note = /\n\[… (\d+) bytes cut …\]\n/.exec(out);
+    expect(out.length - (note?.[0].length ?? 0) + Number(note?.[1])).toBe(604);
+    expect(c.stderr().toString()).toBe("err");
     expect(c.truncated).toBe(true);
     expect(events).toEqual(["output_limit"]);
+  });
+
+  it("cuts what it captures as the shared cut cuts the whole output, frames split at any byte", () => {
+    const body = Buffer.from("ünïcödé ✓ 😀 line\n".repeat(200));
+    const raw = Buffer.concat([frame(1, body.subarray(0, 1_000)), frame(1, body.subarray(1_000)), frame(1, MARK)]);
+    for (const step of [1, 7, 4096]) {
+      const c = new Capture(1024, MARK, () => undefined);
+      for (let i = 0; i < raw.length; i += step) c.write(raw.subarray(i, i + step));
+      c.end();
+      expect(c.stdout().equals(cutBytes(body, { max: 1024 }))).toBe(true);
+    }
   });
 
   it("returns binary bytes unchanged and releases held-back bytes at the end", () => {

@@ -1,8 +1,10 @@
 /**
  * Capture of a container's output: demultiplexes Docker's attach stream (8-byte frame
- * headers), keeps at most `limitBytes` of stdout and of stderr each, and splits the
+ * headers), keeps at most `limitBytes` of stdout and of stderr each (past the cap, the head and
+ * the tail with the shared cut note, `CutStream` in `@loopsmith/shared/text`), and splits the
  * supervisor's trailer (a per-run marker, then one JSON line) off the end of stdout.
  */
+import { CutStream } from "@loopsmith/shared/text";
 
 /** Docker's stream ids in a multiplexed attach stream. */
 const STDOUT = 1;
@@ -10,31 +12,6 @@ const STDERR = 2;
 
 /** Largest trailer accepted, in bytes (it carries the base64 result file). */
 export const TRAILER_LIMIT_BYTES = 24 * 1024 * 1024;
-
-/** One capped byte sink. */
-class Sink {
-  readonly chunks: Buffer[] = [];
-  bytes = 0;
-  /** Bytes seen, including those beyond the cap. */
-  seen = 0;
-  constructor(private readonly limit: number) {}
-
-  /** Keeps what fits; returns true when the cap has been passed. */
-  push(chunk: Buffer): boolean {
-    this.seen += chunk.length;
-    const room = this.limit - this.bytes;
-    if (room > 0) {
-      const kept = chunk.length <= room ? chunk : chunk.subarray(0, room);
-      this.chunks.push(kept);
-      this.bytes += kept.length;
-    }
-    return this.seen > this.limit;
-  }
-
-  buffer(): Buffer {
-    return Buffer.concat(this.chunks, this.bytes);
-  }
-}
 
 /** Why capture asked the caller to act: stop the container, or the report is complete. */
 export type CaptureEvent = "output_limit" | "trailer" | "trailer_too_large";
@@ -44,7 +21,7 @@ export type CaptureEvent = "output_limit" | "trailer" | "trailer_too_large";
  * Bytes that could be the start of the marker are held back until they are not.
  */
 class Stream {
-  readonly sink: Sink;
+  readonly sink: CutStream;
   private held = Buffer.alloc(0);
   /** Bytes after the marker, or null while it has not been seen. */
   after: Buffer[] | null = null;
@@ -55,7 +32,7 @@ class Stream {
     private readonly marker: Buffer,
     private readonly onLimit: () => void,
   ) {
-    this.sink = new Sink(limit);
+    this.sink = new CutStream({ max: limit });
   }
 
   /** Feeds bytes; returns the bytes that came after the marker in this chunk (if it was seen). */
@@ -81,7 +58,7 @@ class Stream {
   }
 
   private emit(bytes: Buffer): void {
-    if (bytes.length && this.sink.push(bytes)) this.onLimit();
+    if (bytes.length && this.sink.write(bytes)) this.onLimit();
   }
 
   /** Releases held-back bytes (the stream ended without the marker). */
@@ -110,7 +87,7 @@ export class Capture {
   private tooLarge = false;
 
   /**
-   * @param limitBytes - cap of stdout and of stderr, each, in bytes
+   * @param limitBytes - cap of stdout and of stderr, each, in bytes (the cut note included)
    * @param marker - the per-run marker that ends the command's output on both streams
    * @param onEvent - called when the cap is first passed, or the report is complete
    */
@@ -179,14 +156,14 @@ export class Capture {
     return this.limitHit;
   }
 
-  /** The captured stdout (at most the cap), without the trailer. */
+  /** The captured stdout, without the trailer: all of it, or past the cap its head and tail with the cut note (at most the cap, in bytes). */
   stdout(): Buffer {
-    return this.out.sink.buffer();
+    return this.out.sink.bytes();
   }
 
-  /** The captured stderr (at most the cap), without the end marker. */
+  /** The captured stderr, without the end marker: all of it, or past the cap its head and tail with the cut note (at most the cap, in bytes). */
   stderr(): Buffer {
-    return this.err.sink.buffer();
+    return this.err.sink.bytes();
   }
 
   /** The trailer's JSON text (up to its newline), or null when none arrived whole. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ExecutionResult, SessionObservation } from "@loopsmith/shared";
-import { cutNote, fitObservation, fitResult, headTail, RUN_OUTPUT_LIMIT_BYTES } from "./fit.js";
-import { HeadTail } from "./session-exec.js";
+import { CutStream, cutNote } from "@loopsmith/shared/text";
+import { fitObservation, fitResult, RUN_OUTPUT_LIMIT_BYTES } from "./fit.js";
 
 const result = (stdout: string, stderr: string): ExecutionResult => ({
   status: "passed",
@@ -27,13 +27,17 @@ describe("fitResult", () => {
     expect(fitted.stdout.startsWith("HEAD")).toBe(true);
     expect(fitted.stdout.endsWith("TAIL")).toBe(true);
     expect(fitted.stderr.endsWith("END")).toBe(true);
-    expect(fitted.stdout).toMatch(/bytes of output cut/);
+    expect(fitted.stdout).toMatch(/\n\[… [\d,]+ bytes cut …\]\n/);
   });
 
-  it("headTail respects its byte budget with multi-byte text", () => {
-    const cut = headTail("é".repeat(10_000), 1000);
-    expect(Buffer.byteLength(cut)).toBeLessThanOrEqual(1000);
-    expect(cut).not.toContain("\uFFFD");
+  it("cuts multi-byte output within its byte budget without splitting a character", () => {
+    const r = result("é".repeat(400_000), "€".repeat(400_000));
+    const fitted = fitResult(r, 1024 * 1024);
+    expect(Buffer.byteLength(JSON.stringify(fitted))).toBeLessThanOrEqual(1024 * 1024);
+    expect(fitted.stdout).not.toContain("\uFFFD");
+    expect(fitted.stderr).not.toContain("\uFFFD");
+    expect(cutOf(fitted.stdout).cut + cutOf(fitted.stdout).kept).toBe(800_000);
+    expect(cutOf(fitted.stderr).cut + cutOf(fitted.stderr).kept).toBe(1_200_000);
   });
 
   it("fits a run of 90 000 test cases: failing cases first, the whole run counted in summary", () => {
@@ -55,12 +59,12 @@ describe("fitResult", () => {
 });
 
 const MAX_PAYLOAD = 1024 * 1024;
-const NOTE = /\n\[… (\d+) bytes of output cut …\]\n/g;
+const NOTE = /\n\[… ([\d,]+) bytes cut …\]\n/g;
 const replyBytes = (o: SessionObservation): number => Buffer.byteLength(JSON.stringify({ ok: true, value: o }));
 
 /** A session run's observation of `output` as the capture keeps it (head and tail past 1 MiB). */
 function captured(output: Buffer): SessionObservation {
-  const kept = new HeadTail(RUN_OUTPUT_LIMIT_BYTES);
+  const kept = new CutStream({ max: RUN_OUTPUT_LIMIT_BYTES });
   for (let i = 0; i < output.length; i += 64 * 1024) kept.write(output.subarray(i, i + 64 * 1024));
   return {
     output: kept.bytes().toString("utf8"),
@@ -78,22 +82,22 @@ function cutOf(text: string): { notes: number; cut: number; kept: number } {
   const note = notes[0];
   return {
     notes: notes.length,
-    cut: Number(note?.[1] ?? 0),
+    cut: Number(note?.[1]?.replace(/,/g, "") ?? 0),
     kept: Buffer.byteLength(text) - Buffer.byteLength(note?.[0] ?? ""),
   };
 }
 
-describe("headTail", () => {
-  it("says exactly how many bytes it cut, and with an earlier cut's size counts both", () => {
-    const once = headTail("x".repeat(10_000), 1_000);
-    expect(Buffer.byteLength(once)).toBeLessThanOrEqual(1_000);
-    expect(cutOf(once)).toMatchObject({ notes: 1 });
-    expect(cutOf(once).cut + cutOf(once).kept).toBe(10_000);
+describe("the capture's cut and the reply's cut", () => {
+  it("keep one note between them that counts every byte cut", () => {
     const whole = 3 * RUN_OUTPUT_LIMIT_BYTES;
-    const twice = headTail(captured(Buffer.from("y".repeat(whole))).output, 1_000, whole);
-    expect(cutOf(twice)).toMatchObject({ notes: 1 });
-    expect(cutOf(twice).cut + cutOf(twice).kept).toBe(whole);
-    expect(cutNote(5)).toBe("\n[… 5 bytes of output cut …]\n");
+    const once = captured(Buffer.from("y".repeat(whole)));
+    expect(Buffer.byteLength(once.output)).toBeLessThanOrEqual(RUN_OUTPUT_LIMIT_BYTES);
+    expect(cutOf(once.output)).toMatchObject({ notes: 1 });
+    expect(cutOf(once.output).cut + cutOf(once.output).kept).toBe(whole);
+    const twice = fitObservation(once, 256 * 1024);
+    expect(cutOf(twice.output)).toMatchObject({ notes: 1 });
+    expect(cutOf(twice.output).cut + cutOf(twice.output).kept).toBe(whole);
+    expect(cutNote(5, "bytes")).toBe("\n[… 5 bytes cut …]\n");
   });
 });
 
@@ -154,6 +158,6 @@ describe("fitObservation", () => {
     expect(fitted.output.startsWith("1: é")).toBe(true);
     expect(fitted.output.endsWith(`200000: ${"é".repeat(10)}`)).toBe(true);
     expect(cutOf(fitted.output).cut + cutOf(fitted.output).kept).toBe(read.totalBytes);
-    expect(fitObservation(read, 1_000).output).toMatch(/^\n\[… \d+ bytes of output cut …\]\n$/);
+    expect(fitObservation(read, 1_000).output).toMatch(/^\n\[… [\d,]+ bytes cut …\]\n$/);
   });
 });

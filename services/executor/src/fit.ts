@@ -1,50 +1,22 @@
 /**
  * Fitting a reply into one bus message: NATS refuses payloads above the server's
  * `max_payload` (1 MiB by default), and stdout and stderr may each hold the whole output cap,
- * as may a session call's output. One cut ({@link headTail}) and one note ({@link cutNote})
- * for every output cut here and in a session run's capture (session-exec.ts).
+ * as may a session call's output. Every output cut here is the shared head-and-tail cut in
+ * UTF-8 bytes (`cutUtf8` in `@loopsmith/shared/text`), as is a run's capture (capture.ts,
+ * session-exec.ts), so a reply carries one kind of note however often its output was cut.
  */
 import { summarizeTests, trimTests, type ExecutionResult, type SessionObservation } from "@loopsmith/shared";
+import { cutUtf8 } from "@loopsmith/shared/text";
 
 /** Room kept for the reply envelope and headers, in bytes. */
 const ENVELOPE_BYTES = 16 * 1024;
 
 /**
- * Output a session `run` keeps (stdout and stderr together, in order), in bytes: the head and
- * tail halves when it is longer (session-exec.ts). A reply's cut keeps no more than this.
+ * Output a session `run` keeps (stdout and stderr together, in order), in bytes, the cut's note
+ * included: its head and tail when it is longer (session-exec.ts). A reply's cut keeps no more
+ * than this.
  */
 export const RUN_OUTPUT_LIMIT_BYTES = 1024 * 1024;
-
-/** The note that stands where `bytes` bytes of output were cut out. */
-export function cutNote(bytes: number): string {
-  return `\n[… ${bytes} bytes of output cut …]\n`;
-}
-
-/**
- * Keeps the head and the tail of `text` within `maxBytes` UTF-8 bytes (the note included,
- * unless `maxBytes` is smaller than the note), with {@link cutNote} between them saying how
- * many bytes went.
- * @param maxBytes - the most bytes kept, in UTF-8 bytes
- * @param wholeBytes - the size of the output `text` stands for, in bytes, when an earlier
- *   head-and-tail cut with the same note already took its middle (that note then lies in the
- *   middle this cut takes, and the note counts both cuts); default: the size of `text`
- */
-export function headTail(text: string, maxBytes: number, wholeBytes = 0): string {
-  const bytes = Buffer.from(text, "utf8");
-  if (bytes.length <= maxBytes) return text;
-  const whole = Math.max(wholeBytes, bytes.length);
-  // The note with the largest count it can carry: the count it ends up with is no longer.
-  const room = Math.max(0, maxBytes - Buffer.byteLength(cutNote(whole)));
-  const head = bytes
-    .subarray(0, Math.floor(room / 2))
-    .toString("utf8")
-    .replace(/\uFFFD+$/, "");
-  const tail = bytes
-    .subarray(bytes.length - Math.ceil(room / 2))
-    .toString("utf8")
-    .replace(/^\uFFFD+/, "");
-  return head + cutNote(whole - Buffer.byteLength(head) - Buffer.byteLength(tail)) + tail;
-}
 
 /**
  * Cuts with `cut(maxBytes)` at `room` bytes, then at 60 % of that, and so on (eight tries),
@@ -78,7 +50,7 @@ export function fitResult(result: ExecutionResult, maxPayloadBytes: number): Exe
   if (size(bare(fitted)) > limit / 2) {
     fitted = {
       ...fitted,
-      tests: fitted.tests.map((t) => (t.message ? { ...t, message: headTail(t.message, 512) } : t)),
+      tests: fitted.tests.map((t) => (t.message ? { ...t, message: cutUtf8(t.message, { max: 512 }) } : t)),
     };
   }
   while (size(bare(fitted)) > limit / 2 && fitted.tests.length > 0) {
@@ -87,14 +59,14 @@ export function fitResult(result: ExecutionResult, maxPayloadBytes: number): Exe
   const room = Math.max(0, limit - size(bare(fitted)));
   const cut = (maxBytes: number): ExecutionResult => {
     const half = Math.floor(maxBytes / 2);
-    return { ...fitted, stdout: headTail(result.stdout, half), stderr: headTail(result.stderr, half) };
+    return { ...fitted, stdout: cutUtf8(result.stdout, { max: half }), stderr: cutUtf8(result.stderr, { max: half }) };
   };
   return shrinkUntil(room, cut, (r) => size(r) <= limit) ?? bare(fitted);
 }
 
 /**
  * Returns `obs` (a session call's reply) unchanged when its JSON fits in `maxPayloadBytes`,
- * else a copy whose `output` keeps its head and tail ({@link headTail}, at most
+ * else a copy whose `output` keeps its head and tail (the shared cut, at most
  * {@link RUN_OUTPUT_LIMIT_BYTES}) so that it fits, whatever the bytes: the serialised reply is
  * measured, escaping included. The note in the output counts every byte cut, a run's cut at
  * capture included (keeping no more than the capture did, this cut takes the capture's note
@@ -111,7 +83,7 @@ export function fitObservation(obs: SessionObservation, maxPayloadBytes: number)
   const bare: SessionObservation = { ...obs, output: "", totalBytes };
   const cut = (maxBytes: number): SessionObservation => ({
     ...bare,
-    output: headTail(obs.output, maxBytes, totalBytes),
+    output: cutUtf8(obs.output, { max: maxBytes, whole: totalBytes }),
   });
   const room = Math.min(RUN_OUTPUT_LIMIT_BYTES, Math.max(0, limit - size(bare)));
   // Nothing fits but the note (a `max_payload` smaller than the envelope): the note alone.

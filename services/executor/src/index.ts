@@ -73,7 +73,7 @@ export {
 } from "./layer.js";
 export { PYTEST_ADDOPTS, shellOutcome } from "./shell.js";
 export { SessionManager, SESSION_IDLE_MS, type SessionDeps } from "./session.js";
-export { SESSION_IDLE_UID, HeadTail } from "./session-exec.js";
+export { SESSION_IDLE_UID } from "./session-exec.js";
 export {
   listTree,
   readLines,

@@ -1,12 +1,14 @@
 /**
  * One `docker exec` in a session container (session.ts): as the sandbox user, at the
- * workspace root, stdout and stderr kept together in arrival order, head and tail past the cap.
+ * workspace root, stdout and stderr kept together in arrival order, head and tail past the cap
+ * (the shared streaming cut, `CutStream` in `@loopsmith/shared/text`).
  */
 import { PassThrough, Writable, type Duplex } from "node:stream";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
+import { CutStream } from "@loopsmith/shared/text";
 import { SANDBOX_UID } from "./bootstrap.js";
-import { cutNote, RUN_OUTPUT_LIMIT_BYTES } from "./fit.js";
+import { RUN_OUTPUT_LIMIT_BYTES } from "./fit.js";
 import { createOptions, WORKSPACE, type SandboxSpec } from "./sandbox.js";
 
 /** uid of the session container's main process: neither root nor the sandbox user, so a run cannot signal it. */
@@ -17,7 +19,7 @@ const KILL_GRACE_MS = 5_000;
 
 /** What one exec produced. */
 export interface ExecOutcome {
-  /** stdout and stderr in arrival order, cut to {@link RUN_OUTPUT_LIMIT_BYTES} (head and tail). */
+  /** stdout and stderr in arrival order, cut to {@link RUN_OUTPUT_LIMIT_BYTES} bytes (head and tail, the note included). */
   output: Buffer;
   /** Bytes of output before the cut. */
   totalBytes: number;
@@ -28,42 +30,8 @@ export interface ExecOutcome {
 }
 
 /**
- * Keeps the head and tail halves of a stream of output past `limit` bytes, and counts every
- * byte; the cut is marked with {@link cutNote}, as fit.ts `headTail` marks its own.
- */
-export class HeadTail {
-  private readonly head: Buffer[] = [];
-  private headBytes = 0;
-  private tail: Buffer[] = [];
-  private tailBytes = 0;
-  total = 0;
-  constructor(private readonly limit: number) {}
-  write(chunk: Buffer): void {
-    this.total += chunk.length;
-    const half = this.limit / 2;
-    if (this.headBytes < half) {
-      const take = chunk.subarray(0, half - this.headBytes);
-      this.head.push(take);
-      this.headBytes += take.length;
-      chunk = chunk.subarray(take.length);
-    }
-    if (!chunk.length) return;
-    this.tail.push(chunk);
-    this.tailBytes += chunk.length;
-    while (this.tailBytes - (this.tail[0]?.length ?? 0) >= half) this.tailBytes -= (this.tail.shift() as Buffer).length;
-  }
-  bytes(): Buffer {
-    if (this.total <= this.limit) return Buffer.concat([...this.head, ...this.tail]);
-    const tail = Buffer.concat(this.tail);
-    const kept = tail.subarray(tail.length - this.limit / 2);
-    const cut = this.total - this.headBytes - kept.length;
-    return Buffer.concat([...this.head, Buffer.from(cutNote(cut)), kept]);
-  }
-}
-
-/**
  * One `docker exec` as the sandbox user at the workspace (`opts.workdir`, else `/workspace`): `opts.stdin` written to it (then
- * closed), stdout and stderr kept together up to {@link RUN_OUTPUT_LIMIT_BYTES}. Past
+ * closed), stdout and stderr kept together up to {@link RUN_OUTPUT_LIMIT_BYTES} bytes. Past
  * `opts.timeoutMs` every process of the sandbox user is killed from a second exec.
  * @throws the engine's errors (409 when the container is not running)
  */
@@ -87,7 +55,7 @@ export async function execIn(
     Tty: false,
   });
   const stream = (await exec.start({ hijack: true, stdin: opts.stdin !== undefined })) as unknown as Duplex;
-  const kept = new HeadTail(RUN_OUTPUT_LIMIT_BYTES);
+  const kept = new CutStream({ max: RUN_OUTPUT_LIMIT_BYTES });
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
       kept.write(chunk);
