@@ -118,6 +118,10 @@ addModelFlags(solveCommand)
     parseDuration,
   )
   .option("--review", "run the LLM review step before executing")
+  .option(
+    "--audit",
+    "run the security audit before executing: bandit or ESLint's security plugin in the sandbox, then the audit model; a high finding blocks the iteration",
+  )
   .addOption(
     new Option(
       "--memory <mode>",

@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { Reflection, Review, type DagProgress, type RunRecord, type Usage } from "@loopsmith/shared";
+import { auditFindingText, auditLines, auditMarkdown, auditOf, type AuditView } from "./audit-view.js";
 import { dagOf, dagReportLines, dagTotals, dagTree } from "./dag-view.js";
 import { duration, shortCount, usd } from "./format.js";
 import { printable } from "./terminal.js";
@@ -22,8 +23,10 @@ export interface RunIteration {
   signature?: string;
   /** The reflection written on this iteration's failure. */
   reflection?: Reflection;
-  /** Blocking findings of the gate or the review. */
+  /** Blocking findings of the gate, the review or the security audit. */
   findings: string[];
+  /** The security audit of the iteration's candidate (`Task.audit`), when one ran. */
+  audit?: AuditView;
 }
 
 const ExecData = z.object({ status: z.string(), failingTests: z.array(z.string()).catch([]) });
@@ -63,6 +66,11 @@ export function runIterations(record: RunRecord): RunIteration[] {
     const review = e.phase === "review" ? ReviewData.safeParse(data) : undefined;
     if (review?.success)
       blockers.push(...review.data.review.findings.filter((f) => f.severity === "blocker").map((f) => f.message));
+    const audit = auditOf(e);
+    if (audit) {
+      at(e.iteration).audit = audit;
+      if (audit.blocked) blockers.push(...audit.findings.filter((f) => f.severity === "high").map(auditFindingText));
+    }
     if (blockers.length) Object.assign(at(e.iteration), { outcome: "blocked", findings: blockers });
     const remember = e.phase === "remember" ? RememberData.safeParse(data) : undefined;
     if (remember?.success) at(e.iteration).signature = remember.data.signature;
@@ -166,6 +174,7 @@ export function runText(record: RunRecord, opts: RunTextOptions = {}): string {
       `    ${String(it.iteration).padStart(2)}  ${printable(it.outcome)}${it.failingTests.length ? `; failing: ${it.failingTests.map(printable).join(", ")}` : ""}`,
     );
     if (it.findings.length) lines.push(`        blocked: ${printable(oneLine(it.findings.join("; ")))}`);
+    if (it.audit) lines.push(...auditLines(it.audit, "        "));
     if (it.signature) lines.push(`        signature: ${printable(it.signature)}`);
     if (it.reflection)
       lines.push(
@@ -278,6 +287,7 @@ export function reportMarkdown(record: RunRecord): string {
     const items: string[] = [];
     if (it.failingTests.length) items.push(`- Failing tests: ${it.failingTests.map(codeSpan).join(", ")}`);
     if (it.findings.length) items.push(`- Blocked: ${it.findings.map((f) => md(f, 500)).join("; ")}`);
+    if (it.audit) items.push(...auditMarkdown(it.audit, md));
     if (it.signature) items.push(`- Signature: ${codeSpan(it.signature)}`);
     if (it.reflection) {
       items.push(

@@ -63,6 +63,8 @@ export interface SolveOptions extends ModelOptions, RepoOptions, IssueOptions {
   /** `--timeout`: the task's wall-clock limit, in ms (`limits.timeLimitMs`). */
   timeout?: number;
   review?: boolean;
+  /** `--audit`: the security audit before each run (else the configuration's `review.audit`). */
+  audit?: boolean;
   /** `off`: the task recalls nothing (no memory hints in its prompts). */
   memory?: "on" | "off";
   taskId?: string;
@@ -107,6 +109,7 @@ const FIELD_FLAGS: Record<string, string> = {
   taskId: "--task-id",
   language: "--language",
   review: "--review",
+  audit: "--audit",
   memory: "--memory",
   "limits.maxIterations": "--max-iterations",
   "limits.maxCostUsd": "--budget-usd",
@@ -255,6 +258,9 @@ async function runSolve(
     : undefined;
   if (prepared && issueTask) prepared.commitGoal = issueTask.commitGoal;
   let task = prepared ? prepared.task : buildTask(goal, o);
+  // The security audit: `--audit`, else the task file's own `audit`, else the configuration's `review.audit`.
+  const audit = o.audit ?? task.audit ?? config.review.audit;
+  if (audit) task = { ...task, audit };
   if (o.dryRun) {
     const { dryRun, dryRunText } = await import("./solve-dry-run.js");
     const planned = await dryRun(task, prepared, config);

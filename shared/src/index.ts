@@ -24,6 +24,17 @@ export {
   parseAllowList,
 } from "./contracts/index.js";
 export {
+  AuditFinding,
+  AuditRecord,
+  AuditReply,
+  AuditRequest,
+  AuditSeverity,
+  AuditSource,
+  AuditVerdict,
+  ModelAuditFinding,
+  StaticAuditRun,
+} from "./contracts/index.js";
+export {
   AgentMessage,
   AgentStop,
   EditArgs,

@@ -6,6 +6,7 @@
  */
 import { RUN_LIMIT_MULTIPLE } from "@loopsmith/shared";
 import type { FailureBrief, Finding, InstructionsUse, ProviderInfo, SubtaskState, Usage } from "@loopsmith/shared";
+import type { AuditFinding, AuditRecord } from "@loopsmith/shared";
 import { failureLine } from "./failure.js";
 import { findingPlace } from "./tampering.js";
 
@@ -285,4 +286,29 @@ export const agentTexts = {
     ]
       .filter(Boolean)
       .join("\n\n"),
+};
+
+/** An audit finding in one line: severity, source and rule, place, message. */
+const auditLine = (f: AuditFinding): string =>
+  `${f.severity} ${f.source} ${f.rule} (${f.file}${f.line ? `:${f.line}` : ""}): ${f.message}`;
+
+/** The texts of the security audit (`audit.ts`). */
+export const auditTexts = {
+  auditing: "auditing the candidate's security (static tools in the sandbox, then the audit model)",
+  noModel: "the audit model is not available here: the audit has the static tools' findings only",
+  audited: (r: AuditRecord) => {
+    const high = r.findings.filter((f) => f.severity === "high");
+    const tools =
+      r.static.status === "ok"
+        ? r.static.tool
+        : `${r.static.tool} ${r.static.status}${r.static.reason ? ` (${r.static.reason})` : ""}`;
+    const model = r.modelRead ? "" : "; the model's reply could not be read";
+    const head = `audit: ${r.findings.length} ${plural(r.findings.length, "finding")}, ${high.length} high; ${tools}${model}`;
+    return high.length ? `${head}; blocked: ${high.slice(0, 5).map(auditLine).join("; ")}` : head;
+  },
+  warnings: (findings: readonly AuditFinding[]) =>
+    `audit: ${findings.length} lower-severity ${plural(findings.length, "finding")}, the candidate runs: ${findings
+      .slice(0, 5)
+      .map(auditLine)
+      .join("; ")}${findings.length > 5 ? ` and ${findings.length - 5} more` : ""}`,
 };

@@ -1,6 +1,6 @@
 /**
  * The loop of one task, as a resumable state machine:
- * (repo mode: PREPARE →) RECALL → PLAN → BUILD → GATE → REVIEW? → EXECUTE → (pass: SCORE → DONE)
+ * (repo mode: PREPARE →) RECALL → PLAN → BUILD → GATE → REVIEW? → AUDIT? → EXECUTE → (pass: SCORE → DONE)
  *                                                  → (fail: REMEMBER → REFLECT → BUILD …)
  * Agent mode (a repo task with `mode: "agent"`): RECALL → EXPLORE (one model turn and its
  * tools per execution, a checkpoint each, until submit) → GATE …, and EXPLORE in BUILD's place
@@ -16,6 +16,7 @@
  */
 import type { Phase } from "@loopsmith/shared";
 import { explorePhase } from "./agent/explore.js";
+import { auditPhase } from "./audit.js";
 import { dagPlanPhase, integratePhase, schedulePhase } from "./dag/phases.js";
 import { runTexts } from "./event-texts.js";
 import {
@@ -54,6 +55,7 @@ const PHASES: Record<Exclude<Phase, "done">, PhaseFn> = {
   explore: explorePhase,
   gate: gatePhase,
   review: reviewPhase,
+  audit: auditPhase,
   execute: executePhase,
   score: scorePhase,
   remember: rememberPhase,

@@ -2,7 +2,7 @@
  * The loop's phases, one function each: `(s, run) → outcome`. A phase reads the state it
  * starts from (`s`), calls steps, reports events through the run, and returns where to go
  * next with what changed (`{ next, patch }`) or how the task stops; the run checkpoints
- * (`run.ts`). RECALL → PLAN → BUILD → GATE → REVIEW? → EXECUTE → (pass: SCORE → stop)
+ * (`run.ts`). RECALL → PLAN → BUILD → GATE → REVIEW? → AUDIT? → EXECUTE → (pass: SCORE → stop)
  * | (fail: REMEMBER → REFLECT → BUILD …). Texts are in `event-texts.ts`.
  */
 import {
@@ -14,6 +14,7 @@ import {
   type Plan,
 } from "@loopsmith/shared";
 import { candidatePhase, isAgentTask } from "./agent/explore.js";
+import { beforeExecute } from "./audit.js";
 import { dagTexts, loopTexts, runTexts } from "./event-texts.js";
 import { briefFromError, briefFromExecution, briefFromFindings, errorTextOf } from "./failure.js";
 import { approveDependencies } from "./repo/approval.js";
@@ -178,7 +179,7 @@ export async function gatePhase(s: TaskState, run: TaskRun): Promise<PhaseOutcom
     const stop = await repoPolicy(s, run);
     if (stop) return stop;
   }
-  const afterGate = s.task.review ? "review" : "execute";
+  const afterGate = s.task.review ? "review" : beforeExecute(s);
   const files = [...(s.candidate?.files ?? []), ...(s.candidate?.tests ?? [])];
   if (files.length === 0) {
     await run.emit("step", loopTexts.gateNothing, { phase: "gate" });
@@ -301,7 +302,7 @@ export async function reviewPhase(s: TaskState, run: TaskRun): Promise<PhaseOutc
       };
     }
   }
-  return { next: "execute" };
+  return { next: beforeExecute(s) };
 }
 
 /**

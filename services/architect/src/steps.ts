@@ -32,6 +32,8 @@ import {
   type Remembered,
   type ReviewReply,
   type ReviewRequest,
+  type AuditReply,
+  type AuditRequest,
   type SuccessRecord,
   type DagPlan,
   type DagPlanProblem,
@@ -59,6 +61,11 @@ export interface Steps {
   build(req: BuildRequest): Promise<BuildReply>;
   gate(req: GateRequest): Promise<GateResult>;
   review(req: ReviewRequest): Promise<ReviewReply>;
+  /**
+   * The security audit's model (`Task.audit`, the reviewer's audit endpoint). Absent where
+   * no reviewer serves it: an audit then has the static tools' findings only, with a warning.
+   */
+  audit?(req: AuditRequest): Promise<AuditReply>;
   execute(req: ExecutionRequest): Promise<ExecutionResult>;
   rememberFailure(req: FailureRecord): Promise<Remembered>;
   attachFix(req: FailureFix): Promise<Remembered>;
@@ -195,6 +202,7 @@ export function busSteps(nc: NatsConnection, config: Config, planner: Planner): 
     build: (req) => call(nc, Endpoints.builder.build, req, llmStep),
     gate: (req) => call(nc, Endpoints.reviewer.gate, req, mem),
     review: (req) => call(nc, Endpoints.reviewer.review, req, llmStep),
+    audit: (req) => call(nc, Endpoints.reviewer.audit, req, llmStep),
     // An executor with no free slot (or a dead engine) answers busy: ask again until one has room.
     execute: (req) =>
       call(nc, Endpoints.executor.run, req, {

@@ -1,6 +1,6 @@
 /**
  * @loopsmith/reviewer: judges a candidate before it runs. `gate` is the deterministic
- * static safety gate; `createReviewer` is the LLM review; `reviewerService` serves both on
+ * static safety gate; `createReviewer` is the LLM review; `createAuditor` the security audit's model; `reviewerService` serves both on
  * the bus.
  */
 export { gate, MAX_FINDINGS } from "./gate/gate.js";
@@ -14,4 +14,13 @@ export {
   type Reviewer,
   type ReviewerDeps,
 } from "./review.js";
+export {
+  AUDIT_PROMPT_VERSION,
+  AUDIT_SYSTEM,
+  createAuditor,
+  renderAuditMessage,
+  renderStaticFindings,
+  type Auditor,
+  type AuditorDeps,
+} from "./audit.js";
 export { reviewerService, type ReviewerServiceDeps } from "./service.js";

@@ -12,6 +12,7 @@ import {
   type ServiceModule,
 } from "@loopsmith/shared";
 import { gate } from "./gate/gate.js";
+import { createAuditor, type Auditor } from "./audit.js";
 import { createReviewer, type Reviewer } from "./review.js";
 
 /** Dependencies of {@link reviewerService}. */
@@ -25,18 +26,19 @@ export interface ReviewerServiceDeps {
 }
 
 /**
- * Builds the reviewer's endpoints: `Endpoints.reviewer.gate` (deterministic, no LLM) and
- * `Endpoints.reviewer.review` (one LLM call).
+ * Builds the reviewer's endpoints: `Endpoints.reviewer.gate` (deterministic, no LLM),
+ * `Endpoints.reviewer.review` and `Endpoints.reviewer.audit` (one LLM call each).
  *
  * When no provider is given and building one fails (no API key, a bad configuration),
  * the service still starts: the gate needs no model and keeps serving, the failure is
- * logged once, and every review is answered with that error (its own code, or
+ * logged once, and every review and audit is answered with that error (its own code, or
  * `config_invalid` for anything that is not a `LoopsmithError`).
  * @throws LoopsmithError `internal` when the review prompt file is missing or malformed.
  */
 export async function reviewerService(deps: ReviewerServiceDeps): Promise<ServiceModule> {
   const { config, log } = deps;
   let reviewer: Reviewer | undefined;
+  let auditor: Auditor | undefined;
   let providerError: LoopsmithError | undefined;
   let provider = deps.provider;
   if (!provider) {
@@ -52,7 +54,10 @@ export async function reviewerService(deps: ReviewerServiceDeps): Promise<Servic
       log.error({ err }, "no LLM provider: reviews will fail until the configuration is fixed; the gate still serves");
     }
   }
-  if (provider) reviewer = createReviewer({ provider, log });
+  if (provider) {
+    reviewer = createReviewer({ provider, log });
+    auditor = createAuditor({ provider, log });
+  }
 
   return {
     registrations: [
@@ -73,6 +78,10 @@ export async function reviewerService(deps: ReviewerServiceDeps): Promise<Servic
       handle(Endpoints.reviewer.review, async (request) => {
         if (!reviewer) throw providerError ?? new LoopsmithError("config_invalid", "no LLM provider is configured");
         return reviewer.review(request);
+      }),
+      handle(Endpoints.reviewer.audit, async (request) => {
+        if (!auditor) throw providerError ?? new LoopsmithError("config_invalid", "no LLM provider is configured");
+        return auditor.audit(request);
       }),
     ],
     metadata: provider

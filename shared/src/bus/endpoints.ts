@@ -126,6 +126,8 @@ export const Endpoints = {
   reviewer: {
     gate: endpoint("gate", Subjects.reviewer.gate, C.GateRequest, C.GateResult),
     review: endpoint("review", Subjects.reviewer.review, C.ReviewRequest, C.ReviewReply),
+    /** The security audit's model: OWASP-class findings on a candidate, with the static tools' (`Task.audit`). */
+    audit: endpoint("audit", Subjects.reviewer.audit, C.AuditRequest, C.AuditReply),
   },
   executor: {
     run: endpoint("run", Subjects.executor.run, C.ExecutionRequest, C.ExecutionResult),

@@ -20,7 +20,12 @@ export const Subjects = {
     approve: "loopsmith.architect.approve",
   },
   builder: { build: "loopsmith.builder.build", turn: "loopsmith.builder.turn" },
-  reviewer: { gate: "loopsmith.reviewer.gate", review: "loopsmith.reviewer.review" },
+  reviewer: {
+    gate: "loopsmith.reviewer.gate",
+    review: "loopsmith.reviewer.review",
+    /** The security audit's model (`Task.audit`). */
+    audit: "loopsmith.reviewer.audit",
+  },
   executor: {
     run: "loopsmith.executor.run",
     /** Agent mode's session container: open on any replica, then call and close on its own `.<executorId>`. */

@@ -31,6 +31,7 @@ export const Phase = z.enum([
   "explore", // agent mode: the model's tool loop (each step an event with `data.agentStep`, a TranscriptStep)
   "gate",
   "review",
+  "audit", // the security audit (`Task.audit`): static tools in the sandbox, then the audit model
   "execute",
   "remember",
   "reflect",

@@ -88,6 +88,17 @@ export {
 export { CancelRequest, StatusRequest, Task, TaskLimits, TaskSource, type TaskInput } from "./task.js";
 export { Candidate, Finding, GateResult, Plan, Reflection, Review } from "./plan.js";
 export {
+  AuditFinding,
+  AuditRecord,
+  AuditReply,
+  AuditRequest,
+  AuditSeverity,
+  AuditSource,
+  AuditVerdict,
+  ModelAuditFinding,
+  StaticAuditRun,
+} from "./audit.js";
+export {
   ExecutionBase,
   ExecutionRequest,
   ExecutionResult,

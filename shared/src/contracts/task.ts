@@ -81,6 +81,12 @@ export const Task = z.object({
   /** Run the review step (LLM) before executing. @defaultValue false */
   review: z.boolean().default(false),
   /**
+   * Run the security audit before executing: the static tools in the sandbox (bandit,
+   * ESLint's security plugin) and the audit model; a `high` finding blocks the iteration
+   * (docs/AUDIT.md). @defaultValue false
+   */
+  audit: z.boolean().default(false),
+  /**
    * `on`: recalled failures, fixes and successes of other tasks go into the prompts. `off`:
    * nothing is recalled, so no prompt carries a memory hint (the control arm of a memory A/B
    * comparison). Either way the task's own failures, fixes and success are stored, so its

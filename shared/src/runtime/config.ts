@@ -280,6 +280,15 @@ export const Config = strictObject({
     cpus: 1,
     tmpfsMb: 128,
   }),
+  /** The checks of a candidate before it runs, besides the gate. */
+  review: strictObject({
+    /**
+     * Run the security audit on every task `loopsmith solve` submits (`--audit` for one):
+     * bandit or ESLint's security plugin in the sandbox, then the audit model; a high
+     * finding blocks the iteration (docs/AUDIT.md). @defaultValue false
+     */
+    audit: z.boolean().default(false),
+  }).default({ audit: false }),
   conductor: strictObject({
     /**
      * Tasks one architect process runs at once (a DAG task gives its slot back while its
