@@ -247,6 +247,7 @@ describe("checkBudgetPrices: a USD budget needs a price for every model", () => 
     expect(exitCodeForError(err?.code ?? "")).toBe(2);
     expect(err?.message).toMatch(/qwen2\.5-coder:14b \(openai-compatible; role build; llm\.roles\.build\)/);
     expect(err?.message).toContain('set llm.roles.build.prices["qwen2.5-coder:14b"]');
+    expect(err?.message).toContain("so the task's USD budget (--budget-usd) cannot bind");
     expect(warnings).toEqual([]);
   });
 
@@ -273,12 +274,13 @@ describe("checkBudgetPrices: a USD budget needs a price for every model", () => 
     await expect(
       checkBudgetPrices(improveOnLocal, { maxCostUsd: 1 }, (m) => warnings.push(m)),
     ).resolves.toBeUndefined();
-    const err = await checkBudgetPrices(improveOnLocal, { maxCostUsd: 1 }, (m) => warnings.push(m), ROLES).then(
+    const err = await checkBudgetPrices(improveOnLocal, { maxCostUsd: 1 }, (m) => warnings.push(m), "generation").then(
       () => undefined,
       (e: unknown) => e as { code?: string; message: string },
     );
     expect(err?.code).toBe("config_invalid");
     expect(err?.message).toContain("role improve");
+    expect(err?.message).toContain("so the improvement run's USD budget (--budget-usd) cannot bind");
     expect(warnings).toEqual([]);
   });
 });

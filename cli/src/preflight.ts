@@ -379,26 +379,26 @@ export async function checkNatsListening(nats: ConfiguredNats, timeoutMs = 1_500
 
 /**
  * A USD budget over a model without a known price: `solve` and `improve` refuse
- * it before starting anything, or, without a USD budget, warn that the model's calls count as
- * $0. Prices come from `llm.prices` (and a role's `prices`), then `@pydantic/genai-prices`;
- * see `shared/src/llm/prices.ts`.
+ * it before starting anything (`admitBudget`), or, without a USD budget, warn that the model's
+ * calls count as $0. Prices come from `llm.prices` (and a role's `prices`), then
+ * `@pydantic/genai-prices`; see `shared/src/llm/prices.ts`.
  * @param config the configuration the services started for this command will run with
- * @param limits `maxCostUsd` is `--budget-usd` (a task's limit, or an improvement run's)
+ * @param limits `maxCostUsd` is `--budget-usd` (a task's limit, or an improvement run's), USD
  * @param warn where the warning goes (stderr)
- * @param roles the roles the work can call: a task's (`TASK_ROLES`, the default), or every
- *   role for an improvement run (its hypotheses call `improve`)
- * @throws LoopsmithError `config_invalid` (exit 2) naming each unpriced model, its roles and
- *   the `llm.prices["<model>"]` key to set
+ * @param scope whose budget: a task's (`task`, the default: the roles a task calls,
+ *   `TASK_ROLES`), or an improvement run's (`generation`: every role, its hypotheses call `improve`)
+ * @throws LoopsmithError `config_invalid` (exit 2) naming each unpriced model, its roles, the
+ *   `llm.prices["<model>"]` key to set and the budget (`the task's USD budget (--budget-usd)`)
  */
 export async function checkBudgetPrices(
   config: Config,
   limits: { maxCostUsd?: number | undefined } | undefined,
   warn: (message: string) => void,
-  roles?: readonly (typeof ROLES)[number][],
+  scope: "task" | "generation" = "task",
 ): Promise<void> {
-  const { refuseUnpriced, unpricedModels, unpricedWarning } = await import("@loopsmith/shared/llm");
-  const unpriced = roles ? unpricedModels(config, roles) : unpricedModels(config);
+  const { admitBudget, unpricedModels, unpricedWarning } = await import("@loopsmith/shared/llm");
+  const unpriced = scope === "generation" ? unpricedModels(config, ROLES) : unpricedModels(config);
   if (unpriced.length === 0) return;
-  if (limits?.maxCostUsd !== undefined) refuseUnpriced(unpriced, "--budget-usd");
+  admitBudget(unpriced, scope, { usd: limits?.maxCostUsd !== undefined });
   warn(unpricedWarning(unpriced));
 }

@@ -338,7 +338,9 @@ describe("agent mode in the conductor", () => {
         expect(turns).toHaveLength(3);
         expect(result.usage.total.costUsd).toBeCloseTo(0.03);
         expect(result.usage.total.costUsd).toBeLessThanOrEqual(0.035);
-        expect(result.message).toMatch(/next model turn would pass the task's budget/);
+        expect(result.message).toBe(
+          "stopped: the task's USD budget would be passed ($0.0050 left): the next model turn could cost up to $0.0100 (as much as the last turn)",
+        );
         expect(ex.closes).toHaveLength(1);
       },
     );

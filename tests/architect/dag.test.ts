@@ -203,7 +203,7 @@ describe("DAG tasks in the conductor", () => {
         const result = events.at(-1)!.result!;
         expect(result).toMatchObject({ status: "failed", stopReason: "budget" });
         expect(result.message).toMatch(
-          /budget was used up while subtask handlers ran; built: model, storage, validation/,
+          /^stopped: (subtask handlers: )?the task's USD budget (would be passed|is used up) \(\$\d\.\d{4} left\): .*; built: model, storage, validation$/,
         );
         expect(h.builds.some((b) => subOf(b.taskId) === "handlers")).toBe(false);
         // Each child was given what was left of the budget when it started (never more than the task's).

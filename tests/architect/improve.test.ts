@@ -213,6 +213,9 @@ describe("the improver", () => {
     const { summary } = await summaryOf(nc, "run-budget");
     // $0.40 + $0.40 spent; $0.20 left is less than the $0.40 a generation has cost.
     expect(summary).toMatchObject({ stopReason: "budget", generations: 2 });
+    expect(summary.message).toBe(
+      "stopped: the improvement run's USD budget of $1.0000 would be passed ($0.2000 left): generation 3 could cost up to $0.4000 (as much as the dearest generation so far)",
+    );
     expect(summary.usage.costUsd).toBeCloseTo(0.8, 10);
   });
 
@@ -236,6 +239,7 @@ describe("the improver", () => {
     expect(summary.stopReason).toBe("error");
     expect(summary.message).toContain('set llm.prices["qwen2.5-coder:14b"]');
     expect(summary.message).toContain("role improve");
+    expect(summary.message).toContain("so the improvement run's USD budget (--budget-usd) cannot bind");
     expect(generations).toEqual([]);
     expect(deps.hypotheses.size).toBe(0);
     expect(deps.exec).toEqual([]);

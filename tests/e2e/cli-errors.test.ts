@@ -234,7 +234,9 @@ describe("a USD budget that cannot bind: exit 2 before anything starts", () => {
       exitCode: 2,
       message: expect.stringContaining('set llm.prices["qwen2.5-coder:7b"]'),
     });
-    expect(sentences(run).join("\n")).toMatch(/no price is known for qwen2\.5-coder:7b .*--budget-usd cannot bind/);
+    expect(sentences(run).join("\n")).toMatch(
+      /no price is known for qwen2\.5-coder:7b .*the task's USD budget \(--budget-usd\) cannot bind/,
+    );
     expect(existsSync(join(dataDir, "logs"))).toBe(false);
     expect(existsSync(join(dataDir, "run"))).toBe(false);
   });

@@ -227,7 +227,9 @@ describe("agent mode: Anthropic tool use (real SDK, fake server)", () => {
     const provider = await anthropic([{ body: anthropicBlocks([]) }]);
     const err = await rejection(provider.converse!(converseRequest({ budget: { remainingUsd: 0.001 } })));
     expect(err.code).toBe("budget_exceeded");
-    expect(err.message).toMatch(/could cost up to \$0\.\d+ but only \$0\.0010/);
+    expect(err.message).toMatch(
+      /^the task's USD budget would be passed \(\$0\.0010 left\): the next model turn could cost up to \$0\.\d+ \(estimated before it is made\)$/,
+    );
     expect(fake!.count).toBe(0);
     // The same request within budget is made.
     await provider.converse!(converseRequest({ budget: { remainingUsd: 1 } }));

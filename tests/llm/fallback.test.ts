@@ -162,7 +162,7 @@ describe("fallbacks", () => {
     const err = await rejection(routed.complete(planRequest({ budget: { remainingUsd: 0.02 } })));
     expect(err.code).toBe("budget_exceeded");
     expect(err.message).toMatch(
-      /only \$0\.0200 of the task's budget is left; anthropic:claude-haiku-4-5 failed first \(llm_overloaded\)/,
+      /^the task's USD budget would be passed \(\$0\.0200 left\): the next LLM call could cost up to \$0\.07\d+ \(estimated before it is made\); anthropic:claude-haiku-4-5 failed first \(llm_overloaded\)/,
     );
     expect(primary.count).toBe(3);
     expect(fallback.count).toBe(0);
@@ -203,7 +203,7 @@ describe("fallbacks", () => {
     const provider = await setup([wrong, overloaded], [reply()], { maxRetries: 0 }, bedrock(4000));
     const err = await rejection(provider.complete(planRequest({ budget: { remainingTokens: 5_000 } })));
     expect(err.code).toBe("budget_exceeded");
-    expect(err.message).toContain("only 2900 of the task's token budget are left");
+    expect(err.message).toContain("the task's token budget would be passed (2900 tokens left)");
     expect((err.details as { usage: { inputTokens: number } }).usage.inputTokens).toBe(2000);
     expect([primary.count, fallback.count]).toEqual([2, 0]);
   });

@@ -26,7 +26,7 @@ import {
   natsServers,
 } from "@loopsmith/shared";
 import { CliError } from "../errors.js";
-import { ROLES, checkBudgetPrices } from "../preflight.js";
+import { checkBudgetPrices } from "../preflight.js";
 import { jsonLine, printable } from "../terminal.js";
 import { archiveCommit, branchCommit, checkRepo, commitPatch, git, setBranch } from "../repo.js";
 import { detectLanguage } from "../solve-repo.js";
@@ -130,7 +130,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
       config,
       { maxCostUsd: settings.budgetUsd },
       (m) => process.stderr.write(`loopsmith: ${m}\n`),
-      ROLES,
+      "generation",
     );
   const snapshot = await archiveCommit(repo.root, repo.baseCommit);
   const language = await detectLanguage(repo.root, repo.baseCommit);

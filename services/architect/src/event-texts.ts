@@ -199,12 +199,15 @@ export const dagTexts = {
   progress: "subtask progress",
   scheduling: (open: number, total: number, parallel: number) =>
     `running ${open} of ${total} subtasks, ${parallel} at a time`,
-  budgetUsedUp: "the task's budget is used up",
   timeUsedUp: (limitMs: number) => `the task's time limit of ${durationText(limitMs)} passed`,
   timeLimitStop: (limitMs: number, running: readonly string[], passed: readonly string[]) =>
     `stopped: the task's time limit of ${durationText(limitMs)} passed; cancelled: ${running.join(", ") || "none"}; built: ${passed.join(", ") || "none"}`,
-  budgetStop: (subtask: string, passed: readonly string[]) =>
-    `stopped: the task's budget was used up while subtask ${subtask} ran; built: ${passed.join(", ") || "none"}`,
+  /** A subtask stopped by a budget: `why` is its own stop, which names the limit (`budgetStopText`). */
+  budgetStop: (subtask: string, why: string, passed: readonly string[]) => {
+    const stop = firstLine(why).replace(/^stopped: /, "");
+    const named = stop.includes(`subtask ${subtask} `) ? stop : `subtask ${subtask}: ${stop}`;
+    return `stopped: ${named}; built: ${passed.join(", ") || "none"}`;
+  },
   subtasksFailed: (failed: readonly SubtaskState[], cancelled: readonly string[], passed: readonly string[]) =>
     `stopped: subtask ${failed.map((t) => `${t.id} (${t.reason ?? "failed"}: ${(t.message ?? "").split("\n")[0]?.slice(0, 200)})`).join(", ")} gave up; cancelled: ${cancelled.join(", ") || "none"}; built: ${passed.join(", ") || "none"}`,
   integrating: (changed: number) => `integrating: the task's tests on the merged tree (${changed} files changed)`,
@@ -249,8 +252,6 @@ export const agentTexts = {
       : `The same failing output came back ${count} times. What you are doing is not changing the outcome; try a different approach. Repeating it again ends the attempt.`,
   stuckStop: (rule: "repeat_call" | "repeat_output", tool: string) =>
     `stopped: the agent repeated itself after it was redirected (${rule === "repeat_call" ? `the same ${tool} call again` : "the same failing output again"})`,
-  budgetStop: (left: string, estimate: string) =>
-    `stopped: the next model turn would pass the task's budget (${left} left; the last turn cost ${estimate})`,
   editApplied: (paths: readonly string[], diff: string) => `applied; changed ${paths.join(", ") || "nothing"}\n${diff}`,
   editBlocked: (reason: string) => `refused: ${reason}`,
   editNeedsApproval: (reason: string) => `applied, but ${reason}`,

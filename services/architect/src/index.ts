@@ -12,7 +12,7 @@ import {
   type ImproveRequest,
   type Task,
 } from "@loopsmith/shared";
-import { ROLES, refuseUnpriced, unpricedModels, unpricedWarning } from "@loopsmith/shared/llm";
+import { ROLES, admitBudget, unpricedModels, unpricedWarning } from "@loopsmith/shared/llm";
 import { openApprovalStore, type ApprovalStore } from "./approvals.js";
 import { startConductor } from "./conductor.js";
 import { readEventsPage } from "./events-page.js";
@@ -59,7 +59,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
 }
 
 /**
- * The admission rules for USD budgets: a task with `limits.maxCostUsd` is refused
+ * The admission rules for USD budgets (`admitBudget`): a task with `limits.maxCostUsd` is refused
  * before any step when a role it can call (`TASK_ROLES`, primaries and fallbacks) has no known
  * price in `config` (neither `llm.prices` nor `@pydantic/genai-prices`); an improvement run
  * with `settings.budgetUsd` likewise, over every role (`ROLES`: its hypotheses call `improve`,
@@ -79,14 +79,8 @@ export function budgetAdmission(
   const forRuns = unpricedModels(config, ROLES);
   if (forRuns.length) log?.warn({ unpriced: forRuns }, unpricedWarning(forRuns));
   return {
-    task: (task) => {
-      if (task.limits.maxCostUsd !== undefined && !task.script)
-        refuseUnpriced(forTasks, "the task's USD budget (--budget-usd)");
-    },
-    run: (request) => {
-      if (request.settings.budgetUsd !== undefined)
-        refuseUnpriced(forRuns, "the improvement run's USD budget (--budget-usd)");
-    },
+    task: (task) => admitBudget(forTasks, "task", { usd: task.limits.maxCostUsd !== undefined && !task.script }),
+    run: (request) => admitBudget(forRuns, "generation", { usd: request.settings.budgetUsd !== undefined }),
   };
 }
 

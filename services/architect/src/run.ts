@@ -217,6 +217,7 @@ export class TaskRun {
     const paid = Usage.safeParse((err as { details?: { usage?: unknown } } | undefined)?.details?.usage);
     if (paid.success && paid.data.calls > 0)
       this.s = { ...this.s, usage: addStepUsage(this.s.usage, role, this.s.iteration, paid.data) };
+    // The budget check's own sentence (`budgetStopText`): it names the limit the call would pass.
     if (hasCode(err, "budget_exceeded")) return { stop: "budget", message: runTexts.stopped(err.message), error: err };
     if (hasCode(err, "cancelled")) return { stop: "cancelled", message: runTexts.cancelled };
     if (hasCode(err, "llm_bad_reply")) {

@@ -1,7 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { emptyUsage } from "../contracts/common.js";
-import type { LoopsmithError } from "../runtime/errors.js";
-import { checkBudget, costOf, estimateCost, SpendMeter } from "./cost.js";
+import { costOf, estimateCost } from "./cost.js";
 
 const sonnet = { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 };
 
@@ -37,50 +35,5 @@ describe("estimateCost", () => {
     expect(est.outputTokens).toBe(1000);
     expect(est.tokens).toBe(1010);
     expect(est.usd).toBeCloseTo((10 * 3 + 1000 * 15) / 1e6, 12);
-  });
-});
-
-describe("checkBudget", () => {
-  const estimate = estimateCost(sonnet, { system: "s".repeat(400), messages: [], maxOutputTokens: 1000 }); // 100 in, 1000 out
-  const code = (fn: () => void): string | undefined => {
-    try {
-      fn();
-    } catch (err) {
-      return (err as LoopsmithError).code;
-    }
-    return undefined;
-  };
-
-  it("admits a call within the budget, unlimited fields included", () => {
-    const meter = new SpendMeter();
-    expect(code(() => checkBudget({ estimate, budget: {}, spent: emptyUsage(), meter }))).toBeUndefined();
-    expect(
-      code(() =>
-        checkBudget({ estimate, budget: { remainingUsd: 1, remainingTokens: 1100 }, spent: emptyUsage(), meter }),
-      ),
-    ).toBeUndefined();
-  });
-
-  it("refuses by USD, by tokens, and counts what the call already spent", () => {
-    const meter = new SpendMeter();
-    expect(code(() => checkBudget({ estimate, budget: { remainingUsd: 0.01 }, spent: emptyUsage(), meter }))).toBe(
-      "budget_exceeded",
-    );
-    expect(code(() => checkBudget({ estimate, budget: { remainingTokens: 1099 }, spent: emptyUsage(), meter }))).toBe(
-      "budget_exceeded",
-    );
-    const spent = { ...emptyUsage(), inputTokens: 500, outputTokens: 100, costUsd: 0.5 };
-    expect(code(() => checkBudget({ estimate, budget: { remainingTokens: 1500 }, spent, meter }))).toBe(
-      "budget_exceeded",
-    );
-    expect(code(() => checkBudget({ estimate, budget: { remainingUsd: 0.51 }, spent, meter }))).toBe("budget_exceeded");
-  });
-
-  it("refuses past the process ceiling", () => {
-    const meter = new SpendMeter();
-    expect(code(() => checkBudget({ estimate, spent: emptyUsage(), ceilingUsd: 0.02, meter }))).toBeUndefined();
-    meter.add(0.01);
-    expect(code(() => checkBudget({ estimate, spent: emptyUsage(), ceilingUsd: 0.02, meter }))).toBe("budget_exceeded");
-    expect(meter.spentUsd).toBe(0.01);
   });
 });

@@ -1,15 +1,14 @@
 /**
- * Usage, cost and budgets of LLM calls.
+ * Usage and cost of LLM calls.
  *
  * Prices are USD per million tokens ({@link ModelPrice}; where they come from: `prices.ts`,
  * `config.llm.prices` over `@pydantic/genai-prices`). A call's token counts and cost come
- * from the provider's usage fields in its reply. The budget check runs BEFORE every HTTP
- * call, when no reply exists yet, with a worst-case ESTIMATE (marked `estimated: true`), so a
- * task never passes its budget by more than the estimate's error.
+ * from the provider's usage fields in its reply. The budget check (`budget.ts`) runs BEFORE
+ * every HTTP call, when no reply exists yet, with the worst-case ESTIMATE made here (marked
+ * `estimated: true`), so a task never passes its budget by more than the estimate's error.
  */
-import type { Budget, Usage } from "../contracts/common.js";
+import type { Usage } from "../contracts/common.js";
 import type { ModelPrice } from "../runtime/config.js";
-import { LoopsmithError } from "../runtime/errors.js";
 import type { ChatMessage } from "./types.js";
 import { flatCost, type Pricing } from "./prices.js";
 
@@ -89,51 +88,5 @@ export class SpendMeter {
   /** Adds a call's cost, in USD. */
   add(usd: number): void {
     this.#spentUsd += usd;
-  }
-}
-
-/** What the budget check compares against. */
-export interface BudgetCheck {
-  estimate: CostEstimate;
-  /** The task's remaining budget when the step started; `undefined` fields are unlimited. */
-  budget?: Budget | undefined;
-  /** What this `complete()` has already spent (the first attempt, before a re-ask). */
-  spent: Pick<Usage, "costUsd" | "inputTokens" | "outputTokens" | "cacheReadTokens" | "cacheWriteTokens">;
-  ceilingUsd?: number | undefined;
-  meter: SpendMeter;
-}
-
-const usd = (n: number): string => `$${n.toFixed(4)}`;
-
-/**
- * Refuses a call that could pass the task's budget or the process ceiling.
- * Tokens counted against `remainingTokens` are input + output + cache tokens.
- * @throws LoopsmithError `budget_exceeded` (one sentence naming the limit and the figures)
- *   with `details: {estimate, budget, spent, ceilingUsd, processSpentUsd}`
- */
-export function checkBudget(check: BudgetCheck): void {
-  const { estimate, budget, spent, ceilingUsd, meter } = check;
-  const spentTokens = spent.inputTokens + spent.outputTokens + spent.cacheReadTokens + spent.cacheWriteTokens;
-  const details = { estimate, budget, spent, ceilingUsd, processSpentUsd: meter.spentUsd };
-  if (budget?.remainingUsd !== undefined && estimate.usd > budget.remainingUsd - spent.costUsd) {
-    throw new LoopsmithError(
-      "budget_exceeded",
-      `the next LLM call (estimated before it is made) could cost up to ${usd(estimate.usd)} but only ${usd(budget.remainingUsd - spent.costUsd)} of the task's budget is left`,
-      { details },
-    );
-  }
-  if (budget?.remainingTokens !== undefined && estimate.tokens > budget.remainingTokens - spentTokens) {
-    throw new LoopsmithError(
-      "budget_exceeded",
-      `the next LLM call (estimated before it is made) could use up to ${estimate.tokens} tokens but only ${budget.remainingTokens - spentTokens} of the task's token budget are left`,
-      { details },
-    );
-  }
-  if (ceilingUsd !== undefined && meter.spentUsd + estimate.usd > ceilingUsd) {
-    throw new LoopsmithError(
-      "budget_exceeded",
-      `the next LLM call (estimated before it is made) could cost up to ${usd(estimate.usd)}, which would pass this process's ceiling of ${usd(ceilingUsd)} (${usd(meter.spentUsd)} spent)`,
-      { details },
-    );
   }
 }

@@ -10,8 +10,8 @@ import { addUsage, emptyUsage, type Usage } from "../contracts/common.js";
 import type { ProviderInfo } from "../contracts/steps.js";
 import type { ModelPrice } from "../runtime/config.js";
 import { LoopsmithError } from "../runtime/errors.js";
+import { admitBudget, checkBudget, type BudgetCheck } from "./budget.js";
 import {
-  checkBudget,
   costOf,
   estimateCost,
   type CostEstimate,
@@ -19,7 +19,7 @@ import {
   type SpendMeter,
   type TokenCounts,
 } from "./cost.js";
-import { refuseUnpriced, type Pricing, type UnpricedModel } from "./prices.js";
+import type { Pricing, UnpricedModel } from "./prices.js";
 import { formatIssues, readStructured, validateValue, type BadReplyDetails, type ReadResult } from "./parse.js";
 import type { TranscriptWriter } from "./transcript.js";
 import type { AgentMessage, ToolCall } from "../contracts/agent.js";
@@ -123,15 +123,19 @@ function callCost(price: ModelPrice, deps: EngineDeps, tokens: TokenCounts): num
 }
 
 /**
- * Refuses a call to an unpriced model under a USD limit, before anything is sent.
- * @throws LoopsmithError `config_invalid` naming the model and the `prices` key to set
+ * Before a call, nothing sent yet: the admission of an unpriced model under a USD limit
+ * (`admitBudget`), then the budget check of the estimate (`checkBudget`).
+ * @throws LoopsmithError `config_invalid` naming the model and the `prices` key to set;
+ *   `budget_exceeded` naming the limit the call would pass
  */
-function refuseUnpricedCall(deps: EngineDeps, budget: CompletionRequest<unknown>["budget"]): void {
-  if (!deps.unpriced) return;
-  if (budget?.remainingUsd !== undefined) refuseUnpriced([deps.unpriced], "the task's USD budget");
-  if (deps.processCeilingUsd !== undefined) {
-    refuseUnpriced([deps.unpriced], `the process's USD ceiling (llm.processCeilingUsd)`);
+function admitCall(deps: EngineDeps, check: Pick<BudgetCheck, "estimate" | "budget" | "spent" | "unit">): void {
+  if (deps.unpriced) {
+    admitBudget([deps.unpriced], "task", {
+      usd: check.budget?.remainingUsd !== undefined,
+      ceiling: deps.processCeilingUsd !== undefined,
+    });
   }
+  checkBudget({ ...check, ceilingUsd: deps.processCeilingUsd, meter: deps.meter });
 }
 
 /** The sentence that ends every re-ask. */
@@ -220,14 +224,7 @@ function agentCaller(backend: Backend, deps: EngineDeps): (request: ConverseRequ
     const extraChars = JSON.stringify(request.tools).length;
     const estimate = estimateFor(price, deps, { system: request.system, messages: lines, extraChars });
     try {
-      refuseUnpricedCall(deps, request.budget);
-      checkBudget({
-        estimate,
-        budget: request.budget,
-        spent: emptyUsage(),
-        ceilingUsd: deps.processCeilingUsd,
-        meter: deps.meter,
-      });
+      admitCall(deps, { estimate, budget: request.budget, spent: emptyUsage(), unit: { kind: "turn" } });
     } catch (err) {
       log.warn({ code: (err as LoopsmithError).code, estimate }, (err as Error).message);
       throw asLoopsmithError(err);
@@ -302,14 +299,7 @@ export function createEngineProvider(backend: Backend, deps: EngineDeps): LlmPro
       const messages = conv.messages();
       const estimate = estimateFor(price, deps, { system: conv.system, messages, extraChars: conv.extraChars });
       try {
-        refuseUnpricedCall(deps, request.budget);
-        checkBudget({
-          estimate,
-          budget: request.budget,
-          spent: usage,
-          ceilingUsd: deps.processCeilingUsd,
-          meter: deps.meter,
-        });
+        admitCall(deps, { estimate, budget: request.budget, spent: usage });
       } catch (err) {
         log.warn({ code: (err as LoopsmithError).code, estimate }, (err as Error).message);
         throw withUsage(asLoopsmithError(err), usage);

@@ -52,14 +52,29 @@ export {
 export {
   costOf,
   estimateCost,
-  checkBudget,
   SpendMeter,
   CHARS_PER_TOKEN,
   type TokenCounts,
   type EstimateInput,
   type CostEstimate,
-  type BudgetCheck,
 } from "./cost.js";
+export {
+  NO_NEED,
+  admitBudget,
+  budgetError,
+  budgetOver,
+  budgetStopText,
+  checkBudget,
+  scopeOf,
+  type AdmissionLimits,
+  type BudgetCheck,
+  type BudgetLimit,
+  type BudgetNeed,
+  type BudgetOver,
+  type BudgetRoom,
+  type BudgetScope,
+  type BudgetUnit,
+} from "./budget.js";
 export {
   REASK_INSTRUCTION,
   agentChatLines,

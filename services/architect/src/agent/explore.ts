@@ -16,7 +16,8 @@ import {
   type ToolCall,
   type TranscriptStep,
 } from "@loopsmith/shared";
-import { agentTexts, loopTexts } from "../event-texts.js";
+import { NO_NEED, budgetOver, budgetStopText } from "@loopsmith/shared/llm";
+import { agentTexts, loopTexts, runTexts } from "../event-texts.js";
 import { briefFromError } from "../failure.js";
 import { baseTree } from "../repo/workspace.js";
 import { budgetLeft, treeBase } from "../requests.js";
@@ -82,15 +83,15 @@ function argsLine(call: ToolCall | undefined): string {
   return JSON.stringify(a).slice(0, 120);
 }
 
-/** The stop, when the next turn would pass the task's budget: the last turn's cost is the estimate of the next. */
+/**
+ * The stop, when the next turn would pass the task's budget (`budgetOver`): the last turn's
+ * cost is the estimate of the next (the conversation only grows).
+ */
 function budgetStop(s: TaskState, a: AgentLoopState): string | undefined {
-  const left = budgetLeft(s);
-  const est = a.lastTurn ?? { tokens: 0, costUsd: 0 };
-  if (left.remainingUsd !== undefined && (left.remainingUsd <= 0 || left.remainingUsd < est.costUsd))
-    return agentTexts.budgetStop(`$${Math.max(0, left.remainingUsd).toFixed(4)}`, `$${est.costUsd.toFixed(4)}`);
-  if (left.remainingTokens !== undefined && (left.remainingTokens <= 0 || left.remainingTokens < est.tokens))
-    return agentTexts.budgetStop(`${Math.max(0, left.remainingTokens)} tokens`, `${est.tokens} tokens`);
-  return undefined;
+  const t = a.lastTurn;
+  const need = t ? { usd: t.costUsd, tokens: t.tokens, basis: "last" as const } : NO_NEED;
+  const over = budgetOver({ kind: "turn" }, need, { budget: budgetLeft(s) });
+  return over && runTexts.stopped(budgetStopText(over));
 }
 
 /** EXPLORE: one step of the loop (see the module comment). */

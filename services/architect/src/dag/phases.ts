@@ -25,6 +25,7 @@ import {
   type TaskLimits,
   type Usage,
 } from "@loopsmith/shared";
+import { NO_NEED, budgetOver, budgetStopText } from "@loopsmith/shared/llm";
 import { dagTexts, runTexts } from "../event-texts.js";
 import { briefFromExecution } from "../failure.js";
 import { readBaseFile } from "../repo/context.js";
@@ -172,19 +173,17 @@ function withoutTimeLimit(limits: TaskLimits): Omit<TaskLimits, "timeLimitMs"> {
 }
 
 /**
- * The outcome of an attempt that cannot start because the task's budget or its time is used
- * up (neither is worth another attempt); undefined when it can start.
+ * The outcome of an attempt of `subtask` that cannot start because the task's budget
+ * (`budgetOver`: nothing is left of it) or its time is used up (neither is worth another
+ * attempt); undefined when it can start.
  */
-function cannotStart(run: TaskRun): AttemptOutcome | undefined {
-  const left = run.budget();
-  const spent =
-    (left.remainingUsd !== undefined && left.remainingUsd <= 0) ||
-    (left.remainingTokens !== undefined && left.remainingTokens <= 0);
+function cannotStart(run: TaskRun, subtask: string): AttemptOutcome | undefined {
+  const spent = budgetOver({ kind: "subtask", id: subtask }, NO_NEED, { budget: run.budget() });
   if (!spent && !pastTimeLimit(run.s)) return undefined;
   return {
     passed: false,
     reason: spent ? "budget" : "time_limit",
-    message: spent ? dagTexts.budgetUsedUp : dagTexts.timeUsedUp(run.s.task.limits.timeLimitMs ?? 0),
+    message: spent ? budgetStopText(spent) : dagTexts.timeUsedUp(run.s.task.limits.timeLimitMs ?? 0),
     iterations: 0,
     usage: emptyUsage(),
     retryable: false,
@@ -204,7 +203,7 @@ async function attemptSubtask(
   const repo = repoOf(task);
   const owner = ownerOfTask(task);
   const plan = s.dag!.plan;
-  const refused = cannotStart(run);
+  const refused = cannotStart(run, req.subtask.id);
   if (refused) return refused;
   // The task's budget and wall clock are the DAG's: a child is given what is left of them.
   const left = run.budget();
@@ -409,7 +408,7 @@ export async function schedulePhase(s: TaskState, run: TaskRun): Promise<PhaseOu
   }
   const spent = final.subtasks.find((t) => t.status === "failed" && t.reason === "budget");
   if (outcome.status !== "passed" && spent)
-    return { stop: "budget", message: dagTexts.budgetStop(spent.id, outcome.passed) };
+    return { stop: "budget", message: dagTexts.budgetStop(spent.id, spent.message ?? "", outcome.passed) };
   if (outcome.status !== "passed") {
     return {
       stop: "subtask_failed",

@@ -15,6 +15,7 @@ import {
   type RunStopReason,
   type Usage,
 } from "@loopsmith/shared";
+import { budgetOver, budgetStopText } from "@loopsmith/shared/llm";
 import { benchShell, readBench, runCommand } from "./commands.js";
 import { alphaSpent, calibrate, splitSeedOf } from "./decision.js";
 import { errorReport, runGeneration, type GenerationDeps } from "./generation.js";
@@ -170,14 +171,14 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
   while (state.generation <= s.generations) {
     if (io.cancelled()) return finish("cancelled", `cancelled before generation ${state.generation}`);
     if (io.stopping()) throw new HandBack();
+    // The run's budget: the dearest generation so far is the estimate of the next.
     if (s.budgetUsd !== undefined && !state.hypothesis) {
-      const left = s.budgetUsd - state.usage.costUsd;
-      if (left <= 0 || state.maxGenerationUsd > left) {
-        return finish(
-          "budget",
-          `stopped before generation ${state.generation}: $${left.toFixed(4)} of the $${s.budgetUsd} budget left, and a generation has cost up to $${state.maxGenerationUsd.toFixed(4)}`,
-        );
-      }
+      const over = budgetOver(
+        { kind: "generation", generation: state.generation },
+        { usd: state.maxGenerationUsd, tokens: 0, basis: "dearest" },
+        { budget: { remainingUsd: s.budgetUsd - state.usage.costUsd }, totalUsd: s.budgetUsd },
+      );
+      if (over) return finish("budget", `stopped: ${budgetStopText(over)}`);
     }
     const startedAt = new Date().toISOString();
     await save(
