@@ -1,13 +1,15 @@
 /**
- * The MCP tools' handlers through the SDK's own client over an in-memory transport, on a
+ * The MCP tools' handlers through the SDK's own client (`@modelcontextprotocol/client` 2.x)
+ * over an in-memory transport, served as `loopsmith mcp` serves stdio (`serveStdio`), on a
  * stand-in backend (no NATS): input checks, result shaping, progress notifications and
- * cancellation reaching the task.
+ * cancellation reaching the task, each in both protocol eras (a 2025-11-25 `initialize`
+ * client and a 2026-07-28 one pinned to the stateless revision).
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { Client, InMemoryTransport, type JSONRPCMessage } from "@modelcontextprotocol/client";
+import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -19,7 +21,7 @@ import {
   type TaskInput,
   type TaskResult,
 } from "@loopsmith/shared";
-import { createMcpServer, type McpBackend } from "./server.js";
+import { ObservedTransport, createMcpServer, type McpBackend } from "./server.js";
 import type { TaskHooks } from "./session.js";
 import { SCRIPTED_BANNER, inlineTask, progressMessage, taskStatus } from "./tools.js";
 
@@ -79,26 +81,77 @@ function backend(over: Partial<McpBackend> = {}): McpBackend & { submitted: Task
   };
 }
 
+/** The protocol revision each era's client speaks. */
+const ERAS = [
+  { era: "legacy", version: "2025-11-25" },
+  { era: "modern", version: "2026-07-28" },
+] as const;
+type Era = (typeof ERAS)[number]["era"];
+
 let client: Client | undefined;
+let served: { close(): Promise<void> } | undefined;
 afterEach(async () => {
   await client?.close();
+  await served?.close();
   client = undefined;
+  served = undefined;
 });
 
-async function connected(b: McpBackend): Promise<Client> {
+/**
+ * A client of `era` connected to the tools on `b` as `serveStdio` serves them: the legacy
+ * client opens with `initialize`, the modern one is pinned to 2026-07-28 (no handshake).
+ * `wire` sees every message the client sends.
+ */
+async function connected(b: McpBackend, era: Era = "legacy", wire: JSONRPCMessage[] = []): Promise<Client> {
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await createMcpServer(b, log).connect(serverSide);
-  client = new Client({ name: "unit", version: "1.0.0" });
+  served = serveStdio(() => createMcpServer(b, log), { transport: serverSide });
+  const send = clientSide.send.bind(clientSide);
+  clientSide.send = (message, options) => {
+    wire.push(message);
+    return send(message, options);
+  };
+  client = new Client(
+    { name: "unit", version: "1.0.0" },
+    era === "modern" ? { versionNegotiation: { mode: { pin: "2026-07-28" } } } : {},
+  );
   await client.connect(clientSide);
   return client;
 }
 
 const text = (r: unknown): string => (r as { content: Array<{ text: string }> }).content[0]?.text ?? "";
 
-describe("the solve tool", () => {
+describe.each(ERAS)("a $era client ($version)", ({ era, version }) => {
+  it("negotiates its revision and lists the same five tools", async () => {
+    const wire: JSONRPCMessage[] = [];
+    const c = await connected(backend(), era, wire);
+    expect(c.getProtocolEra()).toBe(era);
+    expect(c.getNegotiatedProtocolVersion()).toBe(version);
+    expect(c.getServerVersion()?.name).toBe("loopsmith");
+    const { tools } = await c.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(["history", "improve_status", "show", "solve", "status"]);
+    const methods = wire.flatMap((m) => ("method" in m ? [m.method] : []));
+    const list = wire.find((m) => "method" in m && m.method === "tools/list");
+    const meta = (list as { params?: { _meta?: Record<string, unknown> } } | undefined)?.params?._meta;
+    if (era === "legacy") {
+      // The 2025 handshake, and requests without the envelope.
+      expect(methods.slice(0, 2)).toEqual(["initialize", "notifications/initialized"]);
+      expect(meta?.["io.modelcontextprotocol/protocolVersion"]).toBeUndefined();
+    } else {
+      // No handshake: every request says who it is and what it speaks.
+      expect(methods).not.toContain("initialize");
+      expect(methods[0]).toBe("server/discover");
+      expect(meta).toMatchObject({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": { name: "unit" },
+      });
+    }
+  });
+});
+
+describe.each(ERAS)("the solve tool, $era era", ({ era }) => {
   it("rejects arguments outside the schema, and repo-mode fields without repo, before submitting anything", async () => {
     const b = backend();
-    const c = await connected(b);
+    const c = await connected(b, era);
     const zero = await c.callTool({ name: "solve", arguments: { goal: "x", maxIterations: 0 } });
     expect(zero.isError).toBe(true);
     expect(text(zero)).toMatch(/maxIterations/);
@@ -114,7 +167,7 @@ describe("the solve tool", () => {
 
   it("refuses an unknown argument, naming it and the nearest known one, instead of dropping it", async () => {
     const b = backend();
-    const c = await connected(b);
+    const c = await connected(b, era);
     // The task file's field name: dropped silently, the task would run against no tests.
     const r = await c.callTool({
       name: "solve",
@@ -148,7 +201,7 @@ describe("the solve tool", () => {
         return { result: result(task.taskId, "passed") };
       },
     });
-    const c = await connected(b);
+    const c = await connected(b, era);
     const progress: Array<{ progress: number; message?: string }> = [];
     const r = await c.callTool(
       {
@@ -161,7 +214,6 @@ describe("the solve tool", () => {
           budgetUsd: 0.5,
         },
       },
-      undefined,
       { onprogress: (p) => progress.push({ progress: p.progress, ...(p.message ? { message: p.message } : {}) }) },
     );
     expect(r.isError).toBeFalsy();
@@ -198,21 +250,25 @@ describe("the solve tool", () => {
           hooks.onSubmitted?.(task.taskId, false);
         }),
     });
-    const c = await connected(b);
+    const c = await connected(b, era);
     const abort = new AbortController();
-    const call = c.callTool({ name: "solve", arguments: { goal: "add", taskId: "t-2" } }, undefined, {
-      signal: abort.signal,
-      onprogress: () => abort.abort(),
-    });
+    const call = c.callTool(
+      { name: "solve", arguments: { goal: "add", taskId: "t-2" } },
+      {
+        signal: abort.signal,
+        onprogress: () => abort.abort(),
+      },
+    );
     await expect(call).rejects.toThrow();
     await expect(aborted).resolves.toBe("t-2");
   });
 });
 
-describe("the status tool", () => {
+describe.each(ERAS)("the status tool, $era era", ({ era }) => {
   it("reads a running task's phase and iteration from the checkpoint", async () => {
     const c = await connected(
       backend({ taskState: async () => ({ status: "running", phase: "execute", iteration: 2 }) }),
+      era,
     );
     const r = await c.callTool({ name: "status", arguments: { taskId: "t-3" } });
     expect(text(r)).toBe("task t-3: running (iteration 2, phase execute)");
@@ -225,7 +281,7 @@ describe("the status tool", () => {
   });
 
   it("falls back to memory's record, and says not_found when neither knows the task", async () => {
-    const c = await connected(backend());
+    const c = await connected(backend(), era);
     const r = await c.callTool({ name: "status", arguments: { taskId: "t-4" } });
     expect(r.isError).toBe(true);
     expect(text(r)).toMatch(/^not_found: no task t-4 is known/);
@@ -249,6 +305,33 @@ describe("the improve_status tool", () => {
     const r = await c.callTool({ name: "improve_status", arguments: { runId: "r1" } });
     expect(text(r).split("\n")[0]).toBe("run r1: running, generation 3");
     expect(r.structuredContent).toMatchObject({ runId: "r1", status: "running", generation: 3, generations: [] });
+  });
+});
+
+describe("ObservedTransport", () => {
+  it("reports the first message after the opening exchange once, and the end of the connection", async () => {
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    let uses = 0;
+    let ends = 0;
+    const seen: string[] = [];
+    const observed = new ObservedTransport(
+      serverSide,
+      () => (uses += 1),
+      () => (ends += 1),
+    );
+    observed.onmessage = (m) => seen.push("method" in m ? m.method : "response");
+    await observed.start();
+    await clientSide.start();
+    const request = (id: number, method: string): JSONRPCMessage => ({ jsonrpc: "2.0", id, method, params: {} });
+    await clientSide.send(request(1, "server/discover"));
+    await clientSide.send(request(2, "initialize"));
+    expect(uses).toBe(0);
+    await clientSide.send(request(3, "tools/list"));
+    await clientSide.send(request(4, "tools/call"));
+    expect(uses).toBe(1);
+    expect(seen).toEqual(["server/discover", "initialize", "tools/list", "tools/call"]);
+    await clientSide.close();
+    expect(ends).toBe(1);
   });
 });
 

@@ -1,19 +1,24 @@
 /**
- * `loopsmith mcp`: a Model Context Protocol server over stdio (`@modelcontextprotocol/sdk`),
- * so that editors and other agents (Claude Code, Cursor, VS Code) call loopsmith as tools:
- * `solve`, `status`, `show`, `history` and `improve_status` (see `tools.ts` for their inputs
- * and results, docs/MCP.md for the setup). stdout carries the protocol only: every log line
- * and notice goes to stderr.
+ * `loopsmith mcp`: a Model Context Protocol server over stdio (`@modelcontextprotocol/server`,
+ * the 2.x SDK), so that editors and other agents (Claude Code, Cursor, VS Code, Zed) call
+ * loopsmith as tools: `solve`, `status`, `show`, `history` and `improve_status` (see
+ * `tools.ts` for their inputs and results, docs/MCP.md for the setup). stdout carries the
+ * protocol only: every log line and notice goes to stderr.
+ *
+ * Both protocol eras are served from one factory ({@link createMcpServer}): a client that
+ * opens with `initialize` (2025-11-25 and older) gets a server pinned to that era for the
+ * connection; one whose requests carry the per-request `_meta` envelope (2026-07-28:
+ * `server/discover`, no handshake, no session) gets a modern one. The tools keep nothing on
+ * the connection: a task's id, which `solve` mints (or takes) and reports in its first
+ * progress notification and its result, is the handle `status` and `show` take back.
  *
  * A `solve` call sends an MCP progress notification for each of the task's events (phase,
- * iteration, what happened) when the client gave a progress token, and a cancelled request
- * (the client's `notifications/cancelled`, which aborts the handler's signal) cancels the
- * task as Ctrl-C on `solve` does.
+ * iteration, what happened) when the request carries a progress token, and a cancelled
+ * request (the client's `notifications/cancelled`, which aborts the handler's signal) cancels
+ * the task as Ctrl-C on `solve` does. Both work the same way in both eras on stdio.
  */
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import type { ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import { McpServer, type JSONRPCMessage, type ServerContext, type Transport } from "@modelcontextprotocol/server";
+import { StdioServerTransport, serveStdio } from "@modelcontextprotocol/server/stdio";
 import type { Logger } from "pino";
 import type { Config, GenerationReport, History, RunRecord, TaskInput } from "@loopsmith/shared";
 import manifest from "../../../package.json" with { type: "json" };
@@ -60,15 +65,15 @@ export interface McpBackend {
   improveStatus(runId: string): Promise<{ state: unknown; reports: GenerationReport[] }>;
 }
 
-/** What the server tells a client about itself at `initialize`. */
+/** What the server tells a client about itself (`initialize`'s result, or `server/discover`'s). */
 export const MCP_INSTRUCTIONS =
   "loopsmith is a coding agent: `solve` runs a task (a git repository given by absolute path, or an inline " +
   "goal with a language and tests) until its tests pass or a limit stops it, reporting progress as it goes; " +
   "`status`, `show` and `history` read tasks back; `improve_status` reads an improvement run. A scripted " +
   "server (provider scripted) replays replies from a file and says so in every result.";
 
-/** What the SDK hands a tool handler besides its arguments (the abort signal, `_meta`, notifications). */
-type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+/** What the SDK hands a tool handler besides its arguments (`mcpReq`: the abort signal, `_meta`, notifications). */
+type ToolContext = ServerContext;
 
 /** `history`'s default length. */
 const HISTORY_DEFAULT = 20;
@@ -91,15 +96,20 @@ async function answer(tool: string, log: Logger, work: () => Promise<ToolResult>
  * client sent a progress token.
  * @throws LoopsmithError `bad_request`, `repo_invalid`, and whatever the backend throws
  */
-async function solveCall(backend: McpBackend, log: Logger, args: SolveArgs, extra: ToolExtra): Promise<ToolResult> {
+async function solveCall(backend: McpBackend, log: Logger, args: SolveArgs, ctx: ToolContext): Promise<ToolResult> {
   checkSolveArgs(args);
-  const token = extra._meta?.progressToken;
+  // The same `_meta.progressToken` in both eras (in 2026-07-28 beside the envelope's keys, which the SDK lifts out).
+  const token = ctx.mcpReq._meta?.progressToken;
   let progress = 0;
+  // One after the other, and all of them written before the result: a client drops progress
+  // that arrives after the response.
+  let sending = Promise.resolve();
   const notify = (message: string): void => {
     if (token === undefined) return;
     progress += 1;
-    extra
-      .sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, message } })
+    const params = { progressToken: token, progress, message };
+    sending = sending
+      .then(() => ctx.mcpReq.notify({ method: "notifications/progress", params }))
       .catch((err: unknown) => log.debug({ err }, "mcp: a progress notification was not sent"));
   };
   const prepared = args.repo
@@ -124,7 +134,7 @@ async function solveCall(backend: McpBackend, log: Logger, args: SolveArgs, extr
     task,
     prepared,
     {
-      signal: extra.signal,
+      signal: ctx.mcpReq.signal,
       onSubmitted: (taskId, duplicate) =>
         notify(`task ${taskId} submitted${duplicate ? " (a duplicate of a task already submitted)" : ""}`),
       onEvent: (e) => {
@@ -134,6 +144,7 @@ async function solveCall(backend: McpBackend, log: Logger, args: SolveArgs, extr
     },
     args.apply ?? false,
   );
+  await sending;
   return solveResult(outcome.result, outcome.dag, outcome.repo);
 }
 
@@ -222,13 +233,16 @@ function registerReadTools(server: McpServer, backend: McpBackend, log: Logger):
 }
 
 /**
- * The MCP server with loopsmith's tools on `backend`.
+ * The MCP server with loopsmith's tools on `backend`: the factory `serveStdio` calls for a
+ * connection's era (the same tools in both; it may call it twice when a `server/discover`
+ * probe is followed by `initialize`). Cheap: the stack lives in `backend`, not here.
  * @param log - where tool failures are logged (stderr)
  */
 export function createMcpServer(backend: McpBackend, log: Logger): McpServer {
+  // No `logging` capability: logs go to stderr (MCP logging is deprecated as of 2026-07-28).
   const server = new McpServer(
     { name: "loopsmith", version: manifest.version },
-    { capabilities: { tools: {}, logging: {} }, instructions: MCP_INSTRUCTIONS },
+    { capabilities: { tools: {} }, instructions: MCP_INSTRUCTIONS },
   );
 
   server.registerTool(
@@ -244,18 +258,72 @@ export function createMcpServer(backend: McpBackend, log: Logger): McpServer {
       inputSchema: SolveInput,
       annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
-    async (args, extra) => answer("solve", log, () => solveCall(backend, log, args as SolveArgs, extra)),
+    async (args, ctx) => answer("solve", log, () => solveCall(backend, log, args as SolveArgs, ctx)),
   );
 
   registerReadTools(server, backend, log);
   return server;
 }
 
+/** Requests that open a connection: a `server/discover` probe may come from a client's sibling process that is killed right after. */
+const OPENING_METHODS = new Set(["server/discover", "initialize"]);
+
 /**
- * Serves MCP on stdin/stdout until the client closes stdin (or SIGINT/SIGTERM), then
- * cancels the tasks still running, and stops the stack it started. The stack is started (or
- * found) at once, in the background: the client's `initialize` and `tools/list` do not wait
- * for it; a tool call does.
+ * A transport that passes everything through to `inner` and tells its owner two things:
+ * that the client's first message beyond the opening exchange arrived (`onFirstUse`), and
+ * that the connection closed (`onEnded`). `serveStdio` owns it as it owns any transport.
+ */
+export class ObservedTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: Transport["onmessage"];
+  readonly #inner: Transport;
+  readonly #onFirstUse: () => void;
+  readonly #onEnded: () => void;
+  #used = false;
+
+  /**
+   * @param onFirstUse - called once, at the first message that is not `server/discover` or `initialize`
+   * @param onEnded - called once the inner transport closed (stdin's end, or a close from either side)
+   */
+  constructor(inner: Transport, onFirstUse: () => void, onEnded: () => void) {
+    this.#inner = inner;
+    this.#onFirstUse = onFirstUse;
+    this.#onEnded = onEnded;
+  }
+
+  async start(): Promise<void> {
+    this.#inner.onmessage = (message, extra) => {
+      if (!this.#used && !("method" in message && OPENING_METHODS.has(message.method))) {
+        this.#used = true;
+        this.#onFirstUse();
+      }
+      this.onmessage?.(message, extra);
+    };
+    this.#inner.onerror = (error) => this.onerror?.(error);
+    this.#inner.onclose = () => {
+      this.onclose?.();
+      this.#onEnded();
+    };
+    await this.#inner.start();
+  }
+
+  send(message: JSONRPCMessage, options?: Parameters<Transport["send"]>[1]): Promise<void> {
+    return this.#inner.send(message, options);
+  }
+
+  close(): Promise<void> {
+    return this.#inner.close();
+  }
+}
+
+/**
+ * Serves MCP on stdin/stdout, in the era the client opens with, until the client closes
+ * stdin (or SIGINT/SIGTERM), then cancels the tasks still running, and stops the stack it
+ * started. The stack is started (or found) in the background at the client's first message
+ * after the opening exchange (its `tools/list`, or the legacy `notifications/initialized`),
+ * so that neither the handshake nor a client's `server/discover` probe in a process it kills
+ * at once starts one; a tool call waits for it.
  * @returns {@link ExitCode.ok}
  */
 export async function serveMcp(opts: McpOptions, log: Logger): Promise<number> {
@@ -265,13 +333,30 @@ export async function serveMcp(opts: McpOptions, log: Logger): Promise<number> {
   console.info = toStderr;
   console.debug = toStderr;
   const session = new McpSession(opts, log);
-  const server = createMcpServer(session, log);
-  const transport = new StdioServerTransport();
-  const closed = new Promise<void>((resolve) => (server.server.onclose = resolve));
+  let ended: () => void = () => undefined;
+  const closed = new Promise<void>((resolve) => (ended = resolve));
+  const warm = (): void => {
+    session.connection().then(
+      (c) =>
+        process.stderr.write(
+          `loopsmith mcp: the stack answers on ${shownNatsUrl(c.stack.natsUrl)}${c.stack.started.length ? ` (started here: ${c.stack.started.join(", ")}; stopped when this server exits)` : ""}\n`,
+        ),
+      (err: unknown) =>
+        process.stderr.write(
+          `loopsmith mcp: the stack did not start (${err instanceof Error ? err.message : String(err)}); each tool call tries again\n`,
+        ),
+    );
+  };
+  const transport = new ObservedTransport(new StdioServerTransport(), warm, ended);
+  const handle = serveStdio(() => createMcpServer(session, log), {
+    transport,
+    onerror: (err) => log.debug({ err }, "mcp: a protocol error"),
+  });
   let stopping = false;
   const stop = (): void => {
     stopping = true;
-    void server.close().catch(() => undefined);
+    void handle.close().catch(() => undefined);
+    ended();
   };
   // A signal while already stopping is the client's escalation (SIGTERM, then SIGKILL).
   const onSignal = (): void => (stopping ? void session.hurry() : stop());
@@ -279,17 +364,8 @@ export async function serveMcp(opts: McpOptions, log: Logger): Promise<number> {
   process.stdin.once("close", stop);
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
-  await server.connect(transport);
-  process.stderr.write(`loopsmith mcp ${manifest.version}: serving the Model Context Protocol on stdio\n`);
-  session.connection().then(
-    (c) =>
-      process.stderr.write(
-        `loopsmith mcp: the stack answers on ${shownNatsUrl(c.stack.natsUrl)}${c.stack.started.length ? ` (started here: ${c.stack.started.join(", ")}; stopped when this server exits)` : ""}\n`,
-      ),
-    (err: unknown) =>
-      process.stderr.write(
-        `loopsmith mcp: the stack did not start (${err instanceof Error ? err.message : String(err)}); each tool call tries again\n`,
-      ),
+  process.stderr.write(
+    `loopsmith mcp ${manifest.version}: serving the Model Context Protocol on stdio (2025-era clients and 2026-07-28)\n`,
   );
   try {
     await closed;
