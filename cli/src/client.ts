@@ -11,6 +11,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import {
   Endpoints,
   call,
+  ensureImproveIntake,
   ensureTaskIntake,
   natsServers,
   retryWhileClusterSettles,
@@ -98,6 +99,15 @@ export class Client {
       { v: 1, taskId, reason },
       { timeoutMs, retries: 0, owner: this.owner },
     );
+  }
+
+  /**
+   * Makes sure the improver's intake stream exists (retried while a cluster settles), before
+   * a first {@link Client.submitImprovement}.
+   * @throws LoopsmithError `unavailable` when JetStream does not answer within the settle time
+   */
+  async ensureImproveIntake(): Promise<void> {
+    await retryWhileClusterSettles(() => ensureImproveIntake(this.nc));
   }
 
   /**

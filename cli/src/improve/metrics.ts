@@ -7,16 +7,13 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { ImproveSummary, ensureImproveIntake, natsServers, type ParentMeasure } from "@loopsmith/shared";
+import { ImproveSummary, type ParentMeasure } from "@loopsmith/shared";
 import { CliError } from "../errors.js";
 import { jsonLine, printable } from "../terminal.js";
 import { archiveCommit, checkRepo } from "../repo.js";
 import { detectLanguage } from "../solve-repo.js";
-import { startLocalStack, type LocalStack } from "../stack.js";
+import { openClient, type Client } from "../client.js";
 import { steering } from "../steering.js";
-import { watchEvents } from "../watch.js";
-import { submitRun } from "./submit.js";
 import { improveBase, improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
 
 /** The flags of `loopsmith metrics`: those of `improve` that choose what is measured and how. */
@@ -152,25 +149,21 @@ export async function measureRepo(flags: MetricsFlags, log: Logger): Promise<Met
   const snapshot = await archiveCommit(repo.root, repo.baseCommit);
   const language = await detectLanguage(repo.root, repo.baseCommit);
 
-  let stack: LocalStack | undefined;
-  let nc: NatsConnection | undefined;
+  let client: Client | undefined;
   const abort = new AbortController();
   const onSignal = (): void => abort.abort();
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {
     // Measuring needs the sandbox and the improver only: no model, no memory.
-    stack = await startLocalStack({ config, log, env: childEnv, services: ["executor", "architect"] });
-    nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
-    const owner = stack.owner;
-    await ensureImproveIntake(nc);
-    await submitRun(
-      nc,
-      { runId, repo, snapshot, owner, ...(setupCommand !== undefined ? { setupCommand } : {}) },
+    client = await openClient({ config, log, env: childEnv, services: ["executor", "architect"] });
+    await client.ensureImproveIntake();
+    await client.submitImprovement(
+      { runId, repo, snapshot, ...(setupCommand !== undefined ? { setupCommand } : {}) },
       { language, settings, measureOnly: true },
     );
     let summary: ImproveSummary | undefined;
-    for await (const event of watchEvents(nc, runId, { owner, signal: abort.signal })) {
+    for await (const event of client.events(runId, abort.signal)) {
       // Progress on stderr: stdout holds the table (or the JSON object) alone.
       if (event.kind === "step" && !flags.json) process.stderr.write(`loopsmith: ${printable(event.message)}\n`);
       // An architect of an older build drops `measureOnly` and starts generations: stop following it.
@@ -197,8 +190,7 @@ export async function measureRepo(flags: MetricsFlags, log: Logger): Promise<Met
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
-    await nc?.close().catch(() => undefined);
-    await stack?.stop();
+    await client?.close();
   }
 }
 
