@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { Reflection, Review, type DagProgress, type RunRecord, type Usage } from "@loopsmith/shared";
 import { auditFindingText, auditLines, auditMarkdown, auditOf, type AuditView } from "./audit-view.js";
+import { decisionLines } from "./approvals.js";
 import { dagOf, dagReportLines, dagTotals, dagTree } from "./dag-view.js";
 import { duration, shortCount, usd } from "./format.js";
 import { printable } from "./terminal.js";
@@ -190,6 +191,7 @@ export function runText(record: RunRecord, opts: RunTextOptions = {}): string {
       color: opts.color ?? false,
     }),
   );
+  lines.push(...decisionLines(record.events, "  "));
   const dag = runDag(record);
   if (dag) lines.push("  subtasks:", ...dagReportLines(dag, Date.parse(record.recordedAt), "    "));
   if (r?.repo) {

@@ -33,6 +33,7 @@ import { openClient, type Client } from "./client.js";
 import { jsonLine, printable } from "./terminal.js";
 import { colourEnabled } from "./ui/index.js";
 import { exportRun } from "./runs.js";
+import { approvalPrompter, withApprovals } from "./approvals.js";
 import {
   finishRepo,
   prepareRepoTask,
@@ -258,6 +259,8 @@ async function runSolve(
     : undefined;
   if (prepared && issueTask) prepared.commitGoal = issueTask.commitGoal;
   let task = prepared ? prepared.task : buildTask(goal, o);
+  // `--dependencies ask`: the allowlists, and whether a person at this terminal answers (approvals.ts).
+  if (prepared) task = withApprovals(task, prepared.repo.root, o);
   // The security audit: `--audit`, else the task file's own `audit`, else the configuration's `review.audit`.
   const audit = o.audit ?? task.audit ?? config.review.audit;
   if (audit) task = { ...task, audit };
@@ -413,6 +416,7 @@ async function follow(
 ): Promise<{ result?: TaskResult; dag?: DagProgress }> {
   let result: TaskResult | undefined;
   let dag: DagProgress | undefined;
+  const approve = approvalPrompter(client.nc, client.owner, o);
   const events = o.json
     ? withChildEvents(taskId, (id, stop) => client.events(id, stop), {
         signal,
@@ -431,6 +435,8 @@ async function follow(
       } else {
         progress?.event(event);
       }
+      // A dependency change the task waits on: asked here, on the terminal.
+      if (approve) await approve(event);
       if (event.kind === "result" && event.result) {
         result = event.result;
         dag = dagOf(event);
