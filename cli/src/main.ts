@@ -187,6 +187,17 @@ addModelFlags(solveCommand)
   )
   .option("--pr", "with --issue: push the branch and open a draft pull request when the tests pass")
   .option("--pr-always", "with --issue --pr: open the draft pull request even when the tests did not pass")
+  .addOption(
+    new Option(
+      "--merge-when <when>",
+      "with --issue --pr: follow the pull request and merge it once approved and its checks pass (approved), or when its checks pass without any review (now); changes requested make another attempt",
+    ).choices(["approved", "now"]),
+  )
+  .option(
+    "--review-timeout <duration>",
+    "with --merge-when: close the pull request with a comment when it is not merged within this time (as --timeout; default 24h)",
+    parseDuration,
+  )
   .option("--out <dir>", "write result.json, report.md (and change.patch in repo mode) here at the end")
   .option(
     "--dry-run",

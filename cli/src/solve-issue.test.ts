@@ -4,7 +4,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { TaskResult } from "@loopsmith/shared";
-import { issuePrBody, prDecision, prepareIssue } from "./solve-issue.js";
+import {
+  issuePrBody,
+  prDecision,
+  prLoopText,
+  prOpened,
+  prepareIssue,
+  reviewGoal,
+  rerunOptions,
+  type IssueTask,
+} from "./solve-issue.js";
 import { checkIssueFlags } from "./solve-issue-flags.js";
 
 const usage = {
@@ -99,6 +108,25 @@ describe("checkIssueFlags", () => {
     );
     expect(() => checkIssueFlags("g", { pr: true, remote: "up" })).toThrow(/^--remote, --pr apply to --issue/);
   });
+
+  it("takes --merge-when with --pr only, --review-timeout with --merge-when only, and never now with --pr-always", () => {
+    expect(() =>
+      checkIssueFlags(undefined, { issue: "a/b#1", pr: true, mergeWhen: "approved", reviewTimeout: 60_000 }),
+    ).not.toThrow();
+    expect(() => checkIssueFlags(undefined, { issue: "a/b#1", pr: true, mergeWhen: "now" })).not.toThrow();
+    expect(() => checkIssueFlags(undefined, { issue: "a/b#1", mergeWhen: "now" })).toThrow(
+      /^--merge-when applies with --pr only/,
+    );
+    expect(() => checkIssueFlags(undefined, { issue: "a/b#1", pr: true, reviewTimeout: 60_000 })).toThrow(
+      /^--review-timeout applies with --merge-when only/,
+    );
+    expect(() => checkIssueFlags(undefined, { issue: "a/b#1", pr: true, prAlways: true, mergeWhen: "now" })).toThrow(
+      /--merge-when now merges without a review: it does not take --pr-always/,
+    );
+    expect(() => checkIssueFlags("g", { mergeWhen: "now", reviewTimeout: 1_000 })).toThrow(
+      /^--merge-when, --review-timeout apply to --issue/,
+    );
+  });
 });
 
 describe("prepareIssue", () => {
@@ -128,5 +156,55 @@ describe("prepareIssue", () => {
       code: "unavailable",
     });
     vi.unstubAllEnvs();
+  });
+});
+
+describe("the --merge-when loop's pieces", () => {
+  const feedback = { reviewers: ["alice"], text: "Review by @alice (changes requested):\n\nAlso returns." };
+
+  it("another attempt's goal: the issue's goal, the change already there, then the review fenced as untrusted", () => {
+    const goal = reviewGoal("Resolve GitHub issue acme/inventory#12 …", feedback, 5);
+    expect(goal.startsWith("Resolve GitHub issue acme/inventory#12 …\n")).toBe(true);
+    expect(goal).toContain(
+      "already holds a change for this issue (pull request #5), and a review of it requested changes",
+    );
+    const m = /^(UNTRUSTED-REVIEW-TEXT-[0-9a-f]{16}) BEGIN\n([\s\S]*)\n\1 END$/m.exec(goal);
+    expect(m?.[2]).toBe(feedback.text);
+    expect(goal).toContain(`The text between the two ${m?.[1]} lines comes from the pull request's reviews`);
+    // Another review, another marker: a forged end line of one review cannot close another's fence.
+    expect(reviewGoal("g", { ...feedback, text: "other" }, 5)).not.toContain(String(m?.[1]));
+  });
+
+  it("another attempt runs without --issue, --pr, --merge-when, --out or --apply, from the last branch", () => {
+    const o = {
+      issue: "a/b#1",
+      pr: true,
+      prAlways: false,
+      mergeWhen: "approved" as const,
+      reviewTimeout: 1_000,
+      out: "/tmp/x",
+      apply: true,
+      repo: ".",
+      taskId: "t",
+      budgetUsd: 2,
+    };
+    const again = rerunOptions(o, "/clone", "loopsmith/t", "t-review-1");
+    expect(again).toEqual({ repo: "/clone", base: "loopsmith/t", taskId: "t-review-1", budgetUsd: 2 });
+    expect(o.issue).toBe("a/b#1"); // the caller's options are left as they were
+  });
+
+  it("follows only a passing task's opened pull request, and the summary names the outcome", () => {
+    const t = {} as IssueTask;
+    const pr = { number: 5, url: "https://github.com/acme/inventory/pull/5", branch: "loopsmith/task-1", lines: [] };
+    expect(prOpened(t, result(), pr)?.pr).toEqual({ number: 5, url: pr.url, branch: "loopsmith/task-1" });
+    expect(prOpened(t, result({ status: "failed", stopReason: "max_iterations" }), pr)).toBeUndefined();
+    expect(prOpened(t, result(), { lines: ["no pull request"] })).toBeUndefined();
+    const base = { number: 5, url: pr.url, sha: "a".repeat(40), attempts: 0 };
+    expect(
+      prLoopText({ ...base, outcome: "merged", closedByLoopsmith: false, message: "merged pull request #5 at aaa" }),
+    ).toBe("pull request #5: merged: merged pull request #5 at aaa");
+    expect(prLoopText({ ...base, outcome: "timeout", closedByLoopsmith: true, message: "no merge within 24h" })).toBe(
+      `pull request #5: not merged (timeout): no merge within 24h (closed with that comment: ${pr.url})`,
+    );
   });
 });

@@ -43,7 +43,7 @@ import {
   type PreparedRepoTask,
   type RepoOptions,
 } from "./solve-repo.js";
-import type { IssueOptions, IssueTask } from "./solve-issue.js";
+import type { IssueOptions, IssuePrOpened, IssueTask, PrOutcome } from "./solve-issue.js";
 import { steering, type ModelOptions } from "./steering.js";
 
 /** Options of `solve`, as commander gives them. */
@@ -209,7 +209,19 @@ function out(line: string): void {
  *   a result came. After submission errors are reported here, with the task id.
  */
 export async function solve(goal: string | undefined, o: SolveOptions, log: Logger): Promise<number> {
-  return (await runSolve(goal, o, log)).code;
+  if (!o.mergeWhen) return (await runSolve(goal, o, log)).code;
+  // `--merge-when`: the pull request is followed once this run's stack has stopped; each
+  // attempt a review asks for is a run of its own (solve-issue.ts).
+  const { mergeIssuePr, prOpened, rerunOptions } = await import("./solve-issue.js");
+  const seen: { opened?: IssuePrOpened } = {};
+  const first = await runSolve(goal, o, log, (t, result, pr) => (seen.opened = prOpened(t, result, pr)));
+  const { opened } = seen;
+  if (!opened) return first.code;
+  return mergeIssuePr(
+    opened,
+    { ...o, mergeWhen: o.mergeWhen },
+    async (g, base, taskId) => (await runSolve(g, rerunOptions(o, opened.task.root, base, taskId), log)).result,
+  );
 }
 
 /**
@@ -240,6 +252,7 @@ async function runSolve(
   givenGoal: string | undefined,
   o: SolveOptions,
   log: Logger,
+  onIssuePr?: (t: IssueTask, result: TaskResult, pr: PrOutcome) => void,
 ): Promise<{ code: number; result?: TaskResult }> {
   const { flags, config, childEnv } = await steering(o, configFiles(o));
   // `--issue`: the issue, read from GitHub and checked against the local clone, is the goal
@@ -368,6 +381,7 @@ async function runSolve(
           });
         });
         out(o.json ? jsonLine({ kind: "pull_request", opened: pr.number !== undefined, ...pr }) : pr.lines.join("\n"));
+        onIssuePr?.(issueTask, result, pr);
       }
     }
     if (o.out) {

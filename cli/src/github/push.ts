@@ -23,16 +23,17 @@ export async function remoteUrl(
 }
 
 /**
- * Pushes `branch` to `remote` (the same name there), with the user's own git credentials.
+ * Pushes local `branch` to `remote`'s branch `to` (default the same name), with the user's own
+ * git credentials; never forced, so `to` moves only forward.
  * @throws LoopsmithError `repo_invalid` when git refuses (no access, a diverged branch)
  */
-export async function pushBranch(root: string, remote: string, branch: string): Promise<void> {
+export async function pushBranch(root: string, remote: string, branch: string, to: string = branch): Promise<void> {
   try {
-    await git(root).raw(["push", "--", remote, `refs/heads/${branch}:refs/heads/${branch}`]);
+    await git(root).raw(["push", "--", remote, `refs/heads/${branch}:refs/heads/${to}`]);
   } catch (err) {
     throw new LoopsmithError(
       "repo_invalid",
-      `cannot push ${branch} to ${remote}: ${String((err as Error).message).split("\n")[0]}`,
+      `cannot push ${branch}${to === branch ? "" : ` as ${to}`} to ${remote}: ${String((err as Error).message).split("\n")[0]}`,
       { cause: err },
     );
   }
