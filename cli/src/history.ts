@@ -77,22 +77,50 @@ export async function statsCommand(
 }
 
 /**
+ * A memory as `--promote` and `--demote` name it, `lesson:<id>` or `failure:<id>` (as a hint's
+ * `[memory:lesson:<id>]`).
+ * @throws LoopsmithError `bad_request` naming `flag` and what it accepts
+ */
+export function memoryRef(text: string, flag: string): { kind: "lesson" | "failure"; id: string } {
+  const m = /^(lesson|failure):(\d{1,18})$/.exec(text.trim());
+  if (!m)
+    throw new LoopsmithError("bad_request", `${flag} takes lesson:<id> or failure:<id>, not ${JSON.stringify(text)}`);
+  return { kind: m[1] as "lesson" | "failure", id: m[2] as string };
+}
+
+/**
  * Prints stored failures: one task's (oldest first) with `task`, else the latest of all.
  * @returns {@link ExitCode.ok}
  * @throws LoopsmithError `config_invalid`, `unavailable` or `timeout` (NATS, Docker or memory)
  */
 export async function failuresCommand(
-  opts: MemoryCommandOptions & { task?: string; limit: number },
+  opts: MemoryCommandOptions & { task?: string; limit: number; utility?: boolean; promote?: string; demote?: string },
   log: Logger,
 ): Promise<number> {
+  if (opts.promote !== undefined && opts.demote !== undefined)
+    throw new LoopsmithError("bad_request", "--promote and --demote cannot be given together");
+  const verdict =
+    opts.promote !== undefined
+      ? { ...memoryRef(opts.promote, "--promote"), demoted: false }
+      : opts.demote !== undefined
+        ? { ...memoryRef(opts.demote, "--demote"), demoted: true }
+        : undefined;
   const failures = await withMemory(log, opts.config, (nc, owner) =>
     call(
       nc,
       Endpoints.memory.failures,
-      { v: 1, limit: opts.limit, ...(opts.task ? { taskId: opts.task } : {}) },
+      {
+        v: 1,
+        limit: opts.limit,
+        ...(opts.task ? { taskId: opts.task } : {}),
+        ...(opts.utility ? { utility: true } : {}),
+        ...(verdict ? { verdict } : {}),
+      },
       { owner },
     ),
   );
+  if (verdict && !opts.json)
+    process.stdout.write(`${verdict.kind} ${verdict.id} ${verdict.demoted ? "demoted" : "promoted"} (by hand)\n`);
   process.stdout.write(opts.json ? `${jsonLine(failures)}\n` : failuresText(failures));
   return ExitCode.ok;
 }

@@ -231,17 +231,29 @@ program
 
 program
   .command("failures")
-  .description("failures stored in memory: one task's, or the latest of all")
-  .option("--task <id>", "only this task's failures, oldest first")
+  .description("failures and lessons stored in memory: one task's, or the latest of all")
+  .option("--task <id>", "only this task's failures and lessons (oldest first), and what its recalls showed it")
   .option("-n, --limit <n>", "how many (1 to 500)", wholeNumber(1, 500), 20)
+  .option("--utility", "also every recalled memory's measured use: tasks, passes, utility, demoted")
+  .option("--promote <memory>", "recall a demoted memory again (lesson:<id> or failure:<id>)")
+  .option("--demote <memory>", "leave a memory out of recall (lesson:<id> or failure:<id>)")
   .option("--config <file>", "configuration file (JSON)")
   .option("--json", "print JSON")
-  .action(async (opts: { task?: string; limit: number; json?: boolean; config?: string }) =>
-    run(opts.json, async () => {
-      await natsFirst(opts);
-      const { failuresCommand } = await import("./history.js");
-      return failuresCommand(opts, await logger());
-    }),
+  .action(
+    async (opts: {
+      task?: string;
+      limit: number;
+      utility?: boolean;
+      promote?: string;
+      demote?: string;
+      json?: boolean;
+      config?: string;
+    }) =>
+      run(opts.json, async () => {
+        await natsFirst(opts);
+        const { failuresCommand } = await import("./history.js");
+        return failuresCommand(opts, await logger());
+      }),
   );
 
 program

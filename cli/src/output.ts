@@ -13,6 +13,7 @@ import type {
   TaskEvent,
   TaskResult,
 } from "@loopsmith/shared";
+import type { MemoryUse, UtilityStats } from "@loopsmith/shared/llm";
 import { dagReportLines } from "./dag-view.js";
 import { usd } from "./format.js";
 import { historyRows } from "./history-rows.js";
@@ -87,6 +88,52 @@ export function historyText(history: History): string {
 
 /** `loopsmith failures` for people: each failure with its signature, failing tests and fix, ending in a newline. */
 export function failuresText(f: Failures): string {
+  const lessons = (f.lessons ?? []).map((l) => {
+    const lines = [
+      `${printable(l.createdAt)}  lesson ${l.id} · from task ${l.taskId} · ${l.source === "reflect" ? `reflect role, lesson prompt v${l.promptVersion}` : "from the last reflection"}${l.use.demoted ? " · DEMOTED" : ""}`,
+      `  signature: ${printable(l.signature)}`,
+      `  rule: ${printable(l.rule)}`,
+      `  use: ${useText(l.use)}`,
+    ];
+    return `${lines.join("\n")}\n`;
+  });
+  const uses = (f.uses ?? []).map(
+    (u) =>
+      `  iteration ${u.iteration} recalled ${u.kind} ${u.memoryId}: next iteration ${u.nextPassed === null ? "unknown" : u.nextPassed ? "passed" : "failed"}; task ${u.taskPassed === null ? "not finished" : `${u.taskPassed ? "passed" : "did not pass"} in ${u.taskIterations} iterations`}\n`,
+  );
+  const utility = f.utility
+    ? f.utility.length
+      ? [
+          "utility (lowest first):\n",
+          ...f.utility.map(
+            (u) =>
+              `  ${u.kind} ${u.id}${u.demoted ? " DEMOTED" : ""}: ${useText(u)} · ${printable(u.label.slice(0, 100))}\n`,
+          ),
+        ]
+      : ["utility: no memory was recalled by a finished task yet\n"]
+    : [];
+  return [
+    failureLines(f),
+    lessons.length ? lessons.join("") : "no lessons stored\n",
+    uses.length ? `what the task's recalls showed it:\n${uses.join("")}` : "",
+    utility.join(""),
+  ].join("");
+}
+
+/** A memory's measured use in one line: tasks, passes, utility ± standard error, and a verdict's reason. */
+function useText(u: MemoryUse): string {
+  const measured =
+    u.recalledIn === 0
+      ? "not recalled by a finished task yet"
+      : `recalled in ${u.recalledIn} finished tasks, ${u.passedAfter} passed` +
+        (u.utility === null
+          ? ""
+          : `; utility ${u.utility >= 0 ? "+" : ""}${u.utility.toFixed(2)} ± ${(u.stderr ?? 0).toFixed(2)}`);
+  return u.reason ? `${measured} (${printable(u.reason)})` : measured;
+}
+
+/** The failures part of {@link failuresText}. */
+function failureLines(f: Failures): string {
   if (f.failures.length === 0) return "no failures stored\n";
   return f.failures
     .map((x) => {
@@ -104,6 +151,16 @@ export function failuresText(f: Failures): string {
 /** A share in [0, 1] as a whole percentage, or `n/a`. */
 function pct(share: number | null | undefined): string {
   return share === null || share === undefined ? "n/a" : `${(100 * share).toFixed(0)}%`;
+}
+
+/** The recall-use line of `loopsmith stats`: what recalls showed, and the utility distribution. */
+function utilityLine(u: UtilityStats): string {
+  const q = u.quartiles;
+  const f = (x: number) => `${x >= 0 ? "+" : ""}${x.toFixed(2)}`;
+  return (
+    `memories shown: ${u.shown} (${u.lessonsShown} lessons) to ${u.tasksShown} tasks, next iteration passed after ${pct(u.nextPassRate)}; ` +
+    `utility of ${u.measured} measured: ${q ? `min ${f(q[0])}, q1 ${f(q[1])}, median ${f(q[2])}, q3 ${f(q[3])}, max ${f(q[4])}` : "n/a"}; ${u.demoted} demoted`
+  );
 }
 
 /** `loopsmith stats` for people, ending in a newline. */
@@ -133,6 +190,7 @@ export function statsText(stats: MemoryStats): string {
         ]
       : []),
     `recall: ${r.recalls} failure recalls, ${r.hits} found the same failure (hit rate ${pct(r.hitRate)}), ${r.withFix} with its fix`,
+    ...(stats.utility ? [utilityLine(stats.utility)] : []),
     `memory: ${stats.failures} failures and ${stats.successes} successes remembered (${stats.backend})`,
     "",
   ].join("\n");

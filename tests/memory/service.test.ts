@@ -16,6 +16,7 @@ import {
   runService,
   servedSubject,
 } from "@loopsmith/shared";
+import { rememberLessonsEndpoint } from "@loopsmith/shared/llm";
 import { memoryService, openMemoryStore } from "@loopsmith/memory";
 import { it, startPostgres } from "../fixtures/index.js";
 import { GOAL_A, fixPlan, log, nameErrorFailure } from "./suite.js";
@@ -130,9 +131,7 @@ describe("memory service over NATS", () => {
       for await (const i of await new Svcm(nc as never).client().info("loopsmith-memory")) infos.push(i);
       expect(infos[0]?.metadata).toMatchObject({ backend: "pglite", embedder: "hash-v1-256" });
       expect(infos[0]?.endpoints.map((e) => e.subject).sort()).toEqual(
-        Object.values(m)
-          .map((d) => servedSubject(d))
-          .sort(),
+        [...Object.values(m), rememberLessonsEndpoint].map((d) => servedSubject(d)).sort(),
       );
     } finally {
       expect(await running.stop()).toBeNull();

@@ -16,6 +16,7 @@ import {
 import { candidatePhase, isAgentTask } from "./agent/explore.js";
 import { beforeExecute } from "./audit.js";
 import { dagTexts, loopTexts, runTexts } from "./event-texts.js";
+import { distilLessons } from "./lessons.js";
 import { briefFromError, briefFromExecution, briefFromFindings, errorTextOf } from "./failure.js";
 import { approveDependencies } from "./repo/approval.js";
 import { applyCandidate, baseReader, policyOf, repoExecution } from "./repo/workspace.js";
@@ -53,6 +54,7 @@ export async function recallPhase(s: TaskState, run: TaskRun): Promise<PhaseOutc
       text: s.task.goal,
       k: 3,
       excludeSameTask: true,
+      iteration: s.iteration,
       ...recallScope(s),
     }),
   );
@@ -367,6 +369,8 @@ export async function executePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
  * retry; then the task stops as passed. Nothing to run when the task has no hidden tests.
  */
 export async function scorePhase(s: TaskState, run: TaskRun): Promise<PhaseOutcome> {
+  // A pass after failures: what the failures taught, as lessons in memory (advisory).
+  await distilLessons(s, run);
   const message = s.dag
     ? dagTexts.passed(s.dag.subtasks.length)
     : loopTexts.passed(s.iteration, s.concerns?.length ?? 0);
@@ -437,6 +441,7 @@ export async function rememberPhase(s: TaskState, run: TaskRun): Promise<PhaseOu
             ...(code ? { code } : {}),
             k: 3,
             excludeSameTask: true,
+            iteration: s.iteration,
             ...recallScope(s),
           }),
         );

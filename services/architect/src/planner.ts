@@ -23,6 +23,14 @@ import {
   type ReflectRequest,
   type Usage,
 } from "@loopsmith/shared";
+import {
+  LESSON_SCHEMA_NAME,
+  LESSON_SYSTEM,
+  LessonReply,
+  renderLessonAsk,
+  renderLessons,
+  type LessonAsk,
+} from "@loopsmith/shared/llm";
 
 /** The architect's LLM steps. Both throw the provider's `LoopsmithError`s. */
 export interface Planner {
@@ -37,6 +45,17 @@ export interface Planner {
   decompose(req: PlanRequest, problems: readonly DagPlanProblem[]): Promise<LlmValue<DagPlan>>;
   /** After the task's tests failed on the merged tree: the one subtask to re-open (role `reflect`, the `dag` prompt). */
   reflectIntegration(req: IntegrationReflectRequest): Promise<LlmValue<IntegrationReflection>>;
+  /**
+   * A task that passed after failing: one lesson per distinct signature of its failures (role
+   * `reflect`, the lesson prompt `LESSON_SYSTEM`, schema `lessons`). A reply that is not a
+   * {@link LessonReply} after the engine's re-ask throws `llm_bad_reply`.
+   */
+  distil?(req: LessonRequest): Promise<LlmValue<LessonReply>>;
+}
+
+/** What the lesson call is shown: the task (and recalled hints), then its failures, the last reflection and what passed. */
+export interface LessonRequest extends Omit<ReflectRequest, "plan" | "candidate" | "failure"> {
+  ask: LessonAsk;
 }
 
 /** A structured LLM reply: the validated value, the usage and who answered. */
@@ -84,14 +103,19 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
     role: "plan" | "spec" | "reflect",
     schema: z.ZodType<T>,
     schemaName: string,
-    req: PlanRequest | ReflectRequest | IntegrationReflectRequest,
+    req: PlanRequest | ReflectRequest | IntegrationReflectRequest | LessonRequest,
     parts: string[],
     system?: string,
   ): Promise<LlmValue<T>> {
     const messages: ChatMessage[] = [
       {
         role: "user",
-        content: [renderTask(req.task), renderInstructions(req.task.repo?.instructions), renderHints(req.recall)]
+        content: [
+          renderTask(req.task),
+          renderInstructions(req.task.repo?.instructions),
+          renderHints(req.recall),
+          renderLessons(req.recall),
+        ]
           .filter(Boolean)
           .join("\n"),
         cache: true,
@@ -166,5 +190,6 @@ export function createPlanner(deps: { provider: LlmProvider; log: Logger }): Pla
         ],
         dag.reflect.system,
       ),
+    distil: (req) => ask("reflect", LessonReply, LESSON_SCHEMA_NAME, req, [renderLessonAsk(req.ask)], LESSON_SYSTEM),
   };
 }

@@ -50,8 +50,14 @@ import {
   type SessionOpen,
   type SessionOpened,
 } from "@loopsmith/shared";
+import {
+  rememberLessonsEndpoint,
+  type LessonReply,
+  type LessonsRecord,
+  type LessonsStored,
+} from "@loopsmith/shared/llm";
 import type { ApprovalBox } from "./approvals.js";
-import type { IntegrationReflectRequest, LlmValue, Planner } from "./planner.js";
+import type { IntegrationReflectRequest, LessonRequest, LlmValue, Planner } from "./planner.js";
 import type { TaskState } from "./state.js";
 
 /** The step calls of the loop. Each throws a `LoopsmithError`. */
@@ -76,6 +82,13 @@ export interface Steps {
   decompose(req: PlanRequest, problems: readonly DagPlanProblem[]): Promise<LlmValue<DagPlan>>;
   /** After a failed integration run: the subtask to re-open. */
   reflectIntegration(req: IntegrationReflectRequest): Promise<LlmValue<IntegrationReflection>>;
+  /**
+   * A task passed after failing: its failures as lessons (role `reflect`, the lesson prompt).
+   * Absent: the lesson is the last reflection's (`fallbackLesson`).
+   */
+  distil?(req: LessonRequest): Promise<LlmValue<LessonReply>>;
+  /** Stores a task's lessons in memory. Absent: nothing is stored. */
+  rememberLessons?(req: LessonsRecord): Promise<LessonsStored>;
   /** A DAG task's child tasks and trees; absent where DAG tasks cannot run (they then stop with an error). */
   children?: ChildTasks;
   /**
@@ -217,6 +230,8 @@ export function busSteps(nc: NatsConnection, config: Config, planner: Planner): 
     reflect: (req) => planner.reflect(req),
     decompose: (req, problems) => planner.decompose(req, problems),
     reflectIntegration: (req) => planner.reflectIntegration(req),
+    ...(planner.distil ? { distil: planner.distil.bind(planner) } : {}),
+    rememberLessons: (req) => call(nc, rememberLessonsEndpoint, req, mem),
     turn: (req) => call(nc, Endpoints.builder.turn, req, llmStep),
     // A replica with no free slot answers busy: ask again until one has room.
     openSession: (req) =>

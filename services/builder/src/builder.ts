@@ -20,6 +20,7 @@ import {
   type ChatMessage,
   type LlmProvider,
 } from "@loopsmith/shared";
+import { renderLessons } from "@loopsmith/shared/llm";
 
 /** The builder's one operation. */
 export interface Builder {
@@ -32,10 +33,15 @@ export interface Builder {
 
 /**
  * The messages of a build prompt: a stable, cached prefix (task, the repository's project
- * instructions in repo mode, hints), then this iteration.
+ * instructions in repo mode, hints, recalled lessons), then this iteration.
  */
 export function buildMessages(req: BuildRequest): ChatMessage[] {
-  const stable = [renderTask(req.task), renderInstructions(req.task.repo?.instructions), renderHints(req.recall)]
+  const stable = [
+    renderTask(req.task),
+    renderInstructions(req.task.repo?.instructions),
+    renderHints(req.recall),
+    renderLessons(req.recall),
+  ]
     .filter(Boolean)
     .join("\n");
   const plan = section(

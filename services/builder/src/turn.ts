@@ -28,6 +28,7 @@ import {
   type LlmProvider,
   type ToolCall,
 } from "@loopsmith/shared";
+import { renderLessons } from "@loopsmith/shared/llm";
 
 /** Tool calls a reply carries at most (`AgentTurnReply.toolCalls`). */
 export const MAX_TOOL_CALLS_PER_TURN = 20;
@@ -55,6 +56,7 @@ export function openingMessage(req: AgentTurnRequest): string {
     renderTask(req.task),
     renderInstructions(req.task.repo?.instructions),
     renderHints(req.recall),
+    renderLessons(req.recall),
     req.previous ? section(`The previous attempt (iteration ${req.iteration - 1}) failed`, req.previous) : "",
     "Explore the repository with the tools, reproduce the failure, make the change with `edit`, " +
       "check it with `run`, then call `submit` with a one-line summary.",

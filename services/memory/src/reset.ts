@@ -1,6 +1,7 @@
 /**
  * Emptying memory (`loopsmith reset`): what the agent learned (failures with their
- * reflections, successes, and the recall log `stats` reads its hit rate from), and the task
+ * reflections, successes, the recall log `stats` reads its hit rate from, and lessons, the
+ * recall-use log and the memories' verdicts), and the task
  * history (`history`, `stats`, `show`, `export`, `replay`: the task records and their
  * recorded runs). Every owner's rows go: whoever reaches the database owns all of it.
  */
@@ -23,6 +24,9 @@ export interface ResetCounts {
   runs: number;
 }
 
+/** What memory learned besides failures and successes, emptied with them (not counted). */
+const LEARNED = ["lessons", "recall_uses", "memory_verdicts"] as const;
+
 /** The tables of each part of the scope, in the order they are emptied. */
 const TABLES = {
   memory: ["failures", "successes", "recalls"],
@@ -43,7 +47,8 @@ export async function resetMemory(pool: pg.Pool, scope: ResetScope): Promise<Res
   const counts: ResetCounts = { failures: 0, successes: 0, recalls: 0, tasks: 0, runs: 0 };
   const tables = [...(scope.memory ? TABLES.memory : []), ...(scope.history ? TABLES.history : [])];
   if (!tables.length) return counts;
-  const names = tables.map((t) => `loopsmith.${t}`).join(", ");
+  // Lessons, the recall-use log and the memories' verdicts go with the memory, uncounted.
+  const names = [...tables, ...(scope.memory ? LEARNED : [])].map((t) => `loopsmith.${t}`).join(", ");
   let client: pg.PoolClient | undefined;
   try {
     client = await pool.connect();

@@ -11,6 +11,7 @@
  */
 import type { Logger } from "pino";
 import { DEFAULT_OWNER, Endpoints, handle, type Config, type ServiceModule, type TaskRecord } from "@loopsmith/shared";
+import { rememberLessonsEndpoint } from "@loopsmith/shared/llm";
 import type { Embedder } from "./embedder.js";
 import { readTaskEvents, type EventsConnection } from "./run-events.js";
 import { assembleRun, runPart } from "./runs.js";
@@ -70,12 +71,23 @@ export function memoryRegistrations(store: MemoryStore, deps: RegistrationDeps =
       await store
         .logRecall(req.taskId, recall)
         .catch((err: unknown) => ctx.log.warn({ err }, "could not log the recall"));
+      await store
+        .logUses(req, recall)
+        .catch((err: unknown) => ctx.log.warn({ err }, "could not log the recalled memories"));
       return recall;
     }),
+    handle(rememberLessonsEndpoint, (req) => store.rememberLessons(req)),
     handle(m.rememberFailure, (req) => store.rememberFailure(req)),
     handle(m.attachFix, (req) => store.attachFix(req)),
     handle(m.rememberSuccess, (req) => store.rememberSuccess(req)),
-    handle(m.recordTask, (req, ctx) => recordTask(store, req, { ...deps, log: ctx.log })),
+    handle(m.recordTask, async (req, ctx) => {
+      const recorded = await recordTask(store, req, { ...deps, log: ctx.log });
+      // The task ended: judge the memories it was shown (advisory: the record stands either way).
+      await store
+        .judge(req.taskId)
+        .catch((err: unknown) => ctx.log.warn({ err }, "could not judge the recalled memories"));
+      return recorded;
+    }),
     handle(m.history, (req, ctx) => store.history(req, ctx.owner)),
     handle(m.failures, (req, ctx) => store.failures(req, ctx.owner)),
     handle(m.stats, (req, ctx) => store.stats(req, ctx.owner)),

@@ -13,6 +13,7 @@ import {
 } from "@loopsmith/shared";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
+import { utilityStats } from "./lessons.js";
 
 /** The window's tasks as a CTE over `$1` (since, or null) and `$2` (last, or null: all). */
 const WINDOW = `WITH w AS (
@@ -40,7 +41,9 @@ interface Totals {
 /**
  * Counts and totals of the window's tasks: pass rate, stop reasons, iterations (mean over
  * passed tasks, mean and p90 over all), tokens and USD (in all, mean per task, per LLM role),
- * and the recall hit rate of their failure recalls, over `owner`'s tasks; stored failures and
+ * the recall hit rate of their failure recalls (a lesson with the query's signature is a hit
+ * with its fix), and what recalls showed them with the utility distribution of the memories
+ * (`utilityStats` in lessons.ts), over `owner`'s tasks; stored failures and
  * successes are counted over all of memory (the memory every task recalls from).
  * @throws LoopsmithError `db_error`
  */
@@ -126,6 +129,7 @@ export async function computeStats(
     meanCostUsd: tasks ? cost / tasks : null,
     usageByRole,
     recall: { recalls, hits, withFix: Number(r.with_fix), hitRate: recalls ? hits / recalls : null },
+    utility: await utilityStats(db, WINDOW, params),
     backend: db.backend,
   };
 }
@@ -142,10 +146,18 @@ export async function logRecall(db: Database, taskId: string, recall: Recall): P
   const sig = recall.signature;
   if (sig === undefined) return false;
   const same = recall.failures.filter((f) => f.signature === sig);
+  // A lesson learned from a failure with the same signature is a hit that carries its fix.
+  const lesson = (recall.lessons ?? []).some((l) => l.signature === sig);
   await withDb("log the recall", () =>
     db.pool.query(
       `INSERT INTO loopsmith.recalls (task_id, signature, returned, hit, with_fix) VALUES ($1, $2, $3, $4, $5)`,
-      [taskId, sig, recall.failures.length, same.length > 0, same.some((f) => f.reflection !== null)],
+      [
+        taskId,
+        sig,
+        recall.failures.length + (recall.lessons?.length ?? 0),
+        same.length > 0 || lesson,
+        lesson || same.some((f) => f.reflection !== null),
+      ],
     ),
   );
   return true;

@@ -36,6 +36,7 @@ import {
   type Recall,
   type Remembered,
 } from "@loopsmith/shared";
+import { LessonsRecord, MemoryVerdict, type LessonsStored } from "@loopsmith/shared/llm";
 import { checkEmbedder, createHashingEmbedder, type Embedder } from "./embedder.js";
 import { configuredEmbedder } from "./api-embedder.js";
 import { reembedRows, type ReembedResult } from "./reembed.js";
@@ -47,6 +48,17 @@ import { hybridRecall } from "./recall.js";
 import { readFailures, readHistory } from "./reads.js";
 import { computeStats, logRecall } from "./stats.js";
 import { readRun, saveRun } from "./runs.js";
+import {
+  demotedFailures,
+  judgeShown,
+  logUses,
+  readLessons,
+  readUses,
+  recallLessons,
+  setVerdict,
+  storeLessons,
+  utilityRows,
+} from "./lessons.js";
 
 /** Memory's operations. Every method validates its input against its contract first. */
 export interface MemoryStore {
@@ -127,6 +139,32 @@ export interface MemoryStore {
    * @throws LoopsmithError `db_error`
    */
   logRecall(taskId: string, recall: Recall): Promise<boolean>;
+  /**
+   * Logs every memory (lesson, failure) `recall` showed `req.taskId` at `req.iteration` (0 when
+   * absent), for each memory's measured use (see `lessons.ts`).
+   * @returns the rows written (a memory logged before for the same task and iteration is not again)
+   * @throws LoopsmithError `db_error`
+   */
+  logUses(req: Pick<RecallRequest, "taskId" | "iteration">, recall: Recall): Promise<number>;
+  /**
+   * Stores the lessons of a task that passed after failing (one per task and signature; again
+   * replaces the rule), embedded on its goal.
+   * @returns the lessons' ids in the record's order
+   * @throws LoopsmithError `bad_request` for a record that fails {@link LessonsRecord}; `db_error`
+   */
+  rememberLessons(record: z.input<typeof LessonsRecord>): Promise<LessonsStored>;
+  /**
+   * Judges again the memories `taskId` was shown (call once it ended): the rule of `lessons.ts`
+   * demotes those never followed by a pass in `DEMOTE_AFTER` tasks or reliably harmful.
+   * @returns the memories demoted now, as `<kind>:<id>`
+   * @throws LoopsmithError `db_error`
+   */
+  judge(taskId: string): Promise<string[]>;
+  /**
+   * A person's verdict on a memory: demoted (left out of recall) or promoted (recalled again).
+   * @throws LoopsmithError `not_found` for an unknown memory; `bad_request`; `db_error`
+   */
+  verdict(verdict: z.input<typeof MemoryVerdict>): Promise<void>;
   /**
    * Re-embeds every row another embedder made with this store's embedder (see `reembed.ts`);
    * joins the pass already running, if any (memory starts one when it opens, and after its
@@ -348,7 +386,19 @@ export function createMemoryStore(
 
     async recall(input) {
       const req = parse(RecallRequest, input, "recall request");
-      return withEmbedder("embed the recall", (e) => hybridRecall(db, e, req));
+      return withEmbedder("embed the recall", async (e) => {
+        const recall = await hybridRecall(db, e, req);
+        const sig = recall.signature;
+        const fromTasks = recall.failures.filter((f) => f.signature === sig).map((f) => f.taskId);
+        const lessons = await recallLessons(db, e, req, sig, fromTasks);
+        // Lessons first; the raw failures only when no lesson fits, and never a demoted one.
+        if (lessons.length > 0) return { ...recall, lessons, failures: [] };
+        const demoted = await demotedFailures(
+          db,
+          recall.failures.map((f) => f.id),
+        );
+        return demoted.size ? { ...recall, failures: recall.failures.filter((f) => !demoted.has(f.id)) } : recall;
+      });
     },
 
     async rememberFailure(input) {
@@ -447,13 +497,36 @@ export function createMemoryStore(
     },
 
     async failures(input, owner = DEFAULT_OWNER) {
-      return readFailures(db, parse(FailuresRequest, input, "failures request"), owner);
+      const req = parse(FailuresRequest, input, "failures request");
+      if (req.verdict) await setVerdict(db, req.verdict);
+      const failures = await readFailures(db, req, owner);
+      const lessons = await readLessons(db, req.taskId, req.limit, owner);
+      return {
+        ...failures,
+        lessons,
+        ...(req.taskId ? { uses: await readUses(db, req.taskId) } : {}),
+        ...(req.utility ? { utility: await utilityRows(db, req.limit) } : {}),
+      };
     },
 
     stats: async (input = { v: 1 }, owner = DEFAULT_OWNER) =>
       computeStats(db, parse(StatsRequest, input, "stats request"), owner),
 
     logRecall: (taskId, recall) => logRecall(db, taskId, recall),
+
+    logUses: (req, recall) => logUses(db, req, recall),
+
+    async rememberLessons(input) {
+      const rec = parse(LessonsRecord, input, "lessons record");
+      return withEmbedder("embed the lessons", (e) => storeLessons(db, e, rec));
+    },
+
+    judge: (taskId) => judgeShown(db, parse(TaskId, taskId, "task id")),
+
+    async verdict(input) {
+      const { v: _v, ...verdict } = parse(MemoryVerdict, input, "memory verdict");
+      await setVerdict(db, verdict);
+    },
 
     reembed: () => runPass(),
 

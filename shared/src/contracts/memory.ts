@@ -4,6 +4,7 @@ import { FileChange, Language, Owner, StepHeader, TaskId, Usage, V1 } from "./co
 import { TaskEvent, TaskResult } from "./events.js";
 import { Reflection } from "./plan.js";
 import { Task } from "./task.js";
+import { MemoryVerdict, RecallUse, RecalledLesson, StoredLesson, UtilityRow, UtilityStats } from "./lesson.js";
 
 /** A failure to remember: one failed iteration with its normalised signature. */
 export const FailureRecord = z.object({
@@ -68,6 +69,8 @@ export const RecallRequest = z.object({
   excludeSameTask: z.boolean().default(true),
   /** Only failures and successes of tasks whose id starts with this prefix (`Task.memoryScope`). */
   scope: z.string().min(1).max(200).optional(),
+  /** The iteration the recall is made at (0 before the first build), for the recall-use log. */
+  iteration: z.number().int().nonnegative().optional(),
 });
 export type RecallRequest = z.infer<typeof RecallRequest>;
 
@@ -114,6 +117,12 @@ export type RecalledSuccess = z.infer<typeof RecalledSuccess>;
 
 /** What recall returns. `signature` is the normalised form of the request's error text. */
 export const Recall = z.object({
+  /**
+   * Lessons that fit the query, first: those learned from a failure with the query's signature,
+   * else (a recall without an error) from tasks with a similar goal. When any fits, `failures`
+   * is empty: the raw failures come only when no lesson fits.
+   */
+  lessons: z.array(RecalledLesson).optional(),
   failures: z.array(RecalledFailure),
   successes: z.array(RecalledSuccess),
   signature: z.string().optional(),
@@ -236,6 +245,10 @@ export const FailuresRequest = z.object({
   /** Only this task's failures, oldest first; absent: the most recent of every task, newest first. */
   taskId: TaskId.optional(),
   limit: z.number().int().min(1).max(500).default(20),
+  /** Also list every recalled memory's measured use (`loopsmith failures --utility`). */
+  utility: z.boolean().optional(),
+  /** First promote or demote one memory by hand (`--promote`, `--demote`). */
+  verdict: MemoryVerdict.omit({ v: true }).optional(),
 });
 export type FailuresRequest = z.infer<typeof FailuresRequest>;
 
@@ -257,7 +270,15 @@ export const StoredFailure = z.object({
 export type StoredFailure = z.infer<typeof StoredFailure>;
 
 /** Stored failures. */
-export const Failures = z.object({ failures: z.array(StoredFailure) });
+export const Failures = z.object({
+  failures: z.array(StoredFailure),
+  /** Stored lessons: the task's, or the most recent of all, newest first. */
+  lessons: z.array(StoredLesson).optional(),
+  /** With a task id: the memories its recalls showed, and what happened next. */
+  uses: z.array(RecallUse).optional(),
+  /** With `utility`: every recalled memory's measured use, lowest utility first. */
+  utility: z.array(UtilityRow).optional(),
+});
 export type Failures = z.infer<typeof Failures>;
 
 /**
@@ -312,6 +333,8 @@ export const MemoryStats = z.object({
   /** Tokens, calls and USD summed per LLM role over the window's tasks. */
   usageByRole: z.record(z.string(), Usage).default({}),
   recall: RecallStats.default({ recalls: 0, hits: 0, withFix: 0, hitRate: null }),
+  /** What recalls showed the window's tasks, and the utility of the memories (docs/MEMORY.md). */
+  utility: UtilityStats.optional(),
   backend: z.enum(["postgres", "pglite"]),
 });
 export type MemoryStats = z.infer<typeof MemoryStats>;

@@ -130,3 +130,33 @@ export {
   type EmbeddingsClientOptions,
   type EmbeddingsReply,
 } from "./embeddings.js";
+export {
+  LESSON_PROMPT_VERSION,
+  LESSON_SCHEMA_NAME,
+  LESSON_SYSTEM,
+  acceptLessons,
+  definedNames,
+  fallbackLesson,
+  lessonRecord,
+  renderLessonAsk,
+  renderLessons,
+  scrubRule,
+  type LessonAsk,
+} from "./lesson-prompt.js";
+export {
+  DistilledLesson,
+  LESSON_RULE_MAX,
+  LessonReply,
+  LessonSource,
+  LessonsRecord,
+  LessonsStored,
+  MemoryKind,
+  MemoryUse,
+  MemoryVerdict,
+  RecallUse,
+  RecalledLesson,
+  StoredLesson,
+  UtilityRow,
+  UtilityStats,
+} from "../contracts/lesson.js";
+export { rememberLessonsEndpoint, REMEMBER_LESSONS_SUBJECT } from "../bus/lesson-endpoint.js";

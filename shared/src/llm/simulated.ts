@@ -21,6 +21,7 @@ import { createHash } from "node:crypto";
 import type { Candidate, Plan, Reflection, Review } from "../contracts/plan.js";
 import type { SimulatedWrong, Simulation } from "../contracts/script.js";
 import { LoopsmithError } from "../runtime/errors.js";
+import { LESSON_SCHEMA_NAME } from "./lesson-prompt.js";
 import { renderFile } from "./prompts.js";
 import type { Backend, Conversation } from "./engine.js";
 import { replayConversation } from "./scripted.js";
@@ -29,6 +30,9 @@ import type { ChatMessage, CompletionRequest } from "./types.js";
 /** The section headers of the rendered prompts the simulation reads (see `section()` in prompts.ts). */
 const HEADER = {
   hints: "## Hints from memory\n",
+  lessons: "## Lessons from memory\n",
+  lessonReflection: "## Reflection on the last failure\n",
+  lessonFailures: "## Failures of this task (one per signature)\n",
   previous: "## Your previous candidate\n",
   reflection: "## Reflection on the failure\n",
   candidate: "## Candidate\n",
@@ -109,8 +113,19 @@ function shownCandidate(sim: Simulation, messages: ChatMessage[], header: string
   return match?.shown ?? { kind: "unknown" };
 }
 
-/** Whether a recalled failure's root cause or planned fix (in "Hints from memory") carries `marker`. */
+/**
+ * Whether a recalled lesson's rule (in "Lessons from memory", after the hints) or a recalled
+ * failure's root cause or planned fix (in "Hints from memory") carries `marker`.
+ */
 function hintCarries(messages: ChatMessage[], marker: string): boolean {
+  const lessons = sectionRest(messages, HEADER.lessons, true);
+  if (
+    lessons
+      ?.split("\n- [memory:")
+      .slice(1)
+      .some((entry) => entry.startsWith("lesson:") && entry.includes(marker))
+  )
+    return true;
   const hints = sectionRest(messages, HEADER.hints, true);
   if (hints === undefined) return false;
   return hints
@@ -188,6 +203,25 @@ function reflectionOf<T>(sim: Simulation, request: CompletionRequest<T>): Reflec
   };
 }
 
+/**
+ * The lesson reply of a simulation: for each signature the lesson prompt lists, the rule "undo
+ * the mutation" with the cause marker when the reflection it shows carries one (so a later
+ * task that recalls the lesson knows the cause, as it would from the reflection), else a rule
+ * without it.
+ */
+function lessonsOf<T>(request: CompletionRequest<T>): { lessons: Array<{ signature: string; rule: string }> } {
+  const reflection = sectionRest(request.messages, HEADER.lessonReflection) ?? "";
+  const marker = /\[simulated cause: [^\]\n]+\]/.exec(reflection)?.[0];
+  const listed = sectionRest(request.messages, HEADER.lessonFailures) ?? "";
+  const signatures = [...listed.matchAll(/^- iteration \d+, [^;]*; signature: (.+?)(?:; failing tests: .*)?$/gm)]
+    .map((m) => (m[1] ?? "").trim())
+    .filter(Boolean);
+  const rule = marker
+    ? `Undo the mutation the reflection found ${marker} (simulated lesson).`
+    : "Re-read the function against the goal and the failing test (simulated lesson; the cause was not found).";
+  return { lessons: [...new Set(signatures)].slice(0, 5).map((signature) => ({ signature, rule })) };
+}
+
 const REVIEW: Review = { approved: true, score: 0.9, findings: [] };
 
 /**
@@ -196,7 +230,9 @@ const REVIEW: Review = { approved: true, score: 0.9, findings: [] };
  * file `sim.path` (the first wrong candidate on iteration 1; then the solution when the
  * prompt carries the failing candidate's marker in a recalled hint or the previous
  * reflection, else the same wrong candidate again); `reflect` a `Reflection` (found, with
- * the marker in `rootCause`, when a hint carries it or the draw is below `findRate`);
+ * the marker in `rootCause`, when a hint carries it or the draw is below `findRate`), or for
+ * the lesson call (`schemaName` `lessons`) one lesson per listed signature, carrying the marker
+ * when the reflection shown does;
  * `review` approved with score 0.9.
  * @throws LoopsmithError `bad_request` for the `improve` and `agent` roles and for repo-mode
  *   builds (`schemaName` `edits`)
@@ -204,7 +240,7 @@ const REVIEW: Review = { approved: true, score: 0.9, findings: [] };
 export function simulatedAnswer<T>(
   sim: Simulation,
   request: CompletionRequest<T>,
-): Plan | Candidate | Reflection | Review {
+): Plan | Candidate | Reflection | Review | { lessons: Array<{ signature: string; rule: string }> } {
   switch (request.role) {
     case "plan":
     case "spec":
@@ -212,7 +248,7 @@ export function simulatedAnswer<T>(
     case "build":
       return buildOf(sim, request);
     case "reflect":
-      return reflectionOf(sim, request);
+      return request.schemaName === LESSON_SCHEMA_NAME ? lessonsOf(request) : reflectionOf(sim, request);
     case "review":
       return REVIEW;
     case "improve":
