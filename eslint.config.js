@@ -3,6 +3,66 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 import globals from "globals";
 
+// The product's source, where the size limits are errors: a file of at most 400 code lines,
+// a function of at most 80 (blank lines and comments not counted).
+const SOURCE = ["shared/src/**/*.ts", "services/*/src/**/*.ts", "cli/src/**/*.ts"];
+
+// The files over a limit when it became an error (there, a warning). These lists only
+// shrink: a file leaves when it is split, and none is added (split the new file or function
+// instead). `npx eslint .` fails on an unlisted file over a limit; the size check among
+// CONTRIBUTING.md's checks lists every file over one, to drop the entries now under.
+const OVER_FILE_LIMIT = [
+  "cli/src/bench/report.ts",
+  "services/architect/src/dag/phases.ts",
+  "services/architect/src/improve/decision.ts",
+  "services/architect/src/improve/generation.ts",
+  "services/architect/src/improve/metrics.ts",
+  "services/architect/src/phases.ts",
+  "services/reviewer/src/gate/jstamper.ts",
+  "services/reviewer/src/gate/pytamper.ts",
+  "shared/src/index.ts",
+];
+const OVER_FUNCTION_LIMIT = [
+  "cli/src/bench/humaneval-examples.ts",
+  "cli/src/bench/run.ts",
+  "cli/src/bench/swe-bench/agent.ts",
+  "cli/src/bench/swe-bench/grade.ts",
+  "cli/src/bench/swe-bench/run.ts",
+  "cli/src/child-events.ts",
+  "cli/src/commands/bench.ts",
+  "cli/src/commands/bus.ts",
+  "cli/src/commands/improve.ts",
+  "cli/src/commands/script.ts",
+  "cli/src/improve/run.ts",
+  "cli/src/solve.ts",
+  "cli/src/stack.ts",
+  "cli/src/up.ts",
+  "cli/src/watch.ts",
+  "services/architect/src/dag/phases.ts",
+  "services/architect/src/dag/scheduler.ts",
+  "services/architect/src/durable/checkpoints.ts",
+  "services/architect/src/durable/consumer.ts",
+  "services/architect/src/durable/outbox.ts",
+  "services/architect/src/improve/decision.ts",
+  "services/architect/src/improve/generation.ts",
+  "services/architect/src/improve/metrics.ts",
+  "services/architect/src/improve/run.ts",
+  "services/architect/src/phases.ts",
+  "services/architect/src/planner.ts",
+  "services/architect/src/repo/phases.ts",
+  "services/executor/src/executor.ts",
+  "services/executor/src/integrity.ts",
+  "services/executor/src/repo-run.ts",
+  "services/executor/src/repo.ts",
+  "services/executor/src/sandbox.ts",
+  "services/executor/src/session.ts",
+  "services/executor/src/setup.ts",
+  "services/memory/src/recall.ts",
+  "services/memory/src/stats.ts",
+  "services/memory/src/store.ts",
+  "shared/src/llm/create.ts",
+];
+
 export default tseslint.config(
   // tests/fixtures/destr is another project's code, linted by its own configuration.
   { ignores: ["node_modules/**", "dist/**", "coverage/**", "**/*.d.ts", "tests/fixtures/destr/**"] },
@@ -19,15 +79,28 @@ export default tseslint.config(
       "@typescript-eslint/no-misused-promises": ["error", { checksVoidReturn: false }],
       "@typescript-eslint/consistent-type-imports": "error",
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
-      // Size limits are warnings, a prompt to look, not a number to split files to (issue 33).
-      // Counted without blank lines and comments. Measured on 2026-11-27 (after fc491a5) over
-      // the TypeScript sources outside tests: files have a median of 92 code lines, p99 309,
-      // max 389, so 400 flags only a file larger than any today; functions have a median of
-      // 8, p95 43, p99 84, so 80 flags about the longest 1% (20 functions), the ones worth a
-      // second look.
+      // Size limits. Counted without blank lines and comments. Errors in the
+      // product's source (the block below); warnings elsewhere (tests, bench, deploy): a
+      // prompt to look there. Measured on 2026-11-27 (after fc491a5) over the TypeScript
+      // sources outside tests: files have a median of 92 code lines, p99 309, functions a
+      // median of 8, p95 43, p99 84.
       "max-lines": ["warn", { max: 400, skipBlankLines: true, skipComments: true }],
       "max-lines-per-function": ["warn", { max: 80, skipBlankLines: true, skipComments: true }],
     },
+  },
+  {
+    files: SOURCE,
+    ignores: ["**/*.test.ts"],
+    rules: {
+      "max-lines": ["error", { max: 400, skipBlankLines: true, skipComments: true }],
+      "max-lines-per-function": ["error", { max: 80, skipBlankLines: true, skipComments: true }],
+    },
+  },
+  // The allowlists above: warnings there, until the file is split.
+  { files: OVER_FILE_LIMIT, rules: { "max-lines": ["warn", { max: 400, skipBlankLines: true, skipComments: true }] } },
+  {
+    files: OVER_FUNCTION_LIMIT,
+    rules: { "max-lines-per-function": ["warn", { max: 80, skipBlankLines: true, skipComments: true }] },
   },
   {
     // A test file's long "functions" are its describe blocks: lists of cases, read one at a
