@@ -148,6 +148,42 @@ describe.each(ERAS)("a $era client ($version)", ({ era, version }) => {
   });
 });
 
+describe("negotiation", () => {
+  it("gives a 2.x client in auto mode the 2026-07-28 era after its server/discover probe", async () => {
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    served = serveStdio(() => createMcpServer(backend(), log), { transport: serverSide });
+    client = new Client({ name: "unit", version: "1.0.0" }, { versionNegotiation: { mode: "auto" } });
+    await client.connect(clientSide);
+    expect(client.getProtocolEra()).toBe("modern");
+    expect(client.getNegotiatedProtocolVersion()).toBe("2026-07-28");
+  });
+
+  it("refuses a request that claims a revision it does not speak, naming the ones it does", async () => {
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    served = serveStdio(() => createMcpServer(backend(), log), { transport: serverSide });
+    const answers: JSONRPCMessage[] = [];
+    clientSide.onmessage = (m) => answers.push(m);
+    await clientSide.start();
+    await clientSide.send({
+      jsonrpc: "2.0",
+      id: 7,
+      method: "tools/list",
+      params: {
+        _meta: {
+          "io.modelcontextprotocol/protocolVersion": "2099-01-01",
+          "io.modelcontextprotocol/clientInfo": { name: "unit", version: "1.0.0" },
+          "io.modelcontextprotocol/clientCapabilities": {},
+        },
+      },
+    });
+    for (let i = 0; i < 50 && answers.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(answers).toHaveLength(1);
+    const error = (answers[0] as { error?: { message: string; data?: { supported?: string[] } } }).error;
+    expect(error?.data?.supported).toEqual(["2026-07-28"]);
+    await clientSide.close();
+  });
+});
+
 describe.each(ERAS)("the solve tool, $era era", ({ era }) => {
   it("rejects arguments outside the schema, and repo-mode fields without repo, before submitting anything", async () => {
     const b = backend();
