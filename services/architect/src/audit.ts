@@ -32,8 +32,11 @@ export const NODE_TOOLS = "/opt/loopsmith/metrics";
 /** The static run's wall-clock limit, ms. */
 export const STATIC_TIMEOUT_MS = 120_000;
 
-/** Most findings an audit keeps (static and model together). */
-export const MAX_AUDIT_FINDINGS = 250;
+/**
+ * Most findings an audit keeps (static and model together; the static ones first). Its step
+ * event carries them all, so the count stays well below what one event may hold.
+ */
+export const MAX_AUDIT_FINDINGS = 100;
 
 const PY = /\.py$/;
 const JS = /\.(?:js|mjs|cjs|jsx|ts|mts|cts|tsx)$/;
