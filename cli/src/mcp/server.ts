@@ -292,6 +292,7 @@ export class ObservedTransport implements Transport {
     this.#onEnded = onEnded;
   }
 
+  /** Starts the inner transport, with its callbacks routed through this one. */
   async start(): Promise<void> {
     this.#inner.onmessage = (message, extra) => {
       if (!this.#used && !("method" in message && OPENING_METHODS.has(message.method))) {
@@ -308,10 +309,12 @@ export class ObservedTransport implements Transport {
     await this.#inner.start();
   }
 
+  /** Sends `message` on the inner transport. */
   send(message: JSONRPCMessage, options?: Parameters<Transport["send"]>[1]): Promise<void> {
     return this.#inner.send(message, options);
   }
 
+  /** Closes the inner transport (which then reports its close, and so `onEnded`). */
   close(): Promise<void> {
     return this.#inner.close();
   }
