@@ -11,6 +11,7 @@ import {
   askYesNo,
   canAsk,
   decisionLines,
+  decisionsMarkdown,
   readAllowLists,
   withApprovals,
 } from "./approvals.js";
@@ -69,6 +70,12 @@ describe("allowlists", () => {
     });
     expect(withApprovals(repoTask("ask"), repo, {}, false).repo?.approvals?.interactive).toBe(false);
     expect(withApprovals(repoTask("reject"), repo, {}, true).repo?.approvals).toBeUndefined();
+    // A task file (a replay) keeps its lists, and waits for nobody when nobody is at a terminal.
+    const recorded = { ...asked, repo: { ...asked.repo!, approvals: { ...asked.repo!.approvals!, waitMs: 60_000 } } };
+    expect(withApprovals(recorded, undefined, {}, false).repo?.approvals).toEqual({
+      ...recorded.repo.approvals,
+      interactive: false,
+    });
   });
 });
 
@@ -145,5 +152,13 @@ describe("show", () => {
       `    ${at}  refused by bob: requests ==2.31.0 → ==2.32.0`,
     ]);
     expect(decisionLines([event({})])).toEqual([]);
+    // report.md: a section, through the report's escaping.
+    expect(decisionsMarkdown([event(decided({ by: "a_b" }))], (t) => t.replace(/_/g, "\\_"))).toEqual([
+      "## Dependency decisions",
+      "",
+      `- ${at}: approved by a\\_b: +tabulate ==0.9.0`,
+      "",
+    ]);
+    expect(decisionsMarkdown([], (t) => t)).toEqual([]);
   });
 });

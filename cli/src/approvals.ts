@@ -74,18 +74,21 @@ export function canAsk(
 
 /**
  * The task with its approvals (`repo.approvals`) when its dependency policy is `ask`: the
- * allowlists found for `repoRoot`, and whether a person answers ({@link canAsk}). Other tasks
- * are returned as they are.
+ * allowlists found for `repoRoot`, and whether a person answers ({@link canAsk}). Without
+ * `repoRoot` (a task file: a replay) the task keeps the allowlists it carries, and only a
+ * person at this terminal answers: a recorded task asked on a terminal does not wait for an
+ * answer nobody can give. Other tasks are returned as they are.
  * @throws LoopsmithError `bad_request` as {@link readAllowLists}
  */
 export function withApprovals(
   task: TaskInput,
-  repoRoot: string,
+  repoRoot: string | undefined,
   o: { json?: boolean },
   interactive = canAsk(o),
 ): TaskInput {
   if (!task.repo || task.repo.dependencies !== "ask") return task;
-  return { ...task, repo: { ...task.repo, approvals: { interactive, allowed: readAllowLists(repoRoot) } } };
+  const allowed = repoRoot ? readAllowLists(repoRoot) : (task.repo.approvals?.allowed ?? []);
+  return { ...task, repo: { ...task.repo, approvals: { ...task.repo.approvals, interactive, allowed } } };
 }
 
 /** The approval request an event carries, undefined when it carries none (or one nobody waits on). */
@@ -212,5 +215,23 @@ export function decisionLines(events: readonly TaskEvent[], indent = "  "): stri
       (d) =>
         `${indent}  ${printable(d.at)}  ${d.answer === "yes" ? "approved" : "refused"} by ${d.source === "allowlist" ? "the allowlist " : ""}${printable(d.by)}: ${d.packages.map(printable).join(", ")}`,
     ),
+  ];
+}
+
+/**
+ * `report.md`'s section for the decisions (`## Dependency decisions`, one item each), through
+ * the report's own escaping `md`. None when the task has none.
+ */
+export function decisionsMarkdown(events: readonly TaskEvent[], md: (text: string) => string): string[] {
+  const decisions = dependencyDecisions(events);
+  if (!decisions.length) return [];
+  return [
+    "## Dependency decisions",
+    "",
+    ...decisions.map(
+      (d) =>
+        `- ${md(d.at)}: ${d.answer === "yes" ? "approved" : "refused"} by ${d.source === "allowlist" ? "the allowlist " : ""}${md(d.by)}: ${d.packages.map(md).join(", ")}`,
+    ),
+    "",
   ];
 }

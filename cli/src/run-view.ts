@@ -7,7 +7,7 @@
 import { z } from "zod";
 import { Reflection, Review, type DagProgress, type RunRecord, type Usage } from "@loopsmith/shared";
 import { auditFindingText, auditLines, auditMarkdown, auditOf, type AuditView } from "./audit-view.js";
-import { decisionLines } from "./approvals.js";
+import { decisionLines, decisionsMarkdown } from "./approvals.js";
 import { dagOf, dagReportLines, dagTotals, dagTree } from "./dag-view.js";
 import { duration, shortCount, usd } from "./format.js";
 import { printable } from "./terminal.js";
@@ -302,6 +302,7 @@ export function reportMarkdown(record: RunRecord): string {
     if (items.length) out.push(...items, "");
   }
   out.push(...transcriptMarkdown(transcriptSteps(record.events)));
+  out.push(...decisionsMarkdown(record.events, md));
   const dag = runDag(record);
   if (dag) out.push(...subtasksMarkdown(dag, Date.parse(record.recordedAt)));
   if (r && Object.keys(r.usage.byRole).length) {

@@ -273,7 +273,7 @@ async function runSolve(
   if (prepared && issueTask) prepared.commitGoal = issueTask.commitGoal;
   let task = prepared ? prepared.task : buildTask(goal, o);
   // `--dependencies ask`: the allowlists, and whether a person at this terminal answers (approvals.ts).
-  if (prepared) task = withApprovals(task, prepared.repo.root, o);
+  task = withApprovals(task, prepared?.repo.root, o);
   // The security audit: `--audit`, else the task file's own `audit`, else the configuration's `review.audit`.
   const audit = o.audit ?? task.audit ?? config.review.audit;
   if (audit) task = { ...task, audit };

@@ -7,7 +7,7 @@
  *   lists the decision: who (the user name), what, when, the answer.
  * - Without a terminal the task stops with `needs_approval`, as it always did.
  * - With the package on the repository's allowlist nothing asks, the task passes, and the
- *   decision names the allowlist.
+ *   decision (in `show` and report.md) names the allowlist.
  */
 import { spawn, execFileSync } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -166,9 +166,13 @@ describe("solve --dependencies ask", () => {
     const dir = userRepo();
     mkdirSync(join(dir, ".loopsmith"));
     writeFileSync(join(dir, ".loopsmith", "allowed-dependencies"), "# approved for this project\ntabulate\n");
-    const run = await loopsmith(solveArgs(dir, "approve-listed", scriptFile), env, 420_000);
+    const out = mkdtempSync(join(tmpdir(), "loopsmith-approvals-out-"));
+    const run = await loopsmith([...solveArgs(dir, "approve-listed", scriptFile), "--out", out], env, 420_000);
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
     expect(run.stdout).not.toContain("[y/N]");
+    const report = readFileSync(join(out, "report.md"), "utf8");
+    expect(report).toContain("## Dependency decisions");
+    expect(report).toMatch(/approved by the allowlist .*allowed-dependencies.*tabulate/);
     const show = await loopsmith(["show", "approve-listed"], env, 180_000);
     expect(show.stdout).toContain(
       `approved by the allowlist ${join(dir, ".loopsmith", "allowed-dependencies")}: +tabulate ==0.9.0`,

@@ -249,7 +249,7 @@ export function decide(findings: readonly PolicyFinding[], policy: DependencyPol
   return policy === "ask"
     ? {
         action: "ask",
-        reason: `the change touches the dependencies (${what}); the task's policy is "ask": approve by running it again with dependencies "allow"`,
+        reason: `the change touches the dependencies (${what}); the task's policy is "ask": it runs once approved (by the person at the terminal, or an allowlist), or when run again with dependencies "allow"`,
         paths,
       }
     : {
