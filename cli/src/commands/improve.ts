@@ -15,9 +15,11 @@ import type { Logger } from "pino";
 import { usageError, type CommandRunner } from "../errors.js";
 import { ExitCode } from "../exit-codes.js";
 import type { ImproveFlags } from "../improve/settings.js";
+import type { ImproveMergeFlags } from "../improve/pull-requests.js";
+import { checkMergeFlags } from "../solve-issue-flags.js";
 import type { MetricsFlags } from "../improve/metrics.js";
 import { addModelFlags } from "../model-flags.js";
-import { positiveNumber, wholeNumber } from "../preflight.js";
+import { parseDuration, positiveNumber, wholeNumber } from "../preflight.js";
 
 /** Run ids (`RunId` in shared): 1-48 letters, digits, `-` or `_`. */
 const RUN_ID = /^[A-Za-z0-9_-]{1,48}$/;
@@ -158,14 +160,26 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
       ]),
     )
     .option("--github-repo <owner/name>", "--pr github: the repository (default: parsed from the remote's URL)")
-    .option("--remote <name>", "--pr github: the remote to push the branches to (default origin)");
+    .option("--remote <name>", "--pr github: the remote to push the branches to (default origin)")
+    .addOption(
+      new Option(
+        "--merge-when <when>",
+        "--pr github: after the run, follow its pull requests and merge each once approved and its checks pass (approved), or when its checks pass without any review (now); changes requested close it",
+      ).choices(["approved", "now"]),
+    )
+    .option(
+      "--review-timeout <duration>",
+      "with --merge-when: close the pull requests not merged within this time (90s, 30m, 2h; default 24h)",
+      parseDuration,
+    );
   // Who answers, as on solve (the same flags, the same configuration layer).
   addModelFlags(improve)
     .option("--script <file>", "replies file for the scripted provider")
     .option("--config <file>", "configuration file (JSON; its improve section holds these settings)")
     .option("--json", "print one JSON event per line, then the summary");
-  improve.action(async (opts: ImproveFlags) =>
+  improve.action(async (opts: ImproveFlags & ImproveMergeFlags) =>
     run(opts.json, async () => {
+      checkMergeFlags(opts, "--pr github");
       checkRunId(opts.runId);
       if (opts.metrics !== undefined && opts.bench !== undefined)
         throw usageError(
@@ -173,7 +187,11 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
         );
       const { improve: runImprove } = await import("../improve/run.js");
       const outcome = await runImprove(opts, await logger());
-      return outcome.summary.stopReason === "error" ? ExitCode.failed : ExitCode.ok;
+      if (outcome.summary.stopReason === "error") return ExitCode.failed;
+      if (!opts.mergeWhen) return ExitCode.ok;
+      // The pull requests are followed once the run's stack has stopped (improve/pull-requests.ts).
+      const { mergeImprovePulls } = await import("../improve/pull-requests.js");
+      return (await mergeImprovePulls(outcome, opts)) ? ExitCode.ok : ExitCode.failed;
     }),
   );
 

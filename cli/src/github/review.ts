@@ -116,8 +116,10 @@ export type AttemptResult = { pushed: true } | { pushed: false; reason: string }
 /** The loop's settings. */
 export interface PrLoopOptions {
   mergeWhen: MergeWhen;
-  /** How long to wait for the merge, in ms, from the start of the loop. */
+  /** How long to wait for the merge, in ms, from the start of the loop (the comments name it). */
   timeoutMs: number;
+  /** When to give up instead, in ms since the epoch (several pull requests sharing one timeout). */
+  deadline?: number;
   /** Interval between polls, in ms (default {@link REVIEW_POLL_MS}). */
   pollMs?: number;
   /**
@@ -500,7 +502,7 @@ export async function followPullRequest(
 ): Promise<PrLoopResult> {
   const now = o.now ?? Date.now;
   const sleep = o.sleep ?? defaultSleep;
-  const deadline = now() + o.timeoutMs;
+  const deadline = o.deadline ?? now() + o.timeoutMs;
   const l: Loop = { client, target, pr, o, handled: new Set(), attempts: 0, sha: "", noChecksSeen: "" };
   const cancelled = (): LoopsmithError =>
     new LoopsmithError("cancelled", `stopped following pull request #${pr.number}`);

@@ -33,7 +33,15 @@ import { detectLanguage } from "../solve-repo.js";
 import { steering, type Steering } from "../steering.js";
 import { startLocalStack, type LocalStack } from "../stack.js";
 import { dashboardHtml, writeDashboard } from "./dashboard.js";
-import { checkGithubAccess, githubClient, openPullRequest, parseGithubRepo } from "../github/client.js";
+import {
+  checkGithubAccess,
+  githubClient,
+  openPullRequest,
+  parseGithubRepo,
+  type GithubClient,
+  type GithubRepo,
+} from "../github/client.js";
+import type { ImprovePull } from "./pull-requests.js";
 import { prBody } from "./github.js";
 import { metricsTable } from "./metrics.js";
 import { submitRun } from "./submit.js";
@@ -77,6 +85,9 @@ export interface ImproveOutcome {
   branches: string[];
   promoted?: string;
   pullRequests: string[];
+  /** With `--pr github`: each pull request opened, and where (what `--merge-when` follows). */
+  pulls?: ImprovePull[];
+  github?: { client: GithubClient; target: GithubRepo };
 }
 
 /**
@@ -173,6 +184,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
     const reports: GenerationReport[] = [];
     const branches: string[] = [];
     const pullRequests: string[] = [];
+    const pulls: ImprovePull[] = [];
     let summary: ImproveSummary | undefined;
     for await (const event of watchEvents(nc, runId, { owner, signal: abort.signal })) {
       if (event.kind === "generation") {
@@ -194,6 +206,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
               body: prBody(report, runId, { scripted }),
             });
             pullRequests.push(pr.url);
+            pulls.push({ generation: report.generation, ...pr });
           }
         }
       }
@@ -250,7 +263,15 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
           `reports, summary and dashboard.html in ${dir}`,
         ].join("\n"),
       );
-    return { summary, dir, branches, ...(promoted ? { promoted } : {}), pullRequests };
+    return {
+      summary,
+      dir,
+      branches,
+      ...(promoted ? { promoted } : {}),
+      pullRequests,
+      pulls,
+      ...(gh ? { github: { client: gh.client, target: gh.target } } : {}),
+    };
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
