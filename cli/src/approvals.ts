@@ -180,17 +180,20 @@ export function approvalPrompter(
       if (!answer) return;
       answered.set(req.requestId, answer);
     }
+    // A lost answer is said, not thrown: the task then stops with needs_approval when its wait ends.
     const reply = await call(
       nc,
       Endpoints.architect.approve,
       { v: 1, taskId: event.taskId, requestId: req.requestId, answer, by: userName(), at: new Date().toISOString() },
       { timeoutMs: 10_000, retries: 2, owner },
-    );
-    write(
-      reply.accepted
-        ? `answer sent: ${answer === "yes" ? "approved" : "refused"}\n`
-        : "the answer was not taken (the task no longer waits for it)\n",
-    );
+    ).catch((err: unknown) => err as Error);
+    if (reply instanceof Error) write(`could not send the answer: ${printable(reply.message)}\n`);
+    else
+      write(
+        reply.accepted
+          ? `answer sent: ${answer === "yes" ? "approved" : "refused"}\n`
+          : "the answer was not taken (the task no longer waits for it)\n",
+      );
   };
 }
 
