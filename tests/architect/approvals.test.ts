@@ -193,6 +193,50 @@ describe("dependency approvals (policy ask)", () => {
     ]);
   }, 90_000);
 
+  it("asks once: a later candidate with the same changes runs on the earlier yes", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const store = await openApprovalStore(nc);
+    // The first candidate changes the dependencies but not the code (its run fails); the second
+    // adds the fix on top (edits are cumulative): the same dependency changes, and the fix.
+    const r = repoSteps([CHANGE.slice(0, 1), FIX_ONLY], { approvals: store });
+    const input = repoTask({ interactive: true, waitMs: 60_000, allowed: [] });
+    const events = await withConductor(nats.url, r.steps, async (c) => {
+      await submitTask(c, input);
+      let requestId = "";
+      await until(async () => {
+        requestId = (await store.entries(input.taskId, "client"))[0]?.requestId ?? "";
+        return requestId !== "";
+      }, 30_000);
+      const at = new Date().toISOString();
+      await store.answer("client", { v: 1, taskId: input.taskId, requestId, answer: "yes", by: "carol", at });
+      return eventsOf(c, input.taskId);
+    });
+    await nc.close();
+    expect(events[events.length - 1]?.result?.stopReason).toBe("passed");
+    expect(r.runs).toHaveLength(3); // the baseline, the failing candidate, the passing one
+    expect(requests(events)).toHaveLength(1);
+    expect(decisions(events)).toHaveLength(1);
+    expect(
+      events.some((e) => e.iteration === 2 && e.message.startsWith("dependencies approved earlier (by carol)")),
+    ).toBe(true);
+  }, 90_000);
+
+  it("stops with needs_approval when nobody answers in time", async ({ nats }) => {
+    const nc = await connect({ servers: nats.url });
+    const store = await openApprovalStore(nc);
+    const r = repoSteps([CHANGE], { approvals: store });
+    const input = repoTask({ interactive: true, waitMs: 1_000, allowed: [] });
+    const events = await withConductor(nats.url, r.steps, async (c) => {
+      await submitTask(c, input);
+      return eventsOf(c, input.taskId);
+    });
+    await nc.close();
+    expect(events[events.length - 1]?.result?.stopReason).toBe("needs_approval");
+    expect(r.runs).toHaveLength(1);
+    expect(events.some((e) => /^no answer to the approval request in 1 s/.test(e.message))).toBe(true);
+    expect(decisions(events)).toEqual([]);
+  }, 90_000);
+
   it("after no, the iteration fails and the builder is told to do without the dependencies", async ({ nats }) => {
     const nc = await connect({ servers: nats.url });
     const store = await openApprovalStore(nc);
