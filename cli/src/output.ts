@@ -120,7 +120,7 @@ export function failuresText(f: Failures): string {
   ].join("");
 }
 
-/** A memory's measured use in one line: tasks, passes, utility ± standard error, and a verdict's reason. */
+/** A memory's measured use in one line: tasks, passes, utility and its standard error, and a verdict's reason. */
 function useText(u: MemoryUse): string {
   const measured =
     u.recalledIn === 0
@@ -128,7 +128,7 @@ function useText(u: MemoryUse): string {
       : `recalled in ${u.recalledIn} finished tasks, ${u.passedAfter} passed` +
         (u.utility === null
           ? ""
-          : `; utility ${u.utility >= 0 ? "+" : ""}${u.utility.toFixed(2)} ± ${(u.stderr ?? 0).toFixed(2)}`);
+          : `; utility ${u.utility >= 0 ? "+" : ""}${u.utility.toFixed(2)} (s.e. ${(u.stderr ?? 0).toFixed(2)})`);
   return u.reason ? `${measured} (${printable(u.reason)})` : measured;
 }
 

@@ -38,6 +38,12 @@ import { withDb } from "./errors.js";
 
 /** Finished tasks shown a memory, none of which passed, after which it is demoted. */
 export const DEMOTE_AFTER = 3;
+/**
+ * Nearest failures a recall looks at for the tasks whose lessons fit (see `recall` in
+ * store.ts): a lesson's source failure may rank below the k the reply keeps, behind newer
+ * failures of tasks that learned nothing.
+ */
+export const LESSON_POOL = 10;
 /** Least cosine similarity of goals for a lesson to fit a recall without an error. */
 export const LESSON_GOAL_SIMILARITY = 0.5;
 /** z of a two-sided 95 % interval. */
@@ -126,6 +132,8 @@ export interface MeasuredMemory extends MemoryUse {
   /** A lesson's rule, a failure's signature. */
   label: string;
   counts: { n1: number; k1: number; n0: number; k0: number };
+  /** Its verdict was given by hand (the rule leaves it alone). */
+  byHand: boolean;
 }
 
 /**
@@ -181,7 +189,14 @@ export async function memoryUses(
       demoted: r.demoted === true,
       ...(typeof r.reason === "string" ? { reason: r.reason } : {}),
     });
-    out.set(`${k}:${str(r.id)}`, { ...use, kind: k, id: str(r.id), label: str(r.label), counts: { n1, k1, n0, k0 } });
+    out.set(`${k}:${str(r.id)}`, {
+      ...use,
+      kind: k,
+      id: str(r.id),
+      label: str(r.label),
+      counts: { n1, k1, n0, k0 },
+      byHand: r.by_hand === true,
+    });
   }
   return out;
 }
@@ -328,6 +343,7 @@ export async function judgeShown(db: Database, taskId: string): Promise<string[]
     const ids = rows.filter((r) => r.kind === kind).map((r) => r.id);
     if (ids.length === 0) continue;
     for (const use of (await memoryUses(db, kind, ids)).values()) {
+      if (use.byHand) continue;
       const { n1, k1, n0, k0 } = use.counts;
       const reason = demotionOf(n1, k1, n0, k0);
       await withDb("record the memory's verdict", () =>
@@ -455,7 +471,7 @@ export async function utilityRows(db: Database, limit: number): Promise<UtilityR
   all.sort((a, b) => (a.utility ?? Infinity) - (b.utility ?? Infinity) || Number(a.id) - Number(b.id));
   return all
     .slice(0, limit)
-    .map(({ counts: _counts, ...u }) => ({ ...u, label: u.label.replace(/\s+/g, " ").slice(0, 160) }));
+    .map(({ counts: _counts, byHand: _byHand, ...u }) => ({ ...u, label: u.label.replace(/\s+/g, " ").slice(0, 160) }));
 }
 
 /** The value at quantile `q` of sorted numbers (nearest rank). */

@@ -51,6 +51,7 @@ import { readRun, saveRun } from "./runs.js";
 import {
   demotedFailures,
   judgeShown,
+  LESSON_POOL,
   logUses,
   readLessons,
   readUses,
@@ -387,9 +388,12 @@ export function createMemoryStore(
     async recall(input) {
       const req = parse(RecallRequest, input, "recall request");
       return withEmbedder("embed the recall", async (e) => {
-        const recall = await hybridRecall(db, e, req);
+        // The lessons that fit come from the tasks of the nearest failures with the query's
+        // signature, looked for among the LESSON_POOL nearest (the reply keeps k of them).
+        const wide = await hybridRecall(db, e, { ...req, k: Math.max(req.k, LESSON_POOL) });
+        const recall = { ...wide, failures: wide.failures.slice(0, req.k) };
         const sig = recall.signature;
-        const fromTasks = recall.failures.filter((f) => f.signature === sig).map((f) => f.taskId);
+        const fromTasks = wide.failures.filter((f) => f.signature === sig).map((f) => f.taskId);
         const lessons = await recallLessons(db, e, req, sig, fromTasks);
         // Lessons first; the raw failures only when no lesson fits, and never a demoted one.
         if (lessons.length > 0) return { ...recall, lessons, failures: [] };

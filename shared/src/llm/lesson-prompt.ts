@@ -65,7 +65,10 @@ export function renderLessonAsk(ask: LessonAsk): string {
     .join("\n");
 }
 
-/** Identifiers the candidate defines (functions, classes, variables, parameters): the task's own names. */
+/**
+ * Identifiers the candidate defines (functions, classes, variables, parameters, loop variables;
+ * one-letter names left out): the task's own names.
+ */
 export function definedNames(code: string): Set<string> {
   const names = new Set<string>();
   const decl = /\b(?:def|function|class|const|let|var)\s+([A-Za-z_$][\w$]*)/g;
@@ -76,6 +79,8 @@ export function definedNames(code: string): Set<string> {
       const name = /^\s*\*{0,2}([A-Za-z_$][\w$]*)/.exec(p)?.[1];
       if (name && name.length > 1 && name !== "self") names.add(name);
     }
+  for (const m of code.matchAll(/\bfor\s+([A-Za-z_]\w*)(?:\s*,\s*([A-Za-z_]\w*))?\s+in\b/g))
+    for (const name of [m[1], m[2]]) if (name && name.length > 1) names.add(name);
   const assigned = /^\s*([A-Za-z_][\w]*)\s*(?:\+|-|\*)?=(?!=)/gm;
   for (const m of code.matchAll(assigned)) if (m[1] && m[1].length > 1) names.add(m[1]);
   return names;
@@ -98,10 +103,15 @@ export function scrubRule(rule: string, names: ReadonlySet<string>): string {
   return out.length > LESSON_RULE_MAX ? `${out.slice(0, LESSON_RULE_MAX - 1)}…` : out;
 }
 
+/** Whether a scrubbed rule still says something: 10 or more letters outside its placeholders. */
+function meaningful(rule: string): boolean {
+  return (rule.replace(/<(?:name|value|num)>/g, "").match(/\p{L}/gu)?.length ?? 0) >= 10;
+}
+
 /**
  * The lessons to store from a lesson reply: those whose signature is one of the task's
  * (`signatures`), each rule scrubbed of `names` ({@link scrubRule}), one per signature (the
- * first), and a rule left too short by the scrubbing (under 10 characters) dropped.
+ * first), and a rule the scrubbing left with fewer than 10 letters outside its placeholders dropped.
  */
 export function acceptLessons(
   lessons: readonly DistilledLesson[],
@@ -114,7 +124,7 @@ export function acceptLessons(
     const signature = l.signature.trim();
     if (!signatures.has(signature) || out.has(signature)) continue;
     const rule = scrubRule(l.rule, names);
-    if (rule.length >= 10) out.set(signature, { signature, rule, source });
+    if (meaningful(rule)) out.set(signature, { signature, rule, source });
   }
   return [...out.values()];
 }
@@ -130,17 +140,17 @@ export function fallbackLesson(
 ): (DistilledLesson & { source: LessonSource }) | undefined {
   if (!reflection || !signature) return undefined;
   const rule = scrubRule(`${reflection.rootCause} Fix: ${reflection.fixPlan}`, names);
-  return rule.length >= 10 ? { signature, rule, source: "fallback" } : undefined;
+  return meaningful(rule) ? { signature, rule, source: "fallback" } : undefined;
 }
 
-/** How a lesson's record reads in a hint: `helped in 2 of 3 tasks that recalled it (utility +0.20 ± 0.15)`. */
+/** How a lesson's record reads in a hint: `the tasks that recalled it passed 2 of 3 times (utility +0.20, s.e. 0.15)`. */
 export function lessonRecord(lesson: RecalledLesson): string {
   const u = lesson.use;
   if (u.recalledIn === 0) return "not recalled by a finished task before";
   const utility =
     u.utility === null
       ? ""
-      : ` (utility ${u.utility >= 0 ? "+" : ""}${u.utility.toFixed(2)} ± ${(u.stderr ?? 0).toFixed(2)})`;
+      : ` (utility ${u.utility >= 0 ? "+" : ""}${u.utility.toFixed(2)}, s.e. ${(u.stderr ?? 0).toFixed(2)})`;
   return `the tasks that recalled it passed ${u.passedAfter} of ${u.recalledIn} times${utility}`;
 }
 
