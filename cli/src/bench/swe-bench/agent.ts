@@ -148,6 +148,136 @@ export function agentTask(
   };
 }
 
+/** What one instance's run shares with the others: the client, the run's options, the uploads. */
+interface AgentRun {
+  ctx: InstanceContext;
+  o: SweBenchOptions;
+  client: Client;
+  /** Where instances are checked out. */
+  work: string;
+  /** The snapshot upload of each base commit, made once. */
+  uploaded: Map<string, Promise<unknown>>;
+}
+
+/** A task's outcome for the line: the result (none on a timeout), its patch, an error text, the agent's steps. */
+interface AgentOutcome {
+  result?: TaskResult;
+  patch: string;
+  error?: string;
+  steps: unknown[];
+}
+
+/**
+ * Uploads the snapshot of `inst`'s base commit (the tracked tree, no .git) once per commit,
+ * submits its agent task and waits for the result (cancelling the task on a timeout).
+ * @returns the outcome; undefined when the run was interrupted
+ * @throws LoopsmithError `bad_request` for a scripted run without the instance's transcript, or what the checkout, the upload or the submit throws
+ */
+async function solveInstance(
+  run: AgentRun,
+  inst: SweInstance,
+  arm: BenchArm,
+  taskId: string,
+): Promise<AgentOutcome | undefined> {
+  const { ctx, o, client } = run;
+  const { meta, env, signal } = ctx;
+  const e = resolveEnv(env, inst.repo, inst.version);
+  if (!run.uploaded.has(inst.base_commit))
+    run.uploaded.set(
+      inst.base_commit,
+      (async () => {
+        const dir = await checkoutInstance(o.repos ?? "", inst, join(run.work, inst.base_commit));
+        await putSnapshot(
+          client.nc,
+          snapshotName(inst.base_commit),
+          await archiveCommit(dir, inst.base_commit),
+          client.owner,
+        );
+      })(),
+    );
+  await run.uploaded.get(inst.base_commit);
+  const script = meta.provider.label === "scripted" ? scriptOf(o, inst.instance_id) : undefined;
+  if (meta.provider.label === "scripted" && !script)
+    throw new LoopsmithError(
+      "bad_request",
+      `no scripted transcript for ${inst.instance_id} (looked in ${o.script ?? join(dirname(o.dataset), "scripts")})`,
+    );
+  const task = agentTask(inst, {
+    taskId,
+    arm,
+    runId: meta.runId,
+    paired: meta.memory === "ab",
+    testCommand: e.testCmd,
+    setupCommand: setupCommandOf(e),
+    hints: !!o.hints,
+    runTimeoutMs: o.testTimeoutMs ?? 300_000,
+    ...(o.testTimeoutMs !== undefined ? { testTimeoutMs: o.testTimeoutMs } : {}),
+    image: instanceImage(inst, e, o.images),
+    ...(o.maxIterations !== undefined ? { maxIterations: o.maxIterations } : {}),
+    ...(script ? { script } : {}),
+  });
+  await client.submit(task);
+  const limit = AbortSignal.any([signal, AbortSignal.timeout(o.taskTimeoutMs ?? 1_800_000)]);
+  const steps: unknown[] = [];
+  // The agent's steps (`data.agentStep`, a TranscriptStep) as the events give them.
+  const result = await client.result(taskId, {
+    signal: limit,
+    onEvent: (event) => {
+      if (event.kind === "step" && event.phase === "explore") steps.push(event.data?.agentStep ?? {});
+    },
+  });
+  if (!result) {
+    await client
+      .cancel(taskId, signal.aborted ? "bench interrupted" : "bench task timeout", 3_000)
+      .catch(() => undefined);
+    if (signal.aborted) return undefined;
+    return { patch: "", error: `timeout: no result within ${o.taskTimeoutMs ?? 1_800_000} ms`, steps };
+  }
+  return {
+    result,
+    patch: result.repo?.patch ?? "",
+    ...(result.error ? { error: `${result.error.code}: ${result.error.message}` } : {}),
+    steps,
+  };
+}
+
+/** Writes one instance's line, its patch and grading log, and its steps (logs/<id>[.<arm>].steps.jsonl). */
+function recordOutcome(
+  ctx: InstanceContext,
+  t: { inst: SweInstance; arm: BenchArm; taskId: string; started: number },
+  grade: Grade,
+  outcome: AgentOutcome,
+): BenchResult {
+  const { meta } = ctx;
+  const { result, steps, error, patch } = outcome;
+  const line = gradeLine(grade, {
+    runId: meta.runId,
+    inst: t.inst,
+    arm: t.arm,
+    taskId: t.taskId,
+    label: meta.provider.label,
+    wallMs: Date.now() - t.started,
+    ...(result
+      ? {
+          task: {
+            iterations: result.iterations,
+            steps: steps.length,
+            tokensIn: result.usage.total.inputTokens,
+            tokensOut: result.usage.total.outputTokens,
+            costUsd: result.usage.total.costUsd,
+            passed: result.status === "passed",
+            attempts: 1,
+          },
+        }
+      : {}),
+    ...(error ? { error } : {}),
+  });
+  recordInstance(ctx.out, meta.memory === "ab", line, { model: meta.provider.model, patch }, grade.log);
+  const name = `${t.inst.instance_id.replace(/[^\w.-]/g, "_")}${meta.memory === "ab" ? `.${t.arm}` : ""}`;
+  writeFileSync(join(ctx.out, "logs", `${name}.steps.jsonl`), steps.map((s) => `${JSON.stringify(s)}\n`).join(""));
+  return line;
+}
+
 /**
  * Runs `todo` as agent tasks over one stack and grades each task's patch; each line goes to
  * the run's folder and `onLine` as it ends.
@@ -160,7 +290,7 @@ export async function runAgentInstances(
   todo: { inst: SweInstance; arm: BenchArm; index: number }[],
   onLine: (line: BenchResult) => void,
 ): Promise<void> {
-  const { meta, grader, env, log, signal } = ctx;
+  const { meta, grader, log, signal } = ctx;
   const flags = stackFlags(o, meta.provider.label);
   if (o.transcript) (flags.llm as Record<string, unknown>).transcriptPath = o.transcript;
   const stackConfig = loadConfig({ ...(o.config ? { file: o.config } : {}), flags });
@@ -172,110 +302,25 @@ export async function runAgentInstances(
       log,
       env: { LOOPSMITH_CONFIG_JSON: JSON.stringify(flags), ...(o.config ? { LOOPSMITH_CONFIG: o.config } : {}) },
     });
-    const conn = client;
-    const uploaded = new Map<string, Promise<unknown>>();
+    const run: AgentRun = { ctx, o, client, work, uploaded: new Map() };
     const queue = new PQueue({ concurrency: o.concurrency ?? 2 });
-    for (const t of todo)
+    for (const { inst, arm, index } of todo)
       void queue.add(async () => {
         if (signal.aborted) return;
-        const { inst, arm } = t;
-        const taskId = `${armPrefix(meta.runId, arm)}${t.index}`;
+        const taskId = `${armPrefix(meta.runId, arm)}${index}`;
         const started = Date.now();
+        let outcome: AgentOutcome | undefined;
         let grade: Grade;
-        let result: TaskResult | undefined;
-        let patch = "";
-        let error: string | undefined;
-        const steps: unknown[] = [];
         try {
-          const e = resolveEnv(env, inst.repo, inst.version);
-          // The snapshot of base_commit: the tracked tree, no .git.
-          if (!uploaded.has(inst.base_commit))
-            uploaded.set(
-              inst.base_commit,
-              (async () => {
-                const dir = await checkoutInstance(o.repos ?? "", inst, join(work, inst.base_commit));
-                await putSnapshot(
-                  conn.nc,
-                  snapshotName(inst.base_commit),
-                  await archiveCommit(dir, inst.base_commit),
-                  conn.owner,
-                );
-              })(),
-            );
-          await uploaded.get(inst.base_commit);
-          const script = meta.provider.label === "scripted" ? scriptOf(o, inst.instance_id) : undefined;
-          if (meta.provider.label === "scripted" && !script)
-            throw new LoopsmithError(
-              "bad_request",
-              `no scripted transcript for ${inst.instance_id} (looked in ${o.script ?? join(dirname(o.dataset), "scripts")})`,
-            );
-          const task = agentTask(inst, {
-            taskId,
-            arm,
-            runId: meta.runId,
-            paired: meta.memory === "ab",
-            testCommand: e.testCmd,
-            setupCommand: setupCommandOf(e),
-            hints: !!o.hints,
-            runTimeoutMs: o.testTimeoutMs ?? 300_000,
-            ...(o.testTimeoutMs !== undefined ? { testTimeoutMs: o.testTimeoutMs } : {}),
-            image: instanceImage(inst, e, o.images),
-            ...(o.maxIterations !== undefined ? { maxIterations: o.maxIterations } : {}),
-            ...(script ? { script } : {}),
-          });
-          await conn.submit(task);
-          const limit = AbortSignal.any([signal, AbortSignal.timeout(o.taskTimeoutMs ?? 1_800_000)]);
-          // The agent's steps (`data.agentStep`, a TranscriptStep) as the events give them.
-          result = await conn.result(taskId, {
-            signal: limit,
-            onEvent: (event) => {
-              if (event.kind === "step" && event.phase === "explore") steps.push(event.data?.agentStep ?? {});
-            },
-          });
-          if (!result) {
-            await conn
-              .cancel(taskId, signal.aborted ? "bench interrupted" : "bench task timeout", 3_000)
-              .catch(() => undefined);
-            if (signal.aborted) return;
-            error = `timeout: no result within ${o.taskTimeoutMs ?? 1_800_000} ms`;
-          } else if (result.error) error = `${result.error.code}: ${result.error.message}`;
-          patch = result?.repo?.patch ?? "";
-          grade = await grader.grade(inst, patch, signal);
+          outcome = await solveInstance(run, inst, arm, taskId);
+          if (!outcome) return;
+          grade = await grader.grade(inst, outcome.patch, signal);
         } catch (err) {
           if (signal.aborted) return;
           grade = errorGrade(inst, `${(err as LoopsmithError).code ?? "internal"}: ${(err as Error).message}`);
         }
         if (signal.aborted) return;
-        const line = gradeLine(grade, {
-          runId: meta.runId,
-          inst,
-          arm,
-          taskId,
-          label: meta.provider.label,
-          wallMs: Date.now() - started,
-          ...(result
-            ? {
-                task: {
-                  iterations: result.iterations,
-                  steps: steps.length,
-                  tokensIn: result.usage.total.inputTokens,
-                  tokensOut: result.usage.total.outputTokens,
-                  costUsd: result.usage.total.costUsd,
-                  passed: result.status === "passed",
-                  attempts: 1,
-                },
-              }
-            : {}),
-          ...(error ? { error } : {}),
-        });
-        recordInstance(ctx.out, meta.memory === "ab", line, { model: meta.provider.model, patch }, grade.log);
-        // The agent's steps as the task's events gave them: logs/<id>[.<arm>].steps.jsonl.
-        const name = `${inst.instance_id.replace(/[^\w.-]/g, "_")}${meta.memory === "ab" ? `.${arm}` : ""}`;
-        writeFileSync(
-          join(ctx.out, "logs", `${name}.steps.jsonl`),
-          steps.map((s) => `${JSON.stringify(s)}\n`).join(""),
-        );
-        onLine(line);
+        onLine(recordOutcome(ctx, { inst, arm, taskId, started }, grade, outcome ?? { patch: "", steps: [] }));
       });
     await queue.onIdle();
   } finally {

@@ -120,6 +120,103 @@ export function setupNote(setup: NonNullable<ExecutionResult["setup"]>): string 
 }
 
 /**
+ * Checks `inst` out at base_commit into `dir/tree`, applies the model patch, restores the
+ * test files the test patch touches and applies the test patch (as the official harness
+ * does).
+ * @returns the tree's path, or the grade that ends the instance (`patch_failed`, `error`)
+ */
+async function prepareTree(
+  reposDir: string,
+  inst: SweInstance,
+  dir: string,
+  modelPatch: string,
+): Promise<{ tree: string } | { grade: Grade }> {
+  const tree = join(dir, "tree");
+  await checkoutInstance(reposDir, inst, tree);
+  if (modelPatch.trim()) {
+    const file = join(dir, "model.diff");
+    await writeFile(file, modelPatch.endsWith("\n") ? modelPatch : `${modelPatch}\n`);
+    const failed = await applyPatch(tree, file);
+    if (failed)
+      return {
+        grade: {
+          status: "patch_failed",
+          failToPass: tally(new Map(), inst.FAIL_TO_PASS),
+          passToPass: tally(new Map(), inst.PASS_TO_PASS),
+          testMs: 0,
+          log: failed,
+          message: "the model patch does not apply at base_commit",
+        },
+      };
+  }
+  const g = git(tree);
+  for (const f of filesOfPatch(inst.test_patch)) {
+    const atBase = await g.raw(["cat-file", "-e", `HEAD:${f}`]).then(
+      () => true,
+      () => false,
+    );
+    if (atBase) await g.raw(["checkout", "-q", "HEAD", "--", f]);
+    else await rm(join(tree, f), { force: true, recursive: true });
+  }
+  const testFile = join(dir, "test.diff");
+  await writeFile(testFile, inst.test_patch);
+  try {
+    await g.raw(["apply", "--verbose", testFile]);
+  } catch (err) {
+    return {
+      grade: {
+        status: "error",
+        failToPass: NO_TALLY,
+        passToPass: NO_TALLY,
+        testMs: 0,
+        log: (err as Error).message,
+        message: "test_patch does not apply after the model patch",
+      },
+    };
+  }
+  return { tree };
+}
+
+/** The executions that end an instance in `error`: no test statuses to read. */
+const ENDED = new Set(["timeout", "oom", "output_limit", "killed", "blocked", "command_not_found", "sandbox_error"]);
+
+/** The grade of a test run: the statuses its log parser reads, against FAIL_TO_PASS and PASS_TO_PASS. */
+function gradeOfRun(
+  inst: SweInstance,
+  logParser: Parameters<typeof parseLog>[0],
+  result: ExecutionResult,
+  testMs: number,
+): Grade {
+  const output = `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`;
+  const log = `${result.setup ? setupNote(result.setup) : ""}${output}`;
+  const setup = result.setup ? { setup: result.setup } : {};
+  if (ENDED.has(result.status))
+    return {
+      status: "error",
+      failToPass: tally(new Map(), inst.FAIL_TO_PASS),
+      passToPass: tally(new Map(), inst.PASS_TO_PASS),
+      testMs,
+      execution: result.status,
+      log,
+      ...setup,
+      message: `the test run ended ${result.status}${result.reason ? `: ${result.reason}` : ""}`,
+    };
+  const statuses = parseLog(logParser, output);
+  const failToPass = tally(statuses, inst.FAIL_TO_PASS);
+  const passToPass = tally(statuses, inst.PASS_TO_PASS);
+  return {
+    status: isResolved(failToPass, passToPass) ? "resolved" : "unresolved",
+    failToPass,
+    passToPass,
+    testMs,
+    execution: result.status,
+    log,
+    ...setup,
+    ...(statuses.size === 0 ? { message: "the test run reported no per-test status" } : {}),
+  };
+}
+
+/**
  * Starts the sandbox (Python image only, no warm pool) and returns a grader.
  * @throws LoopsmithError `unavailable` when no Docker engine answers, `sandbox_error` when
  *   the sandbox's self-test fails
@@ -163,47 +260,10 @@ export async function createGrader(o: GraderOptions): Promise<Grader> {
     const id = randomBytes(4).toString("hex");
     const dir = join(work, `${inst.instance_id.replace(/[^\w.-]/g, "_")}-${id}`);
     try {
-      await checkoutInstance(o.reposDir, inst, join(dir, "tree"));
-      const tree = join(dir, "tree");
-      if (modelPatch.trim()) {
-        const file = join(dir, "model.diff");
-        await writeFile(file, modelPatch.endsWith("\n") ? modelPatch : `${modelPatch}\n`);
-        const failed = await applyPatch(tree, file);
-        if (failed)
-          return {
-            status: "patch_failed",
-            failToPass: tally(new Map(), inst.FAIL_TO_PASS),
-            passToPass: tally(new Map(), inst.PASS_TO_PASS),
-            testMs: 0,
-            log: failed,
-            message: "the model patch does not apply at base_commit",
-          };
-      }
-      const g = git(tree);
-      for (const f of filesOfPatch(inst.test_patch)) {
-        const atBase = await g.raw(["cat-file", "-e", `HEAD:${f}`]).then(
-          () => true,
-          () => false,
-        );
-        if (atBase) await g.raw(["checkout", "-q", "HEAD", "--", f]);
-        else await rm(join(tree, f), { force: true, recursive: true });
-      }
-      const testFile = join(dir, "test.diff");
-      await writeFile(testFile, inst.test_patch);
-      try {
-        await g.raw(["apply", "--verbose", testFile]);
-      } catch (err) {
-        return {
-          status: "error",
-          failToPass: NO_TALLY,
-          passToPass: NO_TALLY,
-          testMs: 0,
-          log: (err as Error).message,
-          message: "test_patch does not apply after the model patch",
-        };
-      }
+      const prepared = await prepareTree(o.reposDir, inst, dir, modelPatch);
+      if ("grade" in prepared) return prepared.grade;
       const snapshot = `swe-${id}`;
-      trees.set(snapshot, tree);
+      trees.set(snapshot, prepared.tree);
       const shell = [env.testCmd, ...testDirectives(inst).map(shellWord)].join(" ");
       const setupCommand = setupCommandOf(env);
       const started = performance.now();
@@ -225,38 +285,8 @@ export async function createGrader(o: GraderOptions): Promise<Grader> {
       );
       trees.delete(snapshot);
       const testMs = Math.round(performance.now() - started);
-      const output = `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`;
       if (result.setup) o.log.info({ instanceId: inst.instance_id, setup: result.setup }, "swe-bench: setup layer");
-      const log = `${result.setup ? setupNote(result.setup) : ""}${output}`;
-      const setup = result.setup ? { setup: result.setup } : {};
-      if (
-        ["timeout", "oom", "output_limit", "killed", "blocked", "command_not_found", "sandbox_error"].includes(
-          result.status,
-        )
-      )
-        return {
-          status: "error",
-          failToPass: tally(new Map(), inst.FAIL_TO_PASS),
-          passToPass: tally(new Map(), inst.PASS_TO_PASS),
-          testMs,
-          execution: result.status,
-          log,
-          ...setup,
-          message: `the test run ended ${result.status}${result.reason ? `: ${result.reason}` : ""}`,
-        };
-      const statuses = parseLog(env.logParser, output);
-      const failToPass = tally(statuses, inst.FAIL_TO_PASS);
-      const passToPass = tally(statuses, inst.PASS_TO_PASS);
-      return {
-        status: isResolved(failToPass, passToPass) ? "resolved" : "unresolved",
-        failToPass,
-        passToPass,
-        testMs,
-        execution: result.status,
-        log,
-        ...setup,
-        ...(statuses.size === 0 ? { message: "the test run reported no per-test status" } : {}),
-      };
+      return gradeOfRun(inst, env.logParser, result, testMs);
     } finally {
       if (!o.keep) await rm(dir, { recursive: true, force: true });
     }
