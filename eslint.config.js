@@ -26,8 +26,6 @@ const OVER_FILE_LIMIT = [
 const OVER_FUNCTION_LIMIT = [
   "cli/src/bench/humaneval-examples.ts",
   "cli/src/bench/run.ts",
-  "cli/src/bench/swe-bench/agent.ts",
-  "cli/src/bench/swe-bench/grade.ts",
   "cli/src/bench/swe-bench/run.ts",
   "cli/src/child-events.ts",
   "cli/src/commands/bench.ts",
