@@ -381,6 +381,8 @@ interface Loop {
   sha: string;
   /** The head whose empty checks one poll has seen. */
   noChecksSeen: string;
+  /** True while `attempt` runs: its errors are its own, never GitHub's to ride out. */
+  inAttempt: boolean;
 }
 
 /** Ends the loop with `outcome`; with `close`, comments `message` on the pull request and closes it. */
@@ -437,7 +439,9 @@ async function reviewStep(l: Loop, pull: PullRequestState): Promise<PrLoopResult
   o.onProgress?.(
     `pull request #${pr.number}: ${feedback.reviewers.map((u) => `@${u}`).join(", ")} requested changes; attempt ${l.attempts} of ${maxAttempts} from the review`,
   );
+  l.inAttempt = true;
   const made = await o.attempt(feedback, l.attempts);
+  l.inAttempt = false;
   if (!made.pushed)
     return end(
       l,
@@ -484,6 +488,19 @@ async function mergeStep(l: Loop, pull: PullRequestState): Promise<PrLoopResult 
   };
 }
 
+/** One poll: a result when the loop ends, `"again"` to poll at once, else whether the head may merge. */
+async function poll(l: Loop): Promise<PrLoopResult | "again" | { mayMerge: boolean }> {
+  const { pr, o } = l;
+  const pull = await getPullRequest(l.client, l.target, pr.number);
+  l.sha = pull.headSha;
+  if (pull.merged) return end(l, "merged", `pull request #${pr.number} was merged on GitHub`, false);
+  if (pull.state === "closed") return end(l, "closed", `pull request #${pr.number} was closed on GitHub`, false);
+  const reviewed = o.mergeWhen === "now" ? true : await reviewStep(l, pull);
+  if (reviewed === "again" || typeof reviewed === "object") return reviewed;
+  const merged = reviewed ? await mergeStep(l, pull) : undefined;
+  return merged ?? { mayMerge: reviewed };
+}
+
 /**
  * Follows pull request `pr` until one outcome (see the module's comment). Each poll reads the
  * pull request; unless `mergeWhen` is `now`, its reviews (and, on a request for changes, the
@@ -491,8 +508,10 @@ async function mergeStep(l: Loop, pull: PullRequestState): Promise<PrLoopResult 
  * go to `attempt` while attempts are left; a new head must then be approved (or merged, with
  * `now`) again. An approval counts only on the current head, and only while no reviewer's
  * standing review requests changes on it. A head with no check at all merges only after a
- * second poll sees none either, so checks that register late are waited for.
- * @throws LoopsmithError from GitHub (as {@link githubError}), `cancelled` when `signal` aborts
+ * second poll sees none either, so checks that register late are waited for. GitHub not
+ * answering (or its rate limit: `unavailable`) is asked again at the next poll, until the deadline.
+ * @throws LoopsmithError from GitHub (as {@link githubError}; `unavailable` only past the
+ *   deadline), from `attempt`, `cancelled` when `signal` aborts
  */
 export async function followPullRequest(
   client: GithubClient,
@@ -503,20 +522,33 @@ export async function followPullRequest(
   const now = o.now ?? Date.now;
   const sleep = o.sleep ?? defaultSleep;
   const deadline = o.deadline ?? now() + o.timeoutMs;
-  const l: Loop = { client, target, pr, o, handled: new Set(), attempts: 0, sha: "", noChecksSeen: "" };
+  const l: Loop = {
+    client,
+    target,
+    pr,
+    o,
+    handled: new Set(),
+    attempts: 0,
+    sha: "",
+    noChecksSeen: "",
+    inAttempt: false,
+  };
   const cancelled = (): LoopsmithError =>
     new LoopsmithError("cancelled", `stopped following pull request #${pr.number}`);
   for (;;) {
     if (o.signal?.aborted) throw cancelled();
-    const pull = await getPullRequest(client, target, pr.number);
-    l.sha = pull.headSha;
-    if (pull.merged) return end(l, "merged", `pull request #${pr.number} was merged on GitHub`, false);
-    if (pull.state === "closed") return end(l, "closed", `pull request #${pr.number} was closed on GitHub`, false);
-    const reviewed = o.mergeWhen === "now" ? true : await reviewStep(l, pull);
-    if (reviewed === "again") continue;
-    if (typeof reviewed === "object") return reviewed;
-    const merged = reviewed ? await mergeStep(l, pull) : undefined;
-    if (merged) return merged;
+    let state: Awaited<ReturnType<typeof poll>>;
+    try {
+      state = await poll(l);
+    } catch (err) {
+      // GitHub not answering, or its rate limit, is ridden out until the deadline: the loop may run for a day.
+      if (l.inAttempt || !(err instanceof LoopsmithError) || err.code !== "unavailable" || now() >= deadline) throw err;
+      o.onProgress?.(`pull request #${pr.number}: ${err.message}; asking again at the next poll`);
+      state = { mayMerge: false };
+    }
+    if (state === "again") continue;
+    if ("outcome" in state) return state;
+    const reviewed = state.mayMerge;
     const left = deadline - now();
     if (left <= 0)
       return end(
