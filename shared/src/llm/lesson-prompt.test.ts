@@ -63,6 +63,16 @@ describe("the lesson prompt's helpers", () => {
     ]);
   });
 
+  it("takes every lesson as about the one signature of a task that has one", () => {
+    const kept = acceptLessons(
+      [{ signature: "AssertionError", rule: "Spell the name as it was defined." }],
+      new Set([SIG]),
+      new Set(),
+      "reflect",
+    );
+    expect(kept).toEqual([{ signature: SIG, rule: "Spell the name as it was defined.", source: "reflect" }]);
+  });
+
   it("falls back to the last reflection, scrubbed, and to nothing without one", () => {
     const reflection = { rootCause: "balance is never reset.", hypothesis: "h", fixPlan: "Reset balance to 0." };
     expect(fallbackLesson(reflection, SIG, definedNames(CODE))).toEqual({

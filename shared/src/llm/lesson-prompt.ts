@@ -110,7 +110,7 @@ function meaningful(rule: string): boolean {
 
 /**
  * The lessons to store from a lesson reply: those whose signature is one of the task's
- * (`signatures`), each rule scrubbed of `names` ({@link scrubRule}), one per signature (the
+ * (`signatures`; when the task has only one, every lesson is taken as about it), each rule scrubbed of `names` ({@link scrubRule}), one per signature (the
  * first), and a rule the scrubbing left with fewer than 10 letters outside its placeholders dropped.
  */
 export function acceptLessons(
@@ -120,8 +120,10 @@ export function acceptLessons(
   source: LessonSource,
 ): Array<DistilledLesson & { source: LessonSource }> {
   const out = new Map<string, DistilledLesson & { source: LessonSource }>();
+  // A task with one signature: every lesson is about it, however the reply spelt it.
+  const only = signatures.size === 1 ? [...signatures][0] : undefined;
   for (const l of lessons) {
-    const signature = l.signature.trim();
+    const signature = only ?? l.signature.trim();
     if (!signatures.has(signature) || out.has(signature)) continue;
     const rule = scrubRule(l.rule, names);
     if (meaningful(rule)) out.set(signature, { signature, rule, source });
