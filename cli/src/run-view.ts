@@ -301,8 +301,7 @@ export function reportMarkdown(record: RunRecord): string {
     }
     if (items.length) out.push(...items, "");
   }
-  out.push(...transcriptMarkdown(transcriptSteps(record.events)));
-  out.push(...decisionsMarkdown(record.events, md));
+  out.push(...transcriptMarkdown(transcriptSteps(record.events)), ...decisionsMarkdown(record.events, md));
   const dag = runDag(record);
   if (dag) out.push(...subtasksMarkdown(dag, Date.parse(record.recordedAt)));
   if (r && Object.keys(r.usage.byRole).length) {
