@@ -4,12 +4,13 @@
  * holds the first's commits): both approved → both merged in generation order; changes
  * requested on the first → a rejection (improve makes no other attempt), closed saying so,
  * and the second closed without being followed, naming the first; the review timeout shared
- * by both.
+ * by both. And the command refusing the flags without `--pr github` before anything runs.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { githubClient, type GithubClient } from "../../cli/src/github/client.js";
 import { followImprovePulls, mergeImprovePulls } from "../../cli/src/improve/pull-requests.js";
 import { startFakeGitHub, type FakeAnswer, type FakeGitHub } from "../fixtures/fake-github.js";
+import { loopsmith } from "../fixtures/cli.js";
 
 const target = { owner: "acme", repo: "textkit" };
 const sha = (n: number): string => String(n).repeat(40);
@@ -158,5 +159,17 @@ describe("improve --merge-when (fake GitHub API)", () => {
     // The second had what was left of the five minutes, not five of its own.
     expect(clock).toBe(5 * MINUTE);
     expect(posted(8)[0]).toMatch(/^no merge within the review timeout \(5m\): no approving review/);
+  });
+
+  it("the command refuses --merge-when without --pr github, and --review-timeout without --merge-when (exit 2)", async () => {
+    const alone = await loopsmith(["improve", "--merge-when", "now"], {}, 60_000);
+    expect(alone.code, alone.stderr).toBe(2);
+    expect(alone.stderr).toContain("--merge-when applies with --pr github only");
+    const timeout = await loopsmith(["improve", "--pr", "github", "--review-timeout", "1h"], {}, 60_000);
+    expect(timeout.code, timeout.stderr).toBe(2);
+    expect(timeout.stderr).toContain("--review-timeout applies with --merge-when only");
+    const bad = await loopsmith(["improve", "--pr", "github", "--merge-when", "later"], {}, 60_000);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--merge-when.*later.*approved, now/);
   });
 });
