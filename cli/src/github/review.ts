@@ -22,9 +22,6 @@ import { githubError, type GithubClient, type GithubRepo } from "./client.js";
 /** When to merge: after an approving review (`approved`), or without waiting for a human (`now`). */
 export type MergeWhen = "approved" | "now";
 
-/** The choices of `--merge-when`. */
-export const MERGE_WHEN: readonly MergeWhen[] = ["approved", "now"];
-
 /** `--review-timeout`'s default: 24 hours, in ms. */
 export const REVIEW_TIMEOUT_MS = 24 * 3_600_000;
 
