@@ -3,7 +3,9 @@
  * (docs/SCRIPTS.md) line by line: JSON syntax (with line:column), the file's frame, unknown
  * roles, and every entry against the schema its role answers with (`spec` → Plan, `plan` →
  * Plan or DagPlan (a DAG task's plan of subtasks), `build` → EditReply (repo mode) or Candidate
- * (inline), `review` → Review, `reflect` → Reflection or IntegrationReflection (a DAG task's)). A string entry is raw reply text: it goes through the providers' own reader.
+ * (inline), `review` → Review, `reflect` → Reflection, IntegrationReflection (a DAG task's) or
+ * LessonReply (the lesson call of a task that passed after failing)). A string entry is raw
+ * reply text: it goes through the providers' own reader.
  * The shared code (zod schemas, the reader) is loaded only when the command runs.
  *
  * Exit codes (`ExitCode`): 0 the file is valid (warnings allowed); 2 it is not, or cannot be
@@ -33,13 +35,21 @@ const SHAPES = {
   plan: ["Plan", "DagPlan"],
   build: ["EditReply", "Candidate"],
   review: ["Review"],
-  reflect: ["Reflection", "IntegrationReflection"],
+  reflect: ["Reflection", "IntegrationReflection", "LessonReply"],
   improve: ["Hypothesis"],
 } as const;
 type ScriptRole = keyof typeof SHAPES;
 /** A schema an entry can match. */
 export type EntryShape =
-  "Plan" | "DagPlan" | "EditReply" | "Candidate" | "Review" | "Reflection" | "IntegrationReflection" | "Hypothesis";
+  | "Plan"
+  | "DagPlan"
+  | "EditReply"
+  | "Candidate"
+  | "Review"
+  | "Reflection"
+  | "IntegrationReflection"
+  | "LessonReply"
+  | "Hypothesis";
 
 /** One finding: where (1-based line and column of the JSON text), what, how bad. */
 export interface ScriptProblem {
@@ -86,10 +96,11 @@ const ROLE_OF_SHAPE: Record<EntryShape, string> = {
   Review: "a review",
   Reflection: "a reflection",
   IntegrationReflection: "a DAG task's integration reflection",
+  LessonReply: "the lessons of a task that passed after failing",
   Hypothesis: "a hypothesis",
 };
 
-type Shared = typeof SharedModule;
+type Shared = typeof SharedModule & { LessonReply: z.ZodType<unknown> };
 type Add = (severity: ScriptProblem["severity"], offset: number, where: string, message: string) => void;
 
 /**
@@ -106,6 +117,7 @@ function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEnt
     Review: shared.Review,
     Reflection: shared.Reflection,
     IntegrationReflection: shared.IntegrationReflection,
+    LessonReply: shared.LessonReply,
     Hypothesis: shared.Hypothesis,
   } as const;
   const tried: Array<{ shape: EntryShape; issues: Array<{ path: string; message: string; line?: number }> }> = [];
@@ -153,7 +165,9 @@ function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEnt
       : entry.role === "reflect"
         ? has("subtaskId")
           ? "IntegrationReflection"
-          : "Reflection"
+          : has("lessons")
+            ? "LessonReply"
+            : "Reflection"
         : looksRepo
           ? "EditReply"
           : "Candidate";
@@ -217,7 +231,10 @@ function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEnt
  *   input.
  */
 export async function validateScript(text: string): Promise<ScriptReport> {
-  const shared = await import("@loopsmith/shared");
+  const shared = {
+    ...(await import("@loopsmith/shared")),
+    LessonReply: (await import("@loopsmith/shared/llm")).LessonReply,
+  };
   const problems: ScriptProblem[] = [];
   const entries: ScriptEntry[] = [];
   const counts: ScriptReport["counts"] = {};
