@@ -219,6 +219,29 @@ describe("the improver", () => {
     expect(summary.usage.costUsd).toBeCloseTo(0.8, 10);
   });
 
+  it("stops a generation whose hypothesis used up the rest of the budget before its task is sent", async ({ nats }) => {
+    const tasks: string[] = [];
+    const { nc, imp, snap } = await setup(nats.url, {
+      usd: 1.5,
+      hold: (taskId) => {
+        tasks.push(taskId);
+        return false;
+      },
+    });
+    await submitImprove(nc, request("run-spent", snap, { generations: 3, budgetUsd: 1 }));
+    const { summary, generations } = await summaryOf(nc, "run-spent");
+    // Generation 1 could start ($1 left, nothing spent yet); its hypothesis cost $1.50.
+    const text = "the improvement run's USD budget of $1.0000 is used up ($0.0000 left): generation 1 cannot start";
+    expect(summary).toMatchObject({ stopReason: "budget", generations: 1, message: `stopped: ${text}` });
+    expect(summary.usage.costUsd).toBeCloseTo(1.5, 10);
+    expect(generations).toEqual([1]);
+    const { reports } = await imp.status("run-spent", DEFAULT_OWNER);
+    expect(reports.map((r) => r.decision)).toEqual([{ verdict: "rejected", reason: "budget", message: text }]);
+    expect(reports[0]?.hypothesis?.title).toBe("raise the threshold");
+    // No task was sent for it (it would have run with no cost limit).
+    expect(tasks).toEqual([]);
+  });
+
   it("refuses a USD budget over an unpriced model (the improve role's included) before any generation; admits the run without one", async ({
     nats,
   }) => {

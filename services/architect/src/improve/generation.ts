@@ -40,6 +40,7 @@ import {
   type TaskResult,
   type Usage,
 } from "@loopsmith/shared";
+import { NO_NEED, budgetOver, budgetStopText } from "@loopsmith/shared/llm";
 import { detectCommands, listTree, readBaseFile } from "../repo/context.js";
 import { buildRepoMap } from "../repo/map.js";
 import { benchBoth, checkCounts, runCommand, type CommandContext } from "./commands.js";
@@ -90,6 +91,8 @@ export interface GenerationOutcome {
   parentCheck?: CheckCounts;
   /** The run cannot go on (no check command, a benchmark that does not run on the parent). */
   fatal?: boolean;
+  /** The run's USD budget is used up (the hypothesis spent the rest): the run stops with `budget`. */
+  budget?: boolean;
 }
 
 class GenerationTimeout extends Error {}
@@ -399,6 +402,15 @@ async function generationSteps(
 
   // IMPLEMENT
   const remainingUsd = s.budgetUsd !== undefined ? s.budgetUsd - state.usage.costUsd - rec.usage.costUsd : undefined;
+  // The hypothesis spent the rest of the run's budget: the task would run with no limit at all.
+  const over =
+    remainingUsd !== undefined
+      ? budgetOver({ kind: "generation", generation: n }, NO_NEED, {
+          budget: { remainingUsd },
+          totalUsd: s.budgetUsd,
+        })
+      : undefined;
+  if (over) return { ...reject("budget", budgetStopText(over), { hypothesis }), budget: true };
   const owner = request.owner ?? DEFAULT_OWNER;
   await submitTask(
     deps.nc,
@@ -412,7 +424,7 @@ async function generationSteps(
         maxIterations: s.maxIterations,
         runTimeoutMs: s.commandTimeoutMs,
         memoryMb: 1_024,
-        ...(remainingUsd !== undefined && remainingUsd > 0 ? { maxCostUsd: remainingUsd } : {}),
+        ...(remainingUsd !== undefined ? { maxCostUsd: remainingUsd } : {}),
       },
       repo: {
         baseCommit: state.parent.commit,

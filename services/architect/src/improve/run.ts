@@ -229,6 +229,7 @@ export async function runImprove(initial: ImproveState, revision: number, io: Ru
     const line = `generation ${report.generation}: ${report.decision.verdict} (${report.decision.reason}) — ${report.decision.message}`;
     await save(await io.publish(state, "generation", line, { generation: report.generation, report }));
     if (outcome?.fatal) return finish("error", `the run cannot go on: ${report.decision.message}`);
+    if (outcome?.budget) return finish("budget", `stopped: ${report.decision.message}`);
   }
   const kept = state.accepted.length;
   return finish(
