@@ -48,7 +48,14 @@ let github: FakeGitHub;
 let api = "";
 let recorded: RecordedRequest[] = [];
 /** The pull request the --merge-when runs follow: its branch on this bare remote, and whether it is approved. */
-const followed = { remote: "", branch: "", approved: false, state: "open", merged: false };
+const followed = {
+  remote: "",
+  branch: "",
+  approved: false,
+  changesRequested: false,
+  state: "open",
+  merged: false,
+};
 
 beforeAll(async () => {
   github = await startFakeGitHub(({ method, route, query, auth, url }): FakeAnswer => {
@@ -112,7 +119,30 @@ beforeAll(async () => {
         status: 200,
         data: followed.approved
           ? [{ id: 1, user: { login: "maintainer" }, state: "APPROVED", body: "", commit_id: head }]
-          : [],
+          : followed.changesRequested
+            ? [
+                {
+                  id: 2,
+                  user: { login: "maintainer" },
+                  state: "CHANGES_REQUESTED",
+                  body: "Also discount returns.",
+                  commit_id: head,
+                },
+              ]
+            : [],
+      };
+    if (method === "GET" && route === "/repos/acme/inventory/pulls/5/comments")
+      return {
+        status: 200,
+        data: [
+          {
+            pull_request_review_id: 2,
+            user: { login: "maintainer" },
+            path: "inventory/pricing.py",
+            line: 3,
+            body: "Here.",
+          },
+        ],
       };
     if (method === "GET" && route === `/repos/acme/inventory/commits/${head}/status`)
       return {
@@ -273,6 +303,43 @@ describe("loopsmith solve --issue --pr (fake GitHub API, local bare remote)", ()
     },
     90_000,
   );
+
+  it("--merge-when, changes requested: another attempt runs on the pull request's branch; when it does not pass, closed with a comment, exit 1", async () => {
+    const { repo, remote } = clone();
+    recorded.length = 0;
+    const taskId = `review-${Date.now().toString(36)}`;
+    Object.assign(followed, {
+      remote,
+      branch: `loopsmith/${taskId}`,
+      approved: false,
+      changesRequested: true,
+      state: "open",
+      merged: false,
+    });
+    const run = await loopsmith(
+      solveArgs(repo, "acme/inventory#12", ["--task-id", taskId, "--merge-when", "approved"]),
+      { ...env, GITHUB_TOKEN: "good-token", GITHUB_API_URL: api },
+      150_000,
+    );
+    followed.remote = "";
+    followed.changesRequested = false;
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(1);
+    expect(run.stdout).toContain("pull request #5: @maintainer requested changes; attempt 1 of 2 from the review");
+    // The attempt is a task of its own, from the pull request's branch.
+    expect(run.stdout).toContain(`task ${taskId}-review-1 submitted`);
+    expect(run.stdout).toMatch(
+      new RegExp(
+        `^pull request #5: not merged \\(changes_requested\\): @maintainer requested changes on [0-9a-f]{12}; another attempt from the review did not make a change to push \\(task ${taskId}-review-1: `,
+        "m",
+      ),
+    );
+    // Nothing new was pushed; the pull request was closed with that comment.
+    expect(git(remote, "rev-parse", `loopsmith/${taskId}`)).toBe(git(repo, "rev-parse", `loopsmith/${taskId}`));
+    expect(recorded.filter((r) => r.method === "PUT")).toEqual([]);
+    expect(recorded.filter((r) => r.method === "PATCH").map((r) => r.body)).toEqual([{ state: "closed" }]);
+    const comment = recorded.find((r) => r.method === "POST" && r.path === "/repos/acme/inventory/issues/5/comments");
+    expect(String(comment?.body?.body)).toMatch(/^@maintainer requested changes on [0-9a-f]{12}; another attempt/);
+  }, 150_000);
 
   it.each([
     {
