@@ -103,8 +103,8 @@ const NOTE_END = Buffer.from(" cut …]\n", "utf8");
 
 /**
  * Keeps the head and the tail of `bytes` within `max` bytes, the note between them saying how
- * many bytes went. A multi-byte UTF-8 character is never cut in two (the kept part stops before
- * it); other bytes are kept as they are.
+ * many bytes went. A multi-byte UTF-8 character is never cut in two: the head stops before it,
+ * the tail starts after it (at most three bytes at either end go with the middle).
  * @param opts - `max` in bytes; `whole`: the size, in bytes, of the output `bytes` stands for
  *   when an earlier cut already took its middle (its note is then cut with the middle, never
  *   kept in part, and the new note counts both cuts); default the length of `bytes`
@@ -133,6 +133,7 @@ export function cutBytes(bytes: Buffer, opts: CutOptions & { whole?: number }): 
  * bytes. A string that fits comes back as it is.
  */
 export function cutUtf8(text: string, opts: CutOptions & { whole?: number }): string {
+  // A string has at least as many UTF-8 bytes as characters: a long one need not be measured.
   if (text.length <= opts.max && Buffer.byteLength(text, "utf8") <= opts.max) return text;
   return cutBytes(Buffer.from(text, "utf8"), opts).toString("utf8");
 }
