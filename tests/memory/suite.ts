@@ -550,6 +550,7 @@ export function memorySuite(test: TestWithFresh): void {
         "1767571200000_recall-log",
         "1767657600000_recall-hybrid",
         "1767744000000_owners",
+        "1767830400000_lessons",
       ]);
     } finally {
       await db.close();

@@ -391,7 +391,7 @@ export function createMemoryStore(
         // The lessons that fit come from the tasks of the nearest failures with the query's
         // signature, looked for among the LESSON_POOL nearest (the reply keeps k of them).
         const wide = await hybridRecall(db, e, { ...req, k: Math.max(req.k, LESSON_POOL) });
-        const recall = { ...wide, failures: wide.failures.slice(0, req.k) };
+        const recall = { ...wide, failures: wide.failures.slice(0, req.k), successes: wide.successes.slice(0, req.k) };
         const sig = recall.signature;
         const fromTasks = wide.failures.filter((f) => f.signature === sig).map((f) => f.taskId);
         const lessons = await recallLessons(db, e, req, sig, fromTasks);
