@@ -10,7 +10,12 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { githubClient, type GithubClient } from "../../cli/src/github/client.js";
-import { followPullRequest, type AttemptResult, type ReviewFeedback } from "../../cli/src/github/review.js";
+import {
+  followPullRequest,
+  shortDuration,
+  type AttemptResult,
+  type ReviewFeedback,
+} from "../../cli/src/github/review.js";
 import { startFakeGitHub, type FakeAnswer, type FakeGitHub } from "../fixtures/fake-github.js";
 import {
   fakeReview,
@@ -55,6 +60,19 @@ const closing = () => ({
   closed: github.recorded.some(
     (r) => r.method === "PATCH" && r.path === "/repos/acme/inventory/pulls/5" && r.body?.state === "closed",
   ),
+});
+
+describe("shortDuration", () => {
+  it("names a timeout as it was given: hours up to two days, then days; minutes; seconds", () => {
+    expect([86_400_000, 2 * 86_400_000, 36 * 3_600_000, 90 * 60_000, 2_000, 1_500].map(shortDuration)).toEqual([
+      "24h",
+      "2d",
+      "36h",
+      "90m",
+      "2s",
+      "2s",
+    ]);
+  });
 });
 
 describe("followPullRequest (fake GitHub API)", () => {

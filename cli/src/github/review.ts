@@ -351,14 +351,14 @@ export function reviewFeedback(requests: readonly Review[], comments: readonly R
   return { reviewers: [...new Set(requests.map((r) => r.author))], text: parts.join("\n").trim() };
 }
 
-/** `ms` as the largest whole unit that fits (`24h`, `90m`, `45s`). Pure. */
+/** `ms` as the largest whole unit that fits, days from 2 on (`24h`, `3d`, `90m`, `45s`). Pure. */
 export function shortDuration(ms: number): string {
   for (const [unit, size] of [
     ["d", 86_400_000],
     ["h", 3_600_000],
     ["m", 60_000],
   ] as const)
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+    if (ms >= size && ms % size === 0 && (unit !== "d" || ms >= 2 * size)) return `${ms / size}${unit}`;
   return `${Math.round(ms / 1000)}s`;
 }
 
