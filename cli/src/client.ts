@@ -90,15 +90,17 @@ export class Client {
   /**
    * Asks the architect to cancel the task (its `cancelled` result follows on the events).
    * @param reason - the reason the result carries (at most the contract's length)
+   * @returns false when the task is already final or unknown
    * @throws LoopsmithError when the architect does not answer within `timeoutMs`
    */
-  async cancel(taskId: string, reason: string, timeoutMs = CANCEL_TIMEOUT_MS): Promise<void> {
-    await call(
+  async cancel(taskId: string, reason: string, timeoutMs = CANCEL_TIMEOUT_MS): Promise<boolean> {
+    const { cancelled } = await call(
       this.nc,
       Endpoints.architect.cancel,
       { v: 1, taskId, reason },
       { timeoutMs, retries: 0, owner: this.owner },
     );
+    return cancelled;
   }
 
   /**

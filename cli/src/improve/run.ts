@@ -11,7 +11,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import {
   Endpoints,
   GenerationReport,
@@ -19,11 +19,8 @@ import {
   LoopsmithError,
   call,
   createProvider,
-  ensureImproveIntake,
-  ensureTaskIntake,
   type Config,
   type ImproveSettings,
-  natsServers,
 } from "@loopsmith/shared";
 import { CliError } from "../errors.js";
 import { checkBudgetPrices } from "../preflight.js";
@@ -31,7 +28,7 @@ import { jsonLine, printable } from "../terminal.js";
 import { archiveCommit, branchCommit, checkRepo, commitPatch, git, setBranch } from "../repo.js";
 import { detectLanguage } from "../solve-repo.js";
 import { steering, type Steering } from "../steering.js";
-import { startLocalStack, type LocalStack } from "../stack.js";
+import { openClient, type Client } from "../client.js";
 import { dashboardHtml, writeDashboard } from "./dashboard.js";
 import {
   checkGithubAccess,
@@ -44,11 +41,9 @@ import {
 import type { ImprovePull } from "./pull-requests.js";
 import { prBody } from "./github.js";
 import { metricsTable } from "./metrics.js";
-import { submitRun } from "./submit.js";
 import { readReports, reportTable, smallBenchmarkWarning, writeReport } from "./reports.js";
 import { improveBase, improveSettings, improveSetup, repoImproveSection, type ImproveFlags } from "./settings.js";
 import { pushBranch, remoteUrl } from "../github/push.js";
-import { watchEvents } from "../watch.js";
 
 /** The run's branch (the accepted chain) and a generation's branch. */
 export function runBranch(runId: string): string {
@@ -146,18 +141,15 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   const snapshot = await archiveCommit(repo.root, repo.baseCommit);
   const language = await detectLanguage(repo.root, repo.baseCommit);
 
-  let stack: LocalStack | undefined;
-  let nc: NatsConnection | undefined;
+  let client: Client | undefined;
   const abort = new AbortController();
   const onSignal = (): void => abort.abort();
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {
-    stack = await startLocalStack({ config, log, env: childEnv });
-    nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
-    const owner = stack.owner;
-    await ensureTaskIntake(nc);
-    await ensureImproveIntake(nc);
+    client = await openClient({ config, log, env: childEnv });
+    const { nc, owner } = client;
+    await client.ensureImproveIntake();
     if (left) {
       const known = await call(
         nc,
@@ -167,9 +159,8 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
       ).catch(() => undefined);
       if (!known?.state) throw leftover();
     }
-    const submitted = await submitRun(
-      nc,
-      { runId, repo, snapshot, owner, ...(setupCommand !== undefined ? { setupCommand } : {}) },
+    const submitted = await client.submitImprovement(
+      { runId, repo, snapshot, ...(setupCommand !== undefined ? { setupCommand } : {}) },
       { language, settings, self },
     );
     emit(flags, {
@@ -186,7 +177,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
     const pullRequests: string[] = [];
     const pulls: ImprovePull[] = [];
     let summary: ImproveSummary | undefined;
-    for await (const event of watchEvents(nc, runId, { owner, signal: abort.signal })) {
+    for await (const event of client.events(runId, abort.signal)) {
       if (event.kind === "generation") {
         let report = GenerationReport.parse(event.data?.report);
         if (report.change?.patch.startsWith("(patch of "))
@@ -275,8 +266,7 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
-    await nc?.close().catch(() => undefined);
-    await stack?.stop();
+    await client?.close();
   }
 }
 

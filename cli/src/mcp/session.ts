@@ -7,19 +7,15 @@
  * `solve` and `bench` use).
  */
 import { resolve } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import {
   Endpoints,
   call,
   createProvider,
-  ensureTaskIntake,
   loadConfig,
   loadScript,
-  natsServers,
   repoModeOf,
-  retryWhileClusterSettles,
-  submitTask,
   type Config,
   type DagProgress,
   type GenerationReport,
@@ -36,8 +32,8 @@ import { readHistoryPages } from "../history.js";
 import { fetchRun } from "../runs.js";
 import { flagsOf } from "../steering.js";
 import { finishRepo, uploadSnapshot, type PreparedRepoTask, type RepoOutcome } from "../solve-repo.js";
-import { startLocalStack, type LocalStack } from "../stack.js";
-import { watchEvents } from "../watch.js";
+import type { LocalStack } from "../stack.js";
+import { openClient, type Client } from "../client.js";
 
 /** Options of `loopsmith mcp`: the provider of the services it starts, as `up` takes them. */
 export interface McpOptions {
@@ -57,6 +53,8 @@ export const MCP_CANCEL_REASON = "cancelled by the MCP client";
 
 /** A connection to the stack, once it answers. */
 export interface Connected {
+  /** The stack's client: submit, follow, cancel, close. */
+  client: Client;
   nc: NatsConnection;
   /** The owner token this server's tasks carry (see `LocalStack.owner`). */
   owner: string;
@@ -125,24 +123,18 @@ export class McpSession {
       LOOPSMITH_CONFIG_JSON: JSON.stringify(this.#flags),
       ...(this.#opts.config ? { LOOPSMITH_CONFIG: resolve(this.#opts.config) } : {}),
     };
-    const stack = await startLocalStack({ config, log: this.#log, env });
-    try {
-      const nc = await connect({ ...stack.connectOptions, servers: natsServers(stack.natsUrl) });
-      await retryWhileClusterSettles(() => ensureTaskIntake(nc));
-      const connected = { nc, owner: stack.owner, stack, config };
-      this.#log.info(
-        { natsUrl: stack.natsUrl, started: stack.started, onRunningStack: stack.onRunningStack },
-        "mcp: the stack answers",
-      );
-      if (this.#closed) {
-        await this.#release(connected);
-        throw new CliError("cancelled", "the MCP server is stopping");
-      }
-      return connected;
-    } catch (err) {
-      await stack.stop();
-      throw err;
+    const client = await openClient({ config, log: this.#log, env });
+    const { stack } = client;
+    const connected = { client, nc: client.nc, owner: client.owner, stack, config };
+    this.#log.info(
+      { natsUrl: stack.natsUrl, started: stack.started, onRunningStack: stack.onRunningStack },
+      "mcp: the stack answers",
+    );
+    if (this.#closed) {
+      await this.#release(connected);
+      throw new CliError("cancelled", "the MCP server is stopping");
     }
+    return connected;
   }
 
   /**
@@ -186,7 +178,7 @@ export class McpSession {
     if (submitting.repo && script && submitting.repo.mode === undefined)
       submitting = { ...submitting, repo: { ...submitting.repo, mode: repoModeOf({ repo: submitting.repo, script }) } };
     if (prepared) await uploadSnapshot(c.nc, prepared, c.owner);
-    const submitted = await retryWhileClusterSettles(() => submitTask(c.nc, submitting, c.owner));
+    const submitted = await c.client.submit(submitting);
     const taskId = submitted.taskId;
     this.#running.add(taskId);
     hooks.onSubmitted?.(taskId, submitted.duplicate);
@@ -205,7 +197,7 @@ export class McpSession {
     let result: TaskResult | undefined;
     let dag: DagProgress | undefined;
     try {
-      for await (const e of watchEvents(c.nc, taskId, { owner: c.owner, signal: watch.signal })) {
+      for await (const e of c.client.events(taskId, watch.signal)) {
         if (e.taskId !== taskId) continue;
         if (e.kind === "result" && e.result) {
           result = e.result;
@@ -266,13 +258,7 @@ export class McpSession {
    */
   async cancel(taskId: string): Promise<boolean> {
     const c = await this.connection();
-    const { cancelled } = await call(
-      c.nc,
-      Endpoints.architect.cancel,
-      { v: 1, taskId, reason: MCP_CANCEL_REASON },
-      { timeoutMs: 5_000, retries: 0, owner: c.owner },
-    );
-    return cancelled;
+    return c.client.cancel(taskId, MCP_CANCEL_REASON);
   }
 
   /**
@@ -288,12 +274,9 @@ export class McpSession {
     if (!c) return;
     await Promise.all(
       [...this.#running].map((taskId) =>
-        call(
-          c.nc,
-          Endpoints.architect.cancel,
-          { v: 1, taskId, reason: MCP_CANCEL_REASON },
-          { timeoutMs: 5_000, retries: 0, owner: c.owner },
-        ).catch((err: unknown) => this.#log.warn({ err, taskId }, "mcp: cannot cancel the task at exit")),
+        c.client
+          .cancel(taskId, MCP_CANCEL_REASON)
+          .catch((err: unknown) => this.#log.warn({ err, taskId }, "mcp: cannot cancel the task at exit")),
       ),
     );
     await this.#release(c);
@@ -319,7 +302,6 @@ export class McpSession {
   }
 
   async #release(c: Connected): Promise<void> {
-    await c.nc.close().catch(() => undefined);
-    await c.stack.stop();
+    await c.client.close();
   }
 }
