@@ -25,6 +25,8 @@ export const lessonTexts = {
     `learned ${n} lesson${n === 1 ? "" : "s"} from this task's failures (${source === "reflect" ? "written by the reflect role" : "from the last reflection"})`,
   unusable: (why: string) => `the lesson reply could not be used (${why}); the lesson is the last reflection's`,
   none: "no lesson: the lesson reply was unusable and there was no reflection to fall back on",
+  noneFit:
+    "no lesson in it was about one of this task's error signatures with a rule left once the task's names were scrubbed",
 } as const;
 
 /**
@@ -62,7 +64,7 @@ export async function distilLessons(s: TaskState, run: TaskRun): Promise<void> {
       );
       lessons = acceptLessons(reply.value.lessons, signatures, names, "reflect");
       if (lessons.length === 0)
-        await run.emit("warning", lessonTexts.unusable("it named none of this task's error signatures"), {
+        await run.emit("warning", lessonTexts.unusable(lessonTexts.noneFit), {
           phase: "score",
         });
     } catch (err) {
