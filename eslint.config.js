@@ -50,7 +50,6 @@ const OVER_FUNCTION_LIMIT = [
   "services/architect/src/phases.ts",
   "services/architect/src/planner.ts",
   "services/architect/src/repo/phases.ts",
-  "services/executor/src/executor.ts",
   "services/executor/src/integrity.ts",
   "services/executor/src/repo-run.ts",
   "services/executor/src/repo.ts",
