@@ -4,7 +4,7 @@ import { DagPlan, Task, type DagState, type SubtaskState, type TaskEvent } from 
 import { TaskRun } from "../run.js";
 import { initialState, type TaskState } from "../state.js";
 import type { LoopIO, Steps } from "../steps.js";
-import { announceUnpublished, childTimeLimit, recordMove } from "./phases.js";
+import { announceUnpublished, childTaskInput, childTimeLimit, recordMove } from "./phases.js";
 import { startDag } from "./scheduler.js";
 
 const plan = DagPlan.parse({
@@ -148,5 +148,55 @@ describe("a subtask's wall-clock limit", () => {
     expect(childTimeLimit(60_000, 42_500)).toBe(42_500);
     expect(childTimeLimit(10_000, 42_500)).toBe(10_000);
     expect(childTimeLimit(60_000, 200)).toBe(1_000);
+  });
+});
+
+describe("a subtask's child task", () => {
+  const task = Task.parse({
+    v: 1,
+    taskId: "t-dag-repo",
+    goal: "an api",
+    language: "python",
+    review: true,
+    audit: true,
+    repo: {
+      baseCommit: "a".repeat(40),
+      snapshot: "snap-a",
+      testCommand: "pytest -q",
+      dependencies: "ask",
+      approvals: {
+        interactive: true,
+        allowed: [{ source: "/r/.loopsmith/allowed-dependencies", packages: ["requests"] }],
+      },
+    },
+    limits: { maxCostUsd: 1 },
+    submittedAt: new Date().toISOString(),
+  });
+  const s: TaskState = { ...initialState(task), dag: startDag(plan) };
+  const req = {
+    subtask: plan.subtasks[1]!,
+    attempt: 2,
+    childTaskId: "t-dag-repo-storage-2",
+    base: [],
+    signal: new AbortController().signal,
+  };
+  const child = Task.parse(
+    childTaskInput(s, req, { commit: "b".repeat(40), snapshot: "snap-b" }, { remainingUsd: 0.25 }, 60_000),
+  );
+
+  it("carries the DAG's review, audit, dependency policy and allowlists, never a person's answer", () => {
+    expect(child.review).toBe(true);
+    expect(child.audit).toBe(true);
+    expect(child.repo?.dependencies).toBe("ask");
+    expect(child.repo?.approvals?.allowed).toEqual(task.repo?.approvals?.allowed);
+    expect(child.repo?.approvals?.interactive).toBe(false);
+  });
+
+  it("starts from the subtask's tree with what is left of the budget and the clock", () => {
+    expect(child.repo?.baseCommit).toBe("b".repeat(40));
+    expect(child.repo?.snapshot).toBe("snap-b");
+    expect(child.limits.maxCostUsd).toBe(0.25);
+    expect(child.limits.timeLimitMs).toBe(60_000);
+    expect(child.parent).toEqual({ taskId: "t-dag-repo", subtaskId: "storage", attempt: 2 });
   });
 });

@@ -190,6 +190,56 @@ function cannotStart(run: TaskRun, subtask: string): AttemptOutcome | undefined 
   };
 }
 
+/**
+ * The child task of one attempt of a subtask: the DAG task's goal narrowed to the subtask, its
+ * tree, its repository settings (dependency policy and allowlists, review, audit, memory,
+ * script), and what is left of its budget and wall clock (`left`; `childTimeMs`, ms).
+ * A subtask's approvals are never interactive: the CLI follows the DAG task, not its
+ * children, so a dependency change no allowlist approves stops the child with `needs_approval`.
+ */
+export function childTaskInput(
+  s: TaskState,
+  req: AttemptRequest,
+  tree: { commit: string; snapshot: string },
+  left: { remainingUsd?: number; remainingTokens?: number },
+  childTimeMs: number | undefined,
+): TaskInput {
+  const task = s.task;
+  const repo = repoOf(task);
+  const plan = s.dag!.plan;
+  return {
+    v: 1,
+    taskId: req.childTaskId,
+    goal: childGoal(plan, req.subtask.id, task.goal),
+    language: task.language,
+    repo: {
+      baseCommit: tree.commit,
+      snapshot: tree.snapshot,
+      ...(repo.name ? { name: `${repo.name} (${req.subtask.id})` } : {}),
+      testCommand: subtaskTestCommand(task.language, req.subtask, s.repo?.testCommand ?? repo.testCommand ?? ""),
+      setupCommand: s.repo?.setupCommand ?? repo.setupCommand ?? "",
+      dependencies: repo.dependencies,
+      ...(repo.approvals ? { approvals: { ...repo.approvals, interactive: false } } : {}),
+      mapTokens: repo.mapTokens,
+      mode: repo.mode,
+    },
+    review: task.review,
+    audit: task.audit,
+    memory: task.memory,
+    ...(task.memoryScope ? { memoryScope: task.memoryScope } : {}),
+    ...(task.script ? { script: task.script } : {}),
+    limits: {
+      ...withoutTimeLimit(task.limits),
+      ...(left.remainingUsd !== undefined ? { maxCostUsd: left.remainingUsd } : {}),
+      ...(left.remainingTokens !== undefined ? { maxTokens: Math.floor(left.remainingTokens) } : {}),
+      ...(childTimeMs !== undefined ? { timeLimitMs: childTimeMs } : {}),
+    },
+    source: task.source,
+    submittedAt: new Date().toISOString(),
+    parent: { taskId: task.taskId, subtaskId: req.subtask.id, attempt: req.attempt },
+  };
+}
+
 /** Runs one attempt of a subtask as a child task (or re-attaches to it), and reads its outcome. */
 async function attemptSubtask(
   s: TaskState,
@@ -215,35 +265,7 @@ async function attemptSubtask(
     read: (p) => readBaseFile(root, p),
     put: (name, tar) => children.putTree(name, tar, owner),
   });
-  const child: TaskInput = {
-    v: 1,
-    taskId: req.childTaskId,
-    goal: childGoal(plan, req.subtask.id, task.goal),
-    language: task.language,
-    repo: {
-      baseCommit: tree.commit,
-      snapshot: tree.snapshot,
-      ...(repo.name ? { name: `${repo.name} (${req.subtask.id})` } : {}),
-      testCommand: subtaskTestCommand(task.language, req.subtask, s.repo?.testCommand ?? repo.testCommand ?? ""),
-      setupCommand: s.repo?.setupCommand ?? repo.setupCommand ?? "",
-      dependencies: repo.dependencies,
-      mapTokens: repo.mapTokens,
-      mode: repo.mode,
-    },
-    review: task.review,
-    memory: task.memory,
-    ...(task.memoryScope ? { memoryScope: task.memoryScope } : {}),
-    ...(task.script ? { script: task.script } : {}),
-    limits: {
-      ...withoutTimeLimit(task.limits),
-      ...(left.remainingUsd !== undefined ? { maxCostUsd: left.remainingUsd } : {}),
-      ...(left.remainingTokens !== undefined ? { maxTokens: Math.floor(left.remainingTokens) } : {}),
-      ...(childTime !== undefined ? { timeLimitMs: childTime } : {}),
-    },
-    source: task.source,
-    submittedAt: new Date().toISOString(),
-    parent: { taskId: task.taskId, subtaskId: req.subtask.id, attempt: req.attempt },
-  };
+  const child = childTaskInput(s, req, tree, left, childTime);
   await children.submit(child, owner);
   live[req.subtask.id] = 0;
   let result;
