@@ -148,6 +148,13 @@ async function demotionScenario(f: Fresh): Promise<void> {
     const promoted = (await store.failures({ v: 1, limit: 20 })).lessons?.find((l) => l.id === lessonId);
     expect(promoted?.use).toMatchObject({ recalledIn: 4, passedAfter: 0, demoted: false, reason: "promoted by hand" });
 
+    // Another owner sees neither the memory's use nor this task's recalls, and cannot judge it.
+    const alice = await store.failures({ v: 1, utility: true, taskId: "bad-4", limit: 20 }, "alice");
+    expect(alice.utility).toEqual([]);
+    expect(alice.uses).toEqual([]);
+    const refused = await errorOf(store.verdict({ v: 1, kind: "lesson", id: lessonId, demoted: true }, "alice"));
+    expect(refused.code).toBe("not_found");
+
     // A task that passes after recalling it counts for it.
     const good = await failingTask(store, "good-1", true);
     expect(good.recall.lessons?.map((l) => l.id)).toEqual([lessonId]);

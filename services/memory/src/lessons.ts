@@ -138,13 +138,14 @@ export interface MeasuredMemory extends MemoryUse {
 
 /**
  * The measured use of memories: of `kind` and `ids`, or (both null) of every memory a recall
- * ever showed. Keyed `<kind>:<id>`.
+ * ever showed; with `owner`, only the memories of that owner's tasks. Keyed `<kind>:<id>`.
  * @throws LoopsmithError `db_error`
  */
 export async function memoryUses(
   db: Database,
   kind: MemoryKind | null,
   ids: readonly string[] | null,
+  owner: string | null = null,
 ): Promise<Map<string, MeasuredMemory>> {
   const { rows } = await withDb("measure the memories' use", () =>
     db.pool.query<Row>(
@@ -154,9 +155,11 @@ export async function memoryUses(
        m AS (
          SELECT 'lesson'::text AS kind, l.id, l.language, l.created_at, l.task_id AS source, l.rule AS label
            FROM loopsmith.lessons l WHERE l.id IN (SELECT memory_id FROM shown WHERE kind = 'lesson')
+            AND ($3::text IS NULL OR l.owner = $3::text)
          UNION ALL
          SELECT 'failure'::text, f.id, f.language, f.created_at, f.task_id, f.signature
-           FROM loopsmith.failures f WHERE f.id IN (SELECT memory_id FROM shown WHERE kind = 'failure')),
+           FROM loopsmith.failures f WHERE f.id IN (SELECT memory_id FROM shown WHERE kind = 'failure')
+            AND ($3::text IS NULL OR f.owner = $3::text)),
        treated AS (
          SELECT m.kind, m.id, count(t.task_id) AS n1, count(t.task_id) FILTER (WHERE t.status = 'passed') AS k1
            FROM m JOIN shown s ON s.kind = m.kind AND s.memory_id = m.id
@@ -173,7 +176,7 @@ export async function memoryUses(
          FROM m JOIN treated tr ON tr.kind = m.kind AND tr.id = m.id
          JOIN control c ON c.kind = m.kind AND c.id = m.id
          LEFT JOIN loopsmith.memory_verdicts v ON v.kind = m.kind AND v.memory_id = m.id`,
-      [kind, ids === null ? null : ids.map(Number)],
+      [kind, ids === null ? null : ids.map(Number), owner],
     ),
   );
   const out = new Map<string, MeasuredMemory>();
@@ -362,14 +365,16 @@ export async function judgeShown(db: Database, taskId: string): Promise<string[]
 }
 
 /**
- * A person's verdict on one memory: demoted (left out of recall) or promoted (recalled again);
- * the rule never changes a verdict given by hand.
- * @throws LoopsmithError `not_found` when no memory of that kind has the id; `db_error`
+ * A person's verdict on one memory of `owner`'s tasks: demoted (left out of recall) or promoted
+ * (recalled again); the rule never changes a verdict given by hand. Memory is shared, so the
+ * verdict holds for every owner's recalls; a client can judge only the memories its own tasks
+ * made.
+ * @throws LoopsmithError `not_found` when no memory of that kind has the id among `owner`'s; `db_error`
  */
-export async function setVerdict(db: Database, verdict: Omit<MemoryVerdict, "v">): Promise<void> {
+export async function setVerdict(db: Database, verdict: Omit<MemoryVerdict, "v">, owner: string): Promise<void> {
   const table = verdict.kind === "lesson" ? "lessons" : "failures";
   const { rows } = await withDb("look up the memory", () =>
-    db.pool.query(`SELECT 1 FROM loopsmith.${table} WHERE id = $1::bigint`, [verdict.id]),
+    db.pool.query(`SELECT 1 FROM loopsmith.${table} WHERE id = $1::bigint AND owner = $2`, [verdict.id, owner]),
   );
   if (rows.length === 0) throw new LoopsmithError("not_found", `no stored ${verdict.kind} has id ${verdict.id}`);
   await withDb("record the verdict", () =>
@@ -383,10 +388,11 @@ export async function setVerdict(db: Database, verdict: Omit<MemoryVerdict, "v">
 }
 
 /**
- * What the recalls of `taskId` showed it, oldest first, with what happened next.
+ * What the recalls of `taskId` showed it, oldest first, with what happened next; nothing when the
+ * task is not `owner`'s (its record's owner, or while it runs, its stored failures').
  * @throws LoopsmithError `db_error`
  */
-export async function readUses(db: Database, taskId: string): Promise<RecallUse[]> {
+export async function readUses(db: Database, taskId: string, owner: string): Promise<RecallUse[]> {
   const { rows } = await withDb("read the task's recall uses", () =>
     db.pool.query<Row>(
       `SELECT u.kind, u.memory_id::text AS id, u.task_id, u.iteration, u.created_at,
@@ -396,8 +402,10 @@ export async function readUses(db: Database, taskId: string): Promise<RecallUse[
               t.status, t.iterations
          FROM loopsmith.recall_uses u LEFT JOIN loopsmith.tasks t ON t.task_id = u.task_id
         WHERE u.task_id = $1
+          AND (t.owner = $2 OR (t.task_id IS NULL AND EXISTS (
+                SELECT 1 FROM loopsmith.failures f WHERE f.task_id = u.task_id AND f.owner = $2)))
         ORDER BY u.id`,
-      [taskId],
+      [taskId, owner],
     ),
   );
   return rows.map((r) => ({
@@ -463,11 +471,12 @@ export async function readLessons(
 }
 
 /**
- * Every recalled memory's measured use, lowest utility first (unmeasured last), at most `limit`.
+ * Every recalled memory of `owner`'s tasks with its measured use, lowest utility first
+ * (unmeasured last), at most `limit`.
  * @throws LoopsmithError `db_error`
  */
-export async function utilityRows(db: Database, limit: number): Promise<UtilityRow[]> {
-  const all = [...(await memoryUses(db, null, null)).values()];
+export async function utilityRows(db: Database, limit: number, owner: string): Promise<UtilityRow[]> {
+  const all = [...(await memoryUses(db, null, null, owner)).values()];
   all.sort((a, b) => (a.utility ?? Infinity) - (b.utility ?? Infinity) || Number(a.id) - Number(b.id));
   return all
     .slice(0, limit)

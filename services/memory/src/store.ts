@@ -162,10 +162,11 @@ export interface MemoryStore {
    */
   judge(taskId: string): Promise<string[]>;
   /**
-   * A person's verdict on a memory: demoted (left out of recall) or promoted (recalled again).
-   * @throws LoopsmithError `not_found` for an unknown memory; `bad_request`; `db_error`
+   * A person's verdict on a memory of `owner`'s tasks: demoted (left out of recall, for every
+   * owner: memory is shared) or promoted (recalled again).
+   * @throws LoopsmithError `not_found` for a memory `owner`'s tasks did not make; `bad_request`; `db_error`
    */
-  verdict(verdict: z.input<typeof MemoryVerdict>): Promise<void>;
+  verdict(verdict: z.input<typeof MemoryVerdict>, owner?: string): Promise<void>;
   /**
    * Re-embeds every row another embedder made with this store's embedder (see `reembed.ts`);
    * joins the pass already running, if any (memory starts one when it opens, and after its
@@ -502,14 +503,14 @@ export function createMemoryStore(
 
     async failures(input, owner = DEFAULT_OWNER) {
       const req = parse(FailuresRequest, input, "failures request");
-      if (req.verdict) await setVerdict(db, req.verdict);
+      if (req.verdict) await setVerdict(db, req.verdict, owner);
       const failures = await readFailures(db, req, owner);
       const lessons = await readLessons(db, req.taskId, req.limit, owner);
       return {
         ...failures,
         lessons,
-        ...(req.taskId ? { uses: await readUses(db, req.taskId) } : {}),
-        ...(req.utility ? { utility: await utilityRows(db, req.limit) } : {}),
+        ...(req.taskId ? { uses: await readUses(db, req.taskId, owner) } : {}),
+        ...(req.utility ? { utility: await utilityRows(db, req.limit, owner) } : {}),
       };
     },
 
@@ -527,9 +528,9 @@ export function createMemoryStore(
 
     judge: (taskId) => judgeShown(db, parse(TaskId, taskId, "task id")),
 
-    async verdict(input) {
+    async verdict(input, owner = DEFAULT_OWNER) {
       const { v: _v, ...verdict } = parse(MemoryVerdict, input, "memory verdict");
-      await setVerdict(db, verdict);
+      await setVerdict(db, verdict, owner);
     },
 
     reembed: () => runPass(),
