@@ -15,7 +15,7 @@
  */
 import { setMaxListeners } from "node:events";
 import PQueue from "p-queue";
-import pRetry from "p-retry";
+import pRetry, { type Options as PRetryOptions } from "p-retry";
 import {
   LoopsmithError,
   addUsage,
@@ -101,6 +101,206 @@ class AttemptFailed extends Error {
 
 const now = (): string => new Date().toISOString();
 
+/** One DAG run: its I/O and limits, the state as it moves, and the queues of work and records. */
+interface DagRun {
+  io: DagIO;
+  opts: DagOptions;
+  plan: DagState["plan"];
+  subtaskOf: ReadonlyMap<string, Subtask>;
+  /** The state now: replaced, never changed in place, at every move. */
+  state: DagState;
+  /** The first error of a record or of scheduling: the run stops at once and throws it. */
+  failure: unknown;
+  /** Aborted with {@link DagRun.failure}. */
+  broken: AbortController;
+  /** The caller's signal or `broken`: one signal for every wait of this run. */
+  signal: AbortSignal;
+  /** The records, one at a time, in order. */
+  records: PQueue;
+  /** The subtasks, `parallel` at once. */
+  work: PQueue;
+  /** The subtasks handed to `work`. */
+  queued: Set<string>;
+}
+
+/** A subtask's state now. */
+function get(run: DagRun, id: string): SubtaskState {
+  return run.state.subtasks.find((s) => s.id === id)!;
+}
+
+/** Stops the run for `err` (the first one wins). */
+function fail(run: DagRun, err: unknown): void {
+  run.failure ??= err;
+  run.broken.abort(err);
+}
+
+/**
+ * Moves one subtask (`patch` over its state) and queues the record of the new state.
+ * @returns the record's promise; it rejects with the record's error, which also stops the run
+ */
+function update(run: DagRun, id: string, patch: Partial<SubtaskState>): Promise<void> {
+  run.state = { ...run.state, subtasks: run.state.subtasks.map((s) => (s.id === id ? { ...s, ...patch } : s)) };
+  const snapshot = run.state;
+  const changed = get(run, id);
+  return run.records
+    .add(() => run.io.record(snapshot, changed))
+    .catch((err: unknown) => {
+      fail(run, err);
+      throw err;
+    });
+}
+
+/** True when a pending subtask's dependencies have all passed. */
+function ready(run: DagRun, s: SubtaskState): boolean {
+  return s.status === "pending" && run.subtaskOf.get(s.id)!.dependsOn.every((d) => get(run, d).status === "passed");
+}
+
+/** Hands every subtask that can run now (ready, or running to re-attach) to the work queue, once. */
+function schedule(run: DagRun): void {
+  if (run.signal.aborted) return;
+  for (const s of run.state.subtasks) {
+    if (run.queued.has(s.id) || !(s.status === "running" || ready(run, s))) continue;
+    run.queued.add(s.id);
+    run.work.add(() => runSubtask(run, s.id)).catch((err: unknown) => fail(run, err));
+  }
+}
+
+/**
+ * One attempt of a subtask: a new one is recorded as running first; `again` re-attaches to
+ * the attempt the state says is running.
+ * @throws AttemptFailed when the attempt did not pass; what {@link DagIO.attempt} throws
+ */
+async function attemptOnce(run: DagRun, id: string, again: boolean): Promise<AttemptOutcome> {
+  const { signal } = run;
+  const cur = get(run, id);
+  const attempt = again ? cur.attempts : cur.attempts + 1;
+  const child = childTaskId(run.opts.parentTaskId, id, attempt);
+  // A new attempt: the last attempt's reason and message are its own, not this one's.
+  if (!again)
+    await update(run, id, {
+      status: "running",
+      attempts: attempt,
+      childTaskId: child,
+      startedAt: cur.startedAt ?? now(),
+      reason: undefined,
+      message: undefined,
+    });
+  const base = dependenciesOf(run.plan, id).map((d) => get(run, d));
+  signal.throwIfAborted();
+  const outcome = await run.io.attempt({ subtask: run.subtaskOf.get(id)!, attempt, childTaskId: child, base, signal });
+  if (!outcome.passed) throw new AttemptFailed(outcome);
+  return outcome;
+}
+
+/** p-retry's options for a subtask that has used `used` of its attempts: backoff, what is retried, what a failure records. */
+function retryOptions(run: DagRun, id: string, used: number): PRetryOptions {
+  const { opts, signal } = run;
+  return {
+    retries: Math.max(0, opts.attempts - used - 1),
+    factor: 2,
+    minTimeout: opts.backoff.minMs,
+    maxTimeout: opts.backoff.maxMs,
+    randomize: true,
+    signal,
+    onFailedAttempt: async ({ error }) => {
+      // An attempt cut off by a cancel or a stop is not a failure of the subtask.
+      if (signal.aborted) return;
+      const o = error instanceof AttemptFailed ? error.outcome : undefined;
+      const cur = get(run, id);
+      await update(run, id, {
+        reason: o?.reason ?? "error",
+        message: o?.message ?? error.message,
+        iterations: cur.iterations + (o?.iterations ?? 0),
+        usage: addUsage(cur.usage ?? emptyUsage(), o?.usage ?? emptyUsage()),
+      });
+    },
+    shouldRetry: ({ error }) =>
+      !signal.aborted &&
+      (error instanceof AttemptFailed
+        ? error.outcome.retryable !== false
+        : error instanceof LoopsmithError && error.retryable),
+  };
+}
+
+/** Records a subtask failed (`err` ended it) and cancels its pending dependents. */
+async function failSubtask(run: DagRun, id: string, err: unknown): Promise<void> {
+  const cur = get(run, id);
+  await update(run, id, {
+    status: "failed",
+    finishedAt: now(),
+    ...(err instanceof AttemptFailed ? {} : { reason: "error", message: (err as Error)?.message ?? String(err) }),
+  });
+  for (const d of dependentsOf(run.plan, id)) {
+    if (get(run, d).status !== "pending") continue;
+    await update(run, d, {
+      status: "cancelled",
+      reason: "dependency_failed",
+      message:
+        `"${id}" failed after ${cur.attempts - cur.attemptsBefore} attempt(s): ${get(run, id).message ?? ""}`.slice(
+          0,
+          4_000,
+        ),
+      finishedAt: now(),
+    });
+  }
+}
+
+/**
+ * Runs one subtask to its end (attempts with backoff): passed, then what it unblocks
+ * scheduled; or failed, with its dependents cancelled. Nothing is recorded once the run is aborted.
+ * @throws the first error of a record
+ */
+async function runSubtask(run: DagRun, id: string): Promise<void> {
+  const reattach = get(run, id).status === "running";
+  const used = get(run, id).attempts - get(run, id).attemptsBefore - (reattach ? 1 : 0);
+  let first = true;
+  try {
+    const out = await pRetry(
+      () => {
+        const again = reattach && first;
+        first = false;
+        return attemptOnce(run, id, again);
+      },
+      retryOptions(run, id, used),
+    );
+    const cur = get(run, id);
+    await update(run, id, {
+      status: "passed",
+      reason: "passed",
+      message: out.message,
+      iterations: cur.iterations + out.iterations,
+      usage: addUsage(cur.usage ?? emptyUsage(), out.usage),
+      finishedAt: now(),
+      ...(out.change ? { change: out.change } : {}),
+    });
+    schedule(run);
+  } catch (err) {
+    if (run.signal.aborted) return;
+    await failSubtask(run, id, err);
+  }
+}
+
+/**
+ * After the caller's signal fired: the subtasks not finished are cancelled (reason `cancelled`
+ * or `time_limit`).
+ * @throws HandBack when the conductor stops (neither a cancel nor the time limit)
+ */
+async function cancelUnfinished(run: DagRun): Promise<void> {
+  const { io } = run;
+  const late = !io.cancelled() && (io.timedOut?.() ?? false);
+  if (!io.cancelled() && !late) throw new HandBack("the conductor is stopping; the DAG resumes from its checkpoint");
+  for (const s of run.state.subtasks) {
+    if (s.status === "pending" || s.status === "running")
+      await update(run, s.id, {
+        status: "cancelled",
+        reason: late ? "time_limit" : "cancelled",
+        message: late ? "the task's time limit passed" : "the task was cancelled",
+        finishedAt: now(),
+      });
+  }
+  await run.records.onIdle();
+}
+
 /**
  * Runs the subtasks of `initial` that have not finished, and returns the state when none can
  * run any more: every subtask passed, failed or cancelled.
@@ -116,157 +316,31 @@ export async function runDag(initial: DagState, io: DagIO, opts: DagOptions): Pr
       "bad_request",
       `a DAG run needs parallel ≥ 1 and attempts ≥ 1 (got ${opts.parallel} and ${opts.attempts})`,
     );
-  let state = initial;
   // One signal for every wait of this run (p-retry adds a listener per subtask): the caller's,
   // or this run's own when recording a move failed (the checkpoint cannot be trusted to go on).
-  let failure: unknown;
   const broken = new AbortController();
   const signal = AbortSignal.any([io.signal, broken.signal]);
   setMaxListeners(initial.plan.subtasks.length * 4 + 10, signal);
-  const plan = state.plan;
-  const subtaskOf = new Map(plan.subtasks.map((s) => [s.id, s]));
-  const get = (id: string): SubtaskState => state.subtasks.find((s) => s.id === id)!;
-  const records = new PQueue({ concurrency: 1 });
-  const update = (id: string, patch: Partial<SubtaskState>): Promise<void> => {
-    state = { ...state, subtasks: state.subtasks.map((s) => (s.id === id ? { ...s, ...patch } : s)) };
-    const snapshot = state;
-    const changed = get(id);
-    return records
-      .add(() => io.record(snapshot, changed))
-      .catch((err: unknown) => {
-        failure ??= err;
-        broken.abort(err);
-        throw err;
-      });
+  const plan = initial.plan;
+  const run: DagRun = {
+    io,
+    opts,
+    plan,
+    subtaskOf: new Map(plan.subtasks.map((s) => [s.id, s])),
+    state: initial,
+    failure: undefined,
+    broken,
+    signal,
+    records: new PQueue({ concurrency: 1 }),
+    work: new PQueue({ concurrency: opts.parallel }),
+    queued: new Set(),
   };
-
-  const work = new PQueue({ concurrency: opts.parallel });
-  const queued = new Set<string>();
-  const ready = (s: SubtaskState): boolean =>
-    s.status === "pending" && subtaskOf.get(s.id)!.dependsOn.every((d) => get(d).status === "passed");
-  const schedule = (): void => {
-    if (signal.aborted) return;
-    for (const s of state.subtasks) {
-      if (queued.has(s.id) || !(s.status === "running" || ready(s))) continue;
-      queued.add(s.id);
-      work
-        .add(() => runSubtask(s.id))
-        .catch((err: unknown) => {
-          failure ??= err;
-          broken.abort(err);
-        });
-    }
-  };
-
-  async function runSubtask(id: string): Promise<void> {
-    const subtask = subtaskOf.get(id)!;
-    const reattach = get(id).status === "running";
-    const used = get(id).attempts - get(id).attemptsBefore - (reattach ? 1 : 0);
-    let first = true;
-    try {
-      const out = await pRetry(
-        async () => {
-          const cur = get(id);
-          const again = reattach && first;
-          first = false;
-          const attempt = again ? cur.attempts : cur.attempts + 1;
-          const child = childTaskId(opts.parentTaskId, id, attempt);
-          // A new attempt: the last attempt's reason and message are its own, not this one's.
-          if (!again)
-            await update(id, {
-              status: "running",
-              attempts: attempt,
-              childTaskId: child,
-              startedAt: cur.startedAt ?? now(),
-              reason: undefined,
-              message: undefined,
-            });
-          const base = dependenciesOf(plan, id).map(get);
-          signal.throwIfAborted();
-          const outcome = await io.attempt({ subtask, attempt, childTaskId: child, base, signal });
-          if (!outcome.passed) throw new AttemptFailed(outcome);
-          return outcome;
-        },
-        {
-          retries: Math.max(0, opts.attempts - used - 1),
-          factor: 2,
-          minTimeout: opts.backoff.minMs,
-          maxTimeout: opts.backoff.maxMs,
-          randomize: true,
-          signal,
-          onFailedAttempt: async ({ error }) => {
-            // An attempt cut off by a cancel or a stop is not a failure of the subtask.
-            if (signal.aborted) return;
-            const o = error instanceof AttemptFailed ? error.outcome : undefined;
-            const cur = get(id);
-            await update(id, {
-              reason: o?.reason ?? "error",
-              message: o?.message ?? error.message,
-              iterations: cur.iterations + (o?.iterations ?? 0),
-              usage: addUsage(cur.usage ?? emptyUsage(), o?.usage ?? emptyUsage()),
-            });
-          },
-          shouldRetry: ({ error }) =>
-            !signal.aborted &&
-            (error instanceof AttemptFailed
-              ? error.outcome.retryable !== false
-              : error instanceof LoopsmithError && error.retryable),
-        },
-      );
-      const cur = get(id);
-      await update(id, {
-        status: "passed",
-        reason: "passed",
-        message: out.message,
-        iterations: cur.iterations + out.iterations,
-        usage: addUsage(cur.usage ?? emptyUsage(), out.usage),
-        finishedAt: now(),
-        ...(out.change ? { change: out.change } : {}),
-      });
-      schedule();
-    } catch (err) {
-      if (signal.aborted) return;
-      const cur = get(id);
-      await update(id, {
-        status: "failed",
-        finishedAt: now(),
-        ...(err instanceof AttemptFailed ? {} : { reason: "error", message: (err as Error)?.message ?? String(err) }),
-      });
-      for (const d of dependentsOf(plan, id)) {
-        if (get(d).status !== "pending") continue;
-        await update(d, {
-          status: "cancelled",
-          reason: "dependency_failed",
-          message:
-            `"${id}" failed after ${cur.attempts - cur.attemptsBefore} attempt(s): ${get(id).message ?? ""}`.slice(
-              0,
-              4_000,
-            ),
-          finishedAt: now(),
-        });
-      }
-    }
-  }
-
-  schedule();
-  await work.onIdle();
-  await records.onIdle().catch(() => undefined);
-  if (failure !== undefined) throw failure;
-  if (io.signal.aborted) {
-    const late = !io.cancelled() && (io.timedOut?.() ?? false);
-    if (!io.cancelled() && !late) throw new HandBack("the conductor is stopping; the DAG resumes from its checkpoint");
-    for (const s of state.subtasks) {
-      if (s.status === "pending" || s.status === "running")
-        await update(s.id, {
-          status: "cancelled",
-          reason: late ? "time_limit" : "cancelled",
-          message: late ? "the task's time limit passed" : "the task was cancelled",
-          finishedAt: now(),
-        });
-    }
-    await records.onIdle();
-  }
-  return state;
+  schedule(run);
+  await run.work.onIdle();
+  await run.records.onIdle().catch(() => undefined);
+  if (run.failure !== undefined) throw run.failure;
+  if (io.signal.aborted) await cancelUnfinished(run);
+  return run.state;
 }
 
 /** The outcome of a finished DAG run: `passed` when every subtask passed. */
