@@ -13,7 +13,7 @@ import {
 } from "@loopsmith/shared";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
-import { utilityStats } from "./lessons.js";
+import { utilityStats } from "./lesson-reads.js";
 
 /** The window's tasks as a CTE over `$1` (since, or null) and `$2` (last, or null: all). */
 const WINDOW = `WITH w AS (

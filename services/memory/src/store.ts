@@ -53,13 +53,11 @@ import {
   judgeShown,
   LESSON_POOL,
   logUses,
-  readLessons,
-  readUses,
   recallLessons,
   setVerdict,
   storeLessons,
-  utilityRows,
 } from "./lessons.js";
+import { readLessons, readUses, utilityRows } from "./lesson-reads.js";
 
 /** Memory's operations. Every method validates its input against its contract first. */
 export interface MemoryStore {
