@@ -116,164 +116,233 @@ const READ_ATTEMPTS = 3;
 
 const cancelKey = (key: string, owner: string): string => `cancel.${owner}.${key}`;
 
+/** What one checkpoint store holds: its buckets, its budget, and what it knows of each key's blobs. */
+interface StoreCore<State> {
+  kv: KV;
+  blobs: BlobStore;
+  schema: z.ZodType<State>;
+  label: string;
+  /** The largest checkpoint document, in bytes (`max_payload` less the headroom). */
+  budget: number;
+  /**
+   * The digests of the checkpoint this process last wrote, per key. Reads never change it: a
+   * read that raced a newer write must not make a later write skip a blob it needs.
+   */
+  named: Map<string, Set<string>>;
+  /** Keys that may have blobs this process does not know of: written by another runner, or a write that failed after its blobs. */
+  suspect: Set<string>;
+}
+
+/** A key's prefix in the blob store. Tasks and runs share it: a key's blobs are `<label>/<key>/<sha256>`. */
+function prefixOf(label: string, key: string): string {
+  return `${label}/${key}/`;
+}
+
+/** The blob store's name of one blob of a key. */
+function blobName(label: string, key: string, digest: string): string {
+  return `${prefixOf(label, key)}${digest}`;
+}
+
+/**
+ * The error a failed write of `label` `key`'s checkpoint becomes: `unavailable` (retryable)
+ * when another runner wrote in between or the write failed on the way, `internal` (not
+ * retryable) when the server refuses the request.
+ */
+function writeError(label: string, err: unknown, key: string): LoopsmithError {
+  if (err instanceof LoopsmithError) return err;
+  if (err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE) {
+    return new LoopsmithError("unavailable", `the checkpoint of ${label} ${key} was written by another runner`, {
+      cause: err,
+      retryable: true,
+    });
+  }
+  // A request the server refuses: retrying cannot help.
+  if (err instanceof JetStreamApiError || err instanceof InvalidArgumentError) {
+    return new LoopsmithError(
+      "internal",
+      `the checkpoint of ${label} ${key} could not be written: ${(err as Error).message}`,
+      { cause: err, retryable: false },
+    );
+  }
+  return new LoopsmithError(
+    "unavailable",
+    `the checkpoint of ${label} ${key} could not be written: ${(err as Error)?.message ?? err}`,
+    { cause: err, retryable: true },
+  );
+}
+
+/** Deletes the key's blobs of these digests; one that cannot be deleted makes the key suspect. */
+async function deleteBlobs<State>(core: StoreCore<State>, key: string, digests: Iterable<string>): Promise<void> {
+  for (const digest of digests) {
+    // A blob left behind is removed when the key ends (the key is then swept).
+    await core.blobs.delete(blobName(core.label, key, digest)).catch(() => core.suspect.add(key));
+  }
+}
+
+/**
+ * Puts the blobs the document names that this process's last checkpoint of the key did not,
+ * writes the document (`revision` undefined creates the key), then deletes the blobs only
+ * that last checkpoint named.
+ * @returns the new revision
+ * @throws LoopsmithError as {@link writeError} makes it
+ */
+async function write<State>(
+  core: StoreCore<State>,
+  key: string,
+  encoded: Encoded,
+  revision: number | undefined,
+): Promise<number> {
+  const { kv, named, suspect } = core;
+  const before = named.get(key);
+  // Updating a checkpoint another runner wrote: the blobs it named are not known here.
+  if (!before && revision !== undefined) suspect.add(key);
+  try {
+    for (const blob of encoded.blobs)
+      if (!before?.has(blob.digest))
+        await core.blobs.putBlob({ name: blobName(core.label, key, blob.digest) }, blob.data);
+    const rev =
+      revision === undefined ? await kv.create(key, encoded.text) : await kv.update(key, encoded.text, revision);
+    const now = new Set(encoded.blobs.map((b) => b.digest));
+    named.set(key, now);
+    await deleteBlobs(
+      core,
+      key,
+      [...(before ?? [])].filter((d) => !now.has(d)),
+    );
+    return rev;
+  } catch (err) {
+    if (encoded.blobs.length) suspect.add(key);
+    throw writeError(core.label, err, key);
+  }
+}
+
+/** The names of the key's objects in the blob store, from its listing. */
+async function blobsOf<State>(core: StoreCore<State>, key: string): Promise<string[]> {
+  const prefix = prefixOf(core.label, key);
+  return (await core.blobs.list()).filter((o) => !o.deleted && o.name.startsWith(prefix)).map((o) => o.name);
+}
+
+/** Deletes every blob of the key but `keep`: those named here or in `seen`, and all listed when the key is suspect. */
+async function clearBlobs<State>(
+  core: StoreCore<State>,
+  key: string,
+  keep: Set<string>,
+  seen: string[] = [],
+): Promise<void> {
+  const { named, suspect } = core;
+  const known = [...new Set([...(named.get(key) ?? []), ...seen])].filter((d) => !keep.has(d));
+  await deleteBlobs(core, key, known);
+  if (suspect.has(key)) {
+    suspect.delete(key);
+    const listed = (await blobsOf(core, key))
+      .map((name) => name.slice(prefixOf(core.label, key).length))
+      .filter((d) => !keep.has(d) && !known.includes(d));
+    await deleteBlobs(core, key, listed);
+  }
+  if (keep.size) named.set(key, keep);
+  else named.delete(key);
+}
+
+/**
+ * One blob a checkpoint names.
+ * @throws LoopsmithError `unavailable` (retryable) when it is gone
+ */
+async function readBlob<State>(core: StoreCore<State>, key: string, digest: string): Promise<Uint8Array> {
+  const data = await core.blobs.getBlob(blobName(core.label, key, digest));
+  if (!data)
+    throw new LoopsmithError(
+      "unavailable",
+      `the checkpoint of ${core.label} ${key} names the blob ${digest}, which is gone`,
+      {
+        retryable: true,
+      },
+    );
+  return data;
+}
+
+/**
+ * The key's checkpoint with its revision, its document and the digests it names, or null
+ * when there is none. A blob gone under the read (a newer checkpoint's clean-up) reads again,
+ * up to {@link READ_ATTEMPTS} times.
+ * @throws LoopsmithError `internal` when the state fails its schema; `unavailable`
+ *   (retryable) when a blob it names cannot be read
+ */
+async function read<State>(
+  core: StoreCore<State>,
+  key: string,
+): Promise<(Revisioned<State> & { doc: unknown; digests: string[] }) | null> {
+  const { kv, label } = core;
+  for (let attempt = 1; ; attempt++) {
+    const entry = await kv.get(key);
+    if (!entry || entry.operation !== "PUT" || entry.length === 0) return null;
+    const doc = entry.json<unknown>();
+    let decoded: { state: unknown; digests: string[] };
+    try {
+      decoded = await decode(doc, (digest) => readBlob(core, key, digest));
+    } catch (err) {
+      // A newer checkpoint was written and cleaned up after this one was read: read again.
+      if (attempt < READ_ATTEMPTS && err instanceof LoopsmithError && err.retryable) continue;
+      throw err instanceof LoopsmithError
+        ? err
+        : new LoopsmithError(
+            "unavailable",
+            `the checkpoint of ${label} ${key} could not be read: ${(err as Error).message}`,
+            { cause: err, retryable: true },
+          );
+    }
+    const parsed = core.schema.safeParse(decoded.state);
+    if (!parsed.success) {
+      throw new LoopsmithError("internal", `the checkpoint of ${label} ${key} fails its schema`, {
+        details: parsed.error.issues,
+      });
+    }
+    return { state: parsed.data, revision: entry.revision, doc, digests: decoded.digests };
+  }
+}
+
+/**
+ * {@link CheckpointStore.finish}: the final state rewritten without blobs when it names any,
+ * then every blob of the key deleted.
+ * @throws LoopsmithError as {@link CheckpointStore.update}
+ */
+async function finish<State>(core: StoreCore<State>, key: string): Promise<void> {
+  const { named, suspect } = core;
+  const mine = named.get(key);
+  // The common case: this process wrote the key's last checkpoint, and it named no blob.
+  if (mine && mine.size === 0 && !suspect.has(key)) return void named.delete(key);
+  if (!mine) suspect.add(key);
+  const found = await read(core, key);
+  let keep = new Set<string>();
+  if (found && refsOf(found.doc).length) {
+    const compacted = compact(found.state, core.budget, core.label);
+    await write(core, key, compacted, found.revision);
+    keep = new Set(compacted.blobs.map((b) => b.digest));
+  }
+  await clearBlobs(core, key, keep, found?.digests);
+}
+
 /** A {@link CheckpointStore} over a KV bucket and a blob store. */
 export function checkpointStore<State extends Checkpointed>(
   opts: CheckpointStoreOptions<State>,
 ): CheckpointStore<State> {
   const { kv, blobs, schema, label } = opts;
   const budget = opts.maxPayload - CHECKPOINT_HEADROOM_BYTES;
-  // Tasks and runs share the blob store: a key's blobs are `<label>/<key>/<sha256>`.
-  const prefixOf = (key: string): string => `${label}/${key}/`;
-  const blobName = (key: string, digest: string): string => `${prefixOf(key)}${digest}`;
-  /**
-   * The digests of the checkpoint this process last wrote, per key. Reads never change it: a
-   * read that raced a newer write must not make a later write skip a blob it needs.
-   */
-  const named = new Map<string, Set<string>>();
-  /** Keys that may have blobs this process does not know of: written by another runner, or a write that failed after its blobs. */
-  const suspect = new Set<string>();
-
-  const writeError = (err: unknown, key: string): LoopsmithError => {
-    if (err instanceof LoopsmithError) return err;
-    if (err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE) {
-      return new LoopsmithError("unavailable", `the checkpoint of ${label} ${key} was written by another runner`, {
-        cause: err,
-        retryable: true,
-      });
-    }
-    // A request the server refuses: retrying cannot help.
-    if (err instanceof JetStreamApiError || err instanceof InvalidArgumentError) {
-      return new LoopsmithError(
-        "internal",
-        `the checkpoint of ${label} ${key} could not be written: ${(err as Error).message}`,
-        { cause: err, retryable: false },
-      );
-    }
-    return new LoopsmithError(
-      "unavailable",
-      `the checkpoint of ${label} ${key} could not be written: ${(err as Error)?.message ?? err}`,
-      { cause: err, retryable: true },
-    );
-  };
-
-  const deleteBlobs = async (key: string, digests: Iterable<string>): Promise<void> => {
-    for (const digest of digests) {
-      // A blob left behind is removed when the key ends (the key is then swept).
-      await blobs.delete(blobName(key, digest)).catch(() => suspect.add(key));
-    }
-  };
-
-  /**
-   * Puts the blobs the document names that this process's last checkpoint of the key did not,
-   * writes the document (`revision` undefined creates the key), then deletes the blobs only
-   * that last checkpoint named.
-   */
-  const write = async (key: string, encoded: Encoded, revision: number | undefined): Promise<number> => {
-    const before = named.get(key);
-    // Updating a checkpoint another runner wrote: the blobs it named are not known here.
-    if (!before && revision !== undefined) suspect.add(key);
-    try {
-      for (const blob of encoded.blobs)
-        if (!before?.has(blob.digest)) await blobs.putBlob({ name: blobName(key, blob.digest) }, blob.data);
-      const rev =
-        revision === undefined ? await kv.create(key, encoded.text) : await kv.update(key, encoded.text, revision);
-      const now = new Set(encoded.blobs.map((b) => b.digest));
-      named.set(key, now);
-      await deleteBlobs(
-        key,
-        [...(before ?? [])].filter((d) => !now.has(d)),
-      );
-      return rev;
-    } catch (err) {
-      if (encoded.blobs.length) suspect.add(key);
-      throw writeError(err, key);
-    }
-  };
-
-  const blobsOf = async (key: string): Promise<string[]> =>
-    (await blobs.list()).filter((o) => !o.deleted && o.name.startsWith(prefixOf(key))).map((o) => o.name);
-
-  /** Deletes every blob of the key but `keep`: those named here or in `seen`, and all listed when the key is suspect. */
-  const clearBlobs = async (key: string, keep: Set<string>, seen: string[] = []): Promise<void> => {
-    const known = [...new Set([...(named.get(key) ?? []), ...seen])].filter((d) => !keep.has(d));
-    await deleteBlobs(key, known);
-    if (suspect.has(key)) {
-      suspect.delete(key);
-      const listed = (await blobsOf(key))
-        .map((name) => name.slice(prefixOf(key).length))
-        .filter((d) => !keep.has(d) && !known.includes(d));
-      await deleteBlobs(key, listed);
-    }
-    if (keep.size) named.set(key, keep);
-    else named.delete(key);
-  };
-
-  const read = async (key: string): Promise<(Revisioned<State> & { doc: unknown; digests: string[] }) | null> => {
-    for (let attempt = 1; ; attempt++) {
-      const entry = await kv.get(key);
-      if (!entry || entry.operation !== "PUT" || entry.length === 0) return null;
-      const doc = entry.json<unknown>();
-      let decoded: { state: unknown; digests: string[] };
-      try {
-        decoded = await decode(doc, async (digest) => {
-          const data = await blobs.getBlob(blobName(key, digest));
-          if (!data)
-            throw new LoopsmithError(
-              "unavailable",
-              `the checkpoint of ${label} ${key} names the blob ${digest}, which is gone`,
-              { retryable: true },
-            );
-          return data;
-        });
-      } catch (err) {
-        // A newer checkpoint was written and cleaned up after this one was read: read again.
-        if (attempt < READ_ATTEMPTS && err instanceof LoopsmithError && err.retryable) continue;
-        throw err instanceof LoopsmithError
-          ? err
-          : new LoopsmithError(
-              "unavailable",
-              `the checkpoint of ${label} ${key} could not be read: ${(err as Error).message}`,
-              { cause: err, retryable: true },
-            );
-      }
-      const parsed = schema.safeParse(decoded.state);
-      if (!parsed.success) {
-        throw new LoopsmithError("internal", `the checkpoint of ${label} ${key} fails its schema`, {
-          details: parsed.error.issues,
-        });
-      }
-      return { state: parsed.data, revision: entry.revision, doc, digests: decoded.digests };
-    }
-  };
-
+  const core: StoreCore<State> = { kv, blobs, schema, label, budget, named: new Map(), suspect: new Set() };
   return {
     async get(key) {
-      const found = await read(key);
+      const found = await read(core, key);
       return found && { state: found.state, revision: found.revision };
     },
-    create: (state) => write(opts.keyOf(state), encode(state, budget), undefined),
-    update: (state, revision) => write(opts.keyOf(state), encode(state, budget), revision),
-    async finish(key) {
-      const mine = named.get(key);
-      // The common case: this process wrote the key's last checkpoint, and it named no blob.
-      if (mine && mine.size === 0 && !suspect.has(key)) return void named.delete(key);
-      if (!mine) suspect.add(key);
-      const found = await read(key);
-      let keep = new Set<string>();
-      if (found && refsOf(found.doc).length) {
-        const compacted = compact(found.state, budget, label);
-        await write(key, compacted, found.revision);
-        keep = new Set(compacted.blobs.map((b) => b.digest));
-      }
-      await clearBlobs(key, keep, found?.digests);
-    },
+    create: (state) => write(core, opts.keyOf(state), encode(state, budget), undefined),
+    update: (state, revision) => write(core, opts.keyOf(state), encode(state, budget), revision),
+    finish: (key) => finish(core, key),
     async remove(key) {
-      const found = await read(key).catch(() => null);
+      const found = await read(core, key).catch(() => null);
       await kv.delete(key);
-      suspect.add(key);
-      await clearBlobs(key, new Set(), found?.digests);
+      core.suspect.add(key);
+      await clearBlobs(core, key, new Set(), found?.digests);
     },
-    blobsOf,
+    blobsOf: (key) => blobsOf(core, key),
     async requestCancel(key, owner) {
       await kv.put(cancelKey(key, owner), "1");
     },
