@@ -4,98 +4,19 @@
  * tolerance and a paired test says it is better. Pure functions: no I/O, no clock, no LLM;
  * the p-values come from the shared paired tests (`@loopsmith/shared/stats`, over stdlib).
  */
-import { createHash } from "node:crypto";
 import { clampP, signedRankTest, signTestP } from "@loopsmith/shared/stats";
-import picomatch from "picomatch";
 import type { CaseOutcome, Statistic } from "@loopsmith/shared";
 import type { SetStatistic } from "@loopsmith/shared/contracts";
 import { testAlpha, type AlphaSpending } from "@loopsmith/shared";
 
 // The run's alpha spending rule lives in shared (the CLI's warning and reports use it too).
 export { testAlpha, type AlphaSpending };
-import { quoteId, type CaseRun } from "./bench-output.js";
+import type { CaseRun } from "./bench-output.js";
+import { pairCases, quoteSome } from "./pairing.js";
 
-/** The paired cases of a generation, or one sentence saying why the runs do not pair (`bench_unparsed`). */
-export type PairResult = { ok: true; cases: CaseOutcome[] } | { ok: false; error: string };
-
-/** Case ids quoted in one message, at most. */
-const QUOTED = 5;
-
-function quoteSome(ids: readonly string[], max = QUOTED): string {
-  const shown = ids.slice(0, max).map(quoteId).join(", ");
-  return ids.length > max ? `${shown} and ${ids.length - max} more` : shown;
-}
-
-function runName(side: "parent" | "candidate", index: number, total: number): string {
-  return `${side === "parent" ? "Parent" : "Candidate"} run ${index + 1} of ${total}`;
-}
-
-/**
- * Pairs the benchmark runs of the two sides of a generation, case by case.
- *
- * Each inner array is one run (one repeat) of one side, as read by `parseBenchOutput` or
- * `casesFromTests`. Every run of both sides must report exactly the case ids of the parent's
- * first run, each once; otherwise the error names the first missing or extra case and the run
- * (the generation is then rejected `bench_unparsed`, per `DecisionReason` in the contracts:
- * "other cases than the parent's").
- *
- * @returns one `CaseOutcome` per case, sorted by case id (code-unit order): per side the runs,
- *   the passes and the scores the runs reported, in run order.
- */
-export function pairCases(
-  parentRuns: readonly (readonly CaseRun[])[],
-  candidateRuns: readonly (readonly CaseRun[])[],
-): PairResult {
-  const reference = parentRuns[0];
-  if (reference === undefined) return { ok: false, error: "The parent has no benchmark run to compare." };
-  if (candidateRuns.length === 0) return { ok: false, error: "The candidate has no benchmark run to compare." };
-  const outcomes = new Map<string, CaseOutcome>();
-  for (const c of reference) {
-    outcomes.set(c.case, {
-      case: c.case,
-      parent: { passes: 0, runs: 0, scores: [] },
-      candidate: { passes: 0, runs: 0, scores: [] },
-    });
-  }
-  const sides = [
-    ["parent", parentRuns],
-    ["candidate", candidateRuns],
-  ] as const;
-  for (const [side, runs] of sides) {
-    for (let r = 0; r < runs.length; r++) {
-      const run = runs[r] ?? [];
-      const name = runName(side, r, runs.length);
-      const ids = new Set<string>();
-      for (const c of run) {
-        if (ids.has(c.case)) return { ok: false, error: `${name} reports case ${quoteId(c.case)} twice.` };
-        ids.add(c.case);
-      }
-      const extra = [...ids].filter((id) => !outcomes.has(id));
-      if (extra.length > 0) {
-        return {
-          ok: false,
-          error: `${name} reports case${extra.length > 1 ? "s" : ""} ${quoteSome(extra, 3)} that parent run 1 does not.`,
-        };
-      }
-      const missing = [...outcomes.keys()].filter((id) => !ids.has(id));
-      if (missing.length > 0) {
-        return {
-          ok: false,
-          error: `Case${missing.length > 1 ? "s" : ""} ${quoteSome(missing, 3)} of parent run 1 ${missing.length > 1 ? "are" : "is"} missing from ${name.toLowerCase()}.`,
-        };
-      }
-      for (const c of run) {
-        const tally = outcomes.get(c.case)?.[side];
-        if (tally === undefined) continue;
-        tally.runs += 1;
-        if (c.pass) tally.passes += 1;
-        if (c.score !== undefined) tally.scores.push(c.score);
-      }
-    }
-  }
-  const cases = [...outcomes.values()].sort((a, b) => (a.case < b.case ? -1 : a.case > b.case ? 1 : 0));
-  return { ok: true, cases };
-}
+// The pairing of the runs and the calibration are beside this file; their names are exported from here too.
+export { pairCases, type PairResult } from "./pairing.js";
+export { calibrate, splitSeedOf, type CalibrationResult } from "./calibration.js";
 
 /** Settings of {@link decide}: `alpha` and `tolerance` of `ImproveSettings`. */
 export interface DecideOptions {
@@ -257,92 +178,6 @@ export function alphaSpent(alpha: number, j: number, generations: number, rule: 
   return s;
 }
 
-/** A seed for the split from the run id: the first 32 bits of its SHA-256. */
-export function splitSeedOf(runId: string): number {
-  return createHash("sha256").update(runId).digest().readUInt32BE(0);
-}
-
-/** What the calibration runs and the split give a run (`Calibration` in the contracts). */
-export interface CalibrationResult {
-  runs: number;
-  flaky: string[];
-  seed: number;
-  source: "fraction" | "holdout" | "none";
-  selection: string[];
-  confirmation: string[];
-  parentFailing: string[];
-}
-
-/**
- * Measures each case's flakiness on `runs` of the base parent and splits the cases into the
- * selection set and the confirmation set.
- *
- * - A case is **flaky** when it passed in some runs and failed in others; it is
- *   *parent-failing* when it failed in every run.
- * - `holdout` patterns (picomatch globs over case ids, `*` and `?`; an id is also matched
- *   exactly) name the confirmation cases when given: the rest is the selection set.
- * - Otherwise the split is stratified: within each stratum (passing, failing, flaky on the
- *   parent) the cases are ordered by SHA-256 of `<seed>:<id>` and the first
- *   round(fraction × stratum size) go to confirmation, so each set keeps the parent's pass
- *   rate. The same seed and cases always give the same split. `fraction` 0: no confirmation.
- *
- * @param runs - the calibration runs (at least one), each as `parseBenchOutput` reads it
- * @returns the calibration, or one sentence when the runs do not report the same cases
- */
-export function calibrate(
-  runs: readonly (readonly CaseRun[])[],
-  opts: { fraction: number; holdout: readonly string[]; seed: number },
-): { ok: true; calibration: CalibrationResult } | { ok: false; error: string } {
-  const paired = pairCases(runs, runs.slice(0, 1));
-  if (!paired.ok) return paired;
-  const flaky: string[] = [];
-  const failing: string[] = [];
-  const passing: string[] = [];
-  for (const c of paired.cases) {
-    if (c.parent.passes === 0) failing.push(c.case);
-    else if (c.parent.passes === c.parent.runs) passing.push(c.case);
-    else flaky.push(c.case);
-  }
-  let confirmation: Set<string>;
-  let source: CalibrationResult["source"];
-  if (opts.holdout.length > 0) {
-    const matchers = opts.holdout.map((p) => picomatch(p, { dot: true }));
-    const exact = new Set(opts.holdout);
-    confirmation = new Set(
-      paired.cases.map((c) => c.case).filter((id) => exact.has(id) || matchers.some((m) => m(id))),
-    );
-    source = "holdout";
-  } else if (opts.fraction > 0) {
-    const key = (id: string): string => createHash("sha256").update(`${opts.seed}:${id}`).digest("hex");
-    confirmation = new Set(
-      [passing, failing, flaky].flatMap((stratum) =>
-        stratum
-          .map((id) => ({ id, k: key(id) }))
-          .sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0))
-          .slice(0, Math.round(opts.fraction * stratum.length))
-          .map((x) => x.id),
-      ),
-    );
-    source = "fraction";
-  } else {
-    confirmation = new Set();
-    source = "none";
-  }
-  const ids = paired.cases.map((c) => c.case);
-  return {
-    ok: true,
-    calibration: {
-      runs: runs.length,
-      flaky,
-      seed: opts.seed,
-      source,
-      selection: ids.filter((id) => !confirmation.has(id)),
-      confirmation: ids.filter((id) => confirmation.has(id)),
-      parentFailing: failing,
-    },
-  };
-}
-
 /** The settings of {@link decideGeneration}. */
 export interface GenerationDecideOptions {
   /** α_j: the level of this generation's selection test (see {@link testAlpha}). */
@@ -436,37 +271,14 @@ function setStatistic(
  * @throws RangeError as {@link decide} for `alpha`, `confirmationAlpha` or `tolerance`
  */
 export function decideGeneration(cases: readonly CaseOutcome[], opts: GenerationDecideOptions): GenerationDecision {
-  const { alpha, confirmationAlpha: alphaC, tolerance, confirmation, flaky } = opts;
+  const { alpha, confirmationAlpha: alphaC, tolerance, confirmation } = opts;
   if (!(alpha > 0 && alpha <= 1)) throw new RangeError(`alpha must be in (0, 1], got ${alpha}`);
   if (!(alphaC > 0 && alphaC <= 1)) throw new RangeError(`confirmationAlpha must be in (0, 1], got ${alphaC}`);
   if (!Number.isInteger(tolerance) || tolerance < 0)
     throw new RangeError(`tolerance must be a non-negative integer, got ${tolerance}`);
-  const marked: CaseOutcome[] = cases.map((c) => ({
-    ...c,
-    ...(confirmation.size > 0
-      ? { set: confirmation.has(c.case) ? ("confirmation" as const) : ("selection" as const) }
-      : {}),
-    // Flaky from the calibration, or seen flaky now: the parent's own runs of this generation disagree.
-    ...(flaky.has(c.case) || (c.parent.passes > 0 && c.parent.passes < c.parent.runs) ? { flaky: true } : {}),
-  }));
-  type Tally = { cases: CaseOutcome[]; tested: CaseOutcome[]; fixed: string[]; broken: string[]; failing: number };
-  const tally = (inSet: (c: CaseOutcome) => boolean): Tally => {
-    const t: Tally = { cases: [], tested: [], fixed: [], broken: [], failing: 0 };
-    for (const c of marked) {
-      if (!inSet(c)) continue;
-      t.cases.push(c);
-      if (c.flaky) continue;
-      t.tested.push(c);
-      const before = passesOn(c.parent);
-      const after = passesOn(c.candidate);
-      if (!before) t.failing += 1;
-      if (before && !after) t.broken.push(c.case);
-      if (!before && after) t.fixed.push(c.case);
-    }
-    return t;
-  };
-  const sel = tally((c) => !confirmation.has(c.case));
-  const con = tally((c) => confirmation.has(c.case));
+  const marked = markCases(cases, opts);
+  const sel = tally(marked, (c) => !confirmation.has(c.case));
+  const con = tally(marked, (c) => confirmation.has(c.case));
   const tested = [...sel.tested, ...con.tested];
   const scored =
     tested.length > 0 &&
@@ -477,109 +289,152 @@ export function decideGeneration(cases: readonly CaseOutcome[], opts: Generation
         c.parent.scores.length === c.parent.runs &&
         c.candidate.scores.length === c.candidate.runs,
     );
-  const diffs = (cs: readonly CaseOutcome[]): number[] =>
-    cs.map((c) => mean(c.candidate.scores) - mean(c.parent.scores));
-  const oneSidedRank = (d: readonly number[]): { p: number; nonZero: number } => {
-    const r = signedRankTest(d, "greater");
-    return { p: r.pValue, nonZero: r.nonZero };
-  };
-
-  let selStat: SetStatistic;
-  let conStat: SetStatistic;
-  let effect: number;
-  let nonZero: number | undefined;
-  let conNote = "";
-  if (scored) {
-    const ds = diffs(sel.tested);
-    const r = oneSidedRank(ds);
-    const m = ds.length ? mean(ds) : 0;
-    selStat = setStatistic(
-      "wilcoxon",
-      sel.cases.length,
-      sel.failing,
-      sel.fixed.length,
-      sel.broken.length,
-      r.p,
-      alpha,
-      r.p < alpha && m > 0,
-    );
-    const dc = diffs(con.tested);
-    const rc = oneSidedRank(dc);
-    const mc = dc.length ? mean(dc) : 0;
-    if (con.cases.length === 0) conStat = setStatistic("none", 0, 0, 0, 0, 1, alphaC, true);
-    else if (0.5 ** rc.nonZero < alphaC)
-      conStat = setStatistic(
-        "wilcoxon",
-        con.cases.length,
-        con.failing,
-        con.fixed.length,
-        con.broken.length,
-        rc.p,
-        alphaC,
-        rc.p < alphaC && mc > 0,
-      );
-    else {
-      conStat = setStatistic(
-        "none",
-        con.cases.length,
-        con.failing,
-        con.fixed.length,
-        con.broken.length,
-        1,
-        alphaC,
-        mc > 0,
-      );
-      conNote = ` (too few changed scores for the signed-rank test: mean difference ${fmt(mc)})`;
-    }
-    effect = tested.length ? mean(diffs(tested)) : 0;
-    nonZero = r.nonZero + rc.nonZero;
-  } else {
-    const fs = sel.fixed.length;
-    const bs = sel.broken.length;
-    const ps = signTestP(fs, bs, "greater");
-    selStat = setStatistic("sign_exact", sel.cases.length, sel.failing, fs, bs, ps, alpha, ps < alpha && fs > bs);
-    const fc = con.fixed.length;
-    const bc = con.broken.length;
-    if (con.cases.length === 0) conStat = setStatistic("none", 0, 0, 0, 0, 1, alphaC, true);
-    else if (0.5 ** (fc + bc) < alphaC) {
-      const pc = signTestP(fc, bc, "greater");
-      conStat = setStatistic("sign_exact", con.cases.length, con.failing, fc, bc, pc, alphaC, pc < alphaC && fc > bc);
-    } else if (con.failing > 0) {
-      const pr = fixRateP(fs, sel.failing, fc, con.failing);
-      conStat = setStatistic("fix_rate", con.cases.length, con.failing, fc, bc, pr, alphaC, fc > bc && pr >= alphaC);
-      conNote = ` (too few discordant pairs for the sign test: fix rate ${fc}/${con.failing} against the selection's ${fs}/${sel.failing}, one-sided Fisher p = ${fmt(pr)}, level ${alphaC})`;
-    } else {
-      conStat = setStatistic("none", con.cases.length, 0, fc, bc, 1, alphaC, bc === 0);
-      conNote = " (no parent-failing case to confirm on)";
-    }
-    const n = tested.length;
-    effect = n === 0 ? 0 : (sel.fixed.length + con.fixed.length - sel.broken.length - con.broken.length) / n;
-  }
-  const fixed = sel.fixed.length + con.fixed.length;
-  const broken = sel.broken.length + con.broken.length;
+  const sets = scored ? scoredSets(sel, con, tested, alpha, alphaC) : passFailSets(sel, con, tested, alpha, alphaC);
   const statistic: Statistic = {
     test: scored ? "wilcoxon" : "mcnemar_exact",
     cases: marked.length,
-    fixed,
-    broken,
-    pValue: selStat.pValue,
+    fixed: sel.fixed.length + con.fixed.length,
+    broken: sel.broken.length + con.broken.length,
+    pValue: sets.sel.pValue,
     alpha,
-    effect,
-    ...(nonZero !== undefined ? { nonZero } : {}),
-    selection: selStat,
-    ...(con.cases.length > 0 ? { confirmation: conStat } : {}),
+    effect: sets.effect,
+    ...(sets.nonZero !== undefined ? { nonZero: sets.nonZero } : {}),
+    selection: sets.sel,
+    ...(con.cases.length > 0 ? { confirmation: sets.con } : {}),
     ...(opts.testIndex !== undefined ? { testIndex: opts.testIndex } : {}),
     ...(opts.alphaSpent !== undefined ? { alphaSpent: opts.alphaSpent } : {}),
     flaky: marked.filter((c) => c.flaky).length,
   };
-  const flakyNote = statistic.flaky ? `; ${statistic.flaky} flaky case(s) left out` : "";
-  const selText = `selection: fixed ${selStat.fixed}, broke ${selStat.broken} of ${selStat.cases} (${scored ? "one-sided signed-rank" : "one-sided exact sign test"} p = ${fmt(selStat.pValue)}, α_j ${fmt(alpha)})`;
+  return generationVerdict({ statistic, cases: marked }, sets, { sel, con, scored, tolerance, alphaC });
+}
+
+/** The cases marked with their set (when the run has a confirmation set) and, when flaky, `flaky`. */
+function markCases(cases: readonly CaseOutcome[], opts: GenerationDecideOptions): CaseOutcome[] {
+  const { confirmation, flaky } = opts;
+  return cases.map((c) => ({
+    ...c,
+    ...(confirmation.size > 0
+      ? { set: confirmation.has(c.case) ? ("confirmation" as const) : ("selection" as const) }
+      : {}),
+    // Flaky from the calibration, or seen flaky now: the parent's own runs of this generation disagree.
+    ...(flaky.has(c.case) || (c.parent.passes > 0 && c.parent.passes < c.parent.runs) ? { flaky: true } : {}),
+  }));
+}
+
+/** One set's cases: all, those tested (not flaky), the fixed and broken ids, the parent-failing count. */
+interface Tally {
+  cases: CaseOutcome[];
+  tested: CaseOutcome[];
+  fixed: string[];
+  broken: string[];
+  failing: number;
+}
+
+/** The {@link Tally} of the marked cases `inSet` picks. */
+function tally(marked: readonly CaseOutcome[], inSet: (c: CaseOutcome) => boolean): Tally {
+  const t: Tally = { cases: [], tested: [], fixed: [], broken: [], failing: 0 };
+  for (const c of marked) {
+    if (!inSet(c)) continue;
+    t.cases.push(c);
+    if (c.flaky) continue;
+    t.tested.push(c);
+    const before = passesOn(c.parent);
+    const after = passesOn(c.candidate);
+    if (!before) t.failing += 1;
+    if (before && !after) t.broken.push(c.case);
+    if (!before && after) t.fixed.push(c.case);
+  }
+  return t;
+}
+
+/** Both sets' tests, the effect over the tested cases and, scored, the changed scores; `conNote` explains a confirmation without its test. */
+interface SetTests {
+  sel: SetStatistic;
+  con: SetStatistic;
+  effect: number;
+  nonZero?: number;
+  conNote: string;
+}
+
+/** Per case: mean candidate score − mean parent score. */
+function diffs(cs: readonly CaseOutcome[]): number[] {
+  return cs.map((c) => mean(c.candidate.scores) - mean(c.parent.scores));
+}
+
+/** `statistic`'s fields of `t` as a {@link SetStatistic}. */
+function statOf(
+  test: SetStatistic["test"],
+  t: Tally,
+  p: { pValue: number; alpha: number; passed: boolean },
+): SetStatistic {
+  return setStatistic(test, t.cases.length, t.failing, t.fixed.length, t.broken.length, p.pValue, p.alpha, p.passed);
+}
+
+/** Scored cases: the one-sided signed-rank test on each set (the confirmation's when it can reach its level). */
+function scoredSets(sel: Tally, con: Tally, tested: readonly CaseOutcome[], alpha: number, alphaC: number): SetTests {
+  const ds = diffs(sel.tested);
+  const r = signedRankTest(ds, "greater");
+  const m = ds.length ? mean(ds) : 0;
+  const selStat = statOf("wilcoxon", sel, { pValue: r.pValue, alpha, passed: r.pValue < alpha && m > 0 });
+  const dc = diffs(con.tested);
+  const rc = signedRankTest(dc, "greater");
+  const mc = dc.length ? mean(dc) : 0;
+  let conStat: SetStatistic;
+  let conNote = "";
+  if (con.cases.length === 0) conStat = setStatistic("none", 0, 0, 0, 0, 1, alphaC, true);
+  else if (0.5 ** rc.nonZero < alphaC)
+    conStat = statOf("wilcoxon", con, { pValue: rc.pValue, alpha: alphaC, passed: rc.pValue < alphaC && mc > 0 });
+  else {
+    conStat = statOf("none", con, { pValue: 1, alpha: alphaC, passed: mc > 0 });
+    conNote = ` (too few changed scores for the signed-rank test: mean difference ${fmt(mc)})`;
+  }
+  const effect = tested.length ? mean(diffs(tested)) : 0;
+  return { sel: selStat, con: conStat, effect, nonZero: r.nonZero + rc.nonZero, conNote };
+}
+
+/** Pass/fail cases: the one-sided exact sign test on the selection; the confirmation's test as the rules say. */
+function passFailSets(sel: Tally, con: Tally, tested: readonly CaseOutcome[], alpha: number, alphaC: number): SetTests {
+  const fs = sel.fixed.length;
+  const bs = sel.broken.length;
+  const ps = signTestP(fs, bs, "greater");
+  const selStat = setStatistic("sign_exact", sel.cases.length, sel.failing, fs, bs, ps, alpha, ps < alpha && fs > bs);
+  const fc = con.fixed.length;
+  const bc = con.broken.length;
+  let conStat: SetStatistic;
+  let conNote = "";
+  if (con.cases.length === 0) conStat = setStatistic("none", 0, 0, 0, 0, 1, alphaC, true);
+  else if (0.5 ** (fc + bc) < alphaC) {
+    const pc = signTestP(fc, bc, "greater");
+    conStat = setStatistic("sign_exact", con.cases.length, con.failing, fc, bc, pc, alphaC, pc < alphaC && fc > bc);
+  } else if (con.failing > 0) {
+    const pr = fixRateP(fs, sel.failing, fc, con.failing);
+    conStat = setStatistic("fix_rate", con.cases.length, con.failing, fc, bc, pr, alphaC, fc > bc && pr >= alphaC);
+    conNote = ` (too few discordant pairs for the sign test: fix rate ${fc}/${con.failing} against the selection's ${fs}/${sel.failing}, one-sided Fisher p = ${fmt(pr)}, level ${alphaC})`;
+  } else {
+    conStat = setStatistic("none", con.cases.length, 0, fc, bc, 1, alphaC, bc === 0);
+    conNote = " (no parent-failing case to confirm on)";
+  }
+  const n = tested.length;
+  const effect = n === 0 ? 0 : (fs + fc - bs - bc) / n;
+  return { sel: selStat, con: conStat, effect, conNote };
+}
+
+/** The verdict from the sets' tests, in the rules' order: regression, selection, confirmation, accepted. */
+function generationVerdict(
+  base: Pick<GenerationDecision, "statistic" | "cases">,
+  sets: SetTests,
+  ctx: { sel: Tally; con: Tally; scored: boolean; tolerance: number; alphaC: number },
+): GenerationDecision {
+  const { sel, con, scored, tolerance, alphaC } = ctx;
+  const { sel: selStat, con: conStat, conNote } = sets;
+  const { broken, flaky } = base.statistic;
+  const flakyNote = flaky ? `; ${flaky} flaky case(s) left out` : "";
+  const selText = `selection: fixed ${selStat.fixed}, broke ${selStat.broken} of ${selStat.cases} (${scored ? "one-sided signed-rank" : "one-sided exact sign test"} p = ${fmt(selStat.pValue)}, α_j ${fmt(selStat.alpha)})`;
   const conText =
     con.cases.length === 0
       ? "no confirmation set"
       : `confirmation: fixed ${conStat.fixed}, broke ${conStat.broken} of ${conStat.cases}, ${conStat.parentFailing} failing on the parent${conStat.test === "sign_exact" ? ` (one-sided exact sign test p = ${fmt(conStat.pValue)}, level ${alphaC})` : conStat.test === "wilcoxon" ? ` (one-sided signed-rank p = ${fmt(conStat.pValue)}, level ${alphaC})` : ""}${conNote}`;
   const summary = `${selText}; ${conText}${flakyNote}`;
-  const base = { statistic, cases: marked };
   if (broken > tolerance) {
     const shown = sel.broken.length ? `: ${quoteSome(sel.broken)}` : "";
     const hidden = con.broken.length ? ` (${con.broken.length} of them held out)` : "";
