@@ -7,7 +7,8 @@
 import { getSnapshot, ownerOfTask, putSnapshot, snapshotName, type GenerationReport } from "@loopsmith/shared";
 import { benchBoth } from "./commands.js";
 import { decideGeneration, futile, neededFixes, pairCases, runDecideOptions } from "./decision.js";
-import { changedToolConfig, judgeMetrics, measureBoth, metricSettings } from "./metrics.js";
+import { changedToolConfig, measureBoth, metricSettings } from "./metrics.js";
+import { judgeMetrics } from "./metrics-judge.js";
 import { candidateSnapshot } from "../tree.js";
 import type { Tree } from "./state.js";
 import { beginPhase, rejected, reportOf, type GenerationOutcome, type GenerationRun } from "./generation-record.js";

@@ -2,13 +2,12 @@ import { describe, expect, it } from "vitest";
 import { QualityBenchmarks, type ExecutionResult } from "@loopsmith/shared";
 import {
   changedToolConfig,
-  judgeMetrics,
   measureCommand,
   readMeasurement,
-  signTestP,
   type Measurement,
   type MeasuredMetric,
 } from "./metrics.js";
+import { judgeMetrics, signTestP } from "./metrics-judge.js";
 import { METRICS_MARKER } from "./measure-python.js";
 
 const ALL = QualityBenchmarks.parse({});

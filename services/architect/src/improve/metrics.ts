@@ -2,7 +2,7 @@
  * The repository's own quality metrics: what `improve` judges a generation
  * on when the run has no benchmark. The metrics are measured in the sandbox on the parent and
  * on the candidate ({@link measureBoth}: a script sent with the request, `measure-python.ts`
- * or `measure-node.ts`), then {@link judgeMetrics} decides, a pure function:
+ * or `measure-node.ts`), then `judgeMetrics` (`metrics-judge.ts`) decides, a pure function:
  *
  * - a metric whose tool is missing or failed on either side is `unavailable`, with the reason,
  *   and takes no part (never a 0);
@@ -23,7 +23,6 @@
  *   weight improved significantly. Else `metric_regressed` (naming the metrics) or
  *   `no_improvement`.
  */
-import { signedRankTest, signTestP as signTest } from "@loopsmith/shared/stats";
 import picomatch from "picomatch";
 import { z } from "zod";
 import {
@@ -32,11 +31,9 @@ import {
   type FileChange,
   type GenerationReport,
   type ImproveSettings,
-  type MetricOutcome,
   type ParentMeasure,
   type QualityBenchmarks,
   type QualityMetric,
-  type QualityReport,
 } from "@loopsmith/shared";
 import { runCommand, type CommandContext, type Overlay } from "./commands.js";
 import { MEASURE_PY, MEASURE_SCRIPT_PATH, METRICS_MARKER } from "./measure-python.js";
@@ -385,262 +382,6 @@ export function changedToolConfig(
     }
   }
   return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The decision.
-// ---------------------------------------------------------------------------------------------
-
-/** Settings of {@link judgeMetrics}. */
-export interface JudgeOptions {
-  /** α_j of this generation's test (the run's alpha spending). */
-  alpha: number;
-  benchmarks: QualityBenchmarks;
-  language: QualityReport["language"];
-  /** Metrics whose tool configuration the candidate changed ({@link changedToolConfig}). */
-  configChanged?: ReadonlyArray<{ metric: QualityMetric; file: string }>;
-}
-
-/** The outcome of {@link judgeMetrics}. */
-export interface QualityDecision {
-  verdict: "accepted" | "rejected";
-  reason: "accepted" | "metric_regressed" | "no_improvement";
-  message: string;
-  report: QualityReport;
-}
-
-function meanOf(xs: readonly number[]): number {
-  return xs.length ? [...xs].sort((a, b) => a - b).reduce((s, x) => s + x, 0) / xs.length : 0;
-}
-
-function fmt(x: number): string {
-  return String(Number(x.toPrecision(3)));
-}
-
-/** One-sided exact sign test: P(X ≥ fixed), X ~ Binomial(fixed + broken, 1/2); 1 with no discordant case. */
-export function signTestP(fixed: number, broken: number): number {
-  return signTest(fixed, broken, "greater");
-}
-
-/** Per side: each case's verdict over the repeats (passes only when it passed in every one) and whether the repeats agreed. */
-function merge(runs: ReadonlyArray<Record<string, boolean>>): { cases: Map<string, boolean>; stable: boolean } {
-  const cases = new Map<string, boolean>();
-  let stable = true;
-  const keys = new Set(runs.flatMap((r) => Object.keys(r)));
-  for (const k of keys) {
-    const seen = runs.map((r) => r[k]);
-    if (seen.some((v) => v !== seen[0])) stable = false;
-    cases.set(
-      k,
-      seen.every((v) => v === true),
-    );
-  }
-  return { cases, stable };
-}
-
-/**
- * Judges a generation on its quality metrics (rules in this module's header).
- * @param parentRuns - one {@link Measurement} per repeat of the parent
- * @param candidateRuns - the same for the candidate, in the same order
- * @throws RangeError when `alpha` is not in (0, 1]
- */
-export function judgeMetrics(
-  parentRuns: readonly Measurement[],
-  candidateRuns: readonly Measurement[],
-  opts: JudgeOptions,
-): QualityDecision {
-  if (!(opts.alpha > 0 && opts.alpha <= 1)) throw new RangeError(`alpha must be in (0, 1], got ${opts.alpha}`);
-  const settings = metricSettings(opts.benchmarks);
-  const available = (m: QualityMetric): boolean =>
-    parentRuns.length > 0 &&
-    candidateRuns.length > 0 &&
-    [...parentRuns, ...candidateRuns].every((r) => r[m]?.status === "ok");
-  const weighted = settings.filter((s) => s.weight > 0 && available(s.metric)).length;
-  const level = opts.alpha / Math.max(1, weighted);
-  const outcomes: MetricOutcome[] = [];
-  let weightedImprovement = 0;
-
-  for (const s of settings) {
-    const m = s.metric;
-    const toolOf = (runs: readonly Measurement[]): string | undefined => {
-      const r = runs.find((x) => x[m]?.tool);
-      return r?.[m]?.tool ?? undefined;
-    };
-    const base = {
-      metric: m,
-      direction: s.direction,
-      unit: s.unit,
-      weight: s.weight,
-      tolerance: s.tolerance,
-      tool: {
-        ...(toolOf(parentRuns) ? { parent: toolOf(parentRuns) } : {}),
-        ...(toolOf(candidateRuns) ? { candidate: toolOf(candidateRuns) } : {}),
-      },
-    };
-    const values = (runs: readonly Measurement[]): number[] =>
-      runs.flatMap((r) => {
-        const x = r[m];
-        return x?.status === "ok" ? [x.value] : [];
-      });
-    const pv = values(parentRuns);
-    const cv = values(candidateRuns);
-    const changedCfg = (opts.configChanged ?? []).filter((c) => c.metric === m).map((c) => c.file);
-    if (!available(m)) {
-      const why = (["parent", "candidate"] as const)
-        .flatMap((side) => {
-          const runs = side === "parent" ? parentRuns : candidateRuns;
-          const bad = runs.find((r) => r[m]?.status !== "ok")?.[m];
-          return bad && bad.status === "unavailable"
-            ? [`${side}: ${bad.reason}`]
-            : runs.length
-              ? []
-              : [`${side}: not measured`];
-        })
-        .join("; ");
-      outcomes.push({
-        ...base,
-        status: "unavailable",
-        reason: why || "not measured",
-        parentValues: pv,
-        candidateValues: cv,
-        test: "none",
-        improved: false,
-        // A changed configuration of a metric that could not be measured is still a change of its rules.
-        regressed: changedCfg.length > 0,
-        note: changedCfg.length
-          ? `the candidate changed ${m}'s configuration (${changedCfg.join(", ")}); the metric is unavailable: ${why}`
-          : `unavailable: ${why}`,
-      });
-      continue;
-    }
-    const delta = meanOf(cv) - meanOf(pv);
-    const better = s.direction === "higher" ? delta : -delta;
-    let outcome: MetricOutcome;
-    if (s.kind === "value") {
-      const deterministic = pv.every((v) => v === pv[0]) && cv.every((v) => v === cv[0]);
-      let pValue: number | undefined;
-      let improved: boolean;
-      if (deterministic) improved = better > 1e-9;
-      else {
-        const diffs = pv.map((p, i) => ((cv[i] ?? p) - p) * (s.direction === "higher" ? 1 : -1));
-        pValue = signedRankTest(diffs, "greater").pValue;
-        improved = pValue < level && better > 0;
-      }
-      const regressed = better < -s.tolerance || changedCfg.length > 0;
-      weightedImprovement += s.weight * (better / Math.max(1, Math.abs(meanOf(pv))));
-      outcome = {
-        ...base,
-        status: "measured",
-        parentValues: pv,
-        candidateValues: cv,
-        delta,
-        test: deterministic ? "deterministic" : "signed_rank",
-        ...(pValue !== undefined ? { pValue, alpha: level } : {}),
-        improved,
-        regressed,
-        note: `${fmt(meanOf(pv))} → ${fmt(meanOf(cv))} ${s.unit} (${s.direction} is better, tolerance ${s.tolerance})`,
-      };
-    } else {
-      const caseRuns = (runs: readonly Measurement[]): Array<Record<string, boolean>> =>
-        runs.map((r) => {
-          const x = r[m];
-          return x?.status === "ok" ? (x.cases ?? {}) : {};
-        });
-      const p = merge(caseRuns(parentRuns));
-      const c = merge(caseRuns(candidateRuns));
-      const fixed: string[] = [];
-      const broken: string[] = [];
-      let compared = 0;
-      if (s.kind === "findings") {
-        // A finding is a failing case: one gone is fixed, one new is broken.
-        for (const k of p.cases.keys()) if (!c.cases.has(k)) fixed.push(k);
-        for (const k of c.cases.keys()) if (!p.cases.has(k)) broken.push(k);
-        compared = new Set([...p.cases.keys(), ...c.cases.keys()]).size;
-      } else {
-        for (const [k, before] of p.cases) {
-          const after = c.cases.get(k);
-          if (after === undefined) continue;
-          compared += 1;
-          if (!before && after) fixed.push(k);
-          if (before && !after) broken.push(k);
-        }
-        if (s.newFailingBreaks)
-          for (const [k, after] of c.cases)
-            if (!p.cases.has(k)) {
-              compared += 1;
-              if (!after) broken.push(k);
-            }
-      }
-      const deterministic = s.static && p.stable && c.stable;
-      const pValue = deterministic ? undefined : signTestP(fixed.length, broken.length);
-      const improved = deterministic
-        ? fixed.length > broken.length
-        : (pValue ?? 1) < level && fixed.length > broken.length;
-      const regressed = broken.length > s.tolerance || changedCfg.length > 0;
-      weightedImprovement += s.weight * ((fixed.length - broken.length) / Math.max(1, compared));
-      const shown = broken.slice(0, 10).map((k) => k.replace(/#1$/, ""));
-      outcome = {
-        ...base,
-        status: "measured",
-        parentValues: pv,
-        candidateValues: cv,
-        delta,
-        test: deterministic ? "deterministic" : "sign_exact",
-        cases: compared,
-        fixed: fixed.length,
-        broken: broken.length,
-        ...(shown.length ? { brokenCases: shown } : {}),
-        ...(pValue !== undefined ? { pValue, alpha: level } : {}),
-        improved,
-        regressed,
-        note: `${fmt(meanOf(pv))} → ${fmt(meanOf(cv))} ${s.unit}: fixed ${fixed.length}, broke ${broken.length} of ${compared} (${deterministic ? "deterministic" : `one-sided sign test p = ${fmt(pValue ?? 1)}, level ${fmt(level)}`}; tolerance ${s.tolerance})${shown.length ? `; broken: ${shown.slice(0, 3).join(", ")}${broken.length > 3 ? ", …" : ""}` : ""}`,
-      };
-    }
-    if (changedCfg.length)
-      outcome.note = `the candidate changed ${m}'s configuration (${changedCfg.join(", ")}): each metric is measured under the parent's rules, so its configuration may not change. ${outcome.note}`;
-    outcomes.push(outcome);
-  }
-
-  const regressed = outcomes.filter((o) => o.regressed).map((o) => o.metric);
-  const improved = outcomes.filter((o) => o.improved && o.weight > 0).map((o) => o.metric);
-  const report: QualityReport = {
-    language: opts.language,
-    repeats: Math.max(1, parentRuns.length),
-    metrics: outcomes,
-    weightedImprovement,
-    regressed,
-    improved,
-  };
-  const line = (o: MetricOutcome): string => `${o.metric}: ${o.note}`;
-  const unavailable = outcomes.filter((o) => o.status === "unavailable").map((o) => o.metric);
-  const tail = unavailable.length ? ` Unavailable: ${unavailable.join(", ")}.` : "";
-  if (regressed.length)
-    return {
-      verdict: "rejected",
-      reason: "metric_regressed",
-      message: `Regressed beyond tolerance: ${outcomes
-        .filter((o) => o.regressed)
-        .map(line)
-        .join("; ")}.${tail}`,
-      report,
-    };
-  const summary = `weighted improvement ${fmt(weightedImprovement)}; ${outcomes
-    .filter((o) => o.status === "measured")
-    .map(line)
-    .join("; ")}`;
-  if (improved.length && weightedImprovement > 0)
-    return {
-      verdict: "accepted",
-      reason: "accepted",
-      message: `Accepted (improved: ${improved.join(", ")}): ${summary}.${tail}`,
-      report,
-    };
-  return {
-    verdict: "rejected",
-    reason: "no_improvement",
-    message: `No improvement (${improved.length ? "the weighted improvement is not positive" : "no metric with a weight improved significantly"}): ${summary}.${tail}`,
-    report,
-  };
 }
 
 /** The hypothesis prompt's section on the metrics: what is judged and the last report's figures. */
