@@ -17,7 +17,7 @@
  */
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstream, type JsMsg } from "@nats-io/jetstream";
+import { jetstream, type Consumer, type JsMsg } from "@nats-io/jetstream";
 import type { z } from "zod";
 import {
   DEFAULT_OWNER,
@@ -179,6 +179,81 @@ async function endWithError<Request extends Owned, State extends Checkpointed>(
   await store.finish(key);
 }
 
+/**
+ * Where a job starts: null when it is done already (refused as another owner's, or final and
+ * published again; the message settled); else its state (resumed from its checkpoint, or new
+ * and accepted) and the revision of its checkpoint.
+ */
+async function admit<Request extends Owned, State extends Checkpointed>(
+  opts: DurableConsumerOptions<Request, State>,
+  msg: JsMsg,
+  request: Request,
+  jlog: Logger,
+): Promise<{ state: State; revision: number } | null> {
+  const { store, handler, label } = opts;
+  const key = handler.keyOf(request);
+  const existing = await store.get(key);
+  if (existing && ownerOfState(handler, existing.state) !== ownerOfTask(request)) {
+    jlog.warn(`${label} id taken by another owner's ${label}; refusing the submission`);
+    await handler.refuseTaken(request);
+    msg.term(`${label} id taken by another owner`);
+    return null;
+  }
+  if (existing?.state.status === "final") {
+    jlog.info(`${label} already final; publishing its result again and acknowledging`);
+    await handler.republish(existing.state);
+    await store.finish(key);
+    msg.ack();
+    return null;
+  }
+  if (existing) {
+    const state = { ...existing.state, eventSeq: await nextSeq(opts, existing.state, request) };
+    jlog.info(`resuming the ${label} from its checkpoint`);
+    return { state, revision: existing.revision };
+  }
+  const initial = handler.initial(request);
+  const created = await store.create(initial);
+  const state = await handler.accepted(initial);
+  return { state, revision: await store.update(state, created) };
+}
+
+/**
+ * Settles the message of a job that threw: a retryable failure before the last delivery is
+ * nak'd (it resumes from its checkpoint); anything else ends the job with its error state and
+ * terms the message. Never throws: a message that cannot be settled is redelivered.
+ */
+async function settleFailure<Request extends Owned, State extends Checkpointed>(
+  opts: DurableConsumerOptions<Request, State>,
+  stopping: () => boolean,
+  msg: JsMsg,
+  request: Request,
+  err: unknown,
+  jlog: Logger,
+): Promise<void> {
+  const { label } = opts;
+  const retryable =
+    err instanceof HandBack || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
+  try {
+    if (retryable && msg.info.deliveryCount < opts.maxDeliver) {
+      jlog.warn(
+        { err },
+        `the ${label} hands back (an infrastructure failure, or the service is stopping); it resumes from its checkpoint`,
+      );
+      msg.nak(stopping() ? 0 : RETRY_DELAY_MS);
+    } else {
+      jlog.error(
+        { err, deliveries: msg.info.deliveryCount },
+        retryable ? `${label} still failing on its last delivery; ending it` : `${label} failed; ending it`,
+      );
+      await endWithError(opts, request, err);
+      msg.term(retryable ? "failed on its last delivery" : "failed");
+    }
+  } catch (ackErr) {
+    // The connection is gone: the broker redelivers after the ack wait.
+    jlog.warn({ err: ackErr }, `could not settle the ${label} message; it will be redelivered after the ack wait`);
+  }
+}
+
 /** Runs one message's job to its end, and settles the message (ack, nak or term). */
 async function processMessage<Request extends Owned, State extends Checkpointed>(
   opts: DurableConsumerOptions<Request, State>,
@@ -202,37 +277,14 @@ async function processMessage<Request extends Owned, State extends Checkpointed>
   const heartbeat = setInterval(working, HEARTBEAT_MS);
   abandon.addEventListener("abort", () => clearInterval(heartbeat), { once: true });
   try {
-    const existing = await store.get(key);
-    if (existing && ownerOfState(handler, existing.state) !== owner) {
-      jlog.warn(`${label} id taken by another owner's ${label}; refusing the submission`);
-      await handler.refuseTaken(request);
-      msg.term(`${label} id taken by another owner`);
-      return;
-    }
-    if (existing?.state.status === "final") {
-      jlog.info(`${label} already final; publishing its result again and acknowledging`);
-      await handler.republish(existing.state);
-      await store.finish(key);
-      msg.ack();
-      return;
-    }
-    let state: State;
-    let revision: number;
-    if (existing) {
-      state = { ...existing.state, eventSeq: await nextSeq(opts, existing.state, request) };
-      revision = existing.revision;
-      jlog.info(`resuming the ${label} from its checkpoint`);
-    } else {
-      state = handler.initial(request);
-      revision = await store.create(state);
-      state = await handler.accepted(state);
-      revision = await store.update(state, revision);
-    }
+    const start = await admit(opts, msg, request, jlog);
+    if (!start) return;
+    let { revision } = start;
     const poll = opts.cancelPollMs;
     cancelSeen = poll !== undefined && (await store.cancelRequested(key, owner));
     let cancelCheckedAt = Date.now();
     const events = pipelinedEvents((event) => publishEvent(nc, event, owner));
-    const final = await handler.run(state, revision, {
+    const final = await handler.run(start.state, revision, {
       checkpoint: async (s) => {
         await events.flush();
         revision = await store.update(s, revision);
@@ -255,29 +307,197 @@ async function processMessage<Request extends Owned, State extends Checkpointed>
     jlog.info({ status: final.status }, `${label} finished`);
     msg.ack();
   } catch (err) {
-    const retryable =
-      err instanceof HandBack || (err instanceof LoopsmithError && err.retryable) || isTransientNatsError(err);
-    try {
-      if (retryable && msg.info.deliveryCount < opts.maxDeliver) {
-        jlog.warn(
-          { err },
-          `the ${label} hands back (an infrastructure failure, or the service is stopping); it resumes from its checkpoint`,
-        );
-        msg.nak(stopping() ? 0 : RETRY_DELAY_MS);
-      } else {
-        jlog.error(
-          { err, deliveries: msg.info.deliveryCount },
-          retryable ? `${label} still failing on its last delivery; ending it` : `${label} failed; ending it`,
-        );
-        await endWithError(opts, request, err);
-        msg.term(retryable ? "failed on its last delivery" : "failed");
-      }
-    } catch (ackErr) {
-      // The connection is gone: the broker redelivers after the ack wait.
-      jlog.warn({ err: ackErr }, `could not settle the ${label} message; it will be redelivered after the ack wait`);
-    }
+    await settleFailure(opts, stopping, msg, request, err, jlog);
   } finally {
     clearInterval(heartbeat);
+  }
+}
+
+/** A job running here. */
+interface RunningJob<Request> {
+  request: Request;
+  /** Aborted by a cancel. */
+  abort: AbortController;
+  /** Aborted when stop() gave up waiting for it (see `stopTimeoutMs`). */
+  abandon: AbortController;
+  done: Promise<void>;
+  /** The job takes one of the `limit` slots (a DAG task gives its slot back while its children run). */
+  slot: boolean;
+}
+
+/** What one durable consumer holds: its options, its jobs, and the state of its fetch loop. */
+interface ConsumerCore<Request extends Owned, State extends Checkpointed> {
+  opts: DurableConsumerOptions<Request, State>;
+  /** Slots (`concurrency`). */
+  limit: number;
+  running: Map<string, RunningJob<Request>>;
+  stopped: boolean;
+  /** Wakes the fetch loop waiting for a free slot. */
+  wake: (() => void) | undefined;
+  /**
+   * The fetch waiting now: stop() ends it instead of waiting out its expiry (up to 2 s per
+   * consumer). The broker drops a pull request once its subscription is gone (its
+   * `num_waiting` is 0 right after), so no message is handed to the ended fetch.
+   */
+  fetching: { stop(): void } | undefined;
+}
+
+/** Slots taken now. */
+function slotsTaken<Request extends Owned, State extends Checkpointed>(core: ConsumerCore<Request, State>): number {
+  return [...core.running.values()].filter((r) => r.slot).length;
+}
+
+/** Starts the job of a request whose key does not run here. */
+function startJob<Request extends Owned, State extends Checkpointed>(
+  core: ConsumerCore<Request, State>,
+  msg: JsMsg,
+  request: Request,
+): void {
+  const { opts, running } = core;
+  const key = opts.handler.keyOf(request);
+  const abort = new AbortController();
+  const release = (): void => {
+    const entry = running.get(key);
+    if (entry?.slot) {
+      entry.slot = false;
+      core.wake?.();
+    }
+  };
+  const abandon = new AbortController();
+  const done = processMessage(opts, () => core.stopped, msg, request, abort, release, abandon.signal)
+    .catch((err: unknown) => opts.log.error({ err, key }, `${opts.label} processing failed`))
+    .finally(() => {
+      running.delete(key);
+      core.wake?.();
+    });
+  running.set(key, { request, abort, abandon, done, slot: true });
+}
+
+/**
+ * Takes one fetched message: a malformed one is rejected, one whose key another owner's job
+ * has here refused, a redelivery of a job running here nak'd; any other starts its job.
+ */
+function take<Request extends Owned, State extends Checkpointed>(core: ConsumerCore<Request, State>, msg: JsMsg): void {
+  const { opts } = core;
+  const { nc, log, handler, label } = opts;
+  const parsed = parseRequest(opts, msg);
+  if (!parsed.success) {
+    rejectIntakeMessage(nc, opts.intake, msg, parsed.error, log);
+    msg.term(`invalid ${label}`);
+    return;
+  }
+  const request = parsed.data;
+  const key = handler.keyOf(request);
+  const here = core.running.get(key);
+  if (here && ownerOfTask(here.request) !== ownerOfTask(request)) {
+    // Another owner's job with this key runs here: refused now, not after its redeliveries
+    // run out while that job runs (the submitter would never hear back).
+    void handler.refuseTaken(request).then(
+      () => msg.term(`${label} id taken by another owner`),
+      (err: unknown) => (
+        log.warn({ err, key }, `could not refuse a taken ${label} id; it is offered again`),
+        msg.nak(RETRY_DELAY_MS)
+      ),
+    );
+    return;
+  }
+  if (here) {
+    // Already running here (a redelivery): let the broker try again later.
+    msg.nak(RETRY_DELAY_MS);
+    return;
+  }
+  startJob(core, msg, request);
+}
+
+/** The fetch loop: one message per free slot until the consumer stops or its connection closes. */
+async function fetchLoop<Request extends Owned, State extends Checkpointed>(
+  core: ConsumerCore<Request, State>,
+  consumer: Consumer,
+): Promise<void> {
+  const { nc, log, label } = core.opts;
+  while (!core.stopped) {
+    if (slotsTaken(core) >= core.limit) {
+      await new Promise<void>((resolve) => (core.wake = resolve));
+      continue;
+    }
+    try {
+      const batch = await consumer.fetch({ max_messages: 1, expires: 2_000 });
+      core.fetching = batch;
+      if (core.stopped) batch.stop();
+      // One that arrives as this consumer stops goes back to the broker at once.
+      for await (const msg of batch) {
+        if (core.stopped) msg.nak();
+        else take(core, msg);
+      }
+      core.fetching = undefined;
+    } catch (err) {
+      if (core.stopped) break;
+      if (nc.isClosed()) {
+        // A closed connection never comes back (a reconnect happens under an open one).
+        log.warn({ err }, `the connection is closed; the ${label} consumer takes no more ${label}s`);
+        break;
+      }
+      log.warn({ err }, `fetching ${label}s failed; retrying`);
+      await new Promise((r) => setTimeout(r, 1_000));
+    }
+  }
+}
+
+/** {@link DurableConsumer.cancel}: the KV marker, and the job aborted when it runs here. */
+async function cancelJob<Request extends Owned, State extends Checkpointed>(
+  core: ConsumerCore<Request, State>,
+  key: string,
+  owner: string,
+): Promise<boolean> {
+  const { store, handler } = core.opts;
+  const current = await store.get(key);
+  // One of another owner's is left alone (and the answer does not say whether it exists).
+  if (current && ownerOfState(handler, current.state) !== owner) return false;
+  if (current?.state.status === "final") return false;
+  await store.requestCancel(key, owner);
+  const mine = core.running.get(key);
+  if (mine && ownerOfTask(mine.request) === owner) mine.abort.abort();
+  return true;
+}
+
+/** {@link DurableConsumer.stop}: waits for the loop and the jobs, at most `stopTimeoutMs`, then abandons those left. */
+async function stopConsumer<Request extends Owned, State extends Checkpointed>(
+  core: ConsumerCore<Request, State>,
+  loop: Promise<void>,
+): Promise<void> {
+  const { opts, running } = core;
+  const { log, label } = opts;
+  core.stopped = true;
+  core.wake?.();
+  core.fetching?.stop();
+  const limitMs = opts.stopTimeoutMs ?? 30_000;
+  const report = setInterval(
+    () =>
+      log.warn({ jobs: [...running.keys()] }, `stopping: still waiting for ${running.size} ${label}(s) to hand back`),
+    STOP_REPORT_MS,
+  );
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), limitMs)));
+  try {
+    const ended = await Promise.race([
+      (async () => {
+        await loop;
+        await Promise.allSettled([...running.values()].map((r) => r.done));
+        return "ended" as const;
+      })(),
+      deadline,
+    ]);
+    if (ended === "timeout") {
+      log.error(
+        { jobs: [...running.keys()], limitMs },
+        `stopping: ${running.size} ${label}(s) did not hand back in time; left to the broker, which redelivers them after the ack wait`,
+      );
+      // Not aborted: `abort` means cancelled, and a stopping service cancels nothing.
+      for (const r of running.values()) r.abandon.abort();
+    }
+  } finally {
+    clearInterval(report);
+    clearTimeout(timer);
   }
 }
 
@@ -285,148 +505,23 @@ async function processMessage<Request extends Owned, State extends Checkpointed>
 export async function runDurableConsumer<Request extends Owned, State extends Checkpointed>(
   opts: DurableConsumerOptions<Request, State>,
 ): Promise<DurableConsumer<State>> {
-  const { nc, log, store, handler, label } = opts;
+  const { nc, store, handler } = opts;
   const consumer = await jetstream(nc).consumers.get(opts.stream, opts.consumer);
-  const limit = opts.concurrency ?? 1;
-  // `slot`: the job takes one of the `limit` slots (a DAG task gives its slot back while its children run).
-  // `abandon`: stop() gave up waiting for it (see `stopTimeoutMs`).
-  const running = new Map<
-    string,
-    { request: Request; abort: AbortController; abandon: AbortController; done: Promise<void>; slot: boolean }
-  >();
-  const slotsTaken = (): number => [...running.values()].filter((r) => r.slot).length;
-  let stopped = false;
-  let wake: (() => void) | undefined;
-  // The fetch waiting now: stop() ends it instead of waiting out its expiry (up to 2 s per
-  // consumer). The broker drops a pull request once its subscription is gone (its
-  // `num_waiting` is 0 right after), so no message is handed to the ended fetch.
-  let fetching: { stop(): void } | undefined;
-
-  const take = (msg: JsMsg): void => {
-    const parsed = parseRequest(opts, msg);
-    if (!parsed.success) {
-      rejectIntakeMessage(nc, opts.intake, msg, parsed.error, log);
-      msg.term(`invalid ${label}`);
-      return;
-    }
-    const request = parsed.data;
-    const key = handler.keyOf(request);
-    const here = running.get(key);
-    if (here && ownerOfTask(here.request) !== ownerOfTask(request)) {
-      // Another owner's job with this key runs here: refused now, not after its redeliveries
-      // run out while that job runs (the submitter would never hear back).
-      void handler.refuseTaken(request).then(
-        () => msg.term(`${label} id taken by another owner`),
-        (err: unknown) => (
-          log.warn({ err, key }, `could not refuse a taken ${label} id; it is offered again`),
-          msg.nak(RETRY_DELAY_MS)
-        ),
-      );
-      return;
-    }
-    if (here) {
-      // Already running here (a redelivery): let the broker try again later.
-      msg.nak(RETRY_DELAY_MS);
-      return;
-    }
-    const abort = new AbortController();
-    const release = (): void => {
-      const entry = running.get(key);
-      if (entry?.slot) {
-        entry.slot = false;
-        wake?.();
-      }
-    };
-    const abandon = new AbortController();
-    const done = processMessage(opts, () => stopped, msg, request, abort, release, abandon.signal)
-      .catch((err: unknown) => log.error({ err, key }, `${label} processing failed`))
-      .finally(() => {
-        running.delete(key);
-        wake?.();
-      });
-    running.set(key, { request, abort, abandon, done, slot: true });
+  const core: ConsumerCore<Request, State> = {
+    opts,
+    limit: opts.concurrency ?? 1,
+    running: new Map(),
+    stopped: false,
+    wake: undefined,
+    fetching: undefined,
   };
-
-  const loop = (async () => {
-    while (!stopped) {
-      if (slotsTaken() >= limit) {
-        await new Promise<void>((resolve) => (wake = resolve));
-        continue;
-      }
-      try {
-        const batch = await consumer.fetch({ max_messages: 1, expires: 2_000 });
-        fetching = batch;
-        if (stopped) batch.stop();
-        // One that arrives as this consumer stops goes back to the broker at once.
-        for await (const msg of batch) {
-          if (stopped) msg.nak();
-          else take(msg);
-        }
-        fetching = undefined;
-      } catch (err) {
-        if (stopped) break;
-        if (nc.isClosed()) {
-          // A closed connection never comes back (a reconnect happens under an open one).
-          log.warn({ err }, `the connection is closed; the ${label} consumer takes no more ${label}s`);
-          break;
-        }
-        log.warn({ err }, `fetching ${label}s failed; retrying`);
-        await new Promise((r) => setTimeout(r, 1_000));
-      }
-    }
-  })();
-
+  const loop = fetchLoop(core, consumer);
   return {
     async status(key, owner) {
       const state = (await store.get(key))?.state ?? null;
       return state && ownerOfState(handler, state) === owner ? state : null;
     },
-    async cancel(key, owner) {
-      const current = await store.get(key);
-      // One of another owner's is left alone (and the answer does not say whether it exists).
-      if (current && ownerOfState(handler, current.state) !== owner) return false;
-      if (current?.state.status === "final") return false;
-      await store.requestCancel(key, owner);
-      const mine = running.get(key);
-      if (mine && ownerOfTask(mine.request) === owner) mine.abort.abort();
-      return true;
-    },
-    async stop() {
-      stopped = true;
-      wake?.();
-      fetching?.stop();
-      const limitMs = opts.stopTimeoutMs ?? 30_000;
-      const report = setInterval(
-        () =>
-          log.warn(
-            { jobs: [...running.keys()] },
-            `stopping: still waiting for ${running.size} ${label}(s) to hand back`,
-          ),
-        STOP_REPORT_MS,
-      );
-      let timer: NodeJS.Timeout | undefined;
-      const deadline = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), limitMs)));
-      try {
-        const ended = await Promise.race([
-          (async () => {
-            await loop;
-            await Promise.allSettled([...running.values()].map((r) => r.done));
-            return "ended" as const;
-          })(),
-          deadline,
-        ]);
-        if (ended === "timeout") {
-          log.error(
-            { jobs: [...running.keys()], limitMs },
-            `stopping: ${running.size} ${label}(s) did not hand back in time; left to the broker, which redelivers them after the ack wait`,
-          );
-          // Not aborted: `abort` means cancelled, and a stopping service cancels nothing.
-          for (const r of running.values()) r.abandon.abort();
-        }
-      } finally {
-        clearInterval(report);
-        clearTimeout(timer);
-      }
-    },
+    cancel: (key, owner) => cancelJob(core, key, owner),
+    stop: () => stopConsumer(core, loop),
   };
 }
