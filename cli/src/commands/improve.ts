@@ -56,7 +56,26 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
     .command("improve")
     .description(
       "self-improvement generations: one change each, kept only when the benchmark (or, with no --bench, the repository's quality metrics) improves significantly",
-    )
+    );
+  // The options in the order `--help` lists them: the judging, the generations, where it ends up.
+  addJudgingOptions(improve);
+  addGenerationOptions(improve);
+  addOutcomeOptions(improve);
+  // Who answers, as on solve (the same flags, the same configuration layer).
+  addModelFlags(improve)
+    .option("--script <file>", "replies file for the scripted provider")
+    .option("--config <file>", "configuration file (JSON; its improve section holds these settings)")
+    .option("--json", "print one JSON event per line, then the summary");
+  improve.action(async (opts: ImproveFlags & ImproveMergeFlags) => run(opts.json, () => improveAction(opts, logger)));
+
+  registerMetrics(program, run, logger);
+  registerReport(program, run);
+  registerDashboard(program, run);
+}
+
+/** `improve`'s options on the repository and how a candidate is judged: `--repo` to `--tolerance`. */
+function addJudgingOptions(improve: Command): void {
+  improve
     .option("--repo <path>", "the git repository to improve (default: the current directory)")
     .option("--generations <n>", "generations to run (default 3)", wholeNumber(1, 100))
     .option("--goal <text>", "what to improve (default: make the benchmark better without breaking the checks)")
@@ -115,7 +134,12 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
       "--tolerance <n>",
       "cases passing on the parent that may fail on the candidate (default 0)",
       wholeNumber(0, 1000),
-    )
+    );
+}
+
+/** `improve`'s options on each generation: `--budget-usd` to `--metrics`. */
+function addGenerationOptions(improve: Command): void {
+  improve
     .option(
       "--budget-usd <usd>",
       "LLM budget of the whole run; a generation that cannot fit is not started",
@@ -141,7 +165,12 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
     )
     .option("--base <ref>", "the commit to start from (default HEAD)")
     .option("--setup-cmd <cmd>", 'installs dependencies in the sandbox once per tree (default detected; "" for none)')
-    .option("--metrics <list>", METRICS_HELP)
+    .option("--metrics <list>", METRICS_HELP);
+}
+
+/** `improve`'s options on the run's id, its directory and what becomes of accepted generations. */
+function addOutcomeOptions(improve: Command): void {
+  improve
     .option(
       "--run-id <id>",
       "run id (default: generated); a resubmitted id follows the run instead of starting it again",
@@ -172,31 +201,25 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
       "with --merge-when: close the pull requests not merged within this time (90s, 30m, 2h; default 24h)",
       parseDuration,
     );
-  // Who answers, as on solve (the same flags, the same configuration layer).
-  addModelFlags(improve)
-    .option("--script <file>", "replies file for the scripted provider")
-    .option("--config <file>", "configuration file (JSON; its improve section holds these settings)")
-    .option("--json", "print one JSON event per line, then the summary");
-  improve.action(async (opts: ImproveFlags & ImproveMergeFlags) =>
-    run(opts.json, async () => {
-      checkMergeFlags(opts, "--pr github");
-      checkRunId(opts.runId);
-      if (opts.metrics !== undefined && opts.bench !== undefined)
-        throw usageError(
-          "--metrics and --bench exclude each other: with --bench the benchmark judges, not the metrics",
-        );
-      const { improve: runImprove } = await import("../improve/run.js");
-      const outcome = await runImprove(opts, await logger());
-      if (outcome.summary.stopReason === "error") return ExitCode.failed;
-      if (!opts.mergeWhen) return ExitCode.ok;
-      // The pull requests are followed once the run's stack has stopped (improve/pull-requests.ts).
-      const { mergeImprovePulls } = await import("../improve/pull-requests.js");
-      return (await mergeImprovePulls(outcome, opts)) ? ExitCode.ok : ExitCode.failed;
-    }),
-  );
+}
 
-  registerMetrics(program, run, logger);
+/** `improve`'s work once its flags are parsed: the run, then (with `--merge-when`) its pull requests. */
+async function improveAction(opts: ImproveFlags & ImproveMergeFlags, logger: () => Promise<Logger>): Promise<ExitCode> {
+  checkMergeFlags(opts, "--pr github");
+  checkRunId(opts.runId);
+  if (opts.metrics !== undefined && opts.bench !== undefined)
+    throw usageError("--metrics and --bench exclude each other: with --bench the benchmark judges, not the metrics");
+  const { improve: runImprove } = await import("../improve/run.js");
+  const outcome = await runImprove(opts, await logger());
+  if (outcome.summary.stopReason === "error") return ExitCode.failed;
+  if (!opts.mergeWhen) return ExitCode.ok;
+  // The pull requests are followed once the run's stack has stopped (improve/pull-requests.ts).
+  const { mergeImprovePulls } = await import("../improve/pull-requests.js");
+  return (await mergeImprovePulls(outcome, opts)) ? ExitCode.ok : ExitCode.failed;
+}
 
+/** Registers `report`: one run's generations as a table, or (`--all`) the figures across runs. */
+function registerReport(program: Command, run: CommandRunner): void {
   program
     .command("report")
     .description(
@@ -231,7 +254,10 @@ export function registerImprove(program: Command, run: CommandRunner, logger: ()
         return ExitCode.ok;
       }),
     );
+}
 
+/** Registers `dashboard`: one run's HTML dashboard, or (`--all`) the one across runs. */
+function registerDashboard(program: Command, run: CommandRunner): void {
   program
     .command("dashboard")
     .description(
