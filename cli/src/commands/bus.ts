@@ -33,11 +33,26 @@ async function clientsOf(given: string[] | undefined): Promise<string[]> {
   }
 }
 
-/** Registers `bus setup` and `bus config`. */
+/** Registers `bus setup`, `bus members` and `bus config`. */
 export function registerBus(program: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
   const bus = program
     .command("bus")
     .description("the NATS side of a deployment: JetStream setup and the server's permission configuration");
+  registerBusSetup(bus, run, logger);
+  registerBusMembers(bus, run);
+  registerBusConfig(bus, run);
+}
+
+/** `bus setup`'s flags. */
+interface BusSetupFlags {
+  wait: number;
+  config?: string;
+  json?: boolean;
+  client?: string[];
+}
+
+/** Registers `bus setup`: every stream, consumer and bucket, created or updated. */
+function registerBusSetup(bus: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
   bus
     .command("setup")
     .description(
@@ -51,26 +66,39 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
       "a further client user whose snapshot store to create (repeatable; default: LOOPSMITH_CLIENTS)",
       collect,
     )
-    .action(async (opts: { wait: number; config?: string; json?: boolean; client?: string[] }) =>
-      run(opts.json, async () => {
-        const { LoopsmithError, connectNats, loadConfig, setupBus } = await import("@loopsmith/shared");
-        const clients = await clientsOf(opts.client);
-        const { jsonLine } = await import("../terminal.js");
-        const config = loadConfig(opts.config ? { file: opts.config } : {});
-        if (!config.natsUrl)
-          throw new LoopsmithError("config_invalid", "NATS_URL is not set: bus setup works on a NATS server");
-        const log = await logger();
-        const nc = await connectNats(config.natsUrl, "loopsmith-bus-setup", { waitMs: opts.wait, log, config });
-        try {
-          const ensured = await setupBus(nc, { clients, replicas: config.nats.replicas, waitMs: opts.wait });
-          if (opts.json) process.stdout.write(`${jsonLine({ kind: "bus_setup", ensured })}\n`);
-          else process.stdout.write(`bus ready: ${ensured.join(", ")}\n`);
-        } finally {
-          await nc.close();
-        }
-        return ExitCode.ok;
-      }),
-    );
+    .action(async (opts: BusSetupFlags) => run(opts.json, () => busSetup(opts, logger)));
+}
+
+/** `bus setup`'s work: connects to NATS_URL and ensures what the bus needs. */
+async function busSetup(opts: BusSetupFlags, logger: () => Promise<Logger>): Promise<ExitCode> {
+  const { LoopsmithError, connectNats, loadConfig, setupBus } = await import("@loopsmith/shared");
+  const clients = await clientsOf(opts.client);
+  const { jsonLine } = await import("../terminal.js");
+  const config = loadConfig(opts.config ? { file: opts.config } : {});
+  if (!config.natsUrl)
+    throw new LoopsmithError("config_invalid", "NATS_URL is not set: bus setup works on a NATS server");
+  const log = await logger();
+  const nc = await connectNats(config.natsUrl, "loopsmith-bus-setup", { waitMs: opts.wait, log, config });
+  try {
+    const ensured = await setupBus(nc, { clients, replicas: config.nats.replicas, waitMs: opts.wait });
+    if (opts.json) process.stdout.write(`${jsonLine({ kind: "bus_setup", ensured })}\n`);
+    else process.stdout.write(`bus ready: ${ensured.join(", ")}\n`);
+  } finally {
+    await nc.close();
+  }
+  return ExitCode.ok;
+}
+
+/** `bus members`' flags. */
+interface BusMembersFlags {
+  monitor: string;
+  wait: number;
+  settle: number;
+  json?: boolean;
+}
+
+/** Registers `bus members`: the JetStream meta group, read from the nodes' monitoring ports. */
+function registerBusMembers(bus: Command, run: CommandRunner): void {
   bus
     .command("members")
     .description(
@@ -88,36 +116,52 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
       10_000,
     )
     .option("--json", "print JSON")
-    .action(async (opts: { monitor: string; wait: number; settle: number; json?: boolean }) =>
-      run(opts.json, async () => {
-        const { settleMembership } = await import("@loopsmith/shared");
-        const { jsonLine } = await import("../terminal.js");
-        const urls = opts.monitor
-          .split(",")
-          .map((u) => u.trim())
-          .filter(Boolean);
-        const bad = urls.find((u) => !/^https?:\/\/[^\s/]+(?::\d+)?\/?$/.test(u));
-        if (!urls.length || bad)
-          throw usageError(`--monitor: ${bad ?? "(empty)"} is not a monitoring URL (http://<host>:8222)`);
-        const { outcome, membership: m } = await settleMembership(urls, { waitMs: opts.wait, settleMs: opts.settle });
-        if (opts.json) process.stdout.write(`${jsonLine({ kind: "bus_members", outcome, ...m })}\n`);
-        else {
-          process.stdout.write(
-            m.leader ? `meta leader ${m.leader}; members: ${m.members.join(", ")}\n` : "no meta leader known\n",
-          );
-          if (m.leftOut.length)
-            process.stdout.write(
-              `left out of the meta group: ${m.leftOut.join(", ")} (restart ${m.leftOut.length === 1 ? "it" : "them"} alone)\n`,
-            );
-          for (const n of m.nodes.filter((x) => x.error)) process.stdout.write(`no answer from ${n.url}: ${n.error}\n`);
-        }
-        return outcome === "complete"
-          ? ExitCode.ok
-          : outcome === "left_out"
-            ? ExitCode.failed
-            : ExitCode.infrastructure;
-      }),
+    .action(async (opts: BusMembersFlags) => run(opts.json, () => busMembers(opts)));
+}
+
+/** `bus members`' work: waits for a settled group and prints it; the exit code says how it settled. */
+async function busMembers(opts: BusMembersFlags): Promise<ExitCode> {
+  const { settleMembership } = await import("@loopsmith/shared");
+  const { jsonLine } = await import("../terminal.js");
+  const urls = opts.monitor
+    .split(",")
+    .map((u) => u.trim())
+    .filter(Boolean);
+  const bad = urls.find((u) => !/^https?:\/\/[^\s/]+(?::\d+)?\/?$/.test(u));
+  if (!urls.length || bad)
+    throw usageError(`--monitor: ${bad ?? "(empty)"} is not a monitoring URL (http://<host>:8222)`);
+  const { outcome, membership: m } = await settleMembership(urls, { waitMs: opts.wait, settleMs: opts.settle });
+  if (opts.json) process.stdout.write(`${jsonLine({ kind: "bus_members", outcome, ...m })}\n`);
+  else {
+    process.stdout.write(
+      m.leader ? `meta leader ${m.leader}; members: ${m.members.join(", ")}\n` : "no meta leader known\n",
     );
+    if (m.leftOut.length)
+      process.stdout.write(
+        `left out of the meta group: ${m.leftOut.join(", ")} (restart ${m.leftOut.length === 1 ? "it" : "them"} alone)\n`,
+      );
+    for (const n of m.nodes.filter((x) => x.error)) process.stdout.write(`no answer from ${n.url}: ${n.error}\n`);
+  }
+  return outcome === "complete" ? ExitCode.ok : outcome === "left_out" ? ExitCode.failed : ExitCode.infrastructure;
+}
+
+/** `bus config`'s flags. */
+interface BusConfigFlags {
+  out?: string;
+  storeDir: string;
+  httpPort: number;
+  syncInterval: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsCa?: string;
+  tlsVerify?: boolean;
+  client?: string[];
+  clusterRoutes?: string;
+  clusterName: string;
+}
+
+/** Registers `bus config`: the nats-server configuration that carries the permission matrix. */
+function registerBusConfig(bus: Command, run: CommandRunner): void {
   bus
     .command("config")
     .description(
@@ -145,66 +189,71 @@ export function registerBus(program: Command, run: CommandRunner, logger: () => 
       "a further client user, the owner of its own tasks (repeatable; its password is LOOPSMITH_NATS_CLIENT_<NAME>_PASSWORD; default: LOOPSMITH_CLIENTS)",
       collect,
     )
-    .action(
-      async (opts: {
-        out?: string;
-        storeDir: string;
-        httpPort: number;
-        syncInterval: string;
-        tlsCert?: string;
-        tlsKey?: string;
-        tlsCa?: string;
-        tlsVerify?: boolean;
-        client?: string[];
-        clusterRoutes?: string;
-        clusterName: string;
-      }) =>
-        run(false, async () => {
-          const { renderNatsServerConfig } = await import("@loopsmith/shared");
-          const clients = await clientsOf(opts.client);
-          if (!opts.tlsCert !== !opts.tlsKey) throw usageError("--tls-cert and --tls-key go together");
-          if ((opts.tlsCa || opts.tlsVerify) && !opts.tlsCert)
-            throw usageError("--tls-ca and --tls-verify need --tls-cert and --tls-key");
-          if (opts.tlsVerify && !opts.tlsCa)
-            throw usageError("--tls-verify needs --tls-ca (the CA that signs client certificates)");
-          const tls =
-            opts.tlsCert && opts.tlsKey
-              ? {
-                  certFile: opts.tlsCert,
-                  keyFile: opts.tlsKey,
-                  ...(opts.tlsCa ? { caFile: opts.tlsCa } : {}),
-                  ...(opts.tlsVerify ? { verify: true } : {}),
-                }
-              : undefined;
-          const routes = (opts.clusterRoutes ?? "")
-            .split(",")
-            .map((r) => r.trim())
-            .filter(Boolean);
-          const badRoute = routes.find((r) => !/^nats-route:\/\/[^\s/]+:\d+$/.test(r));
-          if (badRoute)
-            throw usageError(`--cluster-routes: ${badRoute} is not a route URL (nats-route://<host>:<port>)`);
-          if (opts.clusterRoutes !== undefined && routes.length < 2)
-            throw usageError(
-              "--cluster-routes needs the route URL of every node (at least two; three for a JetStream cluster that survives a node)",
-            );
-          const cluster = routes.length ? { cluster: { name: opts.clusterName, routes } } : {};
-          const text = renderNatsServerConfig({
-            storeDir: opts.storeDir,
-            httpPort: opts.httpPort,
-            syncInterval: opts.syncInterval,
-            ...(tls ? { tls } : {}),
-            ...(clients.length ? { clients } : {}),
-            ...cluster,
-          });
-          if (!opts.out) process.stdout.write(text);
-          else {
-            try {
-              writeFileSync(opts.out, text);
-            } catch (err) {
-              throw usageError(`cannot write ${opts.out}: ${(err as Error).message}`);
-            }
-          }
-          return ExitCode.ok;
-        }),
+    .action(async (opts: BusConfigFlags) => run(false, () => busConfig(opts)));
+}
+
+/**
+ * `bus config`'s TLS block from its flags, none without `--tls-cert`.
+ * @throws CliError (usage, exit 2) for a combination of the TLS flags that does not go together
+ */
+function tlsOf(
+  opts: BusConfigFlags,
+): { certFile: string; keyFile: string; caFile?: string; verify?: true } | undefined {
+  if (!opts.tlsCert !== !opts.tlsKey) throw usageError("--tls-cert and --tls-key go together");
+  if ((opts.tlsCa || opts.tlsVerify) && !opts.tlsCert)
+    throw usageError("--tls-ca and --tls-verify need --tls-cert and --tls-key");
+  if (opts.tlsVerify && !opts.tlsCa)
+    throw usageError("--tls-verify needs --tls-ca (the CA that signs client certificates)");
+  return opts.tlsCert && opts.tlsKey
+    ? {
+        certFile: opts.tlsCert,
+        keyFile: opts.tlsKey,
+        ...(opts.tlsCa ? { caFile: opts.tlsCa } : {}),
+        ...(opts.tlsVerify ? { verify: true } : {}),
+      }
+    : undefined;
+}
+
+/**
+ * `bus config`'s route URLs from `--cluster-routes` (none without it).
+ * @throws CliError (usage, exit 2) for a URL that is not a route URL, or fewer than two
+ */
+function routesOf(clusterRoutes: string | undefined): string[] {
+  const routes = (clusterRoutes ?? "")
+    .split(",")
+    .map((r) => r.trim())
+    .filter(Boolean);
+  const badRoute = routes.find((r) => !/^nats-route:\/\/[^\s/]+:\d+$/.test(r));
+  if (badRoute) throw usageError(`--cluster-routes: ${badRoute} is not a route URL (nats-route://<host>:<port>)`);
+  if (clusterRoutes !== undefined && routes.length < 2)
+    throw usageError(
+      "--cluster-routes needs the route URL of every node (at least two; three for a JetStream cluster that survives a node)",
     );
+  return routes;
+}
+
+/** `bus config`'s work: renders the configuration, to stdout or `--out`. */
+async function busConfig(opts: BusConfigFlags): Promise<ExitCode> {
+  const { renderNatsServerConfig } = await import("@loopsmith/shared");
+  const clients = await clientsOf(opts.client);
+  const tls = tlsOf(opts);
+  const routes = routesOf(opts.clusterRoutes);
+  const cluster = routes.length ? { cluster: { name: opts.clusterName, routes } } : {};
+  const text = renderNatsServerConfig({
+    storeDir: opts.storeDir,
+    httpPort: opts.httpPort,
+    syncInterval: opts.syncInterval,
+    ...(tls ? { tls } : {}),
+    ...(clients.length ? { clients } : {}),
+    ...cluster,
+  });
+  if (!opts.out) process.stdout.write(text);
+  else {
+    try {
+      writeFileSync(opts.out, text);
+    } catch (err) {
+      throw usageError(`cannot write ${opts.out}: ${(err as Error).message}`);
+    }
+  }
+  return ExitCode.ok;
 }
