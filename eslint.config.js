@@ -26,7 +26,6 @@ const OVER_FUNCTION_LIMIT = [
   "cli/src/bench/swe-bench/run.ts",
   "cli/src/child-events.ts",
   "cli/src/commands/bench.ts",
-  "cli/src/commands/script.ts",
   "cli/src/improve/run.ts",
   "cli/src/run-view.ts",
   "cli/src/solve.ts",

@@ -103,13 +103,9 @@ const ROLE_OF_SHAPE: Record<EntryShape, string> = {
 type Shared = typeof SharedModule & { LessonReply: z.ZodType<unknown> };
 type Add = (severity: ScriptProblem["severity"], offset: number, where: string, message: string) => void;
 
-/**
- * Checks one reply entry against the shapes its role accepts (a string through the reader,
- * any other value as a scripted JSON reply is validated) and fills in `entry.shape`.
- */
-function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEntry, add: Add): void {
-  const where = `${entry.block}.${entry.role}[${entry.index}]`;
-  const schemas = {
+/** The schema of each shape. */
+function schemasOf(shared: Shared): Record<EntryShape, z.ZodType<unknown>> {
+  return {
     Plan: shared.Plan,
     DagPlan: shared.DagPlan,
     EditReply: shared.EditReply,
@@ -119,8 +115,34 @@ function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEnt
     IntegrationReflection: shared.IntegrationReflection,
     LessonReply: shared.LessonReply,
     Hypothesis: shared.Hypothesis,
-  } as const;
-  const tried: Array<{ shape: EntryShape; issues: Array<{ path: string; message: string; line?: number }> }> = [];
+  };
+}
+
+/** A shape an entry was tried against and did not match, with the schema's issues. */
+interface Tried {
+  shape: EntryShape;
+  issues: Array<{ path: string; message: string; line?: number }>;
+}
+
+/** What the checks of one entry work with. */
+interface EntryCheck {
+  shared: Shared;
+  pos: Locate;
+  item: Located;
+  entry: ScriptEntry;
+  add: Add;
+  schemas: Record<EntryShape, z.ZodType<unknown>>;
+  /** `replies.build[1]`: where the entry's problems are reported. */
+  where: string;
+}
+
+/**
+ * Tries the entry against the shapes of its role in order, until one matches (then sets
+ * `entry.shape` and warns of unsafe edit paths); returns the ones that did not match.
+ */
+function tryShapes(c: EntryCheck): Tried[] {
+  const { shared, pos, item, entry, add, schemas, where } = c;
+  const tried: Tried[] = [];
   for (const shape of SHAPES[entry.role]) {
     const schema: z.ZodType<unknown> = schemas[shape];
     const read = entry.raw
@@ -153,27 +175,32 @@ function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEnt
     if (entry.raw && issues.length === 0) issues.push({ path: "", message: read.error.message });
     tried.push({ shape, issues });
   }
-  // Unmatched: report against the shape it most looks like (with edits or a summary and no files: an EditReply).
+  return tried;
+}
+
+/** The shape an unmatched entry most looks like (with edits or a summary and no files: an EditReply). */
+function lookalikeOf(item: Located, role: ScriptRole): EntryShape {
   const looksRepo =
     item.entries?.some((e) => e.key === "edits" || e.key === "summary") && !item.entries.some((e) => e.key === "files");
   const has = (key: string): boolean => !!item.entries?.some((e) => e.key === key);
-  const lookalike: EntryShape =
-    entry.role === "plan"
-      ? has("subtasks")
-        ? "DagPlan"
-        : "Plan"
-      : entry.role === "reflect"
-        ? has("subtaskId")
-          ? "IntegrationReflection"
-          : has("lessons")
-            ? "LessonReply"
-            : "Reflection"
-        : looksRepo
-          ? "EditReply"
-          : "Candidate";
-  const first = tried.find((t) => t.shape === lookalike) ?? tried[0];
-  // Keys the schema drops silently: a misspelt `search` turns an edit into a file creation.
-  const like = entry.shape ?? first?.shape;
+  return role === "plan"
+    ? has("subtasks")
+      ? "DagPlan"
+      : "Plan"
+    : role === "reflect"
+      ? has("subtaskId")
+        ? "IntegrationReflection"
+        : has("lessons")
+          ? "LessonReply"
+          : "Reflection"
+      : looksRepo
+        ? "EditReply"
+        : "Candidate";
+}
+
+/** Warns of the keys shape `like`'s schema drops silently: a misspelt `search` turns an edit into a file creation. */
+function warnUnknownKeys(c: EntryCheck, like: EntryShape): void {
+  const { item, add, schemas, where } = c;
   const unknownKeys = (node: Located, known: readonly string[], at: string, note = ""): void => {
     for (const e of node.entries ?? []) {
       if (known.includes(e.key)) continue;
@@ -186,18 +213,15 @@ function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEnt
       );
     }
   };
-  if (like && !entry.raw) {
-    unknownKeys(item, Object.keys((schemas[like] as unknown as { shape?: object }).shape ?? {}), where);
-    field(item, "edits")?.node.items?.forEach((ed, k) =>
-      unknownKeys(ed, EDIT_KEYS, `${where}.edits[${k}]`, "; an edit without search creates its file"),
-    );
-  }
-  if (entry.shape) {
-    if (entry.shape === "EditReply" && item.entries?.some((e) => e.key === "files" || e.key === "tests")) {
-      add("warning", item.start, where, "matches EditReply (repo mode), where files and tests are ignored");
-    }
-    return;
-  }
+  unknownKeys(item, Object.keys((schemas[like] as unknown as { shape?: object }).shape ?? {}), where);
+  field(item, "edits")?.node.items?.forEach((ed, k) =>
+    unknownKeys(ed, EDIT_KEYS, `${where}.edits[${k}]`, "; an edit without search creates its file"),
+  );
+}
+
+/** Reports an entry that matched no shape, with the issues of the one it most looks like (`first`). */
+function reportUnmatched(c: EntryCheck, tried: readonly Tried[], first: Tried | undefined): void {
+  const { item, entry, add, where } = c;
   const detail = (first?.issues ?? [])
     .slice(0, 12)
     .map(
@@ -225,6 +249,119 @@ function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEnt
 }
 
 /**
+ * Checks one reply entry against the shapes its role accepts (a string through the reader,
+ * any other value as a scripted JSON reply is validated) and fills in `entry.shape`.
+ */
+function checkEntry(shared: Shared, pos: Locate, item: Located, entry: ScriptEntry, add: Add): void {
+  const where = `${entry.block}.${entry.role}[${entry.index}]`;
+  const c: EntryCheck = { shared, pos, item, entry, add, schemas: schemasOf(shared), where };
+  const tried = tryShapes(c);
+  // Unmatched: report against the shape it most looks like.
+  const lookalike = lookalikeOf(item, entry.role);
+  const first = tried.find((t) => t.shape === lookalike) ?? tried[0];
+  const like = entry.shape ?? first?.shape;
+  if (like && !entry.raw) warnUnknownKeys(c, like);
+  if (entry.shape) {
+    if (entry.shape === "EditReply" && item.entries?.some((e) => e.key === "files" || e.key === "tests")) {
+      add("warning", item.start, where, "matches EditReply (repo mode), where files and tests are ignored");
+    }
+    return;
+  }
+  reportUnmatched(c, tried, first);
+}
+
+/** What the checks of a whole file work with; `counts` and `entries` are filled in as they go. */
+interface FileCheck {
+  shared: Shared;
+  pos: Locate;
+  add: Add;
+  counts: ScriptReport["counts"];
+  entries: ScriptEntry[];
+}
+
+/** Checks the file's frame: `v`, `kind`, `description` and no other top-level keys but `replies` and `tasks`. */
+function checkFrame(root: Located, add: Add): void {
+  const v = field(root, "v");
+  if (v?.node.value !== 1)
+    add("error", v?.node.start ?? root.start, "v", `"v" must be 1${v ? "" : " (it is missing)"}`);
+  const kind = field(root, "kind");
+  if (kind?.node.value !== "loopsmith-script")
+    add(
+      "error",
+      kind?.node.start ?? root.start,
+      "kind",
+      `"kind" must be "loopsmith-script"${kind ? "" : " (it is missing)"}`,
+    );
+  const description = field(root, "description");
+  if (description && typeof description.node.value !== "string")
+    add("error", description.node.start, "description", '"description" must be a string');
+  for (const e of root.entries ?? []) {
+    if (!["v", "kind", "description", "replies", "tasks"].includes(e.key))
+      add("warning", e.keyStart, e.key, `unknown key ${JSON.stringify(e.key)} is ignored`);
+  }
+}
+
+/** Checks one block of replies by role (`replies`, or `tasks.<key>`): its roles, then each entry. */
+function checkRoles(block: string, node: Located, c: FileCheck): void {
+  const { pos, add, counts } = c;
+  for (const { key, keyStart, node: list } of node.entries ?? []) {
+    if (!Object.hasOwn(SHAPES, key)) {
+      const near = suggest(key, Object.keys(SHAPES));
+      add(
+        "error",
+        keyStart,
+        `${block}.${key}`,
+        `unknown role ${JSON.stringify(key)}${near ? ` (did you mean "${near}"?)` : ""}; the roles are ${Object.keys(SHAPES).join(", ")}`,
+      );
+      continue;
+    }
+    const role = key as ScriptRole;
+    if (!list.items) {
+      add("error", list.start, `${block}.${role}`, `${block}.${role} must be a list of entries`);
+      continue;
+    }
+    counts[role] = (counts[role] ?? 0) + list.items.length;
+    list.items.forEach((item, index) => {
+      const entry: ScriptEntry = { block, role, index, ...pos(item.start), raw: typeof item.value === "string" };
+      c.entries.push(entry);
+      checkEntry(c.shared, pos, item, entry, add);
+    });
+  }
+}
+
+/** Checks `tasks`: an object of task id (or suffix) → replies by role, each block as {@link checkRoles} does. */
+function checkTasks(root: Located, c: FileCheck): void {
+  const tasks = field(root, "tasks");
+  if (tasks && !tasks.node.entries)
+    c.add(
+      "error",
+      tasks.node.start,
+      "tasks",
+      '"tasks" must be an object of task id (or id suffix such as "gen-2") → replies by role',
+    );
+  for (const t of tasks?.node.entries ?? []) {
+    if (t.node.entries) checkRoles(`tasks.${t.key}`, t.node, c);
+    else c.add("error", t.node.start, `tasks.${t.key}`, `tasks.${t.key} must be an object of role → list of entries`);
+  }
+}
+
+/** Warns of what the whole file lacks or mixes: both build shapes, no plan or spec, no build. */
+function checkWhole(replies: Located, c: FileCheck): void {
+  const { add, counts } = c;
+  const buildShapes = new Set(c.entries.flatMap((e) => (e.role === "build" && e.shape ? [e.shape] : [])));
+  if (buildShapes.size > 1)
+    add(
+      "warning",
+      replies.start,
+      "replies.build",
+      "build mixes EditReply (repo mode) and Candidate (inline) entries; a task uses one or the other",
+    );
+  if (!counts.plan && !counts.spec)
+    add("warning", replies.start, "replies", "no plan or spec entries: every task starts with one of them");
+  if (!counts.build) add("warning", replies.start, "replies", "no build entries: every iteration asks for one");
+}
+
+/**
  * Checks the text of a replies file. Loads `@loopsmith/shared` (schemas, the reader, the
  * edit path check) on first use.
  * @returns the report; `valid` is false when any problem is an error. Never throws for bad
@@ -236,15 +373,14 @@ export async function validateScript(text: string): Promise<ScriptReport> {
     LessonReply: (await import("@loopsmith/shared/llm")).LessonReply,
   };
   const problems: ScriptProblem[] = [];
-  const entries: ScriptEntry[] = [];
-  const counts: ScriptReport["counts"] = {};
   const pos = locator(text);
   const add: Add = (severity, offset, where, message) => {
     problems.push({ severity, ...pos(offset), where, message });
   };
+  const c: FileCheck = { shared, pos, add, counts: {}, entries: [] };
   const done = (): ScriptReport => {
     problems.sort((a, b) => a.line - b.line || a.column - b.column);
-    return { valid: !problems.some((p) => p.severity === "error"), counts, entries, problems };
+    return { valid: !problems.some((p) => p.severity === "error"), counts: c.counts, entries: c.entries, problems };
   };
   let root: Located;
   try {
@@ -260,24 +396,7 @@ export async function validateScript(text: string): Promise<ScriptReport> {
     add("error", root.start, "", 'a script is a JSON object: {"v": 1, "kind": "loopsmith-script", "replies": {...}}');
     return done();
   }
-  const v = field(root, "v");
-  if (v?.node.value !== 1)
-    add("error", v?.node.start ?? root.start, "v", `"v" must be 1${v ? "" : " (it is missing)"}`);
-  const kind = field(root, "kind");
-  if (kind?.node.value !== "loopsmith-script")
-    add(
-      "error",
-      kind?.node.start ?? root.start,
-      "kind",
-      `"kind" must be "loopsmith-script"${kind ? "" : " (it is missing)"}`,
-    );
-  const description = field(root, "description");
-  if (description && typeof description.node.value !== "string")
-    add("error", description.node.start, "description", '"description" must be a string');
-  for (const e of root.entries) {
-    if (!["v", "kind", "description", "replies", "tasks"].includes(e.key))
-      add("warning", e.keyStart, e.key, `unknown key ${JSON.stringify(e.key)} is ignored`);
-  }
+  checkFrame(root, add);
   const replies = field(root, "replies");
   if (!replies?.node.entries) {
     add(
@@ -288,55 +407,9 @@ export async function validateScript(text: string): Promise<ScriptReport> {
     );
     return done();
   }
-  const roles = (block: string, node: Located): void => {
-    for (const { key, keyStart, node: list } of node.entries ?? []) {
-      if (!Object.hasOwn(SHAPES, key)) {
-        const near = suggest(key, Object.keys(SHAPES));
-        add(
-          "error",
-          keyStart,
-          `${block}.${key}`,
-          `unknown role ${JSON.stringify(key)}${near ? ` (did you mean "${near}"?)` : ""}; the roles are ${Object.keys(SHAPES).join(", ")}`,
-        );
-        continue;
-      }
-      const role = key as ScriptRole;
-      if (!list.items) {
-        add("error", list.start, `${block}.${role}`, `${block}.${role} must be a list of entries`);
-        continue;
-      }
-      counts[role] = (counts[role] ?? 0) + list.items.length;
-      list.items.forEach((item, index) => {
-        const entry: ScriptEntry = { block, role, index, ...pos(item.start), raw: typeof item.value === "string" };
-        entries.push(entry);
-        checkEntry(shared, pos, item, entry, add);
-      });
-    }
-  };
-  roles("replies", replies.node);
-  const tasks = field(root, "tasks");
-  if (tasks && !tasks.node.entries)
-    add(
-      "error",
-      tasks.node.start,
-      "tasks",
-      '"tasks" must be an object of task id (or id suffix such as "gen-2") → replies by role',
-    );
-  for (const t of tasks?.node.entries ?? []) {
-    if (t.node.entries) roles(`tasks.${t.key}`, t.node);
-    else add("error", t.node.start, `tasks.${t.key}`, `tasks.${t.key} must be an object of role → list of entries`);
-  }
-  const buildShapes = new Set(entries.flatMap((e) => (e.role === "build" && e.shape ? [e.shape] : [])));
-  if (buildShapes.size > 1)
-    add(
-      "warning",
-      replies.node.start,
-      "replies.build",
-      "build mixes EditReply (repo mode) and Candidate (inline) entries; a task uses one or the other",
-    );
-  if (!counts.plan && !counts.spec)
-    add("warning", replies.node.start, "replies", "no plan or spec entries: every task starts with one of them");
-  if (!counts.build) add("warning", replies.node.start, "replies", "no build entries: every iteration asks for one");
+  checkRoles("replies", replies.node, c);
+  checkTasks(root, c);
+  checkWhole(replies.node, c);
   return done();
 }
 
