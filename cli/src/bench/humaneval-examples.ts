@@ -167,6 +167,89 @@ export const HUMANEVAL_CONTRADICTED_EXAMPLES: Readonly<Record<string, readonly s
 };
 
 /**
+ * The Python of the visible tests after their `EXAMPLES` list: each example run in the
+ * namespace of solution.py after the statements before it, its value (or what it printed)
+ * compared with the docstring's as doctest would, numbers within a relative 1e-6.
+ */
+const EXAMPLE_CHECKS: readonly string[] = [
+  "",
+  "",
+  "def _compiled(source):",
+  "    try:",
+  '        return compile(source, "<docstring example>", "eval"), True',
+  "    except SyntaxError:",
+  '        return compile(source, "<docstring example>", "exec"), False',
+  "",
+  "",
+  "def _same(got, want):",
+  "    try:",
+  "        if got == want:",
+  "            return True",
+  "    except Exception:",
+  "        return False",
+  "    numbers = (int, float)",
+  "    if isinstance(got, numbers) and isinstance(want, numbers) and not isinstance(got, bool) and not isinstance(want, bool):",
+  "        return math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9)",
+  "    return False",
+  "",
+  "",
+  "def _check(example, got, printed):",
+  '    call, expected = example["call"], example["expected"].strip()',
+  "    if got is None and printed.strip():",
+  "        if printed.strip() == expected:",
+  "            return",
+  '        raise AssertionError(f"{call} printed {printed.strip()!r}; the docstring says {expected}")',
+  '    if expected == "":',
+  "        # No output shown: doctest's None, or an example written as a check (`f(x) == y`).",
+  "        if got is None or got is True:",
+  "            return",
+  '        raise AssertionError(f"{call} returned {got!r}; the docstring shows no output (None, or True for a check)")',
+  "    try:",
+  '        want = eval(expected, {"__builtins__": __builtins__})',
+  "        parsed = True",
+  "    except Exception:",
+  "        want, parsed = None, False",
+  "    if parsed and _same(got, want):",
+  "        return",
+  "    if repr(got) == expected or str(got) == expected:",
+  "        return",
+  '    raise AssertionError(f"{call} returned {got!r}; the docstring says {expected}")',
+  "",
+  "",
+  '@pytest.mark.parametrize("index", range(len(EXAMPLES)), ids=[e["call"][:60] for e in EXAMPLES])',
+  "def test_docstring_example(index):",
+  "    namespace = dict(vars(solution))",
+  "    for earlier in EXAMPLES[:index]:",
+  '        code, is_expression = _compiled(earlier["call"])',
+  "        if not is_expression:",
+  "            exec(code, namespace)",
+  "    example = EXAMPLES[index]",
+  '    code, is_expression = _compiled(example["call"])',
+  "    out = io.StringIO()",
+  "    with contextlib.redirect_stdout(out):",
+  "        if is_expression:",
+  "            got = eval(code, namespace)",
+  "        else:",
+  "            exec(code, namespace)",
+  "            got = None",
+  "    _check(example, got, out.getvalue())",
+  "",
+];
+
+/** The visible test of a record with no example: the entry point exists and is callable. */
+function smokeTest(head: readonly string[], ep: string): string {
+  return [
+    ...head,
+    "import solution",
+    "",
+    "",
+    `def test_${ep}_is_defined():`,
+    `    assert callable(getattr(solution, ${lit(ep)}, None)), ${lit(`solution.py defines no function ${ep}`)}`,
+    "",
+  ].join("\n");
+}
+
+/**
  * The visible test of a HumanEval record: one pytest file ({@link HUMANEVAL_VISIBLE_PATH}) that
  * checks each docstring example doctest-style in a copy of `solution.py`'s namespace. The
  * call is evaluated (a statement is executed, and the statements before an example are run
@@ -190,22 +273,7 @@ export function humanevalVisibleTests(rec: HumanEvalRecord): FileChange[] {
   const head = [
     `"""Visible tests of ${rec.task_id}: ${examples.length ? "the examples of its docstring, checked doctest-style" : `${ep} exists`} against solution.py."""`,
   ];
-  if (!examples.length) {
-    return [
-      {
-        path: HUMANEVAL_VISIBLE_PATH,
-        content: [
-          ...head,
-          "import solution",
-          "",
-          "",
-          `def test_${ep}_is_defined():`,
-          `    assert callable(getattr(solution, ${lit(ep)}, None)), ${lit(`solution.py defines no function ${ep}`)}`,
-          "",
-        ].join("\n"),
-      },
-    ];
-  }
+  if (!examples.length) return [{ path: HUMANEVAL_VISIBLE_PATH, content: smokeTest(head, ep) }];
   const exampleLines = examples.map((e) => `    {"call": ${lit(e.call)}, "expected": ${lit(e.expected)}},`);
   const content = [
     ...head,
@@ -220,68 +288,7 @@ export function humanevalVisibleTests(rec: HumanEvalRecord): FileChange[] {
     "EXAMPLES = [",
     ...exampleLines,
     "]",
-    "",
-    "",
-    "def _compiled(source):",
-    "    try:",
-    '        return compile(source, "<docstring example>", "eval"), True',
-    "    except SyntaxError:",
-    '        return compile(source, "<docstring example>", "exec"), False',
-    "",
-    "",
-    "def _same(got, want):",
-    "    try:",
-    "        if got == want:",
-    "            return True",
-    "    except Exception:",
-    "        return False",
-    "    numbers = (int, float)",
-    "    if isinstance(got, numbers) and isinstance(want, numbers) and not isinstance(got, bool) and not isinstance(want, bool):",
-    "        return math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9)",
-    "    return False",
-    "",
-    "",
-    "def _check(example, got, printed):",
-    '    call, expected = example["call"], example["expected"].strip()',
-    "    if got is None and printed.strip():",
-    "        if printed.strip() == expected:",
-    "            return",
-    '        raise AssertionError(f"{call} printed {printed.strip()!r}; the docstring says {expected}")',
-    '    if expected == "":',
-    "        # No output shown: doctest's None, or an example written as a check (`f(x) == y`).",
-    "        if got is None or got is True:",
-    "            return",
-    '        raise AssertionError(f"{call} returned {got!r}; the docstring shows no output (None, or True for a check)")',
-    "    try:",
-    '        want = eval(expected, {"__builtins__": __builtins__})',
-    "        parsed = True",
-    "    except Exception:",
-    "        want, parsed = None, False",
-    "    if parsed and _same(got, want):",
-    "        return",
-    "    if repr(got) == expected or str(got) == expected:",
-    "        return",
-    '    raise AssertionError(f"{call} returned {got!r}; the docstring says {expected}")',
-    "",
-    "",
-    '@pytest.mark.parametrize("index", range(len(EXAMPLES)), ids=[e["call"][:60] for e in EXAMPLES])',
-    "def test_docstring_example(index):",
-    "    namespace = dict(vars(solution))",
-    "    for earlier in EXAMPLES[:index]:",
-    '        code, is_expression = _compiled(earlier["call"])',
-    "        if not is_expression:",
-    "            exec(code, namespace)",
-    "    example = EXAMPLES[index]",
-    '    code, is_expression = _compiled(example["call"])',
-    "    out = io.StringIO()",
-    "    with contextlib.redirect_stdout(out):",
-    "        if is_expression:",
-    "            got = eval(code, namespace)",
-    "        else:",
-    "            exec(code, namespace)",
-    "            got = None",
-    "    _check(example, got, out.getvalue())",
-    "",
+    ...EXAMPLE_CHECKS,
   ].join("\n");
   return [{ path: HUMANEVAL_VISIBLE_PATH, content }];
 }
