@@ -352,6 +352,130 @@ function swappedTests(s: Session): string | undefined {
   return `the code of ${s.tampered.length === 1 ? "a test" : `${s.tampered.length} tests`} was swapped while the tests ran (${named.join("; ")}${s.tampered.length > 3 ? "; …" : ""}): code under test replaced what a test runs`;
 }
 
+/** What one session of the verdict channel adds to the judgement. */
+interface SessionJudgement {
+  /** Its real tests (tripwires left out), as reported. */
+  tests: TestCase[];
+  /** True when a real test failed or errored, collection failed, or a worker crashed. */
+  failing: boolean;
+  /** Errors of the run (not tampering): collection errors, crashes, a silent test file. */
+  errors: string[];
+  /** Signs of tampering. */
+  problems: string[];
+}
+
+/** The errors a session's collection errors and crashed workers make. */
+function sessionErrors(s: Session): string[] {
+  const errors: string[] = [];
+  if (s.collectErrors.length)
+    errors.push(
+      ...s.collectErrors.map(
+        (e) => `${e.id ? `${e.id}: ` : ""}${e.message.split("\n").slice(-3).join(" ").slice(0, 500)}`,
+      ),
+    );
+  if (s.crashed.length)
+    errors.push(
+      `a test worker ended before its session did (${[...new Set(s.crashed)].map((c) => c.slice(0, 200)).join("; ")}): the code under test exited early, or crashed`,
+    );
+  return errors;
+}
+
+/**
+ * A finished node session's checks: each test file's child runs its wrapper's tripwires and
+ * seal, checked per file; a file whose child reported no test is an error of its own.
+ */
+function nodeFileChecks(
+  real: ReportedTest[],
+  wires: ReportedTest[],
+  plan: IntegrityPlan,
+  failing: boolean,
+  testFileOf: ReadonlyMap<string, string>,
+): { errors: string[]; problems: string[] } {
+  const ranIn = (t: ReportedTest) =>
+    relative((t.seal ? / @(\S+)\s*$/m.exec(t.message ?? "")?.[1] : NODE_TRIPWIRE.exec(t.name ?? "")?.[2]) ?? "");
+  // A file whose child reported no test is an error of its own, not a tripwire's.
+  const silent = new Map(
+    real
+      .filter((t) => t.fileOnly)
+      .map((t) => [testFileOf.get(t.file ?? "") ?? relative(t.file ?? ""), t.message ?? "reported no test"]),
+  );
+  const errors = [...silent].map(([file, message]) => `${file}: ${message}`);
+  const problems: string[] = [];
+  for (const file of plan.testFiles) {
+    if (silent.has(file)) continue;
+    const mine = wires.filter((t) => ranIn(t) === file);
+    const problem =
+      checkTripwires(
+        mine.filter((t) => !t.seal),
+        plan,
+        failing,
+        ` in ${file}`,
+      ) ??
+      checkSeal(
+        mine.filter((t) => t.seal),
+        plan,
+        file,
+        failing,
+      );
+    if (problem) problems.push(problem);
+  }
+  return { errors, problems };
+}
+
+/** A finished pytest session's results against what its workers collected: invented, or missing. */
+function collectionProblems(s: Session, failing: boolean): string[] {
+  if (!s.collected) return [];
+  const problems: string[] = [];
+  const collected = new Set(s.collected);
+  const reported = new Set(s.tests.map((t) => t.id));
+  const invented = [...reported].filter((id) => !collected.has(id) && !s.crashed.length);
+  const unreported = s.collected.filter((id) => !reported.has(id));
+  if (invented.length)
+    problems.push(
+      `results were reported for tests no worker collected (${invented.slice(0, 3).join(", ")}${invented.length > 3 ? ", …" : ""})`,
+    );
+  if (unreported.length && !failing)
+    problems.push(
+      `${unreported.length} collected test(s) reported no result (${unreported.slice(0, 3).join(", ")}${unreported.length > 3 ? ", …" : ""})`,
+    );
+  return problems;
+}
+
+/** Judges one session: its real tests, whether they fail, its errors and its signs of tampering. */
+function judgeSession(s: Session, plan: IntegrityPlan, testFileOf: ReadonlyMap<string, string>): SessionJudgement {
+  const wires = s.tests.filter((t) => isTripwire(t, plan));
+  const real = s.tests.filter((t) => !isTripwire(t, plan));
+  const tests: TestCase[] = [];
+  for (const t of real) {
+    const file = t.fileOnly ? testFileOf.get(t.file ?? "") : undefined;
+    tests.push(toCase(file ? { ...t, name: file, file: `/workspace/${file}` } : t, plan.runner));
+  }
+  const failing =
+    real.some((t) => t.outcome === "failed" || t.outcome === "error") ||
+    s.collectErrors.length > 0 ||
+    s.crashed.length > 0;
+  const errors = sessionErrors(s);
+  const problems: string[] = [];
+  if (s.ended && plan.runner === "pytest") {
+    // A session that ran no test at all (pytest stopped before: an internal error, an
+    // interrupt) is an error whatever made it stop; it is never a pass.
+    const ranNothing = real.length === 0 && wires.length === 0;
+    const problem = checkTripwires(wires, plan, failing || ranNothing, "");
+    if (problem) problems.push(problem);
+    if (ranNothing && !failing && s.exitstatus !== undefined && s.exitstatus !== 0 && s.exitstatus !== 5)
+      errors.push(`pytest ended with exit status ${s.exitstatus} before any test ran (see its output)`);
+  }
+  if (s.ended && plan.runner === "node") {
+    const node = nodeFileChecks(real, wires, plan, failing, testFileOf);
+    errors.push(...node.errors);
+    problems.push(...node.problems);
+  }
+  const swapped = swappedTests(s);
+  if (swapped) problems.push(swapped);
+  if (plan.runner === "pytest" && s.ended) problems.push(...collectionProblems(s, failing));
+  return { tests, failing, errors, problems };
+}
+
 /**
  * Judges the controller's report of a run against its tripwires. The run is `tampering` when:
  * - a line on the channel failed the signature check (something other than the controller wrote);
@@ -390,82 +514,11 @@ export function judgeIntegrity(
   // node: a wrapper's path → the test file it runs.
   const testFileOf = new Map(plan.files.map((f, i) => [f.path, plan.testFiles[i]!]));
   for (const s of read.sessions) {
-    const wires = s.tests.filter((t) => isTripwire(t, plan));
-    const real = s.tests.filter((t) => !isTripwire(t, plan));
-    for (const t of real) {
-      const file = t.fileOnly ? testFileOf.get(t.file ?? "") : undefined;
-      tests.push(toCase(file ? { ...t, name: file, file: `/workspace/${file}` } : t, plan.runner));
-    }
-    const failing =
-      real.some((t) => t.outcome === "failed" || t.outcome === "error") ||
-      s.collectErrors.length > 0 ||
-      s.crashed.length > 0;
-    realFailures ||= failing;
-    if (s.collectErrors.length)
-      errors.push(
-        ...s.collectErrors.map(
-          (e) => `${e.id ? `${e.id}: ` : ""}${e.message.split("\n").slice(-3).join(" ").slice(0, 500)}`,
-        ),
-      );
-    if (s.crashed.length)
-      errors.push(
-        `a test worker ended before its session did (${[...new Set(s.crashed)].map((c) => c.slice(0, 200)).join("; ")}): the code under test exited early, or crashed`,
-      );
-    if (s.ended && plan.runner === "pytest") {
-      // A session that ran no test at all (pytest stopped before: an internal error, an
-      // interrupt) is an error whatever made it stop; it is never a pass.
-      const ranNothing = real.length === 0 && wires.length === 0;
-      const problem = checkTripwires(wires, plan, failing || ranNothing, "");
-      if (problem) problems.push(problem);
-      if (ranNothing && !failing && s.exitstatus !== undefined && s.exitstatus !== 0 && s.exitstatus !== 5)
-        errors.push(`pytest ended with exit status ${s.exitstatus} before any test ran (see its output)`);
-    }
-    if (s.ended && plan.runner === "node") {
-      // Each test file's child runs its wrapper's tripwires and seal: check them per file.
-      const ranIn = (t: ReportedTest) =>
-        relative((t.seal ? / @(\S+)\s*$/m.exec(t.message ?? "")?.[1] : NODE_TRIPWIRE.exec(t.name ?? "")?.[2]) ?? "");
-      // A file whose child reported no test is an error of its own, not a tripwire's.
-      const silent = new Map(
-        real
-          .filter((t) => t.fileOnly)
-          .map((t) => [testFileOf.get(t.file ?? "") ?? relative(t.file ?? ""), t.message ?? "reported no test"]),
-      );
-      errors.push(...[...silent].map(([file, message]) => `${file}: ${message}`));
-      for (const file of plan.testFiles) {
-        if (silent.has(file)) continue;
-        const mine = wires.filter((t) => ranIn(t) === file);
-        const problem =
-          checkTripwires(
-            mine.filter((t) => !t.seal),
-            plan,
-            failing,
-            ` in ${file}`,
-          ) ??
-          checkSeal(
-            mine.filter((t) => t.seal),
-            plan,
-            file,
-            failing,
-          );
-        if (problem) problems.push(problem);
-      }
-    }
-    const swapped = swappedTests(s);
-    if (swapped) problems.push(swapped);
-    if (plan.runner === "pytest" && s.ended && s.collected) {
-      const collected = new Set(s.collected);
-      const reported = new Set(s.tests.map((t) => t.id));
-      const invented = [...reported].filter((id) => !collected.has(id) && !s.crashed.length);
-      const unreported = s.collected.filter((id) => !reported.has(id));
-      if (invented.length)
-        problems.push(
-          `results were reported for tests no worker collected (${invented.slice(0, 3).join(", ")}${invented.length > 3 ? ", …" : ""})`,
-        );
-      if (unreported.length && !failing)
-        problems.push(
-          `${unreported.length} collected test(s) reported no result (${unreported.slice(0, 3).join(", ")}${unreported.length > 3 ? ", …" : ""})`,
-        );
-    }
+    const one = judgeSession(s, plan, testFileOf);
+    tests.push(...one.tests);
+    realFailures ||= one.failing;
+    errors.push(...one.errors);
+    problems.push(...one.problems);
   }
   judgement.tests = tests;
   if (unfinished > 0) {
