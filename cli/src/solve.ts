@@ -3,24 +3,20 @@
  * NATS and the five services answer (starting what is missing), submit the task, show its
  * progress and print the result. Exit code 0 only when the tests pass; 130 when interrupted.
  */
-import { readFileSync } from "node:fs";
-import { randomBytes } from "node:crypto";
 import { resolve } from "node:path";
 import type { Logger } from "pino";
+import type { Task } from "@loopsmith/shared";
 import {
-  LoopsmithError,
-  Task,
   createProvider,
   loadScript,
   repoModeOf,
   repositoryRoot,
+  type Config,
   type DagProgress,
-  type Language,
   type TaskInput,
-  type TaskLimits,
   type TaskResult,
+  type TaskScript,
 } from "@loopsmith/shared";
-import { findHumanEval, humanevalTask, loadHumanEval } from "./humaneval.js";
 import { CliError, errorCodeOf, report } from "./errors.js";
 import { ExitCode, exitCodeForResult } from "./exit-codes.js";
 import { dagOf } from "./dag-view.js";
@@ -41,157 +37,12 @@ import {
   uploadRecordedSnapshot,
   uploadSnapshot,
   type PreparedRepoTask,
-  type RepoOptions,
 } from "./solve-repo.js";
-import type { IssueOptions, IssuePrOpened, IssueTask, PrOutcome } from "./solve-issue.js";
-import { steering, type ModelOptions } from "./steering.js";
+import type { IssuePrOpened, IssueTask, PrOutcome } from "./solve-issue.js";
+import { steering } from "./steering.js";
+import { buildTask, limitsOf, type SolveOptions } from "./solve-task.js";
 
-/** Options of `solve`, as commander gives them. */
-export interface SolveOptions extends ModelOptions, RepoOptions, IssueOptions {
-  /** Check the task and print the models, limits and build prompt budget; start and call nothing. */
-  dryRun?: boolean;
-  /** Write result.json, report.md (and change.patch in repo mode) here at the end. */
-  out?: string;
-  /** A task file in repo mode (a replay): snapshot its base commit from this checkout first. */
-  snapshotFrom?: string;
-  file?: string;
-  humaneval?: string;
-  dataset?: string;
-  language?: Language;
-  maxIterations?: number;
-  budgetUsd?: number;
-  budgetTokens?: number;
-  /** `--timeout`: the task's wall-clock limit, in ms (`limits.timeLimitMs`). */
-  timeout?: number;
-  review?: boolean;
-  /** `--audit`: the security audit before each run (else the configuration's `review.audit`). */
-  audit?: boolean;
-  /** `off`: the task recalls nothing (no memory hints in its prompts). */
-  memory?: "on" | "off";
-  taskId?: string;
-  json?: boolean;
-}
-
-/** The task fields set by flags that every kind of task takes (`--review`, `--memory`). */
-function taskFlags(o: SolveOptions): Pick<TaskInput, "review" | "memory"> {
-  return {
-    ...(o.review !== undefined ? { review: o.review } : {}),
-    ...(o.memory !== undefined ? { memory: o.memory } : {}),
-  };
-}
-
-/**
- * The task limits the flags set (`--max-iterations`, `--budget-usd`, `--budget-tokens`,
- * `--subtask-attempts`, `--timeout` and `--subtask-timeout`, both already in ms).
- */
-export function limitsOf(o: SolveOptions): Partial<TaskLimits> {
-  const l: Partial<TaskLimits> = {};
-  if (o.maxIterations !== undefined) l.maxIterations = o.maxIterations;
-  if (o.budgetUsd !== undefined) l.maxCostUsd = o.budgetUsd;
-  if (o.budgetTokens !== undefined) l.maxTokens = o.budgetTokens;
-  if (o.subtaskAttempts !== undefined) l.subtaskAttempts = o.subtaskAttempts;
-  if (o.timeout !== undefined) l.timeLimitMs = o.timeout;
-  if (o.subtaskTimeout !== undefined) l.subtaskTimeLimitMs = o.subtaskTimeout;
-  return l;
-}
-
-/** The DAG task flags given (`--decompose`, `--parallel`, `--subtask-attempts`, `--subtask-timeout`), as named on the command line. */
-function dagFlagsGiven(o: SolveOptions): string[] {
-  return [
-    o.decompose ? "--decompose" : "",
-    o.parallel !== undefined ? "--parallel" : "",
-    o.subtaskAttempts !== undefined ? "--subtask-attempts" : "",
-    o.subtaskTimeout !== undefined ? "--subtask-timeout" : "",
-  ].filter(Boolean);
-}
-
-/** Flags whose values end up in these task fields, to name them in errors. */
-const FIELD_FLAGS: Record<string, string> = {
-  taskId: "--task-id",
-  language: "--language",
-  review: "--review",
-  audit: "--audit",
-  memory: "--memory",
-  "limits.maxIterations": "--max-iterations",
-  "limits.maxCostUsd": "--budget-usd",
-  "limits.maxTokens": "--budget-tokens",
-  "limits.subtaskAttempts": "--subtask-attempts",
-  "limits.timeLimitMs": "--timeout",
-  "limits.subtaskTimeLimitMs": "--subtask-timeout",
-  decompose: "--decompose",
-  parallel: "--parallel",
-};
-
-/** `input` when it is a valid task; else a `bad_request` naming the fields (and their flags). */
-function validated(input: TaskInput, what: string): TaskInput {
-  const parsed = Task.safeParse(input);
-  if (parsed.success) return input;
-  const issues = parsed.error.issues.map((i) => {
-    const path = i.path.join(".");
-    const flag = FIELD_FLAGS[path];
-    return `${flag ? `${flag} (${path})` : path || "task"}: ${i.message}`;
-  });
-  throw new LoopsmithError("bad_request", `${what} is invalid: ${issues.join("; ")}`);
-}
-
-/**
- * The task to submit, validated against the `Task` contract.
- * @throws LoopsmithError `bad_request` for a missing goal, an unreadable or invalid task file,
- *   a missing dataset or an invalid value (naming the flag); `not_found` for an unknown
- *   HumanEval id.
- */
-export function buildTask(goal: string | undefined, o: SolveOptions): TaskInput {
-  const dagFlags = dagFlagsGiven(o);
-  if (dagFlags.length)
-    throw new LoopsmithError(
-      "bad_request",
-      `${dagFlags.join(", ")} appl${dagFlags.length === 1 ? "ies" : "y"} to --repo only (a DAG task changes a repository)`,
-    );
-  const limits = limitsOf(o);
-  if (o.humaneval) {
-    if (!o.dataset) throw new LoopsmithError("bad_request", "--humaneval needs --dataset <path to humaneval.jsonl>");
-    const rec = findHumanEval(loadHumanEval(o.dataset), o.humaneval);
-    const task = humanevalTask(rec, { ...(o.taskId ? { taskId: o.taskId } : {}), limits });
-    return validated({ ...task, ...taskFlags(o) }, `the task for ${rec.task_id}`);
-  }
-  if (o.file) {
-    let raw: Record<string, unknown>;
-    try {
-      raw = JSON.parse(readFileSync(o.file, "utf8")) as Record<string, unknown>;
-    } catch (err) {
-      throw new LoopsmithError("bad_request", `cannot read the task file ${o.file}: ${(err as Error).message}`, {
-        cause: err,
-      });
-    }
-    if (typeof raw !== "object" || raw === null || Array.isArray(raw))
-      throw new LoopsmithError("bad_request", `the task file ${o.file} is not a JSON object`);
-    return validated(
-      {
-        v: 1,
-        taskId: o.taskId ?? `task-${randomBytes(5).toString("hex")}`,
-        submittedAt: new Date().toISOString(),
-        ...(raw as Partial<TaskInput>),
-        limits: { ...((raw.limits as object | undefined) ?? {}), ...limits },
-        ...taskFlags(o),
-      } as TaskInput,
-      `the task file ${o.file}`,
-    );
-  }
-  if (!goal?.trim())
-    throw new LoopsmithError("bad_request", "give a goal, --file <task.json> or --humaneval <id> --dataset <path>");
-  return validated(
-    {
-      v: 1,
-      taskId: o.taskId ?? `task-${randomBytes(5).toString("hex")}`,
-      goal,
-      language: o.language ?? "python",
-      limits,
-      ...taskFlags(o),
-      submittedAt: new Date().toISOString(),
-    },
-    "the task",
-  );
-}
+export { buildTask, limitsOf, type SolveOptions } from "./solve-task.js";
 
 /** Writes one line to stdout. */
 function out(line: string): void {
@@ -247,6 +98,174 @@ export function configFiles(o: SolveOptions): { file?: string; repoRoot?: string
   return { ...(o.config ? { file: o.config } : {}), ...(repoRoot ? { repoRoot } : {}) };
 }
 
+/** What a solve submits: the task, and in repo mode the prepared repository and, with `--issue`, the issue. */
+interface SolveTask {
+  task: TaskInput;
+  prepared?: PreparedRepoTask;
+  issueTask?: IssueTask;
+}
+
+/**
+ * The task of a solve, refused before anything starts: `--issue` reads the issue from GitHub
+ * and checks it against the local clone (the issue, fenced as untrusted text, is the goal of a
+ * repo-mode task on that clone); repo mode (`--repo`, or a goal given inside a git work tree)
+ * checks the repository and makes its snapshot; then the approvals and the audit.
+ * @throws LoopsmithError/CliError `bad_request`, `config_invalid`, a GitHub error
+ */
+async function solveTask(givenGoal: string | undefined, o: SolveOptions, config: Config): Promise<SolveTask> {
+  let goal = givenGoal;
+  let issueTask: IssueTask | undefined;
+  if (o.issue) {
+    const { prepareIssue } = await import("./solve-issue.js");
+    issueTask = await prepareIssue(o);
+    goal = issueTask.goal;
+  }
+  const repo = issueTask ? issueTask.root : await repoToSolve(goal, o);
+  const prepared: PreparedRepoTask | undefined = repo
+    ? await prepareRepoTask(goal, { ...o, repo }, limitsOf(o))
+    : undefined;
+  if (prepared && issueTask) prepared.commitGoal = issueTask.commitGoal;
+  let task: TaskInput = prepared ? prepared.task : buildTask(goal, o);
+  // `--dependencies ask`: the allowlists, and whether a person at this terminal answers (approvals.ts).
+  task = withApprovals(task, prepared?.repo.root, o);
+  // The security audit: `--audit`, else the task file's own `audit`, else the configuration's `review.audit`.
+  const audit = o.audit ?? task.audit ?? config.review.audit;
+  if (audit) task = { ...task, audit };
+  return { task, ...(prepared ? { prepared } : {}), ...(issueTask ? { issueTask } : {}) };
+}
+
+/**
+ * Fails before starting anything when the provider cannot work (missing key, bad key). On a
+ * stack the configuration names (NATS_URL: compose, a cluster) the services' own provider
+ * answers, not this process's: there a task that needs a model and finds none ends with
+ * `provider_unconfigured`, and `--script` replies travel with the task. A USD budget needs a
+ * known price for every model the task can call (refused here; without one the user is told
+ * the calls count as $0). A scripted run says so first.
+ * @returns the `--script` replies, read
+ * @throws LoopsmithError `llm_auth`, `config_invalid`, `bad_request` (an unreadable script)
+ */
+async function checkProvider(
+  config: Config,
+  o: SolveOptions,
+  task: TaskInput,
+  log: Logger,
+): Promise<TaskScript | undefined> {
+  const external = Boolean(config.natsUrl);
+  const provider = external ? undefined : createProvider({ config, log });
+  const script = o.script ? loadScript(resolve(o.script)) : undefined;
+  if (!external) await checkBudgetPrices(config, task.limits, (m) => process.stderr.write(`loopsmith: ${m}\n`));
+  if (provider?.info.scripted || (external && script)) {
+    const banner = `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath ?? o.script}; no model is called.`;
+    out(o.json ? jsonLine({ kind: "notice", scripted: true, message: banner }) : printable(banner));
+  }
+  if (provider?.verify) await provider.verify();
+  return script;
+}
+
+/**
+ * The task as the stack takes it: services this command did not start have their own
+ * provider, so `--script` replies go with the task; services started here replay `--script`
+ * from their configuration, and the task names the mode that script was written for
+ * (repoModeOf), as it would carry it. Says when provider flags do not reach reused services.
+ */
+function taskForStack(
+  task: TaskInput,
+  script: TaskScript | undefined,
+  stack: Client["stack"],
+  flags: Record<string, unknown>,
+): TaskInput {
+  const reused = 5 - stack.started.length;
+  let t = task;
+  if (script && reused > 0) t = { ...t, script };
+  if (t.repo && script && t.repo.mode === undefined)
+    t = { ...t, repo: { ...t.repo, mode: repoModeOf({ repo: t.repo, script }) } };
+  const ownLlm = { ...((flags.llm as Record<string, unknown> | undefined) ?? {}) };
+  delete ownLlm.scriptPath;
+  if (reused > 0 && Object.keys(ownLlm).length > 0) {
+    process.stderr.write(
+      `loopsmith: ${reused} service(s) were already running on ${shownNatsUrl(stack.natsUrl)} and keep their own configuration; --provider/--model/--base-url apply only to the ${stack.started.length} started now\n`,
+    );
+  }
+  return t;
+}
+
+/**
+ * Uploads the repository's snapshot (repo mode) and submits the task; a repeated publish is
+ * deduplicated by its message id (the task id). Waiting in the intake queue says so at once.
+ * @returns the submitted task's id
+ */
+async function submitSolve(
+  client: Client,
+  task: TaskInput,
+  prepared: PreparedRepoTask | undefined,
+  o: SolveOptions,
+  progress: SolveProgress | undefined,
+): Promise<string> {
+  const { nc, owner } = client;
+  if (prepared) await uploadSnapshot(nc, prepared, owner);
+  else if (o.snapshotFrom && (task as Task).repo)
+    await uploadRecordedSnapshot(nc, o.snapshotFrom, (task as Task).repo as NonNullable<Task["repo"]>, owner);
+  const submitted = await client.submit(task);
+  if (!o.json)
+    out(`task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`);
+  if (progress && !submitted.duplicate) {
+    const ahead = await intakePosition(nc, submitted.seq);
+    if (ahead !== undefined) progress.queued(ahead);
+  }
+  return submitted.taskId;
+}
+
+/**
+ * After the result: repo mode's branch or applied change, `--issue --pr`'s pull request,
+ * `--out`'s files; then the exit code (a task that ended in error or was cancelled: the result
+ * says so for people, and `--json` ends with one error object, like every other failure).
+ */
+async function finishSolve(
+  client: Client,
+  result: TaskResult,
+  t: SolveTask,
+  o: SolveOptions,
+  onIssuePr?: (t: IssueTask, result: TaskResult, pr: PrOutcome) => void,
+): Promise<{ code: number; result: TaskResult }> {
+  const { prepared, issueTask } = t;
+  if (prepared) {
+    const done = await finishRepo(prepared, result, !!o.apply, { commitFailed: !!(issueTask && o.pr && o.prAlways) });
+    out(o.json ? jsonLine({ kind: "repo", ...done }) : done.lines.join("\n"));
+    if (issueTask && o.pr) {
+      const { issuePullRequest } = await import("./solve-issue.js");
+      const pr = await issuePullRequest(issueTask, result, done.branch, o).catch((err: unknown) => {
+        throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), {
+          cause: err,
+          taskId: result.taskId,
+        });
+      });
+      out(o.json ? jsonLine({ kind: "pull_request", opened: pr.number !== undefined, ...pr }) : pr.lines.join("\n"));
+      onIssuePr?.(issueTask, result, pr);
+    }
+  }
+  if (o.out) {
+    const written = await exportRun(client.nc, client.owner, result.taskId, o.out);
+    if (!o.json) out(`wrote ${written.join(", ")}`);
+  }
+  const code = exitCodeForResult(result);
+  if (code === ExitCode.ok || code === ExitCode.failed) return { code, result };
+  const message =
+    result.status === "cancelled" ? `task ${result.taskId} was cancelled` : (result.error?.message ?? result.message);
+  return {
+    code: report(
+      {
+        kind: "error",
+        code: result.status === "cancelled" ? "cancelled" : (result.error?.code ?? "internal"),
+        message,
+        exitCode: code,
+        taskId: result.taskId,
+      },
+      { json: o.json, quiet: !o.json },
+    ),
+    result,
+  };
+}
+
 /** `solve`'s work: prints as it goes, returns the exit code and the result. */
 async function runSolve(
   givenGoal: string | undefined,
@@ -255,49 +274,14 @@ async function runSolve(
   onIssuePr?: (t: IssueTask, result: TaskResult, pr: PrOutcome) => void,
 ): Promise<{ code: number; result?: TaskResult }> {
   const { flags, config, childEnv } = await steering(o, configFiles(o));
-  // `--issue`: the issue, read from GitHub and checked against the local clone, is the goal
-  // (fenced as untrusted text) of a repo-mode task on that clone; refused before anything starts.
-  let goal = givenGoal;
-  let issueTask: IssueTask | undefined;
-  if (o.issue) {
-    const { prepareIssue } = await import("./solve-issue.js");
-    issueTask = await prepareIssue(o);
-    goal = issueTask.goal;
-  }
-  // Repo mode (`--repo`, or a goal given inside a git work tree: that repository) checks the
-  // repository and makes its snapshot before anything starts.
-  const repo = issueTask ? issueTask.root : await repoToSolve(goal, o);
-  const prepared: PreparedRepoTask | undefined = repo
-    ? await prepareRepoTask(goal, { ...o, repo }, limitsOf(o))
-    : undefined;
-  if (prepared && issueTask) prepared.commitGoal = issueTask.commitGoal;
-  let task = prepared ? prepared.task : buildTask(goal, o);
-  // `--dependencies ask`: the allowlists, and whether a person at this terminal answers (approvals.ts).
-  task = withApprovals(task, prepared?.repo.root, o);
-  // The security audit: `--audit`, else the task file's own `audit`, else the configuration's `review.audit`.
-  const audit = o.audit ?? task.audit ?? config.review.audit;
-  if (audit) task = { ...task, audit };
+  const solving = await solveTask(givenGoal, o, config);
   if (o.dryRun) {
     const { dryRun, dryRunText } = await import("./solve-dry-run.js");
-    const planned = await dryRun(task, prepared, config);
+    const planned = await dryRun(solving.task, solving.prepared, config);
     out(o.json ? jsonLine({ kind: "dry_run", ...planned }) : dryRunText(planned));
     return { code: ExitCode.ok };
   }
-  // Fail before starting anything when the provider cannot work (missing key, bad key). On a
-  // stack the configuration names (NATS_URL: compose, a cluster) the services' own provider
-  // answers, not this process's: there a task that needs a model and finds none ends with
-  // `provider_unconfigured`, and `--script` replies travel with the task.
-  const external = Boolean(config.natsUrl);
-  const provider = external ? undefined : createProvider({ config, log });
-  const script = o.script ? loadScript(resolve(o.script)) : undefined;
-  // A USD budget needs a known price for every model the task can call: refused
-  // here, before anything starts; without one the user is told the calls count as $0.
-  if (!external) await checkBudgetPrices(config, task.limits, (m) => process.stderr.write(`loopsmith: ${m}\n`));
-  if (provider?.info.scripted || (external && script)) {
-    const banner = `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath ?? o.script}; no model is called.`;
-    out(o.json ? jsonLine({ kind: "notice", scripted: true, message: banner }) : printable(banner));
-  }
-  if (provider?.verify) await provider.verify();
+  const script = await checkProvider(config, o, solving.task, log);
 
   // One handler from the start: the first signal cancels a submitted task (the result is
   // still awaited and printed); a second one, or one before submission, stops waiting.
@@ -326,38 +310,9 @@ async function runSolve(
   process.on("SIGTERM", onSignal);
   try {
     client = await openClient({ config, log, env: childEnv, signal: abort.signal });
-    const { stack, nc } = client;
     if (abort.signal.aborted) throw new CliError("cancelled", "interrupted before the task was submitted");
-    const reused = 5 - stack.started.length;
-    // Services this command did not start have their own provider: the replies go with the task.
-    if (script && reused > 0) task = { ...task, script };
-    // Services started here replay `--script` from their configuration, not from the task:
-    // the task names the mode that script was written for (repoModeOf), as it would carry it.
-    if (task.repo && script && task.repo.mode === undefined)
-      task = { ...task, repo: { ...task.repo, mode: repoModeOf({ repo: task.repo, script }) } };
-    const ownLlm = { ...((flags.llm as Record<string, unknown> | undefined) ?? {}) };
-    delete ownLlm.scriptPath;
-    if (reused > 0 && Object.keys(ownLlm).length > 0) {
-      process.stderr.write(
-        `loopsmith: ${reused} service(s) were already running on ${shownNatsUrl(stack.natsUrl)} and keep their own configuration; --provider/--model/--base-url apply only to the ${stack.started.length} started now\n`,
-      );
-    }
-    const owner = client.owner;
-    if (prepared) await uploadSnapshot(nc, prepared, owner);
-    else if (o.snapshotFrom && (task as Task).repo)
-      await uploadRecordedSnapshot(nc, o.snapshotFrom, (task as Task).repo as NonNullable<Task["repo"]>, owner);
-    // A repeated publish is deduplicated by its message id (the task id).
-    const submitted = await client.submit(task);
-    submittedId = submitted.taskId;
-    if (!o.json)
-      out(
-        `task ${submitted.taskId} submitted${submitted.duplicate ? " (a duplicate of a task already submitted)" : ""}`,
-      );
-    // Waiting in the intake queue says so at once (and its first event says it started).
-    if (progress && !submitted.duplicate) {
-      const ahead = await intakePosition(nc, submitted.seq);
-      if (ahead !== undefined) progress.queued(ahead);
-    }
+    const task = taskForStack(solving.task, script, client.stack, flags);
+    submittedId = await submitSolve(client, task, solving.prepared, o, progress);
     const { result, dag } = await follow(client, task.taskId, o, abort.signal, progress, log).catch((err: unknown) => {
       throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), {
         cause: err,
@@ -369,44 +324,7 @@ async function runSolve(
         taskId: task.taskId,
       });
     out(o.json ? jsonLine(result) : resultText(result, dag));
-    if (prepared) {
-      const done = await finishRepo(prepared, result, !!o.apply, { commitFailed: !!(issueTask && o.pr && o.prAlways) });
-      out(o.json ? jsonLine({ kind: "repo", ...done }) : done.lines.join("\n"));
-      if (issueTask && o.pr) {
-        const { issuePullRequest } = await import("./solve-issue.js");
-        const pr = await issuePullRequest(issueTask, result, done.branch, o).catch((err: unknown) => {
-          throw new CliError(errorCodeOf(err), err instanceof Error ? err.message : String(err), {
-            cause: err,
-            taskId: result.taskId,
-          });
-        });
-        out(o.json ? jsonLine({ kind: "pull_request", opened: pr.number !== undefined, ...pr }) : pr.lines.join("\n"));
-        onIssuePr?.(issueTask, result, pr);
-      }
-    }
-    if (o.out) {
-      const written = await exportRun(nc, owner, result.taskId, o.out);
-      if (!o.json) out(`wrote ${written.join(", ")}`);
-    }
-    const code = exitCodeForResult(result);
-    if (code === ExitCode.ok || code === ExitCode.failed) return { code, result };
-    // A task that ended in error or was cancelled: the result (above) says so for people;
-    // --json ends with one error object, like every other failure.
-    const message =
-      result.status === "cancelled" ? `task ${result.taskId} was cancelled` : (result.error?.message ?? result.message);
-    return {
-      code: report(
-        {
-          kind: "error",
-          code: result.status === "cancelled" ? "cancelled" : (result.error?.code ?? "internal"),
-          message,
-          exitCode: code,
-          taskId: result.taskId,
-        },
-        { json: o.json, quiet: !o.json },
-      ),
-      result,
-    };
+    return await finishSolve(client, result, solving, o, onIssuePr);
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
