@@ -27,7 +27,6 @@ const OVER_FUNCTION_LIMIT = [
   "cli/src/commands/bench.ts",
   "cli/src/improve/run.ts",
   "cli/src/run-view.ts",
-  "cli/src/solve.ts",
   "cli/src/stack.ts",
   "cli/src/up.ts",
   "cli/src/watch.ts",
