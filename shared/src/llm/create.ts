@@ -136,8 +136,8 @@ function lazyMessages(
   return { messages: { create: async (params) => (await client()).messages.create(params) } };
 }
 
-/** The backend of one target (a role's primary or a fallback). */
-function backendFor(config: Config, llm: LlmTarget, pricing: Pricing, log: Logger): Backend {
+/** What every backend of a target shares: the SDK client's options, the error context, the model's settings. */
+function partsOf(config: Config, llm: LlmTarget, pricing: Pricing) {
   const common = { maxRetries: config.llm.maxRetries, timeout: config.llm.timeoutMs };
   const errorsBase = {
     model: llm.model,
@@ -151,95 +151,116 @@ function backendFor(config: Config, llm: LlmTarget, pricing: Pricing, log: Logge
     maxOutputTokens: llm.maxOutputTokens,
     temperature: llm.temperature,
   };
+  return { common, errorsBase, shared };
+}
+
+/** The parts {@link partsOf} returns. */
+type BackendParts = ReturnType<typeof partsOf>;
+
+/** The anthropic provider's backend; without an API key, one that refuses every call. */
+function anthropicBackend(llm: LlmTarget, { common, errorsBase, shared }: BackendParts, log: Logger): Backend {
+  if (!llm.apiKey) {
+    return createUnconfiguredBackend(
+      { name: "anthropic", model: llm.model, scripted: false },
+      llm.source === "llm"
+        ? "ANTHROPIC_API_KEY is not set: the anthropic provider needs an API key (or choose another provider with LOOPSMITH_PROVIDER)"
+        : `ANTHROPIC_API_KEY is not set: ${llm.source} uses the anthropic provider, which needs an API key (or set ${llm.source}.apiKey)`,
+    );
+  }
+  const errors = { ...errorsBase, provider: "Anthropic", credential: "the API key (ANTHROPIC_API_KEY)" };
+  const apiKey = llm.apiKey;
+  const client = once(async () => {
+    const { default: AnthropicSdk } = await import("@anthropic-ai/sdk");
+    return new AnthropicSdk({
+      ...common,
+      apiKey,
+      authToken: null,
+      ...(llm.baseUrl ? { baseURL: llm.baseUrl } : {}),
+    });
+  });
+  return createAnthropicBackend({
+    client: lazyMessages(client),
+    name: "anthropic",
+    ...shared,
+    errors,
+    verify: verifier(
+      async () => (await client()).models.list({ limit: 1 }),
+      (err) => anthropicError(err, errors),
+      log,
+    ),
+  });
+}
+
+/** The bedrock provider's backend. */
+function bedrockBackend(llm: LlmTarget, { common, errorsBase, shared }: BackendParts): Backend {
+  // Credentials come from the AWS chain the SDK resolves itself: AWS_BEARER_TOKEN_BEDROCK,
+  // AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance roles.
+  const client = once(async () => {
+    const { AnthropicBedrock } = await import("@anthropic-ai/bedrock-sdk");
+    return new AnthropicBedrock({
+      ...common,
+      ...(llm.awsRegion ? { awsRegion: llm.awsRegion } : {}),
+      ...(llm.baseUrl ? { baseURL: llm.baseUrl } : {}),
+    });
+  });
+  return createAnthropicBackend({
+    client: lazyMessages(client),
+    name: "bedrock",
+    ...shared,
+    errors: {
+      ...errorsBase,
+      provider: "Amazon Bedrock",
+      credential:
+        "the AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or AWS_BEARER_TOKEN_BEDROCK)",
+    },
+  });
+}
+
+/** The openai-compatible provider's backend; without a base URL, one that refuses every call. */
+function openAICompatibleBackend(llm: LlmTarget, { common, errorsBase, shared }: BackendParts, log: Logger): Backend {
+  if (!llm.baseUrl) {
+    return createUnconfiguredBackend(
+      { name: "openai-compatible", model: llm.model, scripted: false },
+      `LOOPSMITH_BASE_URL is not set: the openai-compatible provider (${llm.source}) needs the server's base URL`,
+    );
+  }
+  // Local servers need no key; the SDK insists on one, so a placeholder stands in.
+  const baseURL = llm.baseUrl;
+  const client = once(async () => {
+    const { default: OpenAI } = await import("openai");
+    return new OpenAI({ ...common, apiKey: llm.apiKey ?? "no-key", baseURL });
+  });
+  const errors = {
+    ...errorsBase,
+    provider: `the OpenAI-compatible server at ${llm.baseUrl}`,
+    credential: "the API key (LOOPSMITH_API_KEY or OPENAI_API_KEY)",
+  };
+  return createOpenAIBackend({
+    client: {
+      chat: { completions: { create: async (params) => (await client()).chat.completions.create(params) } },
+    } satisfies OpenAIChatClient,
+    ...shared,
+    toolCalls: llm.toolCalls,
+    log,
+    errors,
+    verify: verifier(
+      async () => (await client()).models.list(),
+      (err) => openAIError(err, errors),
+      log,
+    ),
+  });
+}
+
+/** The backend of one target (a role's primary or a fallback). */
+function backendFor(config: Config, llm: LlmTarget, pricing: Pricing, log: Logger): Backend {
+  const parts = partsOf(config, llm, pricing);
   switch (llm.provider) {
-    case "anthropic": {
-      if (!llm.apiKey) {
-        return createUnconfiguredBackend(
-          { name: "anthropic", model: llm.model, scripted: false },
-          llm.source === "llm"
-            ? "ANTHROPIC_API_KEY is not set: the anthropic provider needs an API key (or choose another provider with LOOPSMITH_PROVIDER)"
-            : `ANTHROPIC_API_KEY is not set: ${llm.source} uses the anthropic provider, which needs an API key (or set ${llm.source}.apiKey)`,
-        );
-      }
-      const errors = { ...errorsBase, provider: "Anthropic", credential: "the API key (ANTHROPIC_API_KEY)" };
-      const apiKey = llm.apiKey;
-      const client = once(async () => {
-        const { default: AnthropicSdk } = await import("@anthropic-ai/sdk");
-        return new AnthropicSdk({
-          ...common,
-          apiKey,
-          authToken: null,
-          ...(llm.baseUrl ? { baseURL: llm.baseUrl } : {}),
-        });
-      });
-      return createAnthropicBackend({
-        client: lazyMessages(client),
-        name: "anthropic",
-        ...shared,
-        errors,
-        verify: verifier(
-          async () => (await client()).models.list({ limit: 1 }),
-          (err) => anthropicError(err, errors),
-          log,
-        ),
-      });
-    }
-    case "bedrock": {
-      // Credentials come from the AWS chain the SDK resolves itself: AWS_BEARER_TOKEN_BEDROCK,
-      // AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance roles.
-      const client = once(async () => {
-        const { AnthropicBedrock } = await import("@anthropic-ai/bedrock-sdk");
-        return new AnthropicBedrock({
-          ...common,
-          ...(llm.awsRegion ? { awsRegion: llm.awsRegion } : {}),
-          ...(llm.baseUrl ? { baseURL: llm.baseUrl } : {}),
-        });
-      });
-      return createAnthropicBackend({
-        client: lazyMessages(client),
-        name: "bedrock",
-        ...shared,
-        errors: {
-          ...errorsBase,
-          provider: "Amazon Bedrock",
-          credential:
-            "the AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or AWS_BEARER_TOKEN_BEDROCK)",
-        },
-      });
-    }
-    case "openai-compatible": {
-      if (!llm.baseUrl) {
-        return createUnconfiguredBackend(
-          { name: "openai-compatible", model: llm.model, scripted: false },
-          `LOOPSMITH_BASE_URL is not set: the openai-compatible provider (${llm.source}) needs the server's base URL`,
-        );
-      }
-      // Local servers need no key; the SDK insists on one, so a placeholder stands in.
-      const baseURL = llm.baseUrl;
-      const client = once(async () => {
-        const { default: OpenAI } = await import("openai");
-        return new OpenAI({ ...common, apiKey: llm.apiKey ?? "no-key", baseURL });
-      });
-      const errors = {
-        ...errorsBase,
-        provider: `the OpenAI-compatible server at ${llm.baseUrl}`,
-        credential: "the API key (LOOPSMITH_API_KEY or OPENAI_API_KEY)",
-      };
-      return createOpenAIBackend({
-        client: {
-          chat: { completions: { create: async (params) => (await client()).chat.completions.create(params) } },
-        } satisfies OpenAIChatClient,
-        ...shared,
-        toolCalls: llm.toolCalls,
-        log,
-        errors,
-        verify: verifier(
-          async () => (await client()).models.list(),
-          (err) => openAIError(err, errors),
-          log,
-        ),
-      });
-    }
+    case "anthropic":
+      return anthropicBackend(llm, parts, log);
+    case "bedrock":
+      return bedrockBackend(llm, parts);
+    case "openai-compatible":
+      return openAICompatibleBackend(llm, parts, log);
     case "scripted": {
       // Without a file the scripted provider serves only tasks that carry their own replies
       // (Task.script, answered by withTaskScripts before a call gets here); others are refused.
