@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import Docker from "dockerode";
 import type { Logger } from "pino";
-import { connect } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
 import {
   ServiceNames,
@@ -25,7 +25,7 @@ import { ExitCode } from "./exit-codes.js";
 import { shownNatsUrl } from "./preflight.js";
 import type { SolveOptions } from "./solve.js";
 import { flagsOf } from "./steering.js";
-import { liveStack, readStackRecord, removeStackRecord, writeStackRecord } from "./stack-record.js";
+import { liveStack, readStackRecord, removeStackRecord, writeStackRecord, type StackRecord } from "./stack-record.js";
 import { readStackUsers, removeStackUsers, roleConnectOptions } from "./stack-auth.js";
 import { startLocalStack, type StackProgress } from "./stack.js";
 import { jsonLine } from "./terminal.js";
@@ -264,32 +264,13 @@ export interface ExecutorEngineStatus {
 }
 
 /**
- * Shows each service's `$SRV.INFO` (instances, version, metadata) on the stack's NATS (the
- * configured NATS, else the recorded stack's).
- * @returns {@link ExitCode.ok} when all five services answer, else {@link ExitCode.infrastructure}
+ * Each service's `$SRV.INFO` answers on `nc` (instances counted, the last version and
+ * metadata kept) and each executor's engine and load (its `$SRV.STATS` data); closes `nc`.
+ * Services that do not answer are absent.
  */
-export async function statusCommand(opts: StackCommandOptions): Promise<number> {
-  const config = configOf(opts);
-  const record = readStackRecord(config.dataDir);
-  const url = config.natsUrl ?? record?.natsUrl;
-  if (!url) {
-    say(opts, "status", "no stack is up (loopsmith up starts one)", { up: false });
-    return ExitCode.infrastructure;
-  }
-  let nc;
-  try {
-    const users = !config.natsUrl && record?.usersFile ? readStackUsers(record.usersFile) : undefined;
-    const auth = config.natsUrl ? natsConnectOptions(config) : users ? roleConnectOptions(users, "client") : {};
-    nc = await connect({ ...auth, servers: natsServers(url), timeout: 1_500, reconnect: false });
-  } catch {
-    say(
-      opts,
-      "status",
-      `NATS at ${shownNatsUrl(url)} does not answer${record && !config.natsUrl ? " (a stale record: loopsmith down cleans it up)" : ""}`,
-      { up: false, natsUrl: url },
-    );
-    return ExitCode.infrastructure;
-  }
+async function serviceInfo(
+  nc: NatsConnection,
+): Promise<{ found: Map<ServiceName, ServiceStatus>; engines: ExecutorEngineStatus[] }> {
   const found = new Map<ServiceName, ServiceStatus>();
   const engines: ExecutorEngineStatus[] = [];
   try {
@@ -339,6 +320,70 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
   } finally {
     await nc.close();
   }
+  return { found, engines };
+}
+
+/** `status`'s human lines: NATS, a row per service, a line per executor with its engine and load. */
+function printStatus(
+  url: string,
+  record: StackRecord | undefined,
+  services: readonly ServiceStatus[],
+  engines: readonly ExecutorEngineStatus[],
+): void {
+  process.stdout.write(`NATS ${shownNatsUrl(url)}${record ? ` · up since ${record.startedAt}` : ""}\n`);
+  const rows = services.map((s) => {
+    const meta = s.metadata
+      ? Object.entries(s.metadata)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(" ")
+      : "";
+    return [
+      s.instances ? "✔" : "✖",
+      s.service,
+      s.instances ? `${s.instances} instance${s.instances === 1 ? "" : "s"}  ${meta}` : "does not answer",
+    ];
+  });
+  for (const line of formatTable(rows, { minWidths: [1, 9], gap: " ", indent: "  " }))
+    process.stdout.write(`${line}\n`);
+  for (const e of engines) {
+    const slots =
+      e.freeSlots === undefined
+        ? ""
+        : ` · ${e.freeSlots}/${e.concurrency ?? "?"} slots free · ${e.running ?? 0} running, ${e.queued ?? 0} queued`;
+    process.stdout.write(
+      `    executor ${e.id} on engine ${e.engine} (${e.endpoint})${slots}${e.healthy === false ? ` · UNHEALTHY: ${e.error ?? "the engine does not answer"}` : ""}\n`,
+    );
+  }
+}
+
+/**
+ * Shows each service's `$SRV.INFO` (instances, version, metadata) on the stack's NATS (the
+ * configured NATS, else the recorded stack's).
+ * @returns {@link ExitCode.ok} when all five services answer, else {@link ExitCode.infrastructure}
+ */
+export async function statusCommand(opts: StackCommandOptions): Promise<number> {
+  const config = configOf(opts);
+  const record = readStackRecord(config.dataDir);
+  const url = config.natsUrl ?? record?.natsUrl;
+  if (!url) {
+    say(opts, "status", "no stack is up (loopsmith up starts one)", { up: false });
+    return ExitCode.infrastructure;
+  }
+  let nc;
+  try {
+    const users = !config.natsUrl && record?.usersFile ? readStackUsers(record.usersFile) : undefined;
+    const auth = config.natsUrl ? natsConnectOptions(config) : users ? roleConnectOptions(users, "client") : {};
+    nc = await connect({ ...auth, servers: natsServers(url), timeout: 1_500, reconnect: false });
+  } catch {
+    say(
+      opts,
+      "status",
+      `NATS at ${shownNatsUrl(url)} does not answer${record && !config.natsUrl ? " (a stale record: loopsmith down cleans it up)" : ""}`,
+      { up: false, natsUrl: url },
+    );
+    return ExitCode.infrastructure;
+  }
+  const { found, engines } = await serviceInfo(nc);
   const services = (Object.keys(ServiceNames) as ServiceName[]).map(
     (name) => found.get(name) ?? { service: name, instances: 0 },
   );
@@ -347,31 +392,6 @@ export async function statusCommand(opts: StackCommandOptions): Promise<number> 
     process.stdout.write(
       `${jsonLine({ kind: "status", up: allUp, natsUrl: url, startedAt: record?.startedAt, services, executors: engines })}\n`,
     );
-  } else {
-    process.stdout.write(`NATS ${shownNatsUrl(url)}${record ? ` · up since ${record.startedAt}` : ""}\n`);
-    const rows = services.map((s) => {
-      const meta = s.metadata
-        ? Object.entries(s.metadata)
-            .map(([k, v]) => `${k}=${v}`)
-            .join(" ")
-        : "";
-      return [
-        s.instances ? "✔" : "✖",
-        s.service,
-        s.instances ? `${s.instances} instance${s.instances === 1 ? "" : "s"}  ${meta}` : "does not answer",
-      ];
-    });
-    for (const line of formatTable(rows, { minWidths: [1, 9], gap: " ", indent: "  " }))
-      process.stdout.write(`${line}\n`);
-    for (const e of engines) {
-      const slots =
-        e.freeSlots === undefined
-          ? ""
-          : ` · ${e.freeSlots}/${e.concurrency ?? "?"} slots free · ${e.running ?? 0} running, ${e.queued ?? 0} queued`;
-      process.stdout.write(
-        `    executor ${e.id} on engine ${e.engine} (${e.endpoint})${slots}${e.healthy === false ? ` · UNHEALTHY: ${e.error ?? "the engine does not answer"}` : ""}\n`,
-      );
-    }
-  }
+  } else printStatus(url, record, services, engines);
   return allUp ? ExitCode.ok : ExitCode.infrastructure;
 }
