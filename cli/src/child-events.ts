@@ -47,6 +47,114 @@ export function childTaskIdsOf(e: Pick<TaskEvent, "data">): string[] {
 /** What one followed task's reader hands over. */
 type Item = { from: string; event: TaskEvent } | { from: string; error: unknown } | { from: string; end: true };
 
+/** The readers of a parent task and of its children, and what they handed over that is not yet taken. */
+class Readers {
+  readonly queue: Item[] = [];
+  private wake: (() => void) | undefined;
+  /** Children followed and not ended, with what stops each. */
+  readonly following = new Map<string, AbortController>();
+  private readonly started = new Set<string>();
+  readonly parentStop = new AbortController();
+
+  constructor(
+    private readonly parentTaskId: string,
+    private readonly source: EventSource,
+  ) {}
+
+  /** Hands an item over and ends a pending {@link waitForItem}. */
+  push(item: Item): void {
+    this.queue.push(item);
+    this.notify();
+  }
+
+  private notify(): void {
+    const w = this.wake;
+    this.wake = undefined;
+    w?.();
+  }
+
+  /** Resolves at the next {@link push} or {@link stopChildren}. */
+  waitForItem(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.wake = resolve;
+    });
+  }
+
+  /** Stops following every child: their readers are aborted and whatever they still hand over is dropped. */
+  readonly stopChildren = (): void => {
+    for (const c of this.following.values()) c.abort();
+    this.following.clear();
+    this.notify();
+  };
+
+  /** Reads one task's events until its result or `signal`, handing each over, then an error if one, then the end. */
+  async read(taskId: string, signal: AbortSignal): Promise<void> {
+    try {
+      for await (const event of this.source(taskId, signal)) {
+        if (signal.aborted) break;
+        this.push({ from: taskId, event });
+        if (event.kind === "result") break;
+      }
+    } catch (err) {
+      this.push({ from: taskId, error: err });
+    } finally {
+      this.push({ from: taskId, end: true });
+    }
+  }
+
+  /** Starts following a child task, once (never the parent itself). */
+  follow(childId: string): void {
+    if (this.started.has(childId) || childId === this.parentTaskId) return;
+    this.started.add(childId);
+    const stop = new AbortController();
+    this.following.set(childId, stop);
+    void this.read(childId, stop.signal);
+  }
+
+  /** Stops following a child that brought its result. */
+  endChild(childId: string): void {
+    this.following.get(childId)?.abort();
+    this.following.delete(childId);
+  }
+}
+
+/** Where the parent is: its result once it came, whether its reader ended, the children's grace timer. */
+interface ParentState {
+  result?: TaskEvent;
+  done: boolean;
+  grace?: NodeJS.Timeout;
+}
+
+/**
+ * Takes one of the parent's items: follows the children its event names and returns the event
+ * to yield now (the result is kept for last, and starts the children's grace).
+ * @throws what reading the parent's events threw
+ */
+function parentEvent(item: Item, r: Readers, state: ParentState, o: ChildEventsOptions): TaskEvent | undefined {
+  if ("error" in item) throw item.error;
+  if ("end" in item) {
+    if (state.done) return undefined;
+    state.done = true;
+    // Without a result (stopped, or the events ended) nothing more is awaited.
+    if (!state.result) r.stopChildren();
+    return undefined;
+  }
+  for (const id of childTaskIdsOf(item.event)) r.follow(id);
+  if (item.event.kind !== "result") return item.event;
+  state.result = item.event;
+  state.grace = setTimeout(r.stopChildren, o.graceMs ?? CHILD_GRACE_MS);
+  return undefined;
+}
+
+/** Takes one of a child's items: its event to yield, if the child is still followed; its error or end stops following it. */
+function childEvent(item: Item, r: Readers, o: ChildEventsOptions): TaskEvent | undefined {
+  if (!r.following.has(item.from)) return undefined;
+  if ("event" in item) return item.event;
+  if ("error" in item) o.onChildError?.(item.from, item.error);
+  r.following.delete(item.from);
+  return undefined;
+}
+
 /**
  * The events of `parentTaskId` and of its child tasks, in the order they arrive, the parent's
  * `result` event last. Ends without that result when `o.signal` aborts or the parent's events
@@ -58,108 +166,42 @@ export async function* withChildEvents(
   source: EventSource,
   o: ChildEventsOptions = {},
 ): AsyncGenerator<TaskEvent> {
-  const queue: Item[] = [];
-  let wake: (() => void) | undefined;
-  const push = (item: Item): void => {
-    queue.push(item);
-    const w = wake;
-    wake = undefined;
-    w?.();
-  };
-  /** Children followed and not ended, with what stops each. */
-  const following = new Map<string, AbortController>();
-  const started = new Set<string>();
-  const parentStop = new AbortController();
-  /** Stops following every child: their readers are aborted and whatever they still hand over is dropped. */
-  const stopChildren = (): void => {
-    for (const c of following.values()) c.abort();
-    following.clear();
-    const w = wake;
-    wake = undefined;
-    w?.();
-  };
+  const r = new Readers(parentTaskId, source);
   const onAbort = (): void => {
-    parentStop.abort();
-    stopChildren();
-    push({ from: parentTaskId, end: true });
+    r.parentStop.abort();
+    r.stopChildren();
+    r.push({ from: parentTaskId, end: true });
   };
   o.signal?.addEventListener("abort", onAbort, { once: true });
   if (o.signal?.aborted) onAbort();
 
-  const read = async (taskId: string, signal: AbortSignal): Promise<void> => {
-    try {
-      for await (const event of source(taskId, signal)) {
-        if (signal.aborted) break;
-        push({ from: taskId, event });
-        if (event.kind === "result") break;
-      }
-    } catch (err) {
-      push({ from: taskId, error: err });
-    } finally {
-      push({ from: taskId, end: true });
-    }
-  };
-  const follow = (childId: string): void => {
-    if (started.has(childId) || childId === parentTaskId) return;
-    started.add(childId);
-    const stop = new AbortController();
-    following.set(childId, stop);
-    void read(childId, stop.signal);
-  };
-
-  let result: TaskEvent | undefined;
-  let parentDone = false;
-  let grace: NodeJS.Timeout | undefined;
+  const state: ParentState = { done: false };
   try {
     if (o.signal?.aborted) return;
-    void read(parentTaskId, parentStop.signal);
+    void r.read(parentTaskId, r.parentStop.signal);
     for (;;) {
       if (o.signal?.aborted) return;
-      if (parentDone && following.size === 0) break;
-      const item = queue.shift();
+      if (state.done && r.following.size === 0) break;
+      const item = r.queue.shift();
       if (!item) {
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-        });
+        await r.waitForItem();
         continue;
       }
       if (item.from === parentTaskId) {
-        if ("error" in item) throw item.error;
-        if ("end" in item) {
-          if (parentDone) continue;
-          parentDone = true;
-          // Without a result (stopped, or the events ended) nothing more is awaited.
-          if (!result) stopChildren();
-          continue;
-        }
-        for (const id of childTaskIdsOf(item.event)) follow(id);
-        if (item.event.kind !== "result") {
-          yield item.event;
-          continue;
-        }
-        result = item.event;
-        grace = setTimeout(stopChildren, o.graceMs ?? CHILD_GRACE_MS);
+        const event = parentEvent(item, r, state, o);
+        if (event) yield event;
         continue;
       }
-      // A child's.
-      const child = following.get(item.from);
-      if (!child) continue;
-      if ("event" in item) {
-        yield item.event;
-        if (item.event.kind === "result") {
-          child.abort();
-          following.delete(item.from);
-        }
-      } else {
-        if ("error" in item) o.onChildError?.(item.from, item.error);
-        following.delete(item.from);
-      }
+      const event = childEvent(item, r, o);
+      if (!event) continue;
+      yield event;
+      if (event.kind === "result") r.endChild(item.from);
     }
-    if (result && !o.signal?.aborted) yield result;
+    if (state.result && !o.signal?.aborted) yield state.result;
   } finally {
-    clearTimeout(grace);
+    clearTimeout(state.grace);
     o.signal?.removeEventListener("abort", onAbort);
-    parentStop.abort();
-    stopChildren();
+    r.parentStop.abort();
+    r.stopChildren();
   }
 }
