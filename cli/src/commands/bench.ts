@@ -39,7 +39,7 @@ type BenchFlags = Omit<BenchOptions, "format"> &
 
 /** Registers `bench`. */
 export function registerBench(program: Command, run: CommandRunner, logger: () => Promise<Logger>): void {
-  program
+  const bench = program
     .command("bench")
     .description(
       "run a dataset's tasks and score them on hidden tests: pass@1, iterations, tokens, cost, tasks/min; --memory ab compares memory off and on",
@@ -55,7 +55,15 @@ export function registerBench(program: Command, run: CommandRunner, logger: () =
         "jsbench",
         "swe-bench",
       ]),
-    )
+    );
+  addSweBenchOptions(bench);
+  addRunOptions(bench);
+  bench.action(async (opts: BenchFlags) => run(opts.json, () => benchAction(opts, logger)));
+}
+
+/** `bench`'s options of `--format swe-bench` only: `--repos` to `--images`. */
+function addSweBenchOptions(bench: Command): void {
+  bench
     .option(
       "--repos <dir>",
       "swe-bench: the repositories, <owner>__<name>.bundle or a bare clone <owner>__<name>[.git]",
@@ -77,7 +85,12 @@ export function registerBench(program: Command, run: CommandRunner, logger: () =
     .option(
       "--images <official|template>",
       "swe-bench: run each instance in its image: official (swebench/sweb.eval.x86_64.<id>:latest) or a template of {instance_id}, {repo}, {version}; an instance's image_name wins",
-    )
+    );
+}
+
+/** `bench`'s options of either format: the cases, concurrency, memory, who answers, the run's folder and limits. */
+function addRunOptions(bench: Command): void {
+  bench
     .option("--ids <ids>", "only these cases, comma-separated (HumanEval/3 or 3; repeatable)", ids)
     .option("--limit <n>", "the first n cases", wholeNumber(1, 100_000))
     .option("--concurrency <k>", "tasks in flight at once (default 4)", wholeNumber(1, 64))
@@ -111,32 +124,32 @@ export function registerBench(program: Command, run: CommandRunner, logger: () =
       "resubmissions of a task that ended in an infrastructure error (default 1)",
       wholeNumber(0, 5),
     )
-    .option("--json", "print one JSON object per finished task, then the summary")
-    .action(async (opts: BenchFlags) =>
-      run(opts.json, async () => {
-        const { taskTimeout, testTimeout, format, ...rest } = opts;
-        if (format === "swe-bench") {
-          const { sweBenchCommand } = await import("../bench/swe-bench/run.js");
-          return sweBenchCommand(
-            {
-              ...rest,
-              ...(taskTimeout !== undefined ? { taskTimeoutMs: Math.round(taskTimeout * 1000) } : {}),
-              ...(testTimeout !== undefined ? { testTimeoutMs: Math.round(testTimeout * 1000) } : {}),
-            },
-            await logger(),
-          );
-        }
-        for (const flag of ["repos", "env", "gold", "empty", "predictions", "script", "hints", "images"] as const)
-          if (opts[flag] !== undefined) throw usageError(`--${flag} applies to --format swe-bench only`);
-        const { benchCommand } = await import("../bench/run.js");
-        return benchCommand(
-          {
-            ...rest,
-            ...(format ? { format } : {}),
-            ...(taskTimeout !== undefined ? { taskTimeoutMs: Math.round(taskTimeout * 1000) } : {}),
-          },
-          await logger(),
-        );
-      }),
+    .option("--json", "print one JSON object per finished task, then the summary");
+}
+
+/** `bench`'s work: a SWE-bench run with `--format swe-bench`, else a dataset's run (refusing the SWE-bench flags). */
+async function benchAction(opts: BenchFlags, logger: () => Promise<Logger>): Promise<number> {
+  const { taskTimeout, testTimeout, format, ...rest } = opts;
+  if (format === "swe-bench") {
+    const { sweBenchCommand } = await import("../bench/swe-bench/run.js");
+    return sweBenchCommand(
+      {
+        ...rest,
+        ...(taskTimeout !== undefined ? { taskTimeoutMs: Math.round(taskTimeout * 1000) } : {}),
+        ...(testTimeout !== undefined ? { testTimeoutMs: Math.round(testTimeout * 1000) } : {}),
+      },
+      await logger(),
     );
+  }
+  for (const flag of ["repos", "env", "gold", "empty", "predictions", "script", "hints", "images"] as const)
+    if (opts[flag] !== undefined) throw usageError(`--${flag} applies to --format swe-bench only`);
+  const { benchCommand } = await import("../bench/run.js");
+  return benchCommand(
+    {
+      ...rest,
+      ...(format ? { format } : {}),
+      ...(taskTimeout !== undefined ? { taskTimeoutMs: Math.round(taskTimeout * 1000) } : {}),
+    },
+    await logger(),
+  );
 }
