@@ -161,19 +161,12 @@ export function setupField(s: SetupOutcome): NonNullable<ExecutionResult["setup"
 }
 
 /**
- * Plans a run. Without `base`: the request's files, and `shell` (as `sh -c`, pytest writing
- * JUnit through `PYTEST_ADDOPTS`; any other runner may write it to `$LOOPSMITH_JUNIT`), `command` or the language's default command. With
- * `base`: the base tree from `loadBase`, minus `deleted`, overlaid by `files`, packed from
- * disk under the workspace tmpfs's limits; then, when `base.setupCommand` is not blank, the
- * setup layer of its key (built once; a failure leaves the run without it).
- * @throws LoopsmithError `cancelled` when `signal` aborts while a setup layer is awaited;
- *   engine errors (inspecting the image)
+ * The plan of a request before its workspace: the command (a shell script, a custom
+ * command, or the language's test runner), its environment, its integrity checks, and the
+ * files shipped beside the workspace (tripwires; for a task's own Python image, the shipped
+ * modules).
  */
-export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: AbortSignal): Promise<Prepared> {
-  const kind = kindOf(req.language);
-  const { spec, own } = specOfRequest(req, ctx.specFor(kind));
-  if (own && kind !== "python" && spec.workdir !== WORKSPACE)
-    return { blocked: `an image's own workdir (${spec.workdir}) is supported for Python tasks only` };
+function commandPlan(req: ExecutionRequest, kind: ImageKind, spec: SandboxSpec, own: boolean): RunPlan {
   const plan: RunPlan = withIntegrity(
     req.shell
       ? {
@@ -198,6 +191,24 @@ export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: 
     ...(plan.integrity ? tripwireEntries(plan.integrity) : []),
     ...(own && kind === "python" ? shippedEntries() : []),
   ];
+  return plan;
+}
+
+/**
+ * Plans a run. Without `base`: the request's files, and `shell` (as `sh -c`, pytest writing
+ * JUnit through `PYTEST_ADDOPTS`; any other runner may write it to `$LOOPSMITH_JUNIT`), `command` or the language's default command. With
+ * `base`: the base tree from `loadBase`, minus `deleted`, overlaid by `files`, packed from
+ * disk under the workspace tmpfs's limits; then, when `base.setupCommand` is not blank, the
+ * setup layer of its key (built once; a failure leaves the run without it).
+ * @throws LoopsmithError `cancelled` when `signal` aborts while a setup layer is awaited;
+ *   engine errors (inspecting the image)
+ */
+export async function planRun(req: ExecutionRequest, ctx: PlanContext, signal?: AbortSignal): Promise<Prepared> {
+  const kind = kindOf(req.language);
+  const { spec, own } = specOfRequest(req, ctx.specFor(kind));
+  if (own && kind !== "python" && spec.workdir !== WORKSPACE)
+    return { blocked: `an image's own workdir (${spec.workdir}) is supported for Python tasks only` };
+  const plan = commandPlan(req, kind, spec, own);
   const base = req.base;
   if (!base) return { plan };
   if (!ctx.loadBase)
