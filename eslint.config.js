@@ -26,7 +26,6 @@ const OVER_FUNCTION_LIMIT = [
   "cli/src/improve/run.ts",
   "cli/src/run-view.ts",
   "cli/src/stack.ts",
-  "cli/src/watch.ts",
   "services/architect/src/dag/phases.ts",
   "services/architect/src/dag/scheduler.ts",
   "services/architect/src/durable/checkpoints.ts",

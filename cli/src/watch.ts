@@ -34,6 +34,148 @@ export interface WatchOptions {
   pollMs?: number;
 }
 
+/** Live events received and not yet yielded, and whatever ended the subscription. */
+interface LiveFeed {
+  live: TaskEvent[];
+  refused?: LoopsmithError;
+  /** Resolves the wait of {@link waitForNews}, if one is pending. */
+  wake?: () => void;
+}
+
+/** Where a watch is: the last `seq` yielded, the architect's page cursor, and whether to read stored events next. */
+interface WatchPosition {
+  last: number;
+  cursor: number;
+  catchUp: boolean;
+  /** The `last` at which stored events were last read for a gap (once per gap). */
+  gapAsked: number;
+}
+
+/** Ends a pending {@link waitForNews}. */
+function notify(feed: LiveFeed): void {
+  const w = feed.wake;
+  feed.wake = undefined;
+  w?.();
+}
+
+/** The error that ends a watch whose subscription failed: a permission refusal, else `unavailable`. */
+function followError(err: Error, taskId: string): LoopsmithError {
+  return (
+    permissionDenied(err) ??
+    new LoopsmithError("unavailable", `the events of task ${taskId} cannot be followed: ${err.message}`, {
+      cause: err,
+    })
+  );
+}
+
+/**
+ * Subscribes to the task's events subject: each valid event of this task goes into `feed.live`,
+ * a failure into `feed.refused`.
+ * @throws LoopsmithError `bad_request` when the subject cannot be subscribed to (an invalid owner)
+ */
+function followLive(nc: NatsConnection, owner: string, taskId: string, feed: LiveFeed): Subscription {
+  let sub: Subscription;
+  try {
+    sub = nc.subscribe(eventsSubject(owner, taskId), {
+      callback: (err, msg) => {
+        if (err) feed.refused = followError(err, taskId);
+        else {
+          try {
+            const parsed = TaskEvent.safeParse(msg.json());
+            if (parsed.success && parsed.data.taskId === taskId) feed.live.push(parsed.data);
+          } catch {
+            // not JSON: skipped like an event that fails its schema
+          }
+        }
+        notify(feed);
+      },
+    });
+  } catch (err) {
+    throw new LoopsmithError("bad_request", (err as Error).message, { cause: err });
+  }
+  // A subscription the server refuses (another owner's subject) ends with the violation.
+  void sub.closed.then((ended) => {
+    if (ended instanceof Error) {
+      feed.refused = followError(ended, taskId);
+      notify(feed);
+    }
+  });
+  return sub;
+}
+
+/**
+ * Yields the stored events after `pos.last`, page by page from the architect; returns true
+ * once it yielded the `result`. An architect that does not answer ends it quietly.
+ * @throws LoopsmithError `permission_denied` or `bad_request` from the architect
+ */
+async function* storedEvents(
+  nc: NatsConnection,
+  taskId: string,
+  owner: string,
+  signal: AbortSignal | undefined,
+  pos: WatchPosition,
+): AsyncGenerator<TaskEvent, boolean> {
+  try {
+    for (let more = true; more && !signal?.aborted;) {
+      const page = await call(
+        nc,
+        Endpoints.architect.events,
+        { v: 1, taskId, after: pos.cursor },
+        { owner, timeoutMs: 10_000, retries: 1 },
+      );
+      pos.cursor = page.cursor;
+      more = page.more;
+      for (const event of page.events) {
+        if (event.seq <= pos.last) continue;
+        pos.last = event.seq;
+        yield event;
+        if (event.kind === "result") return true;
+      }
+    }
+  } catch (err) {
+    if (err instanceof LoopsmithError && (err.code === "permission_denied" || err.code === "bad_request")) throw err;
+    // The architect is not answering now; live events go on, and the poll asks again.
+  }
+  return false;
+}
+
+/**
+ * Yields the live events received so far, in `seq` order. Returns `result` once it yielded
+ * the result, `again` when a gap in `seq` put the rest back to read the stored events first,
+ * and `done` when it yielded all.
+ */
+function* liveEvents(feed: LiveFeed, pos: WatchPosition): Generator<TaskEvent, "result" | "again" | "done"> {
+  const ready = feed.live.sort((a, b) => a.seq - b.seq);
+  feed.live = [];
+  for (const [i, event] of ready.entries()) {
+    if (event.seq <= pos.last) continue;
+    if (event.seq > pos.last + 1 && pos.gapAsked !== pos.last) {
+      // One was lost (a reconnect): read the stored ones first, once per gap.
+      pos.gapAsked = pos.last;
+      pos.catchUp = true;
+      feed.live = [...ready.slice(i), ...feed.live];
+      return "again";
+    }
+    pos.last = event.seq;
+    yield event;
+    if (event.kind === "result") return "result";
+  }
+  return "done";
+}
+
+/** Waits for a live event, the end of the subscription, an abort, or `pollMs` (then stored events are read again). */
+async function waitForNews(feed: LiveFeed, pollMs: number, pos: WatchPosition): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await new Promise<void>((resolve) => {
+    feed.wake = resolve;
+    timer = setTimeout(() => {
+      pos.catchUp = true;
+      notify(feed);
+    }, pollMs);
+  });
+  clearTimeout(timer);
+}
+
 /**
  * Replays a task's events from the start and follows new ones, in `seq` order and each once,
  * until the `result` event (inclusive) or until `signal` aborts. Events that fail their
@@ -50,120 +192,29 @@ export async function* watchEvents(
   const owner = opts.owner ?? DEFAULT_OWNER;
   const { signal } = opts;
   const pollMs = opts.pollMs ?? WATCH_POLL_MS;
-  let live: TaskEvent[] = [];
-  let wake: (() => void) | undefined;
-  const notify = (): void => {
-    const w = wake;
-    wake = undefined;
-    w?.();
-  };
-  let refused: LoopsmithError | undefined;
-  let sub: Subscription;
-  try {
-    sub = nc.subscribe(eventsSubject(owner, taskId), {
-      callback: (err, msg) => {
-        if (err) {
-          refused =
-            permissionDenied(err) ??
-            new LoopsmithError("unavailable", `the events of task ${taskId} cannot be followed: ${err.message}`, {
-              cause: err,
-            });
-        } else {
-          try {
-            const parsed = TaskEvent.safeParse(msg.json());
-            if (parsed.success && parsed.data.taskId === taskId) live.push(parsed.data);
-          } catch {
-            // not JSON: skipped like an event that fails its schema
-          }
-        }
-        notify();
-      },
-    });
-  } catch (err) {
-    throw new LoopsmithError("bad_request", (err as Error).message, { cause: err });
-  }
-  // A subscription the server refuses (another owner's subject) ends with the violation.
-  void sub.closed.then((ended) => {
-    if (ended instanceof Error) {
-      refused =
-        permissionDenied(ended) ??
-        new LoopsmithError("unavailable", `the events of task ${taskId} cannot be followed: ${ended.message}`, {
-          cause: ended,
-        });
-      notify();
-    }
-  });
-  const onAbort = (): void => notify();
+  const feed: LiveFeed = { live: [] };
+  const sub = followLive(nc, owner, taskId, feed);
+  const onAbort = (): void => notify(feed);
   signal?.addEventListener("abort", onAbort, { once: true });
-  let last = -1;
-  let cursor = 0;
-  let catchUp = true;
-  let gapAsked = -2;
+  const pos: WatchPosition = { last: -1, cursor: 0, catchUp: true, gapAsked: -2 };
   try {
     // The subscription is in place at the server before the stored events are read: an
     // event published in between arrives live, not lost between the two.
     await nc.flush();
     while (!signal?.aborted) {
-      if (refused) throw refused;
+      if (feed.refused) throw feed.refused;
       if (nc.isClosed())
         throw new LoopsmithError("unavailable", `the connection to NATS closed while following task ${taskId}`, {
           retryable: true,
         });
-      if (catchUp) {
-        catchUp = false;
-        try {
-          for (let more = true; more && !signal?.aborted;) {
-            const page = await call(
-              nc,
-              Endpoints.architect.events,
-              { v: 1, taskId, after: cursor },
-              { owner, timeoutMs: 10_000, retries: 1 },
-            );
-            cursor = page.cursor;
-            more = page.more;
-            for (const event of page.events) {
-              if (event.seq <= last) continue;
-              last = event.seq;
-              yield event;
-              if (event.kind === "result") return;
-            }
-          }
-        } catch (err) {
-          if (err instanceof LoopsmithError && (err.code === "permission_denied" || err.code === "bad_request"))
-            throw err;
-          // The architect is not answering now; live events go on, and the poll asks again.
-        }
+      if (pos.catchUp) {
+        pos.catchUp = false;
+        if (yield* storedEvents(nc, taskId, owner, signal, pos)) return;
       }
-      const ready = live.sort((a, b) => a.seq - b.seq);
-      live = [];
-      let held: TaskEvent[] = [];
-      for (const [i, event] of ready.entries()) {
-        if (event.seq <= last) continue;
-        if (event.seq > last + 1 && gapAsked !== last) {
-          // One was lost (a reconnect): read the stored ones first, once per gap.
-          gapAsked = last;
-          catchUp = true;
-          held = ready.slice(i);
-          break;
-        }
-        last = event.seq;
-        yield event;
-        if (event.kind === "result") return;
-      }
-      if (held.length > 0) {
-        live = [...held, ...live];
-        continue;
-      }
-      if (live.length > 0 || signal?.aborted) continue;
-      let timer: NodeJS.Timeout | undefined;
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        timer = setTimeout(() => {
-          catchUp = true;
-          notify();
-        }, pollMs);
-      });
-      clearTimeout(timer);
+      const next = yield* liveEvents(feed, pos);
+      if (next === "result") return;
+      if (next === "again" || feed.live.length > 0 || signal?.aborted) continue;
+      await waitForNews(feed, pollMs, pos);
     }
   } finally {
     signal?.removeEventListener("abort", onAbort);
