@@ -48,6 +48,42 @@ export interface OutboxOptions<Item, Reply> {
 }
 
 /**
+ * Offers each kept item once, in key order, until the other side refuses one; deletes each
+ * item taken (only the revision sent) and each that fails its schema.
+ * @returns the items taken, and whether the other side refused one (the rest stay kept)
+ */
+async function sendKept<Item, Reply>(
+  kv: KV,
+  opts: OutboxOptions<Item, Reply>,
+): Promise<{ taken: number; refused: boolean }> {
+  const { log } = opts;
+  let taken = 0;
+  const keys: string[] = [];
+  for await (const key of await kv.keys()) keys.push(key);
+  for (const key of keys) {
+    const entry = await kv.get(key);
+    if (!entry || entry.operation !== "PUT") continue;
+    const parsed = opts.schema.safeParse(entry.json());
+    if (!parsed.success) {
+      log.error({ key, issues: parsed.error.issues }, "a kept item fails its schema; deleting it");
+      await kv.delete(key);
+      continue;
+    }
+    try {
+      await opts.send(parsed.data);
+    } catch (err) {
+      log.debug({ err, key }, "the kept item is still not taken");
+      return { taken, refused: true }; // still away: try again at the next tick
+    }
+    // Delete only the revision sent: a newer item of the same key stays.
+    await kv.delete(key, { previousSeq: entry.revision }).catch(() => undefined);
+    taken += 1;
+    log.info({ key }, "kept item sent");
+  }
+  return { taken, refused: false };
+}
+
+/**
  * Opens the outbox's bucket and starts its retry timer.
  * @throws LoopsmithError `unavailable` when the bucket cannot be opened, `permission_denied` when
  *   it is missing and this user may not create it
@@ -69,39 +105,13 @@ export async function openOutbox<Item, Reply>(opts: OutboxOptions<Item, Reply>):
   // (a JetStream consumer each time) only then, not at every tick of an idle process.
   let mayHoldItems = true;
 
-  /** Offers each kept item once, in key order, until the other side refuses one. */
-  const sendKept = async (): Promise<number> => {
-    let taken = 0;
-    const keys: string[] = [];
-    for await (const key of await kv.keys()) keys.push(key);
-    for (const key of keys) {
-      const entry = await kv.get(key);
-      if (!entry || entry.operation !== "PUT") continue;
-      const parsed = opts.schema.safeParse(entry.json());
-      if (!parsed.success) {
-        log.error({ key, issues: parsed.error.issues }, "a kept item fails its schema; deleting it");
-        await kv.delete(key);
-        continue;
-      }
-      try {
-        await opts.send(parsed.data);
-      } catch (err) {
-        log.debug({ err, key }, "the kept item is still not taken");
-        mayHoldItems = true;
-        break; // still away: try again at the next tick
-      }
-      // Delete only the revision sent: a newer item of the same key stays.
-      await kv.delete(key, { previousSeq: entry.revision }).catch(() => undefined);
-      taken += 1;
-      log.info({ key }, "kept item sent");
-    }
-    return taken;
-  };
   const drainOnce = async (): Promise<number> => {
     // Cleared before listing, so an item kept while this drain runs sets it again.
     mayHoldItems = false;
     try {
-      return await sendKept();
+      const sent = await sendKept(kv, opts);
+      if (sent.refused) mayHoldItems = true;
+      return sent.taken;
     } catch (err) {
       mayHoldItems = true;
       throw err;
