@@ -25,7 +25,6 @@ const OVER_FUNCTION_LIMIT = [
   "cli/src/bench/swe-bench/run.ts",
   "cli/src/improve/run.ts",
   "cli/src/run-view.ts",
-  "cli/src/stack.ts",
   "services/architect/src/dag/phases.ts",
   "services/architect/src/dag/scheduler.ts",
   "services/architect/src/durable/checkpoints.ts",

@@ -267,6 +267,159 @@ function tail(path: string, lines = 5): string {
   }
 }
 
+/** A service process this start spawned, and where it writes its log. */
+interface StartedChild {
+  name: ServiceName;
+  child: ChildProcess;
+  logFile: string;
+}
+
+/** What {@link spawnServices} starts services with. */
+interface SpawnContext {
+  opts: StackOptions;
+  natsUrl: string;
+  users: StackUsers | undefined;
+  logDir: string;
+  env: NodeJS.ProcessEnv;
+  code: ServiceCode;
+  /** Each spawned service is pushed here. */
+  children: StartedChild[];
+}
+
+/**
+ * Whether a stack runs that this start uses, and (for a stack of its own, which opens the
+ * embedded memory under the data directory, which one process only may hold) the lock on the
+ * data directory: a second command waits for the first's stack to stop (or for an `up` stack
+ * to be ready, then uses it) instead of failing on the memory's lock. `deadline` is moved to
+ * count from the end of that wait.
+ */
+async function claimStack(
+  opts: StackOptions,
+  want: readonly ServiceName[],
+  deadline: number,
+): Promise<{ running: Awaited<ReturnType<typeof liveStack>>; releaseOwn?: () => void; deadline: number }> {
+  const { config } = opts;
+  let running = config.natsUrl || opts.keep ? undefined : await liveStack(config.dataDir);
+  if (config.natsUrl || running || config.databaseUrl || !want.includes("memory")) return { running, deadline };
+  const releaseOwn = await takeOwnStackLock(config.dataDir, {
+    onWait: opts.onWait ?? ((pid) => void process.stderr.write(`${waitingLine(pid, config.dataDir)}\n`)),
+    ...(opts.signal ? { signal: opts.signal } : {}),
+  });
+  // The time to come up counts from here, not from the wait.
+  const after = Date.now() + (opts.readyTimeoutMs ?? 60_000);
+  running = opts.keep ? undefined : await liveStack(config.dataDir);
+  if (running) {
+    releaseOwn();
+    return { running, deadline: after };
+  }
+  return { running, releaseOwn, deadline: after };
+}
+
+/**
+ * A stack of its own: the images its NATS and executor need, brought on first use (loaded or
+ * built, and timed), then its NATS container. Against a configured NATS the services may run
+ * elsewhere. On a failure the lock of {@link claimStack} is released.
+ */
+async function startOwnNats(
+  opts: StackOptions,
+  want: readonly ServiceName[],
+  users: StackUsers | undefined,
+  releaseOwn: (() => void) | undefined,
+): Promise<Awaited<ReturnType<typeof startNatsContainer>>> {
+  const { config, log } = opts;
+  const needed = stackImages(config).filter((i) => i.kind === "nats" || want.includes("executor"));
+  try {
+    await ensureStackImages(config, needed, {
+      say: opts.onImages ?? ((line) => void process.stderr.write(`${line}\n`)),
+    });
+    return await startNatsContainer(config, log, { keep: !!opts.keep, ...(users ? { users } : {}) });
+  } catch (err) {
+    releaseOwn?.();
+    throw err;
+  }
+}
+
+/** Stops each child: SIGTERM, then SIGKILL after 10 s; resolves once all have exited. */
+async function stopChildren(children: readonly StartedChild[]): Promise<void> {
+  await Promise.all(
+    children.map(
+      ({ child }) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          const kill = setTimeout(() => child.kill("SIGKILL"), 10_000);
+          child.once("exit", () => {
+            clearTimeout(kill);
+            resolve();
+          });
+          child.kill("SIGTERM");
+        }),
+    ),
+  );
+}
+
+/** Spawns these services, each writing to `<logDir>/<name>.log`, and adds them to `ctx.children`. */
+async function spawnServices(names: readonly ServiceName[], ctx: SpawnContext): Promise<void> {
+  const { opts, natsUrl, users, logDir, env, code } = ctx;
+  mkdirSync(logDir, { recursive: true });
+  // All log files are opened at once, then every service is spawned at once.
+  const outs = await Promise.all(
+    names.map(async (name) => {
+      const out = createWriteStream(join(logDir, `${name}.log`), { flags: "a" });
+      await new Promise((r) => out.once("open", r));
+      return out;
+    }),
+  );
+  for (const [i, name] of names.entries()) {
+    const out = outs[i] as ReturnType<typeof createWriteStream>;
+    opts.log.debug({ service: name, from: code.from }, "starting a service");
+    // Own process group (a terminal's Ctrl-C reaches only the CLI, which stops the task
+    // and then its children in order) and an IPC channel (a child whose parent dies, even
+    // by SIGKILL, sees it close and shuts down).
+    const child = spawn(process.execPath, code.args(name), {
+      env: { ...env, NATS_URL: natsUrl, ...(users ? roleEnv(users, name) : {}) },
+      stdio: opts.keep ? ["ignore", out, out] : ["ignore", out, out, "ipc"],
+      detached: true,
+    });
+    child.unref();
+    child.channel?.unref();
+    ctx.children.push({ name, child, logFile: join(logDir, `${name}.log`) });
+  }
+}
+
+/**
+ * Waits until every wanted service answers, telling `progress` as they do.
+ * @throws LoopsmithError `unavailable` when a started child exits (quoting its log) or at `deadline`
+ */
+async function waitForServices(
+  nc: NatsConnection,
+  want: readonly ServiceName[],
+  ctx: { children: readonly StartedChild[]; deadline: number; logDir: string; natsUrl: string },
+  progress: (p: Omit<StackProgress, "want">) => void,
+): Promise<void> {
+  const { children, deadline, logDir, natsUrl } = ctx;
+  for (;;) {
+    const dead = children.find((c) => c.child.exitCode !== null || c.child.signalCode !== null);
+    if (dead) {
+      const how = dead.child.signalCode ? `signal ${dead.child.signalCode}` : `code ${dead.child.exitCode}`;
+      throw new LoopsmithError(
+        "unavailable",
+        `the ${dead.name} service exited at start (${how}): ${lastMessage(dead.logFile)}`,
+      );
+    }
+    const up = await answeringServices(nc, want, 150);
+    progress({ phase: "services", natsUrl, answered: want.filter((s) => up.has(s)) });
+    if (want.every((s) => up.has(s))) break;
+    if (Date.now() > deadline) {
+      const late = want.filter((s) => !up.has(s));
+      throw new LoopsmithError(
+        "unavailable",
+        `services did not answer in time: ${late.join(", ")} (logs in ${logDir})`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 /**
  * Starts what is missing and waits until every requested service answers.
  * @throws LoopsmithError `unavailable` when Docker, the NATS image or a service does not come up
@@ -275,108 +428,34 @@ function tail(path: string, lines = 5): string {
 export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
   const { config, log } = opts;
   const want = opts.services ?? ALL;
-  let deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
   const progress = (p: Omit<StackProgress, "want">): void => opts.onProgress?.({ ...p, want });
+  const firstDeadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
   progress({ phase: "nats", answered: [] });
-  let running = config.natsUrl || opts.keep ? undefined : await liveStack(config.dataDir);
-  // A stack of its own opens the embedded memory under the data directory, which one process
-  // only may hold: a second command waits for the first's stack to stop (or for an `up`
-  // stack to be ready, then uses it) instead of failing on the memory's lock.
-  let releaseOwn: (() => void) | undefined;
-  if (!config.natsUrl && !running && !config.databaseUrl && want.includes("memory")) {
-    releaseOwn = await takeOwnStackLock(config.dataDir, {
-      onWait: opts.onWait ?? ((pid) => void process.stderr.write(`${waitingLine(pid, config.dataDir)}\n`)),
-      ...(opts.signal ? { signal: opts.signal } : {}),
-    });
-    // The time to come up counts from here, not from the wait.
-    deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
-    running = opts.keep ? undefined : await liveStack(config.dataDir);
-    if (running) {
-      releaseOwn();
-      releaseOwn = undefined;
-    }
-  }
+  const { running, releaseOwn, deadline } = await claimStack(opts, want, firstDeadline);
   // The CLI's own NATS runs the permission matrix with passwords made for this start; a
   // running stack's come from its users file; an external NATS takes the configured credentials.
   const users = opts.users ?? (config.natsUrl ? undefined : running ? running.users : newStackUsers());
-  // A stack of its own: the images its NATS and executor need, brought on first use (loaded
-  // or built, and timed). Against a configured NATS the services may run elsewhere.
-  if (!config.natsUrl && !running) {
-    const needed = stackImages(config).filter((i) => i.kind === "nats" || want.includes("executor"));
-    await ensureStackImages(config, needed, {
-      say: opts.onImages ?? ((line) => void process.stderr.write(`${line}\n`)),
-    }).catch((err: unknown) => {
-      releaseOwn?.();
-      throw err;
-    });
-  }
-  const nats =
-    config.natsUrl || running
-      ? null
-      : await startNatsContainer(config, log, { keep: !!opts.keep, ...(users ? { users } : {}) }).catch(
-          (err: unknown) => {
-            releaseOwn?.();
-            throw err;
-          },
-        );
+  const nats = config.natsUrl || running ? null : await startOwnNats(opts, want, users, releaseOwn);
   const natsUrl = config.natsUrl ?? running?.natsUrl ?? (nats as { url: string }).url;
   const connectOptions = users ? roleConnectOptions(users, "client") : config.natsUrl ? natsConnectOptions(config) : {};
   const external = !nats && !users;
-  const children: Array<{ name: ServiceName; child: ChildProcess; logFile: string }> = [];
+  const children: StartedChild[] = [];
   const stop = async (): Promise<void> => {
-    await Promise.all(
-      children.map(
-        ({ child }) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            const kill = setTimeout(() => child.kill("SIGKILL"), 10_000);
-            child.once("exit", () => {
-              clearTimeout(kill);
-              resolve();
-            });
-            child.kill("SIGTERM");
-          }),
-      ),
-    );
+    await stopChildren(children);
     await nats?.stop();
     releaseOwn?.();
   };
   const logDir = join(config.dataDir, "logs");
   const env = { ...process.env, ...opts.env };
   const code = serviceCode(env);
-  const spawnServices = async (names: ServiceName[]): Promise<void> => {
-    mkdirSync(logDir, { recursive: true });
-    // All log files are opened at once, then every service is spawned at once.
-    const outs = await Promise.all(
-      names.map(async (name) => {
-        const out = createWriteStream(join(logDir, `${name}.log`), { flags: "a" });
-        await new Promise((r) => out.once("open", r));
-        return out;
-      }),
-    );
-    for (const [i, name] of names.entries()) {
-      const out = outs[i] as ReturnType<typeof createWriteStream>;
-      log.debug({ service: name, from: code.from }, "starting a service");
-      // Own process group (a terminal's Ctrl-C reaches only the CLI, which stops the task
-      // and then its children in order) and an IPC channel (a child whose parent dies, even
-      // by SIGKILL, sees it close and shuts down).
-      const child = spawn(process.execPath, code.args(name), {
-        env: { ...env, NATS_URL: natsUrl, ...(users ? roleEnv(users, name) : {}) },
-        stdio: opts.keep ? ["ignore", out, out] : ["ignore", out, out, "ipc"],
-        detached: true,
-      });
-      child.unref();
-      child.channel?.unref();
-      children.push({ name, child, logFile: join(logDir, `${name}.log`) });
-    }
-  };
+  const spawning: SpawnContext = { opts, natsUrl, users, logDir, env, code, children };
   try {
     // On a NATS container of its own, the services that touch no stream at start (all but
     // the architect, whose conductor binds the intake consumer the bus setup makes) start now,
     // while NATS starts and the bus is set up; they connect when NATS answers (connectNats
     // retries). This takes NATS's start off the critical path of a cold `up`.
     const early: ServiceName[] = nats ? want.filter((s) => s !== "architect") : [];
-    await spawnServices(early);
+    await spawnServices(early, spawning);
     // The CLI manages its own stack as its admin: the bus setup, the pings.
     const manage = users ? roleConnectOptions(users, "admin") : connectOptions;
     const nc = await waitForNats(
@@ -392,28 +471,8 @@ export async function startLocalStack(opts: StackOptions): Promise<LocalStack> {
       const present = nats ? new Set<ServiceName>() : await presentServices(nc, want);
       const missing = want.filter((s) => !present.has(s) && !early.includes(s));
       progress({ phase: "services", natsUrl, answered: want.filter((s) => present.has(s)) });
-      await spawnServices(missing);
-      for (;;) {
-        const dead = children.find((c) => c.child.exitCode !== null || c.child.signalCode !== null);
-        if (dead) {
-          const how = dead.child.signalCode ? `signal ${dead.child.signalCode}` : `code ${dead.child.exitCode}`;
-          throw new LoopsmithError(
-            "unavailable",
-            `the ${dead.name} service exited at start (${how}): ${lastMessage(dead.logFile)}`,
-          );
-        }
-        const up = await answeringServices(nc, want, 150);
-        progress({ phase: "services", natsUrl, answered: want.filter((s) => up.has(s)) });
-        if (want.every((s) => up.has(s))) break;
-        if (Date.now() > deadline) {
-          const late = want.filter((s) => !up.has(s));
-          throw new LoopsmithError(
-            "unavailable",
-            `services did not answer in time: ${late.join(", ")} (logs in ${logDir})`,
-          );
-        }
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await spawnServices(missing, spawning);
+      await waitForServices(nc, want, { children, deadline, logDir, natsUrl }, progress);
       progress({ phase: "ready", natsUrl, answered: want });
       log.debug({ started: missing, natsUrl }, "stack ready");
       const pids = Object.fromEntries(children.flatMap((c) => (c.child.pid ? [[c.name, c.child.pid]] : [])));
