@@ -21,11 +21,12 @@ import {
   createProvider,
   type Config,
   type ImproveSettings,
+  type TaskEvent,
 } from "@loopsmith/shared";
 import { CliError } from "../errors.js";
 import { checkBudgetPrices } from "../preflight.js";
 import { jsonLine, printable } from "../terminal.js";
-import { archiveCommit, branchCommit, checkRepo, commitPatch, git, setBranch } from "../repo.js";
+import { archiveCommit, branchCommit, checkRepo, commitPatch, git, setBranch, type CheckedRepo } from "../repo.js";
 import { detectLanguage } from "../solve-repo.js";
 import { steering, type Steering } from "../steering.js";
 import { openClient, type Client } from "../client.js";
@@ -86,6 +87,177 @@ export interface ImproveOutcome {
 }
 
 /**
+ * The branches an earlier, unfinished run with this id left (newline-separated, "" for none),
+ * and the error that refuses them: they would be mistaken for this run's, unless a stack that
+ * stays up (NATS_URL) still has that run (then this command follows it).
+ */
+async function leftBranches(root: string, runId: string): Promise<{ left: string; leftover: () => LoopsmithError }> {
+  const left = (
+    await git(root).raw([
+      "for-each-ref",
+      "--format=%(refname:short)",
+      `refs/heads/${runBranch(runId)}`,
+      `refs/heads/${runBranch(runId)}-gen-*`,
+    ])
+  ).trim();
+  const leftover = (): LoopsmithError =>
+    new LoopsmithError(
+      "repo_invalid",
+      `an earlier run with the id ${runId} left branches that this run would mix with its own (${left.split("\n").join(", ")}): delete them (git branch -D …) or choose another --run-id`,
+    );
+  return { left, leftover };
+}
+
+/**
+ * The provider must work before anything starts; a scripted run says so. A USD budget needs a
+ * known price for every model the run can call, or it could not be kept: its hypotheses'
+ * (`improve`) and its tasks'. On a stack NATS_URL names, the architect checks.
+ * @returns whether the replies are scripted
+ * @throws LoopsmithError `llm_auth`, `config_invalid`
+ */
+async function checkImproveProvider(
+  flags: ImproveFlags,
+  config: Config,
+  settings: ImproveSettings,
+  log: Logger,
+): Promise<boolean> {
+  const provider = createProvider({ config, log });
+  const scripted = provider.info.scripted;
+  if (scripted)
+    emit(flags, {
+      kind: "notice",
+      scripted: true,
+      message: `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath}; no model is called.`,
+    });
+  if (provider.verify) await provider.verify();
+  if (!config.natsUrl)
+    await checkBudgetPrices(
+      config,
+      { maxCostUsd: settings.budgetUsd },
+      (m) => process.stderr.write(`loopsmith: ${m}\n`),
+      "generation",
+    );
+  return scripted;
+}
+
+/** What following a run gathers: its reports, the branches and pull requests made of them, and its summary. */
+interface Followed {
+  summary?: ImproveSummary;
+  reports: GenerationReport[];
+  branches: string[];
+  pullRequests: string[];
+  pulls: ImprovePull[];
+  /** Each generation's commit by its tree id (the base commit's by its own). */
+  commits: Map<string, string>;
+}
+
+/** What {@link followRun} needs of the run. */
+interface RunContext {
+  flags: ImproveFlags;
+  repo: CheckedRepo;
+  runId: string;
+  dir: string;
+  settings: ImproveSettings;
+  scripted: boolean;
+  gh?: Awaited<ReturnType<typeof githubTarget>>;
+}
+
+/**
+ * A generation's report: written to the run's folder, committed on its branch (not in a dry
+ * run) and, accepted with `--pr github`, pushed and opened as a pull request.
+ */
+async function onGeneration(client: Client, run: RunContext, f: Followed, event: TaskEvent): Promise<void> {
+  const { repo, runId, gh } = run;
+  let report = GenerationReport.parse(event.data?.report);
+  if (report.change?.patch.startsWith("(patch of "))
+    report = await fullReport(client.nc, client.owner, runId, report.generation);
+  f.reports.push(report);
+  await writeReport(run.dir, report);
+  if (run.settings.dryRun || !report.change) return;
+  f.branches.push(...(await commitGeneration(repo.root, runId, report, f.commits)));
+  if (!gh || report.decision.verdict !== "accepted") return;
+  const branch = generationBranch(runId, report.generation);
+  await pushBranch(repo.root, gh.remote, branch);
+  const pr = await openPullRequest(gh.client, gh.target, {
+    head: branch,
+    base: gh.base,
+    title: `loopsmith: ${report.hypothesis?.title ?? report.change.summary}`.slice(0, 250),
+    body: prBody(report, runId, { scripted: run.scripted }),
+  });
+  f.pullRequests.push(pr.url);
+  f.pulls.push({ generation: report.generation, ...pr });
+}
+
+/** Follows the run's events to its result, printing each, and gathers what {@link Followed} holds. */
+async function followRun(client: Client, run: RunContext, signal: AbortSignal): Promise<Followed> {
+  const { flags, settings } = run;
+  const f: Followed = {
+    reports: [],
+    branches: [],
+    pullRequests: [],
+    pulls: [],
+    commits: new Map([[run.repo.baseCommit, run.repo.baseCommit]]),
+  };
+  for await (const event of client.events(run.runId, signal)) {
+    if (event.kind === "generation") await onGeneration(client, run, f, event);
+    emit(flags, flags.json ? event : { message: event.message });
+    // Once the calibration split the cases (before generation 1's report), say so when a
+    // perfect fix of the selection set could never be significant at this run's levels.
+    const calibration =
+      event.kind === "step" ? ImproveSummary.shape.calibration.safeParse(event.data?.calibration) : undefined;
+    if (calibration?.success && calibration.data) {
+      const warning = smallBenchmarkWarning(calibration.data, settings);
+      if (warning) emit(flags, { kind: "warning", message: warning });
+    }
+    if (event.kind === "result") {
+      // A run the improver refused (its id is another client's run) ends with an error, no summary.
+      if (event.data?.summary === undefined && event.data?.error) throw new CliError("bad_request", event.message);
+      f.summary = ImproveSummary.parse(event.data?.summary);
+    }
+  }
+  return f;
+}
+
+/** The end of a run: summary.json and the dashboard, `--promote`, and the table (or the JSON summary). */
+async function finishRun(run: RunContext, f: Followed & { summary: ImproveSummary }): Promise<string | undefined> {
+  const { flags, repo, runId, dir, summary } = { ...run, summary: f.summary };
+  await writeFile(join(dir, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
+  await writeDashboard(
+    join(dir, "dashboard.html"),
+    dashboardHtml(runId, f.reports, {
+      repo: repo.name,
+      scripted: run.scripted,
+      alpha: summary.alpha?.budget ?? run.settings.alpha,
+    }),
+  );
+  let promoted: string | undefined;
+  const head = flags.promote && summary.accepted.length ? f.commits.get(summary.head) : undefined;
+  if (flags.promote && head) {
+    await setBranch(repo.root, flags.promote, head, repo.baseCommit, `loopsmith: promote improvement run ${runId}`);
+    promoted = flags.promote;
+  }
+  const { branches, pullRequests } = f;
+  if (flags.json)
+    out(jsonLine({ kind: "summary", ...summary, dir, branches, ...(promoted ? { promoted } : {}), pullRequests }));
+  else
+    out(
+      [
+        // A dry run measured its parent first: the figures, as `loopsmith metrics` prints them.
+        ...(summary.parent
+          ? [
+              metricsTable(summary.parent, `the parent ${summary.parent.tree.slice(0, 12)}, measured in the sandbox:`),
+              "",
+            ]
+          : []),
+        reportTable(f.reports, summary),
+        ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : []),
+        `reports, summary and dashboard.html in ${dir}`,
+      ].join("\n"),
+    );
+  return promoted;
+}
+
+/**
  * Runs `loopsmith improve` end to end.
  * @throws LoopsmithError `repo_invalid` (repository), `bad_request` (settings), `config_invalid`
  *   (provider, GitHub token) before anything starts; CliError `cancelled` when interrupted
@@ -101,43 +273,12 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   const dir = runDir(config, runId, flags.out);
   const finished = await finishedRun(dir, runId);
   if (finished) return reopen(flags, repo, runId, dir, finished);
-  // Branches of an unfinished run with this id would be mistaken for this run's, unless a
-  // stack that stays up (NATS_URL) still has that run: then this command follows it.
-  const left = (
-    await git(repo.root).raw([
-      "for-each-ref",
-      "--format=%(refname:short)",
-      `refs/heads/${runBranch(runId)}`,
-      `refs/heads/${runBranch(runId)}-gen-*`,
-    ])
-  ).trim();
-  const leftover = (): LoopsmithError =>
-    new LoopsmithError(
-      "repo_invalid",
-      `an earlier run with the id ${runId} left branches that this run would mix with its own (${left.split("\n").join(", ")}): delete them (git branch -D …) or choose another --run-id`,
-    );
+  const { left, leftover } = await leftBranches(repo.root, runId);
   if (left && !config.natsUrl) throw leftover();
   const self = await isLoopsmith(repo.root);
   // GitHub first: a missing or refused token fails before any generation runs.
   const gh = flags.pr === "github" ? await githubTarget(flags, repo.root) : undefined;
-  const provider = createProvider({ config, log });
-  const scripted = provider.info.scripted;
-  if (scripted)
-    emit(flags, {
-      kind: "notice",
-      scripted: true,
-      message: `SCRIPTED RUN: replies are replayed from ${config.llm.scriptPath}; no model is called.`,
-    });
-  if (provider.verify) await provider.verify();
-  // A USD budget needs a known price for every model the run can call, or it could not be
-  // kept: its hypotheses' (`improve`) and its tasks'. On a stack NATS_URL names, the architect checks.
-  if (!config.natsUrl)
-    await checkBudgetPrices(
-      config,
-      { maxCostUsd: settings.budgetUsd },
-      (m) => process.stderr.write(`loopsmith: ${m}\n`),
-      "generation",
-    );
+  const scripted = await checkImproveProvider(flags, config, settings, log);
   const snapshot = await archiveCommit(repo.root, repo.baseCommit);
   const language = await detectLanguage(repo.root, repo.baseCommit);
 
@@ -148,14 +289,13 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
   process.on("SIGTERM", onSignal);
   try {
     client = await openClient({ config, log, env: childEnv });
-    const { nc, owner } = client;
     await client.ensureImproveIntake();
     if (left) {
       const known = await call(
-        nc,
+        client.nc,
         Endpoints.architect.improveStatus,
         { runId },
-        { timeoutMs: 10_000, retries: 1, owner },
+        { timeoutMs: 10_000, retries: 1, owner: client.owner },
       ).catch(() => undefined);
       if (!known?.state) throw leftover();
     }
@@ -170,97 +310,22 @@ export async function improve(flags: ImproveFlags, log: Logger): Promise<Improve
       message: `run ${runId} submitted${submitted.duplicate ? " (already submitted: following it)" : ""}; reports in ${dir}`,
     });
     await mkdir(join(dir, "reports"), { recursive: true });
-
-    const commits = new Map<string, string>([[repo.baseCommit, repo.baseCommit]]);
-    const reports: GenerationReport[] = [];
-    const branches: string[] = [];
-    const pullRequests: string[] = [];
-    const pulls: ImprovePull[] = [];
-    let summary: ImproveSummary | undefined;
-    for await (const event of client.events(runId, abort.signal)) {
-      if (event.kind === "generation") {
-        let report = GenerationReport.parse(event.data?.report);
-        if (report.change?.patch.startsWith("(patch of "))
-          report = await fullReport(nc, owner, runId, report.generation);
-        reports.push(report);
-        await writeReport(dir, report);
-        if (!settings.dryRun && report.change) {
-          const done = await commitGeneration(repo.root, runId, report, commits);
-          branches.push(...done);
-          if (gh && report.decision.verdict === "accepted") {
-            const branch = generationBranch(runId, report.generation);
-            await pushBranch(repo.root, gh.remote, branch);
-            const pr = await openPullRequest(gh.client, gh.target, {
-              head: branch,
-              base: gh.base,
-              title: `loopsmith: ${report.hypothesis?.title ?? report.change.summary}`.slice(0, 250),
-              body: prBody(report, runId, { scripted }),
-            });
-            pullRequests.push(pr.url);
-            pulls.push({ generation: report.generation, ...pr });
-          }
-        }
-      }
-      emit(flags, flags.json ? event : { message: event.message });
-      // Once the calibration split the cases (before generation 1's report), say so when a
-      // perfect fix of the selection set could never be significant at this run's levels.
-      const calibration =
-        event.kind === "step" ? ImproveSummary.shape.calibration.safeParse(event.data?.calibration) : undefined;
-      if (calibration?.success && calibration.data) {
-        const warning = smallBenchmarkWarning(calibration.data, settings);
-        if (warning) emit(flags, { kind: "warning", message: warning });
-      }
-      if (event.kind === "result") {
-        // A run the improver refused (its id is another client's run) ends with an error, no summary.
-        if (event.data?.summary === undefined && event.data?.error) throw new CliError("bad_request", event.message);
-        summary = ImproveSummary.parse(event.data?.summary);
-      }
-    }
+    const run: RunContext = { flags, repo, runId, dir, settings, scripted, ...(gh ? { gh } : {}) };
+    const followed = await followRun(client, run, abort.signal);
+    const { summary } = followed;
     if (!summary)
       throw new CliError(
         "cancelled",
         `stopped following run ${runId}; a stack this command started stops with it (a stack that stays up, NATS_URL, goes on running it: loopsmith report ${runId} later)`,
       );
-    await writeFile(join(dir, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
-    await writeDashboard(
-      join(dir, "dashboard.html"),
-      dashboardHtml(runId, reports, { repo: repo.name, scripted, alpha: summary.alpha?.budget ?? settings.alpha }),
-    );
-    let promoted: string | undefined;
-    if (flags.promote && summary.accepted.length) {
-      const head = commits.get(summary.head);
-      if (head) {
-        await setBranch(repo.root, flags.promote, head, repo.baseCommit, `loopsmith: promote improvement run ${runId}`);
-        promoted = flags.promote;
-      }
-    }
-    if (flags.json)
-      out(jsonLine({ kind: "summary", ...summary, dir, branches, ...(promoted ? { promoted } : {}), pullRequests }));
-    else
-      out(
-        [
-          // A dry run measured its parent first: the figures, as `loopsmith metrics` prints them.
-          ...(summary.parent
-            ? [
-                metricsTable(
-                  summary.parent,
-                  `the parent ${summary.parent.tree.slice(0, 12)}, measured in the sandbox:`,
-                ),
-                "",
-              ]
-            : []),
-          reportTable(reports, summary),
-          ...(promoted ? [`promoted ${promoted} to the last accepted generation`] : []),
-          `reports, summary and dashboard.html in ${dir}`,
-        ].join("\n"),
-      );
+    const promoted = await finishRun(run, { ...followed, summary });
     return {
       summary,
       dir,
-      branches,
+      branches: followed.branches,
       ...(promoted ? { promoted } : {}),
-      pullRequests,
-      pulls,
+      pullRequests: followed.pullRequests,
+      pulls: followed.pulls,
       ...(gh ? { github: { client: gh.client, target: gh.target } } : {}),
     };
   } finally {
