@@ -23,7 +23,6 @@ const OVER_FILE_LIMIT = [
 const OVER_FUNCTION_LIMIT = [
   "cli/src/bench/run.ts",
   "cli/src/bench/swe-bench/run.ts",
-  "cli/src/improve/run.ts",
   "cli/src/run-view.ts",
   "services/architect/src/dag/phases.ts",
   "services/architect/src/dag/scheduler.ts",
