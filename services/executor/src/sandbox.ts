@@ -334,18 +334,9 @@ export class Sandbox {
     const wallMs = performance.now() - started;
     capture.end();
     trailer ??= parseTrailer(capture.trailer());
-    let oomKilled = false;
-    let containerExitCode: number | null = null;
-    if (!early) {
-      // Another executor's sweep may already have removed the stopped container (404): its
-      // state is then unknown, and the trailer (or its absence) decides.
-      const info = await this.container.inspect().catch((err: unknown) => {
-        if ((err as { statusCode?: number }).statusCode === 404) return undefined;
-        throw err;
-      });
-      oomKilled = info?.State.OOMKilled === true;
-      containerExitCode = typeof info?.State.ExitCode === "number" ? info.State.ExitCode : null;
-    }
+    const { oomKilled, containerExitCode } = early
+      ? { oomKilled: false, containerExitCode: null }
+      : await this.exitState();
     return {
       trailer,
       stdout: capture.stdout(),
@@ -355,6 +346,21 @@ export class Sandbox {
       oomKilled,
       containerExitCode,
       wallMs,
+    };
+  }
+  /**
+   * How the stopped container ended, as the engine reports it. Another executor's sweep may
+   * already have removed it (404): its state is then unknown (not OOM-killed, no exit code),
+   * and the trailer (or its absence) decides.
+   */
+  private async exitState(): Promise<{ oomKilled: boolean; containerExitCode: number | null }> {
+    const info = await this.container.inspect().catch((err: unknown) => {
+      if ((err as { statusCode?: number }).statusCode === 404) return undefined;
+      throw err;
+    });
+    return {
+      oomKilled: info?.State.OOMKilled === true,
+      containerExitCode: typeof info?.State.ExitCode === "number" ? info.State.ExitCode : null,
     };
   }
 
