@@ -197,30 +197,42 @@ export class SetupLayers {
     }
   }
 
+  /**
+   * What an existing volume of the layer's name answers: its result when its marker says it
+   * is ready for this key, or failed within {@link SETUP_RETRY_MS}; `skipped` when another
+   * executor is building it; else the volume is removed, to be built again (undefined, as
+   * when there is none).
+   */
+  private async existing(req: SetupRequest, name: string): Promise<Built | undefined> {
+    const { docker, log } = this.deps;
+    if (!(await this.volumeExists(name))) return undefined;
+    const marker = await this.readMarker(req, name);
+    if (marker?.status === "ready" && marker.key === req.key) {
+      this.states.set(req.key, { status: "ready" });
+      return { status: "ready", fresh: false };
+    }
+    if (marker?.status === "failed" && Date.now() - marker.at < SETUP_RETRY_MS) {
+      this.states.set(req.key, {
+        status: "failed",
+        at: marker.at,
+        ...(marker.message ? { message: marker.message } : {}),
+      });
+      return { status: "failed", message: failedAt(marker) };
+    }
+    if (!marker) {
+      const others = await docker.listContainers({ filters: { label: [`${LABEL_SETUP}=${req.key}`] } });
+      if (others.length) return { status: "skipped", message: "another executor is building this setup layer" };
+    }
+    log.info({ volume: name, marker: marker?.status ?? "none" }, "removing a setup layer to build it again");
+    await docker.getVolume(name).remove({ force: true });
+    return undefined;
+  }
+
   private async build(req: SetupRequest, name: string): Promise<Built> {
     const { docker, log } = this.deps;
     if (this.stopper.signal.aborted) return { status: "skipped", message: "the executor is stopping" };
-    if (await this.volumeExists(name)) {
-      const marker = await this.readMarker(req, name);
-      if (marker?.status === "ready" && marker.key === req.key) {
-        this.states.set(req.key, { status: "ready" });
-        return { status: "ready", fresh: false };
-      }
-      if (marker?.status === "failed" && Date.now() - marker.at < SETUP_RETRY_MS) {
-        this.states.set(req.key, {
-          status: "failed",
-          at: marker.at,
-          ...(marker.message ? { message: marker.message } : {}),
-        });
-        return { status: "failed", message: failedAt(marker) };
-      }
-      if (!marker) {
-        const others = await docker.listContainers({ filters: { label: [`${LABEL_SETUP}=${req.key}`] } });
-        if (others.length) return { status: "skipped", message: "another executor is building this setup layer" };
-      }
-      log.info({ volume: name, marker: marker?.status ?? "none" }, "removing a setup layer to build it again");
-      await docker.getVolume(name).remove({ force: true });
-    }
+    const found = await this.existing(req, name);
+    if (found) return found;
     const started = performance.now();
     // Not the executor's instance label: the volume outlives this executor (it is the cache).
     await docker.createVolume({
