@@ -25,22 +25,13 @@ const OVER_FUNCTION_LIMIT = [
   "cli/src/bench/swe-bench/run.ts",
   "cli/src/run-view.ts",
   "services/architect/src/dag/phases.ts",
-  "services/architect/src/dag/scheduler.ts",
-  "services/architect/src/durable/checkpoints.ts",
-  "services/architect/src/durable/consumer.ts",
-  "services/architect/src/durable/outbox.ts",
   "services/architect/src/phases.ts",
   "services/architect/src/planner.ts",
   "services/architect/src/repo/phases.ts",
-  "services/executor/src/integrity.ts",
-  "services/executor/src/repo-run.ts",
-  "services/executor/src/sandbox.ts",
   "services/executor/src/session.ts",
-  "services/executor/src/setup.ts",
   "services/memory/src/recall.ts",
   "services/memory/src/stats.ts",
   "services/memory/src/store.ts",
-  "shared/src/llm/create.ts",
 ];
 
 export default tseslint.config(
