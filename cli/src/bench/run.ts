@@ -301,13 +301,55 @@ function writeReports(
 }
 
 /**
- * Runs `loopsmith bench`.
- * @returns exit code 0 when the run completed (whatever the pass rate), 130 when interrupted
- * @throws LoopsmithError `bad_request` (unreadable dataset, no usable case, a bad `--resume`),
- *   `not_found` (an unknown `--ids` entry), `config_invalid`/`llm_auth` (a model provider that
- *   cannot work), `unavailable` (no stack could be started)
+ * Keeps a run's stack answering: every {@link WATCH_EVERY_MS} the services are counted, and
+ * the ones that stopped answering (killed, crashed) are started again on the same NATS, one
+ * restart at a time; the tasks they left are redelivered to them by JetStream.
+ * @returns `ensure` (start what is missing now), `quiet` (end the watch) and `stop` (end the
+ *   watch, then stop the restarted services, newest first)
  */
-export async function benchCommand(o: BenchOptions, log: Logger): Promise<number> {
+function stackKeeper(
+  client: Client,
+  stackConfig: Config,
+  env: NodeJS.ProcessEnv,
+  log: Logger,
+): { ensure: () => Promise<void>; quiet: () => void; stop: () => Promise<void> } {
+  const { stack } = client;
+  const stacks: LocalStack[] = [];
+  let ending = false;
+  let restarting: Promise<void> | undefined;
+  const ensure = (): Promise<void> =>
+    (restarting ??= (async () => {
+      const s = await startLocalStack({
+        config: { ...stackConfig, natsUrl: stack.natsUrl },
+        log,
+        env,
+        ...(stack.users ? { users: stack.users } : {}),
+      });
+      if (s.started.length) process.stderr.write(`loopsmith bench: restarted ${s.started.join(", ")}\n`);
+      stacks.push(s);
+    })().finally(() => (restarting = undefined)));
+  const watchdog = setInterval(() => {
+    void answeringServices(client.nc)
+      .then((up) => (up.size < 5 && !ending ? ensure() : undefined))
+      // A check cut short by the end of the run is no failure.
+      .catch((err: unknown) => (ending ? undefined : log.warn({ err }, "bench: the stack check failed")));
+  }, WATCH_EVERY_MS);
+  const quiet = (): void => {
+    clearInterval(watchdog);
+    ending = true;
+  };
+  return {
+    ensure,
+    quiet,
+    stop: async () => {
+      quiet();
+      for (const s of stacks.reverse()) await s.stop();
+    },
+  };
+}
+
+/** A dataset's cases, loaded and selected (`--ids`, `--limit`); skipped lines are told on stderr. */
+function benchCases(o: BenchOptions): { loaded: ReturnType<typeof loadDataset>; cases: BenchCase[] } {
   const loaded = loadDataset(o.dataset, o.format ? { format: o.format } : {});
   for (const s of loaded.skipped)
     process.stderr.write(`loopsmith bench: ${o.dataset} line ${s.line} skipped: ${printable(s.message)}\n`);
@@ -317,7 +359,29 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
       "bad_request",
       `no usable case in ${o.dataset} (${loaded.skipped.length} line(s) skipped)`,
     );
+  return { loaded, cases };
+}
 
+/** Says, on stderr (and as a JSON line with `--json`), that no model is called, when none is. */
+function sayNotice(label: ProviderLabel, json: boolean): void {
+  const notice = noticeFor(label);
+  if (!notice) return;
+  process.stderr.write(`${notice}\n`);
+  if (json)
+    process.stdout.write(
+      `${jsonLine({ kind: "notice", simulated: label === "simulated", scripted: true, message: notice })}\n`,
+    );
+}
+
+/**
+ * Runs `loopsmith bench`.
+ * @returns exit code 0 when the run completed (whatever the pass rate), 130 when interrupted
+ * @throws LoopsmithError `bad_request` (unreadable dataset, no usable case, a bad `--resume`),
+ *   `not_found` (an unknown `--ids` entry), `config_invalid`/`llm_auth` (a model provider that
+ *   cannot work), `unavailable` (no stack could be started)
+ */
+export async function benchCommand(o: BenchOptions, log: Logger): Promise<number> {
+  const { loaded, cases } = benchCases(o);
   const config = loadConfig({ ...(o.config ? { file: o.config } : {}) });
   const provider = providerOf(o, config);
   const flags = stackFlags(o, provider.label);
@@ -328,12 +392,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
   }
   const { meta, out } = openRun(o, cases, loaded.format, provider);
   const resultsPath = join(out, "results.jsonl");
-  const notice = noticeFor(provider.label);
-  if (notice) process.stderr.write(`${notice}\n`);
-  if (o.json && notice)
-    process.stdout.write(
-      `${jsonLine({ kind: "notice", simulated: provider.label === "simulated", scripted: true, message: notice })}\n`,
-    );
+  sayNotice(provider.label, !!o.json);
 
   const arms: BenchArm[] = meta.memory === "ab" ? ["off", "on"] : [meta.memory];
   const done = new Set(readResults(resultsPath).map((r) => `${r.arm}\u0000${r.caseId}`));
@@ -354,10 +413,8 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
     LOOPSMITH_CONFIG_JSON: JSON.stringify(flags),
     ...(o.config ? { LOOPSMITH_CONFIG: resolve(o.config) } : {}),
   };
-  const stacks: LocalStack[] = [];
   let client: Client | undefined;
-  let watchdog: NodeJS.Timeout | undefined;
-  let ending = false;
+  let keeper: ReturnType<typeof stackKeeper> | undefined;
   let machineAt: { refMs: number; cpu: CpuTimes } | undefined;
   let machine: MachineState | undefined;
   const progress = progressReporter({
@@ -367,28 +424,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
   });
   try {
     client = await openClient({ config: stackConfig, log, env });
-    const { stack } = client;
-    // One restart at a time: a service that stopped answering (killed, crashed) is started
-    // again, and the tasks it left are redelivered to it by JetStream.
-    let restarting: Promise<void> | undefined;
-    const ensureStack = (): Promise<void> =>
-      (restarting ??= (async () => {
-        const s = await startLocalStack({
-          config: { ...stackConfig, natsUrl: stack.natsUrl },
-          log,
-          env,
-          ...(stack.users ? { users: stack.users } : {}),
-        });
-        if (s.started.length) process.stderr.write(`loopsmith bench: restarted ${s.started.join(", ")}\n`);
-        stacks.push(s);
-      })().finally(() => (restarting = undefined)));
-    const conn = client.nc;
-    watchdog = setInterval(() => {
-      void answeringServices(conn)
-        .then((up) => (up.size < 5 && !ending ? ensureStack() : undefined))
-        // A check cut short by the end of the run is no failure.
-        .catch((err: unknown) => (ending ? undefined : log.warn({ err }, "bench: the stack check failed")));
-    }, WATCH_EVERY_MS);
+    keeper = stackKeeper(client, stackConfig, env, log);
     const run: Run = {
       meta,
       out,
@@ -397,7 +433,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
       options: o,
       log,
       abort: abort.signal,
-      ensureStack,
+      ensureStack: keeper.ensure,
     };
     // The machine's state over the tasks: the reference workload first, then CPU time from here.
     machineAt = { refMs: referenceMs(), cpu: cpuTimes() };
@@ -411,14 +447,13 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
     }
     await queue.onIdle();
   } finally {
-    clearInterval(watchdog);
-    ending = true;
+    keeper?.quiet();
     if (machineAt) machine = machineState(machineAt.refMs, machineAt.cpu, cpuTimes());
     progress.stop();
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
     // The restarted services first, then the client's own stack (NATS last).
-    for (const s of stacks.reverse()) await s.stop();
+    await keeper?.stop();
     await client?.close();
   }
   const summary = writeReports({ meta, out, resultsPath }, o, loaded.skipped, new Date(), machine);
