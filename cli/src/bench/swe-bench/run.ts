@@ -204,17 +204,14 @@ async function gradeAll(
 }
 
 /**
- * Runs `loopsmith bench --format swe-bench`.
- * @returns exit code 0 when the run completed (whatever its resolved rate), 130 when interrupted
- * @throws LoopsmithError `bad_request` (no `--repos`, an unreadable or invalid dataset,
- *   predictions or environment file, a bad `--resume`, exclusive flags), `not_found` (an
- *   unknown `--ids` entry, a prediction for an instance the dataset lacks), `unavailable`
- *   (no Docker engine)
+ * The instances a run grades: the dataset's, selected (`--ids`, `--limit`) and, with
+ * `--predictions`, only those that have one (the others are told on stderr).
+ * @throws LoopsmithError `not_found` for a prediction of an instance the dataset lacks, `bad_request` when none is left
  */
-export async function sweBenchCommand(o: SweBenchOptions, log: Logger): Promise<number> {
-  if (!o.repos)
-    throw new LoopsmithError("bad_request", "--format swe-bench needs --repos <dir> (bundles or bare clones)");
-  const source = patchSource(o);
+function instancesToGrade(o: SweBenchOptions): {
+  instances: SweInstance[];
+  predictions?: ReturnType<typeof loadPredictions>;
+} {
   const all = loadInstances(o.dataset);
   let instances = selectInstances(all, o);
   const predictions = o.predictions ? loadPredictions(o.predictions) : undefined;
@@ -233,6 +230,53 @@ export async function sweBenchCommand(o: SweBenchOptions, log: Logger): Promise<
     instances = instances.filter((i) => predictions.has(i.instance_id));
   }
   if (instances.length === 0) throw new LoopsmithError("bad_request", `no instance to grade in ${o.dataset}`);
+  return { instances, ...(predictions ? { predictions } : {}) };
+}
+
+/** Writes summary.json, report.md and report.html, and prints the summary (or its JSON line). */
+function writeSweReports(
+  o: SweBenchOptions,
+  meta: SweRunMeta,
+  out: string,
+  notice: string | undefined,
+  machine: ReturnType<typeof machineState>,
+): void {
+  const results = readResults(join(out, "results.jsonl"));
+  const summary = summarize({
+    results,
+    runId: meta.runId,
+    dataset: meta.dataset,
+    format: "swe-bench",
+    provider: meta.provider,
+    ...(notice ? { notice } : {}),
+    memory: meta.memory,
+    concurrency: o.concurrency ?? 2,
+    startedAt: meta.startedAt,
+    finishedAt: new Date().toISOString(),
+    skipped: [],
+    machine,
+  });
+  writeFileSync(join(out, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
+  writeFileSync(join(out, "report.md"), reportMarkdown(summary, results));
+  writeFileSync(join(out, "report.html"), reportHtml(summary, results));
+  process.stdout.write(
+    o.json ? `${jsonLine({ kind: "summary", ...summary })}\n` : `${sweSummaryText(summary, results, out)}\n`,
+  );
+}
+
+/**
+ * Runs `loopsmith bench --format swe-bench`.
+ * @returns exit code 0 when the run completed (whatever its resolved rate), 130 when interrupted
+ * @throws LoopsmithError `bad_request` (no `--repos`, an unreadable or invalid dataset,
+ *   predictions or environment file, a bad `--resume`, exclusive flags), `not_found` (an
+ *   unknown `--ids` entry, a prediction for an instance the dataset lacks), `unavailable`
+ *   (no Docker engine)
+ */
+export async function sweBenchCommand(o: SweBenchOptions, log: Logger): Promise<number> {
+  if (!o.repos)
+    throw new LoopsmithError("bad_request", "--format swe-bench needs --repos <dir> (bundles or bare clones)");
+  const source = patchSource(o);
+  const { instances, predictions } = instancesToGrade(o);
   const env = envOf(o);
   // Every instance needs a test command before anything starts.
   // Every instance's environment and image, checked before anything runs.
@@ -304,26 +348,6 @@ export async function sweBenchCommand(o: SweBenchOptions, log: Logger): Promise<
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
   }
-  const results = readResults(resultsPath);
-  const summary = summarize({
-    results,
-    runId: meta.runId,
-    dataset: meta.dataset,
-    format: "swe-bench",
-    provider: meta.provider,
-    ...(notice ? { notice } : {}),
-    memory: meta.memory,
-    concurrency: o.concurrency ?? 2,
-    startedAt: meta.startedAt,
-    finishedAt: new Date().toISOString(),
-    skipped: [],
-    machine: machineState(machineAt.refMs, machineAt.cpu, cpuTimes()),
-  });
-  writeFileSync(join(out, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
-  writeFileSync(join(out, "report.md"), reportMarkdown(summary, results));
-  writeFileSync(join(out, "report.html"), reportHtml(summary, results));
-  process.stdout.write(
-    o.json ? `${jsonLine({ kind: "summary", ...summary })}\n` : `${sweSummaryText(summary, results, out)}\n`,
-  );
+  writeSweReports(o, meta, out, notice, machineState(machineAt.refMs, machineAt.cpu, cpuTimes()));
   return abort.signal.aborted ? 130 : 0;
 }
