@@ -1,7 +1,7 @@
 // Import rules checked by `npm run lint` (issue 33, "What must hold"): no import cycle, no
 // arrow from a lower package to a higher one, and no service importing another service.
 //
-// Layers, highest first (docs/ARCHITECTURE.md §0 and §1):
+// Layers, highest first (docs/ARCHITECTURE.md, "Who imports whom"):
 //   bench ─▶ cli ─▶ services/<name> ─▶ shared
 // tests/ may import anything. deploy/ may import shared and the build stamp the CLI reads
 // back (cli/bin/build-stamp.js: the app build writes the stamp that file defines). The CLI

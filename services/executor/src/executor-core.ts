@@ -219,7 +219,7 @@ function sessionsOf(
     specFor: core.specFor,
     instanceId: core.instanceId,
     labels,
-    // A session's `run` takes one of the slots verdict runs take (docs/ARCHITECTURE.md, "Session containers").
+    // A session's `run` takes one of the slots verdict runs take (docs/PROTOCOL.md, "Session containers").
     slots: core.limiter,
     dir: join(core.sessionsRoot, core.instanceId),
     ...(deps.loadBase ? { loadBase: deps.loadBase } : {}),

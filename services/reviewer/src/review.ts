@@ -1,5 +1,5 @@
 /**
- * The review step (docs/ARCHITECTURE.md, "2. The loop": REVIEW): asks the LLM whether a candidate
+ * The review step (docs/PROTOCOL.md, "3. The loop": REVIEW): asks the LLM whether a candidate
  * meets the task and the plan, and whether it is safe to run.
  */
 import type { Logger } from "pino";

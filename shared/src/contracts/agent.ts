@@ -15,7 +15,7 @@
  *
  * `list`, `read`, `search` and `run` are session calls; `symbol` and `edit` are answered by the
  * architect (the repo map's index, the search/replace engine and the policy live there);
- * `submit` ends the loop. See docs/ARCHITECTURE.md, "The agent loop".
+ * `submit` ends the loop. See docs/PROTOCOL.md, "The agent loop".
  */
 import { z } from "zod";
 import { Budget, FileChange, Language, Owner, RelativePath, StepHeader, Usage } from "./common.js";

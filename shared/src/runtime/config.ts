@@ -63,7 +63,7 @@ export type ImproveSection = z.infer<typeof ImproveSection>;
 
 /**
  * Memory's embedder (`memory.embedder`): the offline hashing embedder, or a provider's
- * OpenAI-compatible embeddings API (`POST <baseUrl>/embeddings`). See docs/ARCHITECTURE.md
+ * OpenAI-compatible embeddings API (`POST <baseUrl>/embeddings`). See docs/PROTOCOL.md
  * (Memory) for how rows of another embedder are re-embedded and what a failed call does.
  */
 const EmbedderSettings = strictObject({

@@ -1,5 +1,5 @@
 /**
- * EXPLORE, agent mode's phase (docs/ARCHITECTURE.md, "The agent loop"): the model
+ * EXPLORE, agent mode's phase (docs/PROTOCOL.md, "The agent loop"): the model
  * works on the repository through tools in a bounded loop, one model turn per execution of
  * the phase. Each execution ends with `{ next: "explore", patch: { agent } }`, so every
  * step is a checkpoint and a conductor that dies resumes at the next step (never redoing a
