@@ -29,7 +29,6 @@ const OVER_FUNCTION_LIMIT = [
   "services/executor/src/session.ts",
   "services/memory/src/recall.ts",
   "services/memory/src/stats.ts",
-  "services/memory/src/store.ts",
 ];
 
 export default tseslint.config(

@@ -39,7 +39,8 @@ import {
 import { LessonsRecord, MemoryVerdict, type LessonsStored } from "@loopsmith/shared/llm";
 import { checkEmbedder, createHashingEmbedder, type Embedder } from "./embedder.js";
 import { configuredEmbedder } from "./api-embedder.js";
-import { reembedRows, type ReembedResult } from "./reembed.js";
+import type { ReembedResult } from "./reembed.js";
+import { embedderSwitch, type EmbedderSwitchOptions } from "./embedder-switch.js";
 import { openDatabase, type Backend, type Database } from "./db.js";
 import { withDb } from "./errors.js";
 import { buildEmbedText, embedParts } from "./embed-text.js";
@@ -192,68 +193,8 @@ export interface MemoryStoreDeps {
   fallback?: Embedder | null;
 }
 
-/** Options of {@link createMemoryStore}. */
-export interface StoreOptions {
-  /** What stores and recalls with when the embedder fails (see {@link MemoryStoreDeps.fallback}). */
-  fallback?: Embedder | undefined;
-  /**
-   * Re-embed rows of other embedders in the background, after the embedder answers again
-   * following a failure (`memory.embedder.reembed`). @defaultValue false
-   */
-  reembed?: boolean;
-  /**
-   * After the embedder failed, how long calls go straight to the fallback, in ms
-   * (`memory.embedder.cooldownMs`). @defaultValue 30000
-   */
-  cooldownMs?: number;
-}
-
-/**
- * An error the embedder threw (or a reply of the wrong shape), kept apart from the database's
- * errors so that only an embedder's failure falls back. Same code and message as the cause.
- */
-class EmbedderFailed extends LoopsmithError {
-  constructor(
-    readonly embedderId: string,
-    cause: unknown,
-  ) {
-    const e =
-      cause instanceof LoopsmithError
-        ? cause
-        : new LoopsmithError(
-            "internal",
-            `embedder ${embedderId} failed: ${(cause as Error)?.message ?? String(cause)}`,
-          );
-    super(e.code, e.message, { cause, retryable: e.retryable, details: e.details });
-  }
-}
-
-/**
- * `embedder` with its failures marked as {@link EmbedderFailed} (a reply of the wrong number
- * or size of vectors too) and `onAnswer` called after each call that succeeded.
- */
-function guarded(embedder: Embedder, onAnswer: () => void): Embedder {
-  return {
-    id: embedder.id,
-    dimensions: embedder.dimensions,
-    async embed(texts) {
-      let vectors: number[][];
-      try {
-        vectors = await embedder.embed(texts);
-      } catch (err) {
-        throw new EmbedderFailed(embedder.id, err);
-      }
-      if (vectors.length !== texts.length || vectors.some((v) => v.length !== embedder.dimensions)) {
-        throw new EmbedderFailed(
-          embedder.id,
-          new LoopsmithError("internal", `embedder ${embedder.id} returned a missing vector or one of the wrong size`),
-        );
-      }
-      onAnswer();
-      return vectors;
-    },
-  };
-}
+/** Options of {@link createMemoryStore}: the embedder's fallback, re-embedding and cool-down (`embedder-switch.ts`). */
+export type StoreOptions = EmbedderSwitchOptions;
 
 function parse<S extends z.ZodType>(schema: S, input: unknown, what: string): z.infer<S> {
   const parsed = schema.safeParse(input);
@@ -265,6 +206,139 @@ function parse<S extends z.ZodType>(schema: S, input: unknown, what: string): z.
   return parsed.data;
 }
 
+/** The row stored under an idempotency key already, if any. */
+async function existing(db: Database, table: "failures" | "successes", key: string): Promise<Remembered | null> {
+  const cols = table === "failures" ? "id::text AS id, signature" : "id::text AS id";
+  const { rows } = await db.pool.query<{ id: string; signature?: string }>(
+    `SELECT ${cols} FROM loopsmith.${table} WHERE idempotency_key = $1`,
+    [key],
+  );
+  const row = rows[0];
+  if (!row) return null;
+  return row.signature === undefined ? { id: row.id } : { id: row.id, signature: row.signature };
+}
+
+/** Inserts a success with `e`'s vector; the first row of its key when one is stored already. */
+async function insertSuccess(db: Database, rec: SuccessRecord, e: Embedder, embedding: number[]): Promise<Remembered> {
+  const { rows } = await db.pool.query<{ id: string }>(
+    `INSERT INTO loopsmith.successes
+         (idempotency_key, task_id, iteration, language, goal, files, embedder, embedding)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::vector(${e.dimensions}))
+       ON CONFLICT (idempotency_key) DO NOTHING
+       RETURNING id::text AS id`,
+    [
+      rec.idempotencyKey,
+      rec.taskId,
+      rec.iteration,
+      rec.language,
+      rec.goal,
+      JSON.stringify(rec.files),
+      e.id,
+      pgvector.toSql(embedding),
+    ],
+  );
+  const id = rows[0]?.id;
+  if (id !== undefined) return { id };
+  const first = await existing(db, "successes", rec.idempotencyKey);
+  if (!first) throw new LoopsmithError("db_error", "memory could not store the success: the row vanished");
+  return first;
+}
+
+/**
+ * A recall: the nearest failures and successes, and the lessons that fit, which come from the
+ * tasks of the nearest failures with the query's signature (looked for among the LESSON_POOL
+ * nearest; the reply keeps k of them). Lessons first; the raw failures only when no lesson
+ * fits, and never a demoted one.
+ */
+async function recallWithLessons(db: Database, e: Embedder, req: RecallRequest): Promise<Recall> {
+  const wide = await hybridRecall(db, e, { ...req, k: Math.max(req.k, LESSON_POOL) });
+  const recall = { ...wide, failures: wide.failures.slice(0, req.k), successes: wide.successes.slice(0, req.k) };
+  const sig = recall.signature;
+  const fromTasks = wide.failures.filter((f) => f.signature === sig).map((f) => f.taskId);
+  const lessons = await recallLessons(db, e, req, sig, fromTasks);
+  if (lessons.length > 0) return { ...recall, lessons, failures: [] };
+  const demoted = await demotedFailures(
+    db,
+    recall.failures.map((f) => f.id),
+  );
+  return demoted.size ? { ...recall, failures: recall.failures.filter((f) => !demoted.has(f.id)) } : recall;
+}
+
+/**
+ * Attaches a fix (the reflection) to a stored failure.
+ * @throws LoopsmithError `not_found` for an id no stored failure has
+ */
+async function attachFixRow(db: Database, fix: FailureFix): Promise<Remembered> {
+  if (!/^\d{1,18}$/.test(fix.failureId)) {
+    throw new LoopsmithError("not_found", `no stored failure has id ${JSON.stringify(fix.failureId.slice(0, 40))}`);
+  }
+  const { rows } = await withDb("attach the fix", () =>
+    db.pool.query<{ id: string; signature: string }>(
+      `UPDATE loopsmith.failures SET reflection = $2::jsonb, fixed_at = now()
+        WHERE id = $1::bigint RETURNING id::text AS id, signature`,
+      [fix.failureId, JSON.stringify(fix.reflection)],
+    ),
+  );
+  const row = rows[0];
+  if (!row) throw new LoopsmithError("not_found", `no stored failure has id ${fix.failureId}`);
+  return { id: row.id, signature: row.signature };
+}
+
+/**
+ * Records a finished task (its history row), replacing an earlier record of the same task by
+ * the same owner.
+ * @throws LoopsmithError `bad_request` when `finishedAt` is not an ISO-8601 date
+ */
+async function recordTaskRow(db: Database, rec: TaskRecord): Promise<void> {
+  if (Number.isNaN(Date.parse(rec.finishedAt))) {
+    throw new LoopsmithError(
+      "bad_request",
+      `finishedAt ${JSON.stringify(rec.finishedAt.slice(0, 40))} is not an ISO-8601 date`,
+    );
+  }
+  await withDb("record the task", () =>
+    db.pool.query(
+      `INSERT INTO loopsmith.tasks
+         (task_id, goal, language, status, stop_reason, iterations, usage, cost_usd, duration_ms, scripted, finished_at, usage_by_role, owner)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11::timestamptz, $12::jsonb, $13)
+       ON CONFLICT (task_id) DO UPDATE SET
+         goal = EXCLUDED.goal, language = EXCLUDED.language, status = EXCLUDED.status,
+         stop_reason = EXCLUDED.stop_reason, iterations = EXCLUDED.iterations, usage = EXCLUDED.usage,
+         cost_usd = EXCLUDED.cost_usd, duration_ms = EXCLUDED.duration_ms, scripted = EXCLUDED.scripted,
+         finished_at = EXCLUDED.finished_at, usage_by_role = EXCLUDED.usage_by_role, recorded_at = now()
+       WHERE loopsmith.tasks.owner = EXCLUDED.owner`,
+      [
+        rec.taskId,
+        rec.goal,
+        rec.language,
+        rec.status,
+        rec.stopReason,
+        rec.iterations,
+        JSON.stringify(rec.usage),
+        rec.usage.costUsd,
+        rec.durationMs,
+        rec.scripted,
+        new Date(rec.finishedAt).toISOString(),
+        JSON.stringify(rec.usageByRole),
+        rec.owner ?? rec.task?.owner ?? DEFAULT_OWNER,
+      ],
+    ),
+  );
+}
+
+/** The failures a client asked for, with the lessons, the recall record of a task and the utility table (`--utility`); a verdict given with it is set first. */
+async function failuresReply(db: Database, req: FailuresRequest, owner: string): Promise<Failures> {
+  if (req.verdict) await setVerdict(db, req.verdict, owner);
+  const failures = await readFailures(db, req, owner);
+  const lessons = await readLessons(db, req.taskId, req.limit, owner);
+  return {
+    ...failures,
+    lessons,
+    ...(req.taskId ? { uses: await readUses(db, req.taskId, owner) } : {}),
+    ...(req.utility ? { utility: await utilityRows(db, req.limit, owner) } : {}),
+  };
+}
+
 /** Builds a store over an open database. Exposed for tests; use {@link openMemoryStore}. */
 export function createMemoryStore(
   db: Database,
@@ -272,113 +346,8 @@ export function createMemoryStore(
   log: Logger,
   opts: StoreOptions = {},
 ): MemoryStore {
-  const fallback = opts.fallback && opts.fallback.id !== configured.id ? opts.fallback : undefined;
-  const cooldownMs = opts.cooldownMs ?? 30_000;
-  let pass: Promise<ReembedResult> | undefined;
-  /** Another pass is due once the running one ends (rows were stored behind its cursor). */
-  let again = false;
-  let closing = false;
-  /** Rows wait for the embedder to answer again: a fallback stored them, or a pass stopped on its error. */
-  let waiting = false;
-  /** Until when (ms since the epoch) calls go straight to the fallback, after the embedder failed. */
-  let downUntil = 0;
-
-  const runPass = (): Promise<ReembedResult> =>
-    (pass ??= reembedRows(db, embedder, { log, stop: () => closing })
-      .then((result) => {
-        if (result.stoppedBy !== undefined) {
-          waiting = true;
-          log.warn(
-            { err: result.stoppedBy, embedder: configured.id, done: result },
-            "re-embedding stopped: the embedder failed; it goes on once the embedder answers again",
-          );
-        }
-        return result;
-      })
-      .finally(() => {
-        pass = undefined;
-        if (again) {
-          again = false;
-          setImmediate(background);
-        }
-      }));
-  /** Starts a pass in the background (or, while one runs, another after it). */
-  function background(): void {
-    if (closing) return;
-    if (pass) {
-      again = true;
-      return;
-    }
-    runPass().catch((err: unknown) => log.warn({ err, embedder: configured.id }, "re-embedding failed"));
-  }
-  const embedder = guarded(configured, () => {
-    downUntil = 0;
-    if (waiting && opts.reembed === true && fallback) {
-      waiting = false;
-      // On a later turn: after the statement this call is part of.
-      setImmediate(background);
-    }
-  });
-  /**
-   * Runs `fn` with the embedder; when the embedder fails and there is a fallback, runs it
-   * again with the fallback (the embedder's error logged), and for `cooldownMs` after goes
-   * straight to the fallback (a server that is down costs its timeouts once, not per call).
-   */
-  const withEmbedder = async <T>(what: string, fn: (e: Embedder) => Promise<T>): Promise<T> => {
-    if (fallback && Date.now() < downUntil) {
-      waiting = true;
-      return fn(fallback);
-    }
-    try {
-      return await fn(embedder);
-    } catch (err) {
-      if (!(err instanceof EmbedderFailed) || !fallback) throw err;
-      waiting = true;
-      downUntil = Date.now() + cooldownMs;
-      log.warn(
-        { err, embedder: configured.id, fallback: fallback.id, cooldownMs },
-        `memory could not ${what} with embedder ${configured.id}: ${err.message}; using ${fallback.id} (for ${cooldownMs} ms)`,
-      );
-      return fn(fallback);
-    }
-  };
-
-  const existing = async (table: "failures" | "successes", key: string): Promise<Remembered | null> => {
-    const cols = table === "failures" ? "id::text AS id, signature" : "id::text AS id";
-    const { rows } = await db.pool.query<{ id: string; signature?: string }>(
-      `SELECT ${cols} FROM loopsmith.${table} WHERE idempotency_key = $1`,
-      [key],
-    );
-    const row = rows[0];
-    if (!row) return null;
-    return row.signature === undefined ? { id: row.id } : { id: row.id, signature: row.signature };
-  };
-
-  /** Inserts a success with `e`'s vector; the first row of its key when one is stored already. */
-  const insertSuccess = async (rec: SuccessRecord, e: Embedder, embedding: number[]): Promise<Remembered> => {
-    const { rows } = await db.pool.query<{ id: string }>(
-      `INSERT INTO loopsmith.successes
-           (idempotency_key, task_id, iteration, language, goal, files, embedder, embedding)
-         VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::vector(${e.dimensions}))
-         ON CONFLICT (idempotency_key) DO NOTHING
-         RETURNING id::text AS id`,
-      [
-        rec.idempotencyKey,
-        rec.taskId,
-        rec.iteration,
-        rec.language,
-        rec.goal,
-        JSON.stringify(rec.files),
-        e.id,
-        pgvector.toSql(embedding),
-      ],
-    );
-    const id = rows[0]?.id;
-    if (id !== undefined) return { id };
-    const first = await existing("successes", rec.idempotencyKey);
-    if (!first) throw new LoopsmithError("db_error", "memory could not store the success: the row vanished");
-    return first;
-  };
+  const embedders = embedderSwitch(db, configured, log, opts);
+  const withEmbedder = embedders.withEmbedder;
 
   return {
     backend: db.backend,
@@ -386,27 +355,12 @@ export function createMemoryStore(
 
     async recall(input) {
       const req = parse(RecallRequest, input, "recall request");
-      return withEmbedder("embed the recall", async (e) => {
-        // The lessons that fit come from the tasks of the nearest failures with the query's
-        // signature, looked for among the LESSON_POOL nearest (the reply keeps k of them).
-        const wide = await hybridRecall(db, e, { ...req, k: Math.max(req.k, LESSON_POOL) });
-        const recall = { ...wide, failures: wide.failures.slice(0, req.k), successes: wide.successes.slice(0, req.k) };
-        const sig = recall.signature;
-        const fromTasks = wide.failures.filter((f) => f.signature === sig).map((f) => f.taskId);
-        const lessons = await recallLessons(db, e, req, sig, fromTasks);
-        // Lessons first; the raw failures only when no lesson fits, and never a demoted one.
-        if (lessons.length > 0) return { ...recall, lessons, failures: [] };
-        const demoted = await demotedFailures(
-          db,
-          recall.failures.map((f) => f.id),
-        );
-        return demoted.size ? { ...recall, failures: recall.failures.filter((f) => !demoted.has(f.id)) } : recall;
-      });
+      return withEmbedder("embed the recall", (e) => recallWithLessons(db, e, req));
     },
 
     async rememberFailure(input) {
       const rec = parse(FailureRecord, input, "failure record");
-      const found = await withDb("look up the failure", () => existing("failures", rec.idempotencyKey));
+      const found = await withDb("look up the failure", () => existing(db, "failures", rec.idempotencyKey));
       if (found) return found;
       // One row of the bulk insert: one INSERT statement for both paths (a race with the same
       // key is settled there: the first row wins).
@@ -418,70 +372,22 @@ export function createMemoryStore(
       return first;
     },
 
-    async attachFix(input) {
-      const fix = parse(FailureFix, input, "fix");
-      if (!/^\d{1,18}$/.test(fix.failureId)) {
-        throw new LoopsmithError("not_found", `no stored failure has id ${JSON.stringify(fix.failureId.slice(0, 40))}`);
-      }
-      const { rows } = await withDb("attach the fix", () =>
-        db.pool.query<{ id: string; signature: string }>(
-          `UPDATE loopsmith.failures SET reflection = $2::jsonb, fixed_at = now()
-            WHERE id = $1::bigint RETURNING id::text AS id, signature`,
-          [fix.failureId, JSON.stringify(fix.reflection)],
-        ),
-      );
-      const row = rows[0];
-      if (!row) throw new LoopsmithError("not_found", `no stored failure has id ${fix.failureId}`);
-      return { id: row.id, signature: row.signature };
-    },
+    attachFix: async (input) => attachFixRow(db, parse(FailureFix, input, "fix")),
 
     async rememberSuccess(input) {
       const rec = parse(SuccessRecord, input, "success record");
-      const found = await withDb("look up the success", () => existing("successes", rec.idempotencyKey));
+      const found = await withDb("look up the success", () => existing(db, "successes", rec.idempotencyKey));
       if (found) return found;
       const parts = { goal: buildEmbedText({ goal: rec.goal }).goal, error: "", code: "" };
       return withEmbedder("embed the success", async (e) => {
         const embedding = await embedParts(e, parts);
-        return withDb("store the success", () => insertSuccess(rec, e, embedding));
+        return withDb("store the success", () => insertSuccess(db, rec, e, embedding));
       });
     },
 
     async recordTask(input) {
       const rec = parse(TaskRecord, input, "task record");
-      if (Number.isNaN(Date.parse(rec.finishedAt))) {
-        throw new LoopsmithError(
-          "bad_request",
-          `finishedAt ${JSON.stringify(rec.finishedAt.slice(0, 40))} is not an ISO-8601 date`,
-        );
-      }
-      await withDb("record the task", () =>
-        db.pool.query(
-          `INSERT INTO loopsmith.tasks
-             (task_id, goal, language, status, stop_reason, iterations, usage, cost_usd, duration_ms, scripted, finished_at, usage_by_role, owner)
-           VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11::timestamptz, $12::jsonb, $13)
-           ON CONFLICT (task_id) DO UPDATE SET
-             goal = EXCLUDED.goal, language = EXCLUDED.language, status = EXCLUDED.status,
-             stop_reason = EXCLUDED.stop_reason, iterations = EXCLUDED.iterations, usage = EXCLUDED.usage,
-             cost_usd = EXCLUDED.cost_usd, duration_ms = EXCLUDED.duration_ms, scripted = EXCLUDED.scripted,
-             finished_at = EXCLUDED.finished_at, usage_by_role = EXCLUDED.usage_by_role, recorded_at = now()
-           WHERE loopsmith.tasks.owner = EXCLUDED.owner`,
-          [
-            rec.taskId,
-            rec.goal,
-            rec.language,
-            rec.status,
-            rec.stopReason,
-            rec.iterations,
-            JSON.stringify(rec.usage),
-            rec.usage.costUsd,
-            rec.durationMs,
-            rec.scripted,
-            new Date(rec.finishedAt).toISOString(),
-            JSON.stringify(rec.usageByRole),
-            rec.owner ?? rec.task?.owner ?? DEFAULT_OWNER,
-          ],
-        ),
-      );
+      await recordTaskRow(db, rec);
       return { id: rec.taskId };
     },
 
@@ -499,18 +405,8 @@ export function createMemoryStore(
       return readHistory(db, parse(HistoryRequest, input, "history request"), owner);
     },
 
-    async failures(input, owner = DEFAULT_OWNER) {
-      const req = parse(FailuresRequest, input, "failures request");
-      if (req.verdict) await setVerdict(db, req.verdict, owner);
-      const failures = await readFailures(db, req, owner);
-      const lessons = await readLessons(db, req.taskId, req.limit, owner);
-      return {
-        ...failures,
-        lessons,
-        ...(req.taskId ? { uses: await readUses(db, req.taskId, owner) } : {}),
-        ...(req.utility ? { utility: await utilityRows(db, req.limit, owner) } : {}),
-      };
-    },
+    failures: async (input, owner = DEFAULT_OWNER) =>
+      failuresReply(db, parse(FailuresRequest, input, "failures request"), owner),
 
     stats: async (input = { v: 1 }, owner = DEFAULT_OWNER) =>
       computeStats(db, parse(StatsRequest, input, "stats request"), owner),
@@ -531,12 +427,11 @@ export function createMemoryStore(
       await setVerdict(db, verdict, owner);
     },
 
-    reembed: () => runPass(),
+    reembed: () => embedders.reembed(),
 
     async close() {
       log.debug({ backend: db.backend }, "closing memory");
-      closing = true;
-      await pass?.catch(() => undefined);
+      await embedders.close();
       await db.close();
     },
   };
