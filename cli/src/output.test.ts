@@ -130,6 +130,7 @@ describe("what people see is neutralised", () => {
     expect(text).toContain("task task-1 · iteration 1 · failed · failure 7");
     expect(text).toContain("fix: use +");
     expect(failuresText({ failures: [] })).toBe("no failures stored\n");
+    expect(failuresText({ failures: [], lessons: [] })).toBe("no failures stored\nno lessons stored\n");
   });
 });
 

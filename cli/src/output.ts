@@ -114,7 +114,8 @@ export function failuresText(f: Failures): string {
     : [];
   return [
     failureLines(f),
-    lessons.length ? lessons.join("") : "no lessons stored\n",
+    // A reply without lessons (a memory service of an older build) says nothing of them.
+    f.lessons === undefined ? "" : lessons.length ? lessons.join("") : "no lessons stored\n",
     uses.length ? `what the task's recalls showed it:\n${uses.join("")}` : "",
     utility.join(""),
   ].join("");
