@@ -84,12 +84,43 @@ function wholeTail(tail: Buffer): Buffer {
 }
 
 /**
- * The ends a byte cut keeps: the first and last bytes of the room a note counting up to `whole`
- * bytes leaves, without a character cut in two. `head` and `tail` hold at least those bytes.
+ * The most bytes of text a cut of `whole` bytes can keep beside its note within `max`: from a
+ * `room` that fits (one beside a note counting `whole`), grown while the note of what is left
+ * out is shorter than the one reserved (fewer digits), so that a cut fills `max` exactly.
  */
-function keptEnds(head: Buffer, tail: Buffer, whole: number, opts: Required<CutOptions>): [Buffer, Buffer] {
-  const { head: h, tail: t } = split(roomBeside(opts.max, whole, "bytes", Buffer.byteLength), opts.headShare);
-  return [wholeHead(head.subarray(0, h)), wholeTail(tail.subarray(Math.max(0, tail.length - t)))];
+function fullRoom(max: number, whole: number, room: number): number {
+  for (;;) {
+    const next = max - Buffer.byteLength(cutNote(whole - room, "bytes"));
+    if (next <= room) return room;
+    room = next;
+  }
+}
+
+/**
+ * The ends a byte cut keeps: the first and last bytes of the room its note leaves, without a
+ * character cut in two. `head` and `tail` hold at least those bytes. `exact`: the room is the
+ * one the note of what is actually left out leaves (the result is then `max` bytes, unless a
+ * character at an end went with the middle); else the one a note counting `whole` leaves (an
+ * earlier cut's note may still go with the middle, so the count can grow after sizing).
+ */
+function keptEnds(
+  head: Buffer,
+  tail: Buffer,
+  whole: number,
+  opts: Required<CutOptions>,
+  exact: boolean,
+): [Buffer, Buffer] {
+  const ends = (room: number): [Buffer, Buffer] => {
+    const { head: h, tail: t } = split(room, opts.headShare);
+    return [wholeHead(head.subarray(0, h)), wholeTail(tail.subarray(Math.max(0, tail.length - t)))];
+  };
+  const safe = roomBeside(opts.max, whole, "bytes", Buffer.byteLength);
+  if (!exact) return ends(safe);
+  const kept = ends(fullRoom(opts.max, whole, safe));
+  const [h, t] = kept;
+  // A character that went with the middle makes the count larger: its note may no longer fit.
+  const size = h.length + t.length + Buffer.byteLength(cutNote(whole - h.length - t.length, "bytes"));
+  return size <= opts.max ? kept : ends(safe);
 }
 
 /** `head`, the note counting what `whole` bytes lose beside the two ends, and `tail`. */
@@ -116,7 +147,7 @@ export function cutBytes(bytes: Buffer, opts: CutOptions & { whole?: number }): 
   if (bytes.length <= opts.max) return bytes;
   const sized = { max: opts.max, headShare: checkShare(opts.headShare ?? DEFAULT_HEAD_SHARE) };
   const whole = Math.max(opts.whole ?? 0, bytes.length);
-  let [head, tail] = keptEnds(bytes, bytes, whole, sized);
+  let [head, tail] = keptEnds(bytes, bytes, whole, sized, opts.whole === undefined);
   if (opts.whole !== undefined) {
     // An earlier cut's note lies in the middle: neither end keeps a piece of it.
     const first = bytes.indexOf(NOTE_START);
@@ -215,7 +246,7 @@ export class CutStream {
     if (this.written <= this.max) return Buffer.concat([...this.head, ...live], this.written);
     const head = Buffer.concat(this.head, this.headBytes);
     const tail = Buffer.concat(live, this.tailBytes);
-    const [h, t] = keptEnds(head, tail, this.written, { max: this.max, headShare: this.headShare });
+    const [h, t] = keptEnds(head, tail, this.written, { max: this.max, headShare: this.headShare }, true);
     return joinAround(h, t, this.written);
   }
 }
