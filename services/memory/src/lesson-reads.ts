@@ -6,7 +6,7 @@
 import type { RecallUse, StoredLesson, UtilityRow, UtilityStats, MemoryKind } from "@loopsmith/shared/llm";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
-import { memoryUses } from "./lessons.js";
+import { lessonFields, lessonUses, memoryUses } from "./lessons.js";
 
 type Row = Record<string, unknown>;
 const str = (v: unknown): string => (typeof v === "string" ? v : String(v ?? ""));
@@ -65,21 +65,11 @@ export async function readLessons(
       [taskId ?? null, limit, owner],
     ),
   );
-  const uses = rows.length
-    ? await memoryUses(
-        db,
-        "lesson",
-        rows.map((r) => str(r.id)),
-      )
-    : new Map();
+  const uses = await lessonUses(db, rows);
   return rows.map((r) => {
     const use = uses.get(`lesson:${str(r.id)}`);
     return {
-      id: str(r.id),
-      taskId: str(r.task_id),
-      signature: str(r.signature),
-      rule: str(r.rule),
-      source: str(r.source) === "reflect" ? "reflect" : "fallback",
+      ...lessonFields(r),
       promptVersion: Number(r.prompt_version),
       createdAt: new Date(r.created_at as string).toISOString(),
       use: {

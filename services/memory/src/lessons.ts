@@ -29,6 +29,7 @@ import {
   type MemoryKind,
   type MemoryVerdict,
   type RecalledLesson,
+  type StoredLesson,
 } from "@loopsmith/shared/llm";
 import type { Database } from "./db.js";
 import { embeddingExpr } from "./db.js";
@@ -255,21 +256,11 @@ export async function recallLessons(
       ],
     ),
   );
-  const uses = rows.length
-    ? await memoryUses(
-        db,
-        "lesson",
-        rows.map((r) => str(r.id)),
-      )
-    : new Map();
+  const uses = await lessonUses(db, rows);
   return rows.map((r) => {
     const use = uses.get(`lesson:${str(r.id)}`);
     return {
-      id: str(r.id),
-      taskId: str(r.task_id),
-      signature: str(r.signature),
-      rule: str(r.rule),
-      source: str(r.source) === "reflect" ? "reflect" : "fallback",
+      ...lessonFields(r),
       match: signature === undefined ? "goal" : "signature",
       similarity: r.similarity === null || r.similarity === undefined ? 0 : Number(r.similarity),
       use: use
@@ -283,6 +274,27 @@ export async function recallLessons(
         : UNUSED,
     };
   });
+}
+
+/** The measured use of each of these lesson rows, keyed `lesson:<id>` (nothing asked for no row). */
+export async function lessonUses(db: Database, rows: readonly Row[]): Promise<Map<string, MeasuredMemory>> {
+  if (rows.length === 0) return new Map();
+  return memoryUses(
+    db,
+    "lesson",
+    rows.map((r) => str(r.id)),
+  );
+}
+
+/** The fields of a `loopsmith.lessons` row that every reply of a lesson carries: id, source task, signature, rule, who wrote it. */
+export function lessonFields(r: Row): Pick<StoredLesson, "id" | "taskId" | "signature" | "rule" | "source"> {
+  return {
+    id: str(r.id),
+    taskId: str(r.task_id),
+    signature: str(r.signature),
+    rule: str(r.rule),
+    source: str(r.source) === "reflect" ? "reflect" : "fallback",
+  };
 }
 
 /**
