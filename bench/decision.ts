@@ -248,7 +248,7 @@ const after = cpuTimes();
 
 console.log("");
 console.log(
-  `run-level simulation (issue #36): ${RN} cases (${R_PASS} pass, ${RN - R_PASS - R_FLAKY} fail, ${R_FLAKY} flaky, passing each run at ${FLAKY_P.join("/")}), up to ${REPEATS} repeats per side, ${CALIBRATION} calibration runs, 30% held out, run alpha ${ALPHA}`,
+  `run-level simulation: ${RN} cases (${R_PASS} pass, ${RN - R_PASS - R_FLAKY} fail, ${R_FLAKY} flaky, passing each run at ${FLAKY_P.join("/")}), up to ${REPEATS} repeats per side, ${CALIBRATION} calibration runs, 30% held out, run alpha ${ALPHA}`,
 );
 console.log(
   `alpha spent per test: harmonic over 100 generations α_1 = ${testAlpha(ALPHA, 1, 100, "harmonic").toPrecision(3)}, α_20 = ${testAlpha(ALPHA, 20, 100, "harmonic").toPrecision(3)}, Σ_100 = ${alphaSpent(ALPHA, 100, 100, "harmonic").toPrecision(3)}; basel α_1 = ${testAlpha(ALPHA, 1, 100, "basel").toPrecision(3)}, Σ_100 = ${alphaSpent(ALPHA, 100, 100, "basel").toPrecision(3)}`,
@@ -258,8 +258,8 @@ for (const line of formatTable(
   [
     ["100 generations of noise", "runs with any false accept"],
     ["today's rule (alpha 0.05 per generation)", share(noise.today)],
-    ["issue #36, harmonic spending", share(noise.harmonic)],
-    ["issue #36, basel spending", share(noise.basel)],
+    ["run-level, harmonic spending", share(noise.harmonic)],
+    ["run-level, basel spending", share(noise.basel)],
   ],
   { align: ["left", "right"] },
 ))
@@ -275,7 +275,7 @@ console.log("");
 console.log("benchmark runs per generation (both sides; calibration shared out over the run)");
 for (const line of formatTable(
   [
-    ["candidate", "today's rule", "issue #36"],
+    ["candidate", "today's rule", "run-level rule"],
     ["noise (100-generation runs)", mean(spent.today).toFixed(2), mean(spent.harmonic).toFixed(2)],
     ["real fix of 8", mean(fixRuns.today ?? [0]).toFixed(2), mean(fixRuns.new ?? [0]).toFixed(2)],
   ],

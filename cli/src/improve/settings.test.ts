@@ -94,7 +94,7 @@ describe("improve settings", () => {
   });
 });
 
-describe("--holdout (issue #36)", () => {
+describe("--holdout", () => {
   it("reads a file as case ids and passes anything else on as a glob", () => {
     const dir = mkdtempSync(join(tmpdir(), "loopsmith-holdout-"));
     writeFileSync(join(dir, "held.txt"), "# never shown\ncase-7\n\n  case-9  \n");
@@ -103,7 +103,7 @@ describe("--holdout (issue #36)", () => {
     expect(() => holdoutPatterns(["empty.txt"], dir)).toThrow(LoopsmithError);
   });
 
-  it("reaches the settings with the other issue #36 flags", () => {
+  it("reaches the settings with the other run-level flags", () => {
     const s = improveSettings(
       {
         bench: "b",

@@ -54,7 +54,7 @@ export interface ImproveFlags extends ModelOptions {
 }
 
 /**
- * The confirmation cases `--holdout` names (issue #36). Each value is a file when one exists
+ * The confirmation cases `--holdout` names. Each value is a file when one exists
  * at that path (relative to `cwd`): its lines are case ids (blank lines and lines starting
  * with `#` skipped, blanks around an id trimmed); otherwise it is a case-id glob (picomatch:
  * `*`, `?`, `[…]`, `{a,b}`), passed on as it is.

@@ -1,11 +1,11 @@
 /**
- * The small-benchmark warning `loopsmith improve` prints before generation 1 (issue #36): the
+ * The small-benchmark warning `loopsmith improve` prints before generation 1: the
  * cases a perfect fix needs, and the one line.
  */
 import { describe, expect, it } from "vitest";
 import { fixesNeeded, smallBenchmarkWarning } from "./reports.js";
 
-describe("the small-benchmark warning (issue #36)", () => {
+describe("the small-benchmark warning", () => {
   const calibration = (selectionFailing: number, selectionPassing = 10) => ({
     runs: 3,
     flaky: [],
