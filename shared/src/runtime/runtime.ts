@@ -225,6 +225,9 @@ export async function runService<T = undefined>(
     ...(mod.metadata ? { metadata: mod.metadata } : {}),
     ...(mod.stats ? { stats: mod.stats } : {}),
   });
+  // The endpoints' subscriptions are at the server before the service says it started: a
+  // caller told so (a test, a stack waiting for it) reaches it, not "no responders".
+  await nc.flush();
   log.info({ endpoints: mod.registrations.map((r) => r.def.subject) }, "service started");
   const idFile = process.env.LOOPSMITH_SERVICE_ID_FILE;
   if (idFile) await writeServiceIdFile(idFile, { name: ServiceNames[name], id: service.info().id }, log);
