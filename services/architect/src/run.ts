@@ -1,10 +1,11 @@
 /**
- * One task's run through the loop: its state and the mechanics every phase shares. The
- * durability of a task lives here and nowhere else: events and their sequence numbers,
- * checkpoints (`advance` after a phase, `record` inside one), usage, the classification of
- * step errors, the sandbox retry, and the stop. A phase (`phases.ts`, `repo/phases.ts`,
- * `dag/phases.ts`) is a function of the state it starts from and this run, and returns its
- * {@link PhaseOutcome}; the dispatcher is `runLoop` in `loop.ts`.
+ * One task's run through the loop: its state and the mechanics that are the task's own: its
+ * events' shape, usage, the model call, the classification of step errors, the sandbox retry,
+ * and the stop. What every durable job shares (events numbered by the state, `update`,
+ * `record` inside a phase, the checkpoint after one) is {@link DurableRun}'s, and the
+ * dispatcher over the phase table is `runPhases` (both in `durable/machine.ts`), driven by
+ * `runLoop` in `loop.ts`. A phase (`phases.ts`, `repo/phases.ts`, `dag/phases.ts`) is a
+ * function of the state it starts from and this run, and returns its {@link PhaseOutcome}.
  */
 import {
   LoopsmithError,
@@ -31,7 +32,7 @@ import { addStepUsage, type TaskState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";
 import { taskRecordOf } from "./task-record.js";
 import { finalState } from "./verdict.js";
-import { HandBack } from "./durable/index.js";
+import { DurableRun, HandBack, advance, type PhaseMachine, type PhaseStep } from "./durable/index.js";
 
 /** Sandbox infrastructure failures in a row before the task stops with `error`. */
 export const MAX_SANDBOX_ERRORS = 3;
@@ -48,7 +49,7 @@ export interface Stop {
  * What a phase ends with: go on to `next`, or stop. `patch` is applied to the state first
  * either way; the run then checkpoints (go on) or ends the task (stop).
  */
-export type PhaseOutcome = ({ next: Phase } | Stop) & { patch?: Partial<TaskState> };
+export type PhaseOutcome = PhaseStep<Phase, TaskState, Stop>;
 
 /** A phase: from the state it starts at (`run.s` when it starts), with the run's mechanics. */
 export type PhaseFn = (s: TaskState, run: TaskRun) => Promise<PhaseOutcome>;
@@ -76,13 +77,21 @@ export interface LlmReply<T> {
   data: Record<string, unknown>;
 }
 
+/** How a task's step is carried out: its phase field, and its stop ({@link TaskRun.stop}). */
+export const TASK_STEPS: Pick<PhaseMachine<Phase, TaskState, TaskRun, Stop>, "at" | "end"> = {
+  at: (phase) => ({ phase }),
+  end: (run, stop) => run.stop(stop),
+};
+
 /** A task being advanced by the loop; `s` is its current state. */
-export class TaskRun {
+export class TaskRun extends DurableRun<TaskState> {
   constructor(
-    public s: TaskState,
+    s: TaskState,
     readonly steps: Steps,
-    readonly io: LoopIO,
-  ) {}
+    override readonly io: LoopIO,
+  ) {
+    super(s, io);
+  }
 
   /**
    * The parts of the task a prompt may see (never the hidden tests); in repo mode, the map and
@@ -103,50 +112,25 @@ export class TaskRun {
     return budgetLeft(this.s);
   }
 
+  /**
+   * Carries out a phase's outcome: its patch, then the checkpoint at the next phase, or the
+   * stop. @returns the final state when the task stopped, undefined to go on
+   */
+  advance(outcome: PhaseOutcome): Promise<TaskState | undefined> {
+    return advance(this, TASK_STEPS, outcome);
+  }
+
   /** Publishes a progress event with the next sequence number. */
   async emit(kind: TaskEvent["kind"], message: string, extra: Partial<TaskEvent> = {}): Promise<void> {
     const parent = this.s.task.parent;
-    const event: TaskEvent = {
-      v: 1,
+    await this.publish({
       taskId: this.s.task.taskId,
-      seq: this.s.eventSeq,
-      at: new Date().toISOString(),
       iteration: this.s.iteration,
       kind,
       message,
       ...(parent ? { parentTaskId: parent.taskId, subtaskId: parent.subtaskId } : {}),
       ...extra,
-    };
-    this.s = { ...this.s, eventSeq: this.s.eventSeq + 1 };
-    await this.io.emit(event);
-  }
-
-  /**
-   * Changes the state in memory only: what the run's own mechanics must see before the phase
-   * ends (the brief reads the candidate). The next checkpoint records it.
-   */
-  update(patch: Partial<TaskState>): void {
-    this.s = { ...this.s, ...patch };
-  }
-
-  /** Applies `patch` and checkpoints, staying in the current phase (progress inside a phase). */
-  async record(patch: Partial<TaskState> = {}): Promise<void> {
-    this.s = { ...this.s, ...patch };
-    await this.io.checkpoint(this.s);
-    this.io.heartbeat();
-  }
-
-  /**
-   * Carries out a phase's outcome: its patch, then the checkpoint at the next phase, or the
-   * stop. @returns the final state when the task stopped, undefined to go on
-   */
-  async advance(outcome: PhaseOutcome): Promise<TaskState | undefined> {
-    if ("next" in outcome) {
-      await this.record({ ...outcome.patch, phase: outcome.next });
-      return undefined;
-    }
-    if (outcome.patch) this.update(outcome.patch);
-    return this.stop(outcome);
+    });
   }
 
   /**

@@ -3,7 +3,8 @@
  * checkpointed and resume after a crash ({@link runDurableConsumer}), and the checkpoint
  * store whose large parts go to the object store so no checkpoint exceeds `max_payload`
  * ({@link checkpointStore}, `blobs.ts`), and the outbox that keeps a bus message the other
- * side cannot take yet ({@link openOutbox}). Its public API is what this file names.
+ * side cannot take yet ({@link openOutbox}), and the phase machine every such job runs
+ * through ({@link runPhases}, {@link DurableRun}). Its public API is what this file names.
  */
 export {
   HEARTBEAT_MS,
@@ -38,5 +39,14 @@ export {
   type Encoded,
 } from "./blobs.js";
 export { HandBack } from "./handback.js";
+export {
+  DurableRun,
+  advance,
+  runPhases,
+  type PhaseMachine,
+  type PhaseStep,
+  type RunIO,
+  type Sequenced,
+} from "./machine.js";
 export { pipelinedEvents, publishJobEvent, type PipelinedEvents } from "./events.js";
 export { openOutbox, type Outbox, type OutboxOptions } from "./outbox.js";
