@@ -7,7 +7,9 @@
  * task's build prompt after its failure carries that lesson (its id, the task it came from) and
  * no raw failure, and the recall-use log records that the lesson was shown, at which
  * iteration, and that the next iteration and the task passed. A lesson reply that is garbage
- * gives a warning and the fallback lesson (the last reflection's).
+ * gives a warning and the fallback lesson (the last reflection's). A script with no lesson reply
+ * learns nothing (one step line, no re-ask), and the later tasks' hints are the raw failures,
+ * each named with its source task and measured use, which the recall reply carries.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,6 +25,7 @@ import {
   loadConfig,
   runService,
   type ExecutionResult,
+  type Task,
   type TranscriptLine,
 } from "@loopsmith/shared";
 import { rememberLessonsEndpoint } from "@loopsmith/shared/llm";
@@ -188,6 +191,81 @@ async function garbageLessonReply(nats: Started, env: Record<string, string>): P
   });
 }
 
+/**
+ * Three related tasks on a script with no lesson reply: each passes, learns no lesson (one step
+ * line, no re-ask, no warning), so the later tasks are shown the raw failures, each named with
+ * its source task and its measured use, and the recall reply carries that use.
+ */
+async function noLessonReply(nats: Started, env: Record<string, string>): Promise<void> {
+  const tasks = ["add", "add_pair", "add_two"].map((fn) => ({
+    fn,
+    task: task({ goal: `Write ${fn}(a, b): return the sum of a and b.` }),
+  }));
+  await withMemory(nats, env, async (mnc) => {
+    // Only the reflection after the failure: the lesson call finds no entry of its own.
+    const scripts = Object.fromEntries(
+      tasks.map(({ fn, task: t }) => {
+        const r = replies(fn, undefined);
+        return [t.taskId, { ...r, reflect: r.reflect.slice(0, 1) }];
+      }),
+    );
+    const r = loopSteps(mnc, scripts);
+    await withConductor(nats.url, r.steps, async (nc) => {
+      const [first, second, third] = tasks.map((t) => t.task) as [Task, Task, Task];
+      const one = await runTask(nc, first);
+      expect(one.result.status).toBe("passed");
+      expect(one.result.iterations).toBe(2);
+      const said = one.events.filter((e) => e.message.includes("lesson"));
+      expect(said).toHaveLength(1);
+      expect(said[0]).toMatchObject({ kind: "step", phase: "score" });
+      expect(said[0]?.message).toMatch(
+        /^no lesson: the provider has no lesson reply \(the script .* has no lesson reply/,
+      );
+      expect(one.events.filter((e) => e.kind === "warning")).toEqual([]);
+      // The lesson call made no call: one reflect call, the reflection's.
+      expect(one.result.usage.byRole.reflect?.calls).toBe(1);
+      const own = await call(
+        mnc,
+        Endpoints.memory.failures,
+        { v: 1, taskId: first.taskId, limit: 5 },
+        { owner: DEFAULT_OWNER },
+      );
+      expect(own.lessons ?? []).toEqual([]);
+      const failureId = own.failures[0]?.id as string;
+
+      // The second task is shown the first one's raw failure, which no finished task was shown yet.
+      expect((await runTask(nc, second)).result.status).toBe("passed");
+      const hint2 = r.builds(second.taskId)[1] as string;
+      expect(hint2).toContain(
+        `[memory:failure:${failureId}] from task ${first.taskId}; not recalled by a finished task before;`,
+      );
+      expect(hint2).not.toContain("[memory:lesson:");
+
+      // The third: that failure was recalled by one finished task, which passed.
+      expect((await runTask(nc, third)).result.status).toBe("passed");
+      const hint3 = r.builds(third.taskId)[1] as string;
+      expect(hint3).toMatch(
+        new RegExp(
+          `\\[memory:failure:${failureId}\\] from task ${first.taskId}; recalled in 1 finished task, 1 of them passed \\(utility [+-]\\d\\.\\d\\d, s\\.e\\. \\d\\.\\d\\d\\);`,
+        ),
+      );
+      const recall = await call(mnc, Endpoints.memory.recall, {
+        v: 1,
+        taskId: "t-probe",
+        language: "python",
+        text: first.goal,
+        errorText: "NameError: name 'totl' is not defined",
+        k: 5,
+        excludeSameTask: true,
+      });
+      const recalled = recall.failures.find((f) => f.id === failureId);
+      expect(recalled).toMatchObject({ taskId: first.taskId, use: { recalledIn: 2, passedAfter: 2, demoted: false } });
+      expect(recalled?.use?.utility).not.toBeNull();
+      expect(recall.failures.every((f) => f.use !== undefined)).toBe(true);
+    });
+  });
+}
+
 describe("lessons through the loop and the memory service on PGlite", () => {
   it("gives the second of two related tasks the first one's lesson as its hint, and logs the recall", async ({
     nats,
@@ -202,6 +280,14 @@ describe("lessons through the loop and the memory service on PGlite", () => {
     await garbageLessonReply(nats, { LOOPSMITH_DATA_DIR: fresh.config.dataDir });
     await removeFreshDirs();
   });
+
+  it("skips the lesson when the script has no lesson reply; raw failure hints name their task and use", async ({
+    nats,
+  }) => {
+    const fresh = await freshDataDir();
+    await noLessonReply(nats, { LOOPSMITH_DATA_DIR: fresh.config.dataDir });
+    await removeFreshDirs();
+  });
 });
 
 describe("lessons through the loop and the memory service on PostgreSQL", () => {
@@ -211,5 +297,13 @@ describe("lessons through the loop and the memory service on PostgreSQL", () => 
   }) => {
     const fresh = await freshDatabase(postgres);
     await twoRelatedTasks(nats, { DATABASE_URL: fresh.config.databaseUrl as string });
+  });
+
+  it("skips the lesson when the script has no lesson reply; raw failure hints name their task and use", async ({
+    nats,
+    postgres,
+  }) => {
+    const fresh = await freshDatabase(postgres);
+    await noLessonReply(nats, { DATABASE_URL: fresh.config.databaseUrl as string });
   });
 });

@@ -104,6 +104,16 @@ describe("LESSONS after a pass", () => {
     ]);
   });
 
+  it("skips the lesson when the provider has no lesson reply: one step line, nothing stored, no LLM failure", async () => {
+    const s = state();
+    const none = new LoopsmithError("provider_unconfigured", "the script s.json has no lesson reply for task t");
+    const r = fakeRun(s, { distil: async () => Promise.reject(none) });
+    await distilLessons(s, r.run);
+    expect(r.stored).toEqual([]);
+    expect(r.failures).toEqual([]);
+    expect(r.events).toEqual([{ kind: "step", message: lessonTexts.noReply(none.message), data: undefined }]);
+  });
+
   it("warns and falls back on any other error (the budget), and without the lesson call", async () => {
     const s = state();
     const r = fakeRun(s, { distil: async () => Promise.reject(new LoopsmithError("budget_exceeded", "budget spent")) });

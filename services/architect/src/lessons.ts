@@ -3,8 +3,9 @@
  * role turns its failures into lessons (the lesson prompt, `LessonReply`), one per distinct
  * signature, each rule scrubbed of the names the candidate defines; memory stores them with the
  * signature and the task they came from. An unreadable lesson reply (or steps without the lesson
- * call) falls back to the reflection on the last failure, the one the pass followed. Advisory
- * throughout: nothing here stops or fails the task.
+ * call) falls back to the reflection on the last failure, the one the pass followed; a provider
+ * that has no lesson reply (`provider_unconfigured`: a script whose entries ended) gives one step
+ * line and no lesson. Advisory throughout: nothing here stops or fails the task.
  */
 import { hasCode } from "@loopsmith/shared";
 import {
@@ -27,6 +28,7 @@ export const lessonTexts = {
   none: "no lesson: the lesson reply was unusable and there was no reflection to fall back on",
   noneFit:
     "no lesson in it was about one of this task's error signatures with a rule left once the task's names were scrubbed",
+  noReply: (why: string) => `no lesson: the provider has no lesson reply (${why}); nothing was stored`,
 } as const;
 
 /**
@@ -68,6 +70,12 @@ export async function distilLessons(s: TaskState, run: TaskRun): Promise<void> {
           phase: "score",
         });
     } catch (err) {
+      // A provider with no lesson reply (a script whose entries ended) has nothing to teach:
+      // one step line, no fallback lesson made up from the reflection.
+      if (hasCode(err, "provider_unconfigured")) {
+        await run.emit("step", lessonTexts.noReply(err.message), { phase: "score" });
+        return;
+      }
       // An unreadable reply is counted and reported as any LLM step's; any other error (the
       // budget, a provider down) only loses the reflect role's wording of the lesson.
       if (hasCode(err, "llm_bad_reply")) await run.llmFailure(err, "reflect");

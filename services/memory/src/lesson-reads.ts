@@ -3,6 +3,7 @@
  * lessons, every memory's utility and the recall-use statistics. Pure queries over an open
  * database (the estimator and the rules are in `lessons.ts`; docs/MEMORY.md).
  */
+import type { RecalledFailure } from "@loopsmith/shared";
 import type { RecallUse, StoredLesson, UtilityRow, UtilityStats, MemoryKind } from "@loopsmith/shared/llm";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
@@ -42,6 +43,34 @@ export async function readUses(db: Database, taskId: string, owner: string): Pro
     taskIterations: r.iterations === null || r.iterations === undefined ? null : Number(r.iterations),
     createdAt: new Date(r.created_at as string).toISOString(),
   }));
+}
+
+/**
+ * Recalled failures with their measured use (`use`: the finished tasks shown each, how many of
+ * them passed, its utility), as a recalled lesson carries; a failure no finished task was shown
+ * gets a use of zero tasks.
+ * @throws LoopsmithError `db_error`
+ */
+export async function withFailureUses(db: Database, failures: RecalledFailure[]): Promise<RecalledFailure[]> {
+  if (failures.length === 0) return failures;
+  const uses = await memoryUses(
+    db,
+    "failure",
+    failures.map((f) => f.id).filter((id) => /^\d{1,18}$/.test(id)),
+  );
+  return failures.map((f) => {
+    const u = uses.get(`failure:${f.id}`);
+    return {
+      ...f,
+      use: {
+        recalledIn: u?.recalledIn ?? 0,
+        passedAfter: u?.passedAfter ?? 0,
+        utility: u?.utility ?? null,
+        stderr: u?.stderr ?? null,
+        demoted: u?.demoted ?? false,
+      },
+    };
+  });
 }
 
 /**

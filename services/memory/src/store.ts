@@ -58,7 +58,7 @@ import {
   setVerdict,
   storeLessons,
 } from "./lessons.js";
-import { readLessons, readUses, utilityRows } from "./lesson-reads.js";
+import { readLessons, readUses, utilityRows, withFailureUses } from "./lesson-reads.js";
 
 /** Memory's operations. Every method validates its input against its contract first. */
 export interface MemoryStore {
@@ -248,7 +248,7 @@ async function insertSuccess(db: Database, rec: SuccessRecord, e: Embedder, embe
  * A recall: the nearest failures and successes, and the lessons that fit, which come from the
  * tasks of the nearest failures with the query's signature (looked for among the LESSON_POOL
  * nearest; the reply keeps k of them). Lessons first; the raw failures only when no lesson
- * fits, and never a demoted one.
+ * fits, never a demoted one, each with its measured use.
  */
 async function recallWithLessons(db: Database, e: Embedder, req: RecallRequest): Promise<Recall> {
   const wide = await hybridRecall(db, e, { ...req, k: Math.max(req.k, LESSON_POOL) });
@@ -261,7 +261,8 @@ async function recallWithLessons(db: Database, e: Embedder, req: RecallRequest):
     db,
     recall.failures.map((f) => f.id),
   );
-  return demoted.size ? { ...recall, failures: recall.failures.filter((f) => !demoted.has(f.id)) } : recall;
+  const kept = demoted.size ? recall.failures.filter((f) => !demoted.has(f.id)) : recall.failures;
+  return { ...recall, failures: await withFailureUses(db, kept) };
 }
 
 /**

@@ -4,7 +4,15 @@ import { FileChange, Language, Owner, StepHeader, TaskId, Usage, V1 } from "./co
 import { TaskEvent, TaskResult } from "./events.js";
 import { Reflection } from "./plan.js";
 import { Task } from "./task.js";
-import { MemoryVerdict, RecallUse, RecalledLesson, StoredLesson, UtilityRow, UtilityStats } from "./lesson.js";
+import {
+  MemoryUse,
+  MemoryVerdict,
+  RecallUse,
+  RecalledLesson,
+  StoredLesson,
+  UtilityRow,
+  UtilityStats,
+} from "./lesson.js";
 
 /** A failure to remember: one failed iteration with its normalised signature. */
 export const FailureRecord = z.object({
@@ -102,6 +110,11 @@ export const RecalledFailure = z.object({
   score: z.number().optional(),
   /** What fixed it: the task's first success after the failure; null when the task never passed. */
   fixedBy: FailureFixedBy.nullable().optional(),
+  /**
+   * Its measured use so far (in how many finished tasks it was recalled, how many passed, its
+   * utility), as a recalled lesson carries; absent from a memory that does not measure it.
+   */
+  use: MemoryUse.optional(),
 });
 export type RecalledFailure = z.infer<typeof RecalledFailure>;
 

@@ -115,6 +115,7 @@ export {
   PROMPT_VERSIONS,
   approxTokens,
   loadPrompt,
+  memoryUseText,
   renderFailure,
   renderFile,
   renderHints,

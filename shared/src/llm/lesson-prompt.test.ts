@@ -112,7 +112,7 @@ describe("the lesson prompt's helpers", () => {
     const text = renderLessons({ failures: [], successes: [], embedder: "e", lessons: [lesson()] });
     expect(text).toBe(
       "## Lessons from memory\nLESSONS recalled from memory: rules learned by earlier tasks that failed the same way and then passed. They may not apply; use them where they fit.\n" +
-        `- [memory:lesson:7] from task t-src; for the error "${SIG}"; the tasks that recalled it passed 2 of 3 times (utility +0.25, s.e. 0.10)\n` +
+        `- [memory:lesson:7] from task t-src; for the error "${SIG}"; recalled in 3 finished tasks, 2 of them passed (utility +0.25, s.e. 0.10)\n` +
         "  rule: Use the name exactly as it was defined.\n",
     );
     const fresh = renderLessons({

@@ -8,7 +8,7 @@
 import type { Recall } from "../contracts/memory.js";
 import type { Reflection } from "../contracts/plan.js";
 import { LESSON_RULE_MAX, type DistilledLesson, type LessonSource, type RecalledLesson } from "../contracts/lesson.js";
-import { section, trimToTokens } from "./prompts.js";
+import { memoryUseText, section, trimToTokens } from "./prompts.js";
 
 /** The lesson prompt's version, stored with every lesson the reflect role writes. */
 export const LESSON_PROMPT_VERSION = 1;
@@ -145,15 +145,9 @@ export function fallbackLesson(
   return meaningful(rule) ? { signature, rule, source: "fallback" } : undefined;
 }
 
-/** How a lesson's record reads in a hint: `the tasks that recalled it passed 2 of 3 times (utility +0.20, s.e. 0.15)`. */
+/** How a lesson's record reads in a hint: its measured use as every recalled memory's reads ({@link memoryUseText}). */
 export function lessonRecord(lesson: RecalledLesson): string {
-  const u = lesson.use;
-  if (u.recalledIn === 0) return "not recalled by a finished task before";
-  const utility =
-    u.utility === null
-      ? ""
-      : ` (utility ${u.utility >= 0 ? "+" : ""}${u.utility.toFixed(2)}, s.e. ${(u.stderr ?? 0).toFixed(2)})`;
-  return `the tasks that recalled it passed ${u.passedAfter} of ${u.recalledIn} times${utility}`;
+  return memoryUseText(lesson.use);
 }
 
 /**

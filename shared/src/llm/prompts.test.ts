@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ROLES } from "./types.js";
-import { loadPrompt, renderHints, renderHistory, trimToTokens } from "./prompts.js";
+import { loadPrompt, memoryUseText, renderHints, renderHistory, trimToTokens } from "./prompts.js";
 
 describe("prompts", () => {
   it("loads a versioned prompt with a worked example for every role", () => {
@@ -65,6 +65,45 @@ describe("prompts", () => {
     expect(text).toContain("[memory:failure:f1]");
     expect(text).toContain("use range(n + 1)");
     expect(renderHints(undefined)).toBe("");
+  });
+
+  it("names each recalled memory's source task and measured use; an old reply without a use still renders", () => {
+    const use = { recalledIn: 4, passedAfter: 3, utility: 0.2, stderr: 0.15, demoted: false };
+    const text = renderHints({
+      embedder: "hash-v1",
+      failures: [
+        {
+          id: "f8",
+          taskId: "t-src",
+          goal: "sum a list",
+          signature: "AssertionError",
+          failingTests: [],
+          reflection: null,
+          similarity: 0.9,
+          use,
+        },
+        { id: "f9", taskId: "t-old", goal: "g", signature: "E", failingTests: [], reflection: null, similarity: 0.5 },
+      ],
+      successes: [{ id: "s3", taskId: "t-ok", goal: "sum", files: [], similarity: 0.7 }],
+    });
+    expect(text).toContain(
+      '- [memory:failure:f8] from task t-src; recalled in 4 finished tasks, 3 of them passed (utility +0.20, s.e. 0.15); similarity 0.90; signature "AssertionError"',
+    );
+    expect(text).toContain("- [memory:failure:f9] from task t-old; use not measured; similarity 0.50");
+    expect(text).toContain("- [memory:success:s3] from task t-ok; similarity 0.70");
+  });
+
+  it("says a memory's use: none yet, one task, a negative utility, no utility", () => {
+    expect(memoryUseText({ recalledIn: 0, passedAfter: 0, utility: null, stderr: null, demoted: false })).toBe(
+      "not recalled by a finished task before",
+    );
+    expect(memoryUseText({ recalledIn: 1, passedAfter: 0, utility: -0.25, stderr: 0.3, demoted: false })).toBe(
+      "recalled in 1 finished task, 0 of them passed (utility -0.25, s.e. 0.30)",
+    );
+    expect(memoryUseText({ recalledIn: 2, passedAfter: 2, utility: null, stderr: null, demoted: false })).toBe(
+      "recalled in 2 finished tasks, 2 of them passed",
+    );
+    expect(memoryUseText(undefined)).toBe("use not measured");
   });
 
   it("carries the fix a recalled failure was followed by: the files that then passed, cut to fit", () => {

@@ -6,6 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import type { FileChange } from "../contracts/common.js";
+import type { MemoryUse } from "../contracts/lesson.js";
 import type { Recall } from "../contracts/memory.js";
 import type { FailureBrief, TaskBrief } from "../contracts/steps.js";
 import type { Role } from "./types.js";
@@ -134,8 +135,27 @@ function fixedFiles(files: Array<{ path: string; content: string }>): string {
 }
 
 /**
+ * How a recalled memory's measured use reads in a hint, from the counts memory keeps for it
+ * (`MemoryUse`, docs/MEMORY.md): `recalled in 3 finished tasks, 2 of them passed (utility
+ * +0.25, s.e. 0.10)`; `not recalled by a finished task before` when none was shown it; `use not
+ * measured` when the reply carries no use (a memory service that does not measure it). The
+ * pass count is what followed the recall, not proof that it helped.
+ */
+export function memoryUseText(use: MemoryUse | undefined): string {
+  if (!use) return "use not measured";
+  if (use.recalledIn === 0) return "not recalled by a finished task before";
+  const utility =
+    use.utility === null
+      ? ""
+      : ` (utility ${use.utility >= 0 ? "+" : ""}${use.utility.toFixed(2)}, s.e. ${(use.stderr ?? 0).toFixed(2)})`;
+  const tasks = `${use.recalledIn} finished task${use.recalledIn === 1 ? "" : "s"}`;
+  return `recalled in ${tasks}, ${use.passedAfter} of them passed${utility}`;
+}
+
+/**
  * Recalled memory, marked as hints. Each failure carries its id (`memory:failure:<id>`) so
- * a transcript shows which recalled rows reached which prompt.
+ * a transcript shows which recalled rows reached which prompt, the task it came from and its
+ * measured use ({@link memoryUseText}); each success its id and the task it came from.
  */
 export function renderHints(recall: Recall | undefined, maxTokens = 2_000): string {
   if (!recall || (recall.failures.length === 0 && recall.successes.length === 0)) return "";
@@ -144,7 +164,7 @@ export function renderHints(recall: Recall | undefined, maxTokens = 2_000): stri
   ];
   for (const f of recall.failures) {
     lines.push(
-      `- [memory:failure:${f.id}] similarity ${f.similarity.toFixed(2)}; signature "${f.signature}"` +
+      `- [memory:failure:${f.id}] from task ${f.taskId}; ${memoryUseText(f.use)}; similarity ${f.similarity.toFixed(2)}; signature "${f.signature}"` +
         (f.failingTests.length ? `; failing tests ${f.failingTests.join(", ")}` : "") +
         `; goal: ${trimToTokens(f.goal.replace(/\s+/g, " "), 60)}` +
         (f.reflection
@@ -157,7 +177,7 @@ export function renderHints(recall: Recall | undefined, maxTokens = 2_000): stri
   }
   for (const s of recall.successes) {
     lines.push(
-      `- [memory:success:${s.id}] similarity ${s.similarity.toFixed(2)}; solved: ${trimToTokens(s.goal.replace(/\s+/g, " "), 60)}`,
+      `- [memory:success:${s.id}] from task ${s.taskId}; similarity ${s.similarity.toFixed(2)}; solved: ${trimToTokens(s.goal.replace(/\s+/g, " "), 60)}`,
     );
   }
   return section("Hints from memory", trimToTokens(lines.join("\n"), maxTokens));

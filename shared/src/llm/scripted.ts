@@ -14,7 +14,11 @@
  * counts the calls per task and role.) A string entry is raw reply text (so garbage and
  * fenced JSON can be scripted); any other JSON value is the reply as JSON. Replies go
  * through the same reader, validation and re-ask as real providers: the re-ask is simply
- * the next call, which takes the next entry. `tasks` holds replies for particular tasks (by
+ * the next call, which takes the next entry. The lesson call (schema `lessons`, asked when a
+ * task passed after failing) is the exception to "the last entry repeats": a script whose
+ * entries for its role end before it has no lesson reply, and the call is refused with
+ * `provider_unconfigured`, which the loop reads as "no lesson to learn" (a repeated reflection
+ * is no lesson). `tasks` holds replies for particular tasks (by
  * id or id suffix), as the generations of an improvement run need. Usage counts calls, with
  * zero tokens and zero cost.
  *
@@ -32,6 +36,7 @@ import { basename } from "node:path";
 import { z } from "zod";
 import { LoopsmithError } from "../runtime/errors.js";
 import { ScriptFile, ScriptTurn, type RoleReplies } from "../contracts/script.js";
+import { LESSON_SCHEMA_NAME } from "./lesson-prompt.js";
 import type { Backend, Conversation, ToolTurn, TurnReply } from "./engine.js";
 import type { ChatMessage, CompletionRequest, ConverseRequest, Role } from "./types.js";
 
@@ -104,6 +109,19 @@ export function createScriptedBackend(script: ScriptFile, file: string): Backend
     price: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
     open<T>(request: CompletionRequest<T>): Conversation {
       const { callsBefore } = request.context;
+      if (request.schemaName === LESSON_SCHEMA_NAME) {
+        // The lesson call is answered only by an entry of its own: the repeated last reflection is no lesson.
+        const entries =
+          scriptedEntriesFor(script, request.context.taskId, request.role)?.[1][request.role] ??
+          script.replies[request.role] ??
+          [];
+        const n = callsBefore ?? used.get(`${request.context.taskId}\u0000${request.role}`) ?? 0;
+        if (n >= entries.length)
+          throw new LoopsmithError(
+            "provider_unconfigured",
+            `the script ${basename(file)} has no lesson reply for task ${request.context.taskId} (its ${request.role} entries end at ${entries.length})`,
+          );
+      }
       return replayConversation(request, (turn) =>
         next(request.role, request.context.taskId, callsBefore === undefined ? undefined : callsBefore + turn),
       );
