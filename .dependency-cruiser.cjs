@@ -2,10 +2,12 @@
 // arrow from a lower package to a higher one, and no service importing another service.
 //
 // Layers, highest first (docs/ARCHITECTURE.md, "Who imports whom"):
-//   bench ─▶ cli ─▶ services/<name> ─▶ shared
+//   bench ─▶ cli ─▶ evals ─▶ services/<name> ─▶ shared
 // tests/ may import anything. deploy/ may import shared and the build stamp the CLI reads
 // back (cli/bin/build-stamp.js: the app build writes the stamp that file defines). The CLI
 // and bench may import service packages as libraries (ARCHITECTURE §1); a service may not.
+// evals/ (datasets, the oracle, SWE-bench grading) may import shared/ and services as
+// libraries (the executor's code grades), never the CLI: the CLI runs evals against a stack.
 //
 // Workspace packages are imported by name (`@loopsmith/shared`, `@loopsmith/executor`, …).
 // npm links them under node_modules/@loopsmith/; the resolver follows the link to the real
@@ -23,10 +25,10 @@ module.exports = {
     },
     {
       name: "shared-imports-nothing-above",
-      comment: "shared/ is the lowest layer: it imports no service, the CLI, bench, deploy or tests.",
+      comment: "shared/ is the lowest layer: it imports no service, evals, the CLI, bench, deploy or tests.",
       severity: "error",
       from: { path: "^shared/" },
-      to: { path: "^(services|cli|bench|deploy|tests)/" },
+      to: { path: "^(services|evals|cli|bench|deploy|tests)/" },
     },
     {
       name: "service-imports-no-other-service",
@@ -37,14 +39,21 @@ module.exports = {
     },
     {
       name: "service-imports-nothing-above",
-      comment: "A service imports shared/ and its own files, never the CLI, bench, deploy or tests.",
+      comment: "A service imports shared/ and its own files, never evals, the CLI, bench, deploy or tests.",
       severity: "error",
       from: { path: "^services/" },
+      to: { path: "^(evals|cli|bench|deploy|tests)/" },
+    },
+    {
+      name: "evals-imports-nothing-above",
+      comment: "evals/ may import services as libraries and shared/, not the CLI, bench, deploy or tests.",
+      severity: "error",
+      from: { path: "^evals/" },
       to: { path: "^(cli|bench|deploy|tests)/" },
     },
     {
       name: "cli-imports-nothing-above",
-      comment: "The CLI may import services as libraries and shared/, not bench, deploy or tests.",
+      comment: "The CLI may import evals, services as libraries and shared/, not bench, deploy or tests.",
       severity: "error",
       from: { path: "^cli/" },
       to: { path: "^(bench|deploy|tests)/" },
@@ -54,7 +63,7 @@ module.exports = {
       comment: "deploy/ scripts may import shared/ and the CLI's build stamp (see the header).",
       severity: "error",
       from: { path: "^deploy/" },
-      to: { path: "^(services|cli|bench)/", pathNot: "^cli/bin/build-stamp\\.js$" },
+      to: { path: "^(services|evals|cli|bench)/", pathNot: "^cli/bin/build-stamp\\.js$" },
     },
     {
       name: "not-to-unresolvable",

@@ -8,7 +8,12 @@ export default defineConfig({
       {
         test: {
           name: "unit",
-          include: ["shared/src/**/*.test.ts", "services/*/src/**/*.test.ts", "cli/src/**/*.test.ts"],
+          include: [
+            "shared/src/**/*.test.ts",
+            "services/*/src/**/*.test.ts",
+            "evals/src/**/*.test.ts",
+            "cli/src/**/*.test.ts",
+          ],
           testTimeout: 20_000,
         },
       },

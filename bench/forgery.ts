@@ -20,7 +20,7 @@ import { Command } from "commander";
 import { quantile } from "simple-statistics";
 import { createLogger, loadConfig, type ExecutionRequest, type ExecutionResult } from "@loopsmith/shared";
 import { createExecutor, PYTEST_ISOLATED, RESULT_PATH } from "@loopsmith/executor";
-import { HUMANEVAL_CHECK_PATH, loadHumanEval, makeRequest, mutantsOf, type HumanEvalRecord } from "@loopsmith/cli";
+import { HUMANEVAL_CHECK_PATH, loadHumanEval, makeRequest, mutantsOf, type HumanEvalRecord } from "@loopsmith/evals";
 import { cpuTimes, machineLine, referenceMs } from "./machine.js";
 
 const program = new Command()

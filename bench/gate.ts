@@ -24,7 +24,7 @@ import { Command } from "commander";
 import Docker from "dockerode";
 import { loadConfig, readTar, type FileChange, type GateRequest, type GateResult } from "@loopsmith/shared";
 import { gate } from "@loopsmith/reviewer";
-import { loadHumanEval, solutionFile } from "@loopsmith/cli";
+import { loadHumanEval, solutionFile } from "@loopsmith/evals";
 import { formatTable } from "@loopsmith/cli/ui";
 
 const program = new Command()

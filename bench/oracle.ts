@@ -13,7 +13,7 @@ import { Command } from "commander";
 import { quantile } from "simple-statistics";
 import { createLogger, loadConfig, type ExecutionResult } from "@loopsmith/shared";
 import { createExecutor } from "@loopsmith/executor";
-import { loadHumanEval, mutantsOf, plainRequest, runCompletion, type HumanEvalRecord } from "@loopsmith/cli";
+import { loadHumanEval, mutantsOf, plainRequest, runCompletion, type HumanEvalRecord } from "@loopsmith/evals";
 
 const program = new Command()
   .requiredOption("--dataset <path>", "HumanEval JSONL file")

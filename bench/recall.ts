@@ -49,7 +49,7 @@ import {
   runCompletion,
   solutionFile,
   type HumanEvalRecord,
-} from "@loopsmith/cli";
+} from "@loopsmith/evals";
 import { openMemoryStore, signature } from "@loopsmith/memory";
 import { TOP, bm25, evaluate, metricsTable, type EvaluationRule, type Ranker, type Ranks } from "./retrieval.js";
 

@@ -16,7 +16,7 @@
  * Corpus (`transfer/corpus.ts`): N tasks drawn (seeded) from a dataset in HumanEval's format
  * (default `LOOPSMITH_HUMANEVAL`, else `../shared/datasets/humaneval.jsonl` beside the
  * repository); on each, every named mutation operator (`transfer/operators.ts`: the project's
- * mutants from `cli/src/mutants.ts`, each named by its change, and the operators that module
+ * mutants from `evals/src/mutants.ts`, each named by its change, and the operators that module
  * lacks) is applied to the canonical solution, and the first of its candidates (at most T)
  * whose tests fail is kept. The tests are the record's `check(candidate)`, run on the host by
  * its `python3` and pytest, in a network namespace of their own, with a time and memory limit
@@ -48,7 +48,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { createLogger, loadConfig } from "@loopsmith/shared";
-import { loadHumanEval, type HumanEvalRecord } from "@loopsmith/cli";
+import { loadHumanEval, type HumanEvalRecord } from "@loopsmith/evals";
 import { openMemoryStore, signature } from "@loopsmith/memory";
 import { cpuTimes, machineLine, referenceMs } from "./machine.js";
 import {

@@ -10,7 +10,7 @@
  * tests (`failingTests`) and the code (`solution.py`: the prompt and the mutated body).
  */
 import { errorTextOf, failingTests } from "@loopsmith/architect";
-import { humanevalTask, type HumanEvalRecord } from "@loopsmith/cli";
+import { humanevalTask, type HumanEvalRecord } from "@loopsmith/evals";
 import { namedMutants, OPERATORS, type Operator } from "./operators.js";
 import type { LocalRunner } from "./run-local.js";
 

@@ -3,7 +3,7 @@
  * made it, so a failure's root cause is known from how it was made, not read from its text.
  *
  * Two sources:
- * - the project's mutants ({@link mutantsOf}, `cli/src/mutants.ts`: the scripted demo's and
+ * - the project's mutants ({@link mutantsOf}, `evals/src/mutants.ts`: the scripted demo's and
  *   bench:recall's), each named by the change it made (`==` to `!=` is `negated-equality`);
  * - operators that module lacks, written here: an off-by-one in a `range` bound, a flipped
  *   comparison, a wrong initial value, swapped arguments, a missing `return`, a mutable
@@ -13,7 +13,7 @@
  * constant changed in a `range(…)` call's arguments as an off-by-one in a bound, so that one
  * kind of mistake carries one name.
  */
-import { mutantsOf, type HumanEvalRecord, type Mutant } from "@loopsmith/cli";
+import { mutantsOf, type HumanEvalRecord, type Mutant } from "@loopsmith/evals";
 
 /** Every operator, in the order a task's candidates are tried. */
 export const OPERATORS = [

@@ -19,7 +19,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface, type Interface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { humanevalTestFiles, type HumanEvalRecord } from "@loopsmith/cli";
+import { humanevalTestFiles, type HumanEvalRecord } from "@loopsmith/evals";
 import { parseJUnit } from "@loopsmith/executor";
 import type { ExecutionResult } from "@loopsmith/shared";
 

@@ -12,6 +12,7 @@ import { createConnection } from "node:net";
 import { resolve } from "node:path";
 import { InvalidArgumentError } from "commander";
 import type { Config } from "@loopsmith/shared";
+import { humanevalId } from "@loopsmith/evals";
 import { CliError, usageError } from "./errors.js";
 
 /** Languages the sandbox runs (`Language` in shared). */
@@ -119,11 +120,6 @@ export function boundedNumber(min: number, max: number): (value: string) => numb
       throw new InvalidArgumentError(`expected a number from ${min} to ${max}`);
     return n;
   };
-}
-
-/** `12` → `HumanEval/12`; anything else as given. */
-export function humanevalId(id: string): string {
-  return /^\d+$/.test(id) ? `HumanEval/${id}` : id;
 }
 
 function readable(flag: string, path: string, what: string): string {

@@ -11,8 +11,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { simpleGit, type SimpleGit } from "simple-git";
-import { LoopsmithError, MAX_SNAPSHOT_BYTES, type RepoChange } from "@loopsmith/shared";
+import { LoopsmithError, MAX_SNAPSHOT_BYTES, git, type RepoChange } from "@loopsmith/shared";
 
 const execFileAsync = promisify(execFile);
 
@@ -26,34 +25,8 @@ export interface CheckedRepo {
   name: string;
 }
 
-/**
- * The environment git runs with: what it needs to find itself and the user's configuration,
- * and the user's GIT_* identity and location variables; no editor or pager (simple-git refuses
- * an environment that names an editor or pager it did not vet, and nothing here needs one).
- */
-function gitEnv(extra: Record<string, string> = {}): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v === undefined) continue;
-    if (
-      ["PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_CONFIG_HOME", "SSL_CERT_FILE"].includes(k) ||
-      /^GIT_(AUTHOR|COMMITTER)_(NAME|EMAIL|DATE)$|^GIT_CONFIG_(GLOBAL|SYSTEM|NOSYSTEM)$/.test(k)
-    )
-      env[k] = v;
-  }
-  return { ...env, LC_ALL: "C", ...extra };
-}
-
-/** simple-git at `dir` with the environment of {@link gitEnv} (plus `extra`). */
-export function git(dir: string, extra: Record<string, string> = {}): SimpleGit {
-  const env = gitEnv(extra);
-  // simple-git drops or refuses GIT_* variables unless they are named here.
-  return simpleGit({
-    baseDir: dir,
-    trimmed: true,
-    allowEnvironment: Object.keys(env).filter((k) => k.startsWith("GIT_")),
-  }).env(env);
-}
+/** git with a vetted environment (shared/src/workspace/git.ts), re-exported for the repo-mode modules here. */
+export { git };
 
 /**
  * Checks `path` before anything starts.

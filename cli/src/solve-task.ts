@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { LoopsmithError, Task, type Language, type TaskInput, type TaskLimits } from "@loopsmith/shared";
-import { findHumanEval, humanevalTask, loadHumanEval } from "./humaneval.js";
+import { findHumanEval, humanevalTask, loadHumanEval } from "@loopsmith/evals";
 import type { RepoOptions } from "./solve-repo.js";
 import type { IssueOptions } from "./solve-issue.js";
 import type { ModelOptions } from "./steering.js";

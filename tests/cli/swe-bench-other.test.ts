@@ -11,7 +11,7 @@ import { join } from "node:path";
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { readResults } from "../../cli/src/bench/results.js";
-import { loadInstances } from "../../cli/src/bench/swe-bench/instances.js";
+import { loadInstances } from "@loopsmith/evals";
 import { sweBenchCommand } from "../../cli/src/bench/swe-bench/run.js";
 
 const FIX = join(import.meta.dirname, "../fixtures/swe-bench-other");

@@ -23,7 +23,7 @@ const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-e2e-"));
 const env = { LOOPSMITH_DATA_DIR: dataDir, NATS_URL: "", DATABASE_URL: "", LOG_LEVEL: "info" };
 
 async function scriptFor(id: string): Promise<string> {
-  const run = await runNode(join(REPO, "cli", "src", "scripts", "humaneval-script.ts"), [
+  const run = await runNode(join(REPO, "evals", "src", "scripts", "humaneval-script.ts"), [
     "--dataset",
     dataset,
     "--id",

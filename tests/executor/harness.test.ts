@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Executor } from "@loopsmith/executor";
-import { humanevalTask, plainRequest, runCompletion, type HumanEvalRecord } from "@loopsmith/cli";
+import { humanevalTask, plainRequest, runCompletion, type HumanEvalRecord } from "@loopsmith/evals";
 import { startExecutor } from "./helpers.js";
 
 let ex: Executor;

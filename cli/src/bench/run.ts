@@ -20,7 +20,7 @@ import { LoopsmithError, createProvider, loadConfig, type Config, type TaskEvent
 import { answeringServices, startLocalStack, type LocalStack } from "../stack.js";
 import { openClient, type Client } from "../client.js";
 import { jsonLine, printable } from "../terminal.js";
-import { loadDataset } from "./datasets.js";
+import { loadDataset } from "@loopsmith/evals";
 import { reportHtml, reportMarkdown } from "./report.js";
 import { appendTranscript, readTranscripts } from "./transcripts.js";
 import { summarize } from "./summary.js";

@@ -5,7 +5,7 @@
  * simulation (`simulated`), both made from the case's reference solution and its mutants.
  */
 import type { Simulation, ScriptFile, TaskInput } from "@loopsmith/shared";
-import { mutantsOf, type Mutant } from "../mutants.js";
+import { mutantsOf, type Mutant } from "@loopsmith/evals";
 import type { BenchArm, BenchCase, ProviderLabel } from "./types.js";
 
 /** What a task of a run needs besides its case. */

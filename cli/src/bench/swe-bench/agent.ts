@@ -31,10 +31,14 @@ import { archiveCommit } from "../../repo.js";
 import { openClient, type Client } from "../../client.js";
 import type { BenchArm, BenchResult } from "../types.js";
 import { armPrefix } from "../tasks.js";
-import { instanceImage, resolveEnv, setupCommandOf } from "./env.js";
-import type { Grade } from "./grade.js";
-import type { SweInstance } from "./instances.js";
-import { checkoutInstance } from "./repos.js";
+import {
+  checkoutInstance,
+  instanceImage,
+  resolveEnv,
+  setupCommandOf,
+  type Grade,
+  type SweInstance,
+} from "@loopsmith/evals";
 import {
   errorGrade,
   gradeLine,

@@ -8,9 +8,7 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import { z } from "zod";
 import type { BenchArm, BenchResult, ProviderLabel } from "../types.js";
-import type { EnvFile } from "./env.js";
-import type { Grade, Grader } from "./grade.js";
-import type { SweInstance } from "./instances.js";
+import type { EnvFile, Grade, Grader, SweInstance } from "@loopsmith/evals";
 
 /** Options of `loopsmith bench --format swe-bench`. */
 export interface SweBenchOptions {

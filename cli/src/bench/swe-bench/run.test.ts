@@ -1,8 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { BenchArm } from "../types.js";
 import { summarize } from "../summary.js";
-import type { Grade } from "./grade.js";
-import type { SweInstance } from "./instances.js";
+import type { Grade, SweInstance } from "@loopsmith/evals";
 import { gradeLine } from "./record.js";
 import { noticeOf, sweSummaryText } from "./run.js";
 

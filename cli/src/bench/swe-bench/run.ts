@@ -27,9 +27,19 @@ import { readResults } from "../results.js";
 import { lastResults, summarize } from "../summary.js";
 import type { BenchArm, BenchResult, BenchSummary, ProviderLabel } from "../types.js";
 import { cpuTimes, machineState, referenceMs } from "../machine.js";
-import { BUILTIN_ENV, instanceImage, loadEnvFile, mergeEnv, resolveEnv, type EnvFile } from "./env.js";
-import { createGrader, type Grade } from "./grade.js";
-import { loadInstances, loadPredictions, type SweInstance } from "./instances.js";
+import {
+  BUILTIN_ENV,
+  createGrader,
+  instanceImage,
+  loadEnvFile,
+  loadInstances,
+  loadPredictions,
+  mergeEnv,
+  resolveEnv,
+  type EnvFile,
+  type Grade,
+  type SweInstance,
+} from "@loopsmith/evals";
 import {
   SweRunMeta,
   errorGrade,

@@ -13,8 +13,7 @@ import { join } from "node:path";
 import { ToolArgs, ToolName, applyEdits, isTestFile, type ScriptFile } from "@loopsmith/shared";
 import { afterAll, describe, expect, it } from "vitest";
 import { scriptOf } from "./agent.js";
-import { filesOfPatch, loadInstances } from "./instances.js";
-import { repoSource } from "./repos.js";
+import { filesOfPatch, loadInstances, repoSource } from "@loopsmith/evals";
 
 const ROOT = join(import.meta.dirname, "../../../..");
 const SETS = [

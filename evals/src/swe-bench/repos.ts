@@ -10,8 +10,7 @@
 import { existsSync, statSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { LoopsmithError } from "@loopsmith/shared";
-import { git } from "../../repo.js";
+import { LoopsmithError, git } from "@loopsmith/shared";
 import type { SweInstance } from "./instances.js";
 
 /** The source of `repo` (`owner/name`) in `reposDir`. */

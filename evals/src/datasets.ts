@@ -33,9 +33,9 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { LoopsmithError, type FileChange } from "@loopsmith/shared";
-import { HumanEvalRecord, humanevalTestFiles, solutionFile } from "../humaneval.js";
+import { HumanEvalRecord, humanevalTestFiles, solutionFile } from "./humaneval.js";
 import { humanevalVisibleTests, lit } from "./humaneval-examples.js";
-import { BenchCase, type DatasetFormat, type SkippedLine } from "./types.js";
+import { BenchCase, type DatasetFormat, type SkippedLine } from "./case.js";
 
 /** Visible tests of an MBPP case: the first assert of `test_list`. */
 export const MBPP_VISIBLE_PATH = "test_visible.py";

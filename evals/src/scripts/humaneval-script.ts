@@ -13,7 +13,7 @@ import { createExecutor } from "@loopsmith/executor";
 import { findHumanEval, loadHumanEval, type HumanEvalRecord } from "../humaneval.js";
 import { mutantsOf, type Mutant } from "../mutants.js";
 import { firstFailingMutant } from "../oracle.js";
-import { docstringExamples } from "../bench/humaneval-examples.js";
+import { docstringExamples } from "../humaneval-examples.js";
 
 /** Docstring examples (`>>> call` then the expected output) as acceptance criteria. */
 function examples(rec: HumanEvalRecord): string[] {

@@ -5,7 +5,7 @@
  * hidden score (`humanevalTestFiles`).
  */
 import type { FileChange } from "@loopsmith/shared";
-import type { HumanEvalRecord } from "../humaneval.js";
+import type { HumanEvalRecord } from "./humaneval.js";
 
 /** A Python or JavaScript string literal of `s` (JSON's escapes are valid in both). */
 export function lit(s: string): string {

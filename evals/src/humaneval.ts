@@ -9,7 +9,6 @@ import { readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { LoopsmithError, type FileChange, type TaskInput, type TaskLimits } from "@loopsmith/shared";
-import { humanevalId } from "./preflight.js";
 
 /** One HumanEval record. */
 export const HumanEvalRecord = z.object({
@@ -20,6 +19,11 @@ export const HumanEvalRecord = z.object({
   test: z.string(),
 });
 export type HumanEvalRecord = z.infer<typeof HumanEvalRecord>;
+
+/** `12` → `HumanEval/12`; anything else as given. */
+export function humanevalId(id: string): string {
+  return /^\d+$/.test(id) ? `HumanEval/${id}` : id;
+}
 
 /**
  * Reads a JSONL file in HumanEval's format.

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { LoopsmithError } from "@loopsmith/shared";
-import { humanevalTestFiles, type HumanEvalRecord } from "../humaneval.js";
+import { humanevalTestFiles, type HumanEvalRecord } from "./humaneval.js";
 import {
   JSBENCH_HIDDEN_PATH,
   JSBENCH_VISIBLE_PATH,
@@ -21,11 +21,11 @@ import {
   informalExamples,
   pyLiteral,
 } from "./humaneval-examples.js";
-import { BenchCase } from "./types.js";
+import { BenchCase } from "./case.js";
 
 const dir = mkdtempSync(join(tmpdir(), "loopsmith-bench-datasets-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-const examples = (name: string) => fileURLToPath(new URL(`../../../examples/bench/${name}`, import.meta.url));
+const examples = (name: string) => fileURLToPath(new URL(`../../examples/bench/${name}`, import.meta.url));
 
 function file(name: string, lines: string[]): string {
   const p = join(dir, name);
