@@ -7,7 +7,7 @@
  * and the one line saying which project instructions the run's prompts carried. Pure. Terminal text goes through `printable`; HTML through `escapeHtml`.
  */
 import { z } from "zod";
-import { TranscriptStep, type TaskEvent } from "@loopsmith/shared";
+import { TranscriptStep, agentTool, type TaskEvent } from "@loopsmith/shared";
 import { findCutNote } from "@loopsmith/shared/text";
 import { duration, usd } from "./format.js";
 import { escapeHtml } from "./html.js";
@@ -143,39 +143,20 @@ const loopCut = (text: string): boolean => {
 const LEGACY_CUT_NOTE = /\[\.\.\. [\d,]+ lines \([\d,]+ bytes\) cut; total [\d,]+ lines \.\.\.\]/;
 
 /**
- * What a step observed, in a few words: `4 matches` (search: the total the observation's
- * first line gives, else its `path:n: …` lines), `120 lines` (read: numbered lines), `9
- * entries` (list), `exit 1` or `killed…` (run), `submitted`, `error: <first line>` for an
- * error observation, else the first line (cut at 60); `, cut` after it when the loop's cut
+ * What a step observed, in a few words: `error: <first line>` for an error observation, else
+ * the tool table's `outcome` of the tool (`AGENT_TOOLS` in `@loopsmith/shared`: `4 matches`
+ * for a search, `120 lines` for a read, `9 entries` for a list, `exit 1` or `killed…` for a
+ * run, `submitted`), else the first line (cut at 60); `, cut` after it when the loop's cut
  * rule left its note in the observation.
  */
 export function stepOutcome(step: Pick<TranscriptStep, "tool" | "observation" | "isError">): string {
   const text = step.observation;
   const lines = text.split("\n").filter((l) => l.trim() !== "");
   const first = cut((lines[0] ?? "").trim(), 60);
-  const count = (re: RegExp): number => lines.filter((l) => re.test(l)).length;
-  const what = (): string => {
-    if (step.isError) return `error${first ? `: ${first}` : ""}`;
-    switch (step.tool) {
-      case "search": {
-        const total = /^(\d+) match(?:es)?$/.exec(lines[0] ?? "");
-        return plural(total ? Number(total[1]) : count(/^[^\s:][^:]*:\d+:/), "match", "matches");
-      }
-      case "read":
-        return plural(count(/^\s*\d+: /), "line");
-      case "list":
-        return plural(lines.length, "entry", "entries");
-      case "run": {
-        const exit = /\bexit(?:\s+code)?\s*[:=]?\s*(-?\d+)/i.exec(text);
-        return exit ? `exit ${exit[1]}` : first.startsWith("killed") ? first : plural(lines.length, "line");
-      }
-      case "submit":
-        return "submitted";
-      default:
-        return first || "(no output)";
-    }
-  };
-  return `${what()}${loopCut(text) ? ", cut" : ""}`;
+  const what = step.isError
+    ? `error${first ? `: ${first}` : ""}`
+    : (agentTool(step.tool)?.outcome({ text, lines, first }) ?? (first || "(no output)"));
+  return `${what}${loopCut(text) ? ", cut" : ""}`;
 }
 
 /** The mark of a step the stuck rule fired on: `STUCK repeat_call → redirect`. */

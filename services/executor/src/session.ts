@@ -40,6 +40,7 @@ import {
   extractTar,
   hasCode,
   type Config,
+  type ExecutorToolName,
   type SessionCall,
   type SessionObservation,
   type SessionOpen,
@@ -116,6 +117,12 @@ interface Session {
   queue: Promise<unknown>;
   closed: boolean;
 }
+
+/** The call of one session tool. */
+type CallOf<T extends SessionCall["call"]["tool"]> = Extract<SessionCall["call"], { tool: T }>;
+
+/** What a session tool answers: the observation but its duration (and `totalBytes`, the output's own length by default). */
+type Answer = ToolAnswer & Partial<Omit<SessionObservation, "durationMs" | "output" | "ok">>;
 
 const statusOf = (err: unknown): number | undefined => (err as { statusCode?: number }).statusCode;
 
@@ -285,63 +292,62 @@ export class SessionManager {
   private async callNow(session: Session, call: SessionCall["call"]): Promise<SessionObservation> {
     if (session.closed) throw notFound(session.id);
     const started = performance.now();
-    const done = (a: ToolAnswer, extra: Partial<SessionObservation> = {}): SessionObservation => ({
-      output: a.output,
-      ok: a.ok,
+    const handler = this.tools[call.tool] as (s: Session, c: SessionCall["call"], t0: number) => Promise<Answer>;
+    const { total, ...a } = await handler(session, call, started);
+    return {
       totalBytes: Buffer.byteLength(a.output, "utf8"),
-      ...(a.total !== undefined ? { total: a.total } : {}),
-      ...extra,
+      ...(total !== undefined ? { total } : {}),
+      ...a,
       durationMs: performance.now() - started,
-    });
-    switch (call.tool) {
-      case "list":
-        return done(await listTree(session.root, call.path, call.depth));
-      case "read":
-        return done(await readLines(session.root, call.path, call.startLine, call.endLine));
-      case "search":
-        return done(await searchTree(session.root, call.pattern, call.glob, call.maxResults));
-      case "run": {
-        const timeoutMs = Math.min(call.timeoutMs ?? session.timeoutMs, session.timeoutMs);
-        // One of the executor's slots, as a verdict run takes: the wait counts against the timeout.
-        const release = await this.slot(timeoutMs);
-        if (!release) {
-          const output = `[not run: every slot of this executor stayed taken for the command's timeout of ${timeoutMs} ms; run it again]`;
-          return {
-            output,
-            ok: false,
-            exitCode: null,
-            timedOut: true,
-            totalBytes: Buffer.byteLength(output, "utf8"),
-            durationMs: performance.now() - started,
-          };
-        }
-        let r: ExecOutcome;
-        const left = Math.max(1, Math.round(timeoutMs - (performance.now() - started)));
-        try {
-          // The command, then every other process of the sandbox user killed (the wrapper is spared).
-          // In an image with a prologue (conda's activation) the command runs after it, in bash.
-          const inner = session.prologue ? shellArgv(call.command, session.prologue) : ["sh", "-c", call.command];
-          const argv = ["sh", "-c", '"$@"; s=$?; kill -9 -1 2>/dev/null; exit $s', "sh", ...inner];
-          r = await this.execIn(session, argv, { timeoutMs: left });
-        } finally {
-          release();
-        }
-        const output = r.output.toString("utf8");
-        const killed = r.timedOut || r.exitCode === 137;
-        const note = r.timedOut ? `\n[killed: the command passed its timeout of ${timeoutMs} ms]` : "";
-        return {
-          output: output + note,
-          ok: !killed && r.exitCode === 0,
-          exitCode: killed ? null : r.exitCode,
-          timedOut: r.timedOut,
-          totalBytes: r.totalBytes,
-          durationMs: performance.now() - started,
-          limits: limitsOf(session.spec, session.spec.memoryBytes, timeoutMs),
-        };
-      }
-      case "write":
-        return done(await this.write(session, call.files, call.deleted));
+    };
+  }
+
+  /**
+   * The session's tools: every `executor` tool of the tool table (`AGENT_TOOLS`), and `write`.
+   * `list`, `read` and `search` answer from the host copy (session-tools.ts); `run` is an exec
+   * in the container.
+   */
+  private readonly tools: {
+    [T in ExecutorToolName | "write"]: (s: Session, c: CallOf<T>, t0: number) => Promise<Answer>;
+  } = {
+    list: (session, call) => listTree(session.root, call.path, call.depth),
+    read: (session, call) => readLines(session.root, call.path, call.startLine, call.endLine),
+    search: (session, call) => searchTree(session.root, call.pattern, call.glob, call.maxResults),
+    run: (session, call, started) => this.run(session, call, started),
+    write: (session, call) => this.write(session, call.files, call.deleted),
+  };
+
+  /** `run`: the command in the container, holding one of the executor's slots (see the module comment). */
+  private async run(session: Session, call: CallOf<"run">, started: number): Promise<Answer> {
+    const timeoutMs = Math.min(call.timeoutMs ?? session.timeoutMs, session.timeoutMs);
+    // One of the executor's slots, as a verdict run takes: the wait counts against the timeout.
+    const release = await this.slot(timeoutMs);
+    if (!release) {
+      const output = `[not run: every slot of this executor stayed taken for the command's timeout of ${timeoutMs} ms; run it again]`;
+      return { output, ok: false, exitCode: null, timedOut: true };
     }
+    let r: ExecOutcome;
+    const left = Math.max(1, Math.round(timeoutMs - (performance.now() - started)));
+    try {
+      // The command, then every other process of the sandbox user killed (the wrapper is spared).
+      // In an image with a prologue (conda's activation) the command runs after it, in bash.
+      const inner = session.prologue ? shellArgv(call.command, session.prologue) : ["sh", "-c", call.command];
+      const argv = ["sh", "-c", '"$@"; s=$?; kill -9 -1 2>/dev/null; exit $s', "sh", ...inner];
+      r = await this.execIn(session, argv, { timeoutMs: left });
+    } finally {
+      release();
+    }
+    const output = r.output.toString("utf8");
+    const killed = r.timedOut || r.exitCode === 137;
+    const note = r.timedOut ? `\n[killed: the command passed its timeout of ${timeoutMs} ms]` : "";
+    return {
+      output: output + note,
+      ok: !killed && r.exitCode === 0,
+      exitCode: killed ? null : r.exitCode,
+      timedOut: r.timedOut,
+      totalBytes: r.totalBytes,
+      limits: limitsOf(session.spec, session.spec.memoryBytes, timeoutMs),
+    };
   }
 
   /**

@@ -13,63 +13,28 @@
  *   (`no_responders`): the architect opens the session again elsewhere and writes the
  *   candidate's files into it.
  *
- * `list`, `read`, `search` and `run` are session calls; `symbol` and `edit` are answered by the
- * architect (the repo map's index, the search/replace engine and the policy live there);
- * `submit` ends the loop. See docs/PROTOCOL.md, "The agent loop".
+ * The tools themselves (arguments, descriptions, where each runs) are the table in
+ * `agent-tools.ts`. See docs/PROTOCOL.md, "The agent loop".
  */
 import { z } from "zod";
 import { Budget, FileChange, Language, Owner, RelativePath, StepHeader, Usage } from "./common.js";
-import { CommitId, Edit, SandboxImage } from "./repo.js";
+import { CommitId, SandboxImage } from "./repo.js";
 import { ProviderInfo, TaskBrief } from "./steps.js";
 import { Recall } from "./memory.js";
 import { TaskScript } from "./script.js";
 import { RunLimits } from "./execution.js";
+import { AGENT_TOOLS, ListArgs, ReadArgs, RunArgs, SearchArgs, type AgentToolName } from "./agent-tools.js";
 
-/** The tools of agent mode. */
-export const ToolName = z.enum(["list", "read", "search", "symbol", "run", "edit", "submit"]);
+export { EditArgs, ListArgs, ReadArgs, RunArgs, SearchArgs, SubmitArgs, SymbolArgs } from "./agent-tools.js";
+
+/** The tools of agent mode: the keys of the tool table ({@link AGENT_TOOLS}), in its order. */
+export const ToolName = z.enum(Object.keys(AGENT_TOOLS) as [AgentToolName, ...AgentToolName[]]);
 export type ToolName = z.infer<typeof ToolName>;
 
-/** `list`: a directory's entries, `depth` levels down (directories end with `/`). */
-export const ListArgs = z.object({
-  path: z.string().max(1_000).default("."),
-  depth: z.number().int().min(1).max(4).default(2),
-});
-/** `read`: a file's lines `startLine`..`endLine` (1-based, inclusive), numbered. */
-export const ReadArgs = z.object({
-  path: RelativePath,
-  startLine: z.number().int().min(1).optional(),
-  endLine: z.number().int().min(1).optional(),
-});
-/** `search`: lines matching a regular expression (JavaScript syntax), in files matching `glob`. */
-export const SearchArgs = z.object({
-  pattern: z.string().min(1).max(1_000),
-  glob: z.string().max(500).optional(),
-  /** Matching lines at most. @defaultValue 100 */
-  maxResults: z.number().int().min(1).max(1_000).default(100),
-});
-/** `symbol`: where a name is defined and referenced (the repo map's index). */
-export const SymbolArgs = z.object({ name: z.string().min(1).max(200) });
-/** `run`: a shell line (`sh -c`) at the workspace root of the session container. */
-export const RunArgs = z.object({
-  command: z.string().min(1).max(4_000),
-  /** ms; capped by the task's run timeout. */
-  timeoutMs: z.number().int().min(100).max(600_000).optional(),
-});
-/** `edit`: search/replace edits, applied in order over the candidate so far. */
-export const EditArgs = z.object({ edits: z.array(Edit).min(1).max(20) });
-/** `submit`: the change is done; `summary` is its one line. */
-export const SubmitArgs = z.object({ summary: z.string().min(1).max(500) });
-
-/** Each tool's arguments schema, by name. */
-export const ToolArgs = {
-  list: ListArgs,
-  read: ReadArgs,
-  search: SearchArgs,
-  symbol: SymbolArgs,
-  run: RunArgs,
-  edit: EditArgs,
-  submit: SubmitArgs,
-} as const satisfies Record<ToolName, z.ZodTypeAny>;
+/** Each tool's arguments schema, by name (the table's `args`). */
+export const ToolArgs = Object.fromEntries(Object.entries(AGENT_TOOLS).map(([name, t]) => [name, t.args])) as {
+  [N in AgentToolName]: (typeof AGENT_TOOLS)[N]["args"];
+};
 
 /**
  * One tool call as the model made it. `args` is validated against {@link ToolArgs} by the

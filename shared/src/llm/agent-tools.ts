@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { ToolArgs, type ToolName } from "../contracts/agent.js";
+import { AGENT_TOOLS } from "../contracts/agent-tools.js";
 import { jsonCandidates } from "./parse.js";
 import { jsonrepair } from "jsonrepair";
 import type { ToolSpec } from "./types.js";
@@ -17,17 +18,10 @@ import type { ToolSpec } from "./types.js";
  */
 export const UNPARSED_ARGS = "_unparsed";
 
-/** What each tool does, as the model reads it. */
-export const TOOL_DESCRIPTIONS: Readonly<Record<ToolName, string>> = {
-  list: "List a directory of the repository, `depth` levels down (directories end with `/`).",
-  read: "Read a file of the repository, optionally lines startLine..endLine (1-based, inclusive). Lines come numbered.",
-  search:
-    "Search the repository for lines matching a regular expression (JavaScript syntax), optionally only in files matching a glob such as `src/**/*.py`.",
-  symbol: "Find where a name (function, class, method) is defined and where it is referenced.",
-  run: "Run a shell command (`sh -c`) at the repository root of the sandbox, on the files as you have edited them: no network. Use it to run the tests or reproduce the bug.",
-  edit: "Change files with search/replace edits, applied in order. `search` must be copied exactly from the file and occur exactly once in it; an empty `search` creates the file; `delete: true` removes it.",
-  submit: "End the task: your change is done. `summary` is one line saying what it does.",
-};
+/** What each tool does, as the model reads it: each entry's `description` in the tool table ({@link AGENT_TOOLS}). */
+export const TOOL_DESCRIPTIONS: Readonly<Record<ToolName, string>> = Object.fromEntries(
+  Object.entries(AGENT_TOOLS).map(([name, t]) => [name, t.description]),
+) as Record<ToolName, string>;
 
 /**
  * The JSON Schema of a tool's arguments: `z.toJSONSchema` of its {@link ToolArgs} entry, the

@@ -8,6 +8,8 @@
  * and the stuck rule stop the task.
  */
 import {
+  agentTool,
+  argsSummary,
   repoModeOf,
   LoopsmithError,
   type AgentMessage,
@@ -67,20 +69,10 @@ function previousOf(s: TaskState): string | undefined {
   return agentTexts.previous(f.iteration, f.status, f.failingTests, output, s.reflection, tree).slice(0, 40_000);
 }
 
-/** Short arguments of a step for its event line. */
+/** Short arguments of a step for its event line: the tool table's `summary` of the tool (`argsSummary` for a name that is no tool). */
 function argsLine(call: ToolCall | undefined): string {
   if (!call) return "";
-  const a = call.args;
-  if (typeof a.path === "string" && (call.name === "read" || call.name === "list"))
-    return `${a.path}${a.startLine || a.endLine ? `:${String(a.startLine ?? 1)}-${String(a.endLine ?? "")}` : ""}`;
-  if (typeof a.command === "string") return a.command.slice(0, 120);
-  if (typeof a.pattern === "string")
-    return `/${a.pattern.slice(0, 100)}/${typeof a.glob === "string" ? ` ${a.glob}` : ""}`;
-  if (typeof a.name === "string") return a.name;
-  if (Array.isArray(a.edits))
-    return [...new Set(a.edits.map((e) => String((e as { path?: unknown }).path ?? "?")))].join(", ").slice(0, 120);
-  if (typeof a.summary === "string") return a.summary.slice(0, 120);
-  return JSON.stringify(a).slice(0, 120);
+  return (agentTool(call.name)?.summary ?? argsSummary)(call.args);
 }
 
 /**

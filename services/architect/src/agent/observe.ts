@@ -2,7 +2,7 @@
  * What the model sees of a tool's output: ONE rule cuts every observation
  * ({@link cutObservation}), and the session's replies are rendered into text here.
  */
-import type { SessionObservation } from "@loopsmith/shared";
+import { agentTool, type SessionObservation } from "@loopsmith/shared";
 import { cutText } from "@loopsmith/shared/text";
 
 /** The cut rule: lines kept at the head and at the tail, and the characters at most (the note included), in characters. */
@@ -38,23 +38,16 @@ export function cutObservation(text: string, rule: CutRule = OBSERVATION_CUT): s
 }
 
 /**
- * A session call's observation as text, before the cut: a `run` says its exit code (or that
- * it was killed) above its output; any output the executor capped (a run's at 1 MiB, any
- * call's to fit the bus's largest message) says its whole size.
+ * A session call's observation as text, before the cut: the tool's heading from the tool
+ * table (`AGENT_TOOLS[tool].heading`: a `run`'s exit code, or that it was killed; a
+ * `search`'s match count) above its output; any output the executor capped (a run's at
+ * 1 MiB, any call's to fit the bus's largest message) says its whole size.
  */
 export function renderObservation(tool: string, o: SessionObservation): string {
   let text = o.output;
   const shown = Buffer.byteLength(o.output, "utf8");
   if (o.totalBytes > shown)
     text += `\n[the sandbox kept ${shown.toLocaleString("en-US")} of ${o.totalBytes.toLocaleString("en-US")} bytes of output]`;
-  if (tool === "run") {
-    const status = o.timedOut
-      ? "killed: it passed its timeout"
-      : o.exitCode === null || o.exitCode === undefined
-        ? "killed"
-        : `exit code ${o.exitCode}`;
-    return `${status}\n${text}`;
-  }
-  if (tool === "search" && o.total !== undefined) return `${o.total} matches\n${text}`;
-  return text;
+  const heading = agentTool(tool)?.heading?.(o);
+  return heading === undefined ? text : `${heading}\n${text}`;
 }

@@ -1,15 +1,19 @@
 /**
- * The tools of agent mode, as the architect answers them. `list`, `read`, `search` and `run`
- * are calls in the session container (`session.ts`); `symbol` and `edit` are answered here
- * (the repo map's index; the search/replace engine, the policy and the parse check); `submit`
- * ends the loop. Every problem a model can cause (bad arguments, an edit that misses or is
+ * The tools of agent mode, as the architect answers them, dispatched by the tool table
+ * (`AGENT_TOOLS` in `@loopsmith/shared`): a tool that `runs` in the executor is a call in the
+ * session container (`session.ts`); the others are answered here (`symbol`: the repo map's
+ * index; `edit`: the search/replace engine, the policy and the parse check; `submit` ends the
+ * loop). Every problem a model can cause (bad arguments, an edit that misses or is
  * refused, a file that is not there) is an error observation: the loop goes on.
  */
 import { z } from "zod";
 import {
+  AGENT_TOOLS,
   LoopsmithError,
-  ToolArgs,
   ToolName,
+  type ArchitectToolName,
+  type ExecutorToolName,
+  type SessionCall,
   unifiedPatch,
   type Candidate,
   type FileChange,
@@ -35,8 +39,45 @@ export interface ToolResult {
 
 const error = (content: string): ToolResult => ({ content, isError: true });
 
+/** A tool's arguments as its schema in the tool table gives them. */
+type ArgsOf<N extends ToolName> = z.infer<(typeof AGENT_TOOLS)[N]["args"]>;
+
 /**
- * Answers one tool call. Arguments are checked against {@link ToolArgs} first.
+ * What the architect sends the session for each `executor` tool of the table: the checked
+ * arguments, with a `run`'s timeout capped by the task's run timeout.
+ */
+const SESSION_CALLS: { [N in ExecutorToolName]: (ctx: LoopContext, args: ArgsOf<N>) => SessionCall["call"] } = {
+  list: (_ctx, args) => ({ tool: "list", ...args }),
+  read: (_ctx, args) => ({ tool: "read", ...args }),
+  search: (_ctx, args) => ({ tool: "search", ...args }),
+  run: (ctx, args) => {
+    const cap = runTimeoutOf(ctx.s);
+    return { tool: "run", command: args.command, timeoutMs: Math.min(args.timeoutMs ?? cap, cap) };
+  },
+};
+
+/** The implementations of the tools the table says the architect answers. */
+const HERE: { [N in ArchitectToolName]: (ctx: LoopContext, args: ArgsOf<N>) => Promise<ToolResult> } = {
+  symbol: (ctx, { name }) =>
+    Promise.resolve({ content: findSymbol(name, treeFiles(ctx), currentReader(ctx.root, ctx.loop)), isError: false }),
+  edit: (ctx, { edits }) => edit(ctx, edits),
+  submit: (_ctx, { summary }) =>
+    Promise.resolve({ content: agentTexts.submitted(summary), isError: false, submitted: summary }),
+};
+
+/** Runs a checked call on the side the tool table names: a session call rendered to text, or the architect's own. */
+function dispatch<N extends ToolName>(ctx: LoopContext, name: N, args: ArgsOf<N>): Promise<ToolResult> {
+  if (AGENT_TOOLS[name].runs === "executor") {
+    const tool = name as ExecutorToolName;
+    const request = (SESSION_CALLS[tool] as (c: LoopContext, a: unknown) => SessionCall["call"])(ctx, args);
+    return callSession(ctx, request).then((o) => ({ content: renderObservation(tool, o), isError: !o.ok }));
+  }
+  return (HERE[name as ArchitectToolName] as (c: LoopContext, a: unknown) => Promise<ToolResult>)(ctx, args);
+}
+
+/**
+ * Answers one tool call. Arguments are checked against the tool's schema in the tool table
+ * ({@link AGENT_TOOLS}) first.
  * @throws HandBack when the session cannot be reached now (the task resumes from its checkpoint)
  */
 export async function runTool(ctx: LoopContext, call: ToolCall): Promise<ToolResult> {
@@ -47,38 +88,10 @@ export async function runTool(ctx: LoopContext, call: ToolCall): Promise<ToolRes
   const raw = call.args[UNPARSED_ARGS];
   if (raw !== undefined)
     return error(agentTexts.badArgs(name.data, `the arguments are not a JSON object: ${String(raw).slice(0, 200)}`));
-  const parsed = ToolArgs[name.data].safeParse(call.args);
+  const parsed = AGENT_TOOLS[name.data].args.safeParse(call.args);
   if (!parsed.success) return error(agentTexts.badArgs(name.data, z.prettifyError(parsed.error)));
   try {
-    switch (name.data) {
-      case "list":
-      case "read":
-      case "search": {
-        const args = parsed.data as z.infer<(typeof ToolArgs)["list" | "read" | "search"]>;
-        const o = await callSession(ctx, { tool: name.data, ...args } as Parameters<typeof callSession>[1]);
-        return { content: renderObservation(name.data, o), isError: !o.ok };
-      }
-      case "run": {
-        const args = parsed.data as z.infer<(typeof ToolArgs)["run"]>;
-        const cap = runTimeoutOf(ctx.s);
-        const o = await callSession(ctx, {
-          tool: "run",
-          command: args.command,
-          timeoutMs: Math.min(args.timeoutMs ?? cap, cap),
-        });
-        return { content: renderObservation("run", o), isError: !o.ok };
-      }
-      case "symbol": {
-        const { name: symbol } = parsed.data as z.infer<(typeof ToolArgs)["symbol"]>;
-        return { content: findSymbol(symbol, treeFiles(ctx), currentReader(ctx.root, ctx.loop)), isError: false };
-      }
-      case "edit":
-        return await edit(ctx, (parsed.data as z.infer<(typeof ToolArgs)["edit"]>).edits);
-      case "submit": {
-        const { summary } = parsed.data as z.infer<(typeof ToolArgs)["submit"]>;
-        return { content: agentTexts.submitted(summary), isError: false, submitted: summary };
-      }
-    }
+    return await dispatch(ctx, name.data, parsed.data);
   } catch (err) {
     if (err instanceof HandBack) throw err;
     if (err instanceof LoopsmithError && err.retryable)
