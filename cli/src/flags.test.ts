@@ -1,11 +1,26 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command } from "commander";
 import { describe, expect, it } from "vitest";
-import { Task, effectiveRoles, loadConfig, loadConfigWithSources } from "@loopsmith/shared";
+import {
+  BenchFormat,
+  DependencyPolicy,
+  ImproveSettings,
+  Language,
+  ProviderName,
+  ROLES,
+  RepoSpec,
+  Task,
+  TaskLimits,
+  effectiveRoles,
+  loadConfig,
+  loadConfigWithSources,
+} from "@loopsmith/shared";
+import { registerBench } from "./commands/bench.js";
 import { registerImprove } from "./commands/improve.js";
+import { registerSandboxCommand } from "./commands/sandbox.js";
 import { improveSteering } from "./improve/run.js";
 import type { ImproveFlags } from "./improve/settings.js";
 import { addModelFlags } from "./model-flags.js";
@@ -140,5 +155,63 @@ describe("DAG task flags", () => {
     expect(() => buildTask("g", { parallel: 2, subtaskAttempts: 2 })).toThrow(
       /^--parallel, --subtask-attempts apply to --repo only/,
     );
+  });
+});
+
+describe("the CLI's choices are the contracts'", () => {
+  const noLogger = async () => {
+    throw new Error("no logger in this test");
+  };
+  /** The values commander accepts for `flag` of `command`. */
+  const choicesOf = (command: Command | undefined, flag: string): readonly string[] | undefined =>
+    command?.options.find((o) => o.long === flag)?.argChoices;
+
+  it("the model flags, improve, metrics, bench and sandbox run accept exactly the schemas' values", () => {
+    const program = new Command();
+    registerImprove(program, async () => undefined, noLogger);
+    registerBench(program, async () => undefined, noLogger);
+    registerSandboxCommand(program);
+    const command = (name: string) => program.commands.find((c) => c.name() === name);
+    const solve = addModelFlags(new Command("solve"));
+    expect(choicesOf(solve, "--provider")).toEqual(ProviderName.options);
+    for (const role of ROLES) expect(choicesOf(solve, `--provider-${role}`), role).toEqual(ProviderName.options);
+    expect(solve.options.filter((o) => o.long?.startsWith("--model-")).map((o) => o.long)).toEqual(
+      ROLES.map((r) => `--model-${r}`),
+    );
+    const improve = command("improve");
+    expect(choicesOf(improve, "--provider")).toEqual(ProviderName.options);
+    expect(choicesOf(improve, "--bench-format")).toEqual(BenchFormat.options);
+    expect(choicesOf(improve, "--alpha-spending")).toEqual(ImproveSettings.shape.alphaSpending.unwrap().options);
+    expect(choicesOf(improve, "--dependencies")).toEqual(DependencyPolicy.options);
+    expect(choicesOf(command("metrics"), "--bench-format")).toEqual(BenchFormat.options);
+    expect(choicesOf(command("bench"), "--provider")).toEqual([...ProviderName.options, "simulated"]);
+    const sandboxRun = command("sandbox")?.commands.find((c) => c.name() === "run");
+    expect(choicesOf(sandboxRun, "--language")).toEqual(Language.options);
+  });
+
+  it("solve's --help names the schemas' values and ranges (the real loopsmith, from the sources)", () => {
+    const cli = join(import.meta.dirname, "..", "bin", "loopsmith.js");
+    const help = spawnSync(process.execPath, [cli, "solve", "--help"], {
+      encoding: "utf8",
+      env: { ...process.env, LOOPSMITH_FROM_SOURCE: "1" },
+    });
+    expect(help.status, help.stderr).toBe(0);
+    const text = help.stdout.replace(/\s+/g, " ");
+    /** The `(choices: …)` commander prints for `flag`, as a list. */
+    const listed = (flag: string): string[] =>
+      [...(new RegExp(`${flag} .*?\\(choices: ([^)]*)\\)`).exec(text)?.[1] ?? "").matchAll(/"([^"]+)"/g)].map(
+        (m) => m[1] as string,
+      );
+    expect(listed("--language <language>")).toEqual(Language.options);
+    expect(listed("--memory <mode>")).toEqual(Task.shape.memory.unwrap().options);
+    expect(listed("--dependencies <policy>")).toEqual(DependencyPolicy.options);
+    expect(listed("--mode <mode>")).toEqual(RepoSpec.shape.mode.unwrap().options);
+    expect(listed("--provider <name>")).toEqual(ProviderName.options);
+    const max = TaskLimits.shape.maxIterations.unwrap();
+    expect(text).toContain(`--max-iterations <n> iterations at most (${max.minValue} to ${max.maxValue}; default 5)`);
+    const parallel = Task.shape.parallel.unwrap();
+    expect(text).toContain(`subtasks running at once (${parallel.minValue} to ${parallel.maxValue};`);
+    const attempts = TaskLimits.shape.subtaskAttempts.unwrap();
+    expect(text).toContain(`attempts per subtask (${attempts.minValue} to ${attempts.maxValue}; default 3)`);
   });
 });

@@ -7,6 +7,8 @@
  */
 import { Argument, Command, CommanderError, Option } from "commander";
 import type { Logger } from "pino";
+// The values the contracts are built from (no zod: the flags are declared before any schema is built).
+import * as contract from "@loopsmith/shared/contracts/values";
 // The version `--version` prints: the installed package's own (bundled into dist/app by the build).
 import manifest from "../../package.json" with { type: "json" };
 import { registerSandboxCommand } from "./commands/sandbox.js";
@@ -25,11 +27,6 @@ import { EXIT_CODE_MEANINGS, ExitCode } from "./exit-codes.js";
 import type { SolveOptions } from "./solve.js";
 import { checkIssueFlags } from "./solve-issue-flags.js";
 import {
-  LANGUAGES,
-  MAX_ITERATIONS,
-  PARALLEL,
-  PROVIDERS,
-  SUBTASK_ATTEMPTS,
   boundedNumber,
   checkNatsListening,
   checkSolveInput,
@@ -100,15 +97,15 @@ const solveCommand = program
   .option("-f, --file <task.json>", "a task file (goal, language, files, acceptanceTests, limits)")
   .option("--humaneval <task_id>", "a HumanEval task, e.g. HumanEval/12")
   .option("--dataset <path>", "the HumanEval JSONL file for --humaneval")
-  .addOption(new Option("-l, --language <language>", "language of a goal string").choices(LANGUAGES));
+  .addOption(new Option("-l, --language <language>", "language of a goal string").choices(contract.LANGUAGES));
 addModelFlags(solveCommand)
   .option("--script <file>", "replies file for the scripted provider")
   .option("--transcript <file>", "append every prompt and reply to this JSONL file")
   .option("--config <file>", "configuration file (JSON)")
   .option(
     "--max-iterations <n>",
-    `iterations at most (${MAX_ITERATIONS.min} to ${MAX_ITERATIONS.max}; default 5)`,
-    wholeNumber(MAX_ITERATIONS.min, MAX_ITERATIONS.max),
+    `iterations at most (${contract.MAX_ITERATIONS.min} to ${contract.MAX_ITERATIONS.max}; default ${contract.MAX_ITERATIONS.default})`,
+    wholeNumber(contract.MAX_ITERATIONS.min, contract.MAX_ITERATIONS.max),
   )
   .option("--budget-usd <usd>", "LLM budget of the task in USD", positiveNumber)
   .option("--budget-tokens <n>", "LLM budget of the task in tokens", wholeNumber(1))
@@ -126,7 +123,7 @@ addModelFlags(solveCommand)
     new Option(
       "--memory <mode>",
       "off: recall nothing, so no prompt carries a memory hint (the task's own failures are still stored)",
-    ).choices(["on", "off"]),
+    ).choices(contract.MEMORY_MODES),
   )
   .option("--task-id <id>", "task id (default: generated)")
   .option(
@@ -143,7 +140,7 @@ addModelFlags(solveCommand)
     new Option(
       "--dependencies <policy>",
       "repo mode: a candidate that changes dependencies is rejected, asked about, or allowed (default reject)",
-    ).choices(["reject", "ask", "allow"]),
+    ).choices(contract.DEPENDENCY_POLICIES),
   )
   .option("--map-tokens <n>", "repo mode: token budget of the repo map (default 2048)", wholeNumber(256, 32_000))
   .option(
@@ -155,7 +152,7 @@ addModelFlags(solveCommand)
     new Option(
       "--mode <mode>",
       "repo mode: agent explores with tools before it edits; oneshot edits in one call (default agent, oneshot for a script of one-shot builds)",
-    ).choices(["agent", "oneshot"]),
+    ).choices(contract.REPO_MODES),
   )
   .option("--apply", "repo mode: also apply a passing change to your work tree (which must be clean)")
   .option(
@@ -164,13 +161,13 @@ addModelFlags(solveCommand)
   )
   .option(
     "--parallel <n>",
-    `with --decompose: subtasks running at once (${PARALLEL.min} to ${PARALLEL.max}; default: the builder replicas)`,
-    wholeNumber(PARALLEL.min, PARALLEL.max),
+    `with --decompose: subtasks running at once (${contract.PARALLEL.min} to ${contract.PARALLEL.max}; default: the builder replicas)`,
+    wholeNumber(contract.PARALLEL.min, contract.PARALLEL.max),
   )
   .option(
     "--subtask-attempts <k>",
-    `with --decompose: attempts per subtask (${SUBTASK_ATTEMPTS.min} to ${SUBTASK_ATTEMPTS.max}; default 3)`,
-    wholeNumber(SUBTASK_ATTEMPTS.min, SUBTASK_ATTEMPTS.max),
+    `with --decompose: attempts per subtask (${contract.SUBTASK_ATTEMPTS.min} to ${contract.SUBTASK_ATTEMPTS.max}; default ${contract.SUBTASK_ATTEMPTS.default})`,
+    wholeNumber(contract.SUBTASK_ATTEMPTS.min, contract.SUBTASK_ATTEMPTS.max),
   )
   .option(
     "--subtask-timeout <duration>",
@@ -295,7 +292,7 @@ program
   .description(
     "start the local stack (NATS, memory, the five services) in the background; solve, history, stats, show and improve then use it",
   )
-  .addOption(new Option("--provider <name>", "LLM provider of the stack's services").choices(PROVIDERS))
+  .addOption(new Option("--provider <name>", "LLM provider of the stack's services").choices(contract.PROVIDERS))
   .option("--model <id>", "model id")
   .option("--script <file>", "replies file for the scripted provider")
   .option("--base-url <url>", "provider base URL")

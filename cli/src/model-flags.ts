@@ -2,10 +2,10 @@
  * The flags that pick who answers, the same on every command that runs tasks (`solve`,
  * `improve`): `--provider`, `--model`, `--base-url`, and a model and a provider per role
  * (`--model-<role>`, `--provider-<role>`). `flagsOf` (steering.ts) turns them into the
- * configuration's flags layer. Loads only `commander` and the preflight constants.
+ * configuration's flags layer. Loads only `commander` and the contracts' plain values (no zod).
  */
 import { Option, type Command } from "commander";
-import { PROVIDERS, ROLES } from "./preflight.js";
+import { PROVIDERS, ROLES } from "@loopsmith/shared/contracts/values";
 
 /**
  * Adds `--provider`, `--model`, `--base-url`, and `--model-<role>` and `--provider-<role>` for

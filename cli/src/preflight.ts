@@ -4,32 +4,17 @@
  * listens at a configured NATS URL. A usage error is reported in well under a second and a
  * closed NATS port in about one. Loads only `node:` modules and `commander`.
  *
- * The ranges and names here mirror `@loopsmith/shared` (`Language`, `TaskLimits`, the
- * configuration layers); `preflight.test.ts` checks they agree.
+ * The ranges and names of the contracts come from `@loopsmith/shared/contracts/values`, which
+ * imports nothing (no zod): the same values the schemas are built from.
  */
 import { readFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { resolve } from "node:path";
 import { InvalidArgumentError } from "commander";
 import type { Config } from "@loopsmith/shared";
+import { ROLES, TIME_LIMIT_MS } from "@loopsmith/shared/contracts/values";
 import { humanevalId } from "@loopsmith/evals";
 import { CliError, usageError } from "./errors.js";
-
-/** Languages the sandbox runs (`Language` in shared). */
-export const LANGUAGES = ["python", "javascript", "typescript"] as const;
-/** LLM providers (`ProviderName` in shared). */
-export const PROVIDERS = ["anthropic", "openai-compatible", "bedrock", "scripted"] as const;
-/** LLM roles, each with its own `--model-<role>`/`--provider-<role>` (`ROLES` in shared). */
-export const ROLES = ["spec", "plan", "build", "review", "reflect", "improve", "agent"] as const;
-/** `--max-iterations` bounds (`TaskLimits.maxIterations` in shared). */
-export const MAX_ITERATIONS = { min: 1, max: 50 } as const;
-/** `--parallel` bounds (`Task.parallel` in shared): subtasks of a DAG task running at once. */
-export const PARALLEL = { min: 1, max: 16 } as const;
-/** `--subtask-attempts` bounds (`TaskLimits.subtaskAttempts` in shared). */
-export const SUBTASK_ATTEMPTS = { min: 1, max: 10 } as const;
-
-/** `--timeout` and `--subtask-timeout` bounds, in ms (`TaskLimits.timeLimitMs` in shared): 1 s to 7 days. */
-export const TIME_LIMIT_MS = { min: 1_000, max: 7 * 86_400_000 } as const;
 
 /** Units of a duration, in ms. */
 const DURATION_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };

@@ -7,7 +7,7 @@
  */
 import { resolve } from "node:path";
 import { loadConfig, type Config, type Role } from "@loopsmith/shared";
-import { ROLES } from "./preflight.js";
+import { ROLES } from "@loopsmith/shared/contracts/values";
 import { liveStack } from "./stack-record.js";
 
 /** `--model-<role>` and `--provider-<role>`, as commander names them (`modelPlan`, `providerBuild`, …). */

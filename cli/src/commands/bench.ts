@@ -9,7 +9,8 @@
 import { Option, type Command } from "commander";
 import type { Logger } from "pino";
 import { usageError, type CommandRunner } from "../errors.js";
-import { PROVIDERS, positiveNumber, wholeNumber } from "../preflight.js";
+import { PROVIDERS } from "@loopsmith/shared/contracts/values";
+import { positiveNumber, wholeNumber } from "../preflight.js";
 import type { BenchOptions } from "../bench/run.js";
 import type { SweBenchOptions } from "../bench/swe-bench/record.js";
 

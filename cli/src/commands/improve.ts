@@ -12,6 +12,7 @@
  */
 import { Option, type Command } from "commander";
 import type { Logger } from "pino";
+import { ALPHA_SPENDINGS, BENCH_FORMATS, DEPENDENCY_POLICIES } from "@loopsmith/shared/contracts/values";
 import { usageError, type CommandRunner } from "../errors.js";
 import { ExitCode } from "../exit-codes.js";
 import type { ImproveFlags } from "../improve/settings.js";
@@ -85,10 +86,9 @@ function addJudgingOptions(improve: Command): void {
       'the benchmark: prints one JSON object per case and line ({"case","pass","score"?}); without it, the repository\'s quality metrics (improve.benchmarks) judge each generation',
     )
     .addOption(
-      new Option("--bench-format <format>", "json lines on stdout, or the JUnit cases pytest writes").choices([
-        "json",
-        "junit",
-      ]),
+      new Option("--bench-format <format>", "json lines on stdout, or the JUnit cases pytest writes").choices(
+        BENCH_FORMATS,
+      ),
     )
     .option(
       "--bench-junit <path>",
@@ -108,7 +108,7 @@ function addJudgingOptions(improve: Command): void {
       new Option(
         "--alpha-spending <rule>",
         "how the run spends --alpha over its tests: harmonic over --generations, basel (6/π²j², any number), none (each test at --alpha)",
-      ).choices(["harmonic", "basel", "none"]),
+      ).choices(ALPHA_SPENDINGS),
     )
     .option(
       "--holdout <pattern or file>",
@@ -155,7 +155,7 @@ function addGenerationOptions(improve: Command): void {
       new Option(
         "--dependencies <policy>",
         "a candidate changing dependencies is rejected unless allow (default reject)",
-      ).choices(["reject", "ask", "allow"]),
+      ).choices(DEPENDENCY_POLICIES),
     )
     .option("--max-iterations <n>", "iterations of each generation's task (default 5)", wholeNumber(1, 20))
     .option(
@@ -344,10 +344,9 @@ function registerMetrics(program: Command, run: CommandRunner, logger: () => Pro
     .option("--check <cmd>", "also run this check on the commit and show its test counts")
     .option("--bench <cmd>", "measure this benchmark once instead (its cases passing, the mean score)")
     .addOption(
-      new Option("--bench-format <format>", "json lines on stdout, or the JUnit cases pytest writes").choices([
-        "json",
-        "junit",
-      ]),
+      new Option("--bench-format <format>", "json lines on stdout, or the JUnit cases pytest writes").choices(
+        BENCH_FORMATS,
+      ),
     )
     .option(
       "--bench-junit <path>",

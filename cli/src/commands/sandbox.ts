@@ -9,7 +9,8 @@
  */
 import { Option, type Command } from "commander";
 import { runCommand, type CommandRunner } from "../errors.js";
-import { LANGUAGES, wholeNumber } from "../preflight.js";
+import { LANGUAGES } from "@loopsmith/shared/contracts/values";
+import { wholeNumber } from "../preflight.js";
 import type { SandboxRunOptions } from "./sandbox-run.js";
 
 /**

@@ -10,7 +10,10 @@ import {
   LoopsmithError,
   QUALITY_METRICS,
   checkImproveSection,
+  type AlphaSpending,
+  type BenchFormat,
   type Config,
+  type DependencyPolicy,
   type QualityMetric,
 } from "@loopsmith/shared";
 import type { ModelOptions } from "../steering.js";
@@ -23,11 +26,11 @@ export interface ImproveFlags extends ModelOptions {
   goal?: string;
   check?: string;
   bench?: string;
-  benchFormat?: "json" | "junit";
+  benchFormat?: BenchFormat;
   benchJunit?: string;
   repeats?: number;
   alpha?: number;
-  alphaSpending?: "harmonic" | "basel" | "none";
+  alphaSpending?: AlphaSpending;
   /** `--holdout`, repeatable: a case-id glob, or a file of case ids (one per line). */
   holdout?: string[];
   confirmationFraction?: number;
@@ -38,7 +41,7 @@ export interface ImproveFlags extends ModelOptions {
   dryRun?: boolean;
   review?: boolean;
   protect?: string[];
-  dependencies?: "reject" | "ask" | "allow";
+  dependencies?: DependencyPolicy;
   maxIterations?: number;
   generationTimeout?: number;
   setupCmd?: string;

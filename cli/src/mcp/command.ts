@@ -5,7 +5,8 @@
 import { Option, type Command } from "commander";
 import type { Logger } from "pino";
 import type { CommandRunner } from "../errors.js";
-import { PROVIDERS, checkNatsListening, configuredNats } from "../preflight.js";
+import { PROVIDERS } from "@loopsmith/shared/contracts/values";
+import { checkNatsListening, configuredNats } from "../preflight.js";
 import type { McpOptions } from "./session.js";
 
 /** Registers `mcp` on the program. */

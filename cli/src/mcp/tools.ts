@@ -21,7 +21,7 @@ import {
   type TaskInput,
   type TaskLimits,
 } from "@loopsmith/shared";
-import { LANGUAGES, MAX_ITERATIONS } from "../preflight.js";
+import { LANGUAGES, MAX_ITERATIONS } from "@loopsmith/shared/contracts/values";
 import { historyText, resultText } from "../output.js";
 import { runText } from "../run-view.js";
 import { transcriptSteps } from "../transcript-view.js";

@@ -4,8 +4,10 @@
  * decision and the CLI's reports and small-benchmark warning both use it.
  */
 
+import type { ALPHA_SPENDINGS } from "./values.js";
+
 /** How a run spends its `alpha` over its tests (`ImproveSettings.alphaSpending`). */
-export type AlphaSpending = "harmonic" | "basel" | "none";
+export type AlphaSpending = (typeof ALPHA_SPENDINGS)[number];
 
 /**
  * The level α_j of the run's j-th paired test (j ≥ 1), given the run's budget `alpha` and its

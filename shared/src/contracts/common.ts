@@ -2,12 +2,13 @@
 import { z } from "zod";
 import { OWNER_PATTERN } from "../bus/subjects.js";
 import { ErrorData, LoopsmithError } from "../runtime/errors.js";
+import { LANGUAGES } from "./values.js";
 
 /** Every payload carries its contract version so a rolling upgrade can tell old from new. */
 export const V1 = z.literal(1);
 
 /** Languages the sandbox can run. */
-export const Language = z.enum(["python", "javascript", "typescript"]);
+export const Language = z.enum(LANGUAGES);
 export type Language = z.infer<typeof Language>;
 
 /** Task ids: safe in NATS subjects and KV keys (letters, digits, `-`, `_`), 1–64 chars. */

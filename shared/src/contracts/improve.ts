@@ -10,6 +10,7 @@ import { Owner, RelativePath, Usage, V1 } from "./common.js";
 import { Finding } from "./plan.js";
 import { CommitId, DependencyPolicy } from "./repo.js";
 import { unknownKeysError } from "../runtime/unknown-keys.js";
+import { ALPHA_SPENDINGS, BENCH_FORMATS } from "./values.js";
 
 /** An improvement run id: 1-48 letters, digits, `-` or `_` (a generation's task id is `<runId>-gen-<N>`). */
 export const RunId = z.string().regex(/^[A-Za-z0-9_-]{1,48}$/, "run ids are 1-48 letters, digits, '-' or '_'");
@@ -24,7 +25,7 @@ export const DEFAULT_IMPROVE_GOAL = "make the benchmark better without breaking 
  * ignored). `junit`: the cases are the test cases the sandbox read from the run's JUnit XML
  * (pytest writes it by itself in the sandbox; see docs/SANDBOX.md).
  */
-export const BenchFormat = z.enum(["json", "junit"]);
+export const BenchFormat = z.enum(BENCH_FORMATS);
 export type BenchFormat = z.infer<typeof BenchFormat>;
 
 /**
@@ -116,7 +117,7 @@ export const ImproveSettings = z.object({
    *   no run-level guarantee).
    * @defaultValue "harmonic"
    */
-  alphaSpending: z.enum(["harmonic", "basel", "none"]).default("harmonic"),
+  alphaSpending: z.enum(ALPHA_SPENDINGS).default("harmonic"),
   /**
    * Share of the benchmark's cases held out as the **confirmation** set: never shown
    * to the model, and a candidate is accepted only when they confirm the selection set's

@@ -85,18 +85,6 @@ export {
   AgentTurnReply,
   AgentTurnRequest,
 } from "./agent.js";
-export {
-  AGENT_TOOLS,
-  agentTool,
-  argsSummary,
-  type AgentTool,
-  type AgentToolName,
-  type ArchitectToolName,
-  type ExecutorToolName,
-  type ObservationParts,
-  type ObservationView,
-  type ToolSide,
-} from "./agent-tools.js";
 export { CancelRequest, StatusRequest, Task, TaskLimits, TaskSource, type TaskInput } from "./task.js";
 export { Candidate, Finding, GateResult, Plan, Reflection, Review } from "./plan.js";
 export {
@@ -230,3 +218,19 @@ export {
   validateDagPlan,
   type DagPlanInput,
 } from "./dag.js";
+// The plain values the schemas are built from; also `@loopsmith/shared/contracts/values`, which
+// loads without zod (the CLI's flags).
+export {
+  ALPHA_SPENDINGS,
+  BENCH_FORMATS,
+  DEPENDENCY_POLICIES,
+  LANGUAGES,
+  MAX_ITERATIONS,
+  MEMORY_MODES,
+  PARALLEL,
+  PROVIDERS,
+  REPO_MODES,
+  ROLES,
+  SUBTASK_ATTEMPTS,
+  TIME_LIMIT_MS,
+} from "./values.js";

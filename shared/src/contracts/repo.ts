@@ -8,6 +8,7 @@ import { z } from "zod";
 import { FileChange, RelativePath } from "./common.js";
 import { ProjectInstructions } from "./instructions.js";
 import { RepoApprovals } from "./approval.js";
+import { DEPENDENCY_POLICIES, REPO_MODES } from "./values.js";
 
 /** A full git object id (SHA-1, 40 hex; SHA-256, 64 hex), lower case. */
 export const CommitId = z
@@ -22,7 +23,7 @@ export type CommitId = z.infer<typeof CommitId>;
  * change shown (`needs_approval`) so a person decides; `allow` runs it, with a setup layer
  * built for the changed manifests.
  */
-export const DependencyPolicy = z.enum(["reject", "ask", "allow"]);
+export const DependencyPolicy = z.enum(DEPENDENCY_POLICIES);
 export type DependencyPolicy = z.infer<typeof DependencyPolicy>;
 
 /** Name of the object that holds the snapshot of `commit` in the `loopsmith-repos` store. */
@@ -31,7 +32,7 @@ export function snapshotName(commit: string): string {
 }
 
 /** How a repo task's model works: agent mode's tool loop, or one-shot edits. */
-export type RepoMode = "agent" | "oneshot";
+export type RepoMode = (typeof REPO_MODES)[number];
 
 /**
  * The mode a repo task runs in: its `repo.mode` when set; otherwise `agent` (the default for
@@ -123,7 +124,7 @@ export const RepoSpec = z.object({
    * edits in one call from the files picked up front (cheaper on small fixes). Absent: see
    * {@link repoModeOf} (agent, unless the task's script was written for one-shot builds).
    */
-  mode: z.enum(["agent", "oneshot"]).optional(),
+  mode: z.enum(REPO_MODES).optional(),
   /**
    * Wall-clock limit of one run of the repository's tests, in ms, as the user gave it
    * (`solve --test-timeout`). Absent: PREPARE times the baseline run and derives the limit

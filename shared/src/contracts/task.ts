@@ -4,14 +4,12 @@ import { FileChange, Language, Owner, TaskId, V1 } from "./common.js";
 import { SubtaskId } from "./dag.js";
 import { RepoSpec } from "./repo.js";
 import { TaskScript } from "./script.js";
-
-/** The longest `timeLimitMs` and `subtaskTimeLimitMs` a task may set: 7 days, in ms (the events stream's retention). */
-const TIME_LIMIT_MAX_MS = 7 * 86_400_000;
+import { MAX_ITERATIONS, MEMORY_MODES, PARALLEL, SUBTASK_ATTEMPTS, TIME_LIMIT_MS } from "./values.js";
 
 /** Per-task limits. Every field has a documented default. */
 export const TaskLimits = z.object({
   /** Build/execute iterations at most. @defaultValue 5 */
-  maxIterations: z.number().int().min(1).max(50).default(5),
+  maxIterations: z.number().int().min(MAX_ITERATIONS.min).max(MAX_ITERATIONS.max).default(MAX_ITERATIONS.default),
   /** Total LLM budget in USD for the task; unlimited when absent. */
   maxCostUsd: z.number().positive().optional(),
   /** Total LLM budget in tokens (input + output) for the task; unlimited when absent. */
@@ -23,14 +21,14 @@ export const TaskLimits = z.object({
    * `time_limit` (a phase already running finishes first). Not the limit of one sandbox run
    * ({@link TaskLimits.runTimeoutMs}). Unlimited when absent.
    */
-  timeLimitMs: z.number().int().min(1_000).max(TIME_LIMIT_MAX_MS).optional(),
+  timeLimitMs: z.number().int().min(TIME_LIMIT_MS.min).max(TIME_LIMIT_MS.max).optional(),
   /**
    * DAG tasks: wall-clock limit of each attempt of a subtask (one child task), in ms (1 s to
    * 7 days); a child is never given more than what is left of the parent's
    * {@link TaskLimits.timeLimitMs}. A child stopped by it is a failed attempt, retried like
    * any other. Unlimited when absent.
    */
-  subtaskTimeLimitMs: z.number().int().min(1_000).max(TIME_LIMIT_MAX_MS).optional(),
+  subtaskTimeLimitMs: z.number().int().min(TIME_LIMIT_MS.min).max(TIME_LIMIT_MS.max).optional(),
   /** Wall-clock limit of one sandbox run, in ms. @defaultValue 30000 */
   runTimeoutMs: z.number().int().min(100).max(600_000).default(30_000),
   /** Memory limit of one sandbox run, in MiB. @defaultValue 512 */
@@ -43,7 +41,12 @@ export const TaskLimits = z.object({
    * DAG tasks: attempts per subtask, each a child task with these limits; backoff between
    * them. @defaultValue 3
    */
-  subtaskAttempts: z.number().int().min(1).max(10).default(3),
+  subtaskAttempts: z
+    .number()
+    .int()
+    .min(SUBTASK_ATTEMPTS.min)
+    .max(SUBTASK_ATTEMPTS.max)
+    .default(SUBTASK_ATTEMPTS.default),
   /**
    * Repo tasks in agent mode: model turns (tool-calling steps) at most in one iteration's
    * loop; the loop stops with `steps` after the last. @defaultValue 40
@@ -92,7 +95,7 @@ export const Task = z.object({
    * comparison). Either way the task's own failures, fixes and success are stored, so its
    * failure signatures, the circuit breaker and later tasks work the same. @defaultValue "on"
    */
-  memory: z.enum(["on", "off"]).default("on"),
+  memory: z.enum(MEMORY_MODES).default("on"),
   /**
    * Recall only failures and successes of tasks whose id starts with this prefix (a
    * benchmark arm's own run, so its memory starts empty and is warmed by its earlier tasks
@@ -112,7 +115,7 @@ export const Task = z.object({
    */
   decompose: z.boolean().default(false),
   /** DAG tasks: subtasks running at once. Absent: the builder replicas the architect finds (`$SRV`). */
-  parallel: z.number().int().min(1).max(16).optional(),
+  parallel: z.number().int().min(PARALLEL.min).max(PARALLEL.max).optional(),
   /** Set on a subtask's child task by its parent's scheduler: the parent task, the subtask and the attempt. */
   parent: z.object({ taskId: TaskId, subtaskId: SubtaskId, attempt: z.number().int().min(1) }).optional(),
   limits: TaskLimits.default(TaskLimits.parse({})),

@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { strictObject } from "../runtime/unknown-keys.js";
+import { PROVIDERS } from "../contracts/values.js";
 
 /**
  * Price of one model in USD per million tokens, as `llm.prices` (and a role's `prices`) set
@@ -19,7 +20,7 @@ export const ModelPrice = strictObject({
 });
 export type ModelPrice = z.infer<typeof ModelPrice>;
 
-export const ProviderName = z.enum(["anthropic", "openai-compatible", "bedrock", "scripted"]);
+export const ProviderName = z.enum(PROVIDERS);
 export type ProviderName = z.infer<typeof ProviderName>;
 
 /**

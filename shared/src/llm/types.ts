@@ -8,12 +8,14 @@ import type { Budget, Usage } from "../contracts/common.js";
 import type { ProviderInfo } from "../contracts/steps.js";
 import type { TaskScript } from "../contracts/script.js";
 import type { AgentMessage, ToolCall } from "../contracts/agent.js";
+import { ROLES } from "../contracts/values.js";
 
 /**
- * The LLM roles of the loop; each has one versioned prompt file. `agent` is agent mode's
- * model: it is called through {@link LlmProvider.converse}, not `complete`.
+ * The LLM roles of the loop (defined with the contracts' plain values); each has one versioned
+ * prompt file. `agent` is agent mode's model: it is called through {@link LlmProvider.converse},
+ * not `complete`.
  */
-export const ROLES = ["spec", "plan", "build", "review", "reflect", "improve", "agent"] as const;
+export { ROLES };
 export type Role = (typeof ROLES)[number];
 
 /** One chat message. `cache: true` marks the end of a stable prefix worth caching. */
