@@ -85,6 +85,18 @@ export {
   AgentTurnReply,
   AgentTurnRequest,
 } from "./agent.js";
+export {
+  AGENT_TOOLS,
+  agentTool,
+  argsSummary,
+  type AgentTool,
+  type AgentToolName,
+  type ArchitectToolName,
+  type ExecutorToolName,
+  type ObservationParts,
+  type ObservationView,
+  type ToolSide,
+} from "./agent-tools.js";
 export { CancelRequest, StatusRequest, Task, TaskLimits, TaskSource, type TaskInput } from "./task.js";
 export { Candidate, Finding, GateResult, Plan, Reflection, Review } from "./plan.js";
 export {
