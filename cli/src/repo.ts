@@ -11,7 +11,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { LoopsmithError, MAX_SNAPSHOT_BYTES, git, type RepoChange } from "@loopsmith/shared";
+import { LoopsmithError, MAX_SNAPSHOT_BYTES, type RepoChange } from "@loopsmith/shared";
+import { git } from "@loopsmith/shared/git";
 
 const execFileAsync = promisify(execFile);
 

@@ -5,7 +5,7 @@
  *   permissions, JetStream streams, buckets and object stores, idempotency;
  * - `llm/`: providers, the tolerant reader, cost and budgets, the prompts;
  * - `runtime/`: errors, configuration, logging, the service runtime, installed assets;
- * - `workspace/`: search/replace edits, tar archives, the runner-configuration rules, git.
+ * - `workspace/`: search/replace edits, tar archives, the runner-configuration rules.
  * Each is also a subpath export (`@loopsmith/shared/bus`, …). This index re-exports them by name.
  */
 export {
@@ -477,7 +477,6 @@ export {
   applyEdits,
   checkEditPath,
   forEachTarEntry,
-  git,
   isDependencyManifest,
   isRunnerConfig,
   isTestFile,

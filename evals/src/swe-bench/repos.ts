@@ -10,7 +10,8 @@
 import { existsSync, statSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { LoopsmithError, git } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared";
+import { git } from "@loopsmith/shared/git";
 import type { SweInstance } from "./instances.js";
 
 /** The source of `repo` (`owner/name`) in `reposDir`. */

@@ -1,6 +1,8 @@
 /**
  * git through simple-git with a vetted environment: the CLI's repo mode and the SWE-bench
- * grader (@loopsmith/evals) both run git on a user's or an instance's work tree.
+ * grader (@loopsmith/evals) both run git on a user's or an instance's work tree. Imported as
+ * `@loopsmith/shared/git` only (not re-exported by the indexes): the services never run git,
+ * and their bundles leave simple-git out.
  */
 import { simpleGit, type SimpleGit } from "simple-git";
 
