@@ -91,7 +91,10 @@ describe.runIf(configured)("loopsmith bench over a running stack", () => {
     const summary = JSON.parse(readFileSync(join(abDir, "summary.json"), "utf8")) as {
       notice: string;
       provider: { label: string };
-      arms: { on: { tasks: number }; off: { tasks: number } };
+      arms: {
+        on: { tasks: number; memory: { tasks: number; recalls: number; hits: number } };
+        off: { tasks: number; memory: { tasks: number; recalls: number; lessonsShown: number } };
+      };
       paired: { pairs: number };
       skippedLines: Array<{ line: number }>;
     };
@@ -100,6 +103,13 @@ describe.runIf(configured)("loopsmith bench over a running stack", () => {
     expect(summary.arms.on.tasks).toBe(6);
     expect(summary.arms.off.tasks).toBe(6);
     expect(summary.paired.pairs).toBe(6);
+    // Memory's use per arm: the off arm recalls nothing by construction; the on arm recalls
+    // before each first build and after each failure, and some of its recalls showed a memory.
+    expect(summary.arms.off.memory).toMatchObject({ tasks: 6, recalls: 0, lessonsShown: 0 });
+    expect(summary.arms.on.memory.tasks).toBe(6);
+    expect(summary.arms.on.memory.recalls).toBeGreaterThanOrEqual(6);
+    expect(summary.arms.on.memory.hits).toBeGreaterThan(0);
+    expect(readFileSync(join(abDir, "report.md"), "utf8")).toContain("## Memory use per arm");
     expect(summary.skippedLines.map((s) => s.line)).toEqual([7, 8]);
     expect(readFileSync(join(abDir, "report.md"), "utf8")).toContain("SIMULATED RUN");
     const html = readFileSync(join(abDir, "report.html"), "utf8");

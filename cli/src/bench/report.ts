@@ -10,6 +10,7 @@ import { TRANSCRIPT_CSS, transcriptHtml, type ViewStep } from "../transcript-vie
 import { armsOf, lastResults, simulatedNotice } from "./summary.js";
 import type { ArmSummary, BenchArm, BenchResult, BenchSummary, PairedSummary } from "./types.js";
 import type { MachineState } from "./machine.js";
+import { MEMORY_HEAD, memoryNotes, memoryRows } from "./memory-use.js";
 
 /** The notice a report carries: the summary's, else the one its provider label implies. */
 function noticeOf(s: BenchSummary): string | undefined {
@@ -135,8 +136,8 @@ const ARM_HEAD = [
 ];
 
 /**
- * `report.md`: the notice first (no-model runs), then the run's facts, totals per arm, the
- * paired comparison (`ab` only), stop reasons per arm and the skipped dataset lines.
+ * `report.md`: the notice first (no-model runs), then the run's facts, totals per arm, memory's
+ * use per arm (when the results record it: `memory-use.ts`), the paired comparison (`ab` only), stop reasons per arm and the skipped dataset lines.
  * @param summary - the run's `summary.json`
  * @param results - the lines of `results.jsonl` (repeated lines: the last counts)
  */
@@ -165,6 +166,9 @@ export function reportMarkdown(summary: BenchSummary, results: readonly BenchRes
     "",
   );
   out.push("pass@1 counts the hidden tests (one sample per task); visible pass counts the tests the model saw.", "");
+  const memory = memoryRows(s);
+  if (memory.length)
+    out.push("## Memory use per arm", "", ...mdTable(MEMORY_HEAD, memory), "", ...memoryNotes(s).map(mdText), "");
   if (s.memory === "ab" && s.paired) {
     const p = s.paired;
     const [onlyOn, onlyOff] = discordant(results);
@@ -426,7 +430,8 @@ ${TRANSCRIPT_CSS}
 
 /**
  * `report.html`: one self-contained page (inline CSS, inline SVG, no script, no external
- * reference): the notice first (no-model runs), the run's facts, totals per arm, a pass-rate
+ * reference): the notice first (no-model runs), the run's facts, totals per arm, memory's use
+ * per arm (when recorded), a pass-rate
  * chart, an iterations histogram, for `ab` the paired comparison (2×2 pass table, tests, and a
  * per-task iterations on − off chart), stop reasons, skipped lines and the per-task table
  * (case, arm, passed, visible, iterations, tokens in/out, USD, wall time, stop reason) and,
@@ -462,6 +467,16 @@ export function reportHtml(
       arms.map((a) => armRow(a, s.arms[a] as ArmSummary).map(e)),
     ),
   );
+  const memory = memoryRows(s);
+  if (memory.length)
+    body.push(
+      '<h2 id="memory">Memory use per arm</h2>',
+      htmlTable(
+        MEMORY_HEAD.map(e),
+        memory.map((r) => r.map(e)),
+      ),
+      ...memoryNotes(s).map((n) => `<p>${e(n)}</p>`),
+    );
   body.push("<h2>Pass rate</h2>", passRateChart(s));
   body.push("<h2>Iterations</h2>", iterationsChart(s));
   if (s.memory === "ab" && s.paired) body.push(...pairedSection(s.paired, results));

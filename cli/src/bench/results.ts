@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { TaskResult } from "@loopsmith/shared";
 import { BenchResult, type BenchArm, type BenchSummary, type ProviderLabel } from "./types.js";
 import { machineText } from "./report.js";
+import { memoryText } from "./memory-use.js";
 
 /** The sentence every output of a run without a model carries. */
 export function noticeFor(label: ProviderLabel): string | undefined {
@@ -118,6 +119,7 @@ export function summaryText(s: BenchSummary, out: string): string {
         `tokens/task ${Math.round(a.tokensInPerTask)} in ${Math.round(a.tokensOutPerTask)} out, $${a.usdPerTask.toFixed(4)}/task, ${a.errors} errors; not passed: ${a.agentFailures} agent, ${a.infraErrors} infrastructure`,
     );
   }
+  lines.push(...memoryText(s));
   if (s.paired) {
     const p = s.paired;
     lines.push(

@@ -37,6 +37,7 @@ import {
 } from "./types.js";
 import { progressReporter } from "./progress.js";
 import { errorLine, noticeFor, readResults, resultLine, summaryText } from "./results.js";
+import { isRecallEvent, readMemoryUtility, readTaskMemory } from "./memory-use.js";
 
 /** Options of `loopsmith bench`, as commander gives them. */
 export interface BenchOptions {
@@ -171,10 +172,12 @@ async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Pro
       await run.client.submit(task);
       const limit = AbortSignal.any([run.abort, AbortSignal.timeout(o.taskTimeoutMs ?? 600_000)]);
       const steps: TaskEvent[] = [];
+      let recalls = 0;
       const result = await run.client.result(task.taskId, {
         signal: limit,
         onEvent: (event) => {
           if (event.kind === "step" && event.phase === "explore") steps.push(event);
+          if (isRecallEvent(event)) recalls += 1;
         },
       });
       if (!result) {
@@ -190,6 +193,8 @@ async function runOne(run: Run, c: BenchCase, index: number, arm: BenchArm): Pro
         });
       } else {
         line = resultLine(result, { ...base, wallMs: Date.now() - started });
+        const memory = await readTaskMemory(run.client, run.log, task.taskId, recalls);
+        if (memory) line = { ...line, memory };
         appendTranscript(join(run.out, "transcripts.jsonl"), task.taskId, steps);
         if (result.status !== "error" || !RETRYABLE.has(result.error?.code ?? "internal")) break;
       }
@@ -274,6 +279,7 @@ function writeReports(
   skipped: SkippedLine[],
   finishedAt: Date,
   machine?: MachineState,
+  utility?: ReadonlyMap<string, number | null>,
 ): BenchSummary {
   const results = readResults(run.resultsPath);
   const notice = noticeFor(run.meta.provider.label);
@@ -290,6 +296,7 @@ function writeReports(
     finishedAt: finishedAt.toISOString(),
     skipped,
     ...(machine ? { machine } : {}),
+    ...(utility ? { utility } : {}),
   });
   writeFileSync(join(run.out, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
   writeFileSync(join(run.out, "report.md"), reportMarkdown(summary, results));
@@ -417,6 +424,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
   let keeper: ReturnType<typeof stackKeeper> | undefined;
   let machineAt: { refMs: number; cpu: CpuTimes } | undefined;
   let machine: MachineState | undefined;
+  let utility: Map<string, number | null> | undefined;
   const progress = progressReporter({
     total: runCases.length * arms.length,
     already: runCases.length * arms.length - todo.length,
@@ -446,6 +454,8 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
       });
     }
     await queue.onIdle();
+    // The utility of the memories shown, now that every task of the run has ended.
+    if (meta.memory !== "off") utility = await readMemoryUtility(client, log);
   } finally {
     keeper?.quiet();
     if (machineAt) machine = machineState(machineAt.refMs, machineAt.cpu, cpuTimes());
@@ -456,7 +466,7 @@ export async function benchCommand(o: BenchOptions, log: Logger): Promise<number
     await keeper?.stop();
     await client?.close();
   }
-  const summary = writeReports({ meta, out, resultsPath }, o, loaded.skipped, new Date(), machine);
+  const summary = writeReports({ meta, out, resultsPath }, o, loaded.skipped, new Date(), machine, utility);
   process.stdout.write(o.json ? `${jsonLine({ kind: "summary", ...summary })}\n` : `${summaryText(summary, out)}\n`);
   return abort.signal.aborted ? 130 : 0;
 }

@@ -1,6 +1,6 @@
 /**
  * The totals of a `loopsmith bench` run (`summary.json`): per arm
- * (pass@1, iterations, tokens, USD, wall time) and, for `--memory ab`, the paired comparison
+ * (pass@1, iterations, tokens, USD, wall time, memory's use: `memory-use.ts`) and, for `--memory ab`, the paired comparison
  * of the two arms with exact tests: the shared paired tests (`@loopsmith/shared/stats`), which the
  * architect's improvement decision uses too: the exact McNemar test on the discordant pairs, and
  * the Wilcoxon signed-rank test on the paired differences.
@@ -20,6 +20,7 @@ import {
   type SkippedLine,
 } from "./types.js";
 import { BUSY_MACHINE_PCT, type MachineState } from "./machine.js";
+import { summarizeArmMemory } from "./memory-use.js";
 
 /**
  * The result that counts for each (case, arm): the last line of it in `results`, in the order
@@ -63,10 +64,17 @@ function countBy(keys: readonly string[]): Record<string, number> {
  * - `p90Iterations`: nearest-rank 90th percentile;
  * - `errors`: tasks whose status is `error`; of the tasks that did not pass, `infraErrors`
  *   failed on the infrastructure ({@link isInfraError}) and `agentFailures` are the rest;
- * - `stopReasons`, `iterationsHistogram`: tasks per stop reason, per iteration count.
+ * - `stopReasons`, `iterationsHistogram`: tasks per stop reason, per iteration count;
+ * - `memory`: memory's use over the lines that record it (`summarizeArmMemory`, with `utility`
+ *   per `<kind>:<id>`), absent when none does.
  */
-export function summarizeArm(results: readonly BenchResult[], machine?: MachineState): ArmSummary {
+export function summarizeArm(
+  results: readonly BenchResult[],
+  machine?: MachineState,
+  utility?: ReadonlyMap<string, number | null>,
+): ArmSummary {
   const rs = lastResults(results);
+  const memory = summarizeArmMemory(rs, utility);
   const n = rs.length;
   const iterations = rs.map((r) => r.iterations);
   const passed = rs.filter((r) => r.passed).length;
@@ -87,6 +95,7 @@ export function summarizeArm(results: readonly BenchResult[], machine?: MachineS
     agentFailures: n - passed - infra,
     stopReasons: countBy(rs.map((r) => r.stopReason)),
     iterationsHistogram: countBy(iterations.map(String)),
+    ...(memory ? { memory } : {}),
   });
 }
 
@@ -193,6 +202,8 @@ export interface SummaryInput {
   skipped: readonly SkippedLine[];
   /** The machine the run ran on, when measured. */
   machine?: MachineState;
+  /** Memory's utility of the memories shown, per `<kind>:<id>` (null: not measured), read at the end of the run. */
+  utility?: ReadonlyMap<string, number | null>;
 }
 
 /** The sentence every output of a run carries when no model answered (`scripted`, `simulated`). */
@@ -221,6 +232,7 @@ export function summarize(input: SummaryInput): BenchSummary {
     arms[arm] = summarizeArm(
       rs.filter((r) => r.arm === arm),
       input.machine,
+      input.utility,
     );
   const notice = input.notice ?? simulatedNotice(input.provider.label);
   return BenchSummary.parse({

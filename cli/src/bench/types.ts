@@ -21,6 +21,23 @@ export type BenchArm = z.infer<typeof BenchArm>;
 export const ProviderLabel = z.enum(["model", "scripted", "simulated"]);
 export type ProviderLabel = z.infer<typeof ProviderLabel>;
 
+/**
+ * What memory showed one task: its recalls (counted from the task's events) and the memories
+ * they showed (read from memory's recall-use log when the task ended). A memory-off task makes
+ * no recall, so all of it is zero.
+ */
+export const ResultMemory = z.object({
+  /** Recalls the task made: before its first build, and after each failure. */
+  recalls: z.number().int().nonnegative(),
+  /** Of those, the recalls that showed at least one memory (a lesson or a raw failure). */
+  hits: z.number().int().nonnegative(),
+  /** Ids of the lessons shown, once per recall that showed each. */
+  lessons: z.array(z.string()),
+  /** Ids of the raw failures shown, once per recall that showed each. */
+  failures: z.array(z.string()),
+});
+export type ResultMemory = z.infer<typeof ResultMemory>;
+
 /** One line of `results.jsonl`: one task of one arm. */
 export const BenchResult = z.object({
   v: z.literal(1),
@@ -66,10 +83,38 @@ export const BenchResult = z.object({
       testMs: z.number().nonnegative(),
     })
     .optional(),
+  /** What memory showed the task (absent from lines written before it was recorded, or when memory could not be read). */
+  memory: ResultMemory.optional(),
   /** ISO-8601. */
   finishedAt: z.string(),
 });
 export type BenchResult = z.infer<typeof BenchResult>;
+
+/**
+ * Memory's use in one arm, over its tasks that recorded it (`tasks`): recalls, the recalls that
+ * showed a memory, the lessons and raw failures shown (per recall and distinct), and the mean
+ * utility (docs/MEMORY.md: a measured association, read from memory at the end of the run) of
+ * the distinct lessons and failures shown whose utility memory knows. The off arm makes no
+ * recall by construction: every count is 0.
+ */
+export const ArmMemory = z.object({
+  /** Tasks whose result line records memory's use. */
+  tasks: z.number().int().nonnegative(),
+  recalls: z.number().int().nonnegative(),
+  hits: z.number().int().nonnegative(),
+  /** hits / recalls; null with no recall. */
+  hitRate: z.number().min(0).max(1).nullable(),
+  lessonsShown: z.number().int().nonnegative(),
+  distinctLessons: z.number().int().nonnegative(),
+  /** Distinct lessons shown whose utility is known, and their mean utility (null with none). */
+  lessonsMeasured: z.number().int().nonnegative(),
+  meanLessonUtility: z.number().nullable(),
+  failuresShown: z.number().int().nonnegative(),
+  distinctFailures: z.number().int().nonnegative(),
+  failuresMeasured: z.number().int().nonnegative(),
+  meanFailureUtility: z.number().nullable(),
+});
+export type ArmMemory = z.infer<typeof ArmMemory>;
 
 /** Totals of one arm. Units: tokens per task, USD per task, iterations per task. */
 export const ArmSummary = z.object({
@@ -96,6 +141,8 @@ export const ArmSummary = z.object({
   stopReasons: z.record(z.string(), z.number().int()),
   /** Tasks per iteration count (`"1"`: tasks that ended after one iteration). */
   iterationsHistogram: z.record(z.string(), z.number().int()),
+  /** Memory's use in the arm; absent when no result line of it records one. */
+  memory: ArmMemory.optional(),
 });
 export type ArmSummary = z.infer<typeof ArmSummary>;
 
