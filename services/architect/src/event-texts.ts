@@ -313,3 +313,47 @@ export const auditTexts = {
       .map(auditLine)
       .join("; ")}${findings.length > 5 ? ` and ${findings.length - 5} more` : ""}`,
 };
+
+/** A calibration as its event line shows it (`improveTexts.calibrated`). */
+interface CalibrationLine {
+  selection: readonly string[];
+  confirmation: readonly string[];
+  flaky: readonly string[];
+  source: string;
+  seed: number;
+}
+
+/**
+ * The texts of an improvement run (`improve/run.ts`, `improve/generation.ts` and the files
+ * beside it): its events and its stops. The CLI's reports and the end-to-end tests read some.
+ */
+export const improveTexts = {
+  accepted: (what: string, repo: string) => `run accepted: ${what} on ${repo}`,
+  acceptedWhat: (measureOnly: boolean, generations: number) =>
+    measureOnly ? "measuring (no generation)" : `${generations} generation(s)`,
+  taken: (runId: string) => `the run id ${runId} belongs to another client's run: submit with another id`,
+  handBack: "the improver is stopping; the run resumes from its checkpoint",
+  measuringParent: (tree: string, bench: boolean) =>
+    `measuring the parent ${tree}: ${bench ? "the benchmark, once" : "the quality metrics"}`,
+  parentMeasured: (tree: string, lines: readonly string[]) => `the parent ${tree}: ${lines.join("; ")}`,
+  measuredOnly: (tree: string, ms: number) =>
+    `measured ${tree} in ${Math.round(ms / 100) / 10} s; no generation (measure only)`,
+  calibrating: (runs: number) => `calibration: the benchmark ${runs} time(s) on the parent`,
+  calibrated: (c: CalibrationLine, fraction: number) =>
+    `calibration: ${c.selection.length} selection and ${c.confirmation.length} confirmation case(s) (${c.source === "holdout" ? "--holdout" : `${Math.round(fraction * 100)}% held out, stratified, seed ${c.seed}`}); ${c.flaky.length} flaky case(s) left out of the test${c.flaky.length ? `: ${c.flaky.slice(0, 10).join(", ")}${c.flaky.length > 10 ? ", …" : ""}` : ""}`,
+  noConfirmation: "--holdout matches no case: the run has no confirmation set",
+  noSelection: "--holdout matches every case: no selection case is left, so no generation can be accepted",
+  cannotGoOn: (why: string) => `the run cannot go on: ${why}`,
+  cancelledBefore: (n: number) => `cancelled before generation ${n}`,
+  completed: (generations: number, accepted: readonly number[]) =>
+    `${generations} generation(s): ${accepted.length} accepted${accepted.length ? ` (${accepted.join(", ")})` : ""}`,
+  generationStart: (n: number, of: number, parent: string) => `generation ${n} of ${of} from ${parent}`,
+  hypothesis: (n: number, title: string) => `generation ${n}: ${title}`,
+  implementing: (n: number, taskId: string) => `generation ${n}: implementing (task ${taskId})`,
+  measuringMetrics: (n: number, repeats: number) =>
+    `generation ${n}: measuring the quality metrics of parent and candidate (${repeats} run(s) each)`,
+  benchmarking: (n: number, repeats: number) =>
+    `generation ${n}: benchmarking parent and candidate (${repeats} run(s) each)`,
+  generationEnded: (n: number, d: { verdict: string; reason: string; message: string }) =>
+    `generation ${n}: ${d.verdict} (${d.reason}) — ${d.message}`,
+};

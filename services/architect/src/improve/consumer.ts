@@ -1,9 +1,10 @@
 /**
  * The improver: the durable consumer (`durable/`) of the improvement-run intake, like the
- * conductor's on tasks. It takes one run at a time, checkpoints the run after every
- * generation, and acks only when the run is final. A redelivered run resumes at the
- * generation it was in, from the same parent; a run already final publishes its result again
- * and is acknowledged (a resubmitted run id is never run twice).
+ * conductor's on tasks. It takes one run at a time, runs it through the durable phase machine
+ * (`run.ts`), which checkpoints the run after every phase through the consumer's context, and
+ * acks only when the run is final. A redelivered run resumes at the phase it was in, from the
+ * same parent; a run already final publishes its result again and is acknowledged (a
+ * resubmitted run id is never run twice).
  */
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -17,24 +18,21 @@ import {
   type GenerationReport,
 } from "@loopsmith/shared";
 import { publishJobEvent, runDurableConsumer } from "../durable/index.js";
+import { improveTexts } from "../event-texts.js";
 import { publishRunEvent } from "./events.js";
-import type { GenerationDeps } from "./generation.js";
-import { runImprove, summarize } from "./run.js";
+import { runImprove, summarize, type ImproveDeps } from "./run.js";
 import { initialImproveState, openImproveStore, type ImproveState } from "./state.js";
 
 /** The running improver. */
 export interface Improver {
   /** A run's state and its reports so far (none when the run is not `owner`'s). */
   status(runId: string, owner: string): Promise<{ state: ImproveState | null; reports: GenerationReport[] }>;
-  /** Stops taking runs; a running run hands back before its next generation. */
+  /** Stops taking runs; a running run hands back before its next phase. */
   stop(): Promise<void>;
 }
 
 /** Options of {@link startImprover}. */
-export type ImproverOptions = Omit<
-  GenerationDeps,
-  "emit" | "saveHypothesis" | "saveError" | "rejectedFrom" | "nc" | "log"
-> & {
+export type ImproverOptions = Omit<ImproveDeps, "store" | "nc"> & {
   nc: NatsConnection;
   log: Logger;
   /** Replicas of the streams and buckets it creates when missing (`config.nats.replicas`). @defaultValue 1 */
@@ -71,22 +69,13 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
       initial: (request) => initialImproveState(request),
       accepted: (state) => {
         const { repo, settings, measureOnly } = state.request;
-        const what = measureOnly ? "measuring (no generation)" : `${settings.generations} generation(s)`;
-        return publishRunEvent(
-          nc,
-          state,
-          "step",
-          `run accepted: ${what} on ${repo.name ?? repo.baseCommit.slice(0, 12)}`,
-          { phase: "accepted" },
-        );
+        const what = improveTexts.acceptedWhat(measureOnly, settings.generations);
+        const on = repo.name ?? repo.baseCommit.slice(0, 12);
+        return publishRunEvent(nc, state, "step", improveTexts.accepted(what, on), { phase: "accepted" });
       },
-      async run(state, revision, ctx) {
+      async run(state, _revision, ctx) {
         opts.admit?.(state.request);
-        const io = { ...opts, log: ctx.log, store, cancelled: ctx.cancelled, stopping: ctx.stopping };
-        const final = await runImprove(state, revision, {
-          ...io,
-          publish: (s, kind, message, data) => publishRunEvent(nc, s, kind, message, data),
-        });
+        const final = await runImprove(state, { ...opts, store }, ctx);
         ctx.log.info({ summary: final.summary }, "run finished");
         return final;
       },
@@ -98,7 +87,7 @@ export async function startImprover(opts: ImproverOptions): Promise<Improver> {
       ended: async (state) => void (await result(state, state.summary?.message ?? "final")),
       republish: async (state) => void (await result(state, state.summary?.message ?? "final")),
       async refuseTaken(request) {
-        const message = `the run id ${request.runId} belongs to another client's run: submit with another id`;
+        const message = improveTexts.taken(request.runId);
         const data = { error: { code: "bad_request", message, retryable: false } };
         const event = { taskId: request.runId, seq: 0, iteration: 0, message, data };
         await publishJobEvent(nc, ownerOfTask(request), { ...event, kind: "result" });

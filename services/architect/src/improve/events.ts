@@ -1,6 +1,6 @@
 /** How an improvement run publishes its events: on its owner's events subject, numbered by its state. */
 import type { NatsConnection } from "@nats-io/transport-node";
-import { ownerOfTask, type GenerationReport } from "@loopsmith/shared";
+import { ownerOfTask, type GenerationReport, type TaskEvent } from "@loopsmith/shared";
 import { publishJobEvent } from "../durable/index.js";
 import type { ImproveState } from "./state.js";
 
@@ -11,17 +11,16 @@ const EVENT_REPORT_MAX_CHARS = 400_000;
 export type RunEventKind = "step" | "generation" | "warning" | "result";
 
 /**
- * Publishes one event of a run; returns the state with the next seq. A generation report over
- * {@link EVENT_REPORT_MAX_CHARS} goes without its patch.
- * @throws as `publishEvent`
+ * One event of a run as its machine publishes it (`DurableRun.publish` numbers it): the run's
+ * id as its task id, the generation as its iteration. A generation report over
+ * {@link EVENT_REPORT_MAX_CHARS} goes without its patch. Pure.
  */
-export async function publishRunEvent(
-  nc: NatsConnection,
+export function runEvent(
   state: ImproveState,
   kind: RunEventKind,
   message: string,
   data?: Record<string, unknown>,
-): Promise<ImproveState> {
+): Omit<TaskEvent, "v" | "at" | "seq"> {
   let payload = data;
   const report = data?.report as GenerationReport | undefined;
   if (report?.change && JSON.stringify(report).length > EVENT_REPORT_MAX_CHARS) {
@@ -37,7 +36,24 @@ export async function publishRunEvent(
     };
   }
   const iteration = Math.min(state.generation, 10_000);
-  const event = { taskId: state.request.runId, seq: state.eventSeq, iteration, message };
-  await publishJobEvent(nc, ownerOfTask(state.request), { ...event, kind, ...(payload ? { data: payload } : {}) });
+  return { taskId: state.request.runId, iteration, kind, message, ...(payload ? { data: payload } : {}) };
+}
+
+/**
+ * Publishes one event of a run outside its machine (its acceptance, its result published
+ * again) and waits for JetStream to take it; returns the state with the next seq.
+ * @throws as `publishEvent`
+ */
+export async function publishRunEvent(
+  nc: NatsConnection,
+  state: ImproveState,
+  kind: RunEventKind,
+  message: string,
+  data?: Record<string, unknown>,
+): Promise<ImproveState> {
+  await publishJobEvent(nc, ownerOfTask(state.request), {
+    ...runEvent(state, kind, message, data),
+    seq: state.eventSeq,
+  });
   return { ...state, eventSeq: state.eventSeq + 1 };
 }

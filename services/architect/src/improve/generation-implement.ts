@@ -18,6 +18,7 @@ import {
   type TaskResult,
 } from "@loopsmith/shared";
 import { NO_NEED, budgetOver, budgetStopText } from "@loopsmith/shared/llm";
+import { improveTexts } from "../event-texts.js";
 import { taskGoal } from "./hypothesis.js";
 import { generationError, rejected, type GenerationOutcome, type GenerationRun } from "./generation-record.js";
 import type { Workspace } from "./generation-validate.js";
@@ -143,7 +144,7 @@ export async function implement(
   if (over) return { outcome: { ...rejected(g, "budget", budgetStopText(over), { hypothesis }), budget: true } };
   const owner = request.owner ?? DEFAULT_OWNER;
   await submitGenerationTask(g, ws, hypothesis, remainingUsd, owner);
-  await deps.emit(`generation ${n}: implementing (task ${taskId})`, { generation: n, phase: "implement", taskId });
+  await deps.emit(improveTexts.implementing(n, taskId), { generation: n, phase: "implement", taskId });
   const result = await waitForResult(deps.nc, owner, taskId, g.deadline - Date.now(), (event) => {
     const review = reviewOfEvent(event);
     if (review) rec.reviews = addReview(rec.reviews, review);

@@ -1,17 +1,19 @@
 /**
  * A generation's MEASURE and DECIDE phases on a validated candidate: a dry run's account of
  * what it would need, the repository's quality metrics when the run has no benchmark, else the
- * benchmark on parent and candidate and the paired decision; an accepted candidate stored as
- * the next parent.
+ * benchmark on parent and candidate; then (DECIDE, from what MEASURE checkpointed) the paired
+ * decision, an accepted candidate stored as the next parent.
  */
 import { getSnapshot, ownerOfTask, putSnapshot, snapshotName, type GenerationReport } from "@loopsmith/shared";
 import { benchBoth } from "./commands.js";
 import { decideGeneration, futile, neededFixes, pairCases, runDecideOptions } from "./decision.js";
-import { changedToolConfig, measureBoth, metricSettings } from "./metrics.js";
+import { changedToolConfig, measureBoth, metricSettings, type Measurement } from "./metrics.js";
+import type { CaseRun } from "./bench-output.js";
+import { improveTexts } from "../event-texts.js";
 import { judgeMetrics } from "./metrics-judge.js";
 import { candidateSnapshot } from "../tree.js";
 import type { Tree } from "./state.js";
-import { beginPhase, rejected, reportOf, type GenerationOutcome, type GenerationRun } from "./generation-record.js";
+import { rejected, reportOf, type GenerationOutcome, type GenerationRun } from "./generation-record.js";
 import type { Validated, Workspace } from "./generation-validate.js";
 
 class GenerationTimeout extends Error {}
@@ -91,32 +93,49 @@ export function dryRunOutcome(g: GenerationRun, v: Validated): GenerationOutcome
   };
 }
 
+/** What MEASURE leaves for DECIDE: each side's runs, in order (as checkpointed: `GenerationProgress.measured`). */
+export interface Measured<T = unknown> {
+  parent: T[];
+  candidate: T[];
+}
+
 /**
- * MEASURE and DECIDE with no benchmark: the repository's quality metrics on parent and
- * candidate, `repeats` times each, judged by {@link judgeMetrics}.
+ * MEASURE with no benchmark: the repository's quality metrics on parent and candidate,
+ * `repeats` times each, interleaved.
+ * @returns the measurements, or the generation's outcome (past its time limit)
  * @throws LoopsmithError from the executor calls
  */
-export async function judgeOnMetrics(g: GenerationRun, ws: Workspace, v: Validated): Promise<GenerationOutcome> {
-  const { state, deps, rec, n } = g;
-  const s = state.request.settings;
-  await deps.emit(`generation ${n}: measuring the quality metrics of parent and candidate (${s.repeats} run(s) each)`, {
-    generation: n,
-    phase: "bench",
-  });
-  let measured: Awaited<ReturnType<typeof measureBoth>>;
+export async function measureMetrics(
+  g: GenerationRun,
+  ws: Workspace,
+  v: Validated,
+): Promise<{ measured: Measured<Measurement> } | { outcome: GenerationOutcome }> {
+  const s = g.state.request.settings;
+  await g.deps.emit(improveTexts.measuringMetrics(g.n, s.repeats), { generation: g.n, phase: "bench" });
   try {
-    measured = await measureBoth(ws.ctx, state.parent, v.overlay, deadlineCheck(g));
+    return { measured: await measureBoth(ws.ctx, g.state.parent, v.overlay, deadlineCheck(g)) };
   } catch (err) {
-    return timedOut(g, v, err, "measuring");
+    return { outcome: timedOut(g, v, err, "measuring") };
   }
-  beginPhase(rec, "decide");
+}
+
+/** DECIDE with no benchmark: the quality metrics MEASURE took, judged by {@link judgeMetrics}. */
+export async function decideMetrics(
+  g: GenerationRun,
+  ws: Workspace,
+  v: Validated,
+  measured: Measured,
+): Promise<GenerationOutcome> {
+  const { state } = g;
+  const s = state.request.settings;
+  const m = measured as Measured<Measurement>;
   const opts = runDecideOptions(state);
   const after = new Map(v.overlay.files.map((f) => [f.path, f.content]));
   const configChanged = changedToolConfig(
     [...v.change.changed, ...v.change.deleted].map((path) => ({ path, before: ws.read(path), after: after.get(path) })),
-    metricSettings(s.benchmarks).map((m) => m.metric),
+    metricSettings(s.benchmarks).map((metric) => metric.metric),
   );
-  const q = judgeMetrics(measured.parent, measured.candidate, {
+  const q = judgeMetrics(m.parent, m.candidate, {
     alpha: opts.alpha,
     benchmarks: s.benchmarks,
     language: state.request.language,
@@ -128,53 +147,55 @@ export async function judgeOnMetrics(g: GenerationRun, ws: Workspace, v: Validat
 }
 
 /**
- * MEASURE and DECIDE with the run's benchmark: parent and candidate interleaved, `repeats`
- * times each (stopping early only to reject, {@link futile}), then {@link decideGeneration}.
- * A parent whose benchmark output cannot be read ends the run (`fatal`).
+ * MEASURE with the run's benchmark: parent and candidate interleaved, `repeats` times each
+ * (stopping early only to reject, {@link futile}). A parent whose benchmark output cannot be
+ * read ends the run (`fatal`).
+ * @returns each side's case runs, or the generation's outcome
  * @throws LoopsmithError from the executor calls
  */
-export async function judgeOnBenchmark(
+export async function measureBenchmark(
   g: GenerationRun,
   ws: Workspace,
   v: Validated,
-  benchCommand: string,
-): Promise<GenerationOutcome> {
-  const { state, deps, rec, n } = g;
+): Promise<{ measured: Measured<CaseRun[]> } | { outcome: GenerationOutcome }> {
+  const { state } = g;
   const s = state.request.settings;
-  await deps.emit(`generation ${n}: benchmarking parent and candidate (${s.repeats} run(s) each)`, {
-    generation: n,
-    phase: "bench",
-  });
+  await g.deps.emit(improveTexts.benchmarking(g.n, s.repeats), { generation: g.n, phase: "bench" });
   let bench: Awaited<ReturnType<typeof benchBoth>>;
   try {
     const enough = (p: Parameters<typeof futile>[0], c: Parameters<typeof futile>[1]): boolean =>
       futile(p, c, runDecideOptions(state));
     bench = await benchBoth(ws.ctx, state.parent, v.overlay, deadlineCheck(g), enough);
   } catch (err) {
-    return timedOut(g, v, err, "benchmarking");
+    return { outcome: timedOut(g, v, err, "benchmarking") };
   }
-  if (!bench.ok) {
-    const onParent = bench.side === "parent";
-    if (bench.status === "tampering" && !onParent)
-      return rejectedChecked(
-        g,
-        v,
-        "tampering",
-        `the candidate's benchmark run cannot be trusted: ${bench.error}`,
-        v.checkPart,
-      );
-    const whose = onParent ? "the PARENT's" : "the candidate's";
-    const message = `${whose} benchmark output cannot be read: ${bench.error}`;
-    return { ...rejectedChecked(g, v, "bench_unparsed", message, v.checkPart), fatal: onParent };
+  if (bench.ok) return { measured: { parent: bench.parent, candidate: bench.candidate } };
+  const onParent = bench.side === "parent";
+  if (bench.status === "tampering" && !onParent) {
+    const message = `the candidate's benchmark run cannot be trusted: ${bench.error}`;
+    return { outcome: rejectedChecked(g, v, "tampering", message, v.checkPart) };
   }
-  const paired = pairCases(bench.parent, bench.candidate);
+  const whose = onParent ? "the PARENT's" : "the candidate's";
+  const message = `${whose} benchmark output cannot be read: ${bench.error}`;
+  return { outcome: { ...rejectedChecked(g, v, "bench_unparsed", message, v.checkPart), fatal: onParent } };
+}
+
+/** DECIDE with the run's benchmark: the case runs MEASURE took, paired, then {@link decideGeneration}. */
+export async function decideBenchmark(
+  g: GenerationRun,
+  v: Validated,
+  measured: Measured,
+  benchCommand: string,
+): Promise<GenerationOutcome> {
+  const s = g.state.request.settings;
+  const m = measured as Measured<CaseRun[]>;
+  const paired = pairCases(m.parent, m.candidate);
   if (!paired.ok) return rejectedChecked(g, v, "bench_unparsed", paired.error, v.checkPart);
-  beginPhase(rec, "decide");
-  const d = decideGeneration(paired.cases, runDecideOptions(state));
+  const d = decideGeneration(paired.cases, runDecideOptions(g.state));
   const benchPart = {
     ...v.checkPart,
     bench: { command: benchCommand, format: s.benchFormat, repeats: s.repeats, cases: d.cases },
-    statistic: { ...d.statistic, repeatsRun: bench.parent.length },
+    statistic: { ...d.statistic, repeatsRun: m.parent.length },
   };
   if (d.verdict !== "accepted") return rejectedChecked(g, v, d.reason, d.message, benchPart);
   return acceptCandidate(g, v, benchPart, d.message);

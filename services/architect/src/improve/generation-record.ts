@@ -11,7 +11,6 @@ import {
   GenerationReport,
   LoopsmithError,
   emptyUsage,
-  type CheckCounts,
   type DecisionReason,
   type ExecutionRequest,
   type ExecutionResult,
@@ -24,7 +23,7 @@ import {
   type LlmProvider,
   type Usage,
 } from "@loopsmith/shared";
-import type { ImproveState, Tree } from "./state.js";
+import type { GenerationEnd, ImproveState } from "./state.js";
 
 /** What a generation needs from the outside. */
 export interface GenerationDeps {
@@ -53,18 +52,8 @@ export interface GenerationDeps {
   log: Logger;
 }
 
-/** How a generation ended. */
-export interface GenerationOutcome {
-  report: GenerationReport;
-  /** The new parent, when accepted. */
-  accepted?: Tree;
-  /** The check's counts on the parent, when measured (kept while the parent stays). */
-  parentCheck?: CheckCounts;
-  /** The run cannot go on (no check command, a benchmark that does not run on the parent). */
-  fatal?: boolean;
-  /** The run's USD budget is used up (the hypothesis spent the rest): the run stops with `budget`. */
-  budget?: boolean;
-}
+/** How a generation ended: its report and what the run takes from it (checkpointed: {@link GenerationEnd}). */
+export type GenerationOutcome = GenerationEnd;
 
 /** The task id of generation `n` of a run. */
 export function generationTaskId(runId: string, n: number): string {

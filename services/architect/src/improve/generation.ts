@@ -1,31 +1,40 @@
 /**
- * One generation of an improvement run, phase by phase: PLAN (one hypothesis) → IMPLEMENT (a
- * repo-mode task on the parent tree, until the check passes or a limit stops it) → VALIDATE
- * (guards on the change, then the check's test counts against the parent's) → MEASURE (the
- * benchmark, or the quality metrics, on parent and candidate, interleaved, in the sandbox) →
- * DECIDE (paired statistics). The first phase that says no ends the generation with its reason
- * code; nothing of a rejected candidate becomes a parent. Infrastructure errors that may pass
- * (`retryable`) are thrown, so the run's message is redelivered and the generation starts
- * again from the checkpoint. Each phase is a function of its own file beside this one.
+ * One generation of an improvement run as phases of the run's durable machine
+ * (`improve-run.ts`, `durable/machine.ts`): PLAN (one hypothesis) → IMPLEMENT (a repo-mode
+ * task on the parent tree, until the check passes or a limit stops it) → VALIDATE (guards on
+ * the change, then the check's test counts against the parent's) → MEASURE (the benchmark, or
+ * the quality metrics, on parent and candidate, interleaved, in the sandbox) → DECIDE (paired
+ * statistics). Each phase is a function of what the phases before it checkpointed and returns
+ * its outcome; the first that says no ends the generation with its reason code (on to REPORT,
+ * `run.ts`); nothing of a rejected candidate becomes a parent. An infrastructure error that
+ * may pass (`retryable`) is checkpointed among the generation's errors and thrown, so the
+ * run's message is redelivered and the generation resumes at the phase it was in. Each
+ * phase's work is a function of its own file beside this one.
  */
-import { LoopsmithError, addUsage, emptyUsage, type GenerationReport, type Hypothesis } from "@loopsmith/shared";
-import { buildRepoMap } from "../repo/map.js";
-import { summarizeJudgingCode } from "./judging-code.js";
-import { failingOnParent, hypothesize } from "./hypothesis.js";
-import type { ImproveState } from "./state.js";
 import {
-  beginPhase,
-  generationError,
-  generationTaskId,
-  recordedReport,
-  type GenerationDeps,
-  type GenerationOutcome,
-  type GenerationRecord,
-  type GenerationRun,
-} from "./generation-record.js";
+  LoopsmithError,
+  addUsage,
+  type GenerationPhase,
+  type GenerationReport,
+  type Hypothesis,
+} from "@loopsmith/shared";
+import { improveTexts } from "../event-texts.js";
+import { buildRepoMap } from "../repo/map.js";
+import { candidateFiles } from "../tree.js";
+import { summarizeJudgingCode } from "./judging-code.js";
+import { failingOnParent, hypothesize, shownToModel } from "./hypothesis.js";
+import type { GenerationProgress, ImprovePhase, ImproveState } from "./state.js";
+import { generationError, recordedReport, type GenerationOutcome, type GenerationRun } from "./generation-record.js";
 import { implement } from "./generation-implement.js";
-import { prepareWorkspace, screenChange, validateCandidate, type Workspace } from "./generation-validate.js";
-import { dryRunOutcome, judgeOnBenchmark, judgeOnMetrics } from "./generation-measure.js";
+import { screenChange, validateCandidate, type Validated, type Workspace } from "./generation-validate.js";
+import {
+  decideBenchmark,
+  decideMetrics,
+  dryRunOutcome,
+  measureBenchmark,
+  measureMetrics,
+} from "./generation-measure.js";
+import type { ImproveRun, ImproveStep } from "./improve-run.js";
 
 export {
   errorReport,
@@ -38,55 +47,120 @@ export {
 export { addReview, reviewOfEvent } from "./generation-implement.js";
 export { checkedTestsEdited } from "./generation-validate.js";
 
+/** What a generation phase's work ends with: the next phase and what it checkpoints, or the generation's end. */
+type PhaseWork = { next: ImprovePhase; progress?: Partial<GenerationProgress> } | { outcome: GenerationOutcome };
+
 /**
- * Runs generation `state.generation` from `state.parent`. Its report has the time of each
- * phase it went through, the reviews of its task and every error met (with the errors of
- * earlier attempts the run checkpointed, `state.generationErrors`). An error that retrying
- * cannot fix ends the generation with reason `error` (the run goes on); a retryable one is
- * checkpointed with `deps.saveError` (when that fails too, it is only logged) and thrown.
- * @param reports - the run's earlier reports (the hypothesis prompt shows them)
- * @throws LoopsmithError when retryable (the run resumes later from its checkpoint)
+ * A generation phase of the machine: `work` in the generation's workspace, its time counted
+ * under `phase` in the report. An error that retrying cannot fix ends the generation with
+ * reason `error` (the run goes on); a retryable one is checkpointed with the generation's
+ * errors (when that fails too, it is only logged) and thrown.
+ * @throws LoopsmithError when retryable (the run resumes at this phase from its checkpoint)
  */
-export async function runGeneration(
-  state: ImproveState,
-  reports: readonly GenerationReport[],
-  deps: GenerationDeps,
-): Promise<GenerationOutcome> {
-  const rec: GenerationRecord = {
-    phase: "plan",
-    mark: Date.now(),
-    phasesMs: {},
-    usage: state.hypothesisUsage ?? emptyUsage(),
-    ...(state.hypothesis ? { hypothesis: state.hypothesis } : {}),
-    reviews: [],
-    errors: [...(state.generationErrors ?? [])],
-  };
-  const startedAt = new Date().toISOString();
-  try {
-    return await generationSteps(state, reports, deps, rec, startedAt);
-  } catch (err) {
-    if (err instanceof LoopsmithError && err.retryable) {
-      await deps
-        .saveError(generationError(rec.phase, err, true))
-        .catch((saveErr: unknown) =>
-          deps.log.warn({ err: saveErr, generation: state.generation }, "could not checkpoint the generation's error"),
-        );
-      throw err;
+function generationPhase(
+  phase: GenerationPhase,
+  work: (g: GenerationRun, ws: Workspace, run: ImproveRun) => Promise<PhaseWork>,
+): (s: ImproveState, run: ImproveRun) => Promise<ImproveStep> {
+  return async (_s, run) => {
+    const g = run.generation();
+    const { rec } = g;
+    if (rec.phase !== phase) {
+      // The clock of the phase before: closed by its checkpoint, so only this one's time counts now.
+      rec.phase = phase;
+      rec.mark = Date.now();
     }
-    deps.log.error({ err, generation: state.generation }, "generation failed; the run goes on from the same parent");
-    const e =
-      err instanceof LoopsmithError
-        ? err
-        : new LoopsmithError("internal", (err as Error)?.message ?? String(err), { cause: err });
-    rec.errors.push(generationError(rec.phase, e));
-    return {
-      report: recordedReport(state, rec, startedAt, {
-        ...(rec.hypothesis ? { hypothesis: rec.hypothesis } : {}),
-        decision: { verdict: "rejected", reason: "error", message: `${e.code}: ${e.message}` },
-      }),
-    };
-  }
+    try {
+      const prepared = await run.workspace(g);
+      const done = "outcome" in prepared ? prepared : await work(g, prepared.ws, run);
+      if ("outcome" in done) return run.toReport(done.outcome);
+      return { next: done.next, patch: run.progressPatch(done.progress) };
+    } catch (err) {
+      if (err instanceof LoopsmithError && err.retryable) {
+        await g.deps
+          .saveError(generationError(rec.phase, err, true))
+          .catch((saveErr: unknown) =>
+            run.io.log.warn({ err: saveErr, generation: g.n }, "could not checkpoint the generation's error"),
+          );
+        throw err;
+      }
+      run.io.log.error({ err, generation: g.n }, "generation failed; the run goes on from the same parent");
+      const e =
+        err instanceof LoopsmithError
+          ? err
+          : new LoopsmithError("internal", (err as Error)?.message ?? String(err), { cause: err });
+      rec.errors.push(generationError(rec.phase, e));
+      return run.toReport({
+        report: recordedReport(g.state, rec, g.startedAt, {
+          ...(rec.hypothesis ? { hypothesis: rec.hypothesis } : {}),
+          decision: { verdict: "rejected", reason: "error", message: `${e.code}: ${e.message}` },
+        }),
+      });
+    }
+  };
 }
+
+/** What an earlier phase of the running generation checkpointed; an internal error when it is missing. */
+function earlier<K extends keyof GenerationProgress>(g: GenerationRun, key: K): NonNullable<GenerationProgress[K]> {
+  const value = g.state.progress?.[key];
+  if (value === undefined) throw new LoopsmithError("internal", `generation ${g.n}: no ${key} checkpointed`);
+  return value as NonNullable<GenerationProgress[K]>;
+}
+
+/** The running generation's hypothesis (PLAN's); an internal error when there is none. */
+function hypothesisOf(g: GenerationRun): Hypothesis {
+  if (!g.rec.hypothesis) throw new LoopsmithError("internal", `generation ${g.n}: no hypothesis checkpointed`);
+  return g.rec.hypothesis;
+}
+
+/** The validated candidate VALIDATE checkpointed, its overlay on the parent read again. */
+function validatedOf(g: GenerationRun, ws: Workspace): Validated {
+  const v = earlier(g, "validated");
+  return { ...v, overlay: candidateFiles(v.change, ws.read) };
+}
+
+/** PLAN: the generation's hypothesis (asked, or the one checkpointed), shown. */
+export const planPhase = generationPhase("plan", async (g, ws, run) => {
+  const hypothesis = await plan(g, ws, shownToModel(run.reports, run.held()));
+  await g.deps.emit(improveTexts.hypothesis(g.n, hypothesis.title), { generation: g.n, phase: "plan", hypothesis });
+  return { next: "implement" };
+});
+
+/** IMPLEMENT: the generation's task, followed to its result. */
+export const implementPhase = generationPhase("implement", async (g, ws) => {
+  const implemented = await implement(g, ws, hypothesisOf(g));
+  return "outcome" in implemented ? implemented : { next: "validate", progress: { result: implemented.result } };
+});
+
+/** VALIDATE: the task's change screened and held to the guards and the parent's counts; a dry run ends here. */
+export const validatePhase = generationPhase("validate", async (g, ws) => {
+  const result = earlier(g, "result");
+  const screened = await screenChange(g, ws, hypothesisOf(g), result);
+  if ("outcome" in screened) return screened;
+  const validated = await validateCandidate(g, ws, screened, result);
+  if ("outcome" in validated) return validated;
+  if (g.state.request.settings.dryRun) return { outcome: dryRunOutcome(g, validated) };
+  const { change, checkPart, parentCheck } = validated;
+  return { next: "measure", progress: { validated: { change, checkPart, parentCheck } } };
+});
+
+/** MEASURE: the benchmark, or the quality metrics, on parent and candidate. */
+export const measurePhase = generationPhase("bench", async (g, ws) => {
+  const v = validatedOf(g, ws);
+  const bench = g.state.request.settings.bench;
+  const measured = bench === undefined ? await measureMetrics(g, ws, v) : await measureBenchmark(g, ws, v);
+  return "outcome" in measured ? measured : { next: "decide", progress: { measured: measured.measured } };
+});
+
+/** DECIDE: the paired decision on what MEASURE checkpointed; an accepted candidate stored as the next parent. */
+export const decidePhase = generationPhase("decide", async (g, ws) => {
+  const v = validatedOf(g, ws);
+  const measured = earlier(g, "measured");
+  const bench = g.state.request.settings.bench;
+  return {
+    outcome:
+      bench === undefined ? await decideMetrics(g, ws, v, measured) : await decideBenchmark(g, v, measured, bench),
+  };
+});
 
 /**
  * PLAN: the hypothesis the generation already has (checkpointed before a redelivery), or one
@@ -124,41 +198,4 @@ async function plan(g: GenerationRun, ws: Workspace, reports: readonly Generatio
   rec.usage = addUsage(rec.usage, asked.usage);
   await deps.saveHypothesis(asked.hypothesis, rec.usage);
   return asked.hypothesis;
-}
-
-/** The phases of {@link runGeneration} in order, recording into `rec`; the first that ends the generation ends it. */
-async function generationSteps(
-  state: ImproveState,
-  reports: readonly GenerationReport[],
-  deps: GenerationDeps,
-  rec: GenerationRecord,
-  startedAt: string,
-): Promise<GenerationOutcome> {
-  const s = state.request.settings;
-  const n = state.generation;
-  const taskId = generationTaskId(state.request.runId, n);
-  const g: GenerationRun = { state, deps, rec, startedAt, n, taskId, deadline: Date.now() + s.generationTimeoutMs };
-
-  const prepared = await prepareWorkspace(g);
-  if ("outcome" in prepared) return prepared.outcome;
-  const { ws } = prepared;
-
-  const hypothesis = await plan(g, ws, reports);
-  beginPhase(rec, "implement");
-  await deps.emit(`generation ${n}: ${hypothesis.title}`, { generation: n, phase: "plan", hypothesis });
-
-  const implemented = await implement(g, ws, hypothesis);
-  if ("outcome" in implemented) return implemented.outcome;
-  const { result } = implemented;
-
-  beginPhase(rec, "validate");
-  const screened = await screenChange(g, ws, hypothesis, result);
-  if ("outcome" in screened) return screened.outcome;
-  const validated = await validateCandidate(g, ws, screened, result);
-  if ("outcome" in validated) return validated.outcome;
-
-  if (s.dryRun) return dryRunOutcome(g, validated);
-  beginPhase(rec, "bench");
-  if (s.bench === undefined) return judgeOnMetrics(g, ws, validated);
-  return judgeOnBenchmark(g, ws, validated, s.bench);
 }

@@ -18,7 +18,7 @@ import {
 import { METRICS_MARKER, MEASURE_SCRIPT_PATH } from "./measure-python.js";
 import { metricFigures, type Measurement } from "./metrics.js";
 import { benchFigure, measureParent, parentLines } from "./parent.js";
-import { runImprove, type RunIO } from "./run.js";
+import { runImprove, type ImproveContext, type ImproveDeps } from "./run.js";
 import { initialImproveState, type ImproveState } from "./state.js";
 
 const dirs: string[] = [];
@@ -128,33 +128,34 @@ function harness(answer: (req: ExecutionRequest) => ExecutionResult) {
   writeFileSync(join(root, "m.py"), "def f():\n    return 1\n");
   const calls: ExecutionRequest[] = [];
   const events: Array<{ kind: string; message: string; data?: Record<string, unknown> }> = [];
-  let rev = 1;
-  const io: RunIO = {
+  const log = { info() {}, warn() {}, error() {}, debug() {}, child: () => log } as unknown as ImproveContext["log"];
+  const io: ImproveDeps = {
     execute: async (req) => {
       calls.push(req);
       return answer(req);
     },
     tree: async () => root,
     store: {
-      update: async () => ++rev,
       reports: async (): Promise<GenerationReport[]> => [],
-    } as unknown as RunIO["store"],
-    publish: async (state, kind, message, data) => {
-      events.push({ kind, message, ...(data ? { data } : {}) });
-      return { ...state, eventSeq: state.eventSeq + 1 };
-    },
-    cancelled: () => false,
-    stopping: () => false,
+    } as unknown as ImproveDeps["store"],
     // A measuring run asks no model and starts no task: these fail the test if reached.
     provider: {
       complete: () => Promise.reject(new Error("the model was called")),
-    } as unknown as RunIO["provider"],
-    nc: {} as RunIO["nc"],
+    } as unknown as ImproveDeps["provider"],
+    nc: {} as ImproveDeps["nc"],
     gate: () => Promise.reject(new Error("the gate was called")),
     cancelTask: () => Promise.reject(new Error("a task was cancelled")),
-    log: { info() {}, warn() {}, error() {}, debug() {}, child: () => io.log } as unknown as RunIO["log"],
   };
-  return { io, calls, events };
+  const checkpoints: ImproveState[] = [];
+  const ctx: ImproveContext = {
+    checkpoint: async (s) => void checkpoints.push(s),
+    emit: async (e) => void events.push({ kind: e.kind, message: e.message, ...(e.data ? { data: e.data } : {}) }),
+    heartbeat: () => undefined,
+    cancelled: () => false,
+    stopping: () => false,
+    log,
+  };
+  return { io, ctx, calls, events, checkpoints };
 }
 
 describe("a measureOnly run", () => {
@@ -165,11 +166,16 @@ describe("a measureOnly run", () => {
         coverage: { status: "unavailable", tool: "coverage 7.6.0", reason: "coverage json failed: boom" },
       },
     })}`;
-    const { io, calls, events } = harness(() => result(`noise\n${line}\n`));
+    const { io, ctx, calls, events, checkpoints } = harness(() => result(`noise\n${line}\n`));
     const state: ImproveState = initialImproveState(
       request({ benchmarks: { enabled: ["tests", "coverage"], timeouts: { tests: 30 } } }, true),
     );
-    const final = await runImprove(state, 1, io);
+    const final = await runImprove(state, io, ctx);
+    // The parent's figures are checkpointed before the run ends, and the final state before its result.
+    expect(checkpoints.map((c) => [c.status, c.parentMeasure !== undefined])).toEqual([
+      ["running", true],
+      ["final", true],
+    ]);
 
     expect(calls).toHaveLength(1);
     const [call] = calls as [ExecutionRequest];

@@ -1,48 +1,34 @@
 /**
- * An improvement run: generations in order, each from the last accepted tree, each report
- * checkpointed before the next starts. The run stops after `generations`, before a generation
- * that cannot fit the budget (`budget`), on a cancel, or when the run cannot go on (`error`).
- * A dry run measures its base parent first (`parent.ts`); a `measureOnly` run does only that.
+ * An improvement run as a job of the durable phase machine (`durable/machine.ts`, the one the
+ * conductor's tasks run through): CALIBRATE once (a dry run or a `measureOnly` run measures
+ * its base parent, `parent.ts`; a benchmarked run calibrates the benchmark on it), then per
+ * generation PLAN → IMPLEMENT → VALIDATE → MEASURE → DECIDE (`generation.ts`) → REPORT, each
+ * from the last accepted tree. Every phase ends with a checkpoint through the durable context,
+ * so a redelivered run resumes at the phase it was in. The run stops after `generations`,
+ * before a generation that cannot fit the budget (`budget`), on a cancel (asked before a
+ * generation), or when the run cannot go on (`error`); a `measureOnly` run ends after
+ * CALIBRATE. Its texts are `improveTexts` (`event-texts.ts`).
  */
-import {
-  ERRORS_KEPT,
-  ImproveSummary,
-  LoopsmithError,
-  addUsage,
-  type GenerationError,
-  type GenerationReport,
-  type Hypothesis,
-  type RunStopReason,
-  type Usage,
-} from "@loopsmith/shared";
+import { ImproveSummary, LoopsmithError, addUsage, type GenerationReport, type RunStopReason } from "@loopsmith/shared";
 import { budgetOver, budgetStopText } from "@loopsmith/shared/llm";
+import { HandBack, runPhases, type PhaseMachine } from "../durable/index.js";
+import { improveTexts, runTexts } from "../event-texts.js";
 import { benchShell, readBench, runCommand } from "./commands.js";
 import { alphaSpent, calibrate, splitSeedOf } from "./decision.js";
-import { errorReport, runGeneration, type GenerationDeps, type GenerationOutcome } from "./generation.js";
+import {
+  decidePhase,
+  implementPhase,
+  measurePhase,
+  planPhase,
+  validatePhase,
+  type GenerationDeps,
+} from "./generation.js";
+import { ImproveRun, type ImproveContext, type ImproveDeps, type ImproveStep, type RunEnd } from "./improve-run.js";
 import { measureParent, parentContext, parentLines } from "./parent.js";
-import { shownToModel } from "./hypothesis.js";
-import type { ImproveState, ImproveStore } from "./state.js";
+import type { ImprovePhase, ImproveState } from "./state.js";
 import type { CaseRun } from "./bench-output.js";
-import { HandBack } from "../durable/index.js";
 
-/** The run's I/O beyond a generation's. */
-export interface RunIO extends Omit<GenerationDeps, "saveHypothesis" | "saveError" | "emit" | "rejectedFrom"> {
-  store: ImproveStore;
-  /** Publishes an event of the run (`kind`, message, data); returns when it is stored. */
-  publish(
-    state: ImproveState,
-    kind: "step" | "generation" | "warning" | "result",
-    message: string,
-    data?: Record<string, unknown>,
-  ): Promise<ImproveState>;
-  /** True once a cancel was asked for. */
-  cancelled(): boolean;
-  /** True when the service is stopping: the run hands back before its next generation. */
-  stopping(): boolean;
-}
-
-/** Rejected attempts of earlier runs shown to the hypothesis prompt. */
-const REJECTED_SHOWN = 10;
+export { ImproveRun, type ImproveContext, type ImproveDeps, type RunEnd } from "./improve-run.js";
 
 /**
  * Before generation 1: runs the benchmark `calibrationRuns` times on the base parent
@@ -97,46 +83,17 @@ export function summarize(state: ImproveState, stopReason: RunStopReason, messag
   });
 }
 
-/** A run as it goes: its state and the revision it was last stored at. */
-interface RunLoop {
-  state: ImproveState;
-  rev: number;
-  io: RunIO;
-}
-
-/** Stores `next` as the run's state (compare-and-swap on the revision). */
-async function save(r: RunLoop, next: ImproveState): Promise<void> {
-  r.rev = await r.io.store.update(next, r.rev);
-  r.state = next;
-}
-
-/** Publishes an event of the run and stores the state it returns. */
-async function publish(
-  r: RunLoop,
-  kind: "step" | "generation" | "warning" | "result",
-  message: string,
-  data?: Record<string, unknown>,
-): Promise<void> {
-  await save(r, await r.io.publish(r.state, kind, message, data));
-}
-
-/** Ends the run: its summary stored with the final state, then published; the final state. */
-async function finish(r: RunLoop, stopReason: RunStopReason, message: string): Promise<ImproveState> {
-  const summary = summarize(r.state, stopReason, message);
-  await save(r, { ...r.state, status: "final", summary });
-  await publish(r, "result", message, { summary });
-  return r.state;
-}
-
-/** MEASURE before generation 1 of a dry run or a `measureOnly` run: the parent's figures, stored and shown. */
-async function measureFirst(r: RunLoop): Promise<void> {
-  const s = r.state.request.settings;
-  const tree = r.state.parent.commit.slice(0, 12);
-  const what = s.bench !== undefined ? "the benchmark, once" : "the quality metrics";
-  await publish(r, "step", `measuring the parent ${tree}: ${what}`, { generation: 0, phase: "measure" });
-  const parent = await measureParent(r.state, r.io);
-  await save(r, { ...r.state, parentMeasure: parent });
-  await publish(r, "step", `the parent ${tree}: ${parentLines(parent).join("; ")}`, {
+/** MEASURE before generation 1 of a dry run or a `measureOnly` run: the parent's figures, checkpointed and shown. */
+async function measureFirst(run: ImproveRun): Promise<void> {
+  const s = run.s.request.settings;
+  const tree = run.s.parent.commit.slice(0, 12);
+  await run.emit("step", improveTexts.measuringParent(tree, s.bench !== undefined), {
+    generation: 0,
+    phase: "measure",
+  });
+  const parent = await measureParent(run.s, run.deps);
+  await run.record({ parentMeasure: parent });
+  await run.emit("step", improveTexts.parentMeasured(tree, parentLines(parent)), {
     generation: 0,
     phase: "measure",
     parent,
@@ -144,31 +101,47 @@ async function measureFirst(r: RunLoop): Promise<void> {
 }
 
 /**
- * CALIBRATE before generation 1 of a benchmarked run: the calibration stored and shown, with a
- * warning when `--holdout` leaves a set empty.
+ * The calibration of a benchmarked run, checkpointed and shown, with a warning when
+ * `--holdout` leaves a set empty.
  * @returns why the run cannot go on, or undefined
  */
-async function calibrateRun(r: RunLoop): Promise<string | undefined> {
-  const s = r.state.request.settings;
-  await publish(r, "step", `calibration: the benchmark ${s.calibrationRuns} time(s) on the parent`, {
-    generation: 0,
-    phase: "calibrate",
-  });
-  const cal = await calibrateParent(r.state, r.io);
+async function calibrateRun(run: ImproveRun): Promise<string | undefined> {
+  const s = run.s.request.settings;
+  await run.emit("step", improveTexts.calibrating(s.calibrationRuns), { generation: 0, phase: "calibrate" });
+  const cal = await calibrateParent(run.s, run.deps);
   if (!cal.ok) return cal.error;
   const c = cal.calibration;
-  await save(r, { ...r.state, calibration: c });
-  const line = `calibration: ${c.selection.length} selection and ${c.confirmation.length} confirmation case(s) (${c.source === "holdout" ? "--holdout" : `${Math.round(s.confirmationFraction * 100)}% held out, stratified, seed ${c.seed}`}); ${c.flaky.length} flaky case(s) left out of the test${c.flaky.length ? `: ${c.flaky.slice(0, 10).join(", ")}${c.flaky.length > 10 ? ", …" : ""}` : ""}`;
-  await publish(r, "step", line, { generation: 0, phase: "calibrate", calibration: c });
+  await run.record({ calibration: c });
+  await run.emit("step", improveTexts.calibrated(c, s.confirmationFraction), {
+    generation: 0,
+    phase: "calibrate",
+    calibration: c,
+  });
   if (c.source === "holdout" && (c.confirmation.length === 0 || c.selection.length === 0))
-    await publish(
-      r,
-      "warning",
-      c.confirmation.length === 0
-        ? "--holdout matches no case: the run has no confirmation set"
-        : "--holdout matches every case: no selection case is left, so no generation can be accepted",
-    );
+    await run.emit("warning", c.confirmation.length === 0 ? improveTexts.noConfirmation : improveTexts.noSelection);
   return undefined;
+}
+
+/**
+ * CALIBRATE, before generation 1: a dry run or a `measureOnly` run measures its parent (a
+ * `measureOnly` run ends there); a benchmarked run calibrates (a run with no benchmark has no
+ * cases to calibrate: its quality metrics are measured per generation). What is done already
+ * is not done again.
+ */
+async function calibratePhase(s: ImproveState, run: ImproveRun): Promise<ImproveStep> {
+  const set = s.request.settings;
+  const { measureOnly } = s.request;
+  if ((set.dryRun || measureOnly) && !s.parentMeasure && s.generation === 1) await measureFirst(run);
+  if (measureOnly)
+    return {
+      stopReason: "completed",
+      message: improveTexts.measuredOnly(run.s.parent.commit.slice(0, 12), run.s.parentMeasure?.ms ?? 0),
+    };
+  if (!s.calibration && !set.dryRun && s.generation === 1 && set.bench !== undefined) {
+    const error = await calibrateRun(run);
+    if (error !== undefined) return { stopReason: "error", message: improveTexts.cannotGoOn(error) };
+  }
+  return { next: "plan" };
 }
 
 /** The budget stop before the next generation (the dearest so far is its estimate), or undefined. */
@@ -181,120 +154,108 @@ function budgetStop(state: ImproveState): string | undefined {
     { usd: state.maxGenerationUsd, tokens: 0, basis: "dearest" },
     { budget: { remainingUsd: s.budgetUsd - state.usage.costUsd }, totalUsd: s.budgetUsd },
   );
-  return over ? `stopped: ${budgetStopText(over)}` : undefined;
+  return over ? runTexts.stopped(budgetStopText(over)) : undefined;
 }
 
 /**
- * The run's next generation, announced, run with the run's checkpoints as its deps; its report
- * (an error's report when it failed in a way retrying cannot fix).
- * @throws LoopsmithError when retryable
+ * A generation's start, before its PLAN: the run ends when its generations are done, when a
+ * cancel was asked, or when the budget cannot fit another generation; else the generation is
+ * announced and planned.
  */
-async function nextGeneration(
-  r: RunLoop,
-  reports: readonly GenerationReport[],
-  held: ReadonlySet<string>,
-): Promise<{ report: GenerationReport; outcome?: GenerationOutcome }> {
-  const { io } = r;
-  const s = r.state.request.settings;
-  const startedAt = new Date().toISOString();
-  await publish(
-    r,
-    "step",
-    `generation ${r.state.generation} of ${s.generations} from ${r.state.parent.commit.slice(0, 12)}`,
-    {
-      generation: r.state.generation,
-      phase: "start",
-      parent: r.state.parent.commit,
-    },
-  );
-  try {
-    // The model sees the selection set only: held-out cases leave the reports its prompt reads.
-    const outcome = await runGeneration(r.state, shownToModel(reports, held), {
-      ...io,
-      emit: (message, data) => publish(r, "step", message, data),
-      saveHypothesis: (h: Hypothesis, usage: Usage) => save(r, { ...r.state, hypothesis: h, hypothesisUsage: usage }),
-      saveError: (error: GenerationError) =>
-        save(r, { ...r.state, generationErrors: [...(r.state.generationErrors ?? []), error].slice(-ERRORS_KEPT) }),
-      rejectedFrom: async (parent) =>
-        shownToModel(await io.store.rejectedFrom(parent, r.state.request.runId, REJECTED_SHOWN), held),
-    });
-    return { report: outcome.report, outcome };
-  } catch (err) {
-    if (err instanceof LoopsmithError && err.retryable) throw err;
-    io.log.error({ err, generation: r.state.generation }, "generation failed; the run goes on from the same parent");
-    return { report: errorReport(r.state, err, startedAt) };
+async function startPhase(s: ImproveState, run: ImproveRun): Promise<ImproveStep> {
+  const set = s.request.settings;
+  if (s.generation > set.generations) {
+    const accepted = s.accepted.map((a) => a.generation);
+    return { stopReason: "completed", message: improveTexts.completed(set.generations, accepted) };
   }
+  if (run.io.cancelled()) return { stopReason: "cancelled", message: improveTexts.cancelledBefore(s.generation) };
+  const stop = budgetStop(s);
+  if (stop) return { stopReason: "budget", message: stop };
+  const parent = s.parent.commit;
+  await run.emit("step", improveTexts.generationStart(s.generation, set.generations, parent.slice(0, 12)), {
+    generation: s.generation,
+    phase: "start",
+    parent,
+  });
+  return planPhase(run.s, run);
 }
 
-/** REPORT: the generation's report stored, the run moved to the next generation (and parent, when accepted), and shown. */
-async function recordGeneration(
-  r: RunLoop,
-  reports: GenerationReport[],
-  report: GenerationReport,
-  outcome: GenerationOutcome | undefined,
-): Promise<void> {
-  const { state } = r;
-  await r.io.store.putReport(report);
-  reports.push(report);
-  const accepted = outcome?.accepted;
-  await save(r, {
-    ...state,
-    generation: state.generation + 1,
+/**
+ * REPORT: the generation's report stored, the run moved to the next generation (and parent,
+ * when accepted) and checkpointed at the next PLAN, then shown; the run ends when the
+ * generation said it cannot go on or used up the budget.
+ */
+async function reportPhase(s: ImproveState, run: ImproveRun): Promise<ImproveStep> {
+  const end = s.progress?.end;
+  if (!end) throw new LoopsmithError("internal", `generation ${s.generation}: REPORT without the generation's end`);
+  const { report, accepted } = end;
+  await run.deps.store.putReport(report);
+  if (!run.reports.some((r) => r.generation === report.generation)) run.reports.push(report);
+  run.endGeneration();
+  await run.record({
+    phase: "plan",
+    generation: s.generation + 1,
     hypothesis: undefined,
     hypothesisUsage: undefined,
     generationErrors: undefined,
-    usage: addUsage(state.usage, report.usage),
-    maxGenerationUsd: Math.max(state.maxGenerationUsd, report.usage.costUsd),
+    progress: undefined,
+    usage: addUsage(s.usage, report.usage),
+    maxGenerationUsd: Math.max(s.maxGenerationUsd, report.usage.costUsd),
     // A paired test spent α_j: a benchmark's statistic, or the quality metrics' judgement.
-    tests: state.tests + (report.statistic || report.metrics ? 1 : 0),
-    parent: accepted ?? state.parent,
-    accepted: accepted ? [...state.accepted, { generation: report.generation, tree: accepted }] : state.accepted,
-    parentCheck: accepted ? undefined : (outcome?.parentCheck ?? state.parentCheck),
+    tests: s.tests + (report.statistic || report.metrics ? 1 : 0),
+    parent: accepted ?? s.parent,
+    accepted: accepted ? [...s.accepted, { generation: report.generation, tree: accepted }] : s.accepted,
+    parentCheck: accepted ? undefined : (end.parentCheck ?? s.parentCheck),
   });
-  const line = `generation ${report.generation}: ${report.decision.verdict} (${report.decision.reason}) — ${report.decision.message}`;
-  await publish(r, "generation", line, { generation: report.generation, report });
+  await run.emit("generation", improveTexts.generationEnded(report.generation, report.decision), {
+    generation: report.generation,
+    report,
+  });
+  if (end.fatal) return { stopReason: "error", message: improveTexts.cannotGoOn(report.decision.message) };
+  if (end.budget) return { stopReason: "budget", message: runTexts.stopped(report.decision.message) };
+  return { next: "plan" };
 }
 
 /**
- * Runs the generations left in `state` and returns the final state (with its summary).
- * @throws HandBack when the service stops; LoopsmithError when retryable
+ * Ends the run: its summary checkpointed with the final state (counting the result's event),
+ * then published. A runner that dies in between finds the run final and publishes it again.
  */
-export async function runImprove(initial: ImproveState, revision: number, io: RunIO): Promise<ImproveState> {
-  const r: RunLoop = { state: initial, rev: revision, io };
-  const s = initial.request.settings;
-  const reports = await io.store.reports(initial.request.runId);
-  const measureOnly = initial.request.measureOnly;
+async function finish(run: ImproveRun, end: RunEnd): Promise<ImproveState> {
+  run.update({ status: "final", summary: summarize(run.s, end.stopReason, end.message) });
+  await run.io.checkpoint({ ...run.s, eventSeq: run.s.eventSeq + 1 });
+  await run.emit("result", end.message, { summary: run.s.summary });
+  return run.s;
+}
 
-  // A dry run shows the parent's figures before its one generation; a measureOnly run is just that.
-  if ((s.dryRun || measureOnly) && !r.state.parentMeasure && r.state.generation === 1) await measureFirst(r);
-  if (measureOnly)
-    return finish(
-      r,
-      "completed",
-      `measured ${r.state.parent.commit.slice(0, 12)} in ${Math.round((r.state.parentMeasure?.ms ?? 0) / 100) / 10} s; no generation (measure only)`,
-    );
+/** The run's phase machine: its table, its phase field, the rule between phases, its end. */
+const IMPROVE_MACHINE: PhaseMachine<ImprovePhase, ImproveState, ImproveRun, RunEnd> = {
+  phases: {
+    calibrate: calibratePhase,
+    plan: startPhase,
+    implement: implementPhase,
+    validate: validatePhase,
+    measure: measurePhase,
+    decide: decidePhase,
+    report: reportPhase,
+  },
+  phaseOf: (s) => s.phase,
+  at: (phase) => ({ phase }),
+  // Between phases: a final state ends; a stopping service hands the run back, to resume at its phase.
+  before: async (run) => {
+    if (run.s.status === "final") return run.s;
+    if (run.io.stopping()) throw new HandBack(improveTexts.handBack);
+    run.io.heartbeat();
+    return undefined;
+  },
+  end: finish,
+};
 
-  // A run with no benchmark has no cases to calibrate: its quality metrics are measured per generation.
-  if (!r.state.calibration && !s.dryRun && r.state.generation === 1 && s.bench !== undefined) {
-    const error = await calibrateRun(r);
-    if (error !== undefined) return finish(r, "error", `the run cannot go on: ${error}`);
-  }
-  const held = new Set(r.state.calibration?.confirmation ?? []);
-
-  while (r.state.generation <= s.generations) {
-    if (io.cancelled()) return finish(r, "cancelled", `cancelled before generation ${r.state.generation}`);
-    if (io.stopping()) throw new HandBack();
-    const stop = budgetStop(r.state);
-    if (stop) return finish(r, "budget", stop);
-    const { report, outcome } = await nextGeneration(r, reports, held);
-    await recordGeneration(r, reports, report, outcome);
-    if (outcome?.fatal) return finish(r, "error", `the run cannot go on: ${report.decision.message}`);
-    if (outcome?.budget) return finish(r, "budget", `stopped: ${report.decision.message}`);
-  }
-  const kept = r.state.accepted.length;
-  return finish(
-    r,
-    "completed",
-    `${s.generations} generation(s): ${kept} accepted${kept ? ` (${r.state.accepted.map((a) => a.generation).join(", ")})` : ""}`,
-  );
+/**
+ * Runs a run from the phase its state is at to its final state (with its summary), its
+ * checkpoints and events through `ctx`.
+ * @throws HandBack when the service stops; LoopsmithError when retryable (the run resumes at its phase)
+ */
+export async function runImprove(state: ImproveState, deps: ImproveDeps, ctx: ImproveContext): Promise<ImproveState> {
+  const reports: GenerationReport[] = await deps.store.reports(state.request.runId);
+  return runPhases(new ImproveRun(state, deps, ctx, reports), IMPROVE_MACHINE);
 }

@@ -1,9 +1,11 @@
 /**
  * An improvement run's checkpoint, in the `loopsmith_improve` KV bucket: key `<runId>` holds
  * the run's state (its large parts in the checkpoint blob store, `durable/checkpoints.ts`),
- * key `<runId>.gen.<N>` the report of generation N. The state is written after every
- * generation (and when a generation's hypothesis is known), so a run whose architect died
- * resumes at the generation it was in, with the same parent.
+ * key `<runId>.gen.<N>` the report of generation N. The state is written after every phase
+ * of the run's phase machine (`run.ts`: calibrate, then per generation plan, implement,
+ * validate, measure, decide, report), with what the generation running now has done so far
+ * ({@link GenerationProgress}), so a run whose architect died resumes at the phase it was in,
+ * with the same parent, and repeats no finished phase.
  */
 import { z } from "zod";
 import type { KV } from "@nats-io/kv";
@@ -13,9 +15,12 @@ import {
   CommitId,
   GenerationError,
   GenerationReport,
+  GenerationReview,
   Hypothesis,
   ImproveRequest,
   ImproveSummary,
+  RepoChange,
+  TaskResult,
   Usage,
   emptyUsage,
   openCheckpointBlobs,
@@ -29,10 +34,64 @@ import { checkpointStore, maxPayloadOf, type BlobStore, type CheckpointStore } f
 export const Tree = z.object({ commit: CommitId, snapshot: z.string() });
 export type Tree = z.infer<typeof Tree>;
 
+/**
+ * The phases of a run's machine (`run.ts`): CALIBRATE once before generation 1, then per
+ * generation PLAN → IMPLEMENT → VALIDATE → MEASURE → DECIDE → REPORT (a phase that ends the
+ * generation goes to REPORT at once), then PLAN of the next.
+ */
+export const ImprovePhase = z.enum(["calibrate", "plan", "implement", "validate", "measure", "decide", "report"]);
+export type ImprovePhase = z.infer<typeof ImprovePhase>;
+
+/** How a generation ended: its report, and what the run takes from it. */
+export const GenerationEnd = z.object({
+  report: GenerationReport,
+  /** The new parent, when accepted. */
+  accepted: Tree.optional(),
+  /** The check's counts on the parent, when measured (kept while the parent stays). */
+  parentCheck: CheckCounts.optional(),
+  /** The run cannot go on (no check command, a benchmark that does not run on the parent). */
+  fatal: z.boolean().optional(),
+  /** The run's USD budget is used up (the hypothesis spent the rest): the run stops with `budget`. */
+  budget: z.boolean().optional(),
+});
+export type GenerationEnd = z.infer<typeof GenerationEnd>;
+
+/**
+ * What the generation running now has done, checkpointed after each of its phases: its clock,
+ * usage and reviews so far, and each finished phase's outcome (the task's result, the
+ * validated candidate, the measurements, the generation's end), which the next phase starts
+ * from. The measurements are this run's own (`commands.ts`, `metrics.ts`), read back as written.
+ */
+export const GenerationProgress = z.object({
+  /** When the generation started, ISO 8601. */
+  startedAt: z.string(),
+  /** Wall time per report phase so far, ms. */
+  phasesMs: z.record(z.string(), z.number().nonnegative()),
+  usage: Usage,
+  reviews: z.array(GenerationReview),
+  /** IMPLEMENT's: the generation's task's result. */
+  result: TaskResult.optional(),
+  /** VALIDATE's: the candidate's change, its report part so far, the check's counts on the parent. */
+  validated: z
+    .object({
+      change: RepoChange,
+      checkPart: GenerationReport.pick({ change: true, hypothesis: true, check: true }),
+      parentCheck: CheckCounts,
+    })
+    .optional(),
+  /** MEASURE's: each side's runs (benchmark case runs, or quality measurements). */
+  measured: z.object({ parent: z.array(z.unknown()), candidate: z.array(z.unknown()) }).optional(),
+  /** The generation's end, for REPORT. */
+  end: GenerationEnd.optional(),
+});
+export type GenerationProgress = z.infer<typeof GenerationProgress>;
+
 /** The checkpoint of a run. */
 export const ImproveState = z.object({
   request: ImproveRequest,
   status: z.enum(["running", "final"]),
+  /** The phase the run is at (a checkpoint written before phases were kept resumes at CALIBRATE, which skips what is done). */
+  phase: ImprovePhase.default("calibrate"),
   /** The generation running now (or next), 1-based. */
   generation: z.number().int().min(1),
   parent: Tree,
@@ -45,10 +104,13 @@ export const ImproveState = z.object({
   /** The LLM usage of asking for that hypothesis. */
   hypothesisUsage: Usage.optional(),
   /**
-   * Errors that ended earlier attempts of the generation running now (retryable ones: the run
-   * resumed it from this checkpoint), for its report's `errors`.
+   * Errors the generation running now met so far, for its report's `errors`: those its
+   * finished phases recorded, and those that ended earlier attempts of a phase (retryable
+   * ones: the run resumed it from this checkpoint).
    */
   generationErrors: z.array(GenerationError).optional(),
+  /** What the generation running now has done so far (absent before its PLAN, and after its REPORT). */
+  progress: GenerationProgress.optional(),
   /** LLM usage of the whole run so far. */
   usage: Usage,
   /** The highest cost of one generation so far, USD: the estimate a budget check uses. */
@@ -74,6 +136,7 @@ export function initialImproveState(request: ImproveRequest): ImproveState {
   return {
     request,
     status: "running",
+    phase: "calibrate",
     generation: 1,
     parent: { commit: request.repo.baseCommit, snapshot: request.repo.snapshot },
     accepted: [],
