@@ -8,45 +8,15 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { TaskResult } from "@loopsmith/shared";
-import { githubClient, type GithubClient } from "../../cli/src/github/client.js";
 import { followIssuePr, type IssueTask } from "../../cli/src/solve-issue.js";
-import { startFakeGitHub, type FakeAnswer, type FakeGitHub } from "../fixtures/fake-github.js";
-import {
-  fakeReview,
-  loopClock,
-  newFakePull,
-  pullRequestAnswer,
-  type FakePull,
-  type LoopClock,
-} from "../fixtures/fake-pull-request.js";
+import { FAKE_PR as PR, FAKE_REPO as target, fakePullRequestApi, fakeReview } from "../fixtures/fake-pull-request.js";
 
-const SHA1 = "1111111111111111111111111111111111111111";
-const MERGED = "9999999999999999999999999999999999999999";
-const PR = { number: 5, url: "https://github.com/acme/inventory/pull/5" };
-const target = { owner: "acme", repo: "inventory" };
 const MINUTE = 60_000;
 
-/** The pull request as the fake API holds it; each test sets it, and `t.onPoll` changes it. */
-let pull: FakePull;
-let t: LoopClock;
-let github: FakeGitHub;
-let client: GithubClient;
-
-beforeAll(async () => {
-  github = await startFakeGitHub(
-    (req): FakeAnswer => pullRequestAnswer(() => pull, req) ?? { status: 404, data: { message: "Not Found" } },
-  );
-  client = githubClient({ token: "good-token", baseUrl: github.url });
-});
-afterAll(() => github.close());
-
-beforeEach(() => {
-  github.recorded.length = 0;
-  pull = newFakePull(SHA1, MERGED);
-  t = loopClock();
-});
+/** The fake GitHub API and its pull request: each test sets `api.pull`, and `api.t.onPoll` changes it. */
+const api = fakePullRequestApi();
 
 const gitEnv = {
   ...process.env,
@@ -107,15 +77,15 @@ describe("followIssuePr: solve --issue's attempt from a review (fake GitHub API,
     git(repo, "remote", "add", "origin", remote);
     git(repo, "push", "-q", "origin", "main", "loopsmith/task-1");
     const first = git(repo, "rev-parse", "loopsmith/task-1");
-    pull.remote = remote;
-    pull.reviews = [fakeReview(10, "alice", "CHANGES_REQUESTED", first, "Returns need the discount too.")];
+    api.pull.remote = remote;
+    api.pull.reviews = [fakeReview(10, "alice", "CHANGES_REQUESTED", first, "Returns need the discount too.")];
 
     const task = {
       goal: "Resolve GitHub issue acme/inventory#12",
       root: repo,
       remote: "origin",
       target,
-      client,
+      client: api.client,
     } as unknown as IssueTask;
     const runs: Array<{ goal: string; base: string; taskId: string }> = [];
     const done = await followIssuePr(
@@ -129,15 +99,15 @@ describe("followIssuePr: solve --issue's attempt from a review (fake GitHub API,
         writeFileSync(join(repo, "pricing.py"), "x = 3\n");
         git(repo, "commit", "-q", "-am", "second attempt");
         git(repo, "checkout", "-q", "main");
-        t.onPoll = (n) => {
+        api.t.onPoll = (n) => {
           if (n === 1)
-            pull.reviews.push(fakeReview(11, "alice", "APPROVED", git(remote, "rev-parse", "loopsmith/task-1")));
+            api.pull.reviews.push(fakeReview(11, "alice", "APPROVED", git(remote, "rev-parse", "loopsmith/task-1")));
         };
         return Promise.resolve(passed(taskId, git(repo, "rev-parse", base)));
       },
-      { pollMs: MINUTE, now: () => t.clock, sleep: t.options().sleep },
+      { pollMs: MINUTE, now: () => api.t.clock, sleep: api.t.options().sleep },
     );
-    pull.remote = undefined;
+    api.pull.remote = undefined;
     const second = git(repo, "rev-parse", "loopsmith/task-1-review-1");
     expect(runs).toHaveLength(1);
     expect(runs[0]).toMatchObject({ base: "loopsmith/task-1", taskId: "task-1-review-1" });
@@ -146,9 +116,9 @@ describe("followIssuePr: solve --issue's attempt from a review (fake GitHub API,
     // The attempt is on the pull request's branch on the remote, a fast-forward of the first.
     expect(git(remote, "rev-parse", "loopsmith/task-1")).toBe(second);
     expect(git(repo, "rev-parse", `${second}^`)).toBe(first);
-    const comment = github.recorded.find((r) => r.method === "POST" && r.path.endsWith("/issues/5/comments"));
+    const comment = api.github.recorded.find((r) => r.method === "POST" && r.path.endsWith("/issues/5/comments"));
     expect(String(comment?.body?.body)).toMatch(/^loopsmith pushed attempt 1 from the review \(task `task-1-review-1`/);
     expect(done).toMatchObject({ outcome: "merged", sha: second, attempts: 1 });
-    expect(github.recorded.find((r) => r.method === "PUT")?.body).toEqual({ sha: second });
+    expect(api.github.recorded.find((r) => r.method === "PUT")?.body).toEqual({ sha: second });
   });
 });

@@ -8,56 +8,33 @@
  * 409) → closed, saying so; a failing check → not merged, closed; `now` → merged unreviewed;
  * GitHub not answering → asked again.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { githubClient, type GithubClient } from "../../cli/src/github/client.js";
+import { describe, expect, it } from "vitest";
 import {
   followPullRequest,
   shortDuration,
   type AttemptResult,
   type ReviewFeedback,
 } from "../../cli/src/github/review.js";
-import { startFakeGitHub, type FakeAnswer, type FakeGitHub } from "../fixtures/fake-github.js";
 import {
+  FAKE_PR as PR,
+  FAKE_REPO as target,
+  HEAD_SHA as SHA1,
+  MERGE_SHA as MERGED,
+  fakePullRequestApi,
   fakeReview,
-  loopClock,
-  newFakePull,
-  pullRequestAnswer,
-  type FakePull,
-  type LoopClock,
 } from "../fixtures/fake-pull-request.js";
 
-const SHA1 = "1111111111111111111111111111111111111111";
 const SHA2 = "2222222222222222222222222222222222222222";
-const MERGED = "9999999999999999999999999999999999999999";
-const PR = { number: 5, url: "https://github.com/acme/inventory/pull/5" };
-const target = { owner: "acme", repo: "inventory" };
 const MINUTE = 60_000;
 
-/** The pull request as the fake API holds it; each test sets it, and `t.onPoll` changes it. */
-let pull: FakePull;
-let t: LoopClock;
-let github: FakeGitHub;
-let client: GithubClient;
+/** The fake GitHub API and its pull request: each test sets `api.pull`, and `api.t.onPoll` changes it. */
+const api = fakePullRequestApi();
 
-beforeAll(async () => {
-  github = await startFakeGitHub(
-    (req): FakeAnswer => pullRequestAnswer(() => pull, req) ?? { status: 404, data: { message: "Not Found" } },
-  );
-  client = githubClient({ token: "good-token", baseUrl: github.url });
-});
-afterAll(() => github.close());
-
-beforeEach(() => {
-  github.recorded.length = 0;
-  pull = newFakePull(SHA1, MERGED);
-  t = loopClock();
-});
-
-const requests = (): string[] => github.recorded.map((r) => `${r.method} ${r.path.split("?")[0]}`);
+const requests = (): string[] => api.github.recorded.map((r) => `${r.method} ${r.path.split("?")[0]}`);
 const closing = () => ({
-  comment: github.recorded.find((r) => r.method === "POST" && r.path === "/repos/acme/inventory/issues/5/comments")
+  comment: api.github.recorded.find((r) => r.method === "POST" && r.path === "/repos/acme/inventory/issues/5/comments")
     ?.body?.body,
-  closed: github.recorded.some(
+  closed: api.github.recorded.some(
     (r) => r.method === "PATCH" && r.path === "/repos/acme/inventory/pulls/5" && r.body?.state === "closed",
   ),
 });
@@ -78,11 +55,11 @@ describe("shortDuration", () => {
 describe("followPullRequest (fake GitHub API)", () => {
   it("approve: merges once the current head is approved and its checks pass, with the head's SHA", async () => {
     // An approval of an older head does not count; one of the current head, on the second poll, does.
-    pull.reviews = [fakeReview(1, "alice", "APPROVED", "0".repeat(40))];
-    t.onPoll = (n) => {
-      if (n === 2) pull.reviews.push(fakeReview(2, "bob", "APPROVED", SHA1, "LGTM"));
+    api.pull.reviews = [fakeReview(1, "alice", "APPROVED", "0".repeat(40))];
+    api.t.onPoll = (n) => {
+      if (n === 2) api.pull.reviews.push(fakeReview(2, "bob", "APPROVED", SHA1, "LGTM"));
     };
-    const done = await followPullRequest(client, target, PR, t.options());
+    const done = await followPullRequest(api.client, target, PR, api.t.options());
     expect(done).toMatchObject({
       outcome: "merged",
       sha: SHA1,
@@ -91,8 +68,8 @@ describe("followPullRequest (fake GitHub API)", () => {
       closedByLoopsmith: false,
     });
     expect(done.message).toMatch(/^merged pull request #5 at 111111111111 \(approved; 2 checks passed\)/);
-    expect(t.polls).toBe(2);
-    const merge = github.recorded.filter((r) => r.method === "PUT");
+    expect(api.t.polls).toBe(2);
+    const merge = api.github.recorded.filter((r) => r.method === "PUT");
     expect(merge).toHaveLength(1);
     expect(merge[0]).toMatchObject({
       path: "/repos/acme/inventory/pulls/5/merge",
@@ -106,8 +83,8 @@ describe("followPullRequest (fake GitHub API)", () => {
   });
 
   it("request changes: the review and its line comments are the feedback of another attempt, whose new head is then approved and merged", async () => {
-    pull.reviews = [fakeReview(10, "alice", "CHANGES_REQUESTED", SHA1, "The discount must also apply to returns.")];
-    pull.comments = [
+    api.pull.reviews = [fakeReview(10, "alice", "CHANGES_REQUESTED", SHA1, "The discount must also apply to returns.")];
+    api.pull.comments = [
       {
         pull_request_review_id: 10,
         user: { login: "alice" },
@@ -121,18 +98,18 @@ describe("followPullRequest (fake GitHub API)", () => {
     const attempt = (feedback: ReviewFeedback): Promise<AttemptResult> => {
       seen.push(feedback);
       // The attempt pushed a new head; alice approves it a poll later.
-      pull.head = SHA2;
-      t.onPoll = (n) => {
-        if (n === 1) pull.reviews.push(fakeReview(11, "alice", "APPROVED", SHA2));
+      api.pull.head = SHA2;
+      api.t.onPoll = (n) => {
+        if (n === 1) api.pull.reviews.push(fakeReview(11, "alice", "APPROVED", SHA2));
       };
       return Promise.resolve({ pushed: true });
     };
     const progress: string[] = [];
     const done = await followPullRequest(
-      client,
+      api.client,
       target,
       PR,
-      t.options({ attempt, onProgress: (l) => progress.push(l) }),
+      api.t.options({ attempt, onProgress: (l) => progress.push(l) }),
     );
     expect(seen).toHaveLength(1);
     expect(seen[0]?.reviewers).toEqual(["alice"]);
@@ -142,48 +119,48 @@ describe("followPullRequest (fake GitHub API)", () => {
     expect(seen[0]?.text).toContain("Comment by @alice on inventory/pricing.py:12:\n\nUse >= here.");
     expect(seen[0]?.text).not.toContain("unrelated review");
     expect(done).toMatchObject({ outcome: "merged", sha: SHA2, attempts: 1 });
-    expect(github.recorded.find((r) => r.method === "PUT")?.body).toEqual({ sha: SHA2 });
+    expect(api.github.recorded.find((r) => r.method === "PUT")?.body).toEqual({ sha: SHA2 });
     expect(progress[0]).toMatch(/@alice requested changes; attempt 1 of 2/);
   });
 
   it("request changes without an attempt mechanism (improve), or with the attempts used up: a rejection, closed with a comment", async () => {
-    pull.reviews = [fakeReview(10, "alice", "CHANGES_REQUESTED", SHA1, "No.")];
+    api.pull.reviews = [fakeReview(10, "alice", "CHANGES_REQUESTED", SHA1, "No.")];
     const rejected = await followPullRequest(
-      client,
+      api.client,
       target,
       PR,
-      t.options({ noAttempt: "improve makes no other attempt at a generation" }),
+      api.t.options({ noAttempt: "improve makes no other attempt at a generation" }),
     );
     expect(rejected).toMatchObject({ outcome: "changes_requested", closedByLoopsmith: true, attempts: 0 });
     expect(closing().closed).toBe(true);
     expect(closing().comment).toMatch(
       /^@alice requested changes on 111111111111; improve makes no other attempt at a generation, so the pull request is closed\./,
     );
-    expect(github.recorded.some((r) => r.method === "PUT")).toBe(false);
+    expect(api.github.recorded.some((r) => r.method === "PUT")).toBe(false);
 
     // Every attempt is met with another request for changes: after the last one allowed, closed.
-    github.recorded.length = 0;
-    pull.state = "open";
+    api.github.recorded.length = 0;
+    api.pull.state = "open";
     let id = 20;
     const again = (): Promise<AttemptResult> => {
-      pull.head = `${id}`.padEnd(40, "a");
-      pull.reviews.push(fakeReview(id++, "alice", "CHANGES_REQUESTED", pull.head, "Still no."));
+      api.pull.head = `${id}`.padEnd(40, "a");
+      api.pull.reviews.push(fakeReview(id++, "alice", "CHANGES_REQUESTED", api.pull.head, "Still no."));
       return Promise.resolve({ pushed: true });
     };
-    const used = await followPullRequest(client, target, PR, t.options({ attempt: again, maxAttempts: 2 }));
+    const used = await followPullRequest(api.client, target, PR, api.t.options({ attempt: again, maxAttempts: 2 }));
     expect(used).toMatchObject({ outcome: "changes_requested", attempts: 2, closedByLoopsmith: true });
     expect(closing().comment).toMatch(/after 2 attempts from review feedback, the most allowed/);
 
     // An attempt that makes nothing to push ends it too, saying why.
-    github.recorded.length = 0;
-    pull.state = "open";
-    pull.head = SHA1;
-    pull.reviews = [fakeReview(30, "alice", "CHANGES_REQUESTED", SHA1, "No.")];
+    api.github.recorded.length = 0;
+    api.pull.state = "open";
+    api.pull.head = SHA1;
+    api.pull.reviews = [fakeReview(30, "alice", "CHANGES_REQUESTED", SHA1, "No.")];
     const failed = await followPullRequest(
-      client,
+      api.client,
       target,
       PR,
-      t.options({ attempt: () => Promise.resolve({ pushed: false, reason: "the tests did not pass (failed)" }) }),
+      api.t.options({ attempt: () => Promise.resolve({ pushed: false, reason: "the tests did not pass (failed)" }) }),
     );
     expect(failed).toMatchObject({ outcome: "changes_requested", attempts: 1 });
     expect(closing().comment).toMatch(/did not make a change to push \(the tests did not pass \(failed\)\)/);
@@ -191,11 +168,11 @@ describe("followPullRequest (fake GitHub API)", () => {
 
   it("time out: without an approving review the pull request is closed with a comment at the review timeout", async () => {
     // A comment-only review neither approves nor requests changes.
-    pull.reviews = [fakeReview(1, "bob", "COMMENTED", SHA1, "Looking.")];
-    const done = await followPullRequest(client, target, PR, t.options({ timeoutMs: 3 * MINUTE }));
+    api.pull.reviews = [fakeReview(1, "bob", "COMMENTED", SHA1, "Looking.")];
+    const done = await followPullRequest(api.client, target, PR, api.t.options({ timeoutMs: 3 * MINUTE }));
     expect(done).toMatchObject({ outcome: "timeout", closedByLoopsmith: true });
-    expect(t.clock).toBe(1_000_000 + 3 * MINUTE);
-    expect(t.polls).toBe(3);
+    expect(api.t.clock).toBe(1_000_000 + 3 * MINUTE);
+    expect(api.t.polls).toBe(3);
     const { comment, closed } = closing();
     expect(closed).toBe(true);
     expect(comment).toMatch(/^no merge within the review timeout \(3m\): no approving review of the current head/);
@@ -222,9 +199,9 @@ describe("followPullRequest (fake GitHub API)", () => {
   ])(
     "merge conflict ($status from the merge): closed, the comment and the result saying why",
     async ({ status, message, says }) => {
-      pull.reviews = [fakeReview(1, "alice", "APPROVED", SHA1)];
-      pull.merge = { status, data: { message, documentation_url: "https://docs.github.com/rest" } };
-      const done = await followPullRequest(client, target, PR, t.options());
+      api.pull.reviews = [fakeReview(1, "alice", "APPROVED", SHA1)];
+      api.pull.merge = { status, data: { message, documentation_url: "https://docs.github.com/rest" } };
+      const done = await followPullRequest(api.client, target, PR, api.t.options());
       expect(done).toMatchObject({ outcome: "merge_conflict", closedByLoopsmith: true });
       expect(done.message).toMatch(says);
       expect(closing().closed).toBe(true);
@@ -233,70 +210,82 @@ describe("followPullRequest (fake GitHub API)", () => {
   );
 
   it("failing checks: not merged, closed naming the failed check; pending checks are waited for", async () => {
-    pull.reviews = [fakeReview(1, "alice", "APPROVED", SHA1)];
-    pull.runs = [
+    api.pull.reviews = [fakeReview(1, "alice", "APPROVED", SHA1)];
+    api.pull.runs = [
       { name: "tests", status: "in_progress", conclusion: null },
       { name: "lint", status: "completed", conclusion: "success" },
     ];
-    t.onPoll = (n) => {
-      if (n === 1) pull.runs[0] = { name: "tests", status: "completed", conclusion: "failure" };
+    api.t.onPoll = (n) => {
+      if (n === 1) api.pull.runs[0] = { name: "tests", status: "completed", conclusion: "failure" };
     };
     const progress: string[] = [];
-    const done = await followPullRequest(client, target, PR, t.options({ onProgress: (l) => progress.push(l) }));
+    const done = await followPullRequest(
+      api.client,
+      target,
+      PR,
+      api.t.options({ onProgress: (l) => progress.push(l) }),
+    );
     expect(done).toMatchObject({ outcome: "checks_failed", closedByLoopsmith: true });
     expect(done.message).toMatch(/the checks of 111111111111 failed: tests \(failure\)/);
     expect(progress).toContain("pull request #5: waiting for tests");
-    expect(github.recorded.some((r) => r.method === "PUT")).toBe(false);
+    expect(api.github.recorded.some((r) => r.method === "PUT")).toBe(false);
     expect(closing().closed).toBe(true);
     // A failed commit status counts as well.
-    github.recorded.length = 0;
-    pull.state = "open";
-    pull.runs = [];
-    pull.statuses = [{ context: "ci/build", state: "error" }];
-    const status = await followPullRequest(client, target, PR, t.options());
+    api.github.recorded.length = 0;
+    api.pull.state = "open";
+    api.pull.runs = [];
+    api.pull.statuses = [{ context: "ci/build", state: "error" }];
+    const status = await followPullRequest(api.client, target, PR, api.t.options());
     expect(status).toMatchObject({ outcome: "checks_failed" });
     expect(status.message).toContain("ci/build (error)");
   });
 
   it("--merge-when now: merges without reading reviews; a head with no checks waits one poll first", async () => {
-    pull.reviews = [fakeReview(1, "alice", "CHANGES_REQUESTED", SHA1, "Wait.")];
-    pull.statuses = [];
-    pull.runs = [];
-    const done = await followPullRequest(client, target, PR, t.options({ mergeWhen: "now" }));
+    api.pull.reviews = [fakeReview(1, "alice", "CHANGES_REQUESTED", SHA1, "Wait.")];
+    api.pull.statuses = [];
+    api.pull.runs = [];
+    const done = await followPullRequest(api.client, target, PR, api.t.options({ mergeWhen: "now" }));
     expect(done).toMatchObject({ outcome: "merged", sha: SHA1 });
     expect(done.message).toContain("--merge-when now: no review waited for; no checks");
-    expect(t.polls).toBe(1);
+    expect(api.t.polls).toBe(1);
     expect(requests().some((r) => r.endsWith("/reviews"))).toBe(false);
   });
 
   it("GitHub not answering (502) is asked again at the next poll, and only past the deadline is an error", async () => {
-    pull.reviews = [fakeReview(1, "alice", "APPROVED", SHA1)];
-    pull.unanswered = 2;
+    api.pull.reviews = [fakeReview(1, "alice", "APPROVED", SHA1)];
+    api.pull.unanswered = 2;
     const progress: string[] = [];
-    const done = await followPullRequest(client, target, PR, t.options({ onProgress: (l) => progress.push(l) }));
+    const done = await followPullRequest(
+      api.client,
+      target,
+      PR,
+      api.t.options({ onProgress: (l) => progress.push(l) }),
+    );
     expect(done).toMatchObject({ outcome: "merged", sha: SHA1 });
-    expect(t.polls).toBe(2);
+    expect(api.t.polls).toBe(2);
     expect(progress[0]).toMatch(
       /^pull request #5: GitHub did not answer while reading pull request #5 .*\(502\).*asking again/,
     );
     // Past the deadline the error is the command's: nothing is closed, the pull request stays open.
-    github.recorded.length = 0;
-    pull.merged = false;
-    pull.unanswered = 1_000;
-    await expect(followPullRequest(client, target, PR, t.options({ timeoutMs: 2 * MINUTE }))).rejects.toMatchObject({
+    api.github.recorded.length = 0;
+    api.pull.merged = false;
+    api.pull.unanswered = 1_000;
+    await expect(
+      followPullRequest(api.client, target, PR, api.t.options({ timeoutMs: 2 * MINUTE })),
+    ).rejects.toMatchObject({
       code: "unavailable",
     });
-    expect(github.recorded.every((r) => r.method === "GET")).toBe(true);
+    expect(api.github.recorded.every((r) => r.method === "GET")).toBe(true);
   });
 
   it("a pull request closed or merged on GitHub ends the loop without closing it again", async () => {
-    pull.state = "closed";
-    expect(await followPullRequest(client, target, PR, t.options())).toMatchObject({
+    api.pull.state = "closed";
+    expect(await followPullRequest(api.client, target, PR, api.t.options())).toMatchObject({
       outcome: "closed",
       closedByLoopsmith: false,
     });
-    pull.merged = true;
-    expect(await followPullRequest(client, target, PR, t.options())).toMatchObject({ outcome: "merged" });
+    api.pull.merged = true;
+    expect(await followPullRequest(api.client, target, PR, api.t.options())).toMatchObject({ outcome: "merged" });
     expect(closing()).toEqual({ comment: undefined, closed: false });
   });
 });
