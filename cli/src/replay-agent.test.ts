@@ -4,7 +4,8 @@ import { join } from "node:path";
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { RunRecord, ScriptFile, Task, createProvider, loadConfig, type TaskEvent } from "@loopsmith/shared";
-import { agentCallsNote, agentTurns, replayScript, replaySolveOptions } from "./replay.js";
+import { agentCallsNote, replayScript, replaySolveOptions } from "./replay.js";
+import { agentTurns } from "./transcript-record.js";
 import { flagsOf } from "./steering.js";
 import { transcriptSteps } from "./transcript-view.js";
 

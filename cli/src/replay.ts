@@ -1,12 +1,12 @@
 /**
  * `loopsmith replay <taskId>`: runs a recorded task again with the model replies it recorded
  * (each LLM step event carries its validated reply in `data.llm`; an agent-mode run's model
- * turns are rebuilt from its transcript, see {@link agentTurns}), served by the scripted
+ * turns are its recorded assistant messages, see `transcriptScriptTurns`), served by the scripted
  * provider from a script built here and labelled as a replay, against the same workspace or
  * base commit, and says whether it ended the same way (status, stop reason, iterations,
  * final files or patch).
  *
- * The pure parts ({@link replayScript}, {@link agentTurns}, {@link replayTask}, {@link compareRuns}) are
+ * The pure parts ({@link replayScript}, {@link replayTask}, {@link compareRuns}) are
  * exported for tests; {@link replayCommand} fetches the run, writes the task and the script
  * to a temporary folder and runs them through the injected {@link RunTask} (the path `solve`
  * uses). Exit codes: 0 the replay ended the same way; 1 it did not; 2 no run of that task
@@ -18,13 +18,13 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import type { Logger } from "pino";
 import { z } from "zod";
-import type { FileChange, Role, RunRecord, ScriptFile, ScriptTurn, TaskInput, TaskResult } from "@loopsmith/shared";
+import type { FileChange, Role, RunRecord, ScriptFile, TaskInput, TaskResult } from "@loopsmith/shared";
 import { CliError } from "./errors.js";
 import { ExitCode } from "./exit-codes.js";
 import { fetchRun, withMemory } from "./runs.js";
 import type { SolveOptions } from "./solve.js";
 import { jsonLine, printable } from "./terminal.js";
-import { NO_TOOL_CALL, transcriptSteps, type RecordedStep } from "./transcript-view.js";
+import { transcriptScriptTurns } from "./transcript-record.js";
 
 /** The LLM roles, in the order a script file lists them. */
 const ROLE_NAMES = ["spec", "plan", "build", "review", "reflect"] as const satisfies readonly Role[];
@@ -46,35 +46,13 @@ const LlmNote = z.object({
 });
 
 /**
- * The agent role's script turns from a run's transcript (see docs/SCRIPTS.md, "From a
- * transcript to a script"), in the order the model took them: one {@link ScriptTurn} per
- * model turn (the steps that share an iteration and a `step` number, one per tool call),
- * `content` the turn's thought (the loop records it on the turn's first call) and
- * `toolCalls` its calls in order, each with the recorded tool name and arguments exactly as
- * recorded (`id` when the step carries the provider's call id). A turn without a tool call
- * (recorded as the tool {@link NO_TOOL_CALL}, or an empty name) has no calls. Pure.
- */
-export function agentTurns(steps: readonly RecordedStep[]): ScriptTurn[] {
-  const turns = new Map<string, ScriptTurn>();
-  for (const s of steps) {
-    const key = `${s.iteration}:${s.step}`;
-    const turn = turns.get(key) ?? { content: "", toolCalls: [] };
-    if (!turn.content && s.thought) turn.content = s.thought;
-    if (s.tool && s.tool !== NO_TOOL_CALL)
-      turn.toolCalls.push({ ...(s.callId ? { id: s.callId } : {}), name: s.tool, args: s.args });
-    turns.set(key, turn);
-  }
-  return [...turns.values()];
-}
-
-/**
  * The scripted provider's replies file that serves a run's recorded replies: for each LLM
  * step event, the call `callsBefore + calls - 1` of its role gets the recorded `value`; the
  * calls before it in the same step (`calls` 2: the first reply was unreadable and the model
  * was asked again) and calls that produced no reply at all (a step whose re-ask failed too,
  * counted only in the result's usage) get {@link UNREADABLE_REPLY}, so the replay makes the
- * same calls in the same order. An agent-mode run's `agent` replies are the turns of its
- * transcript ({@link agentTurns}). Roles with no call are left out. Pure.
+ * same calls in the same order. An agent-mode run's `agent` replies are its model turns
+ * (`transcriptScriptTurns`: the recorded assistant messages). Roles with no call are left out. Pure.
  */
 export function replayScript(record: RunRecord): ScriptFile {
   const lists = new Map<Role, unknown[]>();
@@ -93,7 +71,7 @@ export function replayScript(record: RunRecord): ScriptFile {
     if (length === 0) continue;
     replies[role] = Array.from({ length }, (_, i) => (list[i] === undefined ? UNREADABLE_REPLY : list[i]));
   }
-  const agent = agentTurns(transcriptSteps(record.events));
+  const agent = transcriptScriptTurns(record.events);
   if (agent.length) replies.agent = agent;
   return {
     v: 1,

@@ -200,7 +200,8 @@ export async function exportRun(
 /**
  * `loopsmith show <taskId>`: prints the recorded run (`--json`: the run record, one line).
  * With `--transcript`, an agent-mode run's steps carry their thoughts and observations, and
- * `--json` prints `{"kind":"transcript","taskId","steps":[TranscriptStep…]}` instead.
+ * `--json` prints `{"kind":"transcript","taskId","steps":[RecordedStep…]}` instead (the steps
+ * read from the messages its events carry, or from an older run's `TranscriptStep` events).
  * @returns {@link ExitCode.ok}
  * @throws LoopsmithError `not_found` (no run of that task), `config_invalid`, `unavailable`
  *   or `timeout` (NATS, Docker or memory)

@@ -1,71 +1,22 @@
 /**
  * The transcript of an agent-mode run as people read it: the steps of
- * the model's tool loop, read back from the run's `step` events of phase `explore` (each
- * carries a {@link TranscriptStep} in `data.agentStep`), for `loopsmith show` (one compact
+ * the model's tool loop, read back from the run's messages (`transcript-record.ts`), for `loopsmith show` (one compact
  * line per step, and with `--transcript` the thought and the observation under it), the
  * `report.md` of `loopsmith export`, and the HTML report (one `<details>` per iteration);
  * and the one line saying which project instructions the run's prompts carried. Pure. Terminal text goes through `printable`; HTML through `escapeHtml`.
  */
 import { z } from "zod";
-import { TranscriptStep, agentTool, type TaskEvent } from "@loopsmith/shared";
+import { agentTool, type TaskEvent, type TranscriptStep } from "@loopsmith/shared";
 import { findCutNote } from "@loopsmith/shared/text";
 import { duration, usd } from "./format.js";
 import { escapeHtml } from "./html.js";
 import { printable } from "./terminal.js";
 import { palette } from "./ui/index.js";
 
-/**
- * The `tool` of a step the loop records for a model turn without a tool call (it nudges the
- * model): `agentTexts.noTool` in services/architect/src/event-texts.ts.
- */
-export const NO_TOOL_CALL = "(no tool call)";
-
-/**
- * A step as the run recorded it, with its place in its model turn. The loop numbers its
- * model turns (`TranscriptStep.step`, per iteration) and records one step per tool call of
- * a turn, so the calls of one turn share their `step`; `call` is the call's 1-based place in
- * the turn. `callId` (the provider's `ToolCall.id`) is not a field of the shared contract: it
- * is read when an event carries it.
- */
-export const RecordedStep = TranscriptStep.extend({
-  call: z.number().int().min(1).default(1),
-  callId: z.string().min(1).max(200).optional(),
-});
-export type RecordedStep = z.infer<typeof RecordedStep>;
+export { NO_TOOL_CALL, RecordedStep, transcriptSteps } from "./transcript-record.js";
 
 /** A step to draw: a recorded one, or a bare {@link TranscriptStep} (its turn's first call). */
 export type ViewStep = TranscriptStep & { call?: number };
-
-const StepData = RecordedStep.omit({ call: true });
-
-/** Whether `e` is a model turn's `usage` event (the loop's model calls are the `agent` role's). */
-const isAgentUsage = (e: TaskEvent): boolean => e.kind === "usage" && e.data?.role === "agent";
-
-/**
- * The agent steps of a run, in the order they were taken (iteration, turn, call): from each
- * `step` event of phase `explore` whose `data.agentStep` is a valid step; events that are
- * not are skipped. A turn published again (a loop resumed after a restart asks the model
- * again, so a new `usage` event of role `agent` comes before its steps) replaces the earlier
- * publication of that turn; a record without its `usage` events (truncated) keeps both.
- */
-export function transcriptSteps(events: readonly TaskEvent[]): RecordedStep[] {
-  const turns = new Map<string, { mark: number; steps: RecordedStep[] }>();
-  let mark = 0;
-  for (const e of [...events].sort((a, b) => a.seq - b.seq)) {
-    if (isAgentUsage(e)) mark++;
-    if (e.kind !== "step" || e.phase !== "explore") continue;
-    const parsed = StepData.safeParse(e.data?.agentStep);
-    if (!parsed.success) continue;
-    const key = `${parsed.data.iteration}:${parsed.data.step}`;
-    const turn = turns.get(key);
-    const steps = turn && turn.mark === mark ? turn.steps : [];
-    steps.push({ ...parsed.data, call: steps.length + 1 });
-    turns.set(key, { mark, steps });
-  }
-  return [...turns.values()]
-    .flatMap((t) => t.steps)
-    .sort((a, b) => a.iteration - b.iteration || a.step - b.step || a.call - b.call);
-}
 
 /** `data.instructions` of the PREPARE event that names the project instructions (`InstructionsUse`). */
 const InstructionsData = z.object({

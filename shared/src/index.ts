@@ -36,6 +36,7 @@ export {
 } from "./contracts/index.js";
 export {
   AgentMessage,
+  AgentMessagesNote,
   AgentStop,
   EditArgs,
   ListArgs,

@@ -28,10 +28,11 @@ import {
   type SessionOpen,
   type TaskEvent,
   type TaskInput,
+  type AgentMessage,
   type ToolCall,
-  type TranscriptStep,
 } from "@loopsmith/shared";
 import { startConductor, type Steps } from "@loopsmith/architect";
+import { readTranscript, transcriptSteps, type RecordedStep } from "../../cli/src/transcript-record.js";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task, usage } from "./helpers.js";
 
@@ -207,10 +208,11 @@ function agentSteps(nc: NatsConnection, root: string, over: Partial<Steps> = {})
   return { steps: s, calls: base.calls, runs };
 }
 
-const transcript = (events: TaskEvent[]): TranscriptStep[] =>
-  events
-    .map((e) => (e.data as { agentStep?: TranscriptStep } | undefined)?.agentStep)
-    .filter((x): x is TranscriptStep => x !== undefined);
+/** The run's steps as `show` reads them: from the messages its events carry. */
+const transcript = (events: TaskEvent[]): RecordedStep[] => transcriptSteps(events);
+
+/** Every message the run's events published, in order (each turn's once). */
+const published = (events: TaskEvent[]): AgentMessage[] => readTranscript(events).turns.flatMap((t) => t.messages);
 
 const fix = { path: "pkg/mod.py", search: "    return 41\n", replace: "    return 42\n" };
 
@@ -271,6 +273,14 @@ describe("agent mode in the conductor", () => {
         expect(steps[0]?.costUsd).toBeCloseTo(0.01);
         // The model saw its own conversation grow, one assistant message and one tool message a step.
         expect(turns.map((t) => t.messages.length)).toEqual([0, 2, 4, 6, 8]);
+        // The events published exactly the conversation the model was sent, and the last turn's messages after it.
+        expect(published(events).slice(0, 8)).toEqual(turns[4]?.messages);
+        expect(
+          published(events)
+            .slice(8)
+            .map((m) => m.role),
+        ).toEqual(["assistant", "tool"]);
+        expect(events.some((e) => e.data?.agentStep !== undefined)).toBe(false);
         expect(turns.map((t) => t.callsBefore)).toEqual([0, 1, 2, 3, 4]);
         expect(turns.map((t) => t.stepsLeft)).toEqual([40, 39, 38, 37, 36]);
         expect(turns[0]?.task.repo?.map).toContain("pkg/mod.py");
@@ -319,6 +329,8 @@ describe("agent mode in the conductor", () => {
         const last = turns[3]?.messages.at(-1);
         expect(last).toMatchObject({ role: "user" });
         expect((last as { content: string }).content).toMatch(/called read with the same arguments 3 times/);
+        // The redirect was published with the turn it followed, as part of the conversation.
+        expect(published(events).slice(0, turns[3]?.messages.length)).toEqual(turns[3]?.messages);
         expect(ex.closes).toHaveLength(1);
       },
     );

@@ -29,10 +29,10 @@ import {
   type TaskEvent,
   type TaskInput,
   type ToolCall,
-  type TranscriptStep,
 } from "@loopsmith/shared";
 import { busSteps, startConductor, type Steps } from "@loopsmith/architect";
 import { LABEL, LABEL_SESSION } from "@loopsmith/executor";
+import { transcriptSteps } from "../../cli/src/transcript-record.js";
 import { it } from "../fixtures/index.js";
 import { REPO } from "../fixtures/cli.js";
 import { snapshotTar, newCommit } from "../executor/repo-helpers.js";
@@ -91,8 +91,8 @@ async function executorUp(nc: NatsConnection, not: ReadonlySet<string>, exited: 
   }
 }
 
-const stepOf = (e: TaskEvent): TranscriptStep | undefined =>
-  (e.data as { agentStep?: TranscriptStep } | undefined)?.agentStep;
+/** Whether `e` is an agent step's event (it carries the messages of one tool call). */
+const isStep = (e: TaskEvent): boolean => e.data?.agentMessages !== undefined;
 
 /** Containers of either executor instance. */
 async function containersOf(instances: ReadonlySet<string>) {
@@ -175,7 +175,7 @@ describe("an executor killed mid-attempt (agent mode)", () => {
       for await (const e of followEvents(nc, DEFAULT_OWNER, input.taskId)) {
         const session = (e.data as { session?: { executorId: string } } | undefined)?.session;
         if (session) opened ??= session.executorId;
-        if (stepOf(e)) break;
+        if (isStep(e)) break;
         if (e.result) throw new Error(`the task ended before its first step: ${e.result.message}`);
       }
       expect(opened).toBe(firstId);
@@ -206,7 +206,7 @@ describe("an executor killed mid-attempt (agent mode)", () => {
       expect(reopened[0]).toBe(firstId);
       expect(secondId).not.toBe(firstId);
       instances.add(secondId);
-      const steps = all.map(stepOf).filter((t): t is TranscriptStep => t !== undefined);
+      const steps = transcriptSteps(all);
       expect(steps.map((t) => t.tool)).toEqual(["read", "run", "edit", "run", "submit"]);
       expect(steps[3]?.isError).toBe(false);
       // The call that found the replica gone opened the session again and went on: no turn was asked twice.

@@ -1,14 +1,15 @@
 /**
  * The agent-mode transcripts of a bench run, kept beside `results.jsonl` in
  * `transcripts.jsonl` (one line per task that took agent steps: `{"taskId", "steps"}`, the
- * steps `RecordedStep`s: as the task's events carried them, with their place in their turn), so `report.html` shows
+ * steps `RecordedStep`s: one per tool call, read from the messages the task's events carried, with their place
+ * in their turn), so `report.html` shows
  * them after `--resume` too. A task retried after an error writes a line per attempt (each
  * attempt has its own task id).
  */
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { z } from "zod";
 import type { TaskEvent } from "@loopsmith/shared";
-import { RecordedStep, transcriptSteps } from "../transcript-view.js";
+import { RecordedStep, transcriptSteps } from "../transcript-record.js";
 
 /** One line of `transcripts.jsonl`. */
 export const TranscriptLine = z.object({ taskId: z.string().min(1), steps: z.array(RecordedStep) });

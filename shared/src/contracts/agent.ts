@@ -203,8 +203,34 @@ export const AgentStop = z.enum([
 export type AgentStop = z.infer<typeof AgentStop>;
 
 /**
- * One step of a transcript, as the run record keeps it (the data of an `agent_step` event):
- * the tool, its arguments, the observation as the model saw it, and what the step cost.
+ * The messages one step event of agent mode carries (`data.agentMessages` of a `step` event
+ * of phase `explore`): what the loop appended to the conversation for one tool call, exactly
+ * as the model sees it and the checkpoint keeps it, with what the call cost. In order: the
+ * turn's `assistant` message (on the event of its first call only), then the call's answer
+ * (a `tool` message, or the `user` nudge when the turn called no tool), then, on the turn's
+ * last event, the stuck rule's redirect (a `user` message) when it fired. The run record's
+ * transcript is these messages: `show`, the reports and `replay` read them.
+ */
+export const AgentMessagesNote = z.object({
+  iteration: z.number().int().min(1),
+  /** The model turn (1-based within the iteration's loop); a turn's calls share it. */
+  step: z.number().int().min(1),
+  messages: z.array(AgentMessage).min(1).max(3),
+  /** Tokens of the model call that made the turn (the event of its first call carries them). */
+  tokens: z.number().int().nonnegative().default(0),
+  costUsd: z.number().nonnegative().default(0),
+  /** ms: the model call (on the first call's event) and the tool. */
+  durationMs: z.number().nonnegative(),
+  /** Set on the call the stuck rule fired on: `repeat_call` or `repeat_output`, and what it did. */
+  stuck: z.object({ rule: z.enum(["repeat_call", "repeat_output"]), action: z.enum(["redirect", "stop"]) }).optional(),
+});
+export type AgentMessagesNote = z.infer<typeof AgentMessagesNote>;
+
+/**
+ * One step of a transcript as runs recorded before the transcript became the messages kept
+ * it (`data.agentStep` of a `step` event of phase `explore`; today's events carry
+ * {@link AgentMessagesNote}): the tool, its arguments, the observation as the model saw it,
+ * and what the step cost. Read to show and replay those older runs.
  */
 export const TranscriptStep = z.object({
   /** 1-based step number within the iteration's loop. */

@@ -65,6 +65,7 @@ export {
 export { RoleReplies, ScriptFile, ScriptTurn, SimulatedWrong, Simulation, TaskScript } from "./script.js";
 export {
   AgentMessage,
+  AgentMessagesNote,
   AgentStop,
   EditArgs,
   ListArgs,

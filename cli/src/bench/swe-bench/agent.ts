@@ -24,11 +24,13 @@ import {
   snapshotName,
   type Config,
   type SandboxImage,
+  type TaskEvent,
   type TaskInput,
   type TaskResult,
 } from "@loopsmith/shared";
 import { archiveCommit } from "../../repo.js";
 import { openClient, type Client } from "../../client.js";
+import { transcriptSteps } from "../../transcript-record.js";
 import type { BenchArm, BenchResult } from "../types.js";
 import { armPrefix } from "../tasks.js";
 import {
@@ -222,14 +224,15 @@ async function solveInstance(
   });
   await client.submit(task);
   const limit = AbortSignal.any([signal, AbortSignal.timeout(o.taskTimeoutMs ?? 1_800_000)]);
-  const steps: unknown[] = [];
-  // The agent's steps (`data.agentStep`, a TranscriptStep) as the events give them.
+  const seen: TaskEvent[] = [];
+  // The agent's steps, read from the messages its events carry (transcript-record.ts).
   const result = await client.result(taskId, {
     signal: limit,
     onEvent: (event) => {
-      if (event.kind === "step" && event.phase === "explore") steps.push(event.data?.agentStep ?? {});
+      if (event.kind === "usage" || (event.kind === "step" && event.phase === "explore")) seen.push(event);
     },
   });
+  const steps: unknown[] = transcriptSteps(seen);
   if (!result) {
     await client
       .cancel(taskId, signal.aborted ? "bench interrupted" : "bench task timeout", 3_000)

@@ -13,10 +13,10 @@ import {
   repoModeOf,
   LoopsmithError,
   type AgentMessage,
+  type AgentMessagesNote,
   type AgentTurnReply,
   type Candidate,
   type ToolCall,
-  type TranscriptStep,
 } from "@loopsmith/shared";
 import { NO_NEED, budgetOver, budgetStopText } from "@loopsmith/shared/llm";
 import { agentTexts, loopTexts, runTexts } from "../event-texts.js";
@@ -27,7 +27,7 @@ import { HandBack } from "../durable/index.js";
 import type { PhaseOutcome, TaskRun } from "../run.js";
 import type { TaskState } from "../state.js";
 import type { AgentLoopState } from "./loop-state.js";
-import { OBSERVATION_CUT, TRANSCRIPT_CUT, cutObservation } from "./observe.js";
+import { OBSERVATION_CUT, cutObservation } from "./observe.js";
 import { closeSession } from "./close.js";
 import { openSession, type LoopContext } from "./session.js";
 import { countStep, type StuckVerdict } from "./stuck.js";
@@ -153,19 +153,16 @@ export async function explorePhase(s: TaskState, run: TaskRun): Promise<PhaseOut
       patch: { agent: { ...loop, session: undefined } },
     };
   }
-  if (stuck)
-    loop.messages = [
-      ...loop.messages,
-      { role: "user", content: agentTexts.redirect(stuck.rule, stuck.tool, stuck.count) },
-    ];
   if (submitted !== undefined) return endLoop(s, run, loop, "submitted", submitted);
   return { next: "explore", patch: { agent: loop } };
 }
 
 /**
  * Answers a turn's tool calls in order (a turn without one is nudged), each observation cut
- * and added to the conversation, counted by the stuck rule, and published as a transcript
- * step. Calls after a `submit` are not run; a stuck `stop` ends the turn.
+ * and added to the conversation, counted by the stuck rule, and each call's event published
+ * with the messages it appended (`data.agentMessages`, an {@link AgentMessagesNote}: the
+ * turn's assistant message on its first call, the stuck rule's redirect on its last). Calls
+ * after a `submit` are not run; a stuck `stop` ends the turn.
  */
 async function answerCalls(
   ctx: LoopContext,
@@ -186,10 +183,12 @@ async function answerCalls(
     else result = await runTool(ctx, call);
     if (result.submitted !== undefined) submitted = result.submitted;
     const seen = cutObservation(result.content);
-    const message: AgentMessage = call
+    const answer: AgentMessage = call
       ? { role: "tool", toolCallId: call.id, name: call.name, content: seen, isError: result.isError }
       : { role: "user", content: seen };
-    loop.messages = [...loop.messages, message];
+    const appended: AgentMessage[] = [...(i === 0 ? [loop.messages[loop.messages.length - 1] as AgentMessage] : [])];
+    appended.push(answer);
+    loop.messages = [...loop.messages, answer];
     const tool = call?.name ?? agentTexts.noTool;
     const counted = countStep(
       loop,
@@ -203,14 +202,19 @@ async function answerCalls(
     // One verdict a turn: the model has not seen a redirect before its next turn.
     const verdict = stuck ? undefined : counted.verdict;
     if (verdict) stuck = { ...verdict, tool };
-    const agentStep: TranscriptStep = {
-      step,
+    const last = i === calls.length - 1 || stuck?.action === "stop";
+    if (last && stuck && stuck.action !== "stop") {
+      const redirect: AgentMessage = {
+        role: "user",
+        content: agentTexts.redirect(stuck.rule, stuck.tool, stuck.count),
+      };
+      loop.messages = [...loop.messages, redirect];
+      appended.push(redirect);
+    }
+    const note: AgentMessagesNote = {
       iteration: s.iteration,
-      thought: i === 0 ? reply.content.slice(0, 2_000) : "",
-      tool: tool.slice(0, 100),
-      args: call?.args ?? {},
-      observation: cutObservation(seen, TRANSCRIPT_CUT),
-      isError: result.isError,
+      step,
+      messages: appended,
       tokens: i === 0 ? tokens : 0,
       costUsd: i === 0 ? reply.usage.costUsd : 0,
       durationMs: (i === 0 ? turnMs : 0) + (performance.now() - t1),
@@ -218,11 +222,10 @@ async function answerCalls(
     };
     await run.emit("step", agentTexts.step(step, tool, argsLine(call), seen, result.isError), {
       phase: "explore",
-      // The provider's call id goes with the step, so a replay gives the same ids (cli/src/replay.ts).
-      data: { agentStep: call ? { ...agentStep, callId: call.id } : agentStep },
+      data: { agentMessages: note },
     });
     run.io.heartbeat();
-    if (stuck?.action === "stop") break;
+    if (last) break;
   }
   return { ...(stuck ? { stuck } : {}), ...(submitted !== undefined ? { submitted } : {}) };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { OBSERVATION_CUT, TRANSCRIPT_CUT, cutObservation, renderObservation } from "./observe.js";
+import { OBSERVATION_CUT, cutObservation, renderObservation } from "./observe.js";
 
 const numbered = (n: number, width = 10): string =>
   Array.from({ length: n }, (_, i) => `${i + 1}: ${"x".repeat(width)}`).join("\n") + "\n";
@@ -25,7 +25,7 @@ describe("cutObservation", () => {
 
   it("cuts by characters when the kept lines are still too long, and never passes the limit", () => {
     const text = numbered(300, 400);
-    for (const rule of [OBSERVATION_CUT, TRANSCRIPT_CUT]) {
+    for (const rule of [OBSERVATION_CUT, { ...OBSERVATION_CUT, maxChars: 4_000 }]) {
       const out = cutObservation(text, rule);
       expect(out.length).toBeLessThanOrEqual(rule.maxChars);
       expect(out.startsWith("1: x")).toBe(true);

@@ -15,9 +15,6 @@ export interface CutRule {
 /** The rule every observation the model sees is cut by: the first 60 lines, the last 40, at most 8 000 characters. */
 export const OBSERVATION_CUT: CutRule = { headLines: 60, tailLines: 40, maxChars: 8_000 };
 
-/** The rule of an observation as the transcript keeps it (`TranscriptStep.observation`, 4 000 characters). */
-export const TRANSCRIPT_CUT: CutRule = { headLines: 60, tailLines: 40, maxChars: 4_000 };
-
 /**
  * Cuts a tool's output for the model by one rule, the shared head-and-tail cut
  * (`cutText` in `@loopsmith/shared/text`): when it has more than `headLines + tailLines` lines
