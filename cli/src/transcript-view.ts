@@ -13,7 +13,8 @@ import { escapeHtml } from "./html.js";
 import { printable } from "./terminal.js";
 import { palette } from "./ui/index.js";
 
-export { NO_TOOL_CALL, RecordedStep, transcriptSteps } from "./transcript-record.js";
+// The steps are read by transcript-record.ts; `show`, `export` and the MCP server take them from here.
+export { transcriptSteps } from "./transcript-record.js";
 
 /** A step to draw: a recorded one, or a bare {@link TranscriptStep} (its turn's first call). */
 export type ViewStep = TranscriptStep & { call?: number };

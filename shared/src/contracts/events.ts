@@ -28,7 +28,7 @@ export const Phase = z.enum([
   "recall",
   "plan",
   "build",
-  "explore", // agent mode: the model's tool loop (each step an event with `data.agentStep`, a TranscriptStep)
+  "explore", // agent mode: the model's tool loop (each call an event with `data.agentMessages`, an AgentMessagesNote)
   "gate",
   "review",
   "audit", // the security audit (`Task.audit`): static tools in the sandbox, then the audit model
