@@ -7,7 +7,7 @@ import type { RecalledFailure } from "@loopsmith/shared";
 import type { RecallUse, StoredLesson, UtilityRow, UtilityStats, MemoryKind } from "@loopsmith/shared/llm";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
-import { lessonFields, lessonUses, memoryUses } from "./lessons.js";
+import { lessonFields, lessonUses, memoryUses, type MeasuredMemory } from "./lessons.js";
 
 type Row = Record<string, unknown>;
 const str = (v: unknown): string => (typeof v === "string" ? v : String(v ?? ""));
@@ -53,11 +53,21 @@ export async function readUses(db: Database, taskId: string, owner: string): Pro
  */
 export async function withFailureUses(db: Database, failures: RecalledFailure[]): Promise<RecalledFailure[]> {
   if (failures.length === 0) return failures;
-  const uses = await memoryUses(
-    db,
-    "failure",
-    failures.map((f) => f.id).filter((id) => /^\d{1,18}$/.test(id)),
+  const ids = failures.map((f) => f.id).filter((id) => /^\d{1,18}$/.test(id));
+  // The common case, failures no recall showed yet, costs one index lookup, not the estimator.
+  const { rows } = await withDb("read which recalled failures were shown before", () =>
+    db.pool.query<{ id: string }>(
+      `SELECT DISTINCT memory_id::text AS id FROM loopsmith.recall_uses WHERE kind = 'failure' AND memory_id = ANY($1::bigint[])`,
+      [ids.map(Number)],
+    ),
   );
+  const uses = rows.length
+    ? await memoryUses(
+        db,
+        "failure",
+        rows.map((r) => r.id),
+      )
+    : new Map<string, MeasuredMemory>();
   return failures.map((f) => {
     const u = uses.get(`failure:${f.id}`);
     return {
