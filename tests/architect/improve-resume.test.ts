@@ -6,8 +6,7 @@
  * not asked again, the task is not sent again and the generation is not announced again. One
  * handed back in MEASURE resumes at MEASURE: the parent's check (VALIDATE's) does not run again.
  */
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, onTestFinished } from "vitest";
@@ -18,8 +17,6 @@ import {
   ensureStreams,
   followEvents,
   materializeSnapshot,
-  putSnapshot,
-  snapshotName,
   submitImprove,
   type ExecutionRequest,
   type ExecutionResult,
@@ -32,21 +29,10 @@ import { startImprover } from "@loopsmith/architect";
 import { gate } from "@loopsmith/reviewer";
 import { it } from "../fixtures/index.js";
 import { fakeConductor } from "./fake-conductor.js";
+import { FIXED, putImproveTree } from "./improve-tree.js";
 import { log, usage } from "./helpers.js";
 
 const BASE = "c".repeat(40);
-const ORIGINAL = "def score(case):\n    return case < 2\n";
-const FIXED = "def score(case):\n    return case < 10\n";
-
-/** A snapshot with app.py and bench.py, put in the object store; its name. */
-async function snapshot(nc: NatsConnection): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), "improve-resume-tree-"));
-  writeFileSync(join(dir, "app.py"), ORIGINAL);
-  writeFileSync(join(dir, "bench.py"), "# prints the cases\n");
-  await putSnapshot(nc, snapshotName(BASE), execFileSync("tar", ["-cf", "-", "-C", dir, "app.py", "bench.py"]));
-  return snapshotName(BASE);
-}
-
 /**
  * The executor: the check passes with 3 tests; the bench passes the cases app.py's threshold
  * lets through. The first call of the kind `failOnce` names fails as unavailable (retryable),
@@ -133,7 +119,7 @@ async function runFailingOnce(url: string, runId: string, failOnce: (req: Execut
   await submitImprove(nc, {
     v: 1,
     runId,
-    repo: { baseCommit: BASE, snapshot: await snapshot(nc), setupCommand: "" },
+    repo: { baseCommit: BASE, snapshot: await putImproveTree(nc, BASE), setupCommand: "" },
     language: "python",
     settings: { bench: "bench", check: "check", generations: 1, repeats: 2 },
     submittedAt: new Date().toISOString(),

@@ -6,8 +6,7 @@
  * generation runs twice), the budget stop, a generation past its time limit, and a
  * resubmitted run id.
  */
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, onTestFinished } from "vitest";
@@ -16,8 +15,6 @@ import {
   Config,
   ensureStreams,
   materializeSnapshot,
-  putSnapshot,
-  snapshotName,
   submitImprove,
   DEFAULT_OWNER,
   followEvents,
@@ -33,21 +30,10 @@ import { budgetAdmission, startImprover, type Improver } from "@loopsmith/archit
 import { gate } from "@loopsmith/reviewer";
 import { it } from "../fixtures/index.js";
 import { fakeConductor } from "./fake-conductor.js";
+import { FIXED, putImproveTree } from "./improve-tree.js";
 import { log, usage } from "./helpers.js";
 
 const BASE = "a".repeat(40);
-const ORIGINAL = "def score(case):\n    return case < 2\n";
-const FIXED = "def score(case):\n    return case < 10\n";
-
-/** A snapshot with app.py, put in the object store; its name. */
-async function snapshot(nc: NatsConnection): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), "improver-tree-"));
-  writeFileSync(join(dir, "app.py"), ORIGINAL);
-  writeFileSync(join(dir, "bench.py"), "# prints the cases\n");
-  await putSnapshot(nc, snapshotName(BASE), execFileSync("tar", ["-cf", "-", "-C", dir, "app.py", "bench.py"]));
-  return snapshotName(BASE);
-}
-
 /**
  * The executor: the check passes with 3 tests; the bench passes the cases app.py's threshold
  * lets through, app.py read from the overlay or else from the base snapshot, as the real one does.
@@ -168,7 +154,7 @@ async function setup(
     await imp.stop();
     await nc.close();
   });
-  return { nc, deps, imp, snap: await snapshot(nc) };
+  return { nc, deps, imp, snap: await putImproveTree(nc, BASE) };
 }
 
 describe("the improver", () => {
