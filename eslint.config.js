@@ -26,7 +26,6 @@ const OVER_FUNCTION_LIMIT = [
   "services/architect/src/phases.ts",
   "services/architect/src/planner.ts",
   "services/architect/src/repo/phases.ts",
-  "services/executor/src/session.ts",
   "services/memory/src/recall.ts",
   "services/memory/src/stats.ts",
 ];

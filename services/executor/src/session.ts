@@ -129,6 +129,32 @@ const statusOf = (err: unknown): number | undefined => (err as { statusCode?: nu
 /**
  * The sessions of one executor replica. Calls to an id it does not hold throw `not_found`.
  */
+/**
+ * Extracts the workspace archive in a session container, as the sandbox user, at `workdir`.
+ * @throws LoopsmithError `sandbox_error` when the extraction fails (its output's last 2,000 characters)
+ */
+async function putWorkspace(
+  deps: SessionDeps,
+  container: Docker.Container,
+  env: string[],
+  archive: Buffer,
+  workdir: string,
+): Promise<void> {
+  const put = await execIn(
+    deps.docker,
+    container,
+    env,
+    extractArgv(workdir),
+    { stdin: archive, timeoutMs: 120_000, workdir },
+    deps.log,
+  );
+  if (put.exitCode !== 0)
+    throw new LoopsmithError(
+      "sandbox_error",
+      `cannot put the workspace in the session container: ${put.output.toString("utf8").slice(-2_000)}`,
+    );
+}
+
 export class SessionManager {
   private readonly sessions = new Map<string, Session>();
   private readonly opening = new Map<string, Promise<SessionOpened>>();
@@ -217,19 +243,7 @@ export class SessionManager {
       };
       ({ container, attach } = await startSessionContainer(deps.docker, spec));
       const env = Object.entries(plan.env).map(([k, v]) => `${k}=${v}`);
-      const put = await execIn(
-        deps.docker,
-        container,
-        env,
-        extractArgv(workdir),
-        { stdin: archive, timeoutMs: 120_000, workdir },
-        deps.log,
-      );
-      if (put.exitCode !== 0)
-        throw new LoopsmithError(
-          "sandbox_error",
-          `cannot put the workspace in the session container: ${put.output.toString("utf8").slice(-2_000)}`,
-        );
+      await putWorkspace(deps, container, env, archive, workdir);
       const session: Session = {
         id: req.sessionId,
         container,
