@@ -9,7 +9,7 @@
  * in. The supervisor keeps reading stdin during a run: end-of-file then kills every process
  * in the container and exits (code 137) without a trailer, since nobody is left to read one.
  * A run sends one {@link BootSpec} and the workspace as a tar archive
- * (`<json length>\n<json><archive>`, see {@link encodeSpec}), and the supervisor:
+ * (`<length>\n<spec><archive>`, see {@link encodeSpec}), and the supervisor:
  * 1. extracts the archive with `tar` running as the sandbox user (so the files are the
  *    sandbox user's, and nothing is written with more rights than the command has),
  * 2. runs the command as the sandbox user, stdin from /dev/null, stdout/stderr inherited,
@@ -126,13 +126,67 @@ export interface BootTrailer {
 const RESULT_BLOCK = 64 * 1024;
 
 /**
- * Frames one run for the supervisor: the spec as JSON (with the argv prefixes it needs),
- * then the workspace archive ({@link workspaceArchive}) as raw bytes.
+ * Length-prefixed fields, the Python supervisor's input format: each value as its length in
+ * bytes (decimal), `:`, then its UTF-8 bytes; a list is the fields of its items, a map the
+ * fields of its keys and values in turn. The supervisor splits them with bytes operations
+ * (`fields`/`pairs` in bootstrap-python.ts); any byte may occur in a value (the marker has a NUL).
  */
-export function encodeSpec(spec: BootSpec, archive: Buffer): Buffer {
+export function encodeFields(values: readonly (string | Buffer)[]): Buffer {
+  const parts: Buffer[] = [];
+  for (const v of values) {
+    const bytes = typeof v === "string" ? Buffer.from(v, "utf8") : v;
+    parts.push(Buffer.from(`${bytes.length}:`, "ascii"), bytes);
+  }
+  return Buffer.concat(parts);
+}
+
+/** A map as {@link encodeFields}: each key, then its value. */
+function encodeMap(map: Record<string, string>): Buffer {
+  return encodeFields(Object.entries(map).flat());
+}
+
+/** What the Python supervisor gets (as its first argument) to pre-start the pytest runner (prestart.ts). */
+export interface PrestartSpec {
+  /** The runner's argv (dropped to the sandbox user), without its two descriptor arguments. */
+  argv: string[];
+  /** A run uses the runner when its argv starts with this. */
+  prefix: string[];
+  /** The runner's environment: the default Python command's (`commandEnv`). */
+  env: Record<string, string>;
+  /** Variables a run may change (`PER_RUN_ENV`). */
+  perRun: string[];
+  /** Where the runner waits (the workspace). */
+  cwd: string;
+}
+
+/**
+ * The pre-start as the Python supervisor's argument: {@link encodeFields} of `argv`, `prefix`,
+ * `env`, `perRun` and `cwd` (keys first), as text (an argument holds no NUL; none of these has one).
+ */
+export function encodePrestart(spec: PrestartSpec): string {
+  return encodeFields([
+    "argv",
+    encodeFields(spec.argv),
+    "prefix",
+    encodeFields(spec.prefix),
+    "env",
+    encodeMap(spec.env),
+    "perRun",
+    encodeFields(spec.perRun),
+    "cwd",
+    spec.cwd,
+  ]).toString("utf8");
+}
+
+/** The supervisor's own fields of a run, besides the {@link BootSpec}: the argv prefixes it runs. */
+function wireOf(
+  spec: BootSpec,
+  archive: Buffer,
+): { extract: string[]; read: string[]; drop: string[] } & {
+  archiveBytes: number;
+} {
   const drop = dropTo(spec.uid);
-  const wire = {
-    ...spec,
+  return {
     archiveBytes: archive.length,
     extract: [...drop, ...extractArgv(spec.cwd)],
     read: [
@@ -146,223 +200,36 @@ export function encodeSpec(spec: BootSpec, archive: Buffer): Buffer {
     ],
     drop,
   };
-  const body = Buffer.from(JSON.stringify(wire), "utf8");
+}
+
+/**
+ * Frames one run for the supervisor: `<body length>\n<body><archive>`, the body holding the
+ * spec and the argv prefixes the supervisor needs, the archive ({@link workspaceArchive}) raw.
+ * The body is JSON for the Node.js supervisor and {@link encodeFields} (keys and values in
+ * turn; lists and maps nested as fields; numbers in decimal) for the Python one.
+ * @param kind - the supervisor that reads it
+ */
+export function encodeSpec(spec: BootSpec, archive: Buffer, kind: "python" | "node"): Buffer {
+  const wire = { ...spec, ...wireOf(spec, archive) };
+  let body: Buffer;
+  if (kind === "node") body = Buffer.from(JSON.stringify(wire), "utf8");
+  else {
+    const values: (string | Buffer)[] = [];
+    for (const [key, value] of Object.entries(wire)) {
+      if (value === undefined) continue;
+      const encoded = Array.isArray(value)
+        ? encodeFields(value)
+        : typeof value === "object"
+          ? encodeMap(value)
+          : String(value);
+      values.push(key, encoded);
+    }
+    body = encodeFields(values);
+  }
   return Buffer.concat([Buffer.from(`${body.length}\n`, "ascii"), body, archive]);
 }
 
-/** Python 3.8+ supervisor (for the Python image); makes itself non-dumpable too. */
-export const PYTHON_BOOTSTRAP = String.raw`
-import os, sys, json, time, signal, subprocess, base64, select, threading
-try:
-    import ctypes
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
-except Exception:
-    pass
-marker = b""
-def out(obj):
-    os.write(2, marker)
-    data = marker + json.dumps(obj).encode() + b"\n"
-    view = memoryview(data)
-    while view:
-        n = os.write(1, view)
-        view = view[n:]
-def read_exact(n):
-    chunks = []
-    while n > 0:
-        b = os.read(0, min(n, 1 << 20))
-        if not b:
-            raise EOFError("stdin closed")
-        chunks.append(b)
-        n -= len(b)
-    return b"".join(chunks)
-def read_line():
-    line = b""
-    while not line.endswith(b"\n"):
-        b = os.read(0, 1)
-        if not b:
-            raise EOFError("stdin closed")
-        line += b
-        if len(line) > 20:
-            raise ValueError("bad header")
-    return line
-ending = threading.Lock()
-def watch_owner():
-    # stdin is the executor's attach connection: its end means the executor is gone.
-    while True:
-        try:
-            select.select([0], [], [])
-            if not os.read(0, 65536):
-                break
-        except BlockingIOError:
-            continue
-        except OSError:
-            break
-    ending.acquire()
-    for _ in range(5000):
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            break
-        time.sleep(0.0005)
-    os._exit(137)
-def key_fd(key):
-    # The key in a file only this descriptor reaches, read-only: an anonymous memory file
-    # (nothing on disk, no name), reopened read-only through /proc and the writable one closed.
-    # Every pytest of a command line reads it with pread; none can change it.
-    w = os.memfd_create("loopsmith-verdict-key", os.MFD_CLOEXEC)
-    os.write(w, key)
-    r = os.open("/proc/self/fd/%d" % w, os.O_RDONLY | os.O_CLOEXEC)
-    os.close(w)
-    return r
-def others():
-    me = os.getpid()
-    return [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
-def close_all(*fds):
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-def read_channel(vr, limit, into):
-    size = 0
-    while True:
-        b = os.read(vr, 65536)
-        if not b:
-            break
-        if size < limit:
-            into.append(b)
-            size += len(b)
-def prestart(cfg):
-    # The pytest runner, started before the run (prestart.ts), with the verdict channel open:
-    # its key file stays empty until a run that uses the runner arrives.
-    ctl_r, ctl_w = os.pipe()
-    ready_r, ready_w = os.pipe()
-    vr, vw = os.pipe()
-    kw = os.memfd_create("loopsmith-verdict-key", os.MFD_CLOEXEC)
-    kr = os.open("/proc/self/fd/%d" % kw, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        p = subprocess.Popen(cfg["argv"] + [str(ctl_r), str(ready_w)], cwd=cfg["cwd"], env=cfg["env"], stdin=subprocess.DEVNULL, close_fds=True, pass_fds=(ctl_r, ready_w, vw, kr))
-    except OSError:
-        close_all(ctl_r, ctl_w, ready_r, ready_w, vr, vw, kw, kr)
-        return None
-    close_all(ctl_r, ready_w, vw, kr)
-    return {"cfg": cfg, "p": p, "ctl": ctl_w, "ready": ready_r, "vr": vr, "vw": vw, "kw": kw, "kr": kr}
-def drop_runner(pre):
-    try:
-        pre["p"].kill()
-    except OSError:
-        pass
-    pre["p"].wait()
-    close_all(pre["ctl"], pre["ready"], pre["vr"], pre["kw"])
-def use_runner(pre, spec, env):
-    # The run's command must be the runner's interpreter running pytest, in the runner's
-    # environment but for the per-run variables, with the verdict channel; and the runner ready.
-    cfg = pre["cfg"]
-    n = len(cfg["prefix"])
-    if not spec.get("verdictKey") or spec["argv"][:n] != cfg["prefix"]:
-        return None
-    for k in set(env) | set(cfg["env"]):
-        if k not in cfg["perRun"] and env.get(k) != cfg["env"].get(k):
-            return None
-    r, _, _ = select.select([pre["ready"]], [], [], 10.0)
-    if not r or os.read(pre["ready"], 1) != b"1":
-        return None
-    os.write(pre["kw"], spec["verdictKey"].encode())
-    env = dict(env, LOOPSMITH_VERDICT_FD=str(pre["vw"]), LOOPSMITH_VERDICT_KEY_FD=str(pre["kr"]))
-    go = json.dumps({"args": spec["argv"][n:], "env": env, "cwd": spec.get("cwd") or "/workspace", "argv": spec["argv"]}).encode()
-    old = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    try:
-        view = memoryview(go)
-        while view:
-            view = view[os.write(pre["ctl"], view):]
-    except OSError:
-        return None
-    finally:
-        signal.signal(signal.SIGPIPE, old)
-    close_all(pre["ctl"], pre["ready"], pre["kw"])
-    return pre["p"]
-def main():
-    global marker
-    pre = None
-    if len(sys.argv) > 1:
-        try:
-            pre = prestart(json.loads(sys.argv[1]))
-        except Exception:
-            pre = None
-    spec = json.loads(read_exact(int(read_line())))
-    archive = read_exact(spec["archiveBytes"])
-    threading.Thread(target=watch_owner, daemon=True).start()
-    marker = spec["marker"].encode()
-    env = spec["env"]
-    setup = subprocess.run(spec["extract"], input=archive, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, close_fds=True)
-    if setup.returncode != 0:
-        if pre is not None:
-            drop_runner(pre)
-        out({"phase": "setup", "error": setup.stderr.decode("utf-8", "replace")[-2000:] or "tar exit %d" % setup.returncode, "exitCode": None, "signal": None, "durationMs": 0, "stragglers": 0})
-        return
-    start = time.monotonic()
-    code, sig = None, None
-    verdict, fds, reader = [], (), None
-    limit = spec["resultLimitBytes"]
-    p = use_runner(pre, spec, env) if pre is not None else None
-    if p is not None:
-        reader = threading.Thread(target=read_channel, args=(pre["vr"], limit, verdict), daemon=True)
-        reader.start()
-    else:
-        if pre is not None:
-            drop_runner(pre)
-            start = time.monotonic()
-        if spec.get("verdictKey"):
-            vr, vw = os.pipe()
-            kr = key_fd(spec["verdictKey"].encode())
-            fds = (vw, kr)
-            env = dict(env, LOOPSMITH_VERDICT_FD=str(vw), LOOPSMITH_VERDICT_KEY_FD=str(kr))
-            reader = threading.Thread(target=read_channel, args=(vr, limit, verdict), daemon=True)
-            reader.start()
-    try:
-        if p is None:
-            p = subprocess.Popen(spec["drop"] + spec["argv"], cwd=spec.get("cwd") or "/workspace", env=env, stdin=subprocess.DEVNULL, close_fds=True, pass_fds=fds)
-            close_all(*fds)
-            fds = ()
-        try:
-            rc = p.wait(timeout=spec["deadlineMs"] / 1000.0)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            rc = p.wait()
-        code, sig = (rc, None) if rc >= 0 else (None, -rc)
-    except OSError as e:
-        os.write(2, ("loopsmith: cannot run %s: %s\n" % (spec["argv"][0], e.strerror)).encode())
-        code = 127 if isinstance(e, FileNotFoundError) else 126
-    close_all(*fds)
-    # From here to the trailer, an executor gone meanwhile waits: one ending, not two.
-    ending.acquire()
-    duration = (time.monotonic() - start) * 1000.0
-    stragglers = len(others())
-    for _ in range(5000):
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            break
-        time.sleep(0.0005)
-    trailer = {"phase": "run", "exitCode": code, "signal": sig, "durationMs": duration, "stragglers": stragglers}
-    if reader is not None:
-        reader.join(2.0)
-        trailer["verdict"] = base64.b64encode(b"".join(verdict)[: spec["resultLimitBytes"]]).decode()
-    # No result file (a controller's run writes none): no reader to start. lstat only looks;
-    # the file is read, when there is one, by dd as the sandbox user, without following links.
-    try:
-        os.lstat(spec["resultPath"])
-        written = True
-    except OSError:
-        written = False
-    if written:
-        r = subprocess.run(spec["read"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
-        if r.returncode == 0 and r.stdout:
-            trailer["result"] = base64.b64encode(r.stdout[: spec["resultLimitBytes"]]).decode()
-    out(trailer)
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-main()
-`;
+export { PYTHON_BOOTSTRAP } from "./bootstrap-python.js";
 
 /** Node.js 18+ supervisor (for the Node image). */
 export const NODE_BOOTSTRAP = String.raw`

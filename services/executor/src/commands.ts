@@ -3,7 +3,7 @@
  * allowlist the command runs with (nothing comes from the host), and which image.
  */
 import { isTestFile, type Config, type FileChange, type Language } from "@loopsmith/shared";
-import { NODE_BOOTSTRAP, PYTHON_BOOTSTRAP } from "./bootstrap.js";
+import { encodePrestart, NODE_BOOTSTRAP, PYTHON_BOOTSTRAP, type PrestartSpec } from "./bootstrap.js";
 
 /** Where the node verdict reporter is installed in the sandbox image (deploy/rootfs/sandbox-node). */
 export const NODE_VERDICT_REPORTER = "/opt/loopsmith/verdict-reporter.mjs";
@@ -29,11 +29,11 @@ export function imageOf(config: Config, kind: ImageKind): string {
 
 /**
  * The container's main command: the supervisor, waiting on stdin. A Python supervisor given
- * `prestart` (prestart.ts, as JSON) starts the pytest runner before the run arrives.
+ * `prestart` (prestart.ts, as {@link encodePrestart}) starts the pytest runner before the run arrives.
  */
-export function supervisorCmd(kind: ImageKind, prestart?: object): string[] {
+export function supervisorCmd(kind: ImageKind, prestart?: PrestartSpec): string[] {
   if (kind === "node") return ["node", "-e", NODE_BOOTSTRAP];
-  return ["python3", "-I", "-S", "-c", PYTHON_BOOTSTRAP, ...(prestart ? [JSON.stringify(prestart)] : [])];
+  return ["python3", "-I", "-S", "-c", PYTHON_BOOTSTRAP, ...(prestart ? [encodePrestart(prestart)] : [])];
 }
 
 /**

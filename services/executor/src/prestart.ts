@@ -26,8 +26,10 @@
  * (they would be after `import pytest` anyway), and `/proc/self/cmdline` names `-c`
  * (`sys.orig_argv` is set to the command's argv).
  */
-import { dropTo, SANDBOX_UID } from "./bootstrap.js";
+import { dropTo, SANDBOX_UID, type PrestartSpec } from "./bootstrap.js";
 import { commandEnv, PYTEST_ISOLATED } from "./commands.js";
+
+export type { PrestartSpec } from "./bootstrap.js";
 
 /**
  * Variables a run may set that the runner applies when the run arrives: none is read while
@@ -90,20 +92,6 @@ sys.orig_argv = run["argv"]
 del run
 runpy.run_module("pytest", run_name="__main__", alter_sys=True)
 `;
-
-/** What the supervisor gets (as its first argument) to pre-start the runner. */
-export interface PrestartSpec {
-  /** The runner's argv (dropped to the sandbox user), without its two descriptor arguments. */
-  argv: string[];
-  /** A run uses the runner when its argv starts with this. */
-  prefix: string[];
-  /** The runner's environment: the default Python command's ({@link commandEnv}). */
-  env: Record<string, string>;
-  /** Variables a run may change ({@link PER_RUN_ENV}). */
-  perRun: string[];
-  /** Where the runner waits (the workspace). */
-  cwd: string;
-}
 
 /** The pre-start of a warm Python container whose workspace is `workdir` (e.g. `/workspace`). */
 export function prestartSpec(workdir: string): PrestartSpec {

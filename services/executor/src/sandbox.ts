@@ -309,6 +309,7 @@ export class Sandbox {
               ...(this.spec.workdir && this.spec.workdir !== WORKSPACE ? { cwd: this.spec.workdir } : {}),
             },
             archive,
+            this.spec.kind,
           ),
         );
       let grace: NodeJS.Timeout | undefined;
