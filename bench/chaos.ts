@@ -28,7 +28,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { Command } from "commander";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { ensureTaskIntake, type ServiceName } from "@loopsmith/shared";
+import { ensureTaskIntake, type ServiceName } from "@loopsmith/shared/bus";
 import {
   docker,
   freePort,

@@ -20,7 +20,7 @@ import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { median } from "simple-statistics";
-import { settleMembership } from "@loopsmith/shared";
+import { settleMembership } from "@loopsmith/shared/bus";
 import { docker, freePort, prepareProject, type Project } from "./chaos/compose.js";
 
 const opts = new Command()

@@ -12,7 +12,7 @@ import { cpSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { median as ssMedian } from "simple-statistics";
-import type { DagProgress, TaskEvent } from "@loopsmith/shared";
+import type { DagProgress, TaskEvent } from "@loopsmith/shared/contracts";
 import { formatTable } from "@loopsmith/cli/ui";
 
 const arg = (name: string, def: number): number => {

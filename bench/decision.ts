@@ -27,7 +27,7 @@
  * - the benchmark runs spent per generation (both sides, calibration shared out).
  */
 import { mean } from "simple-statistics";
-import type { CaseOutcome } from "@loopsmith/shared";
+import type { CaseOutcome } from "@loopsmith/shared/contracts";
 import type { CaseRun } from "../services/architect/src/improve/bench-output.js";
 import {
   alphaSpent,

@@ -3,7 +3,7 @@
  * baselines (bench/executor.ts, bench/repo.ts, bench/suite.ts): one spelling of them.
  */
 import { SHIPPED_SECCOMP_PROFILE } from "@loopsmith/executor";
-import type { Config } from "@loopsmith/shared";
+import type { Config } from "@loopsmith/shared/runtime";
 
 /** Options of {@link dockerRunLimits}. */
 interface DockerRunLimitsOptions {

@@ -29,7 +29,7 @@ import { Command } from "commander";
 import { loopsmithCli } from "./loopsmith-cli.js";
 import pino from "pino";
 import { quantile } from "simple-statistics";
-import { loadConfig, runService, type RunningService } from "@loopsmith/shared";
+import { loadConfig, runService, type RunningService } from "@loopsmith/shared/runtime";
 import { createExecutor, executorService } from "@loopsmith/executor";
 import { readStackRecord } from "../cli/src/stack-record.js";
 import { readStackUsers, roleEnv } from "../cli/src/stack-auth.js";

@@ -18,7 +18,8 @@
 import Docker from "dockerode";
 import { Command } from "commander";
 import { quantile } from "simple-statistics";
-import { createLogger, loadConfig, type ExecutionRequest, type ExecutionResult } from "@loopsmith/shared";
+import { createLogger, loadConfig } from "@loopsmith/shared/runtime";
+import { type ExecutionRequest, type ExecutionResult } from "@loopsmith/shared/contracts";
 import { createExecutor, PYTEST_ISOLATED, RESULT_PATH } from "@loopsmith/executor";
 import { HUMANEVAL_CHECK_PATH, loadHumanEval, makeRequest, mutantsOf, type HumanEvalRecord } from "@loopsmith/evals";
 import { cpuTimes, machineLine, referenceMs } from "./machine.js";

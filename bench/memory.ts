@@ -33,7 +33,8 @@ import pino from "pino";
 import { loadavg } from "node:os";
 import type pg from "pg";
 import pgvector from "pgvector/pg";
-import { loadConfig, type Config, type FailureRecord } from "@loopsmith/shared";
+import { loadConfig, type Config } from "@loopsmith/shared/runtime";
+import { type FailureRecord } from "@loopsmith/shared/contracts";
 import {
   createHashingEmbedder,
   createMemoryStore,

@@ -11,7 +11,8 @@
 import Docker from "dockerode";
 import { Command } from "commander";
 import { quantile } from "simple-statistics";
-import { createLogger, loadConfig, type ExecutionResult } from "@loopsmith/shared";
+import { createLogger, loadConfig } from "@loopsmith/shared/runtime";
+import { type ExecutionResult } from "@loopsmith/shared/contracts";
 import { createExecutor } from "@loopsmith/executor";
 import { loadHumanEval, mutantsOf, plainRequest, runCompletion, type HumanEvalRecord } from "@loopsmith/evals";
 

@@ -25,18 +25,14 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import {
   DEFAULT_OWNER,
   Endpoints,
-  Task,
-  emptyUsage,
   ensureStreams,
   followEvents,
   handle,
-  loadConfig,
   startService,
   submitTask,
-  type ExecutionResult,
-  type TaskEvent,
-  type TaskInput,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
+import { Task, emptyUsage, type ExecutionResult, type TaskEvent, type TaskInput } from "@loopsmith/shared/contracts";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import {
   busSteps,
   initialState,

@@ -39,7 +39,7 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import Docker from "dockerode";
 import { Command } from "commander";
-import { createLogger, loadConfig } from "@loopsmith/shared";
+import { createLogger, loadConfig } from "@loopsmith/shared/runtime";
 import { createExecutor } from "@loopsmith/executor";
 import { errorTextOf, failingTests } from "@loopsmith/architect";
 import {

@@ -20,16 +20,9 @@ import { connect } from "@nats-io/transport-node";
 import pino from "pino";
 import { pack } from "tar-stream";
 import { quantile } from "simple-statistics";
-import {
-  Endpoints,
-  call,
-  loadConfig,
-  onReplica,
-  putSnapshot,
-  runService,
-  snapshotName,
-  type SessionCall,
-} from "@loopsmith/shared";
+import { Endpoints, call, onReplica, putSnapshot } from "@loopsmith/shared/bus";
+import { loadConfig, runService } from "@loopsmith/shared/runtime";
+import { snapshotName, type SessionCall } from "@loopsmith/shared/contracts";
 import { executorService } from "@loopsmith/executor";
 import { formatTable } from "@loopsmith/cli/ui";
 import { startNats } from "../tests/fixtures/containers.js";

@@ -7,19 +7,18 @@ import { Svcm } from "@nats-io/services";
 import pino from "pino";
 import {
   Endpoints,
-  LoopsmithError,
   NATS_ROLES,
   ServiceNames,
   call,
   handle,
   inboxPrefixOf,
-  loadConfig,
   natsConnectOptions,
   passwordVariable,
   renderNatsServerConfig,
   startService,
   type EndpointDef,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
+import { LoopsmithError, loadConfig } from "@loopsmith/shared/runtime";
 import { it } from "./fixtures/index.js";
 
 const log = pino({ level: "silent" });

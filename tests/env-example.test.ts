@@ -7,7 +7,7 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ENV_KEYS } from "@loopsmith/shared";
+import { ENV_KEYS } from "@loopsmith/shared/runtime";
 import { REPO } from "./fixtures/cli.js";
 
 const lines = readFileSync(join(REPO, ".env.example"), "utf8").split("\n");

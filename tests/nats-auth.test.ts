@@ -10,7 +10,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GenericContainer, Wait, type StartedTestContainer } from "testcontainers";
 import pino from "pino";
-import { LoopsmithError, ServiceNames, loadConfig, runService } from "@loopsmith/shared";
+import { LoopsmithError, loadConfig, runService } from "@loopsmith/shared/runtime";
+import { ServiceNames } from "@loopsmith/shared/bus";
 import { jsonLines, loopsmith } from "./fixtures/cli.js";
 import { pingBuilder } from "./fixtures/ping.js";
 

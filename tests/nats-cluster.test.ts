@@ -24,7 +24,7 @@ import {
   snapshotBucket,
   submitTask,
   type ServiceName,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
 import { presentServices } from "../cli/src/stack.js";
 import { startNatsCluster, type StartedCluster } from "./fixtures/containers.js";
 

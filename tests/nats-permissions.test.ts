@@ -17,7 +17,6 @@ import {
   CHECKPOINT_BLOBS_BUCKET,
   DEFAULT_OWNER,
   Endpoints,
-  LoopsmithError,
   NATS_ROLES,
   REPOS_BUCKET,
   ServiceNames,
@@ -31,8 +30,6 @@ import {
   getSnapshot,
   handle,
   inboxPrefixOf,
-  loadConfig,
-  logConnectionStatus,
   natsConnectOptions,
   natsIdentity,
   openCheckpointBlobs,
@@ -46,8 +43,9 @@ import {
   startService,
   submitTask,
   type NatsRole,
-  type TaskEvent,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
+import { LoopsmithError, loadConfig, logConnectionStatus } from "@loopsmith/shared/runtime";
+import { type TaskEvent } from "@loopsmith/shared/contracts";
 import { watchEvents } from "@loopsmith/cli";
 
 const password = (role: string): string => `pw-${role}-${role.length}x7Q`;

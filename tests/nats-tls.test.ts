@@ -15,11 +15,11 @@ import { connect } from "@nats-io/transport-node";
 import {
   NATS_ROLES,
   inboxPrefixOf,
-  loadConfig,
   natsConnectOptions,
   passwordVariable,
   renderNatsServerConfig,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import { pingBuilder } from "./fixtures/ping.js";
 
 const dir = mkdtempSync(join(tmpdir(), "loopsmith-nats-tls-"));

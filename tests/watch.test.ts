@@ -6,7 +6,8 @@
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { EVENTS_PAGE_MAX, ensureStreams, publishEvent, type TaskEvent } from "@loopsmith/shared";
+import { EVENTS_PAGE_MAX, type TaskEvent } from "@loopsmith/shared/contracts";
+import { ensureStreams, publishEvent } from "@loopsmith/shared/bus";
 import { startEventsEndpoint } from "./fixtures/architect-events.js";
 import { it } from "./fixtures/index.js";
 import { watchEvents } from "@loopsmith/cli";

@@ -10,7 +10,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { LABEL as SANDBOX_LABEL, LABEL_HOST as SANDBOX_HOST_LABEL } from "@loopsmith/executor";
-import { NATS_ROLES, inboxPrefixOf, passwordVariable } from "@loopsmith/shared";
+import { NATS_ROLES, inboxPrefixOf, passwordVariable } from "@loopsmith/shared/bus";
 
 const run = promisify(execFile);
 

@@ -10,7 +10,7 @@ import {
   type NatsConnection,
 } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import { ServiceNames, type ServiceName } from "@loopsmith/shared";
+import { ServiceNames, type ServiceName } from "@loopsmith/shared/bus";
 
 const BY_NAME = new Map<string, ServiceName>(Object.entries(ServiceNames).map(([k, v]) => [v, k as ServiceName]));
 

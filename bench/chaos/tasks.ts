@@ -8,7 +8,8 @@ import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { quantile } from "simple-statistics";
 import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { Streams, Subjects, TaskEvent, submitTask, type TaskInput, type TaskResult } from "@loopsmith/shared";
+import { Streams, Subjects, submitTask } from "@loopsmith/shared/bus";
+import { TaskEvent, type TaskInput, type TaskResult } from "@loopsmith/shared/contracts";
 import { watchEvents } from "@loopsmith/cli";
 
 /** One submitted task as the bench saw it. */

@@ -21,7 +21,7 @@ import { createInterface, type Interface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { humanevalTestFiles, type HumanEvalRecord } from "@loopsmith/evals";
 import { parseJUnit } from "@loopsmith/executor";
-import type { ExecutionResult } from "@loopsmith/shared";
+import type { ExecutionResult } from "@loopsmith/shared/contracts";
 
 const DRIVER = fileURLToPath(new URL("./pytest-fork.py", import.meta.url));
 

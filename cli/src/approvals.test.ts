@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import type { TaskEvent, TaskInput } from "@loopsmith/shared";
+import type { TaskEvent, TaskInput } from "@loopsmith/shared/contracts";
 import {
   allowListPaths,
   approvalRequestOf,

@@ -22,15 +22,14 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import {
   ApprovalRequest,
   DependencyDecision,
-  Endpoints,
-  LoopsmithError,
-  call,
   packageLabel,
   parseAllowList,
   type AllowList,
   type TaskEvent,
   type TaskInput,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { Endpoints, call } from "@loopsmith/shared/bus";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { printable } from "./terminal.js";
 
 /** The allowlist's file name, in the repository's `.loopsmith/` and in the user's configuration folder. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { RunRecord, Task, type AuditRecord, type TaskEvent } from "@loopsmith/shared";
+import { RunRecord, Task, type AuditRecord, type TaskEvent } from "@loopsmith/shared/contracts";
 import { reportMarkdown, runIterations, runText } from "./run-view.js";
 
 const taskId = "audit-task";

@@ -2,7 +2,7 @@
  * The security audit's findings (`Task.audit`) as `loopsmith show` and `report.md` list them,
  * read from an iteration's `audit` step event (`data.audit`, an `AuditRecord`). Pure.
  */
-import { AuditRecord, type AuditFinding, type TaskEvent } from "@loopsmith/shared";
+import { AuditRecord, type AuditFinding, type TaskEvent } from "@loopsmith/shared/contracts";
 import { printable } from "./terminal.js";
 
 const AuditData = AuditRecord.pick({ findings: true, blocked: true, static: true }).partial({ static: true });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { TaskEvent } from "@loopsmith/shared";
+import type { TaskEvent } from "@loopsmith/shared/contracts";
 import { childTaskIdsOf, withChildEvents, type EventSource } from "./child-events.js";
 
 /**

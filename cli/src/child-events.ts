@@ -8,7 +8,7 @@
  * to bring their results (they ended before the parent did, or are being cancelled with
  * it), and then are no longer followed.
  */
-import type { TaskEvent } from "@loopsmith/shared";
+import type { TaskEvent } from "@loopsmith/shared/contracts";
 
 /**
  * A task's events, replayed from its start, until its `result` event (inclusive) or until

@@ -16,10 +16,8 @@ import {
   natsServers,
   retryWhileClusterSettles,
   submitTask,
-  type TaskInput,
-  type TaskEvent,
-  type TaskResult,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
+import { type TaskInput, type TaskEvent, type TaskResult } from "@loopsmith/shared/contracts";
 import { startLocalStack, type LocalStack, type StackOptions } from "./stack.js";
 import { submitRun } from "./improve/submit.js";
 import { watchEvents } from "./watch.js";

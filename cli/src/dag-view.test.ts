@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { DagState, dagProgress, type DagProgress, type SubtaskProgress } from "@loopsmith/shared";
+import { DagState, dagProgress, type DagProgress, type SubtaskProgress } from "@loopsmith/shared/contracts";
 import { changedSubtaskLines, dagOf, dagTotals, dagTree, renderDagTree, subtaskSummary } from "./dag-view.js";
 
 const T0 = Date.parse("2026-03-01T10:00:00.000Z");

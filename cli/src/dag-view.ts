@@ -5,7 +5,7 @@
  * tokens and cost. Pure; `solve-progress.ts` draws it live, `output.ts` and `run-view.ts`
  * put it in the reports. Model-written text (goals, reasons) goes through `printable`.
  */
-import { DagProgress, type SubtaskProgress, type SubtaskStatus, type TaskEvent } from "@loopsmith/shared";
+import { DagProgress, type SubtaskProgress, type SubtaskStatus, type TaskEvent } from "@loopsmith/shared/contracts";
 import { duration, shortCount, usd } from "./format.js";
 import { printable } from "./terminal.js";
 import { formatTable, palette, type Palette } from "./ui/index.js";

@@ -4,7 +4,7 @@
  * Loaded before anything heavy: it tells loopsmith errors apart by their `code`, without
  * importing `@loopsmith/shared`.
  */
-import type { ErrorCode } from "@loopsmith/shared";
+import type { ErrorCode } from "@loopsmith/shared/runtime";
 import { exitCodeForError, isErrorCode, type ErrorObject, ExitCode } from "./exit-codes.js";
 import { jsonLine, printable } from "./terminal.js";
 

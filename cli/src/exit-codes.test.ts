@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { ErrorCode } from "@loopsmith/shared";
+import { ErrorCode } from "@loopsmith/shared/runtime";
 import {
   EXIT_CODE_MEANINGS,
   ExitCode,

@@ -3,7 +3,8 @@
  * `sandbox run`), and how an error or a task result maps to one. This module is loaded
  * before anything heavy: it imports types only.
  */
-import type { ErrorCode, ExecutionResult, TaskResult } from "@loopsmith/shared";
+import type { ErrorCode } from "@loopsmith/shared/runtime";
+import type { ExecutionResult, TaskResult } from "@loopsmith/shared/contracts";
 
 /**
  * The exit codes, the same for every command.

@@ -9,15 +9,12 @@ import {
   DependencyPolicy,
   ImproveSettings,
   Language,
-  ProviderName,
-  ROLES,
   RepoSpec,
   Task,
   TaskLimits,
-  effectiveRoles,
-  loadConfig,
-  loadConfigWithSources,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { ProviderName, loadConfig, loadConfigWithSources } from "@loopsmith/shared/runtime";
+import { ROLES, effectiveRoles } from "@loopsmith/shared/llm";
 import { registerBench } from "./commands/bench.js";
 import { registerImprove } from "./commands/improve.js";
 import { registerSandboxCommand } from "./commands/sandbox.js";

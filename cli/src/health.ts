@@ -12,17 +12,15 @@
 import { readFile } from "node:fs/promises";
 import { Svcm } from "@nats-io/services";
 import { connect } from "@nats-io/transport-node";
+import { LoopsmithError, loadConfig, type ServiceIdentityFile } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   ServiceNames,
-  loadConfig,
   natsConnectOptions,
   natsIdentity,
   natsRefusal,
-  type ServiceIdentityFile,
   type ServiceName,
   natsServers,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
 import { ExitCode } from "./exit-codes.js";
 import { jsonLine } from "./terminal.js";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { childTaskId, type TaskRecord } from "@loopsmith/shared";
+import { childTaskId, type TaskRecord } from "@loopsmith/shared/contracts";
 import { childIdParts, historyRows } from "./history-rows.js";
 import { historyText } from "./output.js";
 

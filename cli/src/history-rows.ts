@@ -4,7 +4,7 @@
  * the parent is on the same page. Pure; `--json` keeps memory's list as it is.
  */
 import { createHash } from "node:crypto";
-import { childTaskId, type TaskRecord } from "@loopsmith/shared";
+import { childTaskId, type TaskRecord } from "@loopsmith/shared/contracts";
 
 /** One way to read a task id as a child task's. */
 export interface ChildIdParts {

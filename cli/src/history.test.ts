@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { HISTORY_PAGE_MAX, type History, type TaskRecord } from "@loopsmith/shared";
+import { HISTORY_PAGE_MAX, type History, type TaskRecord } from "@loopsmith/shared/contracts";
 import { readHistoryPages } from "./history.js";
 import { parseSince } from "./preflight.js";
 

@@ -4,7 +4,9 @@
  * Exit codes: 0 done; 2 configuration error; 3 NATS, Docker or memory unavailable.
  */
 import type { Logger } from "pino";
-import { Endpoints, HISTORY_PAGE_MAX, LoopsmithError, call, type History, type TaskRecord } from "@loopsmith/shared";
+import { Endpoints, call } from "@loopsmith/shared/bus";
+import { HISTORY_PAGE_MAX, type History, type TaskRecord } from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { ExitCode } from "./exit-codes.js";
 import { failuresText, historyText, statsText } from "./output.js";
 import { withMemory } from "./runs.js";

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { Config } from "@loopsmith/shared";
+import { Config } from "@loopsmith/shared/runtime";
 import { duration, ensureStackImages, stackImages, type ImageEngine } from "./images.js";
 
 /** An engine holding `held`; a load adds `fromArchive` to it. */

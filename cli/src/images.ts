@@ -15,7 +15,7 @@ import { spawn } from "node:child_process";
 import { createReadStream, existsSync } from "node:fs";
 import { join } from "node:path";
 import Docker from "dockerode";
-import { installRoot, LoopsmithError, type Config } from "@loopsmith/shared";
+import { installRoot, LoopsmithError, type Config } from "@loopsmith/shared/runtime";
 
 /** One image a stack needs: its configured name and `deploy/build-images.sh`'s word for it. */
 export interface StackImage {

@@ -6,7 +6,7 @@
  * `num_pending` the messages not yet handed out.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Streams } from "@loopsmith/shared";
+import { Streams } from "@loopsmith/shared/bus";
 
 /** The fields of JetStream's consumer info this reads. */
 export interface ConsumerPending {

@@ -38,7 +38,7 @@ import {
 } from "./preflight.js";
 
 async function logger(): Promise<Logger> {
-  const { createLogger } = await import("@loopsmith/shared");
+  const { createLogger } = await import("@loopsmith/shared/runtime");
   return createLogger({ service: "cli", level: process.env.LOG_LEVEL || "warn" });
 }
 

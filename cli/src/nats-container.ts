@@ -20,7 +20,7 @@ import { hostname } from "node:os";
 import { basename, isAbsolute, join } from "node:path";
 import Docker from "dockerode";
 import type { Logger } from "pino";
-import { LoopsmithError, type Config } from "@loopsmith/shared";
+import { LoopsmithError, type Config } from "@loopsmith/shared/runtime";
 import { NATS_CONFIG_PATH, natsServerFiles, type StackUsers } from "./stack-auth.js";
 
 /** Label on NATS containers the CLI starts; its value is the owner's pid (informational). */

@@ -7,7 +7,7 @@ import {
   type History,
   type TaskEvent,
   type TaskResult,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { eventLine, failuresText, historyText, resultSummary, resultText, statsText } from "./output.js";
 
 const ESC = "\u001b";

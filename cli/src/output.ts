@@ -12,7 +12,7 @@ import type {
   MemoryStats,
   TaskEvent,
   TaskResult,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import type { MemoryUse, UtilityStats } from "@loopsmith/shared/llm";
 import { dagReportLines } from "./dag-view.js";
 import { usd } from "./format.js";

@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { Config, loadConfig } from "@loopsmith/shared";
+import { Config, loadConfig } from "@loopsmith/shared/runtime";
 import { MAX_ITERATIONS, PARALLEL, SUBTASK_ATTEMPTS } from "@loopsmith/shared/contracts/values";
 import { exitCodeForError } from "./exit-codes.js";
 import {

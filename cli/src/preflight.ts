@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { resolve } from "node:path";
 import { InvalidArgumentError } from "commander";
-import type { Config } from "@loopsmith/shared";
+import type { Config } from "@loopsmith/shared/runtime";
 import { ROLES, TIME_LIMIT_MS } from "@loopsmith/shared/contracts/values";
 import { humanevalId } from "@loopsmith/evals";
 import { CliError, usageError } from "./errors.js";

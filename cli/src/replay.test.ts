@@ -11,12 +11,11 @@ import {
   ScriptFile,
   Task,
   TaskId,
-  createProvider,
-  loadConfig,
-  readStructured,
   type TaskEvent,
   type TaskResult,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { createProvider, readStructured } from "@loopsmith/shared/llm";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import { UNREADABLE_REPLY, compareRuns, replayScript, replaySolveOptions, replayTask, replayTaskId } from "./replay.js";
 import { flagsOf } from "./steering.js";
 

@@ -11,7 +11,9 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { LoopsmithError, MAX_SNAPSHOT_BYTES, type RepoChange } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { MAX_SNAPSHOT_BYTES } from "@loopsmith/shared/bus";
+import { type RepoChange } from "@loopsmith/shared/contracts";
 import { git } from "@loopsmith/shared/git";
 
 const execFileAsync = promisify(execFile);

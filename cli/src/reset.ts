@@ -115,7 +115,7 @@ function terminalConfirmation(): Confirmation {
  *   `db_error` (the database refused or cannot be reached)
  */
 export async function resetCommand(o: ResetOptions, log: Logger, how = terminalConfirmation()): Promise<number> {
-  const { loadConfig } = await import("@loopsmith/shared");
+  const { loadConfig } = await import("@loopsmith/shared/runtime");
   const config = loadConfig(o.config ? { file: o.config } : {});
   const targets = resetTargets(o);
   const embedded = !config.databaseUrl;

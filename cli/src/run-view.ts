@@ -5,7 +5,7 @@
  * text in code spans and fences that it cannot close.
  */
 import { z } from "zod";
-import { Reflection, Review, type DagProgress, type RunRecord, type Usage } from "@loopsmith/shared";
+import { Reflection, Review, type DagProgress, type RunRecord, type Usage } from "@loopsmith/shared/contracts";
 import { auditFindingText, auditLines, auditMarkdown, auditOf, type AuditView } from "./audit-view.js";
 import { decisionLines, decisionsMarkdown } from "./approvals.js";
 import { dagOf, dagReportLines, dagTotals, dagTree } from "./dag-view.js";

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { Command } from "commander";
 import pino from "pino";
-import { RunRecord, Task, type TaskEvent, type TaskResult } from "@loopsmith/shared";
+import { RunRecord, Task, type TaskEvent, type TaskResult } from "@loopsmith/shared/contracts";
 import { registerRunCommands } from "./commands/runs.js";
 import {
   codeSpan,

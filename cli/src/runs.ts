@@ -14,19 +14,15 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
+import { Endpoints, call, type CallOptions, natsServers } from "@loopsmith/shared/bus";
+import { LoopsmithError, loadConfig } from "@loopsmith/shared/runtime";
 import {
-  Endpoints,
-  LoopsmithError,
   RUN_EVENTS_CAP,
   RunRecord,
-  call,
-  loadConfig,
-  type CallOptions,
   type TaskEvent,
   type TaskInput,
   type TaskResult,
-  natsServers,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { ExitCode } from "./exit-codes.js";
 import { reportMarkdown, runText } from "./run-view.js";
 import { transcriptSteps } from "./transcript-view.js";

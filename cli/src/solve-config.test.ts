@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "@loopsmith/shared";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import { configFiles } from "./solve.js";
 
 describe("solve's configuration files", () => {

@@ -11,7 +11,9 @@
  * commit. The plan itself is a model call (the plan step), so it is not made here.
  */
 import { simpleGit } from "simple-git";
-import { approxTokens, effectiveRoles, Task, type Config, type TaskInput } from "@loopsmith/shared";
+import { approxTokens, effectiveRoles } from "@loopsmith/shared/llm";
+import { Task, type TaskInput } from "@loopsmith/shared/contracts";
+import { type Config } from "@loopsmith/shared/runtime";
 import type { PreparedRepoTask } from "./solve-repo.js";
 
 /** The repository map's token budget when the task sets none (RepoSpec.mapTokens). */

@@ -3,7 +3,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
-import { TaskResult } from "@loopsmith/shared";
+import { TaskResult } from "@loopsmith/shared/contracts";
 import {
   issuePrBody,
   prDecision,

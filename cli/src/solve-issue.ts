@@ -7,8 +7,8 @@
  * limit, a missing issue) is refused before the task is submitted; nothing is pushed then.
  */
 import { createHash } from "node:crypto";
-import type { TaskResult } from "@loopsmith/shared";
-import { LoopsmithError } from "@loopsmith/shared";
+import type { TaskResult } from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
   checkGithubAccess,
   githubClient,

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { DagProgress, SubtaskProgress, TaskEvent } from "@loopsmith/shared";
+import type { DagProgress, SubtaskProgress, TaskEvent } from "@loopsmith/shared/contracts";
 import { renderDagTree } from "./dag-view.js";
 import { LOG_PREFIX, solveProgress } from "./solve-progress.js";
 

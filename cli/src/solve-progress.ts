@@ -5,7 +5,7 @@
  * place below the event lines, the running ones' times ticking; elsewhere (a pipe, a file,
  * CI) the lines of the subtasks that changed are printed after the event's line.
  */
-import type { DagProgress, TaskEvent } from "@loopsmith/shared";
+import type { DagProgress, TaskEvent } from "@loopsmith/shared/contracts";
 import { changedSubtaskLines, dagOf, renderDagTree } from "./dag-view.js";
 import { eventLine } from "./output.js";
 import { LiveBlock, type LiveStream } from "./terminal.js";

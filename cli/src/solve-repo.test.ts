@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { TaskResult } from "@loopsmith/shared";
+import type { TaskResult } from "@loopsmith/shared/contracts";
 import { finishRepo, repoToSolve, type PreparedRepoTask } from "./solve-repo.js";
 
 const tmp = realpathSync(mkdtempSync(join(tmpdir(), "loopsmith-repo-to-solve-")));

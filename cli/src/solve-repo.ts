@@ -7,10 +7,9 @@ import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   Task,
-  putSnapshot,
   snapshotName,
   type RepoMode,
   type DependencyPolicy,
@@ -18,7 +17,8 @@ import {
   type TaskInput,
   type TaskLimits,
   type TaskResult,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { putSnapshot } from "@loopsmith/shared/bus";
 import { applyToWorkTree, archiveCommit, checkRepo, commitChange, commitMessage, type CheckedRepo } from "./repo.js";
 import { simpleGit } from "simple-git";
 

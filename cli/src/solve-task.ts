@@ -5,7 +5,8 @@
  */
 import { readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { LoopsmithError, Task, type Language, type TaskInput, type TaskLimits } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { Task, type Language, type TaskInput, type TaskLimits } from "@loopsmith/shared/contracts";
 import { findHumanEval, humanevalTask, loadHumanEval } from "@loopsmith/evals";
 import type { RepoOptions } from "./solve-repo.js";
 import type { IssueOptions } from "./solve-issue.js";

@@ -5,18 +5,16 @@
  */
 import { resolve } from "node:path";
 import type { Logger } from "pino";
-import type { Task } from "@loopsmith/shared";
+import type { Task } from "@loopsmith/shared/contracts";
+import { createProvider, loadScript } from "@loopsmith/shared/llm";
 import {
-  createProvider,
-  loadScript,
   repoModeOf,
-  repositoryRoot,
-  type Config,
   type DagProgress,
   type TaskInput,
   type TaskResult,
   type TaskScript,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { repositoryRoot, type Config } from "@loopsmith/shared/runtime";
 import { CliError, errorCodeOf, report } from "./errors.js";
 import { ExitCode, exitCodeForResult } from "./exit-codes.js";
 import { dagOf } from "./dag-view.js";

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { NATS_ROLES } from "@loopsmith/shared";
+import { NATS_ROLES } from "@loopsmith/shared/bus";
 import {
   natsServerFiles,
   newStackUsers,

@@ -11,7 +11,13 @@ import { join } from "node:path";
 import type { ConnectionOptions } from "@nats-io/transport-node";
 import { pack } from "tar-stream";
 import { z } from "zod";
-import { NATS_ROLES, inboxPrefixOf, passwordVariable, renderNatsServerConfig, type NatsRole } from "@loopsmith/shared";
+import {
+  NATS_ROLES,
+  inboxPrefixOf,
+  passwordVariable,
+  renderNatsServerConfig,
+  type NatsRole,
+} from "@loopsmith/shared/bus";
 
 /** The passwords of a stack's NATS users. */
 export const StackUsers = z.object({

@@ -9,7 +9,8 @@ import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node
 import { join } from "node:path";
 import { z } from "zod";
 import { connect } from "@nats-io/transport-node";
-import { LoopsmithError, natsServers, processAlive } from "@loopsmith/shared";
+import { LoopsmithError, processAlive } from "@loopsmith/shared/runtime";
+import { natsServers } from "@loopsmith/shared/bus";
 import { readStackUsers, roleConnectOptions, type StackUsers } from "./stack-auth.js";
 
 /** The record's shape. */

@@ -12,20 +12,17 @@ import type { Logger } from "pino";
 import { connect, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
 import {
   DEFAULT_OWNER,
-  LoopsmithError,
   ServiceNames,
-  installRoot,
-  ownerOf,
   natsConnectOptions,
   natsIdentity,
   natsRefusal,
   pingService,
   setupBus,
-  type Config,
   type ServiceName,
   type ServicePing,
   natsServers,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
+import { LoopsmithError, installRoot, ownerOf, type Config } from "@loopsmith/shared/runtime";
 import { newStackUsers, roleConnectOptions, roleEnv, writeStackUsers, type StackUsers } from "./stack-auth.js";
 import { ensureStackImages, stackImages } from "./images.js";
 import { startNatsContainer } from "./nats-container.js";

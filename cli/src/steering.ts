@@ -6,7 +6,8 @@
  * configuration and the same `config show` sources on every command.
  */
 import { resolve } from "node:path";
-import { loadConfig, type Config, type Role } from "@loopsmith/shared";
+import { loadConfig, type Config } from "@loopsmith/shared/runtime";
+import { type Role } from "@loopsmith/shared/llm";
 import { ROLES } from "@loopsmith/shared/contracts/values";
 import { liveStack } from "./stack-record.js";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { RunRecord, Task, type TaskEvent } from "@loopsmith/shared";
+import { RunRecord, Task, type TaskEvent } from "@loopsmith/shared/contracts";
 import { runText } from "./run-view.js";
 import { instructionsLine } from "./transcript-view.js";
 

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import type { AgentMessage, AgentMessagesNote, TaskEvent } from "@loopsmith/shared";
+import type { AgentMessage, AgentMessagesNote, TaskEvent } from "@loopsmith/shared/contracts";
 import { NO_TOOL_CALL, readTranscript, transcriptScriptTurns, transcriptSteps } from "./transcript-record.js";
 import { transcriptLines, transcriptMarkdown } from "./transcript-view.js";
 

@@ -13,7 +13,7 @@ import {
   type AgentMessage,
   type ScriptTurn,
   type TaskEvent,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 
 /**
  * The `tool` of a step the loop records for a model turn without a tool call (it nudges the

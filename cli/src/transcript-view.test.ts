@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { RunRecord, Task, type TaskEvent, type TranscriptStep } from "@loopsmith/shared";
+import { RunRecord, Task, type TaskEvent, type TranscriptStep } from "@loopsmith/shared/contracts";
 import { reportHtml } from "./bench/report.js";
 import type { BenchResult, BenchSummary } from "./bench/types.js";
 import { reportMarkdown, runText } from "./run-view.js";

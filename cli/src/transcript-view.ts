@@ -6,7 +6,7 @@
  * and the one line saying which project instructions the run's prompts carried. Pure. Terminal text goes through `printable`; HTML through `escapeHtml`.
  */
 import { z } from "zod";
-import { agentTool, type TaskEvent, type TranscriptStep } from "@loopsmith/shared";
+import { agentTool, type TaskEvent, type TranscriptStep } from "@loopsmith/shared/contracts";
 import { findCutNote } from "@loopsmith/shared/text";
 import { duration, usd } from "./format.js";
 import { escapeHtml } from "./html.js";

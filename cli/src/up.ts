@@ -13,14 +13,9 @@ import Docker from "dockerode";
 import type { Logger } from "pino";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import {
-  ServiceNames,
-  createProvider,
-  loadConfig,
-  natsConnectOptions,
-  type ServiceName,
-  natsServers,
-} from "@loopsmith/shared";
+import { ServiceNames, natsConnectOptions, type ServiceName, natsServers } from "@loopsmith/shared/bus";
+import { createProvider } from "@loopsmith/shared/llm";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import { ExitCode } from "./exit-codes.js";
 import { shownNatsUrl } from "./preflight.js";
 import type { SolveOptions } from "./solve.js";

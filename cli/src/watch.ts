@@ -7,15 +7,9 @@
  * it may subscribe only on its own owner's events.
  */
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import {
-  DEFAULT_OWNER,
-  Endpoints,
-  LoopsmithError,
-  TaskEvent,
-  call,
-  eventsSubject,
-  permissionDenied,
-} from "@loopsmith/shared";
+import { DEFAULT_OWNER, Endpoints, call, eventsSubject, permissionDenied } from "@loopsmith/shared/bus";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { TaskEvent } from "@loopsmith/shared/contracts";
 
 /**
  * How long a watch waits without news before it asks the architect for the stored events

@@ -3,7 +3,7 @@
  * (`loadDataset`, datasets.ts), whatever the dataset's format.
  */
 import { z } from "zod";
-import { FileChange, Language } from "@loopsmith/shared";
+import { FileChange, Language } from "@loopsmith/shared/contracts";
 
 /** The dataset formats `bench` reads. */
 export const DatasetFormat = z.enum(["humaneval", "mbpp", "jsbench"]);

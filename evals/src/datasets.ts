@@ -32,7 +32,8 @@
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { LoopsmithError, type FileChange } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { type FileChange } from "@loopsmith/shared/contracts";
 import { HumanEvalRecord, humanevalTestFiles, solutionFile } from "./humaneval.js";
 import { humanevalVisibleTests, lit } from "./humaneval-examples.js";
 import { BenchCase, type DatasetFormat, type SkippedLine } from "./case.js";

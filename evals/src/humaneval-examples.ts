@@ -4,7 +4,7 @@
  * pytest file; a smoke test when it has none. Never the record's `test` code, which is the
  * hidden score (`humanevalTestFiles`).
  */
-import type { FileChange } from "@loopsmith/shared";
+import type { FileChange } from "@loopsmith/shared/contracts";
 import type { HumanEvalRecord } from "./humaneval.js";
 
 /** A Python or JavaScript string literal of `s` (JSON's escapes are valid in both). */

@@ -8,7 +8,8 @@
 import { readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import { LoopsmithError, type FileChange, type TaskInput, type TaskLimits } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { type FileChange, type TaskInput, type TaskLimits } from "@loopsmith/shared/contracts";
 
 /** One HumanEval record. */
 export const HumanEvalRecord = z.object({

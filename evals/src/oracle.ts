@@ -1,5 +1,5 @@
 /** Running HumanEval completions through the executor (the same code the service uses). */
-import type { ExecutionRequest, ExecutionResult } from "@loopsmith/shared";
+import type { ExecutionRequest, ExecutionResult } from "@loopsmith/shared/contracts";
 import { humanevalTestFiles, solutionFile, type HumanEvalRecord } from "./humaneval.js";
 import { mutantsOf, type Mutant } from "./mutants.js";
 

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect } from "vitest";
-import type { BuildRequest, Edit, ExecutionRequest, ExecutionResult } from "@loopsmith/shared";
+import type { BuildRequest, Edit, ExecutionRequest, ExecutionResult } from "@loopsmith/shared/contracts";
 import type { Steps } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { failed, passed, runTask, steps, task, usage, withConductor } from "./helpers.js";

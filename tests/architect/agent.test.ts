@@ -11,15 +11,9 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { Endpoints, ServiceNames, call, handle, onReplica, startService, submitTask } from "@loopsmith/shared/bus";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
-  Endpoints,
-  LoopsmithError,
-  ServiceNames,
-  call,
-  handle,
-  onReplica,
-  startService,
-  submitTask,
   type AgentTurnReply,
   type AgentTurnRequest,
   type ExecutionRequest,
@@ -30,7 +24,7 @@ import {
   type TaskInput,
   type AgentMessage,
   type ToolCall,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { startConductor, type Steps } from "@loopsmith/architect";
 import { readTranscript, transcriptSteps, type RecordedStep } from "../../cli/src/transcript-record.js";
 import { it } from "../fixtures/index.js";

@@ -13,13 +13,13 @@ import { describe, expect } from "vitest";
 import {
   ApprovalRequest,
   DependencyDecision,
-  submitTask,
   type BuildRequest,
   type Edit,
   type ExecutionRequest,
   type TaskEvent,
   type TaskInput,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { submitTask } from "@loopsmith/shared/bus";
 import type { Steps } from "@loopsmith/architect";
 import { openApprovalStore } from "../../services/architect/src/approvals.js";
 import { it } from "../fixtures/index.js";

@@ -9,16 +9,13 @@ import { afterAll, beforeAll, describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
 import {
   AuditRecord,
-  Endpoints,
-  call,
-  loadConfig,
-  runService,
   type BuildRequest,
   type ExecutionRequest,
   type FileChange,
-  type RunningService,
   type TaskScript,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { Endpoints, call } from "@loopsmith/shared/bus";
+import { loadConfig, runService, type RunningService } from "@loopsmith/shared/runtime";
 import { startConductor } from "@loopsmith/architect";
 import type { Executor } from "@loopsmith/executor";
 import { reviewerService } from "@loopsmith/reviewer";

@@ -5,18 +5,9 @@
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import {
-  Config,
-  DEFAULT_OWNER,
-  LoopsmithError,
-  ensureStreams,
-  followEvents,
-  submitTask,
-  type ExecutionResult,
-  type TaskEvent,
-  type TaskInput,
-  type TaskRecord,
-} from "@loopsmith/shared";
+import { Config, LoopsmithError } from "@loopsmith/shared/runtime";
+import { DEFAULT_OWNER, ensureStreams, followEvents, submitTask } from "@loopsmith/shared/bus";
+import { type ExecutionResult, type TaskEvent, type TaskInput, type TaskRecord } from "@loopsmith/shared/contracts";
 import { CANCEL_POLL_MS, budgetAdmission, openStateStore, startConductor, type Steps } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task, usage } from "./helpers.js";

@@ -9,11 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { pack } from "tar-stream";
+import { DEFAULT_OWNER, materializeSnapshot, putSnapshot } from "@loopsmith/shared/bus";
 import {
-  DEFAULT_OWNER,
   DagPlan,
-  materializeSnapshot,
-  putSnapshot,
   snapshotName,
   type BuildRequest,
   type DagPlanInput,
@@ -22,7 +20,7 @@ import {
   type ExecutionResult,
   type TaskEvent,
   type TaskInput,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { busChildTasks, startConductor, type Conductor, type Steps } from "@loopsmith/architect";
 import { failed, log, passed, steps, task, usage } from "./helpers.js";
 

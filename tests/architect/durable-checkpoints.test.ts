@@ -6,15 +6,8 @@
 import { createHash } from "node:crypto";
 import { describe, expect, onTestFinished } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import {
-  DEFAULT_OWNER,
-  Task,
-  openCheckpointBlobs,
-  openTaskStates,
-  submitTask,
-  type ExecutionResult,
-  type TestCase,
-} from "@loopsmith/shared";
+import { DEFAULT_OWNER, openCheckpointBlobs, openTaskStates, submitTask } from "@loopsmith/shared/bus";
+import { Task, type ExecutionResult, type TestCase } from "@loopsmith/shared/contracts";
 import {
   CHECKPOINT_HEADROOM_BYTES,
   TaskState,

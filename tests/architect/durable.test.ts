@@ -14,16 +14,15 @@ import { z } from "zod";
 import pino from "pino";
 import {
   DEFAULT_OWNER,
-  LoopsmithError,
-  RejectNotice,
   ensureStreams,
   followEvents,
   openBucket,
   openCheckpointBlobs,
   publishEvent,
   rejectsSubject,
-  type TaskEvent,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { RejectNotice, type TaskEvent } from "@loopsmith/shared/contracts";
 import {
   RETRY_DELAY_MS,
   checkpointStore,

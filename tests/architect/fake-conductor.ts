@@ -8,7 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
-import { Streams, Task, materializeSnapshot, publishEvent, unifiedPatch, type TaskResult } from "@loopsmith/shared";
+import { Streams, materializeSnapshot, publishEvent } from "@loopsmith/shared/bus";
+import { Task, type TaskResult } from "@loopsmith/shared/contracts";
+import { unifiedPatch } from "@loopsmith/shared/workspace";
 import { usage } from "./helpers.js";
 
 /** How the stand-in answers. */

@@ -4,17 +4,15 @@
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import pino from "pino";
+import { DEFAULT_OWNER, followEvents, submitTask } from "@loopsmith/shared/bus";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
-  DEFAULT_OWNER,
-  LoopsmithError,
   emptyUsage,
-  followEvents,
-  submitTask,
   type ExecutionResult,
   type TaskEvent,
   type TaskInput,
   type TaskResult,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { startConductor, type Steps } from "@loopsmith/architect";
 
 export const log = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });

@@ -17,13 +17,15 @@ import {
   followEvents,
   materializeSnapshot,
   putSnapshot,
-  snapshotName,
   submitImprove,
+} from "@loopsmith/shared/bus";
+import {
+  snapshotName,
   type ExecutionRequest,
   type ExecutionResult,
   type ImproveSummary,
-  type LlmProvider,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { type LlmProvider } from "@loopsmith/shared/llm";
 import { startImprover } from "@loopsmith/architect";
 import { gate } from "@loopsmith/reviewer";
 import { it } from "../fixtures/index.js";

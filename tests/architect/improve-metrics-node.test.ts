@@ -11,7 +11,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { QualityBenchmarks, type FileChange } from "@loopsmith/shared";
+import { QualityBenchmarks, type FileChange } from "@loopsmith/shared/contracts";
 import { createExecutor } from "@loopsmith/executor";
 import { measureCommand, readMeasurement } from "../../services/architect/src/improve/metrics.js";
 import { docker, log, request, testConfig } from "../executor/helpers.js";

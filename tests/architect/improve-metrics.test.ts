@@ -27,11 +27,10 @@ import {
   followEvents,
   materializeSnapshot,
   putSnapshot,
-  snapshotName,
   submitImprove,
-  type ImproveSummary,
-  type LlmProvider,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
+import { snapshotName, type ImproveSummary } from "@loopsmith/shared/contracts";
+import { type LlmProvider } from "@loopsmith/shared/llm";
 import { startImprover } from "@loopsmith/architect";
 import { createExecutor, snapshotLoader } from "@loopsmith/executor";
 import { gate } from "@loopsmith/reviewer";

@@ -11,20 +11,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, onTestFinished } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { DEFAULT_OWNER, ensureStreams, followEvents, materializeSnapshot, submitImprove } from "@loopsmith/shared/bus";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
-  DEFAULT_OWNER,
-  LoopsmithError,
-  ensureStreams,
-  followEvents,
-  materializeSnapshot,
-  submitImprove,
   type ExecutionRequest,
   type ExecutionResult,
   type GenerationReport,
   type ImproveSummary,
-  type LlmProvider,
   type TaskEvent,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { type LlmProvider } from "@loopsmith/shared/llm";
 import { startImprover } from "@loopsmith/architect";
 import { gate } from "@loopsmith/reviewer";
 import { it } from "../fixtures/index.js";

@@ -7,7 +7,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { putSnapshot, snapshotName } from "@loopsmith/shared";
+import { putSnapshot } from "@loopsmith/shared/bus";
+import { snapshotName } from "@loopsmith/shared/contracts";
 
 /** `app.py` as the run starts: passes cases below 2. */
 export const ORIGINAL = "def score(case):\n    return case < 2\n";

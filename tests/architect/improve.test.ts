@@ -11,21 +11,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, onTestFinished } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { Config } from "@loopsmith/shared/runtime";
+import { ensureStreams, materializeSnapshot, submitImprove, DEFAULT_OWNER, followEvents } from "@loopsmith/shared/bus";
 import {
-  Config,
-  ensureStreams,
-  materializeSnapshot,
-  submitImprove,
-  DEFAULT_OWNER,
-  followEvents,
   type ExecutionRequest,
   type ExecutionResult,
   type ImproveRequest,
   type ImproveRequestInput,
   type ImproveSummary,
-  type LlmProvider,
   type TaskEvent,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { type LlmProvider } from "@loopsmith/shared/llm";
 import { budgetAdmission, startImprover, type Improver } from "@loopsmith/architect";
 import { gate } from "@loopsmith/reviewer";
 import { it } from "../fixtures/index.js";

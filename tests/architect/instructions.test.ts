@@ -11,15 +11,14 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect } from "vitest";
+import { Config } from "@loopsmith/shared/runtime";
 import {
-  Config,
   MAX_INSTRUCTIONS_BYTES,
-  createProvider,
   type ExecutionResult,
   type TaskEvent,
   type TaskInput,
-  type TranscriptLine,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { createProvider, type TranscriptLine } from "@loopsmith/shared/llm";
 import { createPlanner, type Steps } from "@loopsmith/architect";
 import { createBuilder, createTurnTaker } from "@loopsmith/builder";
 import { createReviewer } from "@loopsmith/reviewer";

@@ -4,7 +4,8 @@
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { LoopsmithError, emptyUsage, type Remembered, type TaskRecord } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { emptyUsage, type Remembered, type TaskRecord } from "@loopsmith/shared/contracts";
 import { openRecordOutbox } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { log } from "./helpers.js";

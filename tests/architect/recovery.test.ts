@@ -10,8 +10,6 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import {
   DEFAULT_OWNER,
   Endpoints,
-  LoopsmithError,
-  RejectNotice,
   ServiceNames,
   Streams,
   call,
@@ -22,7 +20,9 @@ import {
   startService,
   submitTask,
   tasksSubmitSubject,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { RejectNotice } from "@loopsmith/shared/contracts";
 import { startConductor } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { eventsOf, failed, log, passed, runTask, steps, task, until, withConductor } from "./helpers.js";

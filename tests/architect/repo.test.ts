@@ -15,7 +15,7 @@ import {
   type ExecutionRequest,
   type ExecutionResult,
   type TaskInput,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { it } from "../fixtures/index.js";
 import type { Steps } from "@loopsmith/architect";
 import { failed, passed, runTask, steps, task, usage, withConductor } from "./helpers.js";

@@ -6,7 +6,8 @@
  */
 import { describe, expect } from "vitest";
 import { connect } from "@nats-io/transport-node";
-import { LoopsmithError, type GateRequest, type Review } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { type GateRequest, type Review } from "@loopsmith/shared/contracts";
 import { startConductor } from "@loopsmith/architect";
 import { gate } from "@loopsmith/reviewer";
 import { it } from "../fixtures/index.js";

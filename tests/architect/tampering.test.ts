@@ -8,7 +8,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { unifiedPatch, type GateRequest } from "@loopsmith/shared";
+import { unifiedPatch } from "@loopsmith/shared/workspace";
+import { type GateRequest } from "@loopsmith/shared/contracts";
 import { changeTampering, evaluationNames } from "@loopsmith/architect";
 import { gate } from "@loopsmith/reviewer";
 

@@ -7,7 +7,8 @@
  */
 import { connect } from "@nats-io/transport-node";
 import { describe, expect } from "vitest";
-import { submitTask, type TaskLimits } from "@loopsmith/shared";
+import { submitTask } from "@loopsmith/shared/bus";
+import { type TaskLimits } from "@loopsmith/shared/contracts";
 import { startConductor, type Steps } from "@loopsmith/architect";
 import { it } from "../fixtures/index.js";
 import { dagTask, harness, subOf, withDagConductor } from "./dag-harness.js";

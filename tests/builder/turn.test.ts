@@ -12,17 +12,10 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { builderService } from "@loopsmith/builder";
-import {
-  Config,
-  Endpoints,
-  ServiceNames,
-  call,
-  loadPrompt,
-  startService,
-  TaskScript,
-  type AgentTurnRequest,
-  type TranscriptLine,
-} from "@loopsmith/shared";
+import { Config } from "@loopsmith/shared/runtime";
+import { Endpoints, ServiceNames, call, startService } from "@loopsmith/shared/bus";
+import { loadPrompt, type TranscriptLine } from "@loopsmith/shared/llm";
+import { TaskScript, type AgentTurnRequest } from "@loopsmith/shared/contracts";
 import { it } from "../fixtures/index.js";
 
 const log = pino({ level: "silent" });

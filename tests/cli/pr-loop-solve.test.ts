@@ -9,7 +9,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { TaskResult } from "@loopsmith/shared";
+import { TaskResult } from "@loopsmith/shared/contracts";
 import { followIssuePr, type IssueTask } from "../../cli/src/solve-issue.js";
 import { FAKE_PR as PR, FAKE_REPO as target, fakePullRequestApi, fakeReview } from "../fixtures/fake-pull-request.js";
 

@@ -10,7 +10,7 @@ import { Svcm } from "@nats-io/services";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { jetstream } from "@nats-io/jetstream";
-import { ServiceNames, Streams, setupBus, type ServiceName } from "@loopsmith/shared";
+import { ServiceNames, Streams, setupBus, type ServiceName } from "@loopsmith/shared/bus";
 import { presentServices } from "../../cli/src/stack.js";
 import { startNats, type Started } from "../fixtures/containers.js";
 

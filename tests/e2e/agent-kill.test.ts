@@ -16,20 +16,15 @@ import { join } from "node:path";
 import Docker from "dockerode";
 import { afterAll, describe, expect } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { DEFAULT_OWNER, followEvents, ServiceNames, pingService, putSnapshot, submitTask } from "@loopsmith/shared/bus";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import {
-  DEFAULT_OWNER,
-  followEvents,
-  ServiceNames,
-  loadConfig,
-  pingService,
-  putSnapshot,
-  submitTask,
   snapshotName,
   type AgentTurnReply,
   type TaskEvent,
   type TaskInput,
   type ToolCall,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { busSteps, startConductor, type Steps } from "@loopsmith/architect";
 import { LABEL, LABEL_SESSION } from "@loopsmith/executor";
 import { transcriptSteps } from "../../cli/src/transcript-record.js";

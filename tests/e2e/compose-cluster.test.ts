@@ -18,7 +18,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import pRetry from "p-retry";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Svcm } from "@nats-io/services";
-import { ServiceNames, Streams, snapshotBucket } from "@loopsmith/shared";
+import { ServiceNames, Streams, snapshotBucket } from "@loopsmith/shared/bus";
 import { REPO, runBash, type CliRun } from "../fixtures/cli.js";
 
 const run = promisify(execFile);

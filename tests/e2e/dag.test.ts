@@ -11,7 +11,7 @@ import { cpSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import type { DagProgress, TaskEvent } from "@loopsmith/shared";
+import type { DagProgress, TaskEvent } from "@loopsmith/shared/contracts";
 import { REPO, jsonLines, loopsmith } from "../fixtures/cli.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-dag-e2e-"));

@@ -18,7 +18,7 @@ import { cpSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { GenerationReport } from "@loopsmith/shared";
+import { GenerationReport } from "@loopsmith/shared/contracts";
 import { REPO, loopsmith } from "../fixtures/cli.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-forgery-e2e-"));

@@ -13,7 +13,7 @@ import { cpSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { GenerationReport } from "@loopsmith/shared";
+import { GenerationReport } from "@loopsmith/shared/contracts";
 import { cliEnv, git, gitEnv } from "../fixtures/git-repo.js";
 import { REPO, jsonLines, loopsmith } from "../fixtures/cli.js";
 

@@ -13,7 +13,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { GenerationReport } from "@loopsmith/shared";
+import { GenerationReport } from "@loopsmith/shared/contracts";
 import { REPO, jsonLines, loopsmith } from "../fixtures/cli.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "loopsmith-improve-e2e-"));

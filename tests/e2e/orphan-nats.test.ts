@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Docker from "dockerode";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadConfig } from "@loopsmith/shared";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import { loopsmith } from "../fixtures/cli.js";
 
 const docker = new Docker();

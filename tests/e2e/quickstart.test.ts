@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GenerationReport } from "@loopsmith/shared";
+import { GenerationReport } from "@loopsmith/shared/contracts";
 import { REPO, runBash, type CliRun } from "../fixtures/cli.js";
 import { shBlock } from "../fixtures/doc-blocks.js";
 

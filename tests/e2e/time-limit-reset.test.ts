@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "@loopsmith/shared";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import { openMemoryStore } from "@loopsmith/memory";
 import { REPO, jsonLines, loopsmith } from "../fixtures/cli.js";
 

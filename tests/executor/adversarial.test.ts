@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { hasCode } from "@loopsmith/shared";
+import { hasCode } from "@loopsmith/shared/runtime";
 import { readWorkspaceDir } from "@loopsmith/executor";
 import { hostileSuite, py, request, sh } from "./helpers.js";
 

@@ -7,7 +7,7 @@
  */
 import { hostname } from "node:os";
 import Docker from "dockerode";
-import { loadConfig } from "@loopsmith/shared";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import { LABEL, LABEL_HOST, LABEL_PID, Sandbox, loadSeccompProfile } from "@loopsmith/executor";
 
 const [instance = "deadowner", mode = "idle", kind = "python"] = process.argv.slice(2);

@@ -6,16 +6,9 @@
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import {
-  Endpoints,
-  ServiceNames,
-  busyReason,
-  call,
-  hasCode,
-  runService,
-  type ExecutionRequest,
-  type RunningService,
-} from "@loopsmith/shared";
+import { Endpoints, ServiceNames, call } from "@loopsmith/shared/bus";
+import { busyReason, hasCode, runService, type RunningService } from "@loopsmith/shared/runtime";
+import { type ExecutionRequest } from "@loopsmith/shared/contracts";
 import { createExecutor, executorService, LABEL, type Executor } from "@loopsmith/executor";
 import { it } from "../fixtures/index.js";
 import { loopsmith } from "../fixtures/cli.js";

@@ -5,15 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it as plainIt } from "vitest";
 import { connect } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
-import {
-  Endpoints,
-  ServiceNames,
-  busyReason,
-  call,
-  hasCode,
-  runService,
-  type ExecutionResult,
-} from "@loopsmith/shared";
+import { Endpoints, ServiceNames, call } from "@loopsmith/shared/bus";
+import { busyReason, hasCode, runService } from "@loopsmith/shared/runtime";
+import { type ExecutionResult } from "@loopsmith/shared/contracts";
 import {
   createExecutor,
   executorService,

@@ -13,7 +13,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Executor } from "@loopsmith/executor";
-import type { ExecutionRequest, ExecutionResult, FileChange } from "@loopsmith/shared";
+import type { ExecutionRequest, ExecutionResult, FileChange } from "@loopsmith/shared/contracts";
 import { request, startExecutor } from "./helpers.js";
 
 let ex: Executor;

@@ -6,7 +6,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import Docker from "dockerode";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
-import { loadConfig, type Config, type ExecutionRequest, type FileChange, type Language } from "@loopsmith/shared";
+import { loadConfig, type Config } from "@loopsmith/shared/runtime";
+import { type ExecutionRequest, type FileChange, type Language } from "@loopsmith/shared/contracts";
 import { createExecutor, LABEL, PYTEST_RUNNER, type Executor } from "@loopsmith/executor";
 
 export const docker = new Docker();

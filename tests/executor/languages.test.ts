@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Command } from "commander";
-import type { ExecutionResult } from "@loopsmith/shared";
+import type { ExecutionResult } from "@loopsmith/shared/contracts";
 import type { Executor } from "@loopsmith/executor";
 import { registerSandboxCommand } from "../../cli/src/commands/sandbox.js";
 import { docker, expectIdleHost, LABEL_FILTER, request, startExecutor } from "./helpers.js";

@@ -1,6 +1,6 @@
 /** The NATS permission matrix lets agent mode's session calls through: who may send them, who may serve them. */
 import { describe, expect, it } from "vitest";
-import { Endpoints, natsPermissions, replicaSubject } from "@loopsmith/shared";
+import { Endpoints, natsPermissions, replicaSubject } from "@loopsmith/shared/bus";
 
 /** Whether a NATS permission subject (`*` one token, `>` the rest) covers `subject`. */
 function covers(pattern: string, subject: string): boolean {

@@ -10,21 +10,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { Endpoints, call, onReplica, putSnapshot } from "@loopsmith/shared/bus";
+import { busyReason, hasCode, runService, type RunningService } from "@loopsmith/shared/runtime";
 import {
-  Endpoints,
-  busyReason,
-  call,
-  hasCode,
-  onReplica,
-  putSnapshot,
-  runService,
   snapshotName,
-  type RunningService,
   type SessionCall,
   type SessionObservation,
   type SessionOpen,
   type SessionOpened,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import {
   createExecutor,
   executorService,

@@ -8,7 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { putSnapshot, snapshotName, type ExecutionRequest, type FileChange, type Language } from "@loopsmith/shared";
+import { putSnapshot } from "@loopsmith/shared/bus";
+import { snapshotName, type ExecutionRequest, type FileChange, type Language } from "@loopsmith/shared/contracts";
 import {
   createExecutor,
   LABEL_SETUP,

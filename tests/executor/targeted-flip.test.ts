@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Executor } from "@loopsmith/executor";
-import type { ExecutionRequest, FileChange } from "@loopsmith/shared";
+import type { ExecutionRequest, FileChange } from "@loopsmith/shared/contracts";
 import { request, startExecutor } from "./helpers.js";
 
 let ex: Executor;

@@ -10,21 +10,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { Endpoints, call, onReplica, putSnapshot } from "@loopsmith/shared/bus";
+import { runService, type RunningService } from "@loopsmith/shared/runtime";
 import {
-  Endpoints,
-  call,
-  onReplica,
-  putSnapshot,
-  runService,
   snapshotName,
   type ExecutionRequest,
   type ExecutionResult,
-  type RunningService,
   type SandboxImage,
   type SessionCall,
   type SessionObservation,
   type SessionOpened,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { executorService } from "@loopsmith/executor";
 import { startNats, type Started } from "../fixtures/containers.js";
 import { log, testConfig } from "./helpers.js";

@@ -20,7 +20,7 @@ import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DecisionReason, ImproveSummary } from "@loopsmith/shared";
+import { DecisionReason, ImproveSummary } from "@loopsmith/shared/contracts";
 import { readReports } from "../../cli/src/improve/reports.js";
 import { REPO, jsonLines, loopsmith } from "../fixtures/cli.js";
 

@@ -7,7 +7,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { TaskScript, agentToolSpecs, createProvider, type ConverseRequest, type LlmProvider } from "@loopsmith/shared";
+import { TaskScript } from "@loopsmith/shared/contracts";
+import { agentToolSpecs, createProvider, type ConverseRequest, type LlmProvider } from "@loopsmith/shared/llm";
 import { startFakeLlm, type FakeLlm } from "../fixtures/fake-llm.js";
 import { log, rejection, testConfig } from "./helpers.js";
 

@@ -9,10 +9,10 @@ import {
   UNPARSED_ARGS,
   agentToolSpecs,
   createProvider,
-  type AgentMessage,
   type ConverseRequest,
   type LlmProvider,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/llm";
+import { type AgentMessage } from "@loopsmith/shared/contracts";
 import {
   FAST_RETRY,
   anthropicError,

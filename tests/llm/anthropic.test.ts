@@ -4,7 +4,8 @@
  * of HTTP calls the fake saw.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { LoopsmithError, REASK_INSTRUCTION, costOf, createProvider, SpendMeter } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { REASK_INSTRUCTION, costOf, createProvider, SpendMeter } from "@loopsmith/shared/llm";
 import {
   FAST_RETRY,
   anthropicError,

@@ -6,8 +6,8 @@
  * come from the standard AWS environment variables; no real AWS is involved.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { createProvider } from "@loopsmith/shared";
-import { lookupPricing } from "@loopsmith/shared/llm";
+
+import { lookupPricing, createProvider } from "@loopsmith/shared/llm";
 import {
   FAST_RETRY,
   anthropicToolReply,

@@ -5,7 +5,7 @@
  */
 import { createServer } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { createEmbeddingsClient, type EmbeddingsClientOptions } from "@loopsmith/shared/llm";
 import { startFakeEmbeddings, toyVector, type FakeEmbeddings } from "../fixtures/fake-embeddings.js";
 

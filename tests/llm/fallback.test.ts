@@ -4,8 +4,8 @@
  * SDKs and their own retries run. Each test asserts which server saw how many calls.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { createProvider, type ConfigInput } from "@loopsmith/shared";
-import { lookupPricing } from "@loopsmith/shared/llm";
+import { type ConfigInput } from "@loopsmith/shared/runtime";
+import { lookupPricing, createProvider } from "@loopsmith/shared/llm";
 import {
   FAST_RETRY,
   anthropicError,

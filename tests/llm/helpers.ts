@@ -5,7 +5,9 @@ import { join } from "node:path";
 import pino from "pino";
 import { vi } from "vitest";
 import { z } from "zod";
-import { Config, type Budget, type ChatMessage, type CompletionRequest, type ConfigInput } from "@loopsmith/shared";
+import { Config, type ConfigInput } from "@loopsmith/shared/runtime";
+import { type Budget } from "@loopsmith/shared/contracts";
+import { type ChatMessage, type CompletionRequest } from "@loopsmith/shared/llm";
 
 export const log = pino({ level: "silent" });
 

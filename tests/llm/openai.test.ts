@@ -4,7 +4,7 @@
  * and the number of HTTP calls the fake saw.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { REASK_INSTRUCTION, createProvider } from "@loopsmith/shared";
+import { REASK_INSTRUCTION, createProvider } from "@loopsmith/shared/llm";
 import {
   FAST_RETRY,
   openaiError,

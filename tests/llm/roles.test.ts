@@ -6,7 +6,8 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { addUsage, createProvider, emptyUsage, type Completion, type Role, type Usage } from "@loopsmith/shared";
+import { addUsage, emptyUsage, type Usage } from "@loopsmith/shared/contracts";
+import { createProvider, type Completion, type Role } from "@loopsmith/shared/llm";
 import { anthropicToolReply, openaiReply, startFakeLlm, type FakeLlm } from "../fixtures/fake-llm.js";
 import { GOOD, Plan, log, testConfig, type Wire } from "./helpers.js";
 

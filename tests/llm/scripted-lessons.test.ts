@@ -9,8 +9,8 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createProvider, type CompletionRequest } from "@loopsmith/shared";
-import { LESSON_SCHEMA_NAME, LessonReply } from "@loopsmith/shared/llm";
+
+import { LESSON_SCHEMA_NAME, LessonReply, createProvider, type CompletionRequest } from "@loopsmith/shared/llm";
 import { log, rejection, testConfig } from "./helpers.js";
 
 let dir: string;

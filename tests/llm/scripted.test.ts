@@ -5,8 +5,8 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LoopsmithError } from "@loopsmith/shared";
-import { createProvider, type TranscriptLine } from "@loopsmith/shared";
+import type { LoopsmithError } from "@loopsmith/shared/runtime";
+import { createProvider, type TranscriptLine } from "@loopsmith/shared/llm";
 import { anthropicToolReply, startFakeLlm } from "../fixtures/fake-llm.js";
 import { GOOD, log, planRequest, rejection, testConfig } from "./helpers.js";
 

@@ -9,7 +9,8 @@
 import { createServer } from "node:net";
 import { afterAll, afterEach, describe, expect } from "vitest";
 import pino from "pino";
-import { Config, FailureRecord, type Language } from "@loopsmith/shared";
+import { Config } from "@loopsmith/shared/runtime";
+import { FailureRecord, type Language } from "@loopsmith/shared/contracts";
 import {
   buildEmbedText,
   cosine,

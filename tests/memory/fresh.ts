@@ -8,7 +8,7 @@ import { cp, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { loadConfig } from "@loopsmith/shared";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import { openMemoryStore } from "@loopsmith/memory";
 import type { Started } from "../fixtures/index.js";
 import { log, type Fresh } from "./suite.js";

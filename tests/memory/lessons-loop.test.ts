@@ -16,19 +16,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { describe, expect } from "vitest";
-import {
-  Config,
-  DEFAULT_OWNER,
-  Endpoints,
-  call,
-  createProvider,
-  loadConfig,
-  runService,
-  type ExecutionResult,
-  type Task,
-  type TranscriptLine,
-} from "@loopsmith/shared";
-import { rememberLessonsEndpoint } from "@loopsmith/shared/llm";
+import { Config, loadConfig, runService } from "@loopsmith/shared/runtime";
+import { DEFAULT_OWNER, Endpoints, call } from "@loopsmith/shared/bus";
+import { type ExecutionResult, type Task } from "@loopsmith/shared/contracts";
+import { rememberLessonsEndpoint, createProvider, type TranscriptLine } from "@loopsmith/shared/llm";
 import { createPlanner, type Steps } from "@loopsmith/architect";
 import { createBuilder } from "@loopsmith/builder";
 import { memoryService } from "@loopsmith/memory";

@@ -7,7 +7,7 @@
  */
 import { afterAll, describe, expect } from "vitest";
 import { it as plain } from "vitest";
-import type { LoopsmithError } from "@loopsmith/shared";
+import type { LoopsmithError } from "@loopsmith/shared/runtime";
 import { openMemoryStore, type MemoryStore } from "@loopsmith/memory";
 import { failuresText, statsText } from "../../cli/src/output.js";
 import { it } from "../fixtures/index.js";

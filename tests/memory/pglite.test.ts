@@ -5,7 +5,7 @@ import { writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
-import { loadConfig } from "@loopsmith/shared";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import { openMemoryStore } from "@loopsmith/memory";
 import { runsSuite } from "./runs-suite.js";
 import { freshDataDir, removeFreshDirs } from "./fresh.js";

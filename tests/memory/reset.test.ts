@@ -6,7 +6,7 @@
  * `LOOPSMITH_DATA_DIR`); what is left is read back through the store.
  */
 import { afterAll, describe, expect, it as plain, vi } from "vitest";
-import type { Config } from "@loopsmith/shared";
+import type { Config } from "@loopsmith/shared/runtime";
 import { assembleRun, openMemoryStore, resetMemory, openDatabase } from "@loopsmith/memory";
 import { resetCommand } from "../../cli/src/reset.js";
 import { it } from "../fixtures/index.js";

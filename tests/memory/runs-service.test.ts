@@ -10,20 +10,9 @@ import { afterAll, describe, expect, vi } from "vitest";
 import { mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import {
-  Endpoints,
-  LoopsmithError,
-  RunRecord,
-  ScriptFile,
-  Task,
-  call,
-  ensureStreams,
-  loadConfig,
-  publishEvent,
-  runService,
-  type TaskEvent,
-  type TaskResult,
-} from "@loopsmith/shared";
+import { Endpoints, call, ensureStreams, publishEvent } from "@loopsmith/shared/bus";
+import { LoopsmithError, loadConfig, runService } from "@loopsmith/shared/runtime";
+import { RunRecord, ScriptFile, Task, type TaskEvent, type TaskResult } from "@loopsmith/shared/contracts";
 import { memoryService } from "@loopsmith/memory";
 import { replayCommand } from "../../cli/src/replay.js";
 import { exportCommand, fetchRun, showCommand } from "../../cli/src/runs.js";

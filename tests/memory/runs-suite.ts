@@ -5,7 +5,8 @@
  * a task without a run is `not_found`; capped runs and text jsonb refuses survive.
  */
 import { expect } from "vitest";
-import { Task, TaskRecord, type LoopsmithError, type TaskEvent, type TaskResult } from "@loopsmith/shared";
+import { Task, TaskRecord, type TaskEvent, type TaskResult } from "@loopsmith/shared/contracts";
+import { type LoopsmithError } from "@loopsmith/shared/runtime";
 import { assembleRun, openDatabase, openMemoryStore, type MemoryStore } from "@loopsmith/memory";
 import { GOAL_A, log, type TestWithFresh } from "./suite.js";
 

@@ -7,7 +7,8 @@
 import { afterAll, describe, expect } from "vitest";
 import { it as plainIt } from "vitest";
 import pgvector from "pgvector/pg";
-import type { Config, FailureRecord } from "@loopsmith/shared";
+import type { Config } from "@loopsmith/shared/runtime";
+import type { FailureRecord } from "@loopsmith/shared/contracts";
 import {
   analyseStale,
   createHashingEmbedder,

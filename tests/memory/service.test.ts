@@ -7,15 +7,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Svcm } from "@nats-io/services";
-import {
-  Endpoints,
-  LoopsmithError,
-  call,
-  loadConfig,
-  requestSubject,
-  runService,
-  servedSubject,
-} from "@loopsmith/shared";
+import { Endpoints, call, requestSubject, servedSubject } from "@loopsmith/shared/bus";
+import { LoopsmithError, loadConfig, runService } from "@loopsmith/shared/runtime";
 import { rememberLessonsEndpoint } from "@loopsmith/shared/llm";
 import { memoryService, openMemoryStore } from "@loopsmith/memory";
 import { it, startPostgres } from "../fixtures/index.js";

@@ -6,7 +6,7 @@
  * hit rate read from the recall log.
  */
 import { expect } from "vitest";
-import { HISTORY_GOAL_CHARS, HISTORY_PAGE_MAX, type Recall, type TaskRecord } from "@loopsmith/shared";
+import { HISTORY_GOAL_CHARS, HISTORY_PAGE_MAX, type Recall, type TaskRecord } from "@loopsmith/shared/contracts";
 import { openMemoryStore, type MemoryStore } from "@loopsmith/memory";
 import { GOAL_A, log, nameErrorFailure, type TestWithFresh } from "./suite.js";
 

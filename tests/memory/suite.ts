@@ -4,7 +4,7 @@
  */
 import { expect } from "vitest";
 import pino from "pino";
-import type { Config, LoopsmithError } from "@loopsmith/shared";
+import type { Config, LoopsmithError } from "@loopsmith/shared/runtime";
 import {
   createHashingEmbedder,
   hnswIndexName,

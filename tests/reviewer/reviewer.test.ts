@@ -5,19 +5,10 @@
  */
 import { describe, expect } from "vitest";
 import pino from "pino";
-import {
-  call,
-  Endpoints,
-  LoopsmithError,
-  loadConfig,
-  runService,
-  type Completion,
-  type CompletionRequest,
-  type LlmProvider,
-  type Review,
-  type ReviewRequest,
-  type Usage,
-} from "@loopsmith/shared";
+import { call, Endpoints } from "@loopsmith/shared/bus";
+import { LoopsmithError, loadConfig, runService } from "@loopsmith/shared/runtime";
+import { type Completion, type CompletionRequest, type LlmProvider } from "@loopsmith/shared/llm";
+import { type Review, type ReviewRequest, type Usage } from "@loopsmith/shared/contracts";
 import { reviewerService } from "@loopsmith/reviewer";
 import { it } from "../fixtures/index.js";
 

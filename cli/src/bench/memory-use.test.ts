@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { TaskEvent } from "@loopsmith/shared";
+import type { TaskEvent } from "@loopsmith/shared/contracts";
 import type { RecallUse } from "@loopsmith/shared/llm";
 import { isRecallEvent, memoryText, resultMemory, summarizeArmMemory } from "./memory-use.js";
 import { summaryText } from "./results.js";

@@ -6,7 +6,8 @@
  * causal comparison of a `--memory ab` run is its paired section.
  */
 import type { Logger } from "pino";
-import { Endpoints, call, type TaskEvent } from "@loopsmith/shared";
+import { Endpoints, call } from "@loopsmith/shared/bus";
+import { type TaskEvent } from "@loopsmith/shared/contracts";
 import type { RecallUse } from "@loopsmith/shared/llm";
 import type { Client } from "../client.js";
 import { ArmMemory, type BenchResult, type BenchSummary, type ResultMemory } from "./types.js";

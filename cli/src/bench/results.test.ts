@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { emptyUsage, type TaskResult } from "@loopsmith/shared";
+import { emptyUsage, type TaskResult } from "@loopsmith/shared/contracts";
 import { noticeFor, readResults, resultLine } from "./results.js";
 import { selectCases } from "./run.js";
 import type { BenchCase } from "./types.js";

@@ -4,7 +4,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { TaskResult } from "@loopsmith/shared";
+import type { TaskResult } from "@loopsmith/shared/contracts";
 import { BenchResult, type BenchArm, type BenchSummary, type ProviderLabel } from "./types.js";
 import { machineText } from "./report.js";
 import { memoryText } from "./memory-use.js";

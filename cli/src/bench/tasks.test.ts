@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ScriptFile, Simulation, Task } from "@loopsmith/shared";
+import { ScriptFile, Simulation, Task } from "@loopsmith/shared/contracts";
 import { armPrefix, benchTask, benchTaskId, scriptFor, simulationFor } from "./tasks.js";
 import type { BenchCase } from "./types.js";
 

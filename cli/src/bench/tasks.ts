@@ -4,7 +4,7 @@
  * answers, the replies that travel with it (`Task.script`): a script (`scripted`) or a
  * simulation (`simulated`), both made from the case's reference solution and its mutants.
  */
-import type { Simulation, ScriptFile, TaskInput } from "@loopsmith/shared";
+import type { Simulation, ScriptFile, TaskInput } from "@loopsmith/shared/contracts";
 import { mutantsOf, type Mutant } from "@loopsmith/evals";
 import type { BenchArm, BenchCase, ProviderLabel } from "./types.js";
 

@@ -2,7 +2,7 @@ import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { TaskEvent } from "@loopsmith/shared";
+import type { TaskEvent } from "@loopsmith/shared/contracts";
 import { appendTranscript, readTranscripts } from "./transcripts.js";
 
 const dir = mkdtempSync(join(tmpdir(), "loopsmith-transcripts-"));

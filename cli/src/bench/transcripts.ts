@@ -8,7 +8,7 @@
  */
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { z } from "zod";
-import type { TaskEvent } from "@loopsmith/shared";
+import type { TaskEvent } from "@loopsmith/shared/contracts";
 import { RecordedStep, transcriptSteps } from "../transcript-record.js";
 
 /** One line of `transcripts.jsonl`. */

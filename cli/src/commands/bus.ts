@@ -24,7 +24,7 @@ const collect = (value: string, previous: string[] = []): string[] => [...previo
  * @throws CliError (usage, exit 2) naming a bad name
  */
 async function clientsOf(given: string[] | undefined): Promise<string[]> {
-  const { checkClientNames } = await import("@loopsmith/shared");
+  const { checkClientNames } = await import("@loopsmith/shared/bus");
   const clients = given ?? (process.env.LOOPSMITH_CLIENTS ?? "").split(/[\s,]+/).filter(Boolean);
   try {
     return checkClientNames(clients);
@@ -71,7 +71,10 @@ function registerBusSetup(bus: Command, run: CommandRunner, logger: () => Promis
 
 /** `bus setup`'s work: connects to NATS_URL and ensures what the bus needs. */
 async function busSetup(opts: BusSetupFlags, logger: () => Promise<Logger>): Promise<ExitCode> {
-  const { LoopsmithError, connectNats, loadConfig, setupBus } = await import("@loopsmith/shared");
+  const [{ LoopsmithError, connectNats, loadConfig }, { setupBus }] = await Promise.all([
+    import("@loopsmith/shared/runtime"),
+    import("@loopsmith/shared/bus"),
+  ]);
   const clients = await clientsOf(opts.client);
   const { jsonLine } = await import("../terminal.js");
   const config = loadConfig(opts.config ? { file: opts.config } : {});
@@ -121,7 +124,7 @@ function registerBusMembers(bus: Command, run: CommandRunner): void {
 
 /** `bus members`' work: waits for a settled group and prints it; the exit code says how it settled. */
 async function busMembers(opts: BusMembersFlags): Promise<ExitCode> {
-  const { settleMembership } = await import("@loopsmith/shared");
+  const { settleMembership } = await import("@loopsmith/shared/bus");
   const { jsonLine } = await import("../terminal.js");
   const urls = opts.monitor
     .split(",")
@@ -234,7 +237,7 @@ function routesOf(clusterRoutes: string | undefined): string[] {
 
 /** `bus config`'s work: renders the configuration, to stdout or `--out`. */
 async function busConfig(opts: BusConfigFlags): Promise<ExitCode> {
-  const { renderNatsServerConfig } = await import("@loopsmith/shared");
+  const { renderNatsServerConfig } = await import("@loopsmith/shared/bus");
   const clients = await clientsOf(opts.client);
   const tls = tlsOf(opts);
   const routes = routesOf(opts.clusterRoutes);

@@ -26,7 +26,10 @@ export function registerConfig(program: Command, run: CommandRunner): void {
     .option("--json", "on failure, end with a JSON error object (the configuration is always JSON)")
     .action(async (opts: { config?: string; json?: boolean }) =>
       run(opts.json, async () => {
-        const { describeSource, effectiveRoles, loadConfigWithSources, maskConfig } = await import("@loopsmith/shared");
+        const [{ describeSource, loadConfigWithSources, maskConfig }, { effectiveRoles }] = await Promise.all([
+          import("@loopsmith/shared/runtime"),
+          import("@loopsmith/shared/llm"),
+        ]);
         const { jsonLine } = await import("../terminal.js");
         const { config, sources, files } = loadConfigWithSources(opts.config ? { file: opts.config } : {});
         // The configuration as loaded, then what each role will really call, all of it masked;
@@ -51,7 +54,7 @@ export function registerConfig(program: Command, run: CommandRunner): void {
     .option("--json", "print the problems as one JSON object, then the error object")
     .action(async (opts: { file?: string; json?: boolean }) =>
       run(opts.json, async () => {
-        const { checkConfig } = await import("@loopsmith/shared");
+        const { checkConfig } = await import("@loopsmith/shared/runtime");
         const { jsonLine, printable } = await import("../terminal.js");
         const checked = checkConfig(opts.file ? { file: opts.file, discover: false } : {});
         if (checked.ok) {

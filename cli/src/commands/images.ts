@@ -36,7 +36,7 @@ export function registerImages(program: Command, run: CommandRunner = runCommand
       run(opts.json, async () => {
         // Loaded when the command runs: dockerode (with grpc and ssh2) would slow every command's start.
         const [{ loadConfig }, { ensureStackImages, missingImages, stackImages }] = await Promise.all([
-          import("@loopsmith/shared"),
+          import("@loopsmith/shared/runtime"),
           import("../images.js"),
         ]);
         const config = loadConfig(opts.config ? { file: opts.config } : {});

@@ -235,7 +235,7 @@ function registerReport(program: Command, run: CommandRunner): void {
     .option("--json", "print the reports as JSON (with --all, the figures as one JSON object)")
     .action(async (runId: string | undefined, opts: { all?: boolean; dir?: string; config?: string; json?: boolean }) =>
       run(opts.json, async () => {
-        const { loadConfig } = await import("@loopsmith/shared");
+        const { loadConfig } = await import("@loopsmith/shared/runtime");
         const config = loadConfig(opts.config ? { file: opts.config } : {});
         if (runIdOrAll("report", runId, opts.all) === "all") {
           const { allRunsDir } = await import("../improve/run.js");
@@ -274,7 +274,7 @@ function registerDashboard(program: Command, run: CommandRunner): void {
     .action(async (runId: string | undefined, opts: { all?: boolean; dir?: string; out?: string; config?: string }) =>
       run(false, async () => {
         const { join, resolve } = await import("node:path");
-        const { loadConfig } = await import("@loopsmith/shared");
+        const { loadConfig } = await import("@loopsmith/shared/runtime");
         const config = loadConfig(opts.config ? { file: opts.config } : {});
         const { dashboardHtml, writeDashboard } = await import("../improve/dashboard.js");
         if (runIdOrAll("dashboard", runId, opts.all) === "all") {

@@ -4,7 +4,8 @@
  * execution result. Loaded only when the command runs (see `sandbox.ts`).
  */
 import Docker from "dockerode";
-import { LoopsmithError, createLogger, loadConfig, type ExecutionRequest, type Language } from "@loopsmith/shared";
+import { LoopsmithError, createLogger, loadConfig } from "@loopsmith/shared/runtime";
+import { type ExecutionRequest, type Language } from "@loopsmith/shared/contracts";
 import { createExecutor, engineEndpoint, readWorkspaceDir } from "@loopsmith/executor";
 import { report } from "../errors.js";
 import { ExitCode, exitCodeForExecution } from "../exit-codes.js";

@@ -10,7 +10,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { Octokit } from "@octokit/rest";
 import { parse as parseYaml } from "yaml";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 
 /** A GitHub repository. */
 export interface GithubRepo {

@@ -3,7 +3,7 @@
  * GitHub gives them, and the task's goal made from them, fenced as untrusted input.
  */
 import { createHash } from "node:crypto";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { GITHUB_NAME, GITHUB_OWNER, githubError, type GithubClient, type GithubRepo } from "./client.js";
 
 /** One issue of a repository. */

@@ -1,5 +1,5 @@
 /** The git side of a pull request: the remote's URL, and pushing a branch to it. */
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { git } from "../repo.js";
 
 /**

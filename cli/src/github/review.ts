@@ -16,7 +16,7 @@
  * All requests go through the client of ./client.ts.
  */
 import { setTimeout as delay } from "node:timers/promises";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { githubError, type GithubClient, type GithubRepo } from "./client.js";
 
 /** When to merge: after an approving review (`approved`), or without waiting for a human (`now`). */

@@ -2,7 +2,8 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { GenerationReport, LoopsmithError, type DecisionReason } from "@loopsmith/shared";
+import { GenerationReport, type DecisionReason } from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { aggregateRuns, percent, readRuns, runDashboards, runsTable } from "./all-runs.js";
 import { runIdOrAll } from "../commands/improve.js";
 

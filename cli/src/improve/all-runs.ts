@@ -7,7 +7,8 @@
  */
 import { readdir, stat } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
-import { LoopsmithError, type DecisionReason, type GenerationReport, type ImproveSummary } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { type DecisionReason, type GenerationReport, type ImproveSummary } from "@loopsmith/shared/contracts";
 import { cell, readReports, readSummary } from "./reports.js";
 
 /** One run folder and what it holds. */

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { GenerationReport } from "@loopsmith/shared";
+import { GenerationReport } from "@loopsmith/shared/contracts";
 import { aggregateRuns } from "./all-runs.js";
 import { dashboardHtml, escapeHtml, runsDashboardHtml, writeDashboard } from "./dashboard.js";
 

@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import type { CaseOutcome, GenerationReport } from "@loopsmith/shared";
+import type { CaseOutcome, GenerationReport } from "@loopsmith/shared/contracts";
 import { percent, type GenerationPoint, type RunsAggregate } from "./all-runs.js";
 import {
   benchTotals,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { GenerationReport } from "@loopsmith/shared";
+import { GenerationReport } from "@loopsmith/shared/contracts";
 import { PR_BODY_MAX, prBody } from "./github.js";
 
 describe("prBody", () => {

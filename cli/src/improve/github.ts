@@ -3,7 +3,7 @@
  * generations. The GitHub client, the access check and the pull request itself are in
  * ../github/ (shared with `solve --issue`).
  */
-import type { GenerationReport } from "@loopsmith/shared";
+import type { GenerationReport } from "@loopsmith/shared/contracts";
 import { codeSpan } from "../run-view.js";
 import { benchTotals, formatP } from "./reports.js";
 

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import { ImproveSummary, type ParentMeasure } from "@loopsmith/shared";
+import { ImproveSummary, type ParentMeasure } from "@loopsmith/shared/contracts";
 import { CliError } from "../errors.js";
 import { jsonLine, printable } from "../terminal.js";
 import { archiveCommit, checkRepo } from "../repo.js";

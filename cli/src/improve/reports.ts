@@ -6,7 +6,8 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { GenerationReport, ImproveSummary, LoopsmithError, testAlpha, type ImproveSettings } from "@loopsmith/shared";
+import { GenerationReport, ImproveSummary, testAlpha, type ImproveSettings } from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 
 const REPORT_FILE = /^gen-(\d+)\.json$/;
 

@@ -12,17 +12,10 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
-import {
-  Endpoints,
-  GenerationReport,
-  ImproveSummary,
-  LoopsmithError,
-  call,
-  createProvider,
-  type Config,
-  type ImproveSettings,
-  type TaskEvent,
-} from "@loopsmith/shared";
+import { Endpoints, call } from "@loopsmith/shared/bus";
+import { GenerationReport, ImproveSummary, type ImproveSettings, type TaskEvent } from "@loopsmith/shared/contracts";
+import { LoopsmithError, type Config } from "@loopsmith/shared/runtime";
+import { createProvider } from "@loopsmith/shared/llm";
 import { CliError } from "../errors.js";
 import { checkBudgetPrices } from "../preflight.js";
 import { jsonLine, printable } from "../terminal.js";

@@ -2,7 +2,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { LoopsmithError, QUALITY_METRICS, loadConfig } from "@loopsmith/shared";
+import { LoopsmithError, loadConfig } from "@loopsmith/shared/runtime";
+import { QUALITY_METRICS } from "@loopsmith/shared/contracts";
 import {
   QUALITY_GOAL,
   holdoutPatterns,

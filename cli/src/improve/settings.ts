@@ -7,15 +7,13 @@ import { join, resolve } from "node:path";
 import { z } from "zod";
 import {
   ImproveSettings,
-  LoopsmithError,
   QUALITY_METRICS,
-  checkImproveSection,
   type AlphaSpending,
   type BenchFormat,
-  type Config,
   type DependencyPolicy,
   type QualityMetric,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { LoopsmithError, checkImproveSection, type Config } from "@loopsmith/shared/runtime";
 import type { ModelOptions } from "../steering.js";
 
 /** The flags of `loopsmith improve` (who answers: the same {@link ModelOptions} as `solve`). */

@@ -3,7 +3,8 @@
  * then the request to the improver's intake. `improve` and `metrics` both submit this way.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
-import { putSnapshot, snapshotName, submitImprove, type ImproveRequestInput } from "@loopsmith/shared";
+import { putSnapshot, submitImprove } from "@loopsmith/shared/bus";
+import { snapshotName, type ImproveRequestInput } from "@loopsmith/shared/contracts";
 import type { CheckedRepo } from "../repo.js";
 
 /**

@@ -12,15 +12,14 @@ import { Client, InMemoryTransport, type JSONRPCMessage } from "@modelcontextpro
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
+import { LoopsmithError, loadConfig } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   emptyUsage,
-  loadConfig,
   type GenerationReport,
   type TaskEvent,
   type TaskInput,
   type TaskResult,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { ObservedTransport, createMcpServer, type McpBackend } from "./server.js";
 import type { TaskHooks } from "./session.js";
 import { SCRIPTED_BANNER, inlineTask, progressMessage, taskStatus } from "./tools.js";

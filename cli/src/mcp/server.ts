@@ -20,7 +20,8 @@
 import { McpServer, type JSONRPCMessage, type ServerContext, type Transport } from "@modelcontextprotocol/server";
 import { StdioServerTransport, serveStdio } from "@modelcontextprotocol/server/stdio";
 import type { Logger } from "pino";
-import type { Config, GenerationReport, History, RunRecord, TaskInput } from "@loopsmith/shared";
+import type { Config } from "@loopsmith/shared/runtime";
+import type { GenerationReport, History, RunRecord, TaskInput } from "@loopsmith/shared/contracts";
 import manifest from "../../../package.json" with { type: "json" };
 import { CliError, errorCodeOf } from "../errors.js";
 import { ExitCode } from "../exit-codes.js";

@@ -9,14 +9,11 @@
 import { resolve } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
+import { Endpoints, call } from "@loopsmith/shared/bus";
+import { createProvider, loadScript } from "@loopsmith/shared/llm";
+import { loadConfig, type Config } from "@loopsmith/shared/runtime";
 import {
-  Endpoints,
-  call,
-  createProvider,
-  loadConfig,
-  loadScript,
   repoModeOf,
-  type Config,
   type DagProgress,
   type GenerationReport,
   type History,
@@ -25,7 +22,7 @@ import {
   type TaskInput,
   type TaskResult,
   type TaskScript,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { CliError } from "../errors.js";
 import { dagOf } from "../dag-view.js";
 import { readHistoryPages } from "../history.js";

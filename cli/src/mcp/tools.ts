@@ -6,10 +6,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
+import { LoopsmithError, strictObject } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   RunId,
-  strictObject,
   Task,
   TaskId,
   TaskResult,
@@ -20,7 +19,7 @@ import {
   type TaskEvent,
   type TaskInput,
   type TaskLimits,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { LANGUAGES, MAX_ITERATIONS } from "@loopsmith/shared/contracts/values";
 import { historyText, resultText } from "../output.js";
 import { runText } from "../run-view.js";

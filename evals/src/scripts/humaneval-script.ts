@@ -8,7 +8,7 @@
  */
 import Docker from "dockerode";
 import { Command } from "commander";
-import { createLogger, loadConfig, LoopsmithError } from "@loopsmith/shared";
+import { createLogger, loadConfig, LoopsmithError } from "@loopsmith/shared/runtime";
 import { createExecutor } from "@loopsmith/executor";
 import { findHumanEval, loadHumanEval, type HumanEvalRecord } from "../humaneval.js";
 import { mutantsOf, type Mutant } from "../mutants.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { hasCode } from "@loopsmith/shared";
+import { hasCode } from "@loopsmith/shared/runtime";
 import { BUILTIN_ENV, instanceImage, officialImage, resolveEnv } from "./env.js";
 
 const inst = { instance_id: "django__django-11099", repo: "django/django", version: "3.0" };

@@ -8,7 +8,8 @@
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { LoopsmithError, SandboxImage } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { SandboxImage } from "@loopsmith/shared/contracts";
 
 /** How a test run's output is read into per-test statuses (see parsers.ts). */
 export const LogParser = z.enum(["pytest", "django", "sympy"]);

@@ -9,7 +9,7 @@
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 
 /** A list of test ids: a JSON array of strings, or that array JSON-encoded in a string (the official files). */
 const TestList = z.union([

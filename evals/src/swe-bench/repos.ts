@@ -10,7 +10,7 @@
 import { existsSync, statSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { git } from "@loopsmith/shared/git";
 import type { SweInstance } from "./instances.js";
 

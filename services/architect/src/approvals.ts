@@ -8,7 +8,8 @@
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
-import { ApprovalId, openTaskStates, type ApproveRequest, type StreamOptions } from "@loopsmith/shared";
+import { ApprovalId, type ApproveRequest } from "@loopsmith/shared/contracts";
+import { openTaskStates, type StreamOptions } from "@loopsmith/shared/bus";
 import { z } from "zod";
 
 /** One approval request of a task: what it is about and, once given, the answer. */

@@ -4,7 +4,6 @@ import { describe, expect, it } from "vitest";
 import pino from "pino";
 import {
   AuditRecord,
-  LoopsmithError,
   Task,
   emptyUsage,
   type AuditRequest,
@@ -13,7 +12,8 @@ import {
   type ExecutionRequest,
   type ExecutionResult,
   type TaskEvent,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { blockerOf, mergeFindings, parseBandit, parseEslint, staticAuditCommand, staticFindingsOf } from "./audit.js";
 import { runLoop } from "./loop.js";
 import { initialState } from "./state.js";

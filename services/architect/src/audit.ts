@@ -7,8 +7,8 @@
  * finding blocks the iteration: the builder is told why in the next build's failure; `medium`
  * and `low` findings are a warning and the candidate runs.
  */
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   type AuditFinding,
   type AuditRecord,
   type AuditSeverity,
@@ -19,7 +19,7 @@ import {
   type Language,
   type Phase,
   type StaticAuditRun,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { auditTexts } from "./event-texts.js";
 import { briefFromFindings } from "./failure.js";
 import { stepKey } from "./requests.js";

@@ -6,16 +6,9 @@
  */
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
-import {
-  LoopsmithError,
-  Streams,
-  Subjects,
-  TASK_MAX_DELIVER,
-  Task,
-  ensureStreams,
-  lastEventSeq,
-  ownerOfTask,
-} from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { Streams, Subjects, TASK_MAX_DELIVER, ensureStreams, lastEventSeq, ownerOfTask } from "@loopsmith/shared/bus";
+import { Task } from "@loopsmith/shared/contracts";
 import { publishJobEvent, runDurableConsumer, type DurableConsumer } from "./durable/index.js";
 import { conductorTexts } from "./event-texts.js";
 import { finalState, runLoop } from "./loop.js";

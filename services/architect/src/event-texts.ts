@@ -4,9 +4,16 @@
  * mechanics take their words from here and build none inline. Tests, the CLI and people
  * match on some of them: change one only on purpose. Pure: nothing here does I/O.
  */
-import { RUN_LIMIT_MULTIPLE } from "@loopsmith/shared";
-import type { FailureBrief, Finding, InstructionsUse, ProviderInfo, SubtaskState, Usage } from "@loopsmith/shared";
-import type { AuditFinding, AuditRecord } from "@loopsmith/shared";
+import { RUN_LIMIT_MULTIPLE } from "@loopsmith/shared/contracts";
+import type {
+  FailureBrief,
+  Finding,
+  InstructionsUse,
+  ProviderInfo,
+  SubtaskState,
+  Usage,
+} from "@loopsmith/shared/contracts";
+import type { AuditFinding, AuditRecord } from "@loopsmith/shared/contracts";
 import { failureLine } from "./failure.js";
 import { findingPlace } from "./tampering.js";
 

@@ -6,14 +6,8 @@
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import {
-  EVENTS_PAGE_MAX,
-  Streams,
-  TaskEvent,
-  eventsSubject,
-  type EventsPage,
-  type EventsRequest,
-} from "@loopsmith/shared";
+import { EVENTS_PAGE_MAX, TaskEvent, type EventsPage, type EventsRequest } from "@loopsmith/shared/contracts";
+import { Streams, eventsSubject } from "@loopsmith/shared/bus";
 
 /** Largest page, in bytes of event JSON: well under NATS's default 1 MiB `max_payload`. */
 export const EVENTS_PAGE_BYTES = 512 * 1024;

@@ -1,5 +1,6 @@
 /** Turning a sandbox result (or a gate verdict) into the failure the loop reflects on. */
-import { trimToTokens, type ExecutionResult, type FailureBrief, type Finding } from "@loopsmith/shared";
+import { trimToTokens } from "@loopsmith/shared/llm";
+import { type ExecutionResult, type FailureBrief, type Finding } from "@loopsmith/shared/contracts";
 
 /** Names of the tests that failed or errored. */
 export function failingTests(result: ExecutionResult): string[] {

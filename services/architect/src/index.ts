@@ -1,18 +1,17 @@
 /** @loopsmith/architect: the conductor (task lifecycle) and planning/reflection. */
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { Endpoints, handle } from "@loopsmith/shared/bus";
+import { LoopsmithError, type Config, type ServiceModule } from "@loopsmith/shared/runtime";
+import { type ImproveRequest, type Task } from "@loopsmith/shared/contracts";
 import {
-  Endpoints,
-  LoopsmithError,
+  ROLES,
+  admitBudget,
+  unpricedModels,
+  unpricedWarning,
   createProvider,
-  handle,
-  type Config,
   type LlmProvider,
-  type ServiceModule,
-  type ImproveRequest,
-  type Task,
-} from "@loopsmith/shared";
-import { ROLES, admitBudget, unpricedModels, unpricedWarning } from "@loopsmith/shared/llm";
+} from "@loopsmith/shared/llm";
 import { openApprovalStore, type ApprovalStore } from "./approvals.js";
 import { startConductor } from "./conductor.js";
 import { readEventsPage } from "./events-page.js";

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { LoopsmithError, Task, type FailureBrief } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { Task, type FailureBrief } from "@loopsmith/shared/contracts";
 import type { LessonsRecord } from "@loopsmith/shared/llm";
 import { distilLessons, lessonTexts } from "./lessons.js";
 import type { TaskRun } from "./run.js";

@@ -7,7 +7,7 @@
  * that has no lesson reply (`provider_unconfigured`: a script whose entries ended) gives one step
  * line and no lesson. Advisory throughout: nothing here stops or fails the task.
  */
-import { hasCode } from "@loopsmith/shared";
+import { hasCode } from "@loopsmith/shared/runtime";
 import {
   LESSON_PROMPT_VERSION,
   acceptLessons,

@@ -16,7 +16,7 @@
  * pure parts in `verdict.ts` and `requests.ts`, the texts in `event-texts.ts`. Nothing here
  * does I/O of its own.
  */
-import type { Phase } from "@loopsmith/shared";
+import type { Phase } from "@loopsmith/shared/contracts";
 import { explorePhase } from "./agent/explore.js";
 import { auditPhase } from "./audit.js";
 import { dagPlanPhase, integratePhase, schedulePhase } from "./dag/phases.js";

@@ -8,7 +8,8 @@
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import { Streams, TaskRecord, type Remembered } from "@loopsmith/shared";
+import { Streams } from "@loopsmith/shared/bus";
+import { TaskRecord, type Remembered } from "@loopsmith/shared/contracts";
 import { openOutbox } from "./durable/index.js";
 
 /** How often kept records are offered to memory again, in ms. */

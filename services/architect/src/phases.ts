@@ -5,14 +5,14 @@
  * (`run.ts`). RECALL → PLAN → BUILD → GATE → REVIEW? → AUDIT? → EXECUTE → (pass: SCORE → stop)
  * | (fail: REMEMBER → REFLECT → BUILD …). Texts are in `event-texts.ts`.
  */
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   testSummary,
   type Candidate,
   type ExecutionRequest,
   type FailureBrief,
   type Plan,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { candidatePhase, isAgentTask } from "./agent/explore.js";
 import { beforeExecute } from "./audit.js";
 import { dagTexts, loopTexts, runTexts } from "./event-texts.js";

@@ -6,23 +6,15 @@ import {
   IntegrationReflection,
   Plan,
   Reflection,
-  loadPrompt,
-  renderFailure,
-  renderFile,
-  renderHints,
   renderInstructions,
-  renderTask,
-  section,
-  type ChatMessage,
   type DagPlanProblem,
-  type LlmProvider,
   type PlanReply,
   type PlanRequest,
   type ProviderInfo,
   type ReflectReply,
   type ReflectRequest,
   type Usage,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import {
   LESSON_SCHEMA_NAME,
   LESSON_SYSTEM,
@@ -30,6 +22,14 @@ import {
   renderLessonAsk,
   renderLessons,
   type LessonAsk,
+  loadPrompt,
+  renderFailure,
+  renderFile,
+  renderHints,
+  renderTask,
+  section,
+  type ChatMessage,
+  type LlmProvider,
 } from "@loopsmith/shared/llm";
 
 /** The architect's LLM steps. Both throw the provider's `LoopsmithError`s. */

@@ -10,7 +10,7 @@ import {
   type ExecutionRequest,
   type FileChange,
   type TaskScript,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { runTimeoutOf, type TaskState } from "./state.js";
 
 /**

@@ -1,13 +1,7 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import {
-  Task,
-  applyEdits,
-  renderEditFailures,
-  type ExecutionRequest,
-  type ExecutionResult,
-  type TaskEvent,
-} from "@loopsmith/shared";
+import { Task, type ExecutionRequest, type ExecutionResult, type TaskEvent } from "@loopsmith/shared/contracts";
+import { applyEdits, renderEditFailures } from "@loopsmith/shared/workspace";
 import { durationText, loopTexts } from "./event-texts.js";
 import { briefFromError, briefFromExecution, briefFromFindings, failureLine } from "./failure.js";
 import { executePhase, rememberPhase, scorePhase } from "./phases.js";

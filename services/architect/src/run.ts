@@ -7,11 +7,10 @@
  * `runLoop` in `loop.ts`. A phase (`phases.ts`, `repo/phases.ts`, `dag/phases.ts`) is a
  * function of the state it starts from and this run, and returns its {@link PhaseOutcome}.
  */
+import { LoopsmithError, hasCode } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   Usage,
   dagProgress,
-  hasCode,
   repoModeOf,
   type Budget,
   type ExecutionRequest,
@@ -23,7 +22,7 @@ import {
   type TaskEvent,
   type TaskResult,
   type TaskScript,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { closeSession } from "./agent/close.js";
 import { runTexts } from "./event-texts.js";
 import { repoBrief, repoChange } from "./repo/workspace.js";

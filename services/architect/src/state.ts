@@ -23,10 +23,8 @@ import {
   type Usage,
   addUsage,
   emptyUsage,
-  openCheckpointBlobs,
-  openTaskStates,
-  type StreamOptions,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { openCheckpointBlobs, openTaskStates, type StreamOptions } from "@loopsmith/shared/bus";
 import { AgentLoopState } from "./agent/loop-state.js";
 import { checkpointStore, maxPayloadOf, type BlobStore, type CheckpointStore } from "./durable/index.js";
 

@@ -4,7 +4,6 @@ import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
 import {
   Endpoints,
-  LoopsmithError,
   ServiceNames,
   call,
   onReplica,
@@ -14,9 +13,11 @@ import {
   pingService,
   putSnapshot,
   submitTask,
+} from "@loopsmith/shared/bus";
+import { LoopsmithError, type Config } from "@loopsmith/shared/runtime";
+import {
   type BuildReply,
   type BuildRequest,
-  type Config,
   type ExecutionRequest,
   type ExecutionResult,
   type FailureFix,
@@ -49,7 +50,7 @@ import {
   type SessionObservation,
   type SessionOpen,
   type SessionOpened,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import {
   rememberLessonsEndpoint,
   type LessonReply,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import pino from "pino";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   Task,
   emptyUsage,
   type ExecutionResult,
@@ -10,7 +10,7 @@ import {
   type GateResult,
   type Review,
   type TaskEvent,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { runLoop } from "./loop.js";
 import { initialState } from "./state.js";
 import type { LoopIO, Steps } from "./steps.js";

@@ -4,7 +4,7 @@
  * uncertain ones become concerns that send the candidate to review even with review off,
  * and the clear ones reject an improvement generation (`tampering`, `improve/tampering.ts`).
  */
-import type { Finding, GateRequest, GateResult } from "@loopsmith/shared";
+import type { Finding, GateRequest, GateResult } from "@loopsmith/shared/contracts";
 
 /** True for a finding of one of the gate's tampering rules. */
 export function isTampering(f: Finding): boolean {

@@ -3,7 +3,7 @@
  * every way a task ends, the loop's own stop and the conductor's internal-error path, so
  * a task that ended in an error is in `history` and `show` with its reason like any other.
  */
-import type { StopReason, TaskRecord, TaskResult } from "@loopsmith/shared";
+import type { StopReason, TaskRecord, TaskResult } from "@loopsmith/shared/contracts";
 import type { TaskState } from "./state.js";
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { pack } from "tar-stream";
-import { readTar } from "@loopsmith/shared";
+import { readTar } from "@loopsmith/shared/workspace";
 import { candidateSnapshot } from "./tree.js";
 
 async function tarOf(

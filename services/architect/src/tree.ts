@@ -7,7 +7,9 @@
 import { createHash } from "node:crypto";
 import { applyPatch, parsePatch } from "diff";
 import { pack } from "tar-stream";
-import { LoopsmithError, forEachTarEntry, type FileChange, type RepoChange } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { forEachTarEntry } from "@loopsmith/shared/workspace";
+import { type FileChange, type RepoChange } from "@loopsmith/shared/contracts";
 
 /** A patch's path without git's `a/`/`b/` prefix; undefined for `/dev/null`. */
 function stripPrefix(name: string | undefined): string | undefined {

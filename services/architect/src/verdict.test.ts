@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Task, type TaskInput } from "@loopsmith/shared";
+import { Task, type TaskInput } from "@loopsmith/shared/contracts";
 import { initialState, type TaskState } from "./state.js";
 import { forCheckpoint, verdictFiles } from "./verdict.js";
 

@@ -2,19 +2,18 @@
  * Pure parts of the loop: which files a verdict's workspace holds, the final state, the
  * fallback plan, and the trimming of an execution result for a checkpoint.
  */
+import { isRunnerConfig, isTestFile } from "@loopsmith/shared/workspace";
 import {
-  isRunnerConfig,
-  isTestFile,
   summarizeTests,
   trimTests,
-  trimToTokens,
   type ExecutionResult,
   type FileChange,
-  type LoopsmithError,
   type Plan,
   type StopReason,
   type TaskResult,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { trimToTokens } from "@loopsmith/shared/llm";
+import { type LoopsmithError } from "@loopsmith/shared/runtime";
 import type { TaskState } from "./state.js";
 
 /** A verdict's workspace, and the candidate's files that were left out of it. */

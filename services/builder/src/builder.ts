@@ -6,21 +6,23 @@ import type { Logger } from "pino";
 import {
   Candidate,
   EditReply,
-  createIdempotencyCache,
+  renderInstructions,
+  type BuildReply,
+  type BuildRequest,
+} from "@loopsmith/shared/contracts";
+import { createIdempotencyCache } from "@loopsmith/shared/bus";
+import {
+  renderLessons,
   loadPrompt,
   renderFailure,
   renderFile,
   renderHints,
   renderHistory,
-  renderInstructions,
   renderTask,
   section,
-  type BuildReply,
-  type BuildRequest,
   type ChatMessage,
   type LlmProvider,
-} from "@loopsmith/shared";
-import { renderLessons } from "@loopsmith/shared/llm";
+} from "@loopsmith/shared/llm";
 
 /** The builder's one operation. */
 export interface Builder {

@@ -1,13 +1,8 @@
 /** @loopsmith/builder: writes candidates (code and, where the task has none, tests). */
 import type { Logger } from "pino";
-import {
-  Endpoints,
-  createProvider,
-  handle,
-  type Config,
-  type LlmProvider,
-  type ServiceModule,
-} from "@loopsmith/shared";
+import { Endpoints, handle } from "@loopsmith/shared/bus";
+import { createProvider, type LlmProvider } from "@loopsmith/shared/llm";
+import { type Config, type ServiceModule } from "@loopsmith/shared/runtime";
 import { createBuilder } from "./builder.js";
 import { createTurnTaker } from "./turn.js";
 

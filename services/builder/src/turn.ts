@@ -12,23 +12,25 @@
  * after the last cache breakpoint.
  */
 import type { Logger } from "pino";
+import { createIdempotencyCache } from "@loopsmith/shared/bus";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
-  agentToolSpecs,
-  createIdempotencyCache,
-  loadPrompt,
-  LoopsmithError,
-  renderHints,
   renderInstructions,
-  renderTask,
-  section,
   type AgentMessage,
   type AgentTurnReply,
   type AgentTurnRequest,
+  type ToolCall,
+} from "@loopsmith/shared/contracts";
+import {
+  renderLessons,
+  agentToolSpecs,
+  loadPrompt,
+  renderHints,
+  renderTask,
+  section,
   type ConverseRequest,
   type LlmProvider,
-  type ToolCall,
-} from "@loopsmith/shared";
-import { renderLessons } from "@loopsmith/shared/llm";
+} from "@loopsmith/shared/llm";
 
 /** Tool calls a reply carries at most (`AgentTurnReply.toolCalls`). */
 export const MAX_TOOL_CALLS_PER_TURN = 20;

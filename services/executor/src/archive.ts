@@ -4,7 +4,7 @@
  * under `workspace/` or is the result file's directory.
  */
 import { pack } from "tar-stream";
-import type { FileChange } from "@loopsmith/shared";
+import type { FileChange } from "@loopsmith/shared/contracts";
 
 /** An extra archive member placed before the workspace, absolute path inside the container. */
 export interface ExtraEntry {

@@ -1,7 +1,7 @@
 import type Docker from "dockerode";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { hasCode } from "@loopsmith/shared";
+import { hasCode } from "@loopsmith/shared/runtime";
 import { describeEngine, engineEndpoint, EngineWatch, type EngineHealth } from "./engine.js";
 
 const log = pino({ level: "silent" });

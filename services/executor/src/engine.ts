@@ -10,7 +10,7 @@
 import { createReadStream } from "node:fs";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
-import { LoopsmithError, maskUrl } from "@loopsmith/shared";
+import { LoopsmithError, maskUrl } from "@loopsmith/shared/runtime";
 
 /** What `$SRV` INFO metadata says of an executor's engine. */
 export interface EngineInfo {

@@ -7,7 +7,8 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
-import { createIdempotencyCache, type Config, type IdempotencyCache } from "@loopsmith/shared";
+import { createIdempotencyCache, type IdempotencyCache } from "@loopsmith/shared/bus";
+import { type Config } from "@loopsmith/shared/runtime";
 import { commandEnv, imageOf, RESULT_PATH, type ImageKind } from "./commands.js";
 import { describeEngine, EngineWatch, ensureImages, type EngineHealth, type EngineInfo } from "./engine.js";
 import {

@@ -2,15 +2,8 @@
  * The executor: runs an {@link ExecutionRequest} in a fresh hardened container from a warm
  * pool, under a concurrency limit with a bounded queue, and reports an {@link ExecutionResult}.
  */
-import {
-  ExecutionRequest,
-  LoopsmithError,
-  busyError,
-  busyReason,
-  hasCode,
-  type ExecutionResult,
-  type Language,
-} from "@loopsmith/shared";
+import { ExecutionRequest, type ExecutionResult, type Language } from "@loopsmith/shared/contracts";
+import { LoopsmithError, busyError, busyReason, hasCode } from "@loopsmith/shared/runtime";
 import { kindOf, RESULT_PATH } from "./commands.js";
 import type { EngineInfo } from "./engine.js";
 import {

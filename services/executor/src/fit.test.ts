@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ExecutionResult, SessionObservation } from "@loopsmith/shared";
+import type { ExecutionResult, SessionObservation } from "@loopsmith/shared/contracts";
 import { CutStream, cutNote } from "@loopsmith/shared/text";
 import { fitObservation, fitResult, RUN_OUTPUT_LIMIT_BYTES } from "./fit.js";
 

@@ -5,7 +5,7 @@
  * UTF-8 bytes (`cutUtf8` in `@loopsmith/shared/text`), as is a run's capture (capture.ts,
  * session-exec.ts), so a reply carries one kind of note however often its output was cut.
  */
-import { summarizeTests, trimTests, type ExecutionResult, type SessionObservation } from "@loopsmith/shared";
+import { summarizeTests, trimTests, type ExecutionResult, type SessionObservation } from "@loopsmith/shared/contracts";
 import { cutUtf8 } from "@loopsmith/shared/text";
 
 /** Room kept for the reply envelope and headers, in bytes. */

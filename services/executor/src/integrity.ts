@@ -20,7 +20,7 @@
  * do not add up, a `tampering` verdict with a message saying what was seen.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import type { TestCase } from "@loopsmith/shared";
+import type { TestCase } from "@loopsmith/shared/contracts";
 import type { ExtraEntry } from "./archive.js";
 
 /** Directory of the tripwire test files inside the container (outside the workspace). */

@@ -2,7 +2,7 @@
  * JUnit XML (pytest's `--junitxml`, node's `--test-reporter=junit`) to {@link TestCase}s.
  */
 import { XMLParser, XMLValidator } from "fast-xml-parser";
-import type { TestCase } from "@loopsmith/shared";
+import type { TestCase } from "@loopsmith/shared/contracts";
 
 /** Longest failure message kept per test case, in characters (the contract's cap). */
 const MESSAGE_LIMIT = 8_000;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { busyReason, hasCode } from "@loopsmith/shared";
+import { busyReason, hasCode } from "@loopsmith/shared/runtime";
 import { Limiter } from "./limiter.js";
 
 describe("Limiter", () => {

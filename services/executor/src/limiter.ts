@@ -3,7 +3,7 @@
  * `queueLimit` waiting; beyond that `acquire` refuses at once (unless the caller asks to
  * wait past the bound: a session's `run`, whose container is pinned to this executor).
  */
-import { LoopsmithError, busyError } from "@loopsmith/shared";
+import { LoopsmithError, busyError } from "@loopsmith/shared/runtime";
 
 interface Waiter {
   resolve: (release: () => void) => void;

@@ -4,7 +4,7 @@
  * report (setup failure, signal, exit code read by the runner's conventions).
  */
 import { constants } from "node:os";
-import type { ExecutionStatus, TestCase } from "@loopsmith/shared";
+import type { ExecutionStatus, TestCase } from "@loopsmith/shared/contracts";
 import type { BootTrailer } from "./bootstrap.js";
 import type { Runner } from "./commands.js";
 

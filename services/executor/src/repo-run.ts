@@ -7,14 +7,9 @@ import { readFileSync } from "node:fs";
 import { posix } from "node:path";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
-import {
-  assetPath,
-  hasCode,
-  ownerOfTask,
-  type Config,
-  type ExecutionRequest,
-  type ExecutionResult,
-} from "@loopsmith/shared";
+import { assetPath, hasCode, type Config } from "@loopsmith/shared/runtime";
+import { ownerOfTask } from "@loopsmith/shared/bus";
+import { type ExecutionRequest, type ExecutionResult } from "@loopsmith/shared/contracts";
 import {
   commandEnv,
   customCommand,

@@ -20,7 +20,10 @@ import { join, posix, sep } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { pack, type Pack } from "tar-stream";
-import { LoopsmithError, isDependencyManifest, materializeSnapshot, type FileChange } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { isDependencyManifest } from "@loopsmith/shared/workspace";
+import { materializeSnapshot } from "@loopsmith/shared/bus";
+import { type FileChange } from "@loopsmith/shared/contracts";
 import type { ExtraEntry } from "./archive.js";
 
 /** True when `path` is a dependency manifest: what a setup layer's key covers (shared rule). */

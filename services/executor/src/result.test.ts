@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ExecutionRequest } from "@loopsmith/shared";
+import type { ExecutionRequest } from "@loopsmith/shared/contracts";
 import { MAX_TESTS_REPORTED, precheck, resultOf } from "./result.js";
 import type { RunPlan } from "./repo-run.js";
 import type { RawRun } from "./sandbox.js";

@@ -3,15 +3,15 @@
  * that block a request before any container is used, and the verdict of a raw run (the
  * supervisor's trailer, the JUnit file, the stop reason) with its test cases and output.
  */
+import { hasCode } from "@loopsmith/shared/runtime";
 import {
-  hasCode,
   summarizeTests,
   trimTests,
   type ExecutionRequest,
   type ExecutionResult,
   type RunLimits,
   type TestCase,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { judgeIntegrity, readChannel, type IntegrityJudgement } from "./integrity.js";
 import { parseJUnit } from "./junit.js";
 import { verdict, type Verdict } from "./outcome.js";

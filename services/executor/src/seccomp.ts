@@ -4,7 +4,7 @@
  * `deploy/seccomp/generate.mjs`), checked, and handed to the engine as JSON text.
  */
 import { readFileSync } from "node:fs";
-import { LoopsmithError, assetPath } from "@loopsmith/shared";
+import { LoopsmithError, assetPath } from "@loopsmith/shared/runtime";
 
 /** The profile shipped with loopsmith. */
 export const SHIPPED_SECCOMP_PROFILE = assetPath("deploy", "seccomp", "sandbox.json");

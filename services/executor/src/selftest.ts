@@ -4,7 +4,7 @@
  * no-new-privileges, cgroup limits, read-only root, and whether it can reach the supervisor
  * that reports its result). Anything missing refuses the start.
  */
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import type { RawRun } from "./sandbox.js";
 
 /** The probe: `key=value` lines; works on cgroup v1 and v2 with only sh and coreutils. */

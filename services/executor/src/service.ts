@@ -6,15 +6,8 @@ import { join } from "node:path";
 import Docker from "dockerode";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import {
-  Endpoints,
-  ServiceNames,
-  handle,
-  onReplica,
-  pingService,
-  type Config,
-  type ServiceModule,
-} from "@loopsmith/shared";
+import { Endpoints, ServiceNames, handle, onReplica, pingService } from "@loopsmith/shared/bus";
+import { type Config, type ServiceModule } from "@loopsmith/shared/runtime";
 import { createExecutor, type Executor } from "./executor.js";
 import { fitObservation, fitResult } from "./fit.js";
 import type { LiveInstances } from "./leftovers.js";

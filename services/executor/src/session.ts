@@ -34,18 +34,15 @@ import { dirname, join } from "node:path";
 import type { Duplex } from "node:stream";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
+import { LoopsmithError, busyError, hasCode, type Config } from "@loopsmith/shared/runtime";
+import { extractTar } from "@loopsmith/shared/bus";
 import {
-  LoopsmithError,
-  busyError,
-  extractTar,
-  hasCode,
-  type Config,
   type ExecutorToolName,
   type SessionCall,
   type SessionObservation,
   type SessionOpen,
   type SessionOpened,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { workspaceArchive } from "./archive.js";
 import { RESULT_PATH, type ImageKind } from "./commands.js";
 import { LABEL_SESSION } from "./leftovers.js";

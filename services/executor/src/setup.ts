@@ -16,7 +16,8 @@ import { readFile } from "node:fs/promises";
 import type Docker from "dockerode";
 import type { Logger } from "pino";
 import { pack } from "tar-stream";
-import { LoopsmithError, readTar } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { readTar } from "@loopsmith/shared/workspace";
 import { SANDBOX_UID } from "./bootstrap.js";
 import { RESULT_PATH, type ImageKind } from "./commands.js";
 import {

@@ -4,7 +4,7 @@
  * it ({@link PYTEST_ADDOPTS}); any other runner is judged by its exit code, counted as one
  * synthetic test case; exit code 127 is `command_not_found`, never a test failure.
  */
-import type { TestCase } from "@loopsmith/shared";
+import type { TestCase } from "@loopsmith/shared/contracts";
 import { PYTEST_CONTROLLER, RESULT_PATH } from "./commands.js";
 import type { Verdict } from "./outcome.js";
 

@@ -7,7 +7,7 @@
  */
 import type Docker from "dockerode";
 import type { Logger } from "pino";
-import { hasCode } from "@loopsmith/shared";
+import { hasCode } from "@loopsmith/shared/runtime";
 import { ensureImages, hasImage, type EngineInfo } from "./engine.js";
 
 /** How long a failed attempt to bring an image is remembered before it is tried again, ms. */

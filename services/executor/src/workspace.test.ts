@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { hasCode } from "@loopsmith/shared";
+import { hasCode } from "@loopsmith/shared/runtime";
 import { checkFiles, readWorkspaceDir } from "./workspace.js";
 
 const codeOf = (fn: () => unknown): string | undefined => {

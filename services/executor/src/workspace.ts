@@ -5,7 +5,8 @@
  */
 import { lstat, readdir, readFile, realpath, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
-import { LoopsmithError, type FileChange } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { type FileChange } from "@loopsmith/shared/contracts";
 
 /** Why a file list was refused: the path at fault and one sentence. */
 function invalid(message: string, path?: string): LoopsmithError {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LoopsmithError, loadConfig } from "@loopsmith/shared";
+import { LoopsmithError, loadConfig } from "@loopsmith/shared/runtime";
 import type { EmbeddingsClient } from "@loopsmith/shared/llm";
 import { apiEmbedderId, configuredEmbedder, createApiEmbedder, fitVector } from "./api-embedder.js";
 import { checkEmbedder } from "./embedder.js";

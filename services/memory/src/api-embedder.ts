@@ -12,7 +12,7 @@
  * naming the server, the model and both lengths. Every vector is L2-normalised, so the
  * weights of a failure's parts mean the same as with the hashing embedder.
  */
-import { LoopsmithError, type Config } from "@loopsmith/shared";
+import { LoopsmithError, type Config } from "@loopsmith/shared/runtime";
 import { createEmbeddingsClient, type EmbeddingsClient } from "@loopsmith/shared/llm";
 import { createHashingEmbedder, type Embedder } from "./embedder.js";
 

@@ -22,7 +22,8 @@
  */
 import { z } from "zod";
 import type pg from "pg";
-import { FailureRecord, LoopsmithError, type Remembered } from "@loopsmith/shared";
+import { FailureRecord, type Remembered } from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import type { Embedder } from "./embedder.js";
 import { analyseStale, FAILURES_TEXT_INDEXES, hnswIndexName, type Database } from "./db.js";
 import { toDbError, withDb } from "./errors.js";

@@ -31,7 +31,7 @@ import { runner } from "node-pg-migrate";
 import type { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 import type { Logger } from "pino";
-import { LoopsmithError, assetPath, type Config } from "@loopsmith/shared";
+import { LoopsmithError, assetPath, type Config } from "@loopsmith/shared/runtime";
 import type { Embedder } from "./embedder.js";
 import { toDbError } from "./errors.js";
 import { acquireLock, type HeldLock } from "./lock.js";

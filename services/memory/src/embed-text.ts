@@ -16,7 +16,8 @@
  * Every part is lower-cased and cut to letters and digits separated by single spaces: the
  * words PostgreSQL's `simple` text search configuration makes of it are exactly its words.
  */
-import { LoopsmithError, type Language } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { type Language } from "@loopsmith/shared/contracts";
 import { combine, type Embedder } from "./embedder.js";
 import { decodeEntities, signature as signatureOf, type Signature } from "./signature.js";
 

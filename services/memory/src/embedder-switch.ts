@@ -7,7 +7,7 @@
  * failure (with `reembed`).
  */
 import type { Logger } from "pino";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import type { Embedder } from "./embedder.js";
 import { reembedRows, type ReembedResult } from "./reembed.js";
 import type { Database } from "./db.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { checkEmbedder, combine, cosine, createHashingEmbedder, tokens } from "./embedder.js";
 import { signature } from "./signature.js";
 

@@ -6,7 +6,7 @@
  * The default, {@link createHashingEmbedder}, works offline with no model download: feature
  * hashing ("the hashing trick") over word tokens, word bigrams and character trigrams.
  */
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 
 /** Turns texts into fixed-size vectors. */
 export interface Embedder {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { toDbError, withDb } from "./errors.js";
 
 const pgError = (code: string, message = "boom"): Error => Object.assign(new Error(message), { code });

@@ -1,5 +1,5 @@
 /** How database failures become one typed, retryable `db_error` with one clear sentence. */
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 
 /** Socket-level error codes that mean the database cannot be reached. */
 const UNREACHABLE = new Set([

@@ -3,7 +3,7 @@
  * lessons, every memory's utility and the recall-use statistics. Pure queries over an open
  * database (the estimator and the rules are in `lessons.ts`; docs/MEMORY.md).
  */
-import type { RecalledFailure } from "@loopsmith/shared";
+import type { RecalledFailure } from "@loopsmith/shared/contracts";
 import type { RecallUse, StoredLesson, UtilityRow, UtilityStats, MemoryKind } from "@loopsmith/shared/llm";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";

@@ -21,7 +21,8 @@
  * `lesson-reads.ts`.
  */
 import pgvector from "pgvector/pg";
-import { LoopsmithError, type Recall, type RecallRequest } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { type Recall, type RecallRequest } from "@loopsmith/shared/contracts";
 import {
   MemoryUse,
   type LessonsRecord,

@@ -11,7 +11,7 @@
  */
 import { lstat, readFile, stat, unlink } from "node:fs/promises";
 import lockfile from "proper-lockfile";
-import { LoopsmithError, processAlive } from "@loopsmith/shared";
+import { LoopsmithError, processAlive } from "@loopsmith/shared/runtime";
 
 /**
  * A lock whose modification time is older than this many milliseconds (10 s) is stale and

@@ -5,7 +5,7 @@
  * NATS connection is made. The service's NATS connection also reads a finished task's events
  * when its run is recorded.
  */
-import { serviceMain } from "@loopsmith/shared";
+import { serviceMain } from "@loopsmith/shared/runtime";
 import { memoryService } from "./service.js";
 import { openMemoryStore, type MemoryStore } from "./store.js";
 

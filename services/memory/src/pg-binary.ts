@@ -11,7 +11,7 @@
  */
 import { endianness } from "node:os";
 import type pg from "pg";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 
 const F32 = new Float32Array(1);
 const U32 = new Uint32Array(F32.buffer);

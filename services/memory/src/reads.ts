@@ -10,7 +10,7 @@ import {
   type FailuresRequest,
   type History,
   type HistoryRequest,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
 import { rowToTaskRecord } from "./rows.js";

@@ -7,7 +7,7 @@ import type {
   RecalledSuccess,
   TaskRecord,
   Usage,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 
 type Row = Record<string, unknown>;
 

@@ -5,7 +5,8 @@
  * instead of waiting for a result.
  */
 import type { Logger } from "pino";
-import { RUN_EVENTS_CAP, followEvents, lastEventSeq, type TaskEvent } from "@loopsmith/shared";
+import { RUN_EVENTS_CAP, type TaskEvent } from "@loopsmith/shared/contracts";
+import { followEvents, lastEventSeq } from "@loopsmith/shared/bus";
 import type { ReadEvents } from "./runs.js";
 
 /** A NATS connection, as the shared stream helpers take it. */

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { RunPart, RunRecord, Task, TaskRecord, type TaskEvent, type TaskResult } from "@loopsmith/shared";
+import { RunPart, RunRecord, Task, TaskRecord, type TaskEvent, type TaskResult } from "@loopsmith/shared/contracts";
 import { assembleRun, capEvents, jsonbText, runPart } from "./runs.js";
 
 const usage = {

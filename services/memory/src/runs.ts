@@ -5,16 +5,16 @@
  * one NATS message.
  */
 import { createHash } from "node:crypto";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { DEFAULT_OWNER } from "@loopsmith/shared/bus";
 import {
-  LoopsmithError,
-  DEFAULT_OWNER,
   RUN_EVENTS_CAP,
   RunRecord,
   TaskEvent,
   type RunPart,
   type TaskRecord,
   type TaskResult,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
 

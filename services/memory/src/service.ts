@@ -10,7 +10,9 @@
  * stored; `run` serves it back in parts that each fit one NATS message.
  */
 import type { Logger } from "pino";
-import { DEFAULT_OWNER, Endpoints, handle, type Config, type ServiceModule, type TaskRecord } from "@loopsmith/shared";
+import { DEFAULT_OWNER, Endpoints, handle } from "@loopsmith/shared/bus";
+import { type Config, type ServiceModule } from "@loopsmith/shared/runtime";
+import { type TaskRecord } from "@loopsmith/shared/contracts";
 import { rememberLessonsEndpoint } from "@loopsmith/shared/llm";
 import type { Embedder } from "./embedder.js";
 import { readTaskEvents, type EventsConnection } from "./run-events.js";

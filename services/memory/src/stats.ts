@@ -3,14 +3,9 @@
  * from. A window is the tasks finished at or after `since` and, of those, the `last` most
  * recent (both optional). Percentiles are PostgreSQL's `percentile_disc` (nearest rank).
  */
-import {
-  DEFAULT_OWNER,
-  LoopsmithError,
-  Usage,
-  type MemoryStats,
-  type Recall,
-  type StatsRequest,
-} from "@loopsmith/shared";
+import { DEFAULT_OWNER } from "@loopsmith/shared/bus";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { Usage, type MemoryStats, type Recall, type StatsRequest } from "@loopsmith/shared/contracts";
 import type { Database } from "./db.js";
 import { withDb } from "./errors.js";
 import { utilityStats } from "./lesson-reads.js";

@@ -20,22 +20,21 @@ import {
   FailureFix,
   FailureRecord,
   FailuresRequest,
-  DEFAULT_OWNER,
   HistoryRequest,
-  LoopsmithError,
   RecallRequest,
   RunRecord,
   StatsRequest,
   SuccessRecord,
   TaskId,
   TaskRecord,
-  type Config,
   type Failures,
   type History,
   type MemoryStats,
   type Recall,
   type Remembered,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { DEFAULT_OWNER } from "@loopsmith/shared/bus";
+import { LoopsmithError, type Config } from "@loopsmith/shared/runtime";
 import { LessonsRecord, MemoryVerdict, type LessonsStored } from "@loopsmith/shared/llm";
 import { checkEmbedder, createHashingEmbedder, type Embedder } from "./embedder.js";
 import { configuredEmbedder } from "./api-embedder.js";

@@ -1,13 +1,8 @@
 import { describe, expect, it } from "vitest";
 import pino from "pino";
-import {
-  AuditRequest,
-  LoopsmithError,
-  createProvider,
-  loadConfig,
-  type AuditFinding,
-  type TaskScript,
-} from "@loopsmith/shared";
+import { AuditRequest, type AuditFinding, type TaskScript } from "@loopsmith/shared/contracts";
+import { LoopsmithError, loadConfig } from "@loopsmith/shared/runtime";
+import { createProvider } from "@loopsmith/shared/llm";
 import { AUDIT_SYSTEM, createAuditor, renderAuditMessage } from "./audit.js";
 
 const log = pino({ level: "silent" });

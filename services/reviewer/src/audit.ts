@@ -7,16 +7,13 @@
 import type { Logger } from "pino";
 import {
   AuditVerdict,
-  createIdempotencyCache,
-  renderFile,
   renderInstructions,
-  renderTask,
-  section,
   type AuditFinding,
   type AuditReply,
   type AuditRequest,
-  type LlmProvider,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { createIdempotencyCache } from "@loopsmith/shared/bus";
+import { renderFile, renderTask, section, type LlmProvider } from "@loopsmith/shared/llm";
 
 /** The audit prompt's version: bump it with every change of {@link AUDIT_SYSTEM}. */
 export const AUDIT_PROMPT_VERSION = 1;

@@ -1,15 +1,8 @@
 import { describe, expect, it } from "vitest";
 import pino from "pino";
-import {
-  LoopsmithError,
-  loadPrompt,
-  Review,
-  ReviewRequest,
-  type Completion,
-  type CompletionRequest,
-  type LlmProvider,
-  type Usage,
-} from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { loadPrompt, type Completion, type CompletionRequest, type LlmProvider } from "@loopsmith/shared/llm";
+import { Review, ReviewRequest, type Usage } from "@loopsmith/shared/contracts";
 import { createReviewer, renderReviewMessage } from "./review.js";
 
 const log = pino({ level: "silent" });

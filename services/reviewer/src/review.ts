@@ -3,21 +3,16 @@
  * meets the task and the plan, and whether it is safe to run.
  */
 import type { Logger } from "pino";
+import { createIdempotencyCache } from "@loopsmith/shared/bus";
+import { loadPrompt, renderFile, renderTask, section, type LlmProvider, type Prompt } from "@loopsmith/shared/llm";
 import {
-  createIdempotencyCache,
-  loadPrompt,
-  renderFile,
   renderInstructions,
-  renderTask,
   Review,
-  section,
   type Finding,
-  type LlmProvider,
   type Plan,
-  type Prompt,
   type ReviewReply,
   type ReviewRequest,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 
 /** Dependencies and options of {@link createReviewer}. */
 export interface ReviewerDeps {

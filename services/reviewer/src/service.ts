@@ -2,15 +2,9 @@
  * The reviewer service: the gate and the review as `@nats-io/services` endpoints.
  */
 import type { Logger } from "pino";
-import {
-  createProvider,
-  Endpoints,
-  handle,
-  LoopsmithError,
-  type Config,
-  type LlmProvider,
-  type ServiceModule,
-} from "@loopsmith/shared";
+import { createProvider, type LlmProvider } from "@loopsmith/shared/llm";
+import { Endpoints, handle } from "@loopsmith/shared/bus";
+import { LoopsmithError, type Config, type ServiceModule } from "@loopsmith/shared/runtime";
 import { gate } from "./gate/gate.js";
 import { createAuditor, type Auditor } from "./audit.js";
 import { createReviewer, type Reviewer } from "./review.js";

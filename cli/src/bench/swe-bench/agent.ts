@@ -15,19 +15,17 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import PQueue from "p-queue";
+import { LoopsmithError, loadConfig, type Config } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   ScriptFile,
-  createProvider,
-  loadConfig,
-  putSnapshot,
   snapshotName,
-  type Config,
   type SandboxImage,
   type TaskEvent,
   type TaskInput,
   type TaskResult,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { createProvider } from "@loopsmith/shared/llm";
+import { putSnapshot } from "@loopsmith/shared/bus";
 import { archiveCommit } from "../../repo.js";
 import { openClient, type Client } from "../../client.js";
 import { transcriptSteps } from "../../transcript-record.js";
@@ -61,7 +59,7 @@ export async function agentProvider(o: SweBenchOptions, config: Config): Promise
   const provider = { label: "model" as const, name, model: o.model ?? config.llm.model };
   const p = createProvider({
     config: loadConfig({ ...(o.config ? { file: o.config } : {}), flags: stackFlags(o, provider.label) }),
-    log: (await import("@loopsmith/shared")).createLogger({ service: "cli", level: "warn" }),
+    log: (await import("@loopsmith/shared/runtime")).createLogger({ service: "cli", level: "warn" }),
   });
   if (p.verify) await p.verify();
   return provider;

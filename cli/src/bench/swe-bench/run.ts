@@ -19,7 +19,7 @@ import { randomBytes } from "node:crypto";
 import { join, resolve } from "node:path";
 import PQueue from "p-queue";
 import type { Logger } from "pino";
-import { LoopsmithError, loadConfig } from "@loopsmith/shared";
+import { LoopsmithError, loadConfig } from "@loopsmith/shared/runtime";
 import { jsonLine, printable } from "../../terminal.js";
 import { progressReporter } from "../progress.js";
 import { reportHtml, reportMarkdown } from "../report.js";

@@ -11,13 +11,13 @@ import {
   agentTool,
   argsSummary,
   repoModeOf,
-  LoopsmithError,
   type AgentMessage,
   type AgentMessagesNote,
   type AgentTurnReply,
   type Candidate,
   type ToolCall,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { NO_NEED, budgetOver, budgetStopText } from "@loopsmith/shared/llm";
 import { agentTexts, loopTexts, runTexts } from "../event-texts.js";
 import { briefFromError } from "../failure.js";

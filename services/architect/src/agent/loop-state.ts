@@ -3,7 +3,7 @@
  * conductor needs to go on from the last finished step, and nothing it can recompute.
  */
 import { z } from "zod";
-import { AgentMessage, Edit, FileChange } from "@loopsmith/shared";
+import { AgentMessage, Edit, FileChange } from "@loopsmith/shared/contracts";
 
 /** One iteration's agent loop, as checkpointed after every step. */
 export const AgentLoopState = z.object({

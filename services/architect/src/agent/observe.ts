@@ -2,7 +2,7 @@
  * What the model sees of a tool's output: ONE rule cuts every observation
  * ({@link cutObservation}), and the session's replies are rendered into text here.
  */
-import { agentTool, type SessionObservation } from "@loopsmith/shared";
+import { agentTool, type SessionObservation } from "@loopsmith/shared/contracts";
 import { cutText } from "@loopsmith/shared/text";
 
 /** The cut rule: lines kept at the head and at the tail, and the characters at most (the note included), in characters. */

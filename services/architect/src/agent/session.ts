@@ -3,7 +3,9 @@
  * iteration's loop, called on that replica, opened again elsewhere (the candidate's files
  * written into it) when the replica is gone, and closed when the attempt ends.
  */
-import { LoopsmithError, hasCode, ownerOfTask, type SessionCall, type SessionObservation } from "@loopsmith/shared";
+import { LoopsmithError, hasCode } from "@loopsmith/shared/runtime";
+import { ownerOfTask } from "@loopsmith/shared/bus";
+import { type SessionCall, type SessionObservation } from "@loopsmith/shared/contracts";
 import { agentTexts } from "../event-texts.js";
 import { repoOf } from "../repo/workspace.js";
 import { stepKey } from "../requests.js";

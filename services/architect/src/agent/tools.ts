@@ -9,17 +9,17 @@
 import { z } from "zod";
 import {
   AGENT_TOOLS,
-  LoopsmithError,
   ToolName,
   type ArchitectToolName,
   type ExecutorToolName,
   type SessionCall,
-  unifiedPatch,
   type Candidate,
   type FileChange,
   type ToolCall,
-  UNPARSED_ARGS,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { unifiedPatch } from "@loopsmith/shared/workspace";
+import { UNPARSED_ARGS } from "@loopsmith/shared/llm";
 import { agentTexts } from "../event-texts.js";
 import { currentReader, listTree } from "../repo/context.js";
 import { applyCandidate, policyOf } from "../repo/workspace.js";

@@ -1,6 +1,6 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { DagPlan, Task, type DagState, type SubtaskState, type TaskEvent } from "@loopsmith/shared";
+import { DagPlan, Task, type DagState, type SubtaskState, type TaskEvent } from "@loopsmith/shared/contracts";
 import { TaskRun } from "../run.js";
 import { initialState, type TaskState } from "../state.js";
 import type { LoopIO, Steps } from "../steps.js";

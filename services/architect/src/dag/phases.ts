@@ -7,12 +7,11 @@
  * conductor that dies resumes with finished subtasks kept and running ones re-attached.
  * Each phase is `(s, run) → outcome` like the loop's (`phases.ts`); a pass goes to SCORE there.
  */
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   dagProgress,
   dependencyOrder,
   emptyUsage,
-  ownerOfTask,
   testSummary,
   validateDagPlan,
   type DagPlan,
@@ -24,7 +23,8 @@ import {
   type TaskInput,
   type TaskLimits,
   type Usage,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { ownerOfTask } from "@loopsmith/shared/bus";
 import { NO_NEED, budgetOver, budgetStopText } from "@loopsmith/shared/llm";
 import { dagTexts, runTexts } from "../event-texts.js";
 import { briefFromExecution } from "../failure.js";

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { DagPlan, emptyUsage, type DagPlanInput, type DagState, type SubtaskState } from "@loopsmith/shared";
+import { DagPlan, emptyUsage, type DagPlanInput, type DagState, type SubtaskState } from "@loopsmith/shared/contracts";
 import { HandBack } from "../durable/index.js";
 import {
   dagOutcome,

@@ -16,8 +16,8 @@
 import { setMaxListeners } from "node:events";
 import PQueue from "p-queue";
 import pRetry, { type Options as PRetryOptions } from "p-retry";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   addUsage,
   childTaskId,
   dependenciesOf,
@@ -28,7 +28,7 @@ import {
   type SubtaskChange,
   type SubtaskState,
   type Usage,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { HandBack } from "../durable/index.js";
 
 /** What one attempt of a subtask (one child task) ended with. */

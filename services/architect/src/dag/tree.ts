@@ -5,7 +5,13 @@
  * integration run checks the base with every subtask's contribution. Start trees are new
  * snapshots in the owner's object store, named by tree id like an improvement run's trees.
  */
-import { snapshotName, type DagPlan, type FileChange, type Subtask, type SubtaskState } from "@loopsmith/shared";
+import {
+  snapshotName,
+  type DagPlan,
+  type FileChange,
+  type Subtask,
+  type SubtaskState,
+} from "@loopsmith/shared/contracts";
 import { candidateFiles, candidateSnapshot } from "../tree.js";
 
 /** Files changed against the base, in full, and the base paths removed. */

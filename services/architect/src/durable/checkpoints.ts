@@ -16,7 +16,7 @@ import type { KV } from "@nats-io/kv";
 import { JetStreamApiError } from "@nats-io/jetstream";
 import { InvalidArgumentError, type NatsConnection } from "@nats-io/transport-node";
 import type { z } from "zod";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { compact, decode, encode, refsOf, type Encoded } from "./blobs.js";
 
 /**

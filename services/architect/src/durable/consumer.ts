@@ -21,15 +21,15 @@ import { jetstream, type Consumer, type JsMsg } from "@nats-io/jetstream";
 import type { z } from "zod";
 import {
   DEFAULT_OWNER,
-  LoopsmithError,
   isTransientNatsError,
   lastEventSeq,
   ownerOfSubject,
   ownerOfTask,
   publishEvent,
   rejectIntakeMessage,
-  type TaskEvent,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/bus";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { type TaskEvent } from "@loopsmith/shared/contracts";
 import type { CheckpointStore, Checkpointed } from "./checkpoints.js";
 import { pipelinedEvents } from "./events.js";
 import { HandBack } from "./handback.js";

@@ -1,6 +1,7 @@
 /** Events published without waiting for each ack, and waited for all at once before a checkpoint. */
 import type { NatsConnection } from "@nats-io/transport-node";
-import { publishEvent, type TaskEvent } from "@loopsmith/shared";
+import { publishEvent } from "@loopsmith/shared/bus";
+import { type TaskEvent } from "@loopsmith/shared/contracts";
 
 /** Publishes events without waiting for each ack; {@link PipelinedEvents.flush} waits for them all. */
 export interface PipelinedEvents {

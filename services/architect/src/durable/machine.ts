@@ -7,7 +7,7 @@
  * state, its events' shape, its stop) is its own: the {@link DurableRun} it extends and the
  * {@link PhaseMachine} it hands to the dispatcher.
  */
-import type { TaskEvent } from "@loopsmith/shared";
+import type { TaskEvent } from "@loopsmith/shared/contracts";
 
 /** The durable context a run needs: the checkpoint, the events, the heartbeat (`DurableContext`'s). */
 export interface RunIO<State> {

@@ -10,7 +10,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import type { Logger } from "pino";
 import type { z } from "zod";
-import { LoopsmithError, openBucket } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { openBucket } from "@loopsmith/shared/bus";
 
 /** An outbox's items: sent at once when the other side answers, kept and sent later when it does not. */
 export interface Outbox<Item, Reply> {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { TestCase } from "@loopsmith/shared";
+import { TestCase } from "@loopsmith/shared/contracts";
 import { casesFromTests, parseBenchOutput, type CaseRun } from "./bench-output.js";
 
 function cases(stdout: string): CaseRun[] {

@@ -5,7 +5,7 @@
  * runs and deciding is `decision.ts`. Pure functions: no I/O, no clock.
  */
 import { z } from "zod";
-import type { TestCase } from "@loopsmith/shared";
+import type { TestCase } from "@loopsmith/shared/contracts";
 
 /**
  * One case of one benchmark run.

@@ -7,14 +7,14 @@
  */
 import {
   idempotencyKey,
-  ownerOfTask,
   summarizeTests,
   type CheckCounts,
   type ExecutionRequest,
   type ExecutionResult,
   type FileChange,
   type ImproveRequest,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { ownerOfTask } from "@loopsmith/shared/bus";
 import { casesFromTests, parseBenchOutput, type CaseRun } from "./bench-output.js";
 import type { Tree } from "./state.js";
 

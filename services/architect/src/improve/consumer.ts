@@ -8,15 +8,8 @@
  */
 import type { Logger } from "pino";
 import type { NatsConnection } from "@nats-io/transport-node";
-import {
-  IMPROVE_MAX_DELIVER,
-  ImproveRequest,
-  Streams,
-  Subjects,
-  ensureImproveStreams,
-  ownerOfTask,
-  type GenerationReport,
-} from "@loopsmith/shared";
+import { IMPROVE_MAX_DELIVER, Streams, Subjects, ensureImproveStreams, ownerOfTask } from "@loopsmith/shared/bus";
+import { ImproveRequest, type GenerationReport } from "@loopsmith/shared/contracts";
 import { publishJobEvent, runDurableConsumer } from "../durable/index.js";
 import { improveTexts } from "../event-texts.js";
 import { publishRunEvent } from "./events.js";

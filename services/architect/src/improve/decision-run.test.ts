@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import type { CaseOutcome } from "@loopsmith/shared";
+import type { CaseOutcome } from "@loopsmith/shared/contracts";
 import type { CaseRun } from "./bench-output.js";
 import {
   alphaSpent,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { CaseOutcome, Statistic } from "@loopsmith/shared";
+import { CaseOutcome, Statistic } from "@loopsmith/shared/contracts";
 import type { CaseRun } from "./bench-output.js";
 import { decide, neededFixes, pairCases } from "./decision.js";
 

@@ -5,9 +5,9 @@
  * the p-values come from the shared paired tests (`@loopsmith/shared/stats`, over stdlib).
  */
 import { clampP, signedRankTest, signTestP } from "@loopsmith/shared/stats";
-import type { CaseOutcome, Statistic } from "@loopsmith/shared";
-import type { SetStatistic } from "@loopsmith/shared/contracts";
-import { testAlpha, type AlphaSpending } from "@loopsmith/shared";
+
+import type { SetStatistic, CaseOutcome, Statistic } from "@loopsmith/shared/contracts";
+import { testAlpha, type AlphaSpending } from "@loopsmith/shared/contracts";
 
 // The run's alpha spending rule lives in shared (the CLI's warning and reports use it too).
 export { testAlpha, type AlphaSpending };

@@ -1,6 +1,7 @@
 /** How an improvement run publishes its events: on its owner's events subject, numbered by its state. */
 import type { NatsConnection } from "@nats-io/transport-node";
-import { ownerOfTask, type GenerationReport, type TaskEvent } from "@loopsmith/shared";
+import { ownerOfTask } from "@loopsmith/shared/bus";
+import { type GenerationReport, type TaskEvent } from "@loopsmith/shared/contracts";
 import { publishJobEvent } from "../durable/index.js";
 import type { ImproveState } from "./state.js";
 

@@ -4,19 +4,17 @@
  * as they come), or cancelled once the generation passes its time limit.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
-  LoopsmithError,
   REVIEWS_KEPT,
   Review,
   addUsage,
-  DEFAULT_OWNER,
-  submitTask,
-  followEvents,
   type GenerationReview,
   type Hypothesis,
   type TaskEvent,
   type TaskResult,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { DEFAULT_OWNER, submitTask, followEvents } from "@loopsmith/shared/bus";
 import { NO_NEED, budgetOver, budgetStopText } from "@loopsmith/shared/llm";
 import { improveTexts } from "../event-texts.js";
 import { taskGoal } from "./hypothesis.js";

@@ -4,7 +4,8 @@
  * benchmark on parent and candidate; then (DECIDE, from what MEASURE checkpointed) the paired
  * decision, an accepted candidate stored as the next parent.
  */
-import { getSnapshot, ownerOfTask, putSnapshot, snapshotName, type GenerationReport } from "@loopsmith/shared";
+import { getSnapshot, ownerOfTask, putSnapshot } from "@loopsmith/shared/bus";
+import { snapshotName, type GenerationReport } from "@loopsmith/shared/contracts";
 import { benchBoth } from "./commands.js";
 import { decideGeneration, futile, neededFixes, pairCases, runDecideOptions } from "./decision.js";
 import { changedToolConfig, measureBoth, metricSettings, type Measurement } from "./metrics.js";

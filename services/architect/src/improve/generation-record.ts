@@ -9,7 +9,6 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import {
   ERRORS_KEPT,
   GenerationReport,
-  LoopsmithError,
   emptyUsage,
   type DecisionReason,
   type ExecutionRequest,
@@ -20,9 +19,10 @@ import {
   type GenerationReview,
   type GateResult,
   type Hypothesis,
-  type LlmProvider,
   type Usage,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { type LlmProvider } from "@loopsmith/shared/llm";
 import type { GenerationEnd, ImproveState } from "./state.js";
 
 /** What a generation needs from the outside. */

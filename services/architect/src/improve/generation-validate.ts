@@ -4,15 +4,10 @@
  * screened for tampering and a failed check ({@link screenChange}) and held to the guards and
  * the parent's test counts ({@link validateCandidate}).
  */
-import {
-  LoopsmithError,
-  isTestFile,
-  ownerOfTask,
-  type CheckCounts,
-  type GenerationReport,
-  type Hypothesis,
-  type TaskResult,
-} from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { isTestFile } from "@loopsmith/shared/workspace";
+import { ownerOfTask } from "@loopsmith/shared/bus";
+import { type CheckCounts, type GenerationReport, type Hypothesis, type TaskResult } from "@loopsmith/shared/contracts";
 import { detectCommands, listTree, readBaseFile } from "../repo/context.js";
 import { checkCounts, runCommand, type CommandContext, type Overlay } from "./commands.js";
 import { protectedGlobs, testCountViolation, validateChange } from "./guards.js";

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import {
   ERRORS_KEPT,
-  LoopsmithError,
   REVIEWS_KEPT,
   type GenerationError,
   type GenerationReview,
   type TaskEvent,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { addReview, generationError, keptErrors, reviewOfEvent } from "./generation.js";
 
 /** A task event of the generation's task. */

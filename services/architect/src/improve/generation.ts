@@ -11,13 +11,8 @@
  * run's message is redelivered and the generation resumes at the phase it was in. Each
  * phase's work is a function of its own file beside this one.
  */
-import {
-  LoopsmithError,
-  addUsage,
-  type GenerationPhase,
-  type GenerationReport,
-  type Hypothesis,
-} from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { addUsage, type GenerationPhase, type GenerationReport, type Hypothesis } from "@loopsmith/shared/contracts";
 import { improveTexts } from "../event-texts.js";
 import { buildRepoMap } from "../repo/map.js";
 import { candidateFiles } from "../tree.js";

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { DEFAULT_PROTECTED, SELF_PROTECTED, unifiedPatch, type CheckCounts } from "@loopsmith/shared";
+import { DEFAULT_PROTECTED, SELF_PROTECTED, type CheckCounts } from "@loopsmith/shared/contracts";
+import { unifiedPatch } from "@loopsmith/shared/workspace";
 import {
   addedSkips,
   deletedTests,

@@ -10,14 +10,8 @@
  */
 import { parsePatch } from "diff";
 import picomatch from "picomatch";
-import {
-  DEFAULT_PROTECTED,
-  SELF_PROTECTED,
-  isDependencyManifest,
-  isTestFile,
-  type CheckCounts,
-  type DecisionReason,
-} from "@loopsmith/shared";
+import { DEFAULT_PROTECTED, SELF_PROTECTED, type CheckCounts, type DecisionReason } from "@loopsmith/shared/contracts";
+import { isDependencyManifest, isTestFile } from "@loopsmith/shared/workspace";
 
 /** A guard that fired: the reason code, one or two sentences with the figures, the paths involved. */
 export interface Violation {

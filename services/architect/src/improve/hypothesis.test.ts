@@ -4,7 +4,9 @@
  * whether it may be retried are kept (a retryable one makes the run resume, not reject).
  */
 import { describe, expect, it } from "vitest";
-import { ImproveRequest, LoopsmithError, type LlmProvider } from "@loopsmith/shared";
+import { ImproveRequest } from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { type LlmProvider } from "@loopsmith/shared/llm";
 import { errorReport } from "./generation.js";
 import { hypothesize } from "./hypothesis.js";
 import { initialImproveState } from "./state.js";

@@ -3,17 +3,9 @@
  * the parent, the benchmark cases the last measurement saw failing, and the earlier
  * generations' reports (what was tried, and why it was rejected).
  */
-import {
-  Hypothesis,
-  LoopsmithError,
-  loadPrompt,
-  section,
-  type Completion,
-  type GenerationReport,
-  type ImproveRequest,
-  type LlmProvider,
-  type Usage,
-} from "@loopsmith/shared";
+import { Hypothesis, type GenerationReport, type ImproveRequest, type Usage } from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { loadPrompt, section, type Completion, type LlmProvider } from "@loopsmith/shared/llm";
 import { quoteId } from "./bench-output.js";
 import { metricsPromptSection } from "./metrics.js";
 

@@ -14,7 +14,7 @@ import {
   type Hypothesis,
   type RunStopReason,
   type Usage,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { DurableRun, type DurableContext, type PhaseStep, type RunIO } from "../durable/index.js";
 import { runEvent, type RunEventKind } from "./events.js";
 import {

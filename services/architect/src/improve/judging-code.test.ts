@@ -3,7 +3,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { LoopsmithError, unifiedPatch } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { unifiedPatch } from "@loopsmith/shared/workspace";
 import { protectedGlobs, validateChange, type ChangeUnderReview } from "./guards.js";
 import { judgingCode, summarizeJudgingCode, type SourceTree } from "./judging-code.js";
 

@@ -23,7 +23,7 @@
 import { posix } from "node:path";
 import picomatch from "picomatch";
 import ts from "typescript";
-import { LoopsmithError } from "@loopsmith/shared";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 
 /**
  * Where the judging code starts, as globs of tree paths (`**` allowed): the improvement loop, and

@@ -10,7 +10,7 @@ import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rm
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { QualityBenchmarks, type ExecutionResult } from "@loopsmith/shared";
+import { QualityBenchmarks, type ExecutionResult } from "@loopsmith/shared/contracts";
 import { METRICS_TOOLS } from "./measure-node.js";
 import { measureCommand, readMeasurement } from "./metrics.js";
 

@@ -4,7 +4,7 @@
  * metrics' defaults and the measuring).
  */
 import { signedRankTest, signTestP as signTest } from "@loopsmith/shared/stats";
-import type { MetricOutcome, QualityBenchmarks, QualityMetric, QualityReport } from "@loopsmith/shared";
+import type { MetricOutcome, QualityBenchmarks, QualityMetric, QualityReport } from "@loopsmith/shared/contracts";
 import { metricSettings, type Measurement } from "./metrics.js";
 
 /** Settings of {@link judgeMetrics}. */

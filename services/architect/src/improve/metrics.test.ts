@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { QualityBenchmarks, type ExecutionResult } from "@loopsmith/shared";
+import { QualityBenchmarks, type ExecutionResult } from "@loopsmith/shared/contracts";
 import {
   changedToolConfig,
   measureCommand,

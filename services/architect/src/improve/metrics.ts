@@ -34,7 +34,7 @@ import {
   type ParentMeasure,
   type QualityBenchmarks,
   type QualityMetric,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { runCommand, type CommandContext, type Overlay } from "./commands.js";
 import { MEASURE_PY, MEASURE_SCRIPT_PATH, METRICS_MARKER } from "./measure-python.js";
 import { MEASURE_NODE, MEASURE_NODE_PATH } from "./measure-node.js";

@@ -2,7 +2,7 @@
  * The pairing of a generation's benchmark runs: the parent's and the candidate's runs case by
  * case, refused (one sentence) when they do not report the same cases. Pure.
  */
-import type { CaseOutcome } from "@loopsmith/shared";
+import type { CaseOutcome } from "@loopsmith/shared/contracts";
 import { quoteId, type CaseRun } from "./bench-output.js";
 
 /** The paired cases of a generation, or one sentence saying why the runs do not pair (`bench_unparsed`). */

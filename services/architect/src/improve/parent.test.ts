@@ -14,7 +14,7 @@ import {
   type ExecutionRequest,
   type ExecutionResult,
   type GenerationReport,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { METRICS_MARKER, MEASURE_SCRIPT_PATH } from "./measure-python.js";
 import { metricFigures, type Measurement } from "./metrics.js";
 import { benchFigure, measureParent, parentLines } from "./parent.js";

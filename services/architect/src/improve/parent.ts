@@ -4,7 +4,8 @@
  * generation's: the quality metrics through {@link measureOnce} (the measuring script), or the
  * benchmark once through {@link readBench}; with `measureOnly` and a check, the check too.
  */
-import { ownerOfTask, type ParentMeasure } from "@loopsmith/shared";
+import { ownerOfTask } from "@loopsmith/shared/bus";
+import { type ParentMeasure } from "@loopsmith/shared/contracts";
 import { detectCommands, listTree, readBaseFile } from "../repo/context.js";
 import { benchShell, checkCounts, readBench, runCommand, type BenchRead, type CommandContext } from "./commands.js";
 import { generationTaskId, type GenerationDeps } from "./generation.js";

@@ -9,7 +9,8 @@
  * generation), or when the run cannot go on (`error`); a `measureOnly` run ends after
  * CALIBRATE. Its texts are `improveTexts` (`event-texts.ts`).
  */
-import { ImproveSummary, LoopsmithError, addUsage, type GenerationReport, type RunStopReason } from "@loopsmith/shared";
+import { ImproveSummary, addUsage, type GenerationReport, type RunStopReason } from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { budgetOver, budgetStopText } from "@loopsmith/shared/llm";
 import { HandBack, runPhases, type PhaseMachine } from "../durable/index.js";
 import { improveTexts, runTexts } from "../event-texts.js";

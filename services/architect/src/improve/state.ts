@@ -10,7 +10,10 @@
 import { z } from "zod";
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { openCheckpointBlobs, openImproveStates, type StreamOptions } from "@loopsmith/shared/bus";
 import {
+  Calibration,
+  ParentMeasure,
   CheckCounts,
   CommitId,
   GenerationError,
@@ -23,11 +26,7 @@ import {
   TaskResult,
   Usage,
   emptyUsage,
-  openCheckpointBlobs,
-  openImproveStates,
-  type StreamOptions,
-} from "@loopsmith/shared";
-import { Calibration, ParentMeasure } from "@loopsmith/shared/contracts";
+} from "@loopsmith/shared/contracts";
 import { checkpointStore, maxPayloadOf, type BlobStore, type CheckpointStore } from "../durable/index.js";
 
 /** A tree a generation can start from. */

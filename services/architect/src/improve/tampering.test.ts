@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { unifiedPatch, type Finding, type GateRequest, type GateResult } from "@loopsmith/shared";
+import { unifiedPatch } from "@loopsmith/shared/workspace";
+import { type Finding, type GateRequest, type GateResult } from "@loopsmith/shared/contracts";
 import { changeTampering, tamperingViolation } from "./tampering.js";
 
 const exitFinding = (path: string, line: number): Finding => ({

@@ -5,7 +5,13 @@
  * before the check's outcome is looked at: a change that tampers with the evaluation is
  * rejected as such, whatever its check said.
  */
-import { idempotencyKey, type FileChange, type GateRequest, type GateResult, type Language } from "@loopsmith/shared";
+import {
+  idempotencyKey,
+  type FileChange,
+  type GateRequest,
+  type GateResult,
+  type Language,
+} from "@loopsmith/shared/contracts";
 import { findingPlace, gateChange, isTampering } from "../tampering.js";
 import type { Violation } from "./guards.js";
 import { candidateFiles } from "../tree.js";

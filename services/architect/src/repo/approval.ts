@@ -15,7 +15,8 @@
  */
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { allowedBy, ownerOfTask, packageLabel, type DependencyDecision, type PackageChange } from "@loopsmith/shared";
+import { allowedBy, packageLabel, type DependencyDecision, type PackageChange } from "@loopsmith/shared/contracts";
+import { ownerOfTask } from "@loopsmith/shared/bus";
 import { HandBack } from "../durable/index.js";
 import { approvalTexts, loopTexts, runTexts } from "../event-texts.js";
 import { briefFromFindings } from "../failure.js";

@@ -5,7 +5,8 @@
  */
 import { lstatSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { approxTokens, type FileChange } from "@loopsmith/shared";
+import { approxTokens } from "@loopsmith/shared/llm";
+import { type FileChange } from "@loopsmith/shared/contracts";
 import { walkTree } from "./symbols.js";
 
 /** Largest base file read into a prompt, in bytes (64 KiB). */

@@ -11,7 +11,7 @@ import {
   MAX_INSTRUCTIONS_BYTES,
   boundInstructions,
   type ProjectInstructions,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 
 /**
  * Reads one root file of the tree. A symbolic link is followed only to a regular file inside

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { approxTokens } from "@loopsmith/shared";
+import { approxTokens } from "@loopsmith/shared/llm";
 import { buildRepoMap, clearRepoMapCache, type RepoMapInput } from "./map.js";
 import { MAX_FILE_BYTES, extractSymbols, indexText, readSymbols, type FileSymbols } from "./symbols.js";
 

@@ -12,7 +12,8 @@
  */
 import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { CHARS_PER_TOKEN, LoopsmithError, approxTokens } from "@loopsmith/shared";
+import { CHARS_PER_TOKEN, approxTokens } from "@loopsmith/shared/llm";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import {
   countsAsReference,
   indexFile,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { allowedBy, packageLabel, parseAllowList } from "@loopsmith/shared";
+import { allowedBy, packageLabel, parseAllowList } from "@loopsmith/shared/contracts";
 import { packageChanges } from "./packages.js";
 
 const labels = (path: string, before: string | undefined, after: string | undefined): string[] =>

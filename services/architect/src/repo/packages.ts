@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 import { parse as parseToml } from "smol-toml";
-import { packageKey, type PackageChange } from "@loopsmith/shared";
+import { packageKey, type PackageChange } from "@loopsmith/shared/contracts";
 
 /** A manifest's packages: normalised name → the name as written and its requirement. */
 type Packages = Map<string, { name: string; spec: string }>;

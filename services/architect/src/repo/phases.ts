@@ -5,12 +5,12 @@
  */
 import {
   BASELINE_LIMIT_MS,
-  LoopsmithError,
   RUN_LIMIT_MULTIPLE,
   instructionsUse,
   runLimitFromBaseline,
   testSummary,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
+import { LoopsmithError } from "@loopsmith/shared/runtime";
 import { loopTexts, repoTexts, runTexts } from "../event-texts.js";
 import { failingTests } from "../failure.js";
 import { MAX_SANDBOX_ERRORS, type PhaseOutcome, type TaskRun } from "../run.js";

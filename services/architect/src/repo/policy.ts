@@ -10,7 +10,8 @@
  */
 import { isDeepStrictEqual } from "node:util";
 import { parse as parseToml } from "smol-toml";
-import { isDependencyManifest, type DependencyPolicy, type FileChange } from "@loopsmith/shared";
+import { isDependencyManifest } from "@loopsmith/shared/workspace";
+import { type DependencyPolicy, type FileChange } from "@loopsmith/shared/contracts";
 
 /** Files that always configure a test runner or the interpreter's start-up. */
 const RUNNER =

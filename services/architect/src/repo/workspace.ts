@@ -5,18 +5,16 @@
  * task ends with. No events and no checkpoints: the phases (`repo/phases.ts`, `phases.ts`)
  * and the run (`run.ts`) call these and report.
  */
+import { LoopsmithError } from "@loopsmith/shared/runtime";
+import { applyEdits, renderEditFailures, unifiedPatch } from "@loopsmith/shared/workspace";
+import { ownerOfTask } from "@loopsmith/shared/bus";
 import {
-  LoopsmithError,
-  applyEdits,
-  ownerOfTask,
-  renderEditFailures,
-  unifiedPatch,
   type Candidate,
   type ExecutionRequest,
   type RepoBrief,
   type RepoChange,
   type Task,
-} from "@loopsmith/shared";
+} from "@loopsmith/shared/contracts";
 import { executionRequest } from "../requests.js";
 import type { TaskState } from "../state.js";
 import type { Steps } from "../steps.js";

@@ -4,7 +4,7 @@
  * failure with findings, fed back to the builder, never executed.
  */
 import { Tree } from "@lezer/common";
-import type { Finding, GateRequest, GateResult } from "@loopsmith/shared";
+import type { Finding, GateRequest, GateResult } from "@loopsmith/shared/contracts";
 import { analyseJavaScriptNames, type JsDialect } from "./javascript.js";
 import { tamperJavaScript } from "./jstamper.js";
 import { analysePythonNames } from "./python.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { GateResult } from "@loopsmith/shared";
+import type { GateResult } from "@loopsmith/shared/contracts";
 import { gate } from "./gate.js";
 import { src } from "./testing.js";
 

@@ -7,7 +7,7 @@
  * The module lists are the standard-library and common third-party modules that do those
  * things.
  */
-import type { Finding } from "@loopsmith/shared";
+import type { Finding } from "@loopsmith/shared/contracts";
 
 /**
  * Every rule id a finding can carry, with its severity and why it blocks. Only `blocker`

@@ -3,7 +3,7 @@
  * syntax tree, and the findings collected so far.
  */
 import type { SyntaxNode, Tree } from "@lezer/common";
-import type { Finding } from "@loopsmith/shared";
+import type { Finding } from "@loopsmith/shared/contracts";
 import { RULES, type RuleId } from "./rules.js";
 import { scanShell } from "./shell.js";
 

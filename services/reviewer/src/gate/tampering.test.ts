@@ -2,7 +2,7 @@ import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import type { FileChange } from "@loopsmith/shared";
+import type { FileChange } from "@loopsmith/shared/contracts";
 import { gate } from "./gate.js";
 import { EvaluationNames, isTestCode, isTestSupport, scanTamperString, shadowFinding } from "./tampering.js";
 

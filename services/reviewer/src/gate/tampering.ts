@@ -9,7 +9,8 @@
  * share: which files are tests, the names and strings each rule looks for, the evaluation's
  * own names, and the path rule (`tampering.shadow`). See docs/GATE.md, "Evaluation tampering".
  */
-import { isTestFile, type Finding } from "@loopsmith/shared";
+import { isTestFile } from "@loopsmith/shared/workspace";
+import { type Finding } from "@loopsmith/shared/contracts";
 import type { RuleId } from "./rules.js";
 import type { SourceFile } from "./source.js";
 

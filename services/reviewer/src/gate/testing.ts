@@ -1,5 +1,5 @@
 /** Test helpers for the gate's unit tests (not exported from the package). */
-import type { FileChange, Finding, GateResult, Language } from "@loopsmith/shared";
+import type { FileChange, Finding, GateResult, Language } from "@loopsmith/shared/contracts";
 import { gate } from "./gate.js";
 
 /** Runs the gate over files, as the service would. */
