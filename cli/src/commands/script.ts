@@ -13,11 +13,11 @@
  */
 import { readFile } from "node:fs/promises";
 import type { Command } from "commander";
-import type * as SharedModule from "@loopsmith/shared";
 import type { z } from "zod";
 import { report, runCommand, usageError, type CommandRunner } from "../errors.js";
 import { ExitCode } from "../exit-codes.js";
 import { jsonLine, printable } from "../terminal.js";
+import { loadShared, type Shared } from "./script-shared.js";
 import {
   JsonSyntax,
   field,
@@ -100,7 +100,6 @@ const ROLE_OF_SHAPE: Record<EntryShape, string> = {
   Hypothesis: "a hypothesis",
 };
 
-type Shared = typeof SharedModule & { LessonReply: z.ZodType<unknown> };
 type Add = (severity: ScriptProblem["severity"], offset: number, where: string, message: string) => void;
 
 /** The schema of each shape. */
@@ -362,16 +361,12 @@ function checkWhole(replies: Located, c: FileCheck): void {
 }
 
 /**
- * Checks the text of a replies file. Loads `@loopsmith/shared` (schemas, the reader, the
- * edit path check) on first use.
+ * Checks the text of a replies file. Loads what it needs of shared/ (`loadShared`) on first use.
  * @returns the report; `valid` is false when any problem is an error. Never throws for bad
  *   input.
  */
 export async function validateScript(text: string): Promise<ScriptReport> {
-  const shared = {
-    ...(await import("@loopsmith/shared")),
-    LessonReply: (await import("@loopsmith/shared/llm")).LessonReply,
-  };
+  const shared = await loadShared();
   const problems: ScriptProblem[] = [];
   const pos = locator(text);
   const add: Add = (severity, offset, where, message) => {
