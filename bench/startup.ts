@@ -5,7 +5,8 @@
  * same run (the machine is shared, so absolute times move from run to run):
  *
  * 1. module load per service, in a fresh process (wall and CPU), against `node -e 1` and
- *    `node --import tsx -e 1`, and all five in one process;
+ *    `node --import tsx -e 1`, and all five in one process; before them, each shared/ entry
+ *    point the CLI imports, against all five concern entries at once (the old root barrel);
  * 2. the NATS container, from create to a NATS handshake;
  * 3. each service alone on that NATS, from spawn to answering `$SRV.PING`, from the
  *    TypeScript sources (tsx) and from the build (`npm run build`, dist/app);
@@ -21,13 +22,16 @@
  * Options: `--runs N` (solve and `up` repetitions, default 3), `--skip-up` (only 1–3).
  */
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { median as ssMedian } from "simple-statistics";
-import { createLogger, loadConfig, loadScript, submitTask, type ServiceName, type TaskInput } from "@loopsmith/shared";
+import { createLogger, loadConfig } from "@loopsmith/shared/runtime";
+import { loadScript } from "@loopsmith/shared/llm";
+import { submitTask, type ServiceName } from "@loopsmith/shared/bus";
+import { type TaskInput } from "@loopsmith/shared/contracts";
 import { startNatsContainer } from "../cli/src/nats-container.js";
 import { answeringServices, serviceCode } from "../cli/src/stack.js";
 import { roleConnectOptions } from "../cli/src/stack-auth.js";
@@ -64,6 +68,21 @@ function importCost(specs: string[], tsx = true): { wall: number; cpu: number; t
   return JSON.parse(r.stdout.trim().split("\n").at(-1) as string) as { wall: number; cpu: number; total: number };
 }
 
+/** shared/'s concern entry points, together what the root barrel re-exported. */
+const ALL_SHARED_ENTRIES = ["contracts", "bus", "llm", "runtime", "workspace"].map((e) => `@loopsmith/shared/${e}`);
+
+/** The `@loopsmith/shared/*` entry points cli/src imports (static or dynamic, tests left out), sorted. */
+function cliSharedEntries(): string[] {
+  const found = new Set<string>();
+  const dir = join(REPO, "cli", "src");
+  for (const file of readdirSync(dir, { recursive: true, encoding: "utf8" })) {
+    if (!file.endsWith(".ts") || file.endsWith(".test.ts")) continue;
+    for (const m of readFileSync(join(dir, file), "utf8").matchAll(/["'](@loopsmith\/shared\/[\w/]+)["']/g))
+      found.add(m[1] as string);
+  }
+  return [...found].sort();
+}
+
 /** Wall time of a whole process `node <argv>`, in ms. */
 function processWall(argv: string[]): number {
   const t = performance.now();
@@ -95,10 +114,13 @@ async function main(): Promise<void> {
   console.log(
     `   node --import tsx -e 1 (whole process)    ${ms(median([0, 1, 2].map(() => processWall(["--import", TSX, "-e", "1"]))))}`,
   );
-  const shared = importCost(["@loopsmith/shared"]);
-  console.log(
-    `   @loopsmith/shared                         ${ms(shared.wall)} wall ${ms(shared.cpu)} CPU ${ms(shared.total)} process CPU`,
-  );
+  // What the CLI loads of shared/ (its entry points, each alone), against all five concern
+  // entries in one process: what the root barrel `@loopsmith/shared` loaded.
+  for (const specs of [...cliSharedEntries().map((e) => [e]), ALL_SHARED_ENTRIES]) {
+    const c = importCost(specs);
+    const label = specs.length > 1 ? "all five (what the root barrel loaded)" : (specs[0] as string);
+    console.log(`   ${label.padEnd(42)}${ms(c.wall)} wall ${ms(c.cpu)} CPU ${ms(c.total)} process CPU`);
+  }
   for (const sdk of ["@anthropic-ai/sdk", "@anthropic-ai/bedrock-sdk", "openai"]) {
     const c = importCost([sdk]);
     console.log(
