@@ -42,12 +42,13 @@
  * the top 5) and MRR over the top 20, overall and recall@5 per operator, with the machine
  * line, the corpus size and the embedder. No model is called.
  */
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
-import { createLogger, loadConfig } from "@loopsmith/shared";
+import { createLogger, loadConfig } from "@loopsmith/shared/runtime";
 import { loadHumanEval, type HumanEvalRecord } from "@loopsmith/evals";
 import { openMemoryStore, signature } from "@loopsmith/memory";
 import { cpuTimes, machineLine, referenceMs } from "./machine.js";
@@ -66,7 +67,7 @@ import {
   type Ranks,
 } from "./retrieval.js";
 import { seeded } from "./seeded.js";
-import { buildCorpus, type Failure } from "./transfer/corpus.js";
+import { buildCorpus, type Corpus, type Failure } from "./transfer/corpus.js";
 import { OPERATORS } from "./transfer/operators.js";
 import { LocalRunner } from "./transfer/run-local.js";
 
@@ -83,6 +84,10 @@ const opts = new Command()
   .option("--tries <t>", "candidates tried per task and operator", int, 3)
   .option("--workers <w>", "test runs at once", int, 2)
   .option("--timeout-ms <ms>", "wall-clock limit of one test run", int, 3_000)
+  .option(
+    "--corpus-file <path>",
+    "read the corpus from this JSON file when it exists, else build it and write it there",
+  )
   .option("--embedder <kind>", "memory's embedder: hashing or api (else LOOPSMITH_EMBEDDER; hashing)")
   .option("--embeddings-base-url <url>", "the api embedder's server, the part before /embeddings")
   .option("--embeddings-model <model>", "the api embedder's model")
@@ -96,6 +101,7 @@ const opts = new Command()
     tries: number;
     workers: number;
     timeoutMs: number;
+    corpusFile?: string;
     embedder?: string;
     embeddingsBaseUrl?: string;
     embeddingsModel?: string;
@@ -166,6 +172,33 @@ function taskBootstrap(
   return [diffs[Math.floor(0.025 * diffs.length)] ?? 0, diffs[Math.floor(0.975 * diffs.length)] ?? 0];
 }
 
+/**
+ * The corpus of `--corpus-file` when that file exists and was built from the same records,
+ * else a new one (written there when the flag is given): the same failures ranked again
+ * without running the mutants again.
+ */
+let corpusRead = false;
+async function loadOrBuild(records: readonly HumanEvalRecord[], runner: LocalRunner): Promise<Corpus> {
+  const ids = records.map((r) => r.task_id);
+  if (opts.corpusFile && existsSync(opts.corpusFile)) {
+    const saved = JSON.parse(readFileSync(opts.corpusFile, "utf8")) as { records: string[]; corpus: Corpus };
+    if (JSON.stringify(saved.records) !== JSON.stringify(ids)) {
+      throw new Error(`${opts.corpusFile} was built from other records (another --dataset, --tasks or --seed)`);
+    }
+    corpusRead = true;
+    return saved.corpus;
+  }
+  const built = await buildCorpus(records, runner, {
+    tries: opts.tries,
+    progress: (done, failures, runs) => {
+      if (process.stderr.isTTY || done === records.length)
+        process.stderr.write(`\rcorpus: ${done}/${records.length} tasks, ${failures} failures, ${runs} mutants run   `);
+    },
+  });
+  if (opts.corpusFile) writeFileSync(opts.corpusFile, JSON.stringify({ records: ids, corpus: built }));
+  return built;
+}
+
 // ---- corpus ----
 const refMs = referenceMs();
 const cpuBefore = cpuTimes();
@@ -173,15 +206,9 @@ const all = loadHumanEval(opts.dataset);
 const drawn = new Set(shuffled(all, opts.seed).slice(0, opts.tasks));
 const records: HumanEvalRecord[] = all.filter((r) => drawn.has(r));
 const runner = await LocalRunner.open({ workers: opts.workers, timeoutMs: opts.timeoutMs, memoryMb: 512 });
-let corpus: Awaited<ReturnType<typeof buildCorpus>>;
+let corpus: Corpus;
 try {
-  corpus = await buildCorpus(records, runner, {
-    tries: opts.tries,
-    progress: (done, failures, runs) => {
-      if (process.stderr.isTTY || done === records.length)
-        process.stderr.write(`\rcorpus: ${done}/${records.length} tasks, ${failures} failures, ${runs} mutants run   `);
-    },
-  });
+  corpus = await loadOrBuild(records, runner);
 } finally {
   await runner.close();
   process.stderr.write("\n");
@@ -328,7 +355,7 @@ const commonest = [...headlines]
 const lines = [
   `transfer benchmark on ${basename(opts.dataset)}: ${records.length} tasks drawn with seed ${opts.seed}, up to ${opts.tries} candidates per task and operator`,
   machineLine(refMs, cpuBefore, cpuAfter),
-  `runner: ${runner.info.python}, ${runner.info.pytest ? `pytest ${runner.info.pytest}` : "no pytest (plain asserts)"}, no network (a network namespace of its own), ${opts.timeoutMs} ms and 512 MiB per run; ${corpus.runs} mutants run in ${corpus.seconds.toFixed(0)} s`,
+  `runner: ${runner.info.python}, ${runner.info.pytest ? `pytest ${runner.info.pytest}` : "no pytest (plain asserts)"}, no network (a network namespace of its own), ${opts.timeoutMs} ms and 512 MiB per run; ${corpus.runs} mutants run in ${corpus.seconds.toFixed(0)} s${opts.corpusFile && corpusRead ? ` (the corpus read from ${basename(opts.corpusFile)})` : ""}`,
   `memory: embedded PGlite, embedder ${embedderText}; ${failures.length} failures stored in ${(storeMs / 1000).toFixed(1)} s, ${queries.length} recalls in ${(recallMs / 1000).toFixed(1)} s`,
   `corpus: ${new Set(failures.map((f) => f.taskId)).size} tasks with a failure, ${new Set(failures.map((f) => f.operator)).size} operators, ${failures.length} failures (${headlines.size} headline signatures), ${queries.length} queries (${failures.length - queries.length} failures of an operator that failed on one task only)`,
   "",

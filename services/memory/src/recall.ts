@@ -16,13 +16,14 @@
  * similarity, then to the newer row.
  */
 import pgvector from "pgvector/pg";
-import type { Recall, RecallRequest } from "@loopsmith/shared";
+import type { Recall, RecallRequest } from "@loopsmith/shared/contracts";
 import type { Database } from "./db.js";
 import { embeddingExpr } from "./db.js";
 import { anyWordQuery, buildEmbedText, embedParts } from "./embed-text.js";
 import type { Embedder } from "./embedder.js";
 import { withDb } from "./errors.js";
 import { rowToRecalledFailure, rowToRecalledSuccess } from "./rows.js";
+import { CAUSE_WEIGHT, RERANK_POOL, causeOrder, causeWords } from "./rerank.js";
 
 /** Rows each ranking keeps before fusion. */
 export const CANDIDATES = 100;
@@ -43,6 +44,21 @@ export const RANKING_WEIGHTS = { vec: 1, goal: 1, err: 1, code: 1, same: 1 } as 
  */
 export const FTS_POOL = 200;
 
+/**
+ * The order (indices into `rows`, best first) of the fused rows once their cause ranking
+ * (`rerank.ts`, weight {@link CAUSE_WEIGHT}) is added; the fused order when the request has
+ * no cause words. Rows need `score`, `error_text` and `code`.
+ */
+function causeRerank(req: RecallRequest, rows: readonly Record<string, unknown>[]): number[] {
+  const query = causeWords(req.errorText ?? "", req.code ?? "", req.language);
+  if (query.length === 0) return rows.map((_, i) => i);
+  const scored = rows.map((r) => ({
+    score: Number(r.score),
+    words: causeWords(String(r.error_text ?? ""), String(r.code ?? ""), req.language),
+  }));
+  return causeOrder(query, scored, RRF_K, CAUSE_WEIGHT);
+}
+
 /** One full-text ranking: the pool's rows of `column` matching `query`, best first, ranked. */
 function ftsRanking(name: string, column: string, query: string): string {
   return `${name} AS (
@@ -54,28 +70,20 @@ function ftsRanking(name: string, column: string, query: string): string {
 }
 
 /**
- * Recalls the failures and successes nearest to a request (already validated).
- * @returns the recalled rows, the signature of the request's error text, and the embedder
- * @throws LoopsmithError `db_error` when the database fails; `internal` for a broken embedder
+ * The fused recall of failures as SQL over its 12 parameters (the query vector, the embedder,
+ * the language, the task to leave out, the goal, error and code queries, the row limit, the
+ * rankings' depth, the signature key, the pool's size and the scope): each ranking of the
+ * nearest pool, summed as reciprocal ranks ({@link RANKING_WEIGHTS}), best first.
+ * @param dimensions - the embedder's vector size
  */
-export async function hybridRecall(db: Database, embedder: Embedder, req: RecallRequest): Promise<Recall> {
-  const parts = buildEmbedText({
-    goal: req.text,
-    language: req.language,
-    ...(req.errorText !== undefined ? { errorText: req.errorText } : {}),
-    ...(req.failingTests ? { failingTests: req.failingTests } : {}),
-    ...(req.code !== undefined ? { code: req.code } : {}),
-  });
-  const failureVec = await embedParts(embedder, parts);
-  const goalVec = await embedParts(embedder, { goal: parts.goal, error: "", code: "" });
-  const exclude = req.excludeSameTask ? req.taskId : null;
-  const vec = embeddingExpr(embedder.dimensions);
-  const param = `$1::vector(${embedder.dimensions})`;
+function fusedFailuresSql(dimensions: number): string {
+  const vec = embeddingExpr(dimensions);
+  const param = `$1::vector(${dimensions})`;
   // A scope (a benchmark arm's task-id prefix) keeps recall to that run's own tasks.
   const filters =
     "f.embedder = $2 AND f.language = $3 AND ($4::text IS NULL OR f.task_id <> $4::text) AND ($12::text IS NULL OR starts_with(f.task_id, $12::text))";
   const w = RANKING_WEIGHTS;
-  const sql = `
+  return `
     WITH q AS (
       SELECT CASE WHEN $5 <> '' THEN to_tsquery('simple', $5) END AS goal,
              CASE WHEN $6 <> '' THEN to_tsquery('simple', $6) END AS err,
@@ -104,7 +112,7 @@ export async function hybridRecall(db: Database, embedder: Embedder, req: Recall
         UNION ALL SELECT id, r, ${w.same}::float8 FROM same_r) u
       GROUP BY id)
     SELECT f.id::text AS id, f.task_id, f.goal, f.signature, f.signature_key, f.failing_tests, f.reflection,
-           fused.score, 1 - (${vec} <=> ${param}) AS similarity,
+           f.error_text, f.code, fused.score, 1 - (${vec} <=> ${param}) AS similarity,
            fix.id::text AS fix_id, fix.iteration AS fix_iteration, fix.files AS fix_files
       FROM fused
       JOIN loopsmith.failures f ON f.id = fused.id
@@ -114,6 +122,27 @@ export async function hybridRecall(db: Database, embedder: Embedder, req: Recall
          ORDER BY s.iteration LIMIT 1) fix ON true
      ORDER BY fused.score DESC, similarity DESC, f.id DESC
      LIMIT $8`;
+}
+
+/**
+ * Recalls the failures and successes nearest to a request (already validated).
+ * @returns the recalled rows, the signature of the request's error text, and the embedder
+ * @throws LoopsmithError `db_error` when the database fails; `internal` for a broken embedder
+ */
+export async function hybridRecall(db: Database, embedder: Embedder, req: RecallRequest): Promise<Recall> {
+  const parts = buildEmbedText({
+    goal: req.text,
+    language: req.language,
+    ...(req.errorText !== undefined ? { errorText: req.errorText } : {}),
+    ...(req.failingTests ? { failingTests: req.failingTests } : {}),
+    ...(req.code !== undefined ? { code: req.code } : {}),
+  });
+  const failureVec = await embedParts(embedder, parts);
+  const goalVec = await embedParts(embedder, { goal: parts.goal, error: "", code: "" });
+  const exclude = req.excludeSameTask ? req.taskId : null;
+  const vec = embeddingExpr(embedder.dimensions);
+  const param = `$1::vector(${embedder.dimensions})`;
+  const sql = fusedFailuresSql(embedder.dimensions);
   return withDb("recall past failures", async () => {
     const failures = await db.pool.query(sql, [
       pgvector.toSql(failureVec),
@@ -123,7 +152,7 @@ export async function hybridRecall(db: Database, embedder: Embedder, req: Recall
       anyWordQuery(parts.goal),
       anyWordQuery(parts.error),
       anyWordQuery(parts.code),
-      req.k,
+      Math.max(req.k, RERANK_POOL),
       CANDIDATES,
       parts.signature?.key ?? "",
       FTS_POOL,
@@ -138,8 +167,9 @@ export async function hybridRecall(db: Database, embedder: Embedder, req: Recall
         LIMIT $5`,
       [pgvector.toSql(goalVec), embedder.id, req.language, exclude, req.k, req.scope ?? null],
     );
+    const order = causeRerank(req, failures.rows);
     return {
-      failures: failures.rows.map(rowToRecalledFailure),
+      failures: order.slice(0, req.k).map((i) => rowToRecalledFailure(failures.rows[i])),
       successes: successes.rows.map(rowToRecalledSuccess),
       ...(parts.signature ? { signature: parts.signature.signature } : {}),
       embedder: embedder.id,

@@ -20,7 +20,7 @@ import { shapeWords } from "./code-shape.js";
 import { decodeEntities } from "./signature.js";
 import { mismatch } from "./mismatch.js";
 import { stripComments } from "./embed-text.js";
-import type { Language } from "@loopsmith/shared";
+import type { Language } from "@loopsmith/shared/contracts";
 
 /** Rows of the fused ranking that are re-ranked (the rest keep their place below them). */
 export const RERANK_POOL = 100;
