@@ -9,10 +9,10 @@
 // evals/ (datasets, the oracle, SWE-bench grading) may import shared/ and services as
 // libraries (the executor's code grades), never the CLI: the CLI runs evals against a stack.
 //
-// Workspace packages are imported by name (`@loopsmith/shared`, `@loopsmith/executor`, …).
+// Workspace packages are imported by name (`@loopsmith/shared/contracts`, `@loopsmith/executor`, …).
 // npm links them under node_modules/@loopsmith/; the resolver follows the link to the real
-// path (symlinks are not preserved) and reads the package's `exports` (./src/index.ts), so
-// a rule sees `shared/src/index.ts`, not `node_modules/…`.
+// path (symlinks are not preserved) and reads the package's `exports`, so a rule sees
+// `shared/src/contracts/index.ts`, not `node_modules/…`.
 /** @type {import("dependency-cruiser").IConfiguration} */
 module.exports = {
   forbidden: [

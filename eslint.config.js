@@ -18,7 +18,6 @@ const OVER_FILE_LIMIT = [
   "services/memory/src/lessons.ts",
   "services/reviewer/src/gate/jstamper.ts",
   "services/reviewer/src/gate/pytamper.ts",
-  "shared/src/index.ts",
 ];
 const OVER_FUNCTION_LIMIT = [
   "cli/src/run-view.ts",
@@ -26,7 +25,6 @@ const OVER_FUNCTION_LIMIT = [
   "services/architect/src/phases.ts",
   "services/architect/src/planner.ts",
   "services/architect/src/repo/phases.ts",
-  "services/memory/src/recall.ts",
   "services/memory/src/stats.ts",
 ];
 

@@ -25,7 +25,7 @@ import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import Docker from "dockerode";
 import { mean, sampleStandardDeviation } from "simple-statistics";
-import { loadConfig } from "@loopsmith/shared";
+import { loadConfig } from "@loopsmith/shared/runtime";
 import {
   loadSeccompProfile,
   prestartSpec,

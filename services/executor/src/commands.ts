@@ -2,7 +2,9 @@
  * Per-language defaults: the supervisor, the default test command, the environment
  * allowlist the command runs with (nothing comes from the host), and which image.
  */
-import { isTestFile, type Config, type FileChange, type Language } from "@loopsmith/shared";
+import { isTestFile } from "@loopsmith/shared/workspace";
+import { type Config } from "@loopsmith/shared/runtime";
+import { type FileChange, type Language } from "@loopsmith/shared/contracts";
 import { encodePrestart, NODE_BOOTSTRAP, PYTHON_BOOTSTRAP, type PrestartSpec } from "./bootstrap.js";
 
 /** Where the node verdict reporter is installed in the sandbox image (deploy/rootfs/sandbox-node). */

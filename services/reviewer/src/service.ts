@@ -15,7 +15,7 @@ export interface ReviewerServiceDeps {
   log: Logger;
   /** The LLM provider for reviews. @defaultValue `makeProvider({config, log})` */
   provider?: LlmProvider;
-  /** Builds the provider when none is given. @defaultValue `createProvider` from `@loopsmith/shared` */
+  /** Builds the provider when none is given. @defaultValue `createProvider` from `@loopsmith/shared/llm` */
   makeProvider?: (deps: { config: Config; log: Logger }) => LlmProvider;
 }
 

@@ -9,7 +9,7 @@ import {
   dependentsOf,
   validateDagPlan,
   type DagPlanInput,
-} from "../index.js";
+} from "./index.js";
 
 /** A plan from short subtask specs: `id: [dependsOn], files, provides, uses`. */
 function plan(

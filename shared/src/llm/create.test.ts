@@ -171,14 +171,15 @@ describe("prices", () => {
 });
 
 describe("createProvider loads no SDK until a model is called", () => {
-  it("importing @loopsmith/shared and building model providers imports none of the SDKs", async () => {
+  it("importing shared's llm and runtime entry points and building model providers imports none of the SDKs", async () => {
     const { spawnSync } = await import("node:child_process");
     // A resolve hook that fails any import of an SDK package: the child exits non-zero if one is loaded.
     const hook = `export async function resolve(s, c, next) { if (/^(@anthropic-ai\\/|openai($|\\/))/.test(s)) throw new Error("SDK imported: " + s); return next(s, c); }`;
     const code = [
       "const { register } = await import('node:module');",
       `register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(hook)}));`,
-      "const { createProvider, Config, createLogger } = await import('@loopsmith/shared');",
+      "const { createProvider } = await import('@loopsmith/shared/llm');",
+      "const { Config, createLogger } = await import('@loopsmith/shared/runtime');",
       "const log = createLogger({ service: 't', level: 'silent' });",
       "createProvider({ config: Config.parse({ llm: { provider: 'openai-compatible', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' } }), log });",
       "createProvider({ config: Config.parse({ llm: { provider: 'anthropic', apiKey: 'k' } }), log });",

@@ -4,7 +4,7 @@
  * loops (408/409/429/5xx, connection errors, timeouts; `retry-after`/`retry-after-ms`
  * honoured) are the only retries; nothing here loops around them.
  *
- * The SDKs are loaded lazily: importing this module (and so `@loopsmith/shared`) loads none
+ * The SDKs are loaded lazily: importing this module (and so `@loopsmith/shared/llm`) loads none
  * of `@anthropic-ai/sdk`, `@anthropic-ai/bedrock-sdk` (the AWS SDK) or `openai`; a backend
  * loads its SDK and builds its client on its first call (or `verify`). Services that never
  * call a model (executor, memory) never load them, which is most of their start-up time.

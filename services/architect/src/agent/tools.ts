@@ -1,6 +1,6 @@
 /**
  * The tools of agent mode, as the architect answers them, dispatched by the tool table
- * (`AGENT_TOOLS` in `@loopsmith/shared`): a tool that `runs` in the executor is a call in the
+ * (`AGENT_TOOLS` in `@loopsmith/shared/contracts`): a tool that `runs` in the executor is a call in the
  * session container (`session.ts`); the others are answered here (`symbol`: the repo map's
  * index; `edit`: the search/replace engine, the policy and the parse check; `submit` ends the
  * loop). Every problem a model can cause (bad arguments, an edit that misses or is
