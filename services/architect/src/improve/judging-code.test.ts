@@ -155,7 +155,7 @@ describe("judgingCode over this checkout", () => {
     });
     expect(v?.reason).toBe("protected");
     expect(v?.message).toMatch(
-      /^the change touches protected paths: shared\/src\/contracts\/alpha\.ts is imported by services\/architect\/src\/improve\/decision\.ts/,
+      /^the change touches protected paths: shared\/src\/contracts\/alpha\.ts is imported by services\/architect\/src\/improve\/bench-output\.ts \(via shared\/src\/contracts\/index\.ts\)/,
     );
   });
 
