@@ -1,7 +1,7 @@
 /**
  * bench/supervisor: the CPU a sandbox run costs with the lean Python supervisor
  * (services/executor/src/bootstrap-python.ts) against the one it replaced
- * (bench/supervisor-legacy.ts: JSON, subprocess, threads), in one process, interleaved
+ * (bench/supervisor-legacy.ts reads it from git history: JSON, subprocess, threads), in one process, interleaved
  * (lean, legacy, legacy, lean, …), one run at a time.
  *
  * runs    N runs of each through the executor library's `Sandbox`: a container of the
@@ -36,7 +36,7 @@ import {
   type SandboxSpec,
 } from "@loopsmith/executor";
 import { PYTHON_BOOTSTRAP } from "../services/executor/src/bootstrap.js";
-import { LEGACY_PYTHON_BOOTSTRAP } from "./supervisor-legacy.js";
+import { legacyPythonBootstrap } from "./supervisor-legacy.js";
 import { cpuTimes, machineLine, referenceMs } from "./machine.js";
 
 const arg = (name: string, def: number): number => {
@@ -48,6 +48,7 @@ const STARTS = arg("--starts", 30);
 const VARIANTS = ["lean", "legacy"] as const;
 type Variant = (typeof VARIANTS)[number];
 const CGROUP = "/sys/fs/cgroup";
+const LEGACY_PYTHON_BOOTSTRAP = legacyPythonBootstrap();
 
 const SOLUTION = "def add(a, b):\n    return a + b\n";
 const TESTS = `from solution import add
