@@ -26,7 +26,8 @@ describe("the build and its stamp", () => {
   it("stamps the sources of every entry point, the prompts, the migrations and the lock file, and is current for this tree", () => {
     const stamp = JSON.parse(readFileSync(join(out, BUILD_STAMP), "utf8")) as BuildStamp;
     for (const f of [
-      "shared/src/index.ts",
+      "shared/src/contracts/index.ts",
+      "shared/src/runtime/index.ts",
       "cli/src/main.ts",
       "package-lock.json",
       "deploy/build-app.ts",
